@@ -1,0 +1,32 @@
+//! Headless subcommands. Each prints for people by default and JSON with `--json`.
+
+pub mod bench;
+pub mod data;
+
+use clap::{Parser, Subcommand};
+
+/// TradeTune: train and tune reinforcement-learning trading agents on one machine.
+#[derive(Debug, Parser)]
+#[command(name = "tradetune", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Market data: inspect files, generate synthetic data.
+    #[command(subcommand)]
+    Data(data::DataCommand),
+    /// Benchmarks of the hot paths, printing throughput with their configuration.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+}
+
+/// Runs one subcommand.
+pub fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Data(c) => data::run(c),
+        Command::Bench(c) => bench::run(c),
+    }
+}

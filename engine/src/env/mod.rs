@@ -1,0 +1,48 @@
+//! The vectorized multi-asset trading environment.
+//!
+//! N environments × M assets advance one bar per [`VecEnv::step`]. Semantics (the same in every
+//! implementation, see [`config::EnvConfig`] for each rule and its default):
+//!
+//! 1. advance time one bar; trades execute at the new bar's price (the agent decided on
+//!    information up to the previous bar: no look-ahead);
+//! 2. trailing stops: a position whose price fell `trailing_stop_pct` below its highest price
+//!    since it was opened is sold whole;
+//! 3. sells (action < 0 whose cash value reaches the minimum order);
+//! 4. forced partial sell of positions held `cooldown_bars` without a trade;
+//! 5. buys (action > 0) from ONE shared cash budget, scaled pro rata when the orders ask for
+//!    more than the budget, so cash never goes negative;
+//! 6. fees both ways; reward; auto-reset with a new start offset when the episode ends.
+//!
+//! Observation layout per env (`obs_dim = 1 + M + lookback·M·F`):
+//! `[cash / value, holding_value_0 / value, …, holding_value_{M-1} / value,
+//!   features[t][0][0..F], …, features[t][M-1][0..F], features[t-1][…], …]` — the most recent
+//! bar first.
+
+pub mod config;
+
+
+
+
+
+pub use config::{EnvConfig, RewardKind, StartMode};
+
+
+/// A batch of environments stepped together, writing into caller-provided buffers.
+///
+/// All buffers are row-major with the env index outermost: `obs` is `n_envs × obs_dim`,
+/// `actions` is `n_envs × action_dim`, `rewards` and `dones` are `n_envs`.
+pub trait VecEnv: Send {
+    /// Number of environments N.
+    fn n_envs(&self) -> usize;
+    /// Length of one env's observation.
+    fn obs_dim(&self) -> usize;
+    /// Length of one env's action (one per asset for the trading env).
+    fn action_dim(&self) -> usize;
+    /// Resets every env to a fresh episode and writes the first observations.
+    fn reset(&mut self, obs: &mut [f32]);
+    /// Applies `actions` (each in [-1, 1]; values outside are clipped), advances every env one
+    /// step and writes the next observations, rewards and done flags (1.0 where an episode
+    /// ended; that env has already been reset and `obs` holds its new episode's first
+    /// observation).
+    fn step(&mut self, actions: &[f32], obs: &mut [f32], rewards: &mut [f32], dones: &mut [f32]);
+}
