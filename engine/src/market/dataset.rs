@@ -3,6 +3,8 @@
 
 use ndarray::{Array2, Array3};
 
+use crate::market::scaling::FeatureScaler;
+
 /// Aligned market data for M assets over T bars.
 ///
 /// - `prices[[t, m]]` is the (split-adjusted) close of asset `m` at bar `t`: the price trades
@@ -25,6 +27,9 @@ pub struct Dataset {
     pub features: Array3<f32>,
     /// Names of the F features, in order.
     pub feature_names: Vec<String>,
+    /// The scaling applied to `features`, fitted on the training split (None when the features
+    /// were given already scaled).
+    pub scaler: Option<FeatureScaler>,
 }
 
 impl Dataset {
@@ -83,6 +88,7 @@ impl Dataset {
             prices: prices.as_standard_layout().into_owned(),
             features: features.as_standard_layout().into_owned(),
             feature_names,
+            scaler: None,
         })
     }
 
