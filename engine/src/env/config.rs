@@ -90,8 +90,132 @@ pub struct EnvConfig {
     pub seed: u64,
     /// Reproduce FinRL_Crypto's `CryptoEnvAlpaca` quirks: the terminal reward replaced by the
     /// discounted sum of the episode's rewards (γ = 0.99), an equal-weight baseline that is not
-    /// reset between episodes, and coin-magnitude action scaling (action 1.0 buys
-    /// 10^-⌊log10 price⌋·`action_scale`/1e5 units... see `cpu.rs`).
+    /// reset between episodes, and coin-magnitude action scaling (see
+    /// [`EnvConfig::compat_units`]).
     #[config(default = false)]
     pub compat_finrl_crypto: bool,
+}
+
+impl EnvConfig {
+    /// Checks every field against what the environment can use, for `n_assets` assets.
+    pub fn validate(&self, n_assets: usize) -> Result<(), crate::env::EnvError> {
+        use crate::env::EnvError;
+        let bad = |field: &'static str, value: String, reason: &str| {
+            Err(EnvError::Config {
+                field,
+                value,
+                reason: reason.to_owned(),
+            })
+        };
+        let frac = |v: f32| v.is_finite() && (0.0..1.0).contains(&v);
+        if self.n_envs == 0 {
+            return bad("n_envs", "0".into(), "need at least one environment");
+        }
+        if !(self.initial_cash.is_finite() && self.initial_cash > 0.0) {
+            return bad(
+                "initial_cash",
+                self.initial_cash.to_string(),
+                "must be a positive amount",
+            );
+        }
+        if !frac(self.buy_fee) {
+            return bad("buy_fee", self.buy_fee.to_string(), "must be in [0, 1)");
+        }
+        if !frac(self.sell_fee) {
+            return bad("sell_fee", self.sell_fee.to_string(), "must be in [0, 1)");
+        }
+        if !(self.min_order_value.is_finite() && self.min_order_value >= 0.0) {
+            return bad(
+                "min_order_value",
+                self.min_order_value.to_string(),
+                "must be ≥ 0",
+            );
+        }
+        if !self.min_order_values.is_empty() {
+            if self.min_order_values.len() != n_assets {
+                return bad(
+                    "min_order_values",
+                    format!("{} values", self.min_order_values.len()),
+                    &format!("need one per asset ({n_assets}) or none"),
+                );
+            }
+            if let Some(v) = self
+                .min_order_values
+                .iter()
+                .find(|v| !(v.is_finite() && **v >= 0.0))
+            {
+                return bad("min_order_values", v.to_string(), "must all be ≥ 0");
+            }
+        }
+        if !(self.max_buy_fraction.is_finite()
+            && self.max_buy_fraction > 0.0
+            && self.max_buy_fraction <= 1.0)
+        {
+            return bad(
+                "max_buy_fraction",
+                self.max_buy_fraction.to_string(),
+                "must be in (0, 1]",
+            );
+        }
+        if !(self.action_scale.is_finite() && self.action_scale > 0.0) {
+            return bad(
+                "action_scale",
+                self.action_scale.to_string(),
+                "must be a positive cash amount",
+            );
+        }
+        if !frac(self.trailing_stop_pct) {
+            return bad(
+                "trailing_stop_pct",
+                self.trailing_stop_pct.to_string(),
+                "must be in [0, 1) (0 = off)",
+            );
+        }
+        if !(self.cooldown_sell_fraction.is_finite()
+            && (0.0..=1.0).contains(&self.cooldown_sell_fraction))
+        {
+            return bad(
+                "cooldown_sell_fraction",
+                self.cooldown_sell_fraction.to_string(),
+                "must be in [0, 1]",
+            );
+        }
+        if self.lookback == 0 {
+            return bad("lookback", "0".into(), "need at least one bar of features");
+        }
+        if !self.reward_scale.is_finite() {
+            return bad(
+                "reward_scale",
+                self.reward_scale.to_string(),
+                "must be finite",
+            );
+        }
+        if n_assets == 0 {
+            return bad("assets", "0".into(), "the dataset has no assets");
+        }
+        Ok(())
+    }
+
+    /// Minimum order value of each of `n_assets` assets.
+    pub fn min_orders(&self, n_assets: usize) -> Vec<f32> {
+        if self.min_order_values.len() == n_assets {
+            self.min_order_values.clone()
+        } else {
+            vec![self.min_order_value; n_assets]
+        }
+    }
+
+    /// Units bought or sold per unit of action for each asset in FinRL_Crypto compatibility mode:
+    /// `action_scale / 10 / 10^⌊log10 p0⌋` (FinRL_Crypto's `_generate_action_normalizer` uses
+    /// 10,000 / 10^⌊log10 p0⌋ with p0 the first price; our default `action_scale` of 100,000
+    /// reproduces its 10,000).
+    pub fn compat_units(&self, first_prices: &[f32]) -> Vec<f32> {
+        first_prices
+            .iter()
+            .map(|p| {
+                let mag = (*p as f64).log10().floor();
+                (self.action_scale as f64 / 10.0 / 10f64.powf(mag)) as f32
+            })
+            .collect()
+    }
 }

@@ -19,13 +19,14 @@
 //! bar first.
 
 pub mod config;
-
-
+pub mod cpu;
+pub mod reference;
+pub mod starts;
 
 
 
 pub use config::{EnvConfig, RewardKind, StartMode};
-
+pub use cpu::CpuVecEnv;
 
 /// A batch of environments stepped together, writing into caller-provided buffers.
 ///
@@ -45,4 +46,54 @@ pub trait VecEnv: Send {
     /// ended; that env has already been reset and `obs` holds its new episode's first
     /// observation).
     fn step(&mut self, actions: &[f32], obs: &mut [f32], rewards: &mut [f32], dones: &mut [f32]);
+
+
+    /// Statistics of the episode `env` finished in the last step, if it finished one.
+    fn episode_stats(&self, _env: usize) -> Option<EpisodeStats> {
+        None
+    }
+}
+
+/// Summary of one finished episode.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct EpisodeStats {
+    /// Sum of the episode's rewards.
+    pub reward_sum: f32,
+    /// Steps in the episode.
+    pub length: u32,
+    /// Final portfolio value / initial cash − 1.
+    pub total_return: f32,
+    /// The same for the equal-weight buy-and-hold of the episode's assets.
+    pub equal_weight_return: f32,
+    /// Fees paid during the episode, in cash.
+    pub fees: f32,
+}
+
+/// Errors of environment construction and stepping.
+#[derive(Debug, thiserror::Error)]
+pub enum EnvError {
+    /// The data is too short for the lookback and episode length.
+    #[error("too few bars: {bars} in the split, need {needed} ({detail}); lower lookback or episode_bars, or use more data")]
+    TooFewBars {
+        bars: usize,
+        needed: usize,
+        detail: String,
+    },
+    /// A configuration field has a value the environment cannot use.
+    #[error("env.{field} = {value}: {reason}")]
+    Config {
+        field: &'static str,
+        value: String,
+        reason: String,
+    },
+    /// A caller's buffer has the wrong length.
+    #[error("{what}: expected {expected} values, got {got}")]
+    Buffer {
+        what: &'static str,
+        expected: usize,
+        got: usize,
+    },
+    /// A tensor operation failed (tensor implementation only).
+    #[error("tensor environment: {0}")]
+    Tensor(String),
 }
