@@ -143,7 +143,10 @@ impl CpuVecEnv {
             return Err(EnvError::Config {
                 field: "range",
                 value: format!("{}..{}", range.start, range.end),
-                reason: format!("must be a non-empty range within the dataset's {} bars", data.n_bars()),
+                reason: format!(
+                    "must be a non-empty range within the dataset's {} bars",
+                    data.n_bars()
+                ),
             });
         }
         let starts = StartTable::new(&cfg, range.clone())?;
@@ -237,7 +240,16 @@ impl CpuVecEnv {
     fn check_len(what: &'static str, expected: usize, got: usize) {
         // A wrong buffer length is a bug of the caller (the trainer sizes buffers from
         // obs_dim/action_dim), not bad user input.
-        assert_eq!(expected, got, "{}", EnvError::Buffer { what, expected, got });
+        assert_eq!(
+            expected,
+            got,
+            "{}",
+            EnvError::Buffer {
+                what,
+                expected,
+                got
+            }
+        );
     }
 }
 
@@ -428,54 +440,57 @@ fn step_one(
         let (trail, rest) = rest.split_at_mut(m);
         let (_eqw, held) = rest.split_at_mut(m);
 
-        // 1. Time passes for open positions; trailing stops.
+        // Rules 1–3 touch one asset each and only add to cash, so one pass per asset applies
+        // them in order: (1) time passes, trailing stop; (2) the agent's sell; (3) cooldown.
+        // The same pass adds up what the buys ask for; they are executed after it, from the
+        // cash all sells produced.
+        let mut wanted = 0.0f32;
         for k in 0..m {
-            if hold[k] > 0.0 {
+            let price = p[k];
+            let a = clean_action(act[k]);
+            let mut h = hold[k];
+            if h > 0.0 {
+                // 1. Time passes for the open position; trailing stop.
                 held[k] += 1.0;
-                trail[k] = trail[k].max(p[k]);
+                trail[k] = trail[k].max(price);
                 if rules.trailing_stop_pct > 0.0
-                    && p[k] <= trail[k] * (1.0 - rules.trailing_stop_pct)
+                    && price <= trail[k] * (1.0 - rules.trailing_stop_pct)
                 {
-                    fees += sell(&mut cash, hold[k], p[k], rules.sell_fee);
-                    hold[k] = 0.0;
+                    fees += sell(&mut cash, h, price, rules.sell_fee);
+                    h = 0.0;
                     trail[k] = 0.0;
                     held[k] = 0.0;
                 }
-            }
-        }
-
-        // 2. The agent's sells. An order's cash value is |a|·action_scale (value-based scaling),
-        //    or units·price in FinRL_Crypto compatibility mode.
-        for k in 0..m {
-            let a = clean_action(act[k]);
-            if a < 0.0 && hold[k] > 0.0 {
-                let value = order_value(rules, k, -a, p[k]);
-                if value >= rules.min_order[k] {
-                    let q = hold[k].min(value / p[k]);
-                    fees += sell(&mut cash, q, p[k], rules.sell_fee);
-                    hold[k] -= q;
-                    held[k] = 0.0;
-                    if hold[k] <= 0.0 {
-                        hold[k] = 0.0;
-                        trail[k] = 0.0;
+                // 2. The agent's sell. An order's cash value is |a|·action_scale (value-based
+                //    scaling), or units·price in FinRL_Crypto compatibility mode.
+                if a < 0.0 && h > 0.0 {
+                    let value = order_value(rules, k, -a, price);
+                    if value >= rules.min_order[k] {
+                        let q = h.min(value / price);
+                        fees += sell(&mut cash, q, price, rules.sell_fee);
+                        h -= q;
+                        held[k] = 0.0;
                     }
                 }
-            }
-        }
-
-        // 3. Forced partial sell of positions held `cooldown_bars` bars without a trade. Like
-        //    the trailing stop it is a risk rule, not an agent order: no minimum order applies.
-        if rules.cooldown_bars > 0.0 {
-            for k in 0..m {
-                if hold[k] > 0.0 && held[k] >= rules.cooldown_bars {
-                    let q = hold[k] * rules.cooldown_sell_fraction;
-                    fees += sell(&mut cash, q, p[k], rules.sell_fee);
-                    hold[k] -= q;
+                // 3. Forced partial sell of a position held `cooldown_bars` bars without a
+                //    trade. Like the trailing stop it is a risk rule, not an agent order: no
+                //    minimum order applies.
+                if rules.cooldown_bars > 0.0 && h > 0.0 && held[k] >= rules.cooldown_bars {
+                    let q = h * rules.cooldown_sell_fraction;
+                    fees += sell(&mut cash, q, price, rules.sell_fee);
+                    h -= q;
                     held[k] = 0.0;
-                    if hold[k] <= 0.0 {
-                        hold[k] = 0.0;
-                        trail[k] = 0.0;
-                    }
+                }
+                if h <= 0.0 {
+                    h = 0.0;
+                    trail[k] = 0.0;
+                }
+                hold[k] = h;
+            }
+            if a > 0.0 {
+                let value = order_value(rules, k, a, price);
+                if value >= rules.min_order[k] {
+                    wanted += value * (1.0 + rules.buy_fee);
                 }
             }
         }
@@ -483,36 +498,29 @@ fn step_one(
         // 4. Buys from one shared budget: the orders reaching the minimum are scaled down pro
         //    rata when their cost with fees exceeds cash·max_buy_fraction, so cash never goes
         //    negative; an order that the scaling pushes below its minimum is dropped.
-        let budget = cash * rules.max_buy_fraction;
-        let mut wanted = 0.0f32;
-        for k in 0..m {
-            let a = clean_action(act[k]);
-            if a > 0.0 {
-                let value = order_value(rules, k, a, p[k]);
-                if value >= rules.min_order[k] {
-                    wanted += value * (1.0 + rules.buy_fee);
-                }
-            }
-        }
         if wanted > 0.0 {
-            let scale = if wanted > budget { budget / wanted } else { 1.0 };
+            let budget = cash * rules.max_buy_fraction;
+            let scale = if wanted > budget {
+                budget / wanted
+            } else {
+                1.0
+            };
             for k in 0..m {
                 let a = clean_action(act[k]);
                 if a > 0.0 {
-                    let value = order_value(rules, k, a, p[k]);
-                    if value >= rules.min_order[k] {
-                        let v = value * scale;
-                        if v >= rules.min_order[k] && v > 0.0 {
-                            let f = v * rules.buy_fee;
-                            cash -= v + f;
-                            fees += f;
-                            if hold[k] <= 0.0 {
-                                trail[k] = p[k];
-                            }
-                            hold[k] += v / p[k];
-                            trail[k] = trail[k].max(p[k]);
-                            held[k] = 0.0;
+                    let price = p[k];
+                    let value = order_value(rules, k, a, price);
+                    let v = value * scale;
+                    if value >= rules.min_order[k] && v >= rules.min_order[k] && v > 0.0 {
+                        let f = v * rules.buy_fee;
+                        cash -= v + f;
+                        fees += f;
+                        if hold[k] <= 0.0 {
+                            trail[k] = price;
                         }
+                        hold[k] += v / price;
+                        trail[k] = trail[k].max(price);
+                        held[k] = 0.0;
                     }
                 }
             }
@@ -563,6 +571,8 @@ fn step_one(
         };
         clk[EPISODE] += 1;
         reset_one(rules, env, sc, st, clk, false);
+        // The step's fees stay readable after the reset.
+        sc[STEP_FEES] = fees;
         Some(stats)
     } else {
         None

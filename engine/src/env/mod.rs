@@ -18,12 +18,11 @@
 //!   features[t][0][0..F], …, features[t][M-1][0..F], features[t-1][…], …]` — the most recent
 //! bar first.
 
+pub mod bench;
 pub mod config;
 pub mod cpu;
 pub mod reference;
 pub mod starts;
-
-
 
 pub use config::{EnvConfig, RewardKind, StartMode};
 pub use cpu::CpuVecEnv;
@@ -46,7 +45,6 @@ pub trait VecEnv: Send {
     /// ended; that env has already been reset and `obs` holds its new episode's first
     /// observation).
     fn step(&mut self, actions: &[f32], obs: &mut [f32], rewards: &mut [f32], dones: &mut [f32]);
-
 
     /// Statistics of the episode `env` finished in the last step, if it finished one.
     fn episode_stats(&self, _env: usize) -> Option<EpisodeStats> {
@@ -73,7 +71,9 @@ pub struct EpisodeStats {
 #[derive(Debug, thiserror::Error)]
 pub enum EnvError {
     /// The data is too short for the lookback and episode length.
-    #[error("too few bars: {bars} in the split, need {needed} ({detail}); lower lookback or episode_bars, or use more data")]
+    #[error(
+        "too few bars: {bars} in the split, need {needed} ({detail}); lower lookback or episode_bars, or use more data"
+    )]
     TooFewBars {
         bars: usize,
         needed: usize,

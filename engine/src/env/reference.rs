@@ -96,7 +96,8 @@ impl<'a> ReferenceEnv<'a> {
         self.bars_held = vec![0; m];
         if first || !self.cfg.compat_finrl_crypto {
             for a in 0..m {
-                self.eqw_units[a] = self.cfg.initial_cash as f64 / m as f64 / self.price(self.bar, a);
+                self.eqw_units[a] =
+                    self.cfg.initial_cash as f64 / m as f64 / self.price(self.bar, a);
             }
         }
         self.prev_value = self.cfg.initial_cash as f64;
@@ -163,7 +164,13 @@ impl<'a> ReferenceEnv<'a> {
         let price: Vec<f64> = (0..m).map(|a| self.price(self.bar, a)).collect();
         let act: Vec<f64> = actions
             .iter()
-            .map(|a| if a.is_nan() { 0.0 } else { a.clamp(-1.0, 1.0) as f64 })
+            .map(|a| {
+                if a.is_nan() {
+                    0.0
+                } else {
+                    a.clamp(-1.0, 1.0) as f64
+                }
+            })
             .collect();
         let sell_fee = self.cfg.sell_fee as f64;
         let buy_fee = self.cfg.buy_fee as f64;
@@ -236,7 +243,11 @@ impl<'a> ReferenceEnv<'a> {
             })
             .collect();
         let wanted: f64 = orders.iter().map(|v| v * (1.0 + buy_fee)).sum();
-        let scale = if wanted > budget { budget / wanted } else { 1.0 };
+        let scale = if wanted > budget {
+            budget / wanted
+        } else {
+            1.0
+        };
         for a in 0..m {
             let v = orders[a] * scale;
             if orders[a] > 0.0 && v > 0.0 && v >= self.min_order(a) {

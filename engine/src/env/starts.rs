@@ -6,8 +6,8 @@
 
 use std::ops::Range;
 
-use crate::env::config::{EnvConfig, StartMode};
 use crate::env::EnvError;
+use crate::env::config::{EnvConfig, StartMode};
 
 /// The bars an episode may use and the start bar of every (env, episode slot).
 #[derive(Debug, Clone, PartialEq)]
@@ -119,7 +119,10 @@ mod tests {
             let t = StartTable::new(&cfg(5, mode, 30, 4), 100..200).unwrap();
             for &s in &t.starts {
                 assert!(s as usize >= 103, "{mode:?} start {s} before lookback");
-                assert!(s as usize + 30 <= 199, "{mode:?} start {s} runs past the end");
+                assert!(
+                    s as usize + 30 <= 199,
+                    "{mode:?} start {s} runs past the end"
+                );
             }
         }
     }

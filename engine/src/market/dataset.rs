@@ -47,7 +47,11 @@ impl Dataset {
         let (ft, fm, ff) = features.dim();
         let shape_err = |what: String| DataError::Shape { what };
         if names.len() != m {
-            return Err(shape_err(format!("{} names for {} price columns", names.len(), m)));
+            return Err(shape_err(format!(
+                "{} names for {} price columns",
+                names.len(),
+                m
+            )));
         }
         if timestamps.len() != t || ft != t || fm != m {
             return Err(shape_err(format!(

@@ -1,0 +1,40 @@
+//! Helpers shared by the engine's integration tests.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use ndarray::{Array2, Array3};
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use tradetune_engine::market::Dataset;
+
+/// A dataset with the given T×M prices and F random features per asset.
+pub fn dataset_from_prices(prices: Array2<f32>, n_features: usize, seed: u64) -> Arc<Dataset> {
+    let (t, m) = prices.dim();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let features = Array3::from_shape_fn((t, m, n_features), |_| rng.random_range(-2.0f32..2.0));
+    Arc::new(
+        Dataset::from_arrays(
+            (0..m).map(|i| format!("A{i}")).collect(),
+            (0..t as i64).map(|i| i * 300).collect(),
+            prices,
+            features,
+            (0..n_features).map(|i| format!("f{i}")).collect(),
+        )
+        .expect("valid test dataset"),
+    )
+}
+
+/// Geometric random-walk prices (daily vol ~2 %) starting between 1 and 1,000.
+pub fn random_walk_dataset(t: usize, m: usize, n_features: usize, seed: u64) -> Arc<Dataset> {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0xD1CE);
+    let mut prices = Array2::<f32>::zeros((t, m));
+    for a in 0..m {
+        let mut p: f32 = 10f32.powf(rng.random_range(0.0f32..3.0));
+        for i in 0..t {
+            prices[[i, a]] = p;
+            p *= (rng.random_range(-0.04f32..0.04)).exp();
+        }
+    }
+    dataset_from_prices(prices, n_features, seed)
+}
