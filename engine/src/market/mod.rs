@@ -15,5 +15,5 @@ pub mod split;
 pub mod synth;
 
 pub use bars::AssetBars;
-pub use dataset::{Dataset, DatasetConfig};
+pub use dataset::Dataset;
 pub use error::DataError;
