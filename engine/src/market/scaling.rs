@@ -201,7 +201,8 @@ mod tests {
         let empty = FeatureScaler::fit(&x, 50..90);
         assert_eq!(empty.fitted_on, 40..40);
         assert!(empty.std.iter().all(|s| *s == 1.0) && empty.mean.iter().all(|m| *m == 0.0));
-        let reversed = FeatureScaler::fit(&x, 30..10);
+        // A reversed range (a caller's mistake) is empty, not a panic.
+        let reversed = FeatureScaler::fit(&x, Range { start: 30, end: 10 });
         assert_eq!(reversed.fitted_on, 10..10);
     }
 

@@ -351,3 +351,23 @@ fn features_are_the_documented_transforms_of_the_ta_lib_values() {
         }
     }
 }
+
+#[test]
+fn default_features_on_200k_bars_are_finite_after_warm_up() {
+    // The scale of a 5-minute dataset (≈ 2 years). Prints the time taken for the record; no
+    // assertion on it (timings depend on the machine and build profile).
+    let bars = synthetic_bars(200_000, 21);
+    let start = std::time::Instant::now();
+    let m = compute(&bars, &default_features());
+    eprintln!(
+        "default features, 200000 bars x 1 asset: {:.1} ms",
+        start.elapsed().as_secs_f64() * 1e3
+    );
+    assert_eq!(m.values.dim(), (200_000, 18));
+    assert!(
+        m.values
+            .slice(ndarray::s![m.warmup.., ..])
+            .iter()
+            .all(|v| v.is_finite())
+    );
+}
