@@ -1,54 +1,244 @@
 //! Feature scaling, fitted on the training split only so that no statistic of validation or
-//! test bars leaks into training.
+//! test bars leaks into training. The fitted scaler is serde so it is stored with the dataset
+//! and a checkpoint scales new data exactly as its training data was scaled.
 
 use std::ops::Range;
 
-use ndarray::{Array2, Array3, Axis};
+use ndarray::{Array2, Array3, Axis, s};
 use serde::{Deserialize, Serialize};
+
+/// Standard deviations below this count as "constant on the training split" (see
+/// [`FeatureScaler::fit`]). The scale-free features are O(1e-3..1), far above it.
+const MIN_STD: f64 = 1e-8;
 
 /// Per (asset, feature) standardisation: (x − mean) / std, clipped to ±`clip`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FeatureScaler {
-    /// M×F means.
+    /// M×F means over the training bars.
     pub mean: Array2<f32>,
-    /// M×F standard deviations (≥ a small floor, so constant features map to 0).
+    /// M×F population standard deviations over the training bars (1 for a feature that is
+    /// constant there, see [`FeatureScaler::fit`]).
     pub std: Array2<f32>,
-    /// Values are clipped to ±clip after scaling.
+    /// Values are clipped to ±clip after scaling, so one extreme bar (a crash, a bad print)
+    /// cannot dominate the network's input.
     pub clip: f32,
+    /// The bar range the statistics come from (after clamping to the array), for the record.
+    #[serde(default)]
+    pub fitted_on: Range<usize>,
+}
+
+/// A scaler applied to features of another shape than it was fitted on.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "the feature scaler was fitted on {fitted_assets} assets × {fitted_features} features but the \
+     data has {assets} × {features}: rebuild the dataset with the same assets and feature list, \
+     or refit the scaler"
+)]
+pub struct ScalerShapeError {
+    pub fitted_assets: usize,
+    pub fitted_features: usize,
+    pub assets: usize,
+    pub features: usize,
 }
 
 impl FeatureScaler {
-    /// Fits on the bars `train` of `features` (T×M×F).
+    /// Default clip, in standard deviations.
+    pub const DEFAULT_CLIP: f32 = 5.0;
+
+    /// Fits on the bars `train` of `features` (T×M×F); bars outside `train` are never read.
+    ///
+    /// Statistics accumulate in f64 over the finite values only (so warm-up NaNs, if any are
+    /// left, do not poison them). A feature with no finite training value, or one constant over
+    /// the training bars (std < 1e-8), gets std 1: dividing by a tiny floor instead would blow
+    /// the smallest later deviation up to ±clip. `train` is clamped to `0..T`.
     pub fn fit(features: &Array3<f32>, train: Range<usize>) -> Self {
         let (t, m, f) = features.dim();
-        let train = train.start.min(t)..train.end.min(t);
-        let slice = features.slice(ndarray::s![train.clone(), .., ..]);
-        let n = train.len().max(1) as f64;
+        let end = train.end.min(t);
+        let train = train.start.min(end)..end;
+        let slice = features.slice(s![train.clone(), .., ..]);
         let mut mean = Array2::<f32>::zeros((m, f));
         let mut std = Array2::<f32>::ones((m, f));
         for a in 0..m {
+            let asset = slice.index_axis(Axis(1), a);
             for k in 0..f {
-                let col = slice.index_axis(Axis(1), a);
-                let col = col.index_axis(Axis(1), k);
-                let mu = col.iter().map(|v| *v as f64).sum::<f64>() / n;
-                let var = col.iter().map(|v| (*v as f64 - mu).powi(2)).sum::<f64>() / n;
+                let col = asset.index_axis(Axis(1), k);
+                let finite = || col.iter().filter(|v| v.is_finite()).map(|v| *v as f64);
+                let n = finite().count();
+                if n == 0 {
+                    continue;
+                }
+                // Two passes: exact for features whose mean is large relative to their spread.
+                let mu = finite().sum::<f64>() / n as f64;
+                let var = finite().map(|v| (v - mu).powi(2)).sum::<f64>() / n as f64;
                 mean[[a, k]] = mu as f32;
-                std[[a, k]] = var.sqrt().max(1e-8) as f32;
+                let sd = var.sqrt();
+                std[[a, k]] = if sd < MIN_STD { 1.0 } else { sd as f32 };
             }
         }
         Self {
             mean,
             std,
-            clip: 5.0,
+            clip: Self::DEFAULT_CLIP,
+            fitted_on: train,
         }
     }
 
+    /// The same scaler with another clip (in standard deviations).
+    pub fn with_clip(mut self, clip: f32) -> Self {
+        self.clip = clip;
+        self
+    }
+
+    /// Number of assets and features the scaler was fitted on.
+    pub fn shape(&self) -> (usize, usize) {
+        self.mean.dim()
+    }
+
     /// Scales `features` (T×M×F) in place.
+    ///
+    /// # Panics
+    /// When M×F differs from the fitted shape. That is a programming error when the scaler is
+    /// applied to the array it was fitted on; for a scaler read from a file use
+    /// [`Self::try_apply`].
     pub fn apply(&self, features: &mut Array3<f32>) {
+        if let Err(e) = self.try_apply(features) {
+            panic!("{e}");
+        }
+    }
+
+    /// Scales `features` (T×M×F) in place, or says why the shapes do not fit.
+    pub fn try_apply(&self, features: &mut Array3<f32>) -> Result<(), ScalerShapeError> {
+        let (_, m, f) = features.dim();
+        let (fm, ff) = self.shape();
+        if (m, f) != (fm, ff) || self.std.dim() != (fm, ff) {
+            return Err(ScalerShapeError {
+                fitted_assets: fm,
+                fitted_features: ff,
+                assets: m,
+                features: f,
+            });
+        }
+        // Multiply by a precomputed reciprocal: one pass over contiguous rows.
+        let inv = self.std.mapv(|s| 1.0 / s);
         for mut row in features.outer_iter_mut() {
-            for ((a, k), v) in row.indexed_iter_mut() {
-                *v = ((*v - self.mean[[a, k]]) / self.std[[a, k]]).clamp(-self.clip, self.clip);
+            ndarray::Zip::from(&mut row)
+                .and(&self.mean)
+                .and(&inv)
+                .for_each(|v, mu, inv| {
+                    *v = ((*v - mu) * inv).clamp(-self.clip, self.clip);
+                });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::Array3;
+
+    /// T×2×2 features whose values differ per bar, asset and feature.
+    fn features(t: usize) -> Array3<f32> {
+        Array3::from_shape_fn((t, 2, 2), |(i, a, k)| {
+            ((i * 7 + a * 3 + k) % 11) as f32 * (1.0 + k as f32) + 10.0 * a as f32
+        })
+    }
+
+    #[test]
+    fn fit_ignores_bars_outside_the_training_range() {
+        let x = features(100);
+        let scaler = FeatureScaler::fit(&x, 10..60);
+        let mut y = x.clone();
+        y.slice_mut(s![..10, .., ..]).fill(1e6);
+        y.slice_mut(s![60.., .., ..]).fill(f32::NAN);
+        y[[99, 1, 1]] = -3e7;
+        assert_eq!(FeatureScaler::fit(&y, 10..60), scaler);
+        assert_eq!(scaler.fitted_on, 10..60);
+        // And bars inside it do count, so the check above can fail.
+        let mut z = x.clone();
+        z[[30, 0, 0]] += 100.0;
+        assert_ne!(FeatureScaler::fit(&z, 10..60).mean, scaler.mean);
+    }
+
+    #[test]
+    fn statistics_are_those_of_the_training_bars() {
+        let x = features(100);
+        let scaler = FeatureScaler::fit(&x, 20..50);
+        for a in 0..2 {
+            for k in 0..2 {
+                let v: Vec<f64> = (20..50).map(|i| x[[i, a, k]] as f64).collect();
+                let mu = v.iter().sum::<f64>() / 30.0;
+                let sd = (v.iter().map(|x| (x - mu).powi(2)).sum::<f64>() / 30.0).sqrt();
+                assert!((scaler.mean[[a, k]] as f64 - mu).abs() < 1e-5);
+                assert!((scaler.std[[a, k]] as f64 - sd).abs() < 1e-5);
             }
         }
+        // Scaled training bars have mean 0 and std 1.
+        let mut y = x.clone();
+        scaler.with_clip(f32::INFINITY).apply(&mut y);
+        let train = y.slice(s![20..50, 1, 0]);
+        let mean = train.sum() / 30.0;
+        let var = train.iter().map(|v| (v - mean).powi(2)).sum::<f32>() / 30.0;
+        assert!(
+            mean.abs() < 1e-5 && (var - 1.0).abs() < 1e-4,
+            "{mean} {var}"
+        );
+    }
+
+    #[test]
+    fn constant_missing_and_empty_training_data_stay_finite() {
+        let mut x = features(40);
+        x.slice_mut(s![.., 0, 1]).fill(3.0);
+        x.slice_mut(s![..25, 1, 0]).fill(f32::NAN);
+        let scaler = FeatureScaler::fit(&x, 0..20);
+        assert_eq!((scaler.mean[[0, 1]], scaler.std[[0, 1]]), (3.0, 1.0));
+        assert_eq!((scaler.mean[[1, 0]], scaler.std[[1, 0]]), (0.0, 1.0));
+        let mut y = x.clone();
+        y[[30, 0, 1]] = 3.5;
+        scaler.apply(&mut y);
+        assert_eq!(y[[30, 0, 1]], 0.5);
+
+        let empty = FeatureScaler::fit(&x, 50..90);
+        assert_eq!(empty.fitted_on, 40..40);
+        assert!(empty.std.iter().all(|s| *s == 1.0) && empty.mean.iter().all(|m| *m == 0.0));
+        // A reversed range (a caller's mistake) is empty, not a panic.
+        let reversed = FeatureScaler::fit(&x, Range { start: 30, end: 10 });
+        assert_eq!(reversed.fitted_on, 10..10);
+    }
+
+    #[test]
+    fn apply_clips_and_checks_the_shape() {
+        let x = features(50);
+        let scaler = FeatureScaler::fit(&x, 0..50).with_clip(1.5);
+        let mut y = x.clone();
+        y[[0, 0, 0]] = 1e9;
+        y[[1, 0, 0]] = -1e9;
+        scaler.apply(&mut y);
+        assert_eq!((y[[0, 0, 0]], y[[1, 0, 0]]), (1.5, -1.5));
+        assert!(y.iter().all(|v| v.abs() <= 1.5));
+
+        let mut wrong = Array3::<f32>::zeros((5, 3, 2));
+        let e = scaler.try_apply(&mut wrong).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("2 assets × 2 features but the data has 3 × 2"),
+            "{e}"
+        );
+        assert!(wrong.iter().all(|v| *v == 0.0));
+    }
+
+    #[test]
+    fn scaler_round_trips_through_json() {
+        let scaler = FeatureScaler::fit(&features(30), 5..25);
+        let json = serde_json::to_string(&scaler).unwrap();
+        assert_eq!(
+            serde_json::from_str::<FeatureScaler>(&json).unwrap(),
+            scaler
+        );
+        // Files written before `fitted_on` existed still load.
+        let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        v.as_object_mut().unwrap().remove("fitted_on");
+        let old: FeatureScaler = serde_json::from_value(v).unwrap();
+        assert_eq!(old.fitted_on, 0..0);
     }
 }
