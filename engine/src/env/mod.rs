@@ -23,9 +23,11 @@ pub mod config;
 pub mod cpu;
 pub mod reference;
 pub mod starts;
+pub mod tensor;
 
 pub use config::{EnvConfig, RewardKind, StartMode};
 pub use cpu::CpuVecEnv;
+pub use tensor::TensorVecEnv;
 
 /// A batch of environments stepped together, writing into caller-provided buffers.
 ///

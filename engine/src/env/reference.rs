@@ -148,6 +148,8 @@ impl<'a> ReferenceEnv<'a> {
     }
 
     /// Applies `actions` and advances one bar.
+    // The reference walks parallel per-asset arrays by index on purpose: it reads like the rules.
+    #[allow(clippy::needless_range_loop)]
     pub fn step(&mut self, actions: &[f32]) -> StepRecord {
         let m = self.data.n_assets();
         let mut rec = StepRecord {

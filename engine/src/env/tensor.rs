@@ -177,18 +177,6 @@ impl TensorVecEnv {
         &self.device
     }
 
-    /// Start bars of each env's current episode number.
-    fn start_bars(&self) -> Tensor<1, Int> {
-        let slot = self
-            .state
-            .episode
-            .clone()
-            .remainder_scalar(self.episodes_per_env as i64);
-        self.starts
-            .clone()
-            .select(0, self.env_offsets.clone().add(slot))
-    }
-
     /// Resets every env to episode 0 and returns the first observations `[N, obs_dim]`.
     pub fn reset_tensors(&mut self) -> Tensor<2> {
         let all = Tensor::<1, Bool>::full([self.n], true, &self.device);
@@ -438,7 +426,7 @@ impl TensorVecEnv {
         let s = &self.state;
         let read = |t: Tensor<1>| -> Result<Vec<f32>, EnvError> {
             t.into_data()
-                .into_vec::<f32>()
+                .try_into_vec::<f32>()
                 .map_err(|e| EnvError::Tensor(format!("{e:?}")))
         };
         let done = read(s.last_done.clone())?;
