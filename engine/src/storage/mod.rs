@@ -40,6 +40,7 @@ mod study_write;
 mod tradetune_tables;
 mod trial_state;
 mod trial_write;
+mod view_json;
 
 pub use csv_export::trials_csv;
 pub use datetime::{format_naive, now_utc, parse_naive, utc_to_local};
@@ -59,3 +60,4 @@ pub use tradetune_tables::{
 };
 pub use trial_state::{StudyDirection, TrialState};
 pub use trial_write::{FAIL_REASON_KEY, FIXED_PARAMS_KEY};
+pub use view_json::{json_number, study_view_json, trial_view_json};
