@@ -7,3 +7,4 @@
 
 pub mod env;
 pub mod market;
+pub mod storage;

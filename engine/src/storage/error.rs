@@ -1,0 +1,86 @@
+//! What can go wrong in the storage, worded so the user knows which study, trial or field.
+
+use super::distribution::DistributionError;
+use super::json_value::JsonError;
+use super::trial_state::TrialState;
+
+/// Errors of the Optuna-schema SQLite storage. Every variant leaves the file unchanged: a write
+/// either commits whole or rolls back.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("storage {path}: {action}: {source}")]
+    Sqlite {
+        path: String,
+        action: &'static str,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error(
+        "storage {path}: not an Optuna storage (it has tables but no `{missing}` table); \
+         TradeTune writes only into empty files or Optuna RDB storages"
+    )]
+    NotOptunaSchema { path: String, missing: String },
+    #[error(
+        "storage {path}: Optuna schema version `{found}`, but TradeTune writes only `{expected}`; \
+         TradeTune never migrates — upgrade the file with `optuna storage upgrade --storage \
+         sqlite:///{path}` (or use a copy) and retry"
+    )]
+    SchemaVersion { path: String, found: String, expected: &'static str },
+    #[error("storage {path}: opened read-only; {action} needs a writable storage")]
+    ReadOnly { path: String, action: &'static str },
+    #[error("a study needs at least one direction")]
+    NoDirections,
+    #[error("a study named `{0}` already exists; pick another name or load it")]
+    DuplicateStudy(String),
+    #[error("no study named `{name}` (studies: {known})")]
+    UnknownStudyName { name: String, known: String },
+    #[error("no study with id {0}")]
+    UnknownStudy(i64),
+    #[error("no trial with id {0}")]
+    UnknownTrial(i64),
+    #[error(
+        "trial #{number} (id {trial_id}) is {state} and cannot be updated: finished trials are \
+         never modified"
+    )]
+    TrialFinished { trial_id: i64, number: i64, state: TrialState },
+    #[error("trial #{number} (id {trial_id}): cannot go from {from} to {to}")]
+    InvalidTransition { trial_id: i64, number: i64, from: TrialState, to: TrialState },
+    #[error("trial #{number}: {given} objective value(s) given, but the study has {expected}")]
+    WrongValueCount { number: i64, given: usize, expected: usize },
+    #[error(
+        "trial #{number}: objective value {objective} is NaN; a NaN objective is a failed trial \
+         (Optuna marks it FAIL), finish it with state FAIL instead"
+    )]
+    NanObjective { number: i64, objective: usize },
+    #[error("trial #{number}: parameter `{name}` is already set; a trial's parameters are fixed once set")]
+    ParamAlreadySet { number: i64, name: String },
+    #[error("trial #{number}: parameter `{name}`: internal value {value} is outside {distribution}")]
+    ParamOutOfRange { number: i64, name: String, value: f64, distribution: String },
+    #[error(
+        "trial #{number}: parameter `{name}`: {distribution} is incompatible with {existing} \
+         stored for the same name earlier in this study: {reason}"
+    )]
+    IncompatibleDistribution {
+        number: i64,
+        name: String,
+        distribution: String,
+        existing: String,
+        reason: String,
+    },
+    #[error("parameter `{name}`: {source}")]
+    Distribution {
+        name: String,
+        #[source]
+        source: DistributionError,
+    },
+    #[error("storage {path}: table {table}, row {row_id}, column {column}: {message}")]
+    Corrupt { path: String, table: &'static str, row_id: i64, column: &'static str, message: String },
+    #[error("{what}: {source}")]
+    Json {
+        what: String,
+        #[source]
+        source: JsonError,
+    },
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}

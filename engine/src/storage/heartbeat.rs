@@ -1,0 +1,121 @@
+//! Heartbeats of running trials, and failing the trials whose worker died.
+//!
+//! Optuna's scheme (`storages/_rdb/storage.py`, `record_heartbeat`, `_get_stale_trial_ids`;
+//! `storages/_heartbeat.py`, `fail_stale_trials`): one `trial_heartbeats` row per trial, stamped
+//! with the database clock; a RUNNING trial whose stamp is older than the grace period is set to
+//! FAIL. Trials without a heartbeat row (e.g. Optuna `ask`/`tell` trials) are left alone, as
+//! Optuna leaves them. TradeTune also stores the reason in the `fail_reason` system attribute.
+
+use std::path::PathBuf;
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use rusqlite::params;
+
+use super::datetime::{format_naive, now_utc};
+use super::error::StorageError;
+use super::json_value::JsonValue;
+use super::records::TrialHandle;
+use super::sqlite::{Storage, StorageOptions};
+use super::trial_write::FAIL_REASON_KEY;
+
+impl Storage {
+    /// Sets every RUNNING trial (of any study) whose heartbeat is older than `stale_after` to
+    /// FAIL, with reason, in one transaction; returns them. Runs on open (see
+    /// [`StorageOptions::stale_after`]); a runner also calls it before starting trials.
+    pub fn fail_stale_trials(&mut self, stale_after: Duration) -> Result<Vec<TrialHandle>, StorageError> {
+        let secs = stale_after.as_secs_f64();
+        self.write("fail stale trials", |tx| {
+            let stale: Vec<(TrialHandle, String)> = {
+                // julianday() reads both `CURRENT_TIMESTAMP` and SQLAlchemy's fractional form.
+                let mut stmt = tx
+                    .tx
+                    .prepare(
+                        "SELECT t.trial_id, t.study_id, t.number, h.heartbeat FROM trials t \
+                         JOIN trial_heartbeats h ON h.trial_id = t.trial_id \
+                         WHERE t.state = 'RUNNING' \
+                         AND (julianday(CURRENT_TIMESTAMP) - julianday(h.heartbeat)) * 86400.0 > ?1",
+                    )
+                    .map_err(tx.err())?;
+                stmt.query_map([secs], |r| {
+                    Ok((
+                        TrialHandle { trial_id: r.get(0)?, study_id: r.get(1)?, number: r.get::<_, Option<i64>>(2)?.unwrap_or(-1) },
+                        r.get::<_, String>(3)?,
+                    ))
+                })
+                .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+                .map_err(tx.err())?
+            };
+            let now = format_naive(now_utc());
+            for (handle, heartbeat) in &stale {
+                tx.tx
+                    .execute(
+                        "UPDATE trials SET state = 'FAIL', datetime_complete = ?2 WHERE trial_id = ?1",
+                        params![handle.trial_id, now],
+                    )
+                    .map_err(tx.err())?;
+                let reason = format!(
+                    "worker lost: last heartbeat {heartbeat} UTC is older than {secs:.0} s"
+                );
+                tx.tx
+                    .execute(
+                        "INSERT INTO trial_system_attributes (trial_id, key, value_json) VALUES (?1, ?2, ?3) \
+                         ON CONFLICT (trial_id, key) DO UPDATE SET value_json = excluded.value_json",
+                        params![handle.trial_id, FAIL_REASON_KEY, JsonValue::from(reason).dumps()],
+                    )
+                    .map_err(tx.err())?;
+            }
+            Ok(stale.into_iter().map(|(h, _)| h).collect())
+        })
+    }
+}
+
+/// A thread that records a trial's heartbeat every `interval` on its own connection, until
+/// dropped or stopped. Errors (e.g. the trial was finished meanwhile) end the thread quietly:
+/// the beat only matters while the trial runs.
+pub struct HeartbeatThread {
+    stop: Option<Sender<()>>,
+    handle: Option<JoinHandle<Result<(), StorageError>>>,
+}
+
+impl HeartbeatThread {
+    /// Opens the storage at `path` again and starts beating for `trial_id`.
+    pub fn start(path: impl Into<PathBuf>, trial_id: i64, interval: Duration) -> Result<Self, StorageError> {
+        let path = path.into();
+        let options = StorageOptions { stale_after: None, ..StorageOptions::default() };
+        let mut storage = Storage::open_with(&path, &options)?;
+        storage.record_heartbeat(trial_id)?;
+        let (stop, stopped) = mpsc::channel::<()>();
+        let handle = std::thread::Builder::new()
+            .name(format!("heartbeat-trial-{trial_id}"))
+            .spawn(move || loop {
+                match stopped.recv_timeout(interval) {
+                    Err(RecvTimeoutError::Timeout) => storage.record_heartbeat(trial_id)?,
+                    _ => return Ok(()),
+                }
+            })?;
+        Ok(HeartbeatThread { stop: Some(stop), handle: Some(handle) })
+    }
+
+    /// Stops beating; returns the error that ended the thread early, if any.
+    pub fn stop(mut self) -> Result<(), StorageError> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<(), StorageError> {
+        drop(self.stop.take());
+        match self.handle.take().map(JoinHandle::join) {
+            Some(Ok(result)) => result,
+            Some(Err(_)) => Err(StorageError::Io(std::io::Error::other("heartbeat thread panicked"))),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for HeartbeatThread {
+    fn drop(&mut self) {
+        // An error here means the trial was finished or the file went away; nothing to do.
+        let _ = self.shutdown();
+    }
+}

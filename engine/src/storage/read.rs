@@ -1,0 +1,418 @@
+//! Reading studies and trials.
+//!
+//! A study's trials load with one query per table (trials, params, values, intermediate values,
+//! user and system attributes), each walking the trials of the study through
+//! `ix_trials_study_id`, and are joined in memory; a distribution JSON text is parsed once and
+//! shared. Optuna loads trials the same way (`selectinload`), but builds Python objects per row.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rusqlite::{OptionalExtension, Row, params};
+
+use super::datetime::parse_naive;
+use super::distribution::OptunaDistribution;
+use super::error::StorageError;
+use super::json_value::JsonValue;
+use super::records::{StudyRecord, StudySummary, TrialParam, TrialRecord};
+use super::sqlite::{Storage, sql_err};
+use super::trial_state::{StudyDirection, TrialState};
+
+/// Which rows to load: one study's trials or one trial.
+#[derive(Clone, Copy)]
+enum Scope {
+    Study(i64),
+    Trial(i64),
+}
+
+impl Scope {
+    /// The `FROM … WHERE …` that selects the scope's trials as `t`.
+    fn from_where(self) -> &'static str {
+        match self {
+            Scope::Study(_) => "FROM trials t {JOIN} WHERE t.study_id = ?1",
+            Scope::Trial(_) => "FROM trials t {JOIN} WHERE t.trial_id = ?1",
+        }
+    }
+
+    fn id(self) -> i64 {
+        match self {
+            Scope::Study(id) | Scope::Trial(id) => id,
+        }
+    }
+}
+
+impl Storage {
+    fn corrupt(&self, table: &'static str, row_id: i64, column: &'static str, message: String) -> StorageError {
+        StorageError::Corrupt { path: self.path.clone(), table, row_id, column, message }
+    }
+
+    fn json(&self, table: &'static str, row_id: i64, text: &str) -> Result<JsonValue, StorageError> {
+        JsonValue::parse(text).map_err(|e| self.corrupt(table, row_id, "value_json", e.to_string()))
+    }
+
+    /// All studies, by id.
+    pub fn studies(&self) -> Result<Vec<StudyRecord>, StorageError> {
+        let err = sql_err(&self.path, "read studies");
+        let mut studies: Vec<StudyRecord> = {
+            let mut stmt = self.conn.prepare("SELECT study_id, study_name FROM studies ORDER BY study_id").map_err(&err)?;
+            stmt.query_map([], |r| {
+                Ok(StudyRecord {
+                    study_id: r.get(0)?,
+                    name: r.get(1)?,
+                    directions: Vec::new(),
+                    user_attrs: Vec::new(),
+                    system_attrs: Vec::new(),
+                })
+            })
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(&err)?
+        };
+        let index: HashMap<i64, usize> = studies.iter().enumerate().map(|(i, s)| (s.study_id, i)).collect();
+        let mut stmt = self
+            .conn
+            .prepare("SELECT study_direction_id, study_id, direction FROM study_directions ORDER BY study_id, objective")
+            .map_err(&err)?;
+        let rows: Vec<(i64, i64, String)> = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .and_then(|rows| rows.collect())
+            .map_err(&err)?;
+        for (row_id, study_id, direction) in rows {
+            let d = direction
+                .parse::<StudyDirection>()
+                .map_err(|m| self.corrupt("study_directions", row_id, "direction", m))?;
+            if let Some(&i) = index.get(&study_id) {
+                studies[i].directions.push(d);
+            }
+        }
+        for (table, user) in [("study_user_attributes", true), ("study_system_attributes", false)] {
+            let id_col = if user { "study_user_attribute_id" } else { "study_system_attribute_id" };
+            let mut stmt = self
+                .conn
+                .prepare(&format!("SELECT {id_col}, study_id, key, value_json FROM {table} ORDER BY {id_col}"))
+                .map_err(&err)?;
+            let rows: Vec<(i64, Option<i64>, Option<String>, Option<String>)> = stmt
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+                .and_then(|rows| rows.collect())
+                .map_err(&err)?;
+            for (row_id, study_id, key, value) in rows {
+                let Some(&i) = study_id.and_then(|s| index.get(&s)) else { continue };
+                let value = self.json(table, row_id, value.as_deref().unwrap_or("null"))?;
+                let attrs = if user { &mut studies[i].user_attrs } else { &mut studies[i].system_attrs };
+                attrs.push((key.unwrap_or_default(), value));
+            }
+        }
+        Ok(studies)
+    }
+
+    /// The study named `name`.
+    pub fn study(&self, name: &str) -> Result<StudyRecord, StorageError> {
+        let studies = self.studies()?;
+        let known = studies.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ");
+        studies.into_iter().find(|s| s.name == name).ok_or_else(|| StorageError::UnknownStudyName {
+            name: name.to_owned(),
+            known: if known.is_empty() { "none".to_owned() } else { known },
+        })
+    }
+
+    /// The id of the study named `name`.
+    pub fn study_id(&self, name: &str) -> Result<i64, StorageError> {
+        let id: Option<i64> = self
+            .conn
+            .query_row("SELECT study_id FROM studies WHERE study_name = ?1", [name], |r| r.get(0))
+            .optional()
+            .map_err(sql_err(&self.path, "find study"))?;
+        match id {
+            Some(id) => Ok(id),
+            None => self.study(name).map(|s| s.study_id),
+        }
+    }
+
+    /// Every study with its trial counts per state and best value (single objective).
+    pub fn study_summaries(&self) -> Result<Vec<StudySummary>, StorageError> {
+        let err = sql_err(&self.path, "summarise studies");
+        let studies = self.studies()?;
+        let mut summaries: Vec<StudySummary> = studies
+            .into_iter()
+            .map(|study| StudySummary { study, n_trials_by_state: [0; 5], best: None, datetime_start: None })
+            .collect();
+        let index: HashMap<i64, usize> =
+            summaries.iter().enumerate().map(|(i, s)| (s.study.study_id, i)).collect();
+        let mut stmt = self
+            .conn
+            .prepare("SELECT study_id, state, COUNT(*), MIN(datetime_start) FROM trials GROUP BY study_id, state")
+            .map_err(&err)?;
+        let rows: Vec<(i64, String, i64, Option<String>)> = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .and_then(|rows| rows.collect())
+            .map_err(&err)?;
+        for (study_id, state, n, start) in rows {
+            let Some(&i) = index.get(&study_id) else { continue };
+            let state = state.parse::<TrialState>().map_err(|m| self.corrupt("trials", study_id, "state", m))?;
+            summaries[i].n_trials_by_state[state.index()] += n as usize;
+            let start = start.as_deref().and_then(parse_naive);
+            summaries[i].datetime_start = match (summaries[i].datetime_start, start) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        for s in &mut summaries {
+            if let [direction] = s.study.directions[..] {
+                s.best = self.best_value(s.study.study_id, direction)?;
+            }
+        }
+        Ok(summaries)
+    }
+
+    /// (number, value) of the best COMPLETE trial, ordered like Optuna's
+    /// `find_max_value_trial_id`/`find_min_value_trial_id` (−inf < finite < +inf, ties to the
+    /// earliest trial).
+    fn best_value(&self, study_id: i64, direction: StudyDirection) -> Result<Option<(i64, f64)>, StorageError> {
+        let order = match direction {
+            StudyDirection::Maximize => "DESC",
+            StudyDirection::Minimize => "ASC",
+        };
+        let sql = format!(
+            "SELECT t.number, v.value, v.value_type FROM trials t JOIN trial_values v ON v.trial_id = t.trial_id \
+             WHERE t.study_id = ?1 AND t.state = 'COMPLETE' AND v.objective = 0 \
+             ORDER BY CASE v.value_type WHEN 'INF_NEG' THEN -1 WHEN 'FINITE' THEN 0 ELSE 1 END {order}, \
+             v.value {order}, t.trial_id ASC LIMIT 1"
+        );
+        let row: Option<(i64, Option<f64>, String)> = self
+            .conn
+            .query_row(&sql, [study_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .optional()
+            .map_err(sql_err(&self.path, "find best trial"))?;
+        Ok(row.map(|(number, v, kind)| (number, stored_value(v, &kind))))
+    }
+
+    /// The best COMPLETE trial of a single-objective study (None when there is none).
+    pub fn best_trial(&self, study_id: i64) -> Result<Option<TrialRecord>, StorageError> {
+        let study = self.studies()?.into_iter().find(|s| s.study_id == study_id).ok_or(StorageError::UnknownStudy(study_id))?;
+        let [direction] = study.directions[..] else { return Ok(None) };
+        match self.best_value(study_id, direction)? {
+            None => Ok(None),
+            Some((number, _)) => {
+                let id: i64 = self
+                    .conn
+                    .query_row("SELECT trial_id FROM trials WHERE study_id = ?1 AND number = ?2", params![study_id, number], |r| r.get(0))
+                    .map_err(sql_err(&self.path, "find best trial"))?;
+                self.trial(id).map(Some)
+            }
+        }
+    }
+
+    /// One trial by id.
+    pub fn trial(&self, trial_id: i64) -> Result<TrialRecord, StorageError> {
+        self.load(Scope::Trial(trial_id))?.pop().ok_or(StorageError::UnknownTrial(trial_id))
+    }
+
+    /// All trials of a study, by trial id (= by number).
+    pub fn trials(&self, study_id: i64) -> Result<Vec<TrialRecord>, StorageError> {
+        let exists: Option<i64> = self
+            .conn
+            .query_row("SELECT study_id FROM studies WHERE study_id = ?1", [study_id], |r| r.get(0))
+            .optional()
+            .map_err(sql_err(&self.path, "find study"))?;
+        exists.ok_or(StorageError::UnknownStudy(study_id))?;
+        self.load(Scope::Study(study_id))
+    }
+
+    fn load(&self, scope: Scope) -> Result<Vec<TrialRecord>, StorageError> {
+        let err = sql_err(&self.path, "load trials");
+        let sql = |select: &str, join: &str, order: &str| {
+            format!("SELECT {select} {} ORDER BY {order}", scope.from_where().replace("{JOIN}", join))
+        };
+        let mut trials: Vec<TrialRecord> = Vec::new();
+        {
+            let mut stmt = self
+                .conn
+                .prepare(&sql("t.trial_id, t.study_id, t.number, t.state, t.datetime_start, t.datetime_complete", "", "t.trial_id"))
+                .map_err(&err)?;
+            let mut rows = stmt.query([scope.id()]).map_err(&err)?;
+            while let Some(r) = rows.next().map_err(&err)? {
+                trials.push(self.trial_from_row(r).map_err(|e| match e {
+                    RowError::Sql(e) => err(e),
+                    RowError::Storage(e) => e,
+                })?);
+            }
+        }
+        let index: HashMap<i64, usize> = trials.iter().enumerate().map(|(i, t)| (t.trial_id, i)).collect();
+
+        let mut distributions: HashMap<String, Arc<OptunaDistribution>> = HashMap::new();
+        {
+            let mut stmt = self
+                .conn
+                .prepare(&sql(
+                    "p.param_id, p.trial_id, p.param_name, p.param_value, p.distribution_json",
+                    "JOIN trial_params p ON p.trial_id = t.trial_id",
+                    "p.trial_id, p.param_id",
+                ))
+                .map_err(&err)?;
+            let mut rows = stmt.query([scope.id()]).map_err(&err)?;
+            while let Some(r) = rows.next().map_err(&err)? {
+                let row_id: i64 = r.get(0).map_err(&err)?;
+                let trial_id: i64 = r.get(1).map_err(&err)?;
+                let name: Option<String> = r.get(2).map_err(&err)?;
+                let internal: Option<f64> = r.get(3).map_err(&err)?;
+                let json = r.get_ref(4).map_err(&err)?.as_str_or_null().map_err(|e| err(e.into()))?.unwrap_or("");
+                let distribution = match distributions.get(json) {
+                    Some(d) => d.clone(),
+                    None => {
+                        let d = Arc::new(OptunaDistribution::from_optuna_json(json).map_err(|e| {
+                            self.corrupt("trial_params", row_id, "distribution_json", e.to_string())
+                        })?);
+                        distributions.insert(json.to_owned(), d.clone());
+                        d
+                    }
+                };
+                let internal = internal
+                    .ok_or_else(|| self.corrupt("trial_params", row_id, "param_value", "NULL".into()))?;
+                if let Some(&i) = index.get(&trial_id) {
+                    trials[i].params.push(TrialParam { name: name.unwrap_or_default(), internal, distribution });
+                }
+            }
+        }
+        {
+            let mut stmt = self
+                .conn
+                .prepare(&sql(
+                    "v.trial_value_id, v.trial_id, v.objective, v.value, v.value_type",
+                    "JOIN trial_values v ON v.trial_id = t.trial_id",
+                    "v.trial_id, v.objective",
+                ))
+                .map_err(&err)?;
+            let mut rows = stmt.query([scope.id()]).map_err(&err)?;
+            while let Some(r) = rows.next().map_err(&err)? {
+                let row_id: i64 = r.get(0).map_err(&err)?;
+                let trial_id: i64 = r.get(1).map_err(&err)?;
+                let objective: i64 = r.get(2).map_err(&err)?;
+                let value: Option<f64> = r.get(3).map_err(&err)?;
+                let kind: String = r.get(4).map_err(&err)?;
+                check_kind(&kind, value, false).map_err(|m| self.corrupt("trial_values", row_id, "value_type", m))?;
+                let Some(&i) = index.get(&trial_id) else { continue };
+                let values = trials[i].values.get_or_insert_with(Vec::new);
+                let objective = usize::try_from(objective)
+                    .map_err(|_| self.corrupt("trial_values", row_id, "objective", format!("{objective}")))?;
+                if values.len() <= objective {
+                    values.resize(objective + 1, 0.0);
+                }
+                values[objective] = stored_value(value, &kind);
+            }
+        }
+        {
+            let mut stmt = self
+                .conn
+                .prepare(&sql(
+                    "v.trial_intermediate_value_id, v.trial_id, v.step, v.intermediate_value, v.intermediate_value_type",
+                    "JOIN trial_intermediate_values v ON v.trial_id = t.trial_id",
+                    "v.trial_id, v.step",
+                ))
+                .map_err(&err)?;
+            let mut rows = stmt.query([scope.id()]).map_err(&err)?;
+            while let Some(r) = rows.next().map_err(&err)? {
+                let row_id: i64 = r.get(0).map_err(&err)?;
+                let trial_id: i64 = r.get(1).map_err(&err)?;
+                let step: i64 = r.get(2).map_err(&err)?;
+                let value: Option<f64> = r.get(3).map_err(&err)?;
+                let kind: String = r.get(4).map_err(&err)?;
+                check_kind(&kind, value, true)
+                    .map_err(|m| self.corrupt("trial_intermediate_values", row_id, "intermediate_value_type", m))?;
+                if let Some(&i) = index.get(&trial_id) {
+                    trials[i].intermediate_values.push((step, stored_value(value, &kind)));
+                }
+            }
+        }
+        for (table, id_col, user) in [
+            ("trial_user_attributes", "trial_user_attribute_id", true),
+            ("trial_system_attributes", "trial_system_attribute_id", false),
+        ] {
+            let mut stmt = self
+                .conn
+                .prepare(&sql(
+                    &format!("a.{id_col}, a.trial_id, a.key, a.value_json"),
+                    &format!("JOIN {table} a ON a.trial_id = t.trial_id"),
+                    &format!("a.trial_id, a.{id_col}"),
+                ))
+                .map_err(&err)?;
+            let mut rows = stmt.query([scope.id()]).map_err(&err)?;
+            while let Some(r) = rows.next().map_err(&err)? {
+                let row_id: i64 = r.get(0).map_err(&err)?;
+                let trial_id: i64 = r.get(1).map_err(&err)?;
+                let key: Option<String> = r.get(2).map_err(&err)?;
+                let text: Option<String> = r.get(3).map_err(&err)?;
+                let value = self.json(table, row_id, text.as_deref().unwrap_or("null"))?;
+                if let Some(&i) = index.get(&trial_id) {
+                    let attrs = if user { &mut trials[i].user_attrs } else { &mut trials[i].system_attrs };
+                    attrs.push((key.unwrap_or_default(), value));
+                }
+            }
+        }
+        Ok(trials)
+    }
+
+    fn trial_from_row(&self, r: &Row<'_>) -> Result<TrialRecord, RowError> {
+        let trial_id: i64 = r.get(0)?;
+        let number: Option<i64> = r.get(2)?;
+        let state: String = r.get(3)?;
+        let start: Option<String> = r.get(4)?;
+        let complete: Option<String> = r.get(5)?;
+        let state = state.parse::<TrialState>().map_err(|m| self.corrupt("trials", trial_id, "state", m))?;
+        let number = number.ok_or_else(|| self.corrupt("trials", trial_id, "number", "NULL".into()))?;
+        let time = |text: Option<String>, column| match text {
+            None => Ok(None),
+            Some(t) => parse_naive(&t)
+                .map(Some)
+                .ok_or_else(|| self.corrupt("trials", trial_id, column, format!("not a datetime: `{t}`"))),
+        };
+        Ok(TrialRecord {
+            trial_id,
+            study_id: r.get(1)?,
+            number,
+            state,
+            values: None,
+            datetime_start: time(start, "datetime_start")?,
+            datetime_complete: time(complete, "datetime_complete")?,
+            params: Vec::new(),
+            intermediate_values: Vec::new(),
+            user_attrs: Vec::new(),
+            system_attrs: Vec::new(),
+        })
+    }
+}
+
+enum RowError {
+    Sql(rusqlite::Error),
+    Storage(StorageError),
+}
+
+impl From<rusqlite::Error> for RowError {
+    fn from(e: rusqlite::Error) -> Self {
+        RowError::Sql(e)
+    }
+}
+
+impl From<StorageError> for RowError {
+    fn from(e: StorageError) -> Self {
+        RowError::Storage(e)
+    }
+}
+
+/// Optuna's `stored_repr_to_value`: the type tells what a NULL stands for.
+fn stored_value(value: Option<f64>, kind: &str) -> f64 {
+    match kind {
+        "INF_POS" => f64::INFINITY,
+        "INF_NEG" => f64::NEG_INFINITY,
+        "NAN" => f64::NAN,
+        _ => value.unwrap_or(f64::NAN),
+    }
+}
+
+/// The value/type pairs Optuna's asserts accept.
+fn check_kind(kind: &str, value: Option<f64>, nan_allowed: bool) -> Result<(), String> {
+    match (kind, value) {
+        ("FINITE", Some(_)) => Ok(()),
+        ("INF_POS" | "INF_NEG", None) => Ok(()),
+        ("NAN", None) if nan_allowed => Ok(()),
+        (kind, value) => Err(format!("value type `{kind}` with value {value:?}")),
+    }
+}

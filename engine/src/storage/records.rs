@@ -1,0 +1,140 @@
+//! What the storage hands out when reading: studies, their summaries and their trials.
+
+use chrono::NaiveDateTime;
+use std::sync::Arc;
+
+use super::distribution::{DistributionError, OptunaDistribution, ParamValue};
+use super::json_value::JsonValue;
+use super::trial_state::{StudyDirection, TrialState};
+
+/// A study's identity and study-level attributes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StudyRecord {
+    pub study_id: i64,
+    pub name: String,
+    pub directions: Vec<StudyDirection>,
+    pub user_attrs: Vec<(String, JsonValue)>,
+    pub system_attrs: Vec<(String, JsonValue)>,
+}
+
+/// A study with its trial counts and best value, for `study list`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StudySummary {
+    pub study: StudyRecord,
+    /// Trials per state, indexed by [`TrialState::index`].
+    pub n_trials_by_state: [usize; 5],
+    /// Best COMPLETE trial of a single-objective study: (number, value).
+    pub best: Option<(i64, f64)>,
+    /// Start of the first trial.
+    pub datetime_start: Option<NaiveDateTime>,
+}
+
+impl StudySummary {
+    /// All trials in any state.
+    pub fn n_trials(&self) -> usize {
+        self.n_trials_by_state.iter().sum()
+    }
+
+    /// Trials in one state.
+    pub fn n(&self, state: TrialState) -> usize {
+        self.n_trials_by_state[state.index()]
+    }
+}
+
+/// One stored parameter: the internal f64 and its distribution (shared between trials).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrialParam {
+    pub name: String,
+    pub internal: f64,
+    pub distribution: Arc<OptunaDistribution>,
+}
+
+impl TrialParam {
+    /// The value as Optuna's `trial.params[name]` shows it.
+    pub fn external(&self) -> Result<ParamValue, DistributionError> {
+        self.distribution.to_external(self.internal)
+    }
+}
+
+/// A trial as Optuna's `FrozenTrial` holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrialRecord {
+    pub trial_id: i64,
+    pub study_id: i64,
+    /// 0-based, per study, in creation order.
+    pub number: i64,
+    pub state: TrialState,
+    /// One value per objective, or None when no value was stored (FAIL, RUNNING, …).
+    pub values: Option<Vec<f64>>,
+    /// Naive UTC.
+    pub datetime_start: Option<NaiveDateTime>,
+    /// Naive UTC.
+    pub datetime_complete: Option<NaiveDateTime>,
+    /// In the order they were set (Optuna sorts by `param_id`).
+    pub params: Vec<TrialParam>,
+    /// (step, value), by step; values may be NaN or ±inf.
+    pub intermediate_values: Vec<(i64, f64)>,
+    pub user_attrs: Vec<(String, JsonValue)>,
+    pub system_attrs: Vec<(String, JsonValue)>,
+}
+
+impl TrialRecord {
+    /// The parameter named `name`.
+    pub fn param(&self, name: &str) -> Option<&TrialParam> {
+        self.params.iter().find(|p| p.name == name)
+    }
+
+    /// The user attribute `key`.
+    pub fn user_attr(&self, key: &str) -> Option<&JsonValue> {
+        self.user_attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    /// The system attribute `key`.
+    pub fn system_attr(&self, key: &str) -> Option<&JsonValue> {
+        self.system_attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    /// The single objective value (first objective).
+    pub fn value(&self) -> Option<f64> {
+        self.values.as_ref().and_then(|v| v.first().copied())
+    }
+}
+
+/// A trial handed back on creation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrialHandle {
+    pub trial_id: i64,
+    pub study_id: i64,
+    pub number: i64,
+}
+
+/// A finished (or enqueued) trial to store in one transaction, like Optuna's `add_trial`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewTrial {
+    pub state: TrialState,
+    pub values: Option<Vec<f64>>,
+    /// Naive UTC; None means now (for states other than WAITING).
+    pub datetime_start: Option<NaiveDateTime>,
+    pub datetime_complete: Option<NaiveDateTime>,
+    /// (name, internal value, distribution).
+    pub params: Vec<(String, f64, OptunaDistribution)>,
+    pub intermediate_values: Vec<(i64, f64)>,
+    pub user_attrs: Vec<(String, JsonValue)>,
+    pub system_attrs: Vec<(String, JsonValue)>,
+}
+
+impl NewTrial {
+    /// An empty trial of the given state.
+    pub fn new(state: TrialState) -> Self {
+        NewTrial {
+            state,
+            values: None,
+            datetime_start: None,
+            datetime_complete: None,
+            params: Vec::new(),
+            intermediate_values: Vec::new(),
+            user_attrs: Vec::new(),
+            system_attrs: Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,79 @@
+//! Creating studies and setting study attributes.
+
+use rusqlite::{OptionalExtension, params};
+
+use super::error::StorageError;
+use super::json_value::JsonValue;
+use super::sqlite::{Storage, Tx, is_constraint};
+use super::trial_state::StudyDirection;
+
+impl Storage {
+    /// Creates a study with one direction per objective; the name must be new in this file.
+    pub fn create_study(&mut self, name: &str, directions: &[StudyDirection]) -> Result<i64, StorageError> {
+        if directions.is_empty() {
+            return Err(StorageError::NoDirections);
+        }
+        self.write("create study", |tx| {
+            let err = tx.err();
+            match tx.tx.execute("INSERT INTO studies (study_name) VALUES (?1)", [name]) {
+                Ok(_) => {}
+                Err(e) if is_constraint(&e) => return Err(StorageError::DuplicateStudy(name.to_owned())),
+                Err(e) => return Err(err(e)),
+            }
+            let study_id = tx.tx.last_insert_rowid();
+            for (objective, d) in directions.iter().enumerate() {
+                tx.tx
+                    .execute(
+                        "INSERT INTO study_directions (direction, study_id, objective) VALUES (?1, ?2, ?3)",
+                        params![d.as_str(), study_id, objective as i64],
+                    )
+                    .map_err(&err)?;
+            }
+            Ok(study_id)
+        })
+    }
+
+    /// Sets (or replaces) a study user attribute.
+    pub fn set_study_user_attr(&mut self, study_id: i64, key: &str, value: &JsonValue) -> Result<(), StorageError> {
+        self.write("set study user attribute", |tx| {
+            upsert_study_attr(tx, "study_user_attributes", study_id, key, value)
+        })
+    }
+
+    /// Sets (or replaces) a study system attribute.
+    pub fn set_study_system_attr(&mut self, study_id: i64, key: &str, value: &JsonValue) -> Result<(), StorageError> {
+        self.write("set study system attribute", |tx| {
+            upsert_study_attr(tx, "study_system_attributes", study_id, key, value)
+        })
+    }
+}
+
+/// Fails with [`StorageError::UnknownStudy`] unless the study exists.
+pub(super) fn require_study(tx: &Tx<'_>, study_id: i64) -> Result<usize, StorageError> {
+    let n: Option<i64> = tx
+        .tx
+        .query_row(
+            "SELECT (SELECT COUNT(*) FROM study_directions WHERE study_id = ?1) FROM studies WHERE study_id = ?1",
+            [study_id],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(tx.err())?;
+    n.map(|n| n as usize).ok_or(StorageError::UnknownStudy(study_id))
+}
+
+fn upsert_study_attr(
+    tx: &Tx<'_>,
+    table: &'static str,
+    study_id: i64,
+    key: &str,
+    value: &JsonValue,
+) -> Result<(), StorageError> {
+    require_study(tx, study_id)?;
+    let sql = format!(
+        "INSERT INTO {table} (study_id, key, value_json) VALUES (?1, ?2, ?3) \
+         ON CONFLICT (study_id, key) DO UPDATE SET value_json = excluded.value_json"
+    );
+    tx.tx.execute(&sql, params![study_id, key, value.dumps()]).map_err(tx.err())?;
+    Ok(())
+}

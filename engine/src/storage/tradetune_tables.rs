@@ -1,0 +1,289 @@
+//! TradeTune's own data, in `tradetune_*` tables that Optuna and its dashboard ignore:
+//! per-trial run metadata (worker, device, backend, precision, the applied configuration),
+//! learning curves (one row per metric per PPO update) and telemetry samples.
+//!
+//! The schema has its own version in `tradetune_version`; a file from a newer TradeTune with a
+//! different version is refused rather than written into. NaN cannot be stored in SQLite
+//! (it becomes NULL), so a NULL metric value reads back as NaN.
+
+use chrono::NaiveDateTime;
+use rusqlite::{OptionalExtension, Transaction, params};
+
+use super::datetime::{format_naive, now_utc, parse_naive};
+use super::error::StorageError;
+use super::json_value::JsonValue;
+use super::sqlite::{Storage, sql_err};
+
+/// Version of the `tradetune_*` tables below.
+pub const TRADETUNE_SCHEMA_VERSION: i64 = 1;
+
+const DDL: &str = "
+CREATE TABLE IF NOT EXISTS tradetune_version (
+    version_id INTEGER NOT NULL PRIMARY KEY CHECK (version_id = 1),
+    schema_version INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tradetune_runs (
+    trial_id INTEGER NOT NULL PRIMARY KEY REFERENCES trials (trial_id),
+    worker TEXT,
+    device TEXT NOT NULL,
+    backend TEXT NOT NULL,
+    precision TEXT NOT NULL,
+    config_json TEXT NOT NULL,
+    recorded_at DATETIME NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tradetune_learning_curves (
+    trial_id INTEGER NOT NULL REFERENCES trials (trial_id),
+    metric TEXT NOT NULL,
+    update_index INTEGER NOT NULL,
+    env_steps INTEGER NOT NULL,
+    value FLOAT,
+    PRIMARY KEY (trial_id, metric, update_index)
+);
+CREATE TABLE IF NOT EXISTS tradetune_telemetry (
+    sample_id INTEGER NOT NULL PRIMARY KEY,
+    trial_id INTEGER REFERENCES trials (trial_id),
+    recorded_at DATETIME NOT NULL,
+    source TEXT NOT NULL,
+    metric TEXT NOT NULL,
+    value FLOAT
+);
+CREATE INDEX IF NOT EXISTS ix_tradetune_telemetry_trial_id ON tradetune_telemetry (trial_id);
+";
+
+/// User attribute keys that mirror the run metadata, so Optuna's tools show where a trial ran.
+pub const RUN_ATTR_KEYS: [&str; 4] = ["worker", "device", "backend", "precision"];
+
+/// System attribute holding the applied configuration (JSON) of a trial.
+pub const APPLIED_CONFIG_KEY: &str = "applied_config";
+
+/// Creates the tables if missing and checks their version, inside the caller's transaction.
+pub(super) fn create_or_check(tx: &Transaction<'_>, path: &str) -> Result<(), StorageError> {
+    let err = sql_err(path, "create tradetune tables");
+    tx.execute_batch(DDL).map_err(&err)?;
+    let found: Option<i64> = tx
+        .query_row("SELECT schema_version FROM tradetune_version WHERE version_id = 1", [], |r| r.get(0))
+        .optional()
+        .map_err(&err)?;
+    match found {
+        None => {
+            tx.execute(
+                "INSERT INTO tradetune_version (version_id, schema_version) VALUES (1, ?1)",
+                [TRADETUNE_SCHEMA_VERSION],
+            )
+            .map_err(&err)?;
+            Ok(())
+        }
+        Some(v) if v == TRADETUNE_SCHEMA_VERSION => Ok(()),
+        Some(v) => Err(StorageError::SchemaVersion {
+            path: path.to_owned(),
+            found: format!("tradetune_version {v}"),
+            expected: "tradetune_version 1",
+        }),
+    }
+}
+
+/// Where and how a trial ran.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunMetadata {
+    pub worker: Option<String>,
+    /// e.g. `cpu`, `wgpu:0`.
+    pub device: String,
+    /// e.g. `flex`, `wgpu`.
+    pub backend: String,
+    /// `f32`, `bf16` or `f16`.
+    pub precision: String,
+    /// The configuration the trainer actually received.
+    pub config: JsonValue,
+}
+
+/// One point of a learning curve.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CurvePoint {
+    pub metric: String,
+    pub update_index: i64,
+    pub env_steps: i64,
+    pub value: f64,
+}
+
+/// One telemetry sample (of a trial, or of a device when `trial_id` is None).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TelemetrySample {
+    pub trial_id: Option<i64>,
+    /// Naive UTC.
+    pub recorded_at: NaiveDateTime,
+    /// e.g. `wgpu:0`, `worker-2`.
+    pub source: String,
+    pub metric: String,
+    pub value: f64,
+}
+
+impl Storage {
+    /// Records where and how a trial runs, in our table and mirrored into the trial's user
+    /// attributes (`worker`, `device`, `backend`, `precision`) and the system attribute
+    /// `applied_config`, in one transaction. The trial must not be finished.
+    pub fn set_run_metadata(&mut self, trial_id: i64, meta: &RunMetadata) -> Result<(), StorageError> {
+        let now = format_naive(now_utc());
+        self.write("set run metadata", |tx| {
+            super::trial_write::trial_row(tx, trial_id).and_then(|row| {
+                if row.state.is_finished() {
+                    Err(StorageError::TrialFinished { trial_id, number: row.number, state: row.state })
+                } else {
+                    Ok(row)
+                }
+            })?;
+            let config = meta.config.dumps();
+            tx.tx
+                .execute(
+                    "INSERT INTO tradetune_runs (trial_id, worker, device, backend, precision, config_json, recorded_at) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (trial_id) DO UPDATE SET worker = excluded.worker, \
+                     device = excluded.device, backend = excluded.backend, precision = excluded.precision, \
+                     config_json = excluded.config_json, recorded_at = excluded.recorded_at",
+                    params![trial_id, meta.worker, meta.device, meta.backend, meta.precision, config, now],
+                )
+                .map_err(tx.err())?;
+            let mirrored = [
+                (RUN_ATTR_KEYS[0], meta.worker.clone().map_or(JsonValue::Null, JsonValue::Str)),
+                (RUN_ATTR_KEYS[1], JsonValue::from(meta.device.as_str())),
+                (RUN_ATTR_KEYS[2], JsonValue::from(meta.backend.as_str())),
+                (RUN_ATTR_KEYS[3], JsonValue::from(meta.precision.as_str())),
+            ];
+            for (key, value) in mirrored {
+                tx.tx
+                    .execute(
+                        "INSERT INTO trial_user_attributes (trial_id, key, value_json) VALUES (?1, ?2, ?3) \
+                         ON CONFLICT (trial_id, key) DO UPDATE SET value_json = excluded.value_json",
+                        params![trial_id, key, value.dumps()],
+                    )
+                    .map_err(tx.err())?;
+            }
+            tx.tx
+                .execute(
+                    "INSERT INTO trial_system_attributes (trial_id, key, value_json) VALUES (?1, ?2, ?3) \
+                     ON CONFLICT (trial_id, key) DO UPDATE SET value_json = excluded.value_json",
+                    params![trial_id, APPLIED_CONFIG_KEY, config],
+                )
+                .map_err(tx.err())?;
+            Ok(())
+        })
+    }
+
+    /// The run metadata of a trial, if recorded.
+    pub fn run_metadata(&self, trial_id: i64) -> Result<Option<RunMetadata>, StorageError> {
+        let row: Option<(Option<String>, String, String, String, String)> = self
+            .conn
+            .query_row(
+                "SELECT worker, device, backend, precision, config_json FROM tradetune_runs WHERE trial_id = ?1",
+                [trial_id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            )
+            .optional()
+            .map_err(sql_err(&self.path, "read run metadata"))?;
+        row.map(|(worker, device, backend, precision, config)| {
+            let config = JsonValue::parse(&config).map_err(|e| StorageError::Corrupt {
+                path: self.path.clone(),
+                table: "tradetune_runs",
+                row_id: trial_id,
+                column: "config_json",
+                message: e.to_string(),
+            })?;
+            Ok(RunMetadata { worker, device, backend, precision, config })
+        })
+        .transpose()
+    }
+
+    /// Appends learning-curve points (a repeated (metric, update) replaces the earlier one).
+    pub fn append_learning_curve(&mut self, trial_id: i64, points: &[CurvePoint]) -> Result<(), StorageError> {
+        self.write("append learning curve", |tx| {
+            let row = super::trial_write::trial_row(tx, trial_id)?;
+            if row.state.is_finished() {
+                return Err(StorageError::TrialFinished { trial_id, number: row.number, state: row.state });
+            }
+            let mut stmt = tx
+                .tx
+                .prepare_cached(
+                    "INSERT INTO tradetune_learning_curves (trial_id, metric, update_index, env_steps, value) \
+                     VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (trial_id, metric, update_index) DO UPDATE SET \
+                     env_steps = excluded.env_steps, value = excluded.value",
+                )
+                .map_err(tx.err())?;
+            for p in points {
+                stmt.execute(params![trial_id, p.metric, p.update_index, p.env_steps, p.value])
+                    .map_err(tx.err())?;
+            }
+            Ok(())
+        })
+    }
+
+    /// A trial's learning curve, by metric then update.
+    pub fn learning_curve(&self, trial_id: i64) -> Result<Vec<CurvePoint>, StorageError> {
+        let err = sql_err(&self.path, "read learning curve");
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT metric, update_index, env_steps, value FROM tradetune_learning_curves \
+                 WHERE trial_id = ?1 ORDER BY metric, update_index",
+            )
+            .map_err(&err)?;
+        stmt.query_map([trial_id], |r| {
+            Ok(CurvePoint {
+                metric: r.get(0)?,
+                update_index: r.get(1)?,
+                env_steps: r.get(2)?,
+                value: r.get::<_, Option<f64>>(3)?.unwrap_or(f64::NAN),
+            })
+        })
+        .and_then(|rows| rows.collect())
+        .map_err(&err)
+    }
+
+    /// Appends telemetry samples.
+    pub fn append_telemetry(&mut self, samples: &[TelemetrySample]) -> Result<(), StorageError> {
+        self.write("append telemetry", |tx| {
+            let mut stmt = tx
+                .tx
+                .prepare_cached(
+                    "INSERT INTO tradetune_telemetry (trial_id, recorded_at, source, metric, value) \
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
+                .map_err(tx.err())?;
+            for s in samples {
+                stmt.execute(params![s.trial_id, format_naive(s.recorded_at), s.source, s.metric, s.value])
+                    .map_err(|e| match e.sqlite_error_code() {
+                        Some(rusqlite::ErrorCode::ConstraintViolation) => {
+                            StorageError::UnknownTrial(s.trial_id.unwrap_or(-1))
+                        }
+                        _ => tx.err()(e),
+                    })?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Telemetry of one trial (or of no trial when None), in recording order.
+    pub fn telemetry(&self, trial_id: Option<i64>) -> Result<Vec<TelemetrySample>, StorageError> {
+        let err = sql_err(&self.path, "read telemetry");
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT trial_id, recorded_at, source, metric, value FROM tradetune_telemetry \
+                 WHERE trial_id IS ?1 ORDER BY sample_id",
+            )
+            .map_err(&err)?;
+        let rows: Vec<(Option<i64>, String, String, String, Option<f64>)> = stmt
+            .query_map([trial_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+            .and_then(|rows| rows.collect())
+            .map_err(&err)?;
+        rows.into_iter()
+            .map(|(trial_id, at, source, metric, value)| {
+                let recorded_at = parse_naive(&at).ok_or_else(|| StorageError::Corrupt {
+                    path: self.path.clone(),
+                    table: "tradetune_telemetry",
+                    row_id: trial_id.unwrap_or(-1),
+                    column: "recorded_at",
+                    message: format!("not a datetime: `{at}`"),
+                })?;
+                Ok(TelemetrySample { trial_id, recorded_at, source, metric, value: value.unwrap_or(f64::NAN) })
+            })
+            .collect()
+    }
+}

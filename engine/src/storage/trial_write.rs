@@ -1,0 +1,515 @@
+//! Creating trials and writing their parameters, values, attributes and state.
+//!
+//! Each call is one short transaction. The rules are Optuna's (`storages/_rdb/storage.py`):
+//! a trial's `number` is the count of earlier trials of its study, assigned inside the insert
+//! transaction; finished trials (COMPLETE, PRUNED, FAIL) are never modified; a parameter name
+//! keeps one kind of distribution across a study; ±inf values are stored as NULL plus a type.
+
+use chrono::NaiveDateTime;
+use rusqlite::{OptionalExtension, params};
+
+use super::datetime::{format_naive, now_utc};
+use super::distribution::OptunaDistribution;
+use super::error::StorageError;
+use super::json_value::JsonValue;
+use super::records::{NewTrial, TrialHandle};
+use super::sqlite::{Storage, Tx, is_constraint};
+use super::study_write::require_study;
+use super::trial_state::TrialState;
+
+/// System attribute holding why a trial failed (the key Optuna 2.x used for the same purpose).
+pub const FAIL_REASON_KEY: &str = "fail_reason";
+
+/// System attribute of an enqueued trial with its fixed parameters (Optuna's `enqueue_trial`).
+pub const FIXED_PARAMS_KEY: &str = "fixed_params";
+
+/// The columns of `trials` a write needs.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct TrialRow {
+    pub trial_id: i64,
+    pub study_id: i64,
+    pub number: i64,
+    pub state: TrialState,
+}
+
+impl TrialRow {
+    fn handle(&self) -> TrialHandle {
+        TrialHandle { trial_id: self.trial_id, study_id: self.study_id, number: self.number }
+    }
+}
+
+pub(super) fn trial_row(tx: &Tx<'_>, trial_id: i64) -> Result<TrialRow, StorageError> {
+    let row: Option<(i64, Option<i64>, String)> = tx
+        .tx
+        .query_row("SELECT study_id, number, state FROM trials WHERE trial_id = ?1", [trial_id], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
+        .optional()
+        .map_err(tx.err())?;
+    let (study_id, number, state) = row.ok_or(StorageError::UnknownTrial(trial_id))?;
+    let corrupt = |column, message: String| StorageError::Corrupt {
+        path: tx.path.to_owned(),
+        table: "trials",
+        row_id: trial_id,
+        column,
+        message,
+    };
+    let state = state.parse::<TrialState>().map_err(|m| corrupt("state", m))?;
+    let number = number.ok_or_else(|| corrupt("number", "NULL trial number".into()))?;
+    Ok(TrialRow { trial_id, study_id, number, state })
+}
+
+/// The trial, if it may still be changed (Optuna's `check_trial_is_updatable`).
+fn updatable(tx: &Tx<'_>, trial_id: i64) -> Result<TrialRow, StorageError> {
+    let row = trial_row(tx, trial_id)?;
+    if row.state.is_finished() {
+        return Err(StorageError::TrialFinished { trial_id, number: row.number, state: row.state });
+    }
+    Ok(row)
+}
+
+fn insert_trial(
+    tx: &Tx<'_>,
+    study_id: i64,
+    state: TrialState,
+    start: Option<NaiveDateTime>,
+    complete: Option<NaiveDateTime>,
+) -> Result<TrialHandle, StorageError> {
+    // Inside the write transaction, so two writers can never get the same number; equals
+    // Optuna's `count_past_trials` because new trial ids are always the largest.
+    tx.tx
+        .execute(
+            "INSERT INTO trials (number, study_id, state, datetime_start, datetime_complete) \
+             VALUES ((SELECT COUNT(*) FROM trials WHERE study_id = ?1), ?1, ?2, ?3, ?4)",
+            params![study_id, state.as_str(), start.map(format_naive), complete.map(format_naive)],
+        )
+        .map_err(tx.err())?;
+    let trial_id = tx.tx.last_insert_rowid();
+    let number: i64 = tx
+        .tx
+        .query_row("SELECT number FROM trials WHERE trial_id = ?1", [trial_id], |r| r.get(0))
+        .map_err(tx.err())?;
+    Ok(TrialHandle { trial_id, study_id, number })
+}
+
+/// Heartbeats use SQLite's clock (`CURRENT_TIMESTAMP`, UTC), exactly as Optuna's
+/// `record_heartbeat` does, so staleness is judged on one clock whoever wrote the beat.
+pub(super) fn upsert_heartbeat(tx: &Tx<'_>, trial_id: i64) -> Result<(), StorageError> {
+    tx.tx
+        .execute(
+            "INSERT INTO trial_heartbeats (trial_id, heartbeat) VALUES (?1, CURRENT_TIMESTAMP) \
+             ON CONFLICT (trial_id) DO UPDATE SET heartbeat = excluded.heartbeat",
+            [trial_id],
+        )
+        .map_err(tx.err())?;
+    Ok(())
+}
+
+fn insert_param(
+    tx: &mut Tx<'_>,
+    row: &TrialRow,
+    name: &str,
+    internal: f64,
+    distribution: &OptunaDistribution,
+) -> Result<(), StorageError> {
+    let distribution = distribution
+        .validated()
+        .map_err(|source| StorageError::Distribution { name: name.to_owned(), source })?;
+    if !distribution.contains(internal) {
+        return Err(StorageError::ParamOutOfRange {
+            number: row.number,
+            name: name.to_owned(),
+            value: internal,
+            distribution: distribution.to_optuna_json(),
+        });
+    }
+    let key = (row.study_id, name.to_owned());
+    let existing = match tx.known.get(&key) {
+        Some(d) => Some(d.clone()),
+        None => {
+            let json: Option<String> = tx
+                .tx
+                .query_row(
+                    "SELECT p.distribution_json FROM trials t \
+                     JOIN trial_params p ON p.trial_id = t.trial_id AND p.param_name = ?2 \
+                     WHERE t.study_id = ?1 ORDER BY t.trial_id LIMIT 1",
+                    params![row.study_id, name],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(tx.err())?;
+            match json {
+                Some(json) => Some(OptunaDistribution::from_optuna_json(&json).map_err(|source| {
+                    StorageError::Distribution { name: name.to_owned(), source }
+                })?),
+                None => None,
+            }
+        }
+    };
+    if let Some(existing) = &existing
+        && let Err(reason) = existing.compatibility_with(&distribution)
+    {
+        return Err(StorageError::IncompatibleDistribution {
+            number: row.number,
+            name: name.to_owned(),
+            distribution: distribution.to_optuna_json(),
+            existing: existing.to_optuna_json(),
+            reason,
+        });
+    }
+    let result = tx.tx.execute(
+        "INSERT INTO trial_params (trial_id, param_name, param_value, distribution_json) \
+         VALUES (?1, ?2, ?3, ?4)",
+        params![row.trial_id, name, internal, distribution.to_optuna_json()],
+    );
+    match result {
+        Ok(_) => {}
+        Err(e) if is_constraint(&e) => {
+            return Err(StorageError::ParamAlreadySet { number: row.number, name: name.to_owned() });
+        }
+        Err(e) => return Err(tx.err()(e)),
+    }
+    // Cached only after the insert: a rolled-back transaction must not leave a stale entry
+    // (the cache holds distributions compatible with what is stored, so at worst it is early).
+    tx.known.entry(key).or_insert(existing.unwrap_or(distribution));
+    Ok(())
+}
+
+/// Optuna's `value_to_stored_repr`: ±inf become NULL plus `INF_POS`/`INF_NEG`.
+fn upsert_value(tx: &Tx<'_>, trial_id: i64, objective: usize, v: f64) -> Result<(), StorageError> {
+    let (stored, kind) = if v == f64::INFINITY {
+        (None, "INF_POS")
+    } else if v == f64::NEG_INFINITY {
+        (None, "INF_NEG")
+    } else {
+        (Some(v), "FINITE")
+    };
+    tx.tx
+        .execute(
+            "INSERT INTO trial_values (trial_id, objective, value, value_type) VALUES (?1, ?2, ?3, ?4) \
+             ON CONFLICT (trial_id, objective) DO UPDATE SET value = excluded.value, value_type = excluded.value_type",
+            params![trial_id, objective as i64, stored, kind],
+        )
+        .map_err(tx.err())?;
+    Ok(())
+}
+
+/// Optuna's `intermediate_value_to_stored_repr`: NaN and ±inf become NULL plus a type.
+fn upsert_intermediate(tx: &Tx<'_>, trial_id: i64, step: i64, v: f64) -> Result<(), StorageError> {
+    let (stored, kind) = if v.is_nan() {
+        (None, "NAN")
+    } else if v == f64::INFINITY {
+        (None, "INF_POS")
+    } else if v == f64::NEG_INFINITY {
+        (None, "INF_NEG")
+    } else {
+        (Some(v), "FINITE")
+    };
+    tx.tx
+        .execute(
+            "INSERT INTO trial_intermediate_values (trial_id, step, intermediate_value, intermediate_value_type) \
+             VALUES (?1, ?2, ?3, ?4) ON CONFLICT (trial_id, step) DO UPDATE SET \
+             intermediate_value = excluded.intermediate_value, intermediate_value_type = excluded.intermediate_value_type",
+            params![trial_id, step, stored, kind],
+        )
+        .map_err(tx.err())?;
+    Ok(())
+}
+
+fn upsert_trial_attr(
+    tx: &Tx<'_>,
+    table: &'static str,
+    trial_id: i64,
+    key: &str,
+    value: &JsonValue,
+) -> Result<(), StorageError> {
+    let sql = format!(
+        "INSERT INTO {table} (trial_id, key, value_json) VALUES (?1, ?2, ?3) \
+         ON CONFLICT (trial_id, key) DO UPDATE SET value_json = excluded.value_json"
+    );
+    tx.tx.execute(&sql, params![trial_id, key, value.dumps()]).map_err(tx.err())?;
+    Ok(())
+}
+
+/// The values a trial may end with: one per objective and no NaN (Optuna fails NaN
+/// objectives); COMPLETE needs them, PRUNED may have them, the others have none.
+fn check_values(
+    number: i64,
+    state: TrialState,
+    values: Option<&[f64]>,
+    n_objectives: usize,
+) -> Result<(), StorageError> {
+    match (state, values) {
+        (TrialState::Complete, None) => {
+            Err(StorageError::WrongValueCount { number, given: 0, expected: n_objectives })
+        }
+        (TrialState::Complete | TrialState::Pruned, Some(v)) => {
+            if v.len() != n_objectives {
+                return Err(StorageError::WrongValueCount { number, given: v.len(), expected: n_objectives });
+            }
+            match v.iter().position(|x| x.is_nan()) {
+                Some(objective) => Err(StorageError::NanObjective { number, objective }),
+                None => Ok(()),
+            }
+        }
+        (TrialState::Fail | TrialState::Running | TrialState::Waiting, Some(v)) if !v.is_empty() => {
+            Err(StorageError::WrongValueCount { number, given: v.len(), expected: 0 })
+        }
+        _ => Ok(()),
+    }
+}
+
+fn finish(
+    tx: &Tx<'_>,
+    trial_id: i64,
+    to: TrialState,
+    values: Option<&[f64]>,
+) -> Result<TrialRow, StorageError> {
+    let row = updatable(tx, trial_id)?;
+    if !row.state.can_become(to) || !to.is_finished() {
+        return Err(StorageError::InvalidTransition { trial_id, number: row.number, from: row.state, to });
+    }
+    let n_objectives = require_study(tx, row.study_id)?;
+    check_values(row.number, to, values, n_objectives)?;
+    for (objective, v) in values.unwrap_or(&[]).iter().enumerate() {
+        upsert_value(tx, trial_id, objective, *v)?;
+    }
+    tx.tx
+        .execute(
+            "UPDATE trials SET state = ?2, datetime_complete = ?3 WHERE trial_id = ?1",
+            params![trial_id, to.as_str(), format_naive(now_utc())],
+        )
+        .map_err(tx.err())?;
+    Ok(row)
+}
+
+impl Storage {
+    /// Starts a new RUNNING trial (with a first heartbeat) and returns its number.
+    pub fn create_trial(&mut self, study_id: i64) -> Result<TrialHandle, StorageError> {
+        self.write("create trial", |tx| {
+            require_study(tx, study_id)?;
+            let handle = insert_trial(tx, study_id, TrialState::Running, Some(now_utc()), None)?;
+            upsert_heartbeat(tx, handle.trial_id)?;
+            Ok(handle)
+        })
+    }
+
+    /// Enqueues a WAITING trial with fixed parameters (external values by name), as Optuna's
+    /// `study.enqueue_trial` does: they go to the system attribute `fixed_params`.
+    pub fn enqueue_trial(
+        &mut self,
+        study_id: i64,
+        fixed_params: &[(String, JsonValue)],
+        user_attrs: &[(String, JsonValue)],
+    ) -> Result<TrialHandle, StorageError> {
+        self.write("enqueue trial", |tx| {
+            require_study(tx, study_id)?;
+            let handle = insert_trial(tx, study_id, TrialState::Waiting, None, None)?;
+            let fixed = JsonValue::Object(fixed_params.to_vec());
+            upsert_trial_attr(tx, "trial_system_attributes", handle.trial_id, FIXED_PARAMS_KEY, &fixed)?;
+            for (k, v) in user_attrs {
+                upsert_trial_attr(tx, "trial_user_attributes", handle.trial_id, k, v)?;
+            }
+            Ok(handle)
+        })
+    }
+
+    /// Takes the oldest WAITING trial of the study and makes it RUNNING, or returns None.
+    /// Atomic: two workers never take the same trial.
+    pub fn pop_waiting_trial(&mut self, study_id: i64) -> Result<Option<TrialHandle>, StorageError> {
+        self.write("start enqueued trial", |tx| {
+            require_study(tx, study_id)?;
+            let id: Option<i64> = tx
+                .tx
+                .query_row(
+                    "SELECT MIN(trial_id) FROM trials WHERE study_id = ?1 AND state = 'WAITING'",
+                    [study_id],
+                    |r| r.get(0),
+                )
+                .map_err(tx.err())?;
+            let Some(trial_id) = id else { return Ok(None) };
+            let row = trial_row(tx, trial_id)?;
+            tx.tx
+                .execute(
+                    "UPDATE trials SET state = 'RUNNING', datetime_start = ?2 WHERE trial_id = ?1",
+                    params![trial_id, format_naive(now_utc())],
+                )
+                .map_err(tx.err())?;
+            upsert_heartbeat(tx, trial_id)?;
+            Ok(Some(row.handle()))
+        })
+    }
+
+    /// Stores a whole trial in one transaction (Optuna's `study.add_trial`): parameters,
+    /// values, intermediate values, attributes and the final state.
+    pub fn add_trial(&mut self, study_id: i64, trial: &NewTrial) -> Result<TrialHandle, StorageError> {
+        self.write("add trial", |tx| {
+            let n_objectives = require_study(tx, study_id)?;
+            let waiting = trial.state == TrialState::Waiting;
+            let start = if waiting { trial.datetime_start } else { trial.datetime_start.or(Some(now_utc())) };
+            let complete = if trial.state.is_finished() {
+                trial.datetime_complete.or(Some(now_utc()))
+            } else {
+                trial.datetime_complete
+            };
+            // Written RUNNING first, then switched, as Optuna does, so every check applies.
+            let handle = insert_trial(tx, study_id, TrialState::Running, start, complete)?;
+            check_values(handle.number, trial.state, trial.values.as_deref(), n_objectives)?;
+            let row = TrialRow {
+                trial_id: handle.trial_id,
+                study_id,
+                number: handle.number,
+                state: TrialState::Running,
+            };
+            for (name, internal, distribution) in &trial.params {
+                insert_param(tx, &row, name, *internal, distribution)?;
+            }
+            for (objective, v) in trial.values.iter().flatten().enumerate() {
+                upsert_value(tx, handle.trial_id, objective, *v)?;
+            }
+            for (step, v) in &trial.intermediate_values {
+                upsert_intermediate(tx, handle.trial_id, *step, *v)?;
+            }
+            for (k, v) in &trial.user_attrs {
+                upsert_trial_attr(tx, "trial_user_attributes", handle.trial_id, k, v)?;
+            }
+            for (k, v) in &trial.system_attrs {
+                upsert_trial_attr(tx, "trial_system_attributes", handle.trial_id, k, v)?;
+            }
+            tx.tx
+                .execute("UPDATE trials SET state = ?2 WHERE trial_id = ?1", params![handle.trial_id, trial.state.as_str()])
+                .map_err(tx.err())?;
+            if trial.state == TrialState::Running {
+                upsert_heartbeat(tx, handle.trial_id)?;
+            }
+            Ok(handle)
+        })
+    }
+
+    /// Stores one parameter: its internal value and distribution (see
+    /// [`OptunaDistribution::to_internal`]). Fails if the value is outside the distribution,
+    /// the name already has an incompatible distribution in this study, or it is already set.
+    pub fn set_param(
+        &mut self,
+        trial_id: i64,
+        name: &str,
+        internal: f64,
+        distribution: &OptunaDistribution,
+    ) -> Result<(), StorageError> {
+        self.write("set parameter", |tx| {
+            let row = updatable(tx, trial_id)?;
+            insert_param(tx, &row, name, internal, distribution)
+        })
+    }
+
+    /// Stores several parameters in one transaction: all or none.
+    pub fn set_params(
+        &mut self,
+        trial_id: i64,
+        params: &[(String, f64, OptunaDistribution)],
+    ) -> Result<(), StorageError> {
+        self.write("set parameters", |tx| {
+            let row = updatable(tx, trial_id)?;
+            for (name, internal, distribution) in params {
+                insert_param(tx, &row, name, *internal, distribution)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Reports an intermediate value at `step` (a later report of the same step replaces it);
+    /// NaN and ±inf are kept.
+    pub fn report(&mut self, trial_id: i64, step: i64, value: f64) -> Result<(), StorageError> {
+        self.write("report intermediate value", |tx| {
+            updatable(tx, trial_id)?;
+            upsert_intermediate(tx, trial_id, step, value)
+        })
+    }
+
+    /// Sets (or replaces) a trial user attribute.
+    pub fn set_trial_user_attr(&mut self, trial_id: i64, key: &str, value: &JsonValue) -> Result<(), StorageError> {
+        self.write("set trial user attribute", |tx| {
+            updatable(tx, trial_id)?;
+            upsert_trial_attr(tx, "trial_user_attributes", trial_id, key, value)
+        })
+    }
+
+    /// Sets (or replaces) a trial system attribute.
+    pub fn set_trial_system_attr(&mut self, trial_id: i64, key: &str, value: &JsonValue) -> Result<(), StorageError> {
+        self.write("set trial system attribute", |tx| {
+            updatable(tx, trial_id)?;
+            upsert_trial_attr(tx, "trial_system_attributes", trial_id, key, value)
+        })
+    }
+
+    /// Ends a trial: RUNNING → COMPLETE (one value per objective), PRUNED (values optional)
+    /// or FAIL (no values); a WAITING trial may only be cancelled as FAIL.
+    pub fn finish_trial(
+        &mut self,
+        trial_id: i64,
+        state: TrialState,
+        values: Option<&[f64]>,
+    ) -> Result<(), StorageError> {
+        self.write("finish trial", |tx| finish(tx, trial_id, state, values).map(|_| ()))
+    }
+
+    /// RUNNING → COMPLETE with one value per objective.
+    pub fn complete_trial(&mut self, trial_id: i64, values: &[f64]) -> Result<(), StorageError> {
+        self.finish_trial(trial_id, TrialState::Complete, Some(values))
+    }
+
+    /// → FAIL, with the reason in the system attribute `fail_reason`, in one transaction.
+    pub fn fail_trial(&mut self, trial_id: i64, reason: &str) -> Result<(), StorageError> {
+        self.write("fail trial", |tx| {
+            finish(tx, trial_id, TrialState::Fail, None)?;
+            upsert_trial_attr(tx, "trial_system_attributes", trial_id, FAIL_REASON_KEY, &JsonValue::from(reason))
+        })
+    }
+
+    /// RUNNING → PRUNED. Like Optuna's `study.tell(trial, state=PRUNED)`, a single-objective
+    /// trial keeps its last reported intermediate value (largest step) as its value unless it
+    /// is NaN.
+    pub fn prune_trial(&mut self, trial_id: i64) -> Result<(), StorageError> {
+        self.write("prune trial", |tx| {
+            let row = updatable(tx, trial_id)?;
+            let n_objectives = require_study(tx, row.study_id)?;
+            let last: Option<(Option<f64>, String)> = tx
+                .tx
+                .query_row(
+                    "SELECT intermediate_value, intermediate_value_type FROM trial_intermediate_values \
+                     WHERE trial_id = ?1 ORDER BY step DESC LIMIT 1",
+                    [trial_id],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()
+                .map_err(tx.err())?;
+            let last = last.and_then(|(v, kind)| match kind.as_str() {
+                "FINITE" => v,
+                "INF_POS" => Some(f64::INFINITY),
+                "INF_NEG" => Some(f64::NEG_INFINITY),
+                _ => None,
+            });
+            let values = match last {
+                Some(v) if n_objectives == 1 => Some(vec![v]),
+                _ => None,
+            };
+            finish(tx, trial_id, TrialState::Pruned, values.as_deref()).map(|_| ())
+        })
+    }
+
+    /// Records that the trial's worker is alive (the trial must be RUNNING).
+    pub fn record_heartbeat(&mut self, trial_id: i64) -> Result<(), StorageError> {
+        self.write("record heartbeat", |tx| {
+            let row = updatable(tx, trial_id)?;
+            if row.state != TrialState::Running {
+                return Err(StorageError::InvalidTransition {
+                    trial_id,
+                    number: row.number,
+                    from: row.state,
+                    to: TrialState::Running,
+                });
+            }
+            upsert_heartbeat(tx, trial_id)
+        })
+    }
+}

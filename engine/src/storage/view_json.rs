@@ -1,0 +1,82 @@
+//! A study as plain JSON, in the shape `tests/python/optuna_dump.py` prints what the Optuna
+//! client sees: trials with number, state, values, naive-UTC datetimes, params with their Python
+//! type, Optuna's distribution JSON, intermediate values and attributes (as `json.dumps` text).
+//! Non-finite floats are the strings `"nan"`, `"inf"`, `"-inf"`, so the output is strict JSON.
+//! It serves `study show --json` and the tests that compare TradeTune's reading of a file with
+//! Optuna's.
+
+use serde_json::{Map, Value, json};
+
+use super::datetime::format_naive;
+use super::distribution::{CategoricalChoice, ParamValue};
+use super::error::StorageError;
+use super::json_value::JsonValue;
+use super::records::{StudyRecord, TrialRecord};
+
+/// A float as strict JSON: finite numbers as numbers, the rest as `"nan"`, `"inf"`, `"-inf"`.
+pub fn json_number(x: f64) -> Value {
+    if x.is_nan() {
+        json!("nan")
+    } else if x.is_infinite() {
+        json!(if x > 0.0 { "inf" } else { "-inf" })
+    } else {
+        json!(x)
+    }
+}
+
+fn typed(v: &ParamValue) -> Value {
+    let (t, value) = match v {
+        ParamValue::Float(f) => ("float", json_number(*f)),
+        ParamValue::Int(i) => ("int", json!(i)),
+        ParamValue::Choice(CategoricalChoice::None) => ("None", Value::Null),
+        ParamValue::Choice(CategoricalChoice::Bool(b)) => ("bool", json!(b)),
+        ParamValue::Choice(CategoricalChoice::Int(i)) => ("int", json!(i)),
+        ParamValue::Choice(CategoricalChoice::Float(f)) => ("float", json_number(*f)),
+        ParamValue::Choice(CategoricalChoice::Str(s)) => ("str", json!(s)),
+    };
+    json!({"type": t, "value": value})
+}
+
+fn attrs(a: &[(String, JsonValue)]) -> Value {
+    Value::Object(a.iter().map(|(k, v)| (k.clone(), json!(v.dumps()))).collect::<Map<_, _>>())
+}
+
+/// One trial as Optuna's `FrozenTrial` shows it.
+pub fn trial_view_json(t: &TrialRecord) -> Result<Value, StorageError> {
+    let mut params = Map::new();
+    let mut distributions = Map::new();
+    for p in &t.params {
+        let v = p.external().map_err(|source| StorageError::Distribution { name: p.name.clone(), source })?;
+        params.insert(p.name.clone(), typed(&v));
+        distributions.insert(p.name.clone(), json!(p.distribution.to_optuna_json()));
+    }
+    Ok(json!({
+        "number": t.number,
+        "state": t.state.as_str(),
+        "values": t.values.as_ref().map(|v| v.iter().map(|x| json_number(*x)).collect::<Vec<_>>()),
+        "datetime_start": t.datetime_start.map(format_naive),
+        "datetime_complete": t.datetime_complete.map(format_naive),
+        "params": params,
+        "param_order": t.params.iter().map(|p| p.name.clone()).collect::<Vec<_>>(),
+        "distributions": distributions,
+        "intermediate_values": t.intermediate_values.iter().map(|(s, v)| json!([s, json_number(*v)])).collect::<Vec<_>>(),
+        "user_attrs": attrs(&t.user_attrs),
+        "system_attrs": attrs(&t.system_attrs),
+    }))
+}
+
+/// A study with its trials; `best` is (number, value) of the best trial if single-objective.
+pub fn study_view_json(
+    study: &StudyRecord,
+    trials: &[TrialRecord],
+    best: Option<(i64, f64)>,
+) -> Result<Value, StorageError> {
+    Ok(json!({
+        "name": study.name,
+        "directions": study.directions.iter().map(|d| d.as_str()).collect::<Vec<_>>(),
+        "user_attrs": attrs(&study.user_attrs),
+        "system_attrs": attrs(&study.system_attrs),
+        "best": best.map(|(n, v)| json!([n, json_number(v)])),
+        "trials": trials.iter().map(trial_view_json).collect::<Result<Vec<_>, _>>()?,
+    }))
+}
