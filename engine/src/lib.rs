@@ -2,9 +2,12 @@
 //!
 //! - [`market`]: market data — CSV readers, alignment of assets, features, splits, synthetic data.
 //! - [`env`]: the vectorized multi-asset trading environment (CPU and on-device tensor versions).
+//! - [`storage`]: studies and trials in SQLite, in Optuna's own schema (Optuna reads our files).
+//! - [`study`]: hyperparameter search spaces, samplers and pruners (Optuna semantics).
 //!
 //! The engine never imports a UI crate; long-running work reports through engine-defined events.
 
 pub mod env;
 pub mod market;
 pub mod storage;
+pub mod study;

@@ -1,0 +1,21 @@
+//! Hyperparameter studies: search spaces, samplers and pruners with Optuna's semantics.
+//!
+//! - [`space`]: Optuna's distributions (float/int with log and step, categorical) and their
+//!   internal representation (the `f64` Optuna stores), grouped in a [`SearchSpace`].
+//! - [`config_path`]: applies a sampled value to a configuration by its dotted name
+//!   (`ppo.learning_rate`), with an error listing the valid names.
+//! - [`sampler`]: random, TPE (Optuna 5.0's default), grid, enqueued fixed trials.
+//! - [`pruner`]: median/percentile, successive halving, Hyperband.
+//! - [`bench`]: sampler quality and overhead on standard test functions.
+
+pub mod bench;
+pub mod config_path;
+pub mod pruner;
+pub mod sampler;
+pub mod space;
+pub mod trial;
+
+pub use pruner::{PruneContext, PruneDecision, Pruner};
+pub use sampler::{Proposal, SampleContext, Sampler, SamplerError};
+pub use space::{Distribution, InternalParams, ParamValue, SearchSpace};
+pub use trial::{Direction, Trial, TrialState};

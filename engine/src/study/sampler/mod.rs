@@ -1,0 +1,122 @@
+//! Samplers: given the search space and the study's history, propose the next trial's
+//! parameters.
+//!
+//! - [`RandomSampler`]: independent uniform draws (in log space for log ranges).
+//! - [`TpeSampler`]: Optuna 5.0's default `TPESampler` — multivariate, constant liar,
+//!   10 random start-up trials, 24 expected-improvement candidates.
+//! - [`GridSampler`]: every combination of listed values, once.
+//! - [`EnqueuedSampler`]: fixed (possibly partial) parameter sets tried first, e.g. a
+//!   "baseline", then another sampler.
+//!
+//! Reproducibility: a sampler draws from a random stream derived from its seed and the trial
+//! number alone, so the same history and trial number give the same proposal, whichever worker
+//! asks and in whatever order. The caller must hand over every trial of the study, RUNNING ones
+//! included (TPE's constant liar and the grid's bookkeeping read them), and must create the new
+//! trial before the next sampling call: sample-and-insert is one critical section.
+
+pub mod enqueued;
+pub mod grid;
+mod parzen;
+pub mod random;
+pub mod tpe;
+mod truncnorm;
+
+use std::collections::BTreeMap;
+
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+pub use enqueued::EnqueuedSampler;
+pub use grid::GridSampler;
+pub use random::RandomSampler;
+pub use tpe::{TpeConfig, TpeSampler};
+
+use super::space::{InternalParams, SearchSpace, SpaceError};
+use super::trial::{Direction, Trial};
+
+/// Everything a sampler may look at.
+#[derive(Debug, Clone, Copy)]
+pub struct SampleContext<'a> {
+    pub space: &'a SearchSpace,
+    /// Every trial of the study so far, in any state.
+    pub history: &'a [Trial],
+    pub direction: Direction,
+    /// Number of the trial being sampled.
+    pub trial_number: u64,
+}
+
+/// A sampler's answer: the parameters (internal representation) and the system attributes to
+/// store with the trial (Optuna's `fixed_params`, `grid_id`, `search_space`), which later
+/// sampling calls read back from the history.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Proposal {
+    pub params: InternalParams,
+    pub system_attrs: BTreeMap<String, serde_json::Value>,
+}
+
+/// Why a sampler could not propose a trial.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SamplerError {
+    #[error(transparent)]
+    Space(#[from] SpaceError),
+    #[error("grid sampler: {0}")]
+    Grid(String),
+    #[error("every point of the grid has been tried ({0} points)")]
+    GridExhausted(usize),
+    #[error("enqueued trial {index}: {message}")]
+    Enqueued { index: usize, message: String },
+    #[error("sampler setting '{field}': {message}")]
+    Config { field: &'static str, message: String },
+}
+
+/// Proposes the parameters of the next trial.
+pub trait Sampler: Send + Sync {
+    /// A short name for logs and benchmark tables (`random`, `tpe`, `grid`, …).
+    fn name(&self) -> String;
+    fn sample(&self, ctx: &SampleContext<'_>) -> Result<Proposal, SamplerError>;
+}
+
+impl<S: Sampler + ?Sized> Sampler for Box<S> {
+    fn name(&self) -> String {
+        (**self).name()
+    }
+    fn sample(&self, ctx: &SampleContext<'_>) -> Result<Proposal, SamplerError> {
+        (**self).sample(ctx)
+    }
+}
+
+/// SplitMix64's finaliser (Steele, Lea & Flood 2014): spreads seeds that differ in a few bits.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The random stream of trial `number` for a sampler seeded with `seed`; `salt` separates the
+/// streams of samplers that share a seed (TPE's start-up random draws and its own).
+pub(crate) fn trial_rng(seed: u64, number: u64, salt: u64) -> StdRng {
+    StdRng::seed_from_u64(mix(mix(seed ^ salt) ^ number))
+}
+
+/// Fills in the value of every single-valued parameter (a range of one value), which samplers
+/// do not search, and reports the others in name order.
+pub(crate) fn split_single<'a>(
+    space: &'a SearchSpace,
+    params: &mut InternalParams,
+) -> Vec<(&'a str, &'a super::space::Distribution)> {
+    let mut searched = Vec::new();
+    for (name, dist) in space.iter() {
+        if dist.single() {
+            let v = match dist {
+                super::space::Distribution::Float(d) => d.low(),
+                super::space::Distribution::Int(d) => d.low() as f64,
+                super::space::Distribution::Categorical(_) => 0.0,
+            };
+            params.insert(name.to_owned(), v);
+        } else {
+            searched.push((name, dist));
+        }
+    }
+    searched
+}
