@@ -71,7 +71,7 @@ fn param_json(value: ParamValue) -> JsonValue {
 fn keyed_columns(
     prefix: &str,
     trials: &[TrialRecord],
-    entries: impl Fn(&TrialRecord) -> Vec<(String, JsonValue)>,
+    entries: impl FnMut(&TrialRecord) -> Vec<(String, JsonValue)>,
 ) -> Vec<Column> {
     let per_trial: Vec<Vec<(String, JsonValue)>> = trials.iter().map(entries).collect();
     let mut keys: Vec<&String> = per_trial.iter().flatten().map(|(k, _)| k).collect();

@@ -176,14 +176,7 @@ impl Storage {
     }
 
     fn check_tables(&self, names: &[String]) -> Result<(), StorageError> {
-        let mut required: Vec<&str> = OPTUNA_TABLES.to_vec();
-        if !self.read_only {
-            required.push("alembic_version");
-        }
-        match required.iter().find(|t| !names.iter().any(|n| n == *t)) {
-            Some(missing) => Err(StorageError::NotOptunaSchema { path: self.path.clone(), missing: (*missing).to_owned() }),
-            None => Ok(()),
-        }
+        check_tables(&self.path, self.read_only, names)
     }
 
     /// Creates Optuna's schema in an empty file, or checks an existing one; adds our tables.
@@ -205,7 +198,7 @@ impl Storage {
         if names.is_empty() {
             create_optuna_schema(&tx).map_err(err("create Optuna schema"))?;
         } else {
-            self.check_tables(&names)?;
+            check_tables(&path, self.read_only, &names)?;
             let found: Option<String> = tx
                 .query_row("SELECT version_num FROM alembic_version", [], |r| r.get(0))
                 .optional()
@@ -255,5 +248,17 @@ impl Tx<'_> {
     /// Maps a SQLite error to one naming the file and this transaction's action.
     pub fn err(&self) -> impl Fn(rusqlite::Error) -> StorageError + use<> {
         sql_err(self.path, self.action)
+    }
+}
+
+/// Every table Optuna needs is present (a writer also needs `alembic_version`, which it checks).
+fn check_tables(path: &str, read_only: bool, names: &[String]) -> Result<(), StorageError> {
+    let mut required: Vec<&str> = OPTUNA_TABLES.to_vec();
+    if !read_only {
+        required.push("alembic_version");
+    }
+    match required.iter().find(|t| !names.iter().any(|n| n == *t)) {
+        Some(missing) => Err(StorageError::NotOptunaSchema { path: path.to_owned(), missing: (*missing).to_owned() }),
+        None => Ok(()),
     }
 }

@@ -21,7 +21,7 @@ use super::space::{InternalParams, ParamValue, SearchSpace, SpaceError};
 /// Why a value could not be applied to a configuration.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConfigPathError {
-    #[error("unknown parameter '{name}'{}; valid names: {}", suggestion(.suggestion), .valid.join(", "))]
+    #[error("unknown parameter '{name}'{}; valid names: {}", did_you_mean(.suggestion), .valid.join(", "))]
     UnknownName { name: String, suggestion: Option<String>, valid: Vec<String> },
     #[error("'{name}' is a group of settings, not one setting; name one of: {}", .fields.join(", "))]
     NotALeaf { name: String, fields: Vec<String> },
@@ -33,7 +33,7 @@ pub enum ConfigPathError {
     Space(#[from] SpaceError),
 }
 
-fn suggestion(s: &Option<String>) -> String {
+fn did_you_mean(s: &Option<String>) -> String {
     s.as_ref().map(|s| format!(" (did you mean '{s}'?)")).unwrap_or_default()
 }
 

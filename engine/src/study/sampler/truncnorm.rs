@@ -26,7 +26,7 @@ pub(crate) fn log_ndtr(x: f64) -> f64 {
     }
     let lhs = -0.5 * x * x - (-x).ln() - LN_SQRT_2PI;
     let denom_cons = 1.0 / (x * x);
-    let (mut last, mut rhs, mut numerator, mut denom, mut sign) = (0.0, 1.0, 1.0, 1.0, 1.0);
+    let (mut last, mut rhs, mut numerator, mut denom, mut sign) = (0.0f64, 1.0f64, 1.0f64, 1.0f64, 1.0f64);
     let mut i = 0.0;
     while (last - rhs).abs() > f64::EPSILON {
         i += 1.0;
