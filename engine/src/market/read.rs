@@ -168,8 +168,9 @@ fn normalise(name: &str) -> String {
         .collect()
 }
 
+type CsvReader = csv::Reader<Box<dyn std::io::Read>>;
+
 fn read_source(mut source: Source) -> Result<FileBars, DataError> {
-    let path = source.path.clone();
     // The csv reader owns the byte stream; `source` keeps what error messages need.
     let reader = std::mem::replace(&mut source.reader, Box::new(std::io::empty()));
     let mut csv = csv::ReaderBuilder::new()
@@ -177,19 +178,45 @@ fn read_source(mut source: Source) -> Result<FileBars, DataError> {
         .flexible(true)
         .trim(csv::Trim::All)
         .from_reader(reader);
+    match parse(&mut csv, &source) {
+        Ok(bars) => Ok(bars),
+        Err(e) if source.gzip && !source.read_failed.get() => {
+            // Deflate has no per-block checksum: a corrupt member decompresses to garbage that
+            // only the CRC-32 at its end exposes (RFC 1952 §2.3.1). So a content error in gzip
+            // input may be that garbage; read on to the CRC before blaming the content.
+            let line = csv.position().line();
+            match std::io::copy(csv.get_mut(), &mut std::io::sink()) {
+                Err(io) => {
+                    let mut err = source.read_error(Some(line), &io);
+                    if let DataError::Input { message, .. } = &mut err {
+                        message.push_str(&format!("; it first showed as: {e}"));
+                    }
+                    Err(err)
+                }
+                Ok(_) => Err(e),
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Reads every record of `csv`; see the module doc for the checks.
+fn parse(csv: &mut CsvReader, source: &Source) -> Result<FileBars, DataError> {
+    let path = source.path.clone();
     let mut record = csv::StringRecord::new();
-    let read_next = |csv: &mut csv::Reader<_>, record: &mut csv::StringRecord, src: &Source| {
+    let read_next = |csv: &mut CsvReader, record: &mut csv::StringRecord, src: &Source| {
         // Skip blank lines (csv yields them as one empty field).
         loop {
             match csv.read_record(record) {
                 Ok(false) => return Ok(false),
                 Ok(true) if record.len() == 1 && record[0].is_empty() => continue,
                 Ok(true) => return Ok(true),
-                Err(e) => return Err(csv_error(src, e)),
+                // An I/O error carries no position: the reader's is that of the last record.
+                Err(e) => return Err(csv_error(src, e, csv.position().line())),
             }
         }
     };
-    if !read_next(&mut csv, &mut record, &source)? {
+    if !read_next(csv, &mut record, source)? {
         return Err(DataError::input(
             &path,
             None,
@@ -209,7 +236,7 @@ fn read_source(mut source: Source) -> Result<FileBars, DataError> {
     // A Binance file has no header: its first record is already a bar.
     let mut pending = layout.format == FileFormat::BinanceKlines;
     loop {
-        if !pending && !read_next(&mut csv, &mut record, &source)? {
+        if !pending && !read_next(csv, &mut record, source)? {
             break;
         }
         pending = false;
@@ -464,8 +491,8 @@ fn layout_of(path: &Path, first: &csv::StringRecord, line: u64) -> Result<Layout
 }
 
 /// A csv-level failure: unreadable bytes (corrupt gzip), invalid UTF-8.
-fn csv_error(source: &Source, e: csv::Error) -> DataError {
-    let line = e.position().map(|p| p.line());
+fn csv_error(source: &Source, e: csv::Error, last_line: u64) -> DataError {
+    let line = e.position().map(|p| p.line()).or(Some(last_line));
     match e.into_kind() {
         csv::ErrorKind::Io(io) => source.read_error(line, &io),
         csv::ErrorKind::Utf8 { pos, err } => DataError::input(

@@ -1,6 +1,7 @@
 //! Opening market files: plain or gzip-compressed (told by the magic bytes, not the name), and
 //! the asset name a file stands for.
 
+use std::cell::Cell;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -19,6 +20,8 @@ pub struct Source {
     /// True when the bytes on disk are gzip.
     pub gzip: bool,
     pub reader: Box<dyn Read>,
+    /// Set once [`Source::read_error`] has reported a failure of the byte stream.
+    pub read_failed: Cell<bool>,
 }
 
 impl Source {
@@ -82,11 +85,13 @@ impl Source {
             path: path.to_owned(),
             gzip,
             reader,
+            read_failed: Cell::new(false),
         })
     }
 
     /// The error for a read failure after `line` lines: for gzip input, a corrupt stream.
     pub fn read_error(&self, line: Option<u64>, e: &std::io::Error) -> DataError {
+        self.read_failed.set(true);
         if self.gzip {
             let after = line
                 .map(|l| format!(" after line {l}"))
