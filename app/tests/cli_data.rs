@@ -18,7 +18,9 @@ fn text(b: &[u8]) -> String {
 
 /// A fresh directory under cargo's per-target temp dir for this test's files.
 fn scratch(name: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli_data").join(name);
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("cli_data")
+        .join(name);
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
@@ -42,7 +44,10 @@ fn inspect_bundled_sample() {
         "macd_12_26_9",
         "train",
     ] {
-        assert!(stdout.contains(needle), "{needle:?} missing from:\n{stdout}");
+        assert!(
+            stdout.contains(needle),
+            "{needle:?} missing from:\n{stdout}"
+        );
     }
 }
 
@@ -90,7 +95,10 @@ fn inspect_missing_file() {
     let out = tradetune(&["data", "inspect", "/nonexistent/prices.csv"]);
     assert!(!out.status.success());
     let err = text(&out.stderr);
-    assert!(err.contains("/nonexistent/prices.csv") && err.contains("no such file"), "{err}");
+    assert!(
+        err.contains("/nonexistent/prices.csv") && err.contains("no such file"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -118,7 +126,10 @@ fn synth_writes_a_file_inspect_reads_back() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["files"][0]["format"], "long");
-    assert_eq!(v["dataset"]["assets"], serde_json::json!(["SYN0", "SYN1", "SYN2"]));
+    assert_eq!(
+        v["dataset"]["assets"],
+        serde_json::json!(["SYN0", "SYN1", "SYN2"])
+    );
     assert_eq!(v["assets"][0]["bars"], 2000);
     assert_eq!(v["assets"][0]["bar_seconds"], 300);
     assert_eq!(v["assets"][0]["gaps"]["count"], 0);
@@ -127,7 +138,15 @@ fn synth_writes_a_file_inspect_reads_back() {
     // Same seed, same bytes.
     let again = dir.join("again.csv.gz");
     let out = tradetune(&[
-        "data", "synth", "--assets", "3", "--bars", "2000", "--seed", "7", "--out",
+        "data",
+        "synth",
+        "--assets",
+        "3",
+        "--bars",
+        "2000",
+        "--seed",
+        "7",
+        "--out",
         again.to_str().unwrap(),
     ]);
     assert!(out.status.success());
@@ -139,7 +158,14 @@ fn synth_rejects_bad_arguments() {
     let out = tradetune(&["data", "synth", "--assets", "0", "--out", "/tmp/never.csv"]);
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("synth: assets must be at least 1"));
-    let out = tradetune(&["data", "synth", "--start", "yesterday", "--out", "/tmp/never.csv"]);
+    let out = tradetune(&[
+        "data",
+        "synth",
+        "--start",
+        "yesterday",
+        "--out",
+        "/tmp/never.csv",
+    ]);
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("--start"));
 }

@@ -20,7 +20,13 @@ fn rows(n: usize, start_day: i64) -> String {
             let date = chrono::DateTime::from_timestamp((start_day + i as i64) * 86_400, 0)
                 .unwrap()
                 .format("%Y-%m-%d");
-            format!("{date},{p},{},{},{},{}\n", p + 1.0, p - 1.0, p + 0.5, 1000 + i)
+            format!(
+                "{date},{p},{},{},{},{}\n",
+                p + 1.0,
+                p - 1.0,
+                p + 0.5,
+                1000 + i
+            )
         })
         .collect()
 }
@@ -46,7 +52,10 @@ fn load_err(name: &str, text: &[u8]) -> String {
     let path = write(dir.path(), name, text);
     let e = config(vec![path]).load().unwrap_err();
     let msg = e.to_string();
-    assert!(msg.contains(name), "the error does not name the file: {msg}");
+    assert!(
+        msg.contains(name),
+        "the error does not name the file: {msg}"
+    );
     msg
 }
 
@@ -58,7 +67,9 @@ fn assert_has(msg: &str, parts: &[&str]) {
 
 #[test]
 fn missing_file() {
-    let e = config(vec!["no/such/dir/prices.csv".into()]).load().unwrap_err();
+    let e = config(vec!["no/such/dir/prices.csv".into()])
+        .load()
+        .unwrap_err();
     assert!(matches!(e, DataError::Input { line: None, .. }));
     assert_has(&e.to_string(), &["no/such/dir/prices.csv", "no such file"]);
 }
@@ -79,7 +90,15 @@ fn header_without_rows() {
 fn missing_column() {
     let text = "date,open,high,low,volume\n2020-01-01,1,1,1,1\n";
     let msg = load_err("noclose.csv", text.as_bytes());
-    assert_has(&msg, &["line 1", "field 'close'", "missing column 'close'", "date, open, high"]);
+    assert_has(
+        &msg,
+        &[
+            "line 1",
+            "field 'close'",
+            "missing column 'close'",
+            "date, open, high",
+        ],
+    );
 }
 
 #[test]
@@ -152,14 +171,30 @@ fn duplicate_timestamp() {
     text.push_str(&last);
     text.push('\n');
     let msg = load_err("dup.csv", text.as_bytes());
-    assert_has(&msg, &["line 6", "field 'date'", "duplicates the previous bar", "line 5"]);
+    assert_has(
+        &msg,
+        &[
+            "line 6",
+            "field 'date'",
+            "duplicates the previous bar",
+            "line 5",
+        ],
+    );
 }
 
 #[test]
 fn decreasing_timestamp() {
     let text = format!("{HEADER}{}{}", rows(3, 18_010), rows(1, 18_000));
     let msg = load_err("backwards.csv", text.as_bytes());
-    assert_has(&msg, &["line 5", "field 'date'", "is before the previous bar", "line 4"]);
+    assert_has(
+        &msg,
+        &[
+            "line 5",
+            "field 'date'",
+            "is before the previous bar",
+            "line 4",
+        ],
+    );
 }
 
 #[test]
@@ -167,7 +202,10 @@ fn decreasing_timestamp_of_one_ticker_in_a_long_file() {
     let text = "symbol,timestamp,open,high,low,close,volume\n\
                 A,2020-01-02,1,1,1,1,1\nB,2020-01-01,1,1,1,1,1\nA,2020-01-01,1,1,1,1,1\n";
     let msg = load_err("long.csv", text.as_bytes());
-    assert_has(&msg, &["line 4", "field 'timestamp'", "previous bar of A on line 2"]);
+    assert_has(
+        &msg,
+        &["line 4", "field 'timestamp'", "previous bar of A on line 2"],
+    );
 }
 
 #[test]
@@ -201,12 +239,36 @@ fn not_utf8() {
 #[test]
 fn asset_with_no_overlap() {
     let dir = tempfile::tempdir().unwrap();
-    let a = write(dir.path(), "A.csv", format!("{HEADER}{}", rows(100, 18_000)).as_bytes());
-    let b = write(dir.path(), "B.csv", format!("{HEADER}{}", rows(100, 18_050)).as_bytes());
-    let late = write(dir.path(), "LATE.csv", format!("{HEADER}{}", rows(100, 19_000)).as_bytes());
+    let a = write(
+        dir.path(),
+        "A.csv",
+        format!("{HEADER}{}", rows(100, 18_000)).as_bytes(),
+    );
+    let b = write(
+        dir.path(),
+        "B.csv",
+        format!("{HEADER}{}", rows(100, 18_050)).as_bytes(),
+    );
+    let late = write(
+        dir.path(),
+        "LATE.csv",
+        format!("{HEADER}{}", rows(100, 19_000)).as_bytes(),
+    );
     // A and B overlap on 50 days; LATE starts long after both end.
-    let e = config(vec![a.clone(), late, b.clone()]).load().unwrap_err().to_string();
-    assert_has(&e, &["asset LATE (", "LATE.csv", "2022-01-08 to", "no timestamp in common", "share 50 bars"]);
+    let e = config(vec![a.clone(), late, b.clone()])
+        .load()
+        .unwrap_err()
+        .to_string();
+    assert_has(
+        &e,
+        &[
+            "asset LATE (",
+            "LATE.csv",
+            "2022-01-08 to",
+            "no timestamp in common",
+            "share 50 bars",
+        ],
+    );
     // Without it they load.
     assert_eq!(config(vec![a, b]).load().unwrap().alignment.common_bars, 50);
 }
@@ -214,7 +276,11 @@ fn asset_with_no_overlap() {
 #[test]
 fn fewer_bars_than_lookback_and_one_episode() {
     let dir = tempfile::tempdir().unwrap();
-    let p = write(dir.path(), "small.csv", format!("{HEADER}{}", rows(120, 18_000)).as_bytes());
+    let p = write(
+        dir.path(),
+        "small.csv",
+        format!("{HEADER}{}", rows(120, 18_000)).as_bytes(),
+    );
     let cfg = DatasetConfig {
         lookback: 10,
         episode_bars: 100,
@@ -222,7 +288,15 @@ fn fewer_bars_than_lookback_and_one_episode() {
     };
     // 120 bars − 1 warm-up = 119, of which 70 % = 83 train bars < 10 + 100.
     let e = cfg.load().unwrap_err().to_string();
-    assert_has(&e, &["small.csv", "the training split has 83 bars", "need 110", "1 of them are indicator warm-up"]);
+    assert_has(
+        &e,
+        &[
+            "small.csv",
+            "the training split has 83 bars",
+            "need 110",
+            "1 of them are indicator warm-up",
+        ],
+    );
     let whole = DatasetConfig {
         lookback: 200,
         ..config(vec![p])
@@ -244,7 +318,10 @@ fn gzip_reads_transparently() {
     // The name does not say gzip: the magic bytes do.
     let p = write(dir.path(), "ZIPPED.csv", &gzip(text.as_bytes()));
     let plain = write(dir.path(), "PLAIN.csv", text.as_bytes());
-    assert_eq!(read_file(&p).unwrap().assets[0].close, read_file(&plain).unwrap().assets[0].close);
+    assert_eq!(
+        read_file(&p).unwrap().assets[0].close,
+        read_file(&plain).unwrap().assets[0].close
+    );
 }
 
 #[test]

@@ -78,8 +78,14 @@ fn three_file_shapes_load_to_the_same_dataset() {
         })
         .collect();
     assert_eq!(read_file(&long).unwrap().format, FileFormat::Long);
-    assert_eq!(read_file(&per_asset[0]).unwrap().format, FileFormat::PerAsset);
-    assert_eq!(read_file(&binance[0]).unwrap().format, FileFormat::BinanceKlines);
+    assert_eq!(
+        read_file(&per_asset[0]).unwrap().format,
+        FileFormat::PerAsset
+    );
+    assert_eq!(
+        read_file(&binance[0]).unwrap().format,
+        FileFormat::BinanceKlines
+    );
     // What the generator made is exactly what every reader gives back.
     let back = read_file(&long).unwrap().assets;
     assert_eq!(back, bars);
@@ -150,7 +156,10 @@ fn bundled_default_feeds_the_environment_and_the_splits() {
     for f in &folds {
         for t in &f.test {
             for r in &f.train {
-                assert!(r.end + 10 <= t.start || r.start >= t.end + 5, "{r:?} vs {t:?}");
+                assert!(
+                    r.end + 10 <= t.start || r.start >= t.end + 5,
+                    "{r:?} vs {t:?}"
+                );
             }
         }
     }
@@ -168,7 +177,10 @@ fn a_custom_feature_list_reaches_the_dataset() {
     }
     .load()
     .unwrap();
-    assert_eq!(l.dataset.feature_names, ["log_volume", "bb_pos_20", "bb_width_20"]);
+    assert_eq!(
+        l.dataset.feature_names,
+        ["log_volume", "bb_pos_20", "bb_width_20"]
+    );
     assert_eq!(l.warmup_bars, 19);
     assert_eq!(l.alignment.assets[0].lost(), 0);
 }

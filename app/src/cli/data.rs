@@ -91,8 +91,7 @@ fn run_inspect(args: InspectArgs) -> anyhow::Result<()> {
 }
 
 fn run_synth(args: SynthArgs) -> anyhow::Result<()> {
-    let start = parse_timestamp(&args.start)
-        .map_err(|e| anyhow::anyhow!("--start: {e}"))?;
+    let start = parse_timestamp(&args.start).map_err(|e| anyhow::anyhow!("--start: {e}"))?;
     let cfg = SynthConfig {
         assets: args.assets,
         bars: args.bars,

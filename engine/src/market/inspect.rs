@@ -8,7 +8,9 @@ use serde::Serialize;
 
 use crate::market::align::AlignReport;
 use crate::market::dataset::median_spacing;
-use crate::market::load::{BUNDLED_ASSETS, DatasetConfig, FeatureStats, bundled_path, read_bundled};
+use crate::market::load::{
+    BUNDLED_ASSETS, DatasetConfig, FeatureStats, bundled_path, read_bundled,
+};
 use crate::market::read::{self, FileFormat, SourcedBars};
 use crate::market::time::{format_duration, format_timestamp};
 use crate::market::{AssetBars, DataError};
@@ -116,24 +118,48 @@ pub fn inspect(paths: &[PathBuf], config: &DatasetConfig) -> Result<InspectRepor
             name: s.bars.name.clone(),
             files: s.paths.clone(),
             bars: s.bars.len(),
-            first: s.bars.timestamps.first().map(|t| format_timestamp(*t)).unwrap_or_default(),
-            last: s.bars.timestamps.last().map(|t| format_timestamp(*t)).unwrap_or_default(),
+            first: s
+                .bars
+                .timestamps
+                .first()
+                .map(|t| format_timestamp(*t))
+                .unwrap_or_default(),
+            last: s
+                .bars
+                .timestamps
+                .last()
+                .map(|t| format_timestamp(*t))
+                .unwrap_or_default(),
             bar_seconds: median_spacing(&s.bars.timestamps),
             gaps: gaps(&s.bars),
             min_close: s.bars.close.iter().copied().fold(f64::INFINITY, f64::min),
-            max_close: s.bars.close.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            max_close: s
+                .bars
+                .close
+                .iter()
+                .copied()
+                .fold(f64::NEG_INFINITY, f64::max),
         })
         .collect();
     let source = if paths.is_empty() {
         format!("bundled sample {}", bundled_path().display())
     } else {
-        paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
     };
     let dataset = config
         .build(sourced, source, default_assets)
         .map(|l| {
             let d = &l.dataset;
-            let date = |i: usize| d.timestamps.get(i).map(|t| format_timestamp(*t)).unwrap_or_default();
+            let date = |i: usize| {
+                d.timestamps
+                    .get(i)
+                    .map(|t| format_timestamp(*t))
+                    .unwrap_or_default()
+            };
             let split = [
                 ("train", &l.split.train),
                 ("validation", &l.split.validation),
@@ -272,7 +298,11 @@ impl std::fmt::Display for InspectReport {
                     )?;
                 }
                 writeln!(f, "features (before scaling, over all assets and bars):")?;
-                writeln!(f, "  {:<20} {:>12} {:>12} {:>12}", "name", "min", "max", "mean")?;
+                writeln!(
+                    f,
+                    "  {:<20} {:>12} {:>12} {:>12}",
+                    "name", "min", "max", "mean"
+                )?;
                 for s in &d.features {
                     writeln!(
                         f,

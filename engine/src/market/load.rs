@@ -281,10 +281,11 @@ fn choose_assets(
             });
         match pos {
             Some(i) => out.push(assets.swap_remove(i)),
-            None if out.iter().any(|a: &SourcedBars| a.bars.name.eq_ignore_ascii_case(name)) => {
-                return Err(DataError::Data(format!(
-                    "asset {name} is listed twice"
-                )));
+            None if out
+                .iter()
+                .any(|a: &SourcedBars| a.bars.name.eq_ignore_ascii_case(name)) =>
+            {
+                return Err(DataError::Data(format!("asset {name} is listed twice")));
             }
             None => {
                 let mut have: Vec<&str> = assets
@@ -346,7 +347,12 @@ impl LoadedDataset {
     /// A few lines for people: source, assets, bars, dates, split, features.
     pub fn summary(&self) -> String {
         let d = &self.dataset;
-        let date = |i: usize| d.timestamps.get(i).map(|t| format_timestamp(*t)).unwrap_or_default();
+        let date = |i: usize| {
+            d.timestamps
+                .get(i)
+                .map(|t| format_timestamp(*t))
+                .unwrap_or_default()
+        };
         let range = |r: &std::ops::Range<usize>| {
             format!(
                 "{} bars, {} to {}",

@@ -125,7 +125,10 @@ pub fn merge_files(files: Vec<FileBars>) -> Result<Vec<SourcedBars>, DataError> 
                     format!(
                         "asset {name} is also in {} and the two overlap in time ({} ≤ {}): \
                          give each period once",
-                        paths.last().map(|p| p.display().to_string()).unwrap_or_default(),
+                        paths
+                            .last()
+                            .map(|p| p.display().to_string())
+                            .unwrap_or_default(),
                         format_timestamp(next_first),
                         format_timestamp(prev_last)
                     ),
@@ -434,7 +437,10 @@ fn layout_of(path: &Path, first: &csv::StringRecord, line: u64) -> Result<Layout
                     volume (optional adj_close, ticker|symbol), or a 12-column Binance kline \
                     export without header";
     let Some(time) = find(&TIME_NAMES) else {
-        let looks_like_data = first.iter().next().is_some_and(|c| parse_timestamp(c).is_ok());
+        let looks_like_data = first
+            .iter()
+            .next()
+            .is_some_and(|c| parse_timestamp(c).is_ok());
         let message = if looks_like_data {
             format!(
                 "the first line is data, not a header, and not a Binance kline row ({} fields, \
@@ -455,7 +461,10 @@ fn layout_of(path: &Path, first: &csv::StringRecord, line: u64) -> Result<Layout
         ));
     };
     let mut ohlcv = [0usize; 5];
-    for (k, col) in ["open", "high", "low", "close", "volume"].iter().enumerate() {
+    for (k, col) in ["open", "high", "low", "close", "volume"]
+        .iter()
+        .enumerate()
+    {
         ohlcv[k] = find(&[col]).ok_or_else(|| {
             DataError::input(
                 path,
@@ -485,7 +494,10 @@ fn layout_of(path: &Path, first: &csv::StringRecord, line: u64) -> Result<Layout
         ohlcv,
         adj_close,
         ticker,
-        names: first.iter().map(|s| s.trim_start_matches('\u{feff}').to_owned()).collect(),
+        names: first
+            .iter()
+            .map(|s| s.trim_start_matches('\u{feff}').to_owned())
+            .collect(),
         min_fields,
     })
 }
@@ -499,9 +511,7 @@ fn csv_error(source: &Source, e: csv::Error, last_line: u64) -> DataError {
             &source.path,
             pos.map(|p| p.line()).or(line),
             None,
-            format!(
-                "the text is not UTF-8 ({err}): save the file as UTF-8 or plain ASCII"
-            ),
+            format!("the text is not UTF-8 ({err}): save the file as UTF-8 or plain ASCII"),
         ),
         other => DataError::input(&source.path, line, None, format!("{other:?}")),
     }
@@ -546,7 +556,10 @@ mod tests {
         assert_eq!(names, ["A", "B"]);
         let a = &f.assets[0];
         // Halved prices, doubled volume: the traded value is unchanged.
-        assert_eq!((a.open[0], a.high[0], a.low[0], a.close[0]), (50.0, 55.0, 45.0, 50.0));
+        assert_eq!(
+            (a.open[0], a.high[0], a.low[0], a.close[0]),
+            (50.0, 55.0, 45.0, 50.0)
+        );
         assert_eq!(a.volume[0], 20.0);
         assert_eq!(a.len(), 2);
     }
@@ -574,14 +587,24 @@ mod tests {
         )
         .unwrap();
         assert_eq!(f.assets[0].timestamps, vec![1_704_067_200]);
-        let f = read("TIME,OPEN,HIGH,LOW,CLOSE,VOLUME\n1704067200,1,2,1,2,3\n", "x.csv").unwrap();
+        let f = read(
+            "TIME,OPEN,HIGH,LOW,CLOSE,VOLUME\n1704067200,1,2,1,2,3\n",
+            "x.csv",
+        )
+        .unwrap();
         assert_eq!(f.assets[0].timestamps, vec![1_704_067_200]);
     }
 
     #[test]
     fn files_of_one_asset_are_joined_in_time_order() {
-        let jan = read("timestamp,open,high,low,close,volume\n100,1,1,1,1,1\n200,1,1,1,1,1\n", "S-jan.csv");
-        let feb = read("timestamp,open,high,low,close,volume\n300,1,1,1,1,1\n", "S-feb.csv");
+        let jan = read(
+            "timestamp,open,high,low,close,volume\n100,1,1,1,1,1\n200,1,1,1,1,1\n",
+            "S-jan.csv",
+        );
+        let feb = read(
+            "timestamp,open,high,low,close,volume\n300,1,1,1,1,1\n",
+            "S-feb.csv",
+        );
         let mut a = jan.unwrap();
         let mut b = feb.unwrap();
         a.assets[0].name = "S".into();

@@ -93,9 +93,7 @@ impl Source {
     pub fn read_error(&self, line: Option<u64>, e: &std::io::Error) -> DataError {
         self.read_failed.set(true);
         if self.gzip {
-            let after = line
-                .map(|l| format!(" after line {l}"))
-                .unwrap_or_default();
+            let after = line.map(|l| format!(" after line {l}")).unwrap_or_default();
             DataError::input(
                 &self.path,
                 line,
@@ -132,7 +130,11 @@ pub fn asset_name_from_path(path: &Path, binance: bool) -> String {
     if binance && let Some((symbol, _)) = name.split_once('-') {
         name = symbol.to_owned();
     }
-    if name.is_empty() { "asset".into() } else { name }
+    if name.is_empty() {
+        "asset".into()
+    } else {
+        name
+    }
 }
 
 #[cfg(test)]

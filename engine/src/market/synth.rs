@@ -139,7 +139,9 @@ impl SynthConfig {
     /// Asset names `SYN0`, `SYN1`, ... zero-padded to the same width.
     pub fn names(&self) -> Vec<String> {
         let width = (self.assets.max(1) - 1).to_string().len();
-        (0..self.assets).map(|i| format!("SYN{i:0width$}")).collect()
+        (0..self.assets)
+            .map(|i| format!("SYN{i:0width$}"))
+            .collect()
     }
 }
 
@@ -197,7 +199,13 @@ pub fn generate(cfg: &SynthConfig) -> Result<Vec<AssetBars>, DataError> {
         .map(|n| {
             let mut a = AssetBars::new(n);
             a.timestamps.reserve_exact(t);
-            for v in [&mut a.open, &mut a.high, &mut a.low, &mut a.close, &mut a.volume] {
+            for v in [
+                &mut a.open,
+                &mut a.high,
+                &mut a.low,
+                &mut a.close,
+                &mut a.volume,
+            ] {
                 v.reserve_exact(t);
             }
             a
@@ -211,7 +219,11 @@ pub fn generate(cfg: &SynthConfig) -> Result<Vec<AssetBars>, DataError> {
     let ar_noise = 0.3 * (1.0 - phi * phi).sqrt();
     for step in 0..t {
         let ts = cfg.start + step as i64 * cfg.bar_seconds;
-        if rng.random_bool(if turbulent { leave_turbulent } else { leave_calm }) {
+        if rng.random_bool(if turbulent {
+            leave_turbulent
+        } else {
+            leave_calm
+        }) {
             turbulent = !turbulent;
         }
         let s = if turbulent { cfg.turbulent_vol } else { 1.0 };
@@ -242,11 +254,8 @@ pub fn generate(cfg: &SynthConfig) -> Result<Vec<AssetBars>, DataError> {
             let high = round_sig(open.max(close) * up);
             let low = round_sig(open.min(close) * down);
             st.volume_ar = phi * st.volume_ar + ar_noise * normal(&mut rng);
-            let log_v = st.log_base_volume
-                + s.ln()
-                + 0.5 * (z.abs() - mean_abs_z)
-                + st.volume_ar
-                + season;
+            let log_v =
+                st.log_base_volume + s.ln() + 0.5 * (z.abs() - mean_abs_z) + st.volume_ar + season;
             bars.timestamps.push(ts);
             bars.open.push(open);
             bars.high.push(high);
@@ -288,7 +297,10 @@ pub fn write_long_csv(path: &Path, assets: &[AssetBars]) -> Result<(), DataError
     let buf = std::io::BufWriter::with_capacity(1 << 20, file);
     let mut w: Box<dyn Write> = if gz {
         // Level 1: about 3× faster than the default 6 and only ~15 % larger on this data.
-        Box::new(flate2::write::GzEncoder::new(buf, flate2::Compression::fast()))
+        Box::new(flate2::write::GzEncoder::new(
+            buf,
+            flate2::Compression::fast(),
+        ))
     } else {
         Box::new(buf)
     };
@@ -357,14 +369,21 @@ mod tests {
         };
         let a = generate(&cfg).unwrap();
         assert_eq!(a, generate(&cfg).unwrap(), "same seed, same data");
-        let other = generate(&SynthConfig { seed: 1, ..cfg.clone() }).unwrap();
+        let other = generate(&SynthConfig {
+            seed: 1,
+            ..cfg.clone()
+        })
+        .unwrap();
         assert_ne!(a[0].close, other[0].close);
         for bars in &a {
             assert_eq!(bars.len(), 20_000);
             assert!(bars.timestamps.windows(2).all(|w| w[1] - w[0] == 300));
             for i in 0..bars.len() {
                 let (o, h, l, c) = (bars.open[i], bars.high[i], bars.low[i], bars.close[i]);
-                assert!(l > 0.0 && l <= o.min(c) && h >= o.max(c), "bar {i}: {o} {h} {l} {c}");
+                assert!(
+                    l > 0.0 && l <= o.min(c) && h >= o.max(c),
+                    "bar {i}: {o} {h} {l} {c}"
+                );
                 assert!(bars.volume[i] > 0.0);
             }
         }
@@ -414,11 +433,42 @@ mod tests {
     #[test]
     fn bad_configs_name_the_field() {
         for (cfg, field) in [
-            (SynthConfig { assets: 0, ..Default::default() }, "assets"),
-            (SynthConfig { bars: 1, ..Default::default() }, "bars"),
-            (SynthConfig { correlation: 1.0, ..Default::default() }, "correlation"),
-            (SynthConfig { annual_vol: -1.0, ..Default::default() }, "annual_vol"),
-            (SynthConfig { bars: usize::MAX / 2, bar_seconds: 1 << 40, ..Default::default() }, "bars"),
+            (
+                SynthConfig {
+                    assets: 0,
+                    ..Default::default()
+                },
+                "assets",
+            ),
+            (
+                SynthConfig {
+                    bars: 1,
+                    ..Default::default()
+                },
+                "bars",
+            ),
+            (
+                SynthConfig {
+                    correlation: 1.0,
+                    ..Default::default()
+                },
+                "correlation",
+            ),
+            (
+                SynthConfig {
+                    annual_vol: -1.0,
+                    ..Default::default()
+                },
+                "annual_vol",
+            ),
+            (
+                SynthConfig {
+                    bars: usize::MAX / 2,
+                    bar_seconds: 1 << 40,
+                    ..Default::default()
+                },
+                "bars",
+            ),
         ] {
             let e = generate(&cfg).unwrap_err().to_string();
             assert!(e.starts_with(&format!("synth: {field}")), "{e}");

@@ -164,9 +164,18 @@ mod tests {
         assert_eq!(parse_timestamp("2013-03-01"), Ok(1_362_096_000));
         assert_eq!(parse_timestamp("2013-03-01T00:00:00"), Ok(1_362_096_000));
         assert_eq!(parse_timestamp("2013-03-01 00:05"), Ok(1_362_096_300));
-        assert_eq!(parse_timestamp("2013-03-01T00:05:07.999Z"), Ok(1_362_096_307));
-        assert_eq!(parse_timestamp("2013-03-01T02:00:00+02:00"), Ok(1_362_096_000));
-        assert_eq!(parse_timestamp("2013-02-28T19:00:00-0500"), Ok(1_362_096_000));
+        assert_eq!(
+            parse_timestamp("2013-03-01T00:05:07.999Z"),
+            Ok(1_362_096_307)
+        );
+        assert_eq!(
+            parse_timestamp("2013-03-01T02:00:00+02:00"),
+            Ok(1_362_096_000)
+        );
+        assert_eq!(
+            parse_timestamp("2013-02-28T19:00:00-0500"),
+            Ok(1_362_096_000)
+        );
         assert_eq!(parse_timestamp(" 2013-03-01 "), Ok(1_362_096_000));
     }
 

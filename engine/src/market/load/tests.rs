@@ -14,7 +14,10 @@ fn bundled_default_is_four_aligned_stocks() {
     assert_eq!(d.n_features(), 18);
     assert_eq!(d.bar_seconds(), 86_400);
     // GOOG listed on 2004-08-19 sets the common start; the 50-bar SMA's 49 warm-up bars follow.
-    assert_eq!(l.alignment.first, crate::market::time::parse_timestamp("2004-08-19").unwrap());
+    assert_eq!(
+        l.alignment.first,
+        crate::market::time::parse_timestamp("2004-08-19").unwrap()
+    );
     assert_eq!(l.warmup_bars, 49);
     assert_eq!(d.n_bars(), l.alignment.common_bars - 49);
     let goog = &l.alignment.assets[1];
@@ -48,7 +51,12 @@ fn scaler_is_fitted_on_train_only() {
     for m in 0..d.n_assets() {
         for f in 0..d.n_features() {
             let mean = train.slice(ndarray::s![.., m, f]).sum() / n;
-            assert!(mean.abs() < 0.1, "{} {}: {mean}", d.names[m], d.feature_names[f]);
+            assert!(
+                mean.abs() < 0.1,
+                "{} {}: {mean}",
+                d.names[m],
+                d.feature_names[f]
+            );
         }
     }
     // Changing the split changes the statistics: the test bars were not used.
@@ -80,12 +88,21 @@ fn asset_filter_order_and_case() {
     .load()
     .unwrap_err()
     .to_string();
-    assert!(e.contains("asset TSLA is not in") && e.contains("AAPL, FB, GOOG"), "{e}");
+    assert!(
+        e.contains("asset TSLA is not in") && e.contains("AAPL, FB, GOOG"),
+        "{e}"
+    );
     let twice = DatasetConfig {
         assets: vec!["IBM".into(), "ibm".into()],
         ..DatasetConfig::default()
     };
-    assert!(twice.load().unwrap_err().to_string().contains("listed twice"));
+    assert!(
+        twice
+            .load()
+            .unwrap_err()
+            .to_string()
+            .contains("listed twice")
+    );
 }
 
 #[test]
@@ -104,7 +121,10 @@ fn synthetic_bars_build_a_dataset() {
         })
         .collect();
     let cfg = DatasetConfig {
-        features: vec![FeatureSpec::Return { period: 1 }, FeatureSpec::Rsi { period: 14 }],
+        features: vec![
+            FeatureSpec::Return { period: 1 },
+            FeatureSpec::Rsi { period: 14 },
+        ],
         lookback: 8,
         episode_bars: 100,
         ..DatasetConfig::default()

@@ -12,7 +12,13 @@ fn well_formed(ranges: &[Range<usize>], n: usize) -> bool {
 fn fractions_cover_everything_in_order() {
     let h = hold_out_fractions(100, 0.7, 0.15).unwrap();
     assert_eq!((h.train, h.validation, h.test), (0..70, 70..85, 85..100));
-    for (t, v) in [(0.0, 0.1), (0.9, 0.1), (0.5, -0.1), (f64::NAN, 0.1), (1.2, 0.1)] {
+    for (t, v) in [
+        (0.0, 0.1),
+        (0.9, 0.1),
+        (0.5, -0.1),
+        (f64::NAN, 0.1),
+        (1.2, 0.1),
+    ] {
         assert!(hold_out_fractions(100, t, v).is_err(), "{t} {v}");
     }
     let e = hold_out_fractions(3, 0.5, 0.2).unwrap_err();
@@ -37,7 +43,12 @@ fn dates_pick_the_first_bar_at_or_after() {
         validation_start: "soon".into(),
         test_start: "later".into(),
     };
-    assert!(bad.resolve(&ts).unwrap_err().0.starts_with("validation_start"));
+    assert!(
+        bad.resolve(&ts)
+            .unwrap_err()
+            .0
+            .starts_with("validation_start")
+    );
 }
 
 #[test]
@@ -89,7 +100,10 @@ fn cpcv_counts_match_the_book() {
         embargo_bars: 0,
     };
     let folds = cpcv(600, &spec).unwrap();
-    assert_eq!((folds.len() as u128, spec.n_splits(), spec.n_paths()), (15, 15, 5));
+    assert_eq!(
+        (folds.len() as u128, spec.n_splits(), spec.n_paths()),
+        (15, 15, 5)
+    );
     let paths = cpcv_paths(&folds, 6);
     assert_eq!(paths.len(), 5);
     // Every path tests every group exactly once, and the split it uses does test that group.
