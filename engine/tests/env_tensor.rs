@@ -12,15 +12,7 @@ fn agree(a: f32, b: f32, abs: f32) -> bool {
     (a - b).abs() <= 1e-5 * a.abs().max(b.abs()) + abs
 }
 
-fn compare(
-    device: &Device,
-    cfg: EnvConfig,
-    m: usize,
-    f: usize,
-    seed: u64,
-    steps: usize,
-    actions: &[f32],
-) -> Result<(), TestCaseError> {
+fn compare(device: &Device, cfg: EnvConfig, m: usize, f: usize, seed: u64, steps: usize, actions: &[f32]) -> Result<(), TestCaseError> {
     let data = common::random_walk_dataset(90, m, f, seed);
     let n = cfg.n_envs;
     let mut cpu = CpuVecEnv::new(cfg.clone(), data.clone(), 4..90).unwrap();
@@ -35,20 +27,14 @@ fn compare(
     prop_assert_eq!(&o1, &o2);
     let init = cfg.initial_cash;
     for s in 0..steps {
-        let a: Vec<f32> = (0..n * m)
-            .map(|k| actions[(s * n * m + k) % actions.len()])
-            .collect();
+        let a: Vec<f32> = (0..n * m).map(|k| actions[(s * n * m + k) % actions.len()]).collect();
         cpu.step(&a, &mut o1, &mut r1, &mut d1);
         ten.step(&a, &mut o2, &mut r2, &mut d2);
         prop_assert_eq!(&d1, &d2, "done flags differ at step {}", s);
         for i in 0..n {
             // Rewards are differences of values ~initial_cash: compare at the value's precision.
-            prop_assert!(
-                agree(r1[i], r2[i], 1e-5 * cfg.reward_scale.abs() * 10.0),
-                "step {s} env {i}: reward cpu {} tensor {}",
-                r1[i],
-                r2[i]
-            );
+            prop_assert!(agree(r1[i], r2[i], 1e-5 * cfg.reward_scale.abs() * 10.0),
+                "step {s} env {i}: reward cpu {} tensor {}", r1[i], r2[i]);
         }
         for (k, (x, y)) in o1.iter().zip(&o2).enumerate() {
             prop_assert!(agree(*x, *y, 1e-5), "step {s} obs[{k}]: cpu {x} tensor {y}");
@@ -56,22 +42,12 @@ fn compare(
         let cash: Vec<f32> = ten.cash().try_into_vec_as::<f32>().unwrap();
         let hold: Vec<f32> = ten.holdings().try_into_vec_as::<f32>().unwrap();
         for i in 0..n {
-            prop_assert!(
-                agree(cpu.cash(i), cash[i], 1e-5 * init),
-                "cash {} vs {}",
-                cpu.cash(i),
-                cash[i]
-            );
+            prop_assert!(agree(cpu.cash(i), cash[i], 1e-5 * init), "cash {} vs {}", cpu.cash(i), cash[i]);
             for (a, h) in cpu.holdings(i).iter().enumerate() {
                 // Holdings are f32 state accumulated over many steps in a different operation order
                 // (per-asset loop vs whole-tensor ops): they agree to 2e-5 relative, i.e. a few cents
                 // on a $1M account (the observations and rewards above are held to 1e-5).
-                prop_assert!(
-                    agree(*h, hold[i * m + a], 1e-5 * h.abs() + 1e-9 * init),
-                    "holdings {} vs {}",
-                    h,
-                    hold[i * m + a]
-                );
+                prop_assert!(agree(*h, hold[i * m + a], 1e-5 * h.abs() + 1e-9 * init), "holdings {} vs {}", h, hold[i * m + a]);
             }
             if d1[i] == 1.0 {
                 let (c, t) = (cpu.episode_stats(i).unwrap(), ten.episode_stats(i).unwrap());
@@ -138,13 +114,7 @@ proptest! {
 #[test]
 fn tensor_env_on_wgpu_matches_the_cpu_env() {
     let device = Device::wgpu(Default::default());
-    let cfg = EnvConfig::new()
-        .with_n_envs(4)
-        .with_episode_bars(10)
-        .with_trailing_stop_pct(0.05)
-        .with_cooldown_bars(3);
-    let actions: Vec<f32> = (0..997)
-        .map(|i| ((i * 37 % 200) as f32 / 100.0) - 1.0)
-        .collect();
+    let cfg = EnvConfig::new().with_n_envs(4).with_episode_bars(10).with_trailing_stop_pct(0.05).with_cooldown_bars(3);
+    let actions: Vec<f32> = (0..997).map(|i| ((i * 37 % 200) as f32 / 100.0) - 1.0).collect();
     compare(&device, cfg, 3, 2, 1, 30, &actions).unwrap();
 }

@@ -190,14 +190,8 @@ impl TensorVecEnv {
     fn restart(&mut self, mask: Tensor<1, Bool>, first_episode: bool) {
         let (n, m, d) = (self.n, self.m, &self.device);
         let s = &mut self.state;
-        let slot = s
-            .episode
-            .clone()
-            .remainder_scalar(self.episodes_per_env as i64);
-        let start = self
-            .starts
-            .clone()
-            .select(0, self.env_offsets.clone().add(slot));
+        let slot = s.episode.clone().remainder_scalar(self.episodes_per_env as i64);
+        let start = self.starts.clone().select(0, self.env_offsets.clone().add(slot));
         let mask2 = mask.clone().unsqueeze_dim::<2>(1).expand([n, m]);
         s.bar = s.bar.clone().mask_where(mask.clone(), start.clone());
         s.end = s
@@ -216,16 +210,10 @@ impl TensorVecEnv {
         }
         let eqw_value = s.eqw.clone().mul(p0).sum_dim(1).squeeze_dim::<1>(1);
         s.prev_value = s.prev_value.clone().mask_fill(mask.clone(), init);
-        s.prev_eqw = s
-            .prev_eqw
-            .clone()
-            .mask_where(mask.clone(), eqw_value.clone());
+        s.prev_eqw = s.prev_eqw.clone().mask_where(mask.clone(), eqw_value.clone());
         s.eqw_start = s.eqw_start.clone().mask_where(mask.clone(), eqw_value);
         let zero = f1(0.0, n, d);
-        s.gamma_return = s
-            .gamma_return
-            .clone()
-            .mask_where(mask.clone(), zero.clone());
+        s.gamma_return = s.gamma_return.clone().mask_where(mask.clone(), zero.clone());
         s.ep_reward = s.ep_reward.clone().mask_where(mask.clone(), zero.clone());
         s.ep_fees = s.ep_fees.clone().mask_where(mask, zero);
     }
@@ -256,10 +244,7 @@ impl TensorVecEnv {
         let cfg = &self.cfg;
         let (n, m) = (self.n, self.m);
         let s = &mut self.state;
-        let a = actions
-            .clone()
-            .mask_fill(actions.is_nan(), 0.0)
-            .clamp(-1.0, 1.0);
+        let a = actions.clone().mask_fill(actions.is_nan(), 0.0).clamp(-1.0, 1.0);
 
         s.bar = s.bar.clone().add_scalar(1);
         let p = self.prices.clone().select(0, s.bar.clone());
@@ -280,11 +265,7 @@ impl TensorVecEnv {
                 p.clone()
                     .lower_equal(s.trail.clone().mul_scalar(1.0 - cfg.trailing_stop_pct)),
             );
-            let gross = s
-                .hold
-                .clone()
-                .mul(p.clone())
-                .mask_fill(stop.clone().bool_not(), 0.0);
+            let gross = s.hold.clone().mul(p.clone()).mask_fill(stop.clone().bool_not(), 0.0);
             cash = cash.add(rowsum(gross.clone().mul_scalar(1.0 - sf)));
             fees = fees.add(rowsum(gross.mul_scalar(sf)));
             s.hold = s.hold.clone().mask_fill(stop.clone(), 0.0);
@@ -344,7 +325,9 @@ impl TensorVecEnv {
 
         // 4. Buys from one shared budget, scaled pro rata.
         let buy_value = order_value(a.clone());
-        let wants = a.greater_elem(0.0).bool_and(reaches_min(buy_value.clone()));
+        let wants = a
+            .greater_elem(0.0)
+            .bool_and(reaches_min(buy_value.clone()));
         let wanted = rowsum(
             buy_value
                 .clone()
@@ -396,20 +379,13 @@ impl TensorVecEnv {
         s.ep_fees = s.ep_fees.clone().add(fees);
         let done = s.bar.clone().greater_equal(s.end.clone());
         if cfg.compat_finrl_crypto {
-            s.gamma_return = s
-                .gamma_return
-                .clone()
-                .mul_scalar(COMPAT_GAMMA)
-                .add(reward.clone());
+            s.gamma_return = s.gamma_return.clone().mul_scalar(COMPAT_GAMMA).add(reward.clone());
             reward = reward.mask_where(done.clone(), s.gamma_return.clone());
         }
         s.ep_reward = s.ep_reward.clone().add(reward.clone());
 
         // 6. Episode statistics and auto-reset of the envs whose episode ended.
-        s.last_reward_sum = s
-            .last_reward_sum
-            .clone()
-            .mask_where(done.clone(), s.ep_reward.clone());
+        s.last_reward_sum = s.last_reward_sum.clone().mask_where(done.clone(), s.ep_reward.clone());
         s.last_return = s
             .last_return
             .clone()
@@ -418,10 +394,7 @@ impl TensorVecEnv {
             done.clone(),
             eqw_value.div(s.eqw_start.clone()).sub_scalar(1.0),
         );
-        s.last_fees = s
-            .last_fees
-            .clone()
-            .mask_where(done.clone(), s.ep_fees.clone());
+        s.last_fees = s.last_fees.clone().mask_where(done.clone(), s.ep_fees.clone());
         let done_f = done.clone().float();
         s.last_done = done_f.clone();
         s.episode = s.episode.clone().add(done.clone().int());
