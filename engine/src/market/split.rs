@@ -11,6 +11,10 @@
 //!
 //! All ranges are half-open bar indices into the dataset.
 
+// A fold's train and test sets are lists of ranges by design (CPCV makes several); a
+// walk-forward fold's single range is such a list, not a mistaken `(a..b).collect()`.
+#![allow(clippy::single_range_in_vec_init, reason = "folds hold lists of index ranges")]
+
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
@@ -178,7 +182,7 @@ pub fn walk_forward(n: usize, spec: &WalkForward) -> Result<Vec<Fold>, SplitErro
     } else {
         spec.test_bars
     };
-    let tests_total = test_len.checked_mul(spec.n_folds).unwrap_or(usize::MAX);
+    let tests_total = test_len.saturating_mul(spec.n_folds);
     if test_len == 0 || tests_total.saturating_add(spec.purge_bars) >= n {
         return Err(SplitError(format!(
             "walk-forward: {} folds of {test_len} test bars and a purge of {} leave no training \
