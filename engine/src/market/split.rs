@@ -13,7 +13,10 @@
 
 // A fold's train and test sets are lists of ranges by design (CPCV makes several); a
 // walk-forward fold's single range is such a list, not a mistaken `(a..b).collect()`.
-#![allow(clippy::single_range_in_vec_init, reason = "folds hold lists of index ranges")]
+#![allow(
+    clippy::single_range_in_vec_init,
+    reason = "folds hold lists of index ranges"
+)]
 
 use std::ops::Range;
 
