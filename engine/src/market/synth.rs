@@ -294,43 +294,26 @@ pub fn write_long_csv(path: &Path, assets: &[AssetBars]) -> Result<(), DataError
     tmp_name.push(".partial");
     let tmp = std::path::PathBuf::from(tmp_name);
     let file = std::fs::File::create(&tmp).map_err(io)?;
-    let buf = std::io::BufWriter::with_capacity(1 << 20, file);
-    let mut w: Box<dyn Write> = if gz {
-        // Level 1: about 3× faster than the default 6 and only ~15 % larger on this data.
-        Box::new(flate2::write::GzEncoder::new(
-            buf,
-            flate2::Compression::fast(),
-        ))
-    } else {
-        Box::new(buf)
-    };
+    // The buffer sits above the compressor: `writeln!` issues one small write per field, and
+    // each write into a deflate stream has a fixed cost that dominated the run time (about 35k
+    // rows/s) when the buffer was below it. Both ends are finished explicitly, so an error
+    // while writing the gzip trailer or the last block (a full disk) is reported, not dropped.
     let result = (|| -> std::io::Result<()> {
-        writeln!(w, "timestamp,ticker,open,high,low,close,volume")?;
-        // Time-major: merge the assets' bars by timestamp.
-        let mut idx = vec![0usize; assets.len()];
-        loop {
-            let next = assets
-                .iter()
-                .zip(&idx)
-                .filter_map(|(a, i)| a.timestamps.get(*i).copied())
-                .min();
-            let Some(ts) = next else { break };
-            let when = format_timestamp(ts);
-            for (a, i) in assets.iter().zip(idx.iter_mut()) {
-                if a.timestamps.get(*i) == Some(&ts) {
-                    let k = *i;
-                    writeln!(
-                        w,
-                        "{when},{},{},{},{},{},{}",
-                        a.name, a.open[k], a.high[k], a.low[k], a.close[k], a.volume[k]
-                    )?;
-                    *i += 1;
-                }
-            }
+        if gz {
+            // Level 1: about 3× faster than the default 6 and only ~15 % larger on this data.
+            let enc = flate2::write::GzEncoder::new(
+                std::io::BufWriter::with_capacity(1 << 16, file),
+                flate2::Compression::fast(),
+            );
+            let mut w = std::io::BufWriter::with_capacity(1 << 20, enc);
+            write_rows(&mut w, assets)?;
+            let enc = w.into_inner().map_err(|e| e.into_error())?;
+            enc.finish()?.flush()
+        } else {
+            let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
+            write_rows(&mut w, assets)?;
+            w.flush()
         }
-        w.flush()?;
-        drop(w);
-        Ok(())
     })();
     match result {
         Ok(()) => std::fs::rename(&tmp, path).map_err(io),
@@ -339,6 +322,33 @@ pub fn write_long_csv(path: &Path, assets: &[AssetBars]) -> Result<(), DataError
             Err(io(e))
         }
     }
+}
+
+/// The rows of [`write_long_csv`], time-major: the assets' bars merged by timestamp.
+fn write_rows(w: &mut impl Write, assets: &[AssetBars]) -> std::io::Result<()> {
+    writeln!(w, "timestamp,ticker,open,high,low,close,volume")?;
+    let mut idx = vec![0usize; assets.len()];
+    loop {
+        let next = assets
+            .iter()
+            .zip(&idx)
+            .filter_map(|(a, i)| a.timestamps.get(*i).copied())
+            .min();
+        let Some(ts) = next else { break };
+        let when = format_timestamp(ts);
+        for (a, i) in assets.iter().zip(idx.iter_mut()) {
+            if a.timestamps.get(*i) == Some(&ts) {
+                let k = *i;
+                writeln!(
+                    w,
+                    "{when},{},{},{},{},{},{}",
+                    a.name, a.open[k], a.high[k], a.low[k], a.close[k], a.volume[k]
+                )?;
+                *i += 1;
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
