@@ -32,6 +32,10 @@ pub enum DataError {
     /// A problem with the data as a whole (no overlap between assets, too few bars, ...).
     #[error("{0}")]
     Data(String),
+
+    /// A split that cannot be made.
+    #[error(transparent)]
+    Split(#[from] crate::market::split::SplitError),
 }
 
 fn location(path: &std::path::Path, line: Option<u64>, field: Option<&str>) -> String {

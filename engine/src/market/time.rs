@@ -1,0 +1,222 @@
+//! Timestamps as market files write them, to Unix seconds (UTC).
+//!
+//! Accepted: ISO 8601 dates (`2013-03-01`), date-times with `T` or a space (`2013-03-01T15:30`,
+//! `2013-03-01 15:30:00.250`), optionally with `Z` or a `±hh:mm` offset (converted to UTC; no
+//! offset means UTC), and Unix epoch numbers in seconds, milliseconds, microseconds or
+//! nanoseconds. The unit of an epoch number is told by its magnitude, as pandas and Binance's
+//! own tools do: Binance klines use milliseconds, and since 2025 its spot archives use
+//! microseconds (data.binance.vision changelog, 2025-01-01).
+
+use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
+
+/// Below this, an epoch number is seconds (1e11 s is the year 5138).
+const MAX_SECONDS: f64 = 1e11;
+/// Below this, milliseconds (1e14 ms is the year 5138 again).
+const MAX_MILLIS: f64 = 1e14;
+/// Below this, microseconds; above, nanoseconds.
+const MAX_MICROS: f64 = 1e17;
+
+/// Parses one timestamp cell into Unix seconds, or says what was expected.
+///
+/// Sub-second parts are truncated: bars are at least one second long.
+pub fn parse_timestamp(cell: &str) -> Result<i64, String> {
+    let s = cell.trim();
+    if s.is_empty() {
+        return Err("the timestamp is empty".into());
+    }
+    let first = s.as_bytes()[0];
+    let looks_like_date = s.len() >= 10 && s.as_bytes().get(4) == Some(&b'-');
+    if !looks_like_date && (first.is_ascii_digit() || first == b'-' || first == b'+') {
+        return parse_epoch(s);
+    }
+    parse_iso(s)
+}
+
+/// An epoch number; the unit from its magnitude.
+fn parse_epoch(s: &str) -> Result<i64, String> {
+    let expected = || {
+        format!(
+            "'{s}' is not a timestamp: expected an ISO date (2013-03-01), an ISO date-time \
+             (2013-03-01T15:30:00Z) or Unix seconds/milliseconds"
+        )
+    };
+    // Integers are parsed as integers so that 19-digit nanosecond stamps stay exact.
+    if let Ok(v) = s.parse::<i64>() {
+        let a = v.unsigned_abs() as f64;
+        let secs = if a < MAX_SECONDS {
+            v
+        } else if a < MAX_MILLIS {
+            v.div_euclid(1_000)
+        } else if a < MAX_MICROS {
+            v.div_euclid(1_000_000)
+        } else {
+            v.div_euclid(1_000_000_000)
+        };
+        return Ok(secs);
+    }
+    let v: f64 = s.parse().map_err(|_| expected())?;
+    if !v.is_finite() {
+        return Err(expected());
+    }
+    let a = v.abs();
+    let secs = if a < MAX_SECONDS {
+        v
+    } else if a < MAX_MILLIS {
+        v / 1e3
+    } else if a < MAX_MICROS {
+        v / 1e6
+    } else {
+        v / 1e9
+    };
+    Ok(secs.floor() as i64)
+}
+
+/// `YYYY-MM-DD[(T| )HH:MM[:SS[.fff]]][Z|±HH:MM|±HHMM]`.
+fn parse_iso(s: &str) -> Result<i64, String> {
+    let expected = || {
+        format!(
+            "'{s}' is not a timestamp: expected an ISO date (2013-03-01), an ISO date-time \
+             (2013-03-01T15:30:00Z) or Unix seconds/milliseconds"
+        )
+    };
+    if s.len() < 10 || !s.is_char_boundary(10) {
+        return Err(expected());
+    }
+    let (date_part, rest) = s.split_at(10);
+    let date = NaiveDate::parse_from_str(date_part, "%Y-%m-%d").map_err(|_| expected())?;
+    if rest.is_empty() {
+        return Ok(date.and_time(NaiveTime::MIN).and_utc().timestamp());
+    }
+    let rest = rest
+        .strip_prefix('T')
+        .or_else(|| rest.strip_prefix(' '))
+        .ok_or_else(expected)?;
+    // Split the time of day from a trailing zone designator.
+    let (time_part, offset_secs) = split_offset(rest).ok_or_else(expected)?;
+    // Drop a fractional part: bars are whole seconds.
+    let time_part = time_part.split('.').next().unwrap_or(time_part);
+    let time = NaiveTime::parse_from_str(time_part, "%H:%M:%S")
+        .or_else(|_| NaiveTime::parse_from_str(time_part, "%H:%M"))
+        .map_err(|_| expected())?;
+    let local = NaiveDateTime::new(date, time).and_utc().timestamp();
+    Ok(local - offset_secs)
+}
+
+/// Splits `HH:MM:SS.fff+02:00` into the time and the offset in seconds east of UTC.
+fn split_offset(rest: &str) -> Option<(&str, i64)> {
+    if let Some(t) = rest.strip_suffix('Z').or_else(|| rest.strip_suffix('z')) {
+        return Some((t, 0));
+    }
+    // A sign after the first character starts an offset (the time itself has no sign).
+    let Some(pos) = rest.rfind(['+', '-']).filter(|p| *p > 0) else {
+        return Some((rest, 0));
+    };
+    let (time, zone) = rest.split_at(pos);
+    let sign = if zone.starts_with('-') { -1 } else { 1 };
+    let digits: String = zone[1..].chars().filter(|c| *c != ':').collect();
+    if digits.len() != 4 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let h: i64 = digits[..2].parse().ok()?;
+    let m: i64 = digits[2..].parse().ok()?;
+    if h > 23 || m > 59 {
+        return None;
+    }
+    Some((time, sign * (h * 3600 + m * 60)))
+}
+
+/// `2013-03-01` for a whole day at midnight UTC, else `2013-03-01T15:30:00Z`.
+pub fn format_timestamp(secs: i64) -> String {
+    match chrono::DateTime::from_timestamp(secs, 0) {
+        Some(t) if secs.rem_euclid(86_400) == 0 => t.format("%Y-%m-%d").to_string(),
+        Some(t) => t.format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        None => secs.to_string(),
+    }
+}
+
+/// A duration in seconds for people: `1d`, `5m`, `4h`, `2d 3h`, `45s`.
+pub fn format_duration(secs: i64) -> String {
+    if secs <= 0 {
+        return format!("{secs}s");
+    }
+    let units = [(86_400, "d"), (3_600, "h"), (60, "m"), (1, "s")];
+    let mut left = secs;
+    let mut parts = Vec::new();
+    for (size, name) in units {
+        if left >= size {
+            parts.push(format!("{}{name}", left / size));
+            left %= size;
+        }
+        if parts.len() == 2 {
+            break;
+        }
+    }
+    parts.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso_dates_and_datetimes() {
+        assert_eq!(parse_timestamp("1970-01-01"), Ok(0));
+        assert_eq!(parse_timestamp("2013-03-01"), Ok(1_362_096_000));
+        assert_eq!(parse_timestamp("2013-03-01T00:00:00"), Ok(1_362_096_000));
+        assert_eq!(parse_timestamp("2013-03-01 00:05"), Ok(1_362_096_300));
+        assert_eq!(
+            parse_timestamp("2013-03-01T00:05:07.999Z"),
+            Ok(1_362_096_307)
+        );
+        assert_eq!(
+            parse_timestamp("2013-03-01T02:00:00+02:00"),
+            Ok(1_362_096_000)
+        );
+        assert_eq!(
+            parse_timestamp("2013-02-28T19:00:00-0500"),
+            Ok(1_362_096_000)
+        );
+        assert_eq!(parse_timestamp(" 2013-03-01 "), Ok(1_362_096_000));
+    }
+
+    #[test]
+    fn epoch_units_by_magnitude() {
+        assert_eq!(parse_timestamp("1362096000"), Ok(1_362_096_000));
+        assert_eq!(parse_timestamp("1362096000000"), Ok(1_362_096_000));
+        assert_eq!(parse_timestamp("1362096000000000"), Ok(1_362_096_000));
+        assert_eq!(parse_timestamp("1362096000000000000"), Ok(1_362_096_000));
+        assert_eq!(parse_timestamp("1362096000.75"), Ok(1_362_096_000));
+        assert_eq!(parse_timestamp("0"), Ok(0));
+    }
+
+    #[test]
+    fn rejects_what_is_not_a_time() {
+        for bad in [
+            "",
+            "abc",
+            "2013-02-30",
+            "2013-13-01",
+            "2013-03-01T25:00",
+            "2013-03-01X00:00",
+            "2013-03-01T00:00+2",
+            "NaN",
+            "inf",
+            "01/03/2013",
+        ] {
+            let e = parse_timestamp(bad);
+            assert!(e.is_err(), "{bad:?} gave {e:?}");
+        }
+    }
+
+    #[test]
+    fn formats_round_trip() {
+        assert_eq!(format_timestamp(1_362_096_000), "2013-03-01");
+        assert_eq!(format_timestamp(1_362_096_300), "2013-03-01T00:05:00Z");
+        for s in [0, 1_362_096_000, 1_362_096_307, 1_700_000_000] {
+            assert_eq!(parse_timestamp(&format_timestamp(s)), Ok(s));
+        }
+        assert_eq!(format_duration(86_400), "1d");
+        assert_eq!(format_duration(300), "5m");
+        assert_eq!(format_duration(3 * 86_400 + 7_200 + 5), "3d 2h");
+    }
+}
