@@ -14,17 +14,27 @@ use tradetune_engine::study::{Direction, SampleContext};
 fn suggest(c: &mut Criterion) {
     let mut group = c.benchmark_group("sample_one_trial");
     for function in [BenchFunction::Hartmann6, BenchFunction::Mixed] {
-        for kind in [SamplerKind::Tpe, SamplerKind::TpeUnivariate, SamplerKind::Random] {
+        for kind in [
+            SamplerKind::Tpe,
+            SamplerKind::TpeUnivariate,
+            SamplerKind::Random,
+        ] {
             let sampler = kind.build(0).expect("valid sampler");
             for n in [100usize, 1000] {
                 // A real history: the trials this sampler itself proposed.
                 let run = run_study(sampler.as_ref(), function, n).expect("study");
                 let space = function.space();
                 let history = run.history;
-                let ctx = SampleContext { space: &space, history: &history, direction: Direction::Minimize, trial_number: n as u64 };
-                group.bench_function(format!("{}/{:?}/history={n}", function.name(), kind).to_lowercase(), |b| {
-                    b.iter(|| black_box(sampler.sample(black_box(&ctx)).expect("sample")))
-                });
+                let ctx = SampleContext {
+                    space: &space,
+                    history: &history,
+                    direction: Direction::Minimize,
+                    trial_number: n as u64,
+                };
+                group.bench_function(
+                    format!("{}/{:?}/history={n}", function.name(), kind).to_lowercase(),
+                    |b| b.iter(|| black_box(sampler.sample(black_box(&ctx)).expect("sample"))),
+                );
             }
         }
     }
@@ -34,11 +44,16 @@ fn suggest(c: &mut Criterion) {
 criterion_group!(benches, suggest);
 
 fn main() {
-    let cfg = SamplerBenchConfig { overhead_trials: 1000, ..SamplerBenchConfig::default() };
+    let cfg = SamplerBenchConfig {
+        overhead_trials: 1000,
+        ..SamplerBenchConfig::default()
+    };
     match run_sampler_bench(&cfg) {
         Ok(report) => println!("{}", report.to_table()),
         Err(e) => eprintln!("sampler benchmark failed: {e}"),
     }
     benches();
-    criterion::Criterion::default().configure_from_args().final_summary();
+    criterion::Criterion::default()
+        .configure_from_args()
+        .final_summary();
 }

@@ -4,11 +4,15 @@
 use std::time::Duration;
 
 use tradetune_engine::storage::{
-    CategoricalChoice, CurvePoint, JsonValue, NewTrial, OptunaDistribution, ParamValue, RunMetadata, Storage,
-    StorageError, StorageOptions, StudyDirection, TelemetrySample, TrialState, FAIL_REASON_KEY, now_utc,
+    CategoricalChoice, CurvePoint, FAIL_REASON_KEY, JsonValue, NewTrial, OptunaDistribution,
+    ParamValue, RunMetadata, Storage, StorageError, StorageOptions, StudyDirection,
+    TelemetrySample, TrialState, now_utc,
 };
 
-const REFERENCE_DB: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/testdata/optuna-reference.db");
+const REFERENCE_DB: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/testdata/optuna-reference.db"
+);
 
 fn lr() -> OptunaDistribution {
     OptunaDistribution::float(1e-5, 1e-1, true, None).unwrap()
@@ -42,15 +46,28 @@ fn new_file_has_optunas_exact_schema_and_versions() {
     let path = dir.path().join("s.db");
     drop(Storage::open(&path).unwrap());
     let ours = rusqlite::Connection::open(&path).unwrap();
-    let reference = rusqlite::Connection::open_with_flags(REFERENCE_DB, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let reference = rusqlite::Connection::open_with_flags(
+        REFERENCE_DB,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
     assert_eq!(schema(&ours), schema(&reference));
-    let alembic: String = ours.query_row("SELECT version_num FROM alembic_version", [], |r| r.get(0)).unwrap();
+    let alembic: String = ours
+        .query_row("SELECT version_num FROM alembic_version", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(alembic, "v3.2.0.a");
-    let (v, lib): (i64, String) =
-        ours.query_row("SELECT schema_version, library_version FROM version_info", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+    let (v, lib): (i64, String) = ours
+        .query_row(
+            "SELECT schema_version, library_version FROM version_info",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
     assert_eq!(v, 12);
     assert!(lib.starts_with("5.0.0+tradetune."), "{lib}");
-    let mode: String = ours.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+    let mode: String = ours
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(mode, "wal");
 }
 
@@ -59,12 +76,17 @@ fn trials_round_trip_with_params_values_attrs_and_states() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = Storage::open(dir.path().join("s.db")).unwrap();
     let study = s.create_study("ppo", &[StudyDirection::Maximize]).unwrap();
-    s.set_study_user_attr(study, "algo", &JsonValue::from("PPO")).unwrap();
+    s.set_study_user_attr(study, "algo", &JsonValue::from("PPO"))
+        .unwrap();
 
     let t0 = s.create_trial(study).unwrap();
     assert_eq!(t0.number, 0);
     s.set_param(t0.trial_id, "lr", 3e-4, &lr()).unwrap();
-    s.set_params(t0.trial_id, &[("batch".into(), 64.0, batch()), ("act".into(), 1.0, act())]).unwrap();
+    s.set_params(
+        t0.trial_id,
+        &[("batch".into(), 64.0, batch()), ("act".into(), 1.0, act())],
+    )
+    .unwrap();
     s.report(t0.trial_id, 0, 0.5).unwrap();
     s.report(t0.trial_id, 1, f64::NAN).unwrap();
     s.report(t0.trial_id, 2, f64::INFINITY).unwrap();
@@ -80,7 +102,8 @@ fn trials_round_trip_with_params_values_attrs_and_states() {
     s.prune_trial(t1.trial_id).unwrap();
 
     let t2 = s.create_trial(study).unwrap();
-    s.fail_trial(t2.trial_id, "RuntimeError: out of memory").unwrap();
+    s.fail_trial(t2.trial_id, "RuntimeError: out of memory")
+        .unwrap();
     let t3 = s.create_trial(study).unwrap();
     s.complete_trial(t3.trial_id, &[0.5]).unwrap();
 
@@ -89,8 +112,14 @@ fn trials_round_trip_with_params_values_attrs_and_states() {
     let a = &trials[0];
     assert_eq!(a.state, TrialState::Complete);
     assert_eq!(a.values, Some(vec![f64::INFINITY]));
-    assert_eq!(a.params.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["lr", "batch", "act"]);
-    assert_eq!(a.param("batch").unwrap().external().unwrap(), ParamValue::Int(64));
+    assert_eq!(
+        a.params.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+        ["lr", "batch", "act"]
+    );
+    assert_eq!(
+        a.param("batch").unwrap().external().unwrap(),
+        ParamValue::Int(64)
+    );
     assert_eq!(
         a.param("act").unwrap().external().unwrap(),
         ParamValue::Choice(CategoricalChoice::Str("relu".into()))
@@ -98,14 +127,20 @@ fn trials_round_trip_with_params_values_attrs_and_states() {
     assert_eq!(a.intermediate_values[0], (0, 0.5));
     assert!(a.intermediate_values[1].1.is_nan());
     assert_eq!(a.intermediate_values[2], (2, f64::INFINITY));
-    assert_eq!(a.user_attr("stats").unwrap().dumps(), r#"{"loss": NaN, "hist": [1, 2.5, -Infinity]}"#);
+    assert_eq!(
+        a.user_attr("stats").unwrap().dumps(),
+        r#"{"loss": NaN, "hist": [1, 2.5, -Infinity]}"#
+    );
     assert!(a.datetime_start.unwrap() <= a.datetime_complete.unwrap());
     // Optuna: a pruned trial keeps its last intermediate value (largest step).
     assert_eq!(trials[1].state, TrialState::Pruned);
     assert_eq!(trials[1].values, Some(vec![-0.75]));
     assert_eq!(trials[2].state, TrialState::Fail);
     assert_eq!(trials[2].values, None);
-    assert_eq!(trials[2].system_attr(FAIL_REASON_KEY), Some(&JsonValue::from("RuntimeError: out of memory")));
+    assert_eq!(
+        trials[2].system_attr(FAIL_REASON_KEY),
+        Some(&JsonValue::from("RuntimeError: out of memory"))
+    );
 
     // Best of a maximised study: +inf beats 0.5.
     let summaries = s.study_summaries().unwrap();
@@ -113,24 +148,41 @@ fn trials_round_trip_with_params_values_attrs_and_states() {
     assert_eq!(summaries[0].n(TrialState::Complete), 2);
     assert_eq!(summaries[0].best, Some((0, f64::INFINITY)));
     assert_eq!(s.best_trial(study).unwrap().unwrap().number, 0);
-    assert_eq!(s.study("ppo").unwrap().user_attrs, vec![("algo".to_owned(), JsonValue::from("PPO"))]);
+    assert_eq!(
+        s.study("ppo").unwrap().user_attrs,
+        vec![("algo".to_owned(), JsonValue::from("PPO"))]
+    );
 }
 
 #[test]
 fn enqueued_trials_start_in_order_and_add_trial_stores_everything() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = Storage::open(dir.path().join("s.db")).unwrap();
-    let study = s.create_study("q", &[StudyDirection::Minimize, StudyDirection::Maximize]).unwrap();
+    let study = s
+        .create_study("q", &[StudyDirection::Minimize, StudyDirection::Maximize])
+        .unwrap();
     let fixed = vec![("lr".to_owned(), JsonValue::Float(3e-4))];
-    let w0 = s.enqueue_trial(study, &fixed, &[("src".into(), JsonValue::from("baseline"))]).unwrap();
+    let w0 = s
+        .enqueue_trial(
+            study,
+            &fixed,
+            &[("src".into(), JsonValue::from("baseline"))],
+        )
+        .unwrap();
     let w1 = s.enqueue_trial(study, &[], &[]).unwrap();
     let popped = s.pop_waiting_trial(study).unwrap().unwrap();
     assert_eq!(popped.trial_id, w0.trial_id);
     let t = s.trial(w0.trial_id).unwrap();
     assert_eq!(t.state, TrialState::Running);
     assert!(t.datetime_start.is_some());
-    assert_eq!(t.system_attr("fixed_params").unwrap().dumps(), r#"{"lr": 0.0003}"#);
-    assert_eq!(s.pop_waiting_trial(study).unwrap().unwrap().trial_id, w1.trial_id);
+    assert_eq!(
+        t.system_attr("fixed_params").unwrap().dumps(),
+        r#"{"lr": 0.0003}"#
+    );
+    assert_eq!(
+        s.pop_waiting_trial(study).unwrap().unwrap().trial_id,
+        w1.trial_id
+    );
     assert!(s.pop_waiting_trial(study).unwrap().is_none());
 
     let mut nt = NewTrial::new(TrialState::Complete);
@@ -157,16 +209,35 @@ fn bad_input_gets_clear_errors_and_changes_nothing() {
     s.set_param(t.trial_id, "act", 0.0, &act()).unwrap();
     let before = s.trials(study).unwrap();
 
-    let e = s.create_study("x", &[StudyDirection::Minimize]).unwrap_err();
-    assert!(matches!(e, StorageError::DuplicateStudy(ref n) if n == "x"), "{e}");
-    assert!(matches!(s.create_study("y", &[]), Err(StorageError::NoDirections)));
-    assert!(matches!(s.create_trial(999), Err(StorageError::UnknownStudy(999))));
+    let e = s
+        .create_study("x", &[StudyDirection::Minimize])
+        .unwrap_err();
+    assert!(
+        matches!(e, StorageError::DuplicateStudy(ref n) if n == "x"),
+        "{e}"
+    );
+    assert!(matches!(
+        s.create_study("y", &[]),
+        Err(StorageError::NoDirections)
+    ));
+    assert!(matches!(
+        s.create_trial(999),
+        Err(StorageError::UnknownStudy(999))
+    ));
     let e = s.study("nope").unwrap_err();
-    assert!(e.to_string().contains("no study named `nope` (studies: x)"), "{e}");
-    assert!(matches!(s.report(12345, 0, 1.0), Err(StorageError::UnknownTrial(12345))));
+    assert!(
+        e.to_string().contains("no study named `nope` (studies: x)"),
+        "{e}"
+    );
+    assert!(matches!(
+        s.report(12345, 0, 1.0),
+        Err(StorageError::UnknownTrial(12345))
+    ));
 
     // Outside the distribution, incompatible with the study's earlier use, already set.
-    let e = s.set_param(t.trial_id, "batch", 65.0, &batch()).unwrap_err();
+    let e = s
+        .set_param(t.trial_id, "batch", 65.0, &batch())
+        .unwrap_err();
     assert!(matches!(e, StorageError::ParamOutOfRange { .. }), "{e}");
     assert!(e.to_string().contains("`batch`"), "{e}");
     let e = s.set_param(t.trial_id, "lr2", 0.0, &lr()).unwrap_err();
@@ -174,14 +245,26 @@ fn bad_input_gets_clear_errors_and_changes_nothing() {
     let t2 = s.create_trial(study).unwrap();
     let linear = OptunaDistribution::float(0.0, 1.0, false, None).unwrap();
     let e = s.set_param(t2.trial_id, "lr", 0.5, &linear).unwrap_err();
-    assert!(matches!(e, StorageError::IncompatibleDistribution { .. }), "{e}");
-    let other_choices = OptunaDistribution::categorical(vec![CategoricalChoice::Str("elu".into())]).unwrap();
-    let e = s.set_param(t2.trial_id, "act", 0.0, &other_choices).unwrap_err();
+    assert!(
+        matches!(e, StorageError::IncompatibleDistribution { .. }),
+        "{e}"
+    );
+    let other_choices =
+        OptunaDistribution::categorical(vec![CategoricalChoice::Str("elu".into())]).unwrap();
+    let e = s
+        .set_param(t2.trial_id, "act", 0.0, &other_choices)
+        .unwrap_err();
     assert!(e.to_string().contains("dynamic value space"), "{e}");
     let e = s.set_param(t.trial_id, "lr", 2e-3, &lr()).unwrap_err();
     assert!(matches!(e, StorageError::ParamAlreadySet { .. }), "{e}");
     // A batch with one bad entry stores none of it.
-    let e = s.set_params(t2.trial_id, &[("ok".into(), 0.5, linear.clone()), ("bad".into(), 7.0, linear.clone())]);
+    let e = s.set_params(
+        t2.trial_id,
+        &[
+            ("ok".into(), 0.5, linear.clone()),
+            ("bad".into(), 7.0, linear.clone()),
+        ],
+    );
     assert!(e.is_err());
     assert!(s.trial(t2.trial_id).unwrap().params.is_empty());
     // An invalid distribution built by hand.
@@ -189,13 +272,32 @@ fn bad_input_gets_clear_errors_and_changes_nothing() {
     if let OptunaDistribution::Float(f) = &mut broken {
         f.low = 2.0;
     }
-    assert!(matches!(s.set_param(t2.trial_id, "z", 1.0, &broken), Err(StorageError::Distribution { .. })));
+    assert!(matches!(
+        s.set_param(t2.trial_id, "z", 1.0, &broken),
+        Err(StorageError::Distribution { .. })
+    ));
 
     // Values: count, NaN, FAIL with values.
     let e = s.complete_trial(t2.trial_id, &[1.0, 2.0]).unwrap_err();
-    assert!(matches!(e, StorageError::WrongValueCount { given: 2, expected: 1, .. }), "{e}");
-    assert!(matches!(s.complete_trial(t2.trial_id, &[f64::NAN]), Err(StorageError::NanObjective { .. })));
-    assert!(s.finish_trial(t2.trial_id, TrialState::Fail, Some(&[1.0])).is_err());
+    assert!(
+        matches!(
+            e,
+            StorageError::WrongValueCount {
+                given: 2,
+                expected: 1,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(matches!(
+        s.complete_trial(t2.trial_id, &[f64::NAN]),
+        Err(StorageError::NanObjective { .. })
+    ));
+    assert!(
+        s.finish_trial(t2.trial_id, TrialState::Fail, Some(&[1.0]))
+            .is_err()
+    );
     assert!(matches!(
         s.finish_trial(t2.trial_id, TrialState::Running, None),
         Err(StorageError::InvalidTransition { .. })
@@ -207,11 +309,15 @@ fn bad_input_gets_clear_errors_and_changes_nothing() {
         s.fail_trial(t2.trial_id, "late").unwrap_err(),
         s.report(t2.trial_id, 0, 1.0).unwrap_err(),
         s.set_param(t2.trial_id, "lr", 1e-3, &lr()).unwrap_err(),
-        s.set_trial_user_attr(t2.trial_id, "k", &JsonValue::Null).unwrap_err(),
+        s.set_trial_user_attr(t2.trial_id, "k", &JsonValue::Null)
+            .unwrap_err(),
         s.record_heartbeat(t2.trial_id).unwrap_err(),
     ] {
         assert!(matches!(e, StorageError::TrialFinished { .. }), "{e}");
-        assert!(e.to_string().contains("COMPLETE and cannot be updated"), "{e}");
+        assert!(
+            e.to_string().contains("COMPLETE and cannot be updated"),
+            "{e}"
+        );
     }
     let after = s.trials(study).unwrap();
     assert_eq!(after[0], before[0]);
@@ -224,7 +330,8 @@ fn refuses_foreign_and_other_version_files() {
     let dir = tempfile::tempdir().unwrap();
     let foreign = dir.path().join("foreign.db");
     let c = rusqlite::Connection::open(&foreign).unwrap();
-    c.execute_batch("CREATE TABLE prices (t INTEGER, p REAL); INSERT INTO prices VALUES (1, 2.0);").unwrap();
+    c.execute_batch("CREATE TABLE prices (t INTEGER, p REAL); INSERT INTO prices VALUES (1, 2.0);")
+        .unwrap();
     drop(c);
     let e = Storage::open(&foreign).unwrap_err();
     assert!(matches!(e, StorageError::NotOptunaSchema { .. }), "{e}");
@@ -236,7 +343,10 @@ fn refuses_foreign_and_other_version_files() {
 
     let old = dir.path().join("old.db");
     std::fs::copy(REFERENCE_DB, &old).unwrap();
-    rusqlite::Connection::open(&old).unwrap().execute("UPDATE alembic_version SET version_num = 'v3.0.0.d'", []).unwrap();
+    rusqlite::Connection::open(&old)
+        .unwrap()
+        .execute("UPDATE alembic_version SET version_num = 'v3.0.0.d'", [])
+        .unwrap();
     let e = Storage::open(&old).unwrap_err();
     assert!(matches!(e, StorageError::SchemaVersion { .. }), "{e}");
     assert!(e.to_string().contains("v3.0.0.d"), "{e}");
@@ -244,7 +354,10 @@ fn refuses_foreign_and_other_version_files() {
     let r = Storage::open_read_only(&old).unwrap();
     assert_eq!(r.studies().unwrap().len(), 4);
     let mut r = r;
-    assert!(matches!(r.create_study("z", &[StudyDirection::Minimize]), Err(StorageError::ReadOnly { .. })));
+    assert!(matches!(
+        r.create_study("z", &[StudyDirection::Minimize]),
+        Err(StorageError::ReadOnly { .. })
+    ));
 }
 
 #[test]
@@ -265,24 +378,47 @@ fn stale_running_trials_fail_on_open_and_fresh_ones_survive() {
     // The killed worker's last beat, 10 minutes ago; an Optuna ask/tell trial has no beat.
     c.execute("UPDATE trial_heartbeats SET heartbeat = datetime('now', '-600 seconds') WHERE trial_id = ?1", [stale.trial_id])
         .unwrap();
-    c.execute("DELETE FROM trial_heartbeats WHERE trial_id = ?1", [no_beat.trial_id]).unwrap();
+    c.execute(
+        "DELETE FROM trial_heartbeats WHERE trial_id = ?1",
+        [no_beat.trial_id],
+    )
+    .unwrap();
     drop(c);
 
     let s = Storage::open(&path).unwrap();
-    assert_eq!(s.recovered_on_open().iter().map(|h| h.number).collect::<Vec<_>>(), [0]);
+    assert_eq!(
+        s.recovered_on_open()
+            .iter()
+            .map(|h| h.number)
+            .collect::<Vec<_>>(),
+        [0]
+    );
     let trials = s.trials(stale.study_id).unwrap();
     assert_eq!(trials[0].state, TrialState::Fail);
     assert!(trials[0].datetime_complete.is_some());
     let reason = trials[0].system_attr(FAIL_REASON_KEY).unwrap().python_str();
     assert!(reason.contains("worker lost"), "{reason}");
-    assert_eq!(trials[1].state, TrialState::Running, "trial {} has a fresh heartbeat", fresh.number);
+    assert_eq!(
+        trials[1].state,
+        TrialState::Running,
+        "trial {} has a fresh heartbeat",
+        fresh.number
+    );
     assert_eq!(trials[2].state, TrialState::Running);
     // The next trial continues the numbering.
     let mut s = s;
     assert_eq!(s.create_trial(stale.study_id).unwrap().number, 3);
     // With recovery off nothing changes.
-    let opts = StorageOptions { stale_after: None, ..Default::default() };
-    assert!(Storage::open_with(&path, &opts).unwrap().recovered_on_open().is_empty());
+    let opts = StorageOptions {
+        stale_after: None,
+        ..Default::default()
+    };
+    assert!(
+        Storage::open_with(&path, &opts)
+            .unwrap()
+            .recovered_on_open()
+            .is_empty()
+    );
 }
 
 #[test]
@@ -301,26 +437,54 @@ fn tradetune_tables_hold_run_metadata_curves_and_telemetry() {
     s.set_run_metadata(t.trial_id, &meta).unwrap();
     assert_eq!(s.run_metadata(t.trial_id).unwrap(), Some(meta.clone()));
     let curve = vec![
-        CurvePoint { metric: "charts/SPS".into(), update_index: 0, env_steps: 4096, value: 1234.5 },
-        CurvePoint { metric: "losses/approx_kl".into(), update_index: 0, env_steps: 4096, value: f64::NAN },
+        CurvePoint {
+            metric: "charts/SPS".into(),
+            update_index: 0,
+            env_steps: 4096,
+            value: 1234.5,
+        },
+        CurvePoint {
+            metric: "losses/approx_kl".into(),
+            update_index: 0,
+            env_steps: 4096,
+            value: f64::NAN,
+        },
     ];
     s.append_learning_curve(t.trial_id, &curve).unwrap();
     let back = s.learning_curve(t.trial_id).unwrap();
     assert_eq!(back[0], curve[0]);
     assert!(back[1].value.is_nan());
     let at = now_utc();
-    let sample = TelemetrySample { trial_id: Some(t.trial_id), recorded_at: at, source: "wgpu:0".into(), metric: "mem_mb".into(), value: 812.0 };
+    let sample = TelemetrySample {
+        trial_id: Some(t.trial_id),
+        recorded_at: at,
+        source: "wgpu:0".into(),
+        metric: "mem_mb".into(),
+        value: 812.0,
+    };
     s.append_telemetry(std::slice::from_ref(&sample)).unwrap();
     assert_eq!(s.telemetry(Some(t.trial_id)).unwrap(), vec![sample]);
-    let bad = TelemetrySample { trial_id: Some(999), recorded_at: at, source: "x".into(), metric: "m".into(), value: 1.0 };
-    assert!(matches!(s.append_telemetry(&[bad]), Err(StorageError::UnknownTrial(999))));
+    let bad = TelemetrySample {
+        trial_id: Some(999),
+        recorded_at: at,
+        source: "x".into(),
+        metric: "m".into(),
+        value: 1.0,
+    };
+    assert!(matches!(
+        s.append_telemetry(&[bad]),
+        Err(StorageError::UnknownTrial(999))
+    ));
     // Mirrored into Optuna's attributes.
     let tr = s.trial(t.trial_id).unwrap();
     assert_eq!(tr.user_attr("device"), Some(&JsonValue::from("wgpu:0")));
     assert_eq!(tr.user_attr("precision"), Some(&JsonValue::from("bf16")));
     assert!(tr.system_attr("applied_config").is_some());
     s.complete_trial(t.trial_id, &[1.0]).unwrap();
-    assert!(matches!(s.append_learning_curve(t.trial_id, &curve), Err(StorageError::TrialFinished { .. })));
+    assert!(matches!(
+        s.append_learning_curve(t.trial_id, &curve),
+        Err(StorageError::TrialFinished { .. })
+    ));
 }
 
 /// Four worker threads, one connection each, create trials in one study at the same time:
@@ -329,18 +493,25 @@ fn tradetune_tables_hold_run_metadata_curves_and_telemetry() {
 fn parallel_writers_get_unique_numbers_and_no_lock_errors() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.db");
-    let study = Storage::open(&path).unwrap().create_study("par", &[StudyDirection::Minimize]).unwrap();
+    let study = Storage::open(&path)
+        .unwrap()
+        .create_study("par", &[StudyDirection::Minimize])
+        .unwrap();
     let per_worker = 40;
     std::thread::scope(|scope| {
         for w in 0..4 {
             let path = path.clone();
             scope.spawn(move || {
-                let opts = StorageOptions { busy_timeout: Duration::from_secs(60), ..Default::default() };
+                let opts = StorageOptions {
+                    busy_timeout: Duration::from_secs(60),
+                    ..Default::default()
+                };
                 let mut s = Storage::open_with(&path, &opts).unwrap();
                 for i in 0..per_worker {
                     let t = s.create_trial(study).unwrap();
                     let x = (w * per_worker + i) as f64 / 100.0;
-                    s.set_param(t.trial_id, "lr", 1e-3 + x * 1e-4, &lr()).unwrap();
+                    s.set_param(t.trial_id, "lr", 1e-3 + x * 1e-4, &lr())
+                        .unwrap();
                     s.report(t.trial_id, 0, x).unwrap();
                     s.complete_trial(t.trial_id, &[x]).unwrap();
                 }
@@ -353,5 +524,9 @@ fn parallel_writers_get_unique_numbers_and_no_lock_errors() {
     let mut numbers: Vec<i64> = trials.iter().map(|t| t.number).collect();
     numbers.sort();
     assert_eq!(numbers, (0..(4 * per_worker) as i64).collect::<Vec<_>>());
-    assert!(trials.iter().all(|t| t.state == TrialState::Complete && t.params.len() == 1));
+    assert!(
+        trials
+            .iter()
+            .all(|t| t.state == TrialState::Complete && t.params.len() == 1)
+    );
 }

@@ -5,11 +5,18 @@
 
 use serde_json::Value;
 use tradetune_engine::storage::{
-    JsonValue, OptunaDistribution, Storage, StorageError, StudyDirection, TrialState, study_view_json,
+    JsonValue, OptunaDistribution, Storage, StorageError, StudyDirection, TrialState,
+    study_view_json,
 };
 
-const DB: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/testdata/optuna-reference.db");
-const EXPECTED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/testdata/optuna-reference.expected.json");
+const DB: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/testdata/optuna-reference.db"
+);
+const EXPECTED: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/testdata/optuna-reference.expected.json"
+);
 
 fn expected() -> Value {
     serde_json::from_str(&std::fs::read_to_string(EXPECTED).unwrap()).unwrap()
@@ -22,12 +29,19 @@ fn every_study_and_trial_reads_as_optuna_reads_it() {
     let summaries = s.study_summaries().unwrap();
     let ours: Vec<Value> = summaries
         .iter()
-        .map(|sum| study_view_json(&sum.study, &s.trials(sum.study.study_id).unwrap(), sum.best).unwrap())
+        .map(|sum| {
+            study_view_json(&sum.study, &s.trials(sum.study.study_id).unwrap(), sum.best).unwrap()
+        })
         .collect();
     let theirs = expected["studies"].as_array().unwrap();
     assert_eq!(ours.len(), theirs.len());
     for (a, b) in ours.iter().zip(theirs) {
-        for (ta, tb) in a["trials"].as_array().unwrap().iter().zip(b["trials"].as_array().unwrap()) {
+        for (ta, tb) in a["trials"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(b["trials"].as_array().unwrap())
+        {
             assert_eq!(ta, tb, "study {}, trial {}", b["name"], tb["number"]);
         }
         assert_eq!(a, b, "study {}", b["name"]);
@@ -38,7 +52,10 @@ fn every_study_and_trial_reads_as_optuna_reads_it() {
     assert_eq!(single.n(TrialState::Waiting), 1);
     assert_eq!(single.n(TrialState::Running), 1);
     assert_eq!(single.best, Some((3, f64::INFINITY)));
-    assert_eq!(summaries[1].study.directions, [StudyDirection::Minimize, StudyDirection::Maximize]);
+    assert_eq!(
+        summaries[1].study.directions,
+        [StudyDirection::Minimize, StudyDirection::Maximize]
+    );
     assert_eq!(summaries[1].best, None);
 }
 
@@ -72,14 +89,27 @@ fn an_optuna_file_can_be_continued() {
     let lr = OptunaDistribution::float(1e-5, 1e-1, true, None).unwrap();
     s.set_param(t.trial_id, "lr", 2e-3, &lr).unwrap();
     let linear = OptunaDistribution::float(1e-5, 1e-1, false, None).unwrap();
-    let e = s.set_param(t.trial_id, "gamma_log", 0.5, &linear).and(s.set_param(t.trial_id, "lr", 0.5, &linear));
-    assert!(matches!(e, Err(StorageError::ParamAlreadySet { .. } | StorageError::IncompatibleDistribution { .. })));
+    let e = s
+        .set_param(t.trial_id, "gamma_log", 0.5, &linear)
+        .and(s.set_param(t.trial_id, "lr", 0.5, &linear));
+    assert!(matches!(
+        e,
+        Err(StorageError::ParamAlreadySet { .. } | StorageError::IncompatibleDistribution { .. })
+    ));
     let t2 = s.create_trial(study).unwrap();
     let e = s.set_param(t2.trial_id, "lr", 0.5, &linear).unwrap_err();
-    assert!(matches!(e, StorageError::IncompatibleDistribution { .. }), "{e}");
-    s.set_trial_user_attr(t.trial_id, "note", &JsonValue::from("tradetune")).unwrap();
+    assert!(
+        matches!(e, StorageError::IncompatibleDistribution { .. }),
+        "{e}"
+    );
+    s.set_trial_user_attr(t.trial_id, "note", &JsonValue::from("tradetune"))
+        .unwrap();
     s.complete_trial(t.trial_id, &[0.5]).unwrap();
     let after = s.trials(study).unwrap();
-    assert_eq!(&after[..before.len()], &before[..], "Optuna's trials are untouched");
+    assert_eq!(
+        &after[..before.len()],
+        &before[..],
+        "Optuna's trials are untouched"
+    );
     assert_eq!(s.study_summaries().unwrap()[2].best, Some((7, 0.5)));
 }

@@ -3,7 +3,9 @@
 
 use tradetune_engine::study::bench::SamplerKind;
 use tradetune_engine::study::pruner::{HyperbandPruner, PercentilePruner, SuccessiveHalvingPruner};
-use tradetune_engine::study::{Direction, PruneContext, Pruner, SampleContext, SearchSpace, Trial, TrialState};
+use tradetune_engine::study::{
+    Direction, PruneContext, Pruner, SampleContext, SearchSpace, Trial, TrialState,
+};
 
 /// A learning curve: the loss after `step` evaluations of a trial whose final loss is `quality`.
 fn curve(quality: f64, step: u64) -> f64 {
@@ -17,13 +19,23 @@ fn study(pruner: &dyn Pruner, n: u64) -> Vec<Trial> {
     let sampler = SamplerKind::Random.build(11).unwrap();
     let mut history: Vec<Trial> = Vec::new();
     for number in 0..n {
-        let ctx = SampleContext { space: &space, history: &history, direction: Direction::Minimize, trial_number: number };
+        let ctx = SampleContext {
+            space: &space,
+            history: &history,
+            direction: Direction::Minimize,
+            trial_number: number,
+        };
         let p = sampler.sample(&ctx).unwrap();
         let quality = p.params["q"];
         let mut t = Trial::new(number, TrialState::Running, p.params);
         for step in 0..20 {
             t.intermediate_values.insert(step, curve(quality, step));
-            let d = pruner.prune(&PruneContext { study_name: "curves", direction: Direction::Minimize, trials: &history, trial: &t });
+            let d = pruner.prune(&PruneContext {
+                study_name: "curves",
+                direction: Direction::Minimize,
+                trials: &history,
+                trial: &t,
+            });
             t.system_attrs.extend(d.system_attrs);
             if d.prune {
                 t.state = TrialState::Pruned;
@@ -51,9 +63,16 @@ fn median_pruner_stops_bad_trials_and_keeps_good_ones() {
     assert!(pruned >= 10, "only {pruned} of 40 pruned");
     // No pruning during the 5 start-up trials or before step 2.
     assert!(h[..5].iter().all(|t| t.state == TrialState::Complete));
-    assert!(h.iter().filter(|t| t.state == TrialState::Pruned).all(|t| t.last_step() >= Some(2)));
+    assert!(
+        h.iter()
+            .filter(|t| t.state == TrialState::Pruned)
+            .all(|t| t.last_step() >= Some(2))
+    );
     // The best trial overall was never pruned: its quality is the lowest of all.
-    let best = h.iter().min_by(|a, b| a.params["q"].total_cmp(&b.params["q"])).unwrap();
+    let best = h
+        .iter()
+        .min_by(|a, b| a.params["q"].total_cmp(&b.params["q"]))
+        .unwrap();
     assert_eq!(best.state, TrialState::Complete);
     // Every pruned trial was worse than the median of the complete ones at its last step.
     for t in h.iter().filter(|t| t.state == TrialState::Pruned) {
@@ -72,15 +91,26 @@ fn median_pruner_stops_bad_trials_and_keeps_good_ones() {
 fn successive_halving_and_hyperband_prune_too() {
     let sh = SuccessiveHalvingPruner::new(Some(1), 3, 0, 0).unwrap();
     let h = study(&sh, 40);
-    assert!(count(&h, TrialState::Pruned) >= 20, "SH pruned {}", count(&h, TrialState::Pruned));
+    assert!(
+        count(&h, TrialState::Pruned) >= 20,
+        "SH pruned {}",
+        count(&h, TrialState::Pruned)
+    );
     // Trials that survived every rung (steps 1, 3, 9) recorded all three.
-    assert!(h.iter().any(|t| t.state == TrialState::Complete && t.system_attrs.contains_key("completed_rung_2")));
+    assert!(h.iter().any(
+        |t| t.state == TrialState::Complete && t.system_attrs.contains_key("completed_rung_2")
+    ));
 
     let hb = HyperbandPruner::new(1, Some(20), 3, 0).unwrap();
     let h = study(&hb, 60);
-    assert!(count(&h, TrialState::Pruned) >= 20, "Hyperband pruned {}", count(&h, TrialState::Pruned));
+    assert!(
+        count(&h, TrialState::Pruned) >= 20,
+        "Hyperband pruned {}",
+        count(&h, TrialState::Pruned)
+    );
     // ⌊log_3 20⌋ + 1 = 3 brackets, and trials of the study landed in more than one.
     assert_eq!(hb.n_brackets(), Some(3));
-    let brackets: std::collections::BTreeSet<usize> = (0..60).filter_map(|n| hb.bracket_of("curves", n)).collect();
+    let brackets: std::collections::BTreeSet<usize> =
+        (0..60).filter_map(|n| hb.bracket_of("curves", n)).collect();
     assert!(brackets.len() > 1);
 }

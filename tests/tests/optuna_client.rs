@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tradetune_engine::storage::{
-    CategoricalChoice, JsonValue, NewTrial, OptunaDistribution, RunMetadata, Storage, StorageOptions, StudyDirection,
-    TrialState, study_view_json,
+    CategoricalChoice, JsonValue, NewTrial, OptunaDistribution, RunMetadata, Storage,
+    StorageOptions, StudyDirection, TrialState, study_view_json,
 };
 
 fn python_dir() -> PathBuf {
@@ -53,7 +53,11 @@ fn optuna_available(test: &str) -> bool {
 }
 
 fn run_python(script: &str, args: &[&Path]) -> std::process::Output {
-    Command::new("python3").arg(python_dir().join(script)).args(args).output().expect("run python3")
+    Command::new("python3")
+        .arg(python_dir().join(script))
+        .args(args)
+        .output()
+        .expect("run python3")
 }
 
 fn float(low: f64, high: f64, log: bool, step: Option<f64>) -> OptunaDistribution {
@@ -75,13 +79,22 @@ fn write_database(path: &Path) {
     let units = OptunaDistribution::int(16, 512, true, 1).unwrap();
     let n_steps = choices(vec![C::Int(128), C::Int(256), C::Int(512)]);
     let act = choices(vec![C::Str("tanh".into()), C::Str("relu".into())]);
-    let mixed = choices(vec![C::None, C::Bool(true), C::Float(0.5), C::Str("auto".into())]);
+    let mixed = choices(vec![
+        C::None,
+        C::Bool(true),
+        C::Float(0.5),
+        C::Str("auto".into()),
+    ]);
     let all = |k: f64| {
         vec![
             ("lr".to_owned(), 1e-4 * (1.0 + k), lr.clone()),
             ("gamma".to_owned(), 0.95 + k / 100.0, gamma.clone()),
             ("clip".to_owned(), 0.1 + 0.05 * (k % 5.0), clip.clone()),
-            ("batch_size".to_owned(), 32.0 * (1.0 + k % 7.0), batch.clone()),
+            (
+                "batch_size".to_owned(),
+                32.0 * (1.0 + k % 7.0),
+                batch.clone(),
+            ),
             ("n_units".to_owned(), 16.0 + k * 3.0, units.clone()),
             ("n_steps".to_owned(), k % 3.0, n_steps.clone()),
             ("activation".to_owned(), k % 2.0, act.clone()),
@@ -89,17 +102,26 @@ fn write_database(path: &Path) {
         ]
     };
 
-    let single = s.create_study("tt_single", &[StudyDirection::Maximize]).unwrap();
-    s.set_study_user_attr(single, "algo", &JsonValue::from("PPO")).unwrap();
-    s.set_study_user_attr(single, "env", &JsonValue::parse(r#"{"assets": ["BTC", "ETH"], "fee": 0.001}"#).unwrap())
+    let single = s
+        .create_study("tt_single", &[StudyDirection::Maximize])
         .unwrap();
+    s.set_study_user_attr(single, "algo", &JsonValue::from("PPO"))
+        .unwrap();
+    s.set_study_user_attr(
+        single,
+        "env",
+        &JsonValue::parse(r#"{"assets": ["BTC", "ETH"], "fee": 0.001}"#).unwrap(),
+    )
+    .unwrap();
     for k in 0..3 {
         let t = s.create_trial(single).unwrap();
         s.set_params(t.trial_id, &all(k as f64)).unwrap();
         for step in 0..3 {
-            s.report(t.trial_id, step * 10, 0.1 * (k * 3 + step) as f64).unwrap();
+            s.report(t.trial_id, step * 10, 0.1 * (k * 3 + step) as f64)
+                .unwrap();
         }
-        s.set_trial_user_attr(t.trial_id, "seed", &JsonValue::Int(k)).unwrap();
+        s.set_trial_user_attr(t.trial_id, "seed", &JsonValue::Int(k))
+            .unwrap();
         s.set_run_metadata(
             t.trial_id,
             &RunMetadata {
@@ -107,40 +129,65 @@ fn write_database(path: &Path) {
                 device: "cpu".into(),
                 backend: "flex".into(),
                 precision: "f32".into(),
-                config: JsonValue::parse(r#"{"ppo": {"n_steps": 4096, "clip_range": 0.2}}"#).unwrap(),
+                config: JsonValue::parse(r#"{"ppo": {"n_steps": 4096, "clip_range": 0.2}}"#)
+                    .unwrap(),
             },
         )
         .unwrap();
-        s.complete_trial(t.trial_id, &[0.25 * k as f64 - 0.1]).unwrap();
+        s.complete_trial(t.trial_id, &[0.25 * k as f64 - 0.1])
+            .unwrap();
     }
     let t = s.create_trial(single).unwrap();
     s.set_params(t.trial_id, &all(3.0)).unwrap();
     s.complete_trial(t.trial_id, &[f64::INFINITY]).unwrap();
     let t = s.create_trial(single).unwrap();
     s.set_params(t.trial_id, &all(4.0)[..4]).unwrap();
-    for (step, v) in [(0, 1.5), (1, f64::NAN), (2, f64::INFINITY), (3, f64::NEG_INFINITY)] {
+    for (step, v) in [
+        (0, 1.5),
+        (1, f64::NAN),
+        (2, f64::INFINITY),
+        (3, f64::NEG_INFINITY),
+    ] {
         s.report(t.trial_id, step, v).unwrap();
     }
-    s.set_trial_user_attr(t.trial_id, "loss", &JsonValue::parse("[NaN, 1.5, Infinity]").unwrap()).unwrap();
+    s.set_trial_user_attr(
+        t.trial_id,
+        "loss",
+        &JsonValue::parse("[NaN, 1.5, Infinity]").unwrap(),
+    )
+    .unwrap();
     s.prune_trial(t.trial_id).unwrap();
     let t = s.create_trial(single).unwrap();
     s.set_params(t.trial_id, &all(5.0)[4..]).unwrap();
-    s.fail_trial(t.trial_id, "RuntimeError: CUDA out of memory, tried to allocate \"2 GiB\"").unwrap();
+    s.fail_trial(
+        t.trial_id,
+        "RuntimeError: CUDA out of memory, tried to allocate \"2 GiB\"",
+    )
+    .unwrap();
     let t = s.create_trial(single).unwrap();
     s.set_params(t.trial_id, &all(6.0)).unwrap();
     s.report(t.trial_id, 0, 0.25).unwrap();
     s.enqueue_trial(
         single,
-        &[("lr".into(), JsonValue::Float(3e-4)), ("activation".into(), JsonValue::from("relu"))],
+        &[
+            ("lr".into(), JsonValue::Float(3e-4)),
+            ("activation".into(), JsonValue::from("relu")),
+        ],
         &[("src".into(), JsonValue::from("baseline"))],
     )
     .unwrap();
 
-    let multi = s.create_study("tt_multi", &[StudyDirection::Minimize, StudyDirection::Maximize]).unwrap();
+    let multi = s
+        .create_study(
+            "tt_multi",
+            &[StudyDirection::Minimize, StudyDirection::Maximize],
+        )
+        .unwrap();
     for k in 0..4 {
         let t = s.create_trial(multi).unwrap();
         s.set_params(t.trial_id, &all(k as f64 + 7.0)).unwrap();
-        s.complete_trial(t.trial_id, &[k as f64 * 1.5, -(k as f64) / 3.0]).unwrap();
+        s.complete_trial(t.trial_id, &[k as f64 * 1.5, -(k as f64) / 3.0])
+            .unwrap();
     }
     let t = s.create_trial(multi).unwrap();
     s.fail_trial(t.trial_id, "diverged").unwrap();
@@ -148,10 +195,14 @@ fn write_database(path: &Path) {
     nt.values = Some(vec![0.123, 4.0]);
     nt.params = all(11.0)[..2].to_vec();
     nt.intermediate_values = vec![(0, 0.1), (5, 0.12)];
-    nt.user_attrs = vec![("src".into(), JsonValue::from("add_trial")), ("ok".into(), JsonValue::Bool(true))];
+    nt.user_attrs = vec![
+        ("src".into(), JsonValue::from("add_trial")),
+        ("ok".into(), JsonValue::Bool(true)),
+    ];
     s.add_trial(multi, &nt).unwrap();
 
-    s.create_study("tt_empty", &[StudyDirection::Minimize]).unwrap();
+    s.create_study("tt_empty", &[StudyDirection::Minimize])
+        .unwrap();
 }
 
 /// What TradeTune reads from the file, in the shape `optuna_dump.py` prints.
@@ -161,7 +212,9 @@ fn our_view(path: &Path) -> Value {
         .study_summaries()
         .unwrap()
         .iter()
-        .map(|sum| study_view_json(&sum.study, &s.trials(sum.study.study_id).unwrap(), sum.best).unwrap())
+        .map(|sum| {
+            study_view_json(&sum.study, &s.trials(sum.study.study_id).unwrap(), sum.best).unwrap()
+        })
         .collect();
     json!({ "studies": studies })
 }
@@ -170,9 +223,17 @@ fn check_with_optuna(db: &Path, expected: &Value, work: &Path) {
     let expected_path = work.join("expected.json");
     std::fs::write(&expected_path, serde_json::to_vec_pretty(expected).unwrap()).unwrap();
     let out = run_python("check_optuna_reads.py", &[db, &expected_path, work]);
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     println!("{text}");
-    assert!(out.status.success(), "Optuna disagrees with TradeTune about {}:\n{text}", db.display());
+    assert!(
+        out.status.success(),
+        "Optuna disagrees with TradeTune about {}:\n{text}",
+        db.display()
+    );
     let s = Storage::open_read_only(db).unwrap();
     for study in s.studies().unwrap() {
         let theirs = std::fs::read(work.join(format!("{}.csv", study.name))).unwrap();
@@ -197,7 +258,10 @@ fn optuna_reads_a_tradetune_database_and_exports_the_same_csv() {
     write_database(&db);
     let expected = our_view(&db);
     // Sanity: our own reading has what was written (the roundtrip is tested in the engine).
-    assert_eq!(expected["studies"][0]["trials"].as_array().unwrap().len(), 8);
+    assert_eq!(
+        expected["studies"][0]["trials"].as_array().unwrap().len(),
+        8
+    );
     assert_eq!(expected["studies"][0]["best"], json!([3, "inf"]));
     check_with_optuna(&db, &expected, dir.path());
 }
@@ -221,7 +285,10 @@ fn tradetune_workers_and_an_optuna_process_share_one_file() {
     }
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("shared.db");
-    let study = Storage::open(&db).unwrap().create_study("shared", &[StudyDirection::Minimize]).unwrap();
+    let study = Storage::open(&db)
+        .unwrap()
+        .create_study("shared", &[StudyDirection::Minimize])
+        .unwrap();
     let (per_worker, n_optuna) = (40usize, 60usize);
     let x = float(-10.0, 10.0, false, None);
     let mut python = Command::new("python3")
@@ -237,7 +304,10 @@ fn tradetune_workers_and_an_optuna_process_share_one_file() {
         for w in 0..4 {
             let (db, x) = (db.clone(), x.clone());
             scope.spawn(move || {
-                let opts = StorageOptions { busy_timeout: Duration::from_secs(60), ..Default::default() };
+                let opts = StorageOptions {
+                    busy_timeout: Duration::from_secs(60),
+                    ..Default::default()
+                };
                 let mut s = Storage::open_with(&db, &opts).unwrap();
                 for i in 0..per_worker {
                     let t = s.create_trial(study).unwrap();
@@ -250,7 +320,11 @@ fn tradetune_workers_and_an_optuna_process_share_one_file() {
         }
     });
     let out = python.wait_with_output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(out.status.success(), "the Optuna worker failed:\n{text}");
     assert!(!text.contains("locked"), "{text}");
 
@@ -261,5 +335,9 @@ fn tradetune_workers_and_an_optuna_process_share_one_file() {
     let mut numbers: Vec<i64> = trials.iter().map(|t| t.number).collect();
     numbers.sort();
     assert_eq!(numbers, (0..total as i64).collect::<Vec<_>>());
-    assert!(trials.iter().all(|t| t.state == TrialState::Complete && t.param("x").is_some()));
+    assert!(
+        trials
+            .iter()
+            .all(|t| t.state == TrialState::Complete && t.param("x").is_some())
+    );
 }

@@ -79,7 +79,11 @@ fn keyed_columns(
     keys.dedup();
     keys.into_iter()
         .map(|key| Column {
-            name: if key.is_empty() { prefix.to_owned() } else { format!("{prefix}_{key}") },
+            name: if key.is_empty() {
+                prefix.to_owned()
+            } else {
+                format!("{prefix}_{key}")
+            },
             cells: per_trial
                 .iter()
                 .map(|entries| {
@@ -96,7 +100,10 @@ fn keyed_columns(
 fn build_columns(study: &StudyRecord, trials: &[TrialRecord]) -> Result<Vec<Column>, StorageError> {
     let mut columns = Vec::new();
     let number = |t: &TrialRecord| Cell::Value(JsonValue::Int(t.number));
-    columns.push(Column { name: "number".into(), cells: trials.iter().map(number).collect() });
+    columns.push(Column {
+        name: "number".into(),
+        cells: trials.iter().map(number).collect(),
+    });
 
     let metric_names: Option<Vec<String>> = study
         .system_attrs
@@ -114,27 +121,46 @@ fn build_columns(study: &StudyRecord, trials: &[TrialRecord]) -> Result<Vec<Colu
         });
     let n_objectives = study.directions.len();
     let value_cell = |t: &TrialRecord, k: usize| {
-        Cell::Value(t.values.as_ref().and_then(|v| v.get(k)).map_or(JsonValue::Null, |x| JsonValue::Float(*x)))
+        Cell::Value(
+            t.values
+                .as_ref()
+                .and_then(|v| v.get(k))
+                .map_or(JsonValue::Null, |x| JsonValue::Float(*x)),
+        )
     };
     if n_objectives <= 1 {
         let name = match &metric_names {
             Some(names) if !names.is_empty() => format!("value_{}", names[0]),
             _ => "value".to_owned(),
         };
-        columns.push(Column { name, cells: trials.iter().map(|t| value_cell(t, 0)).collect() });
+        columns.push(Column {
+            name,
+            cells: trials.iter().map(|t| value_cell(t, 0)).collect(),
+        });
     } else {
         for k in 0..n_objectives {
             let name = match &metric_names {
                 Some(names) if names.len() == n_objectives => format!("values_{}", names[k]),
                 _ => format!("values_{k}"),
             };
-            columns.push(Column { name, cells: trials.iter().map(|t| value_cell(t, k)).collect() });
+            columns.push(Column {
+                name,
+                cells: trials.iter().map(|t| value_cell(t, k)).collect(),
+            });
         }
     }
-    let start: Vec<Option<NaiveDateTime>> = trials.iter().map(|t| t.datetime_start.map(utc_to_local)).collect();
-    let complete: Vec<Option<NaiveDateTime>> =
-        trials.iter().map(|t| t.datetime_complete.map(utc_to_local)).collect();
-    columns.push(Column { name: "datetime_start".into(), cells: start.iter().map(|t| Cell::Time(*t)).collect() });
+    let start: Vec<Option<NaiveDateTime>> = trials
+        .iter()
+        .map(|t| t.datetime_start.map(utc_to_local))
+        .collect();
+    let complete: Vec<Option<NaiveDateTime>> = trials
+        .iter()
+        .map(|t| t.datetime_complete.map(utc_to_local))
+        .collect();
+    columns.push(Column {
+        name: "datetime_start".into(),
+        cells: start.iter().map(|t| Cell::Time(*t)).collect(),
+    });
     columns.push(Column {
         name: "datetime_complete".into(),
         cells: complete.iter().map(|t| Cell::Time(*t)).collect(),
@@ -155,7 +181,10 @@ fn build_columns(study: &StudyRecord, trials: &[TrialRecord]) -> Result<Vec<Colu
             .filter_map(|p| match p.external() {
                 Ok(v) => Some((p.name.clone(), param_json(v))),
                 Err(e) => {
-                    param_error.get_or_insert(StorageError::Distribution { name: p.name.clone(), source: e });
+                    param_error.get_or_insert(StorageError::Distribution {
+                        name: p.name.clone(),
+                        source: e,
+                    });
                     None
                 }
             })
@@ -164,11 +193,18 @@ fn build_columns(study: &StudyRecord, trials: &[TrialRecord]) -> Result<Vec<Colu
     if let Some(e) = param_error {
         return Err(e);
     }
-    columns.extend(keyed_columns("user_attrs", trials, |t| t.user_attrs.clone()));
-    columns.extend(keyed_columns("system_attrs", trials, |t| t.system_attrs.clone()));
+    columns.extend(keyed_columns("user_attrs", trials, |t| {
+        t.user_attrs.clone()
+    }));
+    columns.extend(keyed_columns("system_attrs", trials, |t| {
+        t.system_attrs.clone()
+    }));
     columns.push(Column {
         name: "state".into(),
-        cells: trials.iter().map(|t| Cell::Value(JsonValue::Str(t.state.as_str().to_owned()))).collect(),
+        cells: trials
+            .iter()
+            .map(|t| Cell::Value(JsonValue::Str(t.state.as_str().to_owned())))
+            .collect(),
     });
     Ok(columns)
 }
@@ -216,7 +252,10 @@ fn format_times(times: &[Option<NaiveDateTime>]) -> Vec<String> {
     } else {
         "%Y-%m-%d %H:%M:%S"
     };
-    times.iter().map(|t| t.map_or(String::new(), |t| t.format(fmt).to_string())).collect()
+    times
+        .iter()
+        .map(|t| t.map_or(String::new(), |t| t.format(fmt).to_string()))
+        .collect()
 }
 
 /// pandas' `Timedelta` text: `-1 days +23:59:59.500000` (days are floored).
@@ -236,8 +275,12 @@ fn format_durations(durations: &[Option<TimeDelta>]) -> Vec<String> {
                 return format!("{days} days");
             }
             let rest = total.rem_euclid(DAY_US);
-            let (h, m, s, f) =
-                (rest / 3_600_000_000, rest / 60_000_000 % 60, rest / 1_000_000 % 60, rest % 1_000_000);
+            let (h, m, s, f) = (
+                rest / 3_600_000_000,
+                rest / 60_000_000 % 60,
+                rest / 1_000_000 % 60,
+                rest % 1_000_000,
+            );
             let sign = if days < 0 { "+" } else { "" };
             let mut out = format!("{days} days {sign}{h:02}:{m:02}:{s:02}");
             if fraction {
@@ -272,10 +315,16 @@ pub fn trials_csv(study: &StudyRecord, trials: &[TrialRecord]) -> Result<Vec<u8>
         .iter()
         .map(|c| match c.cells.first() {
             Some(Cell::Time(_)) => format_times(
-                &c.cells.iter().map(|x| if let Cell::Time(t) = x { *t } else { None }).collect::<Vec<_>>(),
+                &c.cells
+                    .iter()
+                    .map(|x| if let Cell::Time(t) = x { *t } else { None })
+                    .collect::<Vec<_>>(),
             ),
             Some(Cell::Duration(_)) => format_durations(
-                &c.cells.iter().map(|x| if let Cell::Duration(d) = x { *d } else { None }).collect::<Vec<_>>(),
+                &c.cells
+                    .iter()
+                    .map(|x| if let Cell::Duration(d) = x { *d } else { None })
+                    .collect::<Vec<_>>(),
             ),
             _ => format_values(&c.cells),
         })
@@ -318,28 +367,62 @@ mod tests {
     /// Expected texts were printed by pandas 3.0 (`pd.DataFrame([...]).to_csv()`).
     #[test]
     fn datetime_and_duration_resolution_like_pandas() {
-        assert_eq!(format_times(&[t(3, 123_000), t(3, 0)]), ["2026-01-02 03:04:05.123", "2026-01-02 03:04:05.000"]);
-        assert_eq!(format_times(&[t(3, 5), None]), ["2026-01-02 03:04:05.000005", ""]);
+        assert_eq!(
+            format_times(&[t(3, 123_000), t(3, 0)]),
+            ["2026-01-02 03:04:05.123", "2026-01-02 03:04:05.000"]
+        );
+        assert_eq!(
+            format_times(&[t(3, 5), None]),
+            ["2026-01-02 03:04:05.000005", ""]
+        );
         assert_eq!(format_times(&[t(3, 0)]), ["2026-01-02 03:04:05"]);
         let midnight = NaiveDate::from_ymd_opt(2026, 1, 2).and_then(|d| d.and_hms_opt(0, 0, 0));
         assert_eq!(format_times(&[midnight, None]), ["2026-01-02", ""]);
         let d = |s: i64, us: i64| Some(TimeDelta::seconds(s) + TimeDelta::microseconds(us));
-        assert_eq!(format_durations(&[d(1, 123_000), d(2, 0)]), ["0 days 00:00:01.123000", "0 days 00:00:02.000000"]);
-        assert_eq!(format_durations(&[d(-1, 0), d(2, 0)]), ["-1 days +23:59:59", "0 days 00:00:02"]);
+        assert_eq!(
+            format_durations(&[d(1, 123_000), d(2, 0)]),
+            ["0 days 00:00:01.123000", "0 days 00:00:02.000000"]
+        );
+        assert_eq!(
+            format_durations(&[d(-1, 0), d(2, 0)]),
+            ["-1 days +23:59:59", "0 days 00:00:02"]
+        );
         assert_eq!(format_durations(&[d(0, 0), None]), ["0 days", ""]);
-        assert_eq!(format_durations(&[d(86_403, 0), d(172_800, 0)]), ["1 days 00:00:03", "2 days 00:00:00"]);
+        assert_eq!(
+            format_durations(&[d(86_403, 0), d(172_800, 0)]),
+            ["1 days 00:00:03", "2 days 00:00:00"]
+        );
     }
 
     #[test]
     fn value_columns_follow_pandas_inference() {
         let v = |x: JsonValue| Cell::Value(x);
-        assert_eq!(format_values(&[v(JsonValue::Int(1)), v(JsonValue::Int(2))]), ["1", "2"]);
-        assert_eq!(format_values(&[v(JsonValue::Int(1)), Cell::Missing]), ["1.0", ""]);
-        assert_eq!(format_values(&[v(JsonValue::Int(1)), v(JsonValue::Bool(true))]), ["1", "True"]);
-        assert_eq!(format_values(&[v(JsonValue::Float(f64::NAN)), v(JsonValue::Int(1))]), ["", "1.0"]);
-        assert_eq!(format_values(&[v(JsonValue::Str("a".into())), v(JsonValue::Int(1))]), ["a", "1"]);
         assert_eq!(
-            format_values(&[v(JsonValue::Null), v(JsonValue::Bool(true)), v(JsonValue::Float(0.5))]),
+            format_values(&[v(JsonValue::Int(1)), v(JsonValue::Int(2))]),
+            ["1", "2"]
+        );
+        assert_eq!(
+            format_values(&[v(JsonValue::Int(1)), Cell::Missing]),
+            ["1.0", ""]
+        );
+        assert_eq!(
+            format_values(&[v(JsonValue::Int(1)), v(JsonValue::Bool(true))]),
+            ["1", "True"]
+        );
+        assert_eq!(
+            format_values(&[v(JsonValue::Float(f64::NAN)), v(JsonValue::Int(1))]),
+            ["", "1.0"]
+        );
+        assert_eq!(
+            format_values(&[v(JsonValue::Str("a".into())), v(JsonValue::Int(1))]),
+            ["a", "1"]
+        );
+        assert_eq!(
+            format_values(&[
+                v(JsonValue::Null),
+                v(JsonValue::Bool(true)),
+                v(JsonValue::Float(0.5))
+            ]),
             ["", "True", "0.5"]
         );
         let mut out = Vec::new();

@@ -29,7 +29,9 @@ pub fn parse_naive(text: &str) -> Option<NaiveDateTime> {
         .iter()
         .find_map(|f| {
             NaiveDateTime::parse_from_str(text, f).ok().or_else(|| {
-                chrono::NaiveDate::parse_from_str(text, f).ok().and_then(|d| d.and_hms_opt(0, 0, 0))
+                chrono::NaiveDate::parse_from_str(text, f)
+                    .ok()
+                    .and_then(|d| d.and_hms_opt(0, 0, 0))
             })
         })
 }
@@ -37,7 +39,9 @@ pub fn parse_naive(text: &str) -> Option<NaiveDateTime> {
 /// Naive UTC → naive local time, which is what Optuna's `FrozenTrial` (and so its
 /// `trials_dataframe()`) shows.
 pub fn utc_to_local(t: NaiveDateTime) -> NaiveDateTime {
-    DateTime::<Utc>::from_naive_utc_and_offset(t, Utc).with_timezone(&Local).naive_local()
+    DateTime::<Utc>::from_naive_utc_and_offset(t, Utc)
+        .with_timezone(&Local)
+        .naive_local()
 }
 
 #[cfg(test)]

@@ -89,7 +89,11 @@ pub enum DistributionError {
     #[error("cannot align low={low}, high={high} and step={step} on one decimal grid")]
     UnalignableStep { low: f64, high: f64, step: f64 },
     #[error("value {value} is not valid for {distribution}: {reason}")]
-    BadValue { value: String, distribution: String, reason: String },
+    BadValue {
+        value: String,
+        distribution: String,
+        reason: String,
+    },
     #[error("distribution_json: {0}")]
     Json(#[from] JsonError),
     #[error("distribution_json: {0}")]
@@ -200,7 +204,12 @@ impl OptunaDistribution {
             }
             high = adjust_discrete_high(low, high, step)?;
         }
-        Ok(OptunaDistribution::Float(FloatDistribution { step, low, high, log }))
+        Ok(OptunaDistribution::Float(FloatDistribution {
+            step,
+            low,
+            high,
+            log,
+        }))
     }
 
     /// `IntDistribution(low, high, log, step)` with Optuna's checks and `high` adjustment.
@@ -209,7 +218,10 @@ impl OptunaDistribution {
             return Err(DistributionError::LogWithStep);
         }
         if low > high {
-            return Err(DistributionError::LowAboveHigh { low: low as f64, high: high as f64 });
+            return Err(DistributionError::LowAboveHigh {
+                low: low as f64,
+                high: high as f64,
+            });
         }
         if log && low < 1 {
             return Err(DistributionError::LogNeedsPositiveLow { low: low as f64 });
@@ -218,8 +230,17 @@ impl OptunaDistribution {
             return Err(DistributionError::StepNotPositive { step: step as f64 });
         }
         let r = high - low;
-        let high = if r % step != 0 { r / step * step + low } else { high };
-        Ok(OptunaDistribution::Int(IntDistribution { log, step, low, high }))
+        let high = if r % step != 0 {
+            r / step * step + low
+        } else {
+            high
+        };
+        Ok(OptunaDistribution::Int(IntDistribution {
+            log,
+            step,
+            low,
+            high,
+        }))
     }
 
     /// `CategoricalDistribution(choices)`; at least one choice.
@@ -227,7 +248,9 @@ impl OptunaDistribution {
         if choices.is_empty() {
             return Err(DistributionError::NoChoices);
         }
-        Ok(OptunaDistribution::Categorical(CategoricalDistribution { choices }))
+        Ok(OptunaDistribution::Categorical(CategoricalDistribution {
+            choices,
+        }))
     }
 
     /// Re-checks a distribution whose fields were set directly (they are public); returns the
@@ -291,9 +314,7 @@ impl OptunaDistribution {
                         }
                 }
             },
-            OptunaDistribution::Int(d) => {
-                d.low == d.high || (!d.log && (d.high - d.low) < d.step)
-            }
+            OptunaDistribution::Int(d) => d.low == d.high || (!d.log && (d.high - d.low) < d.step),
             OptunaDistribution::Categorical(d) => d.choices.len() == 1,
         }
     }
@@ -394,7 +415,10 @@ impl OptunaDistribution {
     pub fn to_optuna_json(&self) -> String {
         let attributes = match self {
             OptunaDistribution::Float(d) => vec![
-                ("step".to_owned(), d.step.map_or(JsonValue::Null, JsonValue::Float)),
+                (
+                    "step".to_owned(),
+                    d.step.map_or(JsonValue::Null, JsonValue::Float),
+                ),
                 ("low".to_owned(), JsonValue::Float(d.low)),
                 ("high".to_owned(), JsonValue::Float(d.high)),
                 ("log".to_owned(), JsonValue::Bool(d.log)),
@@ -411,7 +435,10 @@ impl OptunaDistribution {
             )],
         };
         JsonValue::Object(vec![
-            ("name".to_owned(), JsonValue::Str(self.class_name().to_owned())),
+            (
+                "name".to_owned(),
+                JsonValue::Str(self.class_name().to_owned()),
+            ),
             ("attributes".to_owned(), JsonValue::Object(attributes)),
         ])
         .dumps()
@@ -428,7 +455,9 @@ impl OptunaDistribution {
             let JsonValue::Str(name) = name else {
                 return Err(fmt("`name` must be a string".into()));
             };
-            let attrs = v.get("attributes").ok_or_else(|| fmt("missing `attributes`".into()))?;
+            let attrs = v
+                .get("attributes")
+                .ok_or_else(|| fmt("missing `attributes`".into()))?;
             let JsonValue::Object(fields) = attrs else {
                 return Err(fmt("`attributes` must be an object".into()));
             };
@@ -452,12 +481,18 @@ impl OptunaDistribution {
                     opt_bool(a("log"), "log")?.unwrap_or(false),
                     opt_f64(a("step"), "step")?,
                 ),
-                "UniformDistribution" => {
-                    Self::float(req_f64(a("low"), "low")?, req_f64(a("high"), "high")?, false, None)
-                }
-                "LogUniformDistribution" => {
-                    Self::float(req_f64(a("low"), "low")?, req_f64(a("high"), "high")?, true, None)
-                }
+                "UniformDistribution" => Self::float(
+                    req_f64(a("low"), "low")?,
+                    req_f64(a("high"), "high")?,
+                    false,
+                    None,
+                ),
+                "LogUniformDistribution" => Self::float(
+                    req_f64(a("low"), "low")?,
+                    req_f64(a("high"), "high")?,
+                    true,
+                    None,
+                ),
                 "DiscreteUniformDistribution" => Self::float(
                     req_f64(a("low"), "low")?,
                     req_f64(a("high"), "high")?,
@@ -532,8 +567,12 @@ fn opt_i64(v: Option<&JsonValue>, key: &str) -> Result<Option<i64>, Distribution
     match v {
         None | Some(JsonValue::Null) => Ok(None),
         Some(JsonValue::Int(i)) => Ok(Some(*i)),
-        Some(JsonValue::Float(f)) if f.is_finite() && f.abs() < 9.2e18 => Ok(Some(f.trunc() as i64)),
-        Some(_) => Err(DistributionError::Format(format!("`{key}` must be an integer"))),
+        Some(JsonValue::Float(f)) if f.is_finite() && f.abs() < 9.2e18 => {
+            Ok(Some(f.trunc() as i64))
+        }
+        Some(_) => Err(DistributionError::Format(format!(
+            "`{key}` must be an integer"
+        ))),
     }
 }
 
@@ -541,7 +580,9 @@ fn opt_bool(v: Option<&JsonValue>, key: &str) -> Result<Option<bool>, Distributi
     match v {
         None => Ok(None),
         Some(JsonValue::Bool(b)) => Ok(Some(*b)),
-        Some(_) => Err(DistributionError::Format(format!("`{key}` must be true or false"))),
+        Some(_) => Err(DistributionError::Format(format!(
+            "`{key}` must be true or false"
+        ))),
     }
 }
 
@@ -563,7 +604,10 @@ impl Decimal {
         let e: i32 = e.parse().ok()?;
         let (int, frac) = m.split_once('.').unwrap_or((m, ""));
         let mantissa: i128 = format!("{int}{frac}").parse().ok()?;
-        Some(Decimal { mantissa, exponent: e - frac.len() as i32 })
+        Some(Decimal {
+            mantissa,
+            exponent: e - frac.len() as i32,
+        })
     }
 
     /// The mantissas scaled to the smallest common exponent, or None on i128 overflow.
@@ -595,12 +639,13 @@ fn adjust_discrete_high(low: f64, high: f64, step: f64) -> Result<f64, Distribut
         return Ok(high);
     }
     // r >= 0 here, so Decimal's truncating `//` is the floor.
-    let adjusted = (r / s).checked_mul(s).and_then(|x| x.checked_add(l)).ok_or(unalignable)?;
-    format!("{adjusted}e{e}").parse::<f64>().map_err(|_| DistributionError::UnalignableStep {
-        low,
-        high,
-        step,
-    })
+    let adjusted = (r / s)
+        .checked_mul(s)
+        .and_then(|x| x.checked_add(l))
+        .ok_or(unalignable)?;
+    format!("{adjusted}e{e}")
+        .parse::<f64>()
+        .map_err(|_| DistributionError::UnalignableStep { low, high, step })
 }
 
 #[cfg(test)]
@@ -635,10 +680,17 @@ mod tests {
     fn constructors_write_what_optuna_writes() {
         // Python: FloatDistribution(1e-5, 0.1, log=True) etc. (strings above).
         assert_eq!(
-            OptunaDistribution::float(1e-5, 0.1, true, None).unwrap().to_optuna_json(),
+            OptunaDistribution::float(1e-5, 0.1, true, None)
+                .unwrap()
+                .to_optuna_json(),
             OPTUNA_JSON[0]
         );
-        assert_eq!(OptunaDistribution::int(32, 256, false, 32).unwrap().to_optuna_json(), OPTUNA_JSON[3]);
+        assert_eq!(
+            OptunaDistribution::int(32, 256, false, 32)
+                .unwrap()
+                .to_optuna_json(),
+            OPTUNA_JSON[3]
+        );
     }
 
     #[test]
@@ -646,12 +698,19 @@ mod tests {
         // Python: FloatDistribution(0.1, 0.32, step=0.05).high == 0.3;
         //         FloatDistribution(0.0, 1.0, step=0.3).high == 0.9 (decimal, not 3 * 0.3)
         let d = OptunaDistribution::float(0.1, 0.32, false, Some(0.05)).unwrap();
-        assert!(matches!(d, OptunaDistribution::Float(FloatDistribution { high, .. }) if high == 0.3));
+        assert!(
+            matches!(d, OptunaDistribution::Float(FloatDistribution { high, .. }) if high == 0.3)
+        );
         let d = OptunaDistribution::float(0.0, 1.0, false, Some(0.3)).unwrap();
-        assert!(matches!(d, OptunaDistribution::Float(FloatDistribution { high, .. }) if high == 0.9));
+        assert!(
+            matches!(d, OptunaDistribution::Float(FloatDistribution { high, .. }) if high == 0.9)
+        );
         // Python: IntDistribution(0, 10, step=3).high == 9
         let d = OptunaDistribution::int(0, 10, false, 3).unwrap();
-        assert!(matches!(d, OptunaDistribution::Int(IntDistribution { high: 9, .. })));
+        assert!(matches!(
+            d,
+            OptunaDistribution::Int(IntDistribution { high: 9, .. })
+        ));
     }
 
     #[test]
@@ -681,13 +740,17 @@ mod tests {
             r#"{"name": "DiscreteUniformDistribution", "attributes": {"low": 0.0, "high": 1.0, "q": 0.25}}"#,
         )
         .unwrap();
-        assert_eq!(d, OptunaDistribution::float(0.0, 1.0, false, Some(0.25)).unwrap());
+        assert_eq!(
+            d,
+            OptunaDistribution::float(0.0, 1.0, false, Some(0.25)).unwrap()
+        );
         let d = OptunaDistribution::from_optuna_json(
             r#"{"name": "IntLogUniformDistribution", "attributes": {"low": 1, "high": 64, "step": 1}}"#,
         )
         .unwrap();
         assert_eq!(d, OptunaDistribution::int(1, 64, true, 1).unwrap());
-        let d = OptunaDistribution::from_optuna_json(r#"{"type": "int", "low": 0, "high": 4}"#).unwrap();
+        let d = OptunaDistribution::from_optuna_json(r#"{"type": "int", "low": 0, "high": 4}"#)
+            .unwrap();
         assert_eq!(d, OptunaDistribution::int(0, 4, false, 1).unwrap());
     }
 
@@ -700,15 +763,27 @@ mod tests {
         assert_eq!(i.to_external(160.0).unwrap(), ParamValue::Int(160));
         let c = OptunaDistribution::from_optuna_json(OPTUNA_JSON[7]).unwrap();
         assert!(c.contains(3.0) && !c.contains(4.0) && !c.contains(-1.0));
-        assert_eq!(c.to_external(1.0).unwrap(), ParamValue::Choice(CategoricalChoice::Bool(true)));
-        assert_eq!(c.to_internal(&ParamValue::Choice(CategoricalChoice::Str("auto".into()))).unwrap(), 3.0);
+        assert_eq!(
+            c.to_external(1.0).unwrap(),
+            ParamValue::Choice(CategoricalChoice::Bool(true))
+        );
+        assert_eq!(
+            c.to_internal(&ParamValue::Choice(CategoricalChoice::Str("auto".into())))
+                .unwrap(),
+            3.0
+        );
         // Python: [None, True, 0.5, "auto"].index(1) == 1 because 1 == True.
         assert_eq!(c.to_internal(&ParamValue::Int(1)).unwrap(), 1.0);
         assert!(c.to_internal(&ParamValue::Int(7)).is_err());
         assert!(c.to_external(4.0).is_err());
         let lg = OptunaDistribution::float(1e-5, 0.1, true, None).unwrap();
         assert!(lg.to_internal(&ParamValue::Float(0.0)).is_err());
-        assert!(f.single() == false && OptunaDistribution::float(0.1, 0.12, false, Some(0.05)).unwrap().single());
+        assert!(
+            f.single() == false
+                && OptunaDistribution::float(0.1, 0.12, false, Some(0.05))
+                    .unwrap()
+                    .single()
+        );
     }
 
     #[test]
@@ -718,7 +793,8 @@ mod tests {
         let lg = OptunaDistribution::float(0.1, 1.0, true, None).unwrap();
         let i = OptunaDistribution::int(0, 3, false, 1).unwrap();
         let c1 = OptunaDistribution::from_optuna_json(OPTUNA_JSON[6]).unwrap();
-        let c2 = OptunaDistribution::categorical(vec![CategoricalChoice::Str("tanh".into())]).unwrap();
+        let c2 =
+            OptunaDistribution::categorical(vec![CategoricalChoice::Str("tanh".into())]).unwrap();
         assert!(a.compatibility_with(&b).is_ok());
         assert!(a.compatibility_with(&lg).is_err());
         assert!(a.compatibility_with(&i).is_err());

@@ -25,7 +25,11 @@ pub enum StorageError {
          TradeTune never migrates — upgrade the file with `optuna storage upgrade --storage \
          sqlite:///{path}` (or use a copy) and retry"
     )]
-    SchemaVersion { path: String, found: String, expected: &'static str },
+    SchemaVersion {
+        path: String,
+        found: String,
+        expected: &'static str,
+    },
     #[error("storage {path}: opened read-only; {action} needs a writable storage")]
     ReadOnly { path: String, action: &'static str },
     #[error("a study needs at least one direction")]
@@ -42,20 +46,42 @@ pub enum StorageError {
         "trial #{number} (id {trial_id}) is {state} and cannot be updated: finished trials are \
          never modified"
     )]
-    TrialFinished { trial_id: i64, number: i64, state: TrialState },
+    TrialFinished {
+        trial_id: i64,
+        number: i64,
+        state: TrialState,
+    },
     #[error("trial #{number} (id {trial_id}): cannot go from {from} to {to}")]
-    InvalidTransition { trial_id: i64, number: i64, from: TrialState, to: TrialState },
+    InvalidTransition {
+        trial_id: i64,
+        number: i64,
+        from: TrialState,
+        to: TrialState,
+    },
     #[error("trial #{number}: {given} objective value(s) given, but the study has {expected}")]
-    WrongValueCount { number: i64, given: usize, expected: usize },
+    WrongValueCount {
+        number: i64,
+        given: usize,
+        expected: usize,
+    },
     #[error(
         "trial #{number}: objective value {objective} is NaN; a NaN objective is a failed trial \
          (Optuna marks it FAIL), finish it with state FAIL instead"
     )]
     NanObjective { number: i64, objective: usize },
-    #[error("trial #{number}: parameter `{name}` is already set; a trial's parameters are fixed once set")]
+    #[error(
+        "trial #{number}: parameter `{name}` is already set; a trial's parameters are fixed once set"
+    )]
     ParamAlreadySet { number: i64, name: String },
-    #[error("trial #{number}: parameter `{name}`: internal value {value} is outside {distribution}")]
-    ParamOutOfRange { number: i64, name: String, value: f64, distribution: String },
+    #[error(
+        "trial #{number}: parameter `{name}`: internal value {value} is outside {distribution}"
+    )]
+    ParamOutOfRange {
+        number: i64,
+        name: String,
+        value: f64,
+        distribution: String,
+    },
     #[error(
         "trial #{number}: parameter `{name}`: {distribution} is incompatible with {existing} \
          stored for the same name earlier in this study: {reason}"
@@ -74,7 +100,13 @@ pub enum StorageError {
         source: DistributionError,
     },
     #[error("storage {path}: table {table}, row {row_id}, column {column}: {message}")]
-    Corrupt { path: String, table: &'static str, row_id: i64, column: &'static str, message: String },
+    Corrupt {
+        path: String,
+        table: &'static str,
+        row_id: i64,
+        column: &'static str,
+        message: String,
+    },
     #[error("{what}: {source}")]
     Json {
         what: String,

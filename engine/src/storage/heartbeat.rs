@@ -24,7 +24,10 @@ impl Storage {
     /// Sets every RUNNING trial (of any study) whose heartbeat is older than `stale_after` to
     /// FAIL, with reason, in one transaction; returns them. Runs on open (see
     /// [`StorageOptions::stale_after`]); a runner also calls it before starting trials.
-    pub fn fail_stale_trials(&mut self, stale_after: Duration) -> Result<Vec<TrialHandle>, StorageError> {
+    pub fn fail_stale_trials(
+        &mut self,
+        stale_after: Duration,
+    ) -> Result<Vec<TrialHandle>, StorageError> {
         let secs = stale_after.as_secs_f64();
         self.write("fail stale trials", |tx| {
             let stale: Vec<(TrialHandle, String)> = {
@@ -81,21 +84,33 @@ pub struct HeartbeatThread {
 
 impl HeartbeatThread {
     /// Opens the storage at `path` again and starts beating for `trial_id`.
-    pub fn start(path: impl Into<PathBuf>, trial_id: i64, interval: Duration) -> Result<Self, StorageError> {
+    pub fn start(
+        path: impl Into<PathBuf>,
+        trial_id: i64,
+        interval: Duration,
+    ) -> Result<Self, StorageError> {
         let path = path.into();
-        let options = StorageOptions { stale_after: None, ..StorageOptions::default() };
+        let options = StorageOptions {
+            stale_after: None,
+            ..StorageOptions::default()
+        };
         let mut storage = Storage::open_with(&path, &options)?;
         storage.record_heartbeat(trial_id)?;
         let (stop, stopped) = mpsc::channel::<()>();
         let handle = std::thread::Builder::new()
             .name(format!("heartbeat-trial-{trial_id}"))
-            .spawn(move || loop {
-                match stopped.recv_timeout(interval) {
-                    Err(RecvTimeoutError::Timeout) => storage.record_heartbeat(trial_id)?,
-                    _ => return Ok(()),
+            .spawn(move || {
+                loop {
+                    match stopped.recv_timeout(interval) {
+                        Err(RecvTimeoutError::Timeout) => storage.record_heartbeat(trial_id)?,
+                        _ => return Ok(()),
+                    }
                 }
             })?;
-        Ok(HeartbeatThread { stop: Some(stop), handle: Some(handle) })
+        Ok(HeartbeatThread {
+            stop: Some(stop),
+            handle: Some(handle),
+        })
     }
 
     /// Stops beating; returns the error that ended the thread early, if any.
@@ -107,7 +122,9 @@ impl HeartbeatThread {
         drop(self.stop.take());
         match self.handle.take().map(JoinHandle::join) {
             Some(Ok(result)) => result,
-            Some(Err(_)) => Err(StorageError::Io(std::io::Error::other("heartbeat thread panicked"))),
+            Some(Err(_)) => Err(StorageError::Io(std::io::Error::other(
+                "heartbeat thread panicked",
+            ))),
             None => Ok(()),
         }
     }

@@ -35,7 +35,11 @@ pub struct JsonError {
 impl JsonValue {
     /// Parses a JSON text the way Python's `json.loads` does (NaN and ±Infinity allowed).
     pub fn parse(text: &str) -> Result<JsonValue, JsonError> {
-        let mut p = Parser { s: text.as_bytes(), i: 0, text };
+        let mut p = Parser {
+            s: text.as_bytes(),
+            i: 0,
+            text,
+        };
         p.ws();
         let v = p.value(0)?;
         p.ws();
@@ -189,7 +193,9 @@ impl From<&serde_json::Value> for JsonValue {
                 }
             }
             serde_json::Value::String(s) => JsonValue::Str(s.clone()),
-            serde_json::Value::Array(a) => JsonValue::Array(a.iter().map(JsonValue::from).collect()),
+            serde_json::Value::Array(a) => {
+                JsonValue::Array(a.iter().map(JsonValue::from).collect())
+            }
             serde_json::Value::Object(o) => JsonValue::Object(
                 o.iter()
                     .map(|(k, v)| (k.clone(), JsonValue::from(v)))
@@ -246,7 +252,10 @@ struct Parser<'a> {
 
 impl Parser<'_> {
     fn err(&self, message: &str) -> JsonError {
-        JsonError { offset: self.i, message: message.to_owned() }
+        JsonError {
+            offset: self.i,
+            message: message.to_owned(),
+        }
     }
 
     fn ws(&mut self) {
@@ -431,7 +440,10 @@ impl Parser<'_> {
         if is_float {
             lit.parse::<f64>()
                 .map(JsonValue::Float)
-                .map_err(|_| JsonError { offset: start, message: format!("bad number `{lit}`") })
+                .map_err(|_| JsonError {
+                    offset: start,
+                    message: format!("bad number `{lit}`"),
+                })
         } else {
             match lit.parse::<i64>() {
                 Ok(i) => Ok(JsonValue::Int(i)),
@@ -473,7 +485,9 @@ mod tests {
 
     #[test]
     fn rejects_what_python_rejects() {
-        for bad in ["", "{", "[1,]", "{'a': 1}", "nul", "1 2", "\"\\x\"", "\"a\nb\""] {
+        for bad in [
+            "", "{", "[1,]", "{'a': 1}", "nul", "1 2", "\"\\x\"", "\"a\nb\"",
+        ] {
             let e = JsonValue::parse(bad);
             assert!(e.is_err(), "{bad:?} should not parse");
         }
@@ -485,7 +499,10 @@ mod tests {
     fn python_repr_like_cpython() {
         let v = JsonValue::parse(r#"{"k": "it's", "l": [1.0, null, NaN, true], "n": 3}"#).unwrap();
         // CPython: str({'k': "it's", 'l': [1.0, None, nan, True], 'n': 3})
-        assert_eq!(v.python_str(), r#"{'k': "it's", 'l': [1.0, None, nan, True], 'n': 3}"#);
+        assert_eq!(
+            v.python_str(),
+            r#"{'k': "it's", 'l': [1.0, None, nan, True], 'n': 3}"#
+        );
         assert_eq!(JsonValue::Str("plain".into()).python_str(), "plain");
     }
 }

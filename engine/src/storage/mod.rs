@@ -45,18 +45,21 @@ mod view_json;
 pub use csv_export::trials_csv;
 pub use datetime::{format_naive, now_utc, parse_naive, utc_to_local};
 pub use distribution::{
-    CategoricalChoice, CategoricalDistribution, DistributionError, FloatDistribution, IntDistribution,
-    OptunaDistribution, ParamValue,
+    CategoricalChoice, CategoricalDistribution, DistributionError, FloatDistribution,
+    IntDistribution, OptunaDistribution, ParamValue,
 };
 pub use error::StorageError;
 pub use heartbeat::HeartbeatThread;
 pub use json_value::{JsonError, JsonValue};
-pub use optuna_schema::{ALEMBIC_VERSION, LIBRARY_VERSION, OPTUNA_DDL, OPTUNA_TABLES, SCHEMA_VERSION};
+pub use optuna_schema::{
+    ALEMBIC_VERSION, LIBRARY_VERSION, OPTUNA_DDL, OPTUNA_TABLES, SCHEMA_VERSION,
+};
 pub use python_repr::{float_repr, str_repr};
 pub use records::{NewTrial, StudyRecord, StudySummary, TrialHandle, TrialParam, TrialRecord};
 pub use sqlite::{DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_STALE_AFTER, Storage, StorageOptions};
 pub use tradetune_tables::{
-    APPLIED_CONFIG_KEY, CurvePoint, RUN_ATTR_KEYS, RunMetadata, TRADETUNE_SCHEMA_VERSION, TelemetrySample,
+    APPLIED_CONFIG_KEY, CurvePoint, RUN_ATTR_KEYS, RunMetadata, TRADETUNE_SCHEMA_VERSION,
+    TelemetrySample,
 };
 pub use trial_state::{StudyDirection, TrialState};
 pub use trial_write::{FAIL_REASON_KEY, FIXED_PARAMS_KEY};

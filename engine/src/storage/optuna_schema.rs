@@ -174,6 +174,9 @@ pub fn create_optuna_schema(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<
         "INSERT INTO version_info (version_info_id, schema_version, library_version) VALUES (1, ?1, ?2)",
         rusqlite::params![SCHEMA_VERSION, LIBRARY_VERSION],
     )?;
-    tx.execute("INSERT INTO alembic_version (version_num) VALUES (?1)", [ALEMBIC_VERSION])?;
+    tx.execute(
+        "INSERT INTO alembic_version (version_num) VALUES (?1)",
+        [ALEMBIC_VERSION],
+    )?;
     Ok(())
 }

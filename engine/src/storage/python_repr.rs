@@ -80,7 +80,11 @@ fn is_printable(c: char) -> bool {
 
 /// `repr(s)` for a Python `str`: single quotes unless the text holds a `'` and no `"`.
 pub fn str_repr(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
+    let quote = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
     let mut out = String::with_capacity(s.len() + 2);
     out.push(quote);
     for c in s.chars() {

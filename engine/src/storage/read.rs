@@ -42,11 +42,28 @@ impl Scope {
 }
 
 impl Storage {
-    fn corrupt(&self, table: &'static str, row_id: i64, column: &'static str, message: String) -> StorageError {
-        StorageError::Corrupt { path: self.path.clone(), table, row_id, column, message }
+    fn corrupt(
+        &self,
+        table: &'static str,
+        row_id: i64,
+        column: &'static str,
+        message: String,
+    ) -> StorageError {
+        StorageError::Corrupt {
+            path: self.path.clone(),
+            table,
+            row_id,
+            column,
+            message,
+        }
     }
 
-    fn json(&self, table: &'static str, row_id: i64, text: &str) -> Result<JsonValue, StorageError> {
+    fn json(
+        &self,
+        table: &'static str,
+        row_id: i64,
+        text: &str,
+    ) -> Result<JsonValue, StorageError> {
         JsonValue::parse(text).map_err(|e| self.corrupt(table, row_id, "value_json", e.to_string()))
     }
 
@@ -54,7 +71,10 @@ impl Storage {
     pub fn studies(&self) -> Result<Vec<StudyRecord>, StorageError> {
         let err = sql_err(&self.path, "read studies");
         let mut studies: Vec<StudyRecord> = {
-            let mut stmt = self.conn.prepare("SELECT study_id, study_name FROM studies ORDER BY study_id").map_err(&err)?;
+            let mut stmt = self
+                .conn
+                .prepare("SELECT study_id, study_name FROM studies ORDER BY study_id")
+                .map_err(&err)?;
             stmt.query_map([], |r| {
                 Ok(StudyRecord {
                     study_id: r.get(0)?,
@@ -67,7 +87,11 @@ impl Storage {
             .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
             .map_err(&err)?
         };
-        let index: HashMap<i64, usize> = studies.iter().enumerate().map(|(i, s)| (s.study_id, i)).collect();
+        let index: HashMap<i64, usize> = studies
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.study_id, i))
+            .collect();
         let mut stmt = self
             .conn
             .prepare("SELECT study_direction_id, study_id, direction FROM study_directions ORDER BY study_id, objective")
@@ -84,20 +108,35 @@ impl Storage {
                 studies[i].directions.push(d);
             }
         }
-        for (table, user) in [("study_user_attributes", true), ("study_system_attributes", false)] {
-            let id_col = if user { "study_user_attribute_id" } else { "study_system_attribute_id" };
+        for (table, user) in [
+            ("study_user_attributes", true),
+            ("study_system_attributes", false),
+        ] {
+            let id_col = if user {
+                "study_user_attribute_id"
+            } else {
+                "study_system_attribute_id"
+            };
             let mut stmt = self
                 .conn
-                .prepare(&format!("SELECT {id_col}, study_id, key, value_json FROM {table} ORDER BY {id_col}"))
+                .prepare(&format!(
+                    "SELECT {id_col}, study_id, key, value_json FROM {table} ORDER BY {id_col}"
+                ))
                 .map_err(&err)?;
             let rows: Vec<(i64, Option<i64>, Option<String>, Option<String>)> = stmt
                 .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
                 .and_then(|rows| rows.collect())
                 .map_err(&err)?;
             for (row_id, study_id, key, value) in rows {
-                let Some(&i) = study_id.and_then(|s| index.get(&s)) else { continue };
+                let Some(&i) = study_id.and_then(|s| index.get(&s)) else {
+                    continue;
+                };
                 let value = self.json(table, row_id, value.as_deref().unwrap_or("null"))?;
-                let attrs = if user { &mut studies[i].user_attrs } else { &mut studies[i].system_attrs };
+                let attrs = if user {
+                    &mut studies[i].user_attrs
+                } else {
+                    &mut studies[i].system_attrs
+                };
                 attrs.push((key.unwrap_or_default(), value));
             }
         }
@@ -107,18 +146,33 @@ impl Storage {
     /// The study named `name`.
     pub fn study(&self, name: &str) -> Result<StudyRecord, StorageError> {
         let studies = self.studies()?;
-        let known = studies.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ");
-        studies.into_iter().find(|s| s.name == name).ok_or_else(|| StorageError::UnknownStudyName {
-            name: name.to_owned(),
-            known: if known.is_empty() { "none".to_owned() } else { known },
-        })
+        let known = studies
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        studies
+            .into_iter()
+            .find(|s| s.name == name)
+            .ok_or_else(|| StorageError::UnknownStudyName {
+                name: name.to_owned(),
+                known: if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known
+                },
+            })
     }
 
     /// The id of the study named `name`.
     pub fn study_id(&self, name: &str) -> Result<i64, StorageError> {
         let id: Option<i64> = self
             .conn
-            .query_row("SELECT study_id FROM studies WHERE study_name = ?1", [name], |r| r.get(0))
+            .query_row(
+                "SELECT study_id FROM studies WHERE study_name = ?1",
+                [name],
+                |r| r.get(0),
+            )
             .optional()
             .map_err(sql_err(&self.path, "find study"))?;
         match id {
@@ -133,10 +187,18 @@ impl Storage {
         let studies = self.studies()?;
         let mut summaries: Vec<StudySummary> = studies
             .into_iter()
-            .map(|study| StudySummary { study, n_trials_by_state: [0; 5], best: None, datetime_start: None })
+            .map(|study| StudySummary {
+                study,
+                n_trials_by_state: [0; 5],
+                best: None,
+                datetime_start: None,
+            })
             .collect();
-        let index: HashMap<i64, usize> =
-            summaries.iter().enumerate().map(|(i, s)| (s.study.study_id, i)).collect();
+        let index: HashMap<i64, usize> = summaries
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.study.study_id, i))
+            .collect();
         let mut stmt = self
             .conn
             .prepare("SELECT study_id, state, COUNT(*), MIN(datetime_start) FROM trials GROUP BY study_id, state")
@@ -146,8 +208,12 @@ impl Storage {
             .and_then(|rows| rows.collect())
             .map_err(&err)?;
         for (study_id, state, n, start) in rows {
-            let Some(&i) = index.get(&study_id) else { continue };
-            let state = state.parse::<TrialState>().map_err(|m| self.corrupt("trials", study_id, "state", m))?;
+            let Some(&i) = index.get(&study_id) else {
+                continue;
+            };
+            let state = state
+                .parse::<TrialState>()
+                .map_err(|m| self.corrupt("trials", study_id, "state", m))?;
             summaries[i].n_trials_by_state[state.index()] += n as usize;
             let start = start.as_deref().and_then(parse_naive);
             summaries[i].datetime_start = match (summaries[i].datetime_start, start) {
@@ -166,7 +232,11 @@ impl Storage {
     /// (number, value) of the best COMPLETE trial, ordered like Optuna's
     /// `find_max_value_trial_id`/`find_min_value_trial_id` (−inf < finite < +inf, ties to the
     /// earliest trial).
-    fn best_value(&self, study_id: i64, direction: StudyDirection) -> Result<Option<(i64, f64)>, StorageError> {
+    fn best_value(
+        &self,
+        study_id: i64,
+        direction: StudyDirection,
+    ) -> Result<Option<(i64, f64)>, StorageError> {
         let order = match direction {
             StudyDirection::Maximize => "DESC",
             StudyDirection::Minimize => "ASC",
@@ -187,14 +257,24 @@ impl Storage {
 
     /// The best COMPLETE trial of a single-objective study (None when there is none).
     pub fn best_trial(&self, study_id: i64) -> Result<Option<TrialRecord>, StorageError> {
-        let study = self.studies()?.into_iter().find(|s| s.study_id == study_id).ok_or(StorageError::UnknownStudy(study_id))?;
-        let [direction] = study.directions[..] else { return Ok(None) };
+        let study = self
+            .studies()?
+            .into_iter()
+            .find(|s| s.study_id == study_id)
+            .ok_or(StorageError::UnknownStudy(study_id))?;
+        let [direction] = study.directions[..] else {
+            return Ok(None);
+        };
         match self.best_value(study_id, direction)? {
             None => Ok(None),
             Some((number, _)) => {
                 let id: i64 = self
                     .conn
-                    .query_row("SELECT trial_id FROM trials WHERE study_id = ?1 AND number = ?2", params![study_id, number], |r| r.get(0))
+                    .query_row(
+                        "SELECT trial_id FROM trials WHERE study_id = ?1 AND number = ?2",
+                        params![study_id, number],
+                        |r| r.get(0),
+                    )
                     .map_err(sql_err(&self.path, "find best trial"))?;
                 self.trial(id).map(Some)
             }
@@ -203,14 +283,20 @@ impl Storage {
 
     /// One trial by id.
     pub fn trial(&self, trial_id: i64) -> Result<TrialRecord, StorageError> {
-        self.load(Scope::Trial(trial_id))?.pop().ok_or(StorageError::UnknownTrial(trial_id))
+        self.load(Scope::Trial(trial_id))?
+            .pop()
+            .ok_or(StorageError::UnknownTrial(trial_id))
     }
 
     /// All trials of a study, by trial id (= by number).
     pub fn trials(&self, study_id: i64) -> Result<Vec<TrialRecord>, StorageError> {
         let exists: Option<i64> = self
             .conn
-            .query_row("SELECT study_id FROM studies WHERE study_id = ?1", [study_id], |r| r.get(0))
+            .query_row(
+                "SELECT study_id FROM studies WHERE study_id = ?1",
+                [study_id],
+                |r| r.get(0),
+            )
             .optional()
             .map_err(sql_err(&self.path, "find study"))?;
         exists.ok_or(StorageError::UnknownStudy(study_id))?;
@@ -220,7 +306,10 @@ impl Storage {
     fn load(&self, scope: Scope) -> Result<Vec<TrialRecord>, StorageError> {
         let err = sql_err(&self.path, "load trials");
         let sql = |select: &str, join: &str, order: &str| {
-            format!("SELECT {select} {} ORDER BY {order}", scope.from_where().replace("{JOIN}", join))
+            format!(
+                "SELECT {select} {} ORDER BY {order}",
+                scope.from_where().replace("{JOIN}", join)
+            )
         };
         let mut trials: Vec<TrialRecord> = Vec::new();
         {
@@ -236,7 +325,11 @@ impl Storage {
                 })?);
             }
         }
-        let index: HashMap<i64, usize> = trials.iter().enumerate().map(|(i, t)| (t.trial_id, i)).collect();
+        let index: HashMap<i64, usize> = trials
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.trial_id, i))
+            .collect();
 
         let mut distributions: HashMap<String, Arc<OptunaDistribution>> = HashMap::new();
         {
@@ -254,21 +347,37 @@ impl Storage {
                 let trial_id: i64 = r.get(1).map_err(&err)?;
                 let name: Option<String> = r.get(2).map_err(&err)?;
                 let internal: Option<f64> = r.get(3).map_err(&err)?;
-                let json = r.get_ref(4).map_err(&err)?.as_str_or_null().map_err(|e| err(e.into()))?.unwrap_or("");
+                let json = r
+                    .get_ref(4)
+                    .map_err(&err)?
+                    .as_str_or_null()
+                    .map_err(|e| err(e.into()))?
+                    .unwrap_or("");
                 let distribution = match distributions.get(json) {
                     Some(d) => d.clone(),
                     None => {
-                        let d = Arc::new(OptunaDistribution::from_optuna_json(json).map_err(|e| {
-                            self.corrupt("trial_params", row_id, "distribution_json", e.to_string())
-                        })?);
+                        let d =
+                            Arc::new(OptunaDistribution::from_optuna_json(json).map_err(|e| {
+                                self.corrupt(
+                                    "trial_params",
+                                    row_id,
+                                    "distribution_json",
+                                    e.to_string(),
+                                )
+                            })?);
                         distributions.insert(json.to_owned(), d.clone());
                         d
                     }
                 };
-                let internal = internal
-                    .ok_or_else(|| self.corrupt("trial_params", row_id, "param_value", "NULL".into()))?;
+                let internal = internal.ok_or_else(|| {
+                    self.corrupt("trial_params", row_id, "param_value", "NULL".into())
+                })?;
                 if let Some(&i) = index.get(&trial_id) {
-                    trials[i].params.push(TrialParam { name: name.unwrap_or_default(), internal, distribution });
+                    trials[i].params.push(TrialParam {
+                        name: name.unwrap_or_default(),
+                        internal,
+                        distribution,
+                    });
                 }
             }
         }
@@ -288,11 +397,15 @@ impl Storage {
                 let objective: i64 = r.get(2).map_err(&err)?;
                 let value: Option<f64> = r.get(3).map_err(&err)?;
                 let kind: String = r.get(4).map_err(&err)?;
-                check_kind(&kind, value, false).map_err(|m| self.corrupt("trial_values", row_id, "value_type", m))?;
-                let Some(&i) = index.get(&trial_id) else { continue };
+                check_kind(&kind, value, false)
+                    .map_err(|m| self.corrupt("trial_values", row_id, "value_type", m))?;
+                let Some(&i) = index.get(&trial_id) else {
+                    continue;
+                };
                 let values = trials[i].values.get_or_insert_with(Vec::new);
-                let objective = usize::try_from(objective)
-                    .map_err(|_| self.corrupt("trial_values", row_id, "objective", format!("{objective}")))?;
+                let objective = usize::try_from(objective).map_err(|_| {
+                    self.corrupt("trial_values", row_id, "objective", format!("{objective}"))
+                })?;
                 if values.len() <= objective {
                     values.resize(objective + 1, 0.0);
                 }
@@ -315,16 +428,28 @@ impl Storage {
                 let step: i64 = r.get(2).map_err(&err)?;
                 let value: Option<f64> = r.get(3).map_err(&err)?;
                 let kind: String = r.get(4).map_err(&err)?;
-                check_kind(&kind, value, true)
-                    .map_err(|m| self.corrupt("trial_intermediate_values", row_id, "intermediate_value_type", m))?;
+                check_kind(&kind, value, true).map_err(|m| {
+                    self.corrupt(
+                        "trial_intermediate_values",
+                        row_id,
+                        "intermediate_value_type",
+                        m,
+                    )
+                })?;
                 if let Some(&i) = index.get(&trial_id) {
-                    trials[i].intermediate_values.push((step, stored_value(value, &kind)));
+                    trials[i]
+                        .intermediate_values
+                        .push((step, stored_value(value, &kind)));
                 }
             }
         }
         for (table, id_col, user) in [
             ("trial_user_attributes", "trial_user_attribute_id", true),
-            ("trial_system_attributes", "trial_system_attribute_id", false),
+            (
+                "trial_system_attributes",
+                "trial_system_attribute_id",
+                false,
+            ),
         ] {
             let mut stmt = self
                 .conn
@@ -342,7 +467,11 @@ impl Storage {
                 let text: Option<String> = r.get(3).map_err(&err)?;
                 let value = self.json(table, row_id, text.as_deref().unwrap_or("null"))?;
                 if let Some(&i) = index.get(&trial_id) {
-                    let attrs = if user { &mut trials[i].user_attrs } else { &mut trials[i].system_attrs };
+                    let attrs = if user {
+                        &mut trials[i].user_attrs
+                    } else {
+                        &mut trials[i].system_attrs
+                    };
                     attrs.push((key.unwrap_or_default(), value));
                 }
             }
@@ -356,13 +485,16 @@ impl Storage {
         let state: String = r.get(3)?;
         let start: Option<String> = r.get(4)?;
         let complete: Option<String> = r.get(5)?;
-        let state = state.parse::<TrialState>().map_err(|m| self.corrupt("trials", trial_id, "state", m))?;
-        let number = number.ok_or_else(|| self.corrupt("trials", trial_id, "number", "NULL".into()))?;
+        let state = state
+            .parse::<TrialState>()
+            .map_err(|m| self.corrupt("trials", trial_id, "state", m))?;
+        let number =
+            number.ok_or_else(|| self.corrupt("trials", trial_id, "number", "NULL".into()))?;
         let time = |text: Option<String>, column| match text {
             None => Ok(None),
-            Some(t) => parse_naive(&t)
-                .map(Some)
-                .ok_or_else(|| self.corrupt("trials", trial_id, column, format!("not a datetime: `{t}`"))),
+            Some(t) => parse_naive(&t).map(Some).ok_or_else(|| {
+                self.corrupt("trials", trial_id, column, format!("not a datetime: `{t}`"))
+            }),
         };
         Ok(TrialRecord {
             trial_id,

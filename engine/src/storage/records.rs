@@ -86,12 +86,18 @@ impl TrialRecord {
 
     /// The user attribute `key`.
     pub fn user_attr(&self, key: &str) -> Option<&JsonValue> {
-        self.user_attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+        self.user_attrs
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v)
     }
 
     /// The system attribute `key`.
     pub fn system_attr(&self, key: &str) -> Option<&JsonValue> {
-        self.system_attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+        self.system_attrs
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v)
     }
 
     /// The single objective value (first objective).

@@ -68,7 +68,10 @@ pub struct Storage {
 
 impl std::fmt::Debug for Storage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Storage").field("path", &self.path).field("read_only", &self.read_only).finish()
+        f.debug_struct("Storage")
+            .field("path", &self.path)
+            .field("read_only", &self.read_only)
+            .finish()
     }
 }
 
@@ -78,7 +81,11 @@ pub(super) fn sql_err(
     action: &'static str,
 ) -> impl Fn(rusqlite::Error) -> StorageError + use<> {
     let path = path.to_owned();
-    move |source| StorageError::Sqlite { path: path.clone(), action, source }
+    move |source| StorageError::Sqlite {
+        path: path.clone(),
+        action,
+        source,
+    }
 }
 
 /// Whether the error is a UNIQUE/constraint violation.
@@ -94,7 +101,14 @@ impl Storage {
 
     /// Opens an existing storage without writing anything to it.
     pub fn open_read_only(path: impl AsRef<Path>) -> Result<Self, StorageError> {
-        Self::open_with(path, &StorageOptions { read_only: true, stale_after: None, ..Default::default() })
+        Self::open_with(
+            path,
+            &StorageOptions {
+                read_only: true,
+                stale_after: None,
+                ..Default::default()
+            },
+        )
     }
 
     /// Opens a storage.
@@ -102,11 +116,16 @@ impl Storage {
     /// A new or empty file gets Optuna's schema. A file that already has tables must be an
     /// Optuna storage at alembic revision `v3.2.0.a` to be opened for writing; TradeTune never
     /// migrates. TradeTune's own `tradetune_*` tables are added when missing.
-    pub fn open_with(path: impl AsRef<Path>, options: &StorageOptions) -> Result<Self, StorageError> {
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        options: &StorageOptions,
+    ) -> Result<Self, StorageError> {
         let path_str = path.as_ref().display().to_string();
         let err = |action| sql_err(&path_str, action);
         let flags = if options.read_only {
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI
+            OpenFlags::SQLITE_OPEN_READ_ONLY
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX
+                | OpenFlags::SQLITE_OPEN_URI
         } else {
             OpenFlags::SQLITE_OPEN_READ_WRITE
                 | OpenFlags::SQLITE_OPEN_CREATE
@@ -114,7 +133,8 @@ impl Storage {
                 | OpenFlags::SQLITE_OPEN_URI
         };
         let conn = Connection::open_with_flags(path.as_ref(), flags).map_err(err("open"))?;
-        conn.busy_timeout(options.busy_timeout).map_err(err("set busy_timeout"))?;
+        conn.busy_timeout(options.busy_timeout)
+            .map_err(err("set busy_timeout"))?;
         let mut storage = Storage {
             conn,
             path: path_str.clone(),
@@ -139,8 +159,14 @@ impl Storage {
                 source: rusqlite::Error::InvalidQuery,
             });
         }
-        storage.conn.pragma_update(None, "synchronous", "NORMAL").map_err(err("set synchronous"))?;
-        storage.conn.pragma_update(None, "foreign_keys", true).map_err(err("enable foreign keys"))?;
+        storage
+            .conn
+            .pragma_update(None, "synchronous", "NORMAL")
+            .map_err(err("set synchronous"))?;
+        storage
+            .conn
+            .pragma_update(None, "foreign_keys", true)
+            .map_err(err("enable foreign keys"))?;
         storage.init_schema()?;
         if let Some(stale_after) = options.stale_after {
             storage.recovered = storage.fail_stale_trials(stale_after)?;
@@ -223,15 +249,31 @@ impl Storage {
         f: impl FnOnce(&mut Tx<'_>) -> Result<T, StorageError>,
     ) -> Result<T, StorageError> {
         if self.read_only {
-            return Err(StorageError::ReadOnly { path: self.path.clone(), action });
+            return Err(StorageError::ReadOnly {
+                path: self.path.clone(),
+                action,
+            });
         }
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|source| StorageError::Sqlite { path: self.path.clone(), action, source })?;
-        let mut ctx = Tx { tx, path: &self.path, action, known: &mut self.known_distributions };
+            .map_err(|source| StorageError::Sqlite {
+                path: self.path.clone(),
+                action,
+                source,
+            })?;
+        let mut ctx = Tx {
+            tx,
+            path: &self.path,
+            action,
+            known: &mut self.known_distributions,
+        };
         let out = f(&mut ctx)?;
-        ctx.tx.commit().map_err(|source| StorageError::Sqlite { path: self.path.clone(), action, source })?;
+        ctx.tx.commit().map_err(|source| StorageError::Sqlite {
+            path: self.path.clone(),
+            action,
+            source,
+        })?;
         Ok(out)
     }
 }
@@ -258,7 +300,10 @@ fn check_tables(path: &str, read_only: bool, names: &[String]) -> Result<(), Sto
         required.push("alembic_version");
     }
     match required.iter().find(|t| !names.iter().any(|n| n == *t)) {
-        Some(missing) => Err(StorageError::NotOptunaSchema { path: path.to_owned(), missing: (*missing).to_owned() }),
+        Some(missing) => Err(StorageError::NotOptunaSchema {
+            path: path.to_owned(),
+            missing: (*missing).to_owned(),
+        }),
         None => Ok(()),
     }
 }

@@ -9,7 +9,11 @@ use super::trial_state::StudyDirection;
 
 impl Storage {
     /// Creates a study with one direction per objective; the name must be new in this file.
-    pub fn create_study(&mut self, name: &str, directions: &[StudyDirection]) -> Result<i64, StorageError> {
+    pub fn create_study(
+        &mut self,
+        name: &str,
+        directions: &[StudyDirection],
+    ) -> Result<i64, StorageError> {
         if directions.is_empty() {
             return Err(StorageError::NoDirections);
         }
@@ -34,14 +38,24 @@ impl Storage {
     }
 
     /// Sets (or replaces) a study user attribute.
-    pub fn set_study_user_attr(&mut self, study_id: i64, key: &str, value: &JsonValue) -> Result<(), StorageError> {
+    pub fn set_study_user_attr(
+        &mut self,
+        study_id: i64,
+        key: &str,
+        value: &JsonValue,
+    ) -> Result<(), StorageError> {
         self.write("set study user attribute", |tx| {
             upsert_study_attr(tx, "study_user_attributes", study_id, key, value)
         })
     }
 
     /// Sets (or replaces) a study system attribute.
-    pub fn set_study_system_attr(&mut self, study_id: i64, key: &str, value: &JsonValue) -> Result<(), StorageError> {
+    pub fn set_study_system_attr(
+        &mut self,
+        study_id: i64,
+        key: &str,
+        value: &JsonValue,
+    ) -> Result<(), StorageError> {
         self.write("set study system attribute", |tx| {
             upsert_study_attr(tx, "study_system_attributes", study_id, key, value)
         })
@@ -59,7 +73,8 @@ pub(super) fn require_study(tx: &Tx<'_>, study_id: i64) -> Result<usize, Storage
         )
         .optional()
         .map_err(tx.err())?;
-    n.map(|n| n as usize).ok_or(StorageError::UnknownStudy(study_id))
+    n.map(|n| n as usize)
+        .ok_or(StorageError::UnknownStudy(study_id))
 }
 
 fn upsert_study_attr(
@@ -74,6 +89,8 @@ fn upsert_study_attr(
         "INSERT INTO {table} (study_id, key, value_json) VALUES (?1, ?2, ?3) \
          ON CONFLICT (study_id, key) DO UPDATE SET value_json = excluded.value_json"
     );
-    tx.tx.execute(&sql, params![study_id, key, value.dumps()]).map_err(tx.err())?;
+    tx.tx
+        .execute(&sql, params![study_id, key, value.dumps()])
+        .map_err(tx.err())?;
     Ok(())
 }

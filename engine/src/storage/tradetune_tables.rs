@@ -61,7 +61,11 @@ pub(super) fn create_or_check(tx: &Transaction<'_>, path: &str) -> Result<(), St
     let err = sql_err(path, "create tradetune tables");
     tx.execute_batch(DDL).map_err(&err)?;
     let found: Option<i64> = tx
-        .query_row("SELECT schema_version FROM tradetune_version WHERE version_id = 1", [], |r| r.get(0))
+        .query_row(
+            "SELECT schema_version FROM tradetune_version WHERE version_id = 1",
+            [],
+            |r| r.get(0),
+        )
         .optional()
         .map_err(&err)?;
     match found {
@@ -121,7 +125,11 @@ impl Storage {
     /// Records where and how a trial runs, in our table and mirrored into the trial's user
     /// attributes (`worker`, `device`, `backend`, `precision`) and the system attribute
     /// `applied_config`, in one transaction. The trial must not be finished.
-    pub fn set_run_metadata(&mut self, trial_id: i64, meta: &RunMetadata) -> Result<(), StorageError> {
+    pub fn set_run_metadata(
+        &mut self,
+        trial_id: i64,
+        meta: &RunMetadata,
+    ) -> Result<(), StorageError> {
         let now = format_naive(now_utc());
         self.write("set run metadata", |tx| {
             super::trial_write::trial_row(tx, trial_id).and_then(|row| {
@@ -186,13 +194,23 @@ impl Storage {
                 column: "config_json",
                 message: e.to_string(),
             })?;
-            Ok(RunMetadata { worker, device, backend, precision, config })
+            Ok(RunMetadata {
+                worker,
+                device,
+                backend,
+                precision,
+                config,
+            })
         })
         .transpose()
     }
 
     /// Appends learning-curve points (a repeated (metric, update) replaces the earlier one).
-    pub fn append_learning_curve(&mut self, trial_id: i64, points: &[CurvePoint]) -> Result<(), StorageError> {
+    pub fn append_learning_curve(
+        &mut self,
+        trial_id: i64,
+        points: &[CurvePoint],
+    ) -> Result<(), StorageError> {
         self.write("append learning curve", |tx| {
             let row = super::trial_write::trial_row(tx, trial_id)?;
             if row.state.is_finished() {
@@ -270,7 +288,9 @@ impl Storage {
             )
             .map_err(&err)?;
         let rows: Vec<(Option<i64>, String, String, String, Option<f64>)> = stmt
-            .query_map([trial_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+            .query_map([trial_id], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })
             .and_then(|rows| rows.collect())
             .map_err(&err)?;
         rows.into_iter()
@@ -282,7 +302,13 @@ impl Storage {
                     column: "recorded_at",
                     message: format!("not a datetime: `{at}`"),
                 })?;
-                Ok(TelemetrySample { trial_id, recorded_at, source, metric, value: value.unwrap_or(f64::NAN) })
+                Ok(TelemetrySample {
+                    trial_id,
+                    recorded_at,
+                    source,
+                    metric,
+                    value: value.unwrap_or(f64::NAN),
+                })
             })
             .collect()
     }

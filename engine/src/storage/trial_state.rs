@@ -40,7 +40,10 @@ impl TrialState {
 
     /// Optuna's `is_finished()`: COMPLETE, PRUNED and FAIL never change again.
     pub fn is_finished(self) -> bool {
-        matches!(self, TrialState::Complete | TrialState::Pruned | TrialState::Fail)
+        matches!(
+            self,
+            TrialState::Complete | TrialState::Pruned | TrialState::Fail
+        )
     }
 
     /// The transitions TradeTune makes: a WAITING (enqueued) trial starts RUNNING or is
@@ -49,7 +52,10 @@ impl TrialState {
         matches!(
             (self, to),
             (TrialState::Waiting, TrialState::Running | TrialState::Fail)
-                | (TrialState::Running, TrialState::Complete | TrialState::Pruned | TrialState::Fail)
+                | (
+                    TrialState::Running,
+                    TrialState::Complete | TrialState::Pruned | TrialState::Fail
+                )
         )
     }
 
@@ -112,7 +118,9 @@ impl FromStr for StudyDirection {
         match s {
             "MINIMIZE" => Ok(StudyDirection::Minimize),
             "MAXIMIZE" => Ok(StudyDirection::Maximize),
-            other => Err(format!("unknown study direction `{other}` (expected MINIMIZE or MAXIMIZE)")),
+            other => Err(format!(
+                "unknown study direction `{other}` (expected MINIMIZE or MAXIMIZE)"
+            )),
         }
     }
 }
@@ -132,6 +140,9 @@ mod tests {
         assert!(!TrialState::Complete.can_become(TrialState::Fail));
         assert!(!TrialState::Running.can_become(TrialState::Running));
         assert!(!TrialState::Waiting.can_become(TrialState::Complete));
-        assert_eq!("MAXIMIZE".parse::<StudyDirection>().unwrap(), StudyDirection::Maximize);
+        assert_eq!(
+            "MAXIMIZE".parse::<StudyDirection>().unwrap(),
+            StudyDirection::Maximize
+        );
     }
 }

@@ -34,16 +34,22 @@ pub(super) struct TrialRow {
 
 impl TrialRow {
     fn handle(&self) -> TrialHandle {
-        TrialHandle { trial_id: self.trial_id, study_id: self.study_id, number: self.number }
+        TrialHandle {
+            trial_id: self.trial_id,
+            study_id: self.study_id,
+            number: self.number,
+        }
     }
 }
 
 pub(super) fn trial_row(tx: &Tx<'_>, trial_id: i64) -> Result<TrialRow, StorageError> {
     let row: Option<(i64, Option<i64>, String)> = tx
         .tx
-        .query_row("SELECT study_id, number, state FROM trials WHERE trial_id = ?1", [trial_id], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-        })
+        .query_row(
+            "SELECT study_id, number, state FROM trials WHERE trial_id = ?1",
+            [trial_id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
         .optional()
         .map_err(tx.err())?;
     let (study_id, number, state) = row.ok_or(StorageError::UnknownTrial(trial_id))?;
@@ -54,16 +60,27 @@ pub(super) fn trial_row(tx: &Tx<'_>, trial_id: i64) -> Result<TrialRow, StorageE
         column,
         message,
     };
-    let state = state.parse::<TrialState>().map_err(|m| corrupt("state", m))?;
+    let state = state
+        .parse::<TrialState>()
+        .map_err(|m| corrupt("state", m))?;
     let number = number.ok_or_else(|| corrupt("number", "NULL trial number".into()))?;
-    Ok(TrialRow { trial_id, study_id, number, state })
+    Ok(TrialRow {
+        trial_id,
+        study_id,
+        number,
+        state,
+    })
 }
 
 /// The trial, if it may still be changed (Optuna's `check_trial_is_updatable`).
 fn updatable(tx: &Tx<'_>, trial_id: i64) -> Result<TrialRow, StorageError> {
     let row = trial_row(tx, trial_id)?;
     if row.state.is_finished() {
-        return Err(StorageError::TrialFinished { trial_id, number: row.number, state: row.state });
+        return Err(StorageError::TrialFinished {
+            trial_id,
+            number: row.number,
+            state: row.state,
+        });
     }
     Ok(row)
 }
@@ -81,15 +98,28 @@ fn insert_trial(
         .execute(
             "INSERT INTO trials (number, study_id, state, datetime_start, datetime_complete) \
              VALUES ((SELECT COUNT(*) FROM trials WHERE study_id = ?1), ?1, ?2, ?3, ?4)",
-            params![study_id, state.as_str(), start.map(format_naive), complete.map(format_naive)],
+            params![
+                study_id,
+                state.as_str(),
+                start.map(format_naive),
+                complete.map(format_naive)
+            ],
         )
         .map_err(tx.err())?;
     let trial_id = tx.tx.last_insert_rowid();
     let number: i64 = tx
         .tx
-        .query_row("SELECT number FROM trials WHERE trial_id = ?1", [trial_id], |r| r.get(0))
+        .query_row(
+            "SELECT number FROM trials WHERE trial_id = ?1",
+            [trial_id],
+            |r| r.get(0),
+        )
         .map_err(tx.err())?;
-    Ok(TrialHandle { trial_id, study_id, number })
+    Ok(TrialHandle {
+        trial_id,
+        study_id,
+        number,
+    })
 }
 
 /// Heartbeats use SQLite's clock (`CURRENT_TIMESTAMP`, UTC), exactly as Optuna's
@@ -114,7 +144,10 @@ fn insert_param(
 ) -> Result<(), StorageError> {
     let distribution = distribution
         .validated()
-        .map_err(|source| StorageError::Distribution { name: name.to_owned(), source })?;
+        .map_err(|source| StorageError::Distribution {
+            name: name.to_owned(),
+            source,
+        })?;
     if !distribution.contains(internal) {
         return Err(StorageError::ParamOutOfRange {
             number: row.number,
@@ -139,9 +172,12 @@ fn insert_param(
                 .optional()
                 .map_err(tx.err())?;
             match json {
-                Some(json) => Some(OptunaDistribution::from_optuna_json(&json).map_err(|source| {
-                    StorageError::Distribution { name: name.to_owned(), source }
-                })?),
+                Some(json) => Some(OptunaDistribution::from_optuna_json(&json).map_err(
+                    |source| StorageError::Distribution {
+                        name: name.to_owned(),
+                        source,
+                    },
+                )?),
                 None => None,
             }
         }
@@ -165,13 +201,18 @@ fn insert_param(
     match result {
         Ok(_) => {}
         Err(e) if is_constraint(&e) => {
-            return Err(StorageError::ParamAlreadySet { number: row.number, name: name.to_owned() });
+            return Err(StorageError::ParamAlreadySet {
+                number: row.number,
+                name: name.to_owned(),
+            });
         }
         Err(e) => return Err(tx.err()(e)),
     }
     // Cached only after the insert: a rolled-back transaction must not leave a stale entry
     // (the cache holds distributions compatible with what is stored, so at worst it is early).
-    tx.known.entry(key).or_insert(existing.unwrap_or(distribution));
+    tx.known
+        .entry(key)
+        .or_insert(existing.unwrap_or(distribution));
     Ok(())
 }
 
@@ -227,7 +268,9 @@ fn upsert_trial_attr(
         "INSERT INTO {table} (trial_id, key, value_json) VALUES (?1, ?2, ?3) \
          ON CONFLICT (trial_id, key) DO UPDATE SET value_json = excluded.value_json"
     );
-    tx.tx.execute(&sql, params![trial_id, key, value.dumps()]).map_err(tx.err())?;
+    tx.tx
+        .execute(&sql, params![trial_id, key, value.dumps()])
+        .map_err(tx.err())?;
     Ok(())
 }
 
@@ -240,20 +283,32 @@ fn check_values(
     n_objectives: usize,
 ) -> Result<(), StorageError> {
     match (state, values) {
-        (TrialState::Complete, None) => {
-            Err(StorageError::WrongValueCount { number, given: 0, expected: n_objectives })
-        }
+        (TrialState::Complete, None) => Err(StorageError::WrongValueCount {
+            number,
+            given: 0,
+            expected: n_objectives,
+        }),
         (TrialState::Complete | TrialState::Pruned, Some(v)) => {
             if v.len() != n_objectives {
-                return Err(StorageError::WrongValueCount { number, given: v.len(), expected: n_objectives });
+                return Err(StorageError::WrongValueCount {
+                    number,
+                    given: v.len(),
+                    expected: n_objectives,
+                });
             }
             match v.iter().position(|x| x.is_nan()) {
                 Some(objective) => Err(StorageError::NanObjective { number, objective }),
                 None => Ok(()),
             }
         }
-        (TrialState::Fail | TrialState::Running | TrialState::Waiting, Some(v)) if !v.is_empty() => {
-            Err(StorageError::WrongValueCount { number, given: v.len(), expected: 0 })
+        (TrialState::Fail | TrialState::Running | TrialState::Waiting, Some(v))
+            if !v.is_empty() =>
+        {
+            Err(StorageError::WrongValueCount {
+                number,
+                given: v.len(),
+                expected: 0,
+            })
         }
         _ => Ok(()),
     }
@@ -267,7 +322,12 @@ fn finish(
 ) -> Result<TrialRow, StorageError> {
     let row = updatable(tx, trial_id)?;
     if !row.state.can_become(to) || !to.is_finished() {
-        return Err(StorageError::InvalidTransition { trial_id, number: row.number, from: row.state, to });
+        return Err(StorageError::InvalidTransition {
+            trial_id,
+            number: row.number,
+            from: row.state,
+            to,
+        });
     }
     let n_objectives = require_study(tx, row.study_id)?;
     check_values(row.number, to, values, n_objectives)?;
@@ -306,7 +366,13 @@ impl Storage {
             require_study(tx, study_id)?;
             let handle = insert_trial(tx, study_id, TrialState::Waiting, None, None)?;
             let fixed = JsonValue::Object(fixed_params.to_vec());
-            upsert_trial_attr(tx, "trial_system_attributes", handle.trial_id, FIXED_PARAMS_KEY, &fixed)?;
+            upsert_trial_attr(
+                tx,
+                "trial_system_attributes",
+                handle.trial_id,
+                FIXED_PARAMS_KEY,
+                &fixed,
+            )?;
             for (k, v) in user_attrs {
                 upsert_trial_attr(tx, "trial_user_attributes", handle.trial_id, k, v)?;
             }
@@ -316,7 +382,10 @@ impl Storage {
 
     /// Takes the oldest WAITING trial of the study and makes it RUNNING, or returns None.
     /// Atomic: two workers never take the same trial.
-    pub fn pop_waiting_trial(&mut self, study_id: i64) -> Result<Option<TrialHandle>, StorageError> {
+    pub fn pop_waiting_trial(
+        &mut self,
+        study_id: i64,
+    ) -> Result<Option<TrialHandle>, StorageError> {
         self.write("start enqueued trial", |tx| {
             require_study(tx, study_id)?;
             let id: Option<i64> = tx
@@ -342,11 +411,19 @@ impl Storage {
 
     /// Stores a whole trial in one transaction (Optuna's `study.add_trial`): parameters,
     /// values, intermediate values, attributes and the final state.
-    pub fn add_trial(&mut self, study_id: i64, trial: &NewTrial) -> Result<TrialHandle, StorageError> {
+    pub fn add_trial(
+        &mut self,
+        study_id: i64,
+        trial: &NewTrial,
+    ) -> Result<TrialHandle, StorageError> {
         self.write("add trial", |tx| {
             let n_objectives = require_study(tx, study_id)?;
             let waiting = trial.state == TrialState::Waiting;
-            let start = if waiting { trial.datetime_start } else { trial.datetime_start.or(Some(now_utc())) };
+            let start = if waiting {
+                trial.datetime_start
+            } else {
+                trial.datetime_start.or(Some(now_utc()))
+            };
             let complete = if trial.state.is_finished() {
                 trial.datetime_complete.or(Some(now_utc()))
             } else {
@@ -354,7 +431,12 @@ impl Storage {
             };
             // Written RUNNING first, then switched, as Optuna does, so every check applies.
             let handle = insert_trial(tx, study_id, TrialState::Running, start, complete)?;
-            check_values(handle.number, trial.state, trial.values.as_deref(), n_objectives)?;
+            check_values(
+                handle.number,
+                trial.state,
+                trial.values.as_deref(),
+                n_objectives,
+            )?;
             let row = TrialRow {
                 trial_id: handle.trial_id,
                 study_id,
@@ -377,7 +459,10 @@ impl Storage {
                 upsert_trial_attr(tx, "trial_system_attributes", handle.trial_id, k, v)?;
             }
             tx.tx
-                .execute("UPDATE trials SET state = ?2 WHERE trial_id = ?1", params![handle.trial_id, trial.state.as_str()])
+                .execute(
+                    "UPDATE trials SET state = ?2 WHERE trial_id = ?1",
+                    params![handle.trial_id, trial.state.as_str()],
+                )
                 .map_err(tx.err())?;
             if trial.state == TrialState::Running {
                 upsert_heartbeat(tx, handle.trial_id)?;
@@ -427,7 +512,12 @@ impl Storage {
     }
 
     /// Sets (or replaces) a trial user attribute.
-    pub fn set_trial_user_attr(&mut self, trial_id: i64, key: &str, value: &JsonValue) -> Result<(), StorageError> {
+    pub fn set_trial_user_attr(
+        &mut self,
+        trial_id: i64,
+        key: &str,
+        value: &JsonValue,
+    ) -> Result<(), StorageError> {
         self.write("set trial user attribute", |tx| {
             updatable(tx, trial_id)?;
             upsert_trial_attr(tx, "trial_user_attributes", trial_id, key, value)
@@ -435,7 +525,12 @@ impl Storage {
     }
 
     /// Sets (or replaces) a trial system attribute.
-    pub fn set_trial_system_attr(&mut self, trial_id: i64, key: &str, value: &JsonValue) -> Result<(), StorageError> {
+    pub fn set_trial_system_attr(
+        &mut self,
+        trial_id: i64,
+        key: &str,
+        value: &JsonValue,
+    ) -> Result<(), StorageError> {
         self.write("set trial system attribute", |tx| {
             updatable(tx, trial_id)?;
             upsert_trial_attr(tx, "trial_system_attributes", trial_id, key, value)
@@ -450,7 +545,9 @@ impl Storage {
         state: TrialState,
         values: Option<&[f64]>,
     ) -> Result<(), StorageError> {
-        self.write("finish trial", |tx| finish(tx, trial_id, state, values).map(|_| ()))
+        self.write("finish trial", |tx| {
+            finish(tx, trial_id, state, values).map(|_| ())
+        })
     }
 
     /// RUNNING → COMPLETE with one value per objective.
@@ -462,7 +559,13 @@ impl Storage {
     pub fn fail_trial(&mut self, trial_id: i64, reason: &str) -> Result<(), StorageError> {
         self.write("fail trial", |tx| {
             finish(tx, trial_id, TrialState::Fail, None)?;
-            upsert_trial_attr(tx, "trial_system_attributes", trial_id, FAIL_REASON_KEY, &JsonValue::from(reason))
+            upsert_trial_attr(
+                tx,
+                "trial_system_attributes",
+                trial_id,
+                FAIL_REASON_KEY,
+                &JsonValue::from(reason),
+            )
         })
     }
 

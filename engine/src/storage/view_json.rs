@@ -38,7 +38,11 @@ fn typed(v: &ParamValue) -> Value {
 }
 
 fn attrs(a: &[(String, JsonValue)]) -> Value {
-    Value::Object(a.iter().map(|(k, v)| (k.clone(), json!(v.dumps()))).collect::<Map<_, _>>())
+    Value::Object(
+        a.iter()
+            .map(|(k, v)| (k.clone(), json!(v.dumps())))
+            .collect::<Map<_, _>>(),
+    )
 }
 
 /// One trial as Optuna's `FrozenTrial` shows it.
@@ -46,7 +50,10 @@ pub fn trial_view_json(t: &TrialRecord) -> Result<Value, StorageError> {
     let mut params = Map::new();
     let mut distributions = Map::new();
     for p in &t.params {
-        let v = p.external().map_err(|source| StorageError::Distribution { name: p.name.clone(), source })?;
+        let v = p.external().map_err(|source| StorageError::Distribution {
+            name: p.name.clone(),
+            source,
+        })?;
         params.insert(p.name.clone(), typed(&v));
         distributions.insert(p.name.clone(), json!(p.distribution.to_optuna_json()));
     }

@@ -50,8 +50,12 @@ const H6_P: [[f64; 6]; 4] = [
 ];
 
 impl BenchFunction {
-    pub const ALL: [BenchFunction; 4] =
-        [BenchFunction::Branin, BenchFunction::Hartmann6, BenchFunction::Rosenbrock5, BenchFunction::Mixed];
+    pub const ALL: [BenchFunction; 4] = [
+        BenchFunction::Branin,
+        BenchFunction::Hartmann6,
+        BenchFunction::Rosenbrock5,
+        BenchFunction::Mixed,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -75,20 +79,29 @@ impl BenchFunction {
     pub fn space(self) -> SearchSpace {
         let mut s = SearchSpace::new();
         // The bounds below are valid by construction.
-        let ok = |r: Result<(), super::space::SpaceError>| r.unwrap_or_else(|e| unreachable!("bench space: {e}"));
+        let ok = |r: Result<(), super::space::SpaceError>| {
+            r.unwrap_or_else(|e| unreachable!("bench space: {e}"))
+        };
         match self {
             BenchFunction::Branin => {
                 ok(s.add_float("x1", -5.0, 10.0, false, None));
                 ok(s.add_float("x2", 0.0, 15.0, false, None));
             }
-            BenchFunction::Hartmann6 => (0..6).for_each(|i| ok(s.add_float(&format!("x{i}"), 0.0, 1.0, false, None))),
-            BenchFunction::Rosenbrock5 => (0..5).for_each(|i| ok(s.add_float(&format!("x{i}"), -5.0, 10.0, false, None))),
+            BenchFunction::Hartmann6 => {
+                (0..6).for_each(|i| ok(s.add_float(&format!("x{i}"), 0.0, 1.0, false, None)))
+            }
+            BenchFunction::Rosenbrock5 => {
+                (0..5).for_each(|i| ok(s.add_float(&format!("x{i}"), -5.0, 10.0, false, None)))
+            }
             BenchFunction::Mixed => {
                 ok(s.add_float("x", -5.0, 5.0, false, None));
                 ok(s.add_float("lr", 1e-4, 1.0, true, None));
                 ok(s.add_int("n", 2, 64, false, 2));
                 let acts = ["relu", "tanh", "elu", "gelu"];
-                ok(s.add_categorical("act", acts.iter().map(|a| ParamValue::Str((*a).into())).collect()));
+                ok(s.add_categorical(
+                    "act",
+                    acts.iter().map(|a| ParamValue::Str((*a).into())).collect(),
+                ));
             }
         }
         s
@@ -109,18 +122,28 @@ impl BenchFunction {
                 let x: Vec<f64> = (0..6).map(|i| g(&format!("x{i}"))).collect();
                 -(0..4)
                     .map(|i| {
-                        let e: f64 = (0..6).map(|j| H6_A[i][j] * (x[j] - H6_P[i][j]).powi(2)).sum();
+                        let e: f64 = (0..6)
+                            .map(|j| H6_A[i][j] * (x[j] - H6_P[i][j]).powi(2))
+                            .sum();
                         H6_ALPHA[i] * (-e).exp()
                     })
                     .sum::<f64>()
             }
             BenchFunction::Rosenbrock5 => {
                 let x: Vec<f64> = (0..5).map(|i| g(&format!("x{i}"))).collect();
-                x.windows(2).map(|w| 100.0 * (w[1] - w[0] * w[0]).powi(2) + (1.0 - w[0]).powi(2)).sum()
+                x.windows(2)
+                    .map(|w| 100.0 * (w[1] - w[0] * w[0]).powi(2) + (1.0 - w[0]).powi(2))
+                    .sum()
             }
             BenchFunction::Mixed => {
-                let act = MIXED_OFFSETS.get(g("act") as usize).copied().unwrap_or(f64::NAN);
-                (g("x") - 1.7).powi(2) + (g("lr").log10() + 2.5).powi(2) + ((g("n") - 24.0) / 8.0).powi(2) + act
+                let act = MIXED_OFFSETS
+                    .get(g("act") as usize)
+                    .copied()
+                    .unwrap_or(f64::NAN);
+                (g("x") - 1.7).powi(2)
+                    + (g("lr").log10() + 2.5).powi(2)
+                    + ((g("n") - 24.0) / 8.0).powi(2)
+                    + act
             }
         }
     }
@@ -140,10 +163,15 @@ impl SamplerKind {
     pub fn build(self, seed: u64) -> Result<Box<dyn Sampler>, SamplerError> {
         Ok(match self {
             SamplerKind::Random => Box::new(RandomSampler::new(seed)),
-            SamplerKind::Tpe => Box::new(TpeSampler::new(TpeConfig { seed, ..TpeConfig::default() })?),
-            SamplerKind::TpeUnivariate => {
-                Box::new(TpeSampler::new(TpeConfig { seed, multivariate: false, ..TpeConfig::default() })?)
-            }
+            SamplerKind::Tpe => Box::new(TpeSampler::new(TpeConfig {
+                seed,
+                ..TpeConfig::default()
+            })?),
+            SamplerKind::TpeUnivariate => Box::new(TpeSampler::new(TpeConfig {
+                seed,
+                multivariate: false,
+                ..TpeConfig::default()
+            })?),
         })
     }
 }
@@ -163,13 +191,22 @@ impl StudyRun {
 }
 
 /// Minimizes `function` for `n_trials` trials, one at a time.
-pub fn run_study(sampler: &dyn Sampler, function: BenchFunction, n_trials: usize) -> Result<StudyRun, SamplerError> {
+pub fn run_study(
+    sampler: &dyn Sampler,
+    function: BenchFunction,
+    n_trials: usize,
+) -> Result<StudyRun, SamplerError> {
     let space = function.space();
     let mut history: Vec<Trial> = Vec::with_capacity(n_trials);
     let mut values = Vec::with_capacity(n_trials);
     let mut suggest_seconds = Vec::with_capacity(n_trials);
     for number in 0..n_trials as u64 {
-        let ctx = SampleContext { space: &space, history: &history, direction: Direction::Minimize, trial_number: number };
+        let ctx = SampleContext {
+            space: &space,
+            history: &history,
+            direction: Direction::Minimize,
+            trial_number: number,
+        };
         let start = Instant::now();
         let proposal = sampler.sample(&ctx)?;
         suggest_seconds.push(start.elapsed().as_secs_f64());
@@ -177,7 +214,11 @@ pub fn run_study(sampler: &dyn Sampler, function: BenchFunction, n_trials: usize
         values.push(value);
         history.push(Trial::complete(number, proposal.params, value));
     }
-    Ok(StudyRun { values, suggest_seconds, history })
+    Ok(StudyRun {
+        values,
+        suggest_seconds,
+        history,
+    })
 }
 
 /// What to run.
@@ -246,7 +287,11 @@ pub fn median(values: &[f64]) -> f64 {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
     let n = v.len();
-    if n % 2 == 1 { v[n / 2] } else { 0.5 * (v[n / 2 - 1] + v[n / 2]) }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        0.5 * (v[n / 2 - 1] + v[n / 2])
+    }
 }
 
 /// Runs the quality studies and the overhead studies of `cfg`.
@@ -290,7 +335,11 @@ pub fn run_sampler_bench(cfg: &SamplerBenchConfig) -> Result<SamplerBenchReport,
             }
         }
     }
-    Ok(SamplerBenchReport { config: cfg.clone(), quality, overhead })
+    Ok(SamplerBenchReport {
+        config: cfg.clone(),
+        quality,
+        overhead,
+    })
 }
 
 impl SamplerBenchReport {
@@ -298,8 +347,17 @@ impl SamplerBenchReport {
     pub fn to_table(&self) -> String {
         let mut s = String::new();
         let c = &self.config;
-        let _ = writeln!(s, "sampler quality: median best value over {} seeds after {} trials", c.seeds.len(), c.trials);
-        let _ = writeln!(s, "{:<12} {:<15} {:>12} {:>12} {:>14}", "function", "sampler", "median best", "optimum", "ms / suggest");
+        let _ = writeln!(
+            s,
+            "sampler quality: median best value over {} seeds after {} trials",
+            c.seeds.len(),
+            c.trials
+        );
+        let _ = writeln!(
+            s,
+            "{:<12} {:<15} {:>12} {:>12} {:>14}",
+            "function", "sampler", "median best", "optimum", "ms / suggest"
+        );
         for r in &self.quality {
             let _ = writeln!(
                 s,
@@ -312,8 +370,16 @@ impl SamplerBenchReport {
             );
         }
         if !self.overhead.is_empty() {
-            let _ = writeln!(s, "\nsampler overhead: ms per suggestion with a history of ~{} trials", c.overhead_trials);
-            let _ = writeln!(s, "{:<12} {:<15} {:>14} {:>12} {:>10}", "function", "sampler", "last 100 mean", "mean", "max");
+            let _ = writeln!(
+                s,
+                "\nsampler overhead: ms per suggestion with a history of ~{} trials",
+                c.overhead_trials
+            );
+            let _ = writeln!(
+                s,
+                "{:<12} {:<15} {:>14} {:>12} {:>10}",
+                "function", "sampler", "last 100 mean", "mean", "max"
+            );
             for r in &self.overhead {
                 let _ = writeln!(
                     s,
@@ -336,15 +402,29 @@ mod tests {
 
     #[test]
     fn functions_reach_their_known_minima() {
-        let p = |kv: &[(&str, f64)]| kv.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect::<InternalParams>();
+        let p = |kv: &[(&str, f64)]| {
+            kv.iter()
+                .map(|(k, v)| ((*k).to_owned(), *v))
+                .collect::<InternalParams>()
+        };
         let b = BenchFunction::Branin.eval(&p(&[("x1", PI), ("x2", 2.275)]));
         assert!((b - 0.397_887).abs() < 1e-5, "{b}");
         let x = [0.20169, 0.150011, 0.476874, 0.275332, 0.311652, 0.6573];
-        let h = BenchFunction::Hartmann6.eval(&x.iter().enumerate().map(|(i, v)| (format!("x{i}"), *v)).collect());
+        let h = BenchFunction::Hartmann6.eval(
+            &x.iter()
+                .enumerate()
+                .map(|(i, v)| (format!("x{i}"), *v))
+                .collect(),
+        );
         assert!((h + 3.32237).abs() < 1e-4, "{h}");
         let r = BenchFunction::Rosenbrock5.eval(&(0..5).map(|i| (format!("x{i}"), 1.0)).collect());
         assert_eq!(r, 0.0);
-        let m = BenchFunction::Mixed.eval(&p(&[("x", 1.7), ("lr", 10f64.powf(-2.5)), ("n", 24.0), ("act", 2.0)]));
+        let m = BenchFunction::Mixed.eval(&p(&[
+            ("x", 1.7),
+            ("lr", 10f64.powf(-2.5)),
+            ("n", 24.0),
+            ("act", 2.0),
+        ]));
         assert!(m.abs() < 1e-12, "{m}");
         assert_eq!(median(&[3.0, 1.0, 2.0, 10.0]), 2.5);
     }

@@ -22,19 +22,32 @@ use super::space::{InternalParams, ParamValue, SearchSpace, SpaceError};
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConfigPathError {
     #[error("unknown parameter '{name}'{}; valid names: {}", did_you_mean(.suggestion), .valid.join(", "))]
-    UnknownName { name: String, suggestion: Option<String>, valid: Vec<String> },
+    UnknownName {
+        name: String,
+        suggestion: Option<String>,
+        valid: Vec<String>,
+    },
     #[error("'{name}' is a group of settings, not one setting; name one of: {}", .fields.join(", "))]
     NotALeaf { name: String, fields: Vec<String> },
     #[error("'{name}' expects {expected}, but the searched value is {value} ({got})")]
-    TypeMismatch { name: String, expected: &'static str, value: String, got: &'static str },
-    #[error("'{name}': {value} is not a list of numbers (write it as \"[512, 256]\" or \"512,256\")")]
+    TypeMismatch {
+        name: String,
+        expected: &'static str,
+        value: String,
+        got: &'static str,
+    },
+    #[error(
+        "'{name}': {value} is not a list of numbers (write it as \"[512, 256]\" or \"512,256\")"
+    )]
     BadList { name: String, value: String },
     #[error(transparent)]
     Space(#[from] SpaceError),
 }
 
 fn did_you_mean(s: &Option<String>) -> String {
-    s.as_ref().map(|s| format!(" (did you mean '{s}'?)")).unwrap_or_default()
+    s.as_ref()
+        .map(|s| format!(" (did you mean '{s}'?)"))
+        .unwrap_or_default()
 }
 
 /// Every settable name of `root`: the dotted paths of its non-object values, sorted.
@@ -43,7 +56,11 @@ pub fn leaf_paths(root: &Value) -> Vec<String> {
         match v {
             Value::Object(map) if !map.is_empty() => {
                 for (k, child) in map {
-                    let p = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                    let p = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
                     walk(child, &p, out);
                 }
             }
@@ -66,13 +83,19 @@ pub fn check_names(root: &Value, space: &SearchSpace) -> Result<(), ConfigPathEr
 }
 
 /// Sets the field `name` of `root` to `value`, converting it to the field's type.
-pub fn apply_value(root: &mut Value, name: &str, value: &ParamValue) -> Result<(), ConfigPathError> {
+pub fn apply_value(
+    root: &mut Value,
+    name: &str,
+    value: &ParamValue,
+) -> Result<(), ConfigPathError> {
     locate(root, name)?;
     let mut cur = root;
     for seg in name.split('.') {
         // `locate` proved that every segment exists and leads through objects.
         cur = match cur {
-            Value::Object(map) => map.get_mut(seg).ok_or_else(|| unknown(&Value::Null, name))?,
+            Value::Object(map) => map
+                .get_mut(seg)
+                .ok_or_else(|| unknown(&Value::Null, name))?,
             _ => return Err(unknown(&Value::Null, name)),
         };
     }
@@ -81,7 +104,11 @@ pub fn apply_value(root: &mut Value, name: &str, value: &ParamValue) -> Result<(
 }
 
 /// Applies every parameter of a trial (internal representation) to `root`.
-pub fn apply_params(root: &mut Value, space: &SearchSpace, params: &InternalParams) -> Result<(), ConfigPathError> {
+pub fn apply_params(
+    root: &mut Value,
+    space: &SearchSpace,
+    params: &InternalParams,
+) -> Result<(), ConfigPathError> {
     for (name, value) in space.to_external(params)? {
         apply_value(root, &name, &value)?;
     }
@@ -100,7 +127,10 @@ fn locate<'a>(root: &'a Value, name: &str) -> Result<&'a Value, ConfigPathError>
     match cur {
         Value::Object(map) if !map.is_empty() => Err(ConfigPathError::NotALeaf {
             name: name.to_owned(),
-            fields: leaf_paths(cur).into_iter().map(|p| format!("{name}.{p}")).collect(),
+            fields: leaf_paths(cur)
+                .into_iter()
+                .map(|p| format!("{name}.{p}"))
+                .collect(),
         }),
         _ => Ok(cur),
     }
@@ -114,7 +144,11 @@ fn unknown(root: &Value, name: &str) -> ConfigPathError {
         .filter(|(d, v)| *d <= 3usize.max(v.len() / 4))
         .min()
         .map(|(_, v)| v.clone());
-    ConfigPathError::UnknownName { name: name.to_owned(), suggestion, valid }
+    ConfigPathError::UnknownName {
+        name: name.to_owned(),
+        suggestion,
+        valid,
+    }
 }
 
 /// Levenshtein distance, for "did you mean".
@@ -124,7 +158,9 @@ fn edit_distance(a: &str, b: &str) -> usize {
     for (i, ca) in a.chars().enumerate() {
         let mut cur = vec![i + 1; b.len() + 1];
         for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
         }
         prev = cur;
     }
@@ -174,7 +210,9 @@ fn list_value(items: &[Value], value: &ParamValue) -> Option<Value> {
     match value {
         // A width for every layer; the depth stays.
         ParamValue::Int(w) => Some(Value::Array(vec![Value::from(*w); items.len()])),
-        ParamValue::Float(w) if w.is_finite() => Some(Value::Array(vec![Value::from(*w); items.len()])),
+        ParamValue::Float(w) if w.is_finite() => {
+            Some(Value::Array(vec![Value::from(*w); items.len()]))
+        }
         ParamValue::Str(s) => {
             let t = s.trim();
             if t.starts_with('[') {
@@ -187,10 +225,12 @@ fn list_value(items: &[Value], value: &ParamValue) -> Option<Value> {
                     .split(',')
                     .map(|p| {
                         let p = p.trim();
-                        p.parse::<i64>()
-                            .map(Value::from)
-                            .ok()
-                            .or_else(|| p.parse::<f64>().ok().filter(|f| f.is_finite()).map(Value::from))
+                        p.parse::<i64>().map(Value::from).ok().or_else(|| {
+                            p.parse::<f64>()
+                                .ok()
+                                .filter(|f| f.is_finite())
+                                .map(Value::from)
+                        })
                     })
                     .collect();
                 nums.filter(|n| !n.is_empty()).map(Value::Array)
@@ -229,7 +269,12 @@ mod tests {
         apply_value(&mut c, "ppo.target_kl", &ParamValue::Float(0.02)).unwrap();
         apply_value(&mut c, "ppo.normalize_advantage", &ParamValue::Bool(false)).unwrap();
         apply_value(&mut c, "ppo.net_arch.pi", &ParamValue::Int(768)).unwrap();
-        apply_value(&mut c, "ppo.net_arch.vf", &ParamValue::Str("[256, 128]".into())).unwrap();
+        apply_value(
+            &mut c,
+            "ppo.net_arch.vf",
+            &ParamValue::Str("[256, 128]".into()),
+        )
+        .unwrap();
         assert_eq!(c["ppo"]["learning_rate"], json!(1e-3));
         assert_eq!(c["env"]["n_envs"], json!(64));
         assert_eq!(c["env"]["fee"], json!(0.0));
@@ -238,7 +283,12 @@ mod tests {
         assert_eq!(c["ppo"]["normalize_advantage"], json!(false));
         assert_eq!(c["ppo"]["net_arch"]["pi"], json!([768, 768, 768]));
         assert_eq!(c["ppo"]["net_arch"]["vf"], json!([256, 128]));
-        apply_value(&mut c, "ppo.net_arch.vf", &ParamValue::Str("64, 32,16".into())).unwrap();
+        apply_value(
+            &mut c,
+            "ppo.net_arch.vf",
+            &ParamValue::Str("64, 32,16".into()),
+        )
+        .unwrap();
         assert_eq!(c["ppo"]["net_arch"]["vf"], json!([64, 32, 16]));
     }
 
@@ -248,9 +298,15 @@ mod tests {
         let e = apply_value(&mut c, "ppo.learning_rat", &ParamValue::Float(1e-3)).unwrap_err();
         let msg = e.to_string();
         assert!(msg.contains("did you mean 'ppo.learning_rate'"), "{msg}");
-        assert!(msg.contains("env.fee, env.n_envs, ppo.learning_rate, ppo.n_steps, ppo.net_arch.pi"), "{msg}");
+        assert!(
+            msg.contains("env.fee, env.n_envs, ppo.learning_rate, ppo.n_steps, ppo.net_arch.pi"),
+            "{msg}"
+        );
         let e = apply_value(&mut c, "ppo.net_arch", &ParamValue::Int(3)).unwrap_err();
-        assert!(e.to_string().contains("ppo.net_arch.pi, ppo.net_arch.vf"), "{e}");
+        assert!(
+            e.to_string().contains("ppo.net_arch.pi, ppo.net_arch.vf"),
+            "{e}"
+        );
         let e = apply_value(&mut c, "ppo.n_steps.x", &ParamValue::Int(3)).unwrap_err();
         assert!(matches!(e, ConfigPathError::UnknownName { .. }));
         assert_eq!(c, config(), "failed applications change nothing");
@@ -260,7 +316,10 @@ mod tests {
     fn type_mismatches_are_errors() {
         let mut c = config();
         let e = apply_value(&mut c, "env.n_envs", &ParamValue::Float(32.5)).unwrap_err();
-        assert_eq!(e.to_string(), "'env.n_envs' expects an integer, but the searched value is 32.5 (float)");
+        assert_eq!(
+            e.to_string(),
+            "'env.n_envs' expects an integer, but the searched value is 32.5 (float)"
+        );
         assert!(apply_value(&mut c, "env.n_envs", &ParamValue::Int(-1)).is_err());
         assert!(apply_value(&mut c, "ppo.precision", &ParamValue::Int(16)).is_err());
         assert!(apply_value(&mut c, "ppo.normalize_advantage", &ParamValue::Int(1)).is_err());
@@ -271,13 +330,24 @@ mod tests {
     #[test]
     fn applies_a_whole_trial() {
         let mut space = SearchSpace::new();
-        space.add_float("ppo.learning_rate", 1e-5, 1e-2, true, None).unwrap();
         space
-            .add_categorical("ppo.precision", vec![ParamValue::Str("f32".into()), ParamValue::Str("bf16".into())])
+            .add_float("ppo.learning_rate", 1e-5, 1e-2, true, None)
+            .unwrap();
+        space
+            .add_categorical(
+                "ppo.precision",
+                vec![
+                    ParamValue::Str("f32".into()),
+                    ParamValue::Str("bf16".into()),
+                ],
+            )
             .unwrap();
         let mut c = config();
         check_names(&c, &space).unwrap();
-        let params = InternalParams::from([("ppo.learning_rate".to_owned(), 2e-4), ("ppo.precision".to_owned(), 1.0)]);
+        let params = InternalParams::from([
+            ("ppo.learning_rate".to_owned(), 2e-4),
+            ("ppo.precision".to_owned(), 1.0),
+        ]);
         apply_params(&mut c, &space, &params).unwrap();
         assert_eq!(c["ppo"]["precision"], json!("bf16"));
         assert_eq!(c["ppo"]["learning_rate"], json!(2e-4));

@@ -41,9 +41,8 @@ impl ParamValue {
             (ParamValue::Bool(a), ParamValue::Bool(b)) => a == b,
             (ParamValue::Int(a), ParamValue::Int(b)) => a == b,
             (ParamValue::Float(a), ParamValue::Float(b)) => a == b || (a.is_nan() && b.is_nan()),
-            (ParamValue::Int(i), ParamValue::Float(f)) | (ParamValue::Float(f), ParamValue::Int(i)) => {
-                *i as f64 == *f
-            }
+            (ParamValue::Int(i), ParamValue::Float(f))
+            | (ParamValue::Float(f), ParamValue::Int(i)) => *i as f64 == *f,
             (ParamValue::Str(a), ParamValue::Str(b)) => a == b,
             _ => false,
         }
@@ -102,7 +101,12 @@ pub enum DistributionError {
     #[error(
         "high − low = {range} is not a multiple of step {step}; use high = {lower} or high = {upper}"
     )]
-    StepDoesNotDivide { range: f64, step: f64, lower: f64, upper: f64 },
+    StepDoesNotDivide {
+        range: f64,
+        step: f64,
+        lower: f64,
+        upper: f64,
+    },
     #[error("a categorical needs at least one choice")]
     NoChoices,
     #[error("{value} is not a valid {expected}")]
@@ -138,7 +142,12 @@ pub struct CategoricalDistribution {
 const STEP_DIVIDES_RTOL: f64 = 1e-9;
 
 impl FloatDistribution {
-    pub fn new(low: f64, high: f64, log: bool, step: Option<f64>) -> Result<Self, DistributionError> {
+    pub fn new(
+        low: f64,
+        high: f64,
+        log: bool,
+        step: Option<f64>,
+    ) -> Result<Self, DistributionError> {
         if !low.is_finite() || !high.is_finite() {
             return Err(DistributionError::NonFinite { low, high });
         }
@@ -165,7 +174,12 @@ impl FloatDistribution {
                 });
             }
         }
-        Ok(Self { low, high, log, step })
+        Ok(Self {
+            low,
+            high,
+            log,
+            step,
+        })
     }
 
     pub fn low(&self) -> f64 {
@@ -210,7 +224,10 @@ impl IntDistribution {
             return Err(DistributionError::StepWithLog);
         }
         if low > high {
-            return Err(DistributionError::LowAboveHigh { low: low as f64, high: high as f64 });
+            return Err(DistributionError::LowAboveHigh {
+                low: low as f64,
+                high: high as f64,
+            });
         }
         if log && low < 1 {
             return Err(DistributionError::IntLogLow { low });
@@ -228,7 +245,12 @@ impl IntDistribution {
                 upper: low as f64 + (k + 1.0) * step as f64,
             });
         }
-        Ok(Self { low, high, log, step })
+        Ok(Self {
+            low,
+            high,
+            log,
+            step,
+        })
     }
 
     pub fn low(&self) -> i64 {
@@ -395,7 +417,11 @@ impl fmt::Display for Distribution {
 }
 
 fn list(choices: &[ParamValue]) -> String {
-    choices.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    choices
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A problem with a named parameter of a search space.
@@ -433,7 +459,9 @@ impl SearchSpace {
     /// Adds a parameter; a name may be defined once.
     pub fn insert(&mut self, name: &str, dist: Distribution) -> Result<(), SpaceError> {
         if self.params.contains_key(name) {
-            return Err(SpaceError::Duplicate { name: name.to_owned() });
+            return Err(SpaceError::Duplicate {
+                name: name.to_owned(),
+            });
         }
         self.params.insert(name.to_owned(), dist);
         Ok(())
@@ -453,13 +481,24 @@ impl SearchSpace {
     }
 
     /// Adds an integer parameter (see [`IntDistribution::new`]).
-    pub fn add_int(&mut self, name: &str, low: i64, high: i64, log: bool, step: i64) -> Result<(), SpaceError> {
+    pub fn add_int(
+        &mut self,
+        name: &str,
+        low: i64,
+        high: i64,
+        log: bool,
+        step: i64,
+    ) -> Result<(), SpaceError> {
         let d = IntDistribution::new(low, high, log, step).map_err(|e| invalid(name, e))?;
         self.insert(name, Distribution::Int(d))
     }
 
     /// Adds a categorical parameter.
-    pub fn add_categorical(&mut self, name: &str, choices: Vec<ParamValue>) -> Result<(), SpaceError> {
+    pub fn add_categorical(
+        &mut self,
+        name: &str,
+        choices: Vec<ParamValue>,
+    ) -> Result<(), SpaceError> {
         let d = CategoricalDistribution::new(choices).map_err(|e| invalid(name, e))?;
         self.insert(name, Distribution::Categorical(d))
     }
@@ -494,7 +533,10 @@ impl SearchSpace {
 
     /// External values → internal representation; every name must be in the space and every
     /// value in its distribution's range.
-    pub fn to_internal(&self, values: &BTreeMap<String, ParamValue>) -> Result<InternalParams, SpaceError> {
+    pub fn to_internal(
+        &self,
+        values: &BTreeMap<String, ParamValue>,
+    ) -> Result<InternalParams, SpaceError> {
         let mut out = InternalParams::new();
         for (name, value) in values {
             let dist = self.lookup(name)?;
@@ -502,7 +544,10 @@ impl SearchSpace {
             if !dist.contains(v) {
                 return Err(invalid(
                     name,
-                    DistributionError::WrongValue { value: value.to_string(), expected: format!("value of {dist}") },
+                    DistributionError::WrongValue {
+                        value: value.to_string(),
+                        expected: format!("value of {dist}"),
+                    },
                 ));
             }
             out.insert(name.clone(), v);
@@ -511,10 +556,15 @@ impl SearchSpace {
     }
 
     /// Internal representation → external values, for every parameter of the space.
-    pub fn to_external(&self, params: &InternalParams) -> Result<BTreeMap<String, ParamValue>, SpaceError> {
+    pub fn to_external(
+        &self,
+        params: &InternalParams,
+    ) -> Result<BTreeMap<String, ParamValue>, SpaceError> {
         self.iter()
             .map(|(name, dist)| {
-                let v = params.get(name).ok_or_else(|| SpaceError::Missing { name: name.to_owned() })?;
+                let v = params.get(name).ok_or_else(|| SpaceError::Missing {
+                    name: name.to_owned(),
+                })?;
                 Ok((name.to_owned(), dist.to_external(*v)))
             })
             .collect()
@@ -522,7 +572,10 @@ impl SearchSpace {
 }
 
 fn invalid(name: &str, source: DistributionError) -> SpaceError {
-    SpaceError::Invalid { name: name.to_owned(), source }
+    SpaceError::Invalid {
+        name: name.to_owned(),
+        source,
+    }
 }
 
 #[cfg(test)]
@@ -532,16 +585,26 @@ mod tests {
     #[test]
     fn float_validation_matches_optuna() {
         assert!(FloatDistribution::new(0.0, 1.0, false, None).is_ok());
-        assert!(FloatDistribution::new(1.0, 1.0, false, None).unwrap().single());
+        assert!(
+            FloatDistribution::new(1.0, 1.0, false, None)
+                .unwrap()
+                .single()
+        );
         assert_eq!(
             FloatDistribution::new(2.0, 1.0, false, None),
-            Err(DistributionError::LowAboveHigh { low: 2.0, high: 1.0 })
+            Err(DistributionError::LowAboveHigh {
+                low: 2.0,
+                high: 1.0
+            })
         );
         assert_eq!(
             FloatDistribution::new(0.0, 1.0, true, None),
             Err(DistributionError::FloatLogLow { low: 0.0 })
         );
-        assert_eq!(FloatDistribution::new(1e-5, 1.0, true, Some(0.1)), Err(DistributionError::StepWithLog));
+        assert_eq!(
+            FloatDistribution::new(1e-5, 1.0, true, Some(0.1)),
+            Err(DistributionError::StepWithLog)
+        );
         assert_eq!(
             FloatDistribution::new(0.0, 1.0, false, Some(0.0)),
             Err(DistributionError::NonPositiveStep { step: 0.0 })
@@ -561,25 +624,44 @@ mod tests {
             other => panic!("{other:?}"),
         }
         // single() with a step: the range is shorter than one step.
-        assert!(FloatDistribution::new(0.5, 0.5, false, Some(0.1)).unwrap().single());
-        assert!(!FloatDistribution::new(0.5, 0.6, false, Some(0.1)).unwrap().single());
+        assert!(
+            FloatDistribution::new(0.5, 0.5, false, Some(0.1))
+                .unwrap()
+                .single()
+        );
+        assert!(
+            !FloatDistribution::new(0.5, 0.6, false, Some(0.1))
+                .unwrap()
+                .single()
+        );
     }
 
     #[test]
     fn int_validation_matches_optuna() {
         assert!(IntDistribution::new(1, 10, false, 1).is_ok());
-        assert_eq!(IntDistribution::new(0, 10, true, 1), Err(DistributionError::IntLogLow { low: 0 }));
-        assert_eq!(IntDistribution::new(1, 10, true, 2), Err(DistributionError::StepWithLog));
+        assert_eq!(
+            IntDistribution::new(0, 10, true, 1),
+            Err(DistributionError::IntLogLow { low: 0 })
+        );
+        assert_eq!(
+            IntDistribution::new(1, 10, true, 2),
+            Err(DistributionError::StepWithLog)
+        );
         assert_eq!(
             IntDistribution::new(0, 10, false, 0),
             Err(DistributionError::NonPositiveStep { step: 0.0 })
         );
         assert_eq!(
             IntDistribution::new(5, 4, false, 1),
-            Err(DistributionError::LowAboveHigh { low: 5.0, high: 4.0 })
+            Err(DistributionError::LowAboveHigh {
+                low: 5.0,
+                high: 4.0
+            })
         );
         match IntDistribution::new(0, 10, false, 3) {
-            Err(DistributionError::StepDoesNotDivide { lower, upper, .. }) => assert_eq!((lower, upper), (9.0, 12.0)),
+            Err(DistributionError::StepDoesNotDivide { lower, upper, .. }) => {
+                assert_eq!((lower, upper), (9.0, 12.0))
+            }
             other => panic!("{other:?}"),
         }
         let d = IntDistribution::new(-4, 8, false, 4).unwrap();
@@ -605,7 +687,10 @@ mod tests {
         assert_eq!(cat.to_internal(&ParamValue::Float(3.0)), Ok(2.0));
         assert_eq!(cat.to_internal(&ParamValue::Float(f64::NAN)), Ok(3.0));
         assert_eq!(cat.to_internal(&ParamValue::Null), Ok(4.0));
-        assert!(cat.to_internal(&ParamValue::Int(1)).is_err(), "true is not 1");
+        assert!(
+            cat.to_internal(&ParamValue::Int(1)).is_err(),
+            "true is not 1"
+        );
         assert!(matches!(cat.to_external(2.0), ParamValue::Int(3)));
 
         let int = Distribution::Int(IntDistribution::new(1, 64, true, 1).unwrap());
@@ -623,15 +708,27 @@ mod tests {
     #[test]
     fn search_space_names_errors() {
         let mut s = SearchSpace::new();
-        s.add_float("ppo.learning_rate", 1e-5, 1e-2, true, None).unwrap();
+        s.add_float("ppo.learning_rate", 1e-5, 1e-2, true, None)
+            .unwrap();
         s.add_int("env.n_envs", 8, 64, false, 8).unwrap();
-        assert_eq!(s.add_int("env.n_envs", 1, 2, false, 1), Err(SpaceError::Duplicate { name: "env.n_envs".into() }));
+        assert_eq!(
+            s.add_int("env.n_envs", 1, 2, false, 1),
+            Err(SpaceError::Duplicate {
+                name: "env.n_envs".into()
+            })
+        );
         let e = s.add_float("ppo.gamma", 1.0, 0.9, false, None).unwrap_err();
-        assert_eq!(e.to_string(), "search parameter 'ppo.gamma': low (1) must not exceed high (0.9)");
+        assert_eq!(
+            e.to_string(),
+            "search parameter 'ppo.gamma': low (1) must not exceed high (0.9)"
+        );
         let mut ext = BTreeMap::new();
         ext.insert("ppo.lr".to_owned(), ParamValue::Float(0.1));
         let e = s.to_internal(&ext).unwrap_err();
-        assert!(e.to_string().contains("env.n_envs, ppo.learning_rate"), "{e}");
+        assert!(
+            e.to_string().contains("env.n_envs, ppo.learning_rate"),
+            "{e}"
+        );
         ext.clear();
         ext.insert("env.n_envs".to_owned(), ParamValue::Int(12));
         assert!(s.to_internal(&ext).is_err(), "12 is off the step grid");

@@ -21,7 +21,10 @@ pub enum TrialState {
 impl TrialState {
     /// Optuna's `is_finished()`: COMPLETE, PRUNED or FAIL.
     pub fn is_finished(self) -> bool {
-        matches!(self, TrialState::Complete | TrialState::Pruned | TrialState::Fail)
+        matches!(
+            self,
+            TrialState::Complete | TrialState::Pruned | TrialState::Fail
+        )
     }
 }
 
@@ -75,7 +78,10 @@ impl Trial {
 
     /// A COMPLETE trial with its objective value.
     pub fn complete(number: u64, params: InternalParams, value: f64) -> Self {
-        Self { value: Some(value), ..Self::new(number, TrialState::Complete, params) }
+        Self {
+            value: Some(value),
+            ..Self::new(number, TrialState::Complete, params)
+        }
     }
 
     /// Adds intermediate values (builder style, for tests and replays).

@@ -43,15 +43,30 @@ impl HyperbandPruner {
             return Err(setting_error("min_resource", "must be at least 1"));
         }
         if reduction_factor < 2 {
-            return Err(setting_error("reduction_factor", format!("must be at least 2, got {reduction_factor}")));
+            return Err(setting_error(
+                "reduction_factor",
+                format!("must be at least 2, got {reduction_factor}"),
+            ));
         }
         if max_resource.is_some_and(|m| m < min_resource) {
-            return Err(setting_error("max_resource", "must be at least min_resource"));
+            return Err(setting_error(
+                "max_resource",
+                "must be at least min_resource",
+            ));
         }
         if bootstrap_count > 0 && max_resource.is_none() {
-            return Err(setting_error("bootstrap_count", "needs an explicit max_resource (not \"auto\")"));
+            return Err(setting_error(
+                "bootstrap_count",
+                "needs an explicit max_resource (not \"auto\")",
+            ));
         }
-        Ok(Self { min_resource, max_resource, reduction_factor, bootstrap_count, brackets: OnceLock::new() })
+        Ok(Self {
+            min_resource,
+            max_resource,
+            reduction_factor,
+            bootstrap_count,
+            brackets: OnceLock::new(),
+        })
     }
 
     fn brackets(&self, trials: &[Trial]) -> Result<Option<&Brackets>, PrunerError> {
@@ -61,8 +76,11 @@ impl HyperbandPruner {
         let max_resource = match self.max_resource {
             Some(m) => m,
             None => {
-                let longest =
-                    trials.iter().filter(|t| t.state == TrialState::Complete).filter_map(Trial::last_step).max();
+                let longest = trials
+                    .iter()
+                    .filter(|t| t.state == TrialState::Complete)
+                    .filter_map(Trial::last_step)
+                    .max();
                 match longest {
                     Some(s) => (s + 1).max(self.min_resource),
                     None => return Ok(None),
@@ -71,12 +89,14 @@ impl HyperbandPruner {
         };
         // Python's math.log(x, base) = ln x / ln base, floored: the same float arithmetic.
         let ratio = max_resource as f64 / self.min_resource as f64;
-        let n = ((ratio.ln() / (self.reduction_factor as f64).ln()).floor() as u32).saturating_add(1);
+        let n =
+            ((ratio.ln() / (self.reduction_factor as f64).ln()).floor() as u32).saturating_add(1);
         let mut budgets = Vec::with_capacity(n as usize);
         let mut pruners = Vec::with_capacity(n as usize);
         for b in 0..n {
             let s = n - 1 - b;
-            let budget = (n as f64 * (self.reduction_factor as f64).powi(s as i32) / (s + 1) as f64).ceil() as u64;
+            let budget = (n as f64 * (self.reduction_factor as f64).powi(s as i32) / (s + 1) as f64)
+                .ceil() as u64;
             budgets.push(budget);
             pruners.push(SuccessiveHalvingPruner::new(
                 Some(self.min_resource),
@@ -86,7 +106,11 @@ impl HyperbandPruner {
             )?);
         }
         let total = budgets.iter().sum();
-        Ok(Some(self.brackets.get_or_init(|| Brackets { budgets, total, pruners })))
+        Ok(Some(self.brackets.get_or_init(|| Brackets {
+            budgets,
+            total,
+            pruners,
+        })))
     }
 
     /// Number of brackets, once known.
@@ -96,12 +120,15 @@ impl HyperbandPruner {
 
     /// The bracket of trial `number` of `study_name`, once the brackets are known.
     pub fn bracket_of(&self, study_name: &str, number: u64) -> Option<usize> {
-        self.brackets.get().map(|b| bracket_id(b, study_name, number))
+        self.brackets
+            .get()
+            .map(|b| bracket_id(b, study_name, number))
     }
 }
 
 fn bracket_id(b: &Brackets, study_name: &str, number: u64) -> usize {
-    let mut n = crc32fast::hash(format!("{study_name}_{number}").as_bytes()) as u64 % b.total.max(1);
+    let mut n =
+        crc32fast::hash(format!("{study_name}_{number}").as_bytes()) as u64 % b.total.max(1);
     for (id, budget) in b.budgets.iter().enumerate() {
         if n < *budget {
             return id;
@@ -123,9 +150,16 @@ impl Pruner for HyperbandPruner {
             return PruneDecision::keep();
         };
         let id = bracket_id(b, ctx.study_name, ctx.trial.number);
-        let same_bracket: Vec<Trial> =
-            ctx.trials.iter().filter(|t| bracket_id(b, ctx.study_name, t.number) == id).cloned().collect();
-        b.pruners[id].prune(&PruneContext { trials: &same_bracket, ..*ctx })
+        let same_bracket: Vec<Trial> = ctx
+            .trials
+            .iter()
+            .filter(|t| bracket_id(b, ctx.study_name, t.number) == id)
+            .cloned()
+            .collect();
+        b.pruners[id].prune(&PruneContext {
+            trials: &same_bracket,
+            ..*ctx
+        })
     }
 }
 
@@ -156,8 +190,14 @@ mod tests {
     #[test]
     fn auto_max_resource_waits_for_a_complete_trial() {
         let p = HyperbandPruner::new(1, None, 3, 0).unwrap();
-        let t = Trial::new(0, TrialState::Running, InternalParams::new()).with_intermediate([(1, 9.0)]);
-        let ctx = |trials| PruneContext { study_name: "s", direction: Direction::Minimize, trials, trial: &t };
+        let t =
+            Trial::new(0, TrialState::Running, InternalParams::new()).with_intermediate([(1, 9.0)]);
+        let ctx = |trials| PruneContext {
+            study_name: "s",
+            direction: Direction::Minimize,
+            trials,
+            trial: &t,
+        };
         assert!(!p.prune(&ctx(&[])).prune);
         assert_eq!(p.n_brackets(), None);
         let done = Trial::complete(1, InternalParams::new(), 1.0).with_intermediate([(26, 1.0)]);
@@ -175,9 +215,18 @@ mod tests {
         for number in 0..12u64 {
             let mut t = Trial::new(number, TrialState::Running, InternalParams::new());
             t.intermediate_values.insert(1, ((7 * number) % 12) as f64);
-            let d = p.prune(&PruneContext { study_name: "s", direction: Direction::Minimize, trials: &history, trial: &t });
+            let d = p.prune(&PruneContext {
+                study_name: "s",
+                direction: Direction::Minimize,
+                trials: &history,
+                trial: &t,
+            });
             t.system_attrs.extend(d.system_attrs);
-            t.state = if d.prune { TrialState::Pruned } else { TrialState::Complete };
+            t.state = if d.prune {
+                TrialState::Pruned
+            } else {
+                TrialState::Complete
+            };
             pruned += usize::from(d.prune);
             history.push(t);
         }

@@ -48,7 +48,10 @@ impl PruneDecision {
         Self::default()
     }
     pub fn prune() -> Self {
-        Self { prune: true, system_attrs: vec![] }
+        Self {
+            prune: true,
+            system_attrs: vec![],
+        }
     }
 }
 
@@ -61,7 +64,10 @@ pub struct PrunerError {
 }
 
 pub(crate) fn setting_error(field: &'static str, message: impl Into<String>) -> PrunerError {
-    PrunerError { field, message: message.into() }
+    PrunerError {
+        field,
+        message: message.into(),
+    }
 }
 
 /// Decides whether a trial stops now.

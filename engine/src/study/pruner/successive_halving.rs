@@ -31,13 +31,22 @@ impl SuccessiveHalvingPruner {
         bootstrap_count: usize,
     ) -> Result<Self, PrunerError> {
         if min_resource == Some(0) {
-            return Err(setting_error("min_resource", "must be at least 1 (or \"auto\")"));
+            return Err(setting_error(
+                "min_resource",
+                "must be at least 1 (or \"auto\")",
+            ));
         }
         if reduction_factor < 2 {
-            return Err(setting_error("reduction_factor", format!("must be at least 2, got {reduction_factor}")));
+            return Err(setting_error(
+                "reduction_factor",
+                format!("must be at least 2, got {reduction_factor}"),
+            ));
         }
         if bootstrap_count > 0 && min_resource.is_none() {
-            return Err(setting_error("bootstrap_count", "needs an explicit min_resource (not \"auto\")"));
+            return Err(setting_error(
+                "bootstrap_count",
+                "needs an explicit min_resource (not \"auto\")",
+            ));
         }
         Ok(Self {
             min_resource,
@@ -49,12 +58,23 @@ impl SuccessiveHalvingPruner {
     }
 
     fn min_resource(&self, trials: &[Trial]) -> Option<u64> {
-        if let Some(r) = self.min_resource.or_else(|| self.auto_min_resource.get().copied()) {
+        if let Some(r) = self
+            .min_resource
+            .or_else(|| self.auto_min_resource.get().copied())
+        {
             return Some(r);
         }
         // Optuna: 1/100 of the longest COMPLETE trial's last step (at least 1), fixed once known.
-        let longest = trials.iter().filter(|t| t.state == TrialState::Complete).filter_map(Trial::last_step).max()?;
-        Some(*self.auto_min_resource.get_or_init(|| (longest / 100).max(1)))
+        let longest = trials
+            .iter()
+            .filter(|t| t.state == TrialState::Complete)
+            .filter_map(Trial::last_step)
+            .max()?;
+        Some(
+            *self
+                .auto_min_resource
+                .get_or_init(|| (longest / 100).max(1)),
+        )
     }
 
     fn promotion_step(&self, min_resource: u64, rung: u32) -> u64 {
@@ -97,7 +117,9 @@ impl Pruner for SuccessiveHalvingPruner {
                 return decision;
             }
             let key = rung_key(rung);
-            decision.system_attrs.push((key.clone(), serde_json::Value::from(value)));
+            decision
+                .system_attrs
+                .push((key.clone(), serde_json::Value::from(value)));
             let mut competing: Vec<f64> = ctx
                 .trials
                 .iter()
@@ -117,7 +139,12 @@ impl Pruner for SuccessiveHalvingPruner {
 }
 
 /// Whether `value` is among the best `len / η` (at least the best one) of `competing`.
-fn promotable(value: f64, mut competing: Vec<f64>, reduction_factor: u64, direction: Direction) -> bool {
+fn promotable(
+    value: f64,
+    mut competing: Vec<f64>,
+    reduction_factor: u64,
+    direction: Direction,
+) -> bool {
     let idx = (competing.len() / reduction_factor as usize).saturating_sub(1);
     competing.sort_by(f64::total_cmp);
     match direction {
@@ -138,7 +165,12 @@ mod tests {
         for (i, &v) in values.iter().enumerate() {
             let step = i as u64 + 1;
             t.intermediate_values.insert(step, v);
-            let d = p.prune(&PruneContext { study_name: "s", direction: Direction::Minimize, trials: history, trial: &t });
+            let d = p.prune(&PruneContext {
+                study_name: "s",
+                direction: Direction::Minimize,
+                trials: history,
+                trial: &t,
+            });
             t.system_attrs.extend(d.system_attrs);
             if d.prune {
                 t.state = TrialState::Pruned;
@@ -158,7 +190,12 @@ mod tests {
         // The first trial is alone at every rung: always promoted.
         let (t0, pruned) = run(&p, &history, 0, &[5.0; 8]);
         assert_eq!(pruned, None);
-        assert_eq!(t0.system_attrs.len(), 4, "rungs 0..3 recorded: {:?}", t0.system_attrs);
+        assert_eq!(
+            t0.system_attrs.len(),
+            4,
+            "rungs 0..3 recorded: {:?}",
+            t0.system_attrs
+        );
         history.push(t0);
         // Better at every rung: goes on.
         let (t1, pruned) = run(&p, &history, 1, &[4.0; 8]);
@@ -167,7 +204,10 @@ mod tests {
         // Worse than the best half at rung 0 (competing 5, 4, 6 → idx 0 → needs ≤ 4): pruned at step 1.
         let (t2, pruned) = run(&p, &history, 2, &[6.0; 8]);
         assert_eq!(pruned, Some(1));
-        assert_eq!(t2.system_attrs.get("completed_rung_0"), Some(&serde_json::json!(6.0)));
+        assert_eq!(
+            t2.system_attrs.get("completed_rung_0"),
+            Some(&serde_json::json!(6.0))
+        );
         history.push(t2);
         // Good at rung 0 (competing 5, 4, 6, 3 → best 2 are 3 and 4) but bad at rung 1 (step 2).
         let (_, pruned) = run(&p, &history, 3, &[3.0, 9.0, 9.0]);
@@ -177,9 +217,19 @@ mod tests {
     #[test]
     fn auto_min_resource_and_early_stopping_rate() {
         let p = SuccessiveHalvingPruner::new(None, 3, 0, 0).unwrap();
-        let t = Trial::new(0, TrialState::Running, InternalParams::new()).with_intermediate([(5, 1.0)]);
-        let ctx = |trials| PruneContext { study_name: "s", direction: Direction::Minimize, trials, trial: &t };
-        assert_eq!(p.prune(&ctx(&[])), PruneDecision::keep(), "no COMPLETE trial yet: no estimate");
+        let t =
+            Trial::new(0, TrialState::Running, InternalParams::new()).with_intermediate([(5, 1.0)]);
+        let ctx = |trials| PruneContext {
+            study_name: "s",
+            direction: Direction::Minimize,
+            trials,
+            trial: &t,
+        };
+        assert_eq!(
+            p.prune(&ctx(&[])),
+            PruneDecision::keep(),
+            "no COMPLETE trial yet: no estimate"
+        );
         let done = Trial::complete(1, InternalParams::new(), 1.0).with_intermediate([(350, 1.0)]);
         let _ = p.prune(&ctx(std::slice::from_ref(&done)));
         assert_eq!(p.min_resource(&[]), Some(3), "350 / 100, kept once known");
@@ -200,16 +250,44 @@ mod tests {
         assert_eq!(pruned, Some(1));
         let history = vec![t0, run(&p, &[], 1, &[2.0]).0];
         let (_, pruned) = run(&p, &history, 2, &[0.5]);
-        assert_eq!(pruned, None, "third arrival with the best value is promoted");
+        assert_eq!(
+            pruned, None,
+            "third arrival with the best value is promoted"
+        );
     }
 
     #[test]
     fn promotion_rule() {
-        assert!(promotable(1.0, vec![1.0, 2.0, 3.0, 4.0], 2, Direction::Minimize));
-        assert!(promotable(2.0, vec![1.0, 2.0, 3.0, 4.0], 2, Direction::Minimize));
-        assert!(!promotable(3.0, vec![1.0, 2.0, 3.0, 4.0], 2, Direction::Minimize));
-        assert!(promotable(3.0, vec![1.0, 2.0, 3.0, 4.0], 2, Direction::Maximize));
-        assert!(!promotable(2.0, vec![1.0, 2.0, 3.0, 4.0], 2, Direction::Maximize));
+        assert!(promotable(
+            1.0,
+            vec![1.0, 2.0, 3.0, 4.0],
+            2,
+            Direction::Minimize
+        ));
+        assert!(promotable(
+            2.0,
+            vec![1.0, 2.0, 3.0, 4.0],
+            2,
+            Direction::Minimize
+        ));
+        assert!(!promotable(
+            3.0,
+            vec![1.0, 2.0, 3.0, 4.0],
+            2,
+            Direction::Minimize
+        ));
+        assert!(promotable(
+            3.0,
+            vec![1.0, 2.0, 3.0, 4.0],
+            2,
+            Direction::Maximize
+        ));
+        assert!(!promotable(
+            2.0,
+            vec![1.0, 2.0, 3.0, 4.0],
+            2,
+            Direction::Maximize
+        ));
         assert!(promotable(7.0, vec![7.0], 4, Direction::Minimize));
     }
 }

@@ -29,9 +29,15 @@ impl EnqueuedSampler {
             .into_iter()
             .enumerate()
             .map(|(index, e)| {
-                let internal =
-                    space.to_internal(&e).map_err(|err| SamplerError::Enqueued { index, message: err.to_string() })?;
-                let json = serde_json::Value::Object(e.iter().map(|(k, v)| (k.clone(), v.to_json())).collect());
+                let internal = space
+                    .to_internal(&e)
+                    .map_err(|err| SamplerError::Enqueued {
+                        index,
+                        message: err.to_string(),
+                    })?;
+                let json = serde_json::Value::Object(
+                    e.iter().map(|(k, v)| (k.clone(), v.to_json())).collect(),
+                );
                 Ok((json, internal))
             })
             .collect::<Result<_, SamplerError>>()?;
@@ -60,10 +66,17 @@ impl Sampler for EnqueuedSampler {
             return self.inner.sample(ctx);
         };
         let (json, fixed) = &self.entries[i];
-        let mut proposal =
-            if fixed.len() < ctx.space.len() { self.inner.sample(ctx)? } else { Proposal::default() };
-        proposal.params.extend(fixed.iter().map(|(k, v)| (k.clone(), *v)));
-        proposal.system_attrs.insert("fixed_params".into(), json.clone());
+        let mut proposal = if fixed.len() < ctx.space.len() {
+            self.inner.sample(ctx)?
+        } else {
+            Proposal::default()
+        };
+        proposal
+            .params
+            .extend(fixed.iter().map(|(k, v)| (k.clone(), *v)));
+        proposal
+            .system_attrs
+            .insert("fixed_params".into(), json.clone());
         Ok(proposal)
     }
 }
@@ -80,25 +93,53 @@ mod tests {
         space.add_float("lr", 1e-5, 1e-2, true, None).unwrap();
         space.add_int("n", 1, 10, false, 1).unwrap();
         let entries = vec![
-            BTreeMap::from([("lr".to_owned(), ParamValue::Float(3e-4)), ("n".to_owned(), ParamValue::Int(4))]),
+            BTreeMap::from([
+                ("lr".to_owned(), ParamValue::Float(3e-4)),
+                ("n".to_owned(), ParamValue::Int(4)),
+            ]),
             BTreeMap::from([("n".to_owned(), ParamValue::Int(9))]),
         ];
         let s = EnqueuedSampler::new(entries, &space, Box::new(RandomSampler::new(1))).unwrap();
         let mut history = Vec::new();
         let mut got = Vec::new();
         for number in 0..3 {
-            let ctx = SampleContext { space: &space, history: &history, direction: Direction::Minimize, trial_number: number };
+            let ctx = SampleContext {
+                space: &space,
+                history: &history,
+                direction: Direction::Minimize,
+                trial_number: number,
+            };
             let p = s.sample(&ctx).unwrap();
             got.push(p.clone());
-            let mut t = Trial::new(number, if number == 0 { TrialState::Fail } else { TrialState::Complete }, p.params);
+            let mut t = Trial::new(
+                number,
+                if number == 0 {
+                    TrialState::Fail
+                } else {
+                    TrialState::Complete
+                },
+                p.params,
+            );
             t.system_attrs = p.system_attrs;
             history.push(t);
         }
-        assert_eq!(got[0].params, InternalParams::from([("lr".to_owned(), 3e-4), ("n".to_owned(), 4.0)]));
-        assert_eq!(got[0].system_attrs["fixed_params"], serde_json::json!({"lr": 3e-4, "n": 4}));
+        assert_eq!(
+            got[0].params,
+            InternalParams::from([("lr".to_owned(), 3e-4), ("n".to_owned(), 4.0)])
+        );
+        assert_eq!(
+            got[0].system_attrs["fixed_params"],
+            serde_json::json!({"lr": 3e-4, "n": 4})
+        );
         assert_eq!(got[1].params["n"], 9.0);
-        assert!(space.get("lr").unwrap().contains(got[1].params["lr"]), "the rest comes from the inner sampler");
-        assert!(!got[2].system_attrs.contains_key("fixed_params"), "queue used up (the failed baseline is not retried)");
+        assert!(
+            space.get("lr").unwrap().contains(got[1].params["lr"]),
+            "the rest comes from the inner sampler"
+        );
+        assert!(
+            !got[2].system_attrs.contains_key("fixed_params"),
+            "queue used up (the failed baseline is not retried)"
+        );
     }
 
     #[test]
@@ -106,8 +147,14 @@ mod tests {
         let mut space = SearchSpace::new();
         space.add_int("n", 1, 10, false, 1).unwrap();
         let bad = vec![BTreeMap::from([("n".to_owned(), ParamValue::Int(11))])];
-        let e = EnqueuedSampler::new(bad, &space, Box::new(RandomSampler::new(1))).err().unwrap();
-        assert!(e.to_string().starts_with("enqueued trial 0: search parameter 'n'"), "{e}");
+        let e = EnqueuedSampler::new(bad, &space, Box::new(RandomSampler::new(1)))
+            .err()
+            .unwrap();
+        assert!(
+            e.to_string()
+                .starts_with("enqueued trial 0: search parameter 'n'"),
+            "{e}"
+        );
         let unknown = vec![BTreeMap::from([("m".to_owned(), ParamValue::Int(1))])];
         assert!(EnqueuedSampler::new(unknown, &space, Box::new(RandomSampler::new(1))).is_err());
     }

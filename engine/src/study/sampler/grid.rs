@@ -31,10 +31,16 @@ pub struct GridSampler {
 
 impl GridSampler {
     /// `grid` lists the values of every parameter of `space` (all of them, and only them).
-    pub fn new(grid: BTreeMap<String, Vec<ParamValue>>, space: &SearchSpace, seed: u64) -> Result<Self, SamplerError> {
+    pub fn new(
+        grid: BTreeMap<String, Vec<ParamValue>>,
+        space: &SearchSpace,
+        seed: u64,
+    ) -> Result<Self, SamplerError> {
         for name in space.names() {
             if !grid.contains_key(name) {
-                return Err(SamplerError::Grid(format!("parameter '{name}' has no grid values")));
+                return Err(SamplerError::Grid(format!(
+                    "parameter '{name}' has no grid values"
+                )));
             }
         }
         let mut total: usize = 1;
@@ -46,32 +52,51 @@ impl GridSampler {
                 ))
             })?;
             if values.is_empty() {
-                return Err(SamplerError::Grid(format!("parameter '{name}' has an empty list of values")));
+                return Err(SamplerError::Grid(format!(
+                    "parameter '{name}' has an empty list of values"
+                )));
             }
             for v in values {
                 let ok = dist.to_internal(v).is_ok_and(|i| dist.contains(i));
                 if !ok {
-                    return Err(SamplerError::Grid(format!("value {v} of '{name}' is not in its range {dist}")));
+                    return Err(SamplerError::Grid(format!(
+                        "value {v} of '{name}' is not in its range {dist}"
+                    )));
                 }
             }
             total = total.saturating_mul(values.len());
         }
         if total > MAX_GRID_POINTS {
-            return Err(SamplerError::Grid(format!("the grid has {total} points, more than {MAX_GRID_POINTS}")));
+            return Err(SamplerError::Grid(format!(
+                "the grid has {total} points, more than {MAX_GRID_POINTS}"
+            )));
         }
         let names: Vec<String> = grid.keys().cloned().collect();
         let values: Vec<Vec<ParamValue>> = grid.values().cloned().collect();
         let mut points: Vec<Vec<usize>> = vec![vec![]];
         for vs in &values {
-            points = points.into_iter().flat_map(|p| (0..vs.len()).map(move |i| [p.as_slice(), &[i]].concat())).collect();
+            points = points
+                .into_iter()
+                .flat_map(|p| (0..vs.len()).map(move |i| [p.as_slice(), &[i]].concat()))
+                .collect();
         }
         points.shuffle(&mut StdRng::seed_from_u64(seed));
         let grid_json = serde_json::Value::Object(
             grid.iter()
-                .map(|(k, vs)| (k.clone(), serde_json::Value::Array(vs.iter().map(ParamValue::to_json).collect())))
+                .map(|(k, vs)| {
+                    (
+                        k.clone(),
+                        serde_json::Value::Array(vs.iter().map(ParamValue::to_json).collect()),
+                    )
+                })
                 .collect(),
         );
-        Ok(Self { names, values, points, grid_json })
+        Ok(Self {
+            names,
+            values,
+            points,
+            grid_json,
+        })
     }
 
     /// Number of points of the grid.
@@ -89,7 +114,10 @@ impl GridSampler {
         let mut running = BTreeSet::new();
         for t in ctx.history.iter().filter(|t| t.number != ctx.trial_number) {
             let same_grid = t.system_attrs.get("search_space") == Some(&self.grid_json);
-            let id = t.system_attrs.get("grid_id").and_then(serde_json::Value::as_u64);
+            let id = t
+                .system_attrs
+                .get("grid_id")
+                .and_then(serde_json::Value::as_u64);
             if let (true, Some(id)) = (same_grid, id) {
                 if t.state.is_finished() {
                     finished.insert(id as usize);
@@ -129,12 +157,20 @@ impl Sampler for GridSampler {
         };
         let mut proposal = Proposal::default();
         for ((name, values), &i) in self.names.iter().zip(&self.values).zip(&self.points[id]) {
-            let dist = ctx.space.get(name).ok_or_else(|| SamplerError::Grid(format!("'{name}' is not in the search space")))?;
-            let v = dist.to_internal(&values[i]).map_err(|e| SamplerError::Grid(format!("'{name}': {e}")))?;
+            let dist = ctx.space.get(name).ok_or_else(|| {
+                SamplerError::Grid(format!("'{name}' is not in the search space"))
+            })?;
+            let v = dist
+                .to_internal(&values[i])
+                .map_err(|e| SamplerError::Grid(format!("'{name}': {e}")))?;
             proposal.params.insert(name.clone(), v);
         }
-        proposal.system_attrs.insert("search_space".into(), self.grid_json.clone());
-        proposal.system_attrs.insert("grid_id".into(), serde_json::Value::from(id));
+        proposal
+            .system_attrs
+            .insert("search_space".into(), self.grid_json.clone());
+        proposal
+            .system_attrs
+            .insert("grid_id".into(), serde_json::Value::from(id));
         Ok(proposal)
     }
 }
@@ -148,19 +184,38 @@ mod tests {
     fn visits_every_point_once_then_stops() {
         let mut space = SearchSpace::new();
         space.add_int("n", 1, 8, false, 1).unwrap();
-        space.add_categorical("c", vec![ParamValue::Str("a".into()), ParamValue::Str("b".into())]).unwrap();
+        space
+            .add_categorical(
+                "c",
+                vec![ParamValue::Str("a".into()), ParamValue::Str("b".into())],
+            )
+            .unwrap();
         let grid = BTreeMap::from([
-            ("n".to_owned(), vec![ParamValue::Int(1), ParamValue::Int(4), ParamValue::Int(8)]),
-            ("c".to_owned(), vec![ParamValue::Str("a".into()), ParamValue::Str("b".into())]),
+            (
+                "n".to_owned(),
+                vec![ParamValue::Int(1), ParamValue::Int(4), ParamValue::Int(8)],
+            ),
+            (
+                "c".to_owned(),
+                vec![ParamValue::Str("a".into()), ParamValue::Str("b".into())],
+            ),
         ]);
         let g = GridSampler::new(grid, &space, 5).unwrap();
         assert_eq!(g.len(), 6);
         let mut history: Vec<Trial> = Vec::new();
         let mut seen = BTreeSet::new();
         for number in 0..6u64 {
-            let ctx = SampleContext { space: &space, history: &history, direction: Direction::Minimize, trial_number: number };
+            let ctx = SampleContext {
+                space: &space,
+                history: &history,
+                direction: Direction::Minimize,
+                trial_number: number,
+            };
             let p = g.sample(&ctx).unwrap();
-            assert!(seen.insert((p.params["n"] as i64, p.params["c"] as i64)), "point repeated");
+            assert!(
+                seen.insert((p.params["n"] as i64, p.params["c"] as i64)),
+                "point repeated"
+            );
             // Leave trial 2 RUNNING: the others must still avoid its point.
             let mut t = if number == 2 {
                 Trial::new(number, TrialState::Running, p.params)
@@ -170,12 +225,22 @@ mod tests {
             t.system_attrs = p.system_attrs;
             history.push(t);
         }
-        let ctx = SampleContext { space: &space, history: &history, direction: Direction::Minimize, trial_number: 6 };
+        let ctx = SampleContext {
+            space: &space,
+            history: &history,
+            direction: Direction::Minimize,
+            trial_number: 6,
+        };
         // Only the RUNNING trial's point is left unfinished: it is proposed again.
         let again = g.sample(&ctx).unwrap();
         assert_eq!(again.params, history[2].params);
         history[2].state = TrialState::Complete;
-        let ctx = SampleContext { space: &space, history: &history, direction: Direction::Minimize, trial_number: 6 };
+        let ctx = SampleContext {
+            space: &space,
+            history: &history,
+            direction: Direction::Minimize,
+            trial_number: 6,
+        };
         assert!(g.is_exhausted(&ctx));
         assert_eq!(g.sample(&ctx), Err(SamplerError::GridExhausted(6)));
     }
@@ -184,11 +249,27 @@ mod tests {
     fn bad_grids_are_refused() {
         let mut space = SearchSpace::new();
         space.add_float("x", 0.0, 1.0, false, None).unwrap();
-        let g = |v: Vec<ParamValue>| GridSampler::new(BTreeMap::from([("x".to_owned(), v)]), &space, 0);
-        assert!(g(vec![ParamValue::Float(2.0)]).unwrap_err().to_string().contains("not in its range"));
+        let g =
+            |v: Vec<ParamValue>| GridSampler::new(BTreeMap::from([("x".to_owned(), v)]), &space, 0);
+        assert!(
+            g(vec![ParamValue::Float(2.0)])
+                .unwrap_err()
+                .to_string()
+                .contains("not in its range")
+        );
         assert!(g(vec![]).is_err());
         assert!(g(vec![ParamValue::Str("a".into())]).is_err());
-        assert!(GridSampler::new(BTreeMap::new(), &space, 0).unwrap_err().to_string().contains("'x' has no grid values"));
-        assert_eq!(g(vec![ParamValue::Float(0.0), ParamValue::Int(1)]).unwrap().len(), 2);
+        assert!(
+            GridSampler::new(BTreeMap::new(), &space, 0)
+                .unwrap_err()
+                .to_string()
+                .contains("'x' has no grid values")
+        );
+        assert_eq!(
+            g(vec![ParamValue::Float(0.0), ParamValue::Int(1)])
+                .unwrap()
+                .len(),
+            2
+        );
     }
 }

@@ -66,7 +66,10 @@ pub enum SamplerError {
     #[error("enqueued trial {index}: {message}")]
     Enqueued { index: usize, message: String },
     #[error("sampler setting '{field}': {message}")]
-    Config { field: &'static str, message: String },
+    Config {
+        field: &'static str,
+        message: String,
+    },
 }
 
 /// Proposes the parameters of the next trial.

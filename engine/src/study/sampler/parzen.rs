@@ -34,7 +34,13 @@ pub(crate) fn default_weights(n: usize) -> Vec<f64> {
     let m = n - 25;
     let start = 1.0 / n as f64;
     let mut w: Vec<f64> = (0..m)
-        .map(|i| if m == 1 { start } else { start + (1.0 - start) * i as f64 / (m - 1) as f64 })
+        .map(|i| {
+            if m == 1 {
+                start
+            } else {
+                start + (1.0 - start) * i as f64 / (m - 1) as f64
+            }
+        })
         .collect();
     w.extend(std::iter::repeat_n(1.0, 25));
     w
@@ -57,7 +63,11 @@ struct NumericalKernels {
 
 enum Kernels {
     Numerical(NumericalKernels),
-    Categorical { n_choices: usize, probs: Vec<f64>, log_probs: Vec<f64> },
+    Categorical {
+        n_choices: usize,
+        probs: Vec<f64>,
+        log_probs: Vec<f64>,
+    },
 }
 
 /// A mixture of `n_obs + 1` product kernels over the parameters of `dists`.
@@ -82,7 +92,9 @@ impl ParzenEstimator {
             .zip(observations)
             .map(|(d, obs)| match d {
                 Distribution::Categorical(c) => categorical(c.choices().len(), obs),
-                Distribution::Float(f) => Kernels::Numerical(numerical(obs, f.low(), f.high(), f.step(), f.log())),
+                Distribution::Float(f) => {
+                    Kernels::Numerical(numerical(obs, f.low(), f.high(), f.step(), f.log()))
+                }
                 Distribution::Int(i) => Kernels::Numerical(numerical(
                     obs,
                     i.low() as f64,
@@ -92,7 +104,11 @@ impl ParzenEstimator {
                 )),
             })
             .collect();
-        Self { weights, log_weights, dims }
+        Self {
+            weights,
+            log_weights,
+            dims,
+        }
     }
 
     /// Draws `size` points; returns them per dimension, in internal representation.
@@ -103,9 +119,9 @@ impl ParzenEstimator {
             for (dim, col) in self.dims.iter().zip(out.iter_mut()) {
                 let u = rng.random::<f64>();
                 col.push(match dim {
-                    Kernels::Categorical { n_choices, probs, .. } => {
-                        pick(&probs[k * n_choices..(k + 1) * n_choices], u) as f64
-                    }
+                    Kernels::Categorical {
+                        n_choices, probs, ..
+                    } => pick(&probs[k * n_choices..(k + 1) * n_choices], u) as f64,
                     Kernels::Numerical(nk) => nk.sample(k, u),
                 });
             }
@@ -117,10 +133,16 @@ impl ParzenEstimator {
     pub(crate) fn log_pdf(&self, points: &[Vec<f64>]) -> Vec<f64> {
         let m = points.first().map_or(0, Vec::len);
         let nk = self.weights.len();
-        let mut acc: Vec<f64> = (0..m).flat_map(|_| self.log_weights.iter().copied()).collect();
+        let mut acc: Vec<f64> = (0..m)
+            .flat_map(|_| self.log_weights.iter().copied())
+            .collect();
         for (dim, xs) in self.dims.iter().zip(points) {
             match dim {
-                Kernels::Categorical { n_choices, log_probs, .. } => {
+                Kernels::Categorical {
+                    n_choices,
+                    log_probs,
+                    ..
+                } => {
                     for (i, &x) in xs.iter().enumerate() {
                         let c = x as usize;
                         for (k, a) in acc[i * nk..(i + 1) * nk].iter_mut().enumerate() {
@@ -175,7 +197,11 @@ fn categorical(n_choices: usize, obs: &[f64]) -> Kernels {
         }
     }
     let log_probs = probs.iter().map(|p| p.ln()).collect();
-    Kernels::Categorical { n_choices, probs, log_probs }
+    Kernels::Categorical {
+        n_choices,
+        probs,
+        log_probs,
+    }
 }
 
 fn numerical(obs: &[f64], low: f64, high: f64, step: Option<f64>, log: bool) -> NumericalKernels {
@@ -192,8 +218,22 @@ fn numerical(obs: &[f64], low: f64, high: f64, step: Option<f64>, log: bool) -> 
     let mut sigmas = bandwidths(&mus, lo, hi);
     mus.push(0.5 * (lo + hi));
     sigmas.push(hi - lo);
-    let log_norm = mus.iter().zip(&sigmas).map(|(&mu, &s)| trunc_log_mass((lo - mu) / s, (hi - mu) / s)).collect();
-    NumericalKernels { mus, sigmas, log_norm, lo, hi, log, step, low, high }
+    let log_norm = mus
+        .iter()
+        .zip(&sigmas)
+        .map(|(&mu, &s)| trunc_log_mass((lo - mu) / s, (hi - mu) / s))
+        .collect();
+    NumericalKernels {
+        mus,
+        sigmas,
+        log_norm,
+        lo,
+        hi,
+        log,
+        step,
+        low,
+        high,
+    }
 }
 
 /// σ of each observation's kernel (see the module documentation).
@@ -208,7 +248,9 @@ fn bandwidths(mus: &[f64], lo: f64, hi: f64) -> Vec<f64> {
     ext.push(lo);
     ext.extend(order.iter().map(|&i| mus[i]));
     ext.push(hi);
-    let mut sorted_sigmas: Vec<f64> = (0..n).map(|i| (ext[i + 1] - ext[i]).max(ext[i + 2] - ext[i + 1])).collect();
+    let mut sorted_sigmas: Vec<f64> = (0..n)
+        .map(|i| (ext[i + 1] - ext[i]).max(ext[i + 2] - ext[i + 1]))
+        .collect();
     if n >= 2 {
         sorted_sigmas[0] = ext[2] - ext[1];
         sorted_sigmas[n - 1] = ext[n] - ext[n - 1];
@@ -225,7 +267,11 @@ fn bandwidths(mus: &[f64], lo: f64, hi: f64) -> Vec<f64> {
 /// `log_gauss_mass(a, b)`, short-cut to 0 when both ends are beyond 8.5 σ: the mass then
 /// differs from 1 by less than 2e-17, below the resolution of the log densities it is added to.
 fn trunc_log_mass(a: f64, b: f64) -> f64 {
-    if a < -8.5 && b > 8.5 { 0.0 } else { log_gauss_mass(a, b) }
+    if a < -8.5 && b > 8.5 {
+        0.0
+    } else {
+        log_gauss_mass(a, b)
+    }
 }
 
 impl NumericalKernels {
@@ -236,15 +282,20 @@ impl NumericalKernels {
             x = x.exp();
         }
         match self.step {
-            Some(step) => (self.low + ((x - self.low) / step).round_ties_even() * step).clamp(self.low, self.high),
+            Some(step) => (self.low + ((x - self.low) / step).round_ties_even() * step)
+                .clamp(self.low, self.high),
             None => x.clamp(self.low, self.high),
         }
     }
 
     fn add_continuous(&self, xs: &[f64], acc: &mut [f64]) {
         let nk = self.mus.len();
-        let consts: Vec<f64> =
-            self.sigmas.iter().zip(&self.log_norm).map(|(s, ln)| -ln - s.ln() - LN_SQRT_2PI).collect();
+        let consts: Vec<f64> = self
+            .sigmas
+            .iter()
+            .zip(&self.log_norm)
+            .map(|(s, ln)| -ln - s.ln() - LN_SQRT_2PI)
+            .collect();
         for (i, &x) in xs.iter().enumerate() {
             let xt = if self.log { x.ln() } else { x };
             let row = &mut acc[i * nk..(i + 1) * nk];
@@ -270,7 +321,11 @@ impl NumericalKernels {
         let table: Vec<f64> = uniq
             .iter()
             .flat_map(|&u| {
-                let (l, r) = if self.log { ((u - half).ln(), (u + half).ln()) } else { (u - half, u + half) };
+                let (l, r) = if self.log {
+                    ((u - half).ln(), (u + half).ln())
+                } else {
+                    (u - half, u + half)
+                };
                 (0..nk).map(move |k| {
                     let (mu, s) = (self.mus[k], self.sigmas[k]);
                     log_gauss_mass((l - mu) / s, (r - mu) / s) - self.log_norm[k]
@@ -279,7 +334,10 @@ impl NumericalKernels {
             .collect();
         for (i, x) in xs.iter().enumerate() {
             let j = uniq.partition_point(|u| u.total_cmp(x).is_lt());
-            for (a, t) in acc[i * nk..(i + 1) * nk].iter_mut().zip(&table[j * nk..(j + 1) * nk]) {
+            for (a, t) in acc[i * nk..(i + 1) * nk]
+                .iter_mut()
+                .zip(&table[j * nk..(j + 1) * nk])
+            {
                 *a += t;
             }
         }
@@ -289,7 +347,9 @@ impl NumericalKernels {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::study::space::{CategoricalDistribution, FloatDistribution, IntDistribution, ParamValue};
+    use crate::study::space::{
+        CategoricalDistribution, FloatDistribution, IntDistribution, ParamValue,
+    };
     use rand::SeedableRng;
 
     #[test]
@@ -319,13 +379,24 @@ mod tests {
         let f = Distribution::Float(FloatDistribution::new(-1.0, 3.0, false, None).unwrap());
         let pe = ParzenEstimator::new(&[&f], &[vec![0.1, 0.5, 2.9]]);
         let m = 40_000;
-        let xs: Vec<f64> = (0..m).map(|i| -1.0 + 4.0 * (i as f64 + 0.5) / m as f64).collect();
-        let integral: f64 = pe.log_pdf(&[xs]).iter().map(|l| l.exp() * 4.0 / m as f64).sum();
+        let xs: Vec<f64> = (0..m)
+            .map(|i| -1.0 + 4.0 * (i as f64 + 0.5) / m as f64)
+            .collect();
+        let integral: f64 = pe
+            .log_pdf(&[xs])
+            .iter()
+            .map(|l| l.exp() * 4.0 / m as f64)
+            .sum();
         assert!((integral - 1.0).abs() < 1e-6, "{integral}");
 
         let i = Distribution::Int(IntDistribution::new(1, 64, true, 1).unwrap());
         let c = Distribution::Categorical(
-            CategoricalDistribution::new(vec![ParamValue::Int(0), ParamValue::Int(1), ParamValue::Int(2)]).unwrap(),
+            CategoricalDistribution::new(vec![
+                ParamValue::Int(0),
+                ParamValue::Int(1),
+                ParamValue::Int(2),
+            ])
+            .unwrap(),
         );
         let pe = ParzenEstimator::new(&[&i, &c], &[vec![4.0, 32.0], vec![2.0, 0.0]]);
         let mut total = 0.0;
@@ -346,6 +417,9 @@ mod tests {
         let s = pe.sample(&mut rng, 500);
         assert!(s[0].iter().all(|&x| f.contains(x)), "{:?}", s[0]);
         assert!(s[1].iter().all(|&x| i.contains(x)));
-        assert!(s[0].contains(&0.0) && s[0].contains(&1.0), "the end points are reachable");
+        assert!(
+            s[0].contains(&0.0) && s[0].contains(&1.0),
+            "the end points are reachable"
+        );
     }
 }

@@ -34,7 +34,10 @@ impl Sampler for RandomSampler {
         for (name, dist) in ctx.space.iter() {
             params.insert(name.to_owned(), sample_uniform(dist, &mut rng));
         }
-        Ok(Proposal { params, ..Proposal::default() })
+        Ok(Proposal {
+            params,
+            ..Proposal::default()
+        })
     }
 }
 
@@ -66,7 +69,9 @@ pub(crate) fn sample_uniform(dist: &Distribution, rng: &mut StdRng) -> f64 {
                 (((x - low) / step + 0.5).floor() * step + low).clamp(low, high)
             }
         }
-        Distribution::Categorical(c) => ((u * c.choices().len() as f64) as usize).min(c.choices().len() - 1) as f64,
+        Distribution::Categorical(c) => {
+            ((u * c.choices().len() as f64) as usize).min(c.choices().len() - 1) as f64
+        }
     }
 }
 
@@ -83,7 +88,8 @@ mod tests {
         s.add_float("c", 0.0, 1.0, false, Some(0.5)).unwrap();
         s.add_int("d", 1, 3, false, 1).unwrap();
         s.add_int("e", 1, 1000, true, 1).unwrap();
-        s.add_categorical("f", vec![ParamValue::Bool(false), ParamValue::Bool(true)]).unwrap();
+        s.add_categorical("f", vec![ParamValue::Bool(false), ParamValue::Bool(true)])
+            .unwrap();
         s.add_int("g", 5, 5, false, 1).unwrap();
         s
     }
@@ -97,7 +103,12 @@ mod tests {
         let mut small_b = 0;
         let n = 6000;
         for t in 0..n {
-            let ctx = SampleContext { space: &s, history: &[], direction: Direction::Minimize, trial_number: t };
+            let ctx = SampleContext {
+                space: &s,
+                history: &[],
+                direction: Direction::Minimize,
+                trial_number: t,
+            };
             let p = sampler.sample(&ctx).unwrap().params;
             for (name, dist) in s.iter() {
                 assert!(dist.contains(p[name]), "{name} = {}", p[name]);
@@ -109,7 +120,10 @@ mod tests {
         }
         // Each of 3 grid values ≈ n/3 (± 5 σ); half the log range lies below 1e-2.
         for c in counts_c.iter().chain(&counts_d) {
-            assert!((*c as f64 - n as f64 / 3.0).abs() < 5.0 * (n as f64 * 2.0 / 9.0).sqrt(), "{counts_c:?} {counts_d:?}");
+            assert!(
+                (*c as f64 - n as f64 / 3.0).abs() < 5.0 * (n as f64 * 2.0 / 9.0).sqrt(),
+                "{counts_c:?} {counts_d:?}"
+            );
         }
         assert!((small_b as f64 / n as f64 - 0.5).abs() < 0.04, "{small_b}");
     }
@@ -117,7 +131,12 @@ mod tests {
     #[test]
     fn same_seed_and_number_same_params() {
         let s = space();
-        let ctx = |t| SampleContext { space: &s, history: &[], direction: Direction::Minimize, trial_number: t };
+        let ctx = |t| SampleContext {
+            space: &s,
+            history: &[],
+            direction: Direction::Minimize,
+            trial_number: t,
+        };
         let a = RandomSampler::new(1).sample(&ctx(3)).unwrap();
         assert_eq!(a, RandomSampler::new(1).sample(&ctx(3)).unwrap());
         assert_ne!(a, RandomSampler::new(2).sample(&ctx(3)).unwrap());

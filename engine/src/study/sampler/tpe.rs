@@ -45,7 +45,13 @@ pub struct TpeConfig {
 
 impl Default for TpeConfig {
     fn default() -> Self {
-        Self { seed: 0, n_startup_trials: 10, n_ei_candidates: 24, multivariate: true, constant_liar: true }
+        Self {
+            seed: 0,
+            n_startup_trials: 10,
+            n_ei_candidates: 24,
+            multivariate: true,
+            constant_liar: true,
+        }
     }
 }
 
@@ -63,7 +69,10 @@ impl TpeSampler {
                 message: "must be at least 1 (Optuna's default is 24)".into(),
             });
         }
-        Ok(Self { startup: RandomSampler::new(cfg.seed), cfg })
+        Ok(Self {
+            startup: RandomSampler::new(cfg.seed),
+            cfg,
+        })
     }
 
     pub fn config(&self) -> &TpeConfig {
@@ -71,7 +80,12 @@ impl TpeSampler {
     }
 
     /// Proposes values for the parameters of `group` jointly.
-    fn sample_group(&self, ctx: &SampleContext<'_>, group: &[(&str, &Distribution)], rng: &mut rand::rngs::StdRng) -> Vec<f64> {
+    fn sample_group(
+        &self,
+        ctx: &SampleContext<'_>,
+        group: &[(&str, &Distribution)],
+        rng: &mut rand::rngs::StdRng,
+    ) -> Vec<f64> {
         let (below, above) = split_trials(ctx, self.cfg.constant_liar);
         let dists: Vec<&Distribution> = group.iter().map(|(_, d)| *d).collect();
         let below_pe = ParzenEstimator::new(&dists, &observations(group, &below));
@@ -94,11 +108,19 @@ impl TpeSampler {
 
 impl Sampler for TpeSampler {
     fn name(&self) -> String {
-        if self.cfg.multivariate { "tpe".into() } else { "tpe-univariate".into() }
+        if self.cfg.multivariate {
+            "tpe".into()
+        } else {
+            "tpe-univariate".into()
+        }
     }
 
     fn sample(&self, ctx: &SampleContext<'_>) -> Result<Proposal, SamplerError> {
-        let n_finished = ctx.history.iter().filter(|t| t.number != ctx.trial_number && finished(t)).count();
+        let n_finished = ctx
+            .history
+            .iter()
+            .filter(|t| t.number != ctx.trial_number && finished(t))
+            .count();
         if n_finished < self.cfg.n_startup_trials {
             return self.startup.sample(ctx);
         }
@@ -116,7 +138,10 @@ impl Sampler for TpeSampler {
                 params.insert(p.0.to_owned(), v[0]);
             }
         }
-        Ok(Proposal { params, ..Proposal::default() })
+        Ok(Proposal {
+            params,
+            ..Proposal::default()
+        })
     }
 }
 
@@ -130,7 +155,10 @@ fn finished(t: &Trial) -> bool {
 }
 
 /// Optuna's `_split_trials` for one objective: returns (below, above), each by trial number.
-fn split_trials<'a>(ctx: &SampleContext<'a>, constant_liar: bool) -> (Vec<&'a Trial>, Vec<&'a Trial>) {
+fn split_trials<'a>(
+    ctx: &SampleContext<'a>,
+    constant_liar: bool,
+) -> (Vec<&'a Trial>, Vec<&'a Trial>) {
     let mut complete = Vec::new();
     let mut pruned = Vec::new();
     let mut running = Vec::new();
@@ -156,12 +184,21 @@ fn split_trials<'a>(ctx: &SampleContext<'a>, constant_liar: bool) -> (Vec<&'a Tr
     // Pruned trials: further (larger last step) is better, then the better last value; NaN
     // is worst; a trial that reported nothing ranks after all that did.
     let score = |t: &Trial| match t.intermediate_values.iter().next_back() {
-        Some((&step, &v)) => (-(step as f64), if v.is_nan() { f64::INFINITY } else { ctx.direction.loss(v) }),
+        Some((&step, &v)) => (
+            -(step as f64),
+            if v.is_nan() {
+                f64::INFINITY
+            } else {
+                ctx.direction.loss(v)
+            },
+        ),
         None => (1.0, 0.0),
     };
     pruned.sort_by(|a, b| {
         let (sa, sb) = (score(a), score(b));
-        sa.0.total_cmp(&sb.0).then(sa.1.total_cmp(&sb.1)).then(a.number.cmp(&b.number))
+        sa.0.total_cmp(&sb.0)
+            .then(sa.1.total_cmp(&sb.1))
+            .then(a.number.cmp(&b.number))
     });
     let k = n_below.min(pruned.len());
     above.extend(pruned.split_off(k));
@@ -214,7 +251,9 @@ mod tests {
     fn split_follows_optuna() {
         let mut space = SearchSpace::new();
         space.add_float("x", 0.0, 10.0, false, None).unwrap();
-        let mut h: Vec<Trial> = (0..12).map(|i| Trial::complete(i, p(i as f64), 12.0 - i as f64)).collect();
+        let mut h: Vec<Trial> = (0..12)
+            .map(|i| Trial::complete(i, p(i as f64), 12.0 - i as f64))
+            .collect();
         // Pruned trials: #12 reached step 5, #13 step 9 (better), #14 reported nothing.
         let mut t12 = Trial::new(12, TrialState::Pruned, p(1.0)).with_intermediate([(5, 0.1)]);
         t12.value = None;
@@ -223,27 +262,49 @@ mod tests {
         h.push(Trial::new(14, TrialState::Pruned, p(3.0)));
         h.push(Trial::new(15, TrialState::Running, p(4.0)));
         h.push(Trial::new(16, TrialState::Fail, p(5.0)));
-        let ctx = SampleContext { space: &space, history: &h, direction: Direction::Minimize, trial_number: 17 };
+        let ctx = SampleContext {
+            space: &space,
+            history: &h,
+            direction: Direction::Minimize,
+            trial_number: 17,
+        };
         let (below, above) = split_trials(&ctx, true);
         let nums = |v: &[&Trial]| v.iter().map(|t| t.number).collect::<Vec<_>>();
         // n = 15 finished → γ = 2: the two best complete trials (values 1 and 2).
         assert_eq!(nums(&below), vec![10, 11]);
-        assert_eq!(nums(&above), vec![0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 14, 15]);
+        assert_eq!(
+            nums(&above),
+            vec![0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 14, 15]
+        );
         let (_, above) = split_trials(&ctx, false);
         assert!(!nums(&above).contains(&15), "no liar, no running trial");
 
         // Maximize: the largest values are best. With 3 complete and 22 pruned trials,
         // γ(25) = 3 takes every complete trial, then pruned ones by (−step, −value).
-        let mut h: Vec<Trial> = (0..3).map(|i| Trial::complete(i, p(1.0), i as f64)).collect();
+        let mut h: Vec<Trial> = (0..3)
+            .map(|i| Trial::complete(i, p(1.0), i as f64))
+            .collect();
         for i in 3..25 {
-            h.push(Trial::new(i, TrialState::Pruned, p(1.0)).with_intermediate([(i % 4, i as f64)]));
+            h.push(
+                Trial::new(i, TrialState::Pruned, p(1.0)).with_intermediate([(i % 4, i as f64)]),
+            );
         }
-        let ctx = SampleContext { space: &space, history: &h, direction: Direction::Maximize, trial_number: 25 };
+        let ctx = SampleContext {
+            space: &space,
+            history: &h,
+            direction: Direction::Maximize,
+            trial_number: 25,
+        };
         let (below, _) = split_trials(&ctx, true);
         assert_eq!(nums(&below), vec![0, 1, 2]);
         h.push(Trial::complete(25, p(1.0), 7.0));
         h.push(Trial::new(26, TrialState::Pruned, p(1.0)).with_intermediate([(3, 100.0)]));
-        let ctx = SampleContext { space: &space, history: &h, direction: Direction::Maximize, trial_number: 27 };
+        let ctx = SampleContext {
+            space: &space,
+            history: &h,
+            direction: Direction::Maximize,
+            trial_number: 27,
+        };
         // n = 27 → γ = 3: complete values 7, 2, 1 → #25, #2, #1.
         let (below, _) = split_trials(&ctx, true);
         assert_eq!(nums(&below), vec![1, 2, 25]);
@@ -251,7 +312,10 @@ mod tests {
 
     #[test]
     fn zero_candidates_is_a_config_error() {
-        let cfg = TpeConfig { n_ei_candidates: 0, ..TpeConfig::default() };
+        let cfg = TpeConfig {
+            n_ei_candidates: 0,
+            ..TpeConfig::default()
+        };
         assert!(TpeSampler::new(cfg).is_err());
     }
 }

@@ -26,7 +26,8 @@ pub(crate) fn log_ndtr(x: f64) -> f64 {
     }
     let lhs = -0.5 * x * x - (-x).ln() - LN_SQRT_2PI;
     let denom_cons = 1.0 / (x * x);
-    let (mut last, mut rhs, mut numerator, mut denom, mut sign) = (0.0f64, 1.0f64, 1.0f64, 1.0f64, 1.0f64);
+    let (mut last, mut rhs, mut numerator, mut denom, mut sign) =
+        (0.0f64, 1.0f64, 1.0f64, 1.0f64, 1.0f64);
     let mut i = 0.0;
     while (last - rhs).abs() > f64::EPSILON {
         i += 1.0;
@@ -107,7 +108,11 @@ pub(crate) fn ppf(q: f64, a: f64, b: f64) -> f64 {
     };
     // Newton's last step can leave x an ulp outside; a NaN (mass underflowed to zero for a
     // kernel far outside the range) falls back to the nearer bound.
-    if x.is_nan() { if a.abs() < b.abs() { a } else { b } } else { x.clamp(a, b) }
+    if x.is_nan() {
+        if a.abs() < b.abs() { a } else { b }
+    } else {
+        x.clamp(a, b)
+    }
 }
 
 #[cfg(test)]
@@ -125,7 +130,10 @@ mod tests {
             (8.0, -6.220_960_574_271_785e-16),
         ] {
             let got = log_ndtr(x);
-            assert!((got - want).abs() <= 1e-12 * want.abs().max(1e-3), "x={x}: {got} vs {want}");
+            assert!(
+                (got - want).abs() <= 1e-12 * want.abs().max(1e-3),
+                "x={x}: {got} vs {want}"
+            );
         }
         // The two formulas meet at −20.
         let (l, r) = (log_ndtr(-20.0 - 1e-9), log_ndtr(-20.0 + 1e-9));
@@ -145,14 +153,29 @@ mod tests {
 
     #[test]
     fn ppf_inverts_the_truncated_cdf() {
-        for (a, b) in [(-1.0, 1.0), (-30.0, 0.5), (2.0, 9.0), (-9.0, -2.0), (0.0, 100.0), (12.0, 15.0)] {
+        for (a, b) in [
+            (-1.0, 1.0),
+            (-30.0, 0.5),
+            (2.0, 9.0),
+            (-9.0, -2.0),
+            (0.0, 100.0),
+            (12.0, 15.0),
+        ] {
             let mass = log_gauss_mass(a, b);
             for q in [1e-9, 0.01, 0.3, 0.5, 0.9, 0.999_999] {
                 let x = ppf(q, a, b);
                 assert!(a <= x && x <= b, "{a} {b} {q} -> {x}");
                 // q = (Φ(x) − Φ(a)) / (Φ(b) − Φ(a)), checked in log space.
-                let got = if x <= a { f64::NEG_INFINITY } else { log_gauss_mass(a, x) - mass };
-                assert!((got.exp() - q).abs() < 1e-7 * q.max(1e-3), "{a} {b} {q}: {}", got.exp());
+                let got = if x <= a {
+                    f64::NEG_INFINITY
+                } else {
+                    log_gauss_mass(a, x) - mass
+                };
+                assert!(
+                    (got.exp() - q).abs() < 1e-7 * q.max(1e-3),
+                    "{a} {b} {q}: {}",
+                    got.exp()
+                );
             }
         }
         assert_eq!(ppf(0.0, -1.0, 1.0), -1.0);
