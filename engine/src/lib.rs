@@ -2,8 +2,10 @@
 //!
 //! - [`market`]: market data — CSV readers, alignment of assets, features, splits, synthetic data.
 //! - [`env`]: the vectorized multi-asset trading environment (CPU and on-device tensor versions).
+//! - [`telemetry`]: GPU, CPU and process probes, the sampler, phase timers and bottleneck verdicts.
 //!
 //! The engine never imports a UI crate; long-running work reports through engine-defined events.
 
 pub mod env;
 pub mod market;
+pub mod telemetry;

@@ -1,0 +1,54 @@
+//! Where sampled rows go: a narrow row per value (timestamp, device, trial, metric, value),
+//! handed over in batches. The study database's `tradetune_telemetry` table is one sink; the
+//! in-memory sink feeds per-trial summaries and tests.
+
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Utc};
+
+use super::TelemetryError;
+use super::metric::{DeviceTag, Metric};
+
+/// One measured value.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TelemetryRow {
+    pub timestamp: DateTime<Utc>,
+    pub device: DeviceTag,
+    /// The trial running when the value was taken, if any.
+    pub trial: Option<u64>,
+    pub metric: Metric,
+    pub value: f64,
+}
+
+/// Receives batches of rows on the sampler thread (never on a trainer's thread).
+pub trait TelemetrySink: Send {
+    /// Stores `rows`; on error the sampler counts the rows as dropped and goes on.
+    fn write_batch(&mut self, rows: &[TelemetryRow]) -> Result<(), TelemetryError>;
+}
+
+/// Keeps every row in memory, shared with whoever holds a clone.
+#[derive(Debug, Clone, Default)]
+pub struct MemorySink {
+    rows: Arc<Mutex<Vec<TelemetryRow>>>,
+}
+
+impl MemorySink {
+    pub fn new() -> MemorySink {
+        MemorySink::default()
+    }
+    /// A copy of every row received so far.
+    pub fn rows(&self) -> Vec<TelemetryRow> {
+        self.rows.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+}
+
+impl TelemetrySink for MemorySink {
+    fn write_batch(&mut self, rows: &[TelemetryRow]) -> Result<(), TelemetryError> {
+        let mut all = self
+            .rows
+            .lock()
+            .map_err(|_| TelemetryError::Sink("memory sink lock poisoned".into()))?;
+        all.extend_from_slice(rows);
+        Ok(())
+    }
+}
