@@ -50,7 +50,7 @@ impl AmdCard {
 
     fn describe(&self, dir: &Path, file: &str) -> String {
         let rel = dir
-            .strip_prefix(self.device.parent().unwrap_or(&self.device))
+            .strip_prefix(self.device.parent().unwrap_or(self.device.as_path()))
             .unwrap_or(dir);
         format!("{}/{}/{file}", self.name, rel.display())
     }
@@ -102,7 +102,7 @@ impl AmdCard {
         if let Some(t) = self.text(dev, "pp_power_profile_mode", &mut p) {
             s.power_profile = parse_power_profile(&t);
         }
-        let mut dpm = |file: &str, p: &mut Vec<String>| {
+        let dpm = |file: &str, p: &mut Vec<String>| {
             let text = self.text(dev, file, p)?;
             match parse_dpm_table(&text) {
                 Ok(t) => Some(t),

@@ -191,12 +191,13 @@ pub struct GpuDiscovery {
 
 impl GpuDiscovery {
     /// Looks for NVIDIA cards through NVML and AMD cards under `drm_root` (normally
-    /// `/sys/class/drm`).
-    pub fn discover(drm_root: &Path) -> GpuDiscovery {
+    /// `/sys/class/drm`). `watch_pid` is the process whose device memory NVML reports.
+    pub fn discover(drm_root: &Path, watch_pid: u32) -> GpuDiscovery {
         let mut probes: Vec<Box<dyn GpuProbe>> = Vec::new();
         let mut statuses = Vec::new();
         match super::nvml::NvmlProbe::init() {
-            Ok(p) => {
+            Ok(mut p) => {
+                p.watch_pid(watch_pid);
                 statuses.push(ProbeStatus::Ready {
                     vendor: GpuVendor::Nvidia,
                     devices: p.devices().len(),
