@@ -88,7 +88,7 @@ impl HostProbe for SysinfoHostProbe {
             .system
             .cpus()
             .iter()
-            .map(|c| f64::from(c.cpu_usage()))
+            .map(|c| f64::from(c.usage()))
             .collect();
         let process = self.system.process(self.pid);
         HostSample {

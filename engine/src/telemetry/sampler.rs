@@ -95,6 +95,7 @@ impl SamplerConfig {
 pub struct Tick {
     /// 1, 2, … since the sampler started.
     pub seq: u64,
+    #[serde(serialize_with = "super::sink::serialize_utc")]
     pub timestamp: DateTime<Utc>,
     pub trial: Option<u64>,
     pub readings: Vec<DeviceReading>,

@@ -12,12 +12,23 @@ use super::metric::{DeviceTag, Metric};
 /// One measured value.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TelemetryRow {
+    #[serde(serialize_with = "serialize_utc")]
     pub timestamp: DateTime<Utc>,
     pub device: DeviceTag,
     /// The trial running when the value was taken, if any.
     pub trial: Option<u64>,
     pub metric: Metric,
     pub value: f64,
+}
+
+/// Serializes a timestamp as RFC 3339 in UTC with milliseconds (`2026-11-23T12:00:00.250Z`),
+/// the form of the CSV logs; written here because the workspace builds chrono without its
+/// `serde` feature.
+pub(crate) fn serialize_utc<S: serde::Serializer>(
+    t: &DateTime<Utc>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
 }
 
 /// Receives batches of rows on the sampler thread (never on a trainer's thread).
