@@ -26,7 +26,9 @@ fn fixture(case: &str) -> String {
 /// NVML is absent on this machine and in CI; on a machine with an NVIDIA card its cards come
 /// first and the fixture card is not gpu0.
 fn nvidia_absent(stdout: &str) -> bool {
-    stdout.lines().any(|l| l.starts_with("NVIDIA: ") && !l.ends_with("GPU") && !l.ends_with("GPUs"))
+    stdout
+        .lines()
+        .any(|l| l.starts_with("NVIDIA: ") && !l.ends_with("GPU") && !l.ends_with("GPUs"))
 }
 
 #[test]
@@ -46,7 +48,11 @@ fn two_seconds_with_a_csv_log() {
         dir.path().to_str().unwrap(),
     ]);
     let stdout = text(&out.stdout);
-    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        text(&out.stderr)
+    );
     assert!(stdout.contains("AMD: no amdgpu cards under "), "{stdout}");
     if nvidia_absent(&stdout) {
         assert!(stdout.contains("no GPU present"), "{stdout}");
@@ -56,8 +62,18 @@ fn two_seconds_with_a_csv_log() {
 
     let mut reader = csv::Reader::from_path(&csv_path).unwrap();
     let header: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
-    for col in ["timestamp_utc", "cpu_pct", "process_cpu_pct", "rss_mib", "cpu0_pct", "trial"] {
-        assert!(header.iter().any(|h| h == col), "no column {col} in {header:?}");
+    for col in [
+        "timestamp_utc",
+        "cpu_pct",
+        "process_cpu_pct",
+        "rss_mib",
+        "cpu0_pct",
+        "trial",
+    ] {
+        assert!(
+            header.iter().any(|h| h == col),
+            "no column {col} in {header:?}"
+        );
     }
     let rss = header.iter().position(|h| h == "rss_mib").unwrap();
     let ts = header.iter().position(|h| h == "timestamp_utc").unwrap();
@@ -69,7 +85,10 @@ fn two_seconds_with_a_csv_log() {
         assert!(mib > 0.0, "the monitor itself has resident memory");
         assert!(r[ts].ends_with('Z'), "UTC timestamps: {}", &r[ts]);
     }
-    assert!(rows.windows(2).all(|w| w[0][ts] < w[1][ts]), "timestamps increase");
+    assert!(
+        rows.windows(2).all(|w| w[0][ts] < w[1][ts]),
+        "timestamps increase"
+    );
 }
 
 #[test]
@@ -93,14 +112,20 @@ fn amd_fixture_card_appears_in_table_and_csv() {
     if !nvidia_absent(&stdout) {
         return;
     }
-    assert!(stdout.contains("gpu0: AMD GPU 1002:744c (card1) (PCI 0000:03:00.0, 16368 MiB)"), "{stdout}");
+    assert!(
+        stdout.contains("gpu0: AMD GPU 1002:744c (card1) (PCI 0000:03:00.0, 16368 MiB)"),
+        "{stdout}"
+    );
     // The dmon-like line: util 83 %, mem 41 %, 9216 MiB, 66 °C, 212 W, 2124 / 1124 MHz.
     let line = stdout
         .lines()
         .find(|l| l.contains(" gpu0 "))
         .unwrap_or_else(|| panic!("no gpu0 line in\n{stdout}"));
     let cells: Vec<&str> = line.split_whitespace().collect();
-    assert_eq!(&cells[1..], ["gpu0", "83", "41", "9216", "66", "212.0", "2124", "1124"]);
+    assert_eq!(
+        &cells[1..],
+        ["gpu0", "83", "41", "9216", "66", "212.0", "2124", "1124"]
+    );
 
     let mut reader = csv::Reader::from_path(&csv_path).unwrap();
     let header: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();

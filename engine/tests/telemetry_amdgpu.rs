@@ -108,7 +108,10 @@ fn malformed_files_are_named_and_the_rest_still_read() {
         "card0/device/hwmon/hwmon0/temp1_input",
         "card0/device/hwmon/hwmon0/power1_average",
     ] {
-        assert!(text.contains(file), "no problem line for {file} in:\n{text}");
+        assert!(
+            text.contains(file),
+            "no problem line for {file} in:\n{text}"
+        );
     }
     assert_eq!(s.problems.len(), 6, "{text}");
 }
@@ -116,8 +119,17 @@ fn malformed_files_are_named_and_the_rest_still_read() {
 #[test]
 fn no_amdgpu_card_is_a_state() {
     let err = AmdGpuProbe::open(&root("no_amd_cards")).err().unwrap();
-    assert!(matches!(err, ProbeStatus::Unavailable { vendor: GpuVendor::Amd, .. }));
-    assert!(err.to_string().starts_with("AMD: no amdgpu cards under "), "{err}");
+    assert!(matches!(
+        err,
+        ProbeStatus::Unavailable {
+            vendor: GpuVendor::Amd,
+            ..
+        }
+    ));
+    assert!(
+        err.to_string().starts_with("AMD: no amdgpu cards under "),
+        "{err}"
+    );
 }
 
 #[test]

@@ -120,7 +120,12 @@ fn interval_is_validated() {
         ring_capacity: 0,
         ..SamplerConfig::default()
     };
-    assert!(bad.validate().unwrap_err().to_string().contains("ring_capacity"));
+    assert!(
+        bad.validate()
+            .unwrap_err()
+            .to_string()
+            .contains("ring_capacity")
+    );
 }
 
 #[test]
@@ -151,7 +156,10 @@ fn ticks_number_gpus_tag_trials_and_batch_rows() {
     // 3 ticks × 3 cards × 2 metrics.
     assert_eq!(rows.len(), 18);
     assert_eq!(rows.iter().filter(|r| r.trial == Some(5)).count(), 12);
-    assert!(rows.iter().all(|r| r.timestamp >= at(0) && r.timestamp <= at(2)));
+    assert!(
+        rows.iter()
+            .all(|r| r.timestamp >= at(0) && r.timestamp <= at(2))
+    );
 
     handle.set_trial(None);
     core.tick(at(3), generous());
@@ -170,7 +178,11 @@ fn ticks_number_gpus_tag_trials_and_batch_rows() {
         handle.latest(DeviceTag::Gpu(2), Metric::UtilPct).unwrap().v,
         41.0
     );
-    assert!(handle.series_keys().contains(&(DeviceTag::Gpu(1), Metric::PowerW)));
+    assert!(
+        handle
+            .series_keys()
+            .contains(&(DeviceTag::Gpu(1), Metric::PowerW))
+    );
 
     // The rows summarise into a trial: trial 5 saw ticks 2 and 3.
     let summary = TrialSummary::from_rows(

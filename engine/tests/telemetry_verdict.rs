@@ -4,9 +4,7 @@
 use tradetune_engine::telemetry::verdict::{
     DeviceFacts, GPU_SATURATED_PCT, MEMORY_FULL, PHASE_BOUND, THERMAL_THROTTLED, VerdictInput,
 };
-use tradetune_engine::telemetry::{
-    DeviceSummary, PhaseSplit, TrialSummary, VerdictKind, verdicts,
-};
+use tradetune_engine::telemetry::{DeviceSummary, PhaseSplit, TrialSummary, VerdictKind, verdicts};
 
 fn split(env: f64, inference: f64, update: f64, eval: f64) -> Option<PhaseSplit> {
     Some(PhaseSplit {
@@ -48,7 +46,11 @@ fn env_bound_python_loop_case() {
         on_device_env: true,
         ..input
     };
-    assert!(verdicts(&on_device)[0].message.contains("raise n_envs so each step"));
+    assert!(
+        verdicts(&on_device)[0]
+            .message
+            .contains("raise n_envs so each step")
+    );
 }
 
 #[test]
@@ -60,7 +62,10 @@ fn update_bound_on_a_saturated_device() {
     };
     let v = verdicts(&input);
     assert_eq!(v[0].kind, VerdictKind::UpdateBoundDeviceLimit);
-    assert_eq!(v[0].message, "update-bound and gpu0 busy 97 %: this device is the limit");
+    assert_eq!(
+        v[0].message,
+        "update-bound and gpu0 busy 97 %: this device is the limit"
+    );
 }
 
 #[test]
@@ -126,7 +131,10 @@ fn thermal_and_power_throttling() {
         v.iter().map(|v| v.kind).collect::<Vec<_>>(),
         [VerdictKind::ThermalThrottling, VerdictKind::PowerThrottling]
     );
-    assert!(v[0].message.starts_with("thermal throttling 30 % of the time on gpu0"));
+    assert!(
+        v[0].message
+            .starts_with("thermal throttling 30 % of the time on gpu0")
+    );
     d.thermal_throttle_fraction = Some(THERMAL_THROTTLED - 0.01);
     d.power_throttle_fraction = None;
     let quiet = VerdictInput {
@@ -147,7 +155,10 @@ fn the_idle_second_gpu() {
     let v = verdicts(&input);
     assert_eq!(v.len(), 1);
     assert_eq!(v[0].kind, VerdictKind::IdleDevice);
-    assert!(v[0].message.starts_with("gpu0 averaged 0 % busy while gpu1 was 82 %"));
+    assert!(
+        v[0].message
+            .starts_with("gpu0 averaged 0 % busy while gpu1 was 82 %")
+    );
 }
 
 #[test]

@@ -53,8 +53,8 @@ pub fn run(args: MonitorArgs) -> anyhow::Result<()> {
         .with_context(|| format!("--interval {}", args.interval))?;
     let config = SamplerConfig::with_interval(interval).context("--interval")?;
     // A whole number of ticks, at least one: `--duration 2 --interval 0.5` is 4 samples.
-    let ticks_wanted = (args.duration > 0.0)
-        .then(|| ((args.duration / args.interval).round() as u64).max(1));
+    let ticks_wanted =
+        (args.duration > 0.0).then(|| ((args.duration / args.interval).round() as u64).max(1));
 
     let watched = args.pid.unwrap_or_else(std::process::id);
     let host = SysinfoHostProbe::new(Some(watched)).context("CPU/process probe")?;
@@ -95,7 +95,10 @@ pub fn run(args: MonitorArgs) -> anyhow::Result<()> {
     }
 
     let mut csv = match &args.csv {
-        Some(path) => Some(CsvLog::create(path, WideLayout::new(gpus.len() as u32, cores))?),
+        Some(path) => Some(CsvLog::create(
+            path,
+            WideLayout::new(gpus.len() as u32, cores),
+        )?),
         None => None,
     };
 
@@ -130,7 +133,10 @@ pub fn run(args: MonitorArgs) -> anyhow::Result<()> {
             }
         }
         for s in &tick.skipped {
-            eprintln!("note: probe `{s}` did not answer in time for sample {}", tick.seq);
+            eprintln!(
+                "note: probe `{s}` did not answer in time for sample {}",
+                tick.seq
+            );
         }
         if args.json {
             println!("{}", tick_json(&tick));
@@ -189,11 +195,8 @@ fn gpu_json(i: usize, g: &GpuInfo) -> Value {
 fn tick_json(tick: &Tick) -> Value {
     let mut devices = Map::new();
     for r in &tick.readings {
-        let values: Map<String, Value> = r
-            .values
-            .iter()
-            .map(|(m, v)| (m.name(), json!(v)))
-            .collect();
+        let values: Map<String, Value> =
+            r.values.iter().map(|(m, v)| (m.name(), json!(v))).collect();
         devices.insert(r.device.to_string(), Value::Object(values));
     }
     json!({

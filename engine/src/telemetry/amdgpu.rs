@@ -296,9 +296,9 @@ fn first_hwmon(dir: &Path) -> Option<PathBuf> {
         })
         .collect();
     dirs.sort();
-    let named_amdgpu = dirs.iter().find(|d| {
-        fs::read_to_string(d.join("name")).is_ok_and(|n| n.trim() == "amdgpu")
-    });
+    let named_amdgpu = dirs
+        .iter()
+        .find(|d| fs::read_to_string(d.join("name")).is_ok_and(|n| n.trim() == "amdgpu"));
     named_amdgpu.cloned().or_else(|| dirs.into_iter().next())
 }
 

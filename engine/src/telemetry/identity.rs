@@ -203,7 +203,10 @@ mod tests {
         );
         // Without a bus id the name is ambiguous: say so rather than guess.
         let m = match_device(&wgpu(Some("NVIDIA GeForce RTX 4080"), None), &gpus);
-        assert!(matches!(m, DeviceMatch::Unknown(ref w) if w.contains("2 probed GPUs")), "{m}");
+        assert!(
+            matches!(m, DeviceMatch::Unknown(ref w) if w.contains("2 probed GPUs")),
+            "{m}"
+        );
     }
 
     #[test]
@@ -241,6 +244,9 @@ mod tests {
             DeviceMatch::Unknown("no probed GPU is at PCI 0000:00:02.0".into())
         );
         let m = match_device(&wgpu(None, None), &gpus);
-        assert!(m.to_string().contains("neither a PCI bus id nor a name"), "{m}");
+        assert!(
+            m.to_string().contains("neither a PCI bus id nor a name"),
+            "{m}"
+        );
     }
 }

@@ -195,20 +195,19 @@ mod tests {
 
     #[test]
     fn names_round_trip_and_columns_carry_units() {
-        for m in Metric::GPU
-            .iter()
-            .copied()
-            .chain([
-                Metric::CpuPct,
-                Metric::CoreCpuPct(7),
-                Metric::ProcessCpuPct,
-                Metric::RssMib,
-            ])
-        {
+        for m in Metric::GPU.iter().copied().chain([
+            Metric::CpuPct,
+            Metric::CoreCpuPct(7),
+            Metric::ProcessCpuPct,
+            Metric::RssMib,
+        ]) {
             assert_eq!(Metric::from_name(&m.name()), Some(m), "{m}");
         }
         assert_eq!(Metric::UtilPct.column(DeviceTag::Gpu(0)), "gpu0_util_pct");
-        assert_eq!(Metric::MemUsedMib.column(DeviceTag::Gpu(1)), "gpu1_mem_used_mib");
+        assert_eq!(
+            Metric::MemUsedMib.column(DeviceTag::Gpu(1)),
+            "gpu1_mem_used_mib"
+        );
         assert_eq!(Metric::RssMib.column(DeviceTag::Host), "rss_mib");
         assert_eq!(Metric::from_name("cpux_pct"), None);
         assert_eq!("gpu3".parse::<DeviceTag>(), Ok(DeviceTag::Gpu(3)));

@@ -28,7 +28,9 @@ pub mod wide;
 mod worker;
 
 pub use error::TelemetryError;
-pub use gpu::{GpuDiscovery, GpuInfo, GpuProbe, GpuSample, GpuVendor, ProbeStatus, ThrottleReasons};
+pub use gpu::{
+    GpuDiscovery, GpuInfo, GpuProbe, GpuSample, GpuVendor, ProbeStatus, ThrottleReasons,
+};
 pub use host::{HostProbe, HostSample, SysinfoHostProbe};
 pub use identity::{BurnDeviceDescription, DeviceMatch, PciBusId, match_device};
 pub use metric::{DeviceTag, Metric};

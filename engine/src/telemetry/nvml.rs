@@ -96,13 +96,14 @@ impl NvmlProbe {
             s.mem_total_bytes = Some(m.total);
         }
         if let Ok(procs) = device.running_compute_processes() {
-            s.process_mem_used_bytes = procs
-                .iter()
-                .filter(|p| p.pid == self.pid)
-                .find_map(|p| match p.used_gpu_memory {
-                    UsedGpuMemory::Used(b) => Some(b),
-                    UsedGpuMemory::Unavailable => None,
-                });
+            s.process_mem_used_bytes =
+                procs
+                    .iter()
+                    .filter(|p| p.pid == self.pid)
+                    .find_map(|p| match p.used_gpu_memory {
+                        UsedGpuMemory::Used(b) => Some(b),
+                        UsedGpuMemory::Unavailable => None,
+                    });
         }
         s.temp_c = ok(device.temperature(TemperatureSensor::Gpu), "temperature").map(f64::from);
         // NVML reports power in milliwatts.
@@ -140,8 +141,14 @@ fn convert_throttle(t: NvmlThrottle) -> ThrottleReasons {
         (NvmlThrottle::SW_POWER_CAP, ThrottleReasons::SW_POWER_CAP),
         (NvmlThrottle::HW_SLOWDOWN, ThrottleReasons::HW_SLOWDOWN),
         (NvmlThrottle::SYNC_BOOST, ThrottleReasons::SYNC_BOOST),
-        (NvmlThrottle::SW_THERMAL_SLOWDOWN, ThrottleReasons::SW_THERMAL),
-        (NvmlThrottle::HW_THERMAL_SLOWDOWN, ThrottleReasons::HW_THERMAL),
+        (
+            NvmlThrottle::SW_THERMAL_SLOWDOWN,
+            ThrottleReasons::SW_THERMAL,
+        ),
+        (
+            NvmlThrottle::HW_THERMAL_SLOWDOWN,
+            ThrottleReasons::HW_THERMAL,
+        ),
         (
             NvmlThrottle::HW_POWER_BRAKE_SLOWDOWN,
             ThrottleReasons::HW_POWER_BRAKE,

@@ -155,9 +155,7 @@ impl TrialSummary {
                     mem_total_mib: peak(&values(d, Metric::MemTotalMib)),
                     peak_process_mem_used_mib: peak(&values(d, Metric::ProcessMemUsedMib)),
                     peak_temp_c: peak(&temps),
-                    energy_j: series
-                        .get(&(d, Metric::PowerW))
-                        .and_then(|s| integrate(s)),
+                    energy_j: series.get(&(d, Metric::PowerW)).and_then(|s| integrate(s)),
                     throttle_reasons_seen: seen.names().into_iter().map(String::from).collect(),
                     thermal_throttle_fraction: share(ThrottleReasons::is_thermal),
                     power_throttle_fraction: share(ThrottleReasons::is_power),
@@ -227,7 +225,13 @@ mod tests {
 
     use super::*;
 
-    fn row(sec: i64, device: DeviceTag, trial: Option<u64>, metric: Metric, value: f64) -> TelemetryRow {
+    fn row(
+        sec: i64,
+        device: DeviceTag,
+        trial: Option<u64>,
+        metric: Metric,
+        value: f64,
+    ) -> TelemetryRow {
         TelemetryRow {
             timestamp: Utc.timestamp_opt(1_700_000_000 + sec, 0).unwrap(),
             device,
@@ -245,8 +249,18 @@ mod tests {
         for s in 0..=20 {
             let w = if s <= 10 { 200.0 } else { 300.0 };
             rows.push(row(s, g, Some(3), Metric::PowerW, w));
-            rows.push(row(s, g, Some(3), Metric::UtilPct, if s % 2 == 0 { 90.0 } else { 70.0 }));
-            let mask = if s < 5 { ThrottleReasons::SW_THERMAL } else { 0 };
+            rows.push(row(
+                s,
+                g,
+                Some(3),
+                Metric::UtilPct,
+                if s % 2 == 0 { 90.0 } else { 70.0 },
+            ));
+            let mask = if s < 5 {
+                ThrottleReasons::SW_THERMAL
+            } else {
+                0
+            };
             rows.push(row(s, g, Some(3), Metric::ThrottleMask, f64::from(mask)));
         }
         rows.push(row(3, g, Some(3), Metric::TempJunctionC, 88.0));

@@ -198,7 +198,10 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
     }
 
     for d in &input.devices {
-        if let Some(f) = d.thermal_throttle_fraction.filter(|f| *f >= THERMAL_THROTTLED) {
+        if let Some(f) = d
+            .thermal_throttle_fraction
+            .filter(|f| *f >= THERMAL_THROTTLED)
+        {
             say(
                 VerdictKind::ThermalThrottling,
                 format!(
