@@ -4,6 +4,7 @@
 //! - [`env`]: the vectorized multi-asset trading environment (CPU and on-device tensor versions).
 //! - [`storage`]: studies and trials in SQLite, in Optuna's own schema (Optuna reads our files).
 //! - [`study`]: hyperparameter search spaces, samplers and pruners (Optuna semantics).
+//! - [`telemetry`]: GPU, CPU and process probes, the sampler, phase timers and bottleneck verdicts.
 //!
 //! The engine never imports a UI crate; long-running work reports through engine-defined events.
 
@@ -11,3 +12,4 @@ pub mod env;
 pub mod market;
 pub mod storage;
 pub mod study;
+pub mod telemetry;

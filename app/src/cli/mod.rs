@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod data;
+pub mod monitor;
 
 use clap::{Parser, Subcommand};
 
@@ -21,6 +22,8 @@ pub enum Command {
     /// Benchmarks of the hot paths, printing throughput with their configuration.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Live GPU, CPU and process telemetry, one line per device per sample, and/or a CSV log.
+    Monitor(monitor::MonitorArgs),
 }
 
 /// Runs one subcommand.
@@ -28,5 +31,6 @@ pub fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Data(c) => data::run(c),
         Command::Bench(c) => bench::run(c),
+        Command::Monitor(a) => monitor::run(a),
     }
 }

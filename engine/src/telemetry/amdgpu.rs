@@ -1,0 +1,312 @@
+//! AMD cards through the amdgpu driver's sysfs files, read directly (no LGPL library).
+//!
+//! The root is a parameter (normally `/sys/class/drm`) so tests run on fixture trees shaped like
+//! real ones. For each `cardN` whose driver is amdgpu this reads `cardN/device/` — the PCI
+//! device — and its `hwmon/hwmonM/` directory. Units as the kernel documents them: bytes,
+//! millidegrees Celsius, microwatts, Hz (see [`super::amdgpu_files`]).
+
+use std::fs;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+
+use super::amdgpu_files::{parse_dpm_table, parse_int, parse_power_profile};
+use super::gpu::{GpuInfo, GpuProbe, GpuSample, GpuVendor, ProbeStatus};
+use super::identity::PciBusId;
+
+/// PCI vendor id of AMD/ATI.
+const AMD_VENDOR: &str = "0x1002";
+
+/// Reads every amdgpu card under a DRM class directory.
+pub struct AmdGpuProbe {
+    cards: Vec<AmdCard>,
+    devices: Vec<GpuInfo>,
+}
+
+#[derive(Debug, Clone)]
+struct AmdCard {
+    /// `card1`, for messages.
+    name: String,
+    /// `…/card1/device`.
+    device: PathBuf,
+    /// `…/card1/device/hwmon/hwmonN`, if the driver registered one.
+    hwmon: Option<PathBuf>,
+}
+
+/// What reading one sysfs file gave.
+enum FileRead {
+    Missing,
+    Text(String),
+    Problem(String),
+}
+
+impl AmdCard {
+    fn read(&self, dir: &Path, file: &str) -> FileRead {
+        match fs::read_to_string(dir.join(file)) {
+            Ok(t) => FileRead::Text(t),
+            Err(e) if e.kind() == ErrorKind::NotFound => FileRead::Missing,
+            Err(e) => FileRead::Problem(format!("{}: {e}", self.describe(dir, file))),
+        }
+    }
+
+    fn describe(&self, dir: &Path, file: &str) -> String {
+        let rel = dir
+            .strip_prefix(self.device.parent().unwrap_or(self.device.as_path()))
+            .unwrap_or(dir);
+        format!("{}/{}/{file}", self.name, rel.display())
+    }
+
+    /// Reads a whole-number file; missing → `None` silently, garbage → `None` and a problem line.
+    fn int(&self, dir: &Path, file: &str, problems: &mut Vec<String>) -> Option<u64> {
+        match self.read(dir, file) {
+            FileRead::Missing => None,
+            FileRead::Problem(p) => {
+                problems.push(p);
+                None
+            }
+            FileRead::Text(t) => match parse_int(&t) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    problems.push(format!("{}: {e}", self.describe(dir, file)));
+                    None
+                }
+            },
+        }
+    }
+
+    fn text(&self, dir: &Path, file: &str, problems: &mut Vec<String>) -> Option<String> {
+        match self.read(dir, file) {
+            FileRead::Missing => None,
+            FileRead::Problem(p) => {
+                problems.push(p);
+                None
+            }
+            FileRead::Text(t) => Some(t),
+        }
+    }
+
+    fn sample(&self) -> GpuSample {
+        let mut p = Vec::new();
+        let dev = self.device.as_path();
+        let pct = |v: u64| v as f64;
+        let mut s = GpuSample {
+            util_pct: self.int(dev, "gpu_busy_percent", &mut p).map(pct),
+            mem_util_pct: self.int(dev, "mem_busy_percent", &mut p).map(pct),
+            mem_used_bytes: self.int(dev, "mem_info_vram_used", &mut p),
+            mem_total_bytes: self.int(dev, "mem_info_vram_total", &mut p),
+            ..Default::default()
+        };
+        s.perf_level = self
+            .text(dev, "power_dpm_force_performance_level", &mut p)
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty());
+        if let Some(t) = self.text(dev, "pp_power_profile_mode", &mut p) {
+            s.power_profile = parse_power_profile(&t);
+        }
+        let dpm = |file: &str, p: &mut Vec<String>| {
+            let text = self.text(dev, file, p)?;
+            match parse_dpm_table(&text) {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    p.push(format!("{}: {e}", self.describe(dev, file)));
+                    None
+                }
+            }
+        };
+        let sclk = dpm("pp_dpm_sclk", &mut p);
+        let mclk = dpm("pp_dpm_mclk", &mut p);
+        if let Some(hw) = self.hwmon.as_deref() {
+            self.read_hwmon(hw, &mut s, &mut p);
+        }
+        // hwmon's freqN_input is the measured clock; the DPM table's starred level is the
+        // fallback on kernels without it.
+        if let Some(t) = &sclk {
+            s.sm_clock_max_mhz = Some(t.max_mhz());
+            s.sm_clock_mhz = s.sm_clock_mhz.or(t.current_mhz());
+        }
+        if let Some(t) = &mclk {
+            s.mem_clock_max_mhz = Some(t.max_mhz());
+            s.mem_clock_mhz = s.mem_clock_mhz.or(t.current_mhz());
+        }
+        s.problems = p;
+        s
+    }
+
+    fn read_hwmon(&self, hw: &Path, s: &mut GpuSample, p: &mut Vec<String>) {
+        // Temperatures: every tempN_input, named by tempN_label (amdgpu: edge, junction, mem).
+        let mut temps: Vec<u32> = fs::read_dir(hw)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                name.strip_prefix("temp")?
+                    .strip_suffix("_input")?
+                    .parse()
+                    .ok()
+            })
+            .collect();
+        temps.sort_unstable();
+        for n in temps {
+            let Some(milli) = self.int(hw, &format!("temp{n}_input"), p) else {
+                continue;
+            };
+            let c = milli as f64 / 1000.0;
+            let label = self
+                .text(hw, &format!("temp{n}_label"), p)
+                .map(|l| l.trim().to_ascii_lowercase());
+            match (label.as_deref(), n) {
+                (Some("edge"), _) | (None, 1) => s.temp_c = Some(c),
+                (Some("junction"), _) => s.temp_junction_c = Some(c),
+                (Some("mem"), _) => s.temp_mem_c = Some(c),
+                _ => {}
+            }
+        }
+        // Power: RDNA3 on recent kernels has only power1_input (instantaneous); older ones
+        // power1_average. Both are microwatts.
+        let uw = |v: u64| v as f64 / 1e6;
+        s.power_w = self
+            .int(hw, "power1_average", p)
+            .or_else(|| self.int(hw, "power1_input", p))
+            .map(uw);
+        s.power_limit_w = self.int(hw, "power1_cap", p).map(uw);
+        // Clocks in Hz; freq1 is sclk and freq2 mclk unless the labels say otherwise.
+        for n in [1, 2] {
+            let Some(hz) = self.int(hw, &format!("freq{n}_input"), p) else {
+                continue;
+            };
+            let mhz = hz as f64 / 1e6;
+            let label = self
+                .text(hw, &format!("freq{n}_label"), p)
+                .map(|l| l.trim().to_ascii_lowercase());
+            match (label.as_deref(), n) {
+                (Some("sclk"), _) | (None, 1) => s.sm_clock_mhz = Some(mhz),
+                (Some("mclk"), _) | (None, 2) => s.mem_clock_mhz = Some(mhz),
+                _ => {}
+            }
+        }
+        // pwm1 is the fan duty cycle, 0–255 (hwmon sysfs interface).
+        s.fan_pct = self
+            .int(hw, "pwm1", p)
+            .map(|v| (v.min(255) as f64) * 100.0 / 255.0);
+    }
+}
+
+impl AmdGpuProbe {
+    /// Finds the amdgpu cards under `drm_root`; the error is the state to show the user.
+    pub fn open(drm_root: &Path) -> Result<AmdGpuProbe, ProbeStatus> {
+        let unavailable = |reason: String| ProbeStatus::Unavailable {
+            vendor: GpuVendor::Amd,
+            reason,
+        };
+        let entries = fs::read_dir(drm_root).map_err(|e| {
+            unavailable(if e.kind() == ErrorKind::NotFound {
+                format!("no amdgpu cards ({} does not exist)", drm_root.display())
+            } else {
+                format!("cannot list {}: {e}", drm_root.display())
+            })
+        })?;
+        let mut numbered: Vec<(u32, String)> = entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                // `card1` but not the connectors `card1-DP-1` or render nodes `renderD128`.
+                let n: u32 = name.strip_prefix("card")?.parse().ok()?;
+                Some((n, name))
+            })
+            .collect();
+        numbered.sort_unstable();
+        let mut cards = Vec::new();
+        let mut devices = Vec::new();
+        for (_, name) in numbered {
+            let device = drm_root.join(&name).join("device");
+            let uevent = fs::read_to_string(device.join("uevent")).unwrap_or_default();
+            let field = |key: &str| {
+                uevent.lines().find_map(|l| {
+                    l.strip_prefix(key)
+                        .and_then(|r| r.strip_prefix('='))
+                        .map(str::trim)
+                })
+            };
+            let vendor = fs::read_to_string(device.join("vendor")).unwrap_or_default();
+            let is_amdgpu = match field("DRIVER") {
+                Some(driver) => driver == "amdgpu",
+                None => vendor.trim() == AMD_VENDOR,
+            };
+            if !is_amdgpu {
+                continue;
+            }
+            let pci_bus_id = field("PCI_SLOT_NAME")
+                .and_then(|s| s.parse::<PciBusId>().ok())
+                .or_else(|| {
+                    // Real sysfs: `device` is a symlink to the PCI device directory.
+                    fs::canonicalize(&device)
+                        .ok()?
+                        .file_name()?
+                        .to_str()?
+                        .parse()
+                        .ok()
+                });
+            let product = fs::read_to_string(device.join("product_name"))
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default();
+            let gpu_name = if !product.is_empty() {
+                product
+            } else {
+                match field("PCI_ID") {
+                    Some(id) => format!("AMD GPU {} ({name})", id.to_ascii_lowercase()),
+                    None => format!("AMD GPU ({name})"),
+                }
+            };
+            let hwmon = first_hwmon(&device.join("hwmon"));
+            let card = AmdCard {
+                name: name.clone(),
+                device,
+                hwmon,
+            };
+            let mut ignored = Vec::new();
+            devices.push(GpuInfo {
+                vendor: GpuVendor::Amd,
+                name: gpu_name,
+                pci_bus_id,
+                uuid: None,
+                mem_total_bytes: card.int(&card.device, "mem_info_vram_total", &mut ignored),
+            });
+            cards.push(card);
+        }
+        if cards.is_empty() {
+            return Err(unavailable(format!(
+                "no amdgpu cards under {}",
+                drm_root.display()
+            )));
+        }
+        Ok(AmdGpuProbe { cards, devices })
+    }
+}
+
+/// The card's hwmon directory: the one named `amdgpu`, else the first.
+fn first_hwmon(dir: &Path) -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("hwmon"))
+        })
+        .collect();
+    dirs.sort();
+    let named_amdgpu = dirs
+        .iter()
+        .find(|d| fs::read_to_string(d.join("name")).is_ok_and(|n| n.trim() == "amdgpu"));
+    named_amdgpu.cloned().or_else(|| dirs.into_iter().next())
+}
+
+impl GpuProbe for AmdGpuProbe {
+    fn devices(&self) -> &[GpuInfo] {
+        &self.devices
+    }
+    fn sample(&mut self) -> Vec<GpuSample> {
+        self.cards.iter().map(AmdCard::sample).collect()
+    }
+}

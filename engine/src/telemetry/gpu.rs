@@ -1,0 +1,292 @@
+//! The GPU probe interface: what a GPU reports, and the state of each way of asking.
+//!
+//! Every metric is optional: consumer cards, drivers and permissions differ, and a missing
+//! library or file is something to *show* the user, never a reason to stop a study.
+
+use std::fmt;
+use std::path::Path;
+
+use super::identity::PciBusId;
+use super::metric::{MIB, Metric};
+
+/// Who made the card, i.e. which probe reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum GpuVendor {
+    Nvidia,
+    Amd,
+}
+
+impl fmt::Display for GpuVendor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            GpuVendor::Nvidia => "NVIDIA",
+            GpuVendor::Amd => "AMD",
+        })
+    }
+}
+
+/// What is known about one card when its probe starts.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct GpuInfo {
+    pub vendor: GpuVendor,
+    /// The marketing name where the driver gives one (`NVIDIA GeForce RTX 4080`), otherwise a
+    /// description built from what is known (`AMD GPU 1002:744c (card1)`).
+    pub name: String,
+    pub pci_bus_id: Option<PciBusId>,
+    /// NVML's `GPU-…` UUID.
+    pub uuid: Option<String>,
+    pub mem_total_bytes: Option<u64>,
+}
+
+/// Why clocks are held down, as NVML reports it ("clocks event reasons"). amdgpu exposes no
+/// equivalent in text sysfs (it lives in the binary `gpu_metrics` table), so AMD samples have
+/// none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash, serde::Serialize)]
+pub struct ThrottleReasons(pub u32);
+
+impl ThrottleReasons {
+    pub const GPU_IDLE: u32 = 1 << 0;
+    pub const APPLICATIONS_CLOCKS: u32 = 1 << 1;
+    pub const SW_POWER_CAP: u32 = 1 << 2;
+    pub const HW_SLOWDOWN: u32 = 1 << 3;
+    pub const SYNC_BOOST: u32 = 1 << 4;
+    pub const SW_THERMAL: u32 = 1 << 5;
+    pub const HW_THERMAL: u32 = 1 << 6;
+    pub const HW_POWER_BRAKE: u32 = 1 << 7;
+    pub const DISPLAY_CLOCKS: u32 = 1 << 8;
+
+    const NAMES: [(u32, &'static str); 9] = [
+        (Self::GPU_IDLE, "idle"),
+        (Self::APPLICATIONS_CLOCKS, "application clocks setting"),
+        (Self::SW_POWER_CAP, "power cap"),
+        (Self::HW_SLOWDOWN, "hardware slowdown"),
+        (Self::SYNC_BOOST, "sync boost"),
+        (Self::SW_THERMAL, "thermal (software)"),
+        (Self::HW_THERMAL, "thermal (hardware)"),
+        (Self::HW_POWER_BRAKE, "power brake"),
+        (Self::DISPLAY_CLOCKS, "display clocks setting"),
+    ];
+
+    /// Whether any bit of `mask` is set.
+    pub fn has(&self, mask: u32) -> bool {
+        self.0 & mask != 0
+    }
+    /// Temperature is holding the clocks down.
+    pub fn is_thermal(&self) -> bool {
+        self.has(Self::SW_THERMAL | Self::HW_THERMAL)
+    }
+    /// Power (the board limit or an external brake) is holding the clocks down.
+    pub fn is_power(&self) -> bool {
+        self.has(Self::SW_POWER_CAP | Self::HW_POWER_BRAKE | Self::HW_SLOWDOWN)
+    }
+    /// Human names of the set reasons.
+    pub fn names(&self) -> Vec<&'static str> {
+        Self::NAMES
+            .iter()
+            .filter(|(bit, _)| self.has(*bit))
+            .map(|(_, n)| *n)
+            .collect()
+    }
+}
+
+/// One reading of one card. `None` = this card, driver or permission does not tell.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct GpuSample {
+    pub util_pct: Option<f64>,
+    pub mem_util_pct: Option<f64>,
+    pub mem_used_bytes: Option<u64>,
+    pub mem_total_bytes: Option<u64>,
+    pub process_mem_used_bytes: Option<u64>,
+    pub temp_c: Option<f64>,
+    pub temp_junction_c: Option<f64>,
+    pub temp_mem_c: Option<f64>,
+    pub power_w: Option<f64>,
+    pub power_limit_w: Option<f64>,
+    pub sm_clock_mhz: Option<f64>,
+    pub sm_clock_max_mhz: Option<f64>,
+    pub mem_clock_mhz: Option<f64>,
+    pub mem_clock_max_mhz: Option<f64>,
+    pub throttle: Option<ThrottleReasons>,
+    pub pcie_rx_kib_s: Option<f64>,
+    pub pcie_tx_kib_s: Option<f64>,
+    pub fan_pct: Option<f64>,
+    /// amdgpu `power_dpm_force_performance_level` (`auto`, `high`, `manual`, …).
+    pub perf_level: Option<String>,
+    /// amdgpu `pp_power_profile_mode`, the active profile (`COMPUTE`, `3D_FULL_SCREEN`, …).
+    pub power_profile: Option<String>,
+    /// Files or calls that answered something unreadable (missing ones are silent).
+    pub problems: Vec<String>,
+}
+
+impl GpuSample {
+    /// The numeric metrics present in this sample, in [`Metric::GPU`] order.
+    pub fn metrics(&self) -> Vec<(Metric, f64)> {
+        let mib = |b: Option<u64>| b.map(|b| b as f64 / MIB);
+        let values = [
+            self.util_pct,
+            self.mem_util_pct,
+            mib(self.mem_used_bytes),
+            mib(self.mem_total_bytes),
+            mib(self.process_mem_used_bytes),
+            self.temp_c,
+            self.temp_junction_c,
+            self.temp_mem_c,
+            self.power_w,
+            self.power_limit_w,
+            self.sm_clock_mhz,
+            self.sm_clock_max_mhz,
+            self.mem_clock_mhz,
+            self.mem_clock_max_mhz,
+            self.throttle.map(|t| f64::from(t.0)),
+            self.pcie_rx_kib_s,
+            self.pcie_tx_kib_s,
+            self.fan_pct,
+        ];
+        Metric::GPU
+            .iter()
+            .zip(values)
+            .filter_map(|(m, v)| v.map(|v| (*m, v)))
+            .collect()
+    }
+}
+
+/// The state of one way of reaching GPUs, shown to the user as it is.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub enum ProbeStatus {
+    /// Working, with this many cards.
+    Ready { vendor: GpuVendor, devices: usize },
+    /// Nothing to probe here (no library, no driver, no cards); the text says which and why.
+    Unavailable { vendor: GpuVendor, reason: String },
+}
+
+impl fmt::Display for ProbeStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProbeStatus::Ready { vendor, devices } => {
+                write!(
+                    f,
+                    "{vendor}: {devices} GPU{}",
+                    if *devices == 1 { "" } else { "s" }
+                )
+            }
+            ProbeStatus::Unavailable { vendor, reason } => write!(f, "{vendor}: {reason}"),
+        }
+    }
+}
+
+/// A way of reading a set of GPUs.
+pub trait GpuProbe: Send {
+    /// The cards this probe reads, in sampling order.
+    fn devices(&self) -> &[GpuInfo];
+    /// One sample per card, in [`GpuProbe::devices`] order. Never fails: what cannot be read is
+    /// `None` (and, if it answered garbage, a line in `problems`).
+    fn sample(&mut self) -> Vec<GpuSample>;
+}
+
+/// Every GPU probe that found cards, and the state of every vendor (found or not).
+pub struct GpuDiscovery {
+    pub probes: Vec<Box<dyn GpuProbe>>,
+    pub statuses: Vec<ProbeStatus>,
+}
+
+impl GpuDiscovery {
+    /// Looks for NVIDIA cards through NVML and AMD cards under `drm_root` (normally
+    /// `/sys/class/drm`). `watch_pid` is the process whose device memory NVML reports.
+    pub fn discover(drm_root: &Path, watch_pid: u32) -> GpuDiscovery {
+        let mut probes: Vec<Box<dyn GpuProbe>> = Vec::new();
+        let mut statuses = Vec::new();
+        match super::nvml::NvmlProbe::init() {
+            Ok(mut p) => {
+                p.watch_pid(watch_pid);
+                statuses.push(ProbeStatus::Ready {
+                    vendor: GpuVendor::Nvidia,
+                    devices: p.devices().len(),
+                });
+                probes.push(Box::new(p));
+            }
+            Err(status) => statuses.push(status),
+        }
+        match super::amdgpu::AmdGpuProbe::open(drm_root) {
+            Ok(p) => {
+                statuses.push(ProbeStatus::Ready {
+                    vendor: GpuVendor::Amd,
+                    devices: p.devices().len(),
+                });
+                probes.push(Box::new(p));
+            }
+            Err(status) => statuses.push(status),
+        }
+        GpuDiscovery { probes, statuses }
+    }
+
+    /// All cards, numbered as the sampler numbers them (`gpu0`, `gpu1`, …).
+    pub fn devices(&self) -> Vec<GpuInfo> {
+        self.probes
+            .iter()
+            .flat_map(|p| p.devices().iter().cloned())
+            .collect()
+    }
+
+    /// `None` when at least one GPU was found; otherwise the plain sentence to show the user.
+    pub fn no_gpu_reason(&self) -> Option<String> {
+        if self.probes.iter().any(|p| !p.devices().is_empty()) {
+            return None;
+        }
+        let why: Vec<String> = self.statuses.iter().map(|s| s.to_string()).collect();
+        Some(format!("no GPU present ({})", why.join("; ")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sample_metrics_convert_bytes_to_mib_and_skip_missing() {
+        let s = GpuSample {
+            util_pct: Some(97.0),
+            mem_used_bytes: Some(512 * 1024 * 1024),
+            throttle: Some(ThrottleReasons(ThrottleReasons::SW_THERMAL)),
+            ..Default::default()
+        };
+        assert_eq!(
+            s.metrics(),
+            vec![
+                (Metric::UtilPct, 97.0),
+                (Metric::MemUsedMib, 512.0),
+                (Metric::ThrottleMask, 32.0)
+            ]
+        );
+    }
+
+    #[test]
+    fn throttle_reasons_classify() {
+        let t = ThrottleReasons(ThrottleReasons::HW_THERMAL | ThrottleReasons::GPU_IDLE);
+        assert!(t.is_thermal());
+        assert!(!t.is_power());
+        assert_eq!(t.names(), vec!["idle", "thermal (hardware)"]);
+    }
+
+    #[test]
+    fn no_gpu_reason_names_every_vendor() {
+        let d = GpuDiscovery {
+            probes: Vec::new(),
+            statuses: vec![
+                ProbeStatus::Unavailable {
+                    vendor: GpuVendor::Nvidia,
+                    reason: "library not found".into(),
+                },
+                ProbeStatus::Unavailable {
+                    vendor: GpuVendor::Amd,
+                    reason: "no amdgpu cards under /sys/class/drm".into(),
+                },
+            ],
+        };
+        assert_eq!(
+            d.no_gpu_reason().as_deref(),
+            Some(
+                "no GPU present (NVIDIA: library not found; AMD: no amdgpu cards under /sys/class/drm)"
+            )
+        );
+    }
+}

@@ -1,0 +1,127 @@
+//! CPU and process probes through `sysinfo`: per-core usage and the watched process's CPU and
+//! resident memory (the training process, or `monitor --pid`).
+
+use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System};
+
+use super::TelemetryError;
+use super::metric::{MIB, Metric};
+
+/// One reading of the machine and the watched process.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct HostSample {
+    /// All CPUs, 0–100.
+    pub cpu_pct: Option<f64>,
+    /// Each core, 0–100.
+    pub core_pct: Vec<f64>,
+    /// The watched process; 100 = one full core.
+    pub process_cpu_pct: Option<f64>,
+    pub rss_bytes: Option<u64>,
+}
+
+impl HostSample {
+    pub fn metrics(&self) -> Vec<(Metric, f64)> {
+        let mut out = Vec::with_capacity(3 + self.core_pct.len());
+        if let Some(v) = self.cpu_pct {
+            out.push((Metric::CpuPct, v));
+        }
+        if let Some(v) = self.process_cpu_pct {
+            out.push((Metric::ProcessCpuPct, v));
+        }
+        if let Some(b) = self.rss_bytes {
+            out.push((Metric::RssMib, b as f64 / MIB));
+        }
+        for (i, v) in self.core_pct.iter().enumerate() {
+            out.push((Metric::CoreCpuPct(i as u16), *v));
+        }
+        out
+    }
+}
+
+/// A way of reading the CPUs and one process.
+pub trait HostProbe: Send {
+    fn sample(&mut self) -> HostSample;
+}
+
+/// The `sysinfo` implementation.
+pub struct SysinfoHostProbe {
+    system: System,
+    pid: Pid,
+}
+
+impl SysinfoHostProbe {
+    /// Watches process `pid` (this process when `None`).
+    pub fn new(pid: Option<u32>) -> Result<SysinfoHostProbe, TelemetryError> {
+        let pid = match pid {
+            Some(p) => Pid::from_u32(p),
+            None => sysinfo::get_current_pid().map_err(|e| {
+                TelemetryError::HostProbe(format!("cannot find this process's id: {e}"))
+            })?,
+        };
+        let system =
+            System::new().map_err(|e| TelemetryError::HostProbe(format!("sysinfo: {e}")))?;
+        let mut probe = SysinfoHostProbe { system, pid };
+        // CPU usage is a difference between two refreshes; prime the first one so the first
+        // real sample (one interval later) is meaningful rather than 0 %.
+        probe.refresh();
+        Ok(probe)
+    }
+
+    /// Logical CPUs the probe reports (one `cpuN_pct` column each).
+    pub fn core_count(&self) -> usize {
+        self.system.cpus().len()
+    }
+
+    fn refresh(&mut self) {
+        self.system.refresh_cpu_usage();
+        self.system.refresh_processes_specifics(
+            ProcessesToUpdate::Some(&[self.pid]),
+            true,
+            ProcessRefreshKind::nothing().with_cpu().with_memory(),
+        );
+    }
+}
+
+impl HostProbe for SysinfoHostProbe {
+    fn sample(&mut self) -> HostSample {
+        self.refresh();
+        let cores: Vec<f64> = self
+            .system
+            .cpus()
+            .iter()
+            .map(|c| f64::from(c.usage()))
+            .collect();
+        let process = self.system.process(self.pid);
+        HostSample {
+            cpu_pct: (!cores.is_empty()).then(|| f64::from(self.system.global_cpu_usage())),
+            core_pct: cores,
+            process_cpu_pct: process.map(|p| f64::from(p.cpu_usage())),
+            rss_bytes: process.map(|p| p.memory()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_has_resident_memory_and_cores_are_listed() {
+        let mut probe = SysinfoHostProbe::new(None).unwrap();
+        let s = probe.sample();
+        assert!(s.rss_bytes.unwrap() > 0);
+        assert!(!s.core_pct.is_empty());
+        assert!(s.core_pct.iter().all(|v| (0.0..=100.0).contains(v)));
+        let names: Vec<String> = s.metrics().iter().map(|(m, _)| m.name()).collect();
+        assert!(names.contains(&"rss_mib".to_string()));
+        assert!(names.contains(&"cpu0_pct".to_string()));
+    }
+
+    #[test]
+    fn a_process_that_does_not_exist_reports_nothing_for_it() {
+        // PIDs are below 2^22 on Linux (pid_max); this one cannot exist.
+        let mut probe = SysinfoHostProbe::new(Some(u32::MAX - 1)).unwrap();
+        let s = probe.sample();
+        assert_eq!(s.rss_bytes, None);
+        assert_eq!(s.process_cpu_pct, None);
+    }
+}

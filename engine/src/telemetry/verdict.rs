@@ -1,0 +1,257 @@
+//! The bottleneck verdict: from the phase split and the telemetry of a trial, say in plain
+//! words what limits it and what to change.
+//!
+//! The rules are the reasoning of the user's own write-ups made explicit: a GPU at 55 % while a
+//! Python environment stepped for 70 % of the time; "update-bound at 97 %: more GPU is the only
+//! help"; out-of-memory from too many processes; an idle second GPU. Thresholds are constants
+//! below so a test can state them.
+
+use super::phase::{Phase, PhaseSplit};
+use super::summary::TrialSummary;
+
+/// A phase is "the bottleneck" when it takes at least half the timed wall time.
+pub const PHASE_BOUND: f64 = 0.5;
+/// Inference and evaluation are worth a word from these shares on.
+pub const INFERENCE_HEAVY: f64 = 0.35;
+pub const EVAL_HEAVY: f64 = 0.25;
+/// Mean GPU utilisation at or above which an update-bound trial has saturated the device.
+pub const GPU_SATURATED_PCT: f64 = 90.0;
+/// Below this an update-bound trial leaves the GPU half idle: kernels are too small.
+pub const GPU_UNDERFED_PCT: f64 = 50.0;
+/// Memory use at or above this share of the budget counts as "budget reached".
+pub const MEMORY_FULL: f64 = 0.95;
+/// Throttled in at least this share of samples.
+pub const THERMAL_THROTTLED: f64 = 0.10;
+pub const POWER_THROTTLED: f64 = 0.25;
+/// A device below this mean utilisation while another is above [`IDLE_PEER_PCT`] sits idle.
+pub const IDLE_PCT: f64 = 5.0;
+pub const IDLE_PEER_PCT: f64 = 30.0;
+
+/// What limits a trial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum VerdictKind {
+    MemoryBudget,
+    EnvBound,
+    UpdateBoundDeviceLimit,
+    UpdateBoundUnderfed,
+    UpdateBoundCpu,
+    InferenceHeavy,
+    EvalHeavy,
+    ThermalThrottling,
+    PowerThrottling,
+    IdleDevice,
+    Balanced,
+}
+
+/// One finding with its plain-language suggestion.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Verdict {
+    pub kind: VerdictKind,
+    pub message: String,
+}
+
+/// What the rules look at for one device.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DeviceFacts {
+    /// `gpu0`, …
+    pub device: String,
+    pub mean_util_pct: Option<f64>,
+    /// Peak memory this trial used on the device (its own process where known).
+    pub peak_mem_mib: Option<f64>,
+    /// The trial's memory budget on the device.
+    pub mem_budget_mib: Option<f64>,
+    pub thermal_throttle_fraction: Option<f64>,
+    pub power_throttle_fraction: Option<f64>,
+}
+
+/// Everything the verdict rules read.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VerdictInput {
+    pub phases: Option<PhaseSplit>,
+    pub devices: Vec<DeviceFacts>,
+    /// The environment already runs on the device (the tensor environment).
+    pub on_device_env: bool,
+}
+
+impl VerdictInput {
+    /// The facts of a trial summary; `budgets_mib` gives each device's memory budget
+    /// (`("gpu0", 12288.0)`); without one, the card's total memory is the budget.
+    pub fn from_summary(
+        summary: &TrialSummary,
+        budgets_mib: &[(String, f64)],
+        on_device_env: bool,
+    ) -> VerdictInput {
+        VerdictInput {
+            phases: summary.phases,
+            on_device_env,
+            devices: summary
+                .devices
+                .iter()
+                .map(|d| DeviceFacts {
+                    device: d.device.clone(),
+                    mean_util_pct: d.mean_util_pct,
+                    peak_mem_mib: d.peak_process_mem_used_mib.or(d.peak_mem_used_mib),
+                    mem_budget_mib: budgets_mib
+                        .iter()
+                        .find(|(n, _)| *n == d.device)
+                        .map(|(_, b)| *b)
+                        .or(d.mem_total_mib),
+                    thermal_throttle_fraction: d.thermal_throttle_fraction,
+                    power_throttle_fraction: d.power_throttle_fraction,
+                })
+                .collect(),
+        }
+    }
+}
+
+fn pct(fraction: f64) -> String {
+    format!("{:.0} %", fraction * 100.0)
+}
+
+/// The findings, most pressing first; exactly one `Balanced` when nothing stands out.
+pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
+    let mut out = Vec::new();
+    let mut say = |kind, message: String| out.push(Verdict { kind, message });
+
+    for d in &input.devices {
+        if let (Some(used), Some(budget)) = (d.peak_mem_mib, d.mem_budget_mib)
+            && budget > 0.0
+            && used >= MEMORY_FULL * budget
+        {
+            say(
+                VerdictKind::MemoryBudget,
+                format!(
+                    "memory budget reached on {} ({used:.0} of {budget:.0} MiB): lower batch_size or use bf16",
+                    d.device
+                ),
+            );
+        }
+    }
+
+    // The busiest device stands for "the GPU" of a phase-bound trial.
+    let busiest = input
+        .devices
+        .iter()
+        .filter_map(|d| d.mean_util_pct.map(|u| (d, u)))
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+
+    if let Some(p) = input.phases.filter(|p| p.total_s() > 0.0) {
+        let env = p.fraction(Phase::Env);
+        let update = p.fraction(Phase::Update);
+        if env >= PHASE_BOUND {
+            let fix = if input.on_device_env {
+                "raise n_envs so each step does more work at once"
+            } else {
+                "raise n_envs or use the on-device environment"
+            };
+            say(
+                VerdictKind::EnvBound,
+                format!("environment stepping is {} of wall time: {fix}", pct(env)),
+            );
+        }
+        if update >= PHASE_BOUND {
+            match busiest {
+                Some((d, u)) if u >= GPU_SATURATED_PCT => say(
+                    VerdictKind::UpdateBoundDeviceLimit,
+                    format!(
+                        "update-bound and {} busy {u:.0} %: this device is the limit",
+                        d.device
+                    ),
+                ),
+                Some((d, u)) if u < GPU_UNDERFED_PCT => say(
+                    VerdictKind::UpdateBoundUnderfed,
+                    format!(
+                        "update-bound but {} only {u:.0} % busy: its kernels are too small to fill it — raise batch_size (or net size)",
+                        d.device
+                    ),
+                ),
+                Some(_) => {}
+                None => say(
+                    VerdictKind::UpdateBoundCpu,
+                    format!(
+                        "the update is {} of wall time and no GPU was measured: training on a GPU would help most",
+                        pct(update)
+                    ),
+                ),
+            }
+        }
+        let inference = p.fraction(Phase::Inference);
+        if inference >= INFERENCE_HEAVY {
+            say(
+                VerdictKind::InferenceHeavy,
+                format!(
+                    "policy inference is {} of wall time: raise n_envs so each forward pass serves more environments",
+                    pct(inference)
+                ),
+            );
+        }
+        let eval = p.fraction(Phase::Eval);
+        if eval >= EVAL_HEAVY {
+            say(
+                VerdictKind::EvalHeavy,
+                format!(
+                    "evaluation is {} of wall time: evaluate less often or on a shorter validation split",
+                    pct(eval)
+                ),
+            );
+        }
+    }
+
+    for d in &input.devices {
+        if let Some(f) = d
+            .thermal_throttle_fraction
+            .filter(|f| *f >= THERMAL_THROTTLED)
+        {
+            say(
+                VerdictKind::ThermalThrottling,
+                format!(
+                    "thermal throttling {} of the time on {}: improve cooling or lower the power limit",
+                    pct(f),
+                    d.device
+                ),
+            );
+        }
+        if let Some(f) = d.power_throttle_fraction.filter(|f| *f >= POWER_THROTTLED) {
+            say(
+                VerdictKind::PowerThrottling,
+                format!(
+                    "power-limited {} of the time on {}: the board's power limit holds the clocks down",
+                    pct(f),
+                    d.device
+                ),
+            );
+        }
+    }
+
+    if let Some((peer, peer_util)) = busiest.filter(|(_, u)| *u >= IDLE_PEER_PCT) {
+        for d in &input.devices {
+            if let Some(u) = d.mean_util_pct.filter(|u| *u < IDLE_PCT) {
+                say(
+                    VerdictKind::IdleDevice,
+                    format!(
+                        "{} averaged {u:.0} % busy while {} was {peer_util:.0} %: no work reached it — check which device each worker uses",
+                        d.device, peer.device
+                    ),
+                );
+            }
+        }
+    }
+
+    if out.is_empty() {
+        let message = match input.phases.filter(|p| p.total_s() > 0.0) {
+            Some(p) => format!(
+                "no single bottleneck: env {}, inference {}, update {}, eval {}",
+                pct(p.fraction(Phase::Env)),
+                pct(p.fraction(Phase::Inference)),
+                pct(p.fraction(Phase::Update)),
+                pct(p.fraction(Phase::Eval))
+            ),
+            None => "no single bottleneck in the telemetry (no phase timings recorded)".into(),
+        };
+        out.push(Verdict {
+            kind: VerdictKind::Balanced,
+            message,
+        });
+    }
+    out
+}

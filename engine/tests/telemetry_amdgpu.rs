@@ -1,0 +1,175 @@
+//! The amdgpu sysfs reader on fixture trees shaped like real `/sys/class/drm` directories
+//! (units as the kernel writes them: bytes, millidegrees, microwatts, Hz). One test per case.
+
+use std::path::PathBuf;
+
+use tradetune_engine::telemetry::amdgpu::AmdGpuProbe;
+use tradetune_engine::telemetry::{GpuProbe, GpuSample, GpuVendor, ProbeStatus};
+
+fn root(case: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/amdgpu")
+        .join(case)
+}
+
+fn only_sample(case: &str) -> GpuSample {
+    let mut probe = AmdGpuProbe::open(&root(case)).unwrap();
+    let mut samples = probe.sample();
+    assert_eq!(samples.len(), 1, "{case}: one card expected");
+    samples.remove(0)
+}
+
+fn close(a: Option<f64>, b: f64) -> bool {
+    a.is_some_and(|a| (a - b).abs() < 1e-9)
+}
+
+#[test]
+fn rdna3_card_every_metric_in_its_unit() {
+    let probe = AmdGpuProbe::open(&root("rx7900gre")).unwrap();
+    // card0 is an Intel iGPU (i915) and card1-DP-1 a connector: only card1 is read.
+    assert_eq!(probe.devices().len(), 1);
+    let info = &probe.devices()[0];
+    assert_eq!(info.vendor, GpuVendor::Amd);
+    assert_eq!(info.name, "AMD GPU 1002:744c (card1)");
+    assert_eq!(info.pci_bus_id.unwrap().to_string(), "0000:03:00.0");
+    assert_eq!(info.mem_total_bytes, Some(17_163_091_968));
+
+    let s = only_sample("rx7900gre");
+    assert!(s.problems.is_empty(), "{:?}", s.problems);
+    assert_eq!(s.util_pct, Some(83.0));
+    assert_eq!(s.mem_util_pct, Some(41.0));
+    assert_eq!(s.mem_used_bytes, Some(9_663_676_416));
+    assert_eq!(s.mem_total_bytes, Some(17_163_091_968));
+    assert_eq!(s.temp_c, Some(66.0));
+    assert_eq!(s.temp_junction_c, Some(81.0));
+    assert_eq!(s.temp_mem_c, Some(74.0));
+    assert_eq!(s.power_w, Some(212.0));
+    assert_eq!(s.power_limit_w, Some(230.0));
+    assert_eq!(s.sm_clock_mhz, Some(2124.0));
+    assert_eq!(s.sm_clock_max_mhz, Some(2803.0));
+    assert_eq!(s.mem_clock_mhz, Some(1124.0));
+    assert_eq!(s.mem_clock_max_mhz, Some(1124.0));
+    assert!(close(s.fan_pct, 40.0));
+    assert_eq!(s.perf_level.as_deref(), Some("auto"));
+    assert_eq!(s.power_profile.as_deref(), Some("COMPUTE"));
+    // Not in amdgpu's text files.
+    assert_eq!(s.throttle, None);
+    assert_eq!(s.process_mem_used_bytes, None);
+    // MiB in the metrics, as the CSV columns say.
+    let used = s
+        .metrics()
+        .into_iter()
+        .find(|(m, _)| m.name() == "mem_used_mib")
+        .unwrap();
+    assert_eq!(used.1, 9216.0);
+}
+
+#[test]
+fn power1_input_when_power1_average_is_absent() {
+    let s = only_sample("power1_input_only");
+    assert_eq!(s.power_w, Some(212.0));
+    assert!(s.problems.is_empty(), "{:?}", s.problems);
+}
+
+#[test]
+fn missing_files_are_empty_metrics_without_complaint() {
+    let s = only_sample("missing_files");
+    assert_eq!(s.util_pct, Some(12.0));
+    assert_eq!(s.mem_total_bytes, Some(17_163_091_968));
+    assert_eq!(s.mem_used_bytes, None);
+    assert_eq!(s.mem_util_pct, None);
+    assert_eq!(s.temp_c, None);
+    assert_eq!(s.power_w, None);
+    assert_eq!(s.sm_clock_mhz, None);
+    assert_eq!(s.sm_clock_max_mhz, None);
+    assert_eq!(s.perf_level, None);
+    assert!(s.problems.is_empty(), "{:?}", s.problems);
+}
+
+#[test]
+fn malformed_files_are_named_and_the_rest_still_read() {
+    let s = only_sample("malformed");
+    assert_eq!(s.util_pct, None);
+    assert_eq!(s.mem_util_pct, None);
+    assert_eq!(s.mem_used_bytes, None);
+    assert_eq!(s.temp_c, None);
+    assert_eq!(s.power_w, None);
+    assert_eq!(s.sm_clock_max_mhz, None);
+    // The good files beside them.
+    assert_eq!(s.mem_total_bytes, Some(17_163_091_968));
+    assert_eq!(s.temp_junction_c, Some(81.0));
+    assert_eq!(s.mem_clock_mhz, Some(1124.0));
+    let text = s.problems.join("\n");
+    for file in [
+        "card0/device/gpu_busy_percent",
+        "card0/device/mem_busy_percent",
+        "card0/device/mem_info_vram_used",
+        "card0/device/pp_dpm_sclk",
+        "card0/device/hwmon/hwmon0/temp1_input",
+        "card0/device/hwmon/hwmon0/power1_average",
+    ] {
+        assert!(
+            text.contains(file),
+            "no problem line for {file} in:\n{text}"
+        );
+    }
+    assert_eq!(s.problems.len(), 6, "{text}");
+}
+
+#[test]
+fn no_amdgpu_card_is_a_state() {
+    let err = AmdGpuProbe::open(&root("no_amd_cards")).err().unwrap();
+    assert!(matches!(
+        err,
+        ProbeStatus::Unavailable {
+            vendor: GpuVendor::Amd,
+            ..
+        }
+    ));
+    assert!(
+        err.to_string().starts_with("AMD: no amdgpu cards under "),
+        "{err}"
+    );
+}
+
+#[test]
+fn missing_drm_directory_is_a_state() {
+    let err = AmdGpuProbe::open(&root("does_not_exist")).err().unwrap();
+    assert!(err.to_string().contains("does not exist"), "{err}");
+}
+
+#[test]
+fn older_card_by_vendor_id_with_classic_table_and_unlabelled_sensor() {
+    let probe = AmdGpuProbe::open(&root("vega_classic")).unwrap();
+    // No uevent: recognised by its vendor file, and no PCI address is known.
+    assert_eq!(probe.devices()[0].pci_bus_id, None);
+    let s = only_sample("vega_classic");
+    assert_eq!(s.util_pct, Some(100.0));
+    assert_eq!(s.sm_clock_mhz, Some(1401.0));
+    assert_eq!(s.sm_clock_max_mhz, Some(1630.0));
+    assert_eq!(s.temp_c, Some(71.0));
+    assert_eq!(s.power_w, Some(180.5));
+    assert_eq!(s.fan_pct, Some(100.0));
+    assert_eq!(s.perf_level.as_deref(), Some("manual"));
+    assert_eq!(s.power_profile.as_deref(), Some("3D_FULL_SCREEN"));
+}
+
+#[test]
+fn rdna3_idle_two_line_table_gives_current_and_max() {
+    let s = only_sample("rdna3_idle");
+    assert_eq!(s.util_pct, Some(0.0));
+    assert_eq!(s.sm_clock_mhz, Some(500.0));
+    assert_eq!(s.sm_clock_max_mhz, Some(2803.0));
+}
+
+#[test]
+fn cards_in_numeric_order() {
+    let mut probe = AmdGpuProbe::open(&root("two_cards")).unwrap();
+    let ids: Vec<String> = probe
+        .devices()
+        .iter()
+        .map(|d| d.pci_bus_id.unwrap().to_string())
+        .collect();
+    assert_eq!(ids, ["0000:03:00.0", "0000:0b:00.0"]);
+    assert_eq!(probe.sample().len(), 2);
+}

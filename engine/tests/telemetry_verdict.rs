@@ -1,0 +1,241 @@
+//! The bottleneck verdict rules on constructed summaries: each rule fires on the situation it
+//! describes (the user's own cases) and stays quiet just below its threshold.
+
+use tradetune_engine::telemetry::verdict::{
+    DeviceFacts, GPU_SATURATED_PCT, MEMORY_FULL, PHASE_BOUND, THERMAL_THROTTLED, VerdictInput,
+};
+use tradetune_engine::telemetry::{DeviceSummary, PhaseSplit, TrialSummary, VerdictKind, verdicts};
+
+fn split(env: f64, inference: f64, update: f64, eval: f64) -> Option<PhaseSplit> {
+    Some(PhaseSplit {
+        env_s: env,
+        inference_s: inference,
+        update_s: update,
+        eval_s: eval,
+    })
+}
+
+fn gpu(name: &str, util: f64) -> DeviceFacts {
+    DeviceFacts {
+        device: name.into(),
+        mean_util_pct: Some(util),
+        ..Default::default()
+    }
+}
+
+fn kinds(input: &VerdictInput) -> Vec<VerdictKind> {
+    verdicts(input).into_iter().map(|v| v.kind).collect()
+}
+
+#[test]
+fn env_bound_python_loop_case() {
+    // The seeds: rollout 70 % of the time, GPU at 55 %.
+    let input = VerdictInput {
+        phases: split(70.0, 5.0, 25.0, 0.0),
+        devices: vec![gpu("gpu0", 55.0)],
+        on_device_env: false,
+    };
+    let v = verdicts(&input);
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].kind, VerdictKind::EnvBound);
+    assert_eq!(
+        v[0].message,
+        "environment stepping is 70 % of wall time: raise n_envs or use the on-device environment"
+    );
+    let on_device = VerdictInput {
+        on_device_env: true,
+        ..input
+    };
+    assert!(
+        verdicts(&on_device)[0]
+            .message
+            .contains("raise n_envs so each step")
+    );
+}
+
+#[test]
+fn update_bound_on_a_saturated_device() {
+    let input = VerdictInput {
+        phases: split(10.0, 5.0, 80.0, 5.0),
+        devices: vec![gpu("gpu0", 97.0)],
+        on_device_env: true,
+    };
+    let v = verdicts(&input);
+    assert_eq!(v[0].kind, VerdictKind::UpdateBoundDeviceLimit);
+    assert_eq!(
+        v[0].message,
+        "update-bound and gpu0 busy 97 %: this device is the limit"
+    );
+}
+
+#[test]
+fn update_bound_but_underfed_and_update_bound_on_cpu() {
+    let underfed = VerdictInput {
+        phases: split(10.0, 5.0, 80.0, 5.0),
+        devices: vec![gpu("gpu0", 35.0)],
+        on_device_env: true,
+    };
+    assert_eq!(kinds(&underfed), [VerdictKind::UpdateBoundUnderfed]);
+    assert!(verdicts(&underfed)[0].message.contains("raise batch_size"));
+    let cpu = VerdictInput {
+        phases: split(10.0, 5.0, 80.0, 5.0),
+        devices: vec![],
+        on_device_env: false,
+    };
+    assert_eq!(kinds(&cpu), [VerdictKind::UpdateBoundCpu]);
+    // Between the two thresholds: update-bound, GPU fairly busy — nothing to say about it.
+    let middle = VerdictInput {
+        phases: split(10.0, 5.0, 80.0, 5.0),
+        devices: vec![gpu("gpu0", GPU_SATURATED_PCT - 1.0)],
+        on_device_env: true,
+    };
+    assert_eq!(kinds(&middle), [VerdictKind::Balanced]);
+}
+
+#[test]
+fn memory_budget_reached() {
+    let mut d = gpu("gpu0", 70.0);
+    d.peak_mem_mib = Some(15_200.0);
+    d.mem_budget_mib = Some(15_360.0);
+    let input = VerdictInput {
+        phases: split(30.0, 20.0, 40.0, 10.0),
+        devices: vec![d.clone()],
+        on_device_env: true,
+    };
+    let v = verdicts(&input);
+    assert_eq!(v[0].kind, VerdictKind::MemoryBudget);
+    assert_eq!(
+        v[0].message,
+        "memory budget reached on gpu0 (15200 of 15360 MiB): lower batch_size or use bf16"
+    );
+    d.peak_mem_mib = Some(MEMORY_FULL * 15_360.0 - 1.0);
+    let below = VerdictInput {
+        devices: vec![d],
+        ..input
+    };
+    assert_eq!(kinds(&below), [VerdictKind::Balanced]);
+}
+
+#[test]
+fn thermal_and_power_throttling() {
+    let mut d = gpu("gpu0", 80.0);
+    d.thermal_throttle_fraction = Some(0.3);
+    d.power_throttle_fraction = Some(0.4);
+    let input = VerdictInput {
+        phases: split(30.0, 20.0, 40.0, 10.0),
+        devices: vec![d.clone()],
+        on_device_env: true,
+    };
+    let v = verdicts(&input);
+    assert_eq!(
+        v.iter().map(|v| v.kind).collect::<Vec<_>>(),
+        [VerdictKind::ThermalThrottling, VerdictKind::PowerThrottling]
+    );
+    assert!(
+        v[0].message
+            .starts_with("thermal throttling 30 % of the time on gpu0")
+    );
+    d.thermal_throttle_fraction = Some(THERMAL_THROTTLED - 0.01);
+    d.power_throttle_fraction = None;
+    let quiet = VerdictInput {
+        devices: vec![d],
+        ..input
+    };
+    assert_eq!(kinds(&quiet), [VerdictKind::Balanced]);
+}
+
+#[test]
+fn the_idle_second_gpu() {
+    // The seeds: "GPU0 0 %, GPU1 28 % average, 78 % peak" — here gpu1 works, gpu0 idles.
+    let input = VerdictInput {
+        phases: split(30.0, 20.0, 40.0, 10.0),
+        devices: vec![gpu("gpu0", 0.0), gpu("gpu1", 82.0)],
+        on_device_env: true,
+    };
+    let v = verdicts(&input);
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].kind, VerdictKind::IdleDevice);
+    assert!(
+        v[0].message
+            .starts_with("gpu0 averaged 0 % busy while gpu1 was 82 %")
+    );
+}
+
+#[test]
+fn inference_and_eval_heavy() {
+    let input = VerdictInput {
+        phases: split(10.0, 40.0, 20.0, 30.0),
+        devices: vec![gpu("gpu0", 70.0)],
+        on_device_env: true,
+    };
+    assert_eq!(
+        kinds(&input),
+        [VerdictKind::InferenceHeavy, VerdictKind::EvalHeavy]
+    );
+}
+
+#[test]
+fn balanced_run_names_the_split() {
+    let input = VerdictInput {
+        phases: split(30.0, 20.0, 40.0, 10.0),
+        devices: vec![gpu("gpu0", 75.0)],
+        on_device_env: true,
+    };
+    let v = verdicts(&input);
+    assert_eq!(v.len(), 1);
+    assert_eq!(
+        v[0].message,
+        "no single bottleneck: env 30 %, inference 20 %, update 40 %, eval 10 %"
+    );
+    let nothing = VerdictInput::default();
+    assert_eq!(kinds(&nothing), [VerdictKind::Balanced]);
+}
+
+#[test]
+fn exactly_at_the_phase_threshold_fires() {
+    let input = VerdictInput {
+        phases: split(PHASE_BOUND * 100.0, 0.0, (1.0 - PHASE_BOUND) * 100.0, 0.0),
+        devices: vec![gpu("gpu0", 70.0)],
+        on_device_env: false,
+    };
+    assert!(kinds(&input).contains(&VerdictKind::EnvBound));
+}
+
+#[test]
+fn from_summary_uses_budget_then_card_size_and_process_memory_first() {
+    let summary = TrialSummary {
+        phases: split(20.0, 10.0, 60.0, 10.0),
+        devices: vec![
+            DeviceSummary {
+                device: "gpu0".into(),
+                mean_util_pct: Some(98.0),
+                peak_mem_used_mib: Some(15_000.0),
+                peak_process_mem_used_mib: Some(6_000.0),
+                mem_total_mib: Some(16_376.0),
+                ..Default::default()
+            },
+            DeviceSummary {
+                device: "gpu1".into(),
+                mean_util_pct: Some(60.0),
+                peak_mem_used_mib: Some(16_000.0),
+                mem_total_mib: Some(16_376.0),
+                ..Default::default()
+            },
+        ],
+        ..Default::default()
+    };
+    // gpu0: the process used 6000 of a 6144 MiB budget → full. gpu1: no budget given, card
+    // total 16376, 16000 used → below 95 %? 16000/16376 = 97.7 % → full too.
+    let input = VerdictInput::from_summary(&summary, &[("gpu0".into(), 6144.0)], true);
+    assert_eq!(input.devices[0].peak_mem_mib, Some(6000.0));
+    assert_eq!(input.devices[0].mem_budget_mib, Some(6144.0));
+    assert_eq!(input.devices[1].mem_budget_mib, Some(16_376.0));
+    assert_eq!(
+        kinds(&input),
+        [
+            VerdictKind::MemoryBudget,
+            VerdictKind::MemoryBudget,
+            VerdictKind::UpdateBoundDeviceLimit
+        ]
+    );
+}
