@@ -5,5 +5,7 @@
 //!
 //! The engine never imports a UI crate; long-running work reports through engine-defined events.
 
+pub mod device;
 pub mod env;
 pub mod market;
+pub mod ppo;

@@ -2,6 +2,8 @@
 
 pub mod bench;
 pub mod data;
+pub mod devices;
+pub mod train;
 
 use clap::{Parser, Subcommand};
 
@@ -21,6 +23,10 @@ pub enum Command {
     /// Benchmarks of the hot paths, printing throughput with their configuration.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Train one PPO agent and write a checkpoint.
+    Train(train::TrainArgs),
+    /// The devices this build can train on here, and why not where it cannot.
+    Devices(devices::DevicesArgs),
 }
 
 /// Runs one subcommand.
@@ -28,5 +34,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Data(c) => data::run(c),
         Command::Bench(c) => bench::run(c),
+        Command::Train(a) => train::run(a),
+        Command::Devices(a) => devices::run(a),
     }
 }
