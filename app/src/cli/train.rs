@@ -141,6 +141,22 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
                 100.0 * e.mean_return,
                 100.0 * e.mean_equal_weight_return
             )),
+            // CleanRL's per-update diagnostics, one line per update.
+            TrainEvent::Update { update, stats } => bar.println(format!(
+                "update {update:>4}  policy_loss {:>8.4}  value_loss {:>9.4}  entropy {:>6.3}  \
+                 approx_kl {:>7.5}  clipfrac {:>5.3}  explained_var {:>6.3}  lr {:.2e}  \
+                 loss_scale {}  epochs {}  skipped {}",
+                stats.policy_loss,
+                stats.value_loss,
+                stats.entropy,
+                stats.approx_kl,
+                stats.clipfrac,
+                stats.explained_variance,
+                stats.learning_rate,
+                stats.loss_scale,
+                stats.epochs,
+                stats.skipped_steps
+            )),
             _ => {}
         }
     })?;

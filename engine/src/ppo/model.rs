@@ -175,7 +175,10 @@ impl Dense {
         } else {
             let std = (1.0 / fan_in as f32).sqrt();
             (0..fan_in * fan_out)
-                .map(|_| std * StandardNormal.sample(rng))
+                .map(|_| {
+                    let z: f32 = StandardNormal.sample(rng);
+                    std * z
+                })
                 .collect()
         };
         Self {

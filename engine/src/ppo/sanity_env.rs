@@ -13,7 +13,7 @@ use rand::{RngExt, SeedableRng};
 use crate::env::VecEnv;
 
 /// N independent copies of the sanity task.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct TargetEnv {
     n_envs: usize,
     obs_dim: usize,
