@@ -12,8 +12,16 @@ use tradetune_engine::ppo::bench::{TrainBenchConfig, run};
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let which = args.first().map(String::as_str).unwrap_or("all");
-    let precision: Precision = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or_default();
-    let device_spec: DeviceSpec = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or_default();
+    let precision: Precision = args
+        .get(1)
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or_default();
+    let device_spec: DeviceSpec = args
+        .get(2)
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or_default();
     let device = open(device_spec)?;
     let configs = match which {
         "small" => vec![TrainBenchConfig::small()],
@@ -22,8 +30,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     println!(
         "{:<6} {:>5} {:>6} {:>6} {:>6} {:<16} {:>5} {:>10} {:>7} | {:>6} {:>6} {:>6} {:>6} {:>6}",
-        "config", "envs", "steps", "batch", "epochs", "net", "prec", "samples/s", "×SB3",
-        "env%", "inf%", "buf%", "gae%", "upd%"
+        "config",
+        "envs",
+        "steps",
+        "batch",
+        "epochs",
+        "net",
+        "prec",
+        "samples/s",
+        "×SB3",
+        "env%",
+        "inf%",
+        "buf%",
+        "gae%",
+        "upd%"
     );
     for mut cfg in configs {
         cfg.precision = precision;

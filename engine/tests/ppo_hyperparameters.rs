@@ -60,7 +60,11 @@ fn every_ppo_field_changes_the_learner() {
         ("gae_lambda", b(), b().with_gae_lambda(0.5)),
         ("clip_range", b(), b().with_clip_range(0.01)),
         ("clip_range_vf", b(), b().with_clip_range_vf(None)),
-        ("normalize_advantage", b(), b().with_normalize_advantage(false)),
+        (
+            "normalize_advantage",
+            b(),
+            b().with_normalize_advantage(false),
+        ),
         ("ent_coef", b(), b().with_ent_coef(0.1)),
         ("vf_coef", b(), b().with_vf_coef(2.0)),
         ("max_grad_norm", b(), b().with_max_grad_norm(0.01)),
@@ -72,7 +76,11 @@ fn every_ppo_field_changes_the_learner() {
         ("clip_obs", b(), b().with_clip_obs(0.1)),
         ("clip_reward", b(), b().with_clip_reward(0.01)),
         ("precision", b(), b().with_precision(Precision::Bf16)),
-        ("initial_loss_scale", f16(), f16().with_initial_loss_scale(1e30)),
+        (
+            "initial_loss_scale",
+            f16(),
+            f16().with_initial_loss_scale(1e30),
+        ),
         (
             "loss_scale_growth_interval",
             f16(),
@@ -88,8 +96,16 @@ fn every_ppo_field_changes_the_learner() {
             b(),
             policy(|p| p.with_activation(ActivationKind::Relu)),
         ),
-        ("policy.log_std_init", b(), policy(|p| p.with_log_std_init(-1.0))),
-        ("policy.ortho_init", b(), policy(|p| p.with_ortho_init(false))),
+        (
+            "policy.log_std_init",
+            b(),
+            policy(|p| p.with_log_std_init(-1.0)),
+        ),
+        (
+            "policy.ortho_init",
+            b(),
+            policy(|p| p.with_ortho_init(false)),
+        ),
     ];
 
     // Every field of the config (and of its policy) has a case.
@@ -116,5 +132,8 @@ fn every_ppo_field_changes_the_learner() {
             dead.push(name);
         }
     }
-    assert!(dead.is_empty(), "fields that did not change the learner: {dead:?}");
+    assert!(
+        dead.is_empty(),
+        "fields that did not change the learner: {dead:?}"
+    );
 }

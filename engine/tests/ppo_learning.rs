@@ -31,7 +31,9 @@ const N_ENVS: usize = 16;
 fn evaluate(trainer: &Trainer<HostEnv<TargetEnv>>) -> f32 {
     let env = TargetEnv::new(1, 1, 0);
     let mut rng = StdRng::seed_from_u64(99);
-    let obs: Vec<f32> = (0..512 * 2).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+    let obs: Vec<f32> = (0..512 * 2)
+        .map(|_| rng.random_range(-1.0f32..1.0))
+        .collect();
     let t = Tensor::<2>::from_data(TensorData::new(obs.clone(), [512, 2]), &Device::flex());
     let actions: Vec<f32> = trainer.act(t).try_into_vec_as().unwrap();
     (0..512)
@@ -65,8 +67,14 @@ const BUDGET: usize = 40 * 32 * N_ENVS;
 fn f32_reaches_the_optimum_within_5_percent() {
     let (before, after, trainer) = train(config(), BUDGET);
     eprintln!("f32: deterministic reward {before:.3} -> {after:.3} (optimum 1)");
-    assert!(before < 0.8, "the untrained policy is far from the optimum: {before}");
-    assert!(after >= 0.95, "trained policy reward {after} is not within 5 % of 1");
+    assert!(
+        before < 0.8,
+        "the untrained policy is far from the optimum: {before}"
+    );
+    assert!(
+        after >= 0.95,
+        "trained policy reward {after} is not within 5 % of 1"
+    );
     assert_eq!(trainer.timesteps(), BUDGET);
 }
 
@@ -96,6 +104,13 @@ fn f16_recovers_from_a_huge_loss_scale() {
         scaler.skipped()
     );
     assert!(scaler.skipped() > 0, "the huge scale must overflow f16");
-    assert!(scaler.scale() < huge / 1e6, "scale {} did not back off", scaler.scale());
-    assert!(after >= 0.93, "f16 run did not learn after backing off: {after}");
+    assert!(
+        scaler.scale() < huge / 1e6,
+        "scale {} did not back off",
+        scaler.scale()
+    );
+    assert!(
+        after >= 0.93,
+        "f16 run did not learn after backing off: {after}"
+    );
 }

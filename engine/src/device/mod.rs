@@ -284,7 +284,10 @@ mod tests {
     #[test]
     fn parses_device_names() {
         assert_eq!("cpu".parse::<DeviceSpec>().unwrap(), DeviceSpec::Cpu);
-        assert_eq!("wgpu".parse::<DeviceSpec>().unwrap(), DeviceSpec::Wgpu(None));
+        assert_eq!(
+            "wgpu".parse::<DeviceSpec>().unwrap(),
+            DeviceSpec::Wgpu(None)
+        );
         assert_eq!(
             "WGPU:1".parse::<DeviceSpec>().unwrap(),
             DeviceSpec::Wgpu(Some(1))

@@ -79,11 +79,13 @@ impl TrainBenchConfig {
             .with_batch_size(self.batch_size)
             .with_n_epochs(self.n_epochs)
             .with_precision(self.precision)
-            .with_policy(ActorCriticConfig::new().with_net_arch(
-                NetArch::new()
-                    .with_pi(self.net.clone())
-                    .with_vf(self.net.clone()),
-            ))
+            .with_policy(
+                ActorCriticConfig::new().with_net_arch(
+                    NetArch::new()
+                        .with_pi(self.net.clone())
+                        .with_vf(self.net.clone()),
+                ),
+            )
     }
 }
 

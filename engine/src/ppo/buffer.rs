@@ -107,8 +107,7 @@ impl RolloutBuffer {
         self.log_probs =
             take(&mut self.log_probs, &dev).slice_assign([t..t + 1, 0..n], row2(log_probs));
         self.values = take(&mut self.values, &dev).slice_assign([t..t + 1, 0..n], row2(values));
-        self.rewards =
-            take(&mut self.rewards, &dev).slice_assign([t..t + 1, 0..n], row2(rewards));
+        self.rewards = take(&mut self.rewards, &dev).slice_assign([t..t + 1, 0..n], row2(rewards));
         self.dones = take(&mut self.dones, &dev).slice_assign([t..t + 1, 0..n], row2(dones));
         self.pos += 1;
     }
@@ -147,7 +146,12 @@ mod tests {
         for t in 0..2 {
             let v = |k: f32| {
                 Tensor::<1>::from_data(
-                    TensorData::new((0..3).map(|i| k + t as f32 * 10.0 + i as f32).collect::<Vec<f32>>(), [3]),
+                    TensorData::new(
+                        (0..3)
+                            .map(|i| k + t as f32 * 10.0 + i as f32)
+                            .collect::<Vec<f32>>(),
+                        [3],
+                    ),
                     &d,
                 )
             };

@@ -170,9 +170,16 @@ impl PpoConfig {
             ));
         }
         if !(self.adam_eps.is_finite() && self.adam_eps > 0.0) {
-            return Err(PpoError::config("adam_eps", self.adam_eps, "must be positive"));
+            return Err(PpoError::config(
+                "adam_eps",
+                self.adam_eps,
+                "must be positive",
+            ));
         }
-        for (field, v) in [("clip_obs", self.clip_obs), ("clip_reward", self.clip_reward)] {
+        for (field, v) in [
+            ("clip_obs", self.clip_obs),
+            ("clip_reward", self.clip_reward),
+        ] {
             if !(v.is_finite() && v > 0.0) {
                 return Err(PpoError::config(field, v, "must be positive"));
             }
@@ -224,7 +231,8 @@ mod tests {
         let err = PpoConfig::new()
             .with_n_steps(10)
             .with_batch_size(100)
-            .validate(1).unwrap_err();
+            .validate(1)
+            .unwrap_err();
         assert!(err.to_string().contains("batch_size"), "{err}");
         let err = PpoConfig::new().with_gamma(1.5).validate(4).unwrap_err();
         assert!(err.to_string().contains("gamma"), "{err}");

@@ -67,10 +67,7 @@ pub fn explained_variance(predicted: &[f32], target: &[f32]) -> f32 {
         return f32::NAN;
     }
     let var_res = var(
-        &mut target
-            .iter()
-            .zip(predicted)
-            .map(|(&y, &p)| (y - p) as f64),
+        &mut target.iter().zip(predicted).map(|(&y, &p)| (y - p) as f64),
         n,
     );
     (1.0 - var_res / var_y) as f32

@@ -68,7 +68,12 @@ impl RunningMeanStd {
 
     /// `clip((x − mean)/√(var + ε), ±clip)` for `x` `[B, dim]`.
     pub fn normalize(&self, x: Tensor<2>, clip: f32) -> Tensor<2> {
-        let std = self.var.clone().add_scalar(EPS).sqrt().unsqueeze_dim::<2>(0);
+        let std = self
+            .var
+            .clone()
+            .add_scalar(EPS)
+            .sqrt()
+            .unsqueeze_dim::<2>(0);
         x.sub(self.mean.clone().unsqueeze_dim::<2>(0))
             .div(std)
             .clamp(-clip, clip)
@@ -126,7 +131,11 @@ impl RewardNormalizer {
 
     /// Updates the statistics with this step's rewards and returns the normalised rewards.
     pub fn normalize(&mut self, reward: Tensor<1>, done: Tensor<1>) -> Tensor<1> {
-        self.returns = self.returns.clone().mul_scalar(self.gamma).add(reward.clone());
+        self.returns = self
+            .returns
+            .clone()
+            .mul_scalar(self.gamma)
+            .add(reward.clone());
         self.rms.update(self.returns.clone().unsqueeze_dim::<2>(1));
         let std = self.rms.var.clone().add_scalar(EPS).sqrt();
         let out = reward.div(std).clamp(-self.clip, self.clip);

@@ -172,7 +172,11 @@ impl<E: RolloutEnv> Trainer<E> {
     pub fn normalization(&self) -> Result<NormalizationStats, PpoError> {
         Ok(NormalizationStats {
             obs: self.obs_norm.as_ref().map(|n| n.to_stats()).transpose()?,
-            reward: self.reward_norm.as_ref().map(|n| n.to_stats()).transpose()?,
+            reward: self
+                .reward_norm
+                .as_ref()
+                .map(|n| n.to_stats())
+                .transpose()?,
         })
     }
 

@@ -131,12 +131,10 @@ impl Learner {
 
     /// Saves Adam's state to a burnpack file.
     pub fn save_optimizer(&self, path: &std::path::Path) -> Result<(), PpoError> {
-        self.optim
-            .save(path)
-            .map_err(|e| PpoError::Checkpoint {
-                path: path.display().to_string(),
-                reason: format!("{e:?}"),
-            })
+        self.optim.save(path).map_err(|e| PpoError::Checkpoint {
+            path: path.display().to_string(),
+            reason: format!("{e:?}"),
+        })
     }
 
     /// Restores Adam's state from a burnpack file.
@@ -200,7 +198,12 @@ impl Learner {
                     // Unbiased std, as torch's `adv.std()` in SB3.
                     let m = adv.clone().mean();
                     let centred = adv.sub(m.expand([b]));
-                    let std = centred.clone().square().sum().div_scalar((b - 1) as f32).sqrt();
+                    let std = centred
+                        .clone()
+                        .square()
+                        .sum()
+                        .div_scalar((b - 1) as f32)
+                        .sqrt();
                     adv = centred.div(std.add_scalar(1e-8).expand([b]));
                 }
                 let c = cfg.clip_range;
@@ -224,12 +227,7 @@ impl Learner {
                     .sub_scalar(1.0)
                     .sub(log_ratio.detach())
                     .mean();
-                let clipfrac = ratio_d
-                    .sub_scalar(1.0)
-                    .abs()
-                    .greater_elem(c)
-                    .float()
-                    .mean();
+                let clipfrac = ratio_d.sub_scalar(1.0).abs().greater_elem(c).float().mean();
 
                 let scale = self.scaler.scale();
                 let grads = loss.clone().mul_scalar(scale).backward();
