@@ -24,7 +24,7 @@ pub fn compute_gae(
 ) -> (Vec<f32>, Vec<f32>) {
     let n_envs = last_values.len();
     let n = rewards.len();
-    debug_assert!(n_envs > 0 && n % n_envs == 0);
+    debug_assert!(n_envs > 0 && n.is_multiple_of(n_envs));
     debug_assert_eq!(values.len(), n);
     debug_assert_eq!(dones.len(), n);
     let n_steps = n / n_envs;

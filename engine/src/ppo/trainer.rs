@@ -102,7 +102,7 @@ impl<E: RolloutEnv> Trainer<E> {
             reward_norm: cfg
                 .normalize_reward
                 .then(|| RewardNormalizer::new(n, cfg.gamma, cfg.clip_reward, &device)),
-            noise_rng: StdRng::seed_from_u64(cfg.seed ^ 0x401_5E),
+            noise_rng: StdRng::seed_from_u64(cfg.seed ^ 0x0004_015E),
             obs: None,
             timesteps: 0,
             updates: 0,

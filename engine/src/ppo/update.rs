@@ -180,8 +180,8 @@ impl Learner {
             );
             for start in (0..samples).step_by(cfg.batch_size) {
                 let end = (start + cfg.batch_size).min(samples);
-                let idx = perm.clone().slice([start..end]);
                 let b = end - start;
+                let idx = perm.clone().narrow(0, start, b);
                 let obs = batch.obs.clone().select(0, idx.clone());
                 let actions = batch.actions.clone().select(0, idx.clone());
                 let old_logp = batch.log_probs.clone().select(0, idx.clone());
