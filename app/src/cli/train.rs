@@ -125,6 +125,14 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
             return;
         }
         let Some(bar) = &bar else { return };
+        // indicatif drops `println` on a hidden bar (output not a terminal): print directly.
+        let say = |line: String| {
+            if bar.is_hidden() {
+                println!("{line}");
+            } else {
+                bar.println(line);
+            }
+        };
         match event {
             TrainEvent::Progress {
                 timesteps,
@@ -134,7 +142,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
                 bar.set_position(timesteps as u64);
                 bar.set_message(format!("{samples_per_second:.0} samples/s"));
             }
-            TrainEvent::Episodes(e) => bar.println(format!(
+            TrainEvent::Episodes(e) => say(format!(
                 "episodes {:>4}  reward {:>8.3}  return {:>7.2} %  equal weight {:>7.2} %",
                 e.count,
                 e.mean_reward,
@@ -142,7 +150,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
                 100.0 * e.mean_equal_weight_return
             )),
             // CleanRL's per-update diagnostics, one line per update.
-            TrainEvent::Update { update, stats } => bar.println(format!(
+            TrainEvent::Update { update, stats } => say(format!(
                 "update {update:>4}  policy_loss {:>8.4}  value_loss {:>9.4}  entropy {:>6.3}  \
                  approx_kl {:>7.5}  clipfrac {:>5.3}  explained_var {:>6.3}  lr {:.2e}  \
                  loss_scale {}  epochs {}  skipped {}",
