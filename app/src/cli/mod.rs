@@ -2,7 +2,9 @@
 
 pub mod bench;
 pub mod data;
+pub mod devices;
 pub mod monitor;
+pub mod train;
 
 use clap::{Parser, Subcommand};
 
@@ -24,6 +26,10 @@ pub enum Command {
     Bench(bench::BenchCommand),
     /// Live GPU, CPU and process telemetry, one line per device per sample, and/or a CSV log.
     Monitor(monitor::MonitorArgs),
+    /// Train one PPO agent and write a checkpoint.
+    Train(train::TrainArgs),
+    /// The devices this build can train on here, and why not where it cannot.
+    Devices(devices::DevicesArgs),
 }
 
 /// Runs one subcommand.
@@ -32,5 +38,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Data(c) => data::run(c),
         Command::Bench(c) => bench::run(c),
         Command::Monitor(a) => monitor::run(a),
+        Command::Train(a) => train::run(a),
+        Command::Devices(a) => devices::run(a),
     }
 }

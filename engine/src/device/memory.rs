@@ -1,0 +1,250 @@
+//! Memory budget: estimate what a training run needs before it starts, refuse it when the
+//! estimate exceeds its share of the device, and check the device's pool usage while it runs.
+//!
+//! burn/CubeCL has no hard per-process cap, so the budget is ours (DESIGN.md §4): a device's
+//! `memory_fraction` (default 0.8, the user's RTX 4080 setup) is shared by the trials placed on
+//! it. The run-time check reads `Device::memory_pool_usage`, which the CubeCL backends (wgpu,
+//! CUDA, ROCm) implement and **burn-flex 0.22.1 does not** (it returns `None`: flex allocates
+//! from the global allocator); on the CPU the estimate is the only guard. The estimator is
+//! unit-tested for its parameter and optimizer counts and the refusal; a comparison against
+//! measured usage needs a device that reports its pool (wgpu/CUDA) and is not done yet.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::device::precision::Precision;
+use crate::ppo::buffer::RolloutBuffer;
+use crate::ppo::config::PpoConfig;
+
+/// Default fraction of a device's memory that training may use.
+pub const DEFAULT_MEMORY_FRACTION: f64 = 0.8;
+
+/// Errors of the memory budget.
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryError {
+    /// The estimate does not fit.
+    #[error(
+        "the run needs an estimated {} but its budget is {} ({budget_detail}):\n{estimate}\nlower batch_size, n_steps, n_envs or the network size, use bf16/f16, or raise memory_fraction",
+        fmt_bytes(estimate.total()),
+        fmt_bytes(*budget)
+    )]
+    TooLarge {
+        estimate: MemoryEstimate,
+        budget: u64,
+        budget_detail: String,
+    },
+    /// The device's pool grew past the budget during the run.
+    #[error(
+        "memory overrun at update {update}: the device pool holds {} but the run's budget is {}",
+        fmt_bytes(*in_use),
+        fmt_bytes(*budget)
+    )]
+    Overrun {
+        update: usize,
+        in_use: u64,
+        budget: u64,
+    },
+    /// A budget parameter is out of range.
+    #[error("memory_fraction = {0}: must be in (0, 1]")]
+    Fraction(f64),
+}
+
+/// Human-readable bytes (binary units).
+pub fn fmt_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{v:.1} {}", UNITS[u])
+}
+
+/// Estimated bytes of a training run, by what holds them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct MemoryEstimate {
+    /// f32 parameters.
+    pub params: u64,
+    /// Adam's two f32 moments per parameter.
+    pub optimizer_state: u64,
+    /// f32 gradients, plus the half-precision weight casts kept for the backward pass.
+    pub gradients: u64,
+    /// Activations of one minibatch kept for the backward pass, and their gradients, at the
+    /// compute precision.
+    pub activations: u64,
+    /// The rollout buffer, advantages/returns and the gathered minibatch.
+    pub rollout_buffer: u64,
+    /// Market data held by the environment on this device.
+    pub dataset: u64,
+}
+
+impl MemoryEstimate {
+    /// Sum of the parts.
+    pub fn total(&self) -> u64 {
+        self.params
+            + self.optimizer_state
+            + self.gradients
+            + self.activations
+            + self.rollout_buffer
+            + self.dataset
+    }
+
+    /// Estimates a run of `cfg` on `n_envs` envs with the given observation and action sizes;
+    /// `dataset_bytes` is the market data held on the device (0 when it stays on the host).
+    pub fn of(
+        cfg: &PpoConfig,
+        n_envs: usize,
+        obs_dim: usize,
+        action_dim: usize,
+        dataset_bytes: u64,
+    ) -> Self {
+        let p = cfg.policy.n_params(obs_dim, action_dim) as u64;
+        let half = cfg.precision != Precision::F32;
+        let cb = cfg.precision.bytes() as u64;
+        let b = cfg.batch_size as u64;
+        // Per layer the graph keeps the layer input (for ∂W), the pre-activation and the
+        // activation output (tanh/silu/elu save one of them); the backward pass holds the
+        // gradient of each at the same time at most for two layers, so ≈ 3 saved + 1 transient
+        // tensors of B × width per layer. Half precision adds the f32 copies of the network's
+        // outputs (cast back for the loss).
+        let widths = |hidden: &[usize], out: usize| -> u64 {
+            hidden.iter().map(|&h| h as u64).sum::<u64>() + out as u64
+        };
+        let arch = &cfg.policy.net_arch;
+        let width_sum = widths(&arch.pi, action_dim) + widths(&arch.vf, 1);
+        let mut activations = 4 * b * width_sum * cb + 2 * b * obs_dim as u64 * cb;
+        if half {
+            activations += 2 * b * (action_dim as u64 + 1) * 4;
+        }
+        let samples = (cfg.n_steps * n_envs) as u64;
+        let rollout = RolloutBuffer::bytes(cfg.n_steps, n_envs, obs_dim, action_dim) as u64
+            + 2 * 4 * samples
+            + b * (obs_dim + action_dim + 4) as u64 * 4;
+        Self {
+            params: 4 * p,
+            optimizer_state: 8 * p,
+            gradients: 4 * p + if half { cb * p } else { 0 },
+            activations,
+            rollout_buffer: rollout,
+            dataset: dataset_bytes,
+        }
+    }
+}
+
+impl fmt::Display for MemoryEstimate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let rows = [
+            ("parameters", self.params),
+            ("optimizer state", self.optimizer_state),
+            ("gradients", self.gradients),
+            ("activations (1 minibatch)", self.activations),
+            ("rollout buffer", self.rollout_buffer),
+            ("dataset", self.dataset),
+        ];
+        for (name, v) in rows {
+            writeln!(f, "  {name:<26} {:>12}", fmt_bytes(v))?;
+        }
+        write!(f, "  {:<26} {:>12}", "total", fmt_bytes(self.total()))
+    }
+}
+
+/// The bytes one run may use on its device.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MemoryBudget {
+    /// The run's share, bytes.
+    pub bytes: u64,
+    /// The device's memory, bytes.
+    pub device_bytes: u64,
+    /// Fraction of the device for all runs on it.
+    pub fraction: f64,
+    /// Runs sharing that fraction.
+    pub shared_by: usize,
+}
+
+impl MemoryBudget {
+    /// `fraction × device_bytes / shared_by`.
+    pub fn new(device_bytes: u64, fraction: f64, shared_by: usize) -> Result<Self, MemoryError> {
+        if !(fraction.is_finite() && fraction > 0.0 && fraction <= 1.0) {
+            return Err(MemoryError::Fraction(fraction));
+        }
+        let shared_by = shared_by.max(1);
+        Ok(Self {
+            bytes: (device_bytes as f64 * fraction / shared_by as f64) as u64,
+            device_bytes,
+            fraction,
+            shared_by,
+        })
+    }
+
+    /// Refuses `estimate` when it exceeds the budget, with the breakdown in the error.
+    pub fn check(&self, estimate: &MemoryEstimate) -> Result<(), MemoryError> {
+        if estimate.total() > self.bytes {
+            return Err(MemoryError::TooLarge {
+                estimate: *estimate,
+                budget: self.bytes,
+                budget_detail: format!(
+                    "{:.0} % of {} shared by {} run(s)",
+                    self.fraction * 100.0,
+                    fmt_bytes(self.device_bytes),
+                    self.shared_by
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Total host RAM from `/proc/meminfo` (Linux), the CPU device's memory.
+pub fn host_memory_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ppo::model::{ActorCriticConfig, NetArch};
+
+    #[test]
+    fn estimate_counts_parameters_and_optimizer_state() {
+        let cfg = PpoConfig::new().with_policy(
+            ActorCriticConfig::new()
+                .with_net_arch(NetArch::new().with_pi(vec![8]).with_vf(vec![8])),
+        );
+        let e = MemoryEstimate::of(&cfg, 1, 3, 2, 0);
+        // pi: 3·8+8 + 8·2+2 = 50; vf: 3·8+8 + 8+1 = 41; log_std 2.
+        assert_eq!(e.params, 4 * 93);
+        assert_eq!(e.optimizer_state, 8 * 93);
+        let bf = MemoryEstimate::of(&cfg.clone().with_precision(Precision::Bf16), 1, 3, 2, 0);
+        assert!(bf.activations < e.activations && bf.gradients > e.gradients);
+    }
+
+    #[test]
+    fn budget_refuses_with_breakdown() {
+        let cfg = PpoConfig::new().with_policy(
+            ActorCriticConfig::new().with_net_arch(
+                NetArch::new()
+                    .with_pi(vec![2048, 1024, 512])
+                    .with_vf(vec![2048, 1024, 512]),
+            ),
+        );
+        let e = MemoryEstimate::of(&cfg, 8, 100, 7, 1 << 20);
+        let budget = MemoryBudget::new(64 << 20, 0.8, 2).unwrap();
+        let err = budget.check(&e).unwrap_err().to_string();
+        assert!(
+            err.contains("optimizer state") && err.contains("shared by 2"),
+            "{err}"
+        );
+        assert!(
+            MemoryBudget::new(1 << 40, 0.8, 1)
+                .unwrap()
+                .check(&e)
+                .is_ok()
+        );
+        assert!(MemoryBudget::new(1, 1.5, 1).is_err());
+    }
+}

@@ -1,0 +1,177 @@
+//! The rollout buffer: `n_steps × n_envs × …` tensors on the rollout device, allocated once
+//! per run and overwritten in place each rollout (`slice_assign` on a uniquely held tensor
+//! writes into its storage), so a run's memory does not grow or fragment with its length.
+
+use burn::tensor::{Device, Tensor};
+
+/// One rollout's samples, time outermost.
+#[derive(Debug)]
+pub struct RolloutBuffer {
+    n_steps: usize,
+    n_envs: usize,
+    obs_dim: usize,
+    action_dim: usize,
+    device: Device,
+    /// `[T, N, obs_dim]` observations the actions were chosen on (normalised if enabled).
+    obs: Tensor<3>,
+    /// `[T, N, action_dim]` unclipped Gaussian samples.
+    actions: Tensor<3>,
+    /// `[T, N]` log-probabilities of `actions` under the rollout policy.
+    log_probs: Tensor<2>,
+    /// `[T, N]` value estimates of `obs`.
+    values: Tensor<2>,
+    /// `[T, N]` rewards (normalised if enabled).
+    rewards: Tensor<2>,
+    /// `[T, N]` 1.0 where the episode ended with that step.
+    dones: Tensor<2>,
+    pos: usize,
+}
+
+/// The flattened `[T·N, …]` view of a full buffer, for minibatch sampling.
+#[derive(Debug, Clone)]
+pub struct Flat {
+    /// `[T·N, obs_dim]`.
+    pub obs: Tensor<2>,
+    /// `[T·N, action_dim]`.
+    pub actions: Tensor<2>,
+    /// `[T·N]`.
+    pub log_probs: Tensor<1>,
+    /// `[T·N]`.
+    pub values: Tensor<1>,
+}
+
+/// Takes a tensor out of a field, leaving an empty one, so the taken tensor is uniquely
+/// held and `slice_assign` can write into it instead of copying it.
+fn take<const D: usize>(t: &mut Tensor<D>, device: &Device) -> Tensor<D> {
+    std::mem::replace(t, Tensor::empty([0; D], device))
+}
+
+impl RolloutBuffer {
+    /// Allocates the buffer on `device`.
+    pub fn new(
+        n_steps: usize,
+        n_envs: usize,
+        obs_dim: usize,
+        action_dim: usize,
+        device: &Device,
+    ) -> Self {
+        Self {
+            n_steps,
+            n_envs,
+            obs_dim,
+            action_dim,
+            device: device.clone(),
+            obs: Tensor::zeros([n_steps, n_envs, obs_dim], device),
+            actions: Tensor::zeros([n_steps, n_envs, action_dim], device),
+            log_probs: Tensor::zeros([n_steps, n_envs], device),
+            values: Tensor::zeros([n_steps, n_envs], device),
+            rewards: Tensor::zeros([n_steps, n_envs], device),
+            dones: Tensor::zeros([n_steps, n_envs], device),
+            pos: 0,
+        }
+    }
+
+    /// Bytes the buffer holds (f32 everywhere).
+    pub fn bytes(n_steps: usize, n_envs: usize, obs_dim: usize, action_dim: usize) -> usize {
+        4 * n_steps * n_envs * (obs_dim + action_dim + 4)
+    }
+
+    /// Whether all `n_steps` rows are written.
+    pub fn is_full(&self) -> bool {
+        self.pos == self.n_steps
+    }
+
+    /// Starts a new rollout (rows are overwritten).
+    pub fn clear(&mut self) {
+        self.pos = 0;
+    }
+
+    /// Writes one step of all envs.
+    pub fn push(
+        &mut self,
+        obs: Tensor<2>,
+        actions: Tensor<2>,
+        log_probs: Tensor<1>,
+        values: Tensor<1>,
+        rewards: Tensor<1>,
+        dones: Tensor<1>,
+    ) {
+        assert!(self.pos < self.n_steps, "rollout buffer is full");
+        let (t, n, d, a) = (self.pos, self.n_envs, self.obs_dim, self.action_dim);
+        let dev = self.device.clone();
+        let row3 = |x: Tensor<2>| x.unsqueeze_dim::<3>(0);
+        let row2 = |x: Tensor<1>| x.unsqueeze_dim::<2>(0);
+        self.obs = take(&mut self.obs, &dev).slice_assign([t..t + 1, 0..n, 0..d], row3(obs));
+        self.actions =
+            take(&mut self.actions, &dev).slice_assign([t..t + 1, 0..n, 0..a], row3(actions));
+        self.log_probs =
+            take(&mut self.log_probs, &dev).slice_assign([t..t + 1, 0..n], row2(log_probs));
+        self.values = take(&mut self.values, &dev).slice_assign([t..t + 1, 0..n], row2(values));
+        self.rewards = take(&mut self.rewards, &dev).slice_assign([t..t + 1, 0..n], row2(rewards));
+        self.dones = take(&mut self.dones, &dev).slice_assign([t..t + 1, 0..n], row2(dones));
+        self.pos += 1;
+    }
+
+    /// `[T·N]` rewards, values and dones (time outermost), for GAE on the host.
+    pub fn rewards_values_dones(&self) -> (Tensor<1>, Tensor<1>, Tensor<1>) {
+        let len = self.n_steps * self.n_envs;
+        (
+            self.rewards.clone().reshape([len]),
+            self.values.clone().reshape([len]),
+            self.dones.clone().reshape([len]),
+        )
+    }
+
+    /// The samples as `[T·N, …]` tensors.
+    pub fn flat(&self) -> Flat {
+        let len = self.n_steps * self.n_envs;
+        Flat {
+            obs: self.obs.clone().reshape([len, self.obs_dim]),
+            actions: self.actions.clone().reshape([len, self.action_dim]),
+            log_probs: self.log_probs.clone().reshape([len]),
+            values: self.values.clone().reshape([len]),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::tensor::TensorData;
+
+    #[test]
+    fn push_fills_rows_in_time_order() {
+        let d = Device::flex();
+        let mut buf = RolloutBuffer::new(2, 3, 1, 1, &d);
+        for t in 0..2 {
+            let v = |k: f32| {
+                Tensor::<1>::from_data(
+                    TensorData::new(
+                        (0..3)
+                            .map(|i| k + t as f32 * 10.0 + i as f32)
+                            .collect::<Vec<f32>>(),
+                        [3],
+                    ),
+                    &d,
+                )
+            };
+            buf.push(
+                v(0.0).unsqueeze_dim(1),
+                v(100.0).unsqueeze_dim(1),
+                v(200.0),
+                v(300.0),
+                v(400.0),
+                v(500.0),
+            );
+        }
+        assert!(buf.is_full());
+        let f = buf.flat();
+        let obs: Vec<f32> = f.obs.try_into_vec_as().unwrap();
+        assert_eq!(obs, vec![0.0, 1.0, 2.0, 10.0, 11.0, 12.0]);
+        let (r, _, dn) = buf.rewards_values_dones();
+        let r: Vec<f32> = r.try_into_vec_as().unwrap();
+        assert_eq!(r[4], 411.0);
+        let dn: Vec<f32> = dn.try_into_vec_as().unwrap();
+        assert_eq!(dn[0], 500.0);
+    }
+}

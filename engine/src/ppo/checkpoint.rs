@@ -1,0 +1,148 @@
+//! Checkpoints: a directory holding the policy weights (burn's burnpack record), Adam's state,
+//! the PPO configuration, and the normalisation statistics with the run's counters — everything
+//! needed to evaluate the policy or to resume training.
+//!
+//! ```text
+//! DIR/model.bpk        ActorCritic parameters (f32)
+//! DIR/optimizer.bpk    Adam moments
+//! DIR/ppo.json         PpoConfig (every field)
+//! DIR/state.json       CheckpointState: sizes, counters, normalisation statistics
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use burn::config::Config;
+use burn::module::Module;
+use burn::tensor::Device;
+use serde::{Deserialize, Serialize};
+
+use crate::ppo::config::PpoConfig;
+use crate::ppo::error::PpoError;
+use crate::ppo::model::ActorCritic;
+use crate::ppo::rollout_env::RolloutEnv;
+use crate::ppo::trainer::{NormalizationStats, Trainer};
+
+/// Version of the checkpoint layout.
+pub const CHECKPOINT_VERSION: u32 = 1;
+
+/// The run's state besides weights and config.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointState {
+    /// Layout version ([`CHECKPOINT_VERSION`]).
+    pub version: u32,
+    /// Observation length the network takes.
+    pub obs_dim: usize,
+    /// Action length it produces.
+    pub action_dim: usize,
+    /// Samples trained on.
+    pub timesteps: usize,
+    /// Normalisation statistics.
+    pub normalization: NormalizationStats,
+}
+
+/// A loaded checkpoint.
+#[derive(Debug)]
+pub struct Checkpoint {
+    /// The configuration it was trained with.
+    pub config: PpoConfig,
+    /// The policy (on the device it was loaded to).
+    pub model: ActorCritic,
+    /// Sizes, counters, normalisation.
+    pub state: CheckpointState,
+}
+
+fn err(path: &Path, reason: impl ToString) -> PpoError {
+    PpoError::Checkpoint {
+        path: path.display().to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+fn file(dir: &Path, name: &str) -> PathBuf {
+    dir.join(name)
+}
+
+/// Writes `trainer`'s model, optimiser, config and statistics to `dir` (created if needed).
+pub fn save<E: RolloutEnv>(dir: &Path, trainer: &Trainer<E>) -> Result<(), PpoError> {
+    std::fs::create_dir_all(dir).map_err(|e| err(dir, e))?;
+    let model_path = file(dir, "model.bpk");
+    trainer
+        .model()
+        .valid()
+        .save_file(&model_path)
+        .map_err(|e| err(&model_path, format!("{e:?}")))?;
+    trainer
+        .learner()
+        .save_optimizer(&file(dir, "optimizer.bpk"))?;
+    let cfg_path = file(dir, "ppo.json");
+    trainer
+        .config()
+        .save(&cfg_path)
+        .map_err(|e| err(&cfg_path, e))?;
+    let state = CheckpointState {
+        version: CHECKPOINT_VERSION,
+        obs_dim: trainer.env().obs_dim(),
+        action_dim: trainer.env().action_dim(),
+        timesteps: trainer.timesteps(),
+        normalization: trainer.normalization()?,
+    };
+    let state_path = file(dir, "state.json");
+    let json = serde_json::to_string_pretty(&state).map_err(|e| err(&state_path, e))?;
+    std::fs::write(&state_path, json).map_err(|e| err(&state_path, e))
+}
+
+/// Reads the checkpoint in `dir`, building the model on `device`.
+pub fn load(dir: &Path, device: &Device) -> Result<Checkpoint, PpoError> {
+    let cfg_path = file(dir, "ppo.json");
+    let config = PpoConfig::load(&cfg_path).map_err(|e| err(&cfg_path, format!("{e:?}")))?;
+    let state_path = file(dir, "state.json");
+    let text = std::fs::read_to_string(&state_path).map_err(|e| err(&state_path, e))?;
+    let state: CheckpointState = serde_json::from_str(&text).map_err(|e| err(&state_path, e))?;
+    if state.version != CHECKPOINT_VERSION {
+        return Err(err(
+            &state_path,
+            format!(
+                "layout version {} but this build reads {CHECKPOINT_VERSION}",
+                state.version
+            ),
+        ));
+    }
+    let model_path = file(dir, "model.bpk");
+    let model = config
+        .policy
+        .init(state.obs_dim, state.action_dim, config.seed, device)
+        .try_load_file(&model_path)
+        .map_err(|e| err(&model_path, format!("{e:?}")))?;
+    Ok(Checkpoint {
+        config,
+        model,
+        state,
+    })
+}
+
+/// Restores a checkpoint into `trainer` (same config and sizes) to resume training.
+pub fn resume<E: RolloutEnv>(dir: &Path, trainer: &mut Trainer<E>) -> Result<(), PpoError> {
+    let device = trainer.train_device().clone();
+    let ckpt = load(dir, &device)?;
+    if ckpt.state.obs_dim != trainer.env().obs_dim()
+        || ckpt.state.action_dim != trainer.env().action_dim()
+    {
+        return Err(err(
+            dir,
+            format!(
+                "checkpoint is for obs {} / actions {}, the env has {} / {}",
+                ckpt.state.obs_dim,
+                ckpt.state.action_dim,
+                trainer.env().obs_dim(),
+                trainer.env().action_dim()
+            ),
+        ));
+    }
+    trainer.learner_mut().set_model(ckpt.model);
+    trainer
+        .learner_mut()
+        .load_optimizer(&file(dir, "optimizer.bpk"))?;
+    trainer.set_normalization(&ckpt.state.normalization);
+    trainer.set_timesteps(ckpt.state.timesteps);
+    Ok(())
+}

@@ -1,0 +1,386 @@
+//! The actor-critic network: separate policy (`pi`) and value (`vf`) MLPs, as SB3's
+//! `MlpPolicy` with `net_arch=dict(pi=[…], vf=[…])`, and a diagonal Gaussian policy with a
+//! state-independent, learnable log-std.
+//!
+//! **How actions are bounded.** The policy is an unbounded Gaussian; a sampled action is
+//! *clipped* to [-1, 1] when it is sent to the environment, while the buffer keeps the
+//! unclipped sample and its log-probability. That is what SB3 (`PPO` on a `Box` space:
+//! `np.clip(actions, low, high)` in `collect_rollouts`) and CleanRL's `ppo_continuous_action.py`
+//! do, so hyperparameters tuned there transfer. Squashing with tanh (and the
+//! `log(1 − tanh²)` correction, SAC-style) would make the policy's probabilities exact at the
+//! bounds but shrinks the gradient of the mean near them and needs `atanh` of stored actions;
+//! for PPO the clipped Gaussian is the established default. The env clips again, so the two
+//! agree on what was executed.
+//!
+//! **Initialisation.** Orthogonal weights (Saxe et al. 2014) with SB3's gains
+//! (`ActorCriticPolicy.init_weights`): √2 for hidden layers, 0.01 for the action mean, 1 for
+//! the value head; biases 0. The orthogonal matrices are built on the host from the config's
+//! seed, so a run is reproducible regardless of other work on the device's global RNG.
+
+use burn::config::Config;
+use burn::module::{Module, Param};
+use burn::tensor::{Device, FloatDType, Tensor, TensorData, activation};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rand_distr::{Distribution, StandardNormal};
+use serde::{Deserialize, Serialize};
+
+use crate::ppo::error::PpoError;
+
+/// Hidden layer sizes of the two networks (SB3's `net_arch=dict(pi=…, vf=…)`).
+#[derive(Config, Debug, PartialEq)]
+pub struct NetArch {
+    /// Hidden layers of the policy network.
+    #[config(default = "vec![64, 64]")]
+    pub pi: Vec<usize>,
+    /// Hidden layers of the value network.
+    #[config(default = "vec![64, 64]")]
+    pub vf: Vec<usize>,
+}
+
+/// Activation between hidden layers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ActivationKind {
+    /// tanh (SB3's default for PPO).
+    #[default]
+    Tanh,
+    /// max(0, x).
+    Relu,
+    /// Exponential linear unit, α = 1.
+    Elu,
+    /// x·σ(x).
+    Silu,
+}
+
+impl ActivationKind {
+    fn apply(self, x: Tensor<2>) -> Tensor<2> {
+        match self {
+            ActivationKind::Tanh => x.tanh(),
+            ActivationKind::Relu => activation::relu(x),
+            ActivationKind::Elu => activation::elu(x, 1.0),
+            ActivationKind::Silu => activation::silu(x),
+        }
+    }
+}
+
+/// Configuration of the [`ActorCritic`] network.
+#[derive(Config, Debug, PartialEq)]
+pub struct ActorCriticConfig {
+    /// Hidden layers of the policy and value networks.
+    #[config(default = "NetArch::new()")]
+    pub net_arch: NetArch,
+    /// Activation of the hidden layers.
+    #[config(default = "ActivationKind::Tanh")]
+    pub activation: ActivationKind,
+    /// Initial log standard deviation of the Gaussian policy (SB3 `log_std_init`).
+    #[config(default = 0.0)]
+    pub log_std_init: f32,
+    /// Orthogonal initialisation (SB3 `ortho_init`); otherwise N(0, 1/fan_in) weights.
+    #[config(default = true)]
+    pub ortho_init: bool,
+}
+
+impl ActorCriticConfig {
+    /// Checks the layer sizes.
+    pub fn validate(&self) -> Result<(), PpoError> {
+        if self.net_arch.pi.contains(&0) || self.net_arch.vf.contains(&0) {
+            return Err(PpoError::config(
+                "policy.net_arch",
+                format!("pi={:?} vf={:?}", self.net_arch.pi, self.net_arch.vf),
+                "layer sizes must be positive",
+            ));
+        }
+        if !self.log_std_init.is_finite() {
+            return Err(PpoError::config(
+                "policy.log_std_init",
+                self.log_std_init,
+                "must be finite",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Number of f32 parameters of the network for the given observation and action sizes.
+    pub fn n_params(&self, obs_dim: usize, action_dim: usize) -> usize {
+        let mlp = |hidden: &[usize], out: usize| {
+            let mut n = 0;
+            let mut fan_in = obs_dim;
+            for &h in hidden.iter().chain(std::iter::once(&out)) {
+                n += fan_in * h + h;
+                fan_in = h;
+            }
+            n
+        };
+        mlp(&self.net_arch.pi, action_dim) + mlp(&self.net_arch.vf, 1) + action_dim
+    }
+
+    /// Builds the network on `device` (the training device, usually with autodiff), with
+    /// weights drawn from `seed`.
+    pub fn init(
+        &self,
+        obs_dim: usize,
+        action_dim: usize,
+        seed: u64,
+        device: &Device,
+    ) -> ActorCritic {
+        let mut rng = StdRng::seed_from_u64(seed ^ 0xAC7_0C21);
+        let ortho = self.ortho_init;
+        let mlp = |hidden: &[usize], rng: &mut StdRng| {
+            let mut layers = Vec::with_capacity(hidden.len());
+            let mut fan_in = obs_dim;
+            for &h in hidden {
+                layers.push(Dense::new(fan_in, h, 2f32.sqrt(), ortho, rng, device));
+                fan_in = h;
+            }
+            (layers, fan_in)
+        };
+        let (pi, pi_out) = mlp(&self.net_arch.pi, &mut rng);
+        let (vf, vf_out) = mlp(&self.net_arch.vf, &mut rng);
+        let mean = Dense::new(pi_out, action_dim, 0.01, ortho, &mut rng, device);
+        let value = Dense::new(vf_out, 1, 1.0, ortho, &mut rng, device);
+        let log_std = Param::from_tensor(Tensor::full([action_dim], self.log_std_init, device));
+        ActorCritic {
+            pi,
+            vf,
+            mean,
+            value,
+            log_std,
+            activation: self.activation,
+        }
+    }
+}
+
+/// A fully connected layer `y = x·W + b` whose parameters are f32 and whose computation runs
+/// in the dtype of the call (the cast is differentiable, so gradients reach the f32 weights).
+#[derive(Module, Debug)]
+pub struct Dense {
+    /// `[fan_in, fan_out]`.
+    pub weight: Param<Tensor<2>>,
+    /// `[fan_out]`.
+    pub bias: Param<Tensor<1>>,
+}
+
+impl Dense {
+    fn new(
+        fan_in: usize,
+        fan_out: usize,
+        gain: f32,
+        ortho: bool,
+        rng: &mut StdRng,
+        device: &Device,
+    ) -> Self {
+        let w = if ortho {
+            orthogonal(fan_in, fan_out, gain, rng)
+        } else {
+            let std = (1.0 / fan_in as f32).sqrt();
+            (0..fan_in * fan_out)
+                .map(|_| {
+                    let z: f32 = StandardNormal.sample(rng);
+                    std * z
+                })
+                .collect()
+        };
+        Self {
+            weight: Param::from_tensor(Tensor::from_data(
+                TensorData::new(w, [fan_in, fan_out]),
+                device,
+            )),
+            bias: Param::from_tensor(Tensor::zeros([fan_out], device)),
+        }
+    }
+
+    fn forward(&self, x: Tensor<2>, dtype: FloatDType) -> Tensor<2> {
+        let w = self.weight.val().cast(dtype);
+        let b = self.bias.val().cast(dtype).unsqueeze_dim::<2>(0);
+        x.matmul(w).add(b)
+    }
+}
+
+/// A `rows × cols` matrix (row-major) with orthonormal rows or columns (whichever are fewer),
+/// times `gain`: modified Gram–Schmidt on Gaussian vectors, which gives the same distribution
+/// as PyTorch's QR-based `nn.init.orthogonal_`.
+pub fn orthogonal(rows: usize, cols: usize, gain: f32, rng: &mut StdRng) -> Vec<f32> {
+    // Orthonormalise k vectors of length n, k ≤ n.
+    let (k, n) = (rows.min(cols), rows.max(cols));
+    let mut v: Vec<f64> = (0..k * n).map(|_| StandardNormal.sample(rng)).collect();
+    for i in 0..k {
+        let (done, rest) = v.split_at_mut(i * n);
+        let vi = &mut rest[..n];
+        for j in 0..i {
+            let vj = &done[j * n..(j + 1) * n];
+            let dot: f64 = vi.iter().zip(vj).map(|(a, b)| a * b).sum();
+            vi.iter_mut().zip(vj).for_each(|(a, b)| *a -= dot * b);
+        }
+        let norm = vi.iter().map(|a| a * a).sum::<f64>().sqrt().max(1e-12);
+        vi.iter_mut().for_each(|a| *a /= norm);
+    }
+    let mut out = vec![0f32; rows * cols];
+    for r in 0..rows {
+        for c in 0..cols {
+            // Vector index and position within it.
+            let x = if rows <= cols {
+                v[r * n + c]
+            } else {
+                v[c * n + r]
+            };
+            out[r * cols + c] = gain * x as f32;
+        }
+    }
+    out
+}
+
+/// Policy and value networks plus the Gaussian's log-std.
+#[derive(Module, Debug)]
+pub struct ActorCritic {
+    /// Hidden layers of the policy.
+    pub pi: Vec<Dense>,
+    /// Hidden layers of the value function.
+    pub vf: Vec<Dense>,
+    /// Action-mean head.
+    pub mean: Dense,
+    /// Value head.
+    pub value: Dense,
+    /// `[action_dim]` log standard deviations, independent of the state.
+    pub log_std: Param<Tensor<1>>,
+    #[module(skip)]
+    activation: ActivationKind,
+}
+
+impl ActorCritic {
+    /// Action means `[B, A]` and values `[B]`, both f32, computed in `dtype`.
+    pub fn forward(&self, obs: Tensor<2>, dtype: FloatDType) -> (Tensor<2>, Tensor<1>) {
+        let x = obs.cast(dtype);
+        let mut h = x.clone();
+        for layer in &self.pi {
+            h = self.activation.apply(layer.forward(h, dtype));
+        }
+        let mean = self.mean.forward(h, dtype).cast(FloatDType::F32);
+        let mut h = x;
+        for layer in &self.vf {
+            h = self.activation.apply(layer.forward(h, dtype));
+        }
+        let value = self
+            .value
+            .forward(h, dtype)
+            .cast(FloatDType::F32)
+            .squeeze_dim::<1>(1);
+        (mean, value)
+    }
+
+    /// Values `[B]` only (for bootstrapping the last step of a rollout).
+    pub fn value(&self, obs: Tensor<2>, dtype: FloatDType) -> Tensor<1> {
+        let mut h = obs.cast(dtype);
+        for layer in &self.vf {
+            h = self.activation.apply(layer.forward(h, dtype));
+        }
+        self.value
+            .forward(h, dtype)
+            .cast(FloatDType::F32)
+            .squeeze_dim::<1>(1)
+    }
+
+    /// The `[A]` log standard deviations (f32).
+    pub fn log_std(&self) -> Tensor<1> {
+        self.log_std.val()
+    }
+}
+
+/// Collects every float parameter's values, in visiting order.
+struct Flatten(Vec<Tensor<1>>);
+
+impl burn::module::ModuleVisitor for Flatten {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let v = param.val();
+        let n = v.shape().num_elements();
+        self.0.push(v.reshape([n]));
+    }
+}
+
+impl ActorCritic {
+    /// All parameters as one host vector (tests, divergence checks, fingerprints).
+    pub fn flat_params(&self) -> Result<Vec<f32>, PpoError> {
+        let mut f = Flatten(Vec::new());
+        self.visit(&mut f);
+        let mut out = Vec::new();
+        for t in f.0 {
+            let v: Vec<f32> = t
+                .try_into_vec_as()
+                .map_err(|e| PpoError::read("parameters", e))?;
+            out.extend(v);
+        }
+        Ok(out)
+    }
+}
+
+/// ln √(2π).
+const LN_SQRT_2PI: f32 = 0.918_938_5;
+
+/// Log-density `[B]` of `actions` `[B, A]` under the diagonal Gaussian N(mean, exp(log_std)²),
+/// summed over action dimensions.
+pub fn gaussian_log_prob(mean: Tensor<2>, log_std: Tensor<1>, actions: Tensor<2>) -> Tensor<1> {
+    let [_, a] = mean.dims();
+    let log_std = log_std.unsqueeze_dim::<2>(0);
+    let z = actions.sub(mean).div(log_std.clone().exp());
+    let per_dim = z.square().mul_scalar(-0.5).sub(log_std);
+    per_dim
+        .sum_dim(1)
+        .squeeze_dim::<1>(1)
+        .sub_scalar(a as f32 * LN_SQRT_2PI)
+}
+
+/// Entropy of the diagonal Gaussian (a scalar `[1]`; it does not depend on the state).
+pub fn gaussian_entropy(log_std: Tensor<1>) -> Tensor<1> {
+    let a = log_std.dims()[0] as f32;
+    log_std.sum().add_scalar(a * (0.5 + LN_SQRT_2PI))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn orthogonal_has_orthonormal_columns_times_gain() {
+        let mut rng = StdRng::seed_from_u64(1);
+        let (r, c) = (7, 3);
+        let m = orthogonal(r, c, 2.0, &mut rng);
+        for i in 0..c {
+            for j in 0..c {
+                let dot: f32 = (0..r).map(|k| m[k * c + i] * m[k * c + j]).sum();
+                let want = if i == j { 4.0 } else { 0.0 };
+                assert!((dot - want).abs() < 1e-4, "{i},{j}: {dot}");
+            }
+        }
+        // Wide: orthonormal rows.
+        let m = orthogonal(2, 5, 1.0, &mut rng);
+        let dot: f32 = (0..5).map(|k| m[k] * m[5 + k]).sum();
+        assert!(dot.abs() < 1e-5);
+    }
+
+    #[test]
+    fn log_prob_and_entropy_match_the_formula() {
+        let d = Device::flex();
+        let mean = Tensor::<2>::from_data(TensorData::new(vec![0.0f32, 1.0], [1, 2]), &d);
+        let log_std = Tensor::<1>::from_data(TensorData::new(vec![0.0f32, 0.5f32.ln()], [2]), &d);
+        let act = Tensor::<2>::from_data(TensorData::new(vec![1.0f32, 1.5], [1, 2]), &d);
+        let lp: Vec<f32> = gaussian_log_prob(mean, log_std.clone(), act)
+            .try_into_vec_as()
+            .unwrap();
+        // N(1; 0, 1) · N(1.5; 1, 0.5²): −0.5 − ln√2π  +  (−0.5 − ln 0.5 − ln√2π)
+        let want = -0.5 - LN_SQRT_2PI + (-0.5 - 0.5f32.ln() - LN_SQRT_2PI);
+        assert!((lp[0] - want).abs() < 1e-5, "{} vs {want}", lp[0]);
+        let h: Vec<f32> = gaussian_entropy(log_std).try_into_vec_as().unwrap();
+        let want = 2.0 * (0.5 + LN_SQRT_2PI) + 0.5f32.ln();
+        assert!((h[0] - want).abs() < 1e-5);
+    }
+
+    #[test]
+    fn counts_parameters() {
+        let cfg = ActorCriticConfig::new();
+        let model = cfg.init(5, 2, 0, &Device::flex());
+        assert_eq!(model.num_params(), cfg.n_params(5, 2));
+        let (mean, value) = model.forward(Tensor::zeros([3, 5], &Device::flex()), FloatDType::F32);
+        assert_eq!(mean.dims(), [3, 2]);
+        assert_eq!(value.dims(), [3]);
+    }
+}

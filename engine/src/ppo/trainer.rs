@@ -1,0 +1,427 @@
+//! The training loop: rollout (no autodiff graph) → GAE → update, until a timestep budget is
+//! spent or the stop flag is raised, reporting [`TrainEvent`]s through a callback.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use burn::module::Module;
+use burn::tensor::{Device, Tensor, TensorData};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rand_distr::{Distribution, StandardNormal};
+use serde::{Deserialize, Serialize};
+
+use crate::device::memory::{MemoryBudget, MemoryError};
+use crate::env::EpisodeStats;
+use crate::ppo::buffer::RolloutBuffer;
+use crate::ppo::config::PpoConfig;
+use crate::ppo::error::PpoError;
+use crate::ppo::events::{EpisodeSummary, PhaseTimes, TrainEvent};
+use crate::ppo::gae::{compute_gae, explained_variance};
+use crate::ppo::model::{ActorCritic, gaussian_log_prob};
+use crate::ppo::normalize::{RewardNormalizer, RunningMeanStd, RunningStats};
+use crate::ppo::rollout_env::RolloutEnv;
+use crate::ppo::update::{Learner, UpdateBatch, UpdateStats};
+
+/// What a finished (or stopped) run returns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainReport {
+    /// The configuration the learner used, every field after defaults.
+    pub applied: PpoConfig,
+    /// Device the run trained on.
+    pub device: String,
+    /// Samples collected.
+    pub timesteps: usize,
+    /// Updates done.
+    pub updates: usize,
+    /// Wall time, seconds.
+    pub elapsed_s: f64,
+    /// Samples per second end to end.
+    pub samples_per_second: f64,
+    /// Wall time per phase over the run.
+    pub phases: PhaseTimes,
+    /// The last update's diagnostics.
+    pub last_update: Option<UpdateStats>,
+    /// Episodes finished in the last rollout that finished any.
+    pub last_episodes: Option<EpisodeSummary>,
+    /// Whether the stop flag ended the run.
+    pub stopped: bool,
+}
+
+/// Normalisation statistics, for checkpoints.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct NormalizationStats {
+    /// Observation statistics (when `normalize_obs`).
+    pub obs: Option<RunningStats>,
+    /// Discounted-return statistics (when `normalize_reward`).
+    pub reward: Option<RunningStats>,
+}
+
+/// PPO on one environment batch and one device.
+pub struct Trainer<E: RolloutEnv> {
+    cfg: PpoConfig,
+    env: E,
+    learner: Learner,
+    /// Plain (no autodiff) device: env tensors, rollouts, buffer.
+    device: Device,
+    /// The same device with autodiff: the model and the update.
+    train_device: Device,
+    buffer: RolloutBuffer,
+    obs_norm: Option<RunningMeanStd>,
+    reward_norm: Option<RewardNormalizer>,
+    noise_rng: StdRng,
+    /// Current (normalised) observations, the policy's next input.
+    obs: Option<Tensor<2>>,
+    timesteps: usize,
+    updates: usize,
+    stop: Arc<AtomicBool>,
+    budget: Option<MemoryBudget>,
+}
+
+impl<E: RolloutEnv> Trainer<E> {
+    /// A trainer for `env` on `device` (plain or autodiff; both are derived from it). The
+    /// network's sizes come from the env.
+    pub fn new(cfg: PpoConfig, env: E, device: &Device) -> Result<Self, PpoError> {
+        cfg.validate(env.n_envs())?;
+        let device = device.clone().without_autodiff();
+        if !device.supports_dtype(cfg.precision.compute_dtype()) {
+            return Err(PpoError::config(
+                "precision",
+                cfg.precision,
+                format!("the device {device:?} cannot compute in this dtype; use f32"),
+            ));
+        }
+        let train_device = device.clone().autodiff();
+        let (n, d, a) = (env.n_envs(), env.obs_dim(), env.action_dim());
+        let model = cfg.policy.init(d, a, cfg.seed, &train_device);
+        let learner = Learner::new(model, &cfg, &train_device);
+        Ok(Self {
+            buffer: RolloutBuffer::new(cfg.n_steps, n, d, a, &device),
+            obs_norm: cfg.normalize_obs.then(|| RunningMeanStd::new(d, &device)),
+            reward_norm: cfg
+                .normalize_reward
+                .then(|| RewardNormalizer::new(n, cfg.gamma, cfg.clip_reward, &device)),
+            noise_rng: StdRng::seed_from_u64(cfg.seed ^ 0x0004_015E),
+            obs: None,
+            timesteps: 0,
+            updates: 0,
+            stop: Arc::new(AtomicBool::new(false)),
+            budget: None,
+            cfg,
+            env,
+            learner,
+            device,
+            train_device,
+        })
+    }
+
+    /// Checks the device's pool usage against `budget` after every update (where the device
+    /// reports pool usage; see [`crate::device::memory`]).
+    pub fn with_memory_budget(mut self, budget: MemoryBudget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// A flag that, once set, ends [`Trainer::learn`] at the next step boundary.
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.stop.clone()
+    }
+
+    /// The model being trained (on the autodiff device).
+    pub fn model(&self) -> &ActorCritic {
+        self.learner.model()
+    }
+
+    /// The learner (model, optimiser, loss scaler).
+    pub fn learner(&self) -> &Learner {
+        &self.learner
+    }
+
+    /// Mutable learner, for restoring a checkpoint.
+    pub fn learner_mut(&mut self) -> &mut Learner {
+        &mut self.learner
+    }
+
+    /// The autodiff device the model trains on.
+    pub fn train_device(&self) -> &Device {
+        &self.train_device
+    }
+
+    /// The environment.
+    pub fn env(&self) -> &E {
+        &self.env
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &PpoConfig {
+        &self.cfg
+    }
+
+    /// Samples collected so far.
+    pub fn timesteps(&self) -> usize {
+        self.timesteps
+    }
+
+    /// Sets the sample counter (checkpoint resume).
+    pub fn set_timesteps(&mut self, timesteps: usize) {
+        self.timesteps = timesteps;
+    }
+
+    /// Normalisation statistics (host copies).
+    pub fn normalization(&self) -> Result<NormalizationStats, PpoError> {
+        Ok(NormalizationStats {
+            obs: self.obs_norm.as_ref().map(|n| n.to_stats()).transpose()?,
+            reward: self
+                .reward_norm
+                .as_ref()
+                .map(|n| n.to_stats())
+                .transpose()?,
+        })
+    }
+
+    /// Restores normalisation statistics.
+    pub fn set_normalization(&mut self, stats: &NormalizationStats) {
+        if let (Some(n), Some(s)) = (&mut self.obs_norm, &stats.obs) {
+            *n = RunningMeanStd::from_stats(s, &self.device);
+        }
+        if let (Some(n), Some(s)) = (&mut self.reward_norm, &stats.reward) {
+            n.set_stats(s, &self.device);
+        }
+    }
+
+    /// Actions `[B, A]` of the current policy for raw observations `obs` (normalised with the
+    /// run's statistics, without updating them): the mean when `deterministic`, clipped to
+    /// [-1, 1].
+    pub fn act(&self, obs: Tensor<2>) -> Tensor<2> {
+        let model = self.learner.model().valid();
+        let obs = match &self.obs_norm {
+            Some(n) => n.normalize(obs, self.cfg.clip_obs),
+            None => obs,
+        };
+        let (mean, _) = model.forward(obs, self.cfg.precision.compute_dtype());
+        mean.clamp(-1.0, 1.0)
+    }
+
+    fn observe(&mut self, raw: Tensor<2>) -> Tensor<2> {
+        match &mut self.obs_norm {
+            Some(n) => {
+                n.update(raw.clone());
+                n.normalize(raw, self.cfg.clip_obs)
+            }
+            None => raw,
+        }
+    }
+
+    fn sync(&self) -> Result<(), PpoError> {
+        self.device
+            .sync()
+            .map_err(|e| PpoError::read("device sync", format!("{e:?}")))
+    }
+
+    /// Trains until `total_timesteps` samples have been collected (rounded up to whole
+    /// rollouts) or the stop flag is set.
+    pub fn learn(
+        &mut self,
+        total_timesteps: usize,
+        on_event: &mut dyn FnMut(TrainEvent),
+    ) -> Result<TrainReport, PpoError> {
+        let start = Instant::now();
+        let start_steps = self.timesteps;
+        let mut phases_total = PhaseTimes::default();
+        let mut last_update = None;
+        let mut last_episodes = None;
+        let per_rollout = self.cfg.n_steps * self.env.n_envs();
+        on_event(TrainEvent::Started {
+            device: format!("{:?}", self.device),
+            n_params: self.learner.model().num_params(),
+            total_timesteps,
+        });
+        if self.obs.is_none() {
+            let raw = self.env.reset()?;
+            self.obs = Some(self.observe(raw));
+        }
+        let mut stopped = false;
+        while self.timesteps - start_steps < total_timesteps {
+            if self.stop.load(Ordering::Relaxed) {
+                stopped = true;
+                break;
+            }
+            let mut phases = PhaseTimes::default();
+            let mut episodes = Vec::new();
+            if !self.rollout(&mut phases, &mut episodes)? {
+                stopped = true;
+                break;
+            }
+            self.timesteps += per_rollout;
+            self.updates += 1;
+            let progress = (self.timesteps - start_steps) as f64 / total_timesteps as f64;
+            let lr = self.cfg.learning_rate_at(progress);
+            let stats = self.train_on_buffer(lr, &mut phases)?;
+            self.check_memory()?;
+            phases_total.add(&phases);
+            if let Some(summary) = EpisodeSummary::of(&episodes) {
+                last_episodes = Some(summary);
+                on_event(TrainEvent::Episodes(summary));
+            }
+            on_event(TrainEvent::Update {
+                update: self.updates,
+                stats,
+            });
+            on_event(TrainEvent::Progress {
+                update: self.updates,
+                timesteps: self.timesteps,
+                total_timesteps,
+                samples_per_second: (self.timesteps - start_steps) as f64
+                    / start.elapsed().as_secs_f64().max(1e-9),
+                phases,
+            });
+            last_update = Some(stats);
+        }
+        on_event(TrainEvent::Finished { stopped });
+        let elapsed = start.elapsed().as_secs_f64();
+        Ok(TrainReport {
+            applied: self.cfg.clone(),
+            device: format!("{:?}", self.device),
+            timesteps: self.timesteps,
+            updates: self.updates,
+            elapsed_s: elapsed,
+            samples_per_second: (self.timesteps - start_steps) as f64 / elapsed.max(1e-9),
+            phases: phases_total,
+            last_update,
+            last_episodes,
+            stopped,
+        })
+    }
+
+    /// Collects `n_steps` steps of every env into the buffer. False when stopped mid-way.
+    fn rollout(
+        &mut self,
+        phases: &mut PhaseTimes,
+        episodes: &mut Vec<EpisodeStats>,
+    ) -> Result<bool, PpoError> {
+        // A snapshot without autodiff: inference records no graph.
+        let model = self.learner.model().valid();
+        let dtype = self.cfg.precision.compute_dtype();
+        let (n, a) = (self.env.n_envs(), self.env.action_dim());
+        let log_std = model.log_std();
+        let std = log_std.clone().exp().unsqueeze_dim::<2>(0);
+        let mut noise = vec![0f32; n * a];
+        self.buffer.clear();
+        for _ in 0..self.cfg.n_steps {
+            if self.stop.load(Ordering::Relaxed) {
+                return Ok(false);
+            }
+            let obs = self
+                .obs
+                .take()
+                .ok_or_else(|| PpoError::config("trainer", "no observation", "reset first"))?;
+            let t = Instant::now();
+            let (mean, value) = model.forward(obs.clone(), dtype);
+            // Noise is drawn on the host from the run's seed: the device RNG is global and
+            // shared with concurrent trials, so it would make runs irreproducible.
+            noise
+                .iter_mut()
+                .for_each(|x| *x = StandardNormal.sample(&mut self.noise_rng));
+            let eps = Tensor::<2>::from_data(TensorData::new(noise.clone(), [n, a]), &self.device);
+            let actions = mean.clone().add(eps.mul(std.clone()));
+            let log_prob = gaussian_log_prob(mean, log_std.clone(), actions.clone());
+            let clipped = actions.clone().clamp(-1.0, 1.0);
+            self.sync()?;
+            phases.inference += t.elapsed().as_secs_f64();
+
+            let t = Instant::now();
+            let step = self.env.step(clipped)?;
+            self.env.finished_episodes(episodes)?;
+            self.sync()?;
+            phases.env_step += t.elapsed().as_secs_f64();
+
+            let t = Instant::now();
+            let reward = match &mut self.reward_norm {
+                Some(rn) => rn.normalize(step.reward, step.done.clone()),
+                None => step.reward,
+            };
+            self.buffer
+                .push(obs, actions, log_prob, value, reward, step.done);
+            let next = self.observe(step.obs);
+            self.obs = Some(next);
+            self.sync()?;
+            phases.buffer += t.elapsed().as_secs_f64();
+        }
+        Ok(true)
+    }
+
+    /// GAE on the host, then the update on the autodiff device.
+    fn train_on_buffer(
+        &mut self,
+        lr: f64,
+        phases: &mut PhaseTimes,
+    ) -> Result<UpdateStats, PpoError> {
+        let t = Instant::now();
+        let dtype = self.cfg.precision.compute_dtype();
+        let last_obs = self
+            .obs
+            .clone()
+            .ok_or_else(|| PpoError::config("trainer", "no observation", "reset first"))?;
+        let last_values: Vec<f32> = self
+            .learner
+            .model()
+            .valid()
+            .value(last_obs, dtype)
+            .try_into_vec_as()
+            .map_err(|e| PpoError::read("values", e))?;
+        let (r, v, d) = self.buffer.rewards_values_dones();
+        let read = |t: Tensor<1>, what| -> Result<Vec<f32>, PpoError> {
+            t.try_into_vec_as().map_err(|e| PpoError::read(what, e))
+        };
+        let (rewards, values, dones) = (read(r, "rewards")?, read(v, "values")?, read(d, "dones")?);
+        let (adv, returns) = compute_gae(
+            &rewards,
+            &values,
+            &dones,
+            &last_values,
+            self.cfg.gamma,
+            self.cfg.gae_lambda,
+        );
+        if let Some(i) = adv.iter().position(|a| !a.is_finite()) {
+            return Err(PpoError::Diverged {
+                update: self.updates,
+                what: format!("advantage of sample {i} (reward {})", rewards[i]),
+            });
+        }
+        let ev = explained_variance(&values, &returns);
+        let len = adv.len();
+        let flat = self.buffer.flat();
+        let td = &self.train_device;
+        let batch = UpdateBatch {
+            obs: flat.obs.to_device(td),
+            actions: flat.actions.to_device(td),
+            log_probs: flat.log_probs.to_device(td),
+            values: flat.values.to_device(td),
+            advantages: Tensor::from_data(TensorData::new(adv, [len]), td),
+            returns: Tensor::from_data(TensorData::new(returns, [len]), td),
+        };
+        phases.advantages += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let stats = self.learner.update(&batch, lr, self.updates, ev)?;
+        self.sync()?;
+        phases.update += t.elapsed().as_secs_f64();
+        Ok(stats)
+    }
+
+    fn check_memory(&self) -> Result<(), PpoError> {
+        let Some(budget) = &self.budget else {
+            return Ok(());
+        };
+        if let Some(usage) = self.device.memory_pool_usage()
+            && usage.bytes_reserved > budget.bytes
+        {
+            return Err(PpoError::Memory(MemoryError::Overrun {
+                update: self.updates,
+                in_use: usage.bytes_reserved,
+                budget: budget.bytes,
+            }));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,345 @@
+//! The PPO update (Schulman et al. 2017, arXiv:1707.06347), laid out like CleanRL's
+//! `ppo_continuous_action.py` with SB3's loss conventions (`stable_baselines3/ppo/ppo.py`):
+//!
+//! ```text
+//! for epoch in 0..n_epochs:
+//!     for mb in shuffled minibatches of the rollout (without replacement, last one may be short):
+//!         mean, V      = model(obs[mb])                     # [B, A], [B]  (compute dtype)
+//!         logp         = log N(actions[mb]; mean, σ)        # [B]
+//!         ratio        = exp(logp − logp_old[mb])           # [B]
+//!         Â            = normalise(adv[mb])                 # per minibatch, if enabled
+//!         L_pi         = mean(max(−Â·ratio, −Â·clip(ratio, 1 ± ε)))
+//!         V'           = V_old + clip(V − V_old, ±ε_vf)     # if clip_range_vf
+//!         L_v          = mean((R − V')²)
+//!         L            = L_pi + vf_coef·L_v − ent_coef·H
+//!         approx_kl    = mean((ratio − 1) − log ratio)      # Schulman's k3 estimator
+//!         stop the update if approx_kl > 1.5·target_kl (before stepping, as SB3)
+//!         g            = ∇(L · loss_scale) / loss_scale      # f32 grads of the f32 params
+//!         skip the step if g is not finite (f16: lower the scale)
+//!         g           *= min(1, max_grad_norm / ‖g‖₂)       # one global norm over all params
+//!         Adam(g, lr)
+//! ```
+
+use burn::module::{Module, ModuleVisitor, Param, ParamId};
+use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use serde::{Deserialize, Serialize};
+
+use crate::device::precision::{LossScaler, ScaleStep};
+use crate::ppo::config::PpoConfig;
+use crate::ppo::error::PpoError;
+use crate::ppo::model::{ActorCritic, gaussian_entropy, gaussian_log_prob};
+
+/// A rollout prepared for the update: everything on the training (autodiff) device.
+#[derive(Debug, Clone)]
+pub struct UpdateBatch {
+    /// `[S, obs_dim]`.
+    pub obs: Tensor<2>,
+    /// `[S, action_dim]` unclipped actions.
+    pub actions: Tensor<2>,
+    /// `[S]` log-probabilities under the rollout policy.
+    pub log_probs: Tensor<1>,
+    /// `[S]` values of the rollout policy.
+    pub values: Tensor<1>,
+    /// `[S]` GAE advantages.
+    pub advantages: Tensor<1>,
+    /// `[S]` value targets (advantage + value).
+    pub returns: Tensor<1>,
+}
+
+/// CleanRL's per-update diagnostics (means over the minibatches that were run).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct UpdateStats {
+    /// `losses/approx_kl`.
+    pub approx_kl: f32,
+    /// `losses/clipfrac`: fraction of samples whose ratio was clipped.
+    pub clipfrac: f32,
+    /// `losses/entropy` of the policy.
+    pub entropy: f32,
+    /// `losses/policy_loss`.
+    pub policy_loss: f32,
+    /// `losses/value_loss`.
+    pub value_loss: f32,
+    /// `losses/explained_variance` of the rollout's values for its returns.
+    pub explained_variance: f32,
+    /// `charts/learning_rate`.
+    pub learning_rate: f64,
+    /// Loss scale after the update (1 unless f16).
+    pub loss_scale: f32,
+    /// Global gradient norm before clipping (mean over applied steps).
+    pub grad_norm: f32,
+    /// Optimiser steps applied.
+    pub steps: usize,
+    /// Steps skipped for non-finite f16 gradients.
+    pub skipped_steps: usize,
+    /// Epochs completed (fewer than `n_epochs` when `target_kl` stopped the update).
+    pub epochs: usize,
+}
+
+/// The learner: model, optimiser, loss scaler and the minibatch shuffler.
+pub struct Learner {
+    model: ActorCritic,
+    optim: ModuleOptimizer,
+    scaler: LossScaler,
+    rng: StdRng,
+    params: Vec<(ParamId, usize)>,
+    cfg: PpoConfig,
+    device: Device,
+}
+
+/// Collects every float parameter's id and rank.
+struct ParamList(Vec<(ParamId, usize)>);
+
+impl ModuleVisitor for ParamList {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        self.0.push((param.id, D));
+    }
+}
+
+impl Learner {
+    /// A learner for `model` (on the autodiff training device `device`).
+    pub fn new(model: ActorCritic, cfg: &PpoConfig, device: &Device) -> Self {
+        let mut params = ParamList(Vec::new());
+        model.visit(&mut params);
+        Self {
+            model,
+            optim: AdamConfig::new().with_epsilon(cfg.adam_eps).init(),
+            scaler: LossScaler::new(
+                cfg.precision,
+                cfg.initial_loss_scale,
+                cfg.loss_scale_growth_interval,
+            ),
+            rng: StdRng::seed_from_u64(cfg.seed ^ 0x5_4FF1E),
+            params: params.0,
+            cfg: cfg.clone(),
+            device: device.clone(),
+        }
+    }
+
+    /// The model being trained.
+    pub fn model(&self) -> &ActorCritic {
+        &self.model
+    }
+
+    /// Replaces the model (checkpoint resume).
+    pub fn set_model(&mut self, model: ActorCritic) {
+        self.model = model;
+    }
+
+    /// Saves Adam's state to a burnpack file.
+    pub fn save_optimizer(&self, path: &std::path::Path) -> Result<(), PpoError> {
+        self.optim.save(path).map_err(|e| PpoError::Checkpoint {
+            path: path.display().to_string(),
+            reason: format!("{e:?}"),
+        })
+    }
+
+    /// Restores Adam's state from a burnpack file.
+    pub fn load_optimizer(&mut self, path: &std::path::Path) -> Result<(), PpoError> {
+        let optim = std::mem::replace(&mut self.optim, AdamConfig::new().init());
+        self.optim = optim.load(path).map_err(|e| PpoError::Checkpoint {
+            path: path.display().to_string(),
+            reason: format!("{e:?}"),
+        })?;
+        Ok(())
+    }
+
+    /// The loss scaler.
+    pub fn scaler(&self) -> &LossScaler {
+        &self.scaler
+    }
+
+    /// Runs `n_epochs` over `batch` with learning rate `lr`. `update` numbers the update in
+    /// errors; `explained_variance` is computed by the caller from the rollout.
+    pub fn update(
+        &mut self,
+        batch: &UpdateBatch,
+        lr: f64,
+        update: usize,
+        explained_variance: f32,
+    ) -> Result<UpdateStats, PpoError> {
+        let cfg = &self.cfg;
+        let dtype = cfg.precision.compute_dtype();
+        let samples = batch.obs.dims()[0];
+        let mut sums = [0f64; 6]; // policy, value, entropy, kl, clipfrac, grad norm
+        let mut minibatches = 0usize;
+        let mut stats = UpdateStats {
+            learning_rate: lr,
+            explained_variance,
+            ..UpdateStats::default()
+        };
+        let mut order: Vec<i64> = (0..samples as i64).collect();
+        'epochs: for _epoch in 0..cfg.n_epochs {
+            order.shuffle(&mut self.rng);
+            let perm = Tensor::<1, Int>::from_data(
+                TensorData::new(order.clone(), [samples]),
+                &self.device,
+            );
+            for start in (0..samples).step_by(cfg.batch_size) {
+                let end = (start + cfg.batch_size).min(samples);
+                let b = end - start;
+                let idx = perm.clone().narrow(0, start, b);
+                let obs = batch.obs.clone().select(0, idx.clone());
+                let actions = batch.actions.clone().select(0, idx.clone());
+                let old_logp = batch.log_probs.clone().select(0, idx.clone());
+                let old_values = batch.values.clone().select(0, idx.clone());
+                let mut adv = batch.advantages.clone().select(0, idx.clone());
+                let returns = batch.returns.clone().select(0, idx);
+
+                let (mean, value) = self.model.forward(obs, dtype);
+                let log_std = self.model.log_std();
+                let logp = gaussian_log_prob(mean, log_std.clone(), actions);
+                let log_ratio = logp.sub(old_logp);
+                let ratio = log_ratio.clone().exp();
+                if cfg.normalize_advantage && b > 1 {
+                    // Unbiased std, as torch's `adv.std()` in SB3.
+                    let m = adv.clone().mean();
+                    let centred = adv.sub(m.expand([b]));
+                    let std = centred
+                        .clone()
+                        .square()
+                        .sum()
+                        .div_scalar((b - 1) as f32)
+                        .sqrt();
+                    adv = centred.div(std.add_scalar(1e-8).expand([b]));
+                }
+                let c = cfg.clip_range;
+                let surrogate = adv.clone().neg().mul(ratio.clone());
+                let clipped = adv.neg().mul(ratio.clone().clamp(1.0 - c, 1.0 + c));
+                let policy_loss = surrogate.max_pair(clipped).mean();
+                let v_pred = match cfg.clip_range_vf {
+                    Some(cv) => old_values.clone().add(value.sub(old_values).clamp(-cv, cv)),
+                    None => value,
+                };
+                let value_loss = returns.sub(v_pred).square().mean();
+                let entropy = gaussian_entropy(log_std);
+                let loss = policy_loss
+                    .clone()
+                    .add(value_loss.clone().mul_scalar(cfg.vf_coef))
+                    .sub(entropy.clone().mul_scalar(cfg.ent_coef));
+
+                let ratio_d = ratio.detach();
+                let approx_kl = ratio_d
+                    .clone()
+                    .sub_scalar(1.0)
+                    .sub(log_ratio.detach())
+                    .mean();
+                let clipfrac = ratio_d.sub_scalar(1.0).abs().greater_elem(c).float().mean();
+
+                let scale = self.scaler.scale();
+                let grads = loss.clone().mul_scalar(scale).backward();
+                let mut grads = GradientsParams::from_grads(grads, &self.model);
+                let grad_sq = self.grad_sq_sum(&grads);
+
+                // One read per minibatch: the diagnostics and the gradient norm together.
+                let read: Vec<f32> = Tensor::cat(
+                    vec![
+                        loss.detach(),
+                        policy_loss.detach(),
+                        value_loss.detach(),
+                        entropy.detach(),
+                        approx_kl,
+                        clipfrac,
+                        grad_sq,
+                    ],
+                    0,
+                )
+                .try_into_vec_as()
+                .map_err(|e| PpoError::read("update diagnostics", e))?;
+                let [loss_v, pl, vl, ent, kl, cf, gsq] = read[..] else {
+                    return Err(PpoError::read("update diagnostics", "wrong length"));
+                };
+                if let Some(target) = cfg.target_kl
+                    && kl > 1.5 * target
+                {
+                    break 'epochs;
+                }
+                let grad_norm = gsq.sqrt() / scale;
+                let finite = loss_v.is_finite() && grad_norm.is_finite();
+                match self.scaler.update(finite) {
+                    ScaleStep::Skip if !cfg.precision.scales_loss() => {
+                        return Err(PpoError::Diverged {
+                            update,
+                            what: format!("loss {loss_v} / gradient norm {grad_norm}"),
+                        });
+                    }
+                    ScaleStep::Skip => {
+                        stats.skipped_steps += 1;
+                        if self.scaler.underflowed() {
+                            return Err(PpoError::LossScaleUnderflow {
+                                update,
+                                floor: crate::device::precision::MIN_LOSS_SCALE,
+                            });
+                        }
+                        continue;
+                    }
+                    ScaleStep::Apply => {}
+                }
+                let clip = if cfg.max_grad_norm > 0.0 && grad_norm > cfg.max_grad_norm {
+                    cfg.max_grad_norm / (grad_norm + 1e-6)
+                } else {
+                    1.0
+                };
+                let factor = clip / scale;
+                if factor != 1.0 {
+                    self.rescale(&mut grads, factor);
+                }
+                self.model = self.optim.step(lr, self.model.clone(), grads);
+                for (s, v) in sums.iter_mut().zip([pl, vl, ent, kl, cf, grad_norm]) {
+                    *s += v as f64;
+                }
+                minibatches += 1;
+            }
+            stats.epochs += 1;
+        }
+        let n = minibatches.max(1) as f64;
+        stats.policy_loss = (sums[0] / n) as f32;
+        stats.value_loss = (sums[1] / n) as f32;
+        stats.entropy = (sums[2] / n) as f32;
+        stats.approx_kl = (sums[3] / n) as f32;
+        stats.clipfrac = (sums[4] / n) as f32;
+        stats.grad_norm = (sums[5] / n) as f32;
+        stats.steps = minibatches;
+        stats.loss_scale = self.scaler.scale();
+        Ok(stats)
+    }
+
+    /// Σ‖g‖² over all parameters, `[1]`.
+    fn grad_sq_sum(&self, grads: &GradientsParams) -> Tensor<1> {
+        let parts: Vec<Tensor<1>> = self
+            .params
+            .iter()
+            .filter_map(|&(id, rank)| match rank {
+                1 => grads.get::<1>(id).map(|g| g.square().sum()),
+                2 => grads.get::<2>(id).map(|g| g.square().sum()),
+                _ => None,
+            })
+            .collect();
+        if parts.is_empty() {
+            return Tensor::zeros([1], &self.device);
+        }
+        Tensor::cat(parts, 0).sum()
+    }
+
+    /// Multiplies every gradient by `factor` (unscaling and clipping in one pass).
+    fn rescale(&self, grads: &mut GradientsParams, factor: f32) {
+        for &(id, rank) in &self.params {
+            match rank {
+                1 => {
+                    if let Some(g) = grads.remove::<1>(id) {
+                        grads.register(id, g.mul_scalar(factor));
+                    }
+                }
+                2 => {
+                    if let Some(g) = grads.remove::<2>(id) {
+                        grads.register(id, g.mul_scalar(factor));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
