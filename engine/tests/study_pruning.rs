@@ -83,7 +83,10 @@ fn median_pruner_stops_bad_trials_and_keeps_good_ones() {
             .map(|c| c.intermediate_values[&step])
             .collect();
         at.sort_by(f64::total_cmp);
-        assert!(t.intermediate_values[&step] > at[at.len() / 2 - usize::from(at.len() % 2 == 0)]);
+        assert!(
+            t.intermediate_values[&step]
+                > at[at.len() / 2 - usize::from(at.len().is_multiple_of(2))]
+        );
     }
 }
 

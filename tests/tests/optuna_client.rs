@@ -292,7 +292,7 @@ fn tradetune_workers_and_an_optuna_process_share_one_file() {
         .unwrap();
     let (per_worker, n_optuna) = (40usize, 60usize);
     let x = float(-10.0, 10.0, false, None);
-    let mut python = Command::new("python3")
+    let python = Command::new("python3")
         .arg(python_dir().join("optuna_worker.py"))
         .arg(&db)
         .arg("shared")

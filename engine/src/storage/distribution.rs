@@ -779,7 +779,7 @@ mod tests {
         let lg = OptunaDistribution::float(1e-5, 0.1, true, None).unwrap();
         assert!(lg.to_internal(&ParamValue::Float(0.0)).is_err());
         assert!(
-            f.single() == false
+            !f.single()
                 && OptunaDistribution::float(0.1, 0.12, false, Some(0.05))
                     .unwrap()
                     .single()

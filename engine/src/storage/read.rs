@@ -25,9 +25,12 @@ enum Scope {
     Trial(i64),
 }
 
+/// One attribute row: (row id, study id, key, value JSON).
+type AttrRow = (i64, Option<i64>, Option<String>, Option<String>);
+
 impl Scope {
     /// The `FROM … WHERE …` that selects the scope's trials as `t`.
-    fn from_where(self) -> &'static str {
+    fn select_clause(self) -> &'static str {
         match self {
             Scope::Study(_) => "FROM trials t {JOIN} WHERE t.study_id = ?1",
             Scope::Trial(_) => "FROM trials t {JOIN} WHERE t.trial_id = ?1",
@@ -123,7 +126,7 @@ impl Storage {
                     "SELECT {id_col}, study_id, key, value_json FROM {table} ORDER BY {id_col}"
                 ))
                 .map_err(&err)?;
-            let rows: Vec<(i64, Option<i64>, Option<String>, Option<String>)> = stmt
+            let rows: Vec<AttrRow> = stmt
                 .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
                 .and_then(|rows| rows.collect())
                 .map_err(&err)?;
@@ -308,7 +311,7 @@ impl Storage {
         let sql = |select: &str, join: &str, order: &str| {
             format!(
                 "SELECT {select} {} ORDER BY {order}",
-                scope.from_where().replace("{JOIN}", join)
+                scope.select_clause().replace("{JOIN}", join)
             )
         };
         let mut trials: Vec<TrialRecord> = Vec::new();

@@ -194,11 +194,9 @@ impl Storage {
             .conn
             .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
             .map_err(sql_err(&self.path, "list tables"))?;
-        let names = stmt
-            .query_map([], |r| r.get::<_, String>(0))
+        stmt.query_map([], |r| r.get::<_, String>(0))
             .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
-            .map_err(sql_err(&self.path, "list tables"));
-        names
+            .map_err(sql_err(&self.path, "list tables"))
     }
 
     fn check_tables(&self, names: &[String]) -> Result<(), StorageError> {

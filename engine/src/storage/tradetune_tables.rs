@@ -15,6 +15,9 @@ use super::json_value::JsonValue;
 use super::sqlite::{Storage, sql_err};
 
 /// Version of the `tradetune_*` tables below.
+/// One telemetry row as stored: (trial id, recorded at, source, metric, value).
+type TelemetryDbRow = (Option<i64>, String, String, String, Option<f64>);
+
 pub const TRADETUNE_SCHEMA_VERSION: i64 = 1;
 
 const DDL: &str = "
@@ -287,7 +290,7 @@ impl Storage {
                  WHERE trial_id IS ?1 ORDER BY sample_id",
             )
             .map_err(&err)?;
-        let rows: Vec<(Option<i64>, String, String, String, Option<f64>)> = stmt
+        let rows: Vec<TelemetryDbRow> = stmt
             .query_map([trial_id], |r| {
                 Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
             })

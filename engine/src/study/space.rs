@@ -236,7 +236,7 @@ impl IntDistribution {
             return Err(DistributionError::NonPositiveStep { step: step as f64 });
         }
         let range = high.abs_diff(low);
-        if range % step.unsigned_abs() != 0 {
+        if !range.is_multiple_of(step.unsigned_abs()) {
             let k = (range / step.unsigned_abs()) as f64;
             return Err(DistributionError::StepDoesNotDivide {
                 range: range as f64,

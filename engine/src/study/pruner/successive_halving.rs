@@ -246,7 +246,7 @@ mod tests {
         let p = SuccessiveHalvingPruner::new(Some(1), 2, 0, 2).unwrap();
         let (t0, pruned) = run(&p, &[], 0, &[1.0]);
         assert_eq!(pruned, Some(1), "1 value ≤ bootstrap 2");
-        let (_, pruned) = run(&p, &[t0.clone()], 1, &[1.0]);
+        let (_, pruned) = run(&p, std::slice::from_ref(&t0), 1, &[1.0]);
         assert_eq!(pruned, Some(1));
         let history = vec![t0, run(&p, &[], 1, &[2.0]).0];
         let (_, pruned) = run(&p, &history, 2, &[0.5]);
