@@ -1,6 +1,7 @@
 //! `tradetune train`: one PPO run on a dataset, with a progress bar (or `--json` events), a
 //! memory check before it starts, and a checkpoint at the end.
 
+use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -14,6 +15,7 @@ use tradetune_engine::device::precision::Precision;
 use tradetune_engine::device::{DeviceSpec, open};
 use tradetune_engine::env::{CpuVecEnv, EnvConfig, VecEnv};
 use tradetune_engine::market::Dataset;
+use tradetune_engine::market::load::DatasetConfig;
 use tradetune_engine::ppo::checkpoint;
 use tradetune_engine::ppo::{HostEnv, PpoConfig, TrainEvent, Trainer};
 
@@ -40,33 +42,95 @@ pub struct TrainArgs {
     /// Fraction of the device's memory this run may use.
     #[arg(long, default_value_t = DEFAULT_MEMORY_FRACTION)]
     pub memory_fraction: f64,
-    /// Bars of the synthetic dataset used until a market-data source is connected.
-    #[arg(long, default_value_t = 20_000)]
-    pub synthetic_bars: usize,
+    /// Market files to train on (per-asset CSV, long CSV with a ticker column, Binance klines;
+    /// gzip read transparently). Default: the bundled sample (AAPL, GOOG, IBM, MSFT daily).
+    /// Training uses the train split only; the scaler is fitted on it.
+    #[arg(long = "data", value_name = "FILE")]
+    pub data: Vec<PathBuf>,
+    /// Train on a seeded synthetic market of this many bars (7 assets) instead of market files.
+    #[arg(long, conflicts_with = "data", value_name = "BARS")]
+    pub synthetic_bars: Option<usize>,
     /// Print one JSON event per line instead of a progress bar.
     #[arg(long)]
     pub json: bool,
 }
 
-/// The dataset a run trains on. The one place the data source is chosen: a seeded random-walk
-/// market of 7 assets × 16 features until the market-data loader is connected here.
-fn load_dataset(args: &TrainArgs) -> anyhow::Result<Arc<Dataset>> {
-    anyhow::ensure!(
-        args.synthetic_bars >= 100,
-        "--synthetic-bars must be at least 100"
+/// The dataset a run trains on and the bars it may use. The one place the data source is
+/// chosen: market files (the bundled sample by default) restricted to their train split, or a
+/// seeded synthetic market used whole.
+fn load_dataset(
+    args: &TrainArgs,
+    env: &EnvConfig,
+) -> anyhow::Result<(Arc<Dataset>, Range<usize>, String)> {
+    if let Some(bars) = args.synthetic_bars {
+        anyhow::ensure!(bars >= 100, "--synthetic-bars must be at least 100");
+        let data = tradetune_engine::env::bench::bench_dataset(bars, 7, 16, 7);
+        let range = 0..data.n_bars();
+        return Ok((
+            data,
+            range,
+            format!("synthetic market, 7 assets x {bars} bars"),
+        ));
+    }
+    let config = DatasetConfig {
+        paths: args.data.clone(),
+        lookback: env.lookback,
+        episode_bars: env.episode_bars,
+        ..DatasetConfig::default()
+    };
+    let loaded = config.load()?;
+    let train = loaded.split.train.clone();
+    let about = format!(
+        "{}: {} (train bars {}..{} of {})",
+        loaded.source_name,
+        loaded.dataset.names.join(", "),
+        train.start,
+        train.end,
+        loaded.dataset.n_bars()
     );
-    Ok(tradetune_engine::env::bench::bench_dataset(
-        args.synthetic_bars,
-        7,
-        16,
-        7,
-    ))
+    Ok((Arc::new(loaded.dataset), train, about))
 }
 
-fn read_config<T: serde::de::DeserializeOwned>(path: &PathBuf) -> anyhow::Result<T> {
+/// Reads a JSON config in which every field is optional: the file's fields are laid over
+/// `defaults`. An unknown field is an error naming the file and listing the valid fields.
+fn read_config<T: serde::Serialize + serde::de::DeserializeOwned>(
+    path: &PathBuf,
+    defaults: T,
+) -> anyhow::Result<T> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+    let given: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let mut merged = serde_json::to_value(defaults)?;
+    overlay(&mut merged, given, "").with_context(|| format!("in {}", path.display()))?;
+    serde_json::from_value(merged).with_context(|| format!("reading {}", path.display()))
+}
+
+/// Lays `given` over `base` field by field (nested objects too); rejects unknown fields.
+fn overlay(base: &mut serde_json::Value, given: serde_json::Value, at: &str) -> anyhow::Result<()> {
+    match (base, given) {
+        (serde_json::Value::Object(b), serde_json::Value::Object(g)) => {
+            for (key, value) in g {
+                let name = if at.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{at}.{key}")
+                };
+                match b.get_mut(&key) {
+                    Some(slot) => overlay(slot, value, &name)?,
+                    None => {
+                        let valid: Vec<&str> = b.keys().map(String::as_str).collect();
+                        anyhow::bail!("unknown field '{name}'; valid fields: {}", valid.join(", "));
+                    }
+                }
+            }
+            Ok(())
+        }
+        (slot, value) => {
+            *slot = value;
+            Ok(())
+        }
+    }
 }
 
 pub fn run(args: TrainArgs) -> anyhow::Result<()> {
@@ -77,16 +141,19 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         .map_err(|e: String| anyhow::anyhow!("--precision: {e}"))?;
     let device = open(spec)?;
     let mut ppo: PpoConfig = match &args.ppo {
-        Some(p) => read_config(p)?,
+        Some(p) => read_config(p, PpoConfig::new())?,
         None => PpoConfig::new(),
     };
     ppo.precision = precision;
     let env_cfg: EnvConfig = match &args.env {
-        Some(p) => read_config(p)?,
+        Some(p) => read_config(p, EnvConfig::new())?,
         None => EnvConfig::new(),
     };
-    let data = load_dataset(&args)?;
-    let env = CpuVecEnv::new(env_cfg.clone(), data.clone(), 0..data.n_bars())?;
+    let (data, range, about) = load_dataset(&args, &env_cfg)?;
+    if !args.json {
+        println!("data: {about}");
+    }
+    let env = CpuVecEnv::new(env_cfg.clone(), data.clone(), range)?;
 
     // Refuse a run that cannot fit before allocating anything large.
     let estimate = MemoryEstimate::of(
