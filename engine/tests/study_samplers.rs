@@ -36,93 +36,108 @@ fn same_seed_same_study_for_every_sampler() {
     }
 }
 
+fn median_best(kind: SamplerKind, function: BenchFunction) -> f64 {
+    let best: Vec<f64> = (0..10u64)
+        .map(|s| {
+            run_study(kind.build(s).unwrap().as_ref(), function, 100)
+                .unwrap()
+                .best()
+        })
+        .collect();
+    median(&best)
+}
+
 #[test]
 fn tpe_beats_random_on_branin_in_median() {
-    let seeds = 0..10u64;
-    let best = |kind: SamplerKind| -> Vec<f64> {
-        seeds
-            .clone()
-            .map(|s| {
-                run_study(kind.build(s).unwrap().as_ref(), BenchFunction::Branin, 100)
-                    .unwrap()
-                    .best()
-            })
-            .collect()
-    };
     let (tpe, random) = (
-        median(&best(SamplerKind::Tpe)),
-        median(&best(SamplerKind::Random)),
+        median_best(SamplerKind::Tpe, BenchFunction::Branin),
+        median_best(SamplerKind::Random, BenchFunction::Branin),
     );
     assert!(tpe < random, "TPE median {tpe} vs random {random}");
-    // Optuna 5.0's TPE reaches a median of 0.416 on this benchmark (issue 4); the optimum is
-    // 0.397887. Ours must be at least as good.
-    assert!(tpe <= 0.416, "TPE median {tpe}");
+}
+
+/// Issue 4's quality bar: the median over seeds 0–9 of the best value after 100 trials must be
+/// no worse than Optuna 5.0's default TPE (0.416, −3.207, 130; 0.0735 measured for the mixed
+/// space) on every benchmark function.
+#[test]
+fn tpe_meets_optunas_figures_on_every_function() {
+    for function in BenchFunction::ALL {
+        let tpe = median_best(SamplerKind::Tpe, function);
+        let bar = function.optuna_reference();
+        assert!(
+            tpe <= bar,
+            "{function:?}: TPE median {tpe} vs Optuna's {bar}"
+        );
+    }
 }
 
 #[test]
 fn tpe_finds_the_mixed_optimum_region() {
-    // Categorical and stepped-int handling: the best trials must pick the right activation
-    // (index 2) and an n near 24 far more often than chance.
-    let run = run_study(
-        SamplerKind::Tpe.build(5).unwrap().as_ref(),
-        BenchFunction::Mixed,
-        100,
-    )
-    .unwrap();
-    let late = &run.history[60..];
-    let right_act = late.iter().filter(|t| t.params["act"] == 2.0).count();
+    // Categorical and stepped-int handling: over seeds 0–9, the late trials must pick the right
+    // activation (index 2 of 4, chance 1/4) more than half of the time on average, and every
+    // study must get near the optimum. (Optuna's magic clip fails the first: its l(x) collapses
+    // onto one activation, often a wrong one, in most seeds.)
+    let mut right = 0;
+    let mut total = 0;
+    for seed in 0..10 {
+        let run = run_study(
+            SamplerKind::Tpe.build(seed).unwrap().as_ref(),
+            BenchFunction::Mixed,
+            100,
+        )
+        .unwrap();
+        let late = &run.history[60..];
+        right += late.iter().filter(|t| t.params["act"] == 2.0).count();
+        total += late.len();
+        assert!(run.best() < 0.3, "seed {seed}: best {}", run.best());
+    }
     assert!(
-        right_act > late.len() / 2,
-        "{right_act} of {} late trials chose 'elu'",
-        late.len()
+        2 * right > total,
+        "{right} of {total} late trials chose 'elu'"
     );
-    assert!(run.best() < 0.3, "best {}", run.best());
 }
 
 #[test]
 fn constant_liar_steers_away_from_running_trials() {
+    // The same proposal held by a RUNNING trial (as a parallel worker would) should not be
+    // proposed again: the liar counts it among the bad trials. The liar lowers l/g there but
+    // cannot forbid it, so this is checked over ten studies; without the liar the RUNNING trial
+    // is invisible and the proposal never changes.
     let function = BenchFunction::Branin;
     let space = function.space();
-    let base = run_study(SamplerKind::Tpe.build(3).unwrap().as_ref(), function, 30)
-        .unwrap()
-        .history;
-    let sampler = TpeSampler::new(TpeConfig {
-        seed: 3,
-        ..TpeConfig::default()
-    })
-    .unwrap();
-    let ask = |history: &[Trial], number| {
-        sampler
+    let mut changed = 0;
+    for seed in 0..10 {
+        let base = run_study(SamplerKind::Tpe.build(seed).unwrap().as_ref(), function, 30)
+            .unwrap()
+            .history;
+        let ask = |liar: bool, history: &[Trial]| {
+            TpeSampler::new(TpeConfig {
+                seed,
+                constant_liar: liar,
+                ..TpeConfig::default()
+            })
+            .unwrap()
             .sample(&SampleContext {
                 space: &space,
                 history,
                 direction: Direction::Minimize,
-                trial_number: number,
+                trial_number: 31,
             })
             .unwrap()
             .params
-    };
-    let alone = ask(&base, 31);
-    // The same proposal held by a RUNNING trial (as a parallel worker would) must not be proposed
-    // again: the liar counts it among the bad trials.
-    let mut with_running = base.clone();
-    with_running.push(Trial::new(30, TrialState::Running, alone.clone()));
-    let next = ask(&with_running, 31);
-    assert_ne!(next, alone);
-    // Without the liar the RUNNING trial is invisible and the proposal is unchanged.
-    let no_liar = TpeSampler::new(TpeConfig {
-        seed: 3,
-        constant_liar: false,
-        ..TpeConfig::default()
-    })
-    .unwrap();
-    let ctx = SampleContext {
-        space: &space,
-        history: &with_running,
-        direction: Direction::Minimize,
-        trial_number: 31,
-    };
-    assert_eq!(no_liar.sample(&ctx).unwrap().params, alone);
+        };
+        let alone = ask(true, &base);
+        let mut with_running = base.clone();
+        with_running.push(Trial::new(30, TrialState::Running, alone.clone()));
+        if ask(true, &with_running) != alone {
+            changed += 1;
+        }
+        assert_eq!(ask(false, &with_running), alone, "seed {seed}");
+    }
+    assert!(
+        changed >= 7,
+        "the liar changed only {changed} of 10 proposals"
+    );
 }
 
 #[test]

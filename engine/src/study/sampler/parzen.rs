@@ -8,7 +8,8 @@
 //! - σ_k is the larger distance from μ_k to its sorted neighbours (the range's ends count as
 //!   neighbours, except that the outermost kernels look only inward when there are at least
 //!   two observations: Optuna's `consider_endpoints = False`), clipped to
-//!   `[range / min(100, n + 2), range]` (the "magic clip");
+//!   `[min σ, range]`. Optuna's "magic clip" sets min σ = `range / min(100, n + 2)`; TradeTune's
+//!   default is a fixed `0.03 · range` instead (see [`super::tpe::TpeConfig::min_bandwidth_factor`]);
 //! - the prior kernel sits mid-range with σ = range.
 //!
 //! Categorical kernels put mass 1 on the observed choice plus `prior_weight / (n + 1)` on every
@@ -80,7 +81,13 @@ pub(crate) struct ParzenEstimator {
 impl ParzenEstimator {
     /// `observations[d]` holds the internal values of parameter `d` of the observed trials,
     /// ordered by trial number (which the weights depend on).
-    pub(crate) fn new(dists: &[&Distribution], observations: &[Vec<f64>]) -> Self {
+    /// `min_bandwidth_factor`: the smallest σ as a fraction of the range; `None` is Optuna's
+    /// magic clip.
+    pub(crate) fn new(
+        dists: &[&Distribution],
+        observations: &[Vec<f64>],
+        min_bandwidth_factor: Option<f64>,
+    ) -> Self {
         let n = observations.first().map_or(0, Vec::len);
         let mut weights = if n == 0 { vec![] } else { default_weights(n) };
         weights.push(PRIOR_WEIGHT);
@@ -92,15 +99,19 @@ impl ParzenEstimator {
             .zip(observations)
             .map(|(d, obs)| match d {
                 Distribution::Categorical(c) => categorical(c.choices().len(), obs),
-                Distribution::Float(f) => {
-                    Kernels::Numerical(numerical(obs, f.low(), f.high(), f.step(), f.log()))
-                }
+                Distribution::Float(f) => Kernels::Numerical(numerical(
+                    obs,
+                    (f.low(), f.high()),
+                    f.step(),
+                    f.log(),
+                    min_bandwidth_factor,
+                )),
                 Distribution::Int(i) => Kernels::Numerical(numerical(
                     obs,
-                    i.low() as f64,
-                    i.high() as f64,
+                    (i.low() as f64, i.high() as f64),
                     Some(i.step() as f64),
                     i.log(),
+                    min_bandwidth_factor,
                 )),
             })
             .collect();
@@ -204,7 +215,13 @@ fn categorical(n_choices: usize, obs: &[f64]) -> Kernels {
     }
 }
 
-fn numerical(obs: &[f64], low: f64, high: f64, step: Option<f64>, log: bool) -> NumericalKernels {
+fn numerical(
+    obs: &[f64],
+    (low, high): (f64, f64),
+    step: Option<f64>,
+    log: bool,
+    min_bandwidth_factor: Option<f64>,
+) -> NumericalKernels {
     let (mut lo, mut hi) = (low, high);
     if let Some(s) = step {
         lo -= s / 2.0;
@@ -215,7 +232,7 @@ fn numerical(obs: &[f64], low: f64, high: f64, step: Option<f64>, log: bool) -> 
         hi = hi.ln();
     }
     let mut mus: Vec<f64> = obs.iter().map(|&x| if log { x.ln() } else { x }).collect();
-    let mut sigmas = bandwidths(&mus, lo, hi);
+    let mut sigmas = bandwidths(&mus, lo, hi, min_bandwidth_factor);
     mus.push(0.5 * (lo + hi));
     sigmas.push(hi - lo);
     let log_norm = mus
@@ -237,7 +254,7 @@ fn numerical(obs: &[f64], low: f64, high: f64, step: Option<f64>, log: bool) -> 
 }
 
 /// σ of each observation's kernel (see the module documentation).
-fn bandwidths(mus: &[f64], lo: f64, hi: f64) -> Vec<f64> {
+fn bandwidths(mus: &[f64], lo: f64, hi: f64, min_bandwidth_factor: Option<f64>) -> Vec<f64> {
     let n = mus.len();
     if n == 0 {
         return vec![];
@@ -256,7 +273,11 @@ fn bandwidths(mus: &[f64], lo: f64, hi: f64) -> Vec<f64> {
         sorted_sigmas[n - 1] = ext[n] - ext[n - 1];
     }
     let max_sigma = hi - lo;
-    let min_sigma = (hi - lo) / (100f64).min(n as f64 + 2.0);
+    let min_sigma = match min_bandwidth_factor {
+        Some(f) => f * (hi - lo),
+        // Optuna's magic clip: n kernels plus the prior, plus one.
+        None => (hi - lo) / (100f64).min(n as f64 + 2.0),
+    };
     let mut sigmas = vec![0.0; n];
     for (rank, &i) in order.iter().enumerate() {
         sigmas[i] = sorted_sigmas[rank].clamp(min_sigma, max_sigma);
@@ -369,15 +390,28 @@ mod tests {
         // Range [0, 10], observations 2, 3, 7: gaps 2|1|4|3.
         // Inner kernel (3): max(1, 4) = 4; ends look inward only: 2 → 1, 7 → 4.
         // Clip: min σ = 10 / min(100, 5) = 2, max σ = 10.
-        assert_eq!(bandwidths(&[7.0, 2.0, 3.0], 0.0, 10.0), vec![4.0, 2.0, 4.0]);
+        assert_eq!(
+            bandwidths(&[7.0, 2.0, 3.0], 0.0, 10.0, None),
+            vec![4.0, 2.0, 4.0]
+        );
         // One observation looks at both ends.
-        assert_eq!(bandwidths(&[2.0], 0.0, 10.0), vec![8.0]);
+        assert_eq!(bandwidths(&[2.0], 0.0, 10.0, None), vec![8.0]);
+        // A fixed floor of 3 % of the range (0.3) instead of the magic clip (2): kernel 2 keeps
+        // its inward gap of 1; a floor of 30 % lifts three close kernels to 3.
+        assert_eq!(
+            bandwidths(&[7.0, 2.0, 3.0], 0.0, 10.0, Some(0.03)),
+            vec![4.0, 1.0, 4.0]
+        );
+        assert_eq!(
+            bandwidths(&[5.0, 5.1, 5.2], 0.0, 10.0, Some(0.3)),
+            vec![3.0, 3.0, 3.0]
+        );
     }
 
     #[test]
     fn densities_are_normalised() {
         let f = Distribution::Float(FloatDistribution::new(-1.0, 3.0, false, None).unwrap());
-        let pe = ParzenEstimator::new(&[&f], &[vec![0.1, 0.5, 2.9]]);
+        let pe = ParzenEstimator::new(&[&f], &[vec![0.1, 0.5, 2.9]], Some(0.03));
         let m = 40_000;
         let xs: Vec<f64> = (0..m)
             .map(|i| -1.0 + 4.0 * (i as f64 + 0.5) / m as f64)
@@ -398,7 +432,7 @@ mod tests {
             ])
             .unwrap(),
         );
-        let pe = ParzenEstimator::new(&[&i, &c], &[vec![4.0, 32.0], vec![2.0, 0.0]]);
+        let pe = ParzenEstimator::new(&[&i, &c], &[vec![4.0, 32.0], vec![2.0, 0.0]], None);
         let mut total = 0.0;
         for v in 1..=64 {
             for k in 0..3 {
@@ -412,7 +446,7 @@ mod tests {
     fn samples_stay_in_range_and_on_grid() {
         let f = Distribution::Float(FloatDistribution::new(0.0, 1.0, false, Some(0.25)).unwrap());
         let i = Distribution::Int(IntDistribution::new(2, 1000, true, 1).unwrap());
-        let pe = ParzenEstimator::new(&[&f, &i], &[vec![1.0, 0.0], vec![1000.0, 2.0]]);
+        let pe = ParzenEstimator::new(&[&f, &i], &[vec![1.0, 0.0], vec![1000.0, 2.0]], Some(0.03));
         let mut rng = StdRng::seed_from_u64(3);
         let s = pe.sample(&mut rng, 500);
         assert!(s[0].iter().all(|&x| f.contains(x)), "{:?}", s[0]);
