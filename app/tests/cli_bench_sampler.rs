@@ -1,17 +1,8 @@
 //! `tradetune bench sampler` run as the real binary, with small studies so it stays quick.
 
-use std::process::{Command, Output};
+mod common;
 
-fn tradetune(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tradetune"))
-        .args(args)
-        .output()
-        .expect("the tradetune binary runs")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use common::{text, tradetune};
 
 #[test]
 fn json_has_every_function_and_the_optuna_reference() {

@@ -1,30 +1,8 @@
 //! `tradetune data ...` run as the real binary.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
-fn tradetune(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tradetune"))
-        .args(args)
-        // Run from elsewhere: the bundled sample must not depend on the working directory.
-        .current_dir(std::env::temp_dir())
-        .output()
-        .expect("the tradetune binary runs")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// A fresh directory under cargo's per-target temp dir for this test's files.
-fn scratch(name: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join("cli_data")
-        .join(name);
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use common::{scratch, text, tradetune};
 
 #[test]
 fn inspect_bundled_sample() {
@@ -74,7 +52,7 @@ fn inspect_json() {
 
 #[test]
 fn inspect_bad_file_names_file_line_and_field() {
-    let dir = scratch("bad");
+    let dir = scratch("cli_data", "bad");
     let path = dir.join("broken.csv");
     std::fs::write(
         &path,
@@ -103,7 +81,7 @@ fn inspect_missing_file() {
 
 #[test]
 fn synth_writes_a_file_inspect_reads_back() {
-    let dir = scratch("synth");
+    let dir = scratch("cli_data", "synth");
     let path = dir.join("syn.csv.gz");
     let out = tradetune(&[
         "data",

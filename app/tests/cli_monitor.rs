@@ -1,19 +1,11 @@
 //! `tradetune monitor` run as the real binary: for about two seconds with a CSV log, with JSON
 //! output, on the amdgpu fixture tree, and with a bad interval.
 
+mod common;
+
+use common::{text, tradetune};
+
 use std::path::PathBuf;
-use std::process::{Command, Output};
-
-fn tradetune(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tradetune"))
-        .args(args)
-        .output()
-        .expect("run tradetune")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 fn fixture(case: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

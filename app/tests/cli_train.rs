@@ -1,29 +1,10 @@
 //! `tradetune train` run as the real binary on the bundled market data.
 
+mod common;
+
+use common::{scratch, text, tradetune};
+
 use std::path::PathBuf;
-use std::process::{Command, Output};
-
-fn tradetune(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tradetune"))
-        .args(args)
-        // Run from elsewhere: the bundled sample must not depend on the working directory.
-        .current_dir(std::env::temp_dir())
-        .output()
-        .expect("the tradetune binary runs")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join("cli_train")
-        .join(name);
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 /// A small PPO config so the test trains a few updates in seconds.
 fn small_ppo(dir: &std::path::Path) -> PathBuf {
@@ -38,7 +19,7 @@ fn small_ppo(dir: &std::path::Path) -> PathBuf {
 
 #[test]
 fn trains_on_the_bundled_sample_and_writes_a_checkpoint() {
-    let dir = scratch("bundled");
+    let dir = scratch("cli_train", "bundled");
     let ppo = small_ppo(&dir);
     let out = dir.join("run");
     let o = tradetune(&[
@@ -67,7 +48,7 @@ fn trains_on_the_bundled_sample_and_writes_a_checkpoint() {
 
 #[test]
 fn a_missing_data_file_is_named_in_the_error() {
-    let dir = scratch("missing");
+    let dir = scratch("cli_train", "missing");
     let out = dir.join("run");
     let o = tradetune(&[
         "train",
@@ -87,7 +68,7 @@ fn a_missing_data_file_is_named_in_the_error() {
 
 #[test]
 fn a_bad_ppo_field_is_refused_before_training() {
-    let dir = scratch("bad_ppo");
+    let dir = scratch("cli_train", "bad_ppo");
     let ppo = dir.join("ppo.json");
     std::fs::write(&ppo, r#"{"n_steps": 0}"#).unwrap();
     let out = dir.join("run");
@@ -106,7 +87,7 @@ fn a_bad_ppo_field_is_refused_before_training() {
 
 #[test]
 fn an_unknown_ppo_field_is_named_with_the_valid_ones() {
-    let dir = scratch("unknown_field");
+    let dir = scratch("cli_train", "unknown_field");
     let ppo = dir.join("ppo.json");
     std::fs::write(&ppo, r#"{"n_stepz": 64}"#).unwrap();
     let o = tradetune(&[
