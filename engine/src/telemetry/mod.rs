@@ -37,7 +37,7 @@ pub use metric::{DeviceTag, Metric};
 pub use phase::{Phase, PhaseSplit, PhaseTimer};
 pub use ring::{PlotPoint, Ring};
 pub use sampler::{Sampler, SamplerConfig, SamplerCore, SamplerHandle, SamplerStats, Tick};
-pub use sink::{MemorySink, TelemetryRow, TelemetrySink};
+pub use sink::{MemorySink, StorageSink, TelemetryRow, TelemetrySink};
 pub use source::{DeviceReading, GpuSource, HostSource, Source, SourceReading};
 pub use summary::{DeviceSummary, TrialFacts, TrialSummary};
 pub use verdict::{DeviceFacts, Verdict, VerdictInput, VerdictKind, verdicts};

@@ -63,3 +63,45 @@ impl TelemetrySink for MemorySink {
         Ok(())
     }
 }
+
+/// Writes rows into the study database's `tradetune_telemetry` table, one transaction per
+/// batch (a batch is stored whole or not at all). `TelemetryRow::trial` is the storage's
+/// `trial_id` of the trial running on that device.
+pub struct StorageSink {
+    storage: crate::storage::Storage,
+}
+
+impl StorageSink {
+    /// Writes through `storage` (opened by the caller, e.g. on the study database).
+    pub fn new(storage: crate::storage::Storage) -> StorageSink {
+        StorageSink { storage }
+    }
+
+    /// The storage written to, e.g. to read the rows back.
+    pub fn storage(&self) -> &crate::storage::Storage {
+        &self.storage
+    }
+}
+
+impl TelemetrySink for StorageSink {
+    fn write_batch(&mut self, rows: &[TelemetryRow]) -> Result<(), TelemetryError> {
+        let samples = rows
+            .iter()
+            .map(|r| {
+                let trial_id = r.trial.map(i64::try_from).transpose().map_err(|_| {
+                    TelemetryError::Sink(format!("trial id {:?} out of range", r.trial))
+                })?;
+                Ok(crate::storage::TelemetrySample {
+                    trial_id,
+                    recorded_at: r.timestamp.naive_utc(),
+                    source: r.device.to_string(),
+                    metric: r.metric.name(),
+                    value: r.value,
+                })
+            })
+            .collect::<Result<Vec<_>, TelemetryError>>()?;
+        self.storage
+            .append_telemetry(&samples)
+            .map_err(|e| TelemetryError::Sink(e.to_string()))
+    }
+}
