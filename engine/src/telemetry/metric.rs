@@ -139,30 +139,9 @@ impl Metric {
 
     /// The inverse of [`Metric::name`], for reading stored rows back.
     pub fn from_name(name: &str) -> Option<Metric> {
-        const FIXED: [Metric; 21] = [
-            Metric::UtilPct,
-            Metric::MemUtilPct,
-            Metric::MemUsedMib,
-            Metric::MemTotalMib,
-            Metric::ProcessMemUsedMib,
-            Metric::TempC,
-            Metric::TempJunctionC,
-            Metric::TempMemC,
-            Metric::PowerW,
-            Metric::PowerLimitW,
-            Metric::SmClockMhz,
-            Metric::SmClockMaxMhz,
-            Metric::MemClockMhz,
-            Metric::MemClockMaxMhz,
-            Metric::ThrottleMask,
-            Metric::PcieRxKibS,
-            Metric::PcieTxKibS,
-            Metric::FanPct,
-            Metric::CpuPct,
-            Metric::ProcessCpuPct,
-            Metric::RssMib,
-        ];
-        if let Some(m) = FIXED.iter().find(|m| m.name() == name) {
+        // Every metric with a fixed name: the GPU list and the host ones (per-core CPU is parsed).
+        let host = [Metric::CpuPct, Metric::ProcessCpuPct, Metric::RssMib];
+        if let Some(m) = Metric::GPU.iter().chain(&host).find(|m| m.name() == name) {
             return Some(*m);
         }
         name.strip_prefix("cpu")
