@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod data;
 pub mod devices;
+pub mod install_desktop;
 pub mod monitor;
 pub mod train;
 
@@ -14,6 +15,9 @@ use clap::{Parser, Subcommand};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
+    /// Close the window after drawing this many frames (smoke tests of the desktop program).
+    #[arg(long, hide = true, value_name = "N")]
+    pub exit_after_frames: Option<u64>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -30,6 +34,8 @@ pub enum Command {
     Train(train::TrainArgs),
     /// The devices this build can train on here, and why not where it cannot.
     Devices(devices::DevicesArgs),
+    /// Install the desktop launcher and icon for the current user (double-click to start).
+    InstallDesktop(install_desktop::InstallDesktopArgs),
 }
 
 /// Runs one subcommand.
@@ -40,5 +46,6 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Monitor(a) => monitor::run(a),
         Command::Train(a) => train::run(a),
         Command::Devices(a) => devices::run(a),
+        Command::InstallDesktop(a) => install_desktop::run(a),
     }
 }

@@ -97,6 +97,12 @@ pub struct EnvConfig {
 }
 
 impl EnvConfig {
+    /// Length of one env's observation on `n_assets` assets with `n_features` features each:
+    /// cash, the holdings, and `lookback` bars of every feature of every asset.
+    pub fn obs_dim(&self, n_assets: usize, n_features: usize) -> usize {
+        1 + n_assets + self.lookback * n_assets * n_features
+    }
+
     /// Checks every field against what the environment can use, for `n_assets` assets.
     pub fn validate(&self, n_assets: usize) -> Result<(), crate::env::EnvError> {
         use crate::env::EnvError;

@@ -151,7 +151,7 @@ impl CpuVecEnv {
         }
         let starts = StartTable::new(&cfg, range.clone())?;
         let n = cfg.n_envs;
-        let obs_dim = 1 + m + cfg.lookback * m * data.n_features();
+        let obs_dim = cfg.obs_dim(m, data.n_features());
         let first = data.prices.row(range.start).to_vec();
         let fixed = Fixed {
             min_order: cfg.min_orders(m),

@@ -153,7 +153,7 @@ impl TensorVecEnv {
             last_done: zeros1,
         };
         let mut env = Self {
-            obs_dim: 1 + m + cfg.lookback * m * f,
+            obs_dim: cfg.obs_dim(m, f),
             episode_len: table.episode_len,
             episodes_per_env: table.episodes_per_env,
             cfg,

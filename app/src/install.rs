@@ -1,0 +1,129 @@
+//! Installs the launcher for the current user: the desktop entry (with `Exec` pointing at
+//! this binary) under `$XDG_DATA_HOME/applications`, the icon under the hicolor theme, and
+//! optionally a copy on the desktop, executable and marked trusted where `gio` exists (GNOME
+//! shows an untrusted launcher as a text file).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+/// The bundled desktop entry; `Exec=` is rewritten to the installed binary's path.
+pub const DESKTOP_ENTRY: &str = include_str!("../../resources/desktop/tradetune.desktop");
+
+/// Where things go.
+#[derive(Debug, Clone)]
+pub struct InstallPlan {
+    /// The binary the launcher runs.
+    pub exe: PathBuf,
+    /// `$XDG_DATA_HOME` (`~/.local/share`).
+    pub data_home: PathBuf,
+    /// The desktop folder, when a desktop copy is wanted.
+    pub desktop: Option<PathBuf>,
+}
+
+/// What was written.
+#[derive(Debug, Clone, Default)]
+pub struct Installed {
+    /// Files written, in order.
+    pub files: Vec<PathBuf>,
+    /// Notes for people (e.g. why the desktop copy is not marked trusted).
+    pub notes: Vec<String>,
+}
+
+/// The plan for this user and this binary.
+pub fn default_plan(on_desktop: bool) -> anyhow::Result<InstallPlan> {
+    let exe = std::env::current_exe().context("finding this program's path")?;
+    let data_home = dirs::data_dir().context("no user data directory (is $HOME set?)")?;
+    let desktop = if on_desktop {
+        Some(dirs::desktop_dir().context("no desktop directory (XDG_DESKTOP_DIR)")?)
+    } else {
+        None
+    };
+    Ok(InstallPlan {
+        exe,
+        data_home,
+        desktop,
+    })
+}
+
+/// The desktop entry with `Exec` set to `exe` (quoted when the path has spaces).
+pub fn desktop_entry_for(exe: &Path) -> String {
+    let exe = exe.display().to_string();
+    let exec = if exe.contains(' ') {
+        format!("\"{}\"", exe.replace('"', "\\\""))
+    } else {
+        exe
+    };
+    DESKTOP_ENTRY
+        .lines()
+        .map(|line| {
+            if line.starts_with("Exec=") {
+                format!("Exec={exec}")
+            } else {
+                line.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
+/// Carries out `plan`.
+pub fn install(plan: &InstallPlan) -> anyhow::Result<Installed> {
+    let mut done = Installed::default();
+    let entry = desktop_entry_for(&plan.exe);
+    let apps = plan.data_home.join("applications");
+    let entry_path = apps.join(format!("{}.desktop", crate::ui::APP_ID));
+    write(&entry_path, entry.as_bytes())?;
+    done.files.push(entry_path);
+    let icon_path = plan
+        .data_home
+        .join("icons/hicolor/256x256/apps")
+        .join(format!("{}.png", crate::ui::APP_ID));
+    write(&icon_path, crate::ui::ICON_PNG)?;
+    done.files.push(icon_path);
+    if let Some(desktop) = &plan.desktop {
+        let path = desktop.join(format!("{}.desktop", crate::ui::APP_ID));
+        write(&path, entry.as_bytes())?;
+        make_executable(&path)?;
+        match std::process::Command::new("gio")
+            .args(["set", &path.display().to_string(), "metadata::trusted", "true"])
+            .output()
+        {
+            Ok(out) if out.status.success() => {
+                done.notes.push("desktop launcher marked trusted (gio)".into())
+            }
+            Ok(out) => done.notes.push(format!(
+                "gio could not mark the launcher trusted: {}; right-click it and choose \"Allow Launching\"",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )),
+            Err(_) => done
+                .notes
+                .push("gio is not installed: the desktop may ask to trust the launcher once".into()),
+        }
+        done.files.push(path);
+    }
+    Ok(done)
+}
+
+fn write(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(unix)]
+fn make_executable(path: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut perms = std::fs::metadata(path)
+        .with_context(|| format!("reading {}", path.display()))?
+        .permissions();
+    perms.set_mode(perms.mode() | 0o755);
+    std::fs::set_permissions(path, perms).with_context(|| format!("chmod {}", path.display()))
+}
+
+#[cfg(not(unix))]
+fn make_executable(_path: &Path) -> anyhow::Result<()> {
+    Ok(())
+}

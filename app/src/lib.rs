@@ -1,0 +1,7 @@
+//! TradeTune's program: the desktop app (`ui`) and the headless subcommands (`cli`), over the
+//! `tradetune-engine` library. A library target so the end-to-end UI tests drive the real
+//! panels through `egui_kittest`.
+
+pub mod cli;
+pub mod install;
+pub mod ui;

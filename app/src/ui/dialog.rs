@@ -1,0 +1,54 @@
+//! Native file dialogs behind an interface: the app asks for a path, a real dialog (rfd over the
+//! XDG desktop portal) or a test answers. Dialogs run on a background thread so the window keeps
+//! drawing while one is open.
+
+use std::path::PathBuf;
+
+/// What a dialog is for; the answer comes back tagged with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pick {
+    /// Market data files to train on.
+    DataFiles,
+    /// A study database to open (TradeTune's or Optuna's SQLite).
+    Database,
+    /// Where to save the trials of a study as CSV (the suggested file name).
+    TrialsCsv(String),
+    /// Where to save the telemetry of a study as CSV.
+    TelemetryCsv(String),
+}
+
+/// Answers a [`Pick`] with zero (cancelled), one or several paths. Called on a background
+/// thread.
+pub trait FileDialogs: Send + Sync {
+    /// Shows the dialog for `pick` and waits for the answer.
+    fn pick(&self, pick: &Pick) -> Vec<PathBuf>;
+}
+
+/// The desktop's own dialogs through rfd (the XDG portal on Linux).
+pub struct NativeDialogs;
+
+impl FileDialogs for NativeDialogs {
+    fn pick(&self, pick: &Pick) -> Vec<PathBuf> {
+        let dialog = rfd::FileDialog::new();
+        match pick {
+            Pick::DataFiles => dialog
+                .set_title("Market data (CSV, gzip, Binance klines)")
+                .add_filter("market data", &["csv", "gz", "txt"])
+                .pick_files()
+                .unwrap_or_default(),
+            Pick::Database => dialog
+                .set_title("Open a study database")
+                .add_filter("SQLite", &["db", "sqlite", "sqlite3"])
+                .pick_file()
+                .into_iter()
+                .collect(),
+            Pick::TrialsCsv(name) | Pick::TelemetryCsv(name) => dialog
+                .set_title("Save as CSV")
+                .set_file_name(name)
+                .add_filter("CSV", &["csv"])
+                .save_file()
+                .into_iter()
+                .collect(),
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! The desktop program: `tradetune` with no arguments.
+//!
+//! Shape (after rerun's viewer): an [`AppState`](state::AppState) apart from drawing code; user
+//! actions as [`Command`](command::Command) values handled in one place; engine work on
+//! background threads ([`tasks`]) that report over a channel and wake the UI; one module per
+//! panel. Settings persist through eframe.
+
+pub mod app;
+pub mod command;
+pub mod dialog;
+pub mod draft;
+pub mod panels;
+pub mod presets;
+pub mod state;
+pub mod tasks;
+
+use std::sync::Arc;
+
+use anyhow::Context;
+
+pub use app::TradeTuneApp;
+
+/// The application id: the desktop entry's file name without `.desktop`, which Wayland
+/// compositors use to find the window's icon.
+pub const APP_ID: &str = "tradetune";
+
+/// The window icon (also installed by `tradetune install-desktop`).
+pub const ICON_PNG: &[u8] = include_bytes!("../../../resources/icon/tradetune.png");
+
+/// How the window is started.
+#[derive(Debug, Clone, Default)]
+pub struct LaunchOptions {
+    /// Close after this many frames (smoke tests).
+    pub exit_after_frames: Option<u64>,
+}
+
+/// Opens the window and runs until it closes.
+pub fn run_native(launch: LaunchOptions) -> anyhow::Result<()> {
+    let icon = eframe::icon_data::from_png_bytes(ICON_PNG).context("decoding the bundled icon")?;
+    let options = eframe::NativeOptions {
+        viewport: egui::ViewportBuilder::default()
+            .with_title("TradeTune")
+            .with_app_id(APP_ID)
+            .with_icon(Arc::new(icon))
+            .with_inner_size([1280.0, 820.0])
+            .with_min_inner_size([640.0, 400.0]),
+        persist_window: true,
+        ..Default::default()
+    };
+    eframe::run_native(
+        "TradeTune",
+        options,
+        Box::new(move |cc| {
+            let settings = cc
+                .storage
+                .and_then(|s| eframe::get_value(s, app::SETTINGS_KEY))
+                .unwrap_or_default();
+            let devices = tradetune_engine::device::describe_devices();
+            let mut app = TradeTuneApp::new(settings, Arc::new(dialog::NativeDialogs), devices)
+                .exit_after_frames(launch.exit_after_frames);
+            app.start_telemetry();
+            Ok(Box::new(app))
+        }),
+    )
+    .map_err(|e| anyhow::anyhow!("the window could not open: {e}"))
+}

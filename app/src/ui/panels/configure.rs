@@ -1,0 +1,354 @@
+//! Configure: the data source (bundled sample or files picked with a native dialog, with the
+//! inspect summary or the input error inline), the environment, PPO and the run's settings.
+//! Invalid values are flagged where they are typed and Start stays disabled until fixed.
+
+use tradetune_engine::device::precision::Precision;
+use tradetune_engine::ppo::{ActivationKind, LrSchedule};
+
+use super::widgets::{self, number};
+use crate::ui::command::Command;
+use crate::ui::state::{AppState, DataState};
+
+/// Draws the panel.
+pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>) {
+    data_section(ui, state, commands);
+    ui.separator();
+
+    let shape = state.data.ready().map(|d| d.shape);
+    let problems = state.settings.draft.problems(shape);
+    let lookback_before = state.settings.draft.env.lookback;
+    let draft = &mut state.settings.draft;
+
+    ui.columns(2, |cols| {
+        let ui = &mut cols[0];
+        ui.heading("Environment");
+        let env = &mut draft.env;
+        number(
+            ui,
+            "n_envs",
+            &mut env.n_envs,
+            1..=65_536,
+            "env.n_envs",
+            &problems,
+        );
+        number(
+            ui,
+            "initial_cash",
+            &mut env.initial_cash,
+            1.0..=1e12,
+            "env.initial_cash",
+            &problems,
+        );
+        number(
+            ui,
+            "buy_fee",
+            &mut env.buy_fee,
+            0.0..=0.5,
+            "env.buy_fee",
+            &problems,
+        );
+        number(
+            ui,
+            "sell_fee",
+            &mut env.sell_fee,
+            0.0..=0.5,
+            "env.sell_fee",
+            &problems,
+        );
+        number(
+            ui,
+            "min_order_value",
+            &mut env.min_order_value,
+            0.0..=1e9,
+            "env.min_order_value",
+            &problems,
+        );
+        number(
+            ui,
+            "trailing_stop_pct",
+            &mut env.trailing_stop_pct,
+            0.0..=1.0,
+            "env.trailing_stop_pct",
+            &problems,
+        );
+        number(
+            ui,
+            "cooldown_bars",
+            &mut env.cooldown_bars,
+            0..=10_000,
+            "env.cooldown_bars",
+            &problems,
+        );
+        number(
+            ui,
+            "lookback",
+            &mut env.lookback,
+            1..=512,
+            "env.lookback",
+            &problems,
+        );
+        number(
+            ui,
+            "episode_bars",
+            &mut env.episode_bars,
+            0..=1_000_000,
+            "env.episode_bars",
+            &problems,
+        );
+        number(
+            ui,
+            "env seed",
+            &mut env.seed,
+            0..=u64::MAX,
+            "env.seed",
+            &problems,
+        );
+
+        ui.heading("Run");
+        number(
+            ui,
+            "total_timesteps",
+            &mut draft.total_timesteps,
+            1..=10_000_000_000,
+            "total_timesteps",
+            &problems,
+        );
+        number(
+            ui,
+            "memory_fraction",
+            &mut draft.memory_fraction,
+            0.01..=1.0,
+            "memory_fraction",
+            &problems,
+        );
+        ui.horizontal(|ui| {
+            let l = ui.label("study name");
+            ui.text_edit_singleline(&mut draft.study_name)
+                .labelled_by(l.id);
+        });
+        number(
+            ui,
+            "n_trials",
+            &mut draft.n_trials,
+            1..=100_000,
+            "n_trials",
+            &problems,
+        );
+        number(
+            ui,
+            "workers",
+            &mut draft.workers,
+            1..=64,
+            "workers",
+            &problems,
+        );
+
+        let ui = &mut cols[1];
+        ui.heading("PPO");
+        let ppo = &mut draft.ppo;
+        number(
+            ui,
+            "learning_rate",
+            &mut ppo.learning_rate,
+            1e-7..=1.0,
+            "ppo.learning_rate",
+            &problems,
+        );
+        ui.horizontal(|ui| {
+            let l = ui.label("lr_schedule");
+            egui::ComboBox::from_id_salt("lr_schedule")
+                .selected_text(format!("{:?}", ppo.lr_schedule))
+                .show_ui(ui, |ui| {
+                    ui.selectable_value(&mut ppo.lr_schedule, LrSchedule::Constant, "Constant");
+                    ui.selectable_value(&mut ppo.lr_schedule, LrSchedule::Linear, "Linear");
+                })
+                .response
+                .labelled_by(l.id);
+        });
+        number(
+            ui,
+            "n_steps",
+            &mut ppo.n_steps,
+            1..=1_000_000,
+            "ppo.n_steps",
+            &problems,
+        );
+        number(
+            ui,
+            "batch_size",
+            &mut ppo.batch_size,
+            1..=10_000_000,
+            "ppo.batch_size",
+            &problems,
+        );
+        number(
+            ui,
+            "n_epochs",
+            &mut ppo.n_epochs,
+            1..=1_000,
+            "ppo.n_epochs",
+            &problems,
+        );
+        number(
+            ui,
+            "gamma",
+            &mut ppo.gamma,
+            0.0..=1.0,
+            "ppo.gamma",
+            &problems,
+        );
+        number(
+            ui,
+            "gae_lambda",
+            &mut ppo.gae_lambda,
+            0.0..=1.0,
+            "ppo.gae_lambda",
+            &problems,
+        );
+        number(
+            ui,
+            "clip_range",
+            &mut ppo.clip_range,
+            0.0..=10.0,
+            "ppo.clip_range",
+            &problems,
+        );
+        number(
+            ui,
+            "ent_coef",
+            &mut ppo.ent_coef,
+            0.0..=10.0,
+            "ppo.ent_coef",
+            &problems,
+        );
+        number(
+            ui,
+            "vf_coef",
+            &mut ppo.vf_coef,
+            0.0..=10.0,
+            "ppo.vf_coef",
+            &problems,
+        );
+        number(
+            ui,
+            "max_grad_norm",
+            &mut ppo.max_grad_norm,
+            0.0..=1e6,
+            "ppo.max_grad_norm",
+            &problems,
+        );
+        number(
+            ui,
+            "ppo seed",
+            &mut ppo.seed,
+            0..=u64::MAX,
+            "ppo.seed",
+            &problems,
+        );
+        ui.checkbox(&mut ppo.normalize_advantage, "normalize_advantage");
+        ui.checkbox(&mut ppo.normalize_obs, "normalize_obs");
+        ui.checkbox(&mut ppo.normalize_reward, "normalize_reward");
+        ui.horizontal(|ui| {
+            let l = ui.label("precision");
+            egui::ComboBox::from_id_salt("precision")
+                .selected_text(ppo.precision.to_string())
+                .show_ui(ui, |ui| {
+                    for p in [Precision::F32, Precision::Bf16, Precision::F16] {
+                        ui.selectable_value(&mut ppo.precision, p, p.to_string());
+                    }
+                })
+                .response
+                .labelled_by(l.id);
+        });
+        let policy = &mut ppo.policy;
+        ui.horizontal(|ui| {
+            let l = ui.label("activation");
+            egui::ComboBox::from_id_salt("activation")
+                .selected_text(format!("{:?}", policy.activation))
+                .show_ui(ui, |ui| {
+                    for a in [
+                        ActivationKind::Tanh,
+                        ActivationKind::Relu,
+                        ActivationKind::Elu,
+                        ActivationKind::Silu,
+                    ] {
+                        ui.selectable_value(&mut policy.activation, a, format!("{a:?}"));
+                    }
+                })
+                .response
+                .labelled_by(l.id);
+        });
+        let [pi_text, vf_text] = &mut state.net_text;
+        widgets::widths(ui, "net_arch.pi", &mut policy.net_arch.pi, pi_text);
+        widgets::widths(ui, "net_arch.vf", &mut policy.net_arch.vf, vf_text);
+        widgets::problem_line(ui, "ppo", &problems);
+    });
+
+    ui.separator();
+    if let Some(data) = state.data.ready() {
+        let check = state
+            .settings
+            .draft
+            .memory(data.shape, state.device_bytes());
+        widgets::memory_bar(ui, &check);
+    }
+    ui.horizontal(|ui| {
+        let l = ui.label("preset name");
+        ui.text_edit_singleline(&mut state.new_preset_name)
+            .labelled_by(l.id);
+        if ui.button("Save as preset").clicked() {
+            commands.push(Command::SavePreset(state.new_preset_name.clone()));
+        }
+    });
+    super::run::start_stop(ui, state, commands);
+    if state.settings.draft.env.lookback != lookback_before {
+        // The observation window changes which bars are usable: reload.
+        commands.push(Command::ReloadData);
+    }
+}
+
+fn data_section(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>) {
+    ui.heading("Data");
+    ui.horizontal(|ui| {
+        if ui
+            .selectable_label(state.settings.data_files.is_empty(), "Bundled sample")
+            .clicked()
+        {
+            commands.push(Command::UseBundledData);
+        }
+        if ui.button("Choose files…").clicked() {
+            commands.push(Command::PickDataFiles);
+        }
+    });
+    match &state.data {
+        DataState::None => {}
+        DataState::Loading(_) => {
+            ui.horizontal(|ui| {
+                ui.spinner();
+                ui.label("loading market data…");
+            });
+        }
+        DataState::Failed(e) => {
+            ui.colored_label(widgets::WARN, e.as_str());
+        }
+        DataState::Ready(d) => {
+            let day = |t: i64| {
+                chrono::DateTime::from_timestamp(t, 0)
+                    .map_or_else(|| t.to_string(), |d| d.format("%Y-%m-%d").to_string())
+            };
+            ui.label(format!("source: {}", d.source));
+            ui.label(format!(
+                "{} assets ({}), {} features each, {} … {}",
+                d.assets.len(),
+                d.assets.join(", "),
+                d.shape.n_features,
+                day(d.range.0),
+                day(d.range.1)
+            ));
+            ui.label(format!(
+                "split: train {} · validation {} · test {} bars",
+                d.split_bars[0], d.split_bars[1], d.split_bars[2]
+            ));
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! Hardware & presets: what this machine can train on, the preset cards, and the memory bar of
+//! the current configuration against the chosen device's budget.
+
+use tradetune_engine::device::memory::fmt_bytes;
+
+use super::widgets;
+use crate::ui::command::Command;
+use crate::ui::presets;
+use crate::ui::state::AppState;
+
+/// Draws the panel.
+pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>) {
+    ui.heading("Devices");
+    egui::Grid::new("devices").striped(true).show(ui, |ui| {
+        for h in [
+            "device",
+            "backend",
+            "usable here",
+            "memory",
+            "precisions",
+            "details",
+        ] {
+            ui.strong(h);
+        }
+        ui.end_row();
+        for d in &state.devices {
+            ui.label(&d.name);
+            ui.label(&d.backend);
+            if d.available {
+                ui.label("yes");
+            } else {
+                ui.colored_label(widgets::WARN, "no");
+            }
+            ui.label(d.memory_bytes.map_or("unknown".into(), fmt_bytes));
+            let precisions: Vec<String> = d.precisions.iter().map(|p| p.to_string()).collect();
+            ui.label(precisions.join(", "));
+            ui.label(&d.detail);
+            ui.end_row();
+        }
+    });
+    ui.horizontal(|ui| {
+        let l = ui.label("Train on");
+        let draft = &mut state.settings.draft;
+        egui::ComboBox::from_id_salt("device")
+            .selected_text(draft.device.clone())
+            .show_ui(ui, |ui| {
+                for d in state.devices.iter().filter(|d| d.available) {
+                    ui.selectable_value(&mut draft.device, d.name.clone(), &d.name);
+                }
+            })
+            .response
+            .labelled_by(l.id);
+    });
+
+    ui.separator();
+    ui.heading("Presets");
+    let all = presets::all(&state.settings.user_presets);
+    if all.is_empty() {
+        ui.label("No presets yet: save one from Configure.");
+    }
+    ui.horizontal_wrapped(|ui| {
+        for p in &all {
+            let selected = state.settings.preset.as_deref() == Some(p.name.as_str());
+            egui::Frame::group(ui.style()).show(ui, |ui| {
+                ui.set_width(230.0);
+                ui.vertical(|ui| {
+                    if ui.selectable_label(selected, &p.name).clicked() {
+                        commands.push(Command::ApplyPreset(p.name.clone()));
+                    }
+                    ui.small(&p.about);
+                    let arch = &p.draft.ppo.policy.net_arch;
+                    ui.small(format!(
+                        "{} envs · n_steps {} · batch {} · pi {:?} · {}",
+                        p.draft.env.n_envs,
+                        p.draft.ppo.n_steps,
+                        p.draft.ppo.batch_size,
+                        arch.pi,
+                        p.draft.ppo.precision
+                    ));
+                    if p.user && ui.small_button(format!("delete {}", p.name)).clicked() {
+                        commands.push(Command::DeletePreset(p.name.clone()));
+                    }
+                });
+            });
+        }
+    });
+
+    ui.horizontal(|ui| {
+        if ui.button("Install launcher").clicked() {
+            commands.push(Command::InstallLauncher { on_desktop: false });
+        }
+        if ui.button("Install launcher on the desktop").clicked() {
+            commands.push(Command::InstallLauncher { on_desktop: true });
+        }
+    });
+
+    ui.separator();
+    ui.heading("Memory");
+    match state.data.ready() {
+        Some(data) => {
+            let check = state
+                .settings
+                .draft
+                .memory(data.shape, state.device_bytes());
+            widgets::memory_bar(ui, &check);
+            ui.collapsing("estimate by part", |ui| {
+                ui.monospace(check.estimate.to_string());
+            });
+        }
+        None => {
+            ui.label("loading the data to size the estimate…");
+        }
+    }
+}

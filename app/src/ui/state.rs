@@ -1,0 +1,458 @@
+//! What the app knows, apart from how it is drawn: the remembered settings, the loaded data,
+//! the open database, the running run. Panels read it and edit the draft in place; actions go
+//! through [`super::command::Command`].
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use tradetune_engine::device::DeviceInfo;
+use tradetune_engine::ppo::{EpisodeSummary, PhaseTimes, TrainReport, UpdateStats};
+use tradetune_engine::storage::{
+    CategoricalChoice, ParamValue, StudyDirection, StudySummary, TrialRecord, TrialState,
+};
+use tradetune_engine::telemetry::SamplerHandle;
+use tradetune_engine::telemetry::ring::PlotPoint;
+
+use super::draft::Draft;
+use super::presets::UserPreset;
+use super::tasks::{DataInfo, DbContents};
+
+/// The panels, in the order of the tab bar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum Tab {
+    /// Hardware & presets.
+    #[default]
+    Hardware,
+    /// Data, environment, PPO, study settings.
+    Configure,
+    /// Start/stop and the live charts.
+    Run,
+    /// Study databases and their trials.
+    Studies,
+}
+
+impl Tab {
+    /// Every tab, in order.
+    pub const ALL: [Tab; 4] = [Tab::Hardware, Tab::Configure, Tab::Run, Tab::Studies];
+
+    /// The tab's label (tests find tabs by it).
+    pub fn label(self) -> &'static str {
+        match self {
+            Tab::Hardware => "Hardware & presets",
+            Tab::Configure => "Configure",
+            Tab::Run => "Run",
+            Tab::Studies => "Studies",
+        }
+    }
+}
+
+/// What the app remembers between launches (eframe persistence). Every field has a default
+/// so an older or partial file still loads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Settings {
+    /// The tab shown.
+    pub tab: Tab,
+    /// The configuration being edited.
+    pub draft: Draft,
+    /// The preset last applied.
+    pub preset: Option<String>,
+    /// Market files (empty: the bundled sample).
+    pub data_files: Vec<PathBuf>,
+    /// The study database last opened in the Studies panel.
+    pub database: Option<PathBuf>,
+    /// Presets the user saved.
+    pub user_presets: Vec<UserPreset>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            tab: Tab::Hardware,
+            draft: Draft::default(),
+            preset: None,
+            data_files: Vec::new(),
+            database: None,
+            user_presets: Vec::new(),
+        }
+    }
+}
+
+/// The market data's state.
+#[derive(Clone, Default)]
+pub enum DataState {
+    /// Nothing asked yet.
+    #[default]
+    None,
+    /// Request `n` is loading.
+    Loading(u64),
+    /// Loaded.
+    Ready(Box<DataInfo>),
+    /// The files could not be used; the message names file and line.
+    Failed(String),
+}
+
+impl DataState {
+    /// The loaded data, if any.
+    pub fn ready(&self) -> Option<&DataInfo> {
+        match self {
+            DataState::Ready(d) => Some(d),
+            _ => None,
+        }
+    }
+}
+
+/// A run's live figures, kept for the charts.
+#[derive(Debug, Clone, Default)]
+pub struct RunView {
+    /// Whether it is going.
+    pub running: bool,
+    /// Samples so far and the budget.
+    pub timesteps: (usize, usize),
+    /// Device it trains on.
+    pub device: String,
+    /// (seconds since start, samples/s).
+    pub samples_per_second: Vec<PlotPoint>,
+    /// (timesteps, mean episode reward).
+    pub episode_reward: Vec<PlotPoint>,
+    /// (timesteps, mean portfolio return) and its equal-weight counterpart.
+    pub episode_return: Vec<PlotPoint>,
+    /// Equal-weight return of the same episodes.
+    pub equal_weight_return: Vec<PlotPoint>,
+    /// (update, policy loss), (update, value loss), (update, approx KL).
+    pub policy_loss: Vec<PlotPoint>,
+    /// Value loss per update.
+    pub value_loss: Vec<PlotPoint>,
+    /// Entropy per update.
+    pub entropy: Vec<PlotPoint>,
+    /// Phase times summed over the run.
+    pub phases: PhaseTimes,
+    /// Last episodes.
+    pub last_episodes: Option<EpisodeSummary>,
+    /// Last update's diagnostics.
+    pub last_update: Option<UpdateStats>,
+    /// The report when it ended.
+    pub report: Option<TrainReport>,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// When it started (for the samples/s axis).
+    pub started: Option<std::time::Instant>,
+}
+
+/// A study, or several parallel studies (`x_1`, `x_2`, `x_3`) shown as one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StudyGroup {
+    /// The shared name (`x`), or the study's own name.
+    pub name: String,
+    /// The studies in it.
+    pub members: Vec<String>,
+    /// Trials in each state, summed.
+    pub n_by_state: [usize; 5],
+    /// Best value over the members (by each study's direction).
+    pub best: Option<f64>,
+}
+
+impl StudyGroup {
+    /// Trials in all states.
+    pub fn n_trials(&self) -> usize {
+        self.n_by_state.iter().sum()
+    }
+
+    /// Trials in `state`.
+    pub fn n(&self, state: TrialState) -> usize {
+        self.n_by_state[state.index()]
+    }
+}
+
+/// Groups studies named `base_N` (two or more sharing `base`) into one entry; the others stay
+/// alone. The user runs three parallel copies of one study this way.
+pub fn aggregate(studies: &[StudySummary]) -> Vec<StudyGroup> {
+    fn base(name: &str) -> Option<&str> {
+        let (base, n) = name.rsplit_once('_')?;
+        (!base.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())).then_some(base)
+    }
+    let mut groups: Vec<StudyGroup> = Vec::new();
+    for s in studies {
+        let name = &s.study.name;
+        let shared = base(name).filter(|b| {
+            studies
+                .iter()
+                .filter(|o| base(&o.study.name) == Some(*b))
+                .count()
+                >= 2
+        });
+        let key = shared.unwrap_or(name);
+        let minimize = s
+            .study
+            .directions
+            .first()
+            .is_none_or(|d| *d == StudyDirection::Minimize);
+        let best = s.best.map(|(_, v)| v);
+        match groups.iter_mut().find(|g| g.name == key) {
+            Some(g) => {
+                g.members.push(name.clone());
+                for (acc, n) in g.n_by_state.iter_mut().zip(s.n_trials_by_state) {
+                    *acc += n;
+                }
+                g.best = match (g.best, best) {
+                    (Some(a), Some(b)) => Some(if minimize { a.min(b) } else { a.max(b) }),
+                    (a, b) => a.or(b),
+                };
+            }
+            None => groups.push(StudyGroup {
+                name: key.to_owned(),
+                members: vec![name.clone()],
+                n_by_state: s.n_trials_by_state,
+                best,
+            }),
+        }
+    }
+    groups
+}
+
+/// Columns of the trial table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TrialColumn {
+    /// Study the trial belongs to.
+    Study,
+    /// Trial number.
+    #[default]
+    Number,
+    /// State.
+    State,
+    /// Objective value.
+    Value,
+    /// Wall time.
+    Duration,
+    /// Device it ran on.
+    Device,
+}
+
+impl TrialColumn {
+    /// Every column, in order.
+    pub const ALL: [TrialColumn; 6] = [
+        TrialColumn::Study,
+        TrialColumn::Number,
+        TrialColumn::State,
+        TrialColumn::Value,
+        TrialColumn::Duration,
+        TrialColumn::Device,
+    ];
+
+    /// Header text.
+    pub fn label(self) -> &'static str {
+        match self {
+            TrialColumn::Study => "study",
+            TrialColumn::Number => "number",
+            TrialColumn::State => "state",
+            TrialColumn::Value => "value",
+            TrialColumn::Duration => "duration s",
+            TrialColumn::Device => "device",
+        }
+    }
+}
+
+/// One row of the trial table, with its cells already formatted (10,000 rows must draw
+/// within a frame).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrialRow {
+    /// Study name.
+    pub study: String,
+    /// Trial number.
+    pub number: i64,
+    /// State.
+    pub state: TrialState,
+    /// Objective.
+    pub value: Option<f64>,
+    /// Seconds from start to end.
+    pub duration_s: Option<f64>,
+    /// Where it ran (the `device` attribute TradeTune stores).
+    pub device: String,
+    /// `name=value` of each parameter.
+    pub params: String,
+    /// Why it failed, when it did.
+    pub fail_reason: Option<String>,
+}
+
+impl TrialRow {
+    /// The row of one stored trial.
+    pub fn of(study: &str, t: &TrialRecord) -> TrialRow {
+        let attr = |k: &str| {
+            t.user_attr(k)
+                .or_else(|| t.system_attr(k))
+                .map(|v| v.python_str())
+        };
+        let duration_s = match (t.datetime_start, t.datetime_complete) {
+            (Some(a), Some(b)) => Some((b - a).as_seconds_f64()),
+            _ => None,
+        };
+        let params = t
+            .params
+            .iter()
+            .map(|p| match p.external() {
+                Ok(v) => format!("{}={}", p.name, param_text(&v)),
+                Err(_) => format!("{}=?", p.name),
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        TrialRow {
+            study: study.to_owned(),
+            number: t.number,
+            state: t.state,
+            value: t.value(),
+            duration_s,
+            device: attr("device").unwrap_or_default(),
+            params,
+            fail_reason: attr(tradetune_engine::storage::FAIL_REASON_KEY),
+        }
+    }
+
+    /// Orders two rows by `column` (missing values last).
+    pub fn cmp_by(&self, other: &TrialRow, column: TrialColumn) -> std::cmp::Ordering {
+        use std::cmp::Ordering;
+        let opt = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) => a.total_cmp(&b),
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (None, None) => Ordering::Equal,
+        };
+        match column {
+            TrialColumn::Study => self
+                .study
+                .cmp(&other.study)
+                .then(self.number.cmp(&other.number)),
+            TrialColumn::Number => self
+                .number
+                .cmp(&other.number)
+                .then(self.study.cmp(&other.study)),
+            TrialColumn::State => self.state.index().cmp(&other.state.index()),
+            TrialColumn::Value => opt(self.value, other.value),
+            TrialColumn::Duration => opt(self.duration_s, other.duration_s),
+            TrialColumn::Device => self.device.cmp(&other.device),
+        }
+    }
+}
+
+/// A parameter value as a person reads it.
+fn param_text(v: &ParamValue) -> String {
+    match v {
+        ParamValue::Float(x) => format!("{x:.6}")
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_owned(),
+        ParamValue::Int(i) => i.to_string(),
+        ParamValue::Choice(c) => match c {
+            CategoricalChoice::None => "None".into(),
+            CategoricalChoice::Bool(b) => b.to_string(),
+            CategoricalChoice::Int(i) => i.to_string(),
+            CategoricalChoice::Float(x) => x.to_string(),
+            CategoricalChoice::Str(s) => s.clone(),
+        },
+    }
+}
+
+/// The Studies panel's view of the open database.
+#[derive(Debug, Clone, Default)]
+pub struct StudiesView {
+    /// The open database.
+    pub db: Option<DbContents>,
+    /// Its studies, parallel ones aggregated.
+    pub groups: Vec<StudyGroup>,
+    /// Whether a database is being opened.
+    pub opening: bool,
+    /// Why the last open failed.
+    pub error: Option<String>,
+    /// The group shown in the trial table.
+    pub selected: Option<String>,
+    /// Its trials, sorted and filtered by the fields below.
+    pub rows: Vec<TrialRow>,
+    /// The rows shown (indices into `rows`) after the state filter.
+    pub visible: Vec<usize>,
+    /// Sort column and direction.
+    pub sort: (TrialColumn, bool),
+    /// Show only this state.
+    pub state_filter: Option<TrialState>,
+    /// The row whose details are shown.
+    pub detail: Option<usize>,
+}
+
+impl StudiesView {
+    /// Sorts `rows` and recomputes `visible` (after loading, sorting or filtering).
+    pub fn refresh(&mut self) {
+        let (column, ascending) = self.sort;
+        self.rows.sort_by(|a, b| {
+            let o = a.cmp_by(b, column);
+            if ascending { o } else { o.reverse() }
+        });
+        self.visible = self
+            .rows
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| self.state_filter.is_none_or(|s| r.state == s))
+            .map(|(i, _)| i)
+            .collect();
+        self.detail = None;
+    }
+}
+
+/// Everything the app knows.
+pub struct AppState {
+    /// Remembered between launches.
+    pub settings: Settings,
+    /// Devices this build can train on here (and why not others).
+    pub devices: Vec<DeviceInfo>,
+    /// The market data.
+    pub data: DataState,
+    /// Load requests made so far (answers to older ones are dropped).
+    pub data_requests: u64,
+    /// The current run.
+    pub run: RunView,
+    /// The Studies panel.
+    pub studies: StudiesView,
+    /// Live telemetry (None when the sampler could not start; the reason is in `notices`).
+    pub telemetry: Option<SamplerHandle>,
+    /// Messages for the status bar, newest last.
+    pub notices: Vec<String>,
+    /// Name typed into "Save as preset".
+    pub new_preset_name: String,
+    /// The `net_arch.pi` and `net_arch.vf` lists as typed.
+    pub net_text: [String; 2],
+}
+
+impl AppState {
+    /// The state of a first launch with `settings`.
+    pub fn new(settings: Settings, devices: Vec<DeviceInfo>) -> Self {
+        AppState {
+            settings,
+            devices,
+            data: DataState::None,
+            data_requests: 0,
+            run: RunView::default(),
+            studies: StudiesView {
+                sort: (TrialColumn::Number, true),
+                ..StudiesView::default()
+            },
+            telemetry: None,
+            notices: Vec::new(),
+            new_preset_name: String::new(),
+            net_text: Default::default(),
+        }
+    }
+
+    /// Adds a status-bar message.
+    pub fn notice(&mut self, message: impl Into<String>) {
+        self.notices.push(message.into());
+        if self.notices.len() > 50 {
+            self.notices.remove(0);
+        }
+    }
+
+    /// Memory of the device the draft trains on, when known.
+    pub fn device_bytes(&self) -> Option<u64> {
+        let wanted = self.settings.draft.device.as_str();
+        self.devices
+            .iter()
+            .find(|d| d.name == wanted || (wanted.starts_with(&d.name) && d.name != "cpu"))
+            .and_then(|d| d.memory_bytes)
+    }
+}

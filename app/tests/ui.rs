@@ -1,0 +1,399 @@
+//! The desktop program's panels driven through egui_kittest: widgets found by their labels,
+//! clicked and typed into, with the real engine behind them (bundled data, a real training run
+//! on the CPU device, the Optuna reference database).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use egui::accesskit::Role;
+use egui_kittest::Harness;
+use egui_kittest::kittest::{NodeT, Queryable};
+use tradetune_app::ui::app::SETTINGS_KEY;
+use tradetune_app::ui::dialog::{FileDialogs, Pick};
+use tradetune_app::ui::presets::UserPreset;
+use tradetune_app::ui::state::{DataState, Settings, Tab};
+use tradetune_app::ui::{TradeTuneApp, draft::Draft};
+
+/// Answers every dialog with a path chosen by the test.
+struct TestDialogs {
+    database: Option<PathBuf>,
+    save_as: Option<PathBuf>,
+}
+
+impl FileDialogs for TestDialogs {
+    fn pick(&self, pick: &Pick) -> Vec<PathBuf> {
+        match pick {
+            Pick::Database => self.database.clone().into_iter().collect(),
+            Pick::TrialsCsv(_) | Pick::TelemetryCsv(_) => {
+                self.save_as.clone().into_iter().collect()
+            }
+            Pick::DataFiles => Vec::new(),
+        }
+    }
+}
+
+fn app_with(settings: Settings, dialogs: TestDialogs) -> TradeTuneApp {
+    TradeTuneApp::new(
+        settings,
+        Arc::new(dialogs),
+        tradetune_engine::device::describe_devices(),
+    )
+}
+
+fn no_dialogs() -> TestDialogs {
+    TestDialogs {
+        database: None,
+        save_as: None,
+    }
+}
+
+fn harness(app: TradeTuneApp) -> Harness<'static, TradeTuneApp> {
+    Harness::builder()
+        .with_size([1400.0, 1100.0])
+        .build_ui_state(|ui, app: &mut TradeTuneApp| app.frame(ui), app)
+}
+
+/// Steps frames until `done` holds (background work finishes on its own threads). The limit
+/// only turns a hang into a failure with a message.
+fn step_until(h: &mut Harness<'_, TradeTuneApp>, what: &str, done: impl Fn(&TradeTuneApp) -> bool) {
+    let limit = Instant::now() + Duration::from_secs(600);
+    while !done(h.state()) {
+        assert!(Instant::now() < limit, "gave up waiting for {what}");
+        h.step();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    h.run_steps(3);
+}
+
+/// A click is handled in the frame that sees it and its effect drawn in the next; text that
+/// follows a changed value (layer lists) catches up one frame later still.
+fn settle(h: &mut Harness<'_, TradeTuneApp>) {
+    h.run_steps(4);
+}
+
+fn data_loaded(app: &TradeTuneApp) -> bool {
+    !matches!(app.state.data, DataState::Loading(_) | DataState::None)
+}
+
+#[test]
+fn first_launch_loads_the_bundled_data_and_lists_the_cpu() {
+    let mut h = harness(app_with(Settings::default(), no_dialogs()));
+    step_until(&mut h, "the bundled data", data_loaded);
+    assert!(
+        h.state().state.data.ready().is_some(),
+        "bundled data failed to load"
+    );
+    h.get_by_label("Hardware & presets");
+    h.get_by_label_contains("burn-flex");
+    h.get_by_label_contains("memory:");
+    h.get_by_label("Configure").click();
+    settle(&mut h);
+    h.get_by_label_contains("AAPL, GOOG, IBM, MSFT");
+    h.get_by_label_contains("split: train 1469");
+}
+
+#[test]
+fn clicking_a_preset_changes_the_fields_and_the_memory_bar() {
+    let mut wide = Draft::default();
+    wide.ppo.policy.net_arch.pi = vec![1024, 1024];
+    wide.ppo.policy.net_arch.vf = vec![1024, 1024];
+    wide.env.n_envs = 16;
+    let settings = Settings {
+        user_presets: vec![UserPreset {
+            name: "wide nets".into(),
+            draft: wide.clone(),
+        }],
+        ..Settings::default()
+    };
+    let mut h = harness(app_with(settings, no_dialogs()));
+    step_until(&mut h, "the bundled data", data_loaded);
+    let before = memory_text(&h);
+    h.get_by_label("wide nets").click();
+    settle(&mut h);
+    assert_eq!(h.state().state.settings.draft, wide);
+    assert_eq!(
+        h.state().state.settings.preset.as_deref(),
+        Some("wide nets")
+    );
+    let after = memory_text(&h);
+    assert_ne!(before, after, "the memory bar did not follow the preset");
+    // The Configure panel shows the preset's values in its fields.
+    h.get_by_label("Configure").click();
+    settle(&mut h);
+    let n_envs = h.get_by_role_and_label(Role::SpinButton, "n_envs");
+    assert_eq!(n_envs.value().as_deref(), Some("16"));
+    let pi = h.get_by_role_and_label(Role::TextInput, "net_arch.pi");
+    assert_eq!(pi.value().as_deref(), Some("1024, 1024"));
+}
+
+fn memory_text(h: &Harness<'_, TradeTuneApp>) -> String {
+    let node = h.get_by_label_contains("memory:");
+    format!("{:?}", node.accesskit_node().label())
+}
+
+#[test]
+fn an_impossible_batch_size_is_flagged_and_start_is_disabled() {
+    let settings = Settings {
+        tab: Tab::Configure,
+        ..Settings::default()
+    };
+    let mut h = harness(app_with(settings, no_dialogs()));
+    step_until(&mut h, "the bundled data", data_loaded);
+    assert!(
+        !start_disabled(&h),
+        "Start should be enabled on the defaults"
+    );
+    let rollout = {
+        let d = &h.state().state.settings.draft;
+        d.ppo.n_steps * d.env.n_envs
+    };
+    h.get_by_role_and_label(Role::SpinButton, "batch_size")
+        .set_value_accesskit((rollout * 4) as f64);
+    h.run_steps(3);
+    assert_eq!(h.state().state.settings.draft.ppo.batch_size, rollout * 4);
+    // Flagged under the field and beside the disabled Start button.
+    assert_eq!(
+        h.query_all_by_label_contains("ppo.batch_size = ").count(),
+        2,
+        "the batch_size problem is shown under the field and beside Start"
+    );
+    assert!(
+        start_disabled(&h),
+        "Start must be disabled with an impossible batch"
+    );
+    h.get_by_label_contains("cannot start: ppo.batch_size = ");
+}
+
+fn start_disabled(h: &Harness<'_, TradeTuneApp>) -> bool {
+    h.get_by_role_and_label(Role::Button, "Start")
+        .accesskit_node()
+        .is_disabled()
+}
+
+#[test]
+fn a_tiny_run_on_the_cpu_trains_to_its_budget_with_live_figures() {
+    let mut draft = Draft::default();
+    draft.env.n_envs = 2;
+    draft.ppo.n_steps = 32;
+    draft.ppo.batch_size = 32;
+    draft.ppo.n_epochs = 2;
+    draft.ppo.policy.net_arch.pi = vec![16];
+    draft.ppo.policy.net_arch.vf = vec![16];
+    draft.total_timesteps = 256;
+    let settings = Settings {
+        tab: Tab::Run,
+        draft,
+        ..Settings::default()
+    };
+    let mut h = harness(app_with(settings, no_dialogs()));
+    step_until(&mut h, "the bundled data", data_loaded);
+    h.get_by_role_and_label(Role::Button, "Start").click();
+    settle(&mut h);
+    assert!(h.state().state.run.running, "Start did not start a run");
+    step_until(&mut h, "the run to finish", |a| !a.state.run.running);
+    let run = &h.state().state.run;
+    assert_eq!(run.error, None);
+    let report = run.report.as_ref().expect("a finished run has a report");
+    assert_eq!(report.timesteps, 256);
+    assert!(!report.stopped);
+    assert_eq!(run.samples_per_second.len(), 4, "one point per update");
+    assert_eq!(run.policy_loss.len(), 4);
+    h.get_by_label_contains("finished: 256 samples, 4 updates");
+    h.get_by_label_contains("phase split: env step");
+}
+
+fn reference_db(dir: &Path) -> PathBuf {
+    let src =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/tests/testdata/optuna-reference.db");
+    let db = dir.join("optuna-reference.db");
+    std::fs::copy(&src, &db).unwrap_or_else(|e| panic!("copying {}: {e}", src.display()));
+    db
+}
+
+#[test]
+fn the_optuna_reference_database_opens_aggregated_sorts_filters_and_exports() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = reference_db(dir.path());
+    let csv = dir.path().join("export.csv");
+    let settings = Settings {
+        tab: Tab::Studies,
+        ..Settings::default()
+    };
+    let dialogs = TestDialogs {
+        database: Some(db.clone()),
+        save_as: Some(csv.clone()),
+    };
+    let mut h = harness(app_with(settings, dialogs));
+    settle(&mut h);
+    h.get_by_label("Open database…").click();
+    step_until(&mut h, "the database", |a| {
+        a.state.studies.db.is_some() || a.state.studies.error.is_some()
+    });
+    let studies = &h.state().state.studies;
+    assert_eq!(studies.error, None);
+    let db_studies = studies.db.as_ref().unwrap().studies.len();
+    assert_eq!(db_studies, 4, "the reference database holds four studies");
+    let groups: HashMap<String, Vec<String>> = studies
+        .groups
+        .iter()
+        .map(|g| (g.name.clone(), g.members.clone()))
+        .collect();
+    assert_eq!(groups.len(), 3, "{groups:?}");
+    let (aggregated, members) = groups
+        .iter()
+        .find(|(_, m)| m.len() == 2)
+        .expect("the two x_aggressive_N studies are one entry");
+    assert!(aggregated.ends_with("aggressive"), "{aggregated}");
+    let total: usize = h
+        .state()
+        .state
+        .studies
+        .groups
+        .iter()
+        .find(|g| &g.name == aggregated)
+        .map(|g| g.n_trials())
+        .unwrap();
+
+    h.get_by_label(aggregated.as_str()).click();
+    step_until(&mut h, "the trials", |a| !a.state.studies.rows.is_empty());
+    let view = &h.state().state.studies;
+    assert_eq!(view.rows.len(), total);
+    for m in members {
+        assert!(view.rows.iter().any(|r| &r.study == m), "no rows of {m}");
+    }
+
+    // Sort by value: the visible rows come out ordered, missing values last.
+    h.get_by_label("value").click();
+    settle(&mut h);
+    let values: Vec<Option<f64>> = {
+        let v = &h.state().state.studies;
+        v.visible.iter().map(|&i| v.rows[i].value).collect()
+    };
+    let present: Vec<f64> = values.iter().flatten().copied().collect();
+    assert!(present.windows(2).all(|w| w[0] <= w[1]), "{values:?}");
+    h.get_by_label("value (asc)").click();
+    settle(&mut h);
+    let first = {
+        let v = &h.state().state.studies;
+        v.rows[v.visible[0]].value
+    };
+    assert_eq!(
+        first,
+        present.last().copied(),
+        "descending puts the largest first"
+    );
+
+    // Filter by state.
+    let complete = view_count(&h, "COMPLETE");
+    h.state_mut()
+        .handle(tradetune_app::ui::command::Command::FilterTrials(Some(
+            tradetune_engine::storage::TrialState::Complete,
+        )));
+    settle(&mut h);
+    assert_eq!(h.state().state.studies.visible.len(), complete);
+    h.get_by_label_contains(&format!("{complete} of {total} trials"));
+
+    // Export through the (test) save dialog: one file per member of the group.
+    h.get_by_label("Export trials CSV…").click();
+    step_until(&mut h, "the export", |a| {
+        a.state
+            .notices
+            .iter()
+            .any(|n| n.starts_with("wrote ") || n.starts_with("export failed"))
+    });
+    let notice = h.state().state.notices.last().cloned().unwrap();
+    assert!(
+        notice.starts_with(&format!("wrote {total} trials")),
+        "{notice}"
+    );
+    let mut rows = 0;
+    for m in members {
+        let path = dir.path().join(format!("export-{m}.csv"));
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let header = text.lines().next().unwrap_or_default();
+        assert!(
+            header.contains(",number,") && header.ends_with(",state"),
+            "{header}"
+        );
+        rows += text.lines().count() - 1;
+    }
+    assert_eq!(rows, total);
+}
+
+fn view_count(h: &Harness<'_, TradeTuneApp>, state: &str) -> usize {
+    h.state()
+        .state
+        .studies
+        .rows
+        .iter()
+        .filter(|r| r.state.to_string() == state)
+        .count()
+}
+
+/// eframe's storage, in memory.
+#[derive(Default)]
+struct MemoryStorage(HashMap<String, String>);
+
+impl eframe::Storage for MemoryStorage {
+    fn get_string(&self, key: &str) -> Option<String> {
+        self.0.get(key).cloned()
+    }
+    fn set_string(&mut self, key: &str, value: String) {
+        self.0.insert(key.to_owned(), value);
+    }
+    fn remove_string(&mut self, key: &str) {
+        self.0.remove(key);
+    }
+    fn flush(&mut self) {}
+}
+
+#[test]
+fn the_app_restarts_with_its_saved_settings() {
+    let mut h = harness(app_with(Settings::default(), no_dialogs()));
+    step_until(&mut h, "the bundled data", data_loaded);
+    h.get_by_label("Configure").click();
+    settle(&mut h);
+    h.get_by_role_and_label(Role::SpinButton, "n_epochs")
+        .set_value_accesskit(7.0);
+    h.get_by_role_and_label(Role::TextInput, "preset name")
+        .click();
+    h.run_steps(1);
+    h.get_by_role_and_label(Role::TextInput, "preset name")
+        .type_text("mine");
+    settle(&mut h);
+    h.get_by_label("Save as preset").click();
+    settle(&mut h);
+
+    let mut storage = MemoryStorage::default();
+    eframe::App::save(h.state_mut(), &mut storage);
+    let restored: Settings = eframe::get_value(&storage, SETTINGS_KEY).expect("settings saved");
+    assert_eq!(restored, h.state().state.settings);
+    assert_eq!(restored.tab, Tab::Configure);
+    assert_eq!(restored.draft.ppo.n_epochs, 7);
+    assert_eq!(restored.user_presets.len(), 1);
+    assert_eq!(restored.user_presets[0].name, "mine");
+
+    // A new app from those settings shows them.
+    let mut again = harness(app_with(restored, no_dialogs()));
+    step_until(&mut again, "the bundled data", data_loaded);
+    let epochs = again.get_by_role_and_label(Role::SpinButton, "n_epochs");
+    assert_eq!(epochs.value().as_deref(), Some("7"));
+    again.get_by_label("Hardware & presets").click();
+    settle(&mut again);
+    again.get_by_label("mine");
+}
+
+#[test]
+fn settings_from_an_older_version_still_load() {
+    // Every field has a default: a file with only some of them loads, the rest default.
+    let mut storage = MemoryStorage::default();
+    storage
+        .0
+        .insert(SETTINGS_KEY.into(), "(tab: Studies)".into());
+    let s: Settings = eframe::get_value(&storage, SETTINGS_KEY).expect("partial settings load");
+    assert_eq!(s.tab, Tab::Studies);
+    assert_eq!(s.draft, Draft::default());
+}
