@@ -14,16 +14,16 @@ fn on_path(program: &str) -> bool {
         .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }
 
-/// Whether a test needing `program` runs: CI sets `TRADETUNE_REQUIRE_XVFB=1` (and installs
+/// Whether a test needing `program` runs: CI sets `TRADETUNE_REQUIRE_GUI=1` (and installs
 /// it), so there a missing program fails instead of skipping.
 fn have(program: &str, package: &str) -> bool {
     if on_path(program) {
         return true;
     }
-    let required = std::env::var("TRADETUNE_REQUIRE_XVFB").is_ok_and(|v| v == "1");
+    let required = std::env::var("TRADETUNE_REQUIRE_GUI").is_ok_and(|v| v == "1");
     assert!(
         !required,
-        "{program} is not installed (Debian package {package}); TRADETUNE_REQUIRE_XVFB=1 requires it"
+        "{program} is not installed (Debian package {package}); TRADETUNE_REQUIRE_GUI=1 requires it"
     );
     eprintln!("skipped: {program} is not installed (apt install {package})");
     false

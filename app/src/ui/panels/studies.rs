@@ -141,11 +141,25 @@ fn trial_table(
 ) -> Option<usize> {
     let best = best_row(view);
     let mut clicked = None;
-    TableBuilder::new(ui)
+    // Rows have a fixed height (that is what lets only the visible ones be laid out): cells
+    // truncate instead of wrapping; columns are resizable.
+    ui.style_mut().wrap_mode = Some(egui::TextWrapMode::Truncate);
+    let mut table = TableBuilder::new(ui)
         .id_salt("trials")
         .striped(true)
-        .resizable(true)
-        .columns(Column::auto().at_least(60.0), TrialColumn::ALL.len())
+        .resizable(true);
+    for c in TrialColumn::ALL {
+        let width = match c {
+            TrialColumn::Study => 150.0,
+            TrialColumn::Number => 80.0,
+            TrialColumn::State => 90.0,
+            TrialColumn::Value => 100.0,
+            TrialColumn::Duration => 95.0,
+            TrialColumn::Device => 80.0,
+        };
+        table = table.column(Column::initial(width).at_least(40.0).clip(true));
+    }
+    table
         .column(Column::remainder())
         .header(ROW_HEIGHT + 4.0, |mut header| {
             for c in TrialColumn::ALL {

@@ -1,0 +1,194 @@
+//! Pictures of each panel (egui_kittest snapshots rendered through wgpu; on machines without a
+//! GPU, Mesa's lavapipe). They are committed under `app/tests/snapshots/` and shown in the
+//! README; a change in how a panel draws fails here until the images are renewed with
+//! `UPDATE_SNAPSHOTS=true cargo test -p tradetune --test ui_snapshots`.
+//!
+//! Everything machine-specific is fixed (the device list) so the pictures are the same on
+//! every machine of this class.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use egui_kittest::{Harness, SnapshotError};
+use tradetune_app::ui::TradeTuneApp;
+use tradetune_app::ui::command::Command;
+use tradetune_app::ui::dialog::{FileDialogs, Pick};
+use tradetune_app::ui::draft::Draft;
+use tradetune_app::ui::presets::UserPreset;
+use tradetune_app::ui::state::{DataState, Settings, Tab};
+use tradetune_engine::device::DeviceInfo;
+use tradetune_engine::device::precision::Precision;
+use tradetune_engine::telemetry::ring::PlotPoint;
+
+struct OpenDb(Option<PathBuf>);
+
+impl FileDialogs for OpenDb {
+    fn pick(&self, pick: &Pick) -> Vec<PathBuf> {
+        match pick {
+            Pick::Database => self.0.clone().into_iter().collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+fn devices() -> Vec<DeviceInfo> {
+    vec![
+        DeviceInfo {
+            name: "cpu".into(),
+            backend: "flex".into(),
+            available: true,
+            detail: "burn-flex on 16 threads (SIMD, rayon)".into(),
+            memory_bytes: Some(32 << 30),
+            precisions: vec![Precision::F32, Precision::Bf16, Precision::F16],
+            reports_pool_usage: false,
+        },
+        DeviceInfo {
+            name: "wgpu".into(),
+            backend: "wgpu".into(),
+            available: false,
+            detail: "this build has no wgpu backend (cargo feature `wgpu`)".into(),
+            memory_bytes: None,
+            precisions: Vec::new(),
+            reports_pool_usage: false,
+        },
+    ]
+}
+
+fn harness(settings: Settings, db: Option<PathBuf>) -> Harness<'static, TradeTuneApp> {
+    let app = TradeTuneApp::new(settings, Arc::new(OpenDb(db)), devices());
+    Harness::builder()
+        .with_size([1280.0, 900.0])
+        .build_ui_state(|ui, app: &mut TradeTuneApp| app.frame(ui), app)
+}
+
+fn step_until(h: &mut Harness<'_, TradeTuneApp>, what: &str, done: impl Fn(&TradeTuneApp) -> bool) {
+    let limit = Instant::now() + Duration::from_secs(300);
+    while !done(h.state()) {
+        assert!(Instant::now() < limit, "gave up waiting for {what}");
+        h.step();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    h.run_steps(4);
+}
+
+fn data_loaded(app: &TradeTuneApp) -> bool {
+    matches!(app.state.data, DataState::Ready(_) | DataState::Failed(_))
+}
+
+/// Takes the snapshot; where no wgpu adapter exists (no GPU and no Mesa lavapipe) says so and
+/// skips, unless `TRADETUNE_REQUIRE_GUI=1` (CI installs mesa-vulkan-drivers and sets it).
+fn snapshot(h: &mut Harness<'_, TradeTuneApp>, name: &str) {
+    match h.try_snapshot(name) {
+        Ok(()) => {}
+        Err(SnapshotError::RenderError { err }) => {
+            let required = std::env::var("TRADETUNE_REQUIRE_GUI").is_ok_and(|v| v == "1");
+            assert!(!required, "no renderer for the {name} snapshot: {err}");
+            eprintln!(
+                "skipped the {name} snapshot: no wgpu adapter ({err}); apt install mesa-vulkan-drivers"
+            );
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn hardware_and_presets() {
+    let mut wide = Draft::default();
+    wide.ppo.policy.net_arch.pi = vec![1024, 512];
+    wide.ppo.policy.net_arch.vf = vec![1024, 512];
+    let settings = Settings {
+        user_presets: vec![UserPreset {
+            name: "my wide nets".into(),
+            draft: wide,
+        }],
+        ..Settings::default()
+    };
+    let mut h = harness(settings, None);
+    step_until(&mut h, "the bundled data", data_loaded);
+    snapshot(&mut h, "hardware");
+}
+
+#[test]
+fn configure_with_a_flagged_field() {
+    let mut draft = Draft::default();
+    draft.ppo.batch_size = 100_000;
+    let settings = Settings {
+        tab: Tab::Configure,
+        draft,
+        ..Settings::default()
+    };
+    let mut h = harness(settings, None);
+    step_until(&mut h, "the bundled data", data_loaded);
+    snapshot(&mut h, "configure");
+}
+
+#[test]
+fn run_with_live_charts() {
+    let settings = Settings {
+        tab: Tab::Run,
+        ..Settings::default()
+    };
+    let mut h = harness(settings, None);
+    step_until(&mut h, "the bundled data", data_loaded);
+    // A finished run's figures, fixed so the picture is the same everywhere (the live path is
+    // tested in ui.rs with a real run).
+    let run = &mut h.state_mut().state.run;
+    let curve = |f: &dyn Fn(f64) -> f64| -> Vec<PlotPoint> {
+        (0..200)
+            .map(|i| PlotPoint {
+                t: i as f64 * 256.0,
+                v: f(i as f64),
+            })
+            .collect()
+    };
+    run.timesteps = (51_200, 51_200);
+    run.device = "cpu".into();
+    run.samples_per_second = curve(&|i| 11_000.0 + 900.0 * (i / 9.0).sin());
+    run.episode_return = curve(&|i| 0.02 + 0.15 * (1.0 - (-i / 60.0).exp()));
+    run.equal_weight_return = curve(&|_| 0.09);
+    run.policy_loss = curve(&|i| -0.01 * (i / 20.0).cos());
+    run.value_loss = curve(&|i| 0.5 * (-i / 50.0).exp());
+    run.entropy = curve(&|i| 5.6 - i / 100.0);
+    run.phases.env_step = 2.0;
+    run.phases.inference = 1.0;
+    run.phases.update = 5.5;
+    run.phases.buffer = 0.2;
+    run.phases.advantages = 0.1;
+    h.run_steps(4);
+    snapshot(&mut h, "run");
+}
+
+#[test]
+fn studies_of_the_optuna_reference_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let src =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/tests/testdata/optuna-reference.db");
+    let db = dir.path().join("optuna-reference.db");
+    std::fs::copy(&src, &db).unwrap();
+    let settings = Settings {
+        tab: Tab::Studies,
+        ..Settings::default()
+    };
+    let mut h = harness(settings, Some(db.clone()));
+    h.state_mut().handle(Command::OpenDatabase(db));
+    step_until(&mut h, "the database", |a| a.state.studies.db.is_some());
+    let group = h
+        .state()
+        .state
+        .studies
+        .groups
+        .iter()
+        .find(|g| g.members.len() > 1)
+        .map(|g| g.name.clone())
+        .expect("an aggregated group");
+    h.state_mut().handle(Command::SelectStudy(group));
+    step_until(&mut h, "the trials", |a| !a.state.studies.rows.is_empty());
+    // The path is a temp dir: hide it from the picture.
+    if let Some(d) = h.state_mut().state.studies.db.as_mut() {
+        d.path = PathBuf::from("optuna-reference.db");
+    }
+    h.state_mut().state.notices.clear();
+    h.run_steps(4);
+    snapshot(&mut h, "studies");
+}
