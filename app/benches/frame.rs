@@ -34,6 +34,7 @@ fn loaded_state() -> AppState {
         members: vec!["bench".into()],
         n_by_state: [0, TRIALS, 0, 0, 0],
         best: Some(0.0),
+        minimize: true,
     }];
     v.selected = Some("bench".into());
     v.rows = (0..TRIALS)
@@ -50,6 +51,11 @@ fn loaded_state() -> AppState {
                 8 << (i % 4)
             ),
             fail_reason: None,
+            numeric_params: vec![
+                ("ppo.learning_rate".into(), 1e-4 * (1 + i % 10) as f64),
+                ("env.n_envs".into(), (8 << (i % 4)) as f64),
+            ],
+            intermediate: Vec::new(),
         })
         .collect();
     v.sort = (TrialColumn::Value, false);

@@ -150,6 +150,8 @@ pub struct StudyGroup {
     pub n_by_state: [usize; 5],
     /// Best value over the members (by each study's direction).
     pub best: Option<f64>,
+    /// Whether smaller values are better (the first member's direction).
+    pub minimize: bool,
 }
 
 impl StudyGroup {
@@ -204,6 +206,7 @@ pub fn aggregate(studies: &[StudySummary]) -> Vec<StudyGroup> {
                 members: vec![name.clone()],
                 n_by_state: s.n_trials_by_state,
                 best,
+                minimize,
             }),
         }
     }
@@ -272,6 +275,11 @@ pub struct TrialRow {
     pub params: String,
     /// Why it failed, when it did.
     pub fail_reason: Option<String>,
+    /// Numeric parameters (categorical ones by their choice's index), for the
+    /// parameter-vs-objective plot.
+    pub numeric_params: Vec<(String, f64)>,
+    /// Intermediate values (step, value): the trial's learning curve.
+    pub intermediate: Vec<(i64, f64)>,
 }
 
 impl TrialRow {
@@ -304,6 +312,19 @@ impl TrialRow {
             device: attr("device").unwrap_or_default(),
             params,
             fail_reason: attr(tradetune_engine::storage::FAIL_REASON_KEY),
+            numeric_params: t
+                .params
+                .iter()
+                .map(|p| {
+                    let v = match p.external() {
+                        Ok(ParamValue::Float(x)) => x,
+                        Ok(ParamValue::Int(i)) => i as f64,
+                        _ => p.internal,
+                    };
+                    (p.name.clone(), v)
+                })
+                .collect(),
+            intermediate: t.intermediate_values.clone(),
         }
     }
 
@@ -374,6 +395,8 @@ pub struct StudiesView {
     pub state_filter: Option<TrialState>,
     /// The row whose details are shown.
     pub detail: Option<usize>,
+    /// The parameter on the x axis of the parameter-vs-objective plot.
+    pub plot_param: Option<String>,
 }
 
 impl StudiesView {

@@ -4,6 +4,7 @@
 //! smoothly — with a trial's details, export and "copy as CSV".
 
 use egui_extras::{Column, TableBuilder};
+use egui_plot::{Legend, Line, Plot, PlotPoints, Points};
 use tradetune_engine::storage::TrialState;
 
 use super::widgets;
@@ -111,10 +112,101 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
     {
         detail(ui, row);
     }
+    let mut plot_param = view.plot_param.clone();
+    egui::CollapsingHeader::new("Plots")
+        .default_open(true)
+        .show(ui, |ui| plots(ui, view, &mut plot_param));
     let clicked = trial_table(ui, view, commands);
+    let view = &mut state.studies;
+    view.plot_param = plot_param;
     if let Some(i) = clicked {
-        state.studies.detail = Some(i);
+        view.detail = Some(i);
     }
+}
+
+const PLOT_HEIGHT: f32 = 150.0;
+
+/// Optimisation history (each complete trial's value in the order trials were numbered, and
+/// the best so far) and one parameter against the objective.
+fn plots(ui: &mut egui::Ui, view: &StudiesView, plot_param: &mut Option<String>) {
+    let minimize = view
+        .groups
+        .iter()
+        .find(|g| Some(&g.name) == view.selected.as_ref())
+        .is_none_or(|g| g.minimize);
+    let mut done: Vec<&TrialRow> = view
+        .rows
+        .iter()
+        .filter(|r| r.state == TrialState::Complete && r.value.is_some_and(f64::is_finite))
+        .collect();
+    done.sort_by_key(|r| (r.number, r.study.clone()));
+    let values: Vec<[f64; 2]> = done
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| r.value.map(|v| [i as f64, v]))
+        .collect();
+    let mut best_so_far = Vec::with_capacity(values.len());
+    let mut best: Option<f64> = None;
+    for &[x, v] in &values {
+        let b = match best {
+            Some(b) if (minimize && b <= v) || (!minimize && b >= v) => b,
+            _ => v,
+        };
+        best = Some(b);
+        best_so_far.push([x, b]);
+    }
+    let names: Vec<String> = {
+        let mut n: Vec<String> = done
+            .iter()
+            .flat_map(|r| r.numeric_params.iter().map(|(k, _)| k.clone()))
+            .collect();
+        n.sort();
+        n.dedup();
+        n
+    };
+    if plot_param.as_ref().is_none_or(|p| !names.contains(p)) {
+        *plot_param = names.first().cloned();
+    }
+    ui.columns(2, |cols| {
+        cols[0].label("optimisation history (complete trials in order; best so far)");
+        Plot::new("history")
+            .height(PLOT_HEIGHT)
+            .legend(Legend::default())
+            .show(&mut cols[0], |plot| {
+                plot.points(Points::new("objective", PlotPoints::new(values.clone())).radius(2.5));
+                plot.line(Line::new(
+                    "best so far",
+                    PlotPoints::new(best_so_far.clone()),
+                ));
+            });
+        let ui = &mut cols[1];
+        ui.horizontal(|ui| {
+            let l = ui.label("parameter");
+            egui::ComboBox::from_id_salt("plot_param")
+                .selected_text(plot_param.clone().unwrap_or_default())
+                .show_ui(ui, |ui| {
+                    for n in &names {
+                        ui.selectable_value(plot_param, Some(n.clone()), n);
+                    }
+                })
+                .response
+                .labelled_by(l.id);
+            ui.label("against the objective");
+        });
+        let points: Vec<[f64; 2]> = done
+            .iter()
+            .filter_map(|r| {
+                let p = plot_param.as_ref()?;
+                let x = r.numeric_params.iter().find(|(k, _)| k == p)?.1;
+                Some([x, r.value?])
+            })
+            .collect();
+        Plot::new("param_vs_objective")
+            .height(PLOT_HEIGHT)
+            .show(ui, |plot| {
+                plot.points(Points::new("trials", PlotPoints::new(points)).radius(2.5));
+            });
+    });
 }
 
 fn detail(ui: &mut egui::Ui, row: &TrialRow) {
@@ -129,6 +221,19 @@ fn detail(ui: &mut egui::Ui, row: &TrialRow) {
         }
         if let Some(reason) = &row.fail_reason {
             ui.colored_label(widgets::WARN, format!("failed: {reason}"));
+        }
+        if !row.intermediate.is_empty() {
+            ui.label("learning curve (intermediate values reported to the pruner)");
+            let curve: Vec<[f64; 2]> = row
+                .intermediate
+                .iter()
+                .map(|&(step, v)| [step as f64, v])
+                .collect();
+            Plot::new("learning_curve")
+                .height(PLOT_HEIGHT)
+                .show(ui, |plot| {
+                    plot.line(Line::new("intermediate value", PlotPoints::new(curve)));
+                });
         }
     });
 }
