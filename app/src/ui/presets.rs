@@ -41,3 +41,46 @@ pub fn all(user: &[UserPreset]) -> Vec<Preset> {
         })
         .collect()
 }
+
+/// The bundled preset for the first GPU whose name TradeTune recognises (NVML's
+/// "NVIDIA GeForce RTX 4080 Laptop GPU", amdgpu's "… Radeon RX 7900 GRE"), else the CPU one.
+pub fn for_hardware<S: AsRef<str>>(gpu_names: &[S]) -> &'static str {
+    for name in gpu_names {
+        let n = name.as_ref().to_ascii_lowercase();
+        if n.contains("4080") && n.contains("laptop") {
+            return "rtx4080_laptop";
+        }
+        if n.contains("4080") {
+            return "rtx4080";
+        }
+        if n.contains("7900 gre") {
+            return "rx7900gre";
+        }
+    }
+    "cpu"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::for_hardware;
+
+    #[test]
+    fn the_detected_gpu_picks_its_preset() {
+        assert_eq!(for_hardware(&["NVIDIA GeForce RTX 4080"]), "rtx4080");
+        assert_eq!(
+            for_hardware(&["NVIDIA GeForce RTX 4080 Laptop GPU"]),
+            "rtx4080_laptop"
+        );
+        assert_eq!(
+            for_hardware(&["Navi 31 [Radeon RX 7900 GRE]"]),
+            "rx7900gre"
+        );
+        assert_eq!(for_hardware(&["NVIDIA GeForce GTX 1060"]), "cpu");
+        assert_eq!(for_hardware::<&str>(&[]), "cpu");
+        // The first recognised card wins on a two-GPU box.
+        assert_eq!(
+            for_hardware(&["Intel UHD 770", "AMD Radeon RX 7900 GRE"]),
+            "rx7900gre"
+        );
+    }
+}
