@@ -4,6 +4,7 @@ pub mod bench;
 pub mod data;
 pub mod devices;
 pub mod monitor;
+pub mod study;
 pub mod train;
 
 use clap::{Parser, Subcommand};
@@ -30,6 +31,9 @@ pub enum Command {
     Train(train::TrainArgs),
     /// The devices this build can train on here, and why not where it cannot.
     Devices(devices::DevicesArgs),
+    /// Hyperparameter studies: run (file or preset), list, export; presets.
+    #[command(subcommand)]
+    Study(study::StudyCommand),
 }
 
 /// Runs one subcommand.
@@ -40,5 +44,6 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Monitor(a) => monitor::run(a),
         Command::Train(a) => train::run(a),
         Command::Devices(a) => devices::run(a),
+        Command::Study(c) => study::run(c),
     }
 }
