@@ -15,9 +15,10 @@ fn corner_configs(f: &StudyFile) -> Vec<serde_json::Value> {
         configs = configs
             .into_iter()
             .flat_map(|c| {
+                let name = &name;
                 values.iter().map(move |v| {
                     let mut c = c.clone();
-                    apply_value(&mut c, &name, v).unwrap();
+                    apply_value(&mut c, name, v).unwrap();
                     c
                 })
             })

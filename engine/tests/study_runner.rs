@@ -384,8 +384,9 @@ fn heartbeats_while_running_and_stale_trials_fail_on_start() {
             .unwrap();
         s.create_trial(id).unwrap();
     }
-    let read_beat = |trial_id: i64| -> String {
-        let conn = rusqlite::Connection::open(&path).unwrap();
+    let beat_db = path.clone();
+    let read_beat = move |trial_id: i64| -> String {
+        let conn = rusqlite::Connection::open(&beat_db).unwrap();
         conn.query_row(
             "SELECT heartbeat FROM trial_heartbeats WHERE trial_id = ?1",
             [trial_id],

@@ -854,7 +854,8 @@ min_resource = 1
         let rc = f.runner_config("x.db").unwrap();
         assert_eq!(rc.workers, 2);
         assert_eq!(rc.devices.len(), 2);
-        assert_eq!(f.extreme_values()[2].1, vec![ParamValue::Int(4), ParamValue::Int(16)]);
+        let ends: Vec<String> = f.extreme_values()[2].1.iter().map(|v| v.to_string()).collect();
+        assert_eq!(ends, ["4", "16"]);
     }
 
     #[test]
