@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use common::{scratch, text, tradetune};
 use tradetune_engine::storage::{JsonValue, Storage, TrialState};
 
-/// A study of tiny PPO trials (4 envs × 32 steps, 16-wide nets, 2 updates) on the bundled data.
+/// A study of tiny PPO trials (4 envs × 32 steps, 16-wide nets, an evaluation after every
+/// update) on the bundled data.
 fn tiny_study(dir: &Path, name: &str, total_timesteps: usize) -> PathBuf {
     let p = dir.join(format!("{name}_{total_timesteps}.toml"));
     std::fs::write(
@@ -57,7 +58,8 @@ fn s(p: &Path) -> &str {
 fn a_tiny_study_runs_then_lists_and_exports() {
     let dir = scratch("cli_study", "tiny");
     let db = dir.join("studies.db");
-    let file = tiny_study(&dir, "tiny", 256);
+    // 8 updates and 8 evaluations per trial: long enough for telemetry ticks every 0.1 s.
+    let file = tiny_study(&dir, "tiny", 1024);
     let o = tradetune(&[
         "study",
         "run",
@@ -65,7 +67,7 @@ fn a_tiny_study_runs_then_lists_and_exports() {
         "--db",
         s(&db),
         "--telemetry-interval",
-        "0.2",
+        "0.1",
     ]);
     let (out, err) = (text(&o.stdout), text(&o.stderr));
     assert!(o.status.success(), "stdout:\n{out}\nstderr:\n{err}");

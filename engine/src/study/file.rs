@@ -500,8 +500,9 @@ impl StudyFile {
         })
     }
 
-    /// The devices of `[study] devices`, with their memory: host RAM for the CPU, the file's
-    /// `device_memory_gib` for the others (None when it gives none: no budget check there).
+    /// The devices of `[study] devices`, with their memory: the host's RAM for the CPU (the
+    /// file's `device_memory_gib` where it cannot be read), `device_memory_gib` for GPUs (None
+    /// when the file gives none: no budget check there, as their memory is not detected yet).
     pub fn device_slots(&self, devices: &[String]) -> Result<Vec<DeviceSlot>, StudyFileError> {
         let class = self
             .study
@@ -514,7 +515,7 @@ impl StudyFile {
                     .parse()
                     .map_err(|e: crate::device::DeviceError| self.key_error("study.devices", e.to_string()))?;
                 let memory = match spec {
-                    DeviceSpec::Cpu => class.or_else(crate::device::memory::host_memory_bytes),
+                    DeviceSpec::Cpu => crate::device::memory::host_memory_bytes().or(class),
                     _ => class,
                 };
                 Ok(DeviceSlot::new(spec, memory))

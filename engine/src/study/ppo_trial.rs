@@ -1,20 +1,15 @@
-//! The PPO trial: build the environment and trainer from the trial's configuration, train,
-//! evaluate on the validation split every `train.eval_every` updates (the pruner's intermediate
-//! values), and return the objective of the last evaluation.
+//! The PPO trial: build the environment and trainer from the trial's configuration, train with
+//! an evaluation on the validation split every `train.eval_every` updates
+//! ([`crate::ppo::PeriodicEval`]; each is an intermediate value for the pruner, at step = the
+//! update number), and return the objective of the evaluation after the last update.
 //!
 //! The trial configuration is `{ env: EnvConfig, ppo: PpoConfig, train: TrialSchedule }`; its
 //! leaves are the names a study fixes or searches (`env.n_envs`, `ppo.learning_rate`,
 //! `ppo.policy.net_arch.pi`, `train.total_timesteps`, …).
-//!
-//! Training runs in chunks of `eval_every` updates (one `Trainer::learn` call each, which
-//! continues the same run: environment state, timesteps and optimiser carry over) with an
-//! evaluation between chunks. A linear learning-rate schedule decays over one `learn` call, so
-//! with `lr_schedule = "linear"` the trial trains in one call and evaluates once, at the end.
 
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
@@ -24,7 +19,7 @@ use crate::eval::{EvalSplit, Objective, evaluate_trainer};
 use crate::market::Dataset;
 use crate::market::load::DatasetConfig;
 use crate::market::split::SplitSpec;
-use crate::ppo::{HostEnv, LrSchedule, PhaseTimes, PpoConfig, TrainEvent, Trainer};
+use crate::ppo::{HostEnv, PeriodicEval, PhaseTimes, PpoConfig, TrainEvent, Trainer};
 use crate::study::file::{DataSection, StudyFile, StudyFileError};
 use crate::study::runner::{Reporter, TrialError, TrialFunction, TrialInput, TrialPlan};
 use crate::telemetry::PhaseSplit;
@@ -163,12 +158,14 @@ impl PpoTrial {
     }
 }
 
-fn phase_split(p: &PhaseTimes, eval_s: f64) -> PhaseSplit {
+/// The trainer's phases in the telemetry's four: buffer writes count as inference (both are
+/// the rollout's non-env work), GAE as update.
+fn phase_split(p: &PhaseTimes) -> PhaseSplit {
     PhaseSplit {
         env_s: p.env_step,
         inference_s: p.inference + p.buffer,
         update_s: p.advantages + p.update,
-        eval_s,
+        eval_s: p.evaluation,
     }
 }
 
@@ -186,74 +183,83 @@ impl TrialFunction for PpoTrial {
         let device = crate::device::open(input.device.spec).map_err(TrialError::failed)?;
         let env = CpuVecEnv::new(cfg.env.clone(), self.dataset.clone(), self.train.clone())
             .map_err(TrialError::failed)?;
-        let per_update = cfg.ppo.n_steps * env.n_envs();
-        let mut trainer = Trainer::new(cfg.ppo.clone(), HostEnv::new(env, &device), &device)
-            .map_err(TrialError::failed)?;
         let split = EvalSplit::new(
             "validation",
             self.dataset.clone(),
             self.validation.clone(),
             &cfg.env,
         );
+        let mut trainer = Trainer::new(cfg.ppo.clone(), HostEnv::new(env, &device), &device)
+            .map_err(TrialError::failed)?;
+        if cfg.train.eval_every > 0 {
+            trainer = trainer
+                .with_evaluation(PeriodicEval {
+                    every: cfg.train.eval_every,
+                    split: split.clone(),
+                    objective: self.objective,
+                })
+                .map_err(TrialError::failed)?;
+        }
         let total = cfg.train.total_timesteps.max(1);
-        let chunk = if cfg.train.eval_every == 0 || cfg.ppo.lr_schedule == LrSchedule::Linear {
-            total
-        } else {
-            cfg.train.eval_every * per_update
-        };
         let trainer_stop = trainer.stop_flag();
         let user_stop = reporter.stop_flag();
-        let mut phases = PhaseTimes::default();
-        let mut eval_s = 0.0;
-        let mut last = None;
-        let mut done = 0;
-        while done < total {
-            let this = chunk.min(total - done);
-            let report = {
-                let reporter = &*reporter;
-                trainer
-                    .learn(this, &mut |event| {
-                        if user_stop.is_set() {
+        // Why the callback asked the trainer to stop: pruned at a step, or a storage error.
+        let mut ended: Option<TrialError> = None;
+        let report = trainer
+            .learn(total, &mut |event| {
+                if user_stop.is_set() {
+                    trainer_stop.store(true, Ordering::Relaxed);
+                }
+                match event {
+                    TrainEvent::Evaluation {
+                        update, summary, ..
+                    } if ended.is_none() => {
+                        if let Err(e) = reporter.report_and_check(update as u64, summary.objective)
+                        {
+                            ended = Some(e);
                             trainer_stop.store(true, Ordering::Relaxed);
                         }
-                        if let TrainEvent::Progress {
-                            timesteps,
-                            samples_per_second,
-                            ..
-                        } = event
-                        {
-                            reporter.progress(
-                                timesteps as f64 / total as f64,
-                                format!("{timesteps}/{total} samples, {samples_per_second:.0} samples/s"),
-                            );
-                        }
-                    })
-                    .map_err(TrialError::failed)?
-            };
-            phases.add(&report.phases);
-            done = report.timesteps;
-            if report.stopped || user_stop.is_set() {
-                reporter.set_work(done as u64, Some(phase_split(&phases, eval_s)));
-                return Err(TrialError::Stopped);
-            }
-            let t = Instant::now();
-            let eval = evaluate_trainer(&trainer, &split, self.objective).map_err(TrialError::failed)?;
-            eval_s += t.elapsed().as_secs_f64();
-            reporter.set_work(done as u64, Some(phase_split(&phases, eval_s)));
-            let value = eval.objective;
-            last = Some(eval);
-            reporter.report_and_check(report.updates as u64, value)?;
+                    }
+                    TrainEvent::Progress {
+                        timesteps,
+                        samples_per_second,
+                        ..
+                    } => reporter.progress(
+                        timesteps as f64 / total as f64,
+                        format!("{timesteps}/{total} samples, {samples_per_second:.0} samples/s"),
+                    ),
+                    _ => {}
+                }
+            })
+            .map_err(TrialError::failed)?;
+        let phases = phase_split(&report.phases);
+        reporter.set_work(report.timesteps as u64, Some(phases));
+        if let Some(e) = ended {
+            return Err(e);
         }
-        let Some(eval) = last else {
-            return Err(TrialError::Failed("the trial trained no update".into()));
+        if report.stopped || user_stop.is_set() {
+            return Err(TrialError::Stopped);
+        }
+        // The value is the policy after the last update: reuse the periodic evaluation when it
+        // fell on that update, else evaluate now.
+        let last = match report.last_evaluation {
+            Some(e) if cfg.train.eval_every > 0 && report.updates % cfg.train.eval_every == 0 => e,
+            _ => {
+                let e = evaluate_trainer(&trainer, &split, self.objective)
+                    .map_err(TrialError::failed)?
+                    .summary();
+                reporter.report_and_check(report.updates as u64, e.objective)?;
+                e
+            }
         };
         reporter.set_user_attr("objective", self.objective.name());
-        reporter.set_user_attr("val_total_return", eval.agent.total_return);
-        reporter.set_user_attr("val_sharpe", eval.agent.sharpe);
-        reporter.set_user_attr("val_max_drawdown", eval.agent.max_drawdown);
-        reporter.set_user_attr("val_equal_weight_total_return", eval.equal_weight.total_return);
-        reporter.set_user_attr("val_equal_weight_sharpe", eval.equal_weight.sharpe);
-        reporter.set_user_attr("train_timesteps", done as i64);
-        Ok(eval.objective)
+        reporter.set_user_attr("val_total_return", last.agent.total_return);
+        reporter.set_user_attr("val_sharpe", last.agent.sharpe);
+        reporter.set_user_attr("val_max_drawdown", last.agent.max_drawdown);
+        reporter.set_user_attr("val_equal_weight_total_return", last.equal_weight.total_return);
+        reporter.set_user_attr("val_equal_weight_sharpe", last.equal_weight.sharpe);
+        reporter.set_user_attr("train_timesteps", report.timesteps as i64);
+        reporter.set_user_attr("train_samples_per_s", report.samples_per_second);
+        Ok(last.objective)
     }
 }
