@@ -110,7 +110,10 @@ fn a_tiny_study_runs_then_lists_and_exports() {
         "user_attrs_val_sharpe",
         "state",
     ] {
-        assert!(header.iter().any(|h| h == col), "{col} missing in {header:?}");
+        assert!(
+            header.iter().any(|h| h == col),
+            "{col} missing in {header:?}"
+        );
     }
     let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
     assert_eq!(rows.len(), 2);
@@ -130,12 +133,18 @@ fn a_tiny_study_runs_then_lists_and_exports() {
         "rss_mib",
         "trial",
     ] {
-        assert!(header.iter().any(|h| h == col), "{col} missing in {header:?}");
+        assert!(
+            header.iter().any(|h| h == col),
+            "{col} missing in {header:?}"
+        );
     }
     let rss = header.iter().position(|h| h == "rss_mib").unwrap();
     let trial = header.iter().position(|h| h == "trial").unwrap();
     let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
-    assert!(!rows.is_empty(), "telemetry rows are tagged with the trials");
+    assert!(
+        !rows.is_empty(),
+        "telemetry rows are tagged with the trials"
+    );
     for row in &rows {
         assert!(row[rss].parse::<f64>().unwrap() > 0.0);
         assert!(["0", "1"].contains(&&row[trial]), "{row:?}");
@@ -206,7 +215,10 @@ fn bad_study_files_name_the_file_line_and_key() {
         let err = text(&o.stderr);
         assert!(!o.status.success());
         let expected = format!("{}{at}", path.display());
-        assert!(err.contains(&expected), "case {i}: want {expected:?} in:\n{err}");
+        assert!(
+            err.contains(&expected),
+            "case {i}: want {expected:?} in:\n{err}"
+        );
         assert!(err.contains(says), "case {i}: want {says:?} in:\n{err}");
     }
     let o = tradetune(&["study", "run", "--preset", "rtx9090"]);

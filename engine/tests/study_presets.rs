@@ -81,7 +81,12 @@ fn every_preset_fits_its_device_class() {
         serde_json::json!([2048, 1024, 512])
     );
     assert_eq!(rtx.study.memory_fraction, 0.8);
-    assert!(preset::find("rtx9090").unwrap_err().to_string().contains("rx7900gre"));
+    assert!(
+        preset::find("rtx9090")
+            .unwrap_err()
+            .to_string()
+            .contains("rx7900gre")
+    );
 }
 
 #[test]
@@ -92,5 +97,9 @@ fn a_preset_that_cannot_fit_fails_the_check() {
         .replace("[2048, 1024, 512]", "[32768, 16384, 8192]");
     let f = parse_study_file(&text, "wide.toml").unwrap();
     let (worst, budget, _) = worst_case(&f, 12 << 30);
-    assert!(budget.check(&worst).is_err(), "{}", fmt_bytes(worst.total()));
+    assert!(
+        budget.check(&worst).is_err(),
+        "{}",
+        fmt_bytes(worst.total())
+    );
 }

@@ -13,8 +13,8 @@ use tradetune_engine::device::memory::MemoryEstimate;
 use tradetune_engine::storage::{JsonValue, Storage, TrialRecord, TrialState};
 use tradetune_engine::study::pruner::{NopPruner, PercentilePruner};
 use tradetune_engine::study::runner::{
-    Assignment, DeviceSlot, Reporter, Runner, RunnerConfig, StudyEvent, TrialError,
-    TrialFunction, TrialInput, TrialPlan, assign,
+    Assignment, DeviceSlot, Reporter, Runner, RunnerConfig, StudyEvent, TrialError, TrialFunction,
+    TrialInput, TrialPlan, assign,
 };
 use tradetune_engine::study::sampler::{EnqueuedSampler, RandomSampler};
 use tradetune_engine::study::space::{ParamValue, SearchSpace};
@@ -149,7 +149,12 @@ fn workers_stay_on_the_devices_they_were_assigned() {
                 .parse()
                 .unwrap();
             let expected = &runner.workers()[worker].device;
-            assert_eq!(&attr_str(t, "device"), expected, "{how:?} trial #{}", t.number);
+            assert_eq!(
+                &attr_str(t, "device"),
+                expected,
+                "{how:?} trial #{}",
+                t.number
+            );
             assert_eq!(attr_str(t, "backend"), "flex");
             assert_eq!(attr_str(t, "precision"), "f32");
             // The applied configuration holds the trial's x.
@@ -160,7 +165,11 @@ fn workers_stay_on_the_devices_they_were_assigned() {
             );
             workers_seen.insert(worker);
         }
-        assert_eq!(workers_seen.len(), workers, "{how:?}: every worker ran trials");
+        assert_eq!(
+            workers_seen.len(),
+            workers,
+            "{how:?}: every worker ran trials"
+        );
         let devices_of: Vec<String> = runner.workers().into_iter().map(|w| w.device).collect();
         let expected: Vec<String> = binding
             .iter()
@@ -207,7 +216,10 @@ fn errors_panics_and_nan_become_fail_and_the_study_goes_on() {
     let states: Vec<TrialState> = stored.iter().map(|t| t.state).collect();
     use TrialState::*;
     assert_eq!(states, [Complete, Fail, Fail, Fail, Complete]);
-    assert_eq!(attr_str(&stored[1], "fail_reason"), "the env ran out of data");
+    assert_eq!(
+        attr_str(&stored[1], "fail_reason"),
+        "the env ran out of data"
+    );
     assert_eq!(
         attr_str(&stored[2], "fail_reason"),
         "panicked: index out of bounds in trial two"
@@ -274,8 +286,15 @@ fn an_over_budget_trial_fails_before_it_starts() {
             assert_eq!(t.state, TrialState::Complete);
         }
     }
-    assert!(refused > 0 && refused < 8, "seed 11 draws x on both sides of 5");
-    assert_eq!(ran.load(Ordering::SeqCst), 8 - refused, "refused trials never ran");
+    assert!(
+        refused > 0 && refused < 8,
+        "seed 11 draws x on both sides of 5"
+    );
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        8 - refused,
+        "refused trials never ran"
+    );
 }
 
 #[test]
@@ -287,7 +306,7 @@ fn stopping_a_trial_or_the_study_is_recorded_as_documented() {
         run: |input: &TrialInput<'_>, r: &mut Reporter<'_>| {
             let mut step = 0;
             while !r.stop_requested() {
-                if input.number % 2 == 0 {
+                if input.number.is_multiple_of(2) {
                     r.report(step, 0.1 * step as f64)?;
                     step += 1;
                 }
@@ -323,9 +342,16 @@ fn stopping_a_trial_or_the_study_is_recorded_as_documented() {
         run.join().unwrap().unwrap()
     });
     let stored = trials(&path, "stop");
-    assert_eq!(stored.len(), 3, "no trial starts after the study is stopped");
+    assert_eq!(
+        stored.len(),
+        3,
+        "no trial starts after the study is stopped"
+    );
     assert_eq!(stored[0].state, TrialState::Pruned);
-    assert!(stored[0].value().is_some(), "a stopped trial keeps its last value");
+    assert!(
+        stored[0].value().is_some(),
+        "a stopped trial keeps its last value"
+    );
     assert_eq!(attr_str(&stored[0], "prune_reason"), "stopped by user");
     assert_eq!(stored[1].state, TrialState::Fail);
     assert_eq!(attr_str(&stored[1], "fail_reason"), "stopped by user");
@@ -407,7 +433,9 @@ fn heartbeats_while_running_and_stale_trials_fail_on_start() {
                 }
                 std::thread::sleep(Duration::from_millis(100));
             }
-            Err(TrialError::Failed("the heartbeat never moved in 10 s".into()))
+            Err(TrialError::Failed(
+                "the heartbeat never moved in 10 s".into(),
+            ))
         },
     };
     let mut cfg = config("hb", &path, 1, 1);
@@ -427,6 +455,14 @@ fn heartbeats_while_running_and_stale_trials_fail_on_start() {
     let stored = trials(&path, "hb");
     assert_eq!(stored[0].state, TrialState::Fail);
     assert!(attr_str(&stored[0], "fail_reason").starts_with("worker lost"));
-    assert_eq!(stored[1].number, 1, "numbering goes on after the dead trial");
-    assert_eq!(stored[1].state, TrialState::Complete, "{:?}", stored[1].system_attrs);
+    assert_eq!(
+        stored[1].number, 1,
+        "numbering goes on after the dead trial"
+    );
+    assert_eq!(
+        stored[1].state,
+        TrialState::Complete,
+        "{:?}",
+        stored[1].system_attrs
+    );
 }

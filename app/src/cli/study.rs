@@ -15,8 +15,8 @@ use tradetune_engine::study::ppo_trial::{PpoTrial, PpoTrialConfig, read_study_fi
 use tradetune_engine::study::preset;
 use tradetune_engine::study::runner::{Runner, StudyEvent};
 use tradetune_engine::telemetry::{
-    DRM_ROOT, DeviceReading, DeviceTag, GpuDiscovery, Metric, Sampler, SamplerConfig,
-    SamplerCore, StorageSink, SysinfoHostProbe, Tick, WideLayout, source,
+    DRM_ROOT, DeviceReading, DeviceTag, GpuDiscovery, Metric, Sampler, SamplerConfig, SamplerCore,
+    StorageSink, SysinfoHostProbe, Tick, WideLayout, source,
 };
 
 #[derive(Debug, Subcommand)]
@@ -154,7 +154,10 @@ fn run_study(args: RunArgs) -> anyhow::Result<()> {
     let mut rc = file.runner_config(&db)?;
     if let Some(devices) = &args.devices {
         rc.devices = file.device_slots(devices)?;
-        anyhow::ensure!(!rc.devices.is_empty(), "--devices: list at least one device");
+        anyhow::ensure!(
+            !rc.devices.is_empty(),
+            "--devices: list at least one device"
+        );
     }
     rc.heartbeat_interval = seconds(args.heartbeat, "--heartbeat")?;
     rc.stale_after = seconds(args.stale_after, "--stale-after")?;
@@ -347,8 +350,7 @@ fn list(args: ListArgs) -> anyhow::Result<()> {
             s.n(TrialState::Pruned),
             s.n(TrialState::Fail),
             s.n(TrialState::Running),
-            s.best
-                .map_or("-".into(), |(n, v)| format!("#{n} {v:.6}"))
+            s.best.map_or("-".into(), |(n, v)| format!("#{n} {v:.6}"))
         );
     }
     Ok(())
@@ -368,11 +370,20 @@ fn export(args: ExportArgs) -> anyhow::Result<()> {
         let mut out = Vec::new();
         storage.export_csv(&args.name, &mut out)?;
         std::fs::write(path, out).with_context(|| format!("writing {}", path.display()))?;
-        println!("{} trials of '{}' -> {}", trials.len(), args.name, path.display());
+        println!(
+            "{} trials of '{}' -> {}",
+            trials.len(),
+            args.name,
+            path.display()
+        );
     }
     if let Some(path) = &args.telemetry {
         let n = export_telemetry(&storage, &study, &trials, path)?;
-        println!("{n} telemetry samples of '{}' -> {}", args.name, path.display());
+        println!(
+            "{n} telemetry samples of '{}' -> {}",
+            args.name,
+            path.display()
+        );
     }
     Ok(())
 }
@@ -394,7 +405,8 @@ fn export_telemetry(
     let mut skipped = 0usize;
     for t in trials {
         for s in storage.telemetry(Some(t.trial_id))? {
-            let (Ok(device), Some(metric)) = (s.source.parse::<DeviceTag>(), Metric::from_name(&s.metric))
+            let (Ok(device), Some(metric)) =
+                (s.source.parse::<DeviceTag>(), Metric::from_name(&s.metric))
             else {
                 skipped += 1;
                 continue;
@@ -418,7 +430,8 @@ fn export_telemetry(
         );
     }
     let layout = WideLayout::new(gpus, cores);
-    let mut w = csv::Writer::from_path(path).with_context(|| format!("writing {}", path.display()))?;
+    let mut w =
+        csv::Writer::from_path(path).with_context(|| format!("writing {}", path.display()))?;
     w.write_record(layout.header())?;
     for (seq, ((at, number), values)) in ticks.iter().enumerate() {
         let mut readings: Vec<DeviceReading> = Vec::new();

@@ -315,9 +315,8 @@ impl StudyFile {
             let mut leaves = Vec::new();
             flatten(&fixed, "", &mut leaves);
             for (name, value) in leaves {
-                set_fixed(&mut base_config, &name, value).map_err(|m| {
-                    err(Some(format!("fixed.{name}")), m)
-                })?;
+                set_fixed(&mut base_config, &name, value)
+                    .map_err(|m| err(Some(format!("fixed.{name}")), m))?;
             }
         }
 
@@ -359,7 +358,10 @@ impl StudyFile {
             .collect::<Result<Vec<_>, _>>()?;
         for (i, e) in enqueued.iter().enumerate() {
             space.to_internal(e).map_err(|m| {
-                err(Some("sampler.enqueue".into()), format!("entry {}: {m}", i + 1))
+                err(
+                    Some("sampler.enqueue".into()),
+                    format!("entry {}: {m}", i + 1),
+                )
             })?;
         }
         let grid = sampler
@@ -471,13 +473,8 @@ impl StudyFile {
                 .map_err(e)?,
             ),
             "successive_halving" => Box::new(
-                SuccessiveHalvingPruner::new(
-                    p.min_resource,
-                    p.reduction_factor.unwrap_or(4),
-                    0,
-                    0,
-                )
-                .map_err(e)?,
+                SuccessiveHalvingPruner::new(p.min_resource, p.reduction_factor.unwrap_or(4), 0, 0)
+                    .map_err(e)?,
             ),
             "hyperband" => Box::new(
                 HyperbandPruner::new(
@@ -511,9 +508,9 @@ impl StudyFile {
         devices
             .iter()
             .map(|d| {
-                let spec: DeviceSpec = d
-                    .parse()
-                    .map_err(|e: crate::device::DeviceError| self.key_error("study.devices", e.to_string()))?;
+                let spec: DeviceSpec = d.parse().map_err(|e: crate::device::DeviceError| {
+                    self.key_error("study.devices", e.to_string())
+                })?;
                 let memory = match spec {
                     DeviceSpec::Cpu => crate::device::memory::host_memory_bytes().or(class),
                     _ => class,
@@ -524,7 +521,10 @@ impl StudyFile {
     }
 
     /// The runner settings of this file, writing into `storage`.
-    pub fn runner_config(&self, storage: impl Into<PathBuf>) -> Result<RunnerConfig, StudyFileError> {
+    pub fn runner_config(
+        &self,
+        storage: impl Into<PathBuf>,
+    ) -> Result<RunnerConfig, StudyFileError> {
         let mut c = RunnerConfig::new(self.study.name.clone(), storage);
         c.direction = self.direction();
         c.n_trials = self.study.n_trials;
@@ -562,7 +562,10 @@ fn check_study(
     err: &dyn Fn(Option<String>, String) -> StudyFileError,
 ) -> Result<(), StudyFileError> {
     if s.name.trim().is_empty() {
-        return Err(err(Some("study.name".into()), "the study needs a name".into()));
+        return Err(err(
+            Some("study.name".into()),
+            "the study needs a name".into(),
+        ));
     }
     if !["maximize", "minimize"].contains(&s.direction.to_ascii_lowercase().as_str()) {
         return Err(err(
@@ -571,10 +574,16 @@ fn check_study(
         ));
     }
     if s.workers == 0 {
-        return Err(err(Some("study.workers".into()), "need at least one worker".into()));
+        return Err(err(
+            Some("study.workers".into()),
+            "need at least one worker".into(),
+        ));
     }
     if s.devices.is_empty() {
-        return Err(err(Some("study.devices".into()), "list at least one device".into()));
+        return Err(err(
+            Some("study.devices".into()),
+            "list at least one device".into(),
+        ));
     }
     for d in &s.devices {
         d.parse::<DeviceSpec>()
@@ -635,9 +644,7 @@ fn search_specs(t: &toml::Table, prefix: &str, out: &mut Vec<(String, toml::Tabl
 /// One search spec → a distribution.
 fn distribution(spec: &toml::Table) -> Result<Distribution, String> {
     if spec.is_empty() {
-        return Err(
-            "expected a range `{ low = …, high = … }` or `{ choices = [...] }`".into(),
-        );
+        return Err("expected a range `{ low = …, high = … }` or `{ choices = [...] }`".into());
     }
     for k in spec.keys() {
         if !SPEC_KEYS.contains(&k.as_str()) {
@@ -649,7 +656,10 @@ fn distribution(spec: &toml::Table) -> Result<Distribution, String> {
         let toml::Value::Array(items) = choices else {
             return Err("choices must be a list".into());
         };
-        let values = items.iter().map(param_value).collect::<Result<Vec<_>, _>>()?;
+        let values = items
+            .iter()
+            .map(param_value)
+            .collect::<Result<Vec<_>, _>>()?;
         return crate::study::space::CategoricalDistribution::new(values)
             .map(Distribution::Categorical)
             .map_err(|e| e.to_string());
@@ -671,7 +681,11 @@ fn distribution(spec: &toml::Table) -> Result<Distribution, String> {
         Some("int") => true,
         Some("float") => false,
         None => all_ints,
-        Some(other) => return Err(format!("type '{other}': expected int, float or categorical")),
+        Some(other) => {
+            return Err(format!(
+                "type '{other}': expected int, float or categorical"
+            ));
+        }
     };
     let num = |v: &toml::Value, what: &str| -> Result<f64, String> {
         match v {
@@ -687,7 +701,11 @@ fn distribution(spec: &toml::Table) -> Result<Distribution, String> {
                 _ => Err(format!("{what} must be an integer for an int range")),
             }
         };
-        let step = spec.get("step").map(|s| int(s, "step")).transpose()?.unwrap_or(1);
+        let step = spec
+            .get("step")
+            .map(|s| int(s, "step"))
+            .transpose()?
+            .unwrap_or(1);
         crate::study::space::IntDistribution::new(int(low, "low")?, int(high, "high")?, log, step)
             .map(Distribution::Int)
             .map_err(|e| e.to_string())
@@ -850,12 +868,19 @@ min_resource = 1
                 "ppo.policy.net_arch.vf"
             ]
         );
-        assert!(matches!(f.space.get("ppo.n_epochs"), Some(Distribution::Int(_))));
+        assert!(matches!(
+            f.space.get("ppo.n_epochs"),
+            Some(Distribution::Int(_))
+        ));
         assert!(f.build_sampler().unwrap().name().contains("tpe"));
         let rc = f.runner_config("x.db").unwrap();
         assert_eq!(rc.workers, 2);
         assert_eq!(rc.devices.len(), 2);
-        let ends: Vec<String> = f.extreme_values()[2].1.iter().map(|v| v.to_string()).collect();
+        let ends: Vec<String> = f.extreme_values()[2]
+            .1
+            .iter()
+            .map(|v| v.to_string())
+            .collect();
         assert_eq!(ends, ["4", "16"]);
     }
 
@@ -864,7 +889,10 @@ min_resource = 1
         let bad = GOOD.replace("\"ppo.learning_rate\" = {", "\"ppo.learning_rat\" = {");
         let e = StudyFile::parse(&bad, "bad.toml", &defaults()).unwrap_err();
         let msg = e.to_string();
-        assert!(msg.starts_with("bad.toml:12: search.\"ppo.learning_rat\""), "{msg}");
+        assert!(
+            msg.starts_with("bad.toml:12: search.\"ppo.learning_rat\""),
+            "{msg}"
+        );
         assert!(msg.contains("did you mean 'ppo.learning_rate'"), "{msg}");
 
         let bad = GOOD.replace("env.n_envs = 32", "env.n_env = 32");
@@ -878,29 +906,47 @@ min_resource = 1
 
         let bad = GOOD.replace("workers = 2", "workers = 0");
         let e = StudyFile::parse(&bad, "bad.toml", &defaults()).unwrap_err();
-        assert_eq!((e.line, e.key.as_deref()), (Some(4), Some("study.workers")), "{e}");
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (Some(4), Some("study.workers")),
+            "{e}"
+        );
         let bad = GOOD.replace("workers = 2", "workers = \"two\"");
         let e = StudyFile::parse(&bad, "bad.toml", &defaults()).unwrap_err();
         assert_eq!(e.line, Some(4), "{e}");
         assert!(e.message.contains("invalid type"), "{e}");
-        let bad = GOOD.replace("[pruner]\nkind = \"hyperband\"", "[pruner]\nkind = \"never\"");
+        let bad = GOOD.replace(
+            "[pruner]\nkind = \"hyperband\"",
+            "[pruner]\nkind = \"never\"",
+        );
         let e = StudyFile::parse(&bad, "bad.toml", &defaults()).unwrap_err();
         assert_eq!(e.line, Some(23), "{e}");
 
-        let e = StudyFile::parse("[study]\nname = \"x\"\nworkers = [", "syntax.toml", &defaults())
-            .unwrap_err();
+        let e = StudyFile::parse(
+            "[study]\nname = \"x\"\nworkers = [",
+            "syntax.toml",
+            &defaults(),
+        )
+        .unwrap_err();
         assert_eq!(e.line, Some(3), "{e}");
 
         let bad = GOOD.replace("kind = \"tpe\"", "kind = \"cmaes\"");
         let e = StudyFile::parse(&bad, "bad.toml", &defaults()).unwrap_err();
-        assert!(e.to_string().contains("sampler.kind: unknown sampler 'cmaes'"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("sampler.kind: unknown sampler 'cmaes'"),
+            "{e}"
+        );
 
         let bad = format!("{GOOD}\n[extra]\nx = 1\n");
         assert!(StudyFile::parse(&bad, "bad.toml", &defaults()).is_err());
         let bad = GOOD.replace("min_resource = 1", "min_resourc = 1");
         let e = StudyFile::parse(&bad, "bad.toml", &defaults()).unwrap_err();
         assert!(e.to_string().contains("min_resourc"), "{e}");
-        let bad = GOOD.replace("{ low = 4, high = 16, step = 4 }", "{ low = 4, high = 15, step = 4 }");
+        let bad = GOOD.replace(
+            "{ low = 4, high = 16, step = 4 }",
+            "{ low = 4, high = 15, step = 4 }",
+        );
         let e = StudyFile::parse(&bad, "bad.toml", &defaults()).unwrap_err();
         assert!(e.to_string().contains("not a multiple of step"), "{e}");
     }

@@ -243,7 +243,7 @@ impl TrialFunction for PpoTrial {
         // The value is the policy after the last update: reuse the periodic evaluation when it
         // fell on that update, else evaluate now.
         let last = match report.last_evaluation {
-            Some(e) if cfg.train.eval_every > 0 && report.updates % cfg.train.eval_every == 0 => e,
+            Some(e) if cfg.train.eval_every > 0 && report.updates.is_multiple_of(cfg.train.eval_every) => e,
             _ => {
                 let e = evaluate_trainer(&trainer, &split, self.objective)
                     .map_err(TrialError::failed)?

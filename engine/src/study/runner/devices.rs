@@ -141,7 +141,11 @@ mod tests {
 
     #[test]
     fn repeated_devices_get_distinct_labels() {
-        let mut slots = vec![cpu(1), cpu(1), DeviceSlot::new(DeviceSpec::Wgpu(Some(0)), None)];
+        let mut slots = vec![
+            cpu(1),
+            cpu(1),
+            DeviceSlot::new(DeviceSpec::Wgpu(Some(0)), None),
+        ];
         label_slots(&mut slots);
         let labels: Vec<&str> = slots.iter().map(|s| s.label.as_str()).collect();
         assert_eq!(labels, ["cpu", "cpu#1", "wgpu:0"]);

@@ -52,7 +52,11 @@ pub(super) fn history(records: &[TrialRecord]) -> Vec<Trial> {
             number: r.number.max(0) as u64,
             state: state(r.state),
             value: r.value(),
-            params: r.params.iter().map(|p| (p.name.clone(), p.internal)).collect(),
+            params: r
+                .params
+                .iter()
+                .map(|p| (p.name.clone(), p.internal))
+                .collect(),
             intermediate_values: r
                 .intermediate_values
                 .iter()

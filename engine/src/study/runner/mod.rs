@@ -657,7 +657,11 @@ impl Runner {
         duration_s: f64,
         events: &Sender<StudyEvent>,
     ) -> Result<TrialOutcome, RunnerError> {
-        storage.set_trial_system_attr(handle.trial_id, "prune_reason", &JsonValue::from(reason.as_str()))?;
+        storage.set_trial_system_attr(
+            handle.trial_id,
+            "prune_reason",
+            &JsonValue::from(reason.as_str()),
+        )?;
         storage.prune_trial(handle.trial_id)?;
         let value = storage.trial(handle.trial_id)?.value();
         let number = handle.number.max(0) as u64;

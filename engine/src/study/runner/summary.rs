@@ -32,7 +32,9 @@ pub(super) fn summarise(
             if p.t < from || p.t > to {
                 continue;
             }
-            let Some(timestamp) = Utc.timestamp_millis_opt((p.t * 1000.0).round() as i64).single()
+            let Some(timestamp) = Utc
+                .timestamp_millis_opt((p.t * 1000.0).round() as i64)
+                .single()
             else {
                 continue;
             };

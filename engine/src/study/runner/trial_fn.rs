@@ -259,5 +259,4 @@ impl Reporter<'_> {
     pub fn last_step(&self) -> Option<u64> {
         self.last_step
     }
-
 }
