@@ -45,11 +45,19 @@
 //! Every name in `[fixed]`, `[search]` and the sampler's lists is checked against the trial
 //! configuration before anything runs; errors name the file, the line and the key.
 
+mod line;
+mod sections;
+mod spec;
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
+
+pub use line::line_of;
+pub use sections::{DEFAULT_OBJECTIVE, DataSection, PrunerSection, SamplerSection, StudySection};
+use spec::{distribution, flatten, param_value, search_specs, set_fixed};
 
 use crate::device::DeviceSpec;
 use crate::market::split::SplitSpec;
@@ -57,7 +65,7 @@ use crate::study::config_path::{self, ConfigPathError};
 use crate::study::pruner::{
     HyperbandPruner, NopPruner, PercentilePruner, Pruner, SuccessiveHalvingPruner,
 };
-use crate::study::runner::{Assignment, DeviceSlot, RunnerConfig};
+use crate::study::runner::{DeviceSlot, RunnerConfig};
 use crate::study::sampler::{
     EnqueuedSampler, GridSampler, RandomSampler, Sampler, TpeConfig, TpeSampler,
 };
@@ -85,124 +93,6 @@ impl fmt::Display for StudyFileError {
             write!(f, ": {key}")?;
         }
         write!(f, ": {}", self.message)
-    }
-}
-
-/// The `[study]` table.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StudySection {
-    pub name: String,
-    #[serde(default = "default_direction")]
-    pub direction: String,
-    #[serde(default = "default_objective")]
-    pub objective: String,
-    #[serde(default = "default_n_trials")]
-    pub n_trials: usize,
-    #[serde(default = "one")]
-    pub workers: usize,
-    #[serde(default = "default_devices")]
-    pub devices: Vec<String>,
-    #[serde(default)]
-    pub assignment: Assignment,
-    #[serde(default = "default_fraction")]
-    pub memory_fraction: f64,
-    /// Memory of the device class (GiB) where the device's own is unknown (GPUs, presets).
-    pub device_memory_gib: Option<f64>,
-    /// What the file is for (`NVIDIA RTX 4080 16 GB`), shown in preset lists.
-    pub device_class: Option<String>,
-    pub description: Option<String>,
-}
-
-fn default_direction() -> String {
-    "maximize".into()
-}
-/// The objective used when a file names none (see [`crate::study::ppo_trial`]).
-pub const DEFAULT_OBJECTIVE: &str = "sharpe_excess";
-fn default_objective() -> String {
-    DEFAULT_OBJECTIVE.into()
-}
-fn default_n_trials() -> usize {
-    20
-}
-fn one() -> usize {
-    1
-}
-fn default_devices() -> Vec<String> {
-    vec!["cpu".into()]
-}
-fn default_fraction() -> f64 {
-    crate::device::memory::DEFAULT_MEMORY_FRACTION
-}
-
-/// The `[data]` table.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct DataSection {
-    /// Market files; empty = the bundled sample. Relative paths are relative to the study file.
-    pub paths: Vec<PathBuf>,
-    pub assets: Vec<String>,
-}
-
-/// The `[sampler]` table.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct SamplerSection {
-    /// `tpe`, `random` or `grid`.
-    pub kind: String,
-    pub seed: u64,
-    pub n_startup_trials: Option<usize>,
-    pub n_ei_candidates: Option<usize>,
-    pub multivariate: Option<bool>,
-    pub constant_liar: Option<bool>,
-    /// Grid values per parameter (`kind = "grid"`).
-    pub grid: BTreeMap<String, Vec<toml::Value>>,
-    /// Fixed (possibly partial) parameter sets tried first.
-    pub enqueue: Vec<BTreeMap<String, toml::Value>>,
-}
-
-impl Default for SamplerSection {
-    fn default() -> Self {
-        SamplerSection {
-            kind: "tpe".into(),
-            seed: 0,
-            n_startup_trials: None,
-            n_ei_candidates: None,
-            multivariate: None,
-            constant_liar: None,
-            grid: BTreeMap::new(),
-            enqueue: Vec::new(),
-        }
-    }
-}
-
-/// The `[pruner]` table; fields apply to the kinds that use them, with Optuna's defaults.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct PrunerSection {
-    /// `none`, `median`, `percentile`, `successive_halving` or `hyperband`.
-    pub kind: String,
-    pub percentile: f64,
-    pub n_startup_trials: usize,
-    pub n_warmup_steps: u64,
-    pub interval_steps: u64,
-    pub min_resource: Option<u64>,
-    pub max_resource: Option<u64>,
-    pub reduction_factor: Option<u64>,
-}
-
-impl Default for PrunerSection {
-    fn default() -> Self {
-        PrunerSection {
-            kind: "median".into(),
-            percentile: 50.0,
-            n_startup_trials: 5,
-            n_warmup_steps: 0,
-            interval_steps: 1,
-            min_resource: None,
-            max_resource: None,
-            reduction_factor: None,
-        }
     }
 }
 
@@ -604,210 +494,6 @@ fn check_study(
         ));
     }
     Ok(())
-}
-
-/// The leaves of a TOML table as (dotted name, value); arrays are leaves.
-fn flatten(t: &toml::Table, prefix: &str, out: &mut Vec<(String, toml::Value)>) {
-    for (k, v) in t {
-        let name = if prefix.is_empty() {
-            k.clone()
-        } else {
-            format!("{prefix}.{k}")
-        };
-        match v {
-            toml::Value::Table(inner) => flatten(inner, &name, out),
-            _ => out.push((name, v.clone())),
-        }
-    }
-}
-
-const SPEC_KEYS: [&str; 6] = ["type", "low", "high", "log", "step", "choices"];
-
-/// The search specs of `[search]`, whether written `"a.b" = {…}` or as nested tables.
-fn search_specs(t: &toml::Table, prefix: &str, out: &mut Vec<(String, toml::Table)>) {
-    for (k, v) in t {
-        let name = if prefix.is_empty() {
-            k.clone()
-        } else {
-            format!("{prefix}.{k}")
-        };
-        match v {
-            toml::Value::Table(inner) if inner.keys().any(|k| SPEC_KEYS.contains(&k.as_str())) => {
-                out.push((name, inner.clone()))
-            }
-            toml::Value::Table(inner) => search_specs(inner, &name, out),
-            _ => out.push((name, toml::Table::new())),
-        }
-    }
-}
-
-/// One search spec → a distribution.
-fn distribution(spec: &toml::Table) -> Result<Distribution, String> {
-    if spec.is_empty() {
-        return Err("expected a range `{ low = …, high = … }` or `{ choices = [...] }`".into());
-    }
-    for k in spec.keys() {
-        if !SPEC_KEYS.contains(&k.as_str()) {
-            return Err(format!("unknown key '{k}'; keys: {}", SPEC_KEYS.join(", ")));
-        }
-    }
-    let kind = spec.get("type").and_then(toml::Value::as_str);
-    if let Some(choices) = spec.get("choices") {
-        let toml::Value::Array(items) = choices else {
-            return Err("choices must be a list".into());
-        };
-        let values = items
-            .iter()
-            .map(param_value)
-            .collect::<Result<Vec<_>, _>>()?;
-        return crate::study::space::CategoricalDistribution::new(values)
-            .map(Distribution::Categorical)
-            .map_err(|e| e.to_string());
-    }
-    let (Some(low), Some(high)) = (spec.get("low"), spec.get("high")) else {
-        return Err("a range needs both low and high".into());
-    };
-    let log = match spec.get("log") {
-        None => false,
-        Some(toml::Value::Boolean(b)) => *b,
-        Some(_) => return Err("log must be true or false".into()),
-    };
-    let all_ints = matches!(low, toml::Value::Integer(_))
-        && matches!(high, toml::Value::Integer(_))
-        && spec
-            .get("step")
-            .is_none_or(|s| matches!(s, toml::Value::Integer(_)));
-    let is_int = match kind {
-        Some("int") => true,
-        Some("float") => false,
-        None => all_ints,
-        Some(other) => {
-            return Err(format!(
-                "type '{other}': expected int, float or categorical"
-            ));
-        }
-    };
-    let num = |v: &toml::Value, what: &str| -> Result<f64, String> {
-        match v {
-            toml::Value::Integer(i) => Ok(*i as f64),
-            toml::Value::Float(f) => Ok(*f),
-            _ => Err(format!("{what} must be a number")),
-        }
-    };
-    if is_int {
-        let int = |v: &toml::Value, what: &str| -> Result<i64, String> {
-            match v {
-                toml::Value::Integer(i) => Ok(*i),
-                _ => Err(format!("{what} must be an integer for an int range")),
-            }
-        };
-        let step = spec
-            .get("step")
-            .map(|s| int(s, "step"))
-            .transpose()?
-            .unwrap_or(1);
-        crate::study::space::IntDistribution::new(int(low, "low")?, int(high, "high")?, log, step)
-            .map(Distribution::Int)
-            .map_err(|e| e.to_string())
-    } else {
-        let step = spec.get("step").map(|s| num(s, "step")).transpose()?;
-        crate::study::space::FloatDistribution::new(num(low, "low")?, num(high, "high")?, log, step)
-            .map(Distribution::Float)
-            .map_err(|e| e.to_string())
-    }
-}
-
-/// A TOML value as a parameter value; a list becomes its text (`"[512, 256]"`), which list
-/// fields such as `ppo.policy.net_arch.pi` accept (see [`config_path`]).
-fn param_value(v: &toml::Value) -> Result<ParamValue, String> {
-    match v {
-        toml::Value::Integer(i) => Ok(ParamValue::Int(*i)),
-        toml::Value::Float(f) => Ok(ParamValue::Float(*f)),
-        toml::Value::Boolean(b) => Ok(ParamValue::Bool(*b)),
-        toml::Value::String(s) => Ok(ParamValue::Str(s.clone())),
-        toml::Value::Array(items) => {
-            let nums: Option<Vec<String>> = items
-                .iter()
-                .map(|x| match x {
-                    toml::Value::Integer(i) => Some(i.to_string()),
-                    toml::Value::Float(f) => Some(f.to_string()),
-                    _ => None,
-                })
-                .collect();
-            nums.map(|n| ParamValue::Str(format!("[{}]", n.join(", "))))
-                .ok_or_else(|| "a list value must hold numbers only".into())
-        }
-        other => Err(format!("unsupported value {other}")),
-    }
-}
-
-/// Sets the leaf `name` of `root` to a fixed TOML value; the leaf must exist and the value must
-/// have its type (a number for a number, a list for a list, …).
-fn set_fixed(root: &mut serde_json::Value, name: &str, value: toml::Value) -> Result<(), String> {
-    let json = serde_json::to_value(&value).map_err(|e| e.to_string())?;
-    // Reuse the dotted-name check (unknown names list the valid ones, "did you mean").
-    let probe = match &json {
-        serde_json::Value::Array(_) => ParamValue::Str(json.to_string()),
-        _ => param_value(&value)?,
-    };
-    let mut scratch = root.clone();
-    config_path::apply_value(&mut scratch, name, &probe).map_err(|e| e.to_string())?;
-    *root = scratch;
-    Ok(())
-}
-
-/// The 1-based line where `key` is written: `key =`, `"key" =`, `[key]`, `[search."key"]`, or
-/// the last segment of a dotted key followed by `=`. A key that starts with a section name
-/// (`pruner.kind`) is looked for inside that section first.
-pub fn line_of(text: &str, key: &str) -> Option<usize> {
-    let bare = key.replace('"', "");
-    let lines: Vec<&str> = text.lines().collect();
-    let section = bare.split('.').next().unwrap_or("");
-    let header = lines.iter().position(|l| {
-        let l = l.trim();
-        l == format!("[{section}]") || l.starts_with(&format!("[{section}."))
-    });
-    let range = match header {
-        Some(h) if bare.contains('.') => {
-            let end = lines[h + 1..]
-                .iter()
-                .position(|l| {
-                    let l = l.trim_start();
-                    l.starts_with('[') && !l.starts_with(&format!("[{section}"))
-                })
-                .map_or(lines.len(), |e| h + 1 + e);
-            h..end
-        }
-        _ => 0..lines.len(),
-    };
-    if bare == section
-        && let Some(h) = header
-    {
-        return Some(h + 1);
-    }
-    let last = bare.rsplit('.').next().unwrap_or(&bare).to_owned();
-    let inner = key
-        .split_once(".\"")
-        .map(|(_, rest)| rest.trim_end_matches('"').to_owned());
-    let unsectioned = bare.split_once('.').map(|(_, rest)| rest.to_owned());
-    let candidates: Vec<String> = [Some(bare.clone()), inner, unsectioned, Some(last)]
-        .into_iter()
-        .flatten()
-        .collect();
-    for c in &candidates {
-        for i in range.clone() {
-            let l = lines[i].trim_start().trim_start_matches('[');
-            for form in [c.clone(), format!("\"{c}\""), format!("search.\"{c}\"")] {
-                if let Some(rest) = l.strip_prefix(&form) {
-                    let rest = rest.trim_start();
-                    if rest.starts_with('=') || rest.starts_with(']') {
-                        return Some(i + 1);
-                    }
-                }
-            }
-        }
-    }
-    None
 }
 
 #[cfg(test)]
