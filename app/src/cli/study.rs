@@ -9,9 +9,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use tradetune_engine::storage::{Storage, StudyRecord, TrialRecord, TrialState};
 use tradetune_engine::study::file::StudyFile;
-use tradetune_engine::study::ppo_trial::{PpoTrial, PpoTrialConfig, read_study_file};
+use tradetune_engine::study::ppo_trial::{
+    PpoTrial, PpoTrialConfig, objective_of, read_study_file,
+};
 use tradetune_engine::study::preset;
 use tradetune_engine::study::runner::{Runner, StudyEvent};
 use tradetune_engine::telemetry::{
@@ -164,7 +167,7 @@ fn run_study(args: RunArgs) -> anyhow::Result<()> {
 
     let base = PpoTrialConfig::from_json(&file.base_config)
         .map_err(|e| anyhow::anyhow!("{}: {e}", file.path))?;
-    let trial = PpoTrial::load(&file.data, &file.split, &base, &file.study.objective)?;
+    let trial = PpoTrial::load(&file.data, &file.split, &base, objective_of(&file)?)?;
     if !args.json {
         println!("study '{}' in {}", file.study.name, db.display());
         println!("data: {}", trial.source);
@@ -212,12 +215,51 @@ fn run_study(args: RunArgs) -> anyhow::Result<()> {
             drop(tx);
             r
         });
+        // Live bars per worker on a terminal; plain lines otherwise.
+        let multi = MultiProgress::new();
+        let mut bars: BTreeMap<usize, ProgressBar> = BTreeMap::new();
+        let say = |line: String| {
+            if multi.is_hidden() {
+                println!("{line}");
+            } else {
+                let _ = multi.println(line);
+            }
+        };
         for event in rx.iter() {
             if args.json {
                 println!("{}", serde_json::to_string(&event).unwrap_or_default());
-            } else {
-                print_event(&event);
+                continue;
             }
+            match &event {
+                StudyEvent::StudyStarted { workers, .. } if !multi.is_hidden() => {
+                    let style = ProgressStyle::with_template("{prefix:<18} {bar:30} {msg}")
+                        .unwrap_or_else(|_| ProgressStyle::default_bar());
+                    for w in workers {
+                        let bar = multi.add(ProgressBar::new(1000));
+                        bar.set_style(style.clone());
+                        bar.set_prefix(format!("worker {} {}", w.worker, w.device));
+                        bars.insert(w.worker, bar);
+                    }
+                }
+                StudyEvent::WorkerProgress {
+                    worker,
+                    number,
+                    fraction,
+                    message,
+                } => {
+                    if let Some(bar) = bars.get(worker) {
+                        bar.set_position((fraction * 1000.0) as u64);
+                        bar.set_message(format!("trial {number}: {message}"));
+                    }
+                }
+                _ => {}
+            }
+            for line in event_lines(&event) {
+                say(line);
+            }
+        }
+        for bar in bars.values() {
+            bar.finish_and_clear();
         }
         handle
             .join()
@@ -241,7 +283,9 @@ fn run_study(args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_event(e: &StudyEvent) {
+/// The text lines of an event (none for the live-only ones).
+fn event_lines(e: &StudyEvent) -> Vec<String> {
+    let mut out = Vec::new();
     match e {
         StudyEvent::StudyStarted {
             existing_trials,
@@ -251,15 +295,17 @@ fn print_event(e: &StudyEvent) {
             ..
         } => {
             if !recovered.is_empty() {
-                println!(
+                out.push(format!(
                     "recovered {} trial(s) left RUNNING by a dead process, now FAIL: {:?}",
                     recovered.len(),
                     recovered
-                );
+                ));
             }
-            println!("{existing_trials} trial(s) already in the study; running {n_trials} more");
+            out.push(format!(
+                "{existing_trials} trial(s) already in the study; running {n_trials} more"
+            ));
             for w in workers {
-                println!("worker {} on {} ({})", w.worker, w.device, w.backend);
+                out.push(format!("worker {} on {} ({})", w.worker, w.device, w.backend));
             }
         }
         StudyEvent::TrialCompleted {
@@ -268,9 +314,9 @@ fn print_event(e: &StudyEvent) {
             device,
             value,
             duration_s,
-        } => println!(
+        } => out.push(format!(
             "trial {number:>4} COMPLETE  value {value:>10.5}  worker {worker} on {device}  {duration_s:.1} s"
-        ),
+        )),
         StudyEvent::TrialPruned {
             number,
             worker,
@@ -279,32 +325,33 @@ fn print_event(e: &StudyEvent) {
             value,
             reason,
             duration_s,
-        } => println!(
+        } => out.push(format!(
             "trial {number:>4} PRUNED    value {:>10}  worker {worker} on {device}  {duration_s:.1} s  ({reason}{})",
             value.map_or("-".into(), |v| format!("{v:.5}")),
             step.map_or(String::new(), |s| format!(" at step {s}"))
-        ),
+        )),
         StudyEvent::TrialFailed {
             number,
             worker,
             device,
             reason,
             duration_s,
-        } => println!(
+        } => out.push(format!(
             "trial {number:>4} FAIL      worker {worker} on {device}  {duration_s:.1} s: {reason}"
-        ),
+        )),
         StudyEvent::StudyFinished {
             completed,
             pruned,
             failed,
             stopped,
             ..
-        } => println!(
+        } => out.push(format!(
             "done: {completed} complete, {pruned} pruned, {failed} failed{}",
             if *stopped { " (stopped)" } else { "" }
-        ),
+        )),
         _ => {}
     }
+    out
 }
 
 fn list(args: ListArgs) -> anyhow::Result<()> {

@@ -91,11 +91,15 @@ pub fn parse_study_file(text: &str, path: &str) -> Result<StudyFile, StudyFileEr
 }
 
 fn check_objective(f: &StudyFile) -> Result<(), StudyFileError> {
+    objective_of(f).map(|_| ())
+}
+
+/// The file's objective (`[study] objective`, default `sharpe_excess`).
+pub fn objective_of(f: &StudyFile) -> Result<Objective, StudyFileError> {
     f.study
         .objective
         .parse::<Objective>()
-        .map(|_| ())
-        .map_err(|message| f.key_error("objective", message))
+        .map_err(|message| f.key_error("study.objective", message))
 }
 
 /// Trains and scores PPO trials on one prepared dataset, shared by every worker.
@@ -114,7 +118,7 @@ impl PpoTrial {
         data: &DataSection,
         split: &SplitSpec,
         base: &PpoTrialConfig,
-        objective: &str,
+        objective: Objective,
     ) -> Result<Self, crate::market::DataError> {
         let loaded = DatasetConfig {
             paths: data.paths.clone(),
@@ -125,7 +129,6 @@ impl PpoTrial {
             ..DatasetConfig::default()
         }
         .load()?;
-        let objective = objective.parse::<Objective>().unwrap_or_default();
         Ok(PpoTrial {
             source: format!(
                 "{}: {} (train bars {}..{}, validation {}..{})",
