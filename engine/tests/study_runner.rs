@@ -466,3 +466,95 @@ fn heartbeats_while_running_and_stale_trials_fail_on_start() {
         stored[1].system_attrs
     );
 }
+
+/// A GPU that always reads 73 % busy, 2048 MiB used and 150 W.
+struct FakeGpu;
+
+impl tradetune_engine::telemetry::Source for FakeGpu {
+    fn name(&self) -> String {
+        "fake".into()
+    }
+    fn read(&mut self) -> tradetune_engine::telemetry::SourceReading {
+        use tradetune_engine::telemetry::{DeviceReading, DeviceTag, Metric};
+        tradetune_engine::telemetry::SourceReading {
+            readings: vec![DeviceReading {
+                device: DeviceTag::Gpu(0),
+                values: vec![
+                    (Metric::UtilPct, 73.0),
+                    (Metric::MemUsedMib, 2048.0),
+                    (Metric::PowerW, 150.0),
+                ],
+            }],
+            problems: Vec::new(),
+        }
+    }
+}
+
+#[test]
+fn a_trial_ends_with_its_telemetry_summary_and_tagged_rows() {
+    use tradetune_engine::telemetry::{
+        DeviceTag, Metric, Sampler, SamplerConfig, SamplerCore, StorageSink,
+    };
+    let path = db("telemetry");
+    // The study must exist before the sink's rows reference its trials.
+    let sink = StorageSink::new(Storage::open(&path).unwrap());
+    let core = SamplerCore::new(
+        SamplerConfig::with_interval(Duration::from_millis(100)).unwrap(),
+        vec![Box::new(FakeGpu)],
+        Some(Box::new(sink)),
+    )
+    .unwrap();
+    let sampler = Sampler::start(core).unwrap();
+    let handle = sampler.handle();
+    let watch = sampler.handle();
+    let f = Synthetic {
+        plan: f32_plan,
+        run: move |_: &TrialInput<'_>, r: &mut Reporter<'_>| {
+            // Wait for three ticks taken while this trial runs (the sampler is tagged with it).
+            let start = chrono::Utc::now().timestamp_millis() as f64 / 1000.0;
+            for _ in 0..200 {
+                let fresh = watch
+                    .series(DeviceTag::Gpu(0), Metric::UtilPct, 10_000)
+                    .iter()
+                    .filter(|p| p.t > start)
+                    .count();
+                if fresh >= 3 {
+                    r.set_work(12_000, None);
+                    return Ok(1.0);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(TrialError::Failed(
+                "the sampler took no 3 ticks in 10 s".into(),
+            ))
+        },
+    };
+    let runner = Runner::new(
+        config("telemetry", &path, 1, 1),
+        space(),
+        base(),
+        Box::new(RandomSampler::new(0)),
+        Box::new(NopPruner),
+        Arc::new(f),
+    )
+    .unwrap()
+    .with_telemetry(handle);
+    let (tx, _rx) = mpsc::channel();
+    runner.run(&tx).unwrap();
+    let stats = sampler.stop();
+    assert_eq!(stats.rows_dropped, 0, "{:?}", stats.last_sink_error);
+    let stored = trials(&path, "telemetry");
+    let t = &stored[0];
+    assert_eq!(t.state, TrialState::Complete, "{:?}", t.system_attrs);
+    let num = |k: &str| t.user_attr(k).and_then(JsonValue::as_f64);
+    assert_eq!(num("gpu0_mean_util_pct"), Some(73.0));
+    assert_eq!(num("gpu0_peak_mem_used_mib"), Some(2048.0));
+    assert!(num("gpu0_energy_j").is_some_and(|j| j > 0.0));
+    assert!(num("wall_s").is_some_and(|w| w > 0.0));
+    assert!(num("samples_per_s").is_some_and(|s| s > 0.0));
+    // The sampler's rows of this trial are in the database, tagged with its id.
+    let st = Storage::open_read_only(&path).unwrap();
+    let rows = st.telemetry(Some(t.trial_id)).unwrap();
+    assert!(rows.len() >= 3 * 3, "{} rows", rows.len());
+    assert!(rows.iter().all(|r| r.source == "gpu0"));
+}

@@ -12,9 +12,7 @@ use clap::{Args, Subcommand};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use tradetune_engine::storage::{Storage, StudyRecord, TrialRecord, TrialState};
 use tradetune_engine::study::file::StudyFile;
-use tradetune_engine::study::ppo_trial::{
-    PpoTrial, PpoTrialConfig, objective_of, read_study_file,
-};
+use tradetune_engine::study::ppo_trial::{PpoTrial, PpoTrialConfig, objective_of, read_study_file};
 use tradetune_engine::study::preset;
 use tradetune_engine::study::runner::{Runner, StudyEvent};
 use tradetune_engine::telemetry::{
