@@ -83,6 +83,13 @@ fn a_tiny_study_runs_then_lists_and_exports() {
     let cols: Vec<&str> = line.split_whitespace().collect();
     assert_eq!(&cols[1..6], ["2", "2", "0", "0", "0"], "{line}");
 
+    let o = tradetune(&["study", "show", "tiny", "--db", s(&db)]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(out.matches("COMPLETE").count(), 2, "{out}");
+    assert!(out.contains("ppo.learning_rate="), "{out}");
+    assert!(out.contains("best: #"), "{out}");
+
     let trials_csv = dir.join("trials.csv");
     let telemetry_csv = dir.join("telemetry.csv");
     let o = tradetune(&[

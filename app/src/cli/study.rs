@@ -26,6 +26,8 @@ pub enum StudyCommand {
     Run(RunArgs),
     /// The studies of a database with their trial counts and best values.
     List(ListArgs),
+    /// One study's trials: state, value, device, worker, duration, parameters.
+    Show(ShowArgs),
     /// Write a study's trials (Optuna's trials_dataframe columns) and/or telemetry as CSV.
     Export(ExportArgs),
     /// The bundled presets and the device class each is for.
@@ -79,6 +81,17 @@ pub struct ListArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The study's name.
+    pub name: String,
+    #[arg(long, alias = "storage")]
+    pub db: Option<PathBuf>,
+    /// The study and every trial as JSON (Optuna's FrozenTrial fields).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct ExportArgs {
     /// The study's name.
     pub name: String,
@@ -102,6 +115,7 @@ pub fn run(command: StudyCommand) -> anyhow::Result<()> {
     match command {
         StudyCommand::Run(a) => run_study(a),
         StudyCommand::List(a) => list(a),
+        StudyCommand::Show(a) => show(a),
         StudyCommand::Export(a) => export(a),
         StudyCommand::Presets(a) => presets(a),
     }
@@ -397,6 +411,72 @@ fn list(args: ListArgs) -> anyhow::Result<()> {
             s.n(TrialState::Running),
             s.best.map_or("-".into(), |(n, v)| format!("#{n} {v:.6}"))
         );
+    }
+    Ok(())
+}
+
+fn attr_text(t: &TrialRecord, key: &str) -> String {
+    match t.user_attr(key).or_else(|| t.system_attr(key)) {
+        Some(tradetune_engine::storage::JsonValue::Str(s)) => s.clone(),
+        Some(v) => v.dumps(),
+        None => "-".into(),
+    }
+}
+
+fn show(args: ShowArgs) -> anyhow::Result<()> {
+    let db = db_path(args.db)?;
+    anyhow::ensure!(db.exists(), "{}: no such study database", db.display());
+    let storage = Storage::open_read_only(&db)?;
+    let study = storage.study(&args.name)?;
+    let trials = storage.trials(study.study_id)?;
+    let best = storage
+        .best_trial(study.study_id)?
+        .and_then(|t| t.value().map(|v| (t.number, v)));
+    if args.json {
+        let v = tradetune_engine::storage::study_view_json(&study, &trials, best)?;
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!(
+        "{:>6} {:<9} {:>11} {:<8} {:<9} {:<5} {:>9}  params / reason",
+        "number", "state", "value", "device", "worker", "prec", "duration"
+    );
+    for t in &trials {
+        let duration = match (t.datetime_start, t.datetime_complete) {
+            (Some(a), Some(b)) => format!("{:.1} s", (b - a).num_milliseconds() as f64 / 1000.0),
+            _ => "-".into(),
+        };
+        let detail = if t.state == TrialState::Fail {
+            attr_text(t, "fail_reason")
+        } else {
+            t.params
+                .iter()
+                .map(|p| {
+                    use tradetune_engine::storage::ParamValue;
+                    let v = match p.external() {
+                        Ok(ParamValue::Float(f)) => format!("{f:.6}"),
+                        Ok(ParamValue::Int(i)) => i.to_string(),
+                        Ok(ParamValue::Choice(c)) => c.to_json().dumps(),
+                        Err(_) => "?".into(),
+                    };
+                    format!("{}={v}", p.name)
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        println!(
+            "{:>6} {:<9} {:>11} {:<8} {:<9} {:<5} {:>9}  {detail}",
+            t.number,
+            t.state.as_str(),
+            t.value().map_or("-".into(), |v| format!("{v:.5}")),
+            attr_text(t, "device"),
+            attr_text(t, "worker"),
+            attr_text(t, "precision"),
+            duration
+        );
+    }
+    if let Some((n, v)) = best {
+        println!("best: #{n} value {v:.6}");
     }
     Ok(())
 }
