@@ -1,5 +1,6 @@
 //! Headless subcommands. Each prints for people by default and JSON with `--json`.
 
+pub mod backtest;
 pub mod bench;
 pub mod data;
 pub mod devices;
@@ -28,6 +29,8 @@ pub enum Command {
     Monitor(monitor::MonitorArgs),
     /// Train one PPO agent and write a checkpoint.
     Train(train::TrainArgs),
+    /// Evaluate a checkpoint's policy on a held-out split against equal weight.
+    Backtest(backtest::BacktestArgs),
     /// The devices this build can train on here, and why not where it cannot.
     Devices(devices::DevicesArgs),
 }
@@ -39,6 +42,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Bench(c) => bench::run(c),
         Command::Monitor(a) => monitor::run(a),
         Command::Train(a) => train::run(a),
+        Command::Backtest(a) => backtest::run(a),
         Command::Devices(a) => devices::run(a),
     }
 }
