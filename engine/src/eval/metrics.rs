@@ -145,19 +145,20 @@ impl Metrics {
             peak = peak.max(v);
             max_drawdown = max_drawdown.max(1.0 - v / peak);
         }
-        let turnover: f64 = c
+        // fold from +0.0: an empty f64 `sum()` is −0.0, which prints as "-0".
+        let turnover = c
             .traded
             .iter()
             .zip(e)
-            .map(|(traded, before)| traded / before)
-            .sum();
+            .fold(0.0, |acc, (traded, before)| acc + traded / before);
+        let fees = c.fees.iter().fold(0.0, |acc, f| acc + f);
         Ok(Self {
             total_return: finite("total_return", e[e.len() - 1] / e[0] - 1.0, "")?,
             sharpe: ratio("sharpe", mean, std, root_p)?,
             sortino: ratio("sortino", mean, downside, root_p)?,
             max_drawdown,
             turnover: finite("turnover", turnover, "traded values are not finite")?,
-            fees_paid: finite("fees_paid", c.fees.iter().sum(), "fees are not finite")?,
+            fees_paid: finite("fees_paid", fees, "fees are not finite")?,
             volatility: finite("volatility", std * root_p, "the returns are not finite")?,
         })
     }
