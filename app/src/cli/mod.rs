@@ -2,6 +2,7 @@
 
 pub mod backtest;
 pub mod bench;
+pub mod compare;
 pub mod data;
 pub mod devices;
 pub mod monitor;
@@ -31,6 +32,8 @@ pub enum Command {
     Train(train::TrainArgs),
     /// Evaluate a checkpoint's policy on a held-out split against equal weight.
     Backtest(backtest::BacktestArgs),
+    /// Two studies or trials side by side: duration, samples/s, outcomes, GPU use, objective.
+    Compare(compare::CompareArgs),
     /// The devices this build can train on here, and why not where it cannot.
     Devices(devices::DevicesArgs),
 }
@@ -43,6 +46,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Monitor(a) => monitor::run(a),
         Command::Train(a) => train::run(a),
         Command::Backtest(a) => backtest::run(a),
+        Command::Compare(a) => compare::run(a),
         Command::Devices(a) => devices::run(a),
     }
 }
