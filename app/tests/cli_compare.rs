@@ -156,7 +156,8 @@ fn compares_two_studies_and_a_trial_side_by_side() {
     // Trial 1: 1,200 samples/s, 600 s, value 0.8, GPU 40–50 %.
     assert!(line("samples/s").contains("+83.3 %"), "{stdout}");
     assert!(line("duration (s)").contains("600.0"), "{stdout}");
-    assert!(line("objective").contains("+25.0 %"), "{stdout}");
+    assert!(line("objective").contains("+0.2000"), "{stdout}");
+    assert!(line("failed").contains("+0"), "{stdout}");
     assert!(line("gpu0 mean util %").contains("45.0"), "{stdout}");
     assert!(line("gpu0 peak temp").contains("72.0"), "{stdout}");
 }

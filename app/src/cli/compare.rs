@@ -176,12 +176,25 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How B's change against A is shown.
+#[derive(Clone, Copy)]
+enum Change {
+    /// B / A − 1, in percent (quantities: rates, durations, utilisation).
+    Relative,
+    /// B − A (scores that may be negative, like Sharpe(agent) − Sharpe(equal weight), where a
+    /// ratio means nothing).
+    Difference,
+}
+
 /// One row: label, the two values, and B's change against A where both are numbers.
-fn row(label: &str, a: Option<f64>, b: Option<f64>, digits: usize) -> String {
+fn row(label: &str, a: Option<f64>, b: Option<f64>, digits: usize, how: Change) -> String {
     let cell = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.digits$}"));
-    let change = match (a, b) {
-        (Some(a), Some(b)) if a != 0.0 && a.is_finite() && b.is_finite() => {
+    let change = match (a, b, how) {
+        (Some(a), Some(b), Change::Relative) if a != 0.0 && a.is_finite() && b.is_finite() => {
             format!("{:+.1} %", 100.0 * (b / a - 1.0))
+        }
+        (Some(a), Some(b), Change::Difference) if a.is_finite() && b.is_finite() => {
+            format!("{:+.digits$}", b - a)
         }
         _ => String::new(),
     };
@@ -195,13 +208,14 @@ pub fn table(a: &Side, b: &Side) -> String {
         "{:<24} {:>14} {:>14} {:>10}\n",
         "", a.name, b.name, "B vs A"
     );
-    s += &row("trials", n(a.trials), n(b.trials), 0);
-    s += &row("complete", n(a.complete), n(b.complete), 0);
-    s += &row("failed", n(a.failed), n(b.failed), 0);
-    s += &row("pruned", n(a.pruned), n(b.pruned), 0);
-    s += &row("duration (s)", a.duration_s, b.duration_s, 1);
-    s += &row("samples/s", a.samples_per_s, b.samples_per_s, 0);
-    s += &row("objective", a.objective, b.objective, 4);
+    let (rel, diff) = (Change::Relative, Change::Difference);
+    s += &row("trials", n(a.trials), n(b.trials), 0, diff);
+    s += &row("complete", n(a.complete), n(b.complete), 0, diff);
+    s += &row("failed", n(a.failed), n(b.failed), 0, diff);
+    s += &row("pruned", n(a.pruned), n(b.pruned), 0, diff);
+    s += &row("duration (s)", a.duration_s, b.duration_s, 1, rel);
+    s += &row("samples/s", a.samples_per_s, b.samples_per_s, 0, rel);
+    s += &row("objective", a.objective, b.objective, 4, diff);
     let names: BTreeSet<&str> = a
         .devices
         .iter()
@@ -220,7 +234,13 @@ pub fn table(a: &Side, b: &Side) -> String {
             ("peak temp °C", |d| d.peak_temp_c, 1),
         ];
         for (label, f, digits) in figures {
-            s += &row(&format!("{name} {label}"), get(a, f), get(b, f), digits);
+            s += &row(
+                &format!("{name} {label}"),
+                get(a, f),
+                get(b, f),
+                digits,
+                rel,
+            );
         }
     }
     if a.devices.is_empty() && b.devices.is_empty() {
