@@ -5,7 +5,7 @@
 //! Configuration, later sources overriding earlier ones: SB3's defaults → `--config FILE.toml`
 //! → `--ppo`/`--env` JSON files → command-line flags. The TOML file holds the run's options at
 //! the top level and the PPO and environment fields in `[ppo]` and `[env]` tables, with the
-//! same names as the JSON files:
+//! same names as the JSON files. Paths in it (`out`, `data`) are relative to the file.
 //!
 //! ```toml
 //! total_timesteps = 200000
@@ -291,7 +291,18 @@ fn read_toml(path: &Path) -> anyhow::Result<TomlConfig> {
             anyhow::bail!("{}: '{name}' must be a table ([{name}])", path.display());
         }
     }
-    let run = merge(RunOptions::default(), json, &path.display().to_string())?;
+    let mut run: RunOptions = merge(RunOptions::default(), json, &path.display().to_string())?;
+    // Paths in the file are relative to the file, so a config works from any directory.
+    let base = path.parent().unwrap_or(Path::new(""));
+    let rebase = |p: &mut PathBuf| {
+        if p.is_relative() {
+            *p = base.join(&*p);
+        }
+    };
+    run.data.iter_mut().for_each(rebase);
+    if let Some(out) = &mut run.out {
+        rebase(out);
+    }
     Ok(TomlConfig { run, ppo, env })
 }
 
@@ -320,6 +331,13 @@ impl Run {
 
         let (mut ppo, env, data) = match &args.resume {
             Some(dir) => {
+                if let Some(t) = &toml {
+                    anyhow::ensure!(
+                        t.ppo.is_none() && t.env.is_none() && t.run.data.is_empty(),
+                        "{cfg_name}: --resume trains on with the checkpoint's [ppo], [env] and \
+                         data; remove them from the file"
+                    );
+                }
                 let ppo = read_json(&dir.join("ppo.json"), PpoConfig::new())?;
                 let env = read_json(&dir.join(ENV_FILE), EnvConfig::new())?;
                 let data = read_json(&dir.join(DATA_FILE), DataSource::default())?;

@@ -190,7 +190,8 @@ pub fn evaluate(
     })?;
     let padded = Arc::new(split.padded()?);
     let n_bars = padded.n_bars();
-    let mut env = CpuVecEnv::new(split.env_config(), padded.clone(), 0..n_bars)?;
+    let mut env = CpuVecEnv::new(split.env_config(), padded.clone(), 0..n_bars)
+        .map_err(|e| split.err(e.to_string()))?;
     let (d, m) = (env.obs_dim(), env.action_dim());
     let policy_dim = input_dim(model);
     if policy_dim != d {
