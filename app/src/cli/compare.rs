@@ -201,6 +201,9 @@ fn row(label: &str, a: Option<f64>, b: Option<f64>, digits: usize, how: Change) 
     format!("{label:<24} {:>14} {:>14} {change:>10}\n", cell(a), cell(b))
 }
 
+/// A device figure's row: label, how to read it from a summary, decimals.
+type Figure = (&'static str, fn(&DeviceSummary) -> Option<f64>, usize);
+
 /// The side-by-side table.
 pub fn table(a: &Side, b: &Side) -> String {
     let n = |v: usize| Some(v as f64);
@@ -226,7 +229,7 @@ pub fn table(a: &Side, b: &Side) -> String {
         let get = |side: &Side, f: fn(&DeviceSummary) -> Option<f64>| {
             side.devices.iter().find(|d| d.device == name).and_then(f)
         };
-        let figures: [(&str, fn(&DeviceSummary) -> Option<f64>, usize); 5] = [
+        let figures: [Figure; 5] = [
             ("mean util %", |d| d.mean_util_pct, 1),
             ("peak util %", |d| d.peak_util_pct, 1),
             ("mean mem MiB", |d| d.mean_mem_used_mib, 0),
