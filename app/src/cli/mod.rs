@@ -1,6 +1,8 @@
 //! Headless subcommands. Each prints for people by default and JSON with `--json`.
 
+pub mod backtest;
 pub mod bench;
+pub mod compare;
 pub mod data;
 pub mod devices;
 pub mod monitor;
@@ -29,6 +31,10 @@ pub enum Command {
     Monitor(monitor::MonitorArgs),
     /// Train one PPO agent and write a checkpoint.
     Train(train::TrainArgs),
+    /// Evaluate a checkpoint's policy on a held-out split against equal weight.
+    Backtest(backtest::BacktestArgs),
+    /// Two studies or trials side by side: duration, samples/s, outcomes, GPU use, objective.
+    Compare(compare::CompareArgs),
     /// The devices this build can train on here, and why not where it cannot.
     Devices(devices::DevicesArgs),
     /// Hyperparameter studies: run (file or preset), list, export; presets.
@@ -43,6 +49,8 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Bench(c) => bench::run(c),
         Command::Monitor(a) => monitor::run(a),
         Command::Train(a) => train::run(a),
+        Command::Backtest(a) => backtest::run(a),
+        Command::Compare(a) => compare::run(a),
         Command::Devices(a) => devices::run(a),
         Command::Study(c) => study::run(c),
     }
