@@ -246,7 +246,12 @@ impl TrialFunction for PpoTrial {
         // The value is the policy after the last update: reuse the periodic evaluation when it
         // fell on that update, else evaluate now.
         let last = match report.last_evaluation {
-            Some(e) if cfg.train.eval_every > 0 && report.updates.is_multiple_of(cfg.train.eval_every) => e,
+            Some(e)
+                if cfg.train.eval_every > 0
+                    && report.updates.is_multiple_of(cfg.train.eval_every) =>
+            {
+                e
+            }
             _ => {
                 let e = evaluate_trainer(&trainer, &split, self.objective)
                     .map_err(TrialError::failed)?
@@ -259,7 +264,10 @@ impl TrialFunction for PpoTrial {
         reporter.set_user_attr("val_total_return", last.agent.total_return);
         reporter.set_user_attr("val_sharpe", last.agent.sharpe);
         reporter.set_user_attr("val_max_drawdown", last.agent.max_drawdown);
-        reporter.set_user_attr("val_equal_weight_total_return", last.equal_weight.total_return);
+        reporter.set_user_attr(
+            "val_equal_weight_total_return",
+            last.equal_weight.total_return,
+        );
         reporter.set_user_attr("val_equal_weight_sharpe", last.equal_weight.sharpe);
         reporter.set_user_attr("train_timesteps", report.timesteps as i64);
         reporter.set_user_attr("train_samples_per_s", report.samples_per_second);
