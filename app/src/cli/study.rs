@@ -513,6 +513,9 @@ fn export(args: ExportArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// One stored telemetry value: device, metric, value.
+type Sample = (DeviceTag, Metric, f64);
+
 /// One row per sample time and trial, a column per device and metric (units in the names:
 /// `gpu0_util_pct`, `gpu0_mem_used_mib`, `cpu_pct`, `rss_mib`), and the trial's number. At
 /// least `gpu0` columns are written, empty on a machine without a GPU, so every export of a
@@ -523,8 +526,7 @@ fn export_telemetry(
     trials: &[TrialRecord],
     path: &Path,
 ) -> anyhow::Result<usize> {
-    let mut ticks: BTreeMap<(chrono::NaiveDateTime, i64), Vec<(DeviceTag, Metric, f64)>> =
-        BTreeMap::new();
+    let mut ticks: BTreeMap<(chrono::NaiveDateTime, i64), Vec<Sample>> = BTreeMap::new();
     let mut gpus = 1u32;
     let mut cores = 0usize;
     let mut skipped = 0usize;
