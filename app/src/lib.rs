@@ -4,4 +4,5 @@
 
 pub mod cli;
 pub mod install;
+pub mod launch;
 pub mod ui;

@@ -102,3 +102,155 @@ fn an_unknown_ppo_field_is_named_with_the_valid_ones() {
     assert!(stderr.contains("n_stepz"), "{stderr}");
     assert!(stderr.contains("n_steps"), "valid fields listed: {stderr}");
 }
+
+#[test]
+fn a_toml_config_sets_run_options_ppo_and_env_fields() {
+    let dir = scratch("cli_train", "toml");
+    let out = dir.join("run");
+    let cfg = dir.join("run.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"
+total_timesteps = 256
+out = "{}"
+eval_every = 1
+objective = "total_return"
+
+[ppo]
+n_steps = 16
+batch_size = 64
+n_epochs = 1
+seed = 9
+
+[ppo.policy.net_arch]
+pi = [16]
+vf = [16]
+
+[env]
+n_envs = 4
+"#,
+            out.display()
+        ),
+    )
+    .unwrap();
+    let o = tradetune(&["train", "--config", cfg.to_str().unwrap(), "--json"]);
+    let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    // 256 samples = 4 updates of 16 steps x 4 envs, each followed by an evaluation.
+    let events: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let evals: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["event"] == "evaluation")
+        .collect();
+    assert_eq!(evals.len(), 4, "{stdout}");
+    assert_eq!(evals[0]["summary"]["split"], "validation");
+    assert_eq!(evals[0]["summary"]["objective_name"], "total_return");
+    let report = events.last().unwrap();
+    assert_eq!(report["timesteps"], 256);
+    assert!(report["phases"]["evaluation"].as_f64().unwrap() > 0.0);
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("ppo.json")).unwrap()).unwrap();
+    assert_eq!(saved["n_steps"], 16);
+    assert_eq!(saved["policy"]["net_arch"]["pi"], serde_json::json!([16]));
+    let env: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("env.json")).unwrap()).unwrap();
+    assert_eq!(env["n_envs"], 4);
+}
+
+#[test]
+fn toml_errors_name_the_file_and_the_field() {
+    let dir = scratch("cli_train", "toml_errors");
+    let out = dir.join("run");
+    let cases = [
+        ("[ppo]\nn_stepz = 16\n", "[ppo]: unknown field 'n_stepz'"),
+        ("[ppo]\nlearning_rate = \"fast\"\n", "learning_rate"),
+        ("[env]\nn_envs = 0\n", "n_envs"),
+        ("total_timestep = 5\n", "total_timestep"),
+        ("objective = \"profit\"\n", "sharpe_excess"),
+        ("[ppo\n", "run.toml"),
+    ];
+    for (i, (body, field)) in cases.into_iter().enumerate() {
+        let cfg = dir.join("run.toml");
+        std::fs::write(&cfg, body).unwrap();
+        let o = tradetune(&[
+            "train",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(!o.status.success(), "case {i} ({body}) was accepted");
+        let stderr = text(&o.stderr);
+        assert!(stderr.contains(field), "case {i}: {field} not in {stderr}");
+        // Parse and field errors (not value checks done later) name the file.
+        if i < 2 || i == 3 || i == 5 {
+            assert!(stderr.contains("run.toml"), "case {i}: {stderr}");
+        }
+        assert!(!out.exists(), "case {i} wrote a checkpoint");
+    }
+}
+
+#[test]
+fn resuming_a_checkpoint_continues_its_sample_count() {
+    let dir = scratch("cli_train", "resume");
+    let ppo = small_ppo(&dir);
+    let first = dir.join("first");
+    let o = tradetune(&[
+        "train",
+        "--out",
+        first.to_str().unwrap(),
+        "--ppo",
+        ppo.to_str().unwrap(),
+        "--total-timesteps",
+        "1024",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let second = dir.join("second");
+    let o = tradetune(&[
+        "train",
+        "--resume",
+        first.to_str().unwrap(),
+        "--out",
+        second.to_str().unwrap(),
+        "--total-timesteps",
+        "512",
+        "--json",
+    ]);
+    let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let progress: Vec<u64> = stdout
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["event"] == "progress")
+        .map(|e| e["timesteps"].as_u64().unwrap())
+        .collect();
+    // 64 steps x 8 envs per update, counting on from 1024.
+    assert_eq!(progress, vec![1536]);
+    let state = |d: &std::path::Path| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(d.join("state.json")).unwrap()).unwrap()
+    };
+    assert_eq!(state(&first)["timesteps"], 1024);
+    assert_eq!(state(&second)["timesteps"], 1536);
+    // The resumed run kept the checkpoint's config and data record.
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(second.join("ppo.json")).unwrap()).unwrap();
+    assert_eq!(saved["n_steps"], 64);
+    assert_eq!(
+        std::fs::read_to_string(first.join("data.json")).unwrap(),
+        std::fs::read_to_string(second.join("data.json")).unwrap()
+    );
+    // Resuming from a directory that is not a checkpoint names the missing file.
+    let o = tradetune(&[
+        "train",
+        "--resume",
+        dir.join("nothing").to_str().unwrap(),
+        "--total-timesteps",
+        "512",
+    ]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("ppo.json"), "{}", text(&o.stderr));
+}

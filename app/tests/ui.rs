@@ -110,7 +110,7 @@ fn clicking_a_preset_changes_the_fields_and_the_memory_bar() {
     let mut h = harness(app_with(settings, no_dialogs()));
     step_until(&mut h, "the bundled data", data_loaded);
     let before = memory_text(&h);
-    h.get_by_label("wide nets").click();
+    h.get_by_label("Apply wide nets").click();
     settle(&mut h);
     assert_eq!(h.state().state.settings.draft, wide);
     assert_eq!(
@@ -173,7 +173,35 @@ fn start_disabled(h: &Harness<'_, TradeTuneApp>) -> bool {
 }
 
 #[test]
-fn a_tiny_run_on_the_cpu_trains_to_its_budget_with_live_figures() {
+fn a_first_launch_applies_the_preset_for_this_hardware() {
+    let mut app = app_with(Settings::default(), no_dialogs());
+    app.apply_hardware_preset(&[]);
+    assert_eq!(
+        app.state.settings.preset.as_deref(),
+        Some("cpu"),
+        "{:?}",
+        app.state.notices
+    );
+    let mut h = harness(app);
+    step_until(&mut h, "the bundled data", data_loaded);
+    h.get_by_label_contains("(applied)");
+    // A preset chosen once is not replaced on the next launch.
+    let mut again = app_with(
+        Settings {
+            preset: Some("rtx4080".into()),
+            ..Settings::default()
+        },
+        no_dialogs(),
+    );
+    again.apply_hardware_preset(&["NVIDIA GeForce RTX 4080 Laptop GPU".to_owned()]);
+    assert_eq!(again.state.settings.preset.as_deref(), Some("rtx4080"));
+}
+
+#[test]
+fn a_tiny_study_on_the_cpu_runs_live_and_its_trials_complete_in_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("studies.db");
+    let csv = dir.path().join("tiny.csv");
     let mut draft = Draft::default();
     draft.env.n_envs = 2;
     draft.ppo.n_steps = 32;
@@ -181,27 +209,83 @@ fn a_tiny_run_on_the_cpu_trains_to_its_budget_with_live_figures() {
     draft.ppo.n_epochs = 2;
     draft.ppo.policy.net_arch.pi = vec![16];
     draft.ppo.policy.net_arch.vf = vec![16];
-    draft.total_timesteps = 256;
+    draft.train.total_timesteps = 256;
+    draft.train.eval_every = 2;
+    draft.study.name = "ui_tiny".into();
+    draft.study.n_trials = 2;
+    draft.pruner.kind = "none".into();
+    draft.search = vec![tradetune_app::ui::draft::SearchEntry {
+        name: "ppo.learning_rate".into(),
+        spec: "{ low = 1e-4, high = 1e-3, log = true }".into(),
+    }];
     let settings = Settings {
         tab: Tab::Run,
         draft,
+        study_db: Some(db.clone()),
         ..Settings::default()
     };
-    let mut h = harness(app_with(settings, no_dialogs()));
+    let dialogs = TestDialogs {
+        database: None,
+        save_as: Some(csv.clone()),
+    };
+    let mut h = harness(app_with(settings, dialogs));
     step_until(&mut h, "the bundled data", data_loaded);
     h.get_by_role_and_label(Role::Button, "Start").click();
     settle(&mut h);
-    assert!(h.state().state.run.running, "Start did not start a run");
-    step_until(&mut h, "the run to finish", |a| !a.state.run.running);
+    assert!(
+        h.state().state.run.running,
+        "Start did not start the study: {:?}",
+        h.state().state.notices
+    );
+    step_until(&mut h, "the first trial to start", |a| {
+        !a.state.run.trials.is_empty() || !a.state.run.running
+    });
+    h.get_by_label_contains("worker 0 on cpu");
+    step_until(&mut h, "the study to finish", |a| !a.state.run.running);
     let run = &h.state().state.run;
-    assert_eq!(run.error, None);
-    let report = run.report.as_ref().expect("a finished run has a report");
-    assert_eq!(report.timesteps, 256);
-    assert!(!report.stopped);
-    assert_eq!(run.samples_per_second.len(), 4, "one point per update");
-    assert_eq!(run.policy_loss.len(), 4);
-    h.get_by_label_contains("finished: 256 samples, 4 updates");
-    h.get_by_label_contains("phase split: env step");
+    assert_eq!(run.error, None, "{:?}", h.state().state.notices);
+    let end = run.end.clone().expect("the study reported its end");
+    assert_eq!(end.counts, [2, 0, 0], "{:?}", run.trials);
+    for t in &run.trials {
+        assert!(
+            !t.curve.is_empty(),
+            "trial {} reported no intermediate values",
+            t.number
+        );
+    }
+    h.get_by_label_contains("finished: 2 complete, 0 pruned, 0 failed");
+
+    // The Studies panel opens the database and shows the study's trials as COMPLETE.
+    step_until(&mut h, "the study's trials in the Studies panel", |a| {
+        a.state.studies.rows.len() == 2
+    });
+    assert_eq!(h.state().state.settings.tab, Tab::Run);
+    h.get_by_label("Studies").click();
+    settle(&mut h);
+    assert_eq!(h.query_all_by_label("COMPLETE").count(), 2);
+    assert!(
+        h.state()
+            .state
+            .studies
+            .rows
+            .iter()
+            .all(|r| r.device == "cpu"),
+        "{:?}",
+        h.state().state.studies.rows
+    );
+
+    // Export: the CSV has those rows.
+    h.get_by_label("Export trials CSV…").click();
+    step_until(&mut h, "the export", |a| {
+        a.state
+            .notices
+            .iter()
+            .any(|n| n.starts_with("wrote ") || n.starts_with("export failed"))
+    });
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let rows: Vec<&str> = text.lines().skip(1).collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    assert!(rows.iter().all(|r| r.ends_with(",COMPLETE")), "{text}");
 }
 
 fn reference_db(dir: &Path) -> PathBuf {

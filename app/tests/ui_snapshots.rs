@@ -16,9 +16,10 @@ use tradetune_app::ui::command::Command;
 use tradetune_app::ui::dialog::{FileDialogs, Pick};
 use tradetune_app::ui::draft::Draft;
 use tradetune_app::ui::presets::UserPreset;
-use tradetune_app::ui::state::{DataState, Settings, Tab};
+use tradetune_app::ui::state::{DataState, LiveTrial, Settings, StudyEnd, Tab, WorkerView};
 use tradetune_engine::device::DeviceInfo;
 use tradetune_engine::device::precision::Precision;
+use tradetune_engine::storage::TrialState;
 use tradetune_engine::telemetry::ring::PlotPoint;
 
 struct OpenDb(Option<PathBuf>);
@@ -131,30 +132,60 @@ fn run_with_live_charts() {
     };
     let mut h = harness(settings, None);
     step_until(&mut h, "the bundled data", data_loaded);
-    // A finished run's figures, fixed so the picture is the same everywhere (the live path is
-    // tested in ui.rs with a real run).
+    // A study's figures, fixed so the picture is the same everywhere (the live path is
+    // tested in ui.rs with a real study).
     let run = &mut h.state_mut().state.run;
-    let curve = |f: &dyn Fn(f64) -> f64| -> Vec<PlotPoint> {
-        (0..200)
-            .map(|i| PlotPoint {
-                t: i as f64 * 256.0,
-                v: f(i as f64),
-            })
-            .collect()
-    };
-    run.timesteps = (51_200, 51_200);
-    run.device = "cpu".into();
-    run.samples_per_second = curve(&|i| 11_000.0 + 900.0 * (i / 9.0).sin());
-    run.episode_return = curve(&|i| 0.02 + 0.15 * (1.0 - (-i / 60.0).exp()));
-    run.equal_weight_return = curve(&|_| 0.09);
-    run.policy_loss = curve(&|i| -0.01 * (i / 20.0).cos());
-    run.value_loss = curve(&|i| 0.5 * (-i / 50.0).exp());
-    run.entropy = curve(&|i| 5.6 - i / 100.0);
-    run.phases.env_step = 2.0;
-    run.phases.inference = 1.0;
-    run.phases.update = 5.5;
-    run.phases.buffer = 0.2;
-    run.phases.advantages = 0.1;
+    run.study = "cpu".into();
+    run.db = Some(PathBuf::from("studies.db"));
+    run.n_trials = 6;
+    run.started = None;
+    run.workers = (0..2)
+        .map(|w| WorkerView {
+            worker: w,
+            device: if w == 0 { "cpu".into() } else { "cpu#1".into() },
+            backend: "flex".into(),
+            finished: 3,
+            done: true,
+            ..WorkerView::default()
+        })
+        .collect();
+    let states = [
+        TrialState::Complete,
+        TrialState::Complete,
+        TrialState::Pruned,
+        TrialState::Complete,
+        TrialState::Fail,
+        TrialState::Complete,
+    ];
+    run.trials = (0..6u64)
+        .map(|n| LiveTrial {
+            number: n,
+            worker: (n % 2) as usize,
+            device: if n % 2 == 0 {
+                "cpu".into()
+            } else {
+                "cpu#1".into()
+            },
+            state: states[n as usize],
+            value: (states[n as usize] != TrialState::Fail).then_some(0.1 * n as f64 - 0.2),
+            span: (40.0 * (n / 2) as f64, Some(40.0 * (n / 2) as f64 + 35.0)),
+            reason: (states[n as usize] == TrialState::Fail)
+                .then(|| "ppo.batch_size = 4096: must be in 1..=n_steps × n_envs = 2048".into()),
+            params: format!("ppo.learning_rate={:.6}", 1e-4 * (n + 1) as f64),
+            curve: (1..=8)
+                .map(|u| PlotPoint {
+                    t: u as f64,
+                    v: 0.05 * n as f64 * (1.0 - (-(u as f64) / 3.0).exp()),
+                })
+                .collect(),
+        })
+        .collect();
+    run.selected = Some(5);
+    run.end = Some(StudyEnd {
+        counts: [4, 1, 1],
+        stopped: false,
+        best: Some((5, 0.3)),
+    });
     h.run_steps(4);
     snapshot(&mut h, "run");
 }

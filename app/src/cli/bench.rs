@@ -1,10 +1,13 @@
-//! `tradetune bench env|sampler`: throughput of the hot paths and the sampler's quality, printed
-//! with their configuration.
+//! `tradetune bench env|sampler|train`: throughput of the hot paths and the sampler's quality,
+//! printed with their configuration.
 
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
+use tradetune_engine::device::precision::Precision;
+use tradetune_engine::device::{DeviceSpec, open};
 use tradetune_engine::env::bench::EnvBenchResult;
+use tradetune_engine::ppo::bench::{TrainBenchConfig, TrainBenchResult};
 use tradetune_engine::study::bench::{
     BenchFunction, SamplerBenchConfig, SamplerBenchReport, SamplerKind, run_sampler_bench,
 };
@@ -15,6 +18,29 @@ pub enum BenchCommand {
     Env(EnvArgs),
     /// Sampler quality (median best value over seeds vs Optuna 5.0's TPE) and overhead.
     Sampler(SamplerArgs),
+    /// PPO training samples per second end to end, against Stable-Baselines3's, with the
+    /// phase split.
+    Train(TrainArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    /// Device: cpu, wgpu, wgpu:N, cuda:N, rocm:N (see `tradetune devices`).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// Compute precision: f32, bf16 or f16.
+    #[arg(long, default_value = "f32")]
+    pub precision: String,
+    /// Configurations: small (nets 64-64, 8 envs, n_steps 256, batch 256, 4 epochs), large
+    /// (pi = vf = [2048, 1024, 512], batch 1024), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "small,large")]
+    pub configs: Vec<String>,
+    /// Updates measured per configuration, after one warm-up update (default: 3 small, 1 large).
+    #[arg(long)]
+    pub updates: Option<usize>,
+    /// Print JSON (one array of results) instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -62,6 +88,129 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
         BenchCommand::Env(args) => bench_env(args),
         BenchCommand::Sampler(args) => bench_sampler(args),
+        BenchCommand::Train(args) => bench_train(args),
+    }
+}
+
+/// Issue 3 §5: targets on the CPU device, as multiples of Stable-Baselines3's samples/s.
+fn target_ratio(name: &str) -> Option<f64> {
+    match name {
+        "small" => Some(10.0),
+        "large" => Some(2.0),
+        _ => None,
+    }
+}
+
+fn bench_train(args: TrainArgs) -> anyhow::Result<()> {
+    let precision: Precision = args
+        .precision
+        .parse()
+        .map_err(|e: String| anyhow::anyhow!("--precision: {e}"))?;
+    let spec: DeviceSpec = args.device.parse()?;
+    let device = open(spec)?;
+    let configs = args
+        .configs
+        .iter()
+        .map(|name| match name.trim() {
+            "small" => Ok(TrainBenchConfig::small()),
+            "large" => Ok(TrainBenchConfig::large()),
+            other => Err(anyhow::anyhow!(
+                "--configs: unknown configuration '{other}' (valid: small, large)"
+            )),
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    anyhow::ensure!(args.updates != Some(0), "--updates must be at least 1");
+    if cfg!(debug_assertions) && !args.json {
+        eprintln!(
+            "note: this is a debug build; measure with `cargo run --release -p tradetune -- bench train`"
+        );
+    }
+    let mut results = Vec::new();
+    for mut cfg in configs {
+        cfg.precision = precision;
+        if let Some(u) = args.updates {
+            cfg.updates = u;
+        }
+        let r = tradetune_engine::ppo::bench::run(&cfg, &device)?;
+        if !args.json {
+            print_train_result(&r, results.is_empty(), spec == DeviceSpec::Cpu);
+        }
+        results.push(r);
+    }
+    if args.json {
+        let v: Vec<_> = results
+            .iter()
+            .map(|r| {
+                let target = target_ratio(r.config.name);
+                serde_json::json!({
+                    "result": r,
+                    "target_ratio_to_sb3": target,
+                    "meets_target": match (r.ratio_to_sb3, target) {
+                        (Some(got), Some(want)) if spec == DeviceSpec::Cpu => Some(got >= want),
+                        _ => None,
+                    },
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    }
+    Ok(())
+}
+
+fn print_train_result(r: &TrainBenchResult, header: bool, cpu: bool) {
+    if header {
+        println!(
+            "{:<6} {:>5} {:>6} {:>6} {:>6} {:<16} {:>5} {:>8} {:>10} {:>8} {:>8} | {:>5} {:>5} {:>5} {:>5} {:>5} {:>5}",
+            "config",
+            "envs",
+            "steps",
+            "batch",
+            "epochs",
+            "net",
+            "prec",
+            "samples",
+            "samples/s",
+            "SB3",
+            "ratio",
+            "env%",
+            "inf%",
+            "buf%",
+            "gae%",
+            "upd%",
+            "other"
+        );
+    }
+    let c = &r.config;
+    // Phase shares of the measured wall time; "other" is what no phase timer covered.
+    let wall = r.seconds.max(1e-9);
+    let p = &r.phases;
+    let pct = |x: f64| 100.0 * x / wall;
+    println!(
+        "{:<6} {:>5} {:>6} {:>6} {:>6} {:<16} {:>5} {:>8} {:>10.0} {:>8} {:>8} | {:>5.1} {:>5.1} {:>5.1} {:>5.1} {:>5.1} {:>5.1}",
+        c.name,
+        c.n_envs,
+        c.n_steps,
+        c.batch_size,
+        c.n_epochs,
+        format!("{:?}", c.net),
+        c.precision.to_string(),
+        r.samples,
+        r.samples_per_second,
+        c.sb3_samples_per_second
+            .map_or("-".into(), |b| format!("{b:.0}")),
+        r.ratio_to_sb3.map_or("-".into(), |x| format!("{x:.2}x")),
+        pct(p.env_step),
+        pct(p.inference),
+        pct(p.buffer),
+        pct(p.advantages),
+        pct(p.update),
+        pct((r.seconds - p.total()).max(0.0)),
+    );
+    if let (Some(got), Some(want), true) = (r.ratio_to_sb3, target_ratio(c.name), cpu) {
+        println!(
+            "       target on the CPU device: {want}x SB3 -> {}",
+            if got >= want { "met" } else { "NOT met" }
+        );
     }
 }
 

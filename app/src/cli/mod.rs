@@ -1,10 +1,13 @@
 //! Headless subcommands. Each prints for people by default and JSON with `--json`.
 
+pub mod backtest;
 pub mod bench;
+pub mod compare;
 pub mod data;
 pub mod devices;
 pub mod install_desktop;
 pub mod monitor;
+pub mod study;
 pub mod train;
 
 use clap::{Parser, Subcommand};
@@ -32,10 +35,17 @@ pub enum Command {
     Monitor(monitor::MonitorArgs),
     /// Train one PPO agent and write a checkpoint.
     Train(train::TrainArgs),
+    /// Evaluate a checkpoint's policy on a held-out split against equal weight.
+    Backtest(backtest::BacktestArgs),
+    /// Two studies or trials side by side: duration, samples/s, outcomes, GPU use, objective.
+    Compare(compare::CompareArgs),
     /// The devices this build can train on here, and why not where it cannot.
     Devices(devices::DevicesArgs),
     /// Install the desktop launcher and icon for the current user (double-click to start).
     InstallDesktop(install_desktop::InstallDesktopArgs),
+    /// Hyperparameter studies: run (file or preset), list, export; presets.
+    #[command(subcommand)]
+    Study(study::StudyCommand),
 }
 
 /// Runs one subcommand.
@@ -45,7 +55,10 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Bench(c) => bench::run(c),
         Command::Monitor(a) => monitor::run(a),
         Command::Train(a) => train::run(a),
+        Command::Backtest(a) => backtest::run(a),
+        Command::Compare(a) => compare::run(a),
         Command::Devices(a) => devices::run(a),
         Command::InstallDesktop(a) => install_desktop::run(a),
+        Command::Study(c) => study::run(c),
     }
 }

@@ -14,9 +14,12 @@ use super::command::Command;
 use super::dialog::{FileDialogs, Pick};
 use super::panels;
 use super::presets;
-use super::state::{AppState, DataState, RunView, Settings, StudiesView, TrialRow};
-use super::tasks::{RunMsg, TaskEvent, Tasks};
-use tradetune_engine::ppo::TrainEvent;
+use super::state::{
+    AppState, DataState, LiveTrial, RunView, Settings, StudiesView, StudyEnd, TrialRow, WorkerView,
+};
+use super::tasks::{StudyMsg, TaskEvent, Tasks};
+use tradetune_engine::storage::TrialState;
+use tradetune_engine::study::runner::StudyEvent;
 use tradetune_engine::telemetry::ring::PlotPoint;
 
 /// Where eframe keeps the settings.
@@ -30,6 +33,8 @@ pub struct TradeTuneApp {
     started: bool,
     frames: u64,
     pending_copy: Option<String>,
+    /// A study to select once the database it is in has opened.
+    pending_select: Option<String>,
     exit_after_frames: Option<u64>,
     // Kept so the sampler thread lives as long as the app.
     _sampler: Option<Sampler>,
@@ -43,14 +48,29 @@ impl TradeTuneApp {
         dialogs: Arc<dyn FileDialogs>,
         devices: Vec<DeviceInfo>,
     ) -> Self {
+        let mut state = AppState::new(settings, devices);
+        match presets::bundled() {
+            Ok(p) => state.presets = p,
+            Err(e) => state.notice(format!("the bundled presets could not be read: {e}")),
+        }
         TradeTuneApp {
-            state: AppState::new(settings, devices),
+            state,
             tasks: Tasks::new(dialogs),
             started: false,
             frames: 0,
             pending_copy: None,
+            pending_select: None,
             exit_after_frames: None,
             _sampler: None,
+        }
+    }
+
+    /// On a first launch (no preset chosen yet), applies the bundled preset for this machine's
+    /// GPU (`gpu_names` as the probes report them), or the CPU one.
+    pub fn apply_hardware_preset(&mut self, gpu_names: &[String]) {
+        if self.state.settings.preset.is_none() {
+            let name = presets::for_hardware(gpu_names);
+            self.handle(Command::ApplyPreset(name.to_owned()));
         }
     }
 
@@ -60,24 +80,25 @@ impl TradeTuneApp {
         self
     }
 
-    /// Starts the telemetry sampler (CPU, process and whatever GPUs answer) at 1 s.
-    pub fn start_telemetry(&mut self) {
-        let started = (|| -> Result<Sampler, String> {
-            let pid = std::process::id();
-            let host = SysinfoHostProbe::new(Some(pid)).map_err(|e| e.to_string())?;
-            let discovery = GpuDiscovery::discover(std::path::Path::new(DRM_ROOT), pid);
-            if let Some(why) = discovery.no_gpu_reason() {
-                self.state
-                    .notice(format!("telemetry: {why}; CPU and process figures only"));
-            }
-            let core = SamplerCore::new(
-                SamplerConfig::default(),
-                source::sources(discovery, Some(Box::new(host))),
-                None,
-            )
-            .map_err(|e| e.to_string())?;
-            Sampler::start(core).map_err(|e| e.to_string())
-        })();
+    /// Starts the live telemetry sampler (CPU, process and whatever GPUs answer) at 1 s;
+    /// returns the names of the GPUs found.
+    pub fn start_telemetry(&mut self) -> Vec<String> {
+        let pid = std::process::id();
+        let discovery = GpuDiscovery::discover(std::path::Path::new(DRM_ROOT), pid);
+        let gpus: Vec<String> = discovery.devices().into_iter().map(|g| g.name).collect();
+        if let Some(why) = discovery.no_gpu_reason() {
+            self.state
+                .notice(format!("telemetry: {why}; CPU and process figures only"));
+        }
+        let started = SysinfoHostProbe::new(Some(pid))
+            .and_then(|host| {
+                SamplerCore::new(
+                    SamplerConfig::default(),
+                    source::sources(discovery, Some(Box::new(host))),
+                    None,
+                )
+            })
+            .and_then(Sampler::start);
         match started {
             Ok(sampler) => {
                 self.state.telemetry = Some(sampler.handle());
@@ -85,6 +106,7 @@ impl TradeTuneApp {
             }
             Err(e) => self.state.notice(format!("telemetry is off: {e}")),
         }
+        gpus
     }
 
     /// Draws one frame into `ui` (the whole window).
@@ -151,7 +173,7 @@ impl TradeTuneApp {
         match command {
             Command::SetTab(tab) => state.settings.tab = tab,
             Command::ApplyPreset(name) => {
-                let all = presets::all(&state.settings.user_presets);
+                let all = presets::all(&state.presets, &state.settings.user_presets);
                 match all.into_iter().find(|p| p.name == name) {
                     Some(p) => {
                         let lookback_changed =
@@ -203,8 +225,29 @@ impl TradeTuneApp {
             Command::PickDataFiles => self.tasks.pick(Pick::DataFiles),
             Command::Start => self.start(),
             Command::Stop => {
-                self.tasks.stop_run();
-                state.notice("stopping after the current update");
+                self.tasks.stop_study();
+                state.notice("stopping the study: running trials end now, no new ones start");
+            }
+            Command::StopTrial(number) => {
+                if self.tasks.stop_trial(number) {
+                    state.notice(format!("stopping trial {number}"));
+                } else {
+                    state.notice(format!("trial {number} is not running"));
+                }
+            }
+            Command::SelectRunTrial(number) => state.run.selected = Some(number),
+            Command::ShowRunInStudies => self.show_run_in_studies(),
+            Command::AddSearch(name, spec) => {
+                let name = name.trim().to_owned();
+                let search = &mut state.settings.draft.search;
+                match search.iter_mut().find(|e| e.name == name) {
+                    Some(e) => e.spec = spec,
+                    None => search.push(super::draft::SearchEntry { name, spec }),
+                }
+                state.new_search = Default::default();
+            }
+            Command::RemoveSearch(name) => {
+                state.settings.draft.search.retain(|e| e.name != name);
             }
             Command::PickDatabase => self.tasks.pick(Pick::Database),
             Command::OpenDatabase(path) => {
@@ -213,10 +256,17 @@ impl TradeTuneApp {
             }
             Command::SelectStudy(name) => {
                 let Some(db) = &state.studies.db else { return };
-                let Some(group) = state.studies.groups.iter().find(|g| g.name == name) else {
+                // A study name or the group it was aggregated into.
+                let Some(group) = state
+                    .studies
+                    .groups
+                    .iter()
+                    .find(|g| g.name == name || g.members.contains(&name))
+                else {
+                    state.notice(format!("no study {name} in this database"));
                     return;
                 };
-                state.studies.selected = Some(name);
+                state.studies.selected = Some(group.name.clone());
                 self.tasks
                     .load_trials(db.path.clone(), group.members.clone());
             }
@@ -265,7 +315,7 @@ impl TradeTuneApp {
     fn start(&mut self) {
         let state = &mut self.state;
         if self.tasks.running() {
-            state.notice("a run is already going");
+            state.notice("a study is already running");
             return;
         }
         let Some(data) = state.data.ready().cloned() else {
@@ -273,8 +323,8 @@ impl TradeTuneApp {
             return;
         };
         let draft = state.settings.draft.clone();
-        let problems = draft.problems(Some(data.shape));
-        if let Some(p) = problems.first() {
+        let files = state.settings.data_files.clone();
+        if let Some(p) = draft.problems(Some(data.shape), &files).first() {
             state.notice(format!("cannot start: {}", p.message));
             return;
         }
@@ -283,14 +333,48 @@ impl TradeTuneApp {
             state.notice(format!("cannot start: needs {}", memory.label()));
             return;
         }
+        let file = match draft.study_file(&files) {
+            Ok(f) => f,
+            Err(e) => {
+                state.notice(format!("cannot start: {e}"));
+                return;
+            }
+        };
+        let db = match &state.settings.study_db {
+            Some(p) => p.clone(),
+            None => match crate::launch::default_db() {
+                Ok(p) => p,
+                Err(e) => {
+                    state.notice(format!("cannot start: {e:#}"));
+                    return;
+                }
+            },
+        };
         state.run = RunView {
             running: true,
-            timesteps: (0, draft.total_timesteps),
+            study: draft.study.name.clone(),
+            db: Some(db.clone()),
+            n_trials: draft.study.n_trials,
             started: Some(std::time::Instant::now()),
             ..RunView::default()
         };
         state.settings.tab = super::state::Tab::Run;
-        self.tasks.start_run(draft, data);
+        state.notice(format!(
+            "study {} starting in {}",
+            draft.study.name,
+            db.display()
+        ));
+        self.tasks.start_study(file, db);
+    }
+
+    /// Shows the run's study in the Studies panel (after it ends, or on demand).
+    fn show_run_in_studies(&mut self) {
+        let Some(db) = self.state.run.db.clone() else {
+            return;
+        };
+        self.state.studies.selected = None;
+        self.pending_select = Some(self.state.run.study.clone());
+        self.open_database(db);
     }
 
     fn on_event(&mut self, event: TaskEvent) {
@@ -320,6 +404,9 @@ impl TradeTuneApp {
                         ));
                         state.studies.db = Some(db);
                         state.studies.error = None;
+                        if let Some(name) = self.pending_select.take() {
+                            self.handle(Command::SelectStudy(name));
+                        }
                     }
                     Err(e) => state.studies.error = Some(e),
                 }
@@ -343,7 +430,42 @@ impl TradeTuneApp {
                     Err(e) => state.studies.error = Some(e),
                 }
             }
-            TaskEvent::Run(msg) => on_run(&mut state.run, msg, &mut state.notices),
+            TaskEvent::Study(msg) => match msg {
+                StudyMsg::Ready(stop) => self.tasks.study_ready(stop),
+                StudyMsg::Event(e) => on_study_event(&mut state.run, e),
+                StudyMsg::Notice(n) => state.notice(n),
+                StudyMsg::Done(result) => {
+                    self.tasks.study_finished();
+                    state.run.running = false;
+                    for w in &mut state.run.workers {
+                        w.trial = None;
+                    }
+                    match result {
+                        Ok(()) => {
+                            let end = state.run.end.clone();
+                            state.notice(match end {
+                                Some(e) => format!(
+                                    "study {} {}: {} complete, {} pruned, {} failed{}",
+                                    state.run.study,
+                                    if e.stopped { "stopped" } else { "finished" },
+                                    e.counts[0],
+                                    e.counts[1],
+                                    e.counts[2],
+                                    e.best.map_or(String::new(), |(n, v)| format!(
+                                        "; best trial #{n} = {v:.6}"
+                                    ))
+                                ),
+                                None => format!("study {} ended", state.run.study),
+                            });
+                        }
+                        Err(e) => {
+                            state.notice(format!("study failed: {e}"));
+                            state.run.error = Some(e);
+                        }
+                    }
+                    self.show_run_in_studies();
+                }
+            },
             TaskEvent::Picked(pick, paths) => match pick {
                 Pick::DataFiles if !paths.is_empty() => {
                     self.handle(Command::UseDataFiles(paths));
@@ -376,94 +498,173 @@ impl TradeTuneApp {
                 Err(e) => state.notice(format!("export failed: {e}")),
             },
         }
-        if !self.state.run.running && self.tasks.running() {
-            self.tasks.run_finished();
+    }
+}
+
+fn on_study_event(run: &mut RunView, event: StudyEvent) {
+    let now = run.now_s();
+    match event {
+        StudyEvent::StudyStarted {
+            existing_trials,
+            recovered,
+            workers,
+            n_trials,
+            ..
+        } => {
+            run.existing_trials = existing_trials;
+            run.recovered = recovered;
+            run.n_trials = n_trials;
+            run.workers = workers
+                .into_iter()
+                .map(|w| WorkerView {
+                    worker: w.worker,
+                    device: w.device,
+                    backend: w.backend,
+                    ..WorkerView::default()
+                })
+                .collect();
+        }
+        StudyEvent::TrialStarted {
+            number,
+            worker,
+            device,
+            params,
+            ..
+        } => {
+            if let Some(w) = run.workers.get_mut(worker) {
+                w.trial = Some(number);
+                w.fraction = 0.0;
+                w.message.clear();
+                w.trial_started = Some(std::time::Instant::now());
+            }
+            let params = params
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            run.trials.push(LiveTrial {
+                number,
+                worker,
+                device,
+                state: TrialState::Running,
+                value: None,
+                span: (now, None),
+                reason: None,
+                params,
+                curve: Vec::new(),
+            });
+            if run.selected.is_none() {
+                run.selected = Some(number);
+            }
+        }
+        StudyEvent::Intermediate {
+            number,
+            step,
+            value,
+            ..
+        } => {
+            if let Some(t) = run.trial_mut(number) {
+                t.curve.push(PlotPoint {
+                    t: step as f64,
+                    v: value,
+                });
+            }
+        }
+        StudyEvent::WorkerProgress {
+            worker,
+            fraction,
+            message,
+            ..
+        } => {
+            if let Some(w) = run.workers.get_mut(worker) {
+                w.fraction = fraction;
+                w.message = message;
+            }
+        }
+        StudyEvent::TrialCompleted {
+            number,
+            worker,
+            value,
+            ..
+        } => end_trial(
+            run,
+            number,
+            worker,
+            now,
+            TrialState::Complete,
+            Some(value),
+            None,
+        ),
+        StudyEvent::TrialPruned {
+            number,
+            worker,
+            value,
+            reason,
+            ..
+        } => end_trial(
+            run,
+            number,
+            worker,
+            now,
+            TrialState::Pruned,
+            value,
+            Some(reason),
+        ),
+        StudyEvent::TrialFailed {
+            number,
+            worker,
+            reason,
+            ..
+        } => end_trial(
+            run,
+            number,
+            worker,
+            now,
+            TrialState::Fail,
+            None,
+            Some(reason),
+        ),
+        StudyEvent::WorkerFinished { worker, .. } => {
+            if let Some(w) = run.workers.get_mut(worker) {
+                w.done = true;
+                w.trial = None;
+            }
+        }
+        StudyEvent::StudyFinished {
+            completed,
+            pruned,
+            failed,
+            stopped,
+            best,
+            ..
+        } => {
+            run.end = Some(StudyEnd {
+                counts: [completed, pruned, failed],
+                stopped,
+                best,
+            });
         }
     }
 }
 
-fn on_run(run: &mut RunView, msg: RunMsg, notices: &mut Vec<String>) {
-    match msg {
-        RunMsg::Train(event) => match event {
-            TrainEvent::Started {
-                device,
-                total_timesteps,
-                ..
-            } => {
-                run.device = device;
-                run.timesteps.1 = total_timesteps;
-            }
-            TrainEvent::Progress {
-                timesteps,
-                samples_per_second,
-                phases,
-                ..
-            } => {
-                run.timesteps.0 = timesteps;
-                let t = run.started.map_or(0.0, |s| s.elapsed().as_secs_f64());
-                run.samples_per_second.push(PlotPoint {
-                    t,
-                    v: samples_per_second,
-                });
-                run.phases.add(&phases);
-            }
-            TrainEvent::Episodes(e) => {
-                let x = run.timesteps.0 as f64;
-                run.episode_reward.push(PlotPoint {
-                    t: x,
-                    v: e.mean_reward as f64,
-                });
-                run.episode_return.push(PlotPoint {
-                    t: x,
-                    v: e.mean_return as f64,
-                });
-                run.equal_weight_return.push(PlotPoint {
-                    t: x,
-                    v: e.mean_equal_weight_return as f64,
-                });
-                run.last_episodes = Some(e);
-            }
-            TrainEvent::Update { update, stats } => {
-                let x = update as f64;
-                run.policy_loss.push(PlotPoint {
-                    t: x,
-                    v: stats.policy_loss as f64,
-                });
-                run.value_loss.push(PlotPoint {
-                    t: x,
-                    v: stats.value_loss as f64,
-                });
-                run.entropy.push(PlotPoint {
-                    t: x,
-                    v: stats.entropy as f64,
-                });
-                run.last_update = Some(stats);
-            }
-            TrainEvent::Finished { .. } => {}
-        },
-        RunMsg::Done(result) => {
-            run.running = false;
-            match result {
-                Ok(report) => {
-                    notices.push(format!(
-                        "run {}: {} samples in {:.1} s ({:.0} samples/s)",
-                        if report.stopped {
-                            "stopped"
-                        } else {
-                            "finished"
-                        },
-                        report.timesteps,
-                        report.elapsed_s,
-                        report.samples_per_second
-                    ));
-                    run.report = Some(*report);
-                }
-                Err(e) => {
-                    notices.push(format!("run failed: {e}"));
-                    run.error = Some(e);
-                }
-            }
-        }
+fn end_trial(
+    run: &mut RunView,
+    number: u64,
+    worker: usize,
+    now: f64,
+    state: TrialState,
+    value: Option<f64>,
+    reason: Option<String>,
+) {
+    if let Some(t) = run.trial_mut(number) {
+        t.state = state;
+        t.value = value;
+        t.span.1 = Some(now);
+        t.reason = reason;
+    }
+    if let Some(w) = run.workers.get_mut(worker) {
+        w.finished += 1;
+        w.fraction = 1.0;
     }
 }
 

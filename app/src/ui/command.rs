@@ -26,10 +26,20 @@ pub enum Command {
     UseDataFiles(Vec<PathBuf>),
     /// Reload the data (after a lookback change).
     ReloadData,
-    /// Start a run with the draft.
+    /// Start the study the draft describes.
     Start,
-    /// Stop the run.
+    /// Stop the study: running trials end, no new ones start.
     Stop,
+    /// Stop one running trial of the study.
+    StopTrial(u64),
+    /// Show this trial's curve in the Run panel.
+    SelectRunTrial(u64),
+    /// Open the running (or last) study in the Studies panel.
+    ShowRunInStudies,
+    /// Search this parameter with this distribution (TOML inline value).
+    AddSearch(String, String),
+    /// Stop searching this parameter (it keeps its fixed value).
+    RemoveSearch(String),
     /// Pick a study database with a native dialog.
     PickDatabase,
     /// Open this study database.

@@ -3,13 +3,34 @@
 //! what the app remembers between launches.
 
 use serde::{Deserialize, Serialize};
+
+use std::path::PathBuf;
 use tradetune_engine::device::memory::{
     DEFAULT_MEMORY_FRACTION, MemoryBudget, MemoryEstimate, fmt_bytes,
 };
+
 use tradetune_engine::env::{EnvConfig, EnvError};
 use tradetune_engine::ppo::{PpoConfig, PpoError};
+use tradetune_engine::study::file::{
+    DEFAULT_OBJECTIVE, DataSection, PrunerSection, SamplerSection, StudyFile, StudyFileError,
+    StudySection,
+};
+use tradetune_engine::study::ppo_trial::{PpoTrialConfig, TrialSchedule, parse_study_file};
+use tradetune_engine::study::preset::Preset;
 
-/// Everything Start needs besides the data.
+/// One searched parameter: its dotted name and its distribution as a TOML inline value
+/// (`{ low = 1e-5, high = 1e-3, log = true }`, `{ choices = [64, 128] }`), exactly as in a study
+/// file's `[search]` table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchEntry {
+    /// `ppo.learning_rate`.
+    pub name: String,
+    /// The distribution.
+    pub spec: String,
+}
+
+/// Everything Start needs besides the data: a study file's contents, with the fixed
+/// configuration as typed structs so the panels edit fields, not text.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Draft {
@@ -17,18 +38,16 @@ pub struct Draft {
     pub env: EnvConfig,
     /// The learner.
     pub ppo: PpoConfig,
-    /// Samples to train each trial on.
-    pub total_timesteps: usize,
-    /// Fraction of the device's memory the run may use.
-    pub memory_fraction: f64,
-    /// Device to train on (`cpu`, `wgpu:0`, …).
-    pub device: String,
-    /// Name of the study the runs are stored under.
-    pub study_name: String,
-    /// Trials to run.
-    pub n_trials: usize,
-    /// Trials at once.
-    pub workers: usize,
+    /// How long each trial trains and how often it is evaluated.
+    pub train: TrialSchedule,
+    /// Name, direction, objective, trials, workers, devices, memory fraction.
+    pub study: StudySection,
+    /// The sampler.
+    pub sampler: SamplerSection,
+    /// The pruner.
+    pub pruner: PrunerSection,
+    /// Searched parameters (empty: every trial runs the fixed configuration).
+    pub search: Vec<SearchEntry>,
 }
 
 impl Default for Draft {
@@ -43,14 +62,116 @@ impl Default for Draft {
         Draft {
             env,
             ppo,
-            total_timesteps: 50_000,
-            memory_fraction: DEFAULT_MEMORY_FRACTION,
-            device: "cpu".into(),
-            study_name: "tradetune".into(),
-            n_trials: 1,
-            workers: 1,
+            train: TrialSchedule {
+                total_timesteps: 50_000,
+                eval_every: 5,
+            },
+            study: StudySection {
+                name: "tradetune".into(),
+                direction: "maximize".into(),
+                objective: DEFAULT_OBJECTIVE.into(),
+                n_trials: 1,
+                workers: 1,
+                devices: vec!["cpu".into()],
+                assignment: Default::default(),
+                memory_fraction: DEFAULT_MEMORY_FRACTION,
+                device_memory_gib: None,
+                device_class: None,
+                description: None,
+            },
+            sampler: SamplerSection::default(),
+            pruner: PrunerSection::default(),
+            search: Vec::new(),
         }
     }
+}
+
+/// Where errors of the generated study file point.
+pub const DRAFT_SOURCE: &str = "the Configure panel";
+
+impl Draft {
+    /// The draft of a bundled preset: its fixed configuration, study settings, sampler, pruner
+    /// and searched ranges.
+    pub fn from_preset(p: &Preset) -> Result<Draft, String> {
+        let base = PpoTrialConfig::from_json(&p.study.base_config).map_err(|e| e.to_string())?;
+        let doc: toml::Table = toml::from_str(p.text).map_err(|e| e.to_string())?;
+        let search = match doc.get("search") {
+            Some(toml::Value::Table(t)) => t
+                .iter()
+                .map(|(name, v)| SearchEntry {
+                    name: name.clone(),
+                    spec: v.to_string(),
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        Ok(Draft {
+            env: base.env,
+            ppo: base.ppo,
+            train: base.train,
+            study: p.study.study.clone(),
+            sampler: p.study.sampler.clone(),
+            pruner: p.study.pruner.clone(),
+            search,
+        })
+    }
+
+    /// The device trials run on (the first of the study's devices).
+    pub fn device(&self) -> &str {
+        self.study.devices.first().map_or("cpu", String::as_str)
+    }
+
+    /// The study file this draft amounts to, training on `data` (empty: the bundled sample).
+    /// Errors name the field (`search.ppo.gamma`, `sampler.kind`).
+    pub fn study_file(&self, data: &[PathBuf]) -> Result<StudyFile, StudyFileError> {
+        let err = |key: &str, message: String| StudyFileError {
+            path: DRAFT_SOURCE.into(),
+            line: None,
+            key: Some(key.into()),
+            message,
+        };
+        let mut doc = toml::Table::new();
+        doc.insert("study".into(), toml_value("study", &self.study)?);
+        doc.insert(
+            "data".into(),
+            toml_value(
+                "data",
+                &DataSection {
+                    paths: data.to_vec(),
+                    assets: Vec::new(),
+                },
+            )?,
+        );
+        doc.insert("sampler".into(), toml_value("sampler", &self.sampler)?);
+        doc.insert("pruner".into(), toml_value("pruner", &self.pruner)?);
+        let mut search = toml::Table::new();
+        for e in &self.search {
+            let parsed: toml::Table = toml::from_str(&format!("v = {}", e.spec))
+                .map_err(|x| err(&format!("search.{}", e.name), format!("{}: {x}", e.spec)))?;
+            if let Some(v) = parsed.get("v") {
+                search.insert(e.name.clone(), v.clone());
+            }
+        }
+        doc.insert("search".into(), toml::Value::Table(search));
+        let text = toml::to_string(&doc).map_err(|e| err("study", e.to_string()))?;
+        let mut file = parse_study_file(&text, DRAFT_SOURCE)?;
+        file.base_config = serde_json::to_value(PpoTrialConfig {
+            env: self.env.clone(),
+            ppo: self.ppo.clone(),
+            train: self.train.clone(),
+        })
+        .map_err(|e| err("fixed", e.to_string()))?;
+        Ok(file)
+    }
+}
+
+fn toml_value<T: Serialize>(key: &str, v: &T) -> Result<toml::Value, StudyFileError> {
+    toml::Value::try_from(v).map_err(|e| StudyFileError {
+        path: DRAFT_SOURCE.into(),
+        line: None,
+        key: Some(key.into()),
+        message: e.to_string(),
+    })
 }
 
 /// One thing wrong with a field, shown where the field is typed.
@@ -112,8 +233,9 @@ impl MemoryCheck {
 }
 
 impl Draft {
-    /// Every problem of the draft, field by field; empty when Start may run it.
-    pub fn problems(&self, shape: Option<DataShape>) -> Vec<Problem> {
+    /// Every problem of the draft training on `data`, field by field; empty when Start may
+    /// run it.
+    pub fn problems(&self, shape: Option<DataShape>, data: &[PathBuf]) -> Vec<Problem> {
         let mut out = Vec::new();
         let mut bad = |field: &str, message: String| {
             out.push(Problem {
@@ -141,27 +263,21 @@ impl Draft {
                 Ok(()) => {}
             }
         }
-        if !(self.memory_fraction > 0.0 && self.memory_fraction <= 1.0) {
+        if self.train.total_timesteps < self.ppo.n_steps * n_envs.max(1) {
             bad(
-                "memory_fraction",
-                format!("{} is not in (0, 1]", self.memory_fraction),
-            );
-        }
-        if self.total_timesteps < self.ppo.n_steps * n_envs.max(1) {
-            bad(
-                "total_timesteps",
+                "train.total_timesteps",
                 format!(
                     "{} is less than one rollout (n_steps × n_envs = {})",
-                    self.total_timesteps,
+                    self.train.total_timesteps,
                     self.ppo.n_steps * n_envs.max(1)
                 ),
             );
         }
-        if self.n_trials == 0 {
-            bad("n_trials", "at least 1 trial".into());
-        }
-        if self.workers == 0 {
-            bad("workers", "at least 1 worker".into());
+        // The study settings, searched ranges, sampler and pruner: the engine's own parser.
+        if let Err(e) = self.study_file(data) {
+            // The parser quotes dotted names (`search."ppo.gamma"`); fields are named bare.
+            let field = e.key.as_deref().unwrap_or("study").replace('"', "");
+            bad(&field, e.to_string());
         }
         out
     }
@@ -172,7 +288,7 @@ impl Draft {
         let obs_dim = self.env.obs_dim(shape.n_assets, shape.n_features);
         let estimate = MemoryEstimate::of(&self.ppo, self.env.n_envs, obs_dim, shape.n_assets, 0);
         let budget = device_bytes.and_then(|bytes| {
-            MemoryBudget::new(bytes, self.memory_fraction, self.workers.max(1)).ok()
+            MemoryBudget::new(bytes, self.study.memory_fraction, self.study.workers.max(1)).ok()
         });
         MemoryCheck { estimate, budget }
     }
@@ -192,14 +308,14 @@ mod tests {
 
     #[test]
     fn the_default_draft_is_runnable() {
-        assert_eq!(Draft::default().problems(Some(shape())), vec![]);
+        assert_eq!(Draft::default().problems(Some(shape()), &[]), vec![]);
     }
 
     #[test]
     fn a_batch_larger_than_a_rollout_is_flagged_on_batch_size() {
         let mut d = Draft::default();
         d.ppo.batch_size = d.ppo.n_steps * d.env.n_envs + 1;
-        let problems = d.problems(Some(shape()));
+        let problems = d.problems(Some(shape()), &[]);
         assert!(
             problems.iter().any(|p| p.field == "ppo.batch_size"),
             "{problems:?}"
@@ -219,5 +335,43 @@ mod tests {
         let tiny_device = big.memory(shape(), Some(64 << 20));
         assert!(tiny_device.over_budget());
         assert!(tiny_device.fraction().is_some_and(|f| f > 1.0));
+    }
+
+    #[test]
+    fn every_bundled_preset_becomes_a_runnable_draft() {
+        let presets = tradetune_engine::study::preset::bundled().unwrap();
+        assert_eq!(presets.len(), 4);
+        for p in &presets {
+            let d = Draft::from_preset(p).unwrap();
+            assert!(!d.search.is_empty(), "{}", p.name);
+            assert_eq!(d.problems(Some(shape()), &[]), vec![], "{}", p.name);
+            // The study file it amounts to searches what the preset searches.
+            let file = d.study_file(&[]).unwrap();
+            assert_eq!(file.space.names().count(), p.study.space.names().count());
+            assert_eq!(file.study, p.study.study);
+        }
+    }
+
+    #[test]
+    fn a_bad_range_is_flagged_on_its_parameter() {
+        let mut d = Draft::default();
+        d.search.push(SearchEntry {
+            name: "ppo.gamma".into(),
+            spec: "{ low = 0.99, high = 0.9 }".into(),
+        });
+        let problems = d.problems(Some(shape()), &[]);
+        assert!(
+            problems.iter().any(|p| p.field == "search.ppo.gamma"),
+            "{problems:?}"
+        );
+        d.search[0] = SearchEntry {
+            name: "ppo.gama".into(),
+            spec: "{ low = 0.9, high = 0.99 }".into(),
+        };
+        let problems = d.problems(Some(shape()), &[]);
+        assert!(
+            problems.iter().any(|p| p.message.contains("ppo.gamma")),
+            "a misspelt name suggests the right one: {problems:?}"
+        );
     }
 }

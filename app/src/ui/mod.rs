@@ -58,7 +58,8 @@ pub fn run_native(launch: LaunchOptions) -> anyhow::Result<()> {
             let devices = tradetune_engine::device::describe_devices();
             let mut app = TradeTuneApp::new(settings, Arc::new(dialog::NativeDialogs), devices)
                 .exit_after_frames(launch.exit_after_frames);
-            app.start_telemetry();
+            let gpus = app.start_telemetry();
+            app.apply_hardware_preset(&gpus);
             Ok(Box::new(app))
         }),
     )

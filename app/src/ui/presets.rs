@@ -29,16 +29,41 @@ pub struct Preset {
     pub user: bool,
 }
 
-/// Every preset: bundled first, then the user's.
-pub fn all(user: &[UserPreset]) -> Vec<Preset> {
-    user.iter()
-        .map(|p| Preset {
+/// The bundled presets as cards (parsed once at start; a preset that does not parse is a bug
+/// the engine's tests catch, reported here rather than hidden).
+pub fn bundled() -> Result<Vec<Preset>, String> {
+    let presets = tradetune_engine::study::preset::bundled().map_err(|e| e.to_string())?;
+    presets
+        .iter()
+        .map(|p| {
+            Ok(Preset {
+                name: p.name.to_owned(),
+                about: p
+                    .study
+                    .study
+                    .description
+                    .clone()
+                    .unwrap_or_else(|| p.device_class.clone()),
+                memory_bytes: Some(p.memory_bytes),
+                draft: Draft::from_preset(p).map_err(|e| format!("preset {}: {e}", p.name))?,
+                user: false,
+            })
+        })
+        .collect()
+}
+
+/// Every preset: the bundled ones, then the user's.
+pub fn all(bundled: &[Preset], user: &[UserPreset]) -> Vec<Preset> {
+    bundled
+        .iter()
+        .cloned()
+        .chain(user.iter().map(|p| Preset {
             name: p.name.clone(),
             about: "saved by you".into(),
             memory_bytes: None,
             draft: p.draft.clone(),
             user: true,
-        })
+        }))
         .collect()
 }
 
@@ -71,10 +96,7 @@ mod tests {
             for_hardware(&["NVIDIA GeForce RTX 4080 Laptop GPU"]),
             "rtx4080_laptop"
         );
-        assert_eq!(
-            for_hardware(&["Navi 31 [Radeon RX 7900 GRE]"]),
-            "rx7900gre"
-        );
+        assert_eq!(for_hardware(&["Navi 31 [Radeon RX 7900 GRE]"]), "rx7900gre");
         assert_eq!(for_hardware(&["NVIDIA GeForce GTX 1060"]), "cpu");
         assert_eq!(for_hardware::<&str>(&[]), "cpu");
         // The first recognised card wins on a two-GPU box.

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 use tradetune_engine::device::DeviceInfo;
-use tradetune_engine::ppo::{EpisodeSummary, PhaseTimes, TrainReport, UpdateStats};
 use tradetune_engine::storage::{
     CategoricalChoice, ParamValue, StudyDirection, StudySummary, TrialRecord, TrialState,
 };
@@ -14,7 +13,7 @@ use tradetune_engine::telemetry::SamplerHandle;
 use tradetune_engine::telemetry::ring::PlotPoint;
 
 use super::draft::Draft;
-use super::presets::UserPreset;
+use super::presets::{Preset, UserPreset};
 use super::tasks::{DataInfo, DbContents};
 
 /// The panels, in the order of the tab bar.
@@ -63,6 +62,8 @@ pub struct Settings {
     pub database: Option<PathBuf>,
     /// Presets the user saved.
     pub user_presets: Vec<UserPreset>,
+    /// The database studies run into (None: `studies.db` in the user data directory).
+    pub study_db: Option<PathBuf>,
 }
 
 impl Default for Settings {
@@ -74,6 +75,7 @@ impl Default for Settings {
             data_files: Vec::new(),
             database: None,
             user_presets: Vec::new(),
+            study_db: None,
         }
     }
 }
@@ -102,41 +104,107 @@ impl DataState {
     }
 }
 
-/// A run's live figures, kept for the charts.
+/// A worker of the running study.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerView {
+    /// 0-based.
+    pub worker: usize,
+    /// The device it is bound to (`cpu`, `cpu#1`, `wgpu:0`).
+    pub device: String,
+    /// Its backend.
+    pub backend: String,
+    /// The trial it runs.
+    pub trial: Option<u64>,
+    /// How far that trial is (0 to 1).
+    pub fraction: f64,
+    /// The trial's last progress note.
+    pub message: String,
+    /// When that trial started.
+    pub trial_started: Option<std::time::Instant>,
+    /// Trials it ran.
+    pub finished: usize,
+    /// No more trials for it.
+    pub done: bool,
+}
+
+/// A trial of the running study, as the live table and the timeline show it.
+#[derive(Debug, Clone)]
+pub struct LiveTrial {
+    /// Trial number.
+    pub number: u64,
+    /// Worker that ran it.
+    pub worker: usize,
+    /// Device it ran on.
+    pub device: String,
+    /// Its state so far.
+    pub state: TrialState,
+    /// Objective (complete) or last intermediate value (pruned).
+    pub value: Option<f64>,
+    /// Seconds after the study started that it started / ended.
+    pub span: (f64, Option<f64>),
+    /// Why it failed or was pruned.
+    pub reason: Option<String>,
+    /// `name=value` of its parameters.
+    pub params: String,
+    /// Intermediate values: (update, objective on the validation split).
+    pub curve: Vec<PlotPoint>,
+}
+
+/// How a finished study ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StudyEnd {
+    /// Trials COMPLETE, PRUNED, FAIL in this run.
+    pub counts: [usize; 3],
+    /// Whether the user stopped it.
+    pub stopped: bool,
+    /// Best trial of the whole study: (number, value).
+    pub best: Option<(u64, f64)>,
+}
+
+/// The study being run (or the last one).
 #[derive(Debug, Clone, Default)]
 pub struct RunView {
     /// Whether it is going.
     pub running: bool,
-    /// Samples so far and the budget.
-    pub timesteps: (usize, usize),
-    /// Device it trains on.
-    pub device: String,
-    /// (seconds since start, samples/s).
-    pub samples_per_second: Vec<PlotPoint>,
-    /// (timesteps, mean episode reward).
-    pub episode_reward: Vec<PlotPoint>,
-    /// (timesteps, mean portfolio return) and its equal-weight counterpart.
-    pub episode_return: Vec<PlotPoint>,
-    /// Equal-weight return of the same episodes.
-    pub equal_weight_return: Vec<PlotPoint>,
-    /// (update, policy loss), (update, value loss), (update, approx KL).
-    pub policy_loss: Vec<PlotPoint>,
-    /// Value loss per update.
-    pub value_loss: Vec<PlotPoint>,
-    /// Entropy per update.
-    pub entropy: Vec<PlotPoint>,
-    /// Phase times summed over the run.
-    pub phases: PhaseTimes,
-    /// Last episodes.
-    pub last_episodes: Option<EpisodeSummary>,
-    /// Last update's diagnostics.
-    pub last_update: Option<UpdateStats>,
-    /// The report when it ended.
-    pub report: Option<TrainReport>,
-    /// Why it failed.
-    pub error: Option<String>,
-    /// When it started (for the samples/s axis).
+    /// Its name.
+    pub study: String,
+    /// Its database.
+    pub db: Option<PathBuf>,
+    /// Trials asked for in this run.
+    pub n_trials: usize,
+    /// Trials already in the study before it.
+    pub existing_trials: usize,
+    /// Trials of dead processes found RUNNING and failed.
+    pub recovered: Vec<u64>,
+    /// Workers.
+    pub workers: Vec<WorkerView>,
+    /// Trials of this run, in start order.
+    pub trials: Vec<LiveTrial>,
+    /// The trial whose curve is shown.
+    pub selected: Option<u64>,
+    /// When it started.
     pub started: Option<std::time::Instant>,
+    /// How it ended.
+    pub end: Option<StudyEnd>,
+    /// Why it could not run.
+    pub error: Option<String>,
+}
+
+impl RunView {
+    /// Seconds since the study started.
+    pub fn now_s(&self) -> f64 {
+        self.started.map_or(0.0, |s| s.elapsed().as_secs_f64())
+    }
+
+    /// The trial with `number`.
+    pub fn trial_mut(&mut self, number: u64) -> Option<&mut LiveTrial> {
+        self.trials.iter_mut().find(|t| t.number == number)
+    }
+
+    /// Trials finished in this run.
+    pub fn finished(&self) -> usize {
+        self.trials.iter().filter(|t| t.span.1.is_some()).count()
+    }
 }
 
 /// A study, or several parallel studies (`x_1`, `x_2`, `x_3`) shown as one.
@@ -440,6 +508,10 @@ pub struct AppState {
     pub new_preset_name: String,
     /// The `net_arch.pi` and `net_arch.vf` lists as typed.
     pub net_text: [String; 2],
+    /// The bundled presets.
+    pub presets: Vec<Preset>,
+    /// A new searched parameter being typed: (name, distribution).
+    pub new_search: (String, String),
 }
 
 impl AppState {
@@ -459,6 +531,8 @@ impl AppState {
             notices: Vec::new(),
             new_preset_name: String::new(),
             net_text: Default::default(),
+            presets: Vec::new(),
+            new_search: (String::new(), String::new()),
         }
     }
 
@@ -470,12 +544,18 @@ impl AppState {
         }
     }
 
-    /// Memory of the device the draft trains on, when known.
+    /// Memory of the device the draft trains on, when known: the device's own, else the
+    /// device class's the study names (`device_memory_gib`, from its preset).
     pub fn device_bytes(&self) -> Option<u64> {
-        let wanted = self.settings.draft.device.as_str();
+        let study = &self.settings.draft.study;
+        let class = study
+            .device_memory_gib
+            .map(|gib| (gib * (1u64 << 30) as f64) as u64);
+        let wanted = self.settings.draft.device();
         self.devices
             .iter()
             .find(|d| d.name == wanted || (wanted.starts_with(&d.name) && d.name != "cpu"))
             .and_then(|d| d.memory_bytes)
+            .or(class)
     }
 }

@@ -3,16 +3,15 @@
 //! channel once per frame. The UI thread never waits on a job.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use tradetune_engine::device::{DeviceSpec, open};
-use tradetune_engine::env::{CpuVecEnv, VecEnv};
 use tradetune_engine::market::Dataset;
 use tradetune_engine::market::load::DatasetConfig;
-use tradetune_engine::ppo::{HostEnv, TrainEvent, TrainReport, Trainer};
 use tradetune_engine::storage::{Storage, StudySummary, TrialRecord};
+use tradetune_engine::study::file::StudyFile;
+use tradetune_engine::study::runner::{StopHandle, StudyEvent};
 
 use super::dialog::{FileDialogs, Pick};
 use super::draft::{DataShape, Draft};
@@ -47,13 +46,17 @@ pub struct DbContents {
     pub studies: Vec<StudySummary>,
 }
 
-/// What a run reports.
+/// What a running study reports.
 #[derive(Debug, Clone)]
-pub enum RunMsg {
-    /// A training event (progress, episodes, update diagnostics).
-    Train(TrainEvent),
-    /// The run ended: its report or why it failed.
-    Done(Result<Box<TrainReport>, String>),
+pub enum StudyMsg {
+    /// The runner is built: its stop handle.
+    Ready(StopHandle),
+    /// An event of the runner.
+    Event(StudyEvent),
+    /// Something to tell the user (telemetry could not start, …).
+    Notice(String),
+    /// The study ended, or why it could not run.
+    Done(Result<(), String>),
 }
 
 /// Everything a background job says.
@@ -75,8 +78,8 @@ pub enum TaskEvent {
         /// Rows, or why not.
         result: Result<Vec<(String, TrialRecord)>, String>,
     },
-    /// A run's progress.
-    Run(RunMsg),
+    /// A study's progress.
+    Study(StudyMsg),
     /// A file dialog was answered.
     Picked(Pick, Vec<PathBuf>),
     /// A CSV export finished: the rows written, or why not.
@@ -98,7 +101,15 @@ pub struct Tasks {
     rx: Receiver<TaskEvent>,
     waker: Waker,
     dialogs: Arc<dyn FileDialogs>,
-    run_stop: Option<Arc<AtomicBool>>,
+    study: Option<StudyControl>,
+}
+
+/// The running study's controls.
+struct StudyControl {
+    /// Set when the runner is built.
+    stop: Option<StopHandle>,
+    /// Stop asked before the runner was built.
+    stop_asked: bool,
 }
 
 /// Wakes the UI from any thread once it has drawn its first frame.
@@ -148,7 +159,7 @@ impl Tasks {
             rx,
             waker: Waker::default(),
             dialogs,
-            run_stop: None,
+            study: None,
         }
     }
 
@@ -176,7 +187,7 @@ impl Tasks {
             .name(format!("tradetune-{name}"))
             .spawn(move || job(reply));
         if let Err(e) = spawned {
-            failed.send(TaskEvent::Run(RunMsg::Done(Err(format!(
+            failed.send(TaskEvent::Study(StudyMsg::Done(Err(format!(
                 "could not start a background thread: {e}"
             )))));
         }
@@ -270,32 +281,104 @@ impl Tasks {
         });
     }
 
-    /// Whether a run is going.
+    /// Whether a study is going.
     pub fn running(&self) -> bool {
-        self.run_stop.is_some()
+        self.study.is_some()
     }
 
-    /// Asks the running run to stop after its current update.
-    pub fn stop_run(&self) {
-        if let Some(stop) = &self.run_stop {
-            stop.store(true, Ordering::Relaxed);
+    /// Stops the whole study: running trials end as PRUNED (if they reported values) or FAIL
+    /// with "stopped by user"; no new ones start.
+    pub fn stop_study(&mut self) {
+        if let Some(c) = &mut self.study {
+            c.stop_asked = true;
+            if let Some(stop) = &c.stop {
+                stop.stop_study();
+            }
         }
     }
 
-    /// Marks the run finished (its `Done` arrived).
-    pub fn run_finished(&mut self) {
-        self.run_stop = None;
+    /// Stops one running trial; the study goes on.
+    pub fn stop_trial(&self, number: u64) -> bool {
+        self.study
+            .as_ref()
+            .and_then(|c| c.stop.as_ref())
+            .is_some_and(|s| s.stop_trial(number))
     }
 
-    /// Trains one agent on `data` with `draft`, reporting every event.
-    pub fn start_run(&mut self, draft: Draft, data: DataInfo) {
-        let stop = Arc::new(AtomicBool::new(false));
-        self.run_stop = Some(stop.clone());
-        self.spawn("run", move |reply| {
-            let result = train(&draft, &data, &stop, &reply);
-            reply.send(TaskEvent::Run(RunMsg::Done(result)));
+    /// The runner is built: keep its stop handle (and use it if Stop came first).
+    pub fn study_ready(&mut self, stop: StopHandle) {
+        if let Some(c) = &mut self.study {
+            if c.stop_asked {
+                stop.stop_study();
+            }
+            c.stop = Some(stop);
+        }
+    }
+
+    /// The study's `Done` arrived.
+    pub fn study_finished(&mut self) {
+        self.study = None;
+    }
+
+    /// Runs `file` into the database `db`: the runner and a telemetry sampler writing into the
+    /// same database, on a background thread; every runner event is forwarded.
+    pub fn start_study(&mut self, file: StudyFile, db: PathBuf) {
+        self.study = Some(StudyControl {
+            stop: None,
+            stop_asked: false,
+        });
+        self.spawn("study", move |reply| {
+            let result = run_study(&file, &db, &reply);
+            reply.send(TaskEvent::Study(StudyMsg::Done(result)));
         });
     }
+}
+
+fn run_study(file: &StudyFile, db: &Path, reply: &Reply) -> Result<(), String> {
+    if let Some(dir) = db.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let rc = file.runner_config(db).map_err(|e| e.to_string())?;
+    let (runner, source) = crate::launch::runner(file, rc).map_err(|e| format!("{e:#}"))?;
+    reply.send(TaskEvent::Study(StudyMsg::Notice(format!(
+        "data: {source}"
+    ))));
+    let sampler = match crate::launch::telemetry_sampler(db, Duration::from_secs(1)) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            reply.send(TaskEvent::Study(StudyMsg::Notice(format!(
+                "telemetry is not recorded for this study: {e:#}"
+            ))));
+            None
+        }
+    };
+    let runner = match &sampler {
+        Some(s) => runner.with_telemetry(s.handle()),
+        None => runner,
+    };
+    reply.send(TaskEvent::Study(StudyMsg::Ready(runner.stop_handle())));
+    let (tx, rx) = channel::<StudyEvent>();
+    let result = std::thread::scope(|scope| {
+        let forward = scope.spawn(move || {
+            for event in rx.iter() {
+                reply.send(TaskEvent::Study(StudyMsg::Event(event)));
+            }
+        });
+        let r = runner.run(&tx);
+        drop(tx);
+        let _ = forward.join();
+        r
+    });
+    if let Some(s) = sampler {
+        let stats = s.stop();
+        if let Some(e) = stats.last_sink_error {
+            reply.send(TaskEvent::Study(StudyMsg::Notice(format!(
+                "telemetry: {} rows not stored: {e}",
+                stats.rows_dropped
+            ))));
+        }
+    }
+    result.map(|_| ()).map_err(|e| e.to_string())
 }
 
 fn read_trials(
@@ -324,29 +407,4 @@ fn export_trials(db: &Path, study: &str, out: &Path) -> Result<usize, String> {
         .filter(|&&b| b == b'\n')
         .count()
         .saturating_sub(1))
-}
-
-fn train(
-    draft: &Draft,
-    data: &DataInfo,
-    stop: &Arc<AtomicBool>,
-    reply: &Reply,
-) -> Result<Box<TrainReport>, String> {
-    let spec: DeviceSpec = draft.device.parse().map_err(|e| format!("device: {e}"))?;
-    let device = open(spec).map_err(|e| format!("device {}: {e}", draft.device))?;
-    let env = CpuVecEnv::new(draft.env.clone(), data.dataset.clone(), data.train.clone())
-        .map_err(|e| e.to_string())?;
-    debug_assert_eq!(env.action_dim(), data.shape.n_assets);
-    let mut trainer = Trainer::new(draft.ppo.clone(), HostEnv::new(env, &device), &device)
-        .map_err(|e| e.to_string())?;
-    let trainer_stop = trainer.stop_flag();
-    trainer
-        .learn(draft.total_timesteps, &mut |event| {
-            if stop.load(Ordering::Relaxed) {
-                trainer_stop.store(true, Ordering::Relaxed);
-            }
-            reply.send(TaskEvent::Run(RunMsg::Train(event)));
-        })
-        .map(Box::new)
-        .map_err(|e| e.to_string())
 }

@@ -35,6 +35,13 @@ pub enum PpoError {
     /// A device name or capability problem.
     #[error(transparent)]
     Device(#[from] crate::device::DeviceError),
+    /// A periodic evaluation failed (boxed: an evaluation error may itself hold a `PpoError`).
+    #[error("update {update}: {source}")]
+    Evaluation {
+        update: usize,
+        #[source]
+        source: Box<crate::eval::EvalError>,
+    },
     /// Saving or loading a checkpoint failed.
     #[error("checkpoint {path}: {reason}")]
     Checkpoint { path: String, reason: String },

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::env::EpisodeStats;
+use crate::eval::EvalSummary;
 use crate::ppo::update::UpdateStats;
 
 /// Wall time per phase of a training run, in seconds. On GPU devices the trainer syncs the
@@ -21,12 +22,20 @@ pub struct PhaseTimes {
     pub advantages: f64,
     /// The gradient updates.
     pub update: f64,
+    /// Periodic evaluations on a held-out split ([`crate::ppo::trainer::PeriodicEval`]).
+    #[serde(default)]
+    pub evaluation: f64,
 }
 
 impl PhaseTimes {
     /// Sum of all phases.
     pub fn total(&self) -> f64 {
-        self.env_step + self.inference + self.buffer + self.advantages + self.update
+        self.env_step
+            + self.inference
+            + self.buffer
+            + self.advantages
+            + self.update
+            + self.evaluation
     }
 
     /// Adds `other` phase by phase.
@@ -36,6 +45,7 @@ impl PhaseTimes {
         self.buffer += other.buffer;
         self.advantages += other.advantages;
         self.update += other.update;
+        self.evaluation += other.evaluation;
     }
 }
 
@@ -106,6 +116,16 @@ pub enum TrainEvent {
         update: usize,
         /// CleanRL's `losses/*` numbers.
         stats: UpdateStats,
+    },
+    /// A periodic evaluation of the deterministic policy on a held-out split (every
+    /// `PeriodicEval::every` updates), before that update's `Progress`.
+    Evaluation {
+        /// Update number (1-based) after which the policy was evaluated.
+        update: usize,
+        /// Samples trained on so far.
+        timesteps: usize,
+        /// Metrics of the agent and of equal weight, and the objective's value.
+        summary: EvalSummary,
     },
     /// The run ended (budget reached or stopped).
     Finished {

@@ -26,5 +26,5 @@ pub use error::PpoError;
 pub use events::{EpisodeSummary, PhaseTimes, TrainEvent};
 pub use model::{ActivationKind, ActorCritic, ActorCriticConfig, NetArch};
 pub use rollout_env::{HostEnv, RolloutEnv};
-pub use trainer::{TrainReport, Trainer};
+pub use trainer::{PeriodicEval, TrainReport, Trainer};
 pub use update::UpdateStats;

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::device::memory::{MemoryBudget, MemoryError};
 use crate::env::EpisodeStats;
+use crate::eval::{EvalSplit, EvalSummary, Objective, evaluate_trainer};
 use crate::ppo::buffer::RolloutBuffer;
 use crate::ppo::config::PpoConfig;
 use crate::ppo::error::PpoError;
@@ -47,6 +48,21 @@ pub struct TrainReport {
     pub last_episodes: Option<EpisodeSummary>,
     /// Whether the stop flag ended the run.
     pub stopped: bool,
+    /// The last periodic evaluation, when the run had one ([`Trainer::with_evaluation`]).
+    #[serde(default)]
+    pub last_evaluation: Option<EvalSummary>,
+}
+
+/// Evaluation of the deterministic policy on a held-out split every `every` updates, during
+/// training: what a study's pruner reads as intermediate values.
+#[derive(Debug, Clone)]
+pub struct PeriodicEval {
+    /// Updates between evaluations (≥ 1); the first is after update `every`.
+    pub every: usize,
+    /// The split to evaluate on (usually validation).
+    pub split: EvalSplit,
+    /// The objective reported.
+    pub objective: Objective,
 }
 
 /// Normalisation statistics, for checkpoints.
@@ -77,6 +93,7 @@ pub struct Trainer<E: RolloutEnv> {
     updates: usize,
     stop: Arc<AtomicBool>,
     budget: Option<MemoryBudget>,
+    evaluation: Option<PeriodicEval>,
 }
 
 impl<E: RolloutEnv> Trainer<E> {
@@ -108,6 +125,7 @@ impl<E: RolloutEnv> Trainer<E> {
             updates: 0,
             stop: Arc::new(AtomicBool::new(false)),
             budget: None,
+            evaluation: None,
             cfg,
             env,
             learner,
@@ -121,6 +139,20 @@ impl<E: RolloutEnv> Trainer<E> {
     pub fn with_memory_budget(mut self, budget: MemoryBudget) -> Self {
         self.budget = Some(budget);
         self
+    }
+
+    /// Evaluates the policy on `eval.split` every `eval.every` updates, reporting
+    /// [`TrainEvent::Evaluation`] and timing it as the `evaluation` phase. `every = 0` is refused.
+    pub fn with_evaluation(mut self, eval: PeriodicEval) -> Result<Self, PpoError> {
+        if eval.every == 0 {
+            return Err(PpoError::config(
+                "eval_every",
+                0,
+                "must be at least 1 (updates between evaluations)",
+            ));
+        }
+        self.evaluation = Some(eval);
+        Ok(self)
     }
 
     /// A flag that, once set, ends [`Trainer::learn`] at the next step boundary.
@@ -231,6 +263,7 @@ impl<E: RolloutEnv> Trainer<E> {
         let mut phases_total = PhaseTimes::default();
         let mut last_update = None;
         let mut last_episodes = None;
+        let mut last_evaluation = None;
         let per_rollout = self.cfg.n_steps * self.env.n_envs();
         on_event(TrainEvent::Started {
             device: format!("{:?}", self.device),
@@ -259,7 +292,6 @@ impl<E: RolloutEnv> Trainer<E> {
             let lr = self.cfg.learning_rate_at(progress);
             let stats = self.train_on_buffer(lr, &mut phases)?;
             self.check_memory()?;
-            phases_total.add(&phases);
             if let Some(summary) = EpisodeSummary::of(&episodes) {
                 last_episodes = Some(summary);
                 on_event(TrainEvent::Episodes(summary));
@@ -268,6 +300,15 @@ impl<E: RolloutEnv> Trainer<E> {
                 update: self.updates,
                 stats,
             });
+            if let Some(summary) = self.periodic_evaluation(&mut phases)? {
+                on_event(TrainEvent::Evaluation {
+                    update: self.updates,
+                    timesteps: self.timesteps,
+                    summary: summary.clone(),
+                });
+                last_evaluation = Some(summary);
+            }
+            phases_total.add(&phases);
             on_event(TrainEvent::Progress {
                 update: self.updates,
                 timesteps: self.timesteps,
@@ -291,7 +332,30 @@ impl<E: RolloutEnv> Trainer<E> {
             last_update,
             last_episodes,
             stopped,
+            last_evaluation,
         })
+    }
+
+    /// The periodic evaluation due after this update, if any, timed as the evaluation phase.
+    fn periodic_evaluation(
+        &self,
+        phases: &mut PhaseTimes,
+    ) -> Result<Option<EvalSummary>, PpoError> {
+        let Some(pe) = &self.evaluation else {
+            return Ok(None);
+        };
+        if !self.updates.is_multiple_of(pe.every) {
+            return Ok(None);
+        }
+        let t = Instant::now();
+        let report =
+            evaluate_trainer(self, &pe.split, pe.objective).map_err(|e| PpoError::Evaluation {
+                update: self.updates,
+                source: Box::new(e),
+            })?;
+        self.sync()?;
+        phases.evaluation += t.elapsed().as_secs_f64();
+        Ok(Some(report.summary()))
     }
 
     /// Collects `n_steps` steps of every env into the buffer. False when stopped mid-way.

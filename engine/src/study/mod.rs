@@ -6,11 +6,20 @@
 //!   (`ppo.learning_rate`), with an error listing the valid names.
 //! - [`sampler`]: random, TPE (Optuna 5.0's default), grid, enqueued fixed trials.
 //! - [`pruner`]: median/percentile, successive halving, Hyperband.
+//! - [`file`]: the TOML study file (data, split, fixed values, searched ranges, sampler, pruner,
+//!   trial budget, workers, devices); errors name the file, line and key.
+//! - [`ppo_trial`]: the PPO trial function (train, evaluate on validation, report to the
+//!   pruner) and its configuration; [`preset`]: bundled study files per device class.
+//! - [`runner`]: K workers over a list of devices running trials into an Optuna storage.
 //! - [`bench`]: sampler quality and overhead on standard test functions.
 
 pub mod bench;
 pub mod config_path;
+pub mod file;
+pub mod ppo_trial;
+pub mod preset;
 pub mod pruner;
+pub mod runner;
 pub mod sampler;
 pub mod space;
 pub mod trial;

@@ -3,6 +3,7 @@
 //! Invalid values are flagged where they are typed and Start stays disabled until fixed.
 
 use tradetune_engine::device::precision::Precision;
+use tradetune_engine::eval::Objective;
 use tradetune_engine::ppo::{ActivationKind, LrSchedule};
 
 use super::widgets::{self, number};
@@ -15,7 +16,10 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
     ui.separator();
 
     let shape = state.data.ready().map(|d| d.shape);
-    let problems = state.settings.draft.problems(shape);
+    let problems = state
+        .settings
+        .draft
+        .problems(shape, &state.settings.data_files);
     let lookback_before = state.settings.draft.env.lookback;
     let draft = &mut state.settings.draft;
 
@@ -104,44 +108,96 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
             &problems,
         );
 
-        ui.heading("Run");
+        ui.heading("Study");
+        let train = &mut draft.train;
         number(
             ui,
             "total_timesteps",
-            &mut draft.total_timesteps,
+            &mut train.total_timesteps,
             1..=10_000_000_000,
-            "total_timesteps",
+            "train.total_timesteps",
             &problems,
         );
         number(
             ui,
-            "memory_fraction",
-            &mut draft.memory_fraction,
-            0.01..=1.0,
-            "memory_fraction",
+            "eval_every",
+            &mut train.eval_every,
+            0..=100_000,
+            "train.eval_every",
             &problems,
         );
+        let study = &mut draft.study;
         ui.horizontal(|ui| {
             let l = ui.label("study name");
-            ui.text_edit_singleline(&mut draft.study_name)
-                .labelled_by(l.id);
+            ui.text_edit_singleline(&mut study.name).labelled_by(l.id);
         });
+        widgets::problem_line(ui, "study.name", &problems);
         number(
             ui,
             "n_trials",
-            &mut draft.n_trials,
+            &mut study.n_trials,
             1..=100_000,
-            "n_trials",
+            "study.n_trials",
             &problems,
         );
         number(
             ui,
             "workers",
-            &mut draft.workers,
+            &mut study.workers,
             1..=64,
-            "workers",
+            "study.workers",
             &problems,
         );
+        number(
+            ui,
+            "memory_fraction",
+            &mut study.memory_fraction,
+            0.01..=1.0,
+            "study.memory_fraction",
+            &problems,
+        );
+        choice(
+            ui,
+            "objective",
+            &mut study.objective,
+            &Objective::ALL.map(Objective::name),
+        );
+        widgets::problem_line(ui, "study.objective", &problems);
+        choice(
+            ui,
+            "direction",
+            &mut study.direction,
+            &["maximize", "minimize"],
+        );
+        choice(
+            ui,
+            "sampler",
+            &mut draft.sampler.kind,
+            &["tpe", "random", "grid"],
+        );
+        number(
+            ui,
+            "sampler seed",
+            &mut draft.sampler.seed,
+            0..=u64::MAX,
+            "sampler.seed",
+            &problems,
+        );
+        widgets::problem_line(ui, "sampler", &problems);
+        choice(
+            ui,
+            "pruner",
+            &mut draft.pruner.kind,
+            &[
+                "none",
+                "median",
+                "percentile",
+                "successive_halving",
+                "hyperband",
+            ],
+        );
+        widgets::problem_line(ui, "pruner", &problems);
+        widgets::problem_line(ui, "study", &problems);
 
         let ui = &mut cols[1];
         ui.heading("PPO");
@@ -285,6 +341,8 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
     });
 
     ui.separator();
+    search_section(ui, state, &problems, commands);
+    ui.separator();
     if let Some(data) = state.data.ready() {
         let check = state
             .settings
@@ -305,6 +363,82 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
         // The observation window changes which bars are usable: reload.
         commands.push(Command::ReloadData);
     }
+}
+
+/// A labelled choice among fixed names.
+fn choice(ui: &mut egui::Ui, label: &str, value: &mut String, names: &[&str]) {
+    ui.horizontal(|ui| {
+        let l = ui.label(label);
+        egui::ComboBox::from_id_salt(label)
+            .selected_text(value.clone())
+            .show_ui(ui, |ui| {
+                for n in names {
+                    ui.selectable_value(value, (*n).to_owned(), *n);
+                }
+            })
+            .response
+            .labelled_by(l.id);
+    });
+}
+
+/// Searched parameters: each a dotted name and its distribution as in a study file's
+/// `[search]` table; a searched value replaces the fixed one above in each trial.
+fn search_section(
+    ui: &mut egui::Ui,
+    state: &mut AppState,
+    problems: &[crate::ui::draft::Problem],
+    commands: &mut Vec<Command>,
+) {
+    ui.heading("Searched parameters");
+    ui.label(
+        "Each trial samples these; the fixed value above is used for every other field. \
+         Ranges: { low = 1e-5, high = 1e-3, log = true }, { low = 4, high = 16, step = 4 }; \
+         choices: { choices = [64, 128, 256] }.",
+    );
+    let draft = &mut state.settings.draft;
+    egui::Grid::new("search").striped(true).show(ui, |ui| {
+        for e in &mut draft.search {
+            ui.monospace(&e.name);
+            ui.add(egui::TextEdit::singleline(&mut e.spec).desired_width(420.0))
+                .on_hover_text(format!("distribution of {}", e.name));
+            if ui.small_button(format!("fix {}", e.name)).clicked() {
+                commands.push(Command::RemoveSearch(e.name.clone()));
+            }
+            ui.end_row();
+            let field = format!("search.{}", e.name);
+            if problems.iter().any(|p| p.field == field) {
+                ui.label("");
+                ui.vertical(|ui| widgets::problem_line(ui, &field, problems));
+                ui.end_row();
+            }
+        }
+    });
+    ui.horizontal(|ui| {
+        let (name, spec) = &mut state.new_search;
+        let l = ui.label("search parameter");
+        ui.add(
+            egui::TextEdit::singleline(name)
+                .hint_text("ppo.gamma")
+                .desired_width(200.0),
+        )
+        .labelled_by(l.id);
+        let l = ui.label("distribution");
+        ui.add(
+            egui::TextEdit::singleline(spec)
+                .hint_text("{ low = 0.95, high = 0.999 }")
+                .desired_width(300.0),
+        )
+        .labelled_by(l.id);
+        if ui
+            .add_enabled(
+                !name.trim().is_empty() && !spec.trim().is_empty(),
+                egui::Button::new("Add"),
+            )
+            .clicked()
+        {
+            commands.push(Command::AddSearch(name.clone(), spec.clone()));
+        }
+    });
 }
 
 fn data_section(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>) {

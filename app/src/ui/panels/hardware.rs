@@ -40,12 +40,16 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
     });
     ui.horizontal(|ui| {
         let l = ui.label("Train on");
-        let draft = &mut state.settings.draft;
+        let devices = &mut state.settings.draft.study.devices;
+        if devices.is_empty() {
+            devices.push("cpu".into());
+        }
+        let current = &mut devices[0];
         egui::ComboBox::from_id_salt("device")
-            .selected_text(draft.device.clone())
+            .selected_text(current.clone())
             .show_ui(ui, |ui| {
                 for d in state.devices.iter().filter(|d| d.available) {
-                    ui.selectable_value(&mut draft.device, d.name.clone(), &d.name);
+                    ui.selectable_value(current, d.name.clone(), &d.name);
                 }
             })
             .response
@@ -54,7 +58,7 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
 
     ui.separator();
     ui.heading("Presets");
-    let all = presets::all(&state.settings.user_presets);
+    let all = presets::all(&state.presets, &state.settings.user_presets);
     if all.is_empty() {
         ui.label("No presets yet: save one from Configure.");
     }
@@ -64,10 +68,19 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
             egui::Frame::group(ui.style()).show(ui, |ui| {
                 ui.set_width(230.0);
                 ui.vertical(|ui| {
-                    if ui.selectable_label(selected, &p.name).clicked() {
+                    ui.horizontal(|ui| {
+                        ui.strong(&p.name);
+                        if selected {
+                            ui.label("(applied)");
+                        }
+                    });
+                    if ui.button(format!("Apply {}", p.name)).clicked() {
                         commands.push(Command::ApplyPreset(p.name.clone()));
                     }
                     ui.small(&p.about);
+                    if let Some(m) = p.memory_bytes {
+                        ui.small(format!("sized for {}", fmt_bytes(m)));
+                    }
                     let arch = &p.draft.ppo.policy.net_arch;
                     ui.small(format!(
                         "{} envs · n_steps {} · batch {} · pi {:?} · {}",
@@ -76,6 +89,13 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
                         p.draft.ppo.batch_size,
                         arch.pi,
                         p.draft.ppo.precision
+                    ));
+                    ui.small(format!(
+                        "{} trials × {} workers on {} · {} searched",
+                        p.draft.study.n_trials,
+                        p.draft.study.workers,
+                        p.draft.study.devices.join(", "),
+                        p.draft.search.len()
                     ));
                     if p.user && ui.small_button(format!("delete {}", p.name)).clicked() {
                         commands.push(Command::DeletePreset(p.name.clone()));

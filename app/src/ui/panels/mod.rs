@@ -30,8 +30,10 @@ pub fn draw(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
         ui.horizontal(|ui| {
             let running = if state.run.running {
                 format!(
-                    "running: {}/{} samples",
-                    state.run.timesteps.0, state.run.timesteps.1
+                    "study {} running: {} of {} trials finished",
+                    state.run.study,
+                    state.run.finished(),
+                    state.run.n_trials
                 )
             } else {
                 "idle".to_owned()

@@ -8,7 +8,8 @@ use tradetune_engine::telemetry::{DeviceTag, Metric};
 
 use super::widgets;
 use crate::ui::command::Command;
-use crate::ui::state::AppState;
+use crate::ui::state::{AppState, RunView};
+use tradetune_engine::storage::TrialState;
 
 /// Height of one chart.
 const CHART_HEIGHT: f32 = 140.0;
@@ -16,7 +17,10 @@ const CHART_HEIGHT: f32 = 140.0;
 /// Start (disabled, with the reason, while the draft has a problem) and Stop.
 pub fn start_stop(ui: &mut egui::Ui, state: &AppState, commands: &mut Vec<Command>) {
     let data = state.data.ready();
-    let problems = state.settings.draft.problems(data.map(|d| d.shape));
+    let problems = state
+        .settings
+        .draft
+        .problems(data.map(|d| d.shape), &state.settings.data_files);
     let over = data.is_some_and(|d| {
         state
             .settings
@@ -25,7 +29,7 @@ pub fn start_stop(ui: &mut egui::Ui, state: &AppState, commands: &mut Vec<Comman
             .over_budget()
     });
     let blocked = if state.run.running {
-        Some("a run is going".to_owned())
+        Some("a study is running".to_owned())
     } else if data.is_none() {
         Some("the data is not loaded".to_owned())
     } else if let Some(p) = problems.first() {
@@ -63,113 +67,194 @@ pub fn start_stop(ui: &mut egui::Ui, state: &AppState, commands: &mut Vec<Comman
 pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>) {
     start_stop(ui, state, commands);
     let run = &state.run;
-    let (done, total) = run.timesteps;
-    if run.running || run.report.is_some() || run.error.is_some() {
-        let fraction = if total > 0 {
-            done as f32 / total as f32
-        } else {
-            0.0
-        };
-        let eta = run.started.and_then(|s| {
-            let elapsed = s.elapsed().as_secs_f64();
-            (done > 0 && done < total).then(|| elapsed * (total - done) as f64 / done as f64)
+    if run.started.is_some() {
+        ui.horizontal(|ui| {
+            ui.strong(format!("study {}", run.study));
+            if let Some(db) = &run.db {
+                ui.label(format!("in {}", db.display()));
+            }
+            if ui.button("Show in Studies").clicked() {
+                commands.push(Command::ShowRunInStudies);
+            }
         });
-        ui.add(egui::ProgressBar::new(fraction.min(1.0)).text(format!(
-            "{done}/{total} samples on {}{}",
-            if run.device.is_empty() {
-                "…"
-            } else {
-                &run.device
-            },
-            eta.map_or(String::new(), |s| format!(" · ETA {s:.0} s"))
-        )));
+        let done = run.finished();
+        let total = run.n_trials.max(1);
+        ui.add(
+            egui::ProgressBar::new(done as f32 / total as f32).text(format!(
+                "{done} of {} trials finished{}",
+                run.n_trials,
+                if run.existing_trials > 0 {
+                    format!(" ({} were already in the study)", run.existing_trials)
+                } else {
+                    String::new()
+                }
+            )),
+        );
     }
-    if let Some(e) = &run.error {
-        ui.colored_label(widgets::WARN, format!("run failed: {e}"));
-    }
-    if let Some(r) = &run.report {
+    if !run.recovered.is_empty() {
         ui.label(format!(
-            "{}: {} samples, {} updates in {:.1} s — {:.0} samples/s",
-            if r.stopped { "stopped" } else { "finished" },
-            r.timesteps,
-            r.updates,
-            r.elapsed_s,
-            r.samples_per_second
+            "recovered trials {:?}: left RUNNING by a process that died, now FAIL",
+            run.recovered
         ));
     }
-    verdict(ui, state);
+    if let Some(e) = &run.error {
+        ui.colored_label(widgets::WARN, format!("the study failed: {e}"));
+    }
+    if let Some(end) = &run.end {
+        ui.label(format!(
+            "{}: {} complete, {} pruned, {} failed{}",
+            if end.stopped { "stopped" } else { "finished" },
+            end.counts[0],
+            end.counts[1],
+            end.counts[2],
+            end.best.map_or(String::new(), |(n, v)| format!(
+                "; best trial #{n} = {v:.6}"
+            ))
+        ));
+    }
+    workers(ui, run, commands);
+    if !run.trials.is_empty() {
+        ui.separator();
+        ui.heading("Trials");
+        timeline(ui, run);
+        trial_grid(ui, run, commands);
+        if let Some(t) = run
+            .selected
+            .and_then(|n| run.trials.iter().find(|t| t.number == n))
+        {
+            chart(
+                ui,
+                &format!(
+                    "trial {}: objective on the validation split by update",
+                    t.number
+                ),
+                "run_curve",
+                &[("objective", &t.curve)],
+            );
+        }
+    }
 
     ui.separator();
     ui.heading("Telemetry");
     telemetry_charts(ui, state);
-
-    ui.separator();
-    ui.heading("Training");
-    let run = &state.run;
-    let total_phase = run.phases.total();
-    if total_phase > 0.0 {
-        let pct = |v: f64| 100.0 * v / total_phase;
-        ui.label(format!(
-            "phase split: env step {:.0} % · inference {:.0} % · buffer {:.0} % · advantages {:.0} % · update {:.0} %",
-            pct(run.phases.env_step),
-            pct(run.phases.inference),
-            pct(run.phases.buffer),
-            pct(run.phases.advantages),
-            pct(run.phases.update)
-        ));
-    }
-    chart(
-        ui,
-        "samples/s",
-        "run_time",
-        &[("samples/s", &run.samples_per_second)],
-    );
-    chart(
-        ui,
-        "episode return",
-        "run_steps",
-        &[
-            ("agent", &run.episode_return),
-            ("equal weight", &run.equal_weight_return),
-        ],
-    );
-    chart(
-        ui,
-        "losses",
-        "run_updates",
-        &[
-            ("policy loss", &run.policy_loss),
-            ("value loss", &run.value_loss),
-            ("entropy", &run.entropy),
-        ],
-    );
 }
 
-/// The bottleneck verdict of the run so far, as a banner with its suggestion.
-fn verdict(ui: &mut egui::Ui, state: &AppState) {
-    let p = &state.run.phases;
-    let total = p.total();
-    if total <= 0.0 {
-        return;
+/// A progress bar per worker with its trial, device and ETA, and a button to stop that trial.
+fn workers(ui: &mut egui::Ui, run: &RunView, commands: &mut Vec<Command>) {
+    for w in &run.workers {
+        ui.horizontal(|ui| {
+            let what = match w.trial {
+                Some(n) => {
+                    let eta = w.trial_started.and_then(|s| {
+                        let t = s.elapsed().as_secs_f64();
+                        (w.fraction > 0.02 && w.fraction < 1.0)
+                            .then(|| t * (1.0 - w.fraction) / w.fraction)
+                    });
+                    format!(
+                        "worker {} on {} ({}): trial {n} {:.0} %{} {}",
+                        w.worker,
+                        w.device,
+                        w.backend,
+                        100.0 * w.fraction,
+                        eta.map_or(String::new(), |s| format!(" · ETA {s:.0} s")),
+                        w.message
+                    )
+                }
+                None if w.done => format!(
+                    "worker {} on {}: done ({} trials)",
+                    w.worker, w.device, w.finished
+                ),
+                None => format!("worker {} on {}: waiting", w.worker, w.device),
+            };
+            ui.add(
+                egui::ProgressBar::new(if w.trial.is_some() {
+                    w.fraction as f32
+                } else {
+                    0.0
+                })
+                .desired_width(ui.available_width() - 140.0)
+                .text(what),
+            );
+            if let Some(n) = w.trial
+                && run.running
+                && ui.button(format!("Stop trial {n}")).clicked()
+            {
+                commands.push(Command::StopTrial(n));
+            }
+        });
     }
-    // The same thresholds as the engine's verdict rules (telemetry::verdict).
-    use tradetune_engine::telemetry::verdict::PHASE_BOUND;
-    let text = if p.env_step / total > PHASE_BOUND {
-        format!(
-            "environment stepping is {:.0} % of wall time: raise n_envs or use the on-device environment",
-            100.0 * p.env_step / total
-        )
-    } else if p.update / total > PHASE_BOUND {
-        format!(
-            "update-bound ({:.0} % of wall time): a faster device, a larger batch_size or half precision helps",
-            100.0 * p.update / total
-        )
-    } else {
-        return;
-    };
-    egui::Frame::group(ui.style()).show(ui, |ui| {
-        ui.strong("Bottleneck");
-        ui.label(text);
+}
+
+fn state_color(state: TrialState) -> egui::Color32 {
+    match state {
+        TrialState::Complete => egui::Color32::from_rgb(0x40, 0xa0, 0x60),
+        TrialState::Pruned => egui::Color32::from_rgb(0xc0, 0x90, 0x30),
+        TrialState::Fail => widgets::WARN,
+        TrialState::Running | TrialState::Waiting => egui::Color32::from_rgb(0x50, 0x80, 0xd0),
+    }
+}
+
+/// One lane per worker, one bar per trial from its start to its end (or now): an idle device
+/// or a "parallel" study that runs one trial at a time shows at a glance.
+fn timeline(ui: &mut egui::Ui, run: &RunView) {
+    let now = run.now_s();
+    ui.label("timeline: trials per worker (seconds since the study started)");
+    let lanes = run.workers.len().max(1) as f64;
+    Plot::new("timeline")
+        .height(40.0 + 24.0 * lanes as f32)
+        .show_y(false)
+        .y_axis_formatter(|mark, _| format!("worker {}", mark.value))
+        .include_y(-0.5)
+        .include_y(lanes - 0.5)
+        .show(ui, |plot| {
+            for t in &run.trials {
+                let end = t.span.1.unwrap_or(if run.running { now } else { t.span.0 });
+                let y = t.worker as f64;
+                plot.line(
+                    Line::new(
+                        format!("trial {}", t.number),
+                        PlotPoints::new(vec![[t.span.0, y], [end.max(t.span.0 + 0.05), y]]),
+                    )
+                    .width(10.0)
+                    .color(state_color(t.state)),
+                );
+            }
+        });
+}
+
+fn trial_grid(ui: &mut egui::Ui, run: &RunView, commands: &mut Vec<Command>) {
+    egui::Grid::new("live_trials").striped(true).show(ui, |ui| {
+        for h in [
+            "trial",
+            "worker",
+            "device",
+            "state",
+            "value",
+            "seconds",
+            "parameters / reason",
+        ] {
+            ui.strong(h);
+        }
+        ui.end_row();
+        let now = run.now_s();
+        for t in run.trials.iter().rev() {
+            if ui
+                .selectable_label(run.selected == Some(t.number), format!("#{}", t.number))
+                .clicked()
+            {
+                commands.push(Command::SelectRunTrial(t.number));
+            }
+            ui.label(t.worker.to_string());
+            ui.label(&t.device);
+            ui.colored_label(state_color(t.state), t.state.to_string());
+            ui.label(t.value.map_or(String::new(), |v| format!("{v:.6}")));
+            ui.label(format!("{:.1}", t.span.1.unwrap_or(now) - t.span.0));
+            match &t.reason {
+                Some(r) => ui.colored_label(widgets::WARN, r.as_str()),
+                None => ui.label(&t.params),
+            };
+            ui.end_row();
+        }
     });
 }
 

@@ -1,0 +1,582 @@
+//! `tradetune study`: run hyperparameter studies (from a study file or a preset), list the
+//! studies of a database, export a study's trials and telemetry as CSV.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::launch;
+use clap::{Args, Subcommand};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use tradetune_engine::storage::{Storage, StudyRecord, TrialRecord, TrialState};
+use tradetune_engine::study::file::StudyFile;
+use tradetune_engine::study::ppo_trial::read_study_file;
+use tradetune_engine::study::preset;
+use tradetune_engine::study::runner::StudyEvent;
+use tradetune_engine::telemetry::{DeviceReading, DeviceTag, Metric, Tick, WideLayout};
+
+#[derive(Debug, Subcommand)]
+pub enum StudyCommand {
+    /// Run a study from a TOML study file or a bundled preset; one line per finished trial.
+    Run(RunArgs),
+    /// The studies of a database with their trial counts and best values.
+    List(ListArgs),
+    /// One study's trials: state, value, device, worker, duration, parameters.
+    Show(ShowArgs),
+    /// Write a study's trials (Optuna's trials_dataframe columns) and/or telemetry as CSV.
+    Export(ExportArgs),
+    /// The bundled presets and the device class each is for.
+    Presets(PresetsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The study file (TOML); see `tradetune study presets` for examples.
+    #[arg(conflicts_with = "preset", required_unless_present = "preset")]
+    pub file: Option<PathBuf>,
+    /// A bundled preset instead of a file: rtx4080, rtx4080_laptop, rx7900gre, cpu.
+    #[arg(long)]
+    pub preset: Option<String>,
+    /// The study database (an Optuna SQLite storage). Default: studies.db in the user data dir.
+    #[arg(long, alias = "storage")]
+    pub db: Option<PathBuf>,
+    /// Trials to run now (overrides the file's n_trials).
+    #[arg(long)]
+    pub trials: Option<usize>,
+    /// Parallel workers (overrides the file's workers).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Devices, comma-separated, e.g. `cpu,cpu` or `wgpu:0,wgpu:1` (overrides the file's).
+    #[arg(long, value_delimiter = ',')]
+    pub devices: Option<Vec<String>>,
+    /// The study's name in the database (overrides the file's).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Seconds between heartbeats of a running trial.
+    #[arg(long, default_value_t = 10.0)]
+    pub heartbeat: f64,
+    /// A RUNNING trial whose heartbeat is older than this many seconds was left by a dead
+    /// process and is marked FAIL when a study starts.
+    #[arg(long, default_value_t = 60.0)]
+    pub stale_after: f64,
+    /// Seconds between telemetry samples stored with the study (0 = no telemetry).
+    #[arg(long, default_value_t = 1.0)]
+    pub telemetry_interval: f64,
+    /// One JSON event per line instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[arg(long, alias = "storage")]
+    pub db: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The study's name.
+    pub name: String,
+    #[arg(long, alias = "storage")]
+    pub db: Option<PathBuf>,
+    /// The study and every trial as JSON (Optuna's FrozenTrial fields).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The study's name.
+    pub name: String,
+    #[arg(long, alias = "storage")]
+    pub db: Option<PathBuf>,
+    /// Write the trials here (the columns of Optuna's `trials_dataframe()`).
+    #[arg(long, alias = "csv", value_name = "FILE.csv")]
+    pub trials: Option<PathBuf>,
+    /// Write the study's telemetry here: one row per sample, columns with units.
+    #[arg(long, value_name = "FILE.csv")]
+    pub telemetry: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct PresetsArgs {
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(command: StudyCommand) -> anyhow::Result<()> {
+    match command {
+        StudyCommand::Run(a) => run_study(a),
+        StudyCommand::List(a) => list(a),
+        StudyCommand::Show(a) => show(a),
+        StudyCommand::Export(a) => export(a),
+        StudyCommand::Presets(a) => presets(a),
+    }
+}
+
+pub use crate::launch::default_db;
+
+fn db_path(db: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    match db {
+        Some(p) => Ok(p),
+        None => default_db(),
+    }
+}
+
+fn seconds(v: f64, flag: &str) -> anyhow::Result<Duration> {
+    anyhow::ensure!(
+        v.is_finite() && v > 0.0,
+        "{flag}: must be a positive number of seconds, got {v}"
+    );
+    Ok(Duration::from_secs_f64(v))
+}
+
+fn load_file(args: &RunArgs) -> anyhow::Result<StudyFile> {
+    match (&args.file, &args.preset) {
+        (Some(path), _) => Ok(read_study_file(path)?),
+        (None, Some(name)) => Ok(preset::find(name)?.study),
+        (None, None) => anyhow::bail!("give a study file or --preset NAME"),
+    }
+}
+
+fn run_study(args: RunArgs) -> anyhow::Result<()> {
+    let mut file = load_file(&args)?;
+    if let Some(n) = args.trials {
+        file.study.n_trials = n;
+    }
+    if let Some(w) = args.workers {
+        anyhow::ensure!(w > 0, "--workers: need at least one worker");
+        file.study.workers = w;
+    }
+    if let Some(name) = &args.name {
+        file.study.name = name.clone();
+    }
+    let db = db_path(args.db.clone())?;
+    let mut rc = file.runner_config(&db)?;
+    if let Some(devices) = &args.devices {
+        rc.devices = file.device_slots(devices)?;
+        anyhow::ensure!(
+            !rc.devices.is_empty(),
+            "--devices: list at least one device"
+        );
+    }
+    rc.heartbeat_interval = seconds(args.heartbeat, "--heartbeat")?;
+    rc.stale_after = seconds(args.stale_after, "--stale-after")?;
+
+    let (runner, source) = launch::runner(&file, rc)?;
+    if !args.json {
+        println!("study '{}' in {}", file.study.name, db.display());
+        println!("data: {source}");
+    }
+    // Telemetry into the study database, tagged by trial, and summarised per trial.
+    let sampler = if args.telemetry_interval > 0.0 {
+        let interval = seconds(args.telemetry_interval, "--telemetry-interval")?;
+        Some(launch::telemetry_sampler(&db, interval)?)
+    } else {
+        None
+    };
+    let runner = match &sampler {
+        Some(s) => runner.with_telemetry(s.handle()),
+        None => runner,
+    };
+
+    let (tx, rx) = mpsc::channel();
+    let result = std::thread::scope(|scope| {
+        let handle = scope.spawn(|| {
+            let r = runner.run(&tx);
+            drop(tx);
+            r
+        });
+        // Live bars per worker on a terminal; plain lines otherwise.
+        let multi = MultiProgress::new();
+        let mut bars: BTreeMap<usize, ProgressBar> = BTreeMap::new();
+        let say = |line: String| {
+            if multi.is_hidden() {
+                println!("{line}");
+            } else {
+                let _ = multi.println(line);
+            }
+        };
+        for event in rx.iter() {
+            if args.json {
+                println!("{}", serde_json::to_string(&event).unwrap_or_default());
+                continue;
+            }
+            match &event {
+                StudyEvent::StudyStarted { workers, .. } if !multi.is_hidden() => {
+                    let style = ProgressStyle::with_template("{prefix:<18} {bar:30} {msg}")
+                        .unwrap_or_else(|_| ProgressStyle::default_bar());
+                    for w in workers {
+                        let bar = multi.add(ProgressBar::new(1000));
+                        bar.set_style(style.clone());
+                        bar.set_prefix(format!("worker {} {}", w.worker, w.device));
+                        bars.insert(w.worker, bar);
+                    }
+                }
+                StudyEvent::WorkerProgress {
+                    worker,
+                    number,
+                    fraction,
+                    message,
+                } => {
+                    if let Some(bar) = bars.get(worker) {
+                        bar.set_position((fraction * 1000.0) as u64);
+                        bar.set_message(format!("trial {number}: {message}"));
+                    }
+                }
+                _ => {}
+            }
+            for line in event_lines(&event) {
+                say(line);
+            }
+        }
+        for bar in bars.values() {
+            bar.finish_and_clear();
+        }
+        handle
+            .join()
+            .map_err(|_| anyhow::anyhow!("the study runner panicked"))
+    })?;
+    if let Some(s) = sampler {
+        let stats = s.stop();
+        if let Some(e) = stats.last_sink_error
+            && !args.json
+        {
+            eprintln!("telemetry: {} rows not stored: {e}", stats.rows_dropped);
+        }
+    }
+    let report = result?;
+    if !args.json {
+        match report.best {
+            Some((n, v)) => println!("best trial of '{}': #{n} value {v:.6}", report.study),
+            None => println!("'{}' has no COMPLETE trial yet", report.study),
+        }
+    }
+    Ok(())
+}
+
+/// The text lines of an event (none for the live-only ones).
+fn event_lines(e: &StudyEvent) -> Vec<String> {
+    let mut out = Vec::new();
+    match e {
+        StudyEvent::StudyStarted {
+            existing_trials,
+            recovered,
+            workers,
+            n_trials,
+            ..
+        } => {
+            if !recovered.is_empty() {
+                out.push(format!(
+                    "recovered {} trial(s) left RUNNING by a dead process, now FAIL: {:?}",
+                    recovered.len(),
+                    recovered
+                ));
+            }
+            out.push(format!(
+                "{existing_trials} trial(s) already in the study; running {n_trials} more"
+            ));
+            for w in workers {
+                out.push(format!("worker {} on {} ({})", w.worker, w.device, w.backend));
+            }
+        }
+        StudyEvent::TrialCompleted {
+            number,
+            worker,
+            device,
+            value,
+            duration_s,
+        } => out.push(format!(
+            "trial {number:>4} COMPLETE  value {value:>10.5}  worker {worker} on {device}  {duration_s:.1} s"
+        )),
+        StudyEvent::TrialPruned {
+            number,
+            worker,
+            device,
+            step,
+            value,
+            reason,
+            duration_s,
+        } => out.push(format!(
+            "trial {number:>4} PRUNED    value {:>10}  worker {worker} on {device}  {duration_s:.1} s  ({reason}{})",
+            value.map_or("-".into(), |v| format!("{v:.5}")),
+            step.map_or(String::new(), |s| format!(" at step {s}"))
+        )),
+        StudyEvent::TrialFailed {
+            number,
+            worker,
+            device,
+            reason,
+            duration_s,
+        } => out.push(format!(
+            "trial {number:>4} FAIL      worker {worker} on {device}  {duration_s:.1} s: {reason}"
+        )),
+        StudyEvent::StudyFinished {
+            completed,
+            pruned,
+            failed,
+            stopped,
+            ..
+        } => out.push(format!(
+            "done: {completed} complete, {pruned} pruned, {failed} failed{}",
+            if *stopped { " (stopped)" } else { "" }
+        )),
+        _ => {}
+    }
+    out
+}
+
+fn list(args: ListArgs) -> anyhow::Result<()> {
+    let db = db_path(args.db)?;
+    anyhow::ensure!(db.exists(), "{}: no such study database", db.display());
+    let storage = Storage::open_read_only(&db)?;
+    let summaries = storage.study_summaries()?;
+    if args.json {
+        let v: Vec<serde_json::Value> = summaries
+            .iter()
+            .map(|s| {
+                serde_json::json!({
+                    "name": s.study.name,
+                    "directions": s.study.directions.iter().map(|d| d.as_str()).collect::<Vec<_>>(),
+                    "n_trials": s.n_trials(),
+                    "complete": s.n(TrialState::Complete),
+                    "pruned": s.n(TrialState::Pruned),
+                    "fail": s.n(TrialState::Fail),
+                    "running": s.n(TrialState::Running),
+                    "waiting": s.n(TrialState::Waiting),
+                    "best": s.best.map(|(n, v)| serde_json::json!({"number": n, "value": tradetune_engine::storage::json_number(v)})),
+                    "datetime_start": s.datetime_start.map(tradetune_engine::storage::format_naive),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    if summaries.is_empty() {
+        println!("{}: no studies", db.display());
+        return Ok(());
+    }
+    println!(
+        "{:<32} {:>6} {:>8} {:>6} {:>6} {:>7}  best",
+        "study", "trials", "complete", "pruned", "fail", "running"
+    );
+    for s in &summaries {
+        println!(
+            "{:<32} {:>6} {:>8} {:>6} {:>6} {:>7}  {}",
+            s.study.name,
+            s.n_trials(),
+            s.n(TrialState::Complete),
+            s.n(TrialState::Pruned),
+            s.n(TrialState::Fail),
+            s.n(TrialState::Running),
+            s.best.map_or("-".into(), |(n, v)| format!("#{n} {v:.6}"))
+        );
+    }
+    Ok(())
+}
+
+fn attr_text(t: &TrialRecord, key: &str) -> String {
+    match t.user_attr(key).or_else(|| t.system_attr(key)) {
+        Some(tradetune_engine::storage::JsonValue::Str(s)) => s.clone(),
+        Some(v) => v.dumps(),
+        None => "-".into(),
+    }
+}
+
+fn show(args: ShowArgs) -> anyhow::Result<()> {
+    let db = db_path(args.db)?;
+    anyhow::ensure!(db.exists(), "{}: no such study database", db.display());
+    let storage = Storage::open_read_only(&db)?;
+    let study = storage.study(&args.name)?;
+    let trials = storage.trials(study.study_id)?;
+    let best = storage
+        .best_trial(study.study_id)?
+        .and_then(|t| t.value().map(|v| (t.number, v)));
+    if args.json {
+        let v = tradetune_engine::storage::study_view_json(&study, &trials, best)?;
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!(
+        "{:>6} {:<9} {:>11} {:<8} {:<9} {:<5} {:>9}  params / reason",
+        "number", "state", "value", "device", "worker", "prec", "duration"
+    );
+    for t in &trials {
+        let duration = match (t.datetime_start, t.datetime_complete) {
+            (Some(a), Some(b)) => format!("{:.1} s", (b - a).num_milliseconds() as f64 / 1000.0),
+            _ => "-".into(),
+        };
+        let detail = if t.state == TrialState::Fail {
+            attr_text(t, "fail_reason")
+        } else {
+            t.params
+                .iter()
+                .map(|p| {
+                    use tradetune_engine::storage::ParamValue;
+                    let v = match p.external() {
+                        Ok(ParamValue::Float(f)) => format!("{f:.6}"),
+                        Ok(ParamValue::Int(i)) => i.to_string(),
+                        Ok(ParamValue::Choice(c)) => c.to_json().dumps(),
+                        Err(_) => "?".into(),
+                    };
+                    format!("{}={v}", p.name)
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        println!(
+            "{:>6} {:<9} {:>11} {:<8} {:<9} {:<5} {:>9}  {detail}",
+            t.number,
+            t.state.as_str(),
+            t.value().map_or("-".into(), |v| format!("{v:.5}")),
+            attr_text(t, "device"),
+            attr_text(t, "worker"),
+            attr_text(t, "precision"),
+            duration
+        );
+    }
+    if let Some((n, v)) = best {
+        println!("best: #{n} value {v:.6}");
+    }
+    Ok(())
+}
+
+fn export(args: ExportArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.trials.is_some() || args.telemetry.is_some(),
+        "say what to export: --trials FILE.csv and/or --telemetry FILE.csv"
+    );
+    let db = db_path(args.db)?;
+    anyhow::ensure!(db.exists(), "{}: no such study database", db.display());
+    let storage = Storage::open_read_only(&db)?;
+    let study = storage.study(&args.name)?;
+    let trials = storage.trials(study.study_id)?;
+    if let Some(path) = &args.trials {
+        let mut out = Vec::new();
+        storage.export_csv(&args.name, &mut out)?;
+        std::fs::write(path, out).with_context(|| format!("writing {}", path.display()))?;
+        println!(
+            "{} trials of '{}' -> {}",
+            trials.len(),
+            args.name,
+            path.display()
+        );
+    }
+    if let Some(path) = &args.telemetry {
+        let n = export_telemetry(&storage, &study, &trials, path)?;
+        println!(
+            "{n} telemetry samples of '{}' -> {}",
+            args.name,
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// One stored telemetry value: device, metric, value.
+type Sample = (DeviceTag, Metric, f64);
+
+/// One row per sample time and trial, a column per device and metric (units in the names:
+/// `gpu0_util_pct`, `gpu0_mem_used_mib`, `cpu_pct`, `rss_mib`), and the trial's number. At
+/// least `gpu0` columns are written, empty on a machine without a GPU, so every export of a
+/// study has the same leading columns.
+fn export_telemetry(
+    storage: &Storage,
+    study: &StudyRecord,
+    trials: &[TrialRecord],
+    path: &Path,
+) -> anyhow::Result<usize> {
+    let mut ticks: BTreeMap<(chrono::NaiveDateTime, i64), Vec<Sample>> = BTreeMap::new();
+    let mut gpus = 1u32;
+    let mut cores = 0usize;
+    let mut skipped = 0usize;
+    for t in trials {
+        for s in storage.telemetry(Some(t.trial_id))? {
+            let (Ok(device), Some(metric)) =
+                (s.source.parse::<DeviceTag>(), Metric::from_name(&s.metric))
+            else {
+                skipped += 1;
+                continue;
+            };
+            if let DeviceTag::Gpu(i) = device {
+                gpus = gpus.max(i + 1);
+            }
+            if let Metric::CoreCpuPct(c) = metric {
+                cores = cores.max(c as usize + 1);
+            }
+            ticks
+                .entry((s.recorded_at, t.number))
+                .or_default()
+                .push((device, metric, s.value));
+        }
+    }
+    if skipped > 0 {
+        eprintln!(
+            "telemetry of '{}': {skipped} samples of unknown sources or metrics left out",
+            study.name
+        );
+    }
+    let layout = WideLayout::new(gpus, cores);
+    let mut w =
+        csv::Writer::from_path(path).with_context(|| format!("writing {}", path.display()))?;
+    w.write_record(layout.header())?;
+    for (seq, ((at, number), values)) in ticks.iter().enumerate() {
+        let mut readings: Vec<DeviceReading> = Vec::new();
+        for (device, metric, value) in values {
+            match readings.iter_mut().find(|r| r.device == *device) {
+                Some(r) => r.values.push((*metric, *value)),
+                None => readings.push(DeviceReading {
+                    device: *device,
+                    values: vec![(*metric, *value)],
+                }),
+            }
+        }
+        let tick = Tick {
+            seq: seq as u64 + 1,
+            timestamp: at.and_utc(),
+            trial: Some(*number as u64),
+            readings,
+            skipped: Vec::new(),
+            problems: Vec::new(),
+        };
+        w.write_record(layout.record(&tick))?;
+    }
+    w.flush()?;
+    Ok(ticks.len())
+}
+
+fn presets(args: PresetsArgs) -> anyhow::Result<()> {
+    let presets = preset::bundled()?;
+    if args.json {
+        let v: Vec<serde_json::Value> = presets
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "name": p.name,
+                    "device_class": p.device_class,
+                    "memory_bytes": p.memory_bytes,
+                    "description": p.study.study.description,
+                    "workers": p.study.study.workers,
+                    "devices": p.study.study.devices,
+                    "n_trials": p.study.study.n_trials,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    for p in &presets {
+        println!(
+            "{:<15} {:<42} {}",
+            p.name,
+            p.device_class,
+            p.study.study.description.as_deref().unwrap_or("")
+        );
+    }
+    Ok(())
+}

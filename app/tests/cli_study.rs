@@ -1,0 +1,322 @@
+//! `tradetune study` run as the real binary: a tiny study on the CPU, list, export, bad study
+//! files, and a study that survives `kill -9` of its process and resumes its numbering.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{scratch, text, tradetune};
+use tradetune_engine::storage::{JsonValue, Storage, TrialState};
+
+/// A study of tiny PPO trials (4 envs × 32 steps, 16-wide nets, an evaluation after every
+/// update) on the bundled data.
+fn tiny_study(dir: &Path, name: &str, total_timesteps: usize) -> PathBuf {
+    let p = dir.join(format!("{name}_{total_timesteps}.toml"));
+    std::fs::write(
+        &p,
+        format!(
+            r#"[study]
+name = "{name}"
+n_trials = 2
+workers = 2
+devices = ["cpu", "cpu"]
+
+[fixed]
+env.n_envs = 4
+ppo.n_steps = 32
+ppo.batch_size = 64
+ppo.n_epochs = 2
+ppo.policy.net_arch.pi = [16, 16]
+ppo.policy.net_arch.vf = [16, 16]
+train.total_timesteps = {total_timesteps}
+train.eval_every = 1
+
+[search]
+"ppo.learning_rate" = {{ low = 1e-4, high = 1e-3, log = true }}
+"ppo.gamma" = {{ low = 0.9, high = 0.99 }}
+
+[sampler]
+kind = "random"
+seed = 1
+
+[pruner]
+kind = "none"
+"#
+        ),
+    )
+    .unwrap();
+    p
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn a_tiny_study_runs_then_lists_and_exports() {
+    let dir = scratch("cli_study", "tiny");
+    let db = dir.join("studies.db");
+    // 8 updates and 8 evaluations per trial: long enough for telemetry ticks every 0.1 s.
+    let file = tiny_study(&dir, "tiny", 1024);
+    let o = tradetune(&[
+        "study",
+        "run",
+        s(&file),
+        "--db",
+        s(&db),
+        "--telemetry-interval",
+        "0.1",
+    ]);
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "stdout:\n{out}\nstderr:\n{err}");
+    assert_eq!(out.matches(" COMPLETE ").count(), 2, "{out}");
+    assert!(out.contains("worker 0 on cpu (flex)"), "{out}");
+    assert!(out.contains("worker 1 on cpu#1 (flex)"), "{out}");
+    assert!(out.contains("AAPL, GOOG, IBM, MSFT"), "{out}");
+
+    let o = tradetune(&["study", "list", "--db", s(&db)]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let line = out.lines().find(|l| l.starts_with("tiny ")).expect(&out);
+    let cols: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(&cols[1..6], ["2", "2", "0", "0", "0"], "{line}");
+
+    let o = tradetune(&["study", "show", "tiny", "--db", s(&db)]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(out.matches("COMPLETE").count(), 2, "{out}");
+    assert!(out.contains("ppo.learning_rate="), "{out}");
+    assert!(out.contains("best: #"), "{out}");
+
+    let trials_csv = dir.join("trials.csv");
+    let telemetry_csv = dir.join("telemetry.csv");
+    let o = tradetune(&[
+        "study",
+        "export",
+        "tiny",
+        "--db",
+        s(&db),
+        "--trials",
+        s(&trials_csv),
+        "--telemetry",
+        s(&telemetry_csv),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let mut r = csv::Reader::from_path(&trials_csv).unwrap();
+    let header: Vec<String> = r.headers().unwrap().iter().map(String::from).collect();
+    for col in [
+        "number",
+        "value",
+        "params_ppo.learning_rate",
+        "params_ppo.gamma",
+        "user_attrs_device",
+        "user_attrs_precision",
+        "user_attrs_wall_s",
+        "user_attrs_val_sharpe",
+        "state",
+    ] {
+        assert!(
+            header.iter().any(|h| h == col),
+            "{col} missing in {header:?}"
+        );
+    }
+    let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
+    assert_eq!(rows.len(), 2);
+    let state = header.iter().position(|h| h == "state").unwrap();
+    assert!(rows.iter().all(|row| &row[state] == "COMPLETE"));
+
+    let mut r = csv::Reader::from_path(&telemetry_csv).unwrap();
+    let header: Vec<String> = r.headers().unwrap().iter().map(String::from).collect();
+    for col in [
+        "timestamp_utc",
+        "gpu0_util_pct",
+        "gpu0_mem_used_mib",
+        "gpu0_temp_c",
+        "gpu0_power_w",
+        "gpu0_sm_clock_mhz",
+        "cpu_pct",
+        "rss_mib",
+        "trial",
+    ] {
+        assert!(
+            header.iter().any(|h| h == col),
+            "{col} missing in {header:?}"
+        );
+    }
+    let rss = header.iter().position(|h| h == "rss_mib").unwrap();
+    let trial = header.iter().position(|h| h == "trial").unwrap();
+    let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
+    assert!(
+        !rows.is_empty(),
+        "telemetry rows are tagged with the trials"
+    );
+    for row in &rows {
+        assert!(row[rss].parse::<f64>().unwrap() > 0.0);
+        assert!(["0", "1"].contains(&&row[trial]), "{row:?}");
+    }
+}
+
+#[test]
+fn json_events_are_one_object_per_line() {
+    let dir = scratch("cli_study", "json");
+    let db = dir.join("studies.db");
+    let file = tiny_study(&dir, "json", 128);
+    let o = tradetune(&[
+        "study",
+        "run",
+        s(&file),
+        "--db",
+        s(&db),
+        "--trials",
+        "1",
+        "--workers",
+        "1",
+        "--telemetry-interval",
+        "0",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let events: Vec<serde_json::Value> = text(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events[0]["event"], "study_started");
+    assert!(events.iter().any(|e| e["event"] == "intermediate"));
+    assert!(events.iter().any(|e| e["event"] == "trial_completed"));
+    assert_eq!(events.last().unwrap()["event"], "study_finished");
+}
+
+#[test]
+fn bad_study_files_name_the_file_line_and_key() {
+    let dir = scratch("cli_study", "bad");
+    let good = std::fs::read_to_string(tiny_study(&dir, "bad", 128)).unwrap();
+    let cases = [
+        (
+            good.replace("\"ppo.learning_rate\" =", "\"ppo.learning_rat\" ="),
+            ":18: search.\"ppo.learning_rat\"",
+            "did you mean 'ppo.learning_rate'",
+        ),
+        (
+            good.replace("env.n_envs = 4", "env.n_env = 4"),
+            ":8: fixed.env.n_env",
+            "valid names",
+        ),
+        (
+            good.replace("workers = 2", "workers = \"two\""),
+            ":4: ",
+            "invalid type",
+        ),
+        (
+            good.replace("kind = \"none\"", "kind = \"never\""),
+            ":26: pruner.kind",
+            "unknown pruner 'never'",
+        ),
+        (good.replace("[fixed]", "[fixed"), ":7: ", ""),
+    ];
+    for (i, (body, at, says)) in cases.iter().enumerate() {
+        let path = dir.join(format!("bad{i}.toml"));
+        std::fs::write(&path, body).unwrap();
+        let o = tradetune(&["study", "run", s(&path), "--db", s(&dir.join("x.db"))]);
+        let err = text(&o.stderr);
+        assert!(!o.status.success());
+        let expected = format!("{}{at}", path.display());
+        assert!(
+            err.contains(&expected),
+            "case {i}: want {expected:?} in:\n{err}"
+        );
+        assert!(err.contains(says), "case {i}: want {says:?} in:\n{err}");
+    }
+    let o = tradetune(&["study", "run", "--preset", "rtx9090"]);
+    assert!(text(&o.stderr).contains("presets: rtx4080, rtx4080_laptop, rx7900gre, cpu"));
+}
+
+#[test]
+fn a_study_survives_kill_9_and_resumes_its_numbering() {
+    let dir = scratch("cli_study", "kill");
+    let db = dir.join("studies.db");
+    // Trials long enough to be killed mid-way.
+    let long = tiny_study(&dir, "resume", 50_000_000);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tradetune"))
+        .args([
+            "study",
+            "run",
+            s(&long),
+            "--db",
+            s(&db),
+            "--workers",
+            "1",
+            "--heartbeat",
+            "0.2",
+            "--stale-after",
+            "1",
+        ])
+        .current_dir(std::env::temp_dir())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the first trial is running and has reported a value.
+    let started = Instant::now();
+    loop {
+        let running = Storage::open_read_only(&db).ok().and_then(|st| {
+            let id = st.study_id("resume").ok()?;
+            let trials = st.trials(id).ok()?;
+            Some(
+                trials
+                    .iter()
+                    .any(|t| t.state == TrialState::Running && !t.intermediate_values.is_empty()),
+            )
+        });
+        if running == Some(true) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "no trial started within 5 minutes"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    child.kill().unwrap(); // SIGKILL: no cleanup, the trial stays RUNNING in the file
+    child.wait().unwrap();
+    let stored = {
+        let st = Storage::open_read_only(&db).unwrap();
+        st.trials(st.study_id("resume").unwrap()).unwrap()
+    };
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].state, TrialState::Running);
+    // Its heartbeat (SQLite's clock, whole seconds) goes stale after 1 s.
+    std::thread::sleep(Duration::from_millis(2500));
+
+    let short = tiny_study(&dir, "resume", 128);
+    let o = tradetune(&[
+        "study",
+        "run",
+        s(&short),
+        "--db",
+        s(&db),
+        "--trials",
+        "1",
+        "--workers",
+        "1",
+        "--heartbeat",
+        "0.2",
+        "--stale-after",
+        "1",
+    ]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{out}\n{}", text(&o.stderr));
+    assert!(out.contains("recovered 1 trial(s)"), "{out}");
+    assert!(out.contains("1 trial(s) already in the study"), "{out}");
+    let st = Storage::open_read_only(&db).unwrap();
+    let stored = st.trials(st.study_id("resume").unwrap()).unwrap();
+    assert_eq!(stored.len(), 2);
+    assert_eq!(stored[0].state, TrialState::Fail);
+    match stored[0].system_attr("fail_reason") {
+        Some(JsonValue::Str(r)) => assert!(r.starts_with("worker lost"), "{r}"),
+        other => panic!("fail_reason: {other:?}"),
+    }
+    assert_eq!(stored[1].number, 1);
+    assert_eq!(stored[1].state, TrialState::Complete);
+}

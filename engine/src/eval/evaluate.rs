@@ -1,0 +1,326 @@
+//! Running a policy deterministically over one split and scoring it.
+//!
+//! The split is traded by one [`CpuVecEnv`] with the training run's rules (fees, order sizes,
+//! stops, lookback) but `episode_bars = 0` and a fixed start, so the single episode covers every
+//! bar from the first usable one (`start + lookback − 1`) to the last. The environment resets
+//! when an episode ends, which would hide the final bar's holdings; so the env trades a copy of
+//! the split with its last bar repeated once, and the evaluation stops one step before that
+//! padding — every bar's holdings, value and fees stay readable.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use burn::module::Module;
+use burn::tensor::{FloatDType, Tensor, TensorData};
+use ndarray::{Axis, concatenate};
+use serde::{Deserialize, Serialize};
+
+use crate::env::{CpuVecEnv, EnvConfig, StartMode, VecEnv};
+use crate::eval::EvalError;
+use crate::eval::metrics::{Curve, Metrics, periods_per_year};
+use crate::eval::objective::Objective;
+use crate::market::Dataset;
+use crate::ppo::PpoConfig;
+use crate::ppo::model::ActorCritic;
+use crate::ppo::normalize::RunningMeanStd;
+use crate::ppo::rollout_env::RolloutEnv;
+use crate::ppo::trainer::{NormalizationStats, Trainer};
+
+/// The bars to evaluate on and the trading rules.
+#[derive(Debug, Clone)]
+pub struct EvalSplit {
+    /// Name for reports ("validation", "test", …).
+    pub name: String,
+    /// The dataset (features scaled as in training).
+    pub dataset: Arc<Dataset>,
+    /// The split's bars.
+    pub range: Range<usize>,
+    /// The training run's env rules; `n_envs`, `episode_bars`, `start` are overridden.
+    pub env: EnvConfig,
+}
+
+impl EvalSplit {
+    /// The split `range` of `dataset`, called `name`, traded under `env`'s rules.
+    pub fn new(
+        name: impl Into<String>,
+        dataset: Arc<Dataset>,
+        range: Range<usize>,
+        env: &EnvConfig,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            dataset,
+            range,
+            env: env.clone(),
+        }
+    }
+
+    fn err(&self, reason: impl Into<String>) -> EvalError {
+        EvalError::Split {
+            split: self.name.clone(),
+            reason: reason.into(),
+        }
+    }
+
+    /// The env config of the evaluation: one env, one episode over the whole split.
+    fn env_config(&self) -> EnvConfig {
+        self.env
+            .clone()
+            .with_n_envs(1)
+            .with_episode_bars(0)
+            .with_start(StartMode::Fixed)
+    }
+
+    /// The split's bars with the last one repeated (one second later, keeping timestamps
+    /// strictly increasing), so the evaluation episode ends one bar after the split.
+    fn padded(&self) -> Result<Dataset, EvalError> {
+        let d = &*self.dataset;
+        let r = self.range.clone();
+        if r.start >= r.end || r.end > d.n_bars() {
+            return Err(self.err(format!(
+                "bars {}..{} are not a non-empty range of the dataset's {} bars",
+                r.start,
+                r.end,
+                d.n_bars()
+            )));
+        }
+        let last = r.end - 1;
+        let prices = concatenate(
+            Axis(0),
+            &[
+                d.prices.slice(ndarray::s![r.clone(), ..]),
+                d.prices.slice(ndarray::s![last..r.end, ..]),
+            ],
+        )
+        .map_err(|e| self.err(format!("copying prices: {e}")))?;
+        let features = concatenate(
+            Axis(0),
+            &[
+                d.features.slice(ndarray::s![r.clone(), .., ..]),
+                d.features.slice(ndarray::s![last..r.end, .., ..]),
+            ],
+        )
+        .map_err(|e| self.err(format!("copying features: {e}")))?;
+        let mut timestamps = d.timestamps[r].to_vec();
+        timestamps.push(d.timestamps[last] + 1);
+        Ok(Dataset {
+            names: d.names.clone(),
+            timestamps,
+            prices: prices.as_standard_layout().into_owned(),
+            features: features.as_standard_layout().into_owned(),
+            feature_names: d.feature_names.clone(),
+            scaler: None,
+        })
+    }
+}
+
+/// The outcome of one evaluation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvalReport {
+    /// Split name.
+    pub split: String,
+    /// Equity points (bars from the first usable one to the split's last).
+    pub bars: usize,
+    /// Bars per year used to annualise ([`periods_per_year`]).
+    pub periods_per_year: f64,
+    /// The policy's metrics.
+    pub agent: Metrics,
+    /// The equal-weight buy-and-hold's metrics (no fees: the env's yardstick).
+    pub equal_weight: Metrics,
+    /// Which objective [`EvalReport::objective`] is.
+    pub objective_name: Objective,
+    /// The objective's value.
+    pub objective: f64,
+    /// Portfolio value at each bar, in cash.
+    pub agent_equity: Vec<f64>,
+    /// Equal-weight buy-and-hold value at each bar, in cash.
+    pub equal_weight_equity: Vec<f64>,
+    /// Unix seconds (UTC) of each bar.
+    pub timestamps: Vec<i64>,
+}
+
+/// An [`EvalReport`] without its curves, for events and storage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvalSummary {
+    /// Split name.
+    pub split: String,
+    /// Equity points.
+    pub bars: usize,
+    /// The policy's metrics.
+    pub agent: Metrics,
+    /// The equal-weight buy-and-hold's metrics.
+    pub equal_weight: Metrics,
+    /// Which objective `objective` is.
+    pub objective_name: Objective,
+    /// The objective's value.
+    pub objective: f64,
+}
+
+impl EvalReport {
+    /// The report without its curves.
+    pub fn summary(&self) -> EvalSummary {
+        EvalSummary {
+            split: self.split.clone(),
+            bars: self.bars,
+            agent: self.agent,
+            equal_weight: self.equal_weight,
+            objective_name: self.objective_name,
+            objective: self.objective,
+        }
+    }
+}
+
+/// Number of observation values `model` takes.
+fn input_dim(model: &ActorCritic) -> usize {
+    model.pi.first().unwrap_or(&model.mean).weight.val().dims()[0]
+}
+
+/// Runs `model` deterministically (the mean action, clipped to [-1, 1]) over `split`, with the
+/// observation normalisation of `normalization` (frozen) and the precision and `clip_obs` of
+/// `ppo`, and scores it and the equal-weight buy-and-hold with `objective`.
+pub fn evaluate(
+    model: &ActorCritic,
+    normalization: &NormalizationStats,
+    ppo: &PpoConfig,
+    split: &EvalSplit,
+    objective: Objective,
+) -> Result<EvalReport, EvalError> {
+    let per_year = periods_per_year(&split.dataset).ok_or_else(|| {
+        split.err("the dataset has fewer than two bars, so no bar length to annualise with")
+    })?;
+    let padded = Arc::new(split.padded()?);
+    let n_bars = padded.n_bars();
+    let mut env = CpuVecEnv::new(split.env_config(), padded.clone(), 0..n_bars)
+        .map_err(|e| split.err(e.to_string()))?;
+    let (d, m) = (env.obs_dim(), env.action_dim());
+    let policy_dim = input_dim(model);
+    if policy_dim != d {
+        return Err(EvalError::Shape {
+            split: split.name.clone(),
+            policy: policy_dim,
+            env: d,
+        });
+    }
+    // A snapshot without autodiff: evaluation records no graph.
+    let model = model.valid();
+    let device = model.log_std().device();
+    let norm = match &normalization.obs {
+        Some(s) if s.mean.len() != d || s.var.len() != d => {
+            return Err(EvalError::Shape {
+                split: split.name.clone(),
+                policy: s.mean.len(),
+                env: d,
+            });
+        }
+        Some(s) => Some(RunningMeanStd::from_stats(s, &device)),
+        None => None,
+    };
+    let dtype: FloatDType = ppo.precision.compute_dtype();
+
+    let first = split.env.lookback.max(1) - 1;
+    // Steps from the first usable bar to the split's last bar (the padding bar is never reached).
+    let steps = (n_bars - 1).saturating_sub(first + 1);
+    if steps < 2 {
+        return Err(split.err(format!(
+            "{} bars with lookback {} leave {steps} steps; metrics need at least 2",
+            split.range.len(),
+            split.env.lookback
+        )));
+    }
+    let mut obs = vec![0f32; d];
+    env.reset(&mut obs);
+    let (mut reward, mut done) = ([0f32], [0f32]);
+    let mut agent_equity = Vec::with_capacity(steps + 1);
+    let mut ew_equity = Vec::with_capacity(steps + 1);
+    let mut traded = Vec::with_capacity(steps);
+    let mut fees = Vec::with_capacity(steps);
+    agent_equity.push(env.value(0) as f64);
+    ew_equity.push(env.equal_weight_value(0) as f64);
+    for _ in 0..steps {
+        let x = Tensor::<2>::from_data(TensorData::new(obs.clone(), [1, d]), &device);
+        let x = match &norm {
+            Some(n) => n.normalize(x, ppo.clip_obs),
+            None => x,
+        };
+        let (mean, _) = model.forward(x, dtype);
+        let action: Vec<f32> = mean
+            .clamp(-1.0, 1.0)
+            .try_into_vec_as()
+            .map_err(|e| crate::ppo::PpoError::read("evaluation actions", e))?;
+        let before = env.holdings(0);
+        env.step(&action, &mut obs, &mut reward, &mut done);
+        if done[0] > 0.5 {
+            return Err(split.err(format!(
+                "the episode ended at bar {} before the split's end; this is a bug",
+                env.bar(0)
+            )));
+        }
+        let bar = env.bar(0);
+        let after = env.holdings(0);
+        let prices = padded.prices.row(bar);
+        let value: f64 = (0..m)
+            .map(|k| ((after[k] - before[k]).abs() * prices[k]) as f64)
+            .sum();
+        traded.push(value);
+        fees.push(env.last_step_fees(0) as f64);
+        agent_equity.push(env.value(0) as f64);
+        ew_equity.push(env.equal_weight_value(0) as f64);
+    }
+    let metric = |who: &'static str, curve: Curve<'_>| {
+        Metrics::from_curve(curve).map_err(|source| EvalError::Metric {
+            split: split.name.clone(),
+            who,
+            source,
+        })
+    };
+    let agent = metric(
+        "agent",
+        Curve {
+            equity: &agent_equity,
+            traded: &traded,
+            fees: &fees,
+            periods_per_year: per_year,
+        },
+    )?;
+    let equal_weight = metric(
+        "equal weight",
+        Curve {
+            equity: &ew_equity,
+            traded: &[],
+            fees: &[],
+            periods_per_year: per_year,
+        },
+    )?;
+    let value = objective.value(&agent, &equal_weight);
+    if !value.is_finite() {
+        return Err(split.err(format!("objective {objective} is {value}")));
+    }
+    let start = split.range.start + first;
+    Ok(EvalReport {
+        split: split.name.clone(),
+        bars: agent_equity.len(),
+        periods_per_year: per_year,
+        agent,
+        equal_weight,
+        objective_name: objective,
+        objective: value,
+        timestamps: split.dataset.timestamps[start..start + agent_equity.len()].to_vec(),
+        agent_equity,
+        equal_weight_equity: ew_equity,
+    })
+}
+
+/// [`evaluate()`] of `trainer`'s current policy and normalisation statistics.
+pub fn evaluate_trainer<E: RolloutEnv>(
+    trainer: &Trainer<E>,
+    split: &EvalSplit,
+    objective: Objective,
+) -> Result<EvalReport, EvalError> {
+    evaluate(
+        trainer.model(),
+        &trainer.normalization()?,
+        trainer.config(),
+        split,
+        objective,
+    )
+}

@@ -1,0 +1,276 @@
+//! The PPO trial: build the environment and trainer from the trial's configuration, train with
+//! an evaluation on the validation split every `train.eval_every` updates
+//! ([`crate::ppo::PeriodicEval`]; each is an intermediate value for the pruner, at step = the
+//! update number), and return the objective of the evaluation after the last update.
+//!
+//! The trial configuration is `{ env: EnvConfig, ppo: PpoConfig, train: TrialSchedule }`; its
+//! leaves are the names a study fixes or searches (`env.n_envs`, `ppo.learning_rate`,
+//! `ppo.policy.net_arch.pi`, `train.total_timesteps`, …).
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use serde::{Deserialize, Serialize};
+
+use crate::device::memory::MemoryEstimate;
+use crate::env::{CpuVecEnv, EnvConfig, VecEnv};
+use crate::eval::{EvalSplit, Objective, evaluate_trainer};
+use crate::market::Dataset;
+use crate::market::load::DatasetConfig;
+use crate::market::split::SplitSpec;
+use crate::ppo::{HostEnv, PeriodicEval, PhaseTimes, PpoConfig, TrainEvent, Trainer};
+use crate::study::file::{DataSection, StudyFile, StudyFileError};
+use crate::study::runner::{Reporter, TrialError, TrialFunction, TrialInput, TrialPlan};
+use crate::telemetry::PhaseSplit;
+
+/// How long a trial trains and how often it is evaluated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrialSchedule {
+    /// Samples to train on (rounded up to whole updates of `n_steps × n_envs`).
+    pub total_timesteps: usize,
+    /// Updates between evaluations on the validation split; 0 = only at the end.
+    pub eval_every: usize,
+}
+
+impl Default for TrialSchedule {
+    fn default() -> Self {
+        TrialSchedule {
+            total_timesteps: 100_000,
+            eval_every: 5,
+        }
+    }
+}
+
+/// One trial's configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PpoTrialConfig {
+    pub env: EnvConfig,
+    pub ppo: PpoConfig,
+    #[serde(default)]
+    pub train: TrialSchedule,
+}
+
+impl Default for PpoTrialConfig {
+    fn default() -> Self {
+        PpoTrialConfig {
+            env: EnvConfig::new(),
+            ppo: PpoConfig::new(),
+            train: TrialSchedule::default(),
+        }
+    }
+}
+
+impl PpoTrialConfig {
+    /// The defaults as JSON: the tree whose leaves a study file may fix or search.
+    pub fn defaults_json() -> serde_json::Value {
+        serde_json::to_value(PpoTrialConfig::default()).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// Reads an applied configuration back, checking enum names and types.
+    pub fn from_json(config: &serde_json::Value) -> Result<Self, TrialError> {
+        serde_json::from_value(config.clone())
+            .map_err(|e| TrialError::Failed(format!("trial configuration: {e}")))
+    }
+}
+
+/// Reads a study file whose trials are PPO trials, checking the objective's name too.
+pub fn read_study_file(path: impl Into<std::path::PathBuf>) -> Result<StudyFile, StudyFileError> {
+    let f = StudyFile::read(path, &PpoTrialConfig::defaults_json())?;
+    check_objective(&f)?;
+    Ok(f)
+}
+
+/// Parses a PPO study file's text (`path` names it in errors).
+pub fn parse_study_file(text: &str, path: &str) -> Result<StudyFile, StudyFileError> {
+    let f = StudyFile::parse(text, path, &PpoTrialConfig::defaults_json())?;
+    check_objective(&f)?;
+    Ok(f)
+}
+
+fn check_objective(f: &StudyFile) -> Result<(), StudyFileError> {
+    objective_of(f).map(|_| ())
+}
+
+/// The file's objective (`[study] objective`, default `sharpe_excess`).
+pub fn objective_of(f: &StudyFile) -> Result<Objective, StudyFileError> {
+    f.study
+        .objective
+        .parse::<Objective>()
+        .map_err(|message| f.key_error("study.objective", message))
+}
+
+/// Trains and scores PPO trials on one prepared dataset, shared by every worker.
+pub struct PpoTrial {
+    dataset: Arc<Dataset>,
+    train: Range<usize>,
+    validation: Range<usize>,
+    objective: Objective,
+    /// Where the data came from, for reports.
+    pub source: String,
+}
+
+impl PpoTrial {
+    /// Loads the study's data (the bundled sample when it lists no files) and its split.
+    pub fn load(
+        data: &DataSection,
+        split: &SplitSpec,
+        base: &PpoTrialConfig,
+        objective: Objective,
+    ) -> Result<Self, crate::market::DataError> {
+        let loaded = DatasetConfig {
+            paths: data.paths.clone(),
+            assets: data.assets.clone(),
+            lookback: base.env.lookback,
+            episode_bars: base.env.episode_bars,
+            split: split.clone(),
+            ..DatasetConfig::default()
+        }
+        .load()?;
+        Ok(PpoTrial {
+            source: format!(
+                "{}: {} (train bars {}..{}, validation {}..{})",
+                loaded.source_name,
+                loaded.dataset.names.join(", "),
+                loaded.split.train.start,
+                loaded.split.train.end,
+                loaded.split.validation.start,
+                loaded.split.validation.end
+            ),
+            train: loaded.split.train.clone(),
+            validation: loaded.split.validation.clone(),
+            dataset: Arc::new(loaded.dataset),
+            objective,
+        })
+    }
+
+    /// Observation and action sizes of `env` on this dataset.
+    pub fn sizes(&self, env: &EnvConfig) -> Result<(usize, usize), TrialError> {
+        let one = env.clone().with_n_envs(1);
+        let e = CpuVecEnv::new(one, self.dataset.clone(), self.train.clone())
+            .map_err(TrialError::failed)?;
+        Ok((e.obs_dim(), e.action_dim()))
+    }
+
+    /// The memory estimate of a configuration (the CPU env keeps the dataset on the host).
+    pub fn estimate(&self, cfg: &PpoTrialConfig) -> Result<MemoryEstimate, TrialError> {
+        let (obs, act) = self.sizes(&cfg.env)?;
+        Ok(MemoryEstimate::of(&cfg.ppo, cfg.env.n_envs, obs, act, 0))
+    }
+}
+
+/// The trainer's phases in the telemetry's four: buffer writes count as inference (both are
+/// the rollout's non-env work), GAE as update.
+fn phase_split(p: &PhaseTimes) -> PhaseSplit {
+    PhaseSplit {
+        env_s: p.env_step,
+        inference_s: p.inference + p.buffer,
+        update_s: p.advantages + p.update,
+        eval_s: p.evaluation,
+    }
+}
+
+impl TrialFunction for PpoTrial {
+    fn plan(&self, input: &TrialInput<'_>) -> Result<TrialPlan, TrialError> {
+        let cfg = PpoTrialConfig::from_json(input.config)?;
+        Ok(TrialPlan {
+            precision: cfg.ppo.precision.to_string(),
+            memory: Some(self.estimate(&cfg)?),
+        })
+    }
+
+    fn run(&self, input: &TrialInput<'_>, reporter: &mut Reporter<'_>) -> Result<f64, TrialError> {
+        let cfg = PpoTrialConfig::from_json(input.config)?;
+        let device = crate::device::open(input.device.spec).map_err(TrialError::failed)?;
+        let env = CpuVecEnv::new(cfg.env.clone(), self.dataset.clone(), self.train.clone())
+            .map_err(TrialError::failed)?;
+        let split = EvalSplit::new(
+            "validation",
+            self.dataset.clone(),
+            self.validation.clone(),
+            &cfg.env,
+        );
+        let mut trainer = Trainer::new(cfg.ppo.clone(), HostEnv::new(env, &device), &device)
+            .map_err(TrialError::failed)?;
+        if cfg.train.eval_every > 0 {
+            trainer = trainer
+                .with_evaluation(PeriodicEval {
+                    every: cfg.train.eval_every,
+                    split: split.clone(),
+                    objective: self.objective,
+                })
+                .map_err(TrialError::failed)?;
+        }
+        let total = cfg.train.total_timesteps.max(1);
+        let trainer_stop = trainer.stop_flag();
+        let user_stop = reporter.stop_flag();
+        // Why the callback asked the trainer to stop: pruned at a step, or a storage error.
+        let mut ended: Option<TrialError> = None;
+        let report = trainer
+            .learn(total, &mut |event| {
+                if user_stop.is_set() {
+                    trainer_stop.store(true, Ordering::Relaxed);
+                }
+                match event {
+                    TrainEvent::Evaluation {
+                        update, summary, ..
+                    } if ended.is_none() => {
+                        if let Err(e) = reporter.report_and_check(update as u64, summary.objective)
+                        {
+                            ended = Some(e);
+                            trainer_stop.store(true, Ordering::Relaxed);
+                        }
+                    }
+                    TrainEvent::Progress {
+                        timesteps,
+                        samples_per_second,
+                        ..
+                    } => reporter.progress(
+                        timesteps as f64 / total as f64,
+                        format!("{timesteps}/{total} samples, {samples_per_second:.0} samples/s"),
+                    ),
+                    _ => {}
+                }
+            })
+            .map_err(TrialError::failed)?;
+        let phases = phase_split(&report.phases);
+        reporter.set_work(report.timesteps as u64, Some(phases));
+        if let Some(e) = ended {
+            return Err(e);
+        }
+        if report.stopped || user_stop.is_set() {
+            return Err(TrialError::Stopped);
+        }
+        // The value is the policy after the last update: reuse the periodic evaluation when it
+        // fell on that update, else evaluate now.
+        let last = match report.last_evaluation {
+            Some(e)
+                if cfg.train.eval_every > 0
+                    && report.updates.is_multiple_of(cfg.train.eval_every) =>
+            {
+                e
+            }
+            _ => {
+                let e = evaluate_trainer(&trainer, &split, self.objective)
+                    .map_err(TrialError::failed)?
+                    .summary();
+                reporter.report_and_check(report.updates as u64, e.objective)?;
+                e
+            }
+        };
+        reporter.set_user_attr("objective", self.objective.name());
+        reporter.set_user_attr("val_total_return", last.agent.total_return);
+        reporter.set_user_attr("val_sharpe", last.agent.sharpe);
+        reporter.set_user_attr("val_max_drawdown", last.agent.max_drawdown);
+        reporter.set_user_attr(
+            "val_equal_weight_total_return",
+            last.equal_weight.total_return,
+        );
+        reporter.set_user_attr("val_equal_weight_sharpe", last.equal_weight.sharpe);
+        reporter.set_user_attr("train_timesteps", report.timesteps as i64);
+        reporter.set_user_attr("train_samples_per_s", report.samples_per_second);
+        Ok(last.objective)
+    }
+}

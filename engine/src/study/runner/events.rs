@@ -1,0 +1,95 @@
+//! What a running study reports: engine-defined, serialisable events that the CLI prints (or
+//! writes as JSON lines) and the desktop app shows live. They arrive over a
+//! `std::sync::mpsc::Sender<StudyEvent>` from the worker threads, in the order things happen.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// A worker and the device it is bound to for its lifetime.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerInfo {
+    /// 0-based.
+    pub worker: usize,
+    /// Device label (`cpu`, `cpu#1`, `wgpu:0`).
+    pub device: String,
+    pub backend: String,
+}
+
+/// One event of a study run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum StudyEvent {
+    /// The study is open: its id, the trials it already had, those recovered from dead workers
+    /// (RUNNING with a stale heartbeat, now FAIL) and the worker → device binding.
+    StudyStarted {
+        study: String,
+        study_id: i64,
+        existing_trials: usize,
+        recovered: Vec<u64>,
+        workers: Vec<WorkerInfo>,
+        n_trials: usize,
+    },
+    /// A trial got its parameters and device and is about to run.
+    TrialStarted {
+        number: u64,
+        worker: usize,
+        device: String,
+        backend: String,
+        precision: String,
+        params: BTreeMap<String, serde_json::Value>,
+    },
+    /// The trial reported an intermediate value (for the pruner).
+    Intermediate {
+        number: u64,
+        worker: usize,
+        step: u64,
+        value: f64,
+    },
+    /// How far a worker's current trial has got (0 to 1), with a short note.
+    WorkerProgress {
+        worker: usize,
+        number: u64,
+        fraction: f64,
+        message: String,
+    },
+    /// COMPLETE with its objective value.
+    TrialCompleted {
+        number: u64,
+        worker: usize,
+        device: String,
+        value: f64,
+        duration_s: f64,
+    },
+    /// PRUNED (by the pruner, or stopped by the user after it had reported values); `value` is
+    /// the last intermediate value Optuna keeps as the trial's value.
+    TrialPruned {
+        number: u64,
+        worker: usize,
+        device: String,
+        step: Option<u64>,
+        value: Option<f64>,
+        reason: String,
+        duration_s: f64,
+    },
+    /// FAIL with the reason (also stored as the `fail_reason` system attribute).
+    TrialFailed {
+        number: u64,
+        worker: usize,
+        device: String,
+        reason: String,
+        duration_s: f64,
+    },
+    /// A worker has no more trials to run.
+    WorkerFinished { worker: usize, trials: usize },
+    /// Every worker is done.
+    StudyFinished {
+        study: String,
+        completed: usize,
+        pruned: usize,
+        failed: usize,
+        stopped: bool,
+        /// Best COMPLETE trial of the whole study: (number, value).
+        best: Option<(u64, f64)>,
+    },
+}

@@ -1,0 +1,277 @@
+//! One trial from its parameters to its stored outcome: plan, run metadata, memory check,
+//! heartbeat, the trial function under `catch_unwind`, telemetry summary, final state.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::mpsc::Sender;
+use std::time::Instant;
+
+use crate::device::memory::MemoryBudget;
+use crate::storage::{HeartbeatThread, JsonValue, RunMetadata, Storage, TrialHandle};
+use crate::study::trial::TrialState;
+
+use super::devices::DeviceSlot;
+use super::events::StudyEvent;
+use super::trial_fn::{Reporter, TrialError, TrialInput};
+use super::{Runner, RunnerError, Shared, Started, TrialOutcome, history, summary};
+
+impl Runner {
+    pub(super) fn run_trial(
+        &self,
+        storage: &mut Storage,
+        worker: usize,
+        slot: &DeviceSlot,
+        shared: &Shared,
+        s: Started,
+        events: &Sender<StudyEvent>,
+    ) -> Result<TrialOutcome, RunnerError> {
+        let number = s.handle.number.max(0) as u64;
+        let trial_id = s.handle.trial_id;
+        let input = TrialInput {
+            number,
+            trial_id,
+            worker,
+            device: slot,
+            config: &s.config,
+            params: &s.params,
+        };
+        let plan = match catch_unwind(AssertUnwindSafe(|| self.trial_fn.plan(&input))) {
+            Ok(Ok(plan)) => plan,
+            Ok(Err(e)) => {
+                return self.fail(storage, s.handle, worker, slot, e.to_string(), 0.0, events);
+            }
+            Err(panic) => {
+                let reason = format!("panicked while planning: {}", panic_message(&panic));
+                return self.fail(storage, s.handle, worker, slot, reason, 0.0, events);
+            }
+        };
+        storage.set_run_metadata(
+            trial_id,
+            &RunMetadata {
+                worker: Some(format!("worker-{worker}")),
+                device: slot.label.clone(),
+                backend: slot.backend().to_owned(),
+                precision: plan.precision.clone(),
+                config: JsonValue::from(&s.config),
+            },
+        )?;
+        // Registered before the event goes out, so a UI reacting to it can stop the trial.
+        let stop = self.stop.register(number);
+        let _ = events.send(StudyEvent::TrialStarted {
+            number,
+            worker,
+            device: slot.label.clone(),
+            backend: slot.backend().to_owned(),
+            precision: plan.precision.clone(),
+            params: s
+                .params
+                .iter()
+                .map(|(k, v)| (k.clone(), history::param_json(v)))
+                .collect(),
+        });
+        if let (Some(estimate), Some(bytes)) = (&plan.memory, slot.memory_bytes) {
+            let device_index = self
+                .cfg
+                .devices
+                .iter()
+                .position(|d| d.label == slot.label)
+                .unwrap_or(0);
+            let budget = match MemoryBudget::new(
+                bytes,
+                self.cfg.memory_fraction,
+                shared.per_device[device_index],
+            ) {
+                Ok(b) => b,
+                Err(e) => {
+                    self.stop.unregister(number);
+                    return Err(e.into());
+                }
+            };
+            if let Err(e) = budget.check(estimate) {
+                self.stop.unregister(number);
+                let reason = format!("not started, over the memory budget: {e}");
+                return self.fail(storage, s.handle, worker, slot, reason, 0.0, events);
+            }
+        }
+
+        let heartbeat = match HeartbeatThread::start(
+            &self.cfg.storage,
+            trial_id,
+            self.cfg.heartbeat_interval,
+        ) {
+            Ok(h) => h,
+            Err(e) => {
+                self.stop.unregister(number);
+                return Err(e.into());
+            }
+        };
+        if let Some(t) = &self.telemetry {
+            t.set_trial(Some(trial_id as u64));
+        }
+        let started_at = chrono::Utc::now();
+        let clock = Instant::now();
+        let mut reporter = Reporter {
+            storage,
+            study_id: shared.study_id,
+            study_name: &self.cfg.study_name,
+            direction: self.cfg.direction,
+            pruner: self.pruner.as_ref(),
+            trial_id,
+            number,
+            worker,
+            events,
+            stop: stop.clone(),
+            last_step: None,
+            pruned_at: None,
+            user_attrs: Vec::new(),
+            env_samples: 0,
+            phases: None,
+        };
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            self.trial_fn.run(&input, &mut reporter)
+        }));
+        let wall = clock.elapsed();
+        let duration_s = wall.as_secs_f64();
+        let last_step = reporter.last_step;
+        let pruned_at = reporter.pruned_at;
+        let mut attrs = std::mem::take(&mut reporter.user_attrs);
+        let (env_samples, phases) = (reporter.env_samples, reporter.phases);
+        drop(reporter);
+        // The beat stops before the trial is finished: a finished trial refuses heartbeats.
+        let _ = heartbeat.stop();
+        self.stop.unregister(number);
+        if let Some(t) = &self.telemetry {
+            if t.trial() == Some(trial_id as u64) {
+                t.set_trial(None);
+            }
+            let s = summary::summarise(t, started_at, wall, env_samples, phases);
+            attrs.extend(s);
+        }
+        for (k, v) in &attrs {
+            storage.set_trial_user_attr(trial_id, k, v)?;
+        }
+
+        let stopped = stop.is_set();
+        let outcome = match result {
+            Ok(Ok(v)) if v.is_nan() => Err("the objective is NaN".to_owned()),
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(TrialError::Pruned { step })) => {
+                return self.prune(
+                    storage,
+                    s.handle,
+                    worker,
+                    slot,
+                    step.or(pruned_at).or(last_step),
+                    "pruned by the pruner".into(),
+                    duration_s,
+                    events,
+                );
+            }
+            Ok(Err(TrialError::Stopped)) => Err("stopped by user".to_owned()),
+            Ok(Err(TrialError::Failed(m))) if stopped => Err(format!("stopped by user ({m})")),
+            Ok(Err(TrialError::Failed(m))) => Err(m),
+            Err(panic) => Err(format!("panicked: {}", panic_message(&panic))),
+        };
+        match outcome {
+            Ok(value) => {
+                storage.complete_trial(trial_id, &[value])?;
+                let _ = events.send(StudyEvent::TrialCompleted {
+                    number,
+                    worker,
+                    device: slot.label.clone(),
+                    value,
+                    duration_s,
+                });
+                Ok(TrialOutcome {
+                    number,
+                    state: TrialState::Complete,
+                    value: Some(value),
+                    worker,
+                    device: slot.label.clone(),
+                    reason: None,
+                })
+            }
+            Err(reason) if stopped && last_step.is_some() => self.prune(
+                storage, s.handle, worker, slot, last_step, reason, duration_s, events,
+            ),
+            Err(reason) => self.fail(storage, s.handle, worker, slot, reason, duration_s, events),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn prune(
+        &self,
+        storage: &mut Storage,
+        handle: TrialHandle,
+        worker: usize,
+        slot: &DeviceSlot,
+        step: Option<u64>,
+        reason: String,
+        duration_s: f64,
+        events: &Sender<StudyEvent>,
+    ) -> Result<TrialOutcome, RunnerError> {
+        storage.set_trial_system_attr(
+            handle.trial_id,
+            "prune_reason",
+            &JsonValue::from(reason.as_str()),
+        )?;
+        storage.prune_trial(handle.trial_id)?;
+        let value = storage.trial(handle.trial_id)?.value();
+        let number = handle.number.max(0) as u64;
+        let _ = events.send(StudyEvent::TrialPruned {
+            number,
+            worker,
+            device: slot.label.clone(),
+            step,
+            value,
+            reason: reason.clone(),
+            duration_s,
+        });
+        Ok(TrialOutcome {
+            number,
+            state: TrialState::Pruned,
+            value,
+            worker,
+            device: slot.label.clone(),
+            reason: Some(reason),
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn fail(
+        &self,
+        storage: &mut Storage,
+        handle: TrialHandle,
+        worker: usize,
+        slot: &DeviceSlot,
+        reason: String,
+        duration_s: f64,
+        events: &Sender<StudyEvent>,
+    ) -> Result<TrialOutcome, RunnerError> {
+        storage.fail_trial(handle.trial_id, &reason)?;
+        let number = handle.number.max(0) as u64;
+        let _ = events.send(StudyEvent::TrialFailed {
+            number,
+            worker,
+            device: slot.label.clone(),
+            reason: reason.clone(),
+            duration_s,
+        });
+        Ok(TrialOutcome {
+            number,
+            state: TrialState::Fail,
+            value: None,
+            worker,
+            device: slot.label.clone(),
+            reason: Some(reason),
+        })
+    }
+}
+
+/// The text of a panic payload (`panic!("…")` gives a `&str` or a `String`).
+fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
+}

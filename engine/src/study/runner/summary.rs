@@ -1,0 +1,64 @@
+//! A trial's telemetry summary, from the sampler's ring buffers over the trial's time window.
+//!
+//! The ring buffers are read rather than the database rows because the sampler hands rows to
+//! the database in batches (every 10 ticks by default): at the moment a trial ends its last
+//! rows may not be stored yet, while the rings hold every tick up to now. With several workers
+//! on one machine the window of a trial overlaps others', so device figures describe the device
+//! while the trial ran, not the trial alone.
+
+use std::time::Duration;
+
+use chrono::{DateTime, TimeZone, Utc};
+
+use crate::storage::JsonValue;
+use crate::telemetry::{PhaseSplit, SamplerHandle, TelemetryRow, TrialFacts, TrialSummary};
+
+/// Every point of a ring (a ring never holds more than its capacity).
+const ALL_POINTS: usize = usize::MAX;
+
+/// The summary's user attributes for a trial that ran `wall` from `start`.
+pub(super) fn summarise(
+    sampler: &SamplerHandle,
+    start: DateTime<Utc>,
+    wall: Duration,
+    env_samples: u64,
+    phases: Option<PhaseSplit>,
+) -> Vec<(String, JsonValue)> {
+    let from = start.timestamp_millis() as f64 / 1000.0;
+    let to = from + wall.as_secs_f64();
+    let mut rows = Vec::new();
+    for (device, metric) in sampler.series_keys() {
+        for p in sampler.series(device, metric, ALL_POINTS) {
+            if p.t < from || p.t > to {
+                continue;
+            }
+            let Some(timestamp) = Utc
+                .timestamp_millis_opt((p.t * 1000.0).round() as i64)
+                .single()
+            else {
+                continue;
+            };
+            rows.push(TelemetryRow {
+                timestamp,
+                device,
+                trial: None,
+                metric,
+                value: p.v,
+            });
+        }
+    }
+    let summary = TrialSummary::from_rows(
+        &rows,
+        TrialFacts {
+            trial: None,
+            wall,
+            env_samples,
+            phases,
+        },
+    );
+    summary
+        .user_attrs()
+        .into_iter()
+        .map(|(k, v)| (k, JsonValue::from(v)))
+        .collect()
+}

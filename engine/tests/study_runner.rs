@@ -1,0 +1,560 @@
+//! The study runner with synthetic trial functions: device assignment, isolation of failures
+//! and panics, memory refusals, stopping, pruning, heartbeats and recovery of dead trials.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::Duration;
+
+use tradetune_engine::device::DeviceSpec;
+use tradetune_engine::device::memory::MemoryEstimate;
+use tradetune_engine::storage::{JsonValue, Storage, TrialRecord, TrialState};
+use tradetune_engine::study::pruner::{NopPruner, PercentilePruner};
+use tradetune_engine::study::runner::{
+    Assignment, DeviceSlot, Reporter, Runner, RunnerConfig, StudyEvent, TrialError, TrialFunction,
+    TrialInput, TrialPlan, assign,
+};
+use tradetune_engine::study::sampler::{EnqueuedSampler, RandomSampler};
+use tradetune_engine::study::space::{ParamValue, SearchSpace};
+
+fn db(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("study_runner");
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(format!("{name}.db"));
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", p.display()));
+    }
+    p
+}
+
+fn space() -> SearchSpace {
+    let mut s = SearchSpace::new();
+    s.add_float("x", 0.0, 10.0, false, None).unwrap();
+    s
+}
+
+fn base() -> serde_json::Value {
+    serde_json::json!({"x": 0.0, "label": "synthetic"})
+}
+
+fn cpu(label_gib: u64) -> DeviceSlot {
+    DeviceSlot::new(DeviceSpec::Cpu, Some(label_gib << 30))
+}
+
+fn config(name: &str, path: &PathBuf, n_trials: usize, workers: usize) -> RunnerConfig {
+    let mut c = RunnerConfig::new(name, path);
+    c.n_trials = n_trials;
+    c.workers = workers;
+    c.devices = vec![cpu(8)];
+    c.heartbeat_interval = Duration::from_millis(200);
+    c.stale_after = Duration::from_secs(30);
+    c
+}
+
+/// A trial function from closures.
+struct Synthetic<P, R> {
+    plan: P,
+    run: R,
+}
+
+impl<P, R> TrialFunction for Synthetic<P, R>
+where
+    P: Fn(&TrialInput<'_>) -> Result<TrialPlan, TrialError> + Send + Sync,
+    R: Fn(&TrialInput<'_>, &mut Reporter<'_>) -> Result<f64, TrialError> + Send + Sync,
+{
+    fn plan(&self, input: &TrialInput<'_>) -> Result<TrialPlan, TrialError> {
+        (self.plan)(input)
+    }
+    fn run(&self, input: &TrialInput<'_>, r: &mut Reporter<'_>) -> Result<f64, TrialError> {
+        (self.run)(input, r)
+    }
+}
+
+fn f32_plan(_: &TrialInput<'_>) -> Result<TrialPlan, TrialError> {
+    Ok(TrialPlan {
+        precision: "f32".into(),
+        memory: None,
+    })
+}
+
+fn x_of(input: &TrialInput<'_>) -> f64 {
+    match input.params["x"] {
+        ParamValue::Float(x) => x,
+        ref other => panic!("x is {other}"),
+    }
+}
+
+fn trials(path: &PathBuf, study: &str) -> Vec<TrialRecord> {
+    let s = Storage::open_read_only(path).unwrap();
+    let id = s.study_id(study).unwrap();
+    s.trials(id).unwrap()
+}
+
+fn attr_str(t: &TrialRecord, key: &str) -> String {
+    match t.user_attr(key).or_else(|| t.system_attr(key)) {
+        Some(JsonValue::Str(s)) => s.clone(),
+        other => panic!("trial #{} attribute {key}: {other:?}", t.number),
+    }
+}
+
+fn drain(rx: &Receiver<StudyEvent>) -> Vec<StudyEvent> {
+    rx.try_iter().collect()
+}
+
+#[test]
+fn workers_stay_on_the_devices_they_were_assigned() {
+    for (how, devices, workers) in [
+        (Assignment::RoundRobin, vec![cpu(8), cpu(8), cpu(8)], 4usize),
+        (Assignment::LeastLoaded, vec![cpu(8), cpu(16)], 3),
+    ] {
+        let path = db(&format!("assign_{how:?}"));
+        let mut cfg = config("assign", &path, 4 * workers, workers);
+        cfg.devices = devices.clone();
+        cfg.assignment = how;
+        // Every worker waits in its first trial until all have started one, so each of them
+        // provably runs trials on its device.
+        let barrier = Barrier::new(workers);
+        let seen = Mutex::new(HashSet::new());
+        let f = Synthetic {
+            plan: f32_plan,
+            run: move |input: &TrialInput<'_>, _: &mut Reporter<'_>| {
+                if seen.lock().unwrap().insert(input.worker) {
+                    barrier.wait();
+                }
+                Ok(x_of(input))
+            },
+        };
+        let runner = Runner::new(
+            cfg,
+            space(),
+            base(),
+            Box::new(RandomSampler::new(3)),
+            Box::new(NopPruner),
+            Arc::new(f),
+        )
+        .unwrap();
+        let binding = assign(workers, &devices, how);
+        let (tx, _rx) = mpsc::channel();
+        let report = runner.run(&tx).unwrap();
+        assert_eq!(report.trials.len(), 4 * workers);
+        let stored = trials(&path, "assign");
+        let mut workers_seen = HashSet::new();
+        for t in &stored {
+            assert_eq!(t.state, TrialState::Complete);
+            let worker: usize = attr_str(t, "worker")
+                .strip_prefix("worker-")
+                .unwrap()
+                .parse()
+                .unwrap();
+            let expected = &runner.workers()[worker].device;
+            assert_eq!(
+                &attr_str(t, "device"),
+                expected,
+                "{how:?} trial #{}",
+                t.number
+            );
+            assert_eq!(attr_str(t, "backend"), "flex");
+            assert_eq!(attr_str(t, "precision"), "f32");
+            // The applied configuration holds the trial's x.
+            let applied = t.system_attr("applied_config").unwrap();
+            assert_eq!(
+                applied.get("x").and_then(JsonValue::as_f64),
+                t.param("x").map(|p| p.internal)
+            );
+            workers_seen.insert(worker);
+        }
+        assert_eq!(
+            workers_seen.len(),
+            workers,
+            "{how:?}: every worker ran trials"
+        );
+        let devices_of: Vec<String> = runner.workers().into_iter().map(|w| w.device).collect();
+        let expected: Vec<String> = binding
+            .iter()
+            .map(|d| {
+                let mut slots = devices.clone();
+                tradetune_engine::study::runner::label_slots(&mut slots);
+                slots[*d].label.clone()
+            })
+            .collect();
+        assert_eq!(devices_of, expected);
+        match how {
+            Assignment::RoundRobin => assert_eq!(devices_of, ["cpu", "cpu#1", "cpu#2", "cpu"]),
+            // 16 GiB gets two workers, 8 GiB one.
+            Assignment::LeastLoaded => assert_eq!(devices_of, ["cpu#1", "cpu", "cpu#1"]),
+        }
+    }
+}
+
+#[test]
+fn errors_panics_and_nan_become_fail_and_the_study_goes_on() {
+    let path = db("isolation");
+    let f = Synthetic {
+        plan: f32_plan,
+        run: |input: &TrialInput<'_>, _: &mut Reporter<'_>| match input.number {
+            0 => Ok(1.5),
+            1 => Err(TrialError::Failed("the env ran out of data".into())),
+            2 => panic!("index out of bounds in trial two"),
+            3 => Ok(f64::NAN),
+            _ => Ok(2.5),
+        },
+    };
+    let runner = Runner::new(
+        config("isolation", &path, 5, 1),
+        space(),
+        base(),
+        Box::new(RandomSampler::new(1)),
+        Box::new(NopPruner),
+        Arc::new(f),
+    )
+    .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let report = runner.run(&tx).unwrap();
+    let stored = trials(&path, "isolation");
+    let states: Vec<TrialState> = stored.iter().map(|t| t.state).collect();
+    use TrialState::*;
+    assert_eq!(states, [Complete, Fail, Fail, Fail, Complete]);
+    assert_eq!(
+        attr_str(&stored[1], "fail_reason"),
+        "the env ran out of data"
+    );
+    assert_eq!(
+        attr_str(&stored[2], "fail_reason"),
+        "panicked: index out of bounds in trial two"
+    );
+    assert_eq!(attr_str(&stored[3], "fail_reason"), "the objective is NaN");
+    assert_eq!(report.best, Some((4, 2.5)));
+    let events = drain(&rx);
+    assert!(events.iter().any(|e| matches!(
+        e,
+        StudyEvent::TrialFailed { number: 2, reason, .. } if reason.contains("panicked")
+    )));
+    // Every event survives a JSON round trip (the desktop app and --json read them).
+    for e in &events {
+        let text = serde_json::to_string(e).unwrap();
+        let back: StudyEvent = serde_json::from_str(&text).unwrap();
+        assert_eq!(&back, e, "{text}");
+    }
+}
+
+#[test]
+fn an_over_budget_trial_fails_before_it_starts() {
+    let path = db("budget");
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counter = ran.clone();
+    let f = Synthetic {
+        // x > 5 needs 10 GiB: more than 80 % of the 8 GiB device.
+        plan: |input: &TrialInput<'_>| {
+            let gib: u64 = if x_of(input) > 5.0 { 10 } else { 1 };
+            Ok(TrialPlan {
+                precision: "bf16".into(),
+                memory: Some(MemoryEstimate {
+                    params: gib << 30,
+                    ..MemoryEstimate::default()
+                }),
+            })
+        },
+        run: move |input: &TrialInput<'_>, _: &mut Reporter<'_>| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            Ok(x_of(input))
+        },
+    };
+    let runner = Runner::new(
+        config("budget", &path, 8, 1),
+        space(),
+        base(),
+        Box::new(RandomSampler::new(11)),
+        Box::new(NopPruner),
+        Arc::new(f),
+    )
+    .unwrap();
+    let (tx, _rx) = mpsc::channel();
+    runner.run(&tx).unwrap();
+    let stored = trials(&path, "budget");
+    let mut refused = 0;
+    for t in &stored {
+        let x = t.param("x").unwrap().internal;
+        if x > 5.0 {
+            refused += 1;
+            assert_eq!(t.state, TrialState::Fail);
+            let reason = attr_str(t, "fail_reason");
+            assert!(reason.contains("over the memory budget"), "{reason}");
+            assert!(reason.contains("80 % of 8.0 GiB"), "{reason}");
+        } else {
+            assert_eq!(t.state, TrialState::Complete);
+        }
+    }
+    assert!(
+        refused > 0 && refused < 8,
+        "seed 11 draws x on both sides of 5"
+    );
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        8 - refused,
+        "refused trials never ran"
+    );
+}
+
+#[test]
+fn stopping_a_trial_or_the_study_is_recorded_as_documented() {
+    let path = db("stop");
+    // Even trials report a value every iteration, odd ones never; both run until stopped.
+    let f = Synthetic {
+        plan: f32_plan,
+        run: |input: &TrialInput<'_>, r: &mut Reporter<'_>| {
+            let mut step = 0;
+            while !r.stop_requested() {
+                if input.number.is_multiple_of(2) {
+                    r.report(step, 0.1 * step as f64)?;
+                    step += 1;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(TrialError::Stopped)
+        },
+    };
+    let runner = Runner::new(
+        config("stop", &path, 5, 1),
+        space(),
+        base(),
+        Box::new(RandomSampler::new(2)),
+        Box::new(NopPruner),
+        Arc::new(f),
+    )
+    .unwrap();
+    let stop = runner.stop_handle();
+    let (tx, rx) = mpsc::channel();
+    let report = std::thread::scope(|s| {
+        let run = s.spawn(|| runner.run(&tx));
+        for e in rx.iter() {
+            match e {
+                StudyEvent::Intermediate { number: 0, .. } => {
+                    stop.stop_trial(0);
+                }
+                StudyEvent::TrialStarted { number: 1, .. } => assert!(stop.stop_trial(1)),
+                StudyEvent::Intermediate { number: 2, .. } => stop.stop_study(),
+                StudyEvent::StudyFinished { .. } => break,
+                _ => {}
+            }
+        }
+        run.join().unwrap().unwrap()
+    });
+    let stored = trials(&path, "stop");
+    assert_eq!(
+        stored.len(),
+        3,
+        "no trial starts after the study is stopped"
+    );
+    assert_eq!(stored[0].state, TrialState::Pruned);
+    assert!(
+        stored[0].value().is_some(),
+        "a stopped trial keeps its last value"
+    );
+    assert_eq!(attr_str(&stored[0], "prune_reason"), "stopped by user");
+    assert_eq!(stored[1].state, TrialState::Fail);
+    assert_eq!(attr_str(&stored[1], "fail_reason"), "stopped by user");
+    assert_eq!(stored[2].state, TrialState::Pruned);
+    assert!(report.stopped);
+}
+
+#[test]
+fn the_pruner_prunes_a_hopeless_trial_through_the_runner() {
+    let path = db("prune");
+    let entries: Vec<BTreeMap<String, ParamValue>> = [4.0, 6.0, 5.0, 1.0]
+        .into_iter()
+        .map(|x| BTreeMap::from([("x".to_owned(), ParamValue::Float(x))]))
+        .collect();
+    let sampler = EnqueuedSampler::new(entries, &space(), Box::new(RandomSampler::new(0))).unwrap();
+    let f = Synthetic {
+        plan: f32_plan,
+        run: |input: &TrialInput<'_>, r: &mut Reporter<'_>| {
+            let x = x_of(input);
+            for step in 0..5 {
+                r.report_and_check(step, x)?;
+            }
+            Ok(x)
+        },
+    };
+    let mut cfg = config("prune", &path, 4, 1);
+    cfg.direction = tradetune_engine::study::Direction::Maximize;
+    let runner = Runner::new(
+        cfg,
+        space(),
+        base(),
+        Box::new(sampler),
+        Box::new(PercentilePruner::median(2, 0, 1).unwrap()),
+        Arc::new(f),
+    )
+    .unwrap();
+    let (tx, _rx) = mpsc::channel();
+    runner.run(&tx).unwrap();
+    let stored = trials(&path, "prune");
+    let states: Vec<TrialState> = stored.iter().map(|t| t.state).collect();
+    use TrialState::*;
+    // Two start-up trials, then 5 ≥ median(4, 6) goes on, 1 < 5 is pruned at its first report.
+    assert_eq!(states, [Complete, Complete, Complete, Pruned]);
+    assert_eq!(stored[3].intermediate_values, vec![(0, 1.0)]);
+    assert_eq!(stored[3].value(), Some(1.0));
+}
+
+#[test]
+fn heartbeats_while_running_and_stale_trials_fail_on_start() {
+    let path = db("heartbeat");
+    // A trial left RUNNING by a "dead" worker: its heartbeat is never renewed.
+    {
+        let mut s = Storage::open(&path).unwrap();
+        let id = s
+            .create_study("hb", &[tradetune_engine::storage::StudyDirection::Maximize])
+            .unwrap();
+        s.create_trial(id).unwrap();
+    }
+    let beat_db = path.clone();
+    let read_beat = move |trial_id: i64| -> String {
+        let conn = rusqlite::Connection::open(&beat_db).unwrap();
+        conn.query_row(
+            "SELECT heartbeat FROM trial_heartbeats WHERE trial_id = ?1",
+            [trial_id],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    // SQLite's CURRENT_TIMESTAMP has whole seconds: 2.2 s later the beat is > 1 s old.
+    std::thread::sleep(Duration::from_millis(2200));
+    let f = Synthetic {
+        plan: f32_plan,
+        run: move |input: &TrialInput<'_>, _: &mut Reporter<'_>| {
+            // The runner's heartbeat thread renews this trial's beat while it runs.
+            let start = read_beat(input.trial_id);
+            for _ in 0..100 {
+                if read_beat(input.trial_id) != start {
+                    return Ok(1.0);
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(TrialError::Failed(
+                "the heartbeat never moved in 10 s".into(),
+            ))
+        },
+    };
+    let mut cfg = config("hb", &path, 1, 1);
+    cfg.stale_after = Duration::from_secs(1);
+    let runner = Runner::new(
+        cfg,
+        space(),
+        base(),
+        Box::new(RandomSampler::new(0)),
+        Box::new(NopPruner),
+        Arc::new(f),
+    )
+    .unwrap();
+    let (tx, _rx) = mpsc::channel();
+    let report = runner.run(&tx).unwrap();
+    assert_eq!(report.recovered, vec![0]);
+    let stored = trials(&path, "hb");
+    assert_eq!(stored[0].state, TrialState::Fail);
+    assert!(attr_str(&stored[0], "fail_reason").starts_with("worker lost"));
+    assert_eq!(
+        stored[1].number, 1,
+        "numbering goes on after the dead trial"
+    );
+    assert_eq!(
+        stored[1].state,
+        TrialState::Complete,
+        "{:?}",
+        stored[1].system_attrs
+    );
+}
+
+/// A GPU that always reads 73 % busy, 2048 MiB used and 150 W.
+struct FakeGpu;
+
+impl tradetune_engine::telemetry::Source for FakeGpu {
+    fn name(&self) -> String {
+        "fake".into()
+    }
+    fn read(&mut self) -> tradetune_engine::telemetry::SourceReading {
+        use tradetune_engine::telemetry::{DeviceReading, DeviceTag, Metric};
+        tradetune_engine::telemetry::SourceReading {
+            readings: vec![DeviceReading {
+                device: DeviceTag::Gpu(0),
+                values: vec![
+                    (Metric::UtilPct, 73.0),
+                    (Metric::MemUsedMib, 2048.0),
+                    (Metric::PowerW, 150.0),
+                ],
+            }],
+            problems: Vec::new(),
+        }
+    }
+}
+
+#[test]
+fn a_trial_ends_with_its_telemetry_summary_and_tagged_rows() {
+    use tradetune_engine::telemetry::{
+        DeviceTag, Metric, Sampler, SamplerConfig, SamplerCore, StorageSink,
+    };
+    let path = db("telemetry");
+    // The study must exist before the sink's rows reference its trials.
+    let sink = StorageSink::new(Storage::open(&path).unwrap());
+    let core = SamplerCore::new(
+        SamplerConfig::with_interval(Duration::from_millis(100)).unwrap(),
+        vec![Box::new(FakeGpu)],
+        Some(Box::new(sink)),
+    )
+    .unwrap();
+    let sampler = Sampler::start(core).unwrap();
+    let handle = sampler.handle();
+    let watch = sampler.handle();
+    let f = Synthetic {
+        plan: f32_plan,
+        run: move |_: &TrialInput<'_>, r: &mut Reporter<'_>| {
+            // Wait for three ticks taken while this trial runs (the sampler is tagged with it).
+            let start = chrono::Utc::now().timestamp_millis() as f64 / 1000.0;
+            for _ in 0..200 {
+                let fresh = watch
+                    .series(DeviceTag::Gpu(0), Metric::UtilPct, 10_000)
+                    .iter()
+                    .filter(|p| p.t > start)
+                    .count();
+                if fresh >= 3 {
+                    r.set_work(12_000, None);
+                    return Ok(1.0);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(TrialError::Failed(
+                "the sampler took no 3 ticks in 10 s".into(),
+            ))
+        },
+    };
+    let runner = Runner::new(
+        config("telemetry", &path, 1, 1),
+        space(),
+        base(),
+        Box::new(RandomSampler::new(0)),
+        Box::new(NopPruner),
+        Arc::new(f),
+    )
+    .unwrap()
+    .with_telemetry(handle);
+    let (tx, _rx) = mpsc::channel();
+    runner.run(&tx).unwrap();
+    let stats = sampler.stop();
+    assert_eq!(stats.rows_dropped, 0, "{:?}", stats.last_sink_error);
+    let stored = trials(&path, "telemetry");
+    let t = &stored[0];
+    assert_eq!(t.state, TrialState::Complete, "{:?}", t.system_attrs);
+    let num = |k: &str| t.user_attr(k).and_then(JsonValue::as_f64);
+    assert_eq!(num("gpu0_mean_util_pct"), Some(73.0));
+    assert_eq!(num("gpu0_peak_mem_used_mib"), Some(2048.0));
+    assert!(num("gpu0_energy_j").is_some_and(|j| j > 0.0));
+    assert!(num("wall_s").is_some_and(|w| w > 0.0));
+    assert!(num("samples_per_s").is_some_and(|s| s > 0.0));
+    // The sampler's rows of this trial are in the database, tagged with its id.
+    let st = Storage::open_read_only(&path).unwrap();
+    let rows = st.telemetry(Some(t.trial_id)).unwrap();
+    assert!(rows.len() >= 3 * 3, "{} rows", rows.len());
+    assert!(rows.iter().all(|r| r.source == "gpu0"));
+}
