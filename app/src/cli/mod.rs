@@ -6,6 +6,7 @@ pub mod compare;
 pub mod data;
 pub mod devices;
 pub mod monitor;
+pub mod run_config;
 pub mod train;
 
 use clap::{Parser, Subcommand};
