@@ -14,7 +14,7 @@ use tradetune_engine::eval::{EvalReport, EvalSplit, Metrics, Objective, evaluate
 use tradetune_engine::market::time::format_timestamp;
 use tradetune_engine::ppo::checkpoint;
 
-use crate::cli::train::{DATA_FILE, DataSource, ENV_FILE};
+use crate::cli::run_config::{DATA_FILE, DataSource, ENV_FILE};
 
 #[derive(Debug, Args)]
 pub struct BacktestArgs {

@@ -7,6 +7,7 @@ pub mod data;
 pub mod devices;
 pub mod install_desktop;
 pub mod monitor;
+pub mod run_config;
 pub mod study;
 pub mod train;
 

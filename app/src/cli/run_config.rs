@@ -1,0 +1,362 @@
+//! The configuration of a `tradetune train` run and the record of its data source.
+//!
+//! Sources, later sources overriding earlier ones: SB3's defaults → `--config FILE.toml`
+//! → `--ppo`/`--env` JSON files → command-line flags. The TOML file holds the run's options at
+//! the top level and the PPO and environment fields in `[ppo]` and `[env]` tables, with the
+//! same names as the JSON files. Paths in it (`out`, `data`) are relative to the file.
+//!
+//! ```toml
+//! total_timesteps = 200000
+//! out = "runs/first"
+//! eval_every = 10            # updates; 0 = no periodic evaluation
+//! objective = "sharpe_excess"
+//! [ppo]
+//! learning_rate = 3e-4
+//! n_steps = 256
+//! [ppo.policy.net_arch]
+//! pi = [256, 256]
+//! vf = [256, 256]
+//! [env]
+//! n_envs = 16
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use tradetune_engine::device::memory::DEFAULT_MEMORY_FRACTION;
+use tradetune_engine::env::EnvConfig;
+use tradetune_engine::eval::Objective;
+use tradetune_engine::market::Dataset;
+use tradetune_engine::market::load::DatasetConfig;
+use tradetune_engine::market::split::{HoldOut, SplitSpec};
+use tradetune_engine::ppo::PpoConfig;
+
+use crate::cli::train::TrainArgs;
+
+/// File in a checkpoint directory recording the data a run trained on (for `backtest`).
+pub const DATA_FILE: &str = "data.json";
+/// File in a checkpoint directory holding the environment configuration.
+pub const ENV_FILE: &str = "env.json";
+
+/// The run options a TOML config may set (top level), besides `[ppo]` and `[env]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+struct RunOptions {
+    device: Option<String>,
+    precision: Option<String>,
+    total_timesteps: Option<usize>,
+    out: Option<PathBuf>,
+    memory_fraction: Option<f64>,
+    data: Vec<PathBuf>,
+    synthetic_bars: Option<usize>,
+    eval_every: Option<usize>,
+    objective: Option<String>,
+}
+
+/// Where a run's market data comes from; saved in the checkpoint so `backtest` can rebuild the
+/// same dataset (same files, same scaler fitted on the same train split).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DataSource {
+    /// Market files, absolute; empty = the bundled sample.
+    pub paths: Vec<PathBuf>,
+    /// A seeded synthetic market of this many bars instead.
+    pub synthetic_bars: Option<usize>,
+}
+
+/// A dataset and its train / validation / test split.
+pub struct LoadedData {
+    pub dataset: Arc<Dataset>,
+    pub split: HoldOut,
+    /// For people: source, assets, bars.
+    pub about: String,
+}
+
+impl DataSource {
+    /// Market files (made absolute, so the record works from any directory) or synthetic bars.
+    pub fn new(paths: &[PathBuf], synthetic_bars: Option<usize>) -> anyhow::Result<Self> {
+        let paths = paths
+            .iter()
+            .map(|p| std::path::absolute(p).with_context(|| format!("resolving {}", p.display())))
+            .collect::<anyhow::Result<_>>()?;
+        Ok(Self {
+            paths,
+            synthetic_bars,
+        })
+    }
+
+    /// Loads the dataset for the env's lookback and episode length. The one place the data
+    /// source is chosen: market files (the bundled sample by default), or a seeded synthetic
+    /// market of 7 assets split 70 / 15 / 15 like market files.
+    pub fn load(&self, env: &EnvConfig) -> anyhow::Result<LoadedData> {
+        if let Some(bars) = self.synthetic_bars {
+            anyhow::ensure!(bars >= 100, "--synthetic-bars must be at least 100");
+            let dataset = tradetune_engine::env::bench::bench_dataset(bars, 7, 16, 7);
+            let split = SplitSpec::default().resolve(&dataset.timestamps)?;
+            return Ok(LoadedData {
+                about: format!(
+                    "synthetic market, 7 assets x {bars} bars (train bars {}..{})",
+                    split.train.start, split.train.end
+                ),
+                dataset,
+                split,
+            });
+        }
+        let config = DatasetConfig {
+            paths: self.paths.clone(),
+            lookback: env.lookback,
+            episode_bars: env.episode_bars,
+            ..DatasetConfig::default()
+        };
+        let loaded = config.load()?;
+        let train = loaded.split.train.clone();
+        let about = format!(
+            "{}: {} (train bars {}..{} of {})",
+            loaded.source_name,
+            loaded.dataset.names.join(", "),
+            train.start,
+            train.end,
+            loaded.dataset.n_bars()
+        );
+        Ok(LoadedData {
+            dataset: Arc::new(loaded.dataset),
+            split: loaded.split,
+            about,
+        })
+    }
+}
+
+/// The kind of a JSON value, for type errors.
+fn kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "a list",
+        serde_json::Value::Object(_) => "a table",
+    }
+}
+
+/// Lays `given` over `base` field by field (nested objects too); rejects unknown fields and
+/// values of another type than the default's, naming the field. A `null` default (an optional
+/// field) takes any value; its type is checked when the whole config is read.
+fn overlay(base: &mut serde_json::Value, given: serde_json::Value, at: &str) -> anyhow::Result<()> {
+    use serde_json::Value;
+    match (base, given) {
+        (Value::Object(b), Value::Object(g)) => {
+            for (key, value) in g {
+                let name = if at.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{at}.{key}")
+                };
+                match b.get_mut(&key) {
+                    Some(slot) => overlay(slot, value, &name)?,
+                    None => {
+                        let valid: Vec<&str> = b.keys().map(String::as_str).collect();
+                        anyhow::bail!("unknown field '{name}'; valid fields: {}", valid.join(", "));
+                    }
+                }
+            }
+            Ok(())
+        }
+        (slot, value) => {
+            let same = std::mem::discriminant(&*slot) == std::mem::discriminant(&value);
+            // Enum fields are strings or tables (tagged); both kinds may replace each other.
+            let enum_like = matches!(
+                (&*slot, &value),
+                (Value::String(_), Value::Object(_)) | (Value::Object(_), Value::String(_))
+            );
+            if !(same || enum_like || slot.is_null()) {
+                anyhow::bail!(
+                    "field '{at}' must be {} like its default {slot}, not {} ({value})",
+                    kind(slot),
+                    kind(&value)
+                );
+            }
+            *slot = value;
+            Ok(())
+        }
+    }
+}
+
+/// `defaults` with `given` laid over them, read back as `T`; errors name `what` and the field.
+fn merge<T: Serialize + serde::de::DeserializeOwned>(
+    defaults: T,
+    given: serde_json::Value,
+    what: &str,
+) -> anyhow::Result<T> {
+    let mut merged = serde_json::to_value(defaults)?;
+    overlay(&mut merged, given, "").with_context(|| format!("in {what}"))?;
+    serde_json::from_value(merged).with_context(|| format!("reading {what}"))
+}
+
+/// Reads a JSON config in which every field is optional, laid over `defaults`.
+fn read_json<T: Serialize + serde::de::DeserializeOwned>(
+    path: &Path,
+    defaults: T,
+) -> anyhow::Result<T> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let given: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    merge(defaults, given, &path.display().to_string())
+}
+
+/// A TOML run config: the run options and the `[ppo]` and `[env]` tables (as JSON values).
+struct TomlConfig {
+    run: RunOptions,
+    ppo: Option<serde_json::Value>,
+    env: Option<serde_json::Value>,
+}
+
+fn read_toml(path: &Path) -> anyhow::Result<TomlConfig> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let table: toml::Table =
+        toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let mut json = serde_json::to_value(table)
+        .with_context(|| format!("reading {} (dates are not config values)", path.display()))?;
+    let map = json
+        .as_object_mut()
+        .ok_or_else(|| anyhow::anyhow!("{}: not a table", path.display()))?;
+    let ppo = map.remove("ppo");
+    let env = map.remove("env");
+    for (name, section) in [("ppo", &ppo), ("env", &env)] {
+        if let Some(v) = section
+            && !v.is_object()
+        {
+            anyhow::bail!("{}: '{name}' must be a table ([{name}])", path.display());
+        }
+    }
+    let mut run: RunOptions = merge(RunOptions::default(), json, &path.display().to_string())?;
+    // Paths in the file are relative to the file, so a config works from any directory.
+    let base = path.parent().unwrap_or(Path::new(""));
+    let rebase = |p: &mut PathBuf| {
+        if p.is_relative() {
+            *p = base.join(&*p);
+        }
+    };
+    run.data.iter_mut().for_each(rebase);
+    if let Some(out) = &mut run.out {
+        rebase(out);
+    }
+    Ok(TomlConfig { run, ppo, env })
+}
+
+/// Everything a run needs, after the config sources are combined.
+pub(crate) struct Run {
+    pub(crate) device: String,
+    pub(crate) total_timesteps: usize,
+    pub(crate) out: PathBuf,
+    pub(crate) memory_fraction: f64,
+    pub(crate) data: DataSource,
+    pub(crate) eval_every: usize,
+    pub(crate) objective: Objective,
+    pub(crate) ppo: PpoConfig,
+    pub(crate) env: EnvConfig,
+}
+
+impl Run {
+    pub(crate) fn from_args(args: &TrainArgs) -> anyhow::Result<Self> {
+        let toml = args.config.as_deref().map(read_toml).transpose()?;
+        let file = toml.as_ref().map(|t| t.run.clone()).unwrap_or_default();
+        let cfg_name = args
+            .config
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+
+        let (mut ppo, env, data) = match &args.resume {
+            Some(dir) => {
+                if let Some(t) = &toml {
+                    anyhow::ensure!(
+                        t.ppo.is_none() && t.env.is_none() && t.run.data.is_empty(),
+                        "{cfg_name}: --resume trains on with the checkpoint's [ppo], [env] and \
+                         data; remove them from the file"
+                    );
+                }
+                let ppo = read_json(&dir.join("ppo.json"), PpoConfig::new())?;
+                let env = read_json(&dir.join(ENV_FILE), EnvConfig::new())?;
+                let data = read_json(&dir.join(DATA_FILE), DataSource::default())?;
+                (ppo, env, data)
+            }
+            None => {
+                let mut ppo = PpoConfig::new();
+                let mut env = EnvConfig::new();
+                if let Some(t) = &toml {
+                    if let Some(v) = &t.ppo {
+                        ppo = merge(ppo, v.clone(), &format!("{cfg_name} [ppo]"))?;
+                    }
+                    if let Some(v) = &t.env {
+                        env = merge(env, v.clone(), &format!("{cfg_name} [env]"))?;
+                    }
+                }
+                if let Some(p) = &args.ppo {
+                    ppo = read_json(p, ppo)?;
+                }
+                if let Some(p) = &args.env {
+                    env = read_json(p, env)?;
+                }
+                let (paths, synthetic) = if !args.data.is_empty() || args.synthetic_bars.is_some() {
+                    (args.data.clone(), args.synthetic_bars)
+                } else {
+                    (file.data.clone(), file.synthetic_bars)
+                };
+                anyhow::ensure!(
+                    paths.is_empty() || synthetic.is_none(),
+                    "{cfg_name}: give data or synthetic_bars, not both"
+                );
+                (ppo, env, DataSource::new(&paths, synthetic)?)
+            }
+        };
+
+        // The precision flag or top-level option wins; otherwise the PPO config's (f32 unless
+        // [ppo] or a resumed checkpoint says otherwise).
+        if let Some(name) = args.precision.clone().or(file.precision) {
+            ppo.precision = name
+                .parse()
+                .map_err(|e: String| anyhow::anyhow!("precision: {e}"))?;
+        }
+        let objective_name = args
+            .objective
+            .clone()
+            .or(file.objective)
+            .unwrap_or_else(|| Objective::default().to_string());
+        let objective: Objective = objective_name
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!("objective: {e}"))?;
+        let out = args
+            .out
+            .clone()
+            .or(file.out)
+            .or_else(|| args.resume.clone())
+            .ok_or_else(|| {
+                anyhow::anyhow!("no checkpoint directory: give --out DIR (or `out` in --config)")
+            })?;
+        Ok(Self {
+            device: args
+                .device
+                .clone()
+                .or(file.device)
+                .unwrap_or_else(|| "cpu".into()),
+            total_timesteps: args
+                .total_timesteps
+                .or(file.total_timesteps)
+                .unwrap_or(100_000),
+            out,
+            memory_fraction: args
+                .memory_fraction
+                .or(file.memory_fraction)
+                .unwrap_or(DEFAULT_MEMORY_FRACTION),
+            data,
+            eval_every: args.eval_every.or(file.eval_every).unwrap_or(0),
+            objective,
+            ppo,
+            env,
+        })
+    }
+}
