@@ -552,6 +552,11 @@ fn a_trial_ends_with_its_telemetry_summary_and_tagged_rows() {
     assert!(num("gpu0_energy_j").is_some_and(|j| j > 0.0));
     assert!(num("wall_s").is_some_and(|w| w > 0.0));
     assert!(num("samples_per_s").is_some_and(|s| s > 0.0));
+    // The bottleneck verdict is stored with the summary, in words.
+    match t.user_attr("verdict") {
+        Some(JsonValue::Str(v)) => assert!(!v.is_empty()),
+        other => panic!("no verdict attribute: {other:?}"),
+    }
     // The sampler's rows of this trial are in the database, tagged with its id.
     let st = Storage::open_read_only(&path).unwrap();
     let rows = st.telemetry(Some(t.trial_id)).unwrap();

@@ -11,6 +11,7 @@ use std::time::Duration;
 use chrono::{DateTime, TimeZone, Utc};
 
 use crate::storage::JsonValue;
+use crate::telemetry::verdict::{VerdictInput, verdicts};
 use crate::telemetry::{PhaseSplit, SamplerHandle, TelemetryRow, TrialFacts, TrialSummary};
 
 /// Every point of a ring (a ring never holds more than its capacity).
@@ -56,9 +57,24 @@ pub(super) fn summarise(
             phases,
         },
     );
-    summary
+    let mut attrs: Vec<(String, JsonValue)> = summary
         .user_attrs()
         .into_iter()
         .map(|(k, v)| (k, JsonValue::from(v)))
-        .collect()
+        .collect();
+    // The bottleneck verdict with its suggestion, most pressing first, so Optuna's tools and
+    // the desktop app show what limited this trial. The PPO trial trains on the host
+    // environment, hence `on_device_env = false`.
+    let found = verdicts(&VerdictInput::from_summary(&summary, &[], false));
+    if let Some(first) = found.first() {
+        attrs.push(("verdict".into(), JsonValue::from(first.message.as_str())));
+    }
+    if found.len() > 1 {
+        let all: Vec<serde_json::Value> = found
+            .iter()
+            .map(|v| serde_json::Value::from(v.message.as_str()))
+            .collect();
+        attrs.push(("verdicts".into(), JsonValue::from(serde_json::Value::Array(all))));
+    }
+    attrs
 }
