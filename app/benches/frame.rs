@@ -56,6 +56,8 @@ fn loaded_state() -> AppState {
                 ("env.n_envs".into(), (8 << (i % 4)) as f64),
             ],
             intermediate: Vec::new(),
+            verdict: None,
+            samples_per_s: Some(1000.0),
         })
         .collect();
     v.sort = (TrialColumn::Value, false);

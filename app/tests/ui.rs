@@ -286,6 +286,39 @@ fn a_tiny_study_on_the_cpu_runs_live_and_its_trials_complete_in_the_table() {
     let rows: Vec<&str> = text.lines().skip(1).collect();
     assert_eq!(rows.len(), 2, "{text}");
     assert!(rows.iter().all(|r| r.ends_with(",COMPLETE")), "{text}");
+
+    // Telemetry export: one row per sample, columns named with units.
+    let before = h.state().state.notices.len();
+    h.get_by_label("Export telemetry CSV…").click();
+    step_until(&mut h, "the telemetry export", |a| {
+        a.state.notices[before..]
+            .iter()
+            .any(|n| n.starts_with("wrote ") || n.starts_with("export failed"))
+    });
+    let notice = h.state().state.notices.last().cloned().unwrap();
+    assert!(notice.contains("telemetry rows"), "{notice}");
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let header = text.lines().next().unwrap_or_default();
+    for column in ["cpu_pct", "rss_mib", "trial", "gpu0_util_pct"] {
+        assert!(
+            header.split(',').any(|c| c == column),
+            "no {column} in {header}"
+        );
+    }
+    // The verdict of each trial is stored with it and shown in the Run panel.
+    assert!(
+        h.state()
+            .state
+            .studies
+            .rows
+            .iter()
+            .all(|r| r.verdict.is_some()),
+        "{:?}",
+        h.state().state.studies.rows
+    );
+    h.get_by_label("Run").click();
+    settle(&mut h);
+    h.get_by_label_contains("Bottleneck of trial");
 }
 
 fn reference_db(dir: &Path) -> PathBuf {

@@ -485,7 +485,7 @@ type Sample = (DeviceTag, Metric, f64);
 /// `gpu0_util_pct`, `gpu0_mem_used_mib`, `cpu_pct`, `rss_mib`), and the trial's number. At
 /// least `gpu0` columns are written, empty on a machine without a GPU, so every export of a
 /// study has the same leading columns.
-fn export_telemetry(
+pub fn export_telemetry(
     storage: &Storage,
     study: &StudyRecord,
     trials: &[TrialRecord],

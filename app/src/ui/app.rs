@@ -279,6 +279,12 @@ impl TradeTuneApp {
                 state.studies.state_filter = filter;
                 state.studies.refresh();
             }
+            Command::ExportTelemetry => {
+                if let Some(name) = &state.studies.selected {
+                    self.tasks
+                        .pick(Pick::TelemetryCsv(format!("{name}_telemetry.csv")));
+                }
+            }
             Command::ExportTrials => {
                 if let Some(name) = &state.studies.selected {
                     self.tasks
@@ -491,10 +497,21 @@ impl TradeTuneApp {
                         self.tasks.export_trials(db.path.clone(), members, out);
                     }
                 }
+                Pick::TelemetryCsv(_) => {
+                    if let (Some(out), Some(db), Some(group)) = (
+                        paths.into_iter().next(),
+                        state.studies.db.as_ref(),
+                        state.studies.selected.as_ref(),
+                    ) && let Some(g) = state.studies.groups.iter().find(|g| &g.name == group)
+                    {
+                        self.tasks
+                            .export_telemetry(db.path.clone(), g.members.clone(), out);
+                    }
+                }
                 _ => {}
             },
-            TaskEvent::Exported(path, result) => match result {
-                Ok(rows) => state.notice(format!("wrote {rows} trials to {}", path.display())),
+            TaskEvent::Exported(what, path, result) => match result {
+                Ok(rows) => state.notice(format!("wrote {rows} {what} to {}", path.display())),
                 Err(e) => state.notice(format!("export failed: {e}")),
             },
         }

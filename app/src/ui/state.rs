@@ -348,6 +348,10 @@ pub struct TrialRow {
     pub numeric_params: Vec<(String, f64)>,
     /// Intermediate values (step, value): the trial's learning curve.
     pub intermediate: Vec<(i64, f64)>,
+    /// What limited the trial, with a suggestion (the `verdict` attribute).
+    pub verdict: Option<String>,
+    /// Samples per second end to end (the `samples_per_s` attribute).
+    pub samples_per_s: Option<f64>,
 }
 
 impl TrialRow {
@@ -393,6 +397,8 @@ impl TrialRow {
                 })
                 .collect(),
             intermediate: t.intermediate_values.clone(),
+            verdict: attr("verdict"),
+            samples_per_s: t.user_attr("samples_per_s").and_then(|v| v.as_f64()),
         }
     }
 

@@ -82,8 +82,9 @@ pub enum TaskEvent {
     Study(StudyMsg),
     /// A file dialog was answered.
     Picked(Pick, Vec<PathBuf>),
-    /// A CSV export finished: the rows written, or why not.
-    Exported(PathBuf, Result<usize, String>),
+    /// A CSV export finished: what was written ("trials", "telemetry rows"), where, and the
+    /// rows written, or why not.
+    Exported(&'static str, PathBuf, Result<usize, String>),
 }
 
 /// Wrapper so [`TaskEvent`] stays `Debug` without printing a whole dataset.
@@ -277,7 +278,34 @@ impl Tasks {
                     export_trials(&db, study, &path).map(|n| rows + n)
                 })
             };
-            reply.send(TaskEvent::Exported(out, result));
+            reply.send(TaskEvent::Exported("trials", out, result));
+        });
+    }
+
+    /// Writes the telemetry of `studies` as CSV, one row per sample (the columns of
+    /// `tradetune study export --telemetry`); several studies to one file each, as trials.
+    pub fn export_telemetry(&self, db: PathBuf, studies: Vec<String>, out: PathBuf) {
+        self.spawn("export", move |reply| {
+            let one = |study: &str, path: &Path| -> Result<usize, String> {
+                let storage =
+                    Storage::open_read_only(&db).map_err(|e| format!("{}: {e}", db.display()))?;
+                let record = storage.study(study).map_err(|e| e.to_string())?;
+                let trials = storage.trials(record.study_id).map_err(|e| e.to_string())?;
+                crate::cli::study::export_telemetry(&storage, &record, &trials, path)
+                    .map_err(|e| format!("{e:#}"))
+            };
+            let result = if studies.len() == 1 {
+                one(&studies[0], &out)
+            } else {
+                let stem = out
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "telemetry".into());
+                studies.iter().try_fold(0, |rows, study| {
+                    one(study, &out.with_file_name(format!("{stem}-{study}.csv"))).map(|n| rows + n)
+                })
+            };
+            reply.send(TaskEvent::Exported("telemetry rows", out, result));
         });
     }
 

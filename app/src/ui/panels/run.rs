@@ -112,6 +112,19 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
             ))
         ));
     }
+    // The verdict of the study's latest finished trial (stored with its telemetry summary).
+    if let Some(r) = state
+        .studies
+        .rows
+        .iter()
+        .filter(|r| r.study == run.study && r.verdict.is_some())
+        .max_by_key(|r| r.number)
+    {
+        egui::Frame::group(ui.style()).show(ui, |ui| {
+            ui.strong(format!("Bottleneck of trial {}", r.number));
+            ui.label(r.verdict.as_deref().unwrap_or_default());
+        });
+    }
     workers(ui, run, commands);
     if !run.trials.is_empty() {
         ui.separator();

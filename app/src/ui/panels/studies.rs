@@ -101,6 +101,9 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
         if ui.button("Copy table as CSV").clicked() {
             commands.push(Command::CopyTrials);
         }
+        if ui.button("Export telemetry CSV…").clicked() {
+            commands.push(Command::ExportTelemetry);
+        }
         ui.label(format!(
             "{} of {} trials",
             view.visible.len(),
@@ -218,6 +221,12 @@ fn detail(ui: &mut egui::Ui, row: &TrialRow) {
         ui.label(format!("parameters: {}", row.params));
         if !row.device.is_empty() {
             ui.label(format!("device: {}", row.device));
+        }
+        if let Some(sps) = row.samples_per_s {
+            ui.label(format!("{sps:.0} samples/s"));
+        }
+        if let Some(v) = &row.verdict {
+            ui.label(format!("bottleneck: {v}"));
         }
         if let Some(reason) = &row.fail_reason {
             ui.colored_label(widgets::WARN, format!("failed: {reason}"));

@@ -74,7 +74,10 @@ pub(super) fn summarise(
             .iter()
             .map(|v| serde_json::Value::from(v.message.as_str()))
             .collect();
-        attrs.push(("verdicts".into(), JsonValue::from(serde_json::Value::Array(all))));
+        attrs.push((
+            "verdicts".into(),
+            JsonValue::from(serde_json::Value::Array(all)),
+        ));
     }
     attrs
 }
