@@ -514,3 +514,51 @@ fn settings_from_an_older_version_still_load() {
     assert_eq!(s.tab, Tab::Studies);
     assert_eq!(s.draft, Draft::default());
 }
+
+#[test]
+fn two_studies_compare_side_by_side_and_a_wrong_name_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = reference_db(dir.path());
+    let settings = Settings {
+        tab: Tab::Compare,
+        database: Some(db),
+        ..Settings::default()
+    };
+    let mut h = harness(app_with(settings, no_dialogs()));
+    step_until(&mut h, "the database", |a| a.state.studies.db.is_some());
+    for (field, text) in [("A", "x_aggressive_1"), ("B", "x_aggressive_2")] {
+        h.get_by_role_and_label(Role::TextInput, field).click();
+        settle(&mut h);
+        h.get_by_role_and_label(Role::TextInput, field)
+            .type_text(text);
+        settle(&mut h);
+    }
+    h.get_by_label("Compare A with B").click();
+    step_until(&mut h, "the comparison", |a| !a.state.compare.loading);
+    let c = h
+        .state()
+        .state
+        .compare
+        .result
+        .clone()
+        .unwrap_or_else(|| panic!("no comparison: {:?}", h.state().state.compare));
+    assert_eq!(h.state().state.compare.error, None);
+    assert!(
+        c.table.contains("x_aggressive_1") && c.table.contains("x_aggressive_2"),
+        "{}",
+        c.table
+    );
+    assert!(!c.a_values.is_empty() && !c.b_values.is_empty());
+    h.get_by_label_contains("samples/s");
+
+    h.state_mut()
+        .handle(tradetune_app::ui::command::Command::Compare(
+            "x_aggressive_1".into(),
+            "no_such_study".into(),
+        ));
+    step_until(&mut h, "the failed comparison", |a| {
+        !a.state.compare.loading
+    });
+    let e = h.state().state.compare.error.clone().expect("an error");
+    assert!(e.contains("no_such_study"), "{e}");
+}

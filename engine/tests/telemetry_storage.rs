@@ -96,3 +96,15 @@ fn the_sampler_thread_writes_host_rows_into_the_study_database() {
             .all(|r| r.source == "host" && r.value.is_finite())
     );
 }
+
+#[test]
+fn a_database_optuna_wrote_has_no_telemetry_rather_than_an_error() {
+    let src =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/optuna-reference.db");
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("optuna.db");
+    std::fs::copy(&src, &db).unwrap();
+    let storage = tradetune_engine::storage::Storage::open_read_only(&db).unwrap();
+    assert_eq!(storage.telemetry(None).unwrap(), vec![]);
+    assert_eq!(storage.telemetry(Some(1)).unwrap(), vec![]);
+}

@@ -279,6 +279,13 @@ impl TradeTuneApp {
                 state.studies.state_filter = filter;
                 state.studies.refresh();
             }
+            Command::Compare(a, b) => {
+                if let Some(db) = &state.studies.db {
+                    state.compare.loading = true;
+                    state.compare.error = None;
+                    self.tasks.compare(db.path.clone(), a, b);
+                }
+            }
             Command::ExportTelemetry => {
                 if let Some(name) = &state.studies.selected {
                     self.tasks
@@ -510,6 +517,13 @@ impl TradeTuneApp {
                 }
                 _ => {}
             },
+            TaskEvent::Compared(result) => {
+                state.compare.loading = false;
+                match result {
+                    Ok(c) => state.compare.result = Some(*c),
+                    Err(e) => state.compare.error = Some(e),
+                }
+            }
             TaskEvent::Exported(what, path, result) => match result {
                 Ok(rows) => state.notice(format!("wrote {rows} {what} to {}", path.display())),
                 Err(e) => state.notice(format!("export failed: {e}")),

@@ -52,6 +52,8 @@ pub enum Command {
     FilterTrials(Option<TrialState>),
     /// Save the shown study's trials as CSV (dialog first).
     ExportTrials,
+    /// Compare two studies or trials (`study`, `study#N`) of the open database.
+    Compare(String, String),
     /// Save the shown study's telemetry as CSV (dialog first).
     ExportTelemetry,
     /// Copy the visible trial table as CSV to the clipboard.

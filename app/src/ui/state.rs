@@ -28,11 +28,19 @@ pub enum Tab {
     Run,
     /// Study databases and their trials.
     Studies,
+    /// Two studies or trials side by side.
+    Compare,
 }
 
 impl Tab {
     /// Every tab, in order.
-    pub const ALL: [Tab; 4] = [Tab::Hardware, Tab::Configure, Tab::Run, Tab::Studies];
+    pub const ALL: [Tab; 5] = [
+        Tab::Hardware,
+        Tab::Configure,
+        Tab::Run,
+        Tab::Studies,
+        Tab::Compare,
+    ];
 
     /// The tab's label (tests find tabs by it).
     pub fn label(self) -> &'static str {
@@ -41,6 +49,7 @@ impl Tab {
             Tab::Configure => "Configure",
             Tab::Run => "Run",
             Tab::Studies => "Studies",
+            Tab::Compare => "Compare",
         }
     }
 }
@@ -492,6 +501,36 @@ impl StudiesView {
     }
 }
 
+/// A comparison as computed: the table and each side's values by trial number.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comparison {
+    /// Side A as typed.
+    pub a: String,
+    /// Side B as typed.
+    pub b: String,
+    /// The side-by-side table (as `tradetune compare` prints it).
+    pub table: String,
+    /// (trial number, value) of A's complete trials.
+    pub a_values: Vec<[f64; 2]>,
+    /// Same for B.
+    pub b_values: Vec<[f64; 2]>,
+}
+
+/// The Compare panel.
+#[derive(Debug, Clone, Default)]
+pub struct CompareView {
+    /// Side A (`study` or `study#N`).
+    pub a: String,
+    /// Side B.
+    pub b: String,
+    /// Being computed.
+    pub loading: bool,
+    /// The last result.
+    pub result: Option<Comparison>,
+    /// Why the last comparison failed.
+    pub error: Option<String>,
+}
+
 /// Everything the app knows.
 pub struct AppState {
     /// Remembered between launches.
@@ -506,6 +545,8 @@ pub struct AppState {
     pub run: RunView,
     /// The Studies panel.
     pub studies: StudiesView,
+    /// The Compare panel.
+    pub compare: CompareView,
     /// Live telemetry (None when the sampler could not start; the reason is in `notices`).
     pub telemetry: Option<SamplerHandle>,
     /// Messages for the status bar, newest last.
@@ -533,6 +574,7 @@ impl AppState {
                 sort: (TrialColumn::Number, true),
                 ..StudiesView::default()
             },
+            compare: CompareView::default(),
             telemetry: None,
             notices: Vec::new(),
             new_preset_name: String::new(),

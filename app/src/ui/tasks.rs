@@ -82,6 +82,8 @@ pub enum TaskEvent {
     Study(StudyMsg),
     /// A file dialog was answered.
     Picked(Pick, Vec<PathBuf>),
+    /// A comparison finished.
+    Compared(Result<Box<crate::ui::state::Comparison>, String>),
     /// A CSV export finished: what was written ("trials", "telemetry rows"), where, and the
     /// rows written, or why not.
     Exported(&'static str, PathBuf, Result<usize, String>),
@@ -282,6 +284,16 @@ impl Tasks {
         });
     }
 
+    /// Compares `a` and `b` (`study` or `study#N`) of the database `db`.
+    pub fn compare(&self, db: PathBuf, a: String, b: String) {
+        self.spawn("compare", move |reply| {
+            let result = compare(&db, &a, &b)
+                .map(Box::new)
+                .map_err(|e| format!("{e:#}"));
+            reply.send(TaskEvent::Compared(result));
+        });
+    }
+
     /// Writes the telemetry of `studies` as CSV, one row per sample (the columns of
     /// `tradetune study export --telemetry`); several studies to one file each, as trials.
     pub fn export_telemetry(&self, db: PathBuf, studies: Vec<String>, out: PathBuf) {
@@ -407,6 +419,38 @@ fn run_study(file: &StudyFile, db: &Path, reply: &Reply) -> Result<(), String> {
         }
     }
     result.map(|_| ()).map_err(|e| e.to_string())
+}
+
+fn compare(db: &Path, a: &str, b: &str) -> anyhow::Result<crate::ui::state::Comparison> {
+    use crate::cli::compare::{load_side, table};
+    let storage = Storage::open_read_only(db)?;
+    let side_a = load_side(&storage, a)?;
+    let side_b = load_side(&storage, b)?;
+    let values = |target: &str| -> anyhow::Result<Vec<[f64; 2]>> {
+        let (name, number) = match target.rsplit_once('#') {
+            Some((n, k)) if k.parse::<i64>().is_ok() => (n, k.parse::<i64>().ok()),
+            _ => (target, None),
+        };
+        let id = storage.study_id(name)?;
+        Ok(storage
+            .trials(id)?
+            .iter()
+            .filter(|t| number.is_none_or(|n| t.number == n))
+            .filter(|t| t.state == tradetune_engine::storage::TrialState::Complete)
+            .filter_map(|t| {
+                t.value()
+                    .filter(|v| v.is_finite())
+                    .map(|v| [t.number as f64, v])
+            })
+            .collect())
+    };
+    Ok(crate::ui::state::Comparison {
+        a: a.to_owned(),
+        b: b.to_owned(),
+        table: table(&side_a, &side_b),
+        a_values: values(a)?,
+        b_values: values(b)?,
+    })
 }
 
 fn read_trials(

@@ -283,6 +283,18 @@ impl Storage {
     /// Telemetry of one trial (or of no trial when None), in recording order.
     pub fn telemetry(&self, trial_id: Option<i64>) -> Result<Vec<TelemetrySample>, StorageError> {
         let err = sql_err(&self.path, "read telemetry");
+        // A database Optuna wrote (opened read-only) has no TradeTune tables: no telemetry.
+        let exists: bool = self
+            .conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tradetune_telemetry')",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(&err)?;
+        if !exists {
+            return Ok(Vec::new());
+        }
         let mut stmt = self
             .conn
             .prepare(
