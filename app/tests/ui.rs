@@ -22,6 +22,18 @@ struct TestDialogs {
     save_as: Option<PathBuf>,
 }
 
+/// Answers the checkpoint dialog.
+struct CheckpointDialog(PathBuf);
+
+impl FileDialogs for CheckpointDialog {
+    fn pick(&self, pick: &Pick) -> Vec<PathBuf> {
+        match pick {
+            Pick::Checkpoint => vec![self.0.clone()],
+            _ => Vec::new(),
+        }
+    }
+}
+
 impl FileDialogs for TestDialogs {
     fn pick(&self, pick: &Pick) -> Vec<PathBuf> {
         match pick {
@@ -29,7 +41,7 @@ impl FileDialogs for TestDialogs {
             Pick::TrialsCsv(_) | Pick::TelemetryCsv(_) => {
                 self.save_as.clone().into_iter().collect()
             }
-            Pick::DataFiles => Vec::new(),
+            Pick::DataFiles | Pick::Checkpoint => Vec::new(),
         }
     }
 }
@@ -561,4 +573,58 @@ fn two_studies_compare_side_by_side_and_a_wrong_name_is_named() {
     });
     let e = h.state().state.compare.error.clone().expect("an error");
     assert!(e.contains("no_such_study"), "{e}");
+}
+
+#[test]
+fn a_trained_checkpoint_backtests_against_equal_weight() {
+    let dir = tempfile::tempdir().unwrap();
+    let ckpt = dir.path().join("run1");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tradetune"))
+        .args(["train", "--total-timesteps", "256", "--out"])
+        .arg(&ckpt)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let settings = Settings {
+        tab: Tab::Backtest,
+        ..Settings::default()
+    };
+    let app = TradeTuneApp::new(
+        settings,
+        Arc::new(CheckpointDialog(ckpt.clone())),
+        tradetune_engine::device::describe_devices(),
+    );
+    let mut h = harness(app);
+    settle(&mut h);
+    h.get_by_label("Choose checkpoint…").click();
+    step_until(&mut h, "the dialog", |a| {
+        a.state.backtest.checkpoint.is_some()
+    });
+    h.get_by_label("Run backtest").click();
+    settle(&mut h);
+    step_until(&mut h, "the backtest", |a| !a.state.backtest.running);
+    let b = &h.state().state.backtest;
+    assert_eq!(b.error, None);
+    let r = b.result.clone().unwrap();
+    assert!(r.about.contains("test split"), "{}", r.about);
+    assert!(
+        r.table.contains("sharpe") && r.table.contains("equal weight"),
+        "{}",
+        r.table
+    );
+    assert_eq!(r.agent.len(), r.equal_weight.len());
+    assert!(r.agent.len() > 100, "{} bars", r.agent.len());
+    h.get_by_label_contains("max drawdown");
+
+    // A directory that is not a checkpoint: the error names the missing file.
+    h.state_mut().state.backtest.checkpoint = Some(dir.path().to_path_buf());
+    h.state_mut()
+        .handle(tradetune_app::ui::command::Command::Backtest);
+    step_until(&mut h, "the failed backtest", |a| !a.state.backtest.running);
+    let e = h.state().state.backtest.error.clone().expect("an error");
+    assert!(e.contains("model.bpk"), "{e}");
 }

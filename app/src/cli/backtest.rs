@@ -78,8 +78,25 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<T> {
     serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
-pub fn run(args: BacktestArgs) -> anyhow::Result<()> {
-    let dir = &args.checkpoint;
+/// A backtest's result: the report, the checkpoint's sample count, and the data it ran on.
+pub struct Backtest {
+    /// Metrics, objective and equity curves.
+    pub report: EvalReport,
+    /// Samples the checkpoint was trained on.
+    pub timesteps: usize,
+    /// The data, for people.
+    pub about: String,
+}
+
+/// Evaluates the checkpoint in `dir` on `split` (test, validation/val, train), on the data it
+/// was trained on or on `data`; errors name the missing or corrupt file.
+pub fn backtest(
+    dir: &Path,
+    split: &str,
+    data: &[PathBuf],
+    objective: Objective,
+    device: &str,
+) -> anyhow::Result<Backtest> {
     anyhow::ensure!(
         dir.is_dir(),
         "checkpoint directory {} does not exist",
@@ -89,35 +106,48 @@ pub fn run(args: BacktestArgs) -> anyhow::Result<()> {
         required(dir, name)?;
     }
     let env: EnvConfig = read_json(&required(dir, ENV_FILE)?)?;
-    let source = if args.data.is_empty() {
+    let source = if data.is_empty() {
         read_json(&required(dir, DATA_FILE)?)?
     } else {
-        DataSource::new(&args.data, None)?
+        DataSource::new(data, None)?
     };
-    let objective: Objective = args
-        .objective
-        .parse()
-        .map_err(|e: String| anyhow::anyhow!("--objective: {e}"))?;
-    let spec: DeviceSpec = args.device.parse()?;
+    let spec: DeviceSpec = device.parse()?;
     let device = open(spec)?;
     let ckpt = checkpoint::load(dir, &device)?;
-
-    let data = source.load(&env)?;
-    let (name, range) = match args.split.as_str() {
-        "test" => ("test", data.split.test.clone()),
-        "validation" | "val" => ("validation", data.split.validation.clone()),
-        "train" => ("train", data.split.train.clone()),
+    let loaded = source.load(&env)?;
+    let (name, range) = match split {
+        "test" => ("test", loaded.split.test.clone()),
+        "validation" | "val" => ("validation", loaded.split.validation.clone()),
+        "train" => ("train", loaded.split.train.clone()),
         other => anyhow::bail!("--split {other}: use test, validation (val) or train"),
     };
-    let split = EvalSplit::new(name, data.dataset.clone(), range, &env);
+    let eval_split = EvalSplit::new(name, loaded.dataset.clone(), range, &env);
     let report = evaluate(
         &ckpt.model,
         &ckpt.state.normalization,
         &ckpt.config,
-        &split,
+        &eval_split,
         objective,
     )
     .with_context(|| format!("backtesting {}", dir.display()))?;
+    Ok(Backtest {
+        report,
+        timesteps: ckpt.state.timesteps,
+        about: loaded.about,
+    })
+}
+
+pub fn run(args: BacktestArgs) -> anyhow::Result<()> {
+    let dir = &args.checkpoint;
+    let objective: Objective = args
+        .objective
+        .parse()
+        .map_err(|e: String| anyhow::anyhow!("--objective: {e}"))?;
+    let Backtest {
+        report,
+        timesteps,
+        about,
+    } = backtest(dir, &args.split, &args.data, objective, &args.device)?;
     if let Some(path) = &args.equity_csv {
         write_equity_csv(path, &report)?;
     }
@@ -126,7 +156,7 @@ pub fn run(args: BacktestArgs) -> anyhow::Result<()> {
     if args.json {
         let out = BacktestJson {
             checkpoint: dir,
-            timesteps: ckpt.state.timesteps,
+            timesteps,
             split: &report.split,
             bars: report.bars,
             start: format_timestamp(first),
@@ -144,8 +174,8 @@ pub fn run(args: BacktestArgs) -> anyhow::Result<()> {
     println!(
         "checkpoint {} ({} samples) on {}: {} split, {} .. {}, {} bars ({} bars a year)",
         dir.display(),
-        ckpt.state.timesteps,
-        data.about,
+        timesteps,
+        about,
         report.split,
         format_timestamp(first),
         format_timestamp(last),
@@ -160,7 +190,7 @@ pub fn run(args: BacktestArgs) -> anyhow::Result<()> {
 }
 
 /// The metrics of agent and equal weight side by side, and the objective.
-fn table(r: &EvalReport) -> String {
+pub fn table(r: &EvalReport) -> String {
     let (a, e) = (&r.agent, &r.equal_weight);
     let pct = |v: f64| format!("{:.2} %", 100.0 * v);
     let num = |v: f64| format!("{v:.3}");

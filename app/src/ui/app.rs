@@ -279,6 +279,14 @@ impl TradeTuneApp {
                 state.studies.state_filter = filter;
                 state.studies.refresh();
             }
+            Command::PickCheckpoint => self.tasks.pick(Pick::Checkpoint),
+            Command::Backtest => {
+                if let Some(dir) = state.backtest.checkpoint.clone() {
+                    state.backtest.running = true;
+                    state.backtest.error = None;
+                    self.tasks.backtest(dir, state.backtest.split.clone());
+                }
+            }
             Command::Compare(a, b) => {
                 if let Some(db) = &state.studies.db {
                     state.compare.loading = true;
@@ -504,6 +512,13 @@ impl TradeTuneApp {
                         self.tasks.export_trials(db.path.clone(), members, out);
                     }
                 }
+                Pick::Checkpoint => {
+                    if let Some(dir) = paths.into_iter().next() {
+                        state.backtest.checkpoint = Some(dir);
+                        state.backtest.result = None;
+                        state.backtest.error = None;
+                    }
+                }
                 Pick::TelemetryCsv(_) => {
                     if let (Some(out), Some(db), Some(group)) = (
                         paths.into_iter().next(),
@@ -517,6 +532,13 @@ impl TradeTuneApp {
                 }
                 _ => {}
             },
+            TaskEvent::Backtested(result) => {
+                state.backtest.running = false;
+                match result {
+                    Ok(r) => state.backtest.result = Some(*r),
+                    Err(e) => state.backtest.error = Some(e),
+                }
+            }
             TaskEvent::Compared(result) => {
                 state.compare.loading = false;
                 match result {

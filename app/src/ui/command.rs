@@ -52,6 +52,10 @@ pub enum Command {
     FilterTrials(Option<TrialState>),
     /// Save the shown study's trials as CSV (dialog first).
     ExportTrials,
+    /// Pick a checkpoint directory with a native dialog.
+    PickCheckpoint,
+    /// Backtest the chosen checkpoint on the chosen split.
+    Backtest,
     /// Compare two studies or trials (`study`, `study#N`) of the open database.
     Compare(String, String),
     /// Save the shown study's telemetry as CSV (dialog first).

@@ -11,6 +11,8 @@ pub enum Pick {
     DataFiles,
     /// A study database to open (TradeTune's or Optuna's SQLite).
     Database,
+    /// A checkpoint directory (`tradetune train --out DIR`).
+    Checkpoint,
     /// Where to save the trials of a study as CSV (the suggested file name).
     TrialsCsv(String),
     /// Where to save the telemetry of a study as CSV.
@@ -40,6 +42,11 @@ impl FileDialogs for NativeDialogs {
                 .set_title("Open a study database")
                 .add_filter("SQLite", &["db", "sqlite", "sqlite3"])
                 .pick_file()
+                .into_iter()
+                .collect(),
+            Pick::Checkpoint => dialog
+                .set_title("A checkpoint directory (tradetune train --out DIR)")
+                .pick_folder()
                 .into_iter()
                 .collect(),
             Pick::TrialsCsv(name) | Pick::TelemetryCsv(name) => dialog

@@ -30,16 +30,19 @@ pub enum Tab {
     Studies,
     /// Two studies or trials side by side.
     Compare,
+    /// A checkpoint on a held-out split.
+    Backtest,
 }
 
 impl Tab {
     /// Every tab, in order.
-    pub const ALL: [Tab; 5] = [
+    pub const ALL: [Tab; 6] = [
         Tab::Hardware,
         Tab::Configure,
         Tab::Run,
         Tab::Studies,
         Tab::Compare,
+        Tab::Backtest,
     ];
 
     /// The tab's label (tests find tabs by it).
@@ -50,6 +53,7 @@ impl Tab {
             Tab::Run => "Run",
             Tab::Studies => "Studies",
             Tab::Compare => "Compare",
+            Tab::Backtest => "Backtest",
         }
     }
 }
@@ -531,6 +535,46 @@ pub struct CompareView {
     pub error: Option<String>,
 }
 
+/// A backtest as shown: the text parts and the two equity curves.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BacktestResult {
+    /// Checkpoint, samples, split and data, for people.
+    pub about: String,
+    /// The metrics table.
+    pub table: String,
+    /// (days since the first bar, equity) of the agent.
+    pub agent: Vec<[f64; 2]>,
+    /// The same for equal weight.
+    pub equal_weight: Vec<[f64; 2]>,
+}
+
+/// The Backtest panel.
+#[derive(Debug, Clone)]
+pub struct BacktestView {
+    /// The checkpoint directory.
+    pub checkpoint: Option<PathBuf>,
+    /// test, validation or train.
+    pub split: String,
+    /// Being computed.
+    pub running: bool,
+    /// The last result.
+    pub result: Option<BacktestResult>,
+    /// Why the last one failed.
+    pub error: Option<String>,
+}
+
+impl Default for BacktestView {
+    fn default() -> Self {
+        BacktestView {
+            checkpoint: None,
+            split: "test".into(),
+            running: false,
+            result: None,
+            error: None,
+        }
+    }
+}
+
 /// Everything the app knows.
 pub struct AppState {
     /// Remembered between launches.
@@ -547,6 +591,8 @@ pub struct AppState {
     pub studies: StudiesView,
     /// The Compare panel.
     pub compare: CompareView,
+    /// The Backtest panel.
+    pub backtest: BacktestView,
     /// Live telemetry (None when the sampler could not start; the reason is in `notices`).
     pub telemetry: Option<SamplerHandle>,
     /// Messages for the status bar, newest last.
@@ -575,6 +621,7 @@ impl AppState {
                 ..StudiesView::default()
             },
             compare: CompareView::default(),
+            backtest: BacktestView::default(),
             telemetry: None,
             notices: Vec::new(),
             new_preset_name: String::new(),

@@ -82,6 +82,8 @@ pub enum TaskEvent {
     Study(StudyMsg),
     /// A file dialog was answered.
     Picked(Pick, Vec<PathBuf>),
+    /// A backtest finished.
+    Backtested(Result<Box<crate::ui::state::BacktestResult>, String>),
     /// A comparison finished.
     Compared(Result<Box<crate::ui::state::Comparison>, String>),
     /// A CSV export finished: what was written ("trials", "telemetry rows"), where, and the
@@ -284,6 +286,16 @@ impl Tasks {
         });
     }
 
+    /// Backtests the checkpoint `dir` on `split` (on the CPU device).
+    pub fn backtest(&self, dir: PathBuf, split: String) {
+        self.spawn("backtest", move |reply| {
+            let result = backtest(&dir, &split)
+                .map(Box::new)
+                .map_err(|e| format!("{e:#}"));
+            reply.send(TaskEvent::Backtested(result));
+        });
+    }
+
     /// Compares `a` and `b` (`study` or `study#N`) of the database `db`.
     pub fn compare(&self, db: PathBuf, a: String, b: String) {
         self.spawn("compare", move |reply| {
@@ -419,6 +431,33 @@ fn run_study(file: &StudyFile, db: &Path, reply: &Reply) -> Result<(), String> {
         }
     }
     result.map(|_| ()).map_err(|e| e.to_string())
+}
+
+fn backtest(dir: &Path, split: &str) -> anyhow::Result<crate::ui::state::BacktestResult> {
+    use crate::cli::backtest::{backtest, table};
+    let b = backtest(dir, split, &[], Default::default(), "cpu")?;
+    let r = &b.report;
+    let t0 = r.timestamps.first().copied().unwrap_or(0);
+    let curve = |equity: &[f64]| -> Vec<[f64; 2]> {
+        r.timestamps
+            .iter()
+            .zip(equity)
+            .map(|(&t, &e)| [(t - t0) as f64 / 86_400.0, e])
+            .collect()
+    };
+    Ok(crate::ui::state::BacktestResult {
+        about: format!(
+            "{} ({} samples) on {}: {} split, {} bars",
+            dir.display(),
+            b.timesteps,
+            b.about,
+            r.split,
+            r.bars
+        ),
+        table: table(r),
+        agent: curve(&r.agent_equity),
+        equal_weight: curve(&r.equal_weight_equity),
+    })
 }
 
 fn compare(db: &Path, a: &str, b: &str) -> anyhow::Result<crate::ui::state::Comparison> {

@@ -1,6 +1,7 @@
 //! One module per panel. Each reads the state, edits the draft in place and pushes
 //! [`Command`]s for actions.
 
+pub mod backtest;
 pub mod compare;
 pub mod configure;
 pub mod hardware;
@@ -60,6 +61,7 @@ pub fn draw(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
                 Tab::Hardware => hardware::show(ui, state, commands),
                 Tab::Configure => configure::show(ui, state, commands),
                 Tab::Compare => compare::show(ui, state, commands),
+                Tab::Backtest => backtest::show(ui, state, commands),
                 Tab::Run | Tab::Studies => run::show(ui, state, commands),
             });
     });
