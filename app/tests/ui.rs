@@ -546,6 +546,11 @@ fn two_studies_compare_side_by_side_and_a_wrong_name_is_named() {
         settle(&mut h);
     }
     h.get_by_label("Compare A with B").click();
+    settle(&mut h);
+    assert!(
+        h.state().state.compare.loading || h.state().state.compare.result.is_some(),
+        "the button did not start a comparison"
+    );
     step_until(&mut h, "the comparison", |a| !a.state.compare.loading);
     let c = h
         .state()
