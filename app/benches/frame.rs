@@ -58,6 +58,7 @@ fn loaded_state() -> AppState {
             intermediate: Vec::new(),
             verdict: None,
             samples_per_s: Some(1000.0),
+            checkpoint: None,
         })
         .collect();
     v.sort = (TrialColumn::Value, false);

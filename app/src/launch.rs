@@ -30,7 +30,15 @@ pub fn default_db() -> anyhow::Result<PathBuf> {
 pub fn runner(file: &StudyFile, rc: RunnerConfig) -> anyhow::Result<(Runner, String)> {
     let base = PpoTrialConfig::from_json(&file.base_config)
         .map_err(|e| anyhow::anyhow!("{}: {e}", file.path))?;
-    let trial = PpoTrial::load(&file.data, &file.split, &base, objective_of(file)?)?;
+    // Each COMPLETE trial's policy is kept beside the database, for backtests.
+    let checkpoints = rc
+        .storage
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join("checkpoints")
+        .join(&file.study.name);
+    let trial = PpoTrial::load(&file.data, &file.split, &base, objective_of(file)?)?
+        .with_checkpoints(checkpoints);
     let source = trial.source.clone();
     let runner = Runner::new(
         rc,

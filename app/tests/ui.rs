@@ -331,6 +331,29 @@ fn a_tiny_study_on_the_cpu_runs_live_and_its_trials_complete_in_the_table() {
     h.get_by_label("Run").click();
     settle(&mut h);
     h.get_by_label_contains("Bottleneck of trial");
+
+    // Each COMPLETE trial's policy is saved beside the database and backtests from its row.
+    let row = h.state().state.studies.rows[0].clone();
+    let ckpt = row.checkpoint.clone().expect("a checkpoint attribute");
+    assert!(
+        ckpt.starts_with(dir.path().join("checkpoints").join("ui_tiny")),
+        "{}",
+        ckpt.display()
+    );
+    h.state_mut()
+        .handle(tradetune_app::ui::command::Command::BacktestTrial(ckpt));
+    settle(&mut h);
+    step_until(&mut h, "the trial's backtest", |a| {
+        !a.state.backtest.running
+    });
+    let b = &h.state().state.backtest;
+    assert_eq!(b.error, None);
+    assert!(
+        b.result
+            .as_ref()
+            .is_some_and(|r| r.table.contains("sharpe"))
+    );
+    assert_eq!(h.state().state.settings.tab, Tab::Backtest);
 }
 
 fn reference_db(dir: &Path) -> PathBuf {

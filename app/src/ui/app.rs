@@ -280,6 +280,12 @@ impl TradeTuneApp {
                 state.studies.refresh();
             }
             Command::PickCheckpoint => self.tasks.pick(Pick::Checkpoint),
+            Command::BacktestTrial(dir) => {
+                state.backtest.checkpoint = Some(dir);
+                state.backtest.result = None;
+                state.settings.tab = super::state::Tab::Backtest;
+                self.handle(Command::Backtest);
+            }
             Command::Backtest => {
                 if let Some(dir) = state.backtest.checkpoint.clone() {
                     state.backtest.running = true;

@@ -56,6 +56,8 @@ pub enum Command {
     PickCheckpoint,
     /// Backtest the chosen checkpoint on the chosen split.
     Backtest,
+    /// Backtest a trial's saved policy (its checkpoint directory) in the Backtest panel.
+    BacktestTrial(std::path::PathBuf),
     /// Compare two studies or trials (`study`, `study#N`) of the open database.
     Compare(String, String),
     /// Save the shown study's telemetry as CSV (dialog first).

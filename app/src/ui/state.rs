@@ -365,6 +365,8 @@ pub struct TrialRow {
     pub verdict: Option<String>,
     /// Samples per second end to end (the `samples_per_s` attribute).
     pub samples_per_s: Option<f64>,
+    /// Where its policy was saved (the `checkpoint` attribute), for a backtest.
+    pub checkpoint: Option<PathBuf>,
 }
 
 impl TrialRow {
@@ -412,6 +414,7 @@ impl TrialRow {
             intermediate: t.intermediate_values.clone(),
             verdict: attr("verdict"),
             samples_per_s: t.user_attr("samples_per_s").and_then(|v| v.as_f64()),
+            checkpoint: attr("checkpoint").map(PathBuf::from),
         }
     }
 

@@ -110,6 +110,10 @@ pub struct PpoTrial {
     objective: Objective,
     /// Where the data came from, for reports.
     pub source: String,
+    /// The market files (empty: the bundled sample), for the checkpoints' `data.json`.
+    paths: Vec<std::path::PathBuf>,
+    /// Where each COMPLETE trial's policy is saved (`<dir>/trial_<N>`), when set.
+    checkpoints: Option<std::path::PathBuf>,
 }
 
 impl PpoTrial {
@@ -143,7 +147,22 @@ impl PpoTrial {
             validation: loaded.split.validation.clone(),
             dataset: Arc::new(loaded.dataset),
             objective,
+            paths: data
+                .paths
+                .iter()
+                .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()))
+                .collect(),
+            checkpoints: None,
         })
+    }
+
+    /// Saves each COMPLETE trial's policy in `dir/trial_<N>`, laid out as `tradetune train
+    /// --out` lays out a checkpoint (model, configs, normalisation, `env.json`, `data.json`), so
+    /// `tradetune backtest` and the app's Backtest panel evaluate it; the trial's `checkpoint`
+    /// user attribute names the directory.
+    pub fn with_checkpoints(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.checkpoints = Some(dir.into());
+        self
     }
 
     /// Observation and action sizes of `env` on this dataset.
@@ -170,6 +189,28 @@ fn phase_split(p: &PhaseTimes) -> PhaseSplit {
         update_s: p.advantages + p.update,
         eval_s: p.evaluation,
     }
+}
+
+/// The trainer's checkpoint plus the environment and the data source, as `tradetune train`
+/// writes them (`env.json`; `data.json` = `{"paths": [...]}`).
+fn save_checkpoint<E: crate::ppo::RolloutEnv>(
+    dir: &std::path::Path,
+    trainer: &Trainer<E>,
+    env: &EnvConfig,
+    paths: &[std::path::PathBuf],
+) -> Result<(), TrialError> {
+    crate::ppo::checkpoint::save(dir, trainer).map_err(TrialError::failed)?;
+    let write = |name: &str, value: serde_json::Value| {
+        let path = dir.join(name);
+        let text = serde_json::to_string_pretty(&value).map_err(TrialError::failed)?;
+        std::fs::write(&path, text)
+            .map_err(|e| TrialError::Failed(format!("writing {}: {e}", path.display())))
+    };
+    write(
+        "env.json",
+        serde_json::to_value(env).map_err(TrialError::failed)?,
+    )?;
+    write("data.json", serde_json::json!({ "paths": paths }))
 }
 
 impl TrialFunction for PpoTrial {
@@ -271,6 +312,11 @@ impl TrialFunction for PpoTrial {
         reporter.set_user_attr("val_equal_weight_sharpe", last.equal_weight.sharpe);
         reporter.set_user_attr("train_timesteps", report.timesteps as i64);
         reporter.set_user_attr("train_samples_per_s", report.samples_per_second);
+        if let Some(root) = &self.checkpoints {
+            let dir = root.join(format!("trial_{}", input.number));
+            save_checkpoint(&dir, &trainer, &cfg.env, &self.paths)?;
+            reporter.set_user_attr("checkpoint", dir.display().to_string());
+        }
         Ok(last.objective)
     }
 }

@@ -113,7 +113,7 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
     if let Some(i) = view.detail
         && let Some(row) = view.rows.get(i)
     {
-        detail(ui, row);
+        detail(ui, row, commands);
     }
     let mut plot_param = view.plot_param.clone();
     egui::CollapsingHeader::new("Plots")
@@ -212,7 +212,7 @@ fn plots(ui: &mut egui::Ui, view: &StudiesView, plot_param: &mut Option<String>)
     });
 }
 
-fn detail(ui: &mut egui::Ui, row: &TrialRow) {
+fn detail(ui: &mut egui::Ui, row: &TrialRow, commands: &mut Vec<Command>) {
     egui::Frame::group(ui.style()).show(ui, |ui| {
         ui.strong(format!(
             "trial {} of {} — {}",
@@ -227,6 +227,13 @@ fn detail(ui: &mut egui::Ui, row: &TrialRow) {
         }
         if let Some(v) = &row.verdict {
             ui.label(format!("bottleneck: {v}"));
+        }
+        if let Some(dir) = &row.checkpoint
+            && ui
+                .button(format!("Backtest trial {}", row.number))
+                .clicked()
+        {
+            commands.push(Command::BacktestTrial(dir.clone()));
         }
         if let Some(reason) = &row.fail_reason {
             ui.colored_label(widgets::WARN, format!("failed: {reason}"));
