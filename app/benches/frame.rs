@@ -59,6 +59,8 @@ fn loaded_state() -> AppState {
             verdict: None,
             samples_per_s: Some(1000.0),
             checkpoint: None,
+            placement: String::new(),
+            applied_config: None,
         })
         .collect();
     v.sort = (TrialColumn::Value, false);

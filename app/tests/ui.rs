@@ -334,6 +334,12 @@ fn a_tiny_study_on_the_cpu_runs_live_and_its_trials_complete_in_the_table() {
 
     // Each COMPLETE trial's policy is saved beside the database and backtests from its row.
     let row = h.state().state.studies.rows[0].clone();
+    let applied = row
+        .applied_config
+        .clone()
+        .expect("the applied configuration is stored");
+    assert!(applied.contains("\"n_envs\": 2"), "{applied}");
+    assert!(row.placement.contains("backend flex"), "{}", row.placement);
     let ckpt = row.checkpoint.clone().expect("a checkpoint attribute");
     assert!(
         ckpt.starts_with(dir.path().join("checkpoints").join("ui_tiny")),
@@ -435,6 +441,18 @@ fn the_optuna_reference_database_opens_aggregated_sorts_filters_and_exports() {
         first,
         present.last().copied(),
         "descending puts the largest first"
+    );
+
+    // Columns can be hidden.
+    assert!(h.query_by_label("device").is_some());
+    h.state_mut()
+        .handle(tradetune_app::ui::command::Command::ToggleColumn(
+            tradetune_app::ui::state::TrialColumn::Device,
+        ));
+    settle(&mut h);
+    assert!(
+        h.query_by_label("device").is_none(),
+        "the device column is still shown"
     );
 
     // Filter by state.

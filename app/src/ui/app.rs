@@ -275,6 +275,14 @@ impl TradeTuneApp {
                 state.studies.sort = (column, if current == column { !ascending } else { true });
                 state.studies.refresh();
             }
+            Command::ToggleColumn(c) => {
+                let hidden = &mut state.studies.hidden;
+                if let Some(i) = hidden.iter().position(|h| *h == c) {
+                    hidden.remove(i);
+                } else {
+                    hidden.push(c);
+                }
+            }
             Command::FilterTrials(filter) => {
                 state.studies.state_filter = filter;
                 state.studies.refresh();

@@ -48,6 +48,8 @@ pub enum Command {
     SelectStudy(String),
     /// Sort the trial table by this column (again: reverse).
     SortTrials(TrialColumn),
+    /// Show or hide a column of the trial table.
+    ToggleColumn(TrialColumn),
     /// Show only trials in this state (None: all).
     FilterTrials(Option<TrialState>),
     /// Save the shown study's trials as CSV (dialog first).

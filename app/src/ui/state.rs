@@ -367,6 +367,10 @@ pub struct TrialRow {
     pub samples_per_s: Option<f64>,
     /// Where its policy was saved (the `checkpoint` attribute), for a backtest.
     pub checkpoint: Option<PathBuf>,
+    /// Backend, precision and worker, as stored with the trial.
+    pub placement: String,
+    /// The configuration the trial ran with, every field, as pretty JSON.
+    pub applied_config: Option<String>,
 }
 
 impl TrialRow {
@@ -415,6 +419,19 @@ impl TrialRow {
             verdict: attr("verdict"),
             samples_per_s: t.user_attr("samples_per_s").and_then(|v| v.as_f64()),
             checkpoint: attr("checkpoint").map(PathBuf::from),
+            placement: ["backend", "precision", "worker"]
+                .iter()
+                .filter_map(|k| attr(k).map(|v| format!("{k} {v}")))
+                .collect::<Vec<_>>()
+                .join(", "),
+            applied_config: t
+                .user_attr(tradetune_engine::storage::APPLIED_CONFIG_KEY)
+                .or_else(|| t.system_attr(tradetune_engine::storage::APPLIED_CONFIG_KEY))
+                .map(|v| {
+                    serde_json::from_str::<serde_json::Value>(&v.dumps())
+                        .and_then(|j| serde_json::to_string_pretty(&j))
+                        .unwrap_or_else(|_| v.dumps())
+                }),
         }
     }
 
@@ -487,6 +504,8 @@ pub struct StudiesView {
     pub detail: Option<usize>,
     /// The parameter on the x axis of the parameter-vs-objective plot.
     pub plot_param: Option<String>,
+    /// Columns hidden from the trial table.
+    pub hidden: Vec<TrialColumn>,
 }
 
 impl StudiesView {

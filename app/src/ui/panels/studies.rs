@@ -221,7 +221,7 @@ fn detail(ui: &mut egui::Ui, row: &TrialRow, commands: &mut Vec<Command>) {
         ));
         ui.label(format!("parameters: {}", row.params));
         if !row.device.is_empty() {
-            ui.label(format!("device: {}", row.device));
+            ui.label(format!("device: {} ({})", row.device, row.placement));
         }
         if let Some(sps) = row.samples_per_s {
             ui.label(format!("{sps:.0} samples/s"));
@@ -238,6 +238,14 @@ fn detail(ui: &mut egui::Ui, row: &TrialRow, commands: &mut Vec<Command>) {
         }
         if let Some(reason) = &row.fail_reason {
             ui.colored_label(widgets::WARN, format!("failed: {reason}"));
+        }
+        if let Some(config) = &row.applied_config {
+            ui.collapsing("applied configuration", |ui| {
+                egui::ScrollArea::vertical()
+                    .id_salt("applied_config")
+                    .max_height(200.0)
+                    .show(ui, |ui| ui.monospace(config));
+            });
         }
         if !row.intermediate.is_empty() {
             ui.label("learning curve (intermediate values reported to the pruner)");
@@ -270,7 +278,11 @@ fn trial_table(
         .id_salt("trials")
         .striped(true)
         .resizable(true);
-    for c in TrialColumn::ALL {
+    let shown: Vec<TrialColumn> = TrialColumn::ALL
+        .into_iter()
+        .filter(|c| !view.hidden.contains(c))
+        .collect();
+    for &c in &shown {
         let width = match c {
             TrialColumn::Study => 150.0,
             TrialColumn::Number => 80.0,
@@ -284,7 +296,7 @@ fn trial_table(
     table
         .column(Column::remainder())
         .header(ROW_HEIGHT + 4.0, |mut header| {
-            for c in TrialColumn::ALL {
+            for &c in &shown {
                 header.col(|ui| {
                     let arrow = match view.sort {
                         (s, true) if s == c => " (asc)",
@@ -305,32 +317,35 @@ fn trial_table(
                 let i = view.visible[row.index()];
                 let r = &view.rows[i];
                 row.set_selected(Some(i) == best || view.detail == Some(i));
-                row.col(|ui| {
-                    ui.label(&r.study);
-                });
-                row.col(|ui| {
-                    if ui.link(r.number.to_string()).clicked() {
-                        clicked = Some(i);
-                    }
-                });
-                row.col(|ui| {
-                    ui.label(r.state.to_string());
-                });
-                row.col(|ui| {
-                    ui.label(r.value.map_or(String::new(), |v| format!("{v:.6}")));
-                });
-                row.col(|ui| {
-                    ui.label(r.duration_s.map_or(String::new(), |v| format!("{v:.1}")));
-                });
-                row.col(|ui| {
-                    ui.label(&r.device);
-                });
+                for &c in &shown {
+                    row.col(|ui| {
+                        if c == TrialColumn::Number {
+                            if ui.link(r.number.to_string()).clicked() {
+                                clicked = Some(i);
+                            }
+                        } else {
+                            ui.label(cell(r, c));
+                        }
+                    });
+                }
                 row.col(|ui| {
                     ui.label(&r.params);
                 });
             });
         });
     clicked
+}
+
+/// The text of one cell.
+fn cell(r: &TrialRow, c: TrialColumn) -> String {
+    match c {
+        TrialColumn::Study => r.study.clone(),
+        TrialColumn::Number => r.number.to_string(),
+        TrialColumn::State => r.state.to_string(),
+        TrialColumn::Value => r.value.map_or(String::new(), |v| format!("{v:.6}")),
+        TrialColumn::Duration => r.duration_s.map_or(String::new(), |v| format!("{v:.1}")),
+        TrialColumn::Device => r.device.clone(),
+    }
 }
 
 /// The best complete trial of the table (minimising unless the study says otherwise is not
