@@ -74,8 +74,8 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
         return;
     };
     ui.separator();
-    ui.horizontal(|ui| {
-        ui.heading(format!("Trials of {selected}"));
+    ui.heading(format!("Trials of {selected}"));
+    ui.horizontal_wrapped(|ui| {
         let l = ui.label("state");
         let filter = view.state_filter;
         egui::ComboBox::from_id_salt("state_filter")
@@ -109,6 +109,14 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
             view.visible.len(),
             view.rows.len()
         ));
+        ui.menu_button("Columns", |ui| {
+            for c in TrialColumn::ALL {
+                let mut shown = !view.hidden.contains(&c);
+                if ui.checkbox(&mut shown, c.label()).changed() {
+                    commands.push(Command::ToggleColumn(c));
+                }
+            }
+        });
     });
     if let Some(i) = view.detail
         && let Some(row) = view.rows.get(i)
