@@ -223,3 +223,33 @@ fn studies_of_the_optuna_reference_database() {
     h.run_steps(4);
     snapshot(&mut h, "studies");
 }
+
+#[test]
+fn compare_two_parallel_studies() {
+    let dir = tempfile::tempdir().unwrap();
+    let src =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/tests/testdata/optuna-reference.db");
+    let db = dir.path().join("optuna-reference.db");
+    std::fs::copy(&src, &db).unwrap();
+    let settings = Settings {
+        tab: Tab::Compare,
+        ..Settings::default()
+    };
+    let mut h = harness(settings, None);
+    h.state_mut().handle(Command::OpenDatabase(db));
+    step_until(&mut h, "the database", |a| a.state.studies.db.is_some());
+    h.state_mut().state.compare.a = "x_aggressive_1".into();
+    h.state_mut().state.compare.b = "x_aggressive_2".into();
+    h.state_mut().handle(Command::Compare(
+        "x_aggressive_1".into(),
+        "x_aggressive_2".into(),
+    ));
+    h.run_steps(2);
+    step_until(&mut h, "the comparison", |a| !a.state.compare.loading);
+    if let Some(d) = h.state_mut().state.studies.db.as_mut() {
+        d.path = PathBuf::from("optuna-reference.db");
+    }
+    h.state_mut().state.notices.clear();
+    h.run_steps(4);
+    snapshot(&mut h, "compare");
+}
