@@ -243,15 +243,17 @@ fn split_trials<'a>(
 /// choices, a non-positive value in a log range) skip the trial as well.
 fn observations(group: &[(&str, &Distribution)], trials: &[&Trial]) -> Vec<Vec<f64>> {
     let mut cols = vec![Vec::with_capacity(trials.len()); group.len()];
-    for t in trials {
-        let values: Option<Vec<f64>> = group
-            .iter()
-            .map(|(name, dist)| t.params.get(*name).copied().filter(|&v| usable(dist, v)))
-            .collect();
-        if let Some(values) = values {
-            for (col, v) in cols.iter_mut().zip(values) {
-                col.push(v);
+    // One row buffer for every trial: a trial's values go in only once all of them are usable.
+    let mut row = vec![0.0; group.len()];
+    'trials: for t in trials {
+        for ((name, dist), slot) in group.iter().zip(row.iter_mut()) {
+            match t.params.get(*name) {
+                Some(&v) if usable(dist, v) => *slot = v,
+                _ => continue 'trials,
             }
+        }
+        for (col, &v) in cols.iter_mut().zip(&row) {
+            col.push(v);
         }
     }
     cols
