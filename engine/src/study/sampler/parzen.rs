@@ -295,11 +295,14 @@ fn bandwidths(mus: &[f64], lo: f64, hi: f64, min_bandwidth_factor: Option<f64>) 
     if n == 0 {
         return vec![];
     }
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by(|&a, &b| mus[a].total_cmp(&mus[b]));
+    // Sorted by value, ties by index: the order a stable sort gives, which the σ of repeated
+    // values depends on; sorting (value, index) pairs unstably is the same order, faster.
+    let mut pairs: Vec<(f64, usize)> = mus.iter().copied().zip(0..n).collect();
+    pairs.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let order: Vec<usize> = pairs.iter().map(|&(_, i)| i).collect();
     let mut ext = Vec::with_capacity(n + 2);
     ext.push(lo);
-    ext.extend(order.iter().map(|&i| mus[i]));
+    ext.extend(pairs.iter().map(|&(mu, _)| mu));
     ext.push(hi);
     let mut sorted_sigmas: Vec<f64> = (0..n)
         .map(|i| (ext[i + 1] - ext[i]).max(ext[i + 2] - ext[i + 1]))
