@@ -306,6 +306,8 @@ pub struct OverheadRow {
     pub trials: usize,
     /// Mean over the last 100 suggestions (history of trials − 100 … trials − 1).
     pub last_100_mean_ms: f64,
+    /// Median of the same 100: robust to the scheduler pausing the thread on a shared machine.
+    pub last_100_median_ms: f64,
     pub mean_ms: f64,
     pub max_ms: f64,
 }
@@ -368,6 +370,7 @@ pub fn run_sampler_bench(cfg: &SamplerBenchConfig) -> Result<SamplerBenchReport,
                     sampler: kind,
                     trials: cfg.overhead_trials,
                     last_100_mean_ms: 1e3 * last.iter().sum::<f64>() / last.len().max(1) as f64,
+                    last_100_median_ms: 1e3 * median(last),
                     mean_ms: 1e3 * t.iter().sum::<f64>() / t.len().max(1) as f64,
                     max_ms: 1e3 * t.iter().copied().fold(0.0, f64::max),
                 });
@@ -417,16 +420,17 @@ impl SamplerBenchReport {
             );
             let _ = writeln!(
                 s,
-                "{:<12} {:<15} {:>14} {:>12} {:>10}",
-                "function", "sampler", "last 100 mean", "mean", "max"
+                "{:<12} {:<15} {:>14} {:>16} {:>12} {:>10}",
+                "function", "sampler", "last 100 mean", "last 100 median", "mean", "max"
             );
             for r in &self.overhead {
                 let _ = writeln!(
                     s,
-                    "{:<12} {:<15} {:>14.3} {:>12.3} {:>10.3}",
+                    "{:<12} {:<15} {:>14.3} {:>16.3} {:>12.3} {:>10.3}",
                     r.function.name(),
                     r.sampler.name(),
                     r.last_100_mean_ms,
+                    r.last_100_median_ms,
                     r.mean_ms,
                     r.max_ms
                 );

@@ -60,6 +60,12 @@ struct NumericalKernels {
     step: Option<f64>,
     low: f64,
     high: f64,
+    /// Stepped parameters only (empty otherwise): kernels on a grid repeat — 1,000 trials of a
+    /// 32-value parameter give a few dozen distinct (μ, σ) — so the masses are computed once
+    /// per distinct kernel. `kernel_class[k]` indexes `class_rep`, which holds one kernel of
+    /// each class.
+    kernel_class: Vec<usize>,
+    class_rep: Vec<usize>,
 }
 
 enum Kernels {
@@ -235,11 +241,21 @@ fn numerical(
     let mut sigmas = bandwidths(&mus, lo, hi, min_bandwidth_factor);
     mus.push(0.5 * (lo + hi));
     sigmas.push(hi - lo);
-    let log_norm = mus
-        .iter()
-        .zip(&sigmas)
-        .map(|(&mu, &s)| trunc_log_mass((lo - mu) / s, (hi - mu) / s))
-        .collect();
+    let (kernel_class, class_rep) = if step.is_some() {
+        distinct_kernels(&mus, &sigmas)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let log_norm_of = |k: usize| {
+        let (mu, s) = (mus[k], sigmas[k]);
+        trunc_log_mass((lo - mu) / s, (hi - mu) / s)
+    };
+    let log_norm = if class_rep.is_empty() {
+        (0..mus.len()).map(log_norm_of).collect()
+    } else {
+        let per_class: Vec<f64> = class_rep.iter().map(|&k| log_norm_of(k)).collect();
+        kernel_class.iter().map(|&c| per_class[c]).collect()
+    };
     NumericalKernels {
         mus,
         sigmas,
@@ -250,7 +266,27 @@ fn numerical(
         step,
         low,
         high,
+        kernel_class,
+        class_rep,
     }
+}
+
+/// Groups the kernels with bit-identical (μ, σ): returns each kernel's class and one kernel
+/// per class. Every quantity computed from a kernel depends on (μ, σ) alone, so computing it
+/// once per class gives bit-identical results.
+fn distinct_kernels(mus: &[f64], sigmas: &[f64]) -> (Vec<usize>, Vec<usize>) {
+    let key = |k: usize| (mus[k].to_bits(), sigmas[k].to_bits());
+    let mut order: Vec<usize> = (0..mus.len()).collect();
+    order.sort_unstable_by_key(|&k| key(k));
+    let mut class = vec![0; mus.len()];
+    let mut reps: Vec<usize> = Vec::new();
+    for &k in &order {
+        if reps.last().is_none_or(|&r| key(r) != key(k)) {
+            reps.push(k);
+        }
+        class[k] = reps.len() - 1;
+    }
+    (class, reps)
 }
 
 /// σ of each observation's kernel (see the module documentation).
@@ -259,11 +295,14 @@ fn bandwidths(mus: &[f64], lo: f64, hi: f64, min_bandwidth_factor: Option<f64>) 
     if n == 0 {
         return vec![];
     }
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by(|&a, &b| mus[a].total_cmp(&mus[b]));
+    // Sorted by value, ties by index: the order a stable sort gives, which the σ of repeated
+    // values depends on; sorting (value, index) pairs unstably is the same order, faster.
+    let mut pairs: Vec<(f64, usize)> = mus.iter().copied().zip(0..n).collect();
+    pairs.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let order: Vec<usize> = pairs.iter().map(|&(_, i)| i).collect();
     let mut ext = Vec::with_capacity(n + 2);
     ext.push(lo);
-    ext.extend(order.iter().map(|&i| mus[i]));
+    ext.extend(pairs.iter().map(|&(mu, _)| mu));
     ext.push(hi);
     let mut sorted_sigmas: Vec<f64> = (0..n)
         .map(|i| (ext[i + 1] - ext[i]).max(ext[i + 2] - ext[i + 1]))
@@ -332,34 +371,33 @@ impl NumericalKernels {
     }
 
     /// Stepped parameters: the kernel's mass on `[x − step/2, x + step/2]` over its mass on the
-    /// range. Candidates repeat often on a grid, so each distinct value is computed once.
+    /// range. Candidates and kernels repeat often on a grid, so each distinct (value, kernel)
+    /// pair is computed once.
     fn add_discrete(&self, xs: &[f64], acc: &mut [f64]) {
         let nk = self.mus.len();
         let half = self.step.unwrap_or(0.0) / 2.0;
         let mut uniq: Vec<f64> = xs.to_vec();
         uniq.sort_by(f64::total_cmp);
         uniq.dedup();
-        let table: Vec<f64> = uniq
-            .iter()
-            .flat_map(|&u| {
-                let (l, r) = if self.log {
-                    ((u - half).ln(), (u + half).ln())
-                } else {
-                    (u - half, u + half)
-                };
-                (0..nk).map(move |k| {
-                    let (mu, s) = (self.mus[k], self.sigmas[k]);
-                    log_gauss_mass((l - mu) / s, (r - mu) / s) - self.log_norm[k]
-                })
-            })
-            .collect();
+        // One row per distinct candidate value, one column per class of identical kernels.
+        let nc = self.class_rep.len();
+        let mut table = Vec::with_capacity(uniq.len() * nc);
+        for &u in &uniq {
+            let (l, r) = if self.log {
+                ((u - half).ln(), (u + half).ln())
+            } else {
+                (u - half, u + half)
+            };
+            table.extend(self.class_rep.iter().map(|&k| {
+                let (mu, s) = (self.mus[k], self.sigmas[k]);
+                log_gauss_mass((l - mu) / s, (r - mu) / s) - self.log_norm[k]
+            }));
+        }
         for (i, x) in xs.iter().enumerate() {
             let j = uniq.partition_point(|u| u.total_cmp(x).is_lt());
-            for (a, t) in acc[i * nk..(i + 1) * nk]
-                .iter_mut()
-                .zip(&table[j * nk..(j + 1) * nk])
-            {
-                *a += t;
+            let masses = &table[j * nc..(j + 1) * nc];
+            for (a, &c) in acc[i * nk..(i + 1) * nk].iter_mut().zip(&self.kernel_class) {
+                *a += masses[c];
             }
         }
     }

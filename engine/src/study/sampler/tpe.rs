@@ -107,17 +107,18 @@ impl TpeSampler {
     }
 
     /// Proposes values for the parameters of `group` jointly.
+    /// `below` and `above` are the split of [`split_trials`], done once per proposal (the
+    /// univariate sampler calls this once per parameter).
     fn sample_group(
         &self,
-        ctx: &SampleContext<'_>,
+        (below, above): (&[&Trial], &[&Trial]),
         group: &[(&str, &Distribution)],
         rng: &mut rand::rngs::StdRng,
     ) -> Vec<f64> {
-        let (below, above) = split_trials(ctx, self.cfg.constant_liar);
         let dists: Vec<&Distribution> = group.iter().map(|(_, d)| *d).collect();
         let min_bw = self.cfg.min_bandwidth_factor;
-        let below_pe = ParzenEstimator::new(&dists, &observations(group, &below), min_bw);
-        let above_pe = ParzenEstimator::new(&dists, &observations(group, &above), min_bw);
+        let below_pe = ParzenEstimator::new(&dists, &observations(group, below), min_bw);
+        let above_pe = ParzenEstimator::new(&dists, &observations(group, above), min_bw);
         let candidates = below_pe.sample(rng, self.cfg.n_ei_candidates);
         let log_l = below_pe.log_pdf(&candidates);
         let log_g = above_pe.log_pdf(&candidates);
@@ -155,14 +156,16 @@ impl Sampler for TpeSampler {
         let mut params = InternalParams::new();
         let searched = split_single(ctx.space, &mut params);
         let mut rng = trial_rng(self.cfg.seed, ctx.trial_number, TPE_SALT);
+        let (below, above) = split_trials(ctx, self.cfg.constant_liar);
+        let split = (below.as_slice(), above.as_slice());
         if self.cfg.multivariate {
-            let values = self.sample_group(ctx, &searched, &mut rng);
+            let values = self.sample_group(split, &searched, &mut rng);
             for ((name, _), v) in searched.iter().zip(values) {
                 params.insert((*name).to_owned(), v);
             }
         } else {
             for p in &searched {
-                let v = self.sample_group(ctx, std::slice::from_ref(p), &mut rng);
+                let v = self.sample_group(split, std::slice::from_ref(p), &mut rng);
                 params.insert(p.0.to_owned(), v[0]);
             }
         }
@@ -243,15 +246,17 @@ fn split_trials<'a>(
 /// choices, a non-positive value in a log range) skip the trial as well.
 fn observations(group: &[(&str, &Distribution)], trials: &[&Trial]) -> Vec<Vec<f64>> {
     let mut cols = vec![Vec::with_capacity(trials.len()); group.len()];
-    for t in trials {
-        let values: Option<Vec<f64>> = group
-            .iter()
-            .map(|(name, dist)| t.params.get(*name).copied().filter(|&v| usable(dist, v)))
-            .collect();
-        if let Some(values) = values {
-            for (col, v) in cols.iter_mut().zip(values) {
-                col.push(v);
+    // One row buffer for every trial: a trial's values go in only once all of them are usable.
+    let mut row = vec![0.0; group.len()];
+    'trials: for t in trials {
+        for ((name, dist), slot) in group.iter().zip(row.iter_mut()) {
+            match t.params.get(*name) {
+                Some(&v) if usable(dist, v) => *slot = v,
+                _ => continue 'trials,
             }
+        }
+        for (col, &v) in cols.iter_mut().zip(&row) {
+            col.push(v);
         }
     }
     cols
