@@ -190,20 +190,26 @@ fn run_with_live_charts() {
     snapshot(&mut h, "run");
 }
 
-#[test]
-fn studies_of_the_optuna_reference_database() {
-    let dir = tempfile::tempdir().unwrap();
+/// A harness on `tab` with a copy (in `dir`) of the Optuna reference database open.
+fn opened_reference_db(dir: &Path, tab: Tab) -> Harness<'static, TradeTuneApp> {
     let src =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/tests/testdata/optuna-reference.db");
-    let db = dir.path().join("optuna-reference.db");
+    let db = dir.join("optuna-reference.db");
     std::fs::copy(&src, &db).unwrap();
     let settings = Settings {
-        tab: Tab::Studies,
+        tab,
         ..Settings::default()
     };
     let mut h = harness(settings, Some(db.clone()));
     h.state_mut().handle(Command::OpenDatabase(db));
     step_until(&mut h, "the database", |a| a.state.studies.db.is_some());
+    h
+}
+
+#[test]
+fn studies_of_the_optuna_reference_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = opened_reference_db(dir.path(), Tab::Studies);
     let group = h
         .state()
         .state
@@ -227,17 +233,7 @@ fn studies_of_the_optuna_reference_database() {
 #[test]
 fn compare_two_parallel_studies() {
     let dir = tempfile::tempdir().unwrap();
-    let src =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/tests/testdata/optuna-reference.db");
-    let db = dir.path().join("optuna-reference.db");
-    std::fs::copy(&src, &db).unwrap();
-    let settings = Settings {
-        tab: Tab::Compare,
-        ..Settings::default()
-    };
-    let mut h = harness(settings, None);
-    h.state_mut().handle(Command::OpenDatabase(db));
-    step_until(&mut h, "the database", |a| a.state.studies.db.is_some());
+    let mut h = opened_reference_db(dir.path(), Tab::Compare);
     h.state_mut().state.compare.a = "x_aggressive_1".into();
     h.state_mut().state.compare.b = "x_aggressive_2".into();
     h.state_mut().handle(Command::Compare(
