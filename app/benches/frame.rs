@@ -39,6 +39,7 @@ fn loaded_state() -> AppState {
     v.selected = Some("bench".into());
     v.rows = (0..TRIALS)
         .map(|i| TrialRow {
+            trial_id: i as i64 + 1,
             study: "bench".into(),
             number: i as i64,
             state: TrialState::Complete,

@@ -186,6 +186,36 @@ fn json_events_are_one_object_per_line() {
     assert!(events.iter().any(|e| e["event"] == "intermediate"));
     assert!(events.iter().any(|e| e["event"] == "trial_completed"));
     assert_eq!(events.last().unwrap()["event"], "study_finished");
+    // One `metrics` event per update (128 samples at 4 envs × 32 steps: 1 update), and the
+    // same numbers kept as the trial's learning curve in the database.
+    let metrics: Vec<&serde_json::Value> =
+        events.iter().filter(|e| e["event"] == "metrics").collect();
+    assert_eq!(metrics.len(), 1, "{metrics:?}");
+    let m = metrics[0];
+    assert_eq!(m["update"], 1);
+    assert_eq!(m["env_steps"], 128);
+    let loss = m["values"]["losses/value_loss"].as_f64().unwrap();
+    let st = Storage::open_read_only(&db).unwrap();
+    let id = st.study_id("json").unwrap();
+    let trial = &st.trials(id).unwrap()[0];
+    let curve = st.learning_curve(trial.trial_id).unwrap();
+    let stored = curve
+        .iter()
+        .find(|p| p.metric == "losses/value_loss")
+        .expect("the value loss is stored");
+    assert_eq!((stored.update_index, stored.env_steps), (1, 128));
+    assert_eq!(stored.value, loss);
+    for metric in [
+        "losses/policy_loss",
+        "losses/entropy",
+        "charts/SPS",
+        "time/update_s",
+    ] {
+        assert!(
+            curve.iter().any(|p| p.metric == metric),
+            "no {metric}: {curve:?}"
+        );
+    }
 }
 
 #[test]

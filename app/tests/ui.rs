@@ -15,6 +15,7 @@ use tradetune_app::ui::dialog::{FileDialogs, Pick};
 use tradetune_app::ui::presets::UserPreset;
 use tradetune_app::ui::state::{DataState, Settings, Tab};
 use tradetune_app::ui::{TradeTuneApp, draft::Draft};
+use tradetune_engine::telemetry::{GpuInfo, GpuVendor};
 
 /// Answers every dialog with a path chosen by the test.
 struct TestDialogs {
@@ -104,6 +105,33 @@ fn first_launch_loads_the_bundled_data_and_lists_the_cpu() {
     settle(&mut h);
     h.get_by_label_contains("AAPL, GOOG, IBM, MSFT");
     h.get_by_label_contains("split: train 1469");
+}
+
+#[test]
+fn the_gpus_the_probes_found_show_with_their_driver() {
+    let mut app = app_with(Settings::default(), no_dialogs());
+    // What the NVML probe reports on an RTX 4080 machine (there is no GPU here).
+    app.state.gpus = vec![GpuInfo {
+        vendor: GpuVendor::Nvidia,
+        name: "NVIDIA GeForce RTX 4080".into(),
+        pci_bus_id: "0000:01:00.0".parse().ok(),
+        uuid: None,
+        mem_total_bytes: Some(16 * 1024 * 1024 * 1024),
+        driver: Some("NVIDIA 560.35.03".into()),
+    }];
+    let mut h = harness(app);
+    settle(&mut h);
+    h.get_by_label("NVIDIA GeForce RTX 4080");
+    h.get_by_label("NVIDIA 560.35.03");
+    h.get_by_label("0000:01:00.0");
+    h.get_by_label("16.0 GiB");
+
+    // Without GPUs the probes' reason is shown instead.
+    let mut app = app_with(Settings::default(), no_dialogs());
+    app.state.no_gpu_reason = Some("no GPU present (NVML: libnvidia-ml.so not found)".into());
+    let mut h = harness(app);
+    settle(&mut h);
+    h.get_by_label_contains("libnvidia-ml.so not found");
 }
 
 #[test]
@@ -266,6 +294,28 @@ fn a_tiny_study_on_the_cpu_runs_live_and_its_trials_complete_in_the_table() {
         );
     }
     h.get_by_label_contains("finished: 2 complete, 0 pruned, 0 failed");
+    // Each update's losses, samples/s and phase times arrived live (256 samples at 64 per
+    // update: 4 updates) and the selected trial shows them.
+    for t in &run.trials {
+        for metric in [
+            "losses/policy_loss",
+            "losses/value_loss",
+            "charts/SPS",
+            "time/update_s",
+        ] {
+            let points = t.metrics.get(metric).map_or(0, Vec::len);
+            assert_eq!(
+                points, 4,
+                "trial {}: {metric} has {points} points",
+                t.number
+            );
+        }
+    }
+    assert!(!run.samples_per_second.is_empty());
+    h.get_by_label_contains("update 4 · 256 samples");
+    h.get_by_label_contains("where the time goes");
+    h.get_by_label_contains("advantages ");
+    h.get_by_label("samples/s, all workers");
 
     // The Studies panel opens the database and shows the study's trials as COMPLETE.
     step_until(&mut h, "the study's trials in the Studies panel", |a| {
@@ -285,6 +335,27 @@ fn a_tiny_study_on_the_cpu_runs_live_and_its_trials_complete_in_the_table() {
         "{:?}",
         h.state().state.studies.rows
     );
+
+    // A trial's details read its stored training curves (one point per update).
+    h.state_mut()
+        .handle(tradetune_app::ui::command::Command::ShowTrial(0));
+    step_until(&mut h, "the stored training curves", |a| {
+        a.state.studies.curve.is_some()
+    });
+    let (_, curves) = h.state().state.studies.curve.clone().unwrap();
+    let curves = curves.expect("the curves read");
+    assert_eq!(
+        curves.get("losses/policy_loss").map(Vec::len),
+        Some(4),
+        "{curves:?}"
+    );
+    assert_eq!(
+        curves["losses/policy_loss"].last().map(|p| p[0]),
+        Some(256.0),
+        "x is the env step"
+    );
+    settle(&mut h);
+    h.get_by_label("training losses by env step");
 
     // Export: the CSV has those rows.
     h.get_by_label("Export trials CSV…").click();

@@ -6,6 +6,7 @@
 //! Everything machine-specific is fixed (the device list) so the pictures are the same on
 //! every machine of this class.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -178,6 +179,9 @@ fn run_with_live_charts() {
                     v: 0.05 * n as f64 * (1.0 - (-(u as f64) / 3.0).exp()),
                 })
                 .collect(),
+            metrics: snapshot_metrics(n),
+            update: 8,
+            env_steps: 8 * 2048,
         })
         .collect();
     run.selected = Some(5);
@@ -188,6 +192,39 @@ fn run_with_live_charts() {
     });
     h.run_steps(4);
     snapshot(&mut h, "run");
+}
+
+/// Made-up training metrics of trial `n` over 8 updates of 2,048 samples, in the shapes a
+/// run has (losses falling, returns rising, the update phase dominating).
+fn snapshot_metrics(n: u64) -> BTreeMap<String, Vec<PlotPoint>> {
+    let curve = |f: &dyn Fn(f64) -> f64| -> Vec<PlotPoint> {
+        (1..=8)
+            .map(|u| PlotPoint {
+                t: (u * 2048) as f64,
+                v: f(u as f64),
+            })
+            .collect()
+    };
+    let k = n as f64;
+    let mut m = BTreeMap::new();
+    let mut put = |name: &str, f: &dyn Fn(f64) -> f64| {
+        m.insert(name.to_owned(), curve(f));
+    };
+    put("charts/SPS", &|_| 2400.0);
+    put("losses/policy_loss", &|u| -0.01 - 0.002 * u);
+    put("losses/value_loss", &|u| 0.8 * (-u / 4.0).exp());
+    put("losses/entropy", &|u| 9.9 - 0.05 * u);
+    put("losses/approx_kl", &|_| 0.008);
+    put("losses/clipfrac", &|_| 0.06);
+    put("rollout/ep_return_mean", &|u| 0.004 * u * (1.0 + k / 5.0));
+    put("rollout/ep_equal_weight_return_mean", &|_| 0.012);
+    put("time/env_step_s", &|_| 0.10);
+    put("time/inference_s", &|_| 0.08);
+    put("time/buffer_s", &|_| 0.01);
+    put("time/advantages_s", &|_| 0.01);
+    put("time/update_s", &|_| 0.62);
+    put("time/evaluation_s", &|_| 0.05);
+    m
 }
 
 /// A harness on `tab` with a copy (in `dir`) of the Optuna reference database open.

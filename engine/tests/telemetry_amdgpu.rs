@@ -33,6 +33,8 @@ fn rdna3_card_every_metric_in_its_unit() {
     assert_eq!(info.name, "AMD GPU 1002:744c (card1)");
     assert_eq!(info.pci_bus_id.unwrap().to_string(), "0000:03:00.0");
     assert_eq!(info.mem_total_bytes, Some(17_163_091_968));
+    // A DKMS-built driver's module version, through `device/driver/module/version`.
+    assert_eq!(info.driver.as_deref(), Some("amdgpu 6.8.5"));
 
     let s = only_sample("rx7900gre");
     assert!(s.problems.is_empty(), "{:?}", s.problems);
@@ -73,6 +75,10 @@ fn power1_input_when_power1_average_is_absent() {
 
 #[test]
 fn missing_files_are_empty_metrics_without_complaint() {
+    // No module version: the in-kernel driver, named by the kernel release.
+    let probe = AmdGpuProbe::open(&root("missing_files")).unwrap();
+    let driver = probe.devices()[0].driver.clone().unwrap();
+    assert!(driver.starts_with("amdgpu (in-kernel"), "{driver}");
     let s = only_sample("missing_files");
     assert_eq!(s.util_pct, Some(12.0));
     assert_eq!(s.mem_total_bytes, Some(17_163_091_968));

@@ -26,6 +26,7 @@ impl CountingGpu {
                 pci_bus_id: None,
                 uuid: None,
                 mem_total_bytes: None,
+                driver: None,
             })
             .collect();
         CountingGpu { info, n: 0 }

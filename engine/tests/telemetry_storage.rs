@@ -98,7 +98,7 @@ fn the_sampler_thread_writes_host_rows_into_the_study_database() {
 }
 
 #[test]
-fn a_database_optuna_wrote_has_no_telemetry_rather_than_an_error() {
+fn a_database_optuna_wrote_has_no_telemetry_or_curves_rather_than_an_error() {
     let src =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/optuna-reference.db");
     let dir = tempfile::tempdir().unwrap();
@@ -107,4 +107,5 @@ fn a_database_optuna_wrote_has_no_telemetry_rather_than_an_error() {
     let storage = tradetune_engine::storage::Storage::open_read_only(&db).unwrap();
     assert_eq!(storage.telemetry(None).unwrap(), vec![]);
     assert_eq!(storage.telemetry(Some(1)).unwrap(), vec![]);
+    assert_eq!(storage.learning_curve(1).unwrap(), vec![]);
 }

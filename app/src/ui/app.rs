@@ -85,8 +85,10 @@ impl TradeTuneApp {
     pub fn start_telemetry(&mut self) -> Vec<String> {
         let pid = std::process::id();
         let discovery = GpuDiscovery::discover(std::path::Path::new(DRM_ROOT), pid);
-        let gpus: Vec<String> = discovery.devices().into_iter().map(|g| g.name).collect();
-        if let Some(why) = discovery.no_gpu_reason() {
+        self.state.gpus = discovery.devices();
+        self.state.no_gpu_reason = discovery.no_gpu_reason();
+        let gpus: Vec<String> = self.state.gpus.iter().map(|g| g.name.clone()).collect();
+        if let Some(why) = &self.state.no_gpu_reason {
             self.state
                 .notice(format!("telemetry: {why}; CPU and process figures only"));
         }
@@ -283,6 +285,13 @@ impl TradeTuneApp {
                     hidden.push(c);
                 }
             }
+            Command::ShowTrial(i) => {
+                state.studies.detail = Some(i);
+                state.studies.curve = None;
+                if let (Some(row), Some(db)) = (state.studies.rows.get(i), &state.studies.db) {
+                    self.tasks.load_curve(db.path.clone(), row.trial_id);
+                }
+            }
             Command::FilterTrials(filter) => {
                 state.studies.state_filter = filter;
                 state.studies.refresh();
@@ -465,6 +474,16 @@ impl TradeTuneApp {
                     Err(e) => state.studies.error = Some(e),
                 }
             }
+            TaskEvent::Curve(trial_id, result) => {
+                let shown = state
+                    .studies
+                    .detail
+                    .and_then(|i| state.studies.rows.get(i))
+                    .map(|r| r.trial_id);
+                if shown == Some(trial_id) {
+                    state.studies.curve = Some((trial_id, result));
+                }
+            }
             TaskEvent::Study(msg) => match msg {
                 StudyMsg::Ready(stop) => self.tasks.study_ready(stop),
                 StudyMsg::Event(e) => on_study_event(&mut state.run, e),
@@ -619,6 +638,9 @@ fn on_study_event(run: &mut RunView, event: StudyEvent) {
                 reason: None,
                 params,
                 curve: Vec::new(),
+                metrics: Default::default(),
+                update: 0,
+                env_steps: 0,
             });
             if run.selected.is_none() {
                 run.selected = Some(number);
@@ -636,6 +658,34 @@ fn on_study_event(run: &mut RunView, event: StudyEvent) {
                     v: value,
                 });
             }
+        }
+        StudyEvent::Metrics {
+            number,
+            worker,
+            update,
+            env_steps,
+            values,
+        } => {
+            if let Some(w) = run.workers.get_mut(worker)
+                && let Some(&sps) = values.get("charts/SPS")
+            {
+                w.samples_per_second = sps;
+            }
+            if let Some(t) = run.trial_mut(number) {
+                t.update = update;
+                t.env_steps = env_steps;
+                for (name, v) in values {
+                    t.metrics.entry(name).or_default().push(PlotPoint {
+                        t: env_steps as f64,
+                        v,
+                    });
+                }
+            }
+            let total: f64 = run.workers.iter().map(|w| w.samples_per_second).sum();
+            run.samples_per_second.push(PlotPoint {
+                t: unix_now(),
+                v: total,
+            });
         }
         StudyEvent::WorkerProgress {
             worker,
@@ -732,7 +782,15 @@ fn end_trial(
     if let Some(w) = run.workers.get_mut(worker) {
         w.finished += 1;
         w.fraction = 1.0;
+        w.samples_per_second = 0.0;
     }
+}
+
+/// Seconds since the Unix epoch: the telemetry charts' time axis.
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 impl eframe::App for TradeTuneApp {

@@ -50,6 +50,8 @@ pub enum Command {
     SortTrials(TrialColumn),
     /// Show or hide a column of the trial table.
     ToggleColumn(TrialColumn),
+    /// Show the details of this row of the trial table (an index into its rows).
+    ShowTrial(usize),
     /// Show only trials in this state (None: all).
     FilterTrials(Option<TrialState>),
     /// Save the shown study's trials as CSV (dialog first).

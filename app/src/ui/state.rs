@@ -2,15 +2,17 @@
 //! the open database, the running run. Panels read it and edit the draft in place; actions go
 //! through [`super::command::Command`].
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 use tradetune_engine::device::DeviceInfo;
+use tradetune_engine::ppo::PhaseTimes;
 use tradetune_engine::storage::{
     CategoricalChoice, ParamValue, StudyDirection, StudySummary, TrialRecord, TrialState,
 };
-use tradetune_engine::telemetry::SamplerHandle;
 use tradetune_engine::telemetry::ring::PlotPoint;
+use tradetune_engine::telemetry::{GpuInfo, SamplerHandle};
 
 use super::draft::Draft;
 use super::presets::{Preset, UserPreset};
@@ -136,6 +138,8 @@ pub struct WorkerView {
     pub trial_started: Option<std::time::Instant>,
     /// Trials it ran.
     pub finished: usize,
+    /// Samples per second of its current trial (0 between trials).
+    pub samples_per_second: f64,
     /// No more trials for it.
     pub done: bool,
 }
@@ -161,6 +165,34 @@ pub struct LiveTrial {
     pub params: String,
     /// Intermediate values: (update, objective on the validation split).
     pub curve: Vec<PlotPoint>,
+    /// Training metrics by name (`losses/policy_loss`, `rollout/ep_return_mean`, `charts/SPS`,
+    /// `time/update_s`, …): (env steps, value) per update.
+    pub metrics: BTreeMap<String, Vec<PlotPoint>>,
+    /// The last update reported and the env steps trained on by then.
+    pub update: u64,
+    pub env_steps: u64,
+}
+
+impl LiveTrial {
+    /// The newest value of `metric`.
+    pub fn latest(&self, metric: &str) -> Option<f64> {
+        self.metrics.get(metric)?.last().map(|p| p.v)
+    }
+
+    /// Seconds spent per phase over all its updates so far, by the phase's name.
+    pub fn phase_seconds(&self) -> Vec<(&'static str, f64)> {
+        PhaseTimes::default()
+            .metrics()
+            .iter()
+            .map(|(name, _)| {
+                let total = self
+                    .metrics
+                    .get(*name)
+                    .map_or(0.0, |points| points.iter().map(|p| p.v).sum());
+                (*name, total)
+            })
+            .collect()
+    }
 }
 
 /// How a finished study ended.
@@ -195,6 +227,9 @@ pub struct RunView {
     pub trials: Vec<LiveTrial>,
     /// The trial whose curve is shown.
     pub selected: Option<u64>,
+    /// Samples per second of all workers together, at each update of any of them: (Unix
+    /// seconds, as the telemetry charts, whose time axis it shares; samples/s).
+    pub samples_per_second: Vec<PlotPoint>,
     /// When it started.
     pub started: Option<std::time::Instant>,
     /// How it ended.
@@ -371,6 +406,8 @@ pub struct TrialRow {
     pub placement: String,
     /// The configuration the trial ran with, every field, as pretty JSON.
     pub applied_config: Option<String>,
+    /// The storage's trial id (its learning curve and telemetry are keyed by it).
+    pub trial_id: i64,
 }
 
 impl TrialRow {
@@ -395,6 +432,7 @@ impl TrialRow {
             .collect::<Vec<_>>()
             .join(", ");
         TrialRow {
+            trial_id: t.trial_id,
             study: study.to_owned(),
             number: t.number,
             state: t.state,
@@ -502,6 +540,9 @@ pub struct StudiesView {
     pub state_filter: Option<TrialState>,
     /// The row whose details are shown.
     pub detail: Option<usize>,
+    /// The learning curve of the trial shown (its trial id, then the points by metric as
+    /// (env steps, value), or why they could not be read); None while it loads.
+    pub curve: Option<(i64, Result<Curves, String>)>,
     /// The parameter on the x axis of the parameter-vs-objective plot.
     pub plot_param: Option<String>,
     /// Columns hidden from the trial table.
@@ -526,6 +567,9 @@ impl StudiesView {
         self.detail = None;
     }
 }
+
+/// A trial's stored training curves: (env steps, value) points by metric name.
+pub type Curves = BTreeMap<String, Vec<[f64; 2]>>;
 
 /// A comparison as computed: the table and each side's values by trial number.
 #[derive(Debug, Clone, PartialEq)]
@@ -603,6 +647,10 @@ pub struct AppState {
     pub settings: Settings,
     /// Devices this build can train on here (and why not others).
     pub devices: Vec<DeviceInfo>,
+    /// The GPUs the telemetry probes found (name, memory, driver, PCI bus), and why none when
+    /// none answered.
+    pub gpus: Vec<GpuInfo>,
+    pub no_gpu_reason: Option<String>,
     /// The market data.
     pub data: DataState,
     /// Load requests made so far (answers to older ones are dropped).
@@ -635,6 +683,8 @@ impl AppState {
         AppState {
             settings,
             devices,
+            gpus: Vec::new(),
+            no_gpu_reason: None,
             data: DataState::None,
             data_requests: 0,
             run: RunView::default(),

@@ -78,6 +78,9 @@ pub enum TaskEvent {
         /// Rows, or why not.
         result: Result<Vec<(String, TrialRecord)>, String>,
     },
+    /// A trial's learning curve was read: its trial id, the points by metric as (env steps,
+    /// value), or why not.
+    Curve(i64, Result<crate::ui::state::Curves, String>),
     /// A study's progress.
     Study(StudyMsg),
     /// A file dialog was answered.
@@ -253,6 +256,26 @@ impl Tasks {
                 })
                 .map_err(|e| format!("{}: {e}", path.display()));
             reply.send(TaskEvent::Database(result));
+        });
+    }
+
+    /// Reads the learning curve of trial `trial_id` (empty for a database Optuna wrote).
+    pub fn load_curve(&self, path: PathBuf, trial_id: i64) {
+        self.spawn("learning curve", move |reply| {
+            let result = Storage::open_read_only(&path)
+                .and_then(|s| s.learning_curve(trial_id))
+                .map(|points| {
+                    let mut by_metric = crate::ui::state::Curves::new();
+                    for p in points {
+                        by_metric
+                            .entry(p.metric)
+                            .or_default()
+                            .push([p.env_steps as f64, p.value]);
+                    }
+                    by_metric
+                })
+                .map_err(|e| format!("{}: {e}", path.display()));
+            reply.send(TaskEvent::Curve(trial_id, result));
         });
     }
 

@@ -38,6 +38,18 @@ impl PhaseTimes {
             + self.evaluation
     }
 
+    /// Seconds per phase by name (`time/env_step_s`, …), for learning curves.
+    pub fn metrics(&self) -> [(&'static str, f64); 6] {
+        [
+            ("time/env_step_s", self.env_step),
+            ("time/inference_s", self.inference),
+            ("time/buffer_s", self.buffer),
+            ("time/advantages_s", self.advantages),
+            ("time/update_s", self.update),
+            ("time/evaluation_s", self.evaluation),
+        ]
+    }
+
     /// Adds `other` phase by phase.
     pub fn add(&mut self, other: &PhaseTimes) {
         self.env_step += other.env_step;
@@ -65,6 +77,19 @@ pub struct EpisodeSummary {
 }
 
 impl EpisodeSummary {
+    /// The means by SB3's names (plus the trading env's returns), for learning curves.
+    pub fn metrics(&self) -> [(&'static str, f64); 4] {
+        [
+            ("rollout/ep_rew_mean", self.mean_reward.into()),
+            ("rollout/ep_len_mean", self.mean_length.into()),
+            ("rollout/ep_return_mean", self.mean_return.into()),
+            (
+                "rollout/ep_equal_weight_return_mean",
+                self.mean_equal_weight_return.into(),
+            ),
+        ]
+    }
+
     /// Summarises `episodes` (None when empty).
     pub fn of(episodes: &[EpisodeStats]) -> Option<Self> {
         if episodes.is_empty() {

@@ -79,6 +79,23 @@ pub struct UpdateStats {
     pub epochs: usize,
 }
 
+impl UpdateStats {
+    /// The diagnostics by their CleanRL names, for learning curves.
+    pub fn metrics(&self) -> [(&'static str, f64); 9] {
+        [
+            ("losses/approx_kl", self.approx_kl.into()),
+            ("losses/clipfrac", self.clipfrac.into()),
+            ("losses/entropy", self.entropy.into()),
+            ("losses/policy_loss", self.policy_loss.into()),
+            ("losses/value_loss", self.value_loss.into()),
+            ("losses/explained_variance", self.explained_variance.into()),
+            ("losses/grad_norm", self.grad_norm.into()),
+            ("losses/loss_scale", self.loss_scale.into()),
+            ("charts/learning_rate", self.learning_rate),
+        ]
+    }
+}
+
 /// The learner: model, optimiser, loss scaler and the minibatch shuffler.
 pub struct Learner {
     model: ActorCritic,

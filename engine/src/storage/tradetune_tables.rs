@@ -238,6 +238,10 @@ impl Storage {
     /// A trial's learning curve, by metric then update.
     pub fn learning_curve(&self, trial_id: i64) -> Result<Vec<CurvePoint>, StorageError> {
         let err = sql_err(&self.path, "read learning curve");
+        // A database Optuna wrote (opened read-only) has no TradeTune tables: no curve.
+        if !self.has_table("tradetune_learning_curves").map_err(&err)? {
+            return Ok(Vec::new());
+        }
         let mut stmt = self
             .conn
             .prepare(
@@ -255,6 +259,15 @@ impl Storage {
         })
         .and_then(|rows| rows.collect())
         .map_err(&err)
+    }
+
+    /// Whether the database has table `name` (a database Optuna wrote has none of ours).
+    fn has_table(&self, name: &str) -> Result<bool, rusqlite::Error> {
+        self.conn.query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)",
+            [name],
+            |r| r.get(0),
+        )
     }
 
     /// Appends telemetry samples.
@@ -284,15 +297,7 @@ impl Storage {
     pub fn telemetry(&self, trial_id: Option<i64>) -> Result<Vec<TelemetrySample>, StorageError> {
         let err = sql_err(&self.path, "read telemetry");
         // A database Optuna wrote (opened read-only) has no TradeTune tables: no telemetry.
-        let exists: bool = self
-            .conn
-            .query_row(
-                "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tradetune_telemetry')",
-                [],
-                |r| r.get(0),
-            )
-            .map_err(&err)?;
-        if !exists {
+        if !self.has_table("tradetune_telemetry").map_err(&err)? {
             return Ok(Vec::new());
         }
         let mut stmt = self

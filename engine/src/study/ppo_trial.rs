@@ -7,6 +7,7 @@
 //! leaves are the names a study fixes or searches (`env.n_envs`, `ppo.learning_rate`,
 //! `ppo.policy.net_arch.pi`, `train.total_timesteps`, …).
 
+use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -249,6 +250,8 @@ impl TrialFunction for PpoTrial {
         let user_stop = reporter.stop_flag();
         // Why the callback asked the trainer to stop: pruned at a step, or a storage error.
         let mut ended: Option<TrialError> = None;
+        // One update's metrics, gathered from its events and sent with its `Progress`.
+        let mut metrics: BTreeMap<String, f64> = BTreeMap::new();
         let report = trainer
             .learn(total, &mut |event| {
                 if user_stop.is_set() {
@@ -264,14 +267,35 @@ impl TrialFunction for PpoTrial {
                             trainer_stop.store(true, Ordering::Relaxed);
                         }
                     }
+                    TrainEvent::Episodes(summary) => {
+                        metrics.extend(summary.metrics().map(|(k, v)| (k.to_owned(), v)));
+                    }
+                    TrainEvent::Update { stats, .. } => {
+                        metrics.extend(stats.metrics().map(|(k, v)| (k.to_owned(), v)));
+                    }
                     TrainEvent::Progress {
+                        update,
                         timesteps,
                         samples_per_second,
+                        phases,
                         ..
-                    } => reporter.progress(
-                        timesteps as f64 / total as f64,
-                        format!("{timesteps}/{total} samples, {samples_per_second:.0} samples/s"),
-                    ),
+                    } => {
+                        reporter.progress(
+                            timesteps as f64 / total as f64,
+                            format!(
+                                "{timesteps}/{total} samples, {samples_per_second:.0} samples/s"
+                            ),
+                        );
+                        metrics.insert("charts/SPS".to_owned(), samples_per_second);
+                        metrics.extend(phases.metrics().map(|(k, v)| (k.to_owned(), v)));
+                        let values = std::mem::take(&mut metrics);
+                        if let Err(e) = reporter.metrics(update as u64, timesteps as u64, values)
+                            && ended.is_none()
+                        {
+                            ended = Some(e);
+                            trainer_stop.store(true, Ordering::Relaxed);
+                        }
+                    }
                     _ => {}
                 }
             })

@@ -270,6 +270,7 @@ impl AmdGpuProbe {
                 pci_bus_id,
                 uuid: None,
                 mem_total_bytes: card.int(&card.device, "mem_info_vram_total", &mut ignored),
+                driver: Some(amdgpu_driver(&card.device)),
             });
             cards.push(card);
         }
@@ -280,6 +281,26 @@ impl AmdGpuProbe {
             )));
         }
         Ok(AmdGpuProbe { cards, devices })
+    }
+}
+
+/// The driver's name and version: `cardN/device/driver/module/version` (real sysfs: the
+/// device's `driver` links to the PCI driver, whose `module` links to `/sys/module/amdgpu`)
+/// exists for a DKMS-built driver; the in-kernel driver has none, so the kernel release names
+/// it instead.
+fn amdgpu_driver(device: &Path) -> String {
+    let read = |p: &Path| {
+        fs::read_to_string(p)
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+    };
+    if let Some(v) = read(&device.join("driver/module/version")) {
+        return format!("amdgpu {v}");
+    }
+    match read(Path::new("/proc/sys/kernel/osrelease")) {
+        Some(kernel) => format!("amdgpu (in-kernel, Linux {kernel})"),
+        None => "amdgpu (in-kernel)".into(),
     }
 }
 

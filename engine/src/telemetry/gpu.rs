@@ -36,6 +36,9 @@ pub struct GpuInfo {
     /// NVML's `GPU-…` UUID.
     pub uuid: Option<String>,
     pub mem_total_bytes: Option<u64>,
+    /// The kernel driver and its version where it says (`NVIDIA 560.35.03`, `amdgpu 6.8.5`, or
+    /// `amdgpu (in-kernel, Linux 6.8.0)` when the module carries no version of its own).
+    pub driver: Option<String>,
 }
 
 /// Why clocks are held down, as NVML reports it ("clocks event reasons"). amdgpu exposes no

@@ -160,6 +160,7 @@ mod tests {
             pci_bus_id: bus.map(|b| b.parse().unwrap()),
             uuid: None,
             mem_total_bytes: None,
+            driver: None,
         }
     }
 

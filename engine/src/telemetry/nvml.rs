@@ -36,6 +36,10 @@ impl NvmlProbe {
         if count == 0 {
             return Err(unavailable("NVML loaded but lists no devices".into()));
         }
+        let driver = nvml
+            .sys_driver_version()
+            .ok()
+            .map(|v| format!("NVIDIA {v}"));
         let mut devices = Vec::new();
         for index in 0..count {
             let device = nvml
@@ -52,6 +56,7 @@ impl NvmlProbe {
                     .and_then(|p| p.bus_id.parse::<PciBusId>().ok()),
                 uuid: device.uuid().ok(),
                 mem_total_bytes: device.memory_info().ok().map(|m| m.total),
+                driver: driver.clone(),
             });
         }
         Ok(NvmlProbe {

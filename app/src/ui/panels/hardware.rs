@@ -38,6 +38,7 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
             ui.end_row();
         }
     });
+    gpus(ui, state);
     ui.horizontal(|ui| {
         let l = ui.label("Train on");
         let devices = &mut state.settings.draft.study.devices;
@@ -131,4 +132,29 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
             ui.label("loading the data to size the estimate…");
         }
     }
+}
+
+/// The GPUs the telemetry probes see, with their driver: what the charts will show and what a
+/// bug report needs.
+fn gpus(ui: &mut egui::Ui, state: &AppState) {
+    if state.gpus.is_empty() {
+        if let Some(why) = &state.no_gpu_reason {
+            ui.label(format!("GPUs: {why}"));
+        }
+        return;
+    }
+    ui.strong("GPUs");
+    egui::Grid::new("gpus").striped(true).show(ui, |ui| {
+        for h in ["GPU", "memory", "driver", "PCI bus"] {
+            ui.strong(h);
+        }
+        ui.end_row();
+        for g in &state.gpus {
+            ui.label(&g.name);
+            ui.label(g.mem_total_bytes.map_or("unknown".into(), fmt_bytes));
+            ui.label(g.driver.as_deref().unwrap_or("unknown"));
+            ui.label(g.pci_bus_id.map_or("unknown".into(), |b| b.to_string()));
+            ui.end_row();
+        }
+    });
 }

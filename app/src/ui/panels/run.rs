@@ -8,7 +8,7 @@ use tradetune_engine::telemetry::{DeviceTag, Metric};
 
 use super::widgets;
 use crate::ui::command::Command;
-use crate::ui::state::{AppState, RunView};
+use crate::ui::state::{AppState, LiveTrial, RunView};
 use tradetune_engine::storage::TrialState;
 
 /// Height of one chart.
@@ -135,6 +135,7 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
             .selected
             .and_then(|n| run.trials.iter().find(|t| t.number == n))
         {
+            trial_metrics(ui, t);
             chart(
                 ui,
                 &format!(
@@ -149,7 +150,134 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
 
     ui.separator();
     ui.heading("Telemetry");
+    if !run.samples_per_second.is_empty() {
+        chart(
+            ui,
+            "samples/s, all workers",
+            "telemetry",
+            &[("samples/s", &run.samples_per_second)],
+        );
+    }
     telemetry_charts(ui, state);
+}
+
+/// Colours of the phases, in [`PhaseTimes::metrics`] order.
+const PHASE_COLORS: [egui::Color32; 6] = [
+    egui::Color32::from_rgb(0x4e, 0x79, 0xa7),
+    egui::Color32::from_rgb(0xf2, 0x8e, 0x2b),
+    egui::Color32::from_rgb(0x76, 0xb7, 0xb2),
+    egui::Color32::from_rgb(0x59, 0xa1, 0x4f),
+    egui::Color32::from_rgb(0xe1, 0x57, 0x59),
+    egui::Color32::from_rgb(0xb0, 0x7a, 0xa1),
+];
+
+/// The selected trial's training as it goes: the latest losses and returns in one line, where
+/// its time goes, and its episode returns and losses by env step (linked x axes).
+fn trial_metrics(ui: &mut egui::Ui, t: &LiveTrial) {
+    if t.metrics.is_empty() {
+        ui.label(format!("trial {}: no update finished yet", t.number));
+        return;
+    }
+    let pct = |m: &str| {
+        t.latest(m)
+            .map_or("–".to_owned(), |v| format!("{:+.2} %", 100.0 * v))
+    };
+    let num = |m: &str| t.latest(m).map_or("–".to_owned(), |v| format!("{v:.4}"));
+    ui.label(format!(
+        "trial {}: update {} · {} samples · {:.0} samples/s · policy loss {} · value loss {} · \
+         entropy {} · approx KL {} · clip fraction {} · episode return {} (equal weight {})",
+        t.number,
+        t.update,
+        t.env_steps,
+        t.latest("charts/SPS").unwrap_or(0.0),
+        num("losses/policy_loss"),
+        num("losses/value_loss"),
+        num("losses/entropy"),
+        num("losses/approx_kl"),
+        num("losses/clipfrac"),
+        pct("rollout/ep_return_mean"),
+        pct("rollout/ep_equal_weight_return_mean"),
+    ));
+    phase_bar(ui, &t.phase_seconds());
+    let percent = |m: &str| -> Vec<PlotPoint> {
+        t.metrics.get(m).map_or_else(Vec::new, |points| {
+            points
+                .iter()
+                .map(|p| PlotPoint {
+                    t: p.t,
+                    v: 100.0 * p.v,
+                })
+                .collect()
+        })
+    };
+    let series = |m: &str| t.metrics.get(m).cloned().unwrap_or_default();
+    let group = format!("trial {} metrics", t.number);
+    if t.metrics.contains_key("rollout/ep_return_mean") {
+        chart(
+            ui,
+            &format!("trial {}: episode return % by env step", t.number),
+            &group,
+            &[
+                ("agent", &percent("rollout/ep_return_mean")),
+                (
+                    "equal weight",
+                    &percent("rollout/ep_equal_weight_return_mean"),
+                ),
+            ],
+        );
+    }
+    chart(
+        ui,
+        &format!("trial {}: losses by env step", t.number),
+        &group,
+        &[
+            ("policy loss", &series("losses/policy_loss")),
+            ("value loss", &series("losses/value_loss")),
+        ],
+    );
+    chart(
+        ui,
+        &format!("trial {}: policy entropy by env step", t.number),
+        &group,
+        &[("entropy", &series("losses/entropy"))],
+    );
+}
+
+/// Where the time goes: one bar split by phase, with each phase's share written beside it.
+fn phase_bar(ui: &mut egui::Ui, phases: &[(&'static str, f64)]) {
+    let total: f64 = phases.iter().map(|(_, s)| s).sum();
+    if total <= 0.0 {
+        return;
+    }
+    ui.horizontal_wrapped(|ui| {
+        ui.label(format!("where the time goes ({total:.1} s):"));
+        for ((name, seconds), color) in phases.iter().zip(PHASE_COLORS) {
+            if *seconds > 0.0 {
+                ui.colored_label(
+                    color,
+                    format!("{} {:.0} %", phase_name(name), 100.0 * seconds / total),
+                );
+            }
+        }
+    });
+    let (rect, _) =
+        ui.allocate_exact_size(egui::vec2(ui.available_width(), 14.0), egui::Sense::hover());
+    let mut x = rect.left();
+    for ((_, seconds), color) in phases.iter().zip(PHASE_COLORS) {
+        let w = rect.width() * (*seconds / total) as f32;
+        let segment =
+            egui::Rect::from_min_max(egui::pos2(x, rect.top()), egui::pos2(x + w, rect.bottom()));
+        ui.painter().rect_filled(segment, 0.0, color);
+        x += w;
+    }
+}
+
+/// `time/env_step_s` → `env step`.
+fn phase_name(metric: &str) -> String {
+    metric
+        .trim_start_matches("time/")
+        .trim_end_matches("_s")
+        .replace('_', " ")
 }
 
 /// A progress bar per worker with its trial, device and ETA, and a button to stop that trial.

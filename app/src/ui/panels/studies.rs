@@ -9,7 +9,7 @@ use tradetune_engine::storage::TrialState;
 
 use super::widgets;
 use crate::ui::command::Command;
-use crate::ui::state::{AppState, StudiesView, TrialColumn, TrialRow};
+use crate::ui::state::{AppState, Curves, StudiesView, TrialColumn, TrialRow};
 
 const ROW_HEIGHT: f32 = 18.0;
 
@@ -121,7 +121,12 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
     if let Some(i) = view.detail
         && let Some(row) = view.rows.get(i)
     {
-        detail(ui, row, commands);
+        let curve = view
+            .curve
+            .as_ref()
+            .filter(|(id, _)| *id == row.trial_id)
+            .map(|(_, c)| c);
+        detail(ui, row, curve, commands);
     }
     let mut plot_param = view.plot_param.clone();
     egui::CollapsingHeader::new("Plots")
@@ -131,7 +136,7 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
     let view = &mut state.studies;
     view.plot_param = plot_param;
     if let Some(i) = clicked {
-        view.detail = Some(i);
+        commands.push(Command::ShowTrial(i));
     }
 }
 
@@ -221,7 +226,12 @@ fn plots(ui: &mut egui::Ui, view: &StudiesView, plot_param: &mut Option<String>)
     });
 }
 
-fn detail(ui: &mut egui::Ui, row: &TrialRow, commands: &mut Vec<Command>) {
+fn detail(
+    ui: &mut egui::Ui,
+    row: &TrialRow,
+    curve: Option<&Result<Curves, String>>,
+    commands: &mut Vec<Command>,
+) {
     egui::Frame::group(ui.style()).show(ui, |ui| {
         ui.strong(format!(
             "trial {} of {} — {}",
@@ -268,7 +278,61 @@ fn detail(ui: &mut egui::Ui, row: &TrialRow, commands: &mut Vec<Command>) {
                     plot.line(Line::new("intermediate value", PlotPoints::new(curve)));
                 });
         }
+        match curve {
+            None => {
+                ui.label("reading the training curves…");
+            }
+            Some(Err(e)) => {
+                ui.colored_label(widgets::WARN, format!("training curves: {e}"));
+            }
+            Some(Ok(c)) if c.is_empty() => {
+                ui.label("no training curves stored (a trial written by Optuna, or none ran)");
+            }
+            Some(Ok(c)) => training_curves(ui, row.number, c),
+        }
     });
+}
+
+/// A trial's stored training curves by env step: episode returns and losses (x axes linked).
+fn training_curves(ui: &mut egui::Ui, number: i64, curves: &Curves) {
+    let group = egui::Id::unique(("trial curves", number));
+    let plot = |ui: &mut egui::Ui, title: &str, lines: &[(&str, &str, f64)]| {
+        ui.label(title);
+        Plot::new(("stored", title))
+            .height(PLOT_HEIGHT)
+            .legend(Legend::default())
+            .link_axis(group, [true, false])
+            .show(ui, |plot| {
+                for (name, metric, scale) in lines {
+                    if let Some(points) = curves.get(*metric) {
+                        let points: Vec<[f64; 2]> =
+                            points.iter().map(|p| [p[0], p[1] * scale]).collect();
+                        plot.line(Line::new(*name, PlotPoints::new(points)));
+                    }
+                }
+            });
+    };
+    plot(
+        ui,
+        "training episode return % by env step",
+        &[
+            ("agent", "rollout/ep_return_mean", 100.0),
+            ("equal weight", "rollout/ep_equal_weight_return_mean", 100.0),
+        ],
+    );
+    plot(
+        ui,
+        "training losses by env step",
+        &[
+            ("policy loss", "losses/policy_loss", 1.0),
+            ("value loss", "losses/value_loss", 1.0),
+        ],
+    );
+    plot(
+        ui,
+        "training policy entropy by env step",
+        &[("entropy", "losses/entropy", 1.0)],
+    );
 }
 
 /// The table; returns the index (into `rows`) of a clicked row.

@@ -46,6 +46,18 @@ pub enum StudyEvent {
         step: u64,
         value: f64,
     },
+    /// Training metrics of one update of the trial (CleanRL's names: `losses/policy_loss`,
+    /// `rollout/ep_return_mean`, `charts/SPS`, `time/update_s`, …), also kept as its learning
+    /// curve in `tradetune_learning_curves`.
+    Metrics {
+        number: u64,
+        worker: usize,
+        /// Update number (1-based).
+        update: u64,
+        /// Environment samples trained on so far.
+        env_steps: u64,
+        values: BTreeMap<String, f64>,
+    },
     /// How far a worker's current trial has got (0 to 1), with a short note.
     WorkerProgress {
         worker: usize,

@@ -125,10 +125,20 @@ impl Runner {
             user_attrs: Vec::new(),
             env_samples: 0,
             phases: None,
+            curve: Vec::new(),
+            curve_written: Instant::now(),
         };
-        let result = catch_unwind(AssertUnwindSafe(|| {
+        let mut result = catch_unwind(AssertUnwindSafe(|| {
             self.trial_fn.run(&input, &mut reporter)
         }));
+        // The rest of the learning curve, while the trial is still RUNNING (a finished trial
+        // refuses writes). A value without its curve is still a value, but the user asked for
+        // the curve: a failure to store it fails a trial that would otherwise complete.
+        if let Err(e) = reporter.write_curve()
+            && matches!(result, Ok(Ok(_)))
+        {
+            result = Ok(Err(e));
+        }
         let wall = clock.elapsed();
         let duration_s = wall.as_secs_f64();
         let last_step = reporter.last_step;

@@ -6,9 +6,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use crate::device::memory::MemoryEstimate;
-use crate::storage::{JsonValue, Storage};
+use crate::storage::{CurvePoint, JsonValue, Storage};
 use crate::study::pruner::{PruneContext, Pruner};
 use crate::study::space::ParamValue;
 use crate::study::trial::Direction;
@@ -164,7 +165,15 @@ pub struct Reporter<'a> {
     pub(super) user_attrs: Vec<(String, JsonValue)>,
     pub(super) env_samples: u64,
     pub(super) phases: Option<PhaseSplit>,
+    /// Learning-curve points not yet written, and when the last batch was.
+    pub(super) curve: Vec<CurvePoint>,
+    pub(super) curve_written: Instant,
 }
+
+/// Learning-curve points are written at most this often (plus once at the end of the trial):
+/// one short write transaction per interval instead of one per update, so that several workers
+/// and an Optuna client sharing the file do not queue behind each other.
+const CURVE_WRITE_INTERVAL: Duration = Duration::from_secs(2);
 
 impl Reporter<'_> {
     /// Stores an intermediate value at `step` (Optuna's `trial.report`).
@@ -253,6 +262,49 @@ impl Reporter<'_> {
     pub fn set_work(&mut self, env_samples: u64, phases: Option<PhaseSplit>) {
         self.env_samples = env_samples;
         self.phases = phases;
+    }
+
+    /// Training metrics of one update: sent to live views at once, and kept as the trial's
+    /// learning curve (written in batches; see [`CURVE_WRITE_INTERVAL`]). Non-finite values are
+    /// sent as they are and stored as NULL.
+    pub fn metrics(
+        &mut self,
+        update: u64,
+        env_steps: u64,
+        values: BTreeMap<String, f64>,
+    ) -> Result<(), TrialError> {
+        let index = |v: u64| i64::try_from(v).map_err(TrialError::failed);
+        let (update_index, steps) = (index(update)?, index(env_steps)?);
+        self.curve
+            .extend(values.iter().map(|(metric, &value)| CurvePoint {
+                metric: metric.clone(),
+                update_index,
+                env_steps: steps,
+                value,
+            }));
+        let _ = self.events.send(StudyEvent::Metrics {
+            number: self.number,
+            worker: self.worker,
+            update,
+            env_steps,
+            values,
+        });
+        if self.curve_written.elapsed() >= CURVE_WRITE_INTERVAL {
+            self.write_curve()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the learning-curve points still pending.
+    pub(super) fn write_curve(&mut self) -> Result<(), TrialError> {
+        self.curve_written = Instant::now();
+        if self.curve.is_empty() {
+            return Ok(());
+        }
+        let points = std::mem::take(&mut self.curve);
+        self.storage
+            .append_learning_curve(self.trial_id, &points)
+            .map_err(|e| TrialError::Failed(format!("could not store the learning curve: {e}")))
     }
 
     /// The last step reported so far.
