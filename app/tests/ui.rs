@@ -206,6 +206,98 @@ fn an_impossible_batch_size_is_flagged_and_start_is_disabled() {
     h.get_by_label_contains("cannot start: ppo.batch_size = ");
 }
 
+/// Replaces the text of the text field named `label` with `text`, as a user would: click,
+/// select all, type.
+fn retype(h: &mut Harness<'_, TradeTuneApp>, label: &str, text: &str) {
+    h.get_by_role_and_label(Role::TextInput, label).click();
+    settle(h);
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::A);
+    h.run_steps(1);
+    h.get_by_role_and_label(Role::TextInput, label)
+        .type_text(text);
+    settle(h);
+}
+
+fn search_spec(h: &Harness<'_, TradeTuneApp>, name: &str) -> Option<String> {
+    let draft = &h.state().state.settings.draft;
+    draft
+        .search
+        .iter()
+        .find(|e| e.name == name)
+        .map(|e| e.spec.clone())
+}
+
+#[test]
+fn a_searched_parameter_is_added_and_edited_as_fields() {
+    let settings = Settings {
+        tab: Tab::Configure,
+        ..Settings::default()
+    };
+    let mut h = harness(app_with(settings, no_dialogs()));
+    step_until(&mut h, "the bundled data", data_loaded);
+    assert!(!start_disabled(&h));
+    // Name the field, Add: a first range around its fixed value (gamma 0.99).
+    retype(&mut h, "search parameter", "ppo.gamma");
+    h.get_by_role_and_label(Role::Button, "Add").click();
+    settle(&mut h);
+    assert_eq!(
+        search_spec(&h, "ppo.gamma").as_deref(),
+        Some("{ low = 0.099, high = 1 }")
+    );
+    assert!(
+        !start_disabled(&h),
+        "{:?}",
+        h.state().state.settings.draft.search
+    );
+
+    // low above high: the engine's check flags the field, Start is disabled.
+    retype(&mut h, "ppo.gamma low", "0.999");
+    retype(&mut h, "ppo.gamma high", "0.95");
+    assert_eq!(
+        search_spec(&h, "ppo.gamma").as_deref(),
+        Some("{ low = 0.999, high = 0.95 }")
+    );
+    assert!(start_disabled(&h));
+    h.get_by_label_contains("cannot start: search.ppo.gamma");
+    // Fixed: a valid stepped range again.
+    retype(&mut h, "ppo.gamma low", "0.9");
+    retype(&mut h, "ppo.gamma step", "0.01");
+    assert_eq!(
+        search_spec(&h, "ppo.gamma").as_deref(),
+        Some("{ low = 0.9, high = 0.95, step = 0.01 }")
+    );
+    assert!(!start_disabled(&h));
+
+    // A list field searched among choices, written in brackets.
+    retype(&mut h, "search parameter", "ppo.policy.net_arch.pi");
+    h.get_by_role_and_label(Role::Button, "Add").click();
+    settle(&mut h);
+    retype(
+        &mut h,
+        "ppo.policy.net_arch.pi choices",
+        "[64, 64], [256, 128]",
+    );
+    assert_eq!(
+        search_spec(&h, "ppo.policy.net_arch.pi").as_deref(),
+        Some("{ choices = [[64, 64], [256, 128]] }")
+    );
+    assert!(!start_disabled(&h));
+    // The study file the panel amounts to searches both, as the engine reads them.
+    let file = h.state().state.settings.draft.study_file(&[]).unwrap();
+    let names: Vec<&str> = file.space.names().collect();
+    assert_eq!(names, ["ppo.gamma", "ppo.policy.net_arch.pi"]);
+
+    // An unknown name is flagged with the valid ones listed.
+    retype(&mut h, "search parameter", "ppo.gama");
+    h.get_by_role_and_label(Role::Button, "Add").click();
+    settle(&mut h);
+    assert!(start_disabled(&h));
+    h.get_by_label_contains("cannot start: search.ppo.gama");
+    h.get_by_label("fix ppo.gama").click();
+    settle(&mut h);
+    assert!(!start_disabled(&h));
+}
+
 fn start_disabled(h: &Harness<'_, TradeTuneApp>) -> bool {
     h.get_by_role_and_label(Role::Button, "Start")
         .accesskit_node()

@@ -14,6 +14,7 @@ use super::command::Command;
 use super::dialog::{FileDialogs, Pick};
 use super::panels;
 use super::presets;
+use super::search_form::SearchForm;
 use super::state::{
     AppState, DataState, LiveTrial, RunView, Settings, StudiesView, StudyEnd, TrialRow, WorkerView,
 };
@@ -239,14 +240,19 @@ impl TradeTuneApp {
             }
             Command::SelectRunTrial(number) => state.run.selected = Some(number),
             Command::ShowRunInStudies => self.show_run_in_studies(),
-            Command::AddSearch(name, spec) => {
+            Command::AddSearch(name) => {
                 let name = name.trim().to_owned();
-                let search = &mut state.settings.draft.search;
-                match search.iter_mut().find(|e| e.name == name) {
-                    Some(e) => e.spec = spec,
-                    None => search.push(super::draft::SearchEntry { name, spec }),
+                let draft = &mut state.settings.draft;
+                if !draft.search.iter().any(|e| e.name == name) {
+                    // An unknown name still gets a row: the study-file check then names it
+                    // and lists the valid ones.
+                    let spec = draft.fixed_value(&name).map_or_else(
+                        || "{ low = 0.0, high = 1.0 }".to_owned(),
+                        |v| SearchForm::around(&v).to_spec(),
+                    );
+                    draft.search.push(super::draft::SearchEntry { name, spec });
                 }
-                state.new_search = Default::default();
+                state.new_search.clear();
             }
             Command::RemoveSearch(name) => {
                 state.settings.draft.search.retain(|e| e.name != name);

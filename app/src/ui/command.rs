@@ -36,8 +36,8 @@ pub enum Command {
     SelectRunTrial(u64),
     /// Open the running (or last) study in the Studies panel.
     ShowRunInStudies,
-    /// Search this parameter with this distribution (TOML inline value).
-    AddSearch(String, String),
+    /// Search this parameter, starting from a range around its fixed value.
+    AddSearch(String),
     /// Stop searching this parameter (it keeps its fixed value).
     RemoveSearch(String),
     /// Pick a study database with a native dialog.

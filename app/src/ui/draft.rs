@@ -165,6 +165,31 @@ impl Draft {
     }
 }
 
+impl Draft {
+    /// The fixed configuration as the study file's base: `{ env, ppo, train }`.
+    fn base_json(&self) -> serde_json::Value {
+        serde_json::to_value(PpoTrialConfig {
+            env: self.env.clone(),
+            ppo: self.ppo.clone(),
+            train: self.train.clone(),
+        })
+        .unwrap_or_default()
+    }
+
+    /// Every name a search can set (`env.n_envs`, `ppo.learning_rate`, …), sorted.
+    pub fn searchable_names(&self) -> Vec<String> {
+        tradetune_engine::study::config_path::leaf_paths(&self.base_json())
+    }
+
+    /// The fixed value of `name`, if it names a field.
+    pub fn fixed_value(&self, name: &str) -> Option<serde_json::Value> {
+        let base = self.base_json();
+        name.split('.')
+            .try_fold(&base, |v, part| v.get(part))
+            .cloned()
+    }
+}
+
 fn toml_value<T: Serialize>(key: &str, v: &T) -> Result<toml::Value, StudyFileError> {
     toml::Value::try_from(v).map_err(|e| StudyFileError {
         path: DRAFT_SOURCE.into(),

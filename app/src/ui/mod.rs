@@ -11,6 +11,7 @@ pub mod dialog;
 pub mod draft;
 pub mod panels;
 pub mod presets;
+pub mod search_form;
 pub mod state;
 pub mod tasks;
 

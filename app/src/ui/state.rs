@@ -16,6 +16,7 @@ use tradetune_engine::telemetry::{GpuInfo, SamplerHandle};
 
 use super::draft::Draft;
 use super::presets::{Preset, UserPreset};
+use super::search_form::SearchForm;
 use super::tasks::{DataInfo, DbContents};
 
 /// The panels, in the order of the tab bar.
@@ -673,8 +674,11 @@ pub struct AppState {
     pub net_text: [String; 2],
     /// The bundled presets.
     pub presets: Vec<Preset>,
-    /// A new searched parameter being typed: (name, distribution).
-    pub new_search: (String, String),
+    /// The name of a new searched parameter being typed.
+    pub new_search: String,
+    /// The searched parameters' editor forms by name, with the stored text each was read from
+    /// (a change of that text elsewhere, e.g. a preset, re-reads it).
+    pub search_forms: std::collections::HashMap<String, (String, Option<SearchForm>)>,
 }
 
 impl AppState {
@@ -699,7 +703,8 @@ impl AppState {
             new_preset_name: String::new(),
             net_text: Default::default(),
             presets: Vec::new(),
-            new_search: (String::new(), String::new()),
+            new_search: String::new(),
+            search_forms: Default::default(),
         }
     }
 

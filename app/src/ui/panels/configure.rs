@@ -8,6 +8,7 @@ use tradetune_engine::ppo::{ActivationKind, LrSchedule};
 
 use super::widgets::{self, number};
 use crate::ui::command::Command;
+use crate::ui::search_form::{FormKind, SearchForm};
 use crate::ui::state::{AppState, DataState};
 
 /// Draws the panel.
@@ -381,8 +382,9 @@ fn choice(ui: &mut egui::Ui, label: &str, value: &mut String, names: &[&str]) {
     });
 }
 
-/// Searched parameters: each a dotted name and its distribution as in a study file's
-/// `[search]` table; a searched value replaces the fixed one above in each trial.
+/// Searched parameters: each a dotted name and its distribution, edited as fields (kind, low,
+/// high, log, step or the choices) and kept as the TOML value of a study file's `[search]`
+/// table; a searched value replaces the fixed one above in each trial.
 fn search_section(
     ui: &mut egui::Ui,
     state: &mut AppState,
@@ -392,15 +394,35 @@ fn search_section(
     ui.heading("Searched parameters");
     ui.label(
         "Each trial samples these; the fixed value above is used for every other field. \
-         Ranges: { low = 1e-5, high = 1e-3, log = true }, { low = 4, high = 16, step = 4 }; \
-         choices: { choices = [64, 128, 256] }.",
+         Choices are separated by commas; a list value is written in brackets: [512, 256].",
     );
     let draft = &mut state.settings.draft;
+    let forms = &mut state.search_forms;
+    forms.retain(|name, _| draft.search.iter().any(|e| &e.name == name));
     egui::Grid::new("search").striped(true).show(ui, |ui| {
         for e in &mut draft.search {
             ui.monospace(&e.name);
-            ui.add(egui::TextEdit::singleline(&mut e.spec).desired_width(420.0))
-                .on_hover_text(format!("distribution of {}", e.name));
+            // The form follows the stored text when it changed elsewhere (a preset, a load).
+            let (synced, form) = forms
+                .entry(e.name.clone())
+                .or_insert_with(|| (e.spec.clone(), SearchForm::from_spec(&e.spec)));
+            if *synced != e.spec {
+                *synced = e.spec.clone();
+                *form = SearchForm::from_spec(&e.spec);
+            }
+            let changed = match form {
+                Some(form) => search_form(ui, &e.name, form),
+                // Not a table (typed by hand into a settings file): edit the text itself.
+                None => {
+                    ui.add(egui::TextEdit::singleline(&mut e.spec).desired_width(420.0))
+                        .on_hover_text(format!("distribution of {}", e.name));
+                    false
+                }
+            };
+            if changed && let Some(form) = form {
+                e.spec = form.to_spec();
+                *synced = e.spec.clone();
+            }
             if ui.small_button(format!("fix {}", e.name)).clicked() {
                 commands.push(Command::RemoveSearch(e.name.clone()));
             }
@@ -413,8 +435,13 @@ fn search_section(
             }
         }
     });
+    let names: Vec<String> = draft
+        .searchable_names()
+        .into_iter()
+        .filter(|n| !draft.search.iter().any(|e| &e.name == n))
+        .collect();
     ui.horizontal(|ui| {
-        let (name, spec) = &mut state.new_search;
+        let name = &mut state.new_search;
         let l = ui.label("search parameter");
         ui.add(
             egui::TextEdit::singleline(name)
@@ -422,23 +449,64 @@ fn search_section(
                 .desired_width(200.0),
         )
         .labelled_by(l.id);
-        let l = ui.label("distribution");
-        ui.add(
-            egui::TextEdit::singleline(spec)
-                .hint_text("{ low = 0.95, high = 0.999 }")
-                .desired_width(300.0),
-        )
-        .labelled_by(l.id);
+        egui::ComboBox::from_id_salt("search_names")
+            .selected_text("fields…")
+            .height(300.0)
+            .show_ui(ui, |ui| {
+                let typed = name.trim().to_owned();
+                for n in names.iter().filter(|n| n.contains(&typed)) {
+                    if ui.selectable_label(false, n).clicked() {
+                        *name = n.clone();
+                    }
+                }
+            })
+            .response
+            .on_hover_text("the fields a search can set");
         if ui
-            .add_enabled(
-                !name.trim().is_empty() && !spec.trim().is_empty(),
-                egui::Button::new("Add"),
-            )
+            .add_enabled(!name.trim().is_empty(), egui::Button::new("Add"))
             .clicked()
         {
-            commands.push(Command::AddSearch(name.clone(), spec.clone()));
+            commands.push(Command::AddSearch(name.trim().to_owned()));
         }
     });
+}
+
+/// One distribution's fields; returns whether any changed. Each field is named after the
+/// parameter (`ppo.gamma low`), so tests and screen readers find it.
+fn search_form(ui: &mut egui::Ui, name: &str, form: &mut SearchForm) -> bool {
+    let mut changed = false;
+    ui.horizontal(|ui| {
+        egui::ComboBox::from_id_salt(("search kind", name))
+            .selected_text(form.kind.label())
+            .show_ui(ui, |ui| {
+                for k in FormKind::ALL {
+                    changed |= ui.selectable_value(&mut form.kind, k, k.label()).changed();
+                }
+            })
+            .response
+            .on_hover_text(format!("{name} kind"));
+        let text = |ui: &mut egui::Ui, value: &mut String, what: &str, width: f32| {
+            ui.label(what);
+            ui.add(egui::TextEdit::singleline(value).desired_width(width))
+                .on_hover_text(format!("{name} {what}"))
+                .changed()
+        };
+        match form.kind {
+            FormKind::Choices => {
+                changed |= text(ui, &mut form.choices, "choices", 300.0);
+            }
+            FormKind::Float | FormKind::Int => {
+                changed |= text(ui, &mut form.low, "low", 80.0);
+                changed |= text(ui, &mut form.high, "high", 80.0);
+                changed |= ui
+                    .checkbox(&mut form.log, "log")
+                    .on_hover_text(format!("{name} log"))
+                    .changed();
+                changed |= text(ui, &mut form.step, "step", 60.0);
+            }
+        }
+    });
+    changed
 }
 
 fn data_section(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>) {
