@@ -116,7 +116,10 @@ fn configure_with_a_flagged_field() {
     let mut draft = Draft::default();
     draft.ppo.batch_size = 100_000;
     for (name, spec) in [
-        ("ppo.learning_rate", "{ low = 1e-5, high = 1e-3, log = true }"),
+        (
+            "ppo.learning_rate",
+            "{ low = 1e-5, high = 1e-3, log = true }",
+        ),
         ("ppo.n_epochs", "{ low = 4, high = 16, step = 4 }"),
         ("ppo.precision", "{ choices = [\"bf16\", \"f16\"] }"),
     ] {

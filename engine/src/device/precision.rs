@@ -125,6 +125,15 @@ impl LossScaler {
         self.scale
     }
 
+    /// Restores a scale saved with a checkpoint (ignored when disabled; kept within the
+    /// scaler's bounds).
+    pub fn restore_scale(&mut self, scale: f32) {
+        if self.enabled && scale.is_finite() {
+            self.scale = scale.clamp(MIN_LOSS_SCALE, MAX_LOSS_SCALE);
+            self.clean_steps = 0;
+        }
+    }
+
     /// Steps skipped so far because of non-finite gradients.
     pub fn skipped(&self) -> usize {
         self.skipped

@@ -38,6 +38,10 @@ pub struct CheckpointState {
     pub timesteps: usize,
     /// Normalisation statistics.
     pub normalization: NormalizationStats,
+    /// The f16 loss scale reached (1 for other precisions); absent in older checkpoints,
+    /// which resume at the configured initial scale.
+    #[serde(default)]
+    pub loss_scale: Option<f32>,
 }
 
 /// A loaded checkpoint.
@@ -85,6 +89,7 @@ pub fn save<E: RolloutEnv>(dir: &Path, trainer: &Trainer<E>) -> Result<(), PpoEr
         action_dim: trainer.env().action_dim(),
         timesteps: trainer.timesteps(),
         normalization: trainer.normalization()?,
+        loss_scale: Some(trainer.learner().scaler().scale()),
     };
     let state_path = file(dir, "state.json");
     let json = serde_json::to_string_pretty(&state).map_err(|e| err(&state_path, e))?;
@@ -120,7 +125,10 @@ pub fn load(dir: &Path, device: &Device) -> Result<Checkpoint, PpoError> {
     })
 }
 
-/// Restores a checkpoint into `trainer` (same config and sizes) to resume training.
+/// Restores a checkpoint into `trainer` (same config and sizes) to resume training: weights,
+/// Adam's moments, normalisation statistics, the loss scale and the sample and update
+/// counters (the learning-rate schedule and the per-update random streams continue from them;
+/// the environments start new episodes).
 pub fn resume<E: RolloutEnv>(dir: &Path, trainer: &mut Trainer<E>) -> Result<(), PpoError> {
     let device = trainer.train_device().clone();
     let ckpt = load(dir, &device)?;
@@ -143,6 +151,9 @@ pub fn resume<E: RolloutEnv>(dir: &Path, trainer: &mut Trainer<E>) -> Result<(),
         .learner_mut()
         .load_optimizer(&file(dir, "optimizer.bpk"))?;
     trainer.set_normalization(&ckpt.state.normalization);
+    if let Some(scale) = ckpt.state.loss_scale {
+        trainer.learner_mut().scaler_mut().restore_scale(scale);
+    }
     trainer.set_timesteps(ckpt.state.timesteps);
     Ok(())
 }

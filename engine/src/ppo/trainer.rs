@@ -7,7 +7,6 @@ use std::time::Instant;
 
 use burn::module::Module;
 use burn::tensor::{Device, Tensor, TensorData};
-use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand_distr::{Distribution, StandardNormal};
 use serde::{Deserialize, Serialize};
@@ -119,7 +118,7 @@ impl<E: RolloutEnv> Trainer<E> {
             reward_norm: cfg
                 .normalize_reward
                 .then(|| RewardNormalizer::new(n, cfg.gamma, cfg.clip_reward, &device)),
-            noise_rng: StdRng::seed_from_u64(cfg.seed ^ 0x0004_015E),
+            noise_rng: crate::ppo::stream_rng(cfg.seed, crate::ppo::NOISE_STREAM, 0),
             obs: None,
             timesteps: 0,
             updates: 0,
@@ -195,9 +194,12 @@ impl<E: RolloutEnv> Trainer<E> {
         self.timesteps
     }
 
-    /// Sets the sample counter (checkpoint resume).
+    /// Sets the sample counter (checkpoint resume), and the update counter with it (one
+    /// update per rollout of `n_steps × n_envs` samples): update numbers, the evaluation
+    /// cadence and the per-update random streams continue where the checkpoint left off.
     pub fn set_timesteps(&mut self, timesteps: usize) {
         self.timesteps = timesteps;
+        self.updates = timesteps / (self.cfg.n_steps * self.env.n_envs()).max(1);
     }
 
     /// Normalisation statistics (host copies).
@@ -288,7 +290,10 @@ impl<E: RolloutEnv> Trainer<E> {
             }
             self.timesteps += per_rollout;
             self.updates += 1;
-            let progress = (self.timesteps - start_steps) as f64 / total_timesteps as f64;
+            // As SB3 with `reset_num_timesteps=False`: the schedule runs over the samples
+            // of the whole run, those before a resume included, so a run interrupted and
+            // resumed with the rest of its budget follows the uninterrupted run's schedule.
+            let progress = self.timesteps as f64 / (start_steps + total_timesteps) as f64;
             let lr = self.cfg.learning_rate_at(progress);
             let stats = self.train_on_buffer(lr, &mut phases)?;
             self.check_memory()?;
@@ -371,6 +376,9 @@ impl<E: RolloutEnv> Trainer<E> {
         let log_std = model.log_std();
         let std = log_std.clone().exp().unsqueeze_dim::<2>(0);
         let mut noise = vec![0f32; n * a];
+        // This rollout's noise: keyed by the number of updates before it (see `stream_rng`).
+        self.noise_rng =
+            crate::ppo::stream_rng(self.cfg.seed, crate::ppo::NOISE_STREAM, self.updates as u64);
         self.buffer.clear();
         for _ in 0..self.cfg.n_steps {
             if self.stop.load(Ordering::Relaxed) {

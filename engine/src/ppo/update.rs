@@ -23,7 +23,6 @@
 use burn::module::{Module, ModuleVisitor, Param, ParamId};
 use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
@@ -129,7 +128,7 @@ impl Learner {
                 cfg.initial_loss_scale,
                 cfg.loss_scale_growth_interval,
             ),
-            rng: StdRng::seed_from_u64(cfg.seed ^ 0x5_4FF1E),
+            rng: crate::ppo::stream_rng(cfg.seed, crate::ppo::SHUFFLE_STREAM, 0),
             params: params.0,
             cfg: cfg.clone(),
             device: device.clone(),
@@ -169,6 +168,11 @@ impl Learner {
         &self.scaler
     }
 
+    /// The loss scaler, to restore its scale on resume.
+    pub fn scaler_mut(&mut self) -> &mut LossScaler {
+        &mut self.scaler
+    }
+
     /// Runs `n_epochs` over `batch` with learning rate `lr`. `update` numbers the update in
     /// errors; `explained_variance` is computed by the caller from the rollout.
     pub fn update(
@@ -189,6 +193,8 @@ impl Learner {
             ..UpdateStats::default()
         };
         let mut order: Vec<i64> = (0..samples as i64).collect();
+        // This update's minibatch orders: keyed by its number (see `stream_rng`).
+        self.rng = crate::ppo::stream_rng(cfg.seed, crate::ppo::SHUFFLE_STREAM, update as u64);
         'epochs: for _epoch in 0..cfg.n_epochs {
             order.shuffle(&mut self.rng);
             let perm = Tensor::<1, Int>::from_data(
