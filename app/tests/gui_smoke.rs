@@ -186,3 +186,58 @@ fn install_desktop_names_the_folder_it_cannot_write() {
     let err = text(&out.stderr);
     assert!(err.contains("not-a-dir"), "{err}");
 }
+
+/// The Debian package (`cargo deb -p tradetune`) ships the binary, the desktop entry and the
+/// icon; the entry it ships is the one `desktop-file-validate` checks in CI, and every file
+/// it names exists (the binary once `cargo build --release` has run).
+#[test]
+fn the_debian_package_ships_the_binary_the_entry_and_the_icon() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest: toml::Table =
+        toml::from_str(&std::fs::read_to_string(dir.join("Cargo.toml")).unwrap()).unwrap();
+    let deb = &manifest["package"]["metadata"]["deb"];
+    let assets: Vec<(String, String)> = deb["assets"]
+        .as_array()
+        .expect("[package.metadata.deb] assets")
+        .iter()
+        .map(|a| {
+            let a = a.as_array().unwrap();
+            (
+                a[0].as_str().unwrap().to_owned(),
+                a[1].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let dest = |src: &str| {
+        assets
+            .iter()
+            .find(|(s, _)| s == src)
+            .map(|(_, d)| d.as_str())
+            .unwrap_or_else(|| panic!("{src} is not in the package: {assets:?}"))
+    };
+    assert_eq!(dest("target/release/tradetune"), "usr/bin/");
+    assert_eq!(
+        dest("../resources/desktop/tradetune.desktop"),
+        "usr/share/applications/"
+    );
+    assert_eq!(
+        dest("../resources/icon/tradetune.png"),
+        "usr/share/icons/hicolor/256x256/apps/"
+    );
+    for (src, _) in &assets {
+        if !src.starts_with("target/") {
+            assert!(dir.join(src).is_file(), "{src} does not exist");
+        }
+    }
+    // The icon is the size its directory says, and the entry names it and the binary.
+    let png = std::fs::read(dir.join("../resources/icon/tradetune.png")).unwrap();
+    let (w, h) = (
+        u32::from_be_bytes(png[16..20].try_into().unwrap()),
+        u32::from_be_bytes(png[20..24].try_into().unwrap()),
+    );
+    assert_eq!((w, h), (256, 256));
+    let entry =
+        std::fs::read_to_string(dir.join("../resources/desktop/tradetune.desktop")).unwrap();
+    assert!(entry.lines().any(|l| l == "Exec=tradetune"), "{entry}");
+    assert!(entry.lines().any(|l| l == "Icon=tradetune"), "{entry}");
+}
