@@ -431,13 +431,24 @@ fn telemetry_charts(ui: &mut egui::Ui, state: &AppState) {
             "telemetry",
             &[("util %", &series(tag, Metric::UtilPct))],
         );
+        let total = series(tag, Metric::MemTotalMib);
+        // The study's budget on this device: what a run's estimate is checked against.
+        let fraction = state.settings.draft.study.memory_fraction;
+        let budget: Vec<PlotPoint> = total
+            .iter()
+            .map(|p| PlotPoint {
+                t: p.t,
+                v: p.v * fraction,
+            })
+            .collect();
         chart(
             ui,
             &format!("gpu{i} memory MiB"),
             "telemetry",
             &[
                 ("used", &series(tag, Metric::MemUsedMib)),
-                ("total", &series(tag, Metric::MemTotalMib)),
+                (&format!("budget ({:.0} %)", 100.0 * fraction), &budget),
+                ("total", &total),
             ],
         );
         chart(
