@@ -40,6 +40,7 @@ fn loaded_state() -> AppState {
     v.rows = (0..TRIALS)
         .map(|i| TrialRow {
             trial_id: i as i64 + 1,
+            telemetry: Vec::new(),
             study: "bench".into(),
             number: i as i64,
             state: TrialState::Complete,

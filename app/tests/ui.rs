@@ -448,6 +448,11 @@ fn a_tiny_study_on_the_cpu_runs_live_and_its_trials_complete_in_the_table() {
     );
     settle(&mut h);
     h.get_by_label("training losses by env step");
+    // Its telemetry summary, as stored with it.
+    h.get_by_label("telemetry summary").click();
+    settle(&mut h);
+    h.get_by_label("wall_s");
+    h.get_by_label("phase_update_s");
 
     // Export: the CSV has those rows.
     h.get_by_label("Export trials CSV…").click();

@@ -409,6 +409,17 @@ pub struct TrialRow {
     pub applied_config: Option<String>,
     /// The storage's trial id (its learning curve and telemetry are keyed by it).
     pub trial_id: i64,
+    /// The trial's telemetry summary as stored in its user attributes (`wall_s`, `phase_*_s`,
+    /// `gpu0_mean_util_pct`, `host_peak_rss_mib`, …): (name, value as text).
+    pub telemetry: Vec<(String, String)>,
+}
+
+/// Whether a user attribute belongs to the per-trial telemetry summary the runner stores.
+fn is_telemetry_attr(key: &str) -> bool {
+    key == "wall_s"
+        || key.starts_with("phase_")
+        || key.starts_with("host_")
+        || key.starts_with("gpu")
 }
 
 impl TrialRow {
@@ -434,6 +445,18 @@ impl TrialRow {
             .join(", ");
         TrialRow {
             trial_id: t.trial_id,
+            telemetry: t
+                .user_attrs
+                .iter()
+                .filter(|(k, _)| is_telemetry_attr(k))
+                .map(|(k, v)| {
+                    let text = match v.as_f64() {
+                        Some(x) if x.fract() != 0.0 => format!("{x:.2}"),
+                        _ => v.python_str(),
+                    };
+                    (k.clone(), text)
+                })
+                .collect(),
             study: study.to_owned(),
             number: t.number,
             state: t.state,

@@ -257,6 +257,21 @@ fn detail(
         if let Some(reason) = &row.fail_reason {
             ui.colored_label(widgets::WARN, format!("failed: {reason}"));
         }
+        if !row.telemetry.is_empty() {
+            egui::CollapsingHeader::new("telemetry summary")
+                .id_salt(("telemetry summary", row.trial_id))
+                .show(ui, |ui| {
+                    egui::Grid::new("telemetry_summary")
+                        .striped(true)
+                        .show(ui, |ui| {
+                            for (k, v) in &row.telemetry {
+                                ui.label(k);
+                                ui.label(v);
+                                ui.end_row();
+                            }
+                        });
+                });
+        }
         if let Some(config) = &row.applied_config {
             ui.collapsing("applied configuration", |ui| {
                 egui::ScrollArea::vertical()
