@@ -7,6 +7,7 @@
 //! value loss − entropy bonus, global-norm clipping, Adam), in the precision of
 //! [`crate::device::precision`], reporting [`events::TrainEvent`]s.
 
+pub mod activation;
 pub mod bench;
 pub mod buffer;
 pub mod checkpoint;

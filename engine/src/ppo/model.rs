@@ -17,15 +17,14 @@
 //! the value head; biases 0. The orthogonal matrices are built on the host from the config's
 //! seed, so a run is reproducible regardless of other work on the device's global RNG.
 
+pub use crate::ppo::activation::ActivationKind;
+use crate::ppo::error::PpoError;
 use burn::config::Config;
 use burn::module::{Module, Param};
-use burn::tensor::{Device, FloatDType, Tensor, TensorData, activation};
+use burn::tensor::{Device, FloatDType, Tensor, TensorData};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand_distr::{Distribution, StandardNormal};
-use serde::{Deserialize, Serialize};
-
-use crate::ppo::error::PpoError;
 
 /// Hidden layer sizes of the two networks (SB3's `net_arch=dict(pi=…, vf=…)`).
 #[derive(Config, Debug, PartialEq)]
@@ -36,32 +35,6 @@ pub struct NetArch {
     /// Hidden layers of the value network.
     #[config(default = "vec![64, 64]")]
     pub vf: Vec<usize>,
-}
-
-/// Activation between hidden layers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum ActivationKind {
-    /// tanh (SB3's default for PPO).
-    #[default]
-    Tanh,
-    /// max(0, x).
-    Relu,
-    /// Exponential linear unit, α = 1.
-    Elu,
-    /// x·σ(x).
-    Silu,
-}
-
-impl ActivationKind {
-    fn apply(self, x: Tensor<2>) -> Tensor<2> {
-        match self {
-            ActivationKind::Tanh => x.tanh(),
-            ActivationKind::Relu => activation::relu(x),
-            ActivationKind::Elu => activation::elu(x, 1.0),
-            ActivationKind::Silu => activation::silu(x),
-        }
-    }
 }
 
 /// Configuration of the [`ActorCritic`] network.
@@ -198,37 +171,55 @@ impl Dense {
 }
 
 /// A `rows × cols` matrix (row-major) with orthonormal rows or columns (whichever are fewer),
-/// times `gain`: modified Gram–Schmidt on Gaussian vectors, which gives the same distribution
-/// as PyTorch's QR-based `nn.init.orthogonal_`.
+/// times `gain`: Gram–Schmidt on Gaussian vectors, which gives the same distribution as
+/// PyTorch's QR-based `nn.init.orthogonal_`.
+///
+/// Blocked classical Gram–Schmidt, twice ("CGS2", Giraud et al. 2005: two passes make it as
+/// orthogonal as modified Gram–Schmidt, to rounding): each block of [`ORTHO_BLOCK`] vectors is
+/// projected off the vectors before it with two matrix products, then orthonormalised within
+/// the block. The products run through `ndarray`'s matrixmultiply, so the 2048×1024 layer of
+/// the RTX 4080 preset takes ≈ 0.1 s instead of the ≈ 1.5 s of vector-by-vector Gram–Schmidt.
 pub fn orthogonal(rows: usize, cols: usize, gain: f32, rng: &mut StdRng) -> Vec<f32> {
-    // Orthonormalise k vectors of length n, k ≤ n.
+    use ndarray::{Array2, s};
+    // Orthonormalise k vectors of length n, k ≤ n (one per row of v).
     let (k, n) = (rows.min(cols), rows.max(cols));
-    let mut v: Vec<f64> = (0..k * n).map(|_| StandardNormal.sample(rng)).collect();
-    for i in 0..k {
-        let (done, rest) = v.split_at_mut(i * n);
-        let vi = &mut rest[..n];
-        for j in 0..i {
-            let vj = &done[j * n..(j + 1) * n];
-            let dot: f64 = vi.iter().zip(vj).map(|(a, b)| a * b).sum();
-            vi.iter_mut().zip(vj).for_each(|(a, b)| *a -= dot * b);
+    let mut v = Array2::<f64>::from_shape_simple_fn((k, n), || StandardNormal.sample(rng));
+    for start in (0..k).step_by(ORTHO_BLOCK) {
+        let end = (start + ORTHO_BLOCK).min(k);
+        if start > 0 {
+            for _pass in 0..2 {
+                let (done, mut rest) = v.view_mut().split_at(ndarray::Axis(0), start);
+                let mut block = rest.slice_mut(s![..end - start, ..]);
+                // block −= (block · doneᵀ) · done
+                let coef = block.dot(&done.t());
+                block -= &coef.dot(&done);
+            }
         }
-        let norm = vi.iter().map(|a| a * a).sum::<f64>().sqrt().max(1e-12);
-        vi.iter_mut().for_each(|a| *a /= norm);
+        for i in start..end {
+            let (done, mut rest) = v.view_mut().split_at(ndarray::Axis(0), i);
+            let mut vi = rest.row_mut(0);
+            for j in start..i {
+                let vj = done.row(j);
+                let dot = vi.dot(&vj);
+                vi.scaled_add(-dot, &vj);
+            }
+            let norm = vi.dot(&vi).sqrt().max(1e-12);
+            vi.mapv_inplace(|a| a / norm);
+        }
     }
     let mut out = vec![0f32; rows * cols];
     for r in 0..rows {
         for c in 0..cols {
             // Vector index and position within it.
-            let x = if rows <= cols {
-                v[r * n + c]
-            } else {
-                v[c * n + r]
-            };
+            let x = if rows <= cols { v[[r, c]] } else { v[[c, r]] };
             out[r * cols + c] = gain * x as f32;
         }
     }
     out
 }
+
+/// Vectors orthonormalised together in [`orthogonal`].
+const ORTHO_BLOCK: usize = 64;
 
 /// Policy and value networks plus the Gaussian's log-std.
 #[derive(Module, Debug)]
@@ -351,6 +342,20 @@ mod tests {
                 assert!((dot - want).abs() < 1e-4, "{i},{j}: {dot}");
             }
         }
+        // Several blocks: every pair of the 150 columns, across and within blocks.
+        let (r, c) = (300, 150);
+        let m = orthogonal(r, c, 1.0, &mut rng);
+        for i in 0..c {
+            for j in 0..=i {
+                let dot: f32 = (0..r).map(|k| m[k * c + i] * m[k * c + j]).sum();
+                let want = if i == j { 1.0 } else { 0.0 };
+                assert!((dot - want).abs() < 1e-5, "{i},{j}: {dot}");
+            }
+        }
+        // The same seed gives the same matrix.
+        let again = orthogonal(r, c, 1.0, &mut StdRng::seed_from_u64(1));
+        let first = orthogonal(r, c, 1.0, &mut StdRng::seed_from_u64(1));
+        assert_eq!(again, first);
         // Wide: orthonormal rows.
         let m = orthogonal(2, 5, 1.0, &mut rng);
         let dot: f32 = (0..5).map(|k| m[k] * m[5 + k]).sum();
