@@ -15,6 +15,10 @@ use tradetune_app::ui::dialog::{FileDialogs, Pick};
 use tradetune_app::ui::presets::UserPreset;
 use tradetune_app::ui::state::{DataState, Settings, Tab};
 use tradetune_app::ui::{TradeTuneApp, draft::Draft};
+use tradetune_engine::device::DeviceInfo;
+use tradetune_engine::device::precision::Precision;
+use tradetune_engine::market::split::SplitSpec;
+use tradetune_engine::market::time::format_timestamp;
 use tradetune_engine::telemetry::{GpuInfo, GpuVendor};
 
 /// Answers every dialog with a path chosen by the test.
@@ -841,4 +845,230 @@ fn a_trained_checkpoint_backtests_against_equal_weight() {
     step_until(&mut h, "the failed backtest", |a| !a.state.backtest.running);
     let e = h.state().state.backtest.error.clone().expect("an error");
     assert!(e.contains("model.bpk"), "{e}");
+}
+
+/// The devices of a machine with only a CPU of `cpu_bytes` and a build without wgpu, fixed so
+/// the tests do not depend on this machine.
+fn cpu_only(cpu_bytes: u64) -> Vec<DeviceInfo> {
+    vec![
+        DeviceInfo {
+            name: "cpu".into(),
+            backend: "flex".into(),
+            available: true,
+            detail: "burn-flex on 2 threads (SIMD, rayon)".into(),
+            memory_bytes: Some(cpu_bytes),
+            precisions: vec![Precision::F32],
+            reports_pool_usage: false,
+        },
+        DeviceInfo {
+            name: "wgpu".into(),
+            backend: "wgpu".into(),
+            available: false,
+            detail: "this build has no wgpu backend; rebuild with `--features wgpu`".into(),
+            memory_bytes: None,
+            precisions: Vec::new(),
+            reports_pool_usage: false,
+        },
+    ]
+}
+
+fn saved_settings(h: &mut Harness<'_, TradeTuneApp>) -> Settings {
+    let mut storage = MemoryStorage::default();
+    eframe::App::save(h.state_mut(), &mut storage);
+    eframe::get_value(&storage, SETTINGS_KEY).expect("settings saved")
+}
+
+#[test]
+fn the_split_is_edited_where_typed_with_its_bar_counts_and_reaches_the_study() {
+    let settings = Settings {
+        tab: Tab::Configure,
+        ..Settings::default()
+    };
+    let mut h = harness(app_with(settings, no_dialogs()));
+    step_until(&mut h, "the bundled data", data_loaded);
+    let ts = h
+        .state()
+        .state
+        .data
+        .ready()
+        .expect("the bundled data loads")
+        .dataset
+        .timestamps
+        .clone();
+    let n = ts.len();
+    let counts = |train: usize, validation: usize| {
+        format!(
+            "split: train {train} · validation {validation} · test {} bars",
+            n - train - validation
+        )
+    };
+    let part = |f: f64| (n as f64 * f).floor() as usize;
+    h.get_by_label(&counts(part(0.7), part(0.15)));
+
+    // A new train fraction: the bar counts follow at once.
+    h.get_by_role_and_label(Role::SpinButton, "train fraction")
+        .set_value_accesskit(0.5);
+    settle(&mut h);
+    assert_eq!(
+        h.state().state.settings.draft.split,
+        SplitSpec::Fractions {
+            train: 0.5,
+            validation: 0.15
+        }
+    );
+    h.get_by_label(&counts(part(0.5), part(0.15)));
+    assert!(!start_disabled(&h));
+
+    // Nothing left for the test split: the engine's message under the split and beside Start.
+    h.get_by_role_and_label(Role::SpinButton, "validation fraction")
+        .set_value_accesskit(0.6);
+    settle(&mut h);
+    assert!(start_disabled(&h));
+    assert_eq!(
+        h.query_all_by_label_contains("validation = 0.6 must be in (0, 1) with a sum below 1")
+            .count(),
+        2,
+        "the split problem is shown under the split and beside Start"
+    );
+    h.get_by_label_contains("cannot start: split: fractions train = 0.5");
+    h.get_by_role_and_label(Role::SpinButton, "validation fraction")
+        .set_value_accesskit(0.2);
+    settle(&mut h);
+    assert!(!start_disabled(&h));
+    h.get_by_label(&counts(part(0.5), part(0.2)));
+    // The study Start runs cuts the data the same way.
+    let file = h.state().state.settings.draft.study_file(&[]).unwrap();
+    assert_eq!(
+        file.split,
+        SplitSpec::Fractions {
+            train: 0.5,
+            validation: 0.2
+        }
+    );
+
+    // By dates: the editor starts from where the current split cuts.
+    h.get_by_role_and_label(Role::ComboBox, "split by").click();
+    settle(&mut h);
+    h.get_by_label("dates").click();
+    settle(&mut h);
+    let (validation_start, test_start) = match h.state().state.settings.draft.split.clone() {
+        SplitSpec::Dates {
+            validation_start,
+            test_start,
+        } => (validation_start, test_start),
+        other => panic!("still {other:?}"),
+    };
+    assert_eq!(validation_start, format_timestamp(ts[part(0.5)]));
+    assert_eq!(test_start, format_timestamp(ts[part(0.5) + part(0.2)]));
+    h.get_by_label(&counts(part(0.5), part(0.2)));
+    // A test start before the validation start is flagged where it is typed.
+    retype(&mut h, "test_start", "2001-01-01");
+    assert!(start_disabled(&h));
+    h.get_by_label_contains("cannot start: split: test_start 2001-01-01 must be after");
+    retype(&mut h, "test_start", &test_start);
+    assert!(!start_disabled(&h));
+    assert_eq!(
+        h.state()
+            .state
+            .settings
+            .draft
+            .study_file(&[])
+            .unwrap()
+            .split,
+        SplitSpec::Dates {
+            validation_start: validation_start.clone(),
+            test_start: test_start.clone()
+        }
+    );
+
+    // Remembered with the draft.
+    let restored = saved_settings(&mut h);
+    assert_eq!(
+        restored.draft.split,
+        SplitSpec::Dates {
+            validation_start,
+            test_start
+        }
+    );
+}
+
+#[test]
+fn the_devices_are_listed_with_repeats_bound_to_workers_and_checked() {
+    let settings = Settings {
+        tab: Tab::Configure,
+        ..Settings::default()
+    };
+    let app = TradeTuneApp::new(settings, Arc::new(no_dialogs()), cpu_only(32 << 30));
+    let mut h = harness(app);
+    step_until(&mut h, "the bundled data", data_loaded);
+    let devices =
+        |h: &Harness<'_, TradeTuneApp>| h.state().state.settings.draft.study.devices.clone();
+    assert_eq!(devices(&h), ["cpu"]);
+    h.get_by_label("worker 0");
+
+    // The CPU twice: two slots, `cpu` and `cpu#1`, and three workers spread over them.
+    h.get_by_role_and_label(Role::Button, "Add device").click();
+    settle(&mut h);
+    assert_eq!(devices(&h), ["cpu", "cpu"]);
+    h.get_by_label("cpu#1");
+    h.get_by_label("no worker");
+    h.get_by_role_and_label(Role::SpinButton, "workers")
+        .set_value_accesskit(3.0);
+    settle(&mut h);
+    h.get_by_label("workers 0, 2");
+    h.get_by_label("worker 1");
+    assert!(!start_disabled(&h));
+    // What Start runs: three workers over both slots.
+    let dir = tempfile::tempdir().unwrap();
+    let rc = h
+        .state()
+        .state
+        .settings
+        .draft
+        .study_file(&[])
+        .unwrap()
+        .runner_config(dir.path().join("studies.db"))
+        .unwrap();
+    assert_eq!(rc.workers, 3);
+    let specs: Vec<String> = rc.devices.iter().map(|d| d.spec.to_string()).collect();
+    assert_eq!(specs, ["cpu", "cpu"]);
+
+    // "add device" offers only what this build can use here.
+    h.get_by_role_and_label(Role::ComboBox, "add device")
+        .click();
+    settle(&mut h);
+    assert!(h.query_by_label("wgpu").is_none(), "wgpu is offered");
+    h.key_press(egui::Key::Escape);
+    settle(&mut h);
+
+    // Removing every device: the engine's check flags the list and Start is disabled.
+    h.get_by_label("remove device 2").click();
+    settle(&mut h);
+    assert_eq!(devices(&h), ["cpu"]);
+    h.get_by_label("remove device 1").click();
+    settle(&mut h);
+    assert!(devices(&h).is_empty());
+    assert!(start_disabled(&h));
+    assert_eq!(
+        h.query_all_by_label_contains("list at least one device")
+            .count(),
+        2,
+        "the devices problem is shown under the list and beside Start"
+    );
+    h.get_by_label_contains("cannot start: study.devices");
+
+    // A device from elsewhere (a preset, a settings file) this machine cannot use: flagged
+    // with the reason the Hardware panel gives.
+    h.state_mut().state.settings.draft.study.devices = vec!["wgpu:0".into()];
+    settle(&mut h);
+    assert!(start_disabled(&h));
+    h.get_by_label_contains(
+        "cannot start: study.devices: device wgpu:0 cannot be used here: this build has no wgpu",
+    );
+
+    // Remembered with the draft.
+    h.state_mut().state.settings.draft.study.devices = vec!["cpu".into(), "cpu".into()];
+    let restored = saved_settings(&mut h);
+    assert_eq!(restored.draft.study.devices, ["cpu", "cpu"]);
+    assert_eq!(restored.draft.study.workers, 3);
 }

@@ -257,6 +257,18 @@ impl TradeTuneApp {
             Command::RemoveSearch(name) => {
                 state.settings.draft.search.retain(|e| e.name != name);
             }
+            Command::AddDevice(name) => {
+                let name = name.trim().to_owned();
+                if !name.is_empty() {
+                    state.settings.draft.study.devices.push(name);
+                }
+            }
+            Command::RemoveDevice(i) => {
+                let devices = &mut state.settings.draft.study.devices;
+                if i < devices.len() {
+                    devices.remove(i);
+                }
+            }
             Command::PickDatabase => self.tasks.pick(Pick::Database),
             Command::OpenDatabase(path) => {
                 state.settings.database = Some(path.clone());
@@ -374,7 +386,7 @@ impl TradeTuneApp {
         };
         let draft = state.settings.draft.clone();
         let files = state.settings.data_files.clone();
-        if let Some(p) = draft.problems(Some(data.shape), &files).first() {
+        if let Some(p) = state.problems().first() {
             state.notice(format!("cannot start: {}", p.message));
             return;
         }

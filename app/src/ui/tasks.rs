@@ -27,14 +27,10 @@ pub struct DataInfo {
     pub assets: Vec<String>,
     /// Sizes the estimate needs.
     pub shape: DataShape,
-    /// Bars in train / validation / test.
-    pub split_bars: [usize; 3],
     /// First and last timestamp (Unix seconds) of the aligned data.
     pub range: (i64, i64),
-    /// The aligned, scaled data.
+    /// The aligned data (its timestamps are what the draft's split is resolved over).
     pub dataset: Arc<Dataset>,
-    /// The train split's bars.
-    pub train: std::ops::Range<usize>,
 }
 
 /// One study database as opened.
@@ -210,7 +206,10 @@ impl Tasks {
         });
     }
 
-    /// Loads market data (empty `paths`: the bundled sample) with the draft's lookback.
+    /// Loads market data (empty `paths`: the bundled sample) with the draft's lookback. The
+    /// split stays the default one: the bars do not depend on it, and the panels resolve the
+    /// draft's own split over them as it is typed, so a bad split is flagged on the split
+    /// rather than failing the load.
     pub fn load_data(&self, request: u64, paths: Vec<PathBuf>, draft: &Draft) {
         let config = DatasetConfig {
             paths: paths.clone(),
@@ -221,7 +220,6 @@ impl Tasks {
         self.spawn("data", move |reply| {
             let result = config.load().map_err(|e| e.to_string()).map(|loaded| {
                 let d = &loaded.dataset;
-                let split = &loaded.split;
                 let ts = &d.timestamps;
                 Box::new(DataInfoMsg(DataInfo {
                     paths,
@@ -230,14 +228,11 @@ impl Tasks {
                     shape: DataShape {
                         n_assets: d.n_assets(),
                         n_features: d.n_features(),
-                        train_bars: split.train.len(),
                     },
-                    split_bars: [split.train.len(), split.validation.len(), split.test.len()],
                     range: (
                         ts.first().copied().unwrap_or(0),
                         ts.last().copied().unwrap_or(0),
                     ),
-                    train: split.train.clone(),
                     dataset: Arc::new(loaded.dataset),
                 }))
             });
