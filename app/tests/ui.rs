@@ -13,12 +13,16 @@ use egui_kittest::kittest::{NodeT, Queryable};
 use tradetune_app::ui::app::SETTINGS_KEY;
 use tradetune_app::ui::dialog::{FileDialogs, Pick};
 use tradetune_app::ui::presets::UserPreset;
-use tradetune_app::ui::state::{DataState, Settings, Tab};
+use tradetune_app::ui::state::{DataState, Settings, Tab, TrialRow};
 use tradetune_app::ui::{TradeTuneApp, draft::Draft};
 use tradetune_engine::device::DeviceInfo;
 use tradetune_engine::device::precision::Precision;
 use tradetune_engine::market::split::SplitSpec;
 use tradetune_engine::market::time::format_timestamp;
+use tradetune_engine::storage::{
+    APPLIED_CONFIG_KEY, JsonValue, NewTrial, OptunaDistribution, Storage, StudyDirection,
+    TrialState,
+};
 use tradetune_engine::telemetry::{GpuInfo, GpuVendor};
 
 /// Answers every dialog with a path chosen by the test.
@@ -631,7 +635,7 @@ fn the_optuna_reference_database_opens_aggregated_sorts_filters_and_exports() {
     let complete = view_count(&h, "COMPLETE");
     h.state_mut()
         .handle(tradetune_app::ui::command::Command::FilterTrials(Some(
-            tradetune_engine::storage::TrialState::Complete,
+            TrialState::Complete,
         )));
     settle(&mut h);
     assert_eq!(h.state().state.studies.visible.len(), complete);
@@ -1071,4 +1075,114 @@ fn the_devices_are_listed_with_repeats_bound_to_workers_and_checked() {
     let restored = saved_settings(&mut h);
     assert_eq!(restored.draft.study.devices, ["cpu", "cpu"]);
     assert_eq!(restored.draft.study.workers, 3);
+}
+
+/// A study database of `n` COMPLETE trials written through the engine's storage, as a long
+/// TradeTune study leaves it (parameters, device and applied configuration with each trial);
+/// trial `best` has the highest value.
+fn many_trials_db(path: &Path, n: usize, best: usize) {
+    let mut s = Storage::open(path).unwrap();
+    let study = s.create_study("many", &[StudyDirection::Maximize]).unwrap();
+    let lr = OptunaDistribution::float(1e-5, 1e-3, true, None).unwrap();
+    let base = Draft::default().study_file(&[]).unwrap().base_config;
+    let applied = JsonValue::from(&base);
+    for k in 0..n {
+        let mut t = NewTrial::new(TrialState::Complete);
+        let value = if k == best {
+            2.0
+        } else {
+            ((k * 7919) % 1000) as f64 / 1000.0
+        };
+        t.values = Some(vec![value]);
+        t.params = vec![(
+            "ppo.learning_rate".into(),
+            1e-5 + 1e-7 * (k % 1000) as f64,
+            lr.clone(),
+        )];
+        t.user_attrs = vec![
+            ("device".into(), JsonValue::from("cpu")),
+            (APPLIED_CONFIG_KEY.into(), applied.clone()),
+        ];
+        s.add_trial(study, &t).unwrap();
+    }
+}
+
+#[test]
+fn a_study_of_10000_trials_loads_while_frames_go_on_and_fills_the_table() {
+    const N: usize = 10_000;
+    const BEST: usize = 4321;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("many.db");
+    many_trials_db(&db, N, BEST);
+    let settings = Settings {
+        tab: Tab::Studies,
+        database: Some(db.clone()),
+        ..Settings::default()
+    };
+    let mut h = harness(app_with(settings, no_dialogs()));
+    step_until(&mut h, "the database", |a| a.state.studies.db.is_some());
+    h.get_by_label("many").click();
+
+    // The trials are read and made into rows on a background thread: the harness keeps
+    // stepping frames meanwhile, and the panel says it is reading.
+    let limit = Instant::now() + Duration::from_secs(600);
+    let mut frames_while_loading = 0;
+    let mut slowest = Duration::ZERO;
+    while h.state().state.studies.rows.is_empty() {
+        assert!(Instant::now() < limit, "gave up waiting for the trials");
+        let t0 = Instant::now();
+        h.step();
+        slowest = slowest.max(t0.elapsed());
+        if h.state().state.studies.loading_trials {
+            frames_while_loading += 1;
+            if frames_while_loading == 2 {
+                h.get_by_label("reading trials…");
+            }
+        }
+    }
+    assert!(
+        frames_while_loading >= 2,
+        "only {frames_while_loading} frames ran while the trials loaded"
+    );
+    // No frame did the work of making the rows: each took less than that work alone does.
+    let convert = {
+        let storage = Storage::open_read_only(&db).unwrap();
+        let trials = storage.trials(storage.study_id("many").unwrap()).unwrap();
+        let t0 = Instant::now();
+        let rows: Vec<TrialRow> = trials.iter().map(|t| TrialRow::of("many", t)).collect();
+        assert_eq!(rows.len(), N);
+        t0.elapsed()
+    };
+    eprintln!(
+        "{frames_while_loading} frames while loading; slowest {slowest:?}; making the rows \
+         takes {convert:?}"
+    );
+    assert!(
+        slowest < convert,
+        "a frame took {slowest:?}, as long as making the rows ({convert:?})"
+    );
+    h.run_steps(3);
+    let view = &h.state().state.studies;
+    assert_eq!(view.rows.len(), N);
+    assert_eq!(view.visible.len(), N);
+    assert!(!view.loading_trials);
+    assert!(
+        view.rows.iter().all(|r| r.applied_config.is_some()),
+        "a row lost its applied configuration"
+    );
+    h.get_by_label(&format!("{N} of {N} trials"));
+    // Only the rows in view are laid out: the first numbers are there, the last are not.
+    h.get_by_role_and_label(Role::Link, "0");
+    h.get_by_role_and_label(Role::Link, "1");
+    assert!(h.query_by_role_and_label(Role::Link, "9999").is_none());
+
+    // The best trial is the one the table highlights, whatever the order.
+    let best_number = |h: &Harness<'_, TradeTuneApp>| {
+        let v = &h.state().state.studies;
+        v.best_row().map(|i| v.rows[i].number)
+    };
+    assert_eq!(best_number(&h), Some(BEST as i64));
+    h.get_by_label("value").click();
+    settle(&mut h);
+    assert_eq!(best_number(&h), Some(BEST as i64));
 }

@@ -550,6 +550,8 @@ pub struct StudiesView {
     pub groups: Vec<StudyGroup>,
     /// Whether a database is being opened.
     pub opening: bool,
+    /// Whether the selected study's trials are being read.
+    pub loading_trials: bool,
     /// Why the last open failed.
     pub error: Option<String>,
     /// The group shown in the trial table.
@@ -589,6 +591,20 @@ impl StudiesView {
             .map(|(i, _)| i)
             .collect();
         self.detail = None;
+    }
+
+    /// The row (an index into `rows`) of the best complete trial, which the table highlights:
+    /// the one whose value is the selected group's best (by each study's direction, as the
+    /// study list shows it).
+    pub fn best_row(&self) -> Option<usize> {
+        let group = self
+            .groups
+            .iter()
+            .find(|g| Some(&g.name) == self.selected.as_ref())?;
+        let best = group.best?;
+        self.rows
+            .iter()
+            .position(|r| r.state == TrialState::Complete && r.value == Some(best))
     }
 }
 

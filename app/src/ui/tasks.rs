@@ -15,6 +15,7 @@ use tradetune_engine::study::runner::{StopHandle, StudyEvent};
 
 use super::dialog::{FileDialogs, Pick};
 use super::draft::{DataShape, Draft};
+use super::state::TrialRow;
 
 /// A loaded dataset, as the Configure panel shows it and a run uses it.
 #[derive(Clone)]
@@ -67,12 +68,12 @@ pub enum TaskEvent {
     },
     /// A study database was opened.
     Database(Result<DbContents, String>),
-    /// The trials of a (possibly aggregated) study were read.
+    /// The trials of a (possibly aggregated) study were read and made into table rows.
     Trials {
         /// The studies they belong to.
         studies: Vec<String>,
         /// Rows, or why not.
-        result: Result<Vec<(String, TrialRecord)>, String>,
+        result: Result<Vec<TrialRow>, String>,
     },
     /// A trial's learning curve was read: its trial id, the points by metric as (env steps,
     /// value), or why not.
@@ -274,11 +275,14 @@ impl Tasks {
         });
     }
 
-    /// Reads the trials of `studies` (one study, or the members of an aggregated group).
+    /// Reads the trials of `studies` (one study, or the members of an aggregated group) and
+    /// makes them into table rows here, off the UI thread: formatting 10,000 trials (each
+    /// applied configuration pretty-printed) takes longer than a frame.
     pub fn load_trials(&self, path: PathBuf, studies: Vec<String>) {
         self.spawn("trials", move |reply| {
-            let result =
-                read_trials(&path, &studies).map_err(|e| format!("{}: {e}", path.display()));
+            let result = read_trials(&path, &studies)
+                .map(|trials| trials.iter().map(|(s, t)| TrialRow::of(s, t)).collect())
+                .map_err(|e| format!("{}: {e}", path.display()));
             reply.send(TaskEvent::Trials { studies, result });
         });
     }
