@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 use tradetune_engine::device::{DeviceInfo, DeviceSpec};
+use tradetune_engine::eval::EvalReport;
 use tradetune_engine::ppo::PhaseTimes;
 use tradetune_engine::storage::{
     CategoricalChoice, ParamValue, StudyDirection, StudySummary, TrialRecord, TrialState,
@@ -652,6 +653,27 @@ pub struct BacktestResult {
     pub agent: Vec<[f64; 2]>,
     /// The same for equal weight.
     pub equal_weight: Vec<[f64; 2]>,
+}
+
+impl BacktestResult {
+    /// The panel's view of `report`, introduced by `about`.
+    pub fn of(about: String, report: &EvalReport) -> BacktestResult {
+        let t0 = report.timestamps.first().copied().unwrap_or(0);
+        let curve = |equity: &[f64]| -> Vec<[f64; 2]> {
+            report
+                .timestamps
+                .iter()
+                .zip(equity)
+                .map(|(&t, &e)| [(t - t0) as f64 / 86_400.0, e])
+                .collect()
+        };
+        BacktestResult {
+            about,
+            table: crate::cli::backtest::table(report),
+            agent: curve(&report.agent_equity),
+            equal_weight: curve(&report.equal_weight_equity),
+        }
+    }
 }
 
 /// The Backtest panel.

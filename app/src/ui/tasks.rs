@@ -456,30 +456,17 @@ fn run_study(file: &StudyFile, db: &Path, reply: &Reply) -> Result<(), String> {
 }
 
 fn backtest(dir: &Path, split: &str) -> anyhow::Result<crate::ui::state::BacktestResult> {
-    use crate::cli::backtest::{backtest, table};
-    let b = backtest(dir, split, &[], Default::default(), "cpu")?;
+    let b = crate::cli::backtest::backtest(dir, split, &[], Default::default(), "cpu")?;
     let r = &b.report;
-    let t0 = r.timestamps.first().copied().unwrap_or(0);
-    let curve = |equity: &[f64]| -> Vec<[f64; 2]> {
-        r.timestamps
-            .iter()
-            .zip(equity)
-            .map(|(&t, &e)| [(t - t0) as f64 / 86_400.0, e])
-            .collect()
-    };
-    Ok(crate::ui::state::BacktestResult {
-        about: format!(
-            "{} ({} samples) on {}: {} split, {} bars",
-            dir.display(),
-            b.timesteps,
-            b.about,
-            r.split,
-            r.bars
-        ),
-        table: table(r),
-        agent: curve(&r.agent_equity),
-        equal_weight: curve(&r.equal_weight_equity),
-    })
+    let about = format!(
+        "{} ({} samples) on {}: {} split, {} bars",
+        dir.display(),
+        b.timesteps,
+        b.about,
+        r.split,
+        r.bars
+    );
+    Ok(crate::ui::state::BacktestResult::of(about, r))
 }
 
 fn compare(db: &Path, a: &str, b: &str) -> anyhow::Result<crate::ui::state::Comparison> {
