@@ -12,6 +12,7 @@ use egui_kittest::Harness;
 use egui_kittest::kittest::{NodeT, Queryable};
 use tradetune_app::ui::app::SETTINGS_KEY;
 use tradetune_app::ui::dialog::{FileDialogs, Pick};
+use tradetune_app::ui::panels::widgets::WARN;
 use tradetune_app::ui::presets::UserPreset;
 use tradetune_app::ui::state::{DataState, Settings, Tab, TrialRow};
 use tradetune_app::ui::{TradeTuneApp, draft::Draft};
@@ -1075,6 +1076,141 @@ fn the_devices_are_listed_with_repeats_bound_to_workers_and_checked() {
     let restored = saved_settings(&mut h);
     assert_eq!(restored.draft.study.devices, ["cpu", "cpu"]);
     assert_eq!(restored.draft.study.workers, 3);
+}
+
+/// The colour the memory bar is filled with in the last frame: the last rectangle painted from
+/// the bar's left edge at its full height (its background comes first, then the fill).
+fn memory_bar_fill(h: &Harness<'_, TradeTuneApp>) -> Option<egui::Color32> {
+    fn rects(shape: &egui::Shape, out: &mut Vec<(egui::Rect, egui::Color32)>) {
+        match shape {
+            egui::Shape::Rect(r) => out.push((r.rect, r.fill)),
+            egui::Shape::Vec(v) => v.iter().for_each(|s| rects(s, out)),
+            _ => {}
+        }
+    }
+    let bar = h.get_by_label_contains("memory:").rect();
+    let mut all = Vec::new();
+    for c in &h.output().shapes {
+        rects(&c.shape, &mut all);
+    }
+    let near = |a: f32, b: f32| (a - b).abs() < 1.0;
+    all.into_iter()
+        .filter(|(r, _)| {
+            near(r.min.x, bar.min.x) && near(r.min.y, bar.min.y) && near(r.height(), bar.height())
+        })
+        .map(|(_, c)| c)
+        .next_back()
+}
+
+fn close_to(a: egui::Color32, b: egui::Color32) -> bool {
+    a.to_array()
+        .iter()
+        .zip(b.to_array())
+        .all(|(x, y)| x.abs_diff(y) <= 2)
+}
+
+#[test]
+fn the_memory_bar_turns_red_when_a_run_would_be_refused() {
+    let mut huge = Draft::default();
+    huge.ppo.policy.net_arch.pi = vec![4096, 4096, 4096];
+    huge.ppo.policy.net_arch.vf = vec![4096, 4096, 4096];
+    let settings = Settings {
+        user_presets: vec![UserPreset {
+            name: "huge nets".into(),
+            draft: huge,
+        }],
+        ..Settings::default()
+    };
+    // A machine with 1 GiB of memory: the defaults fit, the huge nets do not.
+    let app = TradeTuneApp::new(settings, Arc::new(no_dialogs()), cpu_only(1 << 30));
+    let mut h = harness(app);
+    step_until(&mut h, "the bundled data", data_loaded);
+    let fill = memory_bar_fill(&h).expect("the memory bar is drawn");
+    // Green well within the budget (widgets::memory_bar's colour below 80 %).
+    assert!(
+        close_to(fill, egui::Color32::from_rgb(0x30, 0x90, 0x50)),
+        "not green on the defaults: {fill:?}"
+    );
+    assert!(
+        h.query_by_label_contains("a run would be refused")
+            .is_none()
+    );
+
+    h.get_by_label("Apply huge nets").click();
+    settle(&mut h);
+    h.get_by_label_contains("over budget, a run would be refused");
+    let fill = memory_bar_fill(&h).expect("the memory bar is drawn");
+    assert!(close_to(fill, WARN), "not red over budget: {fill:?}");
+    // And Start refuses it, saying why.
+    h.get_by_label("Configure").click();
+    settle(&mut h);
+    assert!(start_disabled(&h));
+    h.get_by_label_contains("cannot start: the estimate is over the memory budget");
+}
+
+#[test]
+fn copy_table_as_csv_puts_the_visible_rows_on_the_clipboard() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = Settings {
+        tab: Tab::Studies,
+        database: Some(reference_db(dir.path())),
+        ..Settings::default()
+    };
+    let mut h = harness(app_with(settings, no_dialogs()));
+    step_until(&mut h, "the database", |a| a.state.studies.db.is_some());
+    let group = h
+        .state()
+        .state
+        .studies
+        .groups
+        .iter()
+        .find(|g| g.n(TrialState::Complete) > 0 && g.n(TrialState::Complete) < g.n_trials())
+        .map(|g| g.name.clone())
+        .expect("a study with complete and other trials");
+    h.get_by_label(group.as_str()).click();
+    step_until(&mut h, "the trials", |a| !a.state.studies.rows.is_empty());
+    h.state_mut()
+        .handle(tradetune_app::ui::command::Command::FilterTrials(Some(
+            TrialState::Complete,
+        )));
+    settle(&mut h);
+
+    h.get_by_label("Copy table as CSV").click();
+    let mut copied = None;
+    for _ in 0..5 {
+        h.step();
+        copied = copied.or_else(|| {
+            h.output()
+                .platform_output
+                .commands
+                .iter()
+                .find_map(|c| match c {
+                    egui::OutputCommand::CopyText(t) => Some(t.clone()),
+                    _ => None,
+                })
+        });
+    }
+    let text = copied.expect("nothing was copied");
+    let view = &h.state().state.studies;
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("study,number,state,value,duration_s,device,params")
+    );
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), view.visible.len(), "{text}");
+    assert!(
+        view.visible.len() < view.rows.len(),
+        "the filter hid nothing"
+    );
+    for (line, &i) in rows.iter().zip(&view.visible) {
+        let r = &view.rows[i];
+        assert!(
+            line.starts_with(&format!("{},{},COMPLETE,", r.study, r.number)),
+            "{line}"
+        );
+    }
+    h.get_by_label_contains(&format!("copied {} rows as CSV", rows.len()));
 }
 
 /// A study database of `n` COMPLETE trials written through the engine's storage, as a long
