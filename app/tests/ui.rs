@@ -338,11 +338,9 @@ fn a_first_launch_applies_the_preset_for_this_hardware() {
     assert_eq!(again.state.settings.preset.as_deref(), Some("rtx4080"));
 }
 
-#[test]
-fn a_tiny_study_on_the_cpu_runs_live_and_its_trials_complete_in_the_table() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("studies.db");
-    let csv = dir.path().join("tiny.csv");
+/// A study of two trials that train for 256 samples with a searched learning rate: seconds
+/// on a CPU.
+fn tiny_draft(name: &str) -> Draft {
     let mut draft = Draft::default();
     draft.env.n_envs = 2;
     draft.ppo.n_steps = 32;
@@ -352,13 +350,22 @@ fn a_tiny_study_on_the_cpu_runs_live_and_its_trials_complete_in_the_table() {
     draft.ppo.policy.net_arch.vf = vec![16];
     draft.train.total_timesteps = 256;
     draft.train.eval_every = 2;
-    draft.study.name = "ui_tiny".into();
+    draft.study.name = name.into();
     draft.study.n_trials = 2;
     draft.pruner.kind = "none".into();
     draft.search = vec![tradetune_app::ui::draft::SearchEntry {
         name: "ppo.learning_rate".into(),
         spec: "{ low = 1e-4, high = 1e-3, log = true }".into(),
     }];
+    draft
+}
+
+#[test]
+fn a_tiny_study_on_the_cpu_runs_live_and_its_trials_complete_in_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("studies.db");
+    let csv = dir.path().join("tiny.csv");
+    let draft = tiny_draft("ui_tiny");
     let settings = Settings {
         tab: Tab::Run,
         draft,
@@ -1321,4 +1328,73 @@ fn a_study_of_10000_trials_loads_while_frames_go_on_and_fills_the_table() {
     h.get_by_label("value").click();
     settle(&mut h);
     assert_eq!(best_number(&h), Some(BEST as i64));
+}
+
+#[test]
+fn start_runs_the_split_and_the_devices_set_in_configure() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = Settings {
+        tab: Tab::Configure,
+        draft: tiny_draft("ui_split_devices"),
+        study_db: Some(dir.path().join("studies.db")),
+        ..Settings::default()
+    };
+    let app = TradeTuneApp::new(settings, Arc::new(no_dialogs()), cpu_only(32 << 30));
+    let mut h = harness(app);
+    step_until(&mut h, "the bundled data", data_loaded);
+    let n = h
+        .state()
+        .state
+        .data
+        .ready()
+        .unwrap()
+        .dataset
+        .timestamps
+        .len();
+    // Half the bars to train on; the CPU twice, a worker on each.
+    h.get_by_role_and_label(Role::SpinButton, "train fraction")
+        .set_value_accesskit(0.5);
+    h.get_by_role_and_label(Role::SpinButton, "workers")
+        .set_value_accesskit(2.0);
+    settle(&mut h);
+    h.get_by_role_and_label(Role::Button, "Add device").click();
+    settle(&mut h);
+    h.get_by_role_and_label(Role::Button, "Start").click();
+    settle(&mut h);
+    assert!(
+        h.state().state.run.running,
+        "Start did not start the study: {:?}",
+        h.state().state.notices
+    );
+    step_until(&mut h, "the study to finish", |a| !a.state.run.running);
+    let state = &h.state().state;
+    assert_eq!(state.run.error, None, "{:?}", state.notices);
+    assert_eq!(
+        state.run.end.as_ref().map(|e| e.counts),
+        Some([2, 0, 0]),
+        "{:?}",
+        state.notices
+    );
+    // The runner bound one worker to each CPU slot...
+    let devices: Vec<&str> = state
+        .run
+        .workers
+        .iter()
+        .map(|w| w.device.as_str())
+        .collect();
+    assert_eq!(devices, ["cpu", "cpu#1"]);
+    // ...and trained on the split typed in Configure (the run reports its data as loaded).
+    let (train, validation) = (n / 2, (n as f64 * 0.15).floor() as usize);
+    let expected = format!(
+        "(train bars 0..{train}, validation {train}..{})",
+        train + validation
+    );
+    assert!(
+        state
+            .notices
+            .iter()
+            .any(|m| m.starts_with("data: ") && m.ends_with(&expected)),
+        "no {expected} in {:?}",
+        state.notices
+    );
 }
