@@ -12,9 +12,18 @@ use egui_kittest::Harness;
 use egui_kittest::kittest::{NodeT, Queryable};
 use tradetune_app::ui::app::SETTINGS_KEY;
 use tradetune_app::ui::dialog::{FileDialogs, Pick};
+use tradetune_app::ui::panels::widgets::WARN;
 use tradetune_app::ui::presets::UserPreset;
-use tradetune_app::ui::state::{DataState, Settings, Tab};
+use tradetune_app::ui::state::{DataState, Settings, Tab, TrialRow};
 use tradetune_app::ui::{TradeTuneApp, draft::Draft};
+use tradetune_engine::device::DeviceInfo;
+use tradetune_engine::device::precision::Precision;
+use tradetune_engine::market::split::SplitSpec;
+use tradetune_engine::market::time::format_timestamp;
+use tradetune_engine::storage::{
+    APPLIED_CONFIG_KEY, JsonValue, NewTrial, OptunaDistribution, Storage, StudyDirection,
+    TrialState,
+};
 use tradetune_engine::telemetry::{GpuInfo, GpuVendor};
 
 /// Answers every dialog with a path chosen by the test.
@@ -329,11 +338,9 @@ fn a_first_launch_applies_the_preset_for_this_hardware() {
     assert_eq!(again.state.settings.preset.as_deref(), Some("rtx4080"));
 }
 
-#[test]
-fn a_tiny_study_on_the_cpu_runs_live_and_its_trials_complete_in_the_table() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("studies.db");
-    let csv = dir.path().join("tiny.csv");
+/// A study of two trials that train for 256 samples with a searched learning rate: seconds
+/// on a CPU.
+fn tiny_draft(name: &str) -> Draft {
     let mut draft = Draft::default();
     draft.env.n_envs = 2;
     draft.ppo.n_steps = 32;
@@ -343,13 +350,22 @@ fn a_tiny_study_on_the_cpu_runs_live_and_its_trials_complete_in_the_table() {
     draft.ppo.policy.net_arch.vf = vec![16];
     draft.train.total_timesteps = 256;
     draft.train.eval_every = 2;
-    draft.study.name = "ui_tiny".into();
+    draft.study.name = name.into();
     draft.study.n_trials = 2;
     draft.pruner.kind = "none".into();
     draft.search = vec![tradetune_app::ui::draft::SearchEntry {
         name: "ppo.learning_rate".into(),
         spec: "{ low = 1e-4, high = 1e-3, log = true }".into(),
     }];
+    draft
+}
+
+#[test]
+fn a_tiny_study_on_the_cpu_runs_live_and_its_trials_complete_in_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("studies.db");
+    let csv = dir.path().join("tiny.csv");
+    let draft = tiny_draft("ui_tiny");
     let settings = Settings {
         tab: Tab::Run,
         draft,
@@ -627,7 +643,7 @@ fn the_optuna_reference_database_opens_aggregated_sorts_filters_and_exports() {
     let complete = view_count(&h, "COMPLETE");
     h.state_mut()
         .handle(tradetune_app::ui::command::Command::FilterTrials(Some(
-            tradetune_engine::storage::TrialState::Complete,
+            TrialState::Complete,
         )));
     settle(&mut h);
     assert_eq!(h.state().state.studies.visible.len(), complete);
@@ -841,4 +857,544 @@ fn a_trained_checkpoint_backtests_against_equal_weight() {
     step_until(&mut h, "the failed backtest", |a| !a.state.backtest.running);
     let e = h.state().state.backtest.error.clone().expect("an error");
     assert!(e.contains("model.bpk"), "{e}");
+}
+
+/// The devices of a machine with only a CPU of `cpu_bytes` and a build without wgpu, fixed so
+/// the tests do not depend on this machine.
+fn cpu_only(cpu_bytes: u64) -> Vec<DeviceInfo> {
+    vec![
+        DeviceInfo {
+            name: "cpu".into(),
+            backend: "flex".into(),
+            available: true,
+            detail: "burn-flex on 2 threads (SIMD, rayon)".into(),
+            memory_bytes: Some(cpu_bytes),
+            precisions: vec![Precision::F32],
+            reports_pool_usage: false,
+        },
+        DeviceInfo {
+            name: "wgpu".into(),
+            backend: "wgpu".into(),
+            available: false,
+            detail: "this build has no wgpu backend; rebuild with `--features wgpu`".into(),
+            memory_bytes: None,
+            precisions: Vec::new(),
+            reports_pool_usage: false,
+        },
+    ]
+}
+
+fn saved_settings(h: &mut Harness<'_, TradeTuneApp>) -> Settings {
+    let mut storage = MemoryStorage::default();
+    eframe::App::save(h.state_mut(), &mut storage);
+    eframe::get_value(&storage, SETTINGS_KEY).expect("settings saved")
+}
+
+#[test]
+fn the_split_is_edited_where_typed_with_its_bar_counts_and_reaches_the_study() {
+    let settings = Settings {
+        tab: Tab::Configure,
+        ..Settings::default()
+    };
+    let mut h = harness(app_with(settings, no_dialogs()));
+    step_until(&mut h, "the bundled data", data_loaded);
+    let ts = h
+        .state()
+        .state
+        .data
+        .ready()
+        .expect("the bundled data loads")
+        .dataset
+        .timestamps
+        .clone();
+    let n = ts.len();
+    let counts = |train: usize, validation: usize| {
+        format!(
+            "split: train {train} · validation {validation} · test {} bars",
+            n - train - validation
+        )
+    };
+    let part = |f: f64| (n as f64 * f).floor() as usize;
+    h.get_by_label(&counts(part(0.7), part(0.15)));
+
+    // A new train fraction: the bar counts follow at once.
+    h.get_by_role_and_label(Role::SpinButton, "train fraction")
+        .set_value_accesskit(0.5);
+    settle(&mut h);
+    assert_eq!(
+        h.state().state.settings.draft.split,
+        SplitSpec::Fractions {
+            train: 0.5,
+            validation: 0.15
+        }
+    );
+    h.get_by_label(&counts(part(0.5), part(0.15)));
+    assert!(!start_disabled(&h));
+
+    // Nothing left for the test split: the engine's message under the split and beside Start.
+    h.get_by_role_and_label(Role::SpinButton, "validation fraction")
+        .set_value_accesskit(0.6);
+    settle(&mut h);
+    assert!(start_disabled(&h));
+    assert_eq!(
+        h.query_all_by_label_contains("validation = 0.6 must be in (0, 1) with a sum below 1")
+            .count(),
+        2,
+        "the split problem is shown under the split and beside Start"
+    );
+    h.get_by_label_contains("cannot start: split: fractions train = 0.5");
+    h.get_by_role_and_label(Role::SpinButton, "validation fraction")
+        .set_value_accesskit(0.2);
+    settle(&mut h);
+    assert!(!start_disabled(&h));
+    h.get_by_label(&counts(part(0.5), part(0.2)));
+    // The study Start runs cuts the data the same way.
+    let file = h.state().state.settings.draft.study_file(&[]).unwrap();
+    assert_eq!(
+        file.split,
+        SplitSpec::Fractions {
+            train: 0.5,
+            validation: 0.2
+        }
+    );
+
+    // By dates: the editor starts from where the current split cuts.
+    h.get_by_role_and_label(Role::ComboBox, "split by").click();
+    settle(&mut h);
+    h.get_by_label("dates").click();
+    settle(&mut h);
+    let (validation_start, test_start) = match h.state().state.settings.draft.split.clone() {
+        SplitSpec::Dates {
+            validation_start,
+            test_start,
+        } => (validation_start, test_start),
+        other => panic!("still {other:?}"),
+    };
+    assert_eq!(validation_start, format_timestamp(ts[part(0.5)]));
+    assert_eq!(test_start, format_timestamp(ts[part(0.5) + part(0.2)]));
+    h.get_by_label(&counts(part(0.5), part(0.2)));
+    // A test start before the validation start is flagged where it is typed.
+    retype(&mut h, "test_start", "2001-01-01");
+    assert!(start_disabled(&h));
+    h.get_by_label_contains("cannot start: split: test_start 2001-01-01 must be after");
+    retype(&mut h, "test_start", &test_start);
+    assert!(!start_disabled(&h));
+    assert_eq!(
+        h.state()
+            .state
+            .settings
+            .draft
+            .study_file(&[])
+            .unwrap()
+            .split,
+        SplitSpec::Dates {
+            validation_start: validation_start.clone(),
+            test_start: test_start.clone()
+        }
+    );
+
+    // Remembered with the draft.
+    let restored = saved_settings(&mut h);
+    assert_eq!(
+        restored.draft.split,
+        SplitSpec::Dates {
+            validation_start,
+            test_start
+        }
+    );
+}
+
+#[test]
+fn the_devices_are_listed_with_repeats_bound_to_workers_and_checked() {
+    let settings = Settings {
+        tab: Tab::Configure,
+        ..Settings::default()
+    };
+    let app = TradeTuneApp::new(settings, Arc::new(no_dialogs()), cpu_only(32 << 30));
+    let mut h = harness(app);
+    step_until(&mut h, "the bundled data", data_loaded);
+    let devices =
+        |h: &Harness<'_, TradeTuneApp>| h.state().state.settings.draft.study.devices.clone();
+    assert_eq!(devices(&h), ["cpu"]);
+    h.get_by_label("worker 0");
+
+    // The CPU twice: two slots, `cpu` and `cpu#1`, and three workers spread over them.
+    h.get_by_role_and_label(Role::Button, "Add device").click();
+    settle(&mut h);
+    assert_eq!(devices(&h), ["cpu", "cpu"]);
+    h.get_by_label("cpu#1");
+    h.get_by_label("no worker");
+    h.get_by_role_and_label(Role::SpinButton, "workers")
+        .set_value_accesskit(3.0);
+    settle(&mut h);
+    h.get_by_label("workers 0, 2");
+    h.get_by_label("worker 1");
+    assert!(!start_disabled(&h));
+    // What Start runs: three workers over both slots.
+    let dir = tempfile::tempdir().unwrap();
+    let rc = h
+        .state()
+        .state
+        .settings
+        .draft
+        .study_file(&[])
+        .unwrap()
+        .runner_config(dir.path().join("studies.db"))
+        .unwrap();
+    assert_eq!(rc.workers, 3);
+    let specs: Vec<String> = rc.devices.iter().map(|d| d.spec.to_string()).collect();
+    assert_eq!(specs, ["cpu", "cpu"]);
+
+    // "add device" offers only what this build can use here.
+    h.get_by_role_and_label(Role::ComboBox, "add device")
+        .click();
+    settle(&mut h);
+    assert!(h.query_by_label("wgpu").is_none(), "wgpu is offered");
+    h.key_press(egui::Key::Escape);
+    settle(&mut h);
+
+    // Removing every device: the engine's check flags the list and Start is disabled.
+    h.get_by_label("remove device 2").click();
+    settle(&mut h);
+    assert_eq!(devices(&h), ["cpu"]);
+    h.get_by_label("remove device 1").click();
+    settle(&mut h);
+    assert!(devices(&h).is_empty());
+    assert!(start_disabled(&h));
+    assert_eq!(
+        h.query_all_by_label_contains("list at least one device")
+            .count(),
+        2,
+        "the devices problem is shown under the list and beside Start"
+    );
+    h.get_by_label_contains("cannot start: study.devices");
+
+    // A device from elsewhere (a preset, a settings file) this machine cannot use: flagged
+    // with the reason the Hardware panel gives.
+    h.state_mut().state.settings.draft.study.devices = vec!["wgpu:0".into()];
+    settle(&mut h);
+    assert!(start_disabled(&h));
+    h.get_by_label_contains(
+        "cannot start: study.devices: device wgpu:0 cannot be used here: this build has no wgpu",
+    );
+
+    // Remembered with the draft.
+    h.state_mut().state.settings.draft.study.devices = vec!["cpu".into(), "cpu".into()];
+    let restored = saved_settings(&mut h);
+    assert_eq!(restored.draft.study.devices, ["cpu", "cpu"]);
+    assert_eq!(restored.draft.study.workers, 3);
+}
+
+/// The colour the memory bar is filled with in the last frame: the last rectangle painted from
+/// the bar's left edge at its full height (its background comes first, then the fill).
+fn memory_bar_fill(h: &Harness<'_, TradeTuneApp>) -> Option<egui::Color32> {
+    fn rects(shape: &egui::Shape, out: &mut Vec<(egui::Rect, egui::Color32)>) {
+        match shape {
+            egui::Shape::Rect(r) => out.push((r.rect, r.fill)),
+            egui::Shape::Vec(v) => v.iter().for_each(|s| rects(s, out)),
+            _ => {}
+        }
+    }
+    let bar = h.get_by_label_contains("memory:").rect();
+    let mut all = Vec::new();
+    for c in &h.output().shapes {
+        rects(&c.shape, &mut all);
+    }
+    let near = |a: f32, b: f32| (a - b).abs() < 1.0;
+    all.into_iter()
+        .filter(|(r, _)| {
+            near(r.min.x, bar.min.x) && near(r.min.y, bar.min.y) && near(r.height(), bar.height())
+        })
+        .map(|(_, c)| c)
+        .next_back()
+}
+
+fn close_to(a: egui::Color32, b: egui::Color32) -> bool {
+    a.to_array()
+        .iter()
+        .zip(b.to_array())
+        .all(|(x, y)| x.abs_diff(y) <= 2)
+}
+
+#[test]
+fn the_memory_bar_turns_red_when_a_run_would_be_refused() {
+    let mut huge = Draft::default();
+    huge.ppo.policy.net_arch.pi = vec![4096, 4096, 4096];
+    huge.ppo.policy.net_arch.vf = vec![4096, 4096, 4096];
+    let settings = Settings {
+        user_presets: vec![UserPreset {
+            name: "huge nets".into(),
+            draft: huge,
+        }],
+        ..Settings::default()
+    };
+    // A machine with 1 GiB of memory: the defaults fit, the huge nets do not.
+    let app = TradeTuneApp::new(settings, Arc::new(no_dialogs()), cpu_only(1 << 30));
+    let mut h = harness(app);
+    step_until(&mut h, "the bundled data", data_loaded);
+    let fill = memory_bar_fill(&h).expect("the memory bar is drawn");
+    // Green well within the budget (widgets::memory_bar's colour below 80 %).
+    assert!(
+        close_to(fill, egui::Color32::from_rgb(0x30, 0x90, 0x50)),
+        "not green on the defaults: {fill:?}"
+    );
+    assert!(
+        h.query_by_label_contains("a run would be refused")
+            .is_none()
+    );
+
+    h.get_by_label("Apply huge nets").click();
+    settle(&mut h);
+    h.get_by_label_contains("over budget, a run would be refused");
+    let fill = memory_bar_fill(&h).expect("the memory bar is drawn");
+    assert!(close_to(fill, WARN), "not red over budget: {fill:?}");
+    // And Start refuses it, saying why.
+    h.get_by_label("Configure").click();
+    settle(&mut h);
+    assert!(start_disabled(&h));
+    h.get_by_label_contains("cannot start: the estimate is over the memory budget");
+}
+
+#[test]
+fn copy_table_as_csv_puts_the_visible_rows_on_the_clipboard() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = Settings {
+        tab: Tab::Studies,
+        database: Some(reference_db(dir.path())),
+        ..Settings::default()
+    };
+    let mut h = harness(app_with(settings, no_dialogs()));
+    step_until(&mut h, "the database", |a| a.state.studies.db.is_some());
+    let group = h
+        .state()
+        .state
+        .studies
+        .groups
+        .iter()
+        .find(|g| g.n(TrialState::Complete) > 0 && g.n(TrialState::Complete) < g.n_trials())
+        .map(|g| g.name.clone())
+        .expect("a study with complete and other trials");
+    h.get_by_label(group.as_str()).click();
+    step_until(&mut h, "the trials", |a| !a.state.studies.rows.is_empty());
+    h.state_mut()
+        .handle(tradetune_app::ui::command::Command::FilterTrials(Some(
+            TrialState::Complete,
+        )));
+    settle(&mut h);
+
+    h.get_by_label("Copy table as CSV").click();
+    let mut copied = None;
+    for _ in 0..5 {
+        h.step();
+        copied = copied.or_else(|| {
+            h.output()
+                .platform_output
+                .commands
+                .iter()
+                .find_map(|c| match c {
+                    egui::OutputCommand::CopyText(t) => Some(t.clone()),
+                    _ => None,
+                })
+        });
+    }
+    let text = copied.expect("nothing was copied");
+    let view = &h.state().state.studies;
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("study,number,state,value,duration_s,device,params")
+    );
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), view.visible.len(), "{text}");
+    assert!(
+        view.visible.len() < view.rows.len(),
+        "the filter hid nothing"
+    );
+    for (line, &i) in rows.iter().zip(&view.visible) {
+        let r = &view.rows[i];
+        assert!(
+            line.starts_with(&format!("{},{},COMPLETE,", r.study, r.number)),
+            "{line}"
+        );
+    }
+    h.get_by_label_contains(&format!("copied {} rows as CSV", rows.len()));
+}
+
+/// A study database of `n` COMPLETE trials written through the engine's storage, as a long
+/// TradeTune study leaves it (parameters, device and applied configuration with each trial);
+/// trial `best` has the highest value.
+fn many_trials_db(path: &Path, n: usize, best: usize) {
+    let mut s = Storage::open(path).unwrap();
+    let study = s.create_study("many", &[StudyDirection::Maximize]).unwrap();
+    let lr = OptunaDistribution::float(1e-5, 1e-3, true, None).unwrap();
+    let base = Draft::default().study_file(&[]).unwrap().base_config;
+    let applied = JsonValue::from(&base);
+    for k in 0..n {
+        let mut t = NewTrial::new(TrialState::Complete);
+        let value = if k == best {
+            2.0
+        } else {
+            ((k * 7919) % 1000) as f64 / 1000.0
+        };
+        t.values = Some(vec![value]);
+        t.params = vec![(
+            "ppo.learning_rate".into(),
+            1e-5 + 1e-7 * (k % 1000) as f64,
+            lr.clone(),
+        )];
+        t.user_attrs = vec![
+            ("device".into(), JsonValue::from("cpu")),
+            (APPLIED_CONFIG_KEY.into(), applied.clone()),
+        ];
+        s.add_trial(study, &t).unwrap();
+    }
+}
+
+#[test]
+fn a_study_of_10000_trials_loads_while_frames_go_on_and_fills_the_table() {
+    const N: usize = 10_000;
+    const BEST: usize = 4321;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("many.db");
+    many_trials_db(&db, N, BEST);
+    let settings = Settings {
+        tab: Tab::Studies,
+        database: Some(db.clone()),
+        ..Settings::default()
+    };
+    let mut h = harness(app_with(settings, no_dialogs()));
+    step_until(&mut h, "the database", |a| a.state.studies.db.is_some());
+    h.get_by_label("many").click();
+
+    // The trials are read and made into rows on a background thread: the harness keeps
+    // stepping frames meanwhile, and the panel says it is reading.
+    let limit = Instant::now() + Duration::from_secs(600);
+    let mut frames_while_loading = 0;
+    let mut slowest = Duration::ZERO;
+    while h.state().state.studies.rows.is_empty() {
+        assert!(Instant::now() < limit, "gave up waiting for the trials");
+        let t0 = Instant::now();
+        h.step();
+        slowest = slowest.max(t0.elapsed());
+        if h.state().state.studies.loading_trials {
+            frames_while_loading += 1;
+            if frames_while_loading == 2 {
+                h.get_by_label("reading trials…");
+            }
+        }
+    }
+    assert!(
+        frames_while_loading >= 2,
+        "only {frames_while_loading} frames ran while the trials loaded"
+    );
+    // No frame did the work of making the rows: each took less than that work alone does.
+    let convert = {
+        let storage = Storage::open_read_only(&db).unwrap();
+        let trials = storage.trials(storage.study_id("many").unwrap()).unwrap();
+        let t0 = Instant::now();
+        let rows: Vec<TrialRow> = trials.iter().map(|t| TrialRow::of("many", t)).collect();
+        assert_eq!(rows.len(), N);
+        t0.elapsed()
+    };
+    eprintln!(
+        "{frames_while_loading} frames while loading; slowest {slowest:?}; making the rows \
+         takes {convert:?}"
+    );
+    assert!(
+        slowest < convert,
+        "a frame took {slowest:?}, as long as making the rows ({convert:?})"
+    );
+    h.run_steps(3);
+    let view = &h.state().state.studies;
+    assert_eq!(view.rows.len(), N);
+    assert_eq!(view.visible.len(), N);
+    assert!(!view.loading_trials);
+    assert!(
+        view.rows.iter().all(|r| r.applied_config.is_some()),
+        "a row lost its applied configuration"
+    );
+    h.get_by_label(&format!("{N} of {N} trials"));
+    // Only the rows in view are laid out: the first numbers are there, the last are not.
+    h.get_by_role_and_label(Role::Link, "0");
+    h.get_by_role_and_label(Role::Link, "1");
+    assert!(h.query_by_role_and_label(Role::Link, "9999").is_none());
+
+    // The best trial is the one the table highlights, whatever the order.
+    let best_number = |h: &Harness<'_, TradeTuneApp>| {
+        let v = &h.state().state.studies;
+        v.best_row().map(|i| v.rows[i].number)
+    };
+    assert_eq!(best_number(&h), Some(BEST as i64));
+    h.get_by_label("value").click();
+    settle(&mut h);
+    assert_eq!(best_number(&h), Some(BEST as i64));
+}
+
+#[test]
+fn start_runs_the_split_and_the_devices_set_in_configure() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = Settings {
+        tab: Tab::Configure,
+        draft: tiny_draft("ui_split_devices"),
+        study_db: Some(dir.path().join("studies.db")),
+        ..Settings::default()
+    };
+    let app = TradeTuneApp::new(settings, Arc::new(no_dialogs()), cpu_only(32 << 30));
+    let mut h = harness(app);
+    step_until(&mut h, "the bundled data", data_loaded);
+    let n = h
+        .state()
+        .state
+        .data
+        .ready()
+        .unwrap()
+        .dataset
+        .timestamps
+        .len();
+    // Half the bars to train on; the CPU twice, a worker on each.
+    h.get_by_role_and_label(Role::SpinButton, "train fraction")
+        .set_value_accesskit(0.5);
+    h.get_by_role_and_label(Role::SpinButton, "workers")
+        .set_value_accesskit(2.0);
+    settle(&mut h);
+    h.get_by_role_and_label(Role::Button, "Add device").click();
+    settle(&mut h);
+    h.get_by_role_and_label(Role::Button, "Start").click();
+    settle(&mut h);
+    assert!(
+        h.state().state.run.running,
+        "Start did not start the study: {:?}",
+        h.state().state.notices
+    );
+    step_until(&mut h, "the study to finish", |a| !a.state.run.running);
+    let state = &h.state().state;
+    assert_eq!(state.run.error, None, "{:?}", state.notices);
+    assert_eq!(
+        state.run.end.as_ref().map(|e| e.counts),
+        Some([2, 0, 0]),
+        "{:?}",
+        state.notices
+    );
+    // The runner bound one worker to each CPU slot...
+    let devices: Vec<&str> = state
+        .run
+        .workers
+        .iter()
+        .map(|w| w.device.as_str())
+        .collect();
+    assert_eq!(devices, ["cpu", "cpu#1"]);
+    // ...and trained on the split typed in Configure (the run reports its data as loaded).
+    let (train, validation) = (n / 2, (n as f64 * 0.15).floor() as usize);
+    let expected = format!(
+        "(train bars 0..{train}, validation {train}..{})",
+        train + validation
+    );
+    assert!(
+        state
+            .notices
+            .iter()
+            .any(|m| m.starts_with("data: ") && m.ends_with(&expected)),
+        "no {expected} in {:?}",
+        state.notices
+    );
 }

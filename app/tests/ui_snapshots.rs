@@ -17,9 +17,13 @@ use tradetune_app::ui::command::Command;
 use tradetune_app::ui::dialog::{FileDialogs, Pick};
 use tradetune_app::ui::draft::Draft;
 use tradetune_app::ui::presets::UserPreset;
-use tradetune_app::ui::state::{DataState, LiveTrial, Settings, StudyEnd, Tab, WorkerView};
+use tradetune_app::ui::state::{
+    BacktestResult, DataState, LiveTrial, Settings, StudyEnd, Tab, WorkerView,
+};
 use tradetune_engine::device::DeviceInfo;
 use tradetune_engine::device::precision::Precision;
+use tradetune_engine::eval::metrics::Curve;
+use tradetune_engine::eval::{EvalReport, Metrics, Objective};
 use tradetune_engine::storage::TrialState;
 use tradetune_engine::telemetry::ring::PlotPoint;
 
@@ -298,4 +302,79 @@ fn compare_two_parallel_studies() {
     h.state_mut().state.notices.clear();
     h.run_steps(4);
     snapshot(&mut h, "compare");
+}
+
+#[test]
+fn backtest_of_a_checkpoint() {
+    let settings = Settings {
+        tab: Tab::Backtest,
+        ..Settings::default()
+    };
+    let mut h = harness(settings, None);
+    step_until(&mut h, "the bundled data", data_loaded);
+    // A report of made-up curves over a year of daily bars, so the picture is the same
+    // everywhere (the real backtest of a trained checkpoint is tested in ui.rs); the table and
+    // the curves go through the panel's own conversion.
+    let bars = 252;
+    let start = 1_330_560_000; // 2012-03-01
+    let timestamps: Vec<i64> = (0..bars).map(|i| start + i * 86_400).collect();
+    // Daily returns of `drift` plus noise of size `vol` from a fixed integer generator (an LCG,
+    // Knuth's MMIX constants), summed to an equity curve: the same numbers on every machine.
+    let equity = |seed: u64, drift: f64, vol: f64| -> Vec<f64> {
+        let mut state = seed;
+        let mut uniform = move || {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let mut value = 1e6;
+        (0..bars)
+            .map(|i| {
+                if i > 0 {
+                    // Four uniforms: roughly normal, mean 0, standard deviation 1.
+                    let z = ((0..4).map(|_| uniform()).sum::<f64>() - 2.0) * 3f64.sqrt();
+                    value *= 1.0 + drift + vol * z;
+                }
+                value
+            })
+            .collect()
+    };
+    let agent = equity(7, 0.0008, 0.011);
+    let equal_weight = equity(11, 0.0004, 0.013);
+    let metrics = |e: &[f64]| {
+        Metrics::from_curve(Curve {
+            equity: e,
+            traded: &[],
+            fees: &[],
+            periods_per_year: 252.0,
+        })
+        .unwrap()
+    };
+    let (a, e) = (metrics(&agent), metrics(&equal_weight));
+    let report = EvalReport {
+        split: "test".into(),
+        bars: bars as usize,
+        periods_per_year: 252.0,
+        objective_name: Objective::SharpeExcess,
+        objective: a.sharpe - e.sharpe,
+        agent: a,
+        equal_weight: e,
+        agent_equity: agent,
+        equal_weight_equity: equal_weight,
+        timestamps,
+    };
+    let checkpoint = PathBuf::from("checkpoints/cpu/trial-3");
+    let view = &mut h.state_mut().state.backtest;
+    view.checkpoint = Some(checkpoint.clone());
+    view.result = Some(BacktestResult::of(
+        format!(
+            "{} (51200 samples) on bundled sample: test split, {bars} bars",
+            checkpoint.display()
+        ),
+        &report,
+    ));
+    h.state_mut().state.notices.clear();
+    h.run_steps(4);
+    snapshot(&mut h, "backtest");
 }

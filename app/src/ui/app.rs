@@ -16,7 +16,7 @@ use super::panels;
 use super::presets;
 use super::search_form::SearchForm;
 use super::state::{
-    AppState, DataState, LiveTrial, RunView, Settings, StudiesView, StudyEnd, TrialRow, WorkerView,
+    AppState, DataState, LiveTrial, RunView, Settings, StudiesView, StudyEnd, WorkerView,
 };
 use super::tasks::{StudyMsg, TaskEvent, Tasks};
 use tradetune_engine::storage::TrialState;
@@ -130,7 +130,8 @@ impl TradeTuneApp {
         if let Some(text) = self.pending_copy.take() {
             ui.ctx().copy_text(text);
         }
-        if self.state.run.running || self.state.studies.opening {
+        if self.state.run.running || self.state.studies.opening || self.state.studies.loading_trials
+        {
             ui.ctx().request_repaint_after(Duration::from_millis(250));
         } else if self.state.telemetry.is_some() {
             // Live telemetry charts move once a second.
@@ -257,6 +258,18 @@ impl TradeTuneApp {
             Command::RemoveSearch(name) => {
                 state.settings.draft.search.retain(|e| e.name != name);
             }
+            Command::AddDevice(name) => {
+                let name = name.trim().to_owned();
+                if !name.is_empty() {
+                    state.settings.draft.study.devices.push(name);
+                }
+            }
+            Command::RemoveDevice(i) => {
+                let devices = &mut state.settings.draft.study.devices;
+                if i < devices.len() {
+                    devices.remove(i);
+                }
+            }
             Command::PickDatabase => self.tasks.pick(Pick::Database),
             Command::OpenDatabase(path) => {
                 state.settings.database = Some(path.clone());
@@ -275,6 +288,10 @@ impl TradeTuneApp {
                     return;
                 };
                 state.studies.selected = Some(group.name.clone());
+                state.studies.rows.clear();
+                state.studies.visible.clear();
+                state.studies.detail = None;
+                state.studies.loading_trials = true;
                 self.tasks
                     .load_trials(db.path.clone(), group.members.clone());
             }
@@ -374,7 +391,7 @@ impl TradeTuneApp {
         };
         let draft = state.settings.draft.clone();
         let files = state.settings.data_files.clone();
-        if let Some(p) = draft.problems(Some(data.shape), &files).first() {
+        if let Some(p) = state.problems().first() {
             state.notice(format!("cannot start: {}", p.message));
             return;
         }
@@ -471,10 +488,10 @@ impl TradeTuneApp {
                 if wanted.as_ref() != Some(&studies) {
                     return; // the user selected another study meanwhile
                 }
+                state.studies.loading_trials = false;
                 match result {
-                    Ok(trials) => {
-                        state.studies.rows =
-                            trials.iter().map(|(s, t)| TrialRow::of(s, t)).collect();
+                    Ok(rows) => {
+                        state.studies.rows = rows;
                         state.studies.refresh();
                     }
                     Err(e) => state.studies.error = Some(e),

@@ -40,6 +40,10 @@ pub enum Command {
     AddSearch(String),
     /// Stop searching this parameter (it keeps its fixed value).
     RemoveSearch(String),
+    /// Add this device to the study's devices (a device listed twice takes two workers' slots).
+    AddDevice(String),
+    /// Remove the study's device at this index.
+    RemoveDevice(usize),
     /// Pick a study database with a native dialog.
     PickDatabase,
     /// Open this study database.

@@ -10,6 +10,7 @@ use tradetune_engine::device::memory::{
 };
 
 use tradetune_engine::env::{EnvConfig, EnvError};
+use tradetune_engine::market::split::{HoldOut, SplitError, SplitSpec};
 use tradetune_engine::ppo::{PpoConfig, PpoError};
 use tradetune_engine::study::file::{
     DEFAULT_OBJECTIVE, DataSection, PrunerSection, SamplerSection, StudyFile, StudyFileError,
@@ -40,6 +41,9 @@ pub struct Draft {
     pub ppo: PpoConfig,
     /// How long each trial trains and how often it is evaluated.
     pub train: TrialSchedule,
+    /// How the data's bars are cut into train, validation and test (the study file's
+    /// `[split]`).
+    pub split: SplitSpec,
     /// Name, direction, objective, trials, workers, devices, memory fraction.
     pub study: StudySection,
     /// The sampler.
@@ -66,6 +70,7 @@ impl Default for Draft {
                 total_timesteps: 50_000,
                 eval_every: 5,
             },
+            split: SplitSpec::default(),
             study: StudySection {
                 name: "tradetune".into(),
                 direction: "maximize".into(),
@@ -109,6 +114,7 @@ impl Draft {
             env: base.env,
             ppo: base.ppo,
             train: base.train,
+            split: p.study.split.clone(),
             study: p.study.study.clone(),
             sampler: p.study.sampler.clone(),
             pruner: p.study.pruner.clone(),
@@ -142,6 +148,7 @@ impl Draft {
                 },
             )?,
         );
+        doc.insert("split".into(), toml_value("split", &self.split)?);
         doc.insert("sampler".into(), toml_value("sampler", &self.sampler)?);
         doc.insert("pruner".into(), toml_value("pruner", &self.pruner)?);
         let mut search = toml::Table::new();
@@ -215,8 +222,6 @@ pub struct DataShape {
     pub n_assets: usize,
     /// Features per asset per bar.
     pub n_features: usize,
-    /// Bars of the train split.
-    pub train_bars: usize,
 }
 
 /// The estimated need of a draft against its device's budget.
@@ -317,6 +322,40 @@ impl Draft {
         });
         MemoryCheck { estimate, budget }
     }
+
+    /// The train, validation and test ranges of the draft's split over bars at `timestamps`
+    /// (the engine's own resolution, as a run makes it).
+    pub fn split_ranges(&self, timestamps: &[i64]) -> Result<HoldOut, SplitError> {
+        self.split.resolve(timestamps)
+    }
+
+    /// Problems of the split over the loaded bars at `timestamps`: one the engine cannot make,
+    /// or a training split too short for one observation window and episode (the check the
+    /// data loader makes before a run).
+    pub fn split_problems(&self, timestamps: &[i64]) -> Vec<Problem> {
+        let problem = |message: String| {
+            vec![Problem {
+                field: "split".into(),
+                message,
+            }]
+        };
+        match self.split_ranges(timestamps) {
+            Err(e) => problem(e.to_string()),
+            Ok(h) => {
+                let needed = self.env.lookback + self.env.episode_bars.max(1);
+                if h.train.len() < needed {
+                    problem(format!(
+                        "split: the training split has {} bars, but lookback {} + one episode \
+                         need {needed}: give train a larger share",
+                        h.train.len(),
+                        self.env.lookback
+                    ))
+                } else {
+                    Vec::new()
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -327,7 +366,6 @@ mod tests {
         DataShape {
             n_assets: 4,
             n_features: 8,
-            train_bars: 1469,
         }
     }
 
@@ -374,7 +412,90 @@ mod tests {
             let file = d.study_file(&[]).unwrap();
             assert_eq!(file.space.names().count(), p.study.space.names().count());
             assert_eq!(file.study, p.study.study);
+            assert_eq!(file.split, p.study.split, "{}", p.name);
         }
+    }
+
+    /// Daily bars from 1970-01-01.
+    fn days(n: i64) -> Vec<i64> {
+        (0..n).map(|i| i * 86_400).collect()
+    }
+
+    #[test]
+    fn the_split_reaches_the_study_file_and_is_checked_over_the_bars() {
+        let mut d = Draft {
+            split: SplitSpec::Fractions {
+                train: 0.5,
+                validation: 0.25,
+            },
+            ..Draft::default()
+        };
+        assert_eq!(d.study_file(&[]).unwrap().split, d.split);
+        let ts = days(1000);
+        let h = d.split_ranges(&ts).unwrap();
+        assert_eq!(
+            (h.train.len(), h.validation.len(), h.test.len()),
+            (500, 250, 250)
+        );
+        assert_eq!(d.split_problems(&ts), vec![]);
+
+        // Nothing left for the test split: the engine's message, on the split.
+        d.split = SplitSpec::Fractions {
+            train: 0.6,
+            validation: 0.5,
+        };
+        let p = d.split_problems(&ts);
+        assert!(
+            p.len() == 1 && p[0].field == "split" && p[0].message.contains("sum below 1"),
+            "{p:?}"
+        );
+
+        // A training split shorter than one observation window and an episode.
+        d.split = SplitSpec::Fractions {
+            train: 0.01,
+            validation: 0.5,
+        };
+        d.env.lookback = 20;
+        let p = d.split_problems(&ts);
+        assert!(
+            p.len() == 1 && p[0].message.contains("has 10 bars"),
+            "{p:?}"
+        );
+
+        // By dates, as a study file writes them.
+        d.split = SplitSpec::Dates {
+            validation_start: "1971-01-01".into(),
+            test_start: "1972-01-01".into(),
+        };
+        let h = d.split_ranges(&ts).unwrap();
+        assert_eq!(
+            (h.train.len(), h.validation.len(), h.test.len()),
+            (365, 365, 270)
+        );
+        assert_eq!(d.study_file(&[]).unwrap().split, d.split);
+        d.split = SplitSpec::Dates {
+            validation_start: "1972-01-01".into(),
+            test_start: "1971-01-01".into(),
+        };
+        let p = d.split_problems(&ts);
+        assert!(
+            p.len() == 1 && p[0].message.contains("must be after validation_start"),
+            "{p:?}"
+        );
+    }
+
+    #[test]
+    fn a_draft_saved_before_the_split_existed_loads_with_the_default_split() {
+        let mut old = serde_json::to_value(Draft::default()).unwrap();
+        let fields = old.as_object_mut().unwrap();
+        assert!(fields.remove("split").is_some());
+        fields.insert(
+            "train".into(),
+            serde_json::json!({ "total_timesteps": 1234 }),
+        );
+        let d: Draft = serde_json::from_value(old).unwrap();
+        assert_eq!(d.split, SplitSpec::default());
+        assert_eq!(d.train.total_timesteps, 1234);
     }
 
     #[test]

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-use tradetune_engine::device::DeviceInfo;
+use tradetune_engine::device::{DeviceInfo, DeviceSpec};
+use tradetune_engine::eval::EvalReport;
 use tradetune_engine::ppo::PhaseTimes;
 use tradetune_engine::storage::{
     CategoricalChoice, ParamValue, StudyDirection, StudySummary, TrialRecord, TrialState,
@@ -14,7 +15,7 @@ use tradetune_engine::storage::{
 use tradetune_engine::telemetry::ring::PlotPoint;
 use tradetune_engine::telemetry::{GpuInfo, SamplerHandle};
 
-use super::draft::Draft;
+use super::draft::{Draft, Problem};
 use super::presets::{Preset, UserPreset};
 use super::search_form::SearchForm;
 use super::tasks::{DataInfo, DbContents};
@@ -550,6 +551,8 @@ pub struct StudiesView {
     pub groups: Vec<StudyGroup>,
     /// Whether a database is being opened.
     pub opening: bool,
+    /// Whether the selected study's trials are being read.
+    pub loading_trials: bool,
     /// Why the last open failed.
     pub error: Option<String>,
     /// The group shown in the trial table.
@@ -589,6 +592,20 @@ impl StudiesView {
             .map(|(i, _)| i)
             .collect();
         self.detail = None;
+    }
+
+    /// The row (an index into `rows`) of the best complete trial, which the table highlights:
+    /// the one whose value is the selected group's best (by each study's direction, as the
+    /// study list shows it).
+    pub fn best_row(&self) -> Option<usize> {
+        let group = self
+            .groups
+            .iter()
+            .find(|g| Some(&g.name) == self.selected.as_ref())?;
+        let best = group.best?;
+        self.rows
+            .iter()
+            .position(|r| r.state == TrialState::Complete && r.value == Some(best))
     }
 }
 
@@ -636,6 +653,27 @@ pub struct BacktestResult {
     pub agent: Vec<[f64; 2]>,
     /// The same for equal weight.
     pub equal_weight: Vec<[f64; 2]>,
+}
+
+impl BacktestResult {
+    /// The panel's view of `report`, introduced by `about`.
+    pub fn of(about: String, report: &EvalReport) -> BacktestResult {
+        let t0 = report.timestamps.first().copied().unwrap_or(0);
+        let curve = |equity: &[f64]| -> Vec<[f64; 2]> {
+            report
+                .timestamps
+                .iter()
+                .zip(equity)
+                .map(|(&t, &e)| [(t - t0) as f64 / 86_400.0, e])
+                .collect()
+        };
+        BacktestResult {
+            about,
+            table: crate::cli::backtest::table(report),
+            agent: curve(&report.agent_equity),
+            equal_weight: curve(&report.equal_weight_equity),
+        }
+    }
 }
 
 /// The Backtest panel.
@@ -702,6 +740,8 @@ pub struct AppState {
     /// The searched parameters' editor forms by name, with the stored text each was read from
     /// (a change of that text elsewhere, e.g. a preset, re-reads it).
     pub search_forms: std::collections::HashMap<String, (String, Option<SearchForm>)>,
+    /// The device chosen in Configure's "add device".
+    pub new_device: String,
 }
 
 impl AppState {
@@ -728,6 +768,7 @@ impl AppState {
             presets: Vec::new(),
             new_search: String::new(),
             search_forms: Default::default(),
+            new_device: "cpu".into(),
         }
     }
 
@@ -737,6 +778,56 @@ impl AppState {
         if self.notices.len() > 50 {
             self.notices.remove(0);
         }
+    }
+
+    /// Every problem of the draft with the loaded data and this machine's devices, field by
+    /// field: what the panels flag where it is typed and what keeps Start disabled.
+    pub fn problems(&self) -> Vec<Problem> {
+        let draft = &self.settings.draft;
+        let data = self.data.ready();
+        let mut out = draft.problems(data.map(|d| d.shape), &self.settings.data_files);
+        if let Some(d) = data {
+            out.extend(draft.split_problems(&d.dataset.timestamps));
+        }
+        out.extend(self.device_problems());
+        out
+    }
+
+    /// The draft's devices that this build or machine cannot train on (as the Hardware panel
+    /// lists them). Names the engine cannot parse are flagged by its own check instead.
+    pub fn device_problems(&self) -> Vec<Problem> {
+        let mut out = Vec::new();
+        for name in &self.settings.draft.study.devices {
+            let Ok(spec) = name.parse::<DeviceSpec>() else {
+                continue;
+            };
+            let same_kind: Vec<&DeviceInfo> = self
+                .devices
+                .iter()
+                .filter(|d| {
+                    d.name
+                        .parse::<DeviceSpec>()
+                        .is_ok_and(|s| std::mem::discriminant(&s) == std::mem::discriminant(&spec))
+                })
+                .collect();
+            let exact = same_kind
+                .iter()
+                .find(|d| d.name.parse::<DeviceSpec>().is_ok_and(|s| s == spec));
+            let usable = match exact {
+                Some(d) => d.available,
+                None => same_kind.is_empty() || same_kind.iter().any(|d| d.available),
+            };
+            if !usable {
+                let why = exact
+                    .or(same_kind.first())
+                    .map_or(String::new(), |d| format!(": {}", d.detail));
+                out.push(Problem {
+                    field: "study.devices".into(),
+                    message: format!("device {name} cannot be used here{why}"),
+                });
+            }
+        }
+        out
     }
 
     /// Memory of the device the draft trains on, when known: the device's own, else the

@@ -15,6 +15,7 @@ use tradetune_engine::study::runner::{StopHandle, StudyEvent};
 
 use super::dialog::{FileDialogs, Pick};
 use super::draft::{DataShape, Draft};
+use super::state::TrialRow;
 
 /// A loaded dataset, as the Configure panel shows it and a run uses it.
 #[derive(Clone)]
@@ -27,14 +28,10 @@ pub struct DataInfo {
     pub assets: Vec<String>,
     /// Sizes the estimate needs.
     pub shape: DataShape,
-    /// Bars in train / validation / test.
-    pub split_bars: [usize; 3],
     /// First and last timestamp (Unix seconds) of the aligned data.
     pub range: (i64, i64),
-    /// The aligned, scaled data.
+    /// The aligned data (its timestamps are what the draft's split is resolved over).
     pub dataset: Arc<Dataset>,
-    /// The train split's bars.
-    pub train: std::ops::Range<usize>,
 }
 
 /// One study database as opened.
@@ -71,12 +68,12 @@ pub enum TaskEvent {
     },
     /// A study database was opened.
     Database(Result<DbContents, String>),
-    /// The trials of a (possibly aggregated) study were read.
+    /// The trials of a (possibly aggregated) study were read and made into table rows.
     Trials {
         /// The studies they belong to.
         studies: Vec<String>,
         /// Rows, or why not.
-        result: Result<Vec<(String, TrialRecord)>, String>,
+        result: Result<Vec<TrialRow>, String>,
     },
     /// A trial's learning curve was read: its trial id, the points by metric as (env steps,
     /// value), or why not.
@@ -210,7 +207,10 @@ impl Tasks {
         });
     }
 
-    /// Loads market data (empty `paths`: the bundled sample) with the draft's lookback.
+    /// Loads market data (empty `paths`: the bundled sample) with the draft's lookback. The
+    /// split stays the default one: the bars do not depend on it, and the panels resolve the
+    /// draft's own split over them as it is typed, so a bad split is flagged on the split
+    /// rather than failing the load.
     pub fn load_data(&self, request: u64, paths: Vec<PathBuf>, draft: &Draft) {
         let config = DatasetConfig {
             paths: paths.clone(),
@@ -221,7 +221,6 @@ impl Tasks {
         self.spawn("data", move |reply| {
             let result = config.load().map_err(|e| e.to_string()).map(|loaded| {
                 let d = &loaded.dataset;
-                let split = &loaded.split;
                 let ts = &d.timestamps;
                 Box::new(DataInfoMsg(DataInfo {
                     paths,
@@ -230,14 +229,11 @@ impl Tasks {
                     shape: DataShape {
                         n_assets: d.n_assets(),
                         n_features: d.n_features(),
-                        train_bars: split.train.len(),
                     },
-                    split_bars: [split.train.len(), split.validation.len(), split.test.len()],
                     range: (
                         ts.first().copied().unwrap_or(0),
                         ts.last().copied().unwrap_or(0),
                     ),
-                    train: split.train.clone(),
                     dataset: Arc::new(loaded.dataset),
                 }))
             });
@@ -279,11 +275,14 @@ impl Tasks {
         });
     }
 
-    /// Reads the trials of `studies` (one study, or the members of an aggregated group).
+    /// Reads the trials of `studies` (one study, or the members of an aggregated group) and
+    /// makes them into table rows here, off the UI thread: formatting 10,000 trials (each
+    /// applied configuration pretty-printed) takes longer than a frame.
     pub fn load_trials(&self, path: PathBuf, studies: Vec<String>) {
         self.spawn("trials", move |reply| {
-            let result =
-                read_trials(&path, &studies).map_err(|e| format!("{}: {e}", path.display()));
+            let result = read_trials(&path, &studies)
+                .map(|trials| trials.iter().map(|(s, t)| TrialRow::of(s, t)).collect())
+                .map_err(|e| format!("{}: {e}", path.display()));
             reply.send(TaskEvent::Trials { studies, result });
         });
     }
@@ -457,30 +456,17 @@ fn run_study(file: &StudyFile, db: &Path, reply: &Reply) -> Result<(), String> {
 }
 
 fn backtest(dir: &Path, split: &str) -> anyhow::Result<crate::ui::state::BacktestResult> {
-    use crate::cli::backtest::{backtest, table};
-    let b = backtest(dir, split, &[], Default::default(), "cpu")?;
+    let b = crate::cli::backtest::backtest(dir, split, &[], Default::default(), "cpu")?;
     let r = &b.report;
-    let t0 = r.timestamps.first().copied().unwrap_or(0);
-    let curve = |equity: &[f64]| -> Vec<[f64; 2]> {
-        r.timestamps
-            .iter()
-            .zip(equity)
-            .map(|(&t, &e)| [(t - t0) as f64 / 86_400.0, e])
-            .collect()
-    };
-    Ok(crate::ui::state::BacktestResult {
-        about: format!(
-            "{} ({} samples) on {}: {} split, {} bars",
-            dir.display(),
-            b.timesteps,
-            b.about,
-            r.split,
-            r.bars
-        ),
-        table: table(r),
-        agent: curve(&r.agent_equity),
-        equal_weight: curve(&r.equal_weight_equity),
-    })
+    let about = format!(
+        "{} ({} samples) on {}: {} split, {} bars",
+        dir.display(),
+        b.timesteps,
+        b.about,
+        r.split,
+        r.bars
+    );
+    Ok(crate::ui::state::BacktestResult::of(about, r))
 }
 
 fn compare(db: &Path, a: &str, b: &str) -> anyhow::Result<crate::ui::state::Comparison> {

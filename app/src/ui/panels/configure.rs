@@ -2,25 +2,25 @@
 //! inspect summary or the input error inline), the environment, PPO and the run's settings.
 //! Invalid values are flagged where they are typed and Start stays disabled until fixed.
 
+mod devices;
+mod split;
+
 use tradetune_engine::device::precision::Precision;
 use tradetune_engine::eval::Objective;
 use tradetune_engine::ppo::{ActivationKind, LrSchedule};
 
 use super::widgets::{self, number};
 use crate::ui::command::Command;
+use crate::ui::draft::Problem;
 use crate::ui::search_form::{FormKind, SearchForm};
 use crate::ui::state::{AppState, DataState};
 
 /// Draws the panel.
 pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>) {
-    data_section(ui, state, commands);
+    let problems = state.problems();
+    data_section(ui, state, &problems, commands);
     ui.separator();
 
-    let shape = state.data.ready().map(|d| d.shape);
-    let problems = state
-        .settings
-        .draft
-        .problems(shape, &state.settings.data_files);
     let lookback_before = state.settings.draft.env.lookback;
     let draft = &mut state.settings.draft;
 
@@ -148,6 +148,14 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
             1..=64,
             "study.workers",
             &problems,
+        );
+        devices::editor(
+            ui,
+            study,
+            &state.devices,
+            &mut state.new_device,
+            &problems,
+            commands,
         );
         number(
             ui,
@@ -509,7 +517,12 @@ fn search_form(ui: &mut egui::Ui, name: &str, form: &mut SearchForm) -> bool {
     changed
 }
 
-fn data_section(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>) {
+fn data_section(
+    ui: &mut egui::Ui,
+    state: &mut AppState,
+    problems: &[Problem],
+    commands: &mut Vec<Command>,
+) {
     ui.heading("Data");
     ui.horizontal(|ui| {
         if ui
@@ -547,10 +560,11 @@ fn data_section(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Comm
                 day(d.range.0),
                 day(d.range.1)
             ));
-            ui.label(format!(
-                "split: train {} · validation {} · test {} bars",
-                d.split_bars[0], d.split_bars[1], d.split_bars[2]
-            ));
         }
     }
+    let timestamps = state
+        .data
+        .ready()
+        .map_or(&[][..], |d| &d.dataset.timestamps[..]);
+    split::editor(ui, &mut state.settings.draft, timestamps, problems);
 }

@@ -17,10 +17,7 @@ const CHART_HEIGHT: f32 = 140.0;
 /// Start (disabled, with the reason, while the draft has a problem) and Stop.
 pub fn start_stop(ui: &mut egui::Ui, state: &AppState, commands: &mut Vec<Command>) {
     let data = state.data.ready();
-    let problems = state
-        .settings
-        .draft
-        .problems(data.map(|d| d.shape), &state.settings.data_files);
+    let problems = state.problems();
     let over = data.is_some_and(|d| {
         state
             .settings

@@ -75,6 +75,12 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
     };
     ui.separator();
     ui.heading(format!("Trials of {selected}"));
+    if view.loading_trials {
+        ui.horizontal(|ui| {
+            ui.spinner();
+            ui.label("reading trials…");
+        });
+    }
     ui.horizontal_wrapped(|ui| {
         let l = ui.label("state");
         let filter = view.state_filter;
@@ -356,7 +362,7 @@ fn trial_table(
     view: &StudiesView,
     commands: &mut Vec<Command>,
 ) -> Option<usize> {
-    let best = best_row(view);
+    let best = view.best_row();
     let mut clicked = None;
     // Rows have a fixed height (that is what lets only the visible ones be laid out): cells
     // truncate instead of wrapping; columns are resizable.
@@ -433,19 +439,6 @@ fn cell(r: &TrialRow, c: TrialColumn) -> String {
         TrialColumn::Duration => r.duration_s.map_or(String::new(), |v| format!("{v:.1}")),
         TrialColumn::Device => r.device.clone(),
     }
-}
-
-/// The best complete trial of the table (minimising unless the study says otherwise is not
-/// known per row; the study list shows the direction-aware best).
-fn best_row(view: &StudiesView) -> Option<usize> {
-    let group = view
-        .groups
-        .iter()
-        .find(|g| Some(&g.name) == view.selected.as_ref())?;
-    let best = group.best?;
-    view.rows
-        .iter()
-        .position(|r| r.state == TrialState::Complete && r.value == Some(best))
 }
 
 /// The visible rows as CSV (what "Copy table as CSV" puts on the clipboard).
