@@ -350,3 +350,126 @@ fn a_study_survives_kill_9_and_resumes_its_numbering() {
     assert_eq!(stored[1].number, 1);
     assert_eq!(stored[1].state, TrialState::Complete);
 }
+
+/// The command line: a bundled preset, trial count, workers, devices and `--storage`,
+/// made short with `--set`; then `list`, `show` and `export --csv` of it, all with `--json`.
+#[test]
+fn a_preset_runs_on_the_given_devices_and_storage_and_reads_back_as_json() {
+    let dir = scratch("cli_study", "preset");
+    let db = dir.join("presets.db");
+    let o = tradetune(&[
+        "study",
+        "run",
+        "--preset",
+        "cpu",
+        "--trials",
+        "2",
+        "--workers",
+        "2",
+        "--devices",
+        "cpu,cpu",
+        "--storage",
+        s(&db),
+        "--name",
+        "cpu_short",
+        "--set",
+        "train.total_timesteps=512",
+        "--set",
+        "ppo.n_steps=64",
+        "--set",
+        "ppo.precision=\"f32\"",
+        "--telemetry-interval",
+        "0",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let events: Vec<serde_json::Value> = text(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let done: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["event"] == "trial_completed")
+        .collect();
+    assert_eq!(done.len(), 2, "{events:?}");
+
+    // The trials ran on the two CPU slots, with the overridden values applied.
+    let st = Storage::open_read_only(&db).unwrap();
+    let trials = st.trials(st.study_id("cpu_short").unwrap()).unwrap();
+    let attr = |attrs: &[(String, JsonValue)], key: &str| -> String {
+        attrs
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.dumps())
+            .unwrap_or_else(|| panic!("no attribute {key}: {attrs:?}"))
+    };
+    let mut devices: Vec<String> = trials
+        .iter()
+        .map(|t| attr(&t.user_attrs, "device"))
+        .collect();
+    devices.sort();
+    assert_eq!(devices, ["\"cpu\"", "\"cpu#1\""]);
+    for t in &trials {
+        assert_eq!(t.state, TrialState::Complete);
+        let applied = attr(&t.system_attrs, "applied_config");
+        assert!(applied.contains("\"n_steps\": 64"), "{applied}");
+        assert!(applied.contains("\"total_timesteps\": 512"), "{applied}");
+    }
+
+    let o = tradetune(&["study", "list", "--storage", s(&db), "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let list: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(list[0]["name"], "cpu_short");
+    assert_eq!(list[0]["complete"], 2);
+    assert!(list[0]["best"]["value"].is_number(), "{list}");
+
+    let o = tradetune(&["study", "show", "cpu_short", "--db", s(&db), "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let show: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(show["trials"].as_array().map(Vec::len), Some(2), "{show}");
+    assert_eq!(show["directions"][0], "MAXIMIZE");
+
+    let csv_path = dir.join("cpu_short.csv");
+    let o = tradetune(&[
+        "study",
+        "export",
+        "cpu_short",
+        "--db",
+        s(&db),
+        "--csv",
+        s(&csv_path),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let rows = csv::Reader::from_path(&csv_path).unwrap().records().count();
+    assert_eq!(rows, 2);
+}
+
+#[test]
+fn bad_set_values_are_refused_by_name_before_anything_runs() {
+    let dir = scratch("cli_study", "bad_set");
+    let db = dir.join("never.db");
+    for (set, want) in [
+        (
+            "train.total_timestep=512",
+            "unknown parameter 'train.total_timestep'",
+        ),
+        ("ppo.learning_rate=1e-3", "is searched by this study"),
+        ("ppo.n_steps=\"many\"", "ppo.n_steps"),
+        ("ppo.n_steps", "write NAME=VALUE"),
+    ] {
+        let o = tradetune(&[
+            "study",
+            "run",
+            "--preset",
+            "cpu",
+            "--db",
+            s(&db),
+            "--set",
+            set,
+        ]);
+        let err = text(&o.stderr);
+        assert!(!o.status.success(), "--set {set} was accepted");
+        assert!(err.contains(want), "--set {set}: {err}");
+    }
+    assert!(!db.exists(), "a refused run created the database");
+}

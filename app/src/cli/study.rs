@@ -55,6 +55,11 @@ pub struct RunArgs {
     /// The study's name in the database (overrides the file's).
     #[arg(long)]
     pub name: Option<String>,
+    /// Fix a value for every trial on top of the file's or preset's `[fixed]`, e.g.
+    /// `--set train.total_timesteps=20000` or `--set ppo.policy.net_arch.pi=[256,256]`
+    /// (repeatable; values in TOML syntax).
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    pub set: Vec<String>,
     /// Seconds between heartbeats of a running trial.
     #[arg(long, default_value_t = 10.0)]
     pub heartbeat: f64,
@@ -155,6 +160,12 @@ fn run_study(args: RunArgs) -> anyhow::Result<()> {
     }
     if let Some(name) = &args.name {
         file.study.name = name.clone();
+    }
+    for assignment in &args.set {
+        let (name, value) = assignment.split_once('=').with_context(|| {
+            format!("--set {assignment}: write NAME=VALUE, e.g. --set train.total_timesteps=20000")
+        })?;
+        file.override_fixed(name.trim(), value)?;
     }
     let db = db_path(args.db.clone())?;
     let mut rc = file.runner_config(&db)?;

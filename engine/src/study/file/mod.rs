@@ -285,6 +285,42 @@ impl StudyFile {
         Ok(file)
     }
 
+    /// Fixes `name` to `value` (TOML syntax: `512`, `3e-4`, `"bf16"`, `[64, 64]`, `true`) on
+    /// top of the file's `[fixed]` table, as `tradetune study run --set NAME=VALUE` does. A
+    /// searched name is refused (the search would overwrite it in every trial), as are unknown
+    /// names and values of the wrong type; the file is unchanged on error.
+    pub fn override_fixed(&mut self, name: &str, value: &str) -> Result<(), StudyFileError> {
+        let key = format!("--set {name}");
+        let fail = |message: String| StudyFileError {
+            path: self.path.clone(),
+            line: None,
+            key: Some(key.clone()),
+            message,
+        };
+        if self.space.get(name).is_some() {
+            return Err(fail(format!(
+                "'{name}' is searched by this study ([search]); --set fixes only values that \
+                 are not searched"
+            )));
+        }
+        // Parse as the right-hand side of a TOML key, so strings need their quotes and lists
+        // their brackets; a bare word is taken as a string (`--set ppo.precision=bf16`).
+        let parsed = toml::from_str::<toml::Table>(&format!("v = {value}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .or_else(|| {
+                let bare = value.trim();
+                (!bare.is_empty() && bare.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+                    .then(|| toml::Value::String(bare.to_owned()))
+            })
+            .ok_or_else(|| {
+                fail(format!(
+                    "'{value}' is not a value (write 512, 3e-4, \"bf16\" or [64, 64])"
+                ))
+            })?;
+        set_fixed(&mut self.base_config, name, parsed).map_err(fail)
+    }
+
     /// An error about `key` of this file, with its line.
     pub fn key_error(&self, key: &str, message: String) -> StudyFileError {
         StudyFileError {
