@@ -54,6 +54,15 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// The events of a successful `study run --json`, one JSON object per line.
+fn json_events(o: &std::process::Output) -> Vec<serde_json::Value> {
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    text(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 #[test]
 fn a_tiny_study_runs_then_lists_and_exports() {
     let dir = scratch("cli_study", "tiny");
@@ -177,11 +186,7 @@ fn json_events_are_one_object_per_line() {
         "0",
         "--json",
     ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let events: Vec<serde_json::Value> = text(&o.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let events = json_events(&o);
     assert_eq!(events[0]["event"], "study_started");
     assert!(events.iter().any(|e| e["event"] == "intermediate"));
     assert!(events.iter().any(|e| e["event"] == "trial_completed"));
@@ -382,11 +387,7 @@ fn a_preset_runs_on_the_given_devices_and_storage_and_reads_back_as_json() {
         "0",
         "--json",
     ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let events: Vec<serde_json::Value> = text(&o.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let events = json_events(&o);
     let done: Vec<&serde_json::Value> = events
         .iter()
         .filter(|e| e["event"] == "trial_completed")
