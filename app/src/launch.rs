@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use tradetune_engine::storage::{Storage, StorageOptions};
 use tradetune_engine::study::file::StudyFile;
-use tradetune_engine::study::ppo_trial::{PpoTrial, PpoTrialConfig, objective_of};
+use tradetune_engine::study::ppo_trial::{PpoTrial, PpoTrialConfig, check_devices, objective_of};
 use tradetune_engine::study::runner::{Runner, RunnerConfig};
 use tradetune_engine::telemetry::{
     DRM_ROOT, GpuDiscovery, Sampler, SamplerConfig, SamplerCore, StorageSink, SysinfoHostProbe,
@@ -30,6 +30,9 @@ pub fn default_db() -> anyhow::Result<PathBuf> {
 pub fn runner(file: &StudyFile, rc: RunnerConfig) -> anyhow::Result<(Runner, String)> {
     let base = PpoTrialConfig::from_json(&file.base_config)
         .map_err(|e| anyhow::anyhow!("{}: {e}", file.path))?;
+    // A device that is not here, or lacks a precision the trials can ask for, refuses the
+    // study before any data is loaded or any trial created.
+    check_devices(file, &rc.devices)?;
     // Each COMPLETE trial's policy is kept beside the database, for backtests.
     let checkpoints = rc
         .storage

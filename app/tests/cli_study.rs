@@ -67,8 +67,10 @@ fn json_events(o: &std::process::Output) -> Vec<serde_json::Value> {
 fn a_tiny_study_runs_then_lists_and_exports() {
     let dir = scratch("cli_study", "tiny");
     let db = dir.join("studies.db");
-    // 8 updates and 8 evaluations per trial: long enough for telemetry ticks every 0.1 s.
-    let file = tiny_study(&dir, "tiny", 1024);
+    // One update per trial (a few hundredths of a second) and a telemetry interval of a
+    // minute: no periodic tick can land inside a trial, so every tagged row below comes from
+    // the samples each trial takes as it starts and ends, however fast the machine is.
+    let file = tiny_study(&dir, "tiny", 128);
     let o = tradetune(&[
         "study",
         "run",
@@ -76,7 +78,7 @@ fn a_tiny_study_runs_then_lists_and_exports() {
         "--db",
         s(&db),
         "--telemetry-interval",
-        "0.1",
+        "60",
     ]);
     let (out, err) = (text(&o.stdout), text(&o.stderr));
     assert!(o.status.success(), "stdout:\n{out}\nstderr:\n{err}");
@@ -156,14 +158,24 @@ fn a_tiny_study_runs_then_lists_and_exports() {
     }
     let rss = header.iter().position(|h| h == "rss_mib").unwrap();
     let trial = header.iter().position(|h| h == "trial").unwrap();
+    let timestamp = header.iter().position(|h| h == "timestamp_utc").unwrap();
     let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
-    assert!(
-        !rows.is_empty(),
-        "telemetry rows are tagged with the trials"
-    );
     for row in &rows {
         assert!(row[rss].parse::<f64>().unwrap() > 0.0);
         assert!(["0", "1"].contains(&&row[trial]), "{row:?}");
+    }
+    // Each trial has its start and its end sample (two distinct times at least).
+    for number in ["0", "1"] {
+        let mut times: Vec<&str> = rows
+            .iter()
+            .filter(|row| &row[trial] == number)
+            .map(|row| &row[timestamp])
+            .collect();
+        times.dedup();
+        assert!(
+            times.len() >= 2,
+            "trial {number} has telemetry at {times:?} only; rows: {rows:?}"
+        );
     }
 }
 

@@ -138,7 +138,9 @@ proptest! {
 #[cfg(feature = "wgpu")]
 #[test]
 fn tensor_env_on_wgpu_matches_the_cpu_env() {
-    let device = Device::wgpu(Default::default());
+    let Some(device) = common::wgpu_device("tensor_env_on_wgpu_matches_the_cpu_env") else {
+        return;
+    };
     let cfg = EnvConfig::new()
         .with_n_envs(4)
         .with_episode_bars(10)

@@ -1,6 +1,8 @@
 //! Proof that PPO learns (fixed seeds, CPU device): the sanity task reaches its optimum, bf16
 //! matches f32, and f16 recovers from an absurd loss scale by backing off.
 
+mod common;
+
 use burn::tensor::{Device, Tensor, TensorData};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -129,7 +131,9 @@ fn f16_recovers_from_a_huge_loss_scale() {
 #[cfg(feature = "wgpu")]
 #[test]
 fn wgpu_learns_the_sanity_task_in_f32_and_f16() {
-    let device = Device::wgpu(Default::default());
+    let Some(device) = common::wgpu_device("wgpu_learns_the_sanity_task_in_f32_and_f16") else {
+        return;
+    };
     for precision in [Precision::F32, Precision::F16] {
         let (before, after, _) = train_on(&device, config().with_precision(precision), BUDGET);
         eprintln!("wgpu {precision}: deterministic reward {before:.3} -> {after:.3}");

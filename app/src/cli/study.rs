@@ -551,6 +551,7 @@ pub fn export_telemetry(
             seq: seq as u64 + 1,
             timestamp: at.and_utc(),
             trial: Some(*number as u64),
+            running: Vec::new(),
             readings,
             skipped: Vec::new(),
             problems: Vec::new(),

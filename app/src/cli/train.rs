@@ -10,13 +10,14 @@ use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use tradetune_engine::device::memory::{MemoryBudget, MemoryEstimate, host_memory_bytes};
-use tradetune_engine::device::{DeviceSpec, open};
-use tradetune_engine::env::{CpuVecEnv, VecEnv};
+use tradetune_engine::device::{DeviceSpec, check_precision, describe_spec, open};
+use tradetune_engine::env::{CpuVecEnv, ResolvedPlacement, TensorVecEnv, VecEnv};
 use tradetune_engine::eval::EvalSplit;
 use tradetune_engine::ppo::checkpoint;
-use tradetune_engine::ppo::{HostEnv, PeriodicEval, TrainEvent, Trainer};
+use tradetune_engine::ppo::{HostEnv, PeriodicEval, RolloutEnv, TrainEvent, Trainer};
+use tradetune_engine::study::ppo_trial::dataset_bytes;
 
-use crate::cli::run_config::{DATA_FILE, ENV_FILE, Run};
+use crate::cli::run_config::{DATA_FILE, ENV_FILE, LoadedData, Run};
 
 #[derive(Debug, Args)]
 pub struct TrainArgs {
@@ -74,10 +75,19 @@ pub struct TrainArgs {
 pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     let run = Run::from_args(&args)?;
     let spec: DeviceSpec = run.device.parse()?;
+    // Refused before anything loads: a precision the device does not compute in.
+    check_precision(spec, run.ppo.precision)?;
     let device = open(spec)?;
     let data = run.data.load(&run.env)?;
+    let placement = run.env.placement_on(spec == DeviceSpec::Cpu);
     if !args.json {
         println!("data: {}", data.about);
+        println!(
+            "device: {spec} ({}), precision {}, environment on the {}",
+            describe_spec(spec),
+            run.ppo.precision,
+            placement.name()
+        );
     }
     let env = CpuVecEnv::new(
         run.env.clone(),
@@ -91,7 +101,11 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         env.n_envs(),
         env.obs_dim(),
         env.action_dim(),
-        0, // the CPU env reads the dataset in place in host memory
+        match placement {
+            // The host env reads the dataset in place in host memory.
+            ResolvedPlacement::Host => 0,
+            ResolvedPlacement::Device => dataset_bytes(&data.dataset),
+        },
     );
     let budget = match host_memory_bytes() {
         Some(bytes) if spec == DeviceSpec::Cpu => {
@@ -102,7 +116,45 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         _ => None,
     };
 
-    let mut trainer = Trainer::new(run.ppo.clone(), HostEnv::new(env, &device), &device)?;
+    match placement {
+        ResolvedPlacement::Host => {
+            let env = HostEnv::new(env, &device);
+            train(
+                &args,
+                &run,
+                &data,
+                Trainer::new(run.ppo.clone(), env, &device)?,
+                budget,
+            )
+        }
+        ResolvedPlacement::Device => {
+            drop(env);
+            // The market data goes to the device once; every step stays there.
+            let env = TensorVecEnv::new(
+                run.env.clone(),
+                &data.dataset,
+                data.split.train.clone(),
+                &device,
+            )?;
+            train(
+                &args,
+                &run,
+                &data,
+                Trainer::new(run.ppo.clone(), env, &device)?,
+                budget,
+            )
+        }
+    }
+}
+
+/// The run itself, on either environment.
+fn train<E: RolloutEnv>(
+    args: &TrainArgs,
+    run: &Run,
+    data: &LoadedData,
+    mut trainer: Trainer<E>,
+    budget: Option<MemoryBudget>,
+) -> anyhow::Result<()> {
     if let Some(b) = budget {
         trainer = trainer.with_memory_budget(b);
     }

@@ -225,7 +225,7 @@ pub struct DataShape {
 }
 
 /// The estimated need of a draft against its device's budget.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MemoryCheck {
     /// What the run needs, by part.
     pub estimate: MemoryEstimate,
@@ -237,18 +237,20 @@ impl MemoryCheck {
     /// Need as a fraction of the budget (None when there is no budget).
     pub fn fraction(&self) -> Option<f64> {
         self.budget
+            .as_ref()
             .map(|b| self.estimate.total() as f64 / b.bytes.max(1) as f64)
     }
 
     /// Whether the run would be refused before it starts.
     pub fn over_budget(&self) -> bool {
         self.budget
+            .as_ref()
             .is_some_and(|b| b.check(&self.estimate).is_err())
     }
 
     /// "1.2 GiB of 12.8 GiB".
     pub fn label(&self) -> String {
-        match self.budget {
+        match &self.budget {
             Some(b) => format!(
                 "{} of {} budget",
                 fmt_bytes(self.estimate.total()),

@@ -827,6 +827,18 @@ impl AppState {
                 });
             }
         }
+        // A device that is not here or lacks a precision the trials can ask for (bf16 on wgpu),
+        // by the same check that refuses the study at Start.
+        if out.is_empty()
+            && let Ok(file) = self.settings.draft.study_file(&self.settings.data_files)
+            && let Ok(slots) = file.device_slots(&file.study.devices)
+            && let Err(e) = tradetune_engine::study::ppo_trial::check_devices(&file, &slots)
+        {
+            out.push(Problem {
+                field: "study.devices".into(),
+                message: e.message.clone(),
+            });
+        }
         out
     }
 

@@ -37,7 +37,7 @@ pub enum MemoryError {
     },
     /// The device's pool grew past the budget during the run.
     #[error(
-        "memory overrun at update {update}: the device pool holds {} but the run's budget is {}",
+        "memory budget exceeded: {} of {} on {device} (device memory pool after update {update})",
         fmt_bytes(*in_use),
         fmt_bytes(*budget)
     )]
@@ -45,6 +45,7 @@ pub enum MemoryError {
         update: usize,
         in_use: u64,
         budget: u64,
+        device: String,
     },
     /// A budget parameter is out of range.
     #[error("memory_fraction = {0}: must be in (0, 1]")]
@@ -153,7 +154,7 @@ impl fmt::Display for MemoryEstimate {
 }
 
 /// The bytes one run may use on its device.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MemoryBudget {
     /// The run's share, bytes.
     pub bytes: u64,
@@ -163,6 +164,8 @@ pub struct MemoryBudget {
     pub fraction: f64,
     /// Runs sharing that fraction.
     pub shared_by: usize,
+    /// The device, for messages (`wgpu:0`, `cpu#1`; empty when not named).
+    pub device: String,
 }
 
 impl MemoryBudget {
@@ -177,7 +180,20 @@ impl MemoryBudget {
             device_bytes,
             fraction,
             shared_by,
+            device: String::new(),
         })
+    }
+
+    /// The same budget, naming its device in messages.
+    pub fn on(mut self, device: &str) -> Self {
+        self.device = device.to_owned();
+        self
+    }
+
+    /// The budget of every run on the device together (`fraction × device_bytes`): what the
+    /// device's pool, shared by those runs, is checked against.
+    pub fn device_budget(&self) -> u64 {
+        (self.device_bytes as f64 * self.fraction) as u64
     }
 
     /// Refuses `estimate` when it exceeds the budget, with the breakdown in the error.

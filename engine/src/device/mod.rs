@@ -6,12 +6,14 @@
 //! | name        | backend                         | available when                                  |
 //! |-------------|---------------------------------|-------------------------------------------------|
 //! | `cpu`       | burn-flex (pure Rust, SIMD)     | always (the default)                            |
-//! | `wgpu[:N]`  | wgpu (Vulkan/Metal/DX12)        | built with `--features wgpu`                    |
+//! | `wgpu[:N]`  | wgpu (Vulkan/Metal/DX12)        | the default build, and wgpu finds an adapter     |
 //! | `cuda:N`    | CubeCL CUDA                     | built with `--features cuda` and a driver found |
 //! | `rocm:N`    | CubeCL HIP                      | built with `--features rocm` and `/dev/kfd`     |
 
+pub mod adapters;
 pub mod memory;
 pub mod precision;
+pub mod readback;
 
 use std::fmt;
 use std::str::FromStr;
@@ -30,6 +32,17 @@ pub enum DeviceError {
     /// The device exists in general but not in this build or on this machine.
     #[error("device '{name}' is not available: {reason}")]
     Unavailable { name: String, reason: String },
+    /// The device does not compute in the precision asked for.
+    #[error(
+        "device '{device}' ({what}) does not compute in {precision}; it supports {}",
+        supported.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
+    )]
+    Precision {
+        device: String,
+        what: String,
+        precision: Precision,
+        supported: Vec<Precision>,
+    },
 }
 
 /// A device as the user names it.
@@ -98,13 +111,66 @@ pub fn open(spec: DeviceSpec) -> Result<Device, DeviceError> {
     }
 }
 
+/// The adapter `wgpu` / `wgpu:N` runs on, or why there is none.
+pub fn wgpu_adapter(index: Option<usize>) -> Result<&'static adapters::Adapter, String> {
+    if !cfg!(feature = "wgpu") {
+        return Err("this build has no wgpu backend; rebuild with `--features wgpu`".into());
+    }
+    let all = adapters::adapters();
+    if all.is_empty() {
+        return Err(adapters::NO_ADAPTER.into());
+    }
+    match index {
+        None => adapters::default_adapter().ok_or_else(|| adapters::NO_ADAPTER.into()),
+        Some(n) => adapters::discrete(n).ok_or_else(|| {
+            let discrete: Vec<&str> = all
+                .iter()
+                .filter(|a| a.kind == adapters::AdapterKind::DiscreteGpu)
+                .map(|a| a.name.as_str())
+                .collect();
+            let others: Vec<String> = all
+                .iter()
+                .filter(|a| a.kind != adapters::AdapterKind::DiscreteGpu)
+                .map(|a| format!("{} ({})", a.name, a.kind.label()))
+                .collect();
+            format!(
+                "wgpu:{n} is discrete GPU number {n}, and wgpu finds {} discrete GPU(s){}{}",
+                discrete.len(),
+                if discrete.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", discrete.join(", "))
+                },
+                if others.is_empty() {
+                    String::new()
+                } else {
+                    format!("; use `wgpu` for {}", others.join(", "))
+                }
+            )
+        }),
+    }
+}
+
 #[cfg(feature = "wgpu")]
 fn open_wgpu(index: Option<usize>) -> Result<Device, String> {
-    use burn::tensor::DeviceKind;
-    Ok(Device::wgpu(match index {
+    use burn::tensor::{DeviceKind, Tensor};
+    wgpu_adapter(index)?;
+    let device = Device::wgpu(match index {
         None => DeviceKind::DefaultDevice,
         Some(n) => DeviceKind::DiscreteGpu(n),
-    }))
+    });
+    // burn starts the runtime on first use and panics when it cannot: start it here, where a
+    // failure is a reason shown to the user rather than a crash in the middle of a trial.
+    let first = std::panic::catch_unwind(|| {
+        Tensor::<1>::zeros([1], &device)
+            .try_into_vec_as::<f32>()
+            .is_ok()
+    });
+    match first {
+        Ok(true) => Ok(device),
+        Ok(false) => Err("the wgpu runtime started but could not read a tensor back".into()),
+        Err(_) => Err("the wgpu runtime failed to start on this adapter".into()),
+    }
 }
 
 #[cfg(not(feature = "wgpu"))]
@@ -181,6 +247,70 @@ fn precisions_of(device: &Device) -> Vec<Precision> {
         .collect()
 }
 
+/// The precisions `spec` computes in, without opening it: flex has f32, bf16 and f16; wgpu
+/// has f32, and f16 where the adapter has `shader-f16` (WGSL has no bf16); CUDA and ROCm all
+/// three. Unavailable devices say why.
+pub fn supported_precisions(spec: DeviceSpec) -> Result<Vec<Precision>, DeviceError> {
+    let all = vec![Precision::F32, Precision::Bf16, Precision::F16];
+    match spec {
+        DeviceSpec::Cpu => Ok(all),
+        DeviceSpec::Wgpu(index) => {
+            let adapter = wgpu_adapter(index).map_err(|reason| DeviceError::Unavailable {
+                name: spec.to_string(),
+                reason,
+            })?;
+            Ok(if adapter.shader_f16 {
+                vec![Precision::F32, Precision::F16]
+            } else {
+                vec![Precision::F32]
+            })
+        }
+        DeviceSpec::Cuda(_) | DeviceSpec::Rocm(_) => Ok(all),
+    }
+}
+
+/// A key naming the physical device behind `spec`: `wgpu` is the `wgpu:N` it resolves to when
+/// wgpu's default adapter is a discrete GPU.
+pub fn physical_device(spec: DeviceSpec) -> String {
+    if let DeviceSpec::Wgpu(None) = spec
+        && let Some(default) = adapters::default_adapter()
+        && let Some(n) = (0..)
+            .map_while(adapters::discrete)
+            .position(|a| std::ptr::eq(a, default))
+    {
+        return DeviceSpec::Wgpu(Some(n)).to_string();
+    }
+    spec.to_string()
+}
+
+/// What a device is, for messages: `flex on the CPU`, `wgpu on NVIDIA GeForce RTX 4080`.
+pub fn describe_spec(spec: DeviceSpec) -> String {
+    match spec {
+        DeviceSpec::Cpu => "flex on the CPU".into(),
+        DeviceSpec::Wgpu(index) => match wgpu_adapter(index) {
+            Ok(a) => format!("wgpu on {}, {}", a.name, a.kind.label()),
+            Err(_) => "wgpu".into(),
+        },
+        DeviceSpec::Cuda(n) => format!("CUDA device {n}"),
+        DeviceSpec::Rocm(n) => format!("ROCm device {n}"),
+    }
+}
+
+/// Refuses `precision` on `spec` when the device does not compute in it (or is not there),
+/// naming the device and what it supports.
+pub fn check_precision(spec: DeviceSpec, precision: Precision) -> Result<(), DeviceError> {
+    let supported = supported_precisions(spec)?;
+    if supported.contains(&precision) {
+        return Ok(());
+    }
+    Err(DeviceError::Precision {
+        device: spec.to_string(),
+        what: describe_spec(spec),
+        precision,
+        supported,
+    })
+}
+
 /// Every device kind this program knows, with whether this build can use it here and why
 /// not. Opening a wgpu adapter starts its runtime, so this is for a `devices` command, not a
 /// hot path.
@@ -202,19 +332,42 @@ pub fn describe_devices() -> Vec<DeviceInfo> {
         // estimate before the run is the only guard there.
         reports_pool_usage: cpu.memory_pool_usage().is_some(),
     });
-    let wgpu = match open_wgpu(None) {
-        Ok(device) => DeviceInfo {
-            name: "wgpu".into(),
-            backend: "wgpu".into(),
-            available: true,
-            detail: "wgpu's default adapter (set CUBECL_WGPU_DEFAULT_DEVICE to choose)".into(),
-            memory_bytes: None,
-            precisions: precisions_of(&device),
-            reports_pool_usage: device.memory_pool_usage().is_some(),
-        },
-        Err(reason) => unavailable_info("wgpu", "wgpu", reason),
-    };
-    out.push(wgpu);
+    match wgpu_adapter(None) {
+        Ok(adapter) => {
+            let wgpu_info = |name: String, a: &adapters::Adapter, what: &str| DeviceInfo {
+                name: name.clone(),
+                backend: "wgpu".into(),
+                available: true,
+                detail: format!(
+                    "{}: {} ({}, {}{})",
+                    what,
+                    a.name,
+                    a.kind.label(),
+                    a.api,
+                    if a.kind == adapters::AdapterKind::Cpu {
+                        "; slow, for checks only"
+                    } else {
+                        ""
+                    }
+                ),
+                memory_bytes: None,
+                precisions: name
+                    .parse()
+                    .ok()
+                    .and_then(|spec| supported_precisions(spec).ok())
+                    .unwrap_or_default(),
+                // cubecl's allocator reports its pools on every wgpu device.
+                reports_pool_usage: true,
+            };
+            out.push(wgpu_info("wgpu".into(), adapter, "default adapter"));
+            let mut n = 0;
+            while let Some(a) = adapters::discrete(n) {
+                out.push(wgpu_info(format!("wgpu:{n}"), a, "discrete GPU"));
+                n += 1;
+            }
+        }
+        Err(reason) => out.push(unavailable_info("wgpu", "wgpu", reason)),
+    }
     let nv = nvidia_gpus();
     let cuda_reason = if cfg!(feature = "cuda") {
         if nv == 0 {

@@ -22,7 +22,9 @@ pub enum RewardKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum StartMode {
-    /// Uniformly random first bar (seeded), so the N envs do not move in lock-step.
+    /// Random first bars (seeded), stratified: the N envs start on N distinct bars spread
+    /// over the usable range, shifted by a random offset every episode, so they never move in
+    /// lock-step.
     #[default]
     Random,
     /// Env i's k-th episode starts at offset `(i + k·N) · stride` (wrapping), spreading the
@@ -30,6 +32,48 @@ pub enum StartMode {
     Strided,
     /// Every episode starts at the first usable bar (evaluation).
     Fixed,
+}
+
+/// Where the environment steps: on the trainer's device as tensors ([`crate::env::TensorVecEnv`],
+/// the market data uploaded once, no host round trip per step) or on the host
+/// ([`crate::env::CpuVecEnv`], actions read back and observations uploaded every step).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum EnvPlacement {
+    /// On the device for a GPU, on the host for the CPU.
+    #[default]
+    Auto,
+    Device,
+    Host,
+}
+
+/// Where an environment ended up: [`EnvPlacement`] resolved for one device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResolvedPlacement {
+    Device,
+    Host,
+}
+
+impl ResolvedPlacement {
+    /// `device` or `host`, as trials record it (user attribute `env_placement`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ResolvedPlacement::Device => "device",
+            ResolvedPlacement::Host => "host",
+        }
+    }
+}
+
+impl EnvPlacement {
+    /// The placement on a device that is (`on_cpu`) or is not the CPU.
+    pub fn resolve(self, on_cpu: bool) -> ResolvedPlacement {
+        match self {
+            EnvPlacement::Auto if on_cpu => ResolvedPlacement::Host,
+            EnvPlacement::Auto | EnvPlacement::Device => ResolvedPlacement::Device,
+            EnvPlacement::Host => ResolvedPlacement::Host,
+        }
+    }
 }
 
 /// Configuration of the vectorized trading environment.
@@ -79,7 +123,9 @@ pub struct EnvConfig {
     /// Multiplier of the reward (100 makes a 1 % excess return a reward of 1).
     #[config(default = 100.0)]
     pub reward_scale: f32,
-    /// Steps per episode; 0 = the whole split from the first usable bar.
+    /// Steps per episode. 0 = auto: with a fixed start (evaluation) the whole split from the
+    /// first usable bar; otherwise half the split, so the N envs start on N distinct bars spread
+    /// over the other half instead of moving in lock-step over the same data.
     #[config(default = 0)]
     pub episode_bars: usize,
     /// Where episodes start.
@@ -94,9 +140,17 @@ pub struct EnvConfig {
     /// [`EnvConfig::compat_units`]).
     #[config(default = false)]
     pub compat_finrl_crypto: bool,
+    /// Where the environment steps: `auto` (also when absent, as in older checkpoints) on the
+    /// device for a GPU and on the host for the CPU, `device` or `host`.
+    pub placement: Option<EnvPlacement>,
 }
 
 impl EnvConfig {
+    /// Where this environment steps on a device that is (`on_cpu`) or is not the CPU.
+    pub fn placement_on(&self, on_cpu: bool) -> ResolvedPlacement {
+        self.placement.unwrap_or_default().resolve(on_cpu)
+    }
+
     /// Length of one env's observation on `n_assets` assets with `n_features` features each:
     /// cash, the holdings, and `lookback` bars of every feature of every asset.
     pub fn obs_dim(&self, n_assets: usize, n_features: usize) -> usize {

@@ -25,7 +25,7 @@ pub mod reference;
 pub mod starts;
 pub mod tensor;
 
-pub use config::{EnvConfig, RewardKind, StartMode};
+pub use config::{EnvConfig, EnvPlacement, ResolvedPlacement, RewardKind, StartMode};
 pub use cpu::CpuVecEnv;
 pub use tensor::TensorVecEnv;
 

@@ -49,8 +49,14 @@ impl StartTable {
                 detail: format!("lookback {lookback} needs at least {} bars", lookback + 1),
             });
         }
-        let (episode_len, span) = if cfg.episode_bars == 0 {
+        let (episode_len, span) = if cfg.episode_bars == 0 && cfg.start == StartMode::Fixed {
             (last - lo, 1)
+        } else if cfg.episode_bars == 0 {
+            // Auto: half the usable bars per episode, so the starts spread over the other
+            // half and no two envs move in lock-step over the same bars.
+            let usable = last - lo;
+            let e = usable.div_ceil(2).max(1);
+            (e, usable - e + 1)
         } else {
             let e = cfg.episode_bars;
             if lo + e > last {
@@ -74,13 +80,23 @@ impl StartTable {
                 let off = match cfg.start {
                     StartMode::Fixed => 0,
                     StartMode::Strided => ((env + k * n) * stride) % span,
+                    // Stratified: episode k shifts every env by one random offset, and env
+                    // i starts at a random bar of the i-th of N equal strata from there, so
+                    // the N envs start on N distinct bars spread over the span (when N ≤
+                    // span) and each episode uses other bars.
                     StartMode::Random => {
-                        let h = splitmix64(
-                            cfg.seed
-                                ^ splitmix64((env as u64) << 32 | k as u64)
-                                    .wrapping_add(0x5151_5151),
-                        );
-                        (h % span as u64) as usize
+                        let h = |salt: u64| {
+                            splitmix64(
+                                cfg.seed
+                                    ^ splitmix64((env as u64) << 32 | k as u64).wrapping_add(salt),
+                            )
+                        };
+                        let shift = splitmix64(cfg.seed ^ splitmix64(k as u64 ^ 0xA5A5_0000));
+                        let shift = (shift % span as u64) as usize;
+                        let stratum = env * span / n;
+                        let width = ((env + 1) * span / n).saturating_sub(stratum).max(1);
+                        let jitter = (h(0x5151_5151) % width as u64) as usize;
+                        (shift + stratum + jitter) % span
                     }
                 };
                 starts.push((lo + off) as u32);
@@ -128,10 +144,51 @@ mod tests {
     }
 
     #[test]
-    fn whole_split_episode_when_episode_bars_is_zero() {
-        let t = StartTable::new(&cfg(3, StartMode::Random, 0, 2), 10..50).unwrap();
+    fn whole_split_episode_when_episode_bars_is_zero_and_the_start_fixed() {
+        let t = StartTable::new(&cfg(3, StartMode::Fixed, 0, 2), 10..50).unwrap();
         assert!(t.starts.iter().all(|&s| s == 11));
         assert_eq!(t.episode_len, 49 - 11);
+    }
+
+    /// Issue 13: the default configuration staggers its envs. Its N envs start on N distinct
+    /// bars spread over the split, and stay on distinct bars through every episode after a
+    /// reset (all envs have the same episode length, so distinct starts mean no two envs
+    /// ever step the same bar at the same time).
+    #[test]
+    fn the_default_config_staggers_its_envs_over_the_split() {
+        let d = EnvConfig::new();
+        assert_eq!((d.episode_bars, d.start), (0, StartMode::Random));
+        let range = 100..1100;
+        let t = StartTable::new(&d, range.clone()).unwrap();
+        let n = d.n_envs;
+        assert!(n >= 2);
+        let (lo, last) = (range.start + d.lookback - 1, range.end - 1);
+        assert!(t.episode_len < last - lo, "episodes leave room to stagger");
+        let span = (last - lo) - t.episode_len + 1;
+        for episode in 0..200u32 {
+            let mut s: Vec<u32> = (0..n).map(|e| t.start(e, episode)).collect();
+            for &b in &s {
+                assert!(b as usize >= lo && b as usize + t.episode_len <= last);
+            }
+            s.sort_unstable();
+            s.dedup();
+            assert_eq!(
+                s.len(),
+                n,
+                "episode {episode}: two envs in lock-step: {s:?}"
+            );
+            // Spread: the gaps between consecutive starts (around the span) are all below
+            // two strata, so the starts cover the span rather than bunch up.
+            let mut offs: Vec<usize> = s.iter().map(|&b| b as usize - lo).collect();
+            offs.push(offs[0] + span);
+            let widest = offs.windows(2).map(|w| w[1] - w[0]).max().unwrap();
+            assert!(
+                widest <= 2 * span.div_ceil(n),
+                "episode {episode}: {offs:?}"
+            );
+        }
+        // Episodes after a reset start elsewhere.
+        assert_ne!(t.start(0, 0), t.start(0, 1));
     }
 
     #[test]

@@ -452,11 +452,15 @@ impl TensorVecEnv {
     pub fn finished_episodes(&self) -> Result<Vec<Option<EpisodeStats>>, EnvError> {
         let s = &self.state;
         let read = |t: Tensor<1>| -> Result<Vec<f32>, EnvError> {
-            t.into_data()
-                .try_into_vec::<f32>()
-                .map_err(|e| EnvError::Tensor(format!("{e:?}")))
+            crate::device::readback::read_f32(t, "device env: episode statistics")
+                .map_err(EnvError::Tensor)
         };
-        let done = read(s.last_done.clone())?;
+        // One `[N]` read per step; the statistics only when an episode ended.
+        let done = crate::device::readback::read_f32(s.last_done.clone(), "device env: done flags")
+            .map_err(EnvError::Tensor)?;
+        if done.iter().all(|d| *d <= 0.5) {
+            return Ok(vec![None; self.n]);
+        }
         let rs = read(s.last_reward_sum.clone())?;
         let tr = read(s.last_return.clone())?;
         let er = read(s.last_eqw_return.clone())?;

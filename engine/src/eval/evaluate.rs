@@ -243,10 +243,9 @@ pub fn evaluate(
             None => x,
         };
         let (mean, _) = model.forward(x, dtype);
-        let action: Vec<f32> = mean
-            .clamp(-1.0, 1.0)
-            .try_into_vec_as()
-            .map_err(|e| crate::ppo::PpoError::read("evaluation actions", e))?;
+        let action: Vec<f32> =
+            crate::device::readback::read_f32(mean.clamp(-1.0, 1.0), "evaluation: actions")
+                .map_err(|e| crate::ppo::PpoError::read("evaluation actions", e))?;
         let before = env.holdings(0);
         env.step(&action, &mut obs, &mut reward, &mut done);
         if done[0] > 0.5 {

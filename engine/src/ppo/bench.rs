@@ -7,12 +7,12 @@ use serde::Serialize;
 
 use crate::device::precision::Precision;
 use crate::env::bench::bench_dataset;
-use crate::env::{CpuVecEnv, EnvConfig};
+use crate::env::{CpuVecEnv, EnvConfig, ResolvedPlacement, TensorVecEnv};
 use crate::ppo::config::PpoConfig;
 use crate::ppo::error::PpoError;
 use crate::ppo::events::{PhaseTimes, TrainEvent};
 use crate::ppo::model::{ActorCriticConfig, NetArch};
-use crate::ppo::rollout_env::HostEnv;
+use crate::ppo::rollout_env::{HostEnv, RolloutEnv};
 use crate::ppo::trainer::Trainer;
 
 /// One benchmark configuration.
@@ -41,6 +41,9 @@ pub struct TrainBenchConfig {
     /// Stable-Baselines3 2.9 (PyTorch, 1 thread) samples/s on this machine class, from the
     /// issue text; None when there is no baseline.
     pub sb3_samples_per_second: Option<f64>,
+    /// Where the environment steps: on the host (`CpuVecEnv`) or on the device
+    /// (`TensorVecEnv`).
+    pub placement: ResolvedPlacement,
 }
 
 impl TrainBenchConfig {
@@ -58,6 +61,66 @@ impl TrainBenchConfig {
             updates: 3,
             precision: Precision::F32,
             sb3_samples_per_second: Some(2_260.0),
+            placement: ResolvedPlacement::Host,
+        }
+    }
+
+    /// The RTX 4080 presets' networks and minibatch (32 envs, pi = vf = [2048, 1024, 512],
+    /// batch 1024), with rollouts of 256 steps instead of 4096 so an update takes seconds.
+    pub fn rtx4080() -> Self {
+        Self {
+            name: "rtx4080",
+            n_envs: 32,
+            n_steps: 256,
+            batch_size: 1024,
+            n_epochs: 4,
+            net: vec![2048, 1024, 512],
+            updates: 1,
+            sb3_samples_per_second: None,
+            ..Self::small()
+        }
+    }
+
+    /// The RX 7900 GRE preset's networks and minibatch (16 envs, [768, 768, 768], batch 4096),
+    /// with rollouts of 256 steps instead of 2048.
+    pub fn rx7900gre() -> Self {
+        Self {
+            name: "rx7900gre",
+            n_envs: 16,
+            n_steps: 256,
+            batch_size: 4096,
+            n_epochs: 4,
+            net: vec![768, 768, 768],
+            updates: 1,
+            sb3_samples_per_second: None,
+            ..Self::small()
+        }
+    }
+
+    /// A tiny configuration for smoke tests on a software adapter (8 envs, nets [16], 32 steps).
+    pub fn tiny() -> Self {
+        Self {
+            name: "tiny",
+            n_envs: 8,
+            n_steps: 32,
+            batch_size: 128,
+            n_epochs: 2,
+            net: vec![16],
+            updates: 1,
+            sb3_samples_per_second: None,
+            ..Self::small()
+        }
+    }
+
+    /// The configuration named `name` (small, large, rtx4080, rx7900gre, tiny).
+    pub fn named(name: &str) -> Option<Self> {
+        match name {
+            "small" => Some(Self::small()),
+            "large" => Some(Self::large()),
+            "rtx4080" => Some(Self::rtx4080()),
+            "rx7900gre" => Some(Self::rx7900gre()),
+            "tiny" => Some(Self::tiny()),
+            _ => None,
         }
     }
 
@@ -106,6 +169,8 @@ pub struct TrainBenchResult {
     pub ratio_to_sb3: Option<f64>,
     /// Where the time went.
     pub phases: PhaseTimes,
+    /// The device's memory pool after the run (bytes reserved), where the device reports one.
+    pub pool_reserved_bytes: Option<u64>,
 }
 
 /// Trains `cfg.updates` updates (after a warm-up update that is not counted) on a random-walk
@@ -115,8 +180,27 @@ pub fn run(cfg: &TrainBenchConfig, device: &Device) -> Result<TrainBenchResult, 
     let env_cfg = EnvConfig::new()
         .with_n_envs(cfg.n_envs)
         .with_episode_bars(1_000);
-    let env = CpuVecEnv::new(env_cfg, data.clone(), 0..data.n_bars())?;
-    let mut trainer = Trainer::new(cfg.ppo(), HostEnv::new(env, device), device)?;
+    match cfg.placement {
+        ResolvedPlacement::Host => {
+            let env = CpuVecEnv::new(env_cfg, data.clone(), 0..data.n_bars())?;
+            measure(
+                cfg,
+                Trainer::new(cfg.ppo(), HostEnv::new(env, device), device)?,
+                device,
+            )
+        }
+        ResolvedPlacement::Device => {
+            let env = TensorVecEnv::new(env_cfg, &data, 0..data.n_bars(), device)?;
+            measure(cfg, Trainer::new(cfg.ppo(), env, device)?, device)
+        }
+    }
+}
+
+fn measure<E: RolloutEnv>(
+    cfg: &TrainBenchConfig,
+    mut trainer: Trainer<E>,
+    device: &Device,
+) -> Result<TrainBenchResult, PpoError> {
     let per_update = cfg.n_steps * cfg.n_envs;
     trainer.learn(per_update, &mut |_| {})?;
     let mut phases = PhaseTimes::default();
@@ -136,5 +220,6 @@ pub fn run(cfg: &TrainBenchConfig, device: &Device) -> Result<TrainBenchResult, 
         samples_per_second: sps,
         ratio_to_sb3: cfg.sb3_samples_per_second.map(|b| sps / b),
         phases,
+        pool_reserved_bytes: device.memory_pool_usage().map(|u| u.bytes_reserved),
     })
 }

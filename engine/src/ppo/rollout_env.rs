@@ -100,8 +100,7 @@ impl<E: VecEnv> RolloutEnv for HostEnv<E> {
     }
 
     fn step(&mut self, actions: Tensor<2>) -> Result<StepTensors, PpoError> {
-        let host: Vec<f32> = actions
-            .try_into_vec_as()
+        let host: Vec<f32> = crate::device::readback::read_f32(actions, "host env: actions")
             .map_err(|e| PpoError::read("actions", e))?;
         if host.len() != self.actions.len() {
             return Err(PpoError::config(

@@ -435,16 +435,15 @@ impl<E: RolloutEnv> Trainer<E> {
             .obs
             .clone()
             .ok_or_else(|| PpoError::config("trainer", "no observation", "reset first"))?;
-        let last_values: Vec<f32> = self
-            .learner
-            .model()
-            .valid()
-            .value(last_obs, dtype)
-            .try_into_vec_as()
-            .map_err(|e| PpoError::read("values", e))?;
+        let last_values: Vec<f32> = crate::device::readback::read_f32(
+            self.learner.model().valid().value(last_obs, dtype),
+            "gae: last values",
+        )
+        .map_err(|e| PpoError::read("values", e))?;
         let (r, v, d) = self.buffer.rewards_values_dones();
         let read = |t: Tensor<1>, what| -> Result<Vec<f32>, PpoError> {
-            t.try_into_vec_as().map_err(|e| PpoError::read(what, e))
+            crate::device::readback::read_f32(t, "gae: rollout")
+                .map_err(|e| PpoError::read(what, e))
         };
         let (rewards, values, dones) = (read(r, "rewards")?, read(v, "values")?, read(d, "dones")?);
         let (adv, returns) = compute_gae(
@@ -485,13 +484,26 @@ impl<E: RolloutEnv> Trainer<E> {
         let Some(budget) = &self.budget else {
             return Ok(());
         };
+        // The pool is the device's, shared by every run on it in this process: with one run it
+        // is this run's own use against its share; with several, all of them against the
+        // device's whole budget (the run that sees the overrun stops).
+        let limit = if budget.shared_by <= 1 {
+            budget.bytes
+        } else {
+            budget.device_budget()
+        };
         if let Some(usage) = self.device.memory_pool_usage()
-            && usage.bytes_reserved > budget.bytes
+            && usage.bytes_reserved > limit
         {
             return Err(PpoError::Memory(MemoryError::Overrun {
                 update: self.updates,
                 in_use: usage.bytes_reserved,
-                budget: budget.bytes,
+                budget: limit,
+                device: if budget.device.is_empty() {
+                    format!("{:?}", self.device)
+                } else {
+                    budget.device.clone()
+                },
             }));
         }
         Ok(())

@@ -258,19 +258,21 @@ impl Learner {
                 let grad_sq = self.grad_sq_sum(&grads);
 
                 // One read per minibatch: the diagnostics and the gradient norm together.
-                let read: Vec<f32> = Tensor::cat(
-                    vec![
-                        loss.detach(),
-                        policy_loss.detach(),
-                        value_loss.detach(),
-                        entropy.detach(),
-                        approx_kl,
-                        clipfrac,
-                        grad_sq,
-                    ],
-                    0,
+                let read: Vec<f32> = crate::device::readback::read_f32(
+                    Tensor::cat(
+                        vec![
+                            loss.detach(),
+                            policy_loss.detach(),
+                            value_loss.detach(),
+                            entropy.detach(),
+                            approx_kl,
+                            clipfrac,
+                            grad_sq,
+                        ],
+                        0,
+                    ),
+                    "update: diagnostics",
                 )
-                .try_into_vec_as()
                 .map_err(|e| PpoError::read("update diagnostics", e))?;
                 let [loss_v, pl, vl, ent, kl, cf, gsq] = read[..] else {
                     return Err(PpoError::read("update diagnostics", "wrong length"));

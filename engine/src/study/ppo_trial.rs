@@ -14,15 +14,19 @@ use std::sync::atomic::Ordering;
 
 use serde::{Deserialize, Serialize};
 
+use crate::device::DeviceSpec;
 use crate::device::memory::MemoryEstimate;
-use crate::env::{CpuVecEnv, EnvConfig, VecEnv};
+use crate::device::precision::Precision;
+use crate::env::{CpuVecEnv, EnvConfig, ResolvedPlacement, TensorVecEnv, VecEnv};
 use crate::eval::{EvalSplit, Objective, evaluate_trainer};
 use crate::market::Dataset;
 use crate::market::load::DatasetConfig;
 use crate::market::split::SplitSpec;
-use crate::ppo::{HostEnv, PeriodicEval, PhaseTimes, PpoConfig, TrainEvent, Trainer};
+use crate::ppo::{HostEnv, PeriodicEval, PhaseTimes, PpoConfig, RolloutEnv, TrainEvent, Trainer};
 use crate::study::file::{DataSection, StudyFile, StudyFileError};
-use crate::study::runner::{Reporter, TrialError, TrialFunction, TrialInput, TrialPlan};
+use crate::study::runner::{
+    DeviceSlot, Reporter, TrialError, TrialFunction, TrialInput, TrialPlan,
+};
 use crate::telemetry::PhaseSplit;
 
 /// How long a trial trains and how often it is evaluated.
@@ -103,6 +107,51 @@ pub fn objective_of(f: &StudyFile) -> Result<Objective, StudyFileError> {
         .map_err(|message| f.key_error("study.objective", message))
 }
 
+/// Every precision the study's trials can ask for: the fixed `ppo.precision` and, when it is
+/// searched, each of its choices.
+pub fn study_precisions(f: &StudyFile) -> Result<Vec<Precision>, StudyFileError> {
+    let base = PpoTrialConfig::from_json(&f.base_config)
+        .map_err(|e| f.key_error("fixed", e.to_string()))?;
+    let mut out = vec![base.ppo.precision];
+    if let Some(crate::study::space::Distribution::Categorical(d)) = f.space.get("ppo.precision") {
+        for choice in d.choices() {
+            let p = match choice {
+                crate::study::space::ParamValue::Str(s) => s
+                    .parse::<Precision>()
+                    .map_err(|e| f.key_error("search.ppo.precision", e))?,
+                other => {
+                    return Err(f.key_error(
+                        "search.ppo.precision",
+                        format!("choice {other} is not a precision name"),
+                    ));
+                }
+            };
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
+    } else if f.space.get("ppo.precision").is_some() {
+        return Err(f.key_error(
+            "search.ppo.precision",
+            "must be a list of choices (f32, bf16, f16)".into(),
+        ));
+    }
+    Ok(out)
+}
+
+/// Refuses a study before anything starts when one of its devices is not available here or
+/// lacks a precision its trials can ask for, naming the device and what it supports.
+pub fn check_devices(f: &StudyFile, slots: &[DeviceSlot]) -> Result<(), StudyFileError> {
+    let precisions = study_precisions(f)?;
+    for slot in slots {
+        for p in &precisions {
+            crate::device::check_precision(slot.spec, *p)
+                .map_err(|e| f.key_error("study.devices", e.to_string()))?;
+        }
+    }
+    Ok(())
+}
+
 /// Trains and scores PPO trials on one prepared dataset, shared by every worker.
 pub struct PpoTrial {
     dataset: Arc<Dataset>,
@@ -174,11 +223,43 @@ impl PpoTrial {
         Ok((e.obs_dim(), e.action_dim()))
     }
 
-    /// The memory estimate of a configuration (the CPU env keeps the dataset on the host).
+    /// The memory estimate of a configuration on the CPU (the host env keeps the dataset on
+    /// the host).
     pub fn estimate(&self, cfg: &PpoTrialConfig) -> Result<MemoryEstimate, TrialError> {
-        let (obs, act) = self.sizes(&cfg.env)?;
-        Ok(MemoryEstimate::of(&cfg.ppo, cfg.env.n_envs, obs, act, 0))
+        self.estimate_on(cfg, true)
     }
+
+    /// The memory estimate on a device that is (`on_cpu`) or is not the CPU: an env placed on
+    /// the device holds the market data there.
+    pub fn estimate_on(
+        &self,
+        cfg: &PpoTrialConfig,
+        on_cpu: bool,
+    ) -> Result<MemoryEstimate, TrialError> {
+        let (obs, act) = self.sizes(&cfg.env)?;
+        let dataset = match cfg.env.placement_on(on_cpu) {
+            ResolvedPlacement::Host => 0,
+            ResolvedPlacement::Device => dataset_bytes(&self.dataset),
+        };
+        Ok(MemoryEstimate::of(
+            &cfg.ppo,
+            cfg.env.n_envs,
+            obs,
+            act,
+            dataset,
+        ))
+    }
+}
+
+/// Bytes of the market data a device env uploads: prices `[T, M]` and features `[T, M·F]`
+/// in f32.
+pub fn dataset_bytes(d: &Dataset) -> u64 {
+    let (t, m, f) = (
+        d.n_bars() as u64,
+        d.n_assets() as u64,
+        d.n_features() as u64,
+    );
+    4 * t * m * (1 + f)
 }
 
 /// The trainer's phases in the telemetry's four: buffer writes count as inference (both are
@@ -217,25 +298,57 @@ fn save_checkpoint<E: crate::ppo::RolloutEnv>(
 impl TrialFunction for PpoTrial {
     fn plan(&self, input: &TrialInput<'_>) -> Result<TrialPlan, TrialError> {
         let cfg = PpoTrialConfig::from_json(input.config)?;
+        let on_cpu = input.device.spec == DeviceSpec::Cpu;
         Ok(TrialPlan {
             precision: cfg.ppo.precision.to_string(),
-            memory: Some(self.estimate(&cfg)?),
+            memory: Some(self.estimate_on(&cfg, on_cpu)?),
         })
     }
 
     fn run(&self, input: &TrialInput<'_>, reporter: &mut Reporter<'_>) -> Result<f64, TrialError> {
         let cfg = PpoTrialConfig::from_json(input.config)?;
-        let device = crate::device::open(input.device.spec).map_err(TrialError::failed)?;
-        let env = CpuVecEnv::new(cfg.env.clone(), self.dataset.clone(), self.train.clone())
+        crate::device::check_precision(input.device.spec, cfg.ppo.precision)
             .map_err(TrialError::failed)?;
+        let device = crate::device::open(input.device.spec).map_err(TrialError::failed)?;
+        let placement = cfg.env.placement_on(input.device.spec == DeviceSpec::Cpu);
+        reporter.set_user_attr("env_placement", placement.name());
+        match placement {
+            ResolvedPlacement::Host => {
+                let env = CpuVecEnv::new(cfg.env.clone(), self.dataset.clone(), self.train.clone())
+                    .map_err(TrialError::failed)?;
+                self.train_on(&cfg, input, reporter, HostEnv::new(env, &device), &device)
+            }
+            ResolvedPlacement::Device => {
+                // The market data goes to the device once; every step stays there.
+                let env =
+                    TensorVecEnv::new(cfg.env.clone(), &self.dataset, self.train.clone(), &device)
+                        .map_err(TrialError::failed)?;
+                self.train_on(&cfg, input, reporter, env, &device)
+            }
+        }
+    }
+}
+
+impl PpoTrial {
+    /// Trains on `env` (on `device`) and scores the trial.
+    fn train_on<E: RolloutEnv>(
+        &self,
+        cfg: &PpoTrialConfig,
+        input: &TrialInput<'_>,
+        reporter: &mut Reporter<'_>,
+        env: E,
+        device: &burn::tensor::Device,
+    ) -> Result<f64, TrialError> {
         let split = EvalSplit::new(
             "validation",
             self.dataset.clone(),
             self.validation.clone(),
             &cfg.env,
         );
-        let mut trainer = Trainer::new(cfg.ppo.clone(), HostEnv::new(env, &device), &device)
-            .map_err(TrialError::failed)?;
+        let mut trainer = Trainer::new(cfg.ppo.clone(), env, device).map_err(TrialError::failed)?;
+        if let Some(budget) = &input.budget {
+            trainer = trainer.with_memory_budget(budget.clone());
+        }
         if cfg.train.eval_every > 0 {
             trainer = trainer
                 .with_evaluation(PeriodicEval {

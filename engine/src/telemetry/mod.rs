@@ -36,7 +36,9 @@ pub use identity::{BurnDeviceDescription, DeviceMatch, PciBusId, match_device};
 pub use metric::{DeviceTag, Metric};
 pub use phase::{Phase, PhaseSplit, PhaseTimer};
 pub use ring::{PlotPoint, Ring};
-pub use sampler::{Sampler, SamplerConfig, SamplerCore, SamplerHandle, SamplerStats, Tick};
+pub use sampler::{
+    RunningTrial, Sampler, SamplerConfig, SamplerCore, SamplerHandle, SamplerStats, Tick,
+};
 pub use sink::{MemorySink, StorageSink, TelemetryRow, TelemetrySink};
 pub use source::{DeviceReading, GpuSource, HostSource, Source, SourceReading};
 pub use summary::{DeviceSummary, TrialFacts, TrialSummary};

@@ -1,13 +1,22 @@
 //! The sampler: one thread that asks every probe for a reading each interval, stamps it in UTC,
 //! keeps per-metric ring buffers for live views and hands rows in batches to a sink.
 //!
-//! It never blocks a trainer: the trainer only sets the current trial (an atomic store), the
-//! probes run on their own threads with a per-tick deadline (see [`super::worker`]), and the
-//! sink is called on the sampler's thread. [`SamplerCore::tick`] is the whole of one tick and
-//! is public so tests drive ticks by hand instead of sleeping.
+//! It never blocks a trainer during its work: the probes run on their own threads with a
+//! per-tick deadline (see [`super::worker`]) and the sink is called on the sampler's thread.
+//! [`SamplerCore::tick`] is the whole of one tick and is public so tests drive ticks by hand
+//! instead of sleeping.
+//!
+//! Every trial gets telemetry whatever its length: [`SamplerHandle::begin_trial`] and
+//! [`SamplerHandle::end_trial`] each take one extra sample, tagged with the trial and written
+//! to the sink at once, besides the periodic ones. A trial shorter than the interval still has
+//! a first and a last reading, and its rows are stored before the trial's state is.
+//!
+//! Rows are tagged with the trials running on the sampled device: a trial is bound to one
+//! device ([`RunningTrial::device`]), or to every device when its card is not known. Host rows
+//! (CPU, the process) belong to the trials on the CPU; with none there, to every running
+//! trial (the host feeds them all). A device shared by two trials gives each of them a row.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
@@ -97,7 +106,10 @@ pub struct Tick {
     pub seq: u64,
     #[serde(serialize_with = "super::sink::serialize_utc")]
     pub timestamp: DateTime<Utc>,
+    /// The trial started last among those running (a one-column view for the live CSV log).
     pub trial: Option<u64>,
+    /// Every trial running when the tick was taken, oldest first.
+    pub running: Vec<RunningTrial>,
     pub readings: Vec<DeviceReading>,
     /// Sources that did not answer in time this tick.
     pub skipped: Vec<String>,
@@ -105,6 +117,12 @@ pub struct Tick {
 }
 
 impl Tick {
+    /// The trials a reading of `device` belongs to (see the module's documentation); an empty
+    /// list when none does.
+    pub fn trials_on(&self, device: DeviceTag) -> Vec<u64> {
+        trials_on(&self.running, device)
+    }
+
     pub fn get(&self, device: DeviceTag, metric: Metric) -> Option<f64> {
         self.readings
             .iter()
@@ -128,14 +146,51 @@ pub struct SamplerStats {
     pub ticks_not_delivered: u64,
 }
 
-const NO_TRIAL: u64 = u64::MAX;
+/// A trial the sampler tags rows with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct RunningTrial {
+    /// The storage's `trial_id`.
+    pub trial: u64,
+    /// The device it runs on; `None` when that is not known (its rows are tagged on every device).
+    pub device: Option<DeviceTag>,
+}
+
+fn trials_on(running: &[RunningTrial], device: DeviceTag) -> Vec<u64> {
+    let on: Vec<u64> = running
+        .iter()
+        .filter(|r| r.device.is_none_or(|d| d == device))
+        .map(|r| r.trial)
+        .collect();
+    if on.is_empty() && device == DeviceTag::Host {
+        return running.iter().map(|r| r.trial).collect();
+    }
+    on
+}
+
+/// What a handle asks of the sampler thread.
+enum Command {
+    /// Take a tick now, hand its rows to the sink, then answer.
+    SampleNow(SyncSender<()>),
+    Stop,
+}
 
 /// State shared between the sampler thread and its handles.
 #[derive(Debug)]
 struct Shared {
-    trial: AtomicU64,
+    running: Mutex<Vec<RunningTrial>>,
     rings: Mutex<HashMap<(DeviceTag, Metric), Ring>>,
     stats: Mutex<SamplerStats>,
+    /// The running sampler thread's command queue; `None` while ticks are driven by hand.
+    commands: Mutex<Option<Sender<Command>>>,
+}
+
+impl std::fmt::Debug for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Command::SampleNow(_) => "SampleNow",
+            Command::Stop => "Stop",
+        })
+    }
 }
 
 /// Locks even after a panic elsewhere: telemetry is diagnostic, stale data beats a crash.
@@ -150,21 +205,59 @@ pub struct SamplerHandle {
 }
 
 impl SamplerHandle {
-    /// Tags the following rows with `trial` (`None` between trials). Never blocks.
+    /// Tags the following rows of every device with `trial` alone (`None`: no trial). Never
+    /// blocks. For a study's trials use [`Self::begin_trial`] and [`Self::end_trial`].
     pub fn set_trial(&self, trial: Option<u64>) {
-        let v = match trial {
-            Some(t) if t != NO_TRIAL => t,
-            Some(_) => NO_TRIAL - 1,
-            None => NO_TRIAL,
-        };
-        self.shared.trial.store(v, Ordering::Relaxed);
+        let mut running = lock(&self.shared.running);
+        running.clear();
+        running.extend(trial.map(|trial| RunningTrial {
+            trial,
+            device: None,
+        }));
     }
 
+    /// The trial started last among those running.
     pub fn trial(&self) -> Option<u64> {
-        match self.shared.trial.load(Ordering::Relaxed) {
-            NO_TRIAL => None,
-            t => Some(t),
+        lock(&self.shared.running).last().map(|r| r.trial)
+    }
+
+    /// Every running trial, oldest first.
+    pub fn running(&self) -> Vec<RunningTrial> {
+        lock(&self.shared.running).clone()
+    }
+
+    /// `trial` starts on `device` (`None`: its card is not known): its rows are tagged from now
+    /// on, and one sample is taken and stored at once (returns when it is, see
+    /// [`Self::sample_now`]).
+    pub fn begin_trial(&self, trial: u64, device: Option<DeviceTag>) {
+        {
+            let mut running = lock(&self.shared.running);
+            running.retain(|r| r.trial != trial);
+            running.push(RunningTrial { trial, device });
         }
+        self.sample_now();
+    }
+
+    /// `trial` ends: one last sample tagged with it is taken and stored, then its tag is removed.
+    pub fn end_trial(&self, trial: u64) {
+        self.sample_now();
+        lock(&self.shared.running).retain(|r| r.trial != trial);
+    }
+
+    /// Asks the sampler thread for a tick now, its rows handed to the sink at once, and waits
+    /// until that is done. Returns false when no sampler thread runs (ticks are driven by hand)
+    /// or it has stopped.
+    pub fn sample_now(&self) -> bool {
+        let Some(commands) = lock(&self.shared.commands).clone() else {
+            return false;
+        };
+        let (tx, rx) = mpsc::sync_channel(1);
+        if commands.send(Command::SampleNow(tx)).is_err() {
+            return false;
+        }
+        // The thread answers after one tick (its probes wait at most half an interval); if it
+        // ends first, the reply's sender is dropped and this returns at once.
+        rx.recv().is_ok()
     }
 
     /// The series of `metric` on `device`, min/max-decimated to at most `width` points.
@@ -221,9 +314,10 @@ impl SamplerCore {
         Ok(SamplerCore {
             workers,
             shared: Arc::new(Shared {
-                trial: AtomicU64::new(NO_TRIAL),
+                running: Mutex::new(Vec::new()),
                 rings: Mutex::new(HashMap::new()),
                 stats: Mutex::new(SamplerStats::default()),
+                commands: Mutex::new(None),
             }),
             sink,
             batch: Vec::new(),
@@ -281,10 +375,12 @@ impl SamplerCore {
                 None => skipped.push(w.name.clone()),
             }
         }
+        let running = lock(&self.shared.running).clone();
         let tick = Tick {
             seq,
             timestamp: now,
-            trial: self.handle().trial(),
+            trial: running.last().map(|r| r.trial),
+            running,
             readings,
             skipped,
             problems,
@@ -324,14 +420,22 @@ impl SamplerCore {
         }
         if self.sink.is_some() {
             for r in &tick.readings {
-                self.batch
-                    .extend(r.values.iter().map(|(metric, value)| TelemetryRow {
-                        timestamp: tick.timestamp,
-                        device: r.device,
-                        trial: tick.trial,
-                        metric: *metric,
-                        value: *value,
-                    }));
+                let trials = tick.trials_on(r.device);
+                let tags: Vec<Option<u64>> = if trials.is_empty() {
+                    vec![None]
+                } else {
+                    trials.into_iter().map(Some).collect()
+                };
+                for trial in tags {
+                    self.batch
+                        .extend(r.values.iter().map(|(metric, value)| TelemetryRow {
+                            timestamp: tick.timestamp,
+                            device: r.device,
+                            trial,
+                            metric: *metric,
+                            value: *value,
+                        }));
+                }
             }
             self.ticks_in_batch += 1;
             if self.ticks_in_batch >= self.config.batch_ticks {
@@ -367,7 +471,7 @@ impl SamplerCore {
 /// A running sampler thread.
 pub struct Sampler {
     handle: SamplerHandle,
-    stop: Option<Sender<()>>,
+    stop: Option<Sender<Command>>,
     thread: Option<JoinHandle<SamplerCore>>,
 }
 
@@ -375,7 +479,8 @@ impl Sampler {
     /// Runs `core` on its own thread, one tick per interval (the first at once).
     pub fn start(core: SamplerCore) -> Result<Sampler, TelemetryError> {
         let handle = core.handle();
-        let (stop_tx, stop_rx) = mpsc::channel::<()>();
+        let (stop_tx, stop_rx) = mpsc::channel::<Command>();
+        *lock(&handle.shared.commands) = Some(stop_tx.clone());
         let thread = thread::Builder::new()
             .name("telemetry-sampler".into())
             .spawn(move || run(core, stop_rx))
@@ -401,7 +506,10 @@ impl Sampler {
     }
 
     fn shutdown(&mut self) {
-        self.stop.take();
+        lock(&self.handle.shared.commands).take();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(Command::Stop);
+        }
         if let Some(t) = self.thread.take() {
             // A panicked sampler thread has nothing left to flush; its counters stay readable.
             let _ = t.join();
@@ -415,22 +523,30 @@ impl Drop for Sampler {
     }
 }
 
-fn run(mut core: SamplerCore, stop: Receiver<()>) -> SamplerCore {
+fn run(mut core: SamplerCore, commands: Receiver<Command>) -> SamplerCore {
     let interval = core.config().interval;
     let budget = core.config().probe_deadline();
     let mut next = Instant::now();
     loop {
         let start = Instant::now();
-        core.tick(Utc::now(), start + budget);
-        next += interval;
-        let now = Instant::now();
-        // Fell behind (a stalled sink): start again from now instead of bursting ticks.
-        if next < now {
-            next = now;
+        if start >= next {
+            core.tick(Utc::now(), start + budget);
+            next += interval;
+            // Fell behind (a stalled sink): start again from now instead of bursting ticks.
+            let now = Instant::now();
+            if next < now {
+                next = now;
+            }
         }
-        match stop.recv_timeout(next - now) {
-            Err(RecvTimeoutError::Timeout) => continue,
-            Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
+        match commands.recv_timeout(next.saturating_duration_since(Instant::now())) {
+            Err(RecvTimeoutError::Timeout) => {}
+            Ok(Command::SampleNow(reply)) => {
+                let start = Instant::now();
+                core.tick(Utc::now(), start + budget);
+                core.flush();
+                let _ = reply.send(());
+            }
+            Ok(Command::Stop) | Err(RecvTimeoutError::Disconnected) => break,
         }
     }
     core.flush();

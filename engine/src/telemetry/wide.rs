@@ -150,6 +150,7 @@ mod tests {
             seq: 1,
             timestamp: Utc.timestamp_opt(1_700_000_000, 250_000_000).unwrap(),
             trial: Some(7),
+            running: Vec::new(),
             readings: vec![
                 DeviceReading {
                     device: DeviceTag::Gpu(0),

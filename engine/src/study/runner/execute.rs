@@ -26,6 +26,27 @@ impl Runner {
     ) -> Result<TrialOutcome, RunnerError> {
         let number = s.handle.number.max(0) as u64;
         let trial_id = s.handle.trial_id;
+        // The trial's share of its physical device's budget, shared by every worker bound to
+        // that device whatever slot name it uses (`cpu`, `cpu#1`).
+        let budget = match slot.memory_bytes {
+            Some(bytes) => {
+                let device_index = self
+                    .cfg
+                    .devices
+                    .iter()
+                    .position(|d| d.label == slot.label)
+                    .unwrap_or(0);
+                Some(
+                    MemoryBudget::new(
+                        bytes,
+                        self.cfg.memory_fraction,
+                        shared.per_device[device_index],
+                    )?
+                    .on(&slot.label),
+                )
+            }
+            None => None,
+        };
         let input = TrialInput {
             number,
             trial_id,
@@ -33,6 +54,7 @@ impl Runner {
             device: slot,
             config: &s.config,
             params: &s.params,
+            budget: budget.clone(),
         };
         let plan = match catch_unwind(AssertUnwindSafe(|| self.trial_fn.plan(&input))) {
             Ok(Ok(plan)) => plan,
@@ -68,24 +90,7 @@ impl Runner {
                 .map(|(k, v)| (k.clone(), history::param_json(v)))
                 .collect(),
         });
-        if let (Some(estimate), Some(bytes)) = (&plan.memory, slot.memory_bytes) {
-            let device_index = self
-                .cfg
-                .devices
-                .iter()
-                .position(|d| d.label == slot.label)
-                .unwrap_or(0);
-            let budget = match MemoryBudget::new(
-                bytes,
-                self.cfg.memory_fraction,
-                shared.per_device[device_index],
-            ) {
-                Ok(b) => b,
-                Err(e) => {
-                    self.stop.unregister(number);
-                    return Err(e.into());
-                }
-            };
+        if let (Some(estimate), Some(budget)) = (&plan.memory, &budget) {
             if let Err(e) = budget.check(estimate) {
                 self.stop.unregister(number);
                 let reason = format!("not started, over the memory budget: {e}");
@@ -104,11 +109,13 @@ impl Runner {
                 return Err(e.into());
             }
         };
-        if let Some(t) = &self.telemetry {
-            t.set_trial(Some(trial_id as u64));
-        }
         let started_at = chrono::Utc::now();
         let clock = Instant::now();
+        // A first sample tagged with this trial, stored before it runs: a trial shorter than
+        // the sampling interval still has telemetry (issue 19).
+        if let Some(t) = &self.telemetry {
+            t.begin_trial(trial_id as u64, slot.telemetry_device());
+        }
         let mut reporter = Reporter {
             storage,
             study_id: shared.study_id,
@@ -139,7 +146,12 @@ impl Runner {
         {
             result = Ok(Err(e));
         }
+        // And a last one, before the trial's state is stored.
+        if let Some(t) = &self.telemetry {
+            t.end_trial(trial_id as u64);
+        }
         let wall = clock.elapsed();
+        let ended_at = chrono::Utc::now();
         let duration_s = wall.as_secs_f64();
         let last_step = reporter.last_step;
         let pruned_at = reporter.pruned_at;
@@ -150,10 +162,7 @@ impl Runner {
         let _ = heartbeat.stop();
         self.stop.unregister(number);
         if let Some(t) = &self.telemetry {
-            if t.trial() == Some(trial_id as u64) {
-                t.set_trial(None);
-            }
-            let s = summary::summarise(t, started_at, wall, env_samples, phases);
+            let s = summary::summarise(t, started_at, ended_at, wall, env_samples, phases);
             attrs.extend(s);
         }
         for (k, v) in &attrs {

@@ -155,7 +155,7 @@ struct Shared {
     /// The sampler cannot propose more trials (a used-up grid): start no more.
     exhausted: AtomicBool,
     outcomes: Mutex<Vec<TrialOutcome>>,
-    /// Workers per device, the budget's divisor.
+    /// Per device slot, the workers bound to its physical device: the budget's divisor.
     per_device: Vec<usize>,
 }
 
@@ -270,10 +270,18 @@ impl Runner {
             .collect();
         let existing = storage.trials(study_id)?.len();
         let binding = assign(self.cfg.workers, &self.cfg.devices, self.cfg.assignment);
-        let mut per_device = vec![0; self.cfg.devices.len()];
-        for d in &binding {
-            per_device[*d] += 1;
-        }
+        // Workers per physical device: slots naming one device (`cpu`, `cpu#1`; `wgpu` and
+        // the `wgpu:N` it is) share its budget.
+        let physical: Vec<String> = self
+            .cfg
+            .devices
+            .iter()
+            .map(|d| crate::device::physical_device(d.spec))
+            .collect();
+        let per_device: Vec<usize> = physical
+            .iter()
+            .map(|p| binding.iter().filter(|&&d| physical[d] == *p).count())
+            .collect();
         let _ = events.send(StudyEvent::StudyStarted {
             study: self.cfg.study_name.clone(),
             study_id,

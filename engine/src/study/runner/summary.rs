@@ -17,16 +17,18 @@ use crate::telemetry::{PhaseSplit, SamplerHandle, TelemetryRow, TrialFacts, Tria
 /// Every point of a ring (a ring never holds more than its capacity).
 const ALL_POINTS: usize = usize::MAX;
 
-/// The summary's user attributes for a trial that ran `wall` from `start`.
+/// The summary's user attributes for a trial that ran from `start` to `end` (`wall` of work).
+/// The window includes the samples taken as the trial began and ended.
 pub(super) fn summarise(
     sampler: &SamplerHandle,
     start: DateTime<Utc>,
+    end: DateTime<Utc>,
     wall: Duration,
     env_samples: u64,
     phases: Option<PhaseSplit>,
 ) -> Vec<(String, JsonValue)> {
     let from = start.timestamp_millis() as f64 / 1000.0;
-    let to = from + wall.as_secs_f64();
+    let to = end.timestamp_millis() as f64 / 1000.0;
     let mut rows = Vec::new();
     for (device, metric) in sampler.series_keys() {
         for p in sampler.series(device, metric, ALL_POINTS) {

@@ -32,6 +32,9 @@ pub struct TrialInput<'a> {
     pub config: &'a serde_json::Value,
     /// The sampled parameters, external values by name.
     pub params: &'a BTreeMap<String, ParamValue>,
+    /// The trial's share of its device's memory, checked before it starts and, by trial
+    /// functions that can (the PPO trainer on a device with a memory pool), after every update.
+    pub budget: Option<crate::device::memory::MemoryBudget>,
 }
 
 /// What a trial will run with, known before it starts.

@@ -1,0 +1,205 @@
+//! Every bundled preset, shrunk with `--set` on its fixed values (tiny networks, one short
+//! rollout), runs one trial to COMPLETE on its device class: the CPU preset on the CPU, the GPU
+//! presets on wgpu (Mesa's software Vulkan in CI; any GPU elsewhere), with the environment on
+//! the device and the precision the preset asks for. The first trial of each preset is its
+//! enqueued one, so the searched values it runs with are known.
+//!
+//! Without a wgpu adapter the GPU presets print a loud SKIP, unless `TRADETUNE_REQUIRE_GPU=1`
+//! (set by `.ci/run`, which installs `mesa-vulkan-drivers`).
+
+mod common;
+
+use common::{scratch, text, tradetune};
+use tradetune_engine::device::{DeviceSpec, open};
+use tradetune_engine::storage::{JsonValue, Storage, TrialState};
+
+fn attr(attrs: &[(String, JsonValue)], key: &str) -> String {
+    attrs
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.dumps())
+        .unwrap_or_else(|| panic!("no attribute {key}: {attrs:?}"))
+}
+
+/// Runs `preset` for one trial on `device` with a rollout of `n_envs × n_steps` samples (at
+/// least the preset's enqueued batch size) and checks the stored trial.
+fn run_preset(preset: &str, device: &str, n_envs: usize, n_steps: usize, precision: &str) {
+    // The CPU preset searches its network sizes (`--set` refuses searched values); the GPU
+    // presets fix theirs, shrunk here.
+    let nets_fixed = preset != "cpu";
+    let dir = scratch("cli_presets_device", preset);
+    let db = dir.join("studies.db");
+    let rollout = n_envs * n_steps;
+    let mut sets = vec![
+        format!("env.n_envs={n_envs}"),
+        format!("ppo.n_steps={n_steps}"),
+        format!("train.total_timesteps={rollout}"),
+        "train.eval_every=1".to_owned(),
+    ];
+    if nets_fixed {
+        sets.push("ppo.policy.net_arch.pi=[16, 16]".to_owned());
+        sets.push("ppo.policy.net_arch.vf=[16, 16]".to_owned());
+    }
+    let mut args = vec![
+        "study",
+        "run",
+        "--preset",
+        preset,
+        "--trials",
+        "1",
+        "--workers",
+        "1",
+        "--devices",
+        device,
+        "--db",
+        db.to_str().unwrap(),
+        "--name",
+        preset,
+        "--telemetry-interval",
+        "0",
+    ];
+    for s in &sets {
+        args.extend(["--set", s.as_str()]);
+    }
+    let o = tradetune(&args);
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{preset}: stdout:\n{out}\nstderr:\n{err}"
+    );
+    let st = Storage::open_read_only(&db).unwrap();
+    let trials = st.trials(st.study_id(preset).unwrap()).unwrap();
+    assert_eq!(trials.len(), 1, "{preset}: {out}");
+    let t = &trials[0];
+    assert_eq!(
+        t.state,
+        TrialState::Complete,
+        "{preset}: {:?}\n{out}\n{err}",
+        t.system_attr("fail_reason")
+    );
+    assert_eq!(attr(&t.user_attrs, "device"), format!("\"{device}\""));
+    assert_eq!(attr(&t.user_attrs, "precision"), format!("\"{precision}\""));
+    let placement = if device == "cpu" { "host" } else { "device" };
+    assert_eq!(
+        attr(&t.user_attrs, "env_placement"),
+        format!("\"{placement}\""),
+        "{preset}"
+    );
+}
+
+/// The wgpu adapter for the GPU presets, or a loud skip.
+fn wgpu_here(test: &str) -> bool {
+    match open(DeviceSpec::Wgpu(None)) {
+        Ok(_) => true,
+        Err(e) => {
+            let required = std::env::var("TRADETUNE_REQUIRE_GPU").is_ok_and(|v| v == "1");
+            assert!(!required, "{test}: TRADETUNE_REQUIRE_GPU=1 but {e}");
+            eprintln!("SKIP {test}: {e}");
+            false
+        }
+    }
+}
+
+#[test]
+fn the_cpu_preset_completes_on_the_cpu() {
+    run_preset("cpu", "cpu", 4, 64, "f32");
+}
+
+#[test]
+fn the_rtx4080_presets_complete_on_wgpu_in_f16() {
+    if !wgpu_here("the_rtx4080_presets_complete_on_wgpu_in_f16") {
+        return;
+    }
+    // Enqueued batch 1024: one rollout of 8 × 128.
+    run_preset("rtx4080", "wgpu", 8, 128, "f16");
+    run_preset("rtx4080_laptop", "wgpu", 8, 128, "f16");
+}
+
+#[test]
+fn the_rx7900gre_preset_completes_on_wgpu() {
+    if !wgpu_here("the_rx7900gre_preset_completes_on_wgpu") {
+        return;
+    }
+    // Enqueued batch 16384 in f32: one rollout of 32 × 512.
+    run_preset("rx7900gre", "wgpu", 32, 512, "f32");
+}
+
+/// The memory guard: a wgpu trial whose device pool grows past its budget while it trains
+/// becomes FAIL with "memory budget exceeded: X of Y on wgpu", and the CPU trial running beside
+/// it goes on to COMPLETE. The budget is tiny (`device_memory_gib` = 0.0001, about 105 KiB):
+/// the tiny network's estimate fits it, so the trial starts, and the pool wgpu reserves for the
+/// first update does not.
+#[test]
+fn the_memory_guard_fails_an_over_budget_wgpu_trial_and_the_cpu_trial_goes_on() {
+    if !wgpu_here("the_memory_guard_fails_an_over_budget_wgpu_trial") {
+        return;
+    }
+    let dir = scratch("cli_presets_device", "guard");
+    let db = dir.join("studies.db");
+    let file = dir.join("guard.toml");
+    // 40 updates: the CPU trial is still training long after the wgpu one has failed at its
+    // first update, whichever worker claims a trial first.
+    std::fs::write(
+        &file,
+        r#"[study]
+name = "guard"
+n_trials = 2
+workers = 2
+devices = ["wgpu", "cpu"]
+device_memory_gib = 0.0001
+memory_fraction = 1.0
+
+[fixed]
+env.n_envs = 2
+env.placement = "host"
+ppo.n_steps = 16
+ppo.batch_size = 32
+ppo.n_epochs = 1
+ppo.policy.net_arch.pi = [8]
+ppo.policy.net_arch.vf = [8]
+train.total_timesteps = 1280
+train.eval_every = 0
+
+[search]
+"ppo.learning_rate" = { low = 1e-4, high = 1e-3, log = true }
+
+[sampler]
+kind = "random"
+seed = 3
+
+[pruner]
+kind = "none"
+"#,
+    )
+    .unwrap();
+    let o = tradetune(&[
+        "study",
+        "run",
+        file.to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+        "--telemetry-interval",
+        "0",
+    ]);
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "stdout:\n{out}\nstderr:\n{err}");
+    let st = Storage::open_read_only(&db).unwrap();
+    let trials = st.trials(st.study_id("guard").unwrap()).unwrap();
+    assert_eq!(trials.len(), 2, "{out}");
+    let on = |device: &str| {
+        trials
+            .iter()
+            .find(|t| attr(&t.user_attrs, "device") == format!("\"{device}\""))
+            .unwrap_or_else(|| panic!("no trial on {device}: {out}"))
+    };
+    let gpu = on("wgpu");
+    assert_eq!(gpu.state, TrialState::Fail, "{out}");
+    match gpu.system_attr("fail_reason") {
+        Some(JsonValue::Str(r)) => {
+            assert!(r.contains("memory budget exceeded"), "{r}");
+            assert!(r.contains(" on wgpu"), "{r}");
+        }
+        other => panic!("fail_reason: {other:?}"),
+    }
+    assert_eq!(on("cpu").state, TrialState::Complete, "{out}");
+}
