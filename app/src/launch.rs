@@ -12,8 +12,8 @@ use tradetune_engine::study::file::StudyFile;
 use tradetune_engine::study::ppo_trial::{PpoTrial, PpoTrialConfig, check_devices, objective_of};
 use tradetune_engine::study::runner::{Runner, RunnerConfig};
 use tradetune_engine::telemetry::{
-    DRM_ROOT, GpuDiscovery, Sampler, SamplerConfig, SamplerCore, StorageSink, SysinfoHostProbe,
-    source,
+    DRM_ROOT, GpuDiscovery, GpuInfo, Sampler, SamplerConfig, SamplerCore, StorageSink,
+    SysinfoHostProbe, source,
 };
 
 /// `studies.db` in the user's data directory (`~/.local/share/tradetune` on Linux).
@@ -57,10 +57,20 @@ pub fn runner(file: &StudyFile, rc: RunnerConfig) -> anyhow::Result<(Runner, Str
 /// A telemetry sampler (CPU, process and whatever GPUs answer) every `interval`, writing its
 /// rows into the study database `db`, tagged by trial.
 pub fn telemetry_sampler(db: &Path, interval: Duration) -> anyhow::Result<Sampler> {
+    Ok(telemetry_sampler_with_gpus(db, interval)?.0)
+}
+
+/// [`telemetry_sampler`], with the cards its probes see (in its `gpuN` order) for
+/// [`Runner::with_telemetry_gpus`].
+pub fn telemetry_sampler_with_gpus(
+    db: &Path,
+    interval: Duration,
+) -> anyhow::Result<(Sampler, Vec<GpuInfo>)> {
     let config = SamplerConfig::with_interval(interval).context("telemetry interval")?;
     let pid = std::process::id();
     let host = SysinfoHostProbe::new(Some(pid)).context("CPU/process probe")?;
     let discovery = GpuDiscovery::discover(Path::new(DRM_ROOT), pid);
+    let gpus = discovery.devices();
     let sources = source::sources(discovery, Some(Box::new(host)));
     // Opening the database here also recovers trials of dead processes; the runner reports
     // them since it opens with the same grace period.
@@ -72,5 +82,5 @@ pub fn telemetry_sampler(db: &Path, interval: Duration) -> anyhow::Result<Sample
         },
     )?);
     let core = SamplerCore::new(config, sources, Some(Box::new(sink)))?;
-    Ok(Sampler::start(core)?)
+    Ok((Sampler::start(core)?, gpus))
 }

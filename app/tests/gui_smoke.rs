@@ -56,33 +56,34 @@ fn the_window_draws_its_first_frames_under_xvfb_and_exits_cleanly() {
         return;
     }
     let dir = scratch("gui_smoke", "window");
-    // A display number of our own: two test runs at once must not share a server.
-    let display = 90 + std::process::id() % 800;
-    let socket = format!("/tmp/.X11-unix/X{display}");
+    // Xvfb picks a free display number itself (two test runs at once never share a server)
+    // and writes it to its stdout once it accepts connections: wait for that line rather than
+    // poll for its socket against a clock.
     let mut xvfb = Killed(
         Command::new("Xvfb")
             .args([
-                &format!(":{display}"),
+                "-displayfd",
+                "1",
                 "-screen",
                 "0",
                 "1280x1024x24",
                 "-nolisten",
                 "tcp",
             ])
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .expect("Xvfb starts"),
     );
-    let ready = Instant::now() + Duration::from_secs(20);
-    while !Path::new(&socket).exists() {
-        assert!(
-            xvfb.0.try_wait().ok().flatten().is_none(),
-            "Xvfb :{display} exited at start"
-        );
-        assert!(Instant::now() < ready, "Xvfb :{display} did not come up");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let mut said = String::new();
+    // Kept open while the server runs, so a later write of Xvfb's never meets a closed pipe.
+    let mut xvfb_out = std::io::BufReader::new(xvfb.0.stdout.take().expect("a piped stdout"));
+    let _ = std::io::BufRead::read_line(&mut xvfb_out, &mut said);
+    // An empty line: Xvfb exited before it was ready.
+    let display: u32 = said
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("Xvfb did not come up (it said {said:?})"));
     let mut app = Killed(
         Command::new(env!("CARGO_BIN_EXE_tradetune"))
             .args(["--exit-after-frames", "5"])

@@ -403,39 +403,63 @@ fn the_pruner_prunes_a_hopeless_trial_through_the_runner() {
 fn heartbeats_while_running_and_stale_trials_fail_on_start() {
     let path = db("heartbeat");
     // A trial left RUNNING by a "dead" worker: its heartbeat is never renewed.
-    {
+    let dead = {
         let mut s = Storage::open(&path).unwrap();
         let id = s
             .create_study("hb", &[tradetune_engine::storage::StudyDirection::Maximize])
             .unwrap();
-        s.create_trial(id).unwrap();
-    }
+        s.create_trial(id).unwrap().trial_id
+    };
+    let open = |db: &PathBuf| {
+        let conn = rusqlite::Connection::open(db).unwrap();
+        conn.busy_timeout(Duration::from_secs(60)).unwrap();
+        conn
+    };
     let beat_db = path.clone();
     let read_beat = move |trial_id: i64| -> String {
-        let conn = rusqlite::Connection::open(&beat_db).unwrap();
-        conn.query_row(
-            "SELECT heartbeat FROM trial_heartbeats WHERE trial_id = ?1",
-            [trial_id],
-            |r| r.get(0),
-        )
-        .unwrap()
+        open(&beat_db)
+            .query_row(
+                "SELECT heartbeat FROM trial_heartbeats WHERE trial_id = ?1",
+                [trial_id],
+                |r| r.get(0),
+            )
+            .unwrap()
     };
-    // SQLite's CURRENT_TIMESTAMP has whole seconds: 2.2 s later the beat is > 1 s old.
-    std::thread::sleep(Duration::from_millis(2200));
+    let write_beat = {
+        let db = path.clone();
+        move |trial_id: i64, beat: &str| {
+            let n = open(&db)
+                .execute(
+                    "UPDATE trial_heartbeats SET heartbeat = ?2 WHERE trial_id = ?1",
+                    rusqlite::params![trial_id, beat],
+                )
+                .unwrap();
+            assert_eq!(n, 1, "trial {trial_id} has no heartbeat row");
+        }
+    };
+    // The dead worker's last beat is long past (rather than waiting for SQLite's whole-second
+    // clock to make it older than `stale_after`).
+    write_beat(dead, "2000-01-01 00:00:00");
+    // A beat no renewal writes: the running trial overwrites its own beat with it and waits
+    // until the runner's heartbeat thread replaces it (every 200 ms), whatever the wall clock
+    // reads. It lies in the future, so no stale check could take it for a dead worker's.
+    const MARK: &str = "2999-01-01 00:00:00";
     let f = Synthetic {
         plan: f32_plan,
         run: move |input: &TrialInput<'_>, _: &mut Reporter<'_>| {
             // The runner's heartbeat thread renews this trial's beat while it runs.
-            let start = read_beat(input.trial_id);
-            for _ in 0..100 {
-                if read_beat(input.trial_id) != start {
-                    return Ok(1.0);
+            write_beat(input.trial_id, MARK);
+            let waiting = std::time::Instant::now();
+            while read_beat(input.trial_id) == MARK {
+                // Only turns a hang into a failure: a renewal takes one heartbeat interval.
+                if waiting.elapsed() > Duration::from_secs(300) {
+                    return Err(TrialError::Failed(
+                        "the heartbeat never moved in 5 minutes".into(),
+                    ));
                 }
-                std::thread::sleep(Duration::from_millis(100));
+                std::thread::sleep(Duration::from_millis(20));
             }
-            Err(TrialError::Failed(
-                "the heartbeat never moved in 10 s".into(),
-            ))
+            Ok(1.0)
         },
     };
     let mut cfg = config("hb", &path, 1, 1);
@@ -467,7 +491,7 @@ fn heartbeats_while_running_and_stale_trials_fail_on_start() {
     );
 }
 
-/// A GPU that always reads 73 % busy, 2048 MiB used and 150 W.
+/// A GPU that always reads 73 % busy, 2048 MiB used and 150 W, on a host at 40 % CPU.
 struct FakeGpu;
 
 impl tradetune_engine::telemetry::Source for FakeGpu {
@@ -477,29 +501,38 @@ impl tradetune_engine::telemetry::Source for FakeGpu {
     fn read(&mut self) -> tradetune_engine::telemetry::SourceReading {
         use tradetune_engine::telemetry::{DeviceReading, DeviceTag, Metric};
         tradetune_engine::telemetry::SourceReading {
-            readings: vec![DeviceReading {
-                device: DeviceTag::Gpu(0),
-                values: vec![
-                    (Metric::UtilPct, 73.0),
-                    (Metric::MemUsedMib, 2048.0),
-                    (Metric::PowerW, 150.0),
-                ],
-            }],
+            readings: vec![
+                DeviceReading {
+                    device: DeviceTag::Gpu(0),
+                    values: vec![
+                        (Metric::UtilPct, 73.0),
+                        (Metric::MemUsedMib, 2048.0),
+                        (Metric::PowerW, 150.0),
+                    ],
+                },
+                DeviceReading {
+                    device: DeviceTag::Host,
+                    values: vec![(Metric::CpuPct, 40.0)],
+                },
+            ],
             problems: Vec::new(),
         }
     }
 }
 
-#[test]
-fn a_trial_ends_with_its_telemetry_summary_and_tagged_rows() {
-    use tradetune_engine::telemetry::{
-        DeviceTag, Metric, Sampler, SamplerConfig, SamplerCore, StorageSink,
-    };
-    let path = db("telemetry");
+/// One trial on `slot` with the fake GPU sampled; its stored record and telemetry rows.
+fn telemetry_trial(
+    name: &str,
+    slot: DeviceSlot,
+) -> (TrialRecord, Vec<tradetune_engine::storage::TelemetrySample>) {
+    use tradetune_engine::telemetry::{Sampler, SamplerConfig, SamplerCore, StorageSink};
+    let path = db(name);
     // The study must exist before the sink's rows reference its trials.
     let sink = StorageSink::new(Storage::open(&path).unwrap());
+    // Periodic ticks a minute apart: the trial's samples are the one the runner takes as it
+    // starts, the one the trial asks for and the one taken as it ends, whatever the speed.
     let core = SamplerCore::new(
-        SamplerConfig::with_interval(Duration::from_millis(100)).unwrap(),
+        SamplerConfig::with_interval(Duration::from_secs(60)).unwrap(),
         vec![Box::new(FakeGpu)],
         Some(Box::new(sink)),
     )
@@ -510,27 +543,19 @@ fn a_trial_ends_with_its_telemetry_summary_and_tagged_rows() {
     let f = Synthetic {
         plan: f32_plan,
         run: move |_: &TrialInput<'_>, r: &mut Reporter<'_>| {
-            // Wait for three ticks taken while this trial runs (the sampler is tagged with it).
-            let start = chrono::Utc::now().timestamp_millis() as f64 / 1000.0;
-            for _ in 0..200 {
-                let fresh = watch
-                    .series(DeviceTag::Gpu(0), Metric::UtilPct, 10_000)
-                    .iter()
-                    .filter(|p| p.t > start)
-                    .count();
-                if fresh >= 3 {
-                    r.set_work(12_000, None);
-                    return Ok(1.0);
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            Err(TrialError::Failed(
-                "the sampler took no 3 ticks in 10 s".into(),
-            ))
+            // The sleeps are lower bounds only: the three samples get distinct millisecond
+            // timestamps, so the energy integrates over a positive time.
+            std::thread::sleep(Duration::from_millis(5));
+            assert!(watch.sample_now(), "the sampler thread runs");
+            std::thread::sleep(Duration::from_millis(5));
+            r.set_work(12_000, None);
+            Ok(1.0)
         },
     };
+    let mut cfg = config(name, &path, 1, 1);
+    cfg.devices = vec![slot];
     let runner = Runner::new(
-        config("telemetry", &path, 1, 1),
+        cfg,
         space(),
         base(),
         Box::new(RandomSampler::new(0)),
@@ -543,9 +568,18 @@ fn a_trial_ends_with_its_telemetry_summary_and_tagged_rows() {
     runner.run(&tx).unwrap();
     let stats = sampler.stop();
     assert_eq!(stats.rows_dropped, 0, "{:?}", stats.last_sink_error);
-    let stored = trials(&path, "telemetry");
-    let t = &stored[0];
+    let t = trials(&path, name).remove(0);
     assert_eq!(t.state, TrialState::Complete, "{:?}", t.system_attrs);
+    let st = Storage::open_read_only(&path).unwrap();
+    let rows = st.telemetry(Some(t.trial_id)).unwrap();
+    (t, rows)
+}
+
+#[test]
+fn a_trial_ends_with_its_telemetry_summary_and_tagged_rows() {
+    // A CUDA slot stands for a card the probes cannot tell apart (no adapter to match by PCI
+    // bus id in this test): every device's rows and series belong to its trial.
+    let (t, rows) = telemetry_trial("telemetry", DeviceSlot::new(DeviceSpec::Cuda(0), None));
     let num = |k: &str| t.user_attr(k).and_then(JsonValue::as_f64);
     assert_eq!(num("gpu0_mean_util_pct"), Some(73.0));
     assert_eq!(num("gpu0_peak_mem_used_mib"), Some(2048.0));
@@ -557,9 +591,28 @@ fn a_trial_ends_with_its_telemetry_summary_and_tagged_rows() {
         Some(JsonValue::Str(v)) => assert!(!v.is_empty()),
         other => panic!("no verdict attribute: {other:?}"),
     }
-    // The sampler's rows of this trial are in the database, tagged with its id.
-    let st = Storage::open_read_only(&path).unwrap();
-    let rows = st.telemetry(Some(t.trial_id)).unwrap();
-    assert!(rows.len() >= 3 * 3, "{} rows", rows.len());
-    assert!(rows.iter().all(|r| r.source == "gpu0"));
+    // The sampler's rows of this trial are in the database, tagged with its id, from its
+    // three samples at least: the GPU's and the host's.
+    assert!(rows.len() >= 3 * 4, "{} rows", rows.len());
+    assert!(rows.iter().any(|r| r.source == "gpu0"), "{rows:?}");
+    assert!(rows.iter().any(|r| r.source == "host"), "{rows:?}");
+}
+
+/// Issue 20: a CPU trial on a machine with a busy or idle GPU is summarised on the host only:
+/// no GPU figures, no GPU verdict, its rows the host's.
+#[test]
+fn a_cpu_trial_gets_the_hosts_telemetry_not_the_gpus() {
+    let (t, rows) = telemetry_trial("telemetry_cpu", cpu(8));
+    let num = |k: &str| t.user_attr(k).and_then(JsonValue::as_f64);
+    assert_eq!(num("host_mean_cpu_pct"), Some(40.0));
+    assert_eq!(num("gpu0_mean_util_pct"), None);
+    assert_eq!(
+        t.user_attr("telemetry_device"),
+        Some(&JsonValue::from("host"))
+    );
+    if let Some(JsonValue::Str(v)) = t.user_attr("verdict") {
+        assert!(!v.contains("gpu0"), "{v}");
+    }
+    assert!(rows.len() >= 3, "{} rows", rows.len());
+    assert!(rows.iter().all(|r| r.source == "host"), "{rows:?}");
 }

@@ -187,12 +187,14 @@ fn run_study(args: RunArgs) -> anyhow::Result<()> {
     // Telemetry into the study database, tagged by trial, and summarised per trial.
     let sampler = if args.telemetry_interval > 0.0 {
         let interval = seconds(args.telemetry_interval, "--telemetry-interval")?;
-        Some(launch::telemetry_sampler(&db, interval)?)
+        Some(launch::telemetry_sampler_with_gpus(&db, interval)?)
     } else {
         None
     };
     let runner = match &sampler {
-        Some(s) => runner.with_telemetry(s.handle()),
+        Some((s, gpus)) => runner
+            .with_telemetry(s.handle())
+            .with_telemetry_gpus(gpus.clone()),
         None => runner,
     };
 
@@ -253,7 +255,7 @@ fn run_study(args: RunArgs) -> anyhow::Result<()> {
             .join()
             .map_err(|_| anyhow::anyhow!("the study runner panicked"))
     })?;
-    if let Some(s) = sampler {
+    if let Some((s, _)) = sampler {
         let stats = s.stop();
         if let Some(e) = stats.last_sink_error
             && !args.json

@@ -81,6 +81,17 @@ impl TradeTuneApp {
         self
     }
 
+    /// Queues background jobs (data, databases, trials, exports, …) instead of starting them,
+    /// until [`Self::release_jobs`]: tests step frames while a job is certainly in flight.
+    pub fn hold_jobs(&mut self) {
+        self.tasks.hold();
+    }
+
+    /// Starts the jobs queued since [`Self::hold_jobs`]; returns how many.
+    pub fn release_jobs(&mut self) -> usize {
+        self.tasks.release()
+    }
+
     /// Starts the live telemetry sampler (CPU, process and whatever GPUs answer) at 1 s;
     /// returns the names of the GPUs found.
     pub fn start_telemetry(&mut self) -> Vec<String> {

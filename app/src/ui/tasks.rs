@@ -107,7 +107,12 @@ pub struct Tasks {
     waker: Waker,
     dialogs: Arc<dyn FileDialogs>,
     study: Option<StudyControl>,
+    /// Jobs queued instead of started while held (see [`Tasks::hold`]).
+    held: Mutex<Option<Vec<HeldJob>>>,
 }
+
+/// A job waiting for [`Tasks::release`]: its thread name and its work.
+type HeldJob = (String, Box<dyn FnOnce() + Send>);
 
 /// The running study's controls.
 struct StudyControl {
@@ -165,7 +170,31 @@ impl Tasks {
             waker: Waker::default(),
             dialogs,
             study: None,
+            held: Mutex::new(None),
         }
+    }
+
+    /// From now on jobs are queued instead of started, until [`Self::release`]: a test steps
+    /// frames while a job is certainly still in flight, whatever the machine's speed.
+    pub fn hold(&self) {
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        held.get_or_insert_with(Vec::new);
+    }
+
+    /// Starts the jobs queued since [`Self::hold`] (in order) and stops holding; returns how
+    /// many there were.
+    pub fn release(&self) -> usize {
+        let jobs = self
+            .held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .unwrap_or_default();
+        let n = jobs.len();
+        for (name, job) in jobs {
+            self.start_thread(name, job);
+        }
+        n
     }
 
     /// The waker the frame loop keeps current.
@@ -187,10 +216,21 @@ impl Tasks {
 
     fn spawn(&self, name: &str, job: impl FnOnce(Reply) + Send + 'static) {
         let reply = self.reply();
-        let failed = reply.clone();
-        let spawned = std::thread::Builder::new()
-            .name(format!("tradetune-{name}"))
-            .spawn(move || job(reply));
+        let job: Box<dyn FnOnce() + Send> = Box::new(move || job(reply));
+        let name = format!("tradetune-{name}");
+        {
+            let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(queue) = held.as_mut() {
+                queue.push((name, job));
+                return;
+            }
+        }
+        self.start_thread(name, job);
+    }
+
+    fn start_thread(&self, name: String, job: Box<dyn FnOnce() + Send>) {
+        let failed = self.reply();
+        let spawned = std::thread::Builder::new().name(name).spawn(job);
         if let Err(e) = spawned {
             failed.send(TaskEvent::Study(StudyMsg::Done(Err(format!(
                 "could not start a background thread: {e}"

@@ -32,16 +32,6 @@ impl DeviceSlot {
         }
     }
 
-    /// The telemetry device this slot's rows are tagged on: the host for the CPU; `None` for a
-    /// GPU whose card among the probed ones is not known (its trials' rows are tagged on every
-    /// device).
-    pub fn telemetry_device(&self) -> Option<crate::telemetry::DeviceTag> {
-        match self.spec {
-            DeviceSpec::Cpu => Some(crate::telemetry::DeviceTag::Host),
-            _ => None,
-        }
-    }
-
     /// The burn backend that runs this device.
     pub fn backend(&self) -> &'static str {
         match self.spec {

@@ -90,12 +90,12 @@ impl Runner {
                 .map(|(k, v)| (k.clone(), history::param_json(v)))
                 .collect(),
         });
-        if let (Some(estimate), Some(budget)) = (&plan.memory, &budget) {
-            if let Err(e) = budget.check(estimate) {
-                self.stop.unregister(number);
-                let reason = format!("not started, over the memory budget: {e}");
-                return self.fail(storage, s.handle, worker, slot, reason, 0.0, events);
-            }
+        if let (Some(estimate), Some(budget)) = (&plan.memory, &budget)
+            && let Err(e) = budget.check(estimate)
+        {
+            self.stop.unregister(number);
+            let reason = format!("not started, over the memory budget: {e}");
+            return self.fail(storage, s.handle, worker, slot, reason, 0.0, events);
         }
 
         let heartbeat = match HeartbeatThread::start(
@@ -113,8 +113,9 @@ impl Runner {
         let clock = Instant::now();
         // A first sample tagged with this trial, stored before it runs: a trial shorter than
         // the sampling interval still has telemetry (issue 19).
+        let telemetry_device = self.telemetry_device(slot);
         if let Some(t) = &self.telemetry {
-            t.begin_trial(trial_id as u64, slot.telemetry_device());
+            t.begin_trial(trial_id as u64, telemetry_device);
         }
         let mut reporter = Reporter {
             storage,
@@ -162,8 +163,23 @@ impl Runner {
         let _ = heartbeat.stop();
         self.stop.unregister(number);
         if let Some(t) = &self.telemetry {
-            let s = summary::summarise(t, started_at, ended_at, wall, env_samples, phases);
+            let on_device_env = attrs
+                .iter()
+                .any(|(k, v)| k == "env_placement" && *v == JsonValue::from("device"));
+            let s = summary::summarise(
+                t,
+                (started_at, ended_at),
+                telemetry_device,
+                wall,
+                env_samples,
+                phases,
+                on_device_env,
+            );
             attrs.extend(s);
+            // Which telemetry device (`gpu0`, `host`) this trial's slot (`wgpu:0`) is.
+            if let Some(d) = telemetry_device {
+                attrs.push(("telemetry_device".into(), JsonValue::from(d.to_string())));
+            }
         }
         for (k, v) in &attrs {
             storage.set_trial_user_attr(trial_id, k, v)?;

@@ -145,6 +145,8 @@ pub struct Runner {
     trial_fn: Arc<dyn TrialFunction>,
     stop: StopHandle,
     telemetry: Option<SamplerHandle>,
+    /// The cards the telemetry probes see, numbered as the sampler numbers them (`gpuN`).
+    telemetry_gpus: Vec<crate::telemetry::GpuInfo>,
 }
 
 /// What the worker threads share.
@@ -214,6 +216,7 @@ impl Runner {
             trial_fn,
             stop: StopHandle::default(),
             telemetry: None,
+            telemetry_gpus: Vec::new(),
         })
     }
 
@@ -223,6 +226,37 @@ impl Runner {
     pub fn with_telemetry(mut self, handle: SamplerHandle) -> Self {
         self.telemetry = Some(handle);
         self
+    }
+
+    /// The cards the sampler's probes see (in its `gpuN` order), so each trial's telemetry is
+    /// tied to the card its device runs on.
+    pub fn with_telemetry_gpus(mut self, gpus: Vec<crate::telemetry::GpuInfo>) -> Self {
+        self.telemetry_gpus = gpus;
+        self
+    }
+
+    /// The telemetry device of `slot`: the host for the CPU and for a software adapter, the
+    /// probed card a wgpu adapter runs on (by PCI bus id, else by a name only one card has),
+    /// `None` when that cannot be told.
+    fn telemetry_device(&self, slot: &DeviceSlot) -> Option<crate::telemetry::DeviceTag> {
+        use crate::device::adapters::AdapterKind;
+        use crate::telemetry::{BurnDeviceDescription, DeviceMatch, DeviceTag, match_device};
+        let adapter = match slot.spec {
+            crate::device::DeviceSpec::Cpu => return Some(DeviceTag::Host),
+            crate::device::DeviceSpec::Wgpu(i) => crate::device::wgpu_adapter(i).ok()?,
+            _ => return None,
+        };
+        let description = BurnDeviceDescription {
+            label: slot.label.clone(),
+            name: Some(adapter.name.clone()),
+            pci_bus_id: adapter.pci_bus_id.parse().ok(),
+            is_cpu: adapter.kind == AdapterKind::Cpu,
+        };
+        match match_device(&description, &self.telemetry_gpus) {
+            DeviceMatch::Cpu => Some(DeviceTag::Host),
+            DeviceMatch::Gpu { index, .. } => Some(DeviceTag::Gpu(index)),
+            DeviceMatch::Unknown(_) => None,
+        }
     }
 
     /// Stops trials or the whole study from another thread.

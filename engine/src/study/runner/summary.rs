@@ -12,25 +12,41 @@ use chrono::{DateTime, TimeZone, Utc};
 
 use crate::storage::JsonValue;
 use crate::telemetry::verdict::{VerdictInput, verdicts};
-use crate::telemetry::{PhaseSplit, SamplerHandle, TelemetryRow, TrialFacts, TrialSummary};
+use crate::telemetry::{
+    DeviceTag, PhaseSplit, SamplerHandle, TelemetryRow, TrialFacts, TrialSummary,
+};
 
 /// Every point of a ring (a ring never holds more than its capacity).
 const ALL_POINTS: usize = usize::MAX;
 
 /// The summary's user attributes for a trial that ran from `start` to `end` (`wall` of work).
 /// The window includes the samples taken as the trial began and ended.
+///
+/// `device` is the card the trial ran on (the host for the CPU): only its series and the
+/// host's are summarised, so a CPU trial on a machine with an idle GPU is not told the GPU was
+/// idle. `None` (a card the probes cannot tell) keeps every device. `on_device_env` says the
+/// environment stepped on the device (the verdicts then do not blame host env stepping).
 pub(super) fn summarise(
     sampler: &SamplerHandle,
-    start: DateTime<Utc>,
-    end: DateTime<Utc>,
+    window: (DateTime<Utc>, DateTime<Utc>),
+    device: Option<DeviceTag>,
     wall: Duration,
     env_samples: u64,
     phases: Option<PhaseSplit>,
+    on_device_env: bool,
 ) -> Vec<(String, JsonValue)> {
+    let (start, end) = window;
     let from = start.timestamp_millis() as f64 / 1000.0;
     let to = end.timestamp_millis() as f64 / 1000.0;
     let mut rows = Vec::new();
+    let keep = |d: DeviceTag| match device {
+        None => true,
+        Some(mine) => d == mine || d == DeviceTag::Host,
+    };
     for (device, metric) in sampler.series_keys() {
+        if !keep(device) {
+            continue;
+        }
         for p in sampler.series(device, metric, ALL_POINTS) {
             if p.t < from || p.t > to {
                 continue;
@@ -65,9 +81,8 @@ pub(super) fn summarise(
         .map(|(k, v)| (k, JsonValue::from(v)))
         .collect();
     // The bottleneck verdict with its suggestion, most pressing first, so Optuna's tools and
-    // the desktop app show what limited this trial. The PPO trial trains on the host
-    // environment, hence `on_device_env = false`.
-    let found = verdicts(&VerdictInput::from_summary(&summary, &[], false));
+    // the desktop app show what limited this trial.
+    let found = verdicts(&VerdictInput::from_summary(&summary, &[], on_device_env));
     if let Some(first) = found.first() {
         attrs.push(("verdict".into(), JsonValue::from(first.message.as_str())));
     }
