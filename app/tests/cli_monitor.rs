@@ -105,7 +105,7 @@ fn amd_fixture_card_appears_in_table_and_csv() {
         return;
     }
     assert!(
-        stdout.contains("gpu0: AMD GPU 1002:744c (card1) (PCI 0000:03:00.0, 16368 MiB)"),
+        stdout.contains("gpu0: AMD Radeon RX 7900 GRE (PCI 0000:03:00.0, 16368 MiB)"),
         "{stdout}"
     );
     // The dmon-like line: util 83 %, mem 41 %, 9216 MiB, 66 °C, 212 W, 2124 / 1124 MHz.

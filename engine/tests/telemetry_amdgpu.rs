@@ -1,9 +1,11 @@
 //! The amdgpu sysfs reader on fixture trees shaped like real `/sys/class/drm` directories
-//! (units as the kernel writes them: bytes, millidegrees, microwatts, Hz). One test per case.
+//! (units as the kernel writes them: bytes, millidegrees, microwatts, Hz), and the cards' names
+//! from their PCI ids. One test per case.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use tradetune_engine::telemetry::amdgpu::AmdGpuProbe;
+use tradetune_engine::telemetry::pci_names::NameDatabases;
 use tradetune_engine::telemetry::{GpuProbe, GpuSample, GpuVendor, ProbeStatus};
 
 fn root(case: &str) -> PathBuf {
@@ -30,7 +32,8 @@ fn rdna3_card_every_metric_in_its_unit() {
     assert_eq!(probe.devices().len(), 1);
     let info = &probe.devices()[0];
     assert_eq!(info.vendor, GpuVendor::Amd);
-    assert_eq!(info.name, "AMD GPU 1002:744c (card1)");
+    // Revision 0xce of Navi 31, by whichever of the system's amdgpu.ids or the table knows it.
+    assert_eq!(info.name, "AMD Radeon RX 7900 GRE");
     assert_eq!(info.pci_bus_id.unwrap().to_string(), "0000:03:00.0");
     assert_eq!(info.mem_total_bytes, Some(17_163_091_968));
     // A DKMS-built driver's module version, through `device/driver/module/version`.
@@ -178,4 +181,125 @@ fn cards_in_numeric_order() {
         .collect();
     assert_eq!(ids, ["0000:03:00.0", "0000:0b:00.0"]);
     assert_eq!(probe.sample().len(), 2);
+}
+
+/// The fixture's card with the name databases left out: the built-in table decides.
+fn named_by_table(case: &str) -> tradetune_engine::telemetry::GpuInfo {
+    let probe = AmdGpuProbe::open_with(&root(case), &NameDatabases::table_only()).unwrap();
+    assert_eq!(probe.devices().len(), 1, "{case}");
+    probe.devices()[0].clone()
+}
+
+#[test]
+fn rx7900gre_is_named_by_its_revision() {
+    // 1002:744c rev ce, a Sapphire PULSE board (1da2:475e).
+    let info = named_by_table("rx7900gre");
+    assert_eq!(info.name, "AMD Radeon RX 7900 GRE");
+    assert_eq!(info.mem_total_bytes, Some(17_163_091_968));
+}
+
+#[test]
+fn rx7900xtx_is_named_by_its_revision_not_as_a_gre() {
+    // The same device id, 1002:744c, rev c8, a Sapphire NITRO+ board (1da2:e471).
+    let info = named_by_table("rx7900xtx");
+    assert_eq!(info.name, "AMD Radeon RX 7900 XTX");
+    assert_eq!(info.mem_total_bytes, Some(25_753_026_560));
+}
+
+/// A one-card DRM tree in `dir` whose `card0/device` holds `files`.
+fn card_tree(dir: &Path, files: &[(&str, &str)]) -> PathBuf {
+    let device = dir.join("card0/device");
+    std::fs::create_dir_all(&device).unwrap();
+    for (name, text) in files {
+        std::fs::write(device.join(name), text).unwrap();
+    }
+    dir.to_path_buf()
+}
+
+const NAVI31: [(&str, &str); 3] = [
+    (
+        "uevent",
+        "DRIVER=amdgpu\nPCI_ID=1002:744C\nPCI_SLOT_NAME=0000:03:00.0\n",
+    ),
+    ("vendor", "0x1002\n"),
+    ("device", "0x744c\n"),
+];
+
+fn name_of(root: &Path, names: &NameDatabases) -> String {
+    let probe = AmdGpuProbe::open_with(root, names).unwrap();
+    probe.devices()[0].name.clone()
+}
+
+#[test]
+fn the_board_names_the_card_when_the_revision_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = NAVI31.to_vec();
+    files.extend([
+        ("revision", "0xc9\n"),
+        ("subsystem_vendor", "0x1eae\n"),
+        ("subsystem_device", "0x790a\n"),
+    ]);
+    let root = card_tree(dir.path(), &files);
+    assert_eq!(
+        name_of(&root, &NameDatabases::table_only()),
+        "AMD Radeon RX 7900 GRE"
+    );
+    // A board id that XFX used for an XTX and a GRE alike: only the chip is known.
+    std::fs::write(root.join("card0/device/subsystem_vendor"), "0x1002\n").unwrap();
+    std::fs::write(root.join("card0/device/subsystem_device"), "0x0e3b\n").unwrap();
+    assert_eq!(
+        name_of(&root, &NameDatabases::table_only()),
+        "AMD Navi 31 (1002:744c rev c9)"
+    );
+}
+
+#[test]
+fn the_systems_name_databases_name_cards_the_table_lacks() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    std::fs::create_dir_all(&db).unwrap();
+    let pci_ids = db.join("pci.ids");
+    std::fs::write(
+        &pci_ids,
+        "# pci.ids subset\n1002  Advanced Micro Devices, Inc. [AMD/ATI]\n\
+         \t7470  Navi 32 [Radeon PRO W7700]\n\
+         \t7499  Navi 33 [Radeon RX 7400/7300/Pro W7400]\n\
+         \t\t1458 2424  Radeon RX 7400 WINDFORCE\n",
+    )
+    .unwrap();
+    let amdgpu_ids = db.join("amdgpu.ids");
+    std::fs::write(&amdgpu_ids, "1.0.0\n7499,\tC1,\tAMD Radeon RX 7300\n").unwrap();
+    let names = NameDatabases {
+        pci_ids: Some(pci_ids),
+        amdgpu_ids: Some(amdgpu_ids),
+    };
+    let card = |tag: &str, device: &str, extra: &[(&str, &str)]| {
+        let mut files = vec![
+            ("uevent", "DRIVER=amdgpu\n"),
+            ("vendor", "0x1002\n"),
+            ("device", device),
+        ];
+        files.extend_from_slice(extra);
+        card_tree(&dir.path().join(tag), &files)
+    };
+    // A device line that names one card.
+    let w7700 = card("w7700", "0x7470\n", &[("revision", "0x00\n")]);
+    assert_eq!(name_of(&w7700, &names), "AMD Radeon PRO W7700");
+    // amdgpu.ids by revision.
+    let rx7300 = card("rx7300", "0x7499\n", &[("revision", "0xc1\n")]);
+    assert_eq!(name_of(&rx7300, &names), "AMD Radeon RX 7300");
+    // A board line that names one of the device line's cards.
+    let rx7400 = card(
+        "rx7400",
+        "0x7499\n",
+        &[
+            ("revision", "0xc5\n"),
+            ("subsystem_vendor", "0x1458\n"),
+            ("subsystem_device", "0x2424\n"),
+        ],
+    );
+    assert_eq!(name_of(&rx7400, &names), "AMD Radeon RX 7400");
+    // Known nowhere: the ids, as before.
+    let unknown = card("unknown", "0x1234\n", &[]);
+    assert_eq!(name_of(&unknown, &names), "AMD GPU 1002:1234 (card0)");
 }

@@ -67,12 +67,30 @@ impl TradeTuneApp {
     }
 
     /// On a first launch (no preset chosen yet), applies the bundled preset for this machine's
-    /// GPU (`gpu_names` as the probes report them), or the CPU one.
+    /// GPU (`gpu_names` as the probes report them), or the CPU one; says so when the card has
+    /// no preset of its own and the closest was taken.
     pub fn apply_hardware_preset(&mut self, gpu_names: &[String]) {
-        if self.state.settings.preset.is_none() {
-            let name = presets::for_hardware(gpu_names);
-            self.handle(Command::ApplyPreset(name.to_owned()));
+        if self.state.settings.preset.is_some() {
+            return;
         }
+        let found = presets::match_hardware(gpu_names);
+        self.handle(Command::ApplyPreset(found.preset.to_owned()));
+        if let (Some(card), Some(why)) = (&found.card, found.closest_because)
+            && self.state.settings.preset.as_deref() == Some(found.preset)
+        {
+            self.state.notice(format!(
+                "no bundled preset was written for the {card}; {} is the closest: {why}",
+                found.preset
+            ));
+        }
+    }
+
+    /// What a start does with the machine's GPUs: the telemetry sampler over `discovery`'s
+    /// probes (see [`Self::start_telemetry_with`]) and, on a first launch, the preset for the
+    /// cards they found (see [`Self::apply_hardware_preset`]).
+    pub fn detect_hardware(&mut self, discovery: GpuDiscovery) {
+        let gpus = self.start_telemetry_with(discovery);
+        self.apply_hardware_preset(&gpus);
     }
 
     /// Closes the window after `n` frames (the smoke test's clean exit).
@@ -95,8 +113,13 @@ impl TradeTuneApp {
     /// Starts the live telemetry sampler (CPU, process and whatever GPUs answer) at 1 s;
     /// returns the names of the GPUs found.
     pub fn start_telemetry(&mut self) -> Vec<String> {
+        let discovery = GpuDiscovery::discover(std::path::Path::new(DRM_ROOT), std::process::id());
+        self.start_telemetry_with(discovery)
+    }
+
+    /// [`Self::start_telemetry`] over the probes `discovery` found (tests give their own).
+    pub fn start_telemetry_with(&mut self, discovery: GpuDiscovery) -> Vec<String> {
         let pid = std::process::id();
-        let discovery = GpuDiscovery::discover(std::path::Path::new(DRM_ROOT), pid);
         self.state.gpus = discovery.devices();
         self.state.no_gpu_reason = discovery.no_gpu_reason();
         let gpus: Vec<String> = self.state.gpus.iter().map(|g| g.name.clone()).collect();

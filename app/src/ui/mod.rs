@@ -59,8 +59,12 @@ pub fn run_native(launch: LaunchOptions) -> anyhow::Result<()> {
             let devices = tradetune_engine::device::describe_devices();
             let mut app = TradeTuneApp::new(settings, Arc::new(dialog::NativeDialogs), devices)
                 .exit_after_frames(launch.exit_after_frames);
-            let gpus = app.start_telemetry();
-            app.apply_hardware_preset(&gpus);
+            // The GPUs the probes find start the telemetry and, on a first launch, choose
+            // the preset.
+            app.detect_hardware(tradetune_engine::telemetry::GpuDiscovery::discover(
+                std::path::Path::new(tradetune_engine::telemetry::DRM_ROOT),
+                std::process::id(),
+            ));
             Ok(Box::new(app))
         }),
     )

@@ -3,7 +3,9 @@
 //! The root is a parameter (normally `/sys/class/drm`) so tests run on fixture trees shaped like
 //! real ones. For each `cardN` whose driver is amdgpu this reads `cardN/device/` — the PCI
 //! device — and its `hwmon/hwmonM/` directory. Units as the kernel documents them: bytes,
-//! millidegrees Celsius, microwatts, Hz (see [`super::amdgpu_files`]).
+//! millidegrees Celsius, microwatts, Hz (see [`super::amdgpu_files`]). Cards are named by their
+//! PCI ids (`vendor`, `device`, `revision`, `subsystem_*`; see [`super::pci_names`]):
+//! `AMD Radeon RX 7900 GRE`.
 
 use std::fs;
 use std::io::ErrorKind;
@@ -12,6 +14,7 @@ use std::path::{Path, PathBuf};
 use super::amdgpu_files::{parse_dpm_table, parse_int, parse_power_profile};
 use super::gpu::{GpuInfo, GpuProbe, GpuSample, GpuVendor, ProbeStatus};
 use super::identity::PciBusId;
+use super::pci_names::{GpuName, NameDatabases, NameLevel, PciIds, gpu_name};
 
 /// PCI vendor id of AMD/ATI.
 const AMD_VENDOR: &str = "0x1002";
@@ -192,8 +195,16 @@ impl AmdCard {
 }
 
 impl AmdGpuProbe {
-    /// Finds the amdgpu cards under `drm_root`; the error is the state to show the user.
+    /// Finds the amdgpu cards under `drm_root`, named through the system's name databases
+    /// (`pci.ids`, libdrm's `amdgpu.ids`) and the built-in table; the error is the state to
+    /// show the user.
     pub fn open(drm_root: &Path) -> Result<AmdGpuProbe, ProbeStatus> {
+        AmdGpuProbe::open_with(drm_root, &NameDatabases::system())
+    }
+
+    /// [`AmdGpuProbe::open`] with the name databases given (tests: the table alone, or fixture
+    /// files).
+    pub fn open_with(drm_root: &Path, names: &NameDatabases) -> Result<AmdGpuProbe, ProbeStatus> {
         let unavailable = |reason: String| ProbeStatus::Unavailable {
             vendor: GpuVendor::Amd,
             reason,
@@ -249,14 +260,19 @@ impl AmdGpuProbe {
             let product = fs::read_to_string(device.join("product_name"))
                 .map(|s| s.trim().to_string())
                 .unwrap_or_default();
-            let gpu_name = if !product.is_empty() {
-                product
-            } else {
-                match field("PCI_ID") {
-                    Some(id) => format!("AMD GPU {} ({name})", id.to_ascii_lowercase()),
-                    None => format!("AMD GPU ({name})"),
+            // sysfs's id files, else (and for a board the files lack) the uevent's ids.
+            let from_uevent = PciIds::from_uevent(&uevent);
+            let ids = match PciIds::from_sysfs(&device) {
+                Ok(mut ids) => {
+                    if ids.subsystem.is_none() {
+                        ids.subsystem = from_uevent.and_then(|u| u.subsystem);
+                    }
+                    Some(ids)
                 }
+                Err(_) => from_uevent,
             };
+            let named = ids.as_ref().and_then(|ids| gpu_name(ids, names));
+            let gpu_name = card_name(named, &product, ids.as_ref(), &name);
             let hwmon = first_hwmon(&device.join("hwmon"));
             let card = AmdCard {
                 name: name.clone(),
@@ -281,6 +297,21 @@ impl AmdGpuProbe {
             )));
         }
         Ok(AmdGpuProbe { cards, devices })
+    }
+}
+
+/// What to call a card: its marketing name where its PCI ids tell it exactly (revision or
+/// board), else the board's `product_name` where the driver has one, else the name its device
+/// id alone gives, else its chip with its ids (`AMD Navi 31 (1002:744c rev c9)`), else its ids
+/// (`AMD GPU 1002:744c (card1)`).
+fn card_name(named: Option<GpuName>, product: &str, ids: Option<&PciIds>, card: &str) -> String {
+    match (named, ids) {
+        (Some(n), _) if n.level <= NameLevel::Subsystem => n.name,
+        _ if !product.is_empty() => product.to_owned(),
+        (Some(n), _) if n.names_the_card() => n.name,
+        (Some(n), Some(ids)) => format!("{} ({ids})", n.name),
+        (_, Some(ids)) => format!("AMD GPU {:04x}:{:04x} ({card})", ids.vendor, ids.device),
+        (_, None) => format!("AMD GPU ({card})"),
     }
 }
 

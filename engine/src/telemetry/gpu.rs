@@ -29,8 +29,9 @@ impl fmt::Display for GpuVendor {
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GpuInfo {
     pub vendor: GpuVendor,
-    /// The marketing name where the driver gives one (`NVIDIA GeForce RTX 4080`), otherwise a
-    /// description built from what is known (`AMD GPU 1002:744c (card1)`).
+    /// The marketing name: NVML's (`NVIDIA GeForce RTX 4080`), or for AMD the one its PCI ids
+    /// give (`AMD Radeon RX 7900 GRE`, see [`super::pci_names`]); otherwise a description built
+    /// from what is known (`AMD Navi 31 (1002:744c rev c9)`, `AMD GPU 1002:744c (card1)`).
     pub name: String,
     pub pci_bus_id: Option<PciBusId>,
     /// NVML's `GPU-…` UUID.

@@ -3,6 +3,7 @@
 //! - Probes: [`GpuProbe`] for NVIDIA ([`nvml`], through NVML) and AMD ([`amdgpu`], the amdgpu
 //!   sysfs files read directly); [`host`] for the CPUs and the training process. Every metric is
 //!   optional and a missing library, driver or file is a [`ProbeStatus`] to show, never a crash.
+//! - [`pci_names`]: a card's marketing name from its PCI ids (`AMD Radeon RX 7900 GRE`).
 //! - [`identity`]: which card a burn device runs on.
 //! - [`sampler`]: one thread sampling every probe per interval into ring buffers ([`ring`]) and
 //!   batched rows for a [`TelemetrySink`] ([`sink`]); [`wide`] lays ticks out as CSV columns.
@@ -17,6 +18,7 @@ pub mod host;
 pub mod identity;
 pub mod metric;
 pub mod nvml;
+pub mod pci_names;
 pub mod phase;
 pub mod ring;
 pub mod sampler;

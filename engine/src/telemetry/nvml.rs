@@ -13,6 +13,7 @@ use nvml_wrapper::error::NvmlError;
 
 use super::gpu::{GpuInfo, GpuProbe, GpuSample, GpuVendor, ProbeStatus, ThrottleReasons};
 use super::identity::PciBusId;
+use super::pci_names::{NameDatabases, PciIds, gpu_name};
 
 /// Reads every NVIDIA card NVML lists.
 pub struct NvmlProbe {
@@ -45,15 +46,17 @@ impl NvmlProbe {
             let device = nvml
                 .device_by_index(index)
                 .map_err(|e| unavailable(format!("NVML device {index}: {e}")))?;
+            let pci = device.pci_info().ok();
+            // NVML's own name; where it cannot give one, the name the PCI ids give.
+            let name = device.name().ok().or_else(|| {
+                let p = pci.as_ref()?;
+                let ids = PciIds::from_nvml(p.pci_device_id, p.pci_sub_system_id);
+                gpu_name(&ids, &NameDatabases::system()).map(|n| n.name)
+            });
             devices.push(GpuInfo {
                 vendor: GpuVendor::Nvidia,
-                name: device
-                    .name()
-                    .unwrap_or_else(|_| format!("NVIDIA GPU {index}")),
-                pci_bus_id: device
-                    .pci_info()
-                    .ok()
-                    .and_then(|p| p.bus_id.parse::<PciBusId>().ok()),
+                name: name.unwrap_or_else(|| format!("NVIDIA GPU {index}")),
+                pci_bus_id: pci.as_ref().and_then(|p| p.bus_id.parse::<PciBusId>().ok()),
                 uuid: device.uuid().ok(),
                 mem_total_bytes: device.memory_info().ok().map(|m| m.total),
                 driver: driver.clone(),
