@@ -457,7 +457,7 @@ fn run_study(file: &StudyFile, db: &Path, reply: &Reply) -> Result<(), String> {
     reply.send(TaskEvent::Study(StudyMsg::Notice(format!(
         "data: {source}"
     ))));
-    let sampler = match crate::launch::telemetry_sampler(db, Duration::from_secs(1)) {
+    let sampler = match crate::launch::telemetry_sampler_with_gpus(db, Duration::from_secs(1)) {
         Ok(s) => Some(s),
         Err(e) => {
             reply.send(TaskEvent::Study(StudyMsg::Notice(format!(
@@ -467,7 +467,9 @@ fn run_study(file: &StudyFile, db: &Path, reply: &Reply) -> Result<(), String> {
         }
     };
     let runner = match &sampler {
-        Some(s) => runner.with_telemetry(s.handle()),
+        Some((s, gpus)) => runner
+            .with_telemetry(s.handle())
+            .with_telemetry_gpus(gpus.clone()),
         None => runner,
     };
     reply.send(TaskEvent::Study(StudyMsg::Ready(runner.stop_handle())));
@@ -483,7 +485,7 @@ fn run_study(file: &StudyFile, db: &Path, reply: &Reply) -> Result<(), String> {
         let _ = forward.join();
         r
     });
-    if let Some(s) = sampler {
+    if let Some((s, _)) = sampler {
         let stats = s.stop();
         if let Some(e) = stats.last_sink_error {
             reply.send(TaskEvent::Study(StudyMsg::Notice(format!(
