@@ -203,3 +203,54 @@ kind = "none"
     }
     assert_eq!(on("cpu").state, TrialState::Complete, "{out}");
 }
+
+/// A precision the device lacks is refused before anything starts, naming the device and what
+/// it supports: bf16 on wgpu (WGSL has no bf16), by `study run` and by `train`.
+#[test]
+fn a_precision_the_device_lacks_is_refused_up_front() {
+    if !wgpu_here("a_precision_the_device_lacks_is_refused_up_front") {
+        return;
+    }
+    let dir = scratch("cli_presets_device", "bf16");
+    let db = dir.join("never.db");
+    let o = tradetune(&[
+        "study",
+        "run",
+        "--preset",
+        "cpu",
+        "--devices",
+        "wgpu",
+        "--set",
+        "ppo.precision=\"bf16\"",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    let err = text(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("device 'wgpu'"), "{err}");
+    assert!(err.contains("does not compute in bf16"), "{err}");
+    assert!(err.contains("it supports f32"), "{err}");
+    // Nothing was created: the study was refused before the database was touched.
+    let st = Storage::open_read_only(&db);
+    assert!(
+        !st.is_ok_and(|s| s.study_id("cpu").is_ok()),
+        "the study exists"
+    );
+
+    let out = dir.join("run");
+    let o = tradetune(&[
+        "train",
+        "--device",
+        "wgpu",
+        "--precision",
+        "bf16",
+        "--total-timesteps",
+        "64",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let err = text(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("does not compute in bf16"), "{err}");
+    assert!(!out.exists(), "train wrote a checkpoint");
+}
