@@ -303,3 +303,23 @@ fn the_systems_name_databases_name_cards_the_table_lacks() {
     let unknown = card("unknown", "0x1234\n", &[]);
     assert_eq!(name_of(&unknown, &names), "AMD GPU 1002:1234 (card0)");
 }
+
+/// A runtime-suspended card (a laptop's idle dGPU) is not read, so sampling does not wake it:
+/// its sample is empty and without complaint; once it is active again it is read.
+#[test]
+fn a_suspended_card_is_not_read() {
+    use tradetune_engine::telemetry::GpuProbe;
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = NAVI31.to_vec();
+    files.push(("gpu_busy_percent", "37\n"));
+    let root = card_tree(dir.path(), &files);
+    let power = root.join("card0/device/power");
+    std::fs::create_dir_all(&power).unwrap();
+    std::fs::write(power.join("runtime_status"), "suspended\n").unwrap();
+    let mut probe = AmdGpuProbe::open(&root).unwrap();
+    let s = probe.sample().remove(0);
+    assert_eq!(s.util_pct, None);
+    assert!(s.problems.is_empty(), "{:?}", s.problems);
+    std::fs::write(power.join("runtime_status"), "active\n").unwrap();
+    assert_eq!(probe.sample().remove(0).util_pct, Some(37.0));
+}

@@ -90,6 +90,13 @@ impl AmdCard {
     fn sample(&self) -> GpuSample {
         let mut p = Vec::new();
         let dev = self.device.as_path();
+        // A runtime-suspended card (a laptop's idle dGPU, a second card) is not read: reading
+        // its sensors would wake it, and newer kernels answer EPERM every tick.
+        if fs::read_to_string(dev.join("power/runtime_status"))
+            .is_ok_and(|s| s.trim() == "suspended")
+        {
+            return GpuSample::default();
+        }
         let pct = |v: u64| v as f64;
         let mut s = GpuSample {
             util_pct: self.int(dev, "gpu_busy_percent", &mut p).map(pct),

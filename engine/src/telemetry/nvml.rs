@@ -10,6 +10,7 @@ use nvml_wrapper::bitmasks::device::ThrottleReasons as NvmlThrottle;
 use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSensor};
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::struct_wrappers::device::ProcessInfo;
 
 use super::gpu::{GpuInfo, GpuProbe, GpuSample, GpuVendor, ProbeStatus, ThrottleReasons};
 use super::identity::PciBusId;
@@ -19,8 +20,62 @@ use super::pci_names::{NameDatabases, PciIds, gpu_name};
 pub struct NvmlProbe {
     nvml: Nvml,
     devices: Vec<GpuInfo>,
+    /// NVML's index of each card in `devices` (a card NVML cannot open is left out, not the
+    /// whole probe).
+    nvml_index: Vec<u32>,
+    /// Per card, what does not change while it runs: read once.
+    constants: Vec<Constants>,
     /// Which process's device memory to report (NVML lists per-process usage).
     pid: u32,
+    /// Ticks sampled so far: PCIe throughput (a 20 ms window per read) every [`PCIE_EVERY`].
+    ticks: u64,
+    /// Problems seen so far and how often: each is reported once, then every 100th time with
+    /// its count, instead of a line every tick.
+    seen: std::collections::HashMap<String, u64>,
+    /// Problems of `init` (a card left out) for the first sample.
+    pending: Vec<String>,
+}
+
+/// Constant values of one card.
+#[derive(Debug, Clone, Copy, Default)]
+struct Constants {
+    power_limit_w: Option<f64>,
+    sm_clock_max_mhz: Option<f64>,
+    mem_clock_max_mhz: Option<f64>,
+}
+
+/// PCIe throughput is read every this many ticks: each read samples a 20 ms window, two per
+/// card per tick would eat the tick's deadline at short intervals.
+const PCIE_EVERY: u64 = 5;
+
+/// The device memory `pid` holds on a card, from NVML's compute and graphics process lists: a
+/// Vulkan compute program (wgpu) is listed among the graphics processes, a CUDA one among the
+/// compute processes. The largest figure where it appears in both.
+pub fn own_memory(pid: u32, lists: &[&[ProcessInfo]]) -> Option<u64> {
+    lists
+        .iter()
+        .flat_map(|l| l.iter())
+        .filter(|p| p.pid == pid)
+        .filter_map(|p| match p.used_gpu_memory {
+            UsedGpuMemory::Used(b) => Some(b),
+            UsedGpuMemory::Unavailable => None,
+        })
+        .max()
+}
+
+/// Counts `problem` and says whether to report it now: the first time, then every 100th time
+/// with its count.
+fn report_once(
+    seen: &mut std::collections::HashMap<String, u64>,
+    problem: String,
+) -> Option<String> {
+    let n = seen.entry(problem.clone()).or_default();
+    *n += 1;
+    match *n {
+        1 => Some(problem),
+        n if n.is_multiple_of(100) => Some(format!("{problem} (seen {n} times)")),
+        _ => None,
+    }
 }
 
 impl NvmlProbe {
@@ -42,10 +97,26 @@ impl NvmlProbe {
             .ok()
             .map(|v| format!("NVIDIA {v}"));
         let mut devices = Vec::new();
+        let mut nvml_index = Vec::new();
+        let mut constants = Vec::new();
+        let mut pending = Vec::new();
         for index in 0..count {
-            let device = nvml
-                .device_by_index(index)
-                .map_err(|e| unavailable(format!("NVML device {index}: {e}")))?;
+            // One card that answers NoPermission or GpuLost leaves the others readable.
+            let device = match nvml.device_by_index(index) {
+                Ok(d) => d,
+                Err(e) => {
+                    pending.push(format!("NVML device {index} left out: {e}"));
+                    continue;
+                }
+            };
+            let mw = |r: Result<u32, NvmlError>| r.ok().map(|v| f64::from(v) / 1000.0);
+            let mhz = |r: Result<u32, NvmlError>| r.ok().map(f64::from);
+            constants.push(Constants {
+                power_limit_w: mw(device.enforced_power_limit()),
+                sm_clock_max_mhz: mhz(device.max_clock_info(Clock::SM)),
+                mem_clock_max_mhz: mhz(device.max_clock_info(Clock::Memory)),
+            });
+            nvml_index.push(index);
             let pci = device.pci_info().ok();
             // NVML's own name; where it cannot give one, the name the PCI ids give.
             let name = device.name().ok().or_else(|| {
@@ -62,10 +133,21 @@ impl NvmlProbe {
                 driver: driver.clone(),
             });
         }
+        if devices.is_empty() {
+            return Err(unavailable(format!(
+                "NVML lists {count} device(s) but opens none: {}",
+                pending.join("; ")
+            )));
+        }
         Ok(NvmlProbe {
             nvml,
             devices,
+            nvml_index,
+            constants,
             pid: std::process::id(),
+            ticks: 0,
+            seen: std::collections::HashMap::new(),
+            pending,
         })
     }
 
@@ -74,8 +156,10 @@ impl NvmlProbe {
         self.pid = pid;
     }
 
-    fn sample_one(&self, index: u32) -> GpuSample {
+    fn sample_one(&self, slot: usize, pcie: bool) -> GpuSample {
         let mut s = GpuSample::default();
+        let index = self.nvml_index[slot];
+        let c = self.constants[slot];
         let device = match self.nvml.device_by_index(index) {
             Ok(d) => d,
             Err(e) => {
@@ -103,31 +187,24 @@ impl NvmlProbe {
             s.mem_used_bytes = Some(m.used);
             s.mem_total_bytes = Some(m.total);
         }
-        if let Ok(procs) = device.running_compute_processes() {
-            s.process_mem_used_bytes =
-                procs
-                    .iter()
-                    .filter(|p| p.pid == self.pid)
-                    .find_map(|p| match p.used_gpu_memory {
-                        UsedGpuMemory::Used(b) => Some(b),
-                        UsedGpuMemory::Unavailable => None,
-                    });
-        }
+        let compute = device.running_compute_processes().unwrap_or_default();
+        let graphics = device.running_graphics_processes().unwrap_or_default();
+        s.process_mem_used_bytes = own_memory(self.pid, &[&compute, &graphics]);
         s.temp_c = ok(device.temperature(TemperatureSensor::Gpu), "temperature").map(f64::from);
         // NVML reports power in milliwatts.
         s.power_w = ok(device.power_usage(), "power").map(|mw| f64::from(mw) / 1000.0);
-        s.power_limit_w =
-            ok(device.enforced_power_limit(), "power limit").map(|mw| f64::from(mw) / 1000.0);
+        s.power_limit_w = c.power_limit_w;
         s.sm_clock_mhz = ok(device.clock_info(Clock::SM), "SM clock").map(f64::from);
-        s.sm_clock_max_mhz = ok(device.max_clock_info(Clock::SM), "SM max clock").map(f64::from);
+        s.sm_clock_max_mhz = c.sm_clock_max_mhz;
         s.mem_clock_mhz = ok(device.clock_info(Clock::Memory), "memory clock").map(f64::from);
-        s.mem_clock_max_mhz =
-            ok(device.max_clock_info(Clock::Memory), "memory max clock").map(f64::from);
+        s.mem_clock_max_mhz = c.mem_clock_max_mhz;
         // PCIe counters are KB/s over a 20 ms window (NVML docs, nvmlDeviceGetPcieThroughput).
-        s.pcie_rx_kib_s =
-            ok(device.pcie_throughput(PcieUtilCounter::Receive), "PCIe rx").map(f64::from);
-        s.pcie_tx_kib_s =
-            ok(device.pcie_throughput(PcieUtilCounter::Send), "PCIe tx").map(f64::from);
+        if pcie {
+            s.pcie_rx_kib_s =
+                ok(device.pcie_throughput(PcieUtilCounter::Receive), "PCIe rx").map(f64::from);
+            s.pcie_tx_kib_s =
+                ok(device.pcie_throughput(PcieUtilCounter::Send), "PCIe tx").map(f64::from);
+        }
         s.fan_pct = ok(device.fan_speed(0), "fan").map(f64::from);
         match device.current_throttle_reasons() {
             Ok(t) => s.throttle = Some(convert_throttle(t)),
@@ -192,9 +269,21 @@ impl GpuProbe for NvmlProbe {
         &self.devices
     }
     fn sample(&mut self) -> Vec<GpuSample> {
-        (0..self.devices.len() as u32)
-            .map(|i| self.sample_one(i))
-            .collect()
+        let pcie = self.ticks.is_multiple_of(PCIE_EVERY);
+        self.ticks += 1;
+        let mut out: Vec<GpuSample> = (0..self.devices.len())
+            .map(|i| self.sample_one(i, pcie))
+            .collect();
+        // Each problem once (then every 100th time, counted), not a line every tick.
+        let pending = std::mem::take(&mut self.pending);
+        for (i, s) in out.iter_mut().enumerate() {
+            let mut problems = if i == 0 { pending.clone() } else { Vec::new() };
+            for p in std::mem::take(&mut s.problems) {
+                problems.extend(report_once(&mut self.seen, p));
+            }
+            s.problems = problems;
+        }
+        out
     }
 }
 
@@ -213,6 +302,41 @@ mod tests {
                 assert!(text.starts_with("NVIDIA: "), "{text}");
             }
         }
+    }
+
+    fn process(pid: u32, bytes: Option<u64>) -> ProcessInfo {
+        ProcessInfo {
+            pid,
+            used_gpu_memory: bytes.map_or(UsedGpuMemory::Unavailable, UsedGpuMemory::Used),
+            gpu_instance_id: None,
+            compute_instance_id: None,
+        }
+    }
+
+    /// A wgpu (Vulkan) trainer is listed among NVML's graphics processes, not the compute ones.
+    #[test]
+    fn own_memory_is_found_in_the_graphics_list_too() {
+        let compute = [process(7, Some(100))];
+        let graphics = [process(42, Some(3 << 30)), process(7, None)];
+        assert_eq!(own_memory(42, &[&compute, &graphics]), Some(3 << 30));
+        assert_eq!(own_memory(7, &[&compute, &graphics]), Some(100));
+        assert_eq!(own_memory(9, &[&compute, &graphics]), None);
+    }
+
+    #[test]
+    fn a_problem_is_reported_once_then_counted() {
+        let mut seen = std::collections::HashMap::new();
+        let said: Vec<String> = (0..250)
+            .filter_map(|_| report_once(&mut seen, "NVML fan: Unknown".into()))
+            .collect();
+        assert_eq!(
+            said,
+            [
+                "NVML fan: Unknown",
+                "NVML fan: Unknown (seen 100 times)",
+                "NVML fan: Unknown (seen 200 times)"
+            ]
+        );
     }
 
     #[test]
