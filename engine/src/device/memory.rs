@@ -37,7 +37,7 @@ pub enum MemoryError {
     },
     /// The device's pool grew past the budget during the run.
     #[error(
-        "memory budget exceeded: {} of {} on {device} (device memory pool after update {update})",
+        "memory budget exceeded: {} of {} on {device} ({what} after update {update})",
         fmt_bytes(*in_use),
         fmt_bytes(*budget)
     )]
@@ -46,6 +46,8 @@ pub enum MemoryError {
         in_use: u64,
         budget: u64,
         device: String,
+        /// What was measured: the device's memory pool, NVML's per-process memory.
+        what: String,
     },
     /// A budget parameter is out of range.
     #[error("memory_fraction = {0}: must be in (0, 1]")]
@@ -196,6 +198,37 @@ impl MemoryBudget {
         (self.device_bytes as f64 * self.fraction) as u64
     }
 
+    /// What a whole-process figure (the device's memory pool, NVML's per-process memory) is
+    /// checked against while the run trains: the run's share when it is alone on the device,
+    /// else the device's whole budget, since such a figure covers every run of the process.
+    pub fn process_limit(&self) -> u64 {
+        if self.shared_by <= 1 {
+            self.bytes
+        } else {
+            self.device_budget()
+        }
+    }
+
+    /// Refuses `in_use` bytes (measured `what`) after update `update` when over
+    /// [`Self::process_limit`].
+    pub fn check_in_use(&self, in_use: u64, update: usize, what: &str) -> Result<(), MemoryError> {
+        let limit = self.process_limit();
+        if in_use > limit {
+            return Err(MemoryError::Overrun {
+                update,
+                in_use,
+                budget: limit,
+                device: if self.device.is_empty() {
+                    "this device".into()
+                } else {
+                    self.device.clone()
+                },
+                what: what.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
     /// Refuses `estimate` when it exceeds the budget, with the breakdown in the error.
     pub fn check(&self, estimate: &MemoryEstimate) -> Result<(), MemoryError> {
         if estimate.total() > self.bytes {
@@ -226,6 +259,37 @@ pub fn host_memory_bytes() -> Option<u64> {
 mod tests {
     use super::*;
     use crate::ppo::model::{ActorCriticConfig, NetArch};
+
+    /// A whole-process figure (pool, NVML per-process) is checked against the run's share when
+    /// it is alone on the device, else against the device's whole budget, and the error names
+    /// the device and what was measured.
+    #[test]
+    fn process_figures_are_checked_against_the_right_limit() {
+        let alone = MemoryBudget::new(16 << 30, 0.8, 1).unwrap().on("wgpu:0");
+        assert_eq!(alone.process_limit(), alone.bytes);
+        assert!(
+            alone
+                .check_in_use(alone.bytes, 3, "NVML per-process memory")
+                .is_ok()
+        );
+        let e = alone
+            .check_in_use(alone.bytes + 1, 3, "NVML per-process memory")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("memory budget exceeded: "), "{e}");
+        assert!(
+            e.contains(" on wgpu:0 (NVML per-process memory after update 3)"),
+            "{e}"
+        );
+        let shared = MemoryBudget::new(16 << 30, 0.8, 3).unwrap();
+        assert_eq!(shared.process_limit(), shared.device_budget());
+        assert!(shared.check_in_use(2 * shared.bytes, 1, "pool").is_ok());
+        assert!(
+            shared
+                .check_in_use(shared.device_budget() + 1, 1, "pool")
+                .is_err()
+        );
+    }
 
     #[test]
     fn estimate_counts_parameters_and_optimizer_state() {

@@ -11,7 +11,7 @@ use rand::rngs::StdRng;
 use rand_distr::{Distribution, StandardNormal};
 use serde::{Deserialize, Serialize};
 
-use crate::device::memory::{MemoryBudget, MemoryError};
+use crate::device::memory::MemoryBudget;
 use crate::env::EpisodeStats;
 use crate::eval::{EvalSplit, EvalSummary, Objective, evaluate_trainer};
 use crate::ppo::buffer::RolloutBuffer;
@@ -484,27 +484,11 @@ impl<E: RolloutEnv> Trainer<E> {
         let Some(budget) = &self.budget else {
             return Ok(());
         };
-        // The pool is the device's, shared by every run on it in this process: with one run it
-        // is this run's own use against its share; with several, all of them against the
-        // device's whole budget (the run that sees the overrun stops).
-        let limit = if budget.shared_by <= 1 {
-            budget.bytes
-        } else {
-            budget.device_budget()
-        };
-        if let Some(usage) = self.device.memory_pool_usage()
-            && usage.bytes_reserved > limit
-        {
-            return Err(PpoError::Memory(MemoryError::Overrun {
-                update: self.updates,
-                in_use: usage.bytes_reserved,
-                budget: limit,
-                device: if budget.device.is_empty() {
-                    format!("{:?}", self.device)
-                } else {
-                    budget.device.clone()
-                },
-            }));
+        // The pool is the device's, shared by every run on it in this process.
+        if let Some(usage) = self.device.memory_pool_usage() {
+            budget
+                .check_in_use(usage.bytes_reserved, self.updates, "device memory pool")
+                .map_err(PpoError::Memory)?;
         }
         Ok(())
     }

@@ -383,7 +383,19 @@ impl PpoTrial {
                     TrainEvent::Episodes(summary) => {
                         metrics.extend(summary.metrics().map(|(k, v)| (k.to_owned(), v)));
                     }
-                    TrainEvent::Update { stats, .. } => {
+                    TrainEvent::Update { update, stats } => {
+                        // NVML's figure for this process on the trial's card, against the
+                        // budget (the pool check runs in the trainer).
+                        if let (Some(budget), Some(bytes)) = (
+                            &input.budget,
+                            input.process_memory.as_ref().and_then(|m| m.bytes()),
+                        ) && let Err(e) =
+                            budget.check_in_use(bytes, update, "NVML per-process memory")
+                            && ended.is_none()
+                        {
+                            ended = Some(TrialError::Failed(e.to_string()));
+                            trainer_stop.store(true, Ordering::Relaxed);
+                        }
                         metrics.extend(stats.metrics().map(|(k, v)| (k.to_owned(), v)));
                     }
                     TrainEvent::Progress {

@@ -47,6 +47,16 @@ impl Runner {
             }
             None => None,
         };
+        let telemetry_device = self.telemetry_device(slot);
+        let process_memory = match (&self.telemetry, telemetry_device) {
+            (Some(sampler), Some(card @ crate::telemetry::DeviceTag::Gpu(_))) => {
+                Some(super::trial_fn::ProcessMemory {
+                    sampler: sampler.clone(),
+                    card,
+                })
+            }
+            _ => None,
+        };
         let input = TrialInput {
             number,
             trial_id,
@@ -55,6 +65,7 @@ impl Runner {
             config: &s.config,
             params: &s.params,
             budget: budget.clone(),
+            process_memory,
         };
         let plan = match catch_unwind(AssertUnwindSafe(|| self.trial_fn.plan(&input))) {
             Ok(Ok(plan)) => plan,
@@ -113,7 +124,6 @@ impl Runner {
         let clock = Instant::now();
         // A first sample tagged with this trial, stored before it runs: a trial shorter than
         // the sampling interval still has telemetry (issue 19).
-        let telemetry_device = self.telemetry_device(slot);
         if let Some(t) = &self.telemetry {
             t.begin_trial(trial_id as u64, telemetry_device);
         }

@@ -36,7 +36,7 @@ use std::time::Duration;
 pub use devices::{Assignment, DeviceSlot, assign, label_slots};
 pub use events::{StudyEvent, WorkerInfo};
 pub use trial_fn::{
-    Reporter, StopFlag, StopHandle, TrialError, TrialFunction, TrialInput, TrialPlan,
+    ProcessMemory, Reporter, StopFlag, StopHandle, TrialError, TrialFunction, TrialInput, TrialPlan,
 };
 
 use crate::device::memory::MemoryError;

@@ -35,6 +35,26 @@ pub struct TrialInput<'a> {
     /// The trial's share of its device's memory, checked before it starts and, by trial
     /// functions that can (the PPO trainer on a device with a memory pool), after every update.
     pub budget: Option<crate::device::memory::MemoryBudget>,
+    /// This process's memory on the trial's card as the telemetry probes last sampled it
+    /// (NVML), when the card is known and probed.
+    pub process_memory: Option<ProcessMemory>,
+}
+
+/// Reads the device memory this process holds on one card from the telemetry sampler's newest
+/// NVML per-process figure.
+#[derive(Debug, Clone)]
+pub struct ProcessMemory {
+    pub sampler: crate::telemetry::SamplerHandle,
+    pub card: crate::telemetry::DeviceTag,
+}
+
+impl ProcessMemory {
+    /// Bytes, when the probe reports the process on the card.
+    pub fn bytes(&self) -> Option<u64> {
+        self.sampler
+            .latest(self.card, crate::telemetry::Metric::ProcessMemUsedMib)
+            .map(|p| (p.v * 1048576.0) as u64)
+    }
 }
 
 /// What a trial will run with, known before it starts.
