@@ -375,12 +375,19 @@ impl<E: RolloutEnv> Trainer<E> {
         let (n, a) = (self.env.n_envs(), self.env.action_dim());
         let log_std = model.log_std();
         let std = log_std.clone().exp().unsqueeze_dim::<2>(0);
-        let mut noise = vec![0f32; n * a];
         // This rollout's noise: keyed by the number of updates before it (see `stream_rng`).
+        // Noise is drawn on the host from the run's seed (the device RNG is global and shared
+        // with concurrent trials, so it would make runs irreproducible), all of the rollout's
+        // at once, in step order, and uploaded once: no upload per step.
         self.noise_rng =
             crate::ppo::stream_rng(self.cfg.seed, crate::ppo::NOISE_STREAM, self.updates as u64);
+        let steps = self.cfg.n_steps;
+        let noise: Vec<f32> = (0..steps * n * a)
+            .map(|_| StandardNormal.sample(&mut self.noise_rng))
+            .collect();
+        let noise = Tensor::<3>::from_data(TensorData::new(noise, [steps, n, a]), &self.device);
         self.buffer.clear();
-        for _ in 0..self.cfg.n_steps {
+        for step_index in 0..steps {
             if self.stop.load(Ordering::Relaxed) {
                 return Ok(false);
             }
@@ -390,12 +397,10 @@ impl<E: RolloutEnv> Trainer<E> {
                 .ok_or_else(|| PpoError::config("trainer", "no observation", "reset first"))?;
             let t = Instant::now();
             let (mean, value) = model.forward(obs.clone(), dtype);
-            // Noise is drawn on the host from the run's seed: the device RNG is global and
-            // shared with concurrent trials, so it would make runs irreproducible.
-            noise
-                .iter_mut()
-                .for_each(|x| *x = StandardNormal.sample(&mut self.noise_rng));
-            let eps = Tensor::<2>::from_data(TensorData::new(noise.clone(), [n, a]), &self.device);
+            let eps: Tensor<2> = noise
+                .clone()
+                .slice([step_index..step_index + 1, 0..n, 0..a])
+                .reshape([n, a]);
             let actions = mean.clone().add(eps.mul(std.clone()));
             let log_prob = gaussian_log_prob(mean, log_std.clone(), actions.clone());
             let clipped = actions.clone().clamp(-1.0, 1.0);
