@@ -55,17 +55,9 @@ pub fn runner(file: &StudyFile, rc: RunnerConfig) -> anyhow::Result<(Runner, Str
 }
 
 /// A telemetry sampler (CPU, process and whatever GPUs answer) every `interval`, writing its
-/// rows into the study database `db`, tagged by trial.
-pub fn telemetry_sampler(db: &Path, interval: Duration) -> anyhow::Result<Sampler> {
-    Ok(telemetry_sampler_with_gpus(db, interval)?.0)
-}
-
-/// [`telemetry_sampler`], with the cards its probes see (in its `gpuN` order) for
-/// [`Runner::with_telemetry_gpus`].
-pub fn telemetry_sampler_with_gpus(
-    db: &Path,
-    interval: Duration,
-) -> anyhow::Result<(Sampler, Vec<GpuInfo>)> {
+/// rows into the study database `db`, tagged by trial; with the cards its probes see (in its
+/// `gpuN` order) for [`Runner::with_telemetry_gpus`].
+pub fn telemetry_sampler(db: &Path, interval: Duration) -> anyhow::Result<(Sampler, Vec<GpuInfo>)> {
     let config = SamplerConfig::with_interval(interval).context("telemetry interval")?;
     let pid = std::process::id();
     let host = SysinfoHostProbe::new(Some(pid)).context("CPU/process probe")?;

@@ -5,19 +5,15 @@
 
 mod common;
 
-use common::{text, tradetune};
-use tradetune_engine::device::{DeviceSpec, open};
+use common::{text, tradetune, wgpu_here};
 
 #[test]
 fn bench_gpu_runs_each_placement_and_precision() {
-    let device = match open(DeviceSpec::Wgpu(None)) {
-        Ok(_) => "wgpu",
-        Err(e) => {
-            let required = std::env::var("TRADETUNE_REQUIRE_GPU").is_ok_and(|v| v == "1");
-            assert!(!required, "TRADETUNE_REQUIRE_GPU=1 but {e}");
-            eprintln!("no wgpu adapter ({e}): bench gpu on the CPU device instead");
-            "cpu"
-        }
+    // Without an adapter: on the CPU device instead.
+    let device = if wgpu_here("bench_gpu on wgpu") {
+        "wgpu"
+    } else {
+        "cpu"
     };
     let o = tradetune(&[
         "bench",

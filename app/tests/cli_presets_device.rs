@@ -9,8 +9,7 @@
 
 mod common;
 
-use common::{scratch, text, tradetune};
-use tradetune_engine::device::{DeviceSpec, open};
+use common::{scratch, text, tradetune, wgpu_here};
 use tradetune_engine::storage::{JsonValue, Storage, TrialState};
 
 fn attr(attrs: &[(String, JsonValue)], key: &str) -> String {
@@ -85,19 +84,6 @@ fn run_preset(preset: &str, device: &str, n_envs: usize, n_steps: usize, precisi
         format!("\"{placement}\""),
         "{preset}"
     );
-}
-
-/// The wgpu adapter for the GPU presets, or a loud skip.
-fn wgpu_here(test: &str) -> bool {
-    match open(DeviceSpec::Wgpu(None)) {
-        Ok(_) => true,
-        Err(e) => {
-            let required = std::env::var("TRADETUNE_REQUIRE_GPU").is_ok_and(|v| v == "1");
-            assert!(!required, "{test}: TRADETUNE_REQUIRE_GPU=1 but {e}");
-            eprintln!("SKIP {test}: {e}");
-            false
-        }
-    }
 }
 
 #[test]

@@ -187,7 +187,7 @@ fn run_study(args: RunArgs) -> anyhow::Result<()> {
     // Telemetry into the study database, tagged by trial, and summarised per trial.
     let sampler = if args.telemetry_interval > 0.0 {
         let interval = seconds(args.telemetry_interval, "--telemetry-interval")?;
-        Some(launch::telemetry_sampler_with_gpus(&db, interval)?)
+        Some(launch::telemetry_sampler(&db, interval)?)
     } else {
         None
     };

@@ -118,14 +118,8 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
 
     match placement {
         ResolvedPlacement::Host => {
-            let env = HostEnv::new(env, &device);
-            train(
-                &args,
-                &run,
-                &data,
-                Trainer::new(run.ppo.clone(), env, &device)?,
-                budget,
-            )
+            let trainer = Trainer::new(run.ppo.clone(), HostEnv::new(env, &device), &device)?;
+            train(&args, &run, &data, trainer, budget)
         }
         ResolvedPlacement::Device => {
             drop(env);
@@ -136,13 +130,8 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
                 data.split.train.clone(),
                 &device,
             )?;
-            train(
-                &args,
-                &run,
-                &data,
-                Trainer::new(run.ppo.clone(), env, &device)?,
-                budget,
-            )
+            let trainer = Trainer::new(run.ppo.clone(), env, &device)?;
+            train(&args, &run, &data, trainer, budget)
         }
     }
 }

@@ -457,7 +457,7 @@ fn run_study(file: &StudyFile, db: &Path, reply: &Reply) -> Result<(), String> {
     reply.send(TaskEvent::Study(StudyMsg::Notice(format!(
         "data: {source}"
     ))));
-    let sampler = match crate::launch::telemetry_sampler_with_gpus(db, Duration::from_secs(1)) {
+    let sampler = match crate::launch::telemetry_sampler(db, Duration::from_secs(1)) {
         Ok(s) => Some(s),
         Err(e) => {
             reply.send(TaskEvent::Study(StudyMsg::Notice(format!(

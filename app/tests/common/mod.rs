@@ -28,3 +28,19 @@ pub fn scratch(suite: &str, name: &str) -> PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+/// Whether wgpu has an adapter here for a test that needs one; without one the test prints a
+/// loud SKIP, unless `TRADETUNE_REQUIRE_GPU=1` (CI, which installs Mesa's software Vulkan)
+/// makes that a failure.
+pub fn wgpu_here(test: &str) -> bool {
+    use tradetune_engine::device::{DeviceSpec, open};
+    match open(DeviceSpec::Wgpu(None)) {
+        Ok(_) => true,
+        Err(e) => {
+            let required = std::env::var("TRADETUNE_REQUIRE_GPU").is_ok_and(|v| v == "1");
+            assert!(!required, "{test}: TRADETUNE_REQUIRE_GPU=1 but {e}");
+            eprintln!("SKIP {test}: {e}");
+            false
+        }
+    }
+}
