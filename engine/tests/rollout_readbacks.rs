@@ -1,7 +1,8 @@
-//! Issue 13, on-device rollouts: with the environment on the trainer's device a rollout reads
-//! nothing back per step beyond the finished-episode statistics (the `[N]` done flags, and the
-//! four statistics tensors on a step where an episode ended), while the host environment reads
-//! every step's actions back. And either placement learns the same from the same seeds.
+//! Issues 13 and 20, on-device rollouts: with the environment on the trainer's device a rollout
+//! and its update cost one read (the update's diagnostics, with the rollout's GAE diagnostics
+//! and finished-episode statistics) and no synchronisation, whatever `n_steps`, except on the
+//! updates whose phases are timed; the host environment reads every step's actions back. And
+//! either placement learns the same from the same seeds.
 //!
 //! One test function: the read counter is process-wide, and the harness would run other tests
 //! of this binary on other threads at the same time.
@@ -42,6 +43,10 @@ fn ppo_cfg() -> PpoConfig {
         )
 }
 
+fn ppo_cfg_steps(n_steps: usize) -> PpoConfig {
+    ppo_cfg().with_n_steps(n_steps)
+}
+
 /// Trains `updates` updates and returns each update's statistics and the final parameters,
 /// with the reads counted during training.
 fn train<E: RolloutEnv>(
@@ -63,42 +68,71 @@ fn train<E: RolloutEnv>(
     (stats, trainer.model().flat_params().unwrap(), reads)
 }
 
+/// Reads and synchronisations of `updates` updates with `n_steps`, counted from the end of the
+/// first update (which is timed) to the end; `every` is the phase sampling. Also the episodes
+/// the trainer reported over those updates.
+fn count<E: RolloutEnv>(
+    env: E,
+    device: &Device,
+    n_steps: usize,
+    updates: usize,
+    every: usize,
+) -> (BTreeMap<&'static str, u64>, usize) {
+    let mut trainer = Trainer::new(ppo_cfg_steps(n_steps), env, device)
+        .unwrap()
+        .with_phase_sampling(every);
+    let mut episodes = 0;
+    readback::reset();
+    trainer
+        .learn(updates * N_ENVS * n_steps, &mut |e| match e {
+            TrainEvent::Update { update: 1, .. } => readback::reset(),
+            TrainEvent::Episodes(s) if s.count > 0 => episodes += s.count,
+            _ => {}
+        })
+        .unwrap();
+    (readback::counts(), episodes)
+}
+
 fn check_reads_of_one_rollout(device: &Device, name: &str) {
     let data = bench_dataset(400, 3, 4, 1);
-    let tensor = TensorVecEnv::new(env_cfg(), &data, 0..400, device).unwrap();
-    let (_, _, reads) = train(tensor, device, 1);
-    eprintln!("{name}, env on the device: reads {reads:?}");
-    // Per step: the done flags, nothing else.
-    assert_eq!(reads.get("device env: done flags"), Some(&(N_STEPS as u64)));
-    // The statistics: 4 reads on each step where an episode ended. Every env ends one every
-    // 10 steps (all at once: same episode length), so on 3 of the 32 steps.
-    let stats = reads.get("device env: episode statistics").copied();
-    assert_eq!(
-        stats,
-        Some(4 * (N_STEPS / EPISODE_BARS) as u64),
-        "{reads:?}"
-    );
-    // Nothing else per step: the rest are once per rollout (GAE) or per minibatch (update).
-    for (what, n) in &reads {
-        let per_rollout = what.starts_with("gae:") && *n <= 4;
-        let per_minibatch = what.starts_with("update:") && *n <= 2 * (N_ENVS * N_STEPS / 64) as u64;
+    let tensor = |d: &Device| TensorVecEnv::new(env_cfg(), &data, 0..400, d).unwrap();
+    // Untimed updates 2..=4: one read each, no synchronisation, for 32 and for 64 steps.
+    for n_steps in [N_STEPS, 2 * N_STEPS] {
+        let (reads, episodes) = count(tensor(device), device, n_steps, 4, 100);
+        eprintln!("{name}, env on the device, n_steps {n_steps}: {reads:?}");
+        let want: BTreeMap<&'static str, u64> = [("update: diagnostics", 3)].into();
+        assert_eq!(reads, want, "{name}, n_steps {n_steps}");
+        // Every env ends an episode every 10 steps: the episodes still reach the trainer.
         assert!(
-            what.starts_with("device env:") || per_rollout || per_minibatch,
-            "{name}: unexpected read of {what} ({n} times): {reads:?}"
+            episodes >= N_ENVS * (n_steps / EPISODE_BARS),
+            "{episodes} episodes"
         );
     }
+    // Every update timed: a synchronisation after each phase of each step, and the rest.
+    let (reads, _) = count(tensor(device), device, N_STEPS, 2, 1);
+    for what in ["sync: inference", "sync: env step", "sync: buffer"] {
+        assert_eq!(
+            reads.get(what),
+            Some(&(N_STEPS as u64)),
+            "{what}: {reads:?}"
+        );
+    }
+    assert_eq!(reads.get("sync: advantages"), Some(&1), "{reads:?}");
+    assert_eq!(reads.get("sync: update"), Some(&1), "{reads:?}");
+    assert_eq!(reads.get("update: diagnostics"), Some(&1), "{reads:?}");
 
     // The host env, for contrast: the actions come back every step.
     let host = CpuVecEnv::new(env_cfg(), data.clone(), 0..400).unwrap();
-    let (_, _, reads) = train(HostEnv::new(host, device), device, 1);
+    let (reads, _) = count(HostEnv::new(host, device), device, N_STEPS, 2, 100);
     eprintln!("{name}, env on the host: reads {reads:?}");
     assert_eq!(reads.get("host env: actions"), Some(&(N_STEPS as u64)));
+    assert_eq!(reads.get("update: diagnostics"), Some(&1), "{reads:?}");
 }
 
 #[test]
-fn a_device_rollout_reads_back_only_episode_statistics_and_learns_as_the_host_one() {
+fn a_device_rollout_and_update_read_once_and_learn_as_the_host_one() {
     check_reads_of_one_rollout(&Device::flex(), "flex");
-    if let Some(wgpu) = common::wgpu_device("a_device_rollout_reads_back_only_episode_statistics") {
+    if let Some(wgpu) = common::wgpu_device("a_device_rollout_and_update_read_once") {
         check_reads_of_one_rollout(&wgpu, "wgpu");
     }
 

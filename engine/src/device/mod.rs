@@ -269,6 +269,13 @@ pub fn supported_precisions(spec: DeviceSpec) -> Result<Vec<Precision>, DeviceEr
     }
 }
 
+/// Whether a read from `device` is a transfer the host waits for (a cubecl device: a GPU, or
+/// lavapipe standing in for one), as opposed to the flex CPU backend, whose tensors are host
+/// memory. Told by the memory pool: cubecl devices report one, flex does not.
+pub fn reads_are_transfers(device: &Device) -> bool {
+    device.memory_pool_usage().is_some()
+}
+
 /// A key naming the physical device behind `spec`: `wgpu` is the `wgpu:N` it resolves to when
 /// wgpu's default adapter is a discrete GPU.
 pub fn physical_device(spec: DeviceSpec) -> String {

@@ -27,7 +27,7 @@ pub mod tensor;
 
 pub use config::{EnvConfig, EnvPlacement, ResolvedPlacement, RewardKind, StartMode};
 pub use cpu::CpuVecEnv;
-pub use tensor::TensorVecEnv;
+pub use tensor::{DeviceEpisodes, TensorVecEnv};
 
 /// A batch of environments stepped together, writing into caller-provided buffers.
 ///

@@ -74,6 +74,71 @@ pub struct TensorVecEnv {
     min_order: Tensor<2>,
     compat_units: Tensor<2>,
     state: State,
+    /// Finished-episode statistics of the steps since the last [`TensorVecEnv::take_episode_log`].
+    log: EpisodeLog,
+}
+
+/// Rows of `[done, reward_sum, total_return, equal_weight_return, fees]` per env, one per step,
+/// kept on the device and read back together.
+struct EpisodeLog {
+    /// `[capacity, LOG_FIELDS, N]`, written in place.
+    rows: Tensor<3>,
+    len: usize,
+}
+
+/// Fields of one [`EpisodeLog`] row.
+const LOG_FIELDS: usize = 5;
+
+/// The finished-episode statistics of several steps, still on the device: read
+/// [`DeviceEpisodes::values`] back (alone or concatenated with other values, to pay one read)
+/// and [`DeviceEpisodes::decode`] the host copy.
+#[derive(Debug, Clone)]
+pub struct DeviceEpisodes {
+    /// `[steps · 5 · N]`: per step, the done flags then the four statistics of each env.
+    pub values: Tensor<1>,
+    steps: usize,
+    n: usize,
+    episode_len: usize,
+}
+
+impl DeviceEpisodes {
+    /// Number of values in [`DeviceEpisodes::values`].
+    pub fn len(&self) -> usize {
+        self.steps * LOG_FIELDS * self.n
+    }
+
+    /// Whether no step was logged.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The episodes that ended, in step order and env order within a step, from the host copy
+    /// of [`DeviceEpisodes::values`].
+    pub fn decode(&self, host: &[f32]) -> Result<Vec<EpisodeStats>, EnvError> {
+        if host.len() != self.len() {
+            return Err(EnvError::Tensor(format!(
+                "episode log: {} values read back, expected {}",
+                host.len(),
+                self.len()
+            )));
+        }
+        let n = self.n;
+        let mut out = Vec::new();
+        for row in host.chunks_exact(LOG_FIELDS * n) {
+            for i in 0..n {
+                if row[i] > 0.5 {
+                    out.push(EpisodeStats {
+                        reward_sum: row[n + i],
+                        length: self.episode_len as u32,
+                        total_return: row[2 * n + i],
+                        equal_weight_return: row[3 * n + i],
+                        fees: row[4 * n + i],
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
 }
 
 fn f1(v: f32, n: usize, device: &Device) -> Tensor<1> {
@@ -167,6 +232,10 @@ impl TensorVecEnv {
             min_order,
             compat_units,
             state,
+            log: EpisodeLog {
+                rows: Tensor::empty([0, LOG_FIELDS, n], device),
+                len: 0,
+            },
         };
         env.reset_tensors();
         Ok(env)
@@ -443,9 +512,83 @@ impl TensorVecEnv {
         self.state.hold.clone()
     }
 
+    /// `[N]` portfolio values and equal-weight buy-and-hold values at each env's current bar
+    /// (the initial cash and its equal-weight split at the start of an episode).
+    pub fn values(&self) -> (Tensor<1>, Tensor<1>) {
+        (self.state.prev_value.clone(), self.state.prev_eqw.clone())
+    }
+
+    /// `[N, M]` prices at each env's current bar.
+    pub fn current_prices(&self) -> Tensor<2> {
+        self.prices.clone().select(0, self.state.bar.clone())
+    }
+
     /// `[N]` fees paid in the last step.
     pub fn last_step_fees(&self) -> Tensor<1> {
         self.state.step_fees.clone()
+    }
+
+    /// Makes room on the device for `steps` logged steps (a rollout's length), so that
+    /// [`TensorVecEnv::log_episodes`] writes in place.
+    pub fn reserve_episode_log(&mut self, steps: usize) {
+        let cap = self.log.rows.dims()[0];
+        if cap == 0 && steps > 0 {
+            self.log.rows = Tensor::zeros([steps, LOG_FIELDS, self.n], &self.device);
+        } else if steps > cap {
+            let extra = Tensor::zeros([steps - cap, LOG_FIELDS, self.n], &self.device);
+            let rows = std::mem::replace(
+                &mut self.log.rows,
+                Tensor::empty([0, LOG_FIELDS, self.n], &self.device),
+            );
+            self.log.rows = Tensor::cat(vec![rows, extra], 0);
+        }
+    }
+
+    /// Appends the last step's finished-episode statistics to the log on the device: no read.
+    pub fn log_episodes(&mut self) {
+        let (n, t) = (self.n, self.log.len);
+        if t == self.log.rows.dims()[0] {
+            self.reserve_episode_log((2 * t).max(64));
+        }
+        let s = &self.state;
+        let row = Tensor::stack::<2>(
+            vec![
+                s.last_done.clone(),
+                s.last_reward_sum.clone(),
+                s.last_return.clone(),
+                s.last_eqw_return.clone(),
+                s.last_fees.clone(),
+            ],
+            0,
+        )
+        .unsqueeze_dim::<3>(0);
+        let rows = std::mem::replace(
+            &mut self.log.rows,
+            Tensor::empty([0, LOG_FIELDS, n], &self.device),
+        );
+        self.log.rows = rows.slice_assign([t..t + 1, 0..LOG_FIELDS, 0..n], row);
+        self.log.len += 1;
+    }
+
+    /// The statistics logged since the last call, still on the device; the log starts again.
+    pub fn take_episode_log(&mut self) -> DeviceEpisodes {
+        let (steps, n) = (self.log.len, self.n);
+        self.log.len = 0;
+        let values = if steps == 0 {
+            Tensor::empty([0], &self.device)
+        } else {
+            self.log
+                .rows
+                .clone()
+                .slice([0..steps, 0..LOG_FIELDS, 0..n])
+                .reshape([steps * LOG_FIELDS * n])
+        };
+        DeviceEpisodes {
+            values,
+            steps,
+            n,
+            episode_len: self.episode_len,
+        }
     }
 
     /// Statistics of the episodes that ended in the last step, read back to the host.

@@ -15,7 +15,7 @@ use burn::tensor::{FloatDType, Tensor, TensorData};
 use ndarray::{Axis, concatenate};
 use serde::{Deserialize, Serialize};
 
-use crate::env::{CpuVecEnv, EnvConfig, StartMode, VecEnv};
+use crate::env::{CpuVecEnv, EnvConfig, StartMode, TensorVecEnv, VecEnv};
 use crate::eval::EvalError;
 use crate::eval::metrics::{Curve, Metrics, periods_per_year};
 use crate::eval::objective::Objective;
@@ -227,44 +227,57 @@ pub fn evaluate(
             split.env.lookback
         )));
     }
-    let mut obs = vec![0f32; d];
-    env.reset(&mut obs);
-    let (mut reward, mut done) = ([0f32], [0f32]);
-    let mut agent_equity = Vec::with_capacity(steps + 1);
-    let mut ew_equity = Vec::with_capacity(steps + 1);
-    let mut traded = Vec::with_capacity(steps);
-    let mut fees = Vec::with_capacity(steps);
-    agent_equity.push(env.value(0) as f64);
-    ew_equity.push(env.equal_weight_value(0) as f64);
-    for _ in 0..steps {
-        let x = Tensor::<2>::from_data(TensorData::new(obs.clone(), [1, d]), &device);
-        let x = match &norm {
-            Some(n) => n.normalize(x, ppo.clip_obs),
-            None => x,
+    let curves = if crate::device::reads_are_transfers(&device) {
+        drop(env);
+        let run = DeviceRun {
+            model: &model,
+            norm: norm.as_ref(),
+            ppo,
+            dtype,
+            steps,
         };
-        let (mean, _) = model.forward(x, dtype);
-        let action: Vec<f32> =
-            crate::device::readback::read_f32(mean.clamp(-1.0, 1.0), "evaluation: actions")
-                .map_err(|e| crate::ppo::PpoError::read("evaluation actions", e))?;
-        let before = env.holdings(0);
-        env.step(&action, &mut obs, &mut reward, &mut done);
-        if done[0] > 0.5 {
-            return Err(split.err(format!(
-                "the episode ended at bar {} before the split's end; this is a bug",
-                env.bar(0)
-            )));
+        run.curves(split, &padded, &device)?
+    } else {
+        let mut obs = vec![0f32; d];
+        env.reset(&mut obs);
+        let (mut reward, mut done) = ([0f32], [0f32]);
+        let mut c = Curves::with_capacity(steps);
+        c.agent_equity.push(env.value(0) as f64);
+        c.ew_equity.push(env.equal_weight_value(0) as f64);
+        for _ in 0..steps {
+            let x = Tensor::<2>::from_data(TensorData::new(obs.clone(), [1, d]), &device);
+            let x = match &norm {
+                Some(n) => n.normalize(x, ppo.clip_obs),
+                None => x,
+            };
+            let (mean, _) = model.forward(x, dtype);
+            let action: Vec<f32> =
+                crate::device::readback::read_f32(mean.clamp(-1.0, 1.0), "evaluation: actions")
+                    .map_err(|e| crate::ppo::PpoError::read("evaluation actions", e))?;
+            let before = env.holdings(0);
+            env.step(&action, &mut obs, &mut reward, &mut done);
+            if done[0] > 0.5 {
+                return Err(ended_early(split, env.bar(0)));
+            }
+            let bar = env.bar(0);
+            let after = env.holdings(0);
+            let prices = padded.prices.row(bar);
+            let value: f64 = (0..m)
+                .map(|k| ((after[k] - before[k]).abs() * prices[k]) as f64)
+                .sum();
+            c.traded.push(value);
+            c.fees.push(env.last_step_fees(0) as f64);
+            c.agent_equity.push(env.value(0) as f64);
+            c.ew_equity.push(env.equal_weight_value(0) as f64);
         }
-        let bar = env.bar(0);
-        let after = env.holdings(0);
-        let prices = padded.prices.row(bar);
-        let value: f64 = (0..m)
-            .map(|k| ((after[k] - before[k]).abs() * prices[k]) as f64)
-            .sum();
-        traded.push(value);
-        fees.push(env.last_step_fees(0) as f64);
-        agent_equity.push(env.value(0) as f64);
-        ew_equity.push(env.equal_weight_value(0) as f64);
-    }
+        c
+    };
+    let Curves {
+        agent_equity,
+        ew_equity,
+        traded,
+        fees,
+    } = curves;
     let metric = |who: &'static str, curve: Curve<'_>| {
         Metrics::from_curve(curve).map_err(|source| EvalError::Metric {
             split: split.name.clone(),
@@ -307,6 +320,102 @@ pub fn evaluate(
         agent_equity,
         equal_weight_equity: ew_equity,
     })
+}
+
+/// The series an evaluation scores.
+struct Curves {
+    agent_equity: Vec<f64>,
+    ew_equity: Vec<f64>,
+    traded: Vec<f64>,
+    fees: Vec<f64>,
+}
+
+impl Curves {
+    fn with_capacity(steps: usize) -> Self {
+        Curves {
+            agent_equity: Vec::with_capacity(steps + 1),
+            ew_equity: Vec::with_capacity(steps + 1),
+            traded: Vec::with_capacity(steps),
+            fees: Vec::with_capacity(steps),
+        }
+    }
+}
+
+fn ended_early(split: &EvalSplit, bar: usize) -> EvalError {
+    split.err(format!(
+        "the episode ended at bar {bar} before the split's end; this is a bug"
+    ))
+}
+
+/// The evaluation on a device whose reads are transfers (a GPU): the split is traded by a
+/// [`TensorVecEnv`] of one env on the policy's device, each bar's values are written to a log
+/// on the device, and the whole log is read back once at the end, instead of one read of the
+/// action per bar. Same rules and formulas as the host env (the env tests hold them equal).
+struct DeviceRun<'a> {
+    model: &'a ActorCritic,
+    norm: Option<&'a RunningMeanStd>,
+    ppo: &'a PpoConfig,
+    dtype: FloatDType,
+    steps: usize,
+}
+
+/// Values per bar in the device log: agent value, equal-weight value, traded value, fees, done.
+const DEVICE_LOG: usize = 5;
+
+impl DeviceRun<'_> {
+    fn curves(
+        &self,
+        split: &EvalSplit,
+        padded: &Dataset,
+        device: &burn::tensor::Device,
+    ) -> Result<Curves, EvalError> {
+        let mut env = TensorVecEnv::new(split.env_config(), padded, 0..padded.n_bars(), device)
+            .map_err(|e| split.err(e.to_string()))?;
+        let mut obs = env.reset_tensors();
+        let (v0, e0) = env.values();
+        let start = Tensor::cat(vec![v0, e0], 0);
+        let mut log = Tensor::<2>::zeros([self.steps, DEVICE_LOG], device);
+        for t in 0..self.steps {
+            let x = match self.norm {
+                Some(n) => n.normalize(obs, self.ppo.clip_obs),
+                None => obs,
+            };
+            let (mean, _) = self.model.forward(x, self.dtype);
+            let before = env.holdings();
+            let step = env.step_tensors(mean.clamp(-1.0, 1.0));
+            let traded = env
+                .holdings()
+                .sub(before)
+                .abs()
+                .mul(env.current_prices())
+                .sum_dim(1)
+                .reshape([1]);
+            let (value, eqw) = env.values();
+            let row = Tensor::cat(vec![value, eqw, traded, env.last_step_fees(), step.done], 0);
+            log = log.slice_assign([t..t + 1, 0..DEVICE_LOG], row.unsqueeze_dim::<2>(0));
+            obs = step.obs;
+        }
+        let host = crate::device::readback::read_f32(
+            Tensor::cat(vec![start, log.reshape([self.steps * DEVICE_LOG])], 0),
+            "evaluation: curves",
+        )
+        .map_err(|e| crate::ppo::PpoError::read("evaluation curves", e))?;
+        let (start, rows) = host.split_at(2);
+        let mut c = Curves::with_capacity(self.steps);
+        c.agent_equity.push(start[0] as f64);
+        c.ew_equity.push(start[1] as f64);
+        for (t, row) in rows.chunks_exact(DEVICE_LOG).enumerate() {
+            if row[4] > 0.5 {
+                let first = split.env.lookback.max(1) - 1;
+                return Err(ended_early(split, split.range.start + first + t + 1));
+            }
+            c.agent_equity.push(row[0] as f64);
+            c.ew_equity.push(row[1] as f64);
+            c.traded.push(row[2] as f64);
+            c.fees.push(row[3] as f64);
+        }
+        Ok(c)
+    }
 }
 
 /// [`evaluate()`] of `trainer`'s current policy and normalisation statistics.

@@ -112,13 +112,12 @@ impl RolloutBuffer {
         self.pos += 1;
     }
 
-    /// `[T·N]` rewards, values and dones (time outermost), for GAE on the host.
-    pub fn rewards_values_dones(&self) -> (Tensor<1>, Tensor<1>, Tensor<1>) {
-        let len = self.n_steps * self.n_envs;
+    /// `[T, N]` rewards, values and dones, for GAE.
+    pub fn rewards_values_dones(&self) -> (Tensor<2>, Tensor<2>, Tensor<2>) {
         (
-            self.rewards.clone().reshape([len]),
-            self.values.clone().reshape([len]),
-            self.dones.clone().reshape([len]),
+            self.rewards.clone(),
+            self.values.clone(),
+            self.dones.clone(),
         )
     }
 
@@ -170,7 +169,7 @@ mod tests {
         assert_eq!(obs, vec![0.0, 1.0, 2.0, 10.0, 11.0, 12.0]);
         let (r, _, dn) = buf.rewards_values_dones();
         let r: Vec<f32> = r.try_into_vec_as().unwrap();
-        assert_eq!(r[4], 411.0);
+        assert_eq!(r[4], 411.0, "[T, N] row-major: step 1, env 1");
         let dn: Vec<f32> = dn.try_into_vec_as().unwrap();
         assert_eq!(dn[0], 500.0);
     }

@@ -38,6 +38,21 @@ impl PhaseTimes {
             + self.evaluation
     }
 
+    /// The rollout and update phases of `self` (evaluation left out) scaled so that they sum
+    /// to `total` seconds: an untimed update's wall time split as the last timed one's was.
+    pub fn scaled_to(&self, total: f64) -> PhaseTimes {
+        let sum = self.env_step + self.inference + self.buffer + self.advantages + self.update;
+        let k = if sum > 0.0 { total / sum } else { 0.0 };
+        PhaseTimes {
+            env_step: self.env_step * k,
+            inference: self.inference * k,
+            buffer: self.buffer * k,
+            advantages: self.advantages * k,
+            update: self.update * k,
+            evaluation: 0.0,
+        }
+    }
+
     /// Seconds per phase by name (`time/env_step_s`, …), for learning curves.
     pub fn metrics(&self) -> [(&'static str, f64); 6] {
         [

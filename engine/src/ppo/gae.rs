@@ -1,6 +1,106 @@
-//! Generalised advantage estimation (Schulman et al. 2016, arXiv:1506.02438, eq. 16), computed
-//! on the host: the rollout's `n_steps × n_envs` rewards and values are a few KB, and a
-//! backwards loop over time is a poor fit for tensor kernels.
+//! Generalised advantage estimation (Schulman et al. 2016, arXiv:1506.02438, eq. 16).
+//!
+//! [`compute_gae`] is the reference, on the host. The trainer runs [`compute_gae_device`] on
+//! the rollout's device, so the rollout is never read back for it: the backwards recurrence is
+//! solved in blocks of [`GAE_BLOCK`] steps (inside a block, a triangular weighting of the TD
+//! errors; across blocks, one carry per block), a few dozen kernels instead of a loop of
+//! `n_steps` tiny ones.
+
+use burn::tensor::{Tensor, TensorData};
+
+/// Steps per block of [`compute_gae_device`]: its scratch is `n_steps × n_envs × GAE_BLOCK`
+/// floats, and the carry loop runs `n_steps / GAE_BLOCK` times.
+pub const GAE_BLOCK: usize = 32;
+
+/// [`compute_gae`] on the device: `rewards`, `values` and `dones` are `[T, N]` (time
+/// outermost), `last_values` `[N]`. Returns advantages and returns, `[T, N]`; nothing is read
+/// back.
+///
+/// With `c_t = γλ(1 − done_t)` the recurrence `A_t = δ_t + c_t·A_{t+1}` (`A_T = 0`) has the
+/// solution `A_t = Σ_{s≥t} (Π_{t≤j<s} c_j)·δ_s`. Inside a block the product is `(γλ)^{s−t}`
+/// when no episode ends in `t..s` (equal exclusive done-counts at `t` and `s`) and 0 otherwise;
+/// the block's first advantage carries into the block before it. `T` is padded to whole blocks
+/// with zero TD errors, which leaves `A_T = 0`.
+pub fn compute_gae_device(
+    rewards: Tensor<2>,
+    values: Tensor<2>,
+    dones: Tensor<2>,
+    last_values: Tensor<1>,
+    gamma: f32,
+    gae_lambda: f32,
+) -> (Tensor<2>, Tensor<2>) {
+    let [t, n] = rewards.dims();
+    let device = rewards.device();
+    let not_done = dones.clone().neg().add_scalar(1.0);
+    let last = last_values.unsqueeze_dim::<2>(0);
+    let next_values = if t > 1 {
+        Tensor::cat(vec![values.clone().slice([1..t, 0..n]), last], 0)
+    } else {
+        last
+    };
+    let delta = rewards
+        .add(next_values.mul(not_done).mul_scalar(gamma))
+        .sub(values.clone());
+
+    let b = GAE_BLOCK.min(t.max(1));
+    let k = t.div_ceil(b);
+    let pad = k * b - t;
+    let (delta, dones) = if pad > 0 {
+        (
+            Tensor::cat(vec![delta, Tensor::zeros([pad, n], &device)], 0),
+            Tensor::cat(vec![dones, Tensor::ones([pad, n], &device)], 0),
+        )
+    } else {
+        (delta, dones)
+    };
+    let delta = delta.reshape([k, b, n]);
+    let dones = dones.reshape([k, b, n]);
+    // Exclusive count of episode ends before each step of its block, and the block's total.
+    let before = dones.clone().cumsum(1).sub(dones.clone());
+    let total = dones.sum_dim(1); // [k, 1, n]
+    let gl = gamma * gae_lambda;
+    // (γλ)^{s−t} for s ≥ t, else 0: `[1, b(t), b(s), 1]`.
+    let mut w = vec![0f32; b * b];
+    for i in 0..b {
+        for j in i..b {
+            w[i * b + j] = gl.powi((j - i) as i32);
+        }
+    }
+    let w = Tensor::<4>::from_data(TensorData::new(w, [1, b, b, 1]), &device);
+    let same = before
+        .clone()
+        .unsqueeze_dim::<4>(1) // [k, 1, b(s), n]
+        .sub(before.clone().unsqueeze_dim::<4>(2)) // [k, b(t), 1, n]
+        .abs()
+        .lower_elem(0.5)
+        .float();
+    let local = same
+        .mul(w)
+        .mul(delta.unsqueeze_dim::<4>(1))
+        .sum_dim(2)
+        .reshape([k, b, n]);
+    // Π_{t≤j<b} c_j: (γλ)^{b−t} when no episode ends from t to the block's end.
+    let powers: Vec<f32> = (0..b).map(|i| gl.powi((b - i) as i32)).collect();
+    let powers = Tensor::<3>::from_data(TensorData::new(powers, [1, b, 1]), &device);
+    let to_end = total.sub(before).abs().lower_elem(0.5).float().mul(powers); // [k, b, n]
+    // The first advantage of each block, from the last block backwards.
+    let first_local = local.clone().slice([0..k, 0..1, 0..n]).reshape([k, n]);
+    let first_to_end = to_end.clone().slice([0..k, 0..1, 0..n]).reshape([k, n]);
+    let mut next = Tensor::<1>::zeros([n], &device);
+    let mut carries = vec![next.clone(); k];
+    for j in (0..k).rev() {
+        carries[j] = next.clone();
+        let row = |x: &Tensor<2>| x.clone().slice([j..j + 1, 0..n]).reshape([n]);
+        next = row(&first_local).add(row(&first_to_end).mul(next));
+    }
+    let carry = Tensor::stack::<2>(carries, 0).unsqueeze_dim::<3>(1); // [k, 1, n]
+    let adv = local
+        .add(to_end.mul(carry))
+        .reshape([k * b, n])
+        .slice([0..t, 0..n]);
+    let returns = adv.clone().add(values);
+    (adv, returns)
+}
 
 /// Advantages and returns (`advantage + value`, the value target) for a rollout.
 ///
@@ -118,6 +218,56 @@ mod tests {
         let (adv, ret) = compute_gae(&[1.0, 1.0], &[0.3, 0.2], &[0.0, 0.0], &[0.0], 0.5, 1.0);
         assert!((ret[0] - 1.5).abs() < 1e-6 && (ret[1] - 1.0).abs() < 1e-6);
         assert!((adv[0] - 1.2).abs() < 1e-6);
+    }
+
+    /// The device version agrees with the host reference on random rollouts with episode
+    /// ends anywhere, for lengths that are and are not whole blocks.
+    #[test]
+    fn device_gae_matches_the_host_reference() {
+        use burn::tensor::Device;
+        use rand::{RngExt, SeedableRng};
+        let device = Device::flex();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        for (steps, n_envs) in [(1, 3), (5, 2), (32, 4), (77, 3), (128, 1)] {
+            let len = steps * n_envs;
+            let r: Vec<f32> = (0..len).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+            let v: Vec<f32> = (0..len).map(|_| rng.random_range(-2.0f32..2.0)).collect();
+            let d: Vec<f32> = (0..len)
+                .map(|_| {
+                    if rng.random_range(0.0f32..1.0) < 0.1 {
+                        1.0
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
+            let last: Vec<f32> = (0..n_envs)
+                .map(|_| rng.random_range(-2.0f32..2.0))
+                .collect();
+            let (adv, ret) = compute_gae(&r, &v, &d, &last, 0.99, 0.95);
+            let t2 = |x: &[f32]| {
+                Tensor::<2>::from_data(TensorData::new(x.to_vec(), [steps, n_envs]), &device)
+            };
+            let (da, dr) = compute_gae_device(
+                t2(&r),
+                t2(&v),
+                t2(&d),
+                Tensor::from_data(TensorData::new(last.clone(), [n_envs]), &device),
+                0.99,
+                0.95,
+            );
+            let da: Vec<f32> = da.try_into_vec_as().unwrap();
+            let dr: Vec<f32> = dr.try_into_vec_as().unwrap();
+            for i in 0..len {
+                assert!(
+                    (da[i] - adv[i]).abs() < 1e-4 * adv[i].abs().max(1.0),
+                    "T={steps} N={n_envs} sample {i}: {} vs {}",
+                    da[i],
+                    adv[i]
+                );
+                assert!((dr[i] - ret[i]).abs() < 1e-4 * ret[i].abs().max(1.0));
+            }
+        }
     }
 
     #[test]

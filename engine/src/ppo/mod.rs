@@ -26,7 +26,7 @@ pub use config::{LrSchedule, PpoConfig};
 pub use error::PpoError;
 pub use events::{EpisodeSummary, PhaseTimes, TrainEvent};
 pub use model::{ActivationKind, ActorCritic, ActorCriticConfig, NetArch};
-pub use rollout_env::{HostEnv, RolloutEnv};
+pub use rollout_env::{EpisodeLog, HostEnv, RolloutEnv};
 pub use trainer::{PeriodicEval, TrainReport, Trainer};
 pub use update::UpdateStats;
 

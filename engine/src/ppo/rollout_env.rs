@@ -7,7 +7,7 @@
 
 use burn::tensor::{Device, Tensor, TensorData};
 
-use crate::env::{EpisodeStats, TensorVecEnv, VecEnv};
+use crate::env::{DeviceEpisodes, EpisodeStats, TensorVecEnv, VecEnv};
 use crate::ppo::error::PpoError;
 
 /// One step of every env, on the trainer's device.
@@ -21,6 +21,33 @@ pub struct StepTensors {
     pub done: Tensor<1>,
 }
 
+/// The episodes that ended since the last [`RolloutEnv::take_episodes`].
+#[derive(Debug, Clone)]
+pub enum EpisodeLog {
+    /// Already on the host (a host env saw them as it stepped).
+    Host(Vec<EpisodeStats>),
+    /// Still on the device: read [`DeviceEpisodes::values`] back with the other values of the
+    /// update, then decode them. No read per step.
+    Device(Box<DeviceEpisodes>),
+}
+
+impl EpisodeLog {
+    /// The episodes, reading the device log back on its own if it is one.
+    pub fn into_host(self) -> Result<Vec<EpisodeStats>, PpoError> {
+        match self {
+            EpisodeLog::Host(v) => Ok(v),
+            EpisodeLog::Device(d) if d.is_empty() => Ok(Vec::new()),
+            EpisodeLog::Device(d) => {
+                let host =
+                    crate::device::readback::read_f32(d.values.clone(), "device env: episode log")
+                        .map_err(|e| PpoError::read("episode log", e))?;
+                d.decode(&host)
+                    .map_err(|e| PpoError::read("episode log", e.to_string()))
+            }
+        }
+    }
+}
+
 /// N environments stepped together, exchanging tensors on one device.
 pub trait RolloutEnv: Send {
     /// Number of environments N.
@@ -31,10 +58,12 @@ pub trait RolloutEnv: Send {
     fn action_dim(&self) -> usize;
     /// Resets every env; the first observations `[N, obs_dim]`.
     fn reset(&mut self) -> Result<Tensor<2>, PpoError>;
+    /// Prepares for a rollout of `steps` steps (a device env reserves its episode log).
+    fn begin_rollout(&mut self, _steps: usize) {}
     /// Applies `actions` `[N, action_dim]` (already within [-1, 1]) and advances one step.
     fn step(&mut self, actions: Tensor<2>) -> Result<StepTensors, PpoError>;
-    /// Appends the episodes that ended in the last step to `out`.
-    fn finished_episodes(&mut self, out: &mut Vec<EpisodeStats>) -> Result<(), PpoError>;
+    /// The episodes that ended since the last call, in step order.
+    fn take_episodes(&mut self) -> EpisodeLog;
 }
 
 /// A host [`VecEnv`] seen as a [`RolloutEnv`] on `device`.
@@ -48,6 +77,8 @@ pub struct HostEnv<E: VecEnv> {
     /// Running reward sums and lengths, for envs that report no [`EpisodeStats`] themselves.
     reward_sums: Vec<f32>,
     lengths: Vec<u32>,
+    /// Episodes ended since the last [`RolloutEnv::take_episodes`].
+    finished: Vec<EpisodeStats>,
 }
 
 impl<E: VecEnv> HostEnv<E> {
@@ -63,6 +94,7 @@ impl<E: VecEnv> HostEnv<E> {
             dones: vec![0.0; n],
             reward_sums: vec![0.0; n],
             lengths: vec![0; n],
+            finished: Vec::new(),
         }
     }
 
@@ -116,6 +148,20 @@ impl<E: VecEnv> RolloutEnv for HostEnv<E> {
             &mut self.rewards,
             &mut self.dones,
         );
+        for i in 0..self.env.n_envs() {
+            self.reward_sums[i] += self.rewards[i];
+            self.lengths[i] += 1;
+            if self.dones[i] > 0.5 {
+                self.finished
+                    .push(self.env.episode_stats(i).unwrap_or(EpisodeStats {
+                        reward_sum: self.reward_sums[i],
+                        length: self.lengths[i],
+                        ..EpisodeStats::default()
+                    }));
+                self.reward_sums[i] = 0.0;
+                self.lengths[i] = 0;
+            }
+        }
         let (n, d) = (self.env.n_envs(), self.env.obs_dim());
         Ok(StepTensors {
             obs: Tensor::from_data(TensorData::new(self.obs.clone(), [n, d]), &self.device),
@@ -124,21 +170,8 @@ impl<E: VecEnv> RolloutEnv for HostEnv<E> {
         })
     }
 
-    fn finished_episodes(&mut self, out: &mut Vec<EpisodeStats>) -> Result<(), PpoError> {
-        for i in 0..self.env.n_envs() {
-            self.reward_sums[i] += self.rewards[i];
-            self.lengths[i] += 1;
-            if self.dones[i] > 0.5 {
-                out.push(self.env.episode_stats(i).unwrap_or(EpisodeStats {
-                    reward_sum: self.reward_sums[i],
-                    length: self.lengths[i],
-                    ..EpisodeStats::default()
-                }));
-                self.reward_sums[i] = 0.0;
-                self.lengths[i] = 0;
-            }
-        }
-        Ok(())
+    fn take_episodes(&mut self) -> EpisodeLog {
+        EpisodeLog::Host(std::mem::take(&mut self.finished))
     }
 }
 
@@ -155,16 +188,19 @@ impl RolloutEnv for TensorVecEnv {
     fn reset(&mut self) -> Result<Tensor<2>, PpoError> {
         Ok(self.reset_tensors())
     }
+    fn begin_rollout(&mut self, steps: usize) {
+        self.reserve_episode_log(steps);
+    }
     fn step(&mut self, actions: Tensor<2>) -> Result<StepTensors, PpoError> {
         let s = self.step_tensors(actions);
+        self.log_episodes();
         Ok(StepTensors {
             obs: s.obs,
             reward: s.reward,
             done: s.done,
         })
     }
-    fn finished_episodes(&mut self, out: &mut Vec<EpisodeStats>) -> Result<(), PpoError> {
-        out.extend(TensorVecEnv::finished_episodes(self)?.into_iter().flatten());
-        Ok(())
+    fn take_episodes(&mut self) -> EpisodeLog {
+        EpisodeLog::Device(Box::new(self.take_episode_log()))
     }
 }

@@ -18,10 +18,10 @@ use crate::ppo::buffer::RolloutBuffer;
 use crate::ppo::config::PpoConfig;
 use crate::ppo::error::PpoError;
 use crate::ppo::events::{EpisodeSummary, PhaseTimes, TrainEvent};
-use crate::ppo::gae::{compute_gae, explained_variance};
+use crate::ppo::gae::compute_gae_device;
 use crate::ppo::model::{ActorCritic, gaussian_log_prob};
 use crate::ppo::normalize::{RewardNormalizer, RunningMeanStd, RunningStats};
-use crate::ppo::rollout_env::RolloutEnv;
+use crate::ppo::rollout_env::{EpisodeLog, RolloutEnv};
 use crate::ppo::update::{Learner, UpdateBatch, UpdateStats};
 
 /// What a finished (or stopped) run returns.
@@ -64,6 +64,10 @@ pub struct PeriodicEval {
     pub objective: Objective,
 }
 
+/// By default the phases of one rollout and update in this many are timed with a device
+/// synchronisation after each phase (the first one included); see [`Trainer::with_phase_sampling`].
+pub const PHASE_SAMPLE_EVERY: usize = 8;
+
 /// Normalisation statistics, for checkpoints.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct NormalizationStats {
@@ -93,6 +97,10 @@ pub struct Trainer<E: RolloutEnv> {
     stop: Arc<AtomicBool>,
     budget: Option<MemoryBudget>,
     evaluation: Option<PeriodicEval>,
+    /// Updates between timed (synchronised) phase samples.
+    phase_every: usize,
+    /// The phase split of the last timed update, spread over the untimed ones.
+    last_timed: Option<PhaseTimes>,
 }
 
 impl<E: RolloutEnv> Trainer<E> {
@@ -125,6 +133,8 @@ impl<E: RolloutEnv> Trainer<E> {
             stop: Arc::new(AtomicBool::new(false)),
             budget: None,
             evaluation: None,
+            phase_every: PHASE_SAMPLE_EVERY,
+            last_timed: None,
             cfg,
             env,
             learner,
@@ -152,6 +162,18 @@ impl<E: RolloutEnv> Trainer<E> {
         }
         self.evaluation = Some(eval);
         Ok(self)
+    }
+
+    /// Times the phases of one update in `every` (≥ 1; 1 = all), the first included.
+    ///
+    /// Timing a phase needs the device to finish it: a synchronisation after each phase of
+    /// each step, `3·n_steps + 2` per update, the latency the GPU would idle on. The other
+    /// updates run without any synchronisation (one read per update, of its diagnostics with
+    /// the rollout's episode statistics), and their wall time is split between the phases in
+    /// the proportions last timed. On the CPU the split is as measured either way.
+    pub fn with_phase_sampling(mut self, every: usize) -> Self {
+        self.phase_every = every.max(1);
+        self
     }
 
     /// A flag that, once set, ends [`Trainer::learn`] at the next step boundary.
@@ -247,10 +269,9 @@ impl<E: RolloutEnv> Trainer<E> {
         }
     }
 
-    fn sync(&self) -> Result<(), PpoError> {
-        self.device
-            .sync()
-            .map_err(|e| PpoError::read("device sync", format!("{e:?}")))
+    fn sync(&self, what: &'static str) -> Result<(), PpoError> {
+        crate::device::readback::sync(&self.device, what)
+            .map_err(|e| PpoError::read("device sync", e))
     }
 
     /// Trains until `total_timesteps` samples have been collected (rounded up to whole
@@ -282,12 +303,13 @@ impl<E: RolloutEnv> Trainer<E> {
                 stopped = true;
                 break;
             }
+            let timed = self.updates.is_multiple_of(self.phase_every);
+            let cycle = Instant::now();
             let mut phases = PhaseTimes::default();
-            let mut episodes = Vec::new();
-            if !self.rollout(&mut phases, &mut episodes)? {
+            let Some(log) = self.rollout(timed, &mut phases)? else {
                 stopped = true;
                 break;
-            }
+            };
             self.timesteps += per_rollout;
             self.updates += 1;
             // As SB3 with `reset_num_timesteps=False`: the schedule runs over the samples
@@ -295,7 +317,12 @@ impl<E: RolloutEnv> Trainer<E> {
             // resumed with the rest of its budget follows the uninterrupted run's schedule.
             let progress = self.timesteps as f64 / (start_steps + total_timesteps) as f64;
             let lr = self.cfg.learning_rate_at(progress);
-            let stats = self.train_on_buffer(lr, &mut phases)?;
+            let (stats, episodes) = self.train_on_buffer(lr, timed, &mut phases, log)?;
+            if timed {
+                self.last_timed = Some(phases);
+            } else if let Some(split) = &self.last_timed {
+                phases = split.scaled_to(cycle.elapsed().as_secs_f64());
+            }
             self.check_memory()?;
             if let Some(summary) = EpisodeSummary::of(&episodes) {
                 last_episodes = Some(summary);
@@ -358,17 +385,19 @@ impl<E: RolloutEnv> Trainer<E> {
                 update: self.updates,
                 source: Box::new(e),
             })?;
-        self.sync()?;
+        self.sync("sync: evaluation")?;
         phases.evaluation += t.elapsed().as_secs_f64();
         Ok(Some(report.summary()))
     }
 
-    /// Collects `n_steps` steps of every env into the buffer. False when stopped mid-way.
+    /// Collects `n_steps` steps of every env into the buffer: the episodes that ended during
+    /// it, or `None` when stopped mid-way. Nothing is read back here (a host env reads its
+    /// actions, necessarily); `timed` synchronises after each phase of each step to time it.
     fn rollout(
         &mut self,
+        timed: bool,
         phases: &mut PhaseTimes,
-        episodes: &mut Vec<EpisodeStats>,
-    ) -> Result<bool, PpoError> {
+    ) -> Result<Option<EpisodeLog>, PpoError> {
         // A snapshot without autodiff: inference records no graph.
         let model = self.learner.model().valid();
         let dtype = self.cfg.precision.compute_dtype();
@@ -387,9 +416,10 @@ impl<E: RolloutEnv> Trainer<E> {
             .collect();
         let noise = Tensor::<3>::from_data(TensorData::new(noise, [steps, n, a]), &self.device);
         self.buffer.clear();
+        self.env.begin_rollout(steps);
         for step_index in 0..steps {
             if self.stop.load(Ordering::Relaxed) {
-                return Ok(false);
+                return Ok(None);
             }
             let obs = self
                 .obs
@@ -404,14 +434,17 @@ impl<E: RolloutEnv> Trainer<E> {
             let actions = mean.clone().add(eps.mul(std.clone()));
             let log_prob = gaussian_log_prob(mean, log_std.clone(), actions.clone());
             let clipped = actions.clone().clamp(-1.0, 1.0);
-            self.sync()?;
-            phases.inference += t.elapsed().as_secs_f64();
+            if timed {
+                self.sync("sync: inference")?;
+                phases.inference += t.elapsed().as_secs_f64();
+            }
 
             let t = Instant::now();
             let step = self.env.step(clipped)?;
-            self.env.finished_episodes(episodes)?;
-            self.sync()?;
-            phases.env_step += t.elapsed().as_secs_f64();
+            if timed {
+                self.sync("sync: env step")?;
+                phases.env_step += t.elapsed().as_secs_f64();
+            }
 
             let t = Instant::now();
             let reward = match &mut self.reward_norm {
@@ -422,67 +455,103 @@ impl<E: RolloutEnv> Trainer<E> {
                 .push(obs, actions, log_prob, value, reward, step.done);
             let next = self.observe(step.obs);
             self.obs = Some(next);
-            self.sync()?;
-            phases.buffer += t.elapsed().as_secs_f64();
+            if timed {
+                self.sync("sync: buffer")?;
+                phases.buffer += t.elapsed().as_secs_f64();
+            }
         }
-        Ok(true)
+        Ok(Some(self.env.take_episodes()))
     }
 
-    /// GAE on the host, then the update on the autodiff device.
+    /// GAE on the device, then the update on the autodiff device; the rollout's diagnostics
+    /// and episode statistics are read back with the update's, in one read where the update
+    /// makes no host decision. Returns the update's statistics and the rollout's episodes.
     fn train_on_buffer(
         &mut self,
         lr: f64,
+        timed: bool,
         phases: &mut PhaseTimes,
-    ) -> Result<UpdateStats, PpoError> {
+        log: EpisodeLog,
+    ) -> Result<(UpdateStats, Vec<EpisodeStats>), PpoError> {
         let t = Instant::now();
         let dtype = self.cfg.precision.compute_dtype();
         let last_obs = self
             .obs
             .clone()
             .ok_or_else(|| PpoError::config("trainer", "no observation", "reset first"))?;
-        let last_values: Vec<f32> = crate::device::readback::read_f32(
-            self.learner.model().valid().value(last_obs, dtype),
-            "gae: last values",
-        )
-        .map_err(|e| PpoError::read("values", e))?;
+        let last_values = self.learner.model().valid().value(last_obs, dtype);
         let (r, v, d) = self.buffer.rewards_values_dones();
-        let read = |t: Tensor<1>, what| -> Result<Vec<f32>, PpoError> {
-            crate::device::readback::read_f32(t, "gae: rollout")
-                .map_err(|e| PpoError::read(what, e))
-        };
-        let (rewards, values, dones) = (read(r, "rewards")?, read(v, "values")?, read(d, "dones")?);
-        let (adv, returns) = compute_gae(
-            &rewards,
-            &values,
-            &dones,
-            &last_values,
-            self.cfg.gamma,
-            self.cfg.gae_lambda,
-        );
-        if let Some(i) = adv.iter().position(|a| !a.is_finite()) {
-            return Err(PpoError::Diverged {
-                update: self.updates,
-                what: format!("advantage of sample {i} (reward {})", rewards[i]),
-            });
-        }
-        let ev = explained_variance(&values, &returns);
-        let len = adv.len();
+        let (adv, returns) =
+            compute_gae_device(r, v, d, last_values, self.cfg.gamma, self.cfg.gae_lambda);
         let flat = self.buffer.flat();
+        let len = flat.values.dims()[0];
+        let adv = adv.reshape([len]);
+        let returns = returns.reshape([len]);
+        // [non-finite advantages, Var(returns), Var(returns − values)] (population variances,
+        // as SB3's `explained_variance`), then the episode log when it is on the device.
+        let var = |x: Tensor<1>| {
+            let m = x.clone().mean();
+            x.sub(m.expand([len])).square().mean()
+        };
+        let mut ride = vec![
+            adv.clone().is_finite().bool_not().float().sum(),
+            var(returns.clone()),
+            var(returns.clone().sub(flat.values.clone())),
+        ];
+        let (mut episodes, device_log) = match log {
+            EpisodeLog::Host(v) => (v, None),
+            EpisodeLog::Device(d) => {
+                if !d.is_empty() {
+                    ride.push(d.values.clone());
+                }
+                (Vec::new(), Some(d))
+            }
+        };
         let td = &self.train_device;
         let batch = UpdateBatch {
             obs: flat.obs.to_device(td),
             actions: flat.actions.to_device(td),
             log_probs: flat.log_probs.to_device(td),
             values: flat.values.to_device(td),
-            advantages: Tensor::from_data(TensorData::new(adv, [len]), td),
-            returns: Tensor::from_data(TensorData::new(returns, [len]), td),
+            advantages: adv.to_device(td),
+            returns: returns.to_device(td),
         };
-        phases.advantages += t.elapsed().as_secs_f64();
+        if timed {
+            self.sync("sync: advantages")?;
+            phases.advantages += t.elapsed().as_secs_f64();
+        }
         let t = Instant::now();
-        let stats = self.learner.update(&batch, lr, self.updates, ev)?;
-        self.sync()?;
-        phases.update += t.elapsed().as_secs_f64();
-        Ok(stats)
+        let update = self.updates;
+        let mut explained_variance = f32::NAN;
+        let mut check = |extra: &[f32]| -> Result<(), PpoError> {
+            let [bad, var_y, var_res, ref log @ ..] = extra[..] else {
+                return Err(PpoError::read("rollout values", "wrong length"));
+            };
+            if bad > 0.0 {
+                return Err(PpoError::Diverged {
+                    update,
+                    what: format!("{bad} of {len} advantages are not finite"),
+                });
+            }
+            if var_y > 0.0 {
+                explained_variance = 1.0 - var_res / var_y;
+            }
+            if let Some(d) = &device_log {
+                episodes = d
+                    .decode(log)
+                    .map_err(|e| PpoError::read("episode log", e.to_string()))?;
+            }
+            Ok(())
+        };
+        let (mut stats, _) =
+            self.learner
+                .update(&batch, lr, update, Tensor::cat(ride, 0), &mut check)?;
+        stats.explained_variance = explained_variance;
+        if timed {
+            self.sync("sync: update")?;
+            phases.update += t.elapsed().as_secs_f64();
+        }
+        Ok((stats, episodes))
     }
 
     fn check_memory(&self) -> Result<(), PpoError> {

@@ -49,6 +49,14 @@ pub struct UpdateBatch {
     pub returns: Tensor<1>,
 }
 
+/// One minibatch's forward and backward pass.
+struct Minibatch {
+    /// `[7]`: loss, policy loss, value loss, entropy, approx_kl, clipfrac, Σ‖g‖² (of the
+    /// scaled loss).
+    diagnostics: Tensor<1>,
+    grads: GradientsParams,
+}
+
 /// CleanRL's per-update diagnostics (means over the minibatches that were run).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct UpdateStats {
@@ -174,110 +182,240 @@ impl Learner {
     }
 
     /// Runs `n_epochs` over `batch` with learning rate `lr`. `update` numbers the update in
-    /// errors; `explained_variance` is computed by the caller from the rollout.
+    /// errors.
+    ///
+    /// `ride_along` are values the caller wants back from the device (the rollout's GAE
+    /// diagnostics, its episode log): they are read together with the update's diagnostics, so
+    /// an update without host decisions reads the device once, and `check` sees them before
+    /// the update's own diagnostics are judged. An update that decides something on the host
+    /// per minibatch (`target_kl`'s early stop, f16's loss-scaling skips) reads `ride_along`
+    /// first and one diagnostics vector per minibatch.
     pub fn update(
         &mut self,
         batch: &UpdateBatch,
         lr: f64,
         update: usize,
-        explained_variance: f32,
-    ) -> Result<UpdateStats, PpoError> {
+        ride_along: Tensor<1>,
+        check: &mut dyn FnMut(&[f32]) -> Result<(), PpoError>,
+    ) -> Result<(UpdateStats, Vec<f32>), PpoError> {
+        let per_minibatch = self.cfg.target_kl.is_some() || self.cfg.precision.scales_loss();
+        if per_minibatch {
+            let extra = if ride_along.dims()[0] == 0 {
+                Vec::new()
+            } else {
+                crate::device::readback::read_f32(ride_along, "update: rollout values")
+                    .map_err(|e| PpoError::read("rollout values", e))?
+            };
+            check(&extra)?;
+            let stats = self.update_reading_each_minibatch(batch, lr, update)?;
+            Ok((stats, extra))
+        } else {
+            self.update_reading_once(batch, lr, update, ride_along, check)
+        }
+    }
+
+    /// A fresh shuffle of `0..samples` for each epoch of this update, keyed by its number.
+    fn epoch_orders(&mut self, samples: usize, update: usize) -> Vec<Tensor<1, Int>> {
+        let mut order: Vec<i64> = (0..samples as i64).collect();
+        // This update's minibatch orders: keyed by its number (see `stream_rng`).
+        self.rng = crate::ppo::stream_rng(self.cfg.seed, crate::ppo::SHUFFLE_STREAM, update as u64);
+        (0..self.cfg.n_epochs)
+            .map(|_| {
+                order.shuffle(&mut self.rng);
+                Tensor::<1, Int>::from_data(TensorData::new(order.clone(), [samples]), &self.device)
+            })
+            .collect()
+    }
+
+    /// The losses and gradients of one minibatch (`idx` into `batch`), the loss scaled by
+    /// `scale` before the backward pass.
+    fn minibatch(&self, batch: &UpdateBatch, idx: Tensor<1, Int>, scale: f32) -> Minibatch {
         let cfg = &self.cfg;
         let dtype = cfg.precision.compute_dtype();
+        let b = idx.dims()[0];
+        let obs = batch.obs.clone().select(0, idx.clone());
+        let actions = batch.actions.clone().select(0, idx.clone());
+        let old_logp = batch.log_probs.clone().select(0, idx.clone());
+        let old_values = batch.values.clone().select(0, idx.clone());
+        let mut adv = batch.advantages.clone().select(0, idx.clone());
+        let returns = batch.returns.clone().select(0, idx);
+
+        let (mean, value) = self.model.forward(obs, dtype);
+        let log_std = self.model.log_std();
+        let logp = gaussian_log_prob(mean, log_std.clone(), actions);
+        let log_ratio = logp.sub(old_logp);
+        let ratio = log_ratio.clone().exp();
+        if cfg.normalize_advantage && b > 1 {
+            // Unbiased std, as torch's `adv.std()` in SB3.
+            let m = adv.clone().mean();
+            let centred = adv.sub(m.expand([b]));
+            let std = centred
+                .clone()
+                .square()
+                .sum()
+                .div_scalar((b - 1) as f32)
+                .sqrt();
+            adv = centred.div(std.add_scalar(1e-8).expand([b]));
+        }
+        let c = cfg.clip_range;
+        let surrogate = adv.clone().neg().mul(ratio.clone());
+        let clipped = adv.neg().mul(ratio.clone().clamp(1.0 - c, 1.0 + c));
+        let policy_loss = surrogate.max_pair(clipped).mean();
+        let v_pred = match cfg.clip_range_vf {
+            Some(cv) => old_values.clone().add(value.sub(old_values).clamp(-cv, cv)),
+            None => value,
+        };
+        let value_loss = returns.sub(v_pred).square().mean();
+        let entropy = gaussian_entropy(log_std);
+        let loss = policy_loss
+            .clone()
+            .add(value_loss.clone().mul_scalar(cfg.vf_coef))
+            .sub(entropy.clone().mul_scalar(cfg.ent_coef));
+
+        let ratio_d = ratio.detach();
+        let approx_kl = ratio_d
+            .clone()
+            .sub_scalar(1.0)
+            .sub(log_ratio.detach())
+            .mean();
+        let clipfrac = ratio_d.sub_scalar(1.0).abs().greater_elem(c).float().mean();
+
+        let grads = loss.clone().mul_scalar(scale).backward();
+        let grads = GradientsParams::from_grads(grads, &self.model);
+        let grad_sq = self.grad_sq_sum(&grads);
+        Minibatch {
+            diagnostics: Tensor::cat(
+                vec![
+                    loss.detach(),
+                    policy_loss.detach(),
+                    value_loss.detach(),
+                    entropy.detach(),
+                    approx_kl,
+                    clipfrac,
+                    grad_sq,
+                ],
+                0,
+            ),
+            grads,
+        }
+    }
+
+    /// The update without host decisions: gradient clipping is computed on the device and the
+    /// diagnostics are summed there; one read at the end, with `ride_along`.
+    fn update_reading_once(
+        &mut self,
+        batch: &UpdateBatch,
+        lr: f64,
+        update: usize,
+        ride_along: Tensor<1>,
+        check: &mut dyn FnMut(&[f32]) -> Result<(), PpoError>,
+    ) -> Result<(UpdateStats, Vec<f32>), PpoError> {
         let samples = batch.obs.dims()[0];
+        let batch_size = self.cfg.batch_size;
+        let max_norm = self.cfg.max_grad_norm;
+        // Σ over minibatches of [loss, policy, value, entropy, kl, clipfrac, ‖g‖, non-finite].
+        let mut sums = Tensor::<1>::zeros([8], &self.device);
+        let mut minibatches = 0usize;
+        for perm in self.epoch_orders(samples, update) {
+            for start in (0..samples).step_by(batch_size) {
+                let b = (start + batch_size).min(samples) - start;
+                let Minibatch {
+                    diagnostics,
+                    mut grads,
+                } = self.minibatch(batch, perm.clone().narrow(0, start, b), 1.0);
+                let norm = diagnostics.clone().narrow(0, 6, 1).sqrt();
+                let bad = diagnostics
+                    .clone()
+                    .narrow(0, 0, 1)
+                    .add(norm.clone())
+                    .is_finite()
+                    .bool_not()
+                    .float();
+                if max_norm > 0.0 {
+                    // min(1, max / (‖g‖ + 1e-6)), as torch's `clip_grad_norm_`.
+                    let factor = norm
+                        .clone()
+                        .add_scalar(1e-6)
+                        .recip()
+                        .mul_scalar(max_norm)
+                        .clamp_max(1.0);
+                    self.rescale_by(&mut grads, factor);
+                }
+                self.model = self.optim.step(lr, self.model.clone(), grads);
+                let row = Tensor::cat(vec![diagnostics.narrow(0, 0, 6), norm, bad], 0);
+                sums = sums.add(row);
+                minibatches += 1;
+            }
+        }
+        let n_sums = 8;
+        let read = crate::device::readback::read_f32(
+            Tensor::cat(vec![sums, ride_along], 0),
+            "update: diagnostics",
+        )
+        .map_err(|e| PpoError::read("update diagnostics", e))?;
+        if read.len() < n_sums {
+            return Err(PpoError::read("update diagnostics", "wrong length"));
+        }
+        let (sums, extra) = read.split_at(n_sums);
+        check(extra)?;
+        if sums[7] > 0.0 || !sums[0].is_finite() {
+            return Err(PpoError::Diverged {
+                update,
+                what: format!(
+                    "loss or gradient norm not finite in {} of {minibatches} minibatches (mean loss {})",
+                    sums[7],
+                    sums[0] / minibatches.max(1) as f32
+                ),
+            });
+        }
+        let n = minibatches.max(1) as f32;
+        let stats = UpdateStats {
+            learning_rate: lr,
+            policy_loss: sums[1] / n,
+            value_loss: sums[2] / n,
+            entropy: sums[3] / n,
+            approx_kl: sums[4] / n,
+            clipfrac: sums[5] / n,
+            grad_norm: sums[6] / n,
+            steps: minibatches,
+            epochs: self.cfg.n_epochs,
+            loss_scale: self.scaler.scale(),
+            ..UpdateStats::default()
+        };
+        Ok((stats, extra.to_vec()))
+    }
+
+    /// The update with a host decision per minibatch (`target_kl`, f16 loss scaling): one read
+    /// of the minibatch's diagnostics before its optimiser step.
+    fn update_reading_each_minibatch(
+        &mut self,
+        batch: &UpdateBatch,
+        lr: f64,
+        update: usize,
+    ) -> Result<UpdateStats, PpoError> {
+        let samples = batch.obs.dims()[0];
+        let batch_size = self.cfg.batch_size;
         let mut sums = [0f64; 6]; // policy, value, entropy, kl, clipfrac, grad norm
         let mut minibatches = 0usize;
         let mut stats = UpdateStats {
             learning_rate: lr,
-            explained_variance,
             ..UpdateStats::default()
         };
-        let mut order: Vec<i64> = (0..samples as i64).collect();
-        // This update's minibatch orders: keyed by its number (see `stream_rng`).
-        self.rng = crate::ppo::stream_rng(cfg.seed, crate::ppo::SHUFFLE_STREAM, update as u64);
-        'epochs: for _epoch in 0..cfg.n_epochs {
-            order.shuffle(&mut self.rng);
-            let perm = Tensor::<1, Int>::from_data(
-                TensorData::new(order.clone(), [samples]),
-                &self.device,
-            );
-            for start in (0..samples).step_by(cfg.batch_size) {
-                let end = (start + cfg.batch_size).min(samples);
-                let b = end - start;
-                let idx = perm.clone().narrow(0, start, b);
-                let obs = batch.obs.clone().select(0, idx.clone());
-                let actions = batch.actions.clone().select(0, idx.clone());
-                let old_logp = batch.log_probs.clone().select(0, idx.clone());
-                let old_values = batch.values.clone().select(0, idx.clone());
-                let mut adv = batch.advantages.clone().select(0, idx.clone());
-                let returns = batch.returns.clone().select(0, idx);
-
-                let (mean, value) = self.model.forward(obs, dtype);
-                let log_std = self.model.log_std();
-                let logp = gaussian_log_prob(mean, log_std.clone(), actions);
-                let log_ratio = logp.sub(old_logp);
-                let ratio = log_ratio.clone().exp();
-                if cfg.normalize_advantage && b > 1 {
-                    // Unbiased std, as torch's `adv.std()` in SB3.
-                    let m = adv.clone().mean();
-                    let centred = adv.sub(m.expand([b]));
-                    let std = centred
-                        .clone()
-                        .square()
-                        .sum()
-                        .div_scalar((b - 1) as f32)
-                        .sqrt();
-                    adv = centred.div(std.add_scalar(1e-8).expand([b]));
-                }
-                let c = cfg.clip_range;
-                let surrogate = adv.clone().neg().mul(ratio.clone());
-                let clipped = adv.neg().mul(ratio.clone().clamp(1.0 - c, 1.0 + c));
-                let policy_loss = surrogate.max_pair(clipped).mean();
-                let v_pred = match cfg.clip_range_vf {
-                    Some(cv) => old_values.clone().add(value.sub(old_values).clamp(-cv, cv)),
-                    None => value,
-                };
-                let value_loss = returns.sub(v_pred).square().mean();
-                let entropy = gaussian_entropy(log_std);
-                let loss = policy_loss
-                    .clone()
-                    .add(value_loss.clone().mul_scalar(cfg.vf_coef))
-                    .sub(entropy.clone().mul_scalar(cfg.ent_coef));
-
-                let ratio_d = ratio.detach();
-                let approx_kl = ratio_d
-                    .clone()
-                    .sub_scalar(1.0)
-                    .sub(log_ratio.detach())
-                    .mean();
-                let clipfrac = ratio_d.sub_scalar(1.0).abs().greater_elem(c).float().mean();
-
+        'epochs: for perm in self.epoch_orders(samples, update) {
+            for start in (0..samples).step_by(batch_size) {
+                let b = (start + batch_size).min(samples) - start;
                 let scale = self.scaler.scale();
-                let grads = loss.clone().mul_scalar(scale).backward();
-                let mut grads = GradientsParams::from_grads(grads, &self.model);
-                let grad_sq = self.grad_sq_sum(&grads);
-
-                // One read per minibatch: the diagnostics and the gradient norm together.
-                let read: Vec<f32> = crate::device::readback::read_f32(
-                    Tensor::cat(
-                        vec![
-                            loss.detach(),
-                            policy_loss.detach(),
-                            value_loss.detach(),
-                            entropy.detach(),
-                            approx_kl,
-                            clipfrac,
-                            grad_sq,
-                        ],
-                        0,
-                    ),
-                    "update: diagnostics",
-                )
-                .map_err(|e| PpoError::read("update diagnostics", e))?;
+                let Minibatch {
+                    diagnostics,
+                    mut grads,
+                } = self.minibatch(batch, perm.clone().narrow(0, start, b), scale);
+                let read: Vec<f32> =
+                    crate::device::readback::read_f32(diagnostics, "update: diagnostics")
+                        .map_err(|e| PpoError::read("update diagnostics", e))?;
                 let [loss_v, pl, vl, ent, kl, cf, gsq] = read[..] else {
                     return Err(PpoError::read("update diagnostics", "wrong length"));
                 };
-                if let Some(target) = cfg.target_kl
+                if let Some(target) = self.cfg.target_kl
                     && kl > 1.5 * target
                 {
                     break 'epochs;
@@ -285,7 +423,7 @@ impl Learner {
                 let grad_norm = gsq.sqrt() / scale;
                 let finite = loss_v.is_finite() && grad_norm.is_finite();
                 match self.scaler.update(finite) {
-                    ScaleStep::Skip if !cfg.precision.scales_loss() => {
+                    ScaleStep::Skip if !self.cfg.precision.scales_loss() => {
                         return Err(PpoError::Diverged {
                             update,
                             what: format!("loss {loss_v} / gradient norm {grad_norm}"),
@@ -303,8 +441,9 @@ impl Learner {
                     }
                     ScaleStep::Apply => {}
                 }
-                let clip = if cfg.max_grad_norm > 0.0 && grad_norm > cfg.max_grad_norm {
-                    cfg.max_grad_norm / (grad_norm + 1e-6)
+                let max = self.cfg.max_grad_norm;
+                let clip = if max > 0.0 && grad_norm > max {
+                    max / (grad_norm + 1e-6)
                 } else {
                     1.0
                 };
@@ -347,6 +486,25 @@ impl Learner {
             return Tensor::zeros([1], &self.device);
         }
         Tensor::cat(parts, 0).sum()
+    }
+
+    /// Multiplies every gradient by `factor` (`[1]`, on the device): clipping without a read.
+    fn rescale_by(&self, grads: &mut GradientsParams, factor: Tensor<1>) {
+        for &(id, rank) in &self.params {
+            match rank {
+                1 => {
+                    if let Some(g) = grads.remove::<1>(id) {
+                        grads.register(id, g.mul(factor.clone()));
+                    }
+                }
+                2 => {
+                    if let Some(g) = grads.remove::<2>(id) {
+                        grads.register(id, g.mul(factor.clone().unsqueeze_dim::<2>(0)));
+                    }
+                }
+                _ => {}
+            }
+        }
     }
 
     /// Multiplies every gradient by `factor` (unscaling and clipping in one pass).

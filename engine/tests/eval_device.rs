@@ -1,0 +1,111 @@
+//! Issue 20: evaluation on a GPU device trades the split with the on-device env and reads its
+//! curves back once, not the action of every bar, and scores what the host evaluation scores.
+//!
+//! One test function: the read counter is process-wide.
+
+mod common;
+
+use std::sync::Arc;
+
+use burn::module::Module;
+use burn::tensor::Device;
+use tradetune_engine::device::readback;
+use tradetune_engine::env::{CpuVecEnv, EnvConfig};
+use tradetune_engine::eval::{EvalSplit, Objective, evaluate};
+use tradetune_engine::market::DatasetConfig;
+use tradetune_engine::ppo::{HostEnv, PpoConfig, Trainer};
+
+#[test]
+fn a_device_evaluation_reads_once_and_scores_as_the_host_one() {
+    let Some(wgpu) = common::wgpu_device("a_device_evaluation_reads_once") else {
+        return;
+    };
+    let loaded = DatasetConfig::bundled().load().unwrap();
+    let data = Arc::new(loaded.dataset);
+    let env_cfg = EnvConfig::new().with_n_envs(4).with_seed(2);
+    let flex = Device::flex();
+    let env = CpuVecEnv::new(env_cfg.clone(), data.clone(), loaded.split.train.clone()).unwrap();
+    // A few updates, so the policy trades and its normalisation statistics are not the identity.
+    let ppo = PpoConfig::new()
+        .with_n_steps(64)
+        .with_batch_size(64)
+        .with_n_epochs(2)
+        .with_seed(4)
+        .with_normalize_obs(true);
+    let mut trainer = Trainer::new(ppo.clone(), HostEnv::new(env, &flex), &flex).unwrap();
+    trainer.learn(3 * 4 * 64, &mut |_| {}).unwrap();
+    let norm = trainer.normalization().unwrap();
+    let split = EvalSplit::new(
+        "validation",
+        data.clone(),
+        loaded.split.validation.clone(),
+        &env_cfg,
+    );
+
+    readback::reset();
+    let host = evaluate(
+        trainer.model(),
+        &norm,
+        &ppo,
+        &split,
+        Objective::SharpeExcess,
+    )
+    .unwrap();
+    let host_reads = readback::counts();
+    let on_gpu = trainer.model().clone().to_device(&wgpu);
+    readback::reset();
+    let device = evaluate(&on_gpu, &norm, &ppo, &split, Objective::SharpeExcess).unwrap();
+    let device_reads = readback::counts();
+    eprintln!("host: {host_reads:?}\ndevice: {device_reads:?}");
+    // The host evaluation reads every bar's action (flex: host memory, a copy); the device one
+    // reads its curves once.
+    assert_eq!(
+        host_reads.get("evaluation: actions").copied(),
+        Some(host.bars as u64 - 1)
+    );
+    assert_eq!(
+        device_reads,
+        [("evaluation: curves", 1)].into_iter().collect()
+    );
+
+    assert_eq!(device.bars, host.bars);
+    assert_eq!(device.timestamps, host.timestamps);
+    assert!(
+        host.agent.turnover > 0.0,
+        "the policy trades: {:?}",
+        host.agent
+    );
+    // Both trade by the same rules in f32; the curves agree to rounding.
+    let close = |a: f64, b: f64, tol: f64| (a - b).abs() <= tol * a.abs().max(b.abs()).max(1.0);
+    for (i, (a, b)) in host
+        .agent_equity
+        .iter()
+        .zip(&device.agent_equity)
+        .enumerate()
+    {
+        assert!(
+            close(*a, *b, 1e-4),
+            "agent equity at bar {i}: {a} (host) vs {b} (device)"
+        );
+    }
+    for (a, b) in host
+        .equal_weight_equity
+        .iter()
+        .zip(&device.equal_weight_equity)
+    {
+        assert!(close(*a, *b, 1e-5), "equal weight {a} vs {b}");
+    }
+    for (what, a, b) in [
+        (
+            "total_return",
+            host.agent.total_return,
+            device.agent.total_return,
+        ),
+        ("sharpe", host.agent.sharpe, device.agent.sharpe),
+        ("turnover", host.agent.turnover, device.agent.turnover),
+        ("fees_paid", host.agent.fees_paid, device.agent.fees_paid),
+        ("objective", host.objective, device.objective),
+    ] {
+        assert!(close(a, b, 1e-3), "{what}: {a} (host) vs {b} (device)");
+    }
+}
