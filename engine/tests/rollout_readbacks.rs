@@ -11,7 +11,8 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use burn::tensor::Device;
+use burn::tensor::{Device, FloatDType};
+use tradetune_engine::device::precision::Precision;
 use tradetune_engine::device::readback;
 use tradetune_engine::env::bench::bench_dataset;
 use tradetune_engine::env::{CpuVecEnv, EnvConfig, TensorVecEnv};
@@ -78,7 +79,18 @@ fn count<E: RolloutEnv>(
     updates: usize,
     every: usize,
 ) -> (BTreeMap<&'static str, u64>, usize) {
-    let mut trainer = Trainer::new(ppo_cfg_steps(n_steps), env, device)
+    count_in(env, device, ppo_cfg_steps(n_steps), updates, every)
+}
+
+fn count_in<E: RolloutEnv>(
+    env: E,
+    device: &Device,
+    cfg: PpoConfig,
+    updates: usize,
+    every: usize,
+) -> (BTreeMap<&'static str, u64>, usize) {
+    let n_steps = cfg.n_steps;
+    let mut trainer = Trainer::new(cfg, env, device)
         .unwrap()
         .with_phase_sampling(every);
     let mut episodes = 0;
@@ -108,6 +120,43 @@ fn check_reads_of_one_rollout(device: &Device, name: &str) {
             "{episodes} episodes"
         );
     }
+    // f16 with dynamic loss scaling, where the device computes it: the scale, its skips and
+    // its growth stay on the device too (a huge initial scale makes it skip and back off).
+    if device.supports_dtype(FloatDType::F16) {
+        let cfg = ppo_cfg_steps(N_STEPS)
+            .with_precision(Precision::F16)
+            .with_initial_loss_scale(1e20);
+        let mut skipped = 0;
+        let mut scales = Vec::new();
+        let mut trainer = Trainer::new(cfg, tensor(device), device)
+            .unwrap()
+            .with_phase_sampling(100);
+        trainer
+            .learn(4 * N_ENVS * N_STEPS, &mut |e| {
+                if let TrainEvent::Update { stats, update } = e {
+                    skipped += stats.skipped_steps;
+                    scales.push(stats.loss_scale);
+                    if update == 1 {
+                        // The first update is timed; count the three after it.
+                        readback::reset();
+                    }
+                }
+            })
+            .unwrap();
+        let reads = readback::counts();
+        eprintln!("{name}, f16: {reads:?}, loss scales {scales:?}, {skipped} skipped");
+        let want: BTreeMap<&'static str, u64> = [("update: diagnostics", 3)].into();
+        assert_eq!(reads, want, "{name}, f16");
+        assert!(skipped > 0, "a scale of 1e20 overflows f16");
+        assert!(scales[3] < 1e19, "the scale backed off: {scales:?}");
+        assert_eq!(trainer.learner().scaler().skipped(), skipped);
+        let params = trainer.model().flat_params().unwrap();
+        assert!(
+            params.iter().all(|p| p.is_finite()),
+            "a skipped step keeps the weights finite"
+        );
+    }
+
     // Every update timed: a synchronisation after each phase of each step, and the rest.
     let (reads, _) = count(tensor(device), device, N_STEPS, 2, 1);
     for what in ["sync: inference", "sync: env step", "sync: buffer"] {

@@ -134,6 +134,26 @@ impl LossScaler {
         }
     }
 
+    /// Clean steps in a row since the scale last changed.
+    pub fn clean_steps(&self) -> usize {
+        self.clean_steps
+    }
+
+    /// Takes the state a run of steps reached on the device (see the learner): the scale, the
+    /// clean steps in a row, and how many of those steps were skipped.
+    pub fn set_from_device(&mut self, scale: f32, clean_steps: usize, skipped: usize) {
+        if self.enabled && scale.is_finite() {
+            self.scale = scale.clamp(MIN_LOSS_SCALE, MAX_LOSS_SCALE);
+            self.clean_steps = clean_steps.min(self.growth_interval);
+        }
+        self.skipped += skipped;
+    }
+
+    /// Clean steps in a row after which the scale doubles.
+    pub fn growth_interval(&self) -> usize {
+        self.growth_interval
+    }
+
     /// Steps skipped so far because of non-finite gradients.
     pub fn skipped(&self) -> usize {
         self.skipped

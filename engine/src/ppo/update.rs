@@ -21,13 +21,16 @@
 //! ```
 
 use burn::module::{Module, ModuleVisitor, Param, ParamId};
-use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use std::sync::{Arc, Mutex};
+
+use burn::optim::{Adam, AdamState};
+use burn::optim::{AdamConfig, GradientsParams, LearningRate, ModuleOptimizer, Optimizer};
+use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
 
-use crate::device::precision::{LossScaler, ScaleStep};
+use crate::device::precision::{LossScaler, MAX_LOSS_SCALE, MIN_LOSS_SCALE, ScaleStep};
 use crate::ppo::config::PpoConfig;
 use crate::ppo::error::PpoError;
 use crate::ppo::model::{ActorCritic, gaussian_entropy, gaussian_log_prob};
@@ -47,6 +50,55 @@ pub struct UpdateBatch {
     pub advantages: Tensor<1>,
     /// `[S]` value targets (advantage + value).
     pub returns: Tensor<1>,
+}
+
+/// Whether the next optimiser step applies, as a `[1]` flag on the device; `None`: it does.
+type Gate = Arc<Mutex<Option<Tensor<1, Bool>>>>;
+
+/// burn's Adam, whose step is kept or discarded by a flag on the device ([`Gate`]): f16's
+/// dynamic loss scaling skips an overflowing step without reading the gradients' finiteness
+/// back. A discarded step leaves the parameter and both moments as they were (selected, not
+/// recomputed, so a non-finite gradient never reaches them); Adam's step counter, a host
+/// integer, counts it anyway, so its bias correction after a skip is that of one step later.
+#[derive(Clone)]
+struct GatedAdam {
+    adam: Adam,
+    gate: Gate,
+}
+
+impl Optimizer for GatedAdam {
+    type State<const D: usize> = AdamState<D>;
+
+    fn step<const D: usize>(
+        &self,
+        lr: LearningRate,
+        tensor: Tensor<D>,
+        grad: Tensor<D>,
+        state: Option<Self::State<D>>,
+    ) -> (Tensor<D>, Option<Self::State<D>>) {
+        let gate = self.gate.lock().ok().and_then(|g| g.clone());
+        let (stepped, new_state) = self.adam.step(lr, tensor.clone(), grad, state.clone());
+        let Some(gate) = gate else {
+            return (stepped, new_state);
+        };
+        let shape = tensor.shape();
+        let apply: Tensor<D, Bool> = gate.reshape([1; D]).expand(shape.clone());
+        let kept = tensor.clone().mask_where(apply.clone(), stepped);
+        let new_state = new_state.map(|mut n| {
+            let (m1, m2) = match state {
+                Some(old) => (old.momentum.moment_1, old.momentum.moment_2),
+                None => (tensor.zeros_like(), tensor.zeros_like()),
+            };
+            n.momentum.moment_1 = m1.mask_where(apply.clone(), n.momentum.moment_1);
+            n.momentum.moment_2 = m2.mask_where(apply.clone(), n.momentum.moment_2);
+            n
+        });
+        (kept, new_state)
+    }
+
+    fn to_device<const D: usize>(state: Self::State<D>, device: &Device) -> Self::State<D> {
+        <Adam as Optimizer>::to_device(state, device)
+    }
 }
 
 /// One minibatch's forward and backward pass.
@@ -112,6 +164,16 @@ pub struct Learner {
     params: Vec<(ParamId, usize)>,
     cfg: PpoConfig,
     device: Device,
+    /// The gate of `optim` (see [`GatedAdam`]).
+    gate: Gate,
+}
+
+/// The learner's optimiser: Adam behind `gate`.
+fn gated_adam(cfg: &PpoConfig, gate: &Gate) -> ModuleOptimizer {
+    ModuleOptimizer::from(GatedAdam {
+        adam: AdamConfig::new().with_epsilon(cfg.adam_eps).build(),
+        gate: gate.clone(),
+    })
 }
 
 /// Collects every float parameter's id and rank.
@@ -128,9 +190,11 @@ impl Learner {
     pub fn new(model: ActorCritic, cfg: &PpoConfig, device: &Device) -> Self {
         let mut params = ParamList(Vec::new());
         model.visit(&mut params);
+        let gate: Gate = Arc::new(Mutex::new(None));
         Self {
             model,
-            optim: AdamConfig::new().with_epsilon(cfg.adam_eps).init(),
+            optim: gated_adam(cfg, &gate),
+            gate,
             scaler: LossScaler::new(
                 cfg.precision,
                 cfg.initial_loss_scale,
@@ -163,7 +227,7 @@ impl Learner {
 
     /// Restores Adam's state from a burnpack file.
     pub fn load_optimizer(&mut self, path: &std::path::Path) -> Result<(), PpoError> {
-        let optim = std::mem::replace(&mut self.optim, AdamConfig::new().init());
+        let optim = std::mem::replace(&mut self.optim, gated_adam(&self.cfg, &self.gate));
         self.optim = optim.load(path).map_err(|e| PpoError::Checkpoint {
             path: path.display().to_string(),
             reason: format!("{e:?}"),
@@ -189,7 +253,8 @@ impl Learner {
     /// an update without host decisions reads the device once, and `check` sees them before
     /// the update's own diagnostics are judged. An update that decides something on the host
     /// per minibatch (`target_kl`'s early stop, f16's loss-scaling skips) reads `ride_along`
-    /// first and one diagnostics vector per minibatch.
+    /// first and one diagnostics vector per minibatch; f16's loss scaling runs on the device
+    /// (scale, skips and growth as [`LossScaler`]; see [`GatedAdam`] for the skip).
     pub fn update(
         &mut self,
         batch: &UpdateBatch,
@@ -198,7 +263,7 @@ impl Learner {
         ride_along: Tensor<1>,
         check: &mut dyn FnMut(&[f32]) -> Result<(), PpoError>,
     ) -> Result<(UpdateStats, Vec<f32>), PpoError> {
-        let per_minibatch = self.cfg.target_kl.is_some() || self.cfg.precision.scales_loss();
+        let per_minibatch = self.cfg.target_kl.is_some();
         if per_minibatch {
             let extra = if ride_along.dims()[0] == 0 {
                 Vec::new()
@@ -229,7 +294,7 @@ impl Learner {
 
     /// The losses and gradients of one minibatch (`idx` into `batch`), the loss scaled by
     /// `scale` before the backward pass.
-    fn minibatch(&self, batch: &UpdateBatch, idx: Tensor<1, Int>, scale: f32) -> Minibatch {
+    fn minibatch(&self, batch: &UpdateBatch, idx: Tensor<1, Int>, scale: Tensor<1>) -> Minibatch {
         let cfg = &self.cfg;
         let dtype = cfg.precision.compute_dtype();
         let b = idx.dims()[0];
@@ -280,7 +345,7 @@ impl Learner {
             .mean();
         let clipfrac = ratio_d.sub_scalar(1.0).abs().greater_elem(c).float().mean();
 
-        let grads = loss.clone().mul_scalar(scale).backward();
+        let grads = loss.clone().mul(scale).backward();
         let grads = GradientsParams::from_grads(grads, &self.model);
         let grad_sq = self.grad_sq_sum(&grads);
         Minibatch {
@@ -300,8 +365,9 @@ impl Learner {
         }
     }
 
-    /// The update without host decisions: gradient clipping is computed on the device and the
-    /// diagnostics are summed there; one read at the end, with `ride_along`.
+    /// The update without host decisions: gradient clipping and f16's loss scaling are
+    /// computed on the device and the diagnostics are summed there; one read at the end, with
+    /// `ride_along`.
     fn update_reading_once(
         &mut self,
         batch: &UpdateBatch,
@@ -313,7 +379,15 @@ impl Learner {
         let samples = batch.obs.dims()[0];
         let batch_size = self.cfg.batch_size;
         let max_norm = self.cfg.max_grad_norm;
-        // Σ over minibatches of [loss, policy, value, entropy, kl, clipfrac, ‖g‖, non-finite].
+        let scaling = self.cfg.precision.scales_loss();
+        let dev = self.device.clone();
+        let one = |v: f32| Tensor::<1>::from_data(TensorData::new(vec![v], [1]), &dev);
+        // The loss scaler's state on the device (see `LossScaler::update`).
+        let mut scale = one(self.scaler.scale());
+        let mut clean = one(self.scaler.clean_steps() as f32);
+        let interval = self.scaler.growth_interval() as f32;
+        // Σ over minibatches of [loss, policy, value, entropy, kl, clipfrac, ‖g‖] of the
+        // applied steps, then the count of non-finite ones.
         let mut sums = Tensor::<1>::zeros([8], &self.device);
         let mut minibatches = 0usize;
         for perm in self.epoch_orders(samples, update) {
@@ -322,34 +396,62 @@ impl Learner {
                 let Minibatch {
                     diagnostics,
                     mut grads,
-                } = self.minibatch(batch, perm.clone().narrow(0, start, b), 1.0);
-                let norm = diagnostics.clone().narrow(0, 6, 1).sqrt();
-                let bad = diagnostics
+                } = self.minibatch(batch, perm.clone().narrow(0, start, b), scale.clone());
+                // The norm of the unscaled gradients.
+                let norm = diagnostics
+                    .clone()
+                    .narrow(0, 6, 1)
+                    .sqrt()
+                    .div(scale.clone());
+                let finite = diagnostics
                     .clone()
                     .narrow(0, 0, 1)
                     .add(norm.clone())
-                    .is_finite()
-                    .bool_not()
-                    .float();
+                    .is_finite();
+                let mut factor = scale.clone().recip();
                 if max_norm > 0.0 {
                     // min(1, max / (‖g‖ + 1e-6)), as torch's `clip_grad_norm_`.
-                    let factor = norm
+                    let clip = norm
                         .clone()
                         .add_scalar(1e-6)
                         .recip()
                         .mul_scalar(max_norm)
                         .clamp_max(1.0);
+                    factor = factor.mul(clip);
+                }
+                if scaling || max_norm > 0.0 {
                     self.rescale_by(&mut grads, factor);
                 }
+                if scaling {
+                    self.set_gate(Some(finite.clone()));
+                }
                 self.model = self.optim.step(lr, self.model.clone(), grads);
-                let row = Tensor::cat(vec![diagnostics.narrow(0, 0, 6), norm, bad], 0);
-                sums = sums.add(row);
+                let applied = Tensor::cat(vec![diagnostics.narrow(0, 0, 6), norm], 0);
+                let row = if scaling {
+                    self.set_gate(None);
+                    // Clean steps in a row; the scale halves on an overflow and doubles after
+                    // `interval` clean steps, within its bounds.
+                    let counted = clean
+                        .clone()
+                        .add_scalar(1.0)
+                        .mask_fill(finite.clone().bool_not(), 0.0);
+                    let grow = counted.clone().greater_equal_elem(interval);
+                    let grown = scale.clone().mul_scalar(2.0).clamp_max(MAX_LOSS_SCALE);
+                    let backed = scale.clone().mul_scalar(0.5).clamp_min(MIN_LOSS_SCALE);
+                    scale =
+                        backed.mask_where(finite.clone(), scale.mask_where(grow.clone(), grown));
+                    clean = counted.mask_fill(grow, 0.0);
+                    Tensor::zeros([7], &self.device).mask_where(finite.clone().expand([7]), applied)
+                } else {
+                    applied
+                };
+                sums = sums.add(Tensor::cat(vec![row, finite.bool_not().float()], 0));
                 minibatches += 1;
             }
         }
-        let n_sums = 8;
+        let n_sums = 10;
         let read = crate::device::readback::read_f32(
-            Tensor::cat(vec![sums, ride_along], 0),
+            Tensor::cat(vec![sums, scale, clean, ride_along], 0),
             "update: diagnostics",
         )
         .map_err(|e| PpoError::read("update diagnostics", e))?;
@@ -358,17 +460,27 @@ impl Learner {
         }
         let (sums, extra) = read.split_at(n_sums);
         check(extra)?;
-        if sums[7] > 0.0 || !sums[0].is_finite() {
+        let bad = sums[7].round() as usize;
+        if scaling {
+            self.scaler
+                .set_from_device(sums[8], sums[9].round() as usize, bad);
+            if self.scaler.underflowed() {
+                return Err(PpoError::LossScaleUnderflow {
+                    update,
+                    floor: MIN_LOSS_SCALE,
+                });
+            }
+        } else if bad > 0 || !sums[0].is_finite() {
             return Err(PpoError::Diverged {
                 update,
                 what: format!(
-                    "loss or gradient norm not finite in {} of {minibatches} minibatches (mean loss {})",
-                    sums[7],
+                    "loss or gradient norm not finite in {bad} of {minibatches} minibatches (mean loss {})",
                     sums[0] / minibatches.max(1) as f32
                 ),
             });
         }
-        let n = minibatches.max(1) as f32;
+        let steps = minibatches - bad.min(minibatches);
+        let n = steps.max(1) as f32;
         let stats = UpdateStats {
             learning_rate: lr,
             policy_loss: sums[1] / n,
@@ -377,12 +489,19 @@ impl Learner {
             approx_kl: sums[4] / n,
             clipfrac: sums[5] / n,
             grad_norm: sums[6] / n,
-            steps: minibatches,
+            steps,
+            skipped_steps: minibatches - steps,
             epochs: self.cfg.n_epochs,
             loss_scale: self.scaler.scale(),
             ..UpdateStats::default()
         };
         Ok((stats, extra.to_vec()))
+    }
+
+    fn set_gate(&self, gate: Option<Tensor<1, Bool>>) {
+        if let Ok(mut g) = self.gate.lock() {
+            *g = gate;
+        }
     }
 
     /// The update with a host decision per minibatch (`target_kl`, f16 loss scaling): one read
@@ -408,7 +527,11 @@ impl Learner {
                 let Minibatch {
                     diagnostics,
                     mut grads,
-                } = self.minibatch(batch, perm.clone().narrow(0, start, b), scale);
+                } = self.minibatch(
+                    batch,
+                    perm.clone().narrow(0, start, b),
+                    Tensor::from_data(TensorData::new(vec![scale], [1]), &self.device),
+                );
                 let read: Vec<f32> =
                     crate::device::readback::read_f32(diagnostics, "update: diagnostics")
                         .map_err(|e| PpoError::read("update diagnostics", e))?;
