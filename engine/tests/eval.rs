@@ -7,10 +7,11 @@ use std::sync::Arc;
 use burn::tensor::Device;
 use ndarray::{Array2, Array3};
 use tradetune_engine::env::{CpuVecEnv, EnvConfig};
-use tradetune_engine::eval::{EvalError, EvalSplit, Objective, evaluate, evaluate_trainer};
+use tradetune_engine::eval::{EvalError, EvalSplit, Objective};
 use tradetune_engine::market::{Dataset, DatasetConfig};
 use tradetune_engine::ppo::trainer::NormalizationStats;
 use tradetune_engine::ppo::{HostEnv, PpoConfig, Trainer};
+use tradetune_engine::ppo::{evaluate_policy as evaluate, evaluate_trainer};
 
 fn small_ppo() -> PpoConfig {
     PpoConfig::new()

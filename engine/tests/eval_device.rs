@@ -11,8 +11,9 @@ use burn::module::Module;
 use burn::tensor::Device;
 use tradetune_engine::device::readback;
 use tradetune_engine::env::{CpuVecEnv, EnvConfig};
-use tradetune_engine::eval::{EvalSplit, Objective, evaluate};
+use tradetune_engine::eval::{EvalSplit, Objective};
 use tradetune_engine::market::DatasetConfig;
+use tradetune_engine::ppo::evaluate_policy as evaluate;
 use tradetune_engine::ppo::{HostEnv, PpoConfig, Trainer};
 
 #[test]

@@ -14,8 +14,9 @@ use ndarray::{Array2, Array3};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use tradetune_engine::env::{CpuVecEnv, EnvConfig};
-use tradetune_engine::eval::{EvalSplit, Objective, evaluate_trainer};
+use tradetune_engine::eval::{EvalSplit, Objective};
 use tradetune_engine::market::Dataset;
+use tradetune_engine::ppo::evaluate_trainer;
 use tradetune_engine::ppo::{ActorCriticConfig, HostEnv, NetArch, PpoConfig, Trainer};
 
 fn planted_signal(bars: usize, assets: usize, seed: u64) -> Arc<Dataset> {

@@ -4,7 +4,8 @@
 use burn::tensor::Device;
 use tradetune_engine::env::bench::bench_dataset;
 use tradetune_engine::env::{CpuVecEnv, EnvConfig};
-use tradetune_engine::eval::{EvalSplit, Objective, evaluate_trainer};
+use tradetune_engine::eval::{EvalSplit, Objective};
+use tradetune_engine::ppo::evaluate_trainer;
 use tradetune_engine::ppo::{HostEnv, PeriodicEval, PpoConfig, TrainEvent, Trainer};
 
 fn trainer(every: usize) -> Trainer<HostEnv<CpuVecEnv>> {

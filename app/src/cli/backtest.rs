@@ -10,9 +10,10 @@ use clap::Args;
 use serde::Serialize;
 use tradetune_engine::device::{DeviceSpec, open};
 use tradetune_engine::env::EnvConfig;
-use tradetune_engine::eval::{EvalReport, EvalSplit, Metrics, Objective, evaluate};
+use tradetune_engine::eval::{EvalReport, EvalSplit, Metrics, Objective};
 use tradetune_engine::market::time::format_timestamp;
 use tradetune_engine::ppo::checkpoint;
+use tradetune_engine::ppo::evaluate_policy;
 
 use crate::cli::run_config::{DATA_FILE, DataSource, ENV_FILE};
 
@@ -122,7 +123,7 @@ pub fn backtest(
         other => anyhow::bail!("--split {other}: use test, validation (val) or train"),
     };
     let eval_split = EvalSplit::new(name, loaded.dataset.clone(), range, &env);
-    let report = evaluate(
+    let report = evaluate_policy(
         &ckpt.model,
         &ckpt.state.normalization,
         &ckpt.config,

@@ -10,8 +10,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use burn::module::Module;
-use burn::tensor::{FloatDType, Tensor, TensorData};
+use burn::tensor::{Device, Tensor, TensorData};
 use ndarray::{Axis, concatenate};
 use serde::{Deserialize, Serialize};
 
@@ -20,11 +19,6 @@ use crate::eval::EvalError;
 use crate::eval::metrics::{Curve, Metrics, periods_per_year};
 use crate::eval::objective::Objective;
 use crate::market::Dataset;
-use crate::ppo::PpoConfig;
-use crate::ppo::model::ActorCritic;
-use crate::ppo::normalize::RunningMeanStd;
-use crate::ppo::rollout_env::RolloutEnv;
-use crate::ppo::trainer::{NormalizationStats, Trainer};
 
 /// The bars to evaluate on and the trading rules.
 #[derive(Debug, Clone)]
@@ -171,17 +165,22 @@ impl EvalReport {
 }
 
 /// Number of observation values `model` takes.
-fn input_dim(model: &ActorCritic) -> usize {
-    model.pi.first().unwrap_or(&model.mean).weight.val().dims()[0]
+/// What an evaluation needs of a policy: its input size, its device, and deterministic actions
+/// in [-1, 1] for raw observations (normalised inside, as the policy was trained). The PPO
+/// learner's policy is `crate::ppo::DeterministicPolicy`; evaluation knows nothing of PPO.
+pub trait Policy {
+    /// Length of the observations the policy takes.
+    fn obs_dim(&self) -> usize;
+    /// The device its tensors live on.
+    fn device(&self) -> Device;
+    /// Actions `[B, A]` in [-1, 1] for raw observations `[B, obs_dim]`; no autodiff graph.
+    fn act(&self, obs: Tensor<2>) -> Tensor<2>;
 }
 
-/// Runs `model` deterministically (the mean action, clipped to [-1, 1]) over `split`, with the
-/// observation normalisation of `normalization` (frozen) and the precision and `clip_obs` of
-/// `ppo`, and scores it and the equal-weight buy-and-hold with `objective`.
+/// Runs `policy` over `split` and scores it and the equal-weight buy-and-hold with
+/// `objective`.
 pub fn evaluate(
-    model: &ActorCritic,
-    normalization: &NormalizationStats,
-    ppo: &PpoConfig,
+    policy: &dyn Policy,
     split: &EvalSplit,
     objective: Objective,
 ) -> Result<EvalReport, EvalError> {
@@ -193,7 +192,7 @@ pub fn evaluate(
     let mut env = CpuVecEnv::new(split.env_config(), padded.clone(), 0..n_bars)
         .map_err(|e| split.err(e.to_string()))?;
     let (d, m) = (env.obs_dim(), env.action_dim());
-    let policy_dim = input_dim(model);
+    let policy_dim = policy.obs_dim();
     if policy_dim != d {
         return Err(EvalError::Shape {
             split: split.name.clone(),
@@ -201,21 +200,7 @@ pub fn evaluate(
             env: d,
         });
     }
-    // A snapshot without autodiff: evaluation records no graph.
-    let model = model.valid();
-    let device = model.log_std().device();
-    let norm = match &normalization.obs {
-        Some(s) if s.mean.len() != d || s.var.len() != d => {
-            return Err(EvalError::Shape {
-                split: split.name.clone(),
-                policy: s.mean.len(),
-                env: d,
-            });
-        }
-        Some(s) => Some(RunningMeanStd::from_stats(s, &device)),
-        None => None,
-    };
-    let dtype: FloatDType = ppo.precision.compute_dtype();
+    let device = policy.device();
 
     let first = split.env.lookback.max(1) - 1;
     // Steps from the first usable bar to the split's last bar (the padding bar is never reached).
@@ -229,13 +214,7 @@ pub fn evaluate(
     }
     let curves = if crate::device::reads_are_transfers(&device) {
         drop(env);
-        let run = DeviceRun {
-            model: &model,
-            norm: norm.as_ref(),
-            ppo,
-            dtype,
-            steps,
-        };
+        let run = DeviceRun { policy, steps };
         run.curves(split, &padded, &device)?
     } else {
         let mut obs = vec![0f32; d];
@@ -246,14 +225,9 @@ pub fn evaluate(
         c.ew_equity.push(env.equal_weight_value(0) as f64);
         for _ in 0..steps {
             let x = Tensor::<2>::from_data(TensorData::new(obs.clone(), [1, d]), &device);
-            let x = match &norm {
-                Some(n) => n.normalize(x, ppo.clip_obs),
-                None => x,
-            };
-            let (mean, _) = model.forward(x, dtype);
             let action: Vec<f32> =
-                crate::device::readback::read_f32(mean.clamp(-1.0, 1.0), "evaluation: actions")
-                    .map_err(|e| crate::ppo::PpoError::read("evaluation actions", e))?;
+                crate::device::readback::read_f32(policy.act(x), "evaluation: actions")
+                    .map_err(|e| split.err(format!("reading the policy's actions: {e}")))?;
             let before = env.holdings(0);
             env.step(&action, &mut obs, &mut reward, &mut done);
             if done[0] > 0.5 {
@@ -352,10 +326,7 @@ fn ended_early(split: &EvalSplit, bar: usize) -> EvalError {
 /// on the device, and the whole log is read back once at the end, instead of one read of the
 /// action per bar. Same rules and formulas as the host env (the env tests hold them equal).
 struct DeviceRun<'a> {
-    model: &'a ActorCritic,
-    norm: Option<&'a RunningMeanStd>,
-    ppo: &'a PpoConfig,
-    dtype: FloatDType,
+    policy: &'a dyn Policy,
     steps: usize,
 }
 
@@ -376,13 +347,8 @@ impl DeviceRun<'_> {
         let start = Tensor::cat(vec![v0, e0], 0);
         let mut log = Tensor::<2>::zeros([self.steps, DEVICE_LOG], device);
         for t in 0..self.steps {
-            let x = match self.norm {
-                Some(n) => n.normalize(obs, self.ppo.clip_obs),
-                None => obs,
-            };
-            let (mean, _) = self.model.forward(x, self.dtype);
             let before = env.holdings();
-            let step = env.step_tensors(mean.clamp(-1.0, 1.0));
+            let step = env.step_tensors(self.policy.act(obs));
             let traded = env
                 .holdings()
                 .sub(before)
@@ -399,7 +365,7 @@ impl DeviceRun<'_> {
             Tensor::cat(vec![start, log.reshape([self.steps * DEVICE_LOG])], 0),
             "evaluation: curves",
         )
-        .map_err(|e| crate::ppo::PpoError::read("evaluation curves", e))?;
+        .map_err(|e| split.err(format!("reading the evaluation's curves: {e}")))?;
         let (start, rows) = host.split_at(2);
         let mut c = Curves::with_capacity(self.steps);
         c.agent_equity.push(start[0] as f64);
@@ -416,19 +382,4 @@ impl DeviceRun<'_> {
         }
         Ok(c)
     }
-}
-
-/// [`evaluate()`] of `trainer`'s current policy and normalisation statistics.
-pub fn evaluate_trainer<E: RolloutEnv>(
-    trainer: &Trainer<E>,
-    split: &EvalSplit,
-    objective: Objective,
-) -> Result<EvalReport, EvalError> {
-    evaluate(
-        trainer.model(),
-        &trainer.normalization()?,
-        trainer.config(),
-        split,
-        objective,
-    )
 }

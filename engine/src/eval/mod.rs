@@ -4,7 +4,9 @@
 //!
 //! - [`metrics`]: total return, annualised Sharpe and Sortino, max drawdown, turnover, fees.
 //! - [`objective`]: the number a study maximises (default Sharpe(agent) − Sharpe(equal weight)).
-//! - [`evaluate()`] / [`evaluate_trainer`]: run the policy and build an [`EvalReport`].
+//! - [`evaluate()`]: run a [`Policy`] and build an [`EvalReport`]. The PPO side adapts its
+//!   model (`crate::ppo::DeterministicPolicy`, `crate::ppo::evaluate_trainer`): evaluation sits
+//!   below the learner and imports nothing of it.
 //!
 //! Non-finite results are an [`EvalError`], never a silently dropped sample.
 
@@ -12,13 +14,12 @@ pub mod evaluate;
 pub mod metrics;
 pub mod objective;
 
-pub use evaluate::{EvalReport, EvalSplit, EvalSummary, evaluate, evaluate_trainer};
+pub use evaluate::{EvalReport, EvalSplit, EvalSummary, Policy, evaluate};
 pub use metrics::{Metrics, periods_per_year};
 pub use objective::Objective;
 
 use crate::env::EnvError;
 use crate::eval::metrics::MetricError;
-use crate::ppo::PpoError;
 
 /// Why an evaluation produced no report. Each message names the split and what to change.
 #[derive(Debug, thiserror::Error)]
@@ -47,7 +48,8 @@ pub enum EvalError {
     /// The environment refused the configuration or the data.
     #[error(transparent)]
     Env(#[from] EnvError),
-    /// Reading the policy's output failed.
-    #[error(transparent)]
-    Ppo(#[from] PpoError),
+    /// The policy could not be prepared for evaluation (its normalisation statistics do not fit
+    /// it, or reading them failed).
+    #[error("evaluation on the {split} split: the policy: {reason}")]
+    Policy { split: String, reason: String },
 }

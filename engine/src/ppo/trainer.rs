@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::device::memory::MemoryBudget;
 use crate::env::EpisodeStats;
-use crate::eval::{EvalSplit, EvalSummary, Objective, evaluate_trainer};
+use crate::eval::{EvalSplit, EvalSummary, Objective};
 use crate::ppo::buffer::RolloutBuffer;
 use crate::ppo::config::PpoConfig;
 use crate::ppo::error::PpoError;
@@ -21,6 +21,7 @@ use crate::ppo::events::{EpisodeSummary, PhaseTimes, TrainEvent};
 use crate::ppo::gae::compute_gae_device;
 use crate::ppo::model::{ActorCritic, gaussian_log_prob};
 use crate::ppo::normalize::{RewardNormalizer, RunningMeanStd, RunningStats};
+use crate::ppo::policy::evaluate_trainer;
 use crate::ppo::rollout_env::{EpisodeLog, RolloutEnv};
 use crate::ppo::update::{Learner, UpdateBatch, UpdateStats};
 

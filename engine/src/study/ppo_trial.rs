@@ -18,10 +18,11 @@ use crate::device::DeviceSpec;
 use crate::device::memory::MemoryEstimate;
 use crate::device::precision::Precision;
 use crate::env::{CpuVecEnv, EnvConfig, ResolvedPlacement, TensorVecEnv, VecEnv};
-use crate::eval::{EvalSplit, Objective, evaluate_trainer};
+use crate::eval::{EvalSplit, Objective};
 use crate::market::Dataset;
 use crate::market::load::DatasetConfig;
 use crate::market::split::SplitSpec;
+use crate::ppo::evaluate_trainer;
 use crate::ppo::{HostEnv, PeriodicEval, PhaseTimes, PpoConfig, RolloutEnv, TrainEvent, Trainer};
 use crate::study::file::{DataSection, StudyFile, StudyFileError};
 use crate::study::runner::{

@@ -1,0 +1,106 @@
+//! The trained policy as evaluation sees it: the actor's mean action, clipped to [-1, 1], on
+//! observations normalised with the run's frozen statistics, in the run's compute precision.
+//! [`crate::eval`] scores any [`Policy`]; this is where PPO meets it (the learner imports
+//! evaluation for its periodic evaluations, never the other way round).
+
+use burn::module::Module;
+use burn::tensor::{Device, FloatDType, Tensor};
+
+use crate::eval::{EvalError, EvalReport, EvalSplit, Objective, Policy, evaluate};
+use crate::ppo::config::PpoConfig;
+use crate::ppo::error::PpoError;
+use crate::ppo::model::ActorCritic;
+use crate::ppo::normalize::RunningMeanStd;
+use crate::ppo::rollout_env::RolloutEnv;
+use crate::ppo::trainer::{NormalizationStats, Trainer};
+
+/// A snapshot of a PPO policy for evaluation (no autodiff graph).
+pub struct DeterministicPolicy {
+    model: ActorCritic,
+    norm: Option<RunningMeanStd>,
+    clip_obs: f32,
+    dtype: FloatDType,
+    obs_dim: usize,
+}
+
+impl DeterministicPolicy {
+    /// `model` with `normalization`'s observation statistics and `cfg`'s `clip_obs` and
+    /// precision. Statistics of another length than the model's input are refused.
+    pub fn new(
+        model: &ActorCritic,
+        normalization: &NormalizationStats,
+        cfg: &PpoConfig,
+    ) -> Result<Self, PpoError> {
+        let model = model.valid();
+        let obs_dim = model.pi.first().unwrap_or(&model.mean).weight.val().dims()[0];
+        let device = model.log_std().device();
+        let norm = match &normalization.obs {
+            Some(s) if s.mean.len() != obs_dim || s.var.len() != obs_dim => {
+                return Err(PpoError::config(
+                    "normalization",
+                    s.mean.len(),
+                    format!(
+                        "the observation statistics have this many values but the policy takes {obs_dim}; use the statistics saved with this policy"
+                    ),
+                ));
+            }
+            Some(s) => Some(RunningMeanStd::from_stats(s, &device)),
+            None => None,
+        };
+        Ok(Self {
+            model,
+            norm,
+            clip_obs: cfg.clip_obs,
+            dtype: cfg.precision.compute_dtype(),
+            obs_dim,
+        })
+    }
+}
+
+impl Policy for DeterministicPolicy {
+    fn obs_dim(&self) -> usize {
+        self.obs_dim
+    }
+
+    fn device(&self) -> Device {
+        self.model.log_std().device()
+    }
+
+    fn act(&self, obs: Tensor<2>) -> Tensor<2> {
+        let x = match &self.norm {
+            Some(n) => n.normalize(obs, self.clip_obs),
+            None => obs,
+        };
+        let (mean, _) = self.model.forward(x, self.dtype);
+        mean.clamp(-1.0, 1.0)
+    }
+}
+
+/// [`evaluate`] of `model` with `normalization` and `cfg` (see [`DeterministicPolicy`]).
+pub fn evaluate_policy(
+    model: &ActorCritic,
+    normalization: &NormalizationStats,
+    cfg: &PpoConfig,
+    split: &EvalSplit,
+    objective: Objective,
+) -> Result<EvalReport, EvalError> {
+    let policy =
+        DeterministicPolicy::new(model, normalization, cfg).map_err(|e| EvalError::Policy {
+            split: split.name.clone(),
+            reason: e.to_string(),
+        })?;
+    evaluate(&policy, split, objective)
+}
+
+/// [`evaluate`] of `trainer`'s current policy and normalisation statistics.
+pub fn evaluate_trainer<E: RolloutEnv>(
+    trainer: &Trainer<E>,
+    split: &EvalSplit,
+    objective: Objective,
+) -> Result<EvalReport, EvalError> {
+    let norm = trainer.normalization().map_err(|e| EvalError::Policy {
+        split: split.name.clone(),
+        reason: e.to_string(),
+    })?;
+    evaluate_policy(trainer.model(), &norm, trainer.config(), split, objective)
+}
