@@ -195,7 +195,8 @@ pub struct GpuDiscovery {
 
 impl GpuDiscovery {
     /// Looks for NVIDIA cards through NVML and AMD cards under `drm_root` (normally
-    /// `/sys/class/drm`). `watch_pid` is the process whose device memory NVML reports.
+    /// `/sys/class/drm`). `watch_pid` is the process whose device memory is reported (NVML's
+    /// process lists, amdgpu's DRM fdinfo).
     pub fn discover(drm_root: &Path, watch_pid: u32) -> GpuDiscovery {
         let mut probes: Vec<Box<dyn GpuProbe>> = Vec::new();
         let mut statuses = Vec::new();
@@ -211,7 +212,8 @@ impl GpuDiscovery {
             Err(status) => statuses.push(status),
         }
         match super::amdgpu::AmdGpuProbe::open(drm_root) {
-            Ok(p) => {
+            Ok(mut p) => {
+                p.watch_pid(watch_pid);
                 statuses.push(ProbeStatus::Ready {
                     vendor: GpuVendor::Amd,
                     devices: p.devices().len(),

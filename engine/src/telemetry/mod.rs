@@ -11,6 +11,7 @@
 //!   limits it, in plain words.
 
 pub mod amdgpu;
+pub mod amdgpu_fdinfo;
 pub mod amdgpu_files;
 mod error;
 pub mod gpu;
