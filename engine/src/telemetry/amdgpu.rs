@@ -399,6 +399,21 @@ impl GpuProbe for AmdGpuProbe {
     fn devices(&self) -> &[GpuInfo] {
         &self.devices
     }
+    fn split(self: Box<Self>) -> Vec<Box<dyn GpuProbe>> {
+        let watched = self.watched;
+        self.cards
+            .into_iter()
+            .zip(self.devices)
+            .map(|(card, info)| {
+                Box::new(AmdGpuProbe {
+                    cards: vec![card],
+                    devices: vec![info],
+                    watched: watched.clone(),
+                }) as Box<dyn GpuProbe>
+            })
+            .collect()
+    }
+
     fn sample(&mut self) -> Vec<GpuSample> {
         self.cards.iter().map(|c| c.sample(&self.watched)).collect()
     }

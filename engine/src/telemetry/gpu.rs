@@ -185,6 +185,11 @@ pub trait GpuProbe: Send {
     /// One sample per card, in [`GpuProbe::devices`] order. Never fails: what cannot be read is
     /// `None` (and, if it answered garbage, a line in `problems`).
     fn sample(&mut self) -> Vec<GpuSample>;
+    /// This probe as one probe per card, in [`GpuProbe::devices`] order. The sampler runs each
+    /// on its own thread with its own deadline, so a card whose driver calls stall loses its
+    /// own reading for the tick and not the other cards'. A probe that cannot be split answers
+    /// itself (its cards then share one deadline).
+    fn split(self: Box<Self>) -> Vec<Box<dyn GpuProbe>>;
 }
 
 /// Every GPU probe that found cards, and the state of every vendor (found or not).
