@@ -240,6 +240,30 @@ fn refresh_devices_lists_an_adapter_found_since_the_start() {
     assert_eq!(probed.load(Ordering::SeqCst), 2);
 }
 
+/// A study device naming no adapter here (`wgpu:9`) is flagged where the devices are edited
+/// and keeps Start disabled, with this machine's real device list (lavapipe, a GPU or none).
+#[test]
+fn a_device_naming_no_adapter_keeps_start_disabled() {
+    let settings = Settings {
+        tab: Tab::Configure,
+        ..Settings::default()
+    };
+    let mut h = harness(app_with(settings, no_dialogs()));
+    step_until(&mut h, "the bundled data", data_loaded);
+    assert!(!start_disabled(&h));
+    h.state_mut().state.settings.draft.study.devices = vec!["wgpu:9".into()];
+    settle(&mut h);
+    assert!(start_disabled(&h));
+    let problems = h.state().state.device_problems();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    let message = &problems[0].message;
+    assert!(
+        message.contains("wgpu:9") && !message.contains("panicked"),
+        "{message}"
+    );
+    h.get_by_label_contains("cannot start: study.devices");
+}
+
 #[test]
 fn clicking_a_preset_changes_the_fields_and_the_memory_bar() {
     let mut wide = Draft::default();
