@@ -232,10 +232,11 @@ fn refresh_devices_lists_an_adapter_found_since_the_start() {
     settle(&mut h);
     assert_eq!(h.state().state.settings.draft.study.devices[0], "wgpu:cpu");
 
-    // A second refresh asks again.
+    // A second refresh asks again (the click is handled in the next frame: wait for the
+    // probe's second answer, not only for the flag).
     h.get_by_label("Refresh devices").click();
     step_until(&mut h, "the second refresh", |a| {
-        !a.state.refreshing_devices
+        probed.load(Ordering::SeqCst) == 2 && !a.state.refreshing_devices
     });
     assert_eq!(probed.load(Ordering::SeqCst), 2);
 }
