@@ -31,6 +31,9 @@ impl GpuProbe for InjectedNvml {
     fn devices(&self) -> &[GpuInfo] {
         &self.devices
     }
+    fn split(self: Box<Self>) -> Vec<Box<dyn GpuProbe>> {
+        vec![self]
+    }
     fn sample(&mut self) -> Vec<GpuSample> {
         vec![GpuSample::default(); self.devices.len()]
     }

@@ -143,6 +143,128 @@ fn the_gpus_the_probes_found_show_with_their_driver() {
     h.get_by_label_contains("libnvidia-ml.so not found");
 }
 
+/// "Refresh devices" lists the devices anew off the UI thread: an adapter that appeared since
+/// the start (here a software Vulkan one, from a fixed probe) is listed with its type, memory
+/// and driver and can be chosen; the button is disabled while the drivers are asked.
+#[test]
+fn refresh_devices_lists_an_adapter_found_since_the_start() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tradetune_engine::device::adapters::{Adapter, AdapterKind};
+    let mut later = cpu_only(8 << 30);
+    later.push(DeviceInfo {
+        name: "wgpu:cpu".into(),
+        backend: "wgpu".into(),
+        available: true,
+        detail:
+            "llvmpipe (LLVM 15.0.6, 256 bits) (software renderer, Vulkan; slow, for checks only)"
+                .into(),
+        memory_bytes: Some(3 << 30),
+        precisions: vec![Precision::F32],
+        reports_pool_usage: true,
+        adapter: Some(Adapter {
+            name: "llvmpipe (LLVM 15.0.6, 256 bits)".into(),
+            kind: AdapterKind::Cpu,
+            index: 0,
+            api: "Vulkan".into(),
+            driver: "llvmpipe Mesa 22.3.6 (LLVM 15.0.6)".into(),
+            vendor: 0x10005,
+            device: 0,
+            pci_bus_id: String::new(),
+            shader_f16: false,
+            memory_bytes: Some(3 << 30),
+        }),
+    });
+    let probed = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&probed);
+    let app = TradeTuneApp::new(
+        Settings::default(),
+        Arc::new(no_dialogs()),
+        cpu_only(8 << 30),
+    )
+    .with_device_probe(Arc::new(move || {
+        counter.fetch_add(1, Ordering::SeqCst);
+        later.clone()
+    }));
+    let mut h = harness(app);
+    settle(&mut h);
+    assert!(h.query_by_label("wgpu:cpu").is_none());
+
+    // Held back until the test lets it go, so the in-flight state is seen on any machine.
+    h.state_mut().hold_jobs();
+    h.get_by_label("Refresh devices").click();
+    h.run_steps(2);
+    assert!(h.state().state.refreshing_devices);
+    h.get_by_label("asking the drivers…");
+    assert!(
+        h.get_by_label("Refresh devices")
+            .accesskit_node()
+            .is_disabled()
+    );
+    assert_eq!(h.state_mut().release_jobs(), 1, "one job lists the devices");
+    step_until(&mut h, "the devices", |a| !a.state.refreshing_devices);
+    assert_eq!(probed.load(Ordering::SeqCst), 1);
+
+    let names: Vec<&str> = h
+        .state()
+        .state
+        .devices
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect();
+    assert_eq!(names, ["cpu", "wgpu", "wgpu:cpu"]);
+    h.get_by_label("wgpu:cpu");
+    h.get_by_label("software renderer");
+    h.get_by_label("3.0 GiB");
+    h.get_by_label("llvmpipe Mesa 22.3.6 (LLVM 15.0.6)");
+    assert!(
+        h.state()
+            .state
+            .notices
+            .iter()
+            .any(|n| n == "devices refreshed: 3 listed, 2 usable here"),
+        "{:?}",
+        h.state().state.notices
+    );
+    // The new adapter can be trained on: "Train on" offers it.
+    h.get_by_label("Train on").click();
+    settle(&mut h);
+    h.get_by_role_and_label(Role::Button, "wgpu:cpu").click();
+    settle(&mut h);
+    assert_eq!(h.state().state.settings.draft.study.devices[0], "wgpu:cpu");
+
+    // A second refresh asks again (the click is handled in the next frame: wait for the
+    // probe's second answer, not only for the flag).
+    h.get_by_label("Refresh devices").click();
+    step_until(&mut h, "the second refresh", |a| {
+        probed.load(Ordering::SeqCst) == 2 && !a.state.refreshing_devices
+    });
+    assert_eq!(probed.load(Ordering::SeqCst), 2);
+}
+
+/// A study device naming no adapter here (`wgpu:9`) is flagged where the devices are edited
+/// and keeps Start disabled, with this machine's real device list (lavapipe, a GPU or none).
+#[test]
+fn a_device_naming_no_adapter_keeps_start_disabled() {
+    let settings = Settings {
+        tab: Tab::Configure,
+        ..Settings::default()
+    };
+    let mut h = harness(app_with(settings, no_dialogs()));
+    step_until(&mut h, "the bundled data", data_loaded);
+    assert!(!start_disabled(&h));
+    h.state_mut().state.settings.draft.study.devices = vec!["wgpu:9".into()];
+    settle(&mut h);
+    assert!(start_disabled(&h));
+    let problems = h.state().state.device_problems();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    let message = &problems[0].message;
+    assert!(
+        message.contains("wgpu:9") && !message.contains("panicked"),
+        "{message}"
+    );
+    h.get_by_label_contains("cannot start: study.devices");
+}
+
 #[test]
 fn clicking_a_preset_changes_the_fields_and_the_memory_bar() {
     let mut wide = Draft::default();
@@ -871,6 +993,7 @@ fn cpu_only(cpu_bytes: u64) -> Vec<DeviceInfo> {
             memory_bytes: Some(cpu_bytes),
             precisions: vec![Precision::F32],
             reports_pool_usage: false,
+            adapter: None,
         },
         DeviceInfo {
             name: "wgpu".into(),
@@ -880,6 +1003,7 @@ fn cpu_only(cpu_bytes: u64) -> Vec<DeviceInfo> {
             memory_bytes: None,
             precisions: Vec::new(),
             reports_pool_usage: false,
+            adapter: None,
         },
     ]
 }

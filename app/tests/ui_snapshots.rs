@@ -38,6 +38,22 @@ impl FileDialogs for OpenDb {
     }
 }
 
+/// The Vulkan adapter of an RTX 4080, as wgpu describes it.
+fn rtx4080() -> tradetune_engine::device::adapters::Adapter {
+    tradetune_engine::device::adapters::Adapter {
+        name: "NVIDIA GeForce RTX 4080".into(),
+        kind: tradetune_engine::device::adapters::AdapterKind::DiscreteGpu,
+        index: 0,
+        api: "Vulkan".into(),
+        driver: "NVIDIA 560.35.03".into(),
+        vendor: 0x10de,
+        device: 0x2704,
+        pci_bus_id: "0000:01:00.0".into(),
+        shader_f16: true,
+        memory_bytes: Some(16 << 30),
+    }
+}
+
 fn devices() -> Vec<DeviceInfo> {
     vec![
         DeviceInfo {
@@ -48,24 +64,28 @@ fn devices() -> Vec<DeviceInfo> {
             memory_bytes: Some(32 << 30),
             precisions: vec![Precision::F32, Precision::Bf16, Precision::F16],
             reports_pool_usage: false,
+            adapter: None,
         },
         DeviceInfo {
             name: "wgpu".into(),
             backend: "wgpu".into(),
             available: true,
-            detail: "default adapter: NVIDIA GeForce RTX 4080 (discrete GPU, Vulkan)".into(),
-            memory_bytes: None,
+            detail: "default adapter, wgpu:0: NVIDIA GeForce RTX 4080 (discrete GPU, Vulkan)"
+                .into(),
+            memory_bytes: Some(16 << 30),
             precisions: vec![Precision::F32, Precision::F16],
             reports_pool_usage: true,
+            adapter: Some(rtx4080()),
         },
         DeviceInfo {
             name: "wgpu:0".into(),
             backend: "wgpu".into(),
             available: true,
-            detail: "discrete GPU: NVIDIA GeForce RTX 4080 (discrete GPU, Vulkan)".into(),
-            memory_bytes: None,
+            detail: "NVIDIA GeForce RTX 4080 (discrete GPU, Vulkan)".into(),
+            memory_bytes: Some(16 << 30),
             precisions: vec![Precision::F32, Precision::F16],
             reports_pool_usage: true,
+            adapter: Some(rtx4080()),
         },
     ]
 }

@@ -323,3 +323,65 @@ fn a_suspended_card_is_not_read() {
     std::fs::write(power.join("runtime_status"), "active\n").unwrap();
     assert_eq!(probe.sample().remove(0).util_pct, Some(37.0));
 }
+
+/// Writes `<proc>/<pid>/fdinfo/<fd>` files.
+fn fdinfo_tree(proc_root: &Path, pid: u32, fds: &[(u32, String)]) {
+    let dir = proc_root.join(pid.to_string()).join("fdinfo");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (fd, text) in fds {
+        std::fs::write(dir.join(fd.to_string()), text).unwrap();
+    }
+}
+
+fn drm_client(pdev: &str, client: u64, vram_kib: u64) -> String {
+    format!(
+        "pos:\t0\nflags:\t02100002\nmnt_id:\t26\ndrm-driver:\tamdgpu\ndrm-client-id:\t{client}\n\
+         drm-pdev:\t{pdev}\ndrm-memory-vram:\t{vram_kib} KiB\ndrm-memory-gtt: \t4096 KiB\n"
+    )
+}
+
+/// The watched process's VRAM on the card comes from its DRM fdinfo: the clients on this
+/// card's PCI address, each once however many descriptors reach it, summed; another card's
+/// client and other descriptors do not count.
+#[test]
+fn the_processs_vram_comes_from_its_fdinfo_on_this_card() {
+    let proc_root = tempfile::tempdir().unwrap();
+    let pid = 4242;
+    fdinfo_tree(
+        proc_root.path(),
+        pid,
+        &[
+            (0, "pos:\t0\nflags:\t0100002\nmnt_id:\t26\n".into()),
+            (5, drm_client("0000:03:00.0", 7, 1_048_576)),
+            // A dup of client 7: the same client, not twice its memory.
+            (6, drm_client("0000:03:00.0", 7, 1_048_576)),
+            // A second device opened on the same card.
+            (7, drm_client("0000:03:00.0", 9, 2048)),
+            // A client on another card (the iGPU).
+            (8, drm_client("0000:0c:00.0", 11, 512)),
+        ],
+    );
+    let mut probe = AmdGpuProbe::open(&root("rx7900gre"))
+        .unwrap()
+        .with_proc_root(proc_root.path());
+    probe.watch_pid(pid);
+    let s = probe.sample().remove(0);
+    assert!(s.problems.is_empty(), "{:?}", s.problems);
+    assert_eq!(s.process_mem_used_bytes, Some((1_048_576 + 2048) * 1024));
+    // Its metric is what the memory guard reads (`process_mem_used_mib`).
+    assert!(s.metrics().contains(&(
+        tradetune_engine::telemetry::Metric::ProcessMemUsedMib,
+        1026.0
+    )));
+
+    // A process with no client on this card (or none at all): not known, not zero.
+    probe.watch_pid(1);
+    assert_eq!(probe.sample().remove(0).process_mem_used_bytes, None);
+    fdinfo_tree(
+        proc_root.path(),
+        77,
+        &[(3, drm_client("0000:0c:00.0", 1, 100))],
+    );
+    probe.watch_pid(77);
+    assert_eq!(probe.sample().remove(0).process_mem_used_bytes, None);
+}

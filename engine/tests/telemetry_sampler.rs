@@ -37,6 +37,9 @@ impl GpuProbe for CountingGpu {
     fn devices(&self) -> &[GpuInfo] {
         &self.info
     }
+    fn split(self: Box<Self>) -> Vec<Box<dyn GpuProbe>> {
+        vec![self]
+    }
     fn sample(&mut self) -> Vec<GpuSample> {
         self.n += 1;
         (0..self.info.len())
@@ -324,4 +327,60 @@ fn the_sampler_thread_ticks_and_flushes_on_stop() {
     // Everything sampled reached the sink, stopping flushed the partial batch.
     assert_eq!(stats.rows_written as usize, sink.rows().len());
     assert_eq!(sink.rows().len() as u64, stats.ticks * 2);
+}
+
+/// One NVIDIA card whose driver calls hang loses only its own reading: each card is sampled
+/// on its own thread with its own deadline (`source::sources` splits the NVML probe per card),
+/// so the other card is read in the same tick. The stall is a fake NVML card whose every call
+/// waits on a lock the test holds.
+#[test]
+fn a_stalled_card_leaves_the_other_cards_reading() {
+    use std::sync::Arc;
+    use tradetune_engine::telemetry::nvml::NvmlProbe;
+    use tradetune_engine::telemetry::nvml_fake::FakeNvml;
+    use tradetune_engine::telemetry::{GpuDiscovery, source};
+
+    let fake = FakeNvml::new(2, 4242);
+    let gate = fake.stall(0).unwrap();
+    let mut probe = NvmlProbe::with_lib(Arc::new(fake)).unwrap();
+    probe.watch_pid(4242);
+    let discovery = GpuDiscovery {
+        probes: vec![Box::new(probe)],
+        statuses: Vec::new(),
+    };
+    let sources = source::sources(discovery, None);
+    let names: Vec<String> = sources.iter().map(|s| s.name()).collect();
+    assert_eq!(names, ["nvidia gpu0", "nvidia gpu1"]);
+    let mut core = SamplerCore::new(config(1), sources, None).unwrap();
+    // The stalled card is waited for until the sampler's own probe budget (half its default
+    // interval); the other answers in microseconds and only has to be scheduled within it.
+    let budget = SamplerConfig::default().probe_deadline();
+    let short = || Instant::now() + budget;
+
+    let held = gate.lock().unwrap();
+    for (n, sec) in [(1, 0), (2, 1)] {
+        let t = core.tick(at(sec), short());
+        assert_eq!(t.skipped, ["nvidia gpu0"], "tick {n}");
+        assert_eq!(t.get(DeviceTag::Gpu(0), Metric::UtilPct), None, "tick {n}");
+        assert_eq!(
+            t.get(DeviceTag::Gpu(1), Metric::UtilPct),
+            Some(87.0),
+            "tick {n}"
+        );
+        // The watched process's memory on the card, from NVML's graphics process list.
+        assert_eq!(
+            t.get(DeviceTag::Gpu(1), Metric::ProcessMemUsedMib),
+            Some(3072.0)
+        );
+    }
+
+    // The card answers again: its late answer is discarded, and from the next tick on both
+    // cards are read.
+    drop(held);
+    let t3 = core.tick(at(2), generous());
+    assert_eq!(t3.get(DeviceTag::Gpu(1), Metric::UtilPct), Some(87.0));
+    let t4 = core.tick(at(3), generous());
+    assert!(t4.skipped.is_empty(), "{:?}", t4.skipped);
+    assert_eq!(t4.get(DeviceTag::Gpu(0), Metric::UtilPct), Some(87.0));
+    assert_eq!(t4.get(DeviceTag::Gpu(1), Metric::UtilPct), Some(87.0));
 }

@@ -1,5 +1,6 @@
 //! `tradetune devices`: what this build can train on, on this machine, and why not where it
-//! cannot.
+//! cannot: the CPU, `wgpu` (wgpu's default adapter) and every wgpu adapter under its own name
+//! (`wgpu:0`, `wgpu:integrated:0`, `wgpu:cpu`, …) with its type, memory and driver.
 
 use clap::Args;
 use tradetune_engine::device::describe_devices;
@@ -19,20 +20,29 @@ pub fn run(args: DevicesArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "{:<8} {:<6} {:<5} {:>10} {:<14} {:<5} detail",
-        "device", "backend", "ok", "memory", "precisions", "pool"
+        "{:<18} {:<7} {:<3} {:<17} {:>10} {:<14} {:<4} detail",
+        "device", "backend", "ok", "type", "memory", "precisions", "pool"
     );
     for d in devices {
         let precisions: Vec<&str> = d.precisions.iter().map(|p| p.name()).collect();
+        let kind = d.adapter.as_ref().map_or("-", |a| a.kind.label());
+        let driver = d
+            .adapter
+            .as_ref()
+            .filter(|a| !a.driver.is_empty())
+            .map(|a| format!("; driver {}", a.driver))
+            .unwrap_or_default();
         println!(
-            "{:<8} {:<6} {:<5} {:>10} {:<14} {:<5} {}",
+            "{:<18} {:<7} {:<3} {:<17} {:>10} {:<14} {:<4} {}{}",
             d.name,
             d.backend,
             if d.available { "yes" } else { "no" },
+            kind,
             d.memory_bytes.map(fmt_bytes).unwrap_or_else(|| "-".into()),
             precisions.join(","),
             if d.reports_pool_usage { "yes" } else { "no" },
-            d.detail
+            d.detail,
+            driver
         );
     }
     Ok(())

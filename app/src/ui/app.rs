@@ -18,7 +18,7 @@ use super::search_form::SearchForm;
 use super::state::{
     AppState, DataState, LiveTrial, RunView, Settings, StudiesView, StudyEnd, WorkerView,
 };
-use super::tasks::{StudyMsg, TaskEvent, Tasks};
+use super::tasks::{DeviceProbe, StudyMsg, TaskEvent, Tasks};
 use tradetune_engine::storage::TrialState;
 use tradetune_engine::study::runner::StudyEvent;
 use tradetune_engine::telemetry::ring::PlotPoint;
@@ -37,6 +37,8 @@ pub struct TradeTuneApp {
     /// A study to select once the database it is in has opened.
     pending_select: Option<String>,
     exit_after_frames: Option<u64>,
+    /// Lists the devices again on "Refresh devices".
+    device_probe: DeviceProbe,
     // Kept so the sampler thread lives as long as the app.
     _sampler: Option<Sampler>,
 }
@@ -62,6 +64,7 @@ impl TradeTuneApp {
             pending_copy: None,
             pending_select: None,
             exit_after_frames: None,
+            device_probe: Arc::new(tradetune_engine::device::refresh_devices),
             _sampler: None,
         }
     }
@@ -91,6 +94,13 @@ impl TradeTuneApp {
     pub fn detect_hardware(&mut self, discovery: GpuDiscovery) {
         let gpus = self.start_telemetry_with(discovery);
         self.apply_hardware_preset(&gpus);
+    }
+
+    /// Lists the devices through `probe` when the user refreshes them (tests: a fixed list;
+    /// the default asks wgpu again, [`tradetune_engine::device::refresh_devices`]).
+    pub fn with_device_probe(mut self, probe: DeviceProbe) -> Self {
+        self.device_probe = probe;
+        self
     }
 
     /// Closes the window after `n` frames (the smoke test's clean exit).
@@ -210,6 +220,12 @@ impl TradeTuneApp {
         let state = &mut self.state;
         match command {
             Command::SetTab(tab) => state.settings.tab = tab,
+            Command::RefreshDevices => {
+                if !state.refreshing_devices {
+                    state.refreshing_devices = true;
+                    self.tasks.refresh_devices(Arc::clone(&self.device_probe));
+                }
+            }
             Command::ApplyPreset(name) => {
                 let all = presets::all(&state.presets, &state.settings.user_presets);
                 match all.into_iter().find(|p| p.name == name) {
@@ -481,6 +497,15 @@ impl TradeTuneApp {
     fn on_event(&mut self, event: TaskEvent) {
         let state = &mut self.state;
         match event {
+            TaskEvent::Devices(devices) => {
+                state.refreshing_devices = false;
+                let usable = devices.iter().filter(|d| d.available).count();
+                state.notice(format!(
+                    "devices refreshed: {} listed, {usable} usable here",
+                    devices.len()
+                ));
+                state.devices = devices;
+            }
             TaskEvent::Data { request, result } => {
                 if request != state.data_requests {
                     return; // a newer load superseded this one

@@ -44,6 +44,9 @@ pub enum Command {
     AddDevice(String),
     /// Remove the study's device at this index.
     RemoveDevice(usize),
+    /// Ask wgpu for its adapters again and list the devices anew (a card plugged in, a driver
+    /// installed).
+    RefreshDevices,
     /// Pick a study database with a native dialog.
     PickDatabase,
     /// Open this study database.

@@ -709,6 +709,8 @@ pub struct AppState {
     pub settings: Settings,
     /// Devices this build can train on here (and why not others).
     pub devices: Vec<DeviceInfo>,
+    /// A "Refresh devices" is under way.
+    pub refreshing_devices: bool,
     /// The GPUs the telemetry probes found (name, memory, driver, PCI bus), and why none when
     /// none answered.
     pub gpus: Vec<GpuInfo>,
@@ -750,6 +752,7 @@ impl AppState {
         AppState {
             settings,
             devices,
+            refreshing_devices: false,
             gpus: Vec::new(),
             no_gpu_reason: None,
             data: DataState::None,

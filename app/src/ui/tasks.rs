@@ -86,6 +86,8 @@ pub enum TaskEvent {
     Backtested(Result<Box<crate::ui::state::BacktestResult>, String>),
     /// A comparison finished.
     Compared(Result<Box<crate::ui::state::Comparison>, String>),
+    /// The devices, listed anew (see [`Tasks::refresh_devices`]).
+    Devices(Vec<tradetune_engine::device::DeviceInfo>),
     /// A CSV export finished: what was written ("trials", "telemetry rows"), where, and the
     /// rows written, or why not.
     Exported(&'static str, PathBuf, Result<usize, String>),
@@ -110,6 +112,11 @@ pub struct Tasks {
     /// Jobs queued instead of started while held (see [`Tasks::hold`]).
     held: Mutex<Option<Vec<HeldJob>>>,
 }
+
+/// How the app lists its devices: the engine's [`refresh_devices`] (tests give their own).
+///
+/// [`refresh_devices`]: tradetune_engine::device::refresh_devices
+pub type DeviceProbe = Arc<dyn Fn() -> Vec<tradetune_engine::device::DeviceInfo> + Send + Sync>;
 
 /// A job waiting for [`Tasks::release`]: its thread name and its work.
 type HeldJob = (String, Box<dyn FnOnce() + Send>);
@@ -236,6 +243,14 @@ impl Tasks {
                 "could not start a background thread: {e}"
             )))));
         }
+    }
+
+    /// Lists the devices anew through `probe` (it asks the graphics drivers, which may take a
+    /// moment); the answer arrives as [`TaskEvent::Devices`].
+    pub fn refresh_devices(&self, probe: DeviceProbe) {
+        self.spawn("devices", move |reply| {
+            reply.send(TaskEvent::Devices(probe()));
+        });
     }
 
     /// Opens the dialog for `pick`; the answer arrives as [`TaskEvent::Picked`].

@@ -3,19 +3,34 @@
 //! burn's wgpu runtime panics ("Unable to acquire wgpu device") when a device is used on a
 //! machine that has no adapter for it; TradeTune asks wgpu first, so a build with the GPU
 //! backend falls back to the CPU with the reason shown instead of crashing. The answer is
-//! asked once per process (the Vulkan loader does not like instances created on several
-//! threads at once) and kept.
+//! asked once and kept until [`refresh`] asks again (the app's "Refresh devices").
 //!
-//! Names follow burn's device kinds: `wgpu` is wgpu's default adapter (a high-performance
-//! one where there is one; Mesa's software Vulkan, lavapipe, on a machine without a GPU),
-//! `wgpu:N` the N-th discrete GPU.
+//! Names follow burn's device kinds, each kind counted from zero in wgpu's enumeration order
+//! as cubecl counts them when it opens a device (`cubecl-wgpu` `select_from_adapter_list`):
+//!
+//! | name                 | adapter                                                        |
+//! |----------------------|----------------------------------------------------------------|
+//! | `wgpu`               | wgpu's default: a discrete GPU first, else an integrated, …    |
+//! | `wgpu:N`             | the N-th discrete GPU (also `wgpu:discrete:N`)                 |
+//! | `wgpu:integrated:N`  | the N-th integrated GPU (a Ryzen or Intel iGPU)                |
+//! | `wgpu:virtual:N`     | the N-th virtual GPU (a VM's virtio-gpu, …)                     |
+//! | `wgpu:cpu`           | the software renderer (Mesa's lavapipe); burn opens only the first |
+//! | `wgpu:other:N`       | an adapter of no known type: listed, not openable through burn |
+//!
+//! A name stays the same while the set of adapters does; plugging in a second card of the
+//! same kind may renumber that kind (wgpu's order is the Vulkan loader's).
+//!
+//! The Vulkan loader crashes when instances are created and dropped on several threads at
+//! once, so every probe here and every first use of a wgpu device through
+//! [`super::open`] holds [`instance_lock`]: a refresh while a trial opens its device waits
+//! for it instead of racing it.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 
 /// What kind of adapter wgpu reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AdapterKind {
     DiscreteGpu,
@@ -55,9 +70,11 @@ pub struct Adapter {
     /// `NVIDIA GeForce RTX 4080`, `llvmpipe (LLVM 15.0.6, 256 bits)`.
     pub name: String,
     pub kind: AdapterKind,
+    /// Its place among the adapters of its kind, in wgpu's order: the `N` of its device name.
+    pub index: usize,
     /// The graphics API (`Vulkan`, `Metal`, `Dx12`).
     pub api: String,
-    /// The driver and its version, when reported.
+    /// The driver and its version (wgpu's `driver` and `driver_info`), when reported.
     pub driver: String,
     /// PCI vendor and device ids (0 when not reported).
     pub vendor: u32,
@@ -66,26 +83,80 @@ pub struct Adapter {
     pub pci_bus_id: String,
     /// Whether WGSL's `f16` is available (the `shader-f16` feature): f16 compute on wgpu.
     pub shader_f16: bool,
+    /// The largest device-local memory heap Vulkan reports, bytes: the card's VRAM on a
+    /// discrete GPU, the share of system memory an integrated GPU or lavapipe may use. None
+    /// on other APIs.
+    pub memory_bytes: Option<u64>,
 }
 
-/// The adapters of the first graphics API (Vulkan, then Metal, then DX12) that has any, or
-/// why there are none.
-pub fn adapters() -> &'static [Adapter] {
-    static ADAPTERS: OnceLock<Vec<Adapter>> = OnceLock::new();
-    ADAPTERS.get_or_init(probe)
+/// The adapters as last probed; `None` until the first probe.
+static ADAPTERS: Mutex<Option<Arc<[Adapter]>>> = Mutex::new(None);
+
+/// Held while a Vulkan instance is created or dropped by TradeTune (see the module's notes).
+static INSTANCES: Mutex<()> = Mutex::new(());
+
+/// Serialises Vulkan instance creation: held by every probe and by [`super::open`] while
+/// burn's runtime starts on a wgpu device.
+pub(crate) fn instance_lock() -> MutexGuard<'static, ()> {
+    // A panic while holding it (a broken driver inside the loader) leaves nothing to repair.
+    INSTANCES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn cache() -> MutexGuard<'static, Option<Arc<[Adapter]>>> {
+    ADAPTERS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The adapters of the first graphics API (Vulkan, then Metal, then DX12) that has any,
+/// probed on first use and kept until [`refresh`].
+pub fn adapters() -> Arc<[Adapter]> {
+    let mut cached = cache();
+    match &*cached {
+        Some(list) => Arc::clone(list),
+        None => {
+            let list: Arc<[Adapter]> = probe().into();
+            *cached = Some(Arc::clone(&list));
+            list
+        }
+    }
+}
+
+/// Asks wgpu again (a card plugged in, a driver installed) and keeps the new answer. Devices
+/// already opened keep running on the adapter they were opened on.
+pub fn refresh() -> Arc<[Adapter]> {
+    let list: Arc<[Adapter]> = probe().into();
+    *cache() = Some(Arc::clone(&list));
+    list
 }
 
 /// The adapter wgpu picks for the default device: a high-performance one first.
-pub fn default_adapter() -> Option<&'static Adapter> {
-    adapters().iter().min_by_key(|a| a.kind.preference())
+pub fn default_adapter() -> Option<Adapter> {
+    adapters()
+        .iter()
+        .min_by_key(|a| a.kind.preference())
+        .cloned()
+}
+
+/// The `n`-th adapter of `kind` (`wgpu:N` is the N-th discrete GPU).
+pub fn nth(kind: AdapterKind, n: usize) -> Option<Adapter> {
+    adapters()
+        .iter()
+        .find(|a| a.kind == kind && a.index == n)
+        .cloned()
 }
 
 /// The N-th discrete GPU (`wgpu:N`).
-pub fn discrete(n: usize) -> Option<&'static Adapter> {
-    adapters()
-        .iter()
-        .filter(|a| a.kind == AdapterKind::DiscreteGpu)
-        .nth(n)
+pub fn discrete(n: usize) -> Option<Adapter> {
+    nth(AdapterKind::DiscreteGpu, n)
+}
+
+/// Numbers each adapter within its kind, in wgpu's order (as cubecl counts them).
+fn number(mut list: Vec<Adapter>) -> Vec<Adapter> {
+    let mut seen: Vec<AdapterKind> = Vec::new();
+    for a in &mut list {
+        a.index = seen.iter().filter(|k| **k == a.kind).count();
+        seen.push(a.kind);
+    }
+    list
 }
 
 /// Why no adapter answered, for messages.
@@ -96,6 +167,7 @@ pub const NO_ADAPTER: &str = "wgpu finds no Vulkan, Metal or DX12 adapter on thi
 #[cfg(feature = "wgpu")]
 fn probe() -> Vec<Adapter> {
     use wgpu::{Backends, DeviceType, Features, Instance, InstanceDescriptor};
+    let _instances = instance_lock();
     // A broken driver may panic inside the loader: that is "no adapter", not a crash.
     let found = std::panic::catch_unwind(|| {
         for backends in [Backends::VULKAN, Backends::METAL, Backends::DX12] {
@@ -120,6 +192,7 @@ fn probe() -> Vec<Adapter> {
                             DeviceType::Cpu => AdapterKind::Cpu,
                             DeviceType::Other => AdapterKind::Other,
                         },
+                        index: 0,
                         api: format!("{:?}", info.backend),
                         driver: format!("{} {}", info.driver, info.driver_info)
                             .trim()
@@ -128,18 +201,50 @@ fn probe() -> Vec<Adapter> {
                         device: info.device,
                         pci_bus_id: info.device_pci_bus_id.clone(),
                         shader_f16: a.features().contains(Features::SHADER_F16),
+                        memory_bytes: vulkan_memory(a),
                     }
                 })
                 .collect();
         }
         Vec::new()
     });
-    found.unwrap_or_default()
+    number(found.unwrap_or_default())
 }
 
 #[cfg(not(feature = "wgpu"))]
 fn probe() -> Vec<Adapter> {
     Vec::new()
+}
+
+/// The largest heap Vulkan flags `VK_MEMORY_HEAP_DEVICE_LOCAL_BIT` (0x1, Vulkan spec
+/// `VkMemoryHeapFlagBits`): what `vulkaninfo` lists as the device's memory. wgpu has no
+/// portable query for it, so this asks Vulkan through wgpu-hal. None on other APIs.
+#[cfg(all(feature = "wgpu", any(target_os = "linux", target_os = "windows")))]
+fn vulkan_memory(adapter: &wgpu::Adapter) -> Option<u64> {
+    const DEVICE_LOCAL: u32 = 0x1;
+    // SAFETY: the hal adapter is only borrowed while `adapter` (which owns it) is alive, and
+    // nothing is created or destroyed through it; vkGetPhysicalDeviceMemoryProperties is a
+    // read-only query on a physical device of the live instance that enumerated it, with no
+    // external synchronisation required (Vulkan spec).
+    unsafe {
+        let hal = adapter.as_hal::<wgpu::hal::api::Vulkan>()?;
+        let props = hal
+            .shared_instance()
+            .raw_instance()
+            .get_physical_device_memory_properties(hal.raw_physical_device());
+        props
+            .memory_heaps
+            .iter()
+            .take(props.memory_heap_count as usize)
+            .filter(|h| h.flags.as_raw() & DEVICE_LOCAL != 0)
+            .map(|h| h.size)
+            .max()
+    }
+}
+
+#[cfg(all(feature = "wgpu", not(any(target_os = "linux", target_os = "windows"))))]
+fn vulkan_memory(_adapter: &wgpu::Adapter) -> Option<u64> {
+    None
 }
 
 /// Runs a future to completion on this thread (wgpu's native enumeration is ready at once; the
@@ -154,5 +259,51 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
             return v;
         }
         std::thread::yield_now();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn adapter(name: &str, kind: AdapterKind) -> Adapter {
+        Adapter {
+            name: name.into(),
+            kind,
+            index: 99,
+            api: "Vulkan".into(),
+            driver: String::new(),
+            vendor: 0,
+            device: 0,
+            pci_bus_id: String::new(),
+            shader_f16: false,
+            memory_bytes: None,
+        }
+    }
+
+    /// Each kind counts from zero on its own, as cubecl's `DiscreteGpu(n)`,
+    /// `IntegratedGpu(n)` do.
+    #[test]
+    fn adapters_are_numbered_within_their_kind() {
+        let list = number(vec![
+            adapter("iGPU", AdapterKind::IntegratedGpu),
+            adapter("4080", AdapterKind::DiscreteGpu),
+            adapter("lavapipe", AdapterKind::Cpu),
+            adapter("7900", AdapterKind::DiscreteGpu),
+        ]);
+        let got: Vec<(&str, usize)> = list.iter().map(|a| (a.name.as_str(), a.index)).collect();
+        assert_eq!(
+            got,
+            [("iGPU", 0), ("4080", 0), ("lavapipe", 0), ("7900", 1)]
+        );
+    }
+
+    /// A refresh replaces what `adapters()` answers (the same machine gives the same list).
+    #[test]
+    fn refresh_probes_again_and_is_kept() {
+        let first = adapters();
+        let again = refresh();
+        assert_eq!(&*first, &*again);
+        assert!(Arc::ptr_eq(&again, &adapters()));
     }
 }

@@ -7,6 +7,7 @@
 //! |-------------|---------------------------------|-------------------------------------------------|
 //! | `cpu`       | burn-flex (pure Rust, SIMD)     | always (the default)                            |
 //! | `wgpu[:N]`  | wgpu (Vulkan/Metal/DX12)        | the default build, and wgpu finds an adapter     |
+//! | `wgpu:integrated:N`, `wgpu:virtual:N`, `wgpu:cpu` | the same, by adapter kind | such an adapter is there |
 //! | `cuda:N`    | CubeCL CUDA                     | built with `--features cuda` and a driver found |
 //! | `rocm:N`    | CubeCL HIP                      | built with `--features rocm` and `/dev/kfd`     |
 
@@ -27,7 +28,10 @@ use crate::device::precision::Precision;
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {
     /// The name is not one this program knows.
-    #[error("unknown device '{0}': expected cpu, wgpu, wgpu:N, cuda:N or rocm:N")]
+    #[error(
+        "unknown device '{0}': expected cpu, wgpu, wgpu:N, wgpu:integrated:N, wgpu:virtual:N, \
+         wgpu:cpu, cuda:N or rocm:N (`tradetune devices` lists those here)"
+    )]
     Unknown(String),
     /// The device exists in general but not in this build or on this machine.
     #[error("device '{name}' is not available: {reason}")]
@@ -55,10 +59,67 @@ pub enum DeviceSpec {
     /// A wgpu adapter: None = wgpu's default choice (which is Mesa's software Vulkan on a
     /// machine without a GPU), Some(N) = the N-th discrete GPU.
     Wgpu(Option<usize>),
+    /// A wgpu adapter that is not a discrete GPU, by its kind and its index among the adapters
+    /// of that kind (`wgpu:integrated:0`, `wgpu:virtual:0`, `wgpu:cpu`); see
+    /// [`adapters`] for how they are numbered.
+    WgpuOf(WgpuKind, usize),
     /// CUDA device N.
     Cuda(usize),
     /// ROCm (HIP) device N.
     Rocm(usize),
+}
+
+/// The kinds of wgpu adapter named by kind (discrete GPUs are `wgpu:N`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WgpuKind {
+    Integrated,
+    Virtual,
+    /// A software renderer (Mesa's lavapipe).
+    Cpu,
+    /// An adapter of no known type (listed; burn 0.22 cannot select one).
+    Other,
+}
+
+impl WgpuKind {
+    /// The word in the device name.
+    pub fn word(self) -> &'static str {
+        match self {
+            WgpuKind::Integrated => "integrated",
+            WgpuKind::Virtual => "virtual",
+            WgpuKind::Cpu => "cpu",
+            WgpuKind::Other => "other",
+        }
+    }
+
+    pub fn adapter_kind(self) -> adapters::AdapterKind {
+        match self {
+            WgpuKind::Integrated => adapters::AdapterKind::IntegratedGpu,
+            WgpuKind::Virtual => adapters::AdapterKind::VirtualGpu,
+            WgpuKind::Cpu => adapters::AdapterKind::Cpu,
+            WgpuKind::Other => adapters::AdapterKind::Other,
+        }
+    }
+}
+
+impl DeviceSpec {
+    /// The device name of a wgpu adapter: `wgpu:0` for a discrete GPU, `wgpu:cpu` for the
+    /// first software renderer, `wgpu:integrated:0`, ….
+    pub fn of_adapter(a: &adapters::Adapter) -> DeviceSpec {
+        use adapters::AdapterKind as K;
+        match a.kind {
+            K::DiscreteGpu => DeviceSpec::Wgpu(Some(a.index)),
+            K::IntegratedGpu => DeviceSpec::WgpuOf(WgpuKind::Integrated, a.index),
+            K::VirtualGpu => DeviceSpec::WgpuOf(WgpuKind::Virtual, a.index),
+            K::Cpu => DeviceSpec::WgpuOf(WgpuKind::Cpu, a.index),
+            K::Other => DeviceSpec::WgpuOf(WgpuKind::Other, a.index),
+        }
+    }
+
+    /// Whether this names a wgpu adapter.
+    pub fn is_wgpu(self) -> bool {
+        matches!(self, DeviceSpec::Wgpu(_) | DeviceSpec::WgpuOf(..))
+    }
 }
 
 impl fmt::Display for DeviceSpec {
@@ -67,6 +128,8 @@ impl fmt::Display for DeviceSpec {
             DeviceSpec::Cpu => write!(f, "cpu"),
             DeviceSpec::Wgpu(None) => write!(f, "wgpu"),
             DeviceSpec::Wgpu(Some(n)) => write!(f, "wgpu:{n}"),
+            DeviceSpec::WgpuOf(WgpuKind::Cpu, 0) => write!(f, "wgpu:cpu"),
+            DeviceSpec::WgpuOf(kind, n) => write!(f, "wgpu:{}:{n}", kind.word()),
             DeviceSpec::Cuda(n) => write!(f, "cuda:{n}"),
             DeviceSpec::Rocm(n) => write!(f, "rocm:{n}"),
         }
@@ -76,23 +139,33 @@ impl fmt::Display for DeviceSpec {
 impl FromStr for DeviceSpec {
     type Err = DeviceError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let unknown = || DeviceError::Unknown(s.to_owned());
         let lower = s.trim().to_ascii_lowercase();
-        let (kind, index) = match lower.split_once(':') {
-            Some((k, i)) => (
-                k,
-                Some(
-                    i.parse::<usize>()
-                        .map_err(|_| DeviceError::Unknown(s.to_owned()))?,
-                ),
-            ),
-            None => (lower.as_str(), None),
-        };
-        match (kind, index) {
-            ("cpu" | "flex", None) => Ok(DeviceSpec::Cpu),
-            ("wgpu", i) => Ok(DeviceSpec::Wgpu(i)),
-            ("cuda", i) => Ok(DeviceSpec::Cuda(i.unwrap_or(0))),
-            ("rocm" | "hip", i) => Ok(DeviceSpec::Rocm(i.unwrap_or(0))),
-            _ => Err(DeviceError::Unknown(s.to_owned())),
+        let parts: Vec<&str> = lower.split(':').collect();
+        let index = |i: &str| i.parse::<usize>().map_err(|_| unknown());
+        match parts.as_slice() {
+            ["cpu" | "flex"] => Ok(DeviceSpec::Cpu),
+            ["wgpu"] => Ok(DeviceSpec::Wgpu(None)),
+            ["wgpu", i] if i.starts_with(|c: char| c.is_ascii_digit()) => {
+                Ok(DeviceSpec::Wgpu(Some(index(i)?)))
+            }
+            ["wgpu", kind, rest @ ..] if rest.len() <= 1 => {
+                let n = rest.first().map_or(Ok(0), |i| index(i))?;
+                let kind = match *kind {
+                    "discrete" => return Ok(DeviceSpec::Wgpu(Some(n))),
+                    "integrated" => WgpuKind::Integrated,
+                    "virtual" => WgpuKind::Virtual,
+                    "cpu" => WgpuKind::Cpu,
+                    "other" => WgpuKind::Other,
+                    _ => return Err(unknown()),
+                };
+                Ok(DeviceSpec::WgpuOf(kind, n))
+            }
+            ["cuda"] => Ok(DeviceSpec::Cuda(0)),
+            ["cuda", i] => Ok(DeviceSpec::Cuda(index(i)?)),
+            ["rocm" | "hip"] => Ok(DeviceSpec::Rocm(0)),
+            ["rocm" | "hip", i] => Ok(DeviceSpec::Rocm(index(i)?)),
+            _ => Err(unknown()),
         }
     }
 }
@@ -105,76 +178,104 @@ pub fn open(spec: DeviceSpec) -> Result<Device, DeviceError> {
     };
     match spec {
         DeviceSpec::Cpu => Ok(Device::flex()),
-        DeviceSpec::Wgpu(index) => open_wgpu(index).map_err(unavailable),
+        DeviceSpec::Wgpu(_) | DeviceSpec::WgpuOf(..) => open_wgpu(spec).map_err(unavailable),
         DeviceSpec::Cuda(index) => open_cuda(index).map_err(unavailable),
         DeviceSpec::Rocm(index) => open_rocm(index).map_err(unavailable),
     }
 }
 
-/// The adapter `wgpu` / `wgpu:N` runs on, or why there is none.
-pub fn wgpu_adapter(index: Option<usize>) -> Result<&'static adapters::Adapter, String> {
+/// The adapter a wgpu device name runs on, or why there is none (named with the adapters
+/// that are there).
+pub fn wgpu_adapter(spec: DeviceSpec) -> Result<adapters::Adapter, String> {
     if !cfg!(feature = "wgpu") {
         return Err("this build has no wgpu backend; rebuild with `--features wgpu`".into());
     }
+    let (kind, n) = match spec {
+        DeviceSpec::Wgpu(None) => {
+            return adapters::default_adapter().ok_or_else(|| adapters::NO_ADAPTER.into());
+        }
+        DeviceSpec::Wgpu(Some(n)) => (adapters::AdapterKind::DiscreteGpu, n),
+        DeviceSpec::WgpuOf(kind, n) => (kind.adapter_kind(), n),
+        other => return Err(format!("{other} is not a wgpu device")),
+    };
     let all = adapters::adapters();
     if all.is_empty() {
         return Err(adapters::NO_ADAPTER.into());
     }
-    match index {
-        None => adapters::default_adapter().ok_or_else(|| adapters::NO_ADAPTER.into()),
-        Some(n) => adapters::discrete(n).ok_or_else(|| {
-            let discrete: Vec<&str> = all
-                .iter()
-                .filter(|a| a.kind == adapters::AdapterKind::DiscreteGpu)
-                .map(|a| a.name.as_str())
-                .collect();
-            let others: Vec<String> = all
-                .iter()
-                .filter(|a| a.kind != adapters::AdapterKind::DiscreteGpu)
-                .map(|a| format!("{} ({})", a.name, a.kind.label()))
-                .collect();
-            format!(
-                "wgpu:{n} is discrete GPU number {n}, and wgpu finds {} discrete GPU(s){}{}",
-                discrete.len(),
-                if discrete.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", discrete.join(", "))
-                },
-                if others.is_empty() {
-                    String::new()
-                } else {
-                    format!("; use `wgpu` for {}", others.join(", "))
-                }
-            )
-        }),
+    adapters::nth(kind, n).ok_or_else(|| {
+        let of_kind = all.iter().filter(|a| a.kind == kind).count();
+        let here: Vec<String> = all
+            .iter()
+            .map(|a| format!("{} ({})", DeviceSpec::of_adapter(a), a.name))
+            .collect();
+        format!(
+            "{spec} is {} number {n}, and wgpu finds {of_kind} {}(s); the adapters here are {} \
+             (`tradetune devices` lists them)",
+            kind.label(),
+            kind.label(),
+            here.join(", ")
+        )
+    })
+}
+
+/// Why burn cannot open `a` by its name, if it cannot: burn 0.22's `DeviceKind` has no
+/// "other" adapter type, and its `Cpu` kind opens the first software renderer only.
+fn unopenable(a: &adapters::Adapter) -> Option<String> {
+    match a.kind {
+        adapters::AdapterKind::Other => Some(format!(
+            "{} is an adapter of no known type, which burn 0.22 cannot select (only `wgpu` \
+             reaches it, when it is wgpu's default)",
+            a.name
+        )),
+        adapters::AdapterKind::Cpu if a.index > 0 => Some(format!(
+            "{} is software renderer number {}; burn 0.22 opens only the first (`wgpu:cpu`)",
+            a.name, a.index
+        )),
+        _ => None,
     }
 }
 
 #[cfg(feature = "wgpu")]
-fn open_wgpu(index: Option<usize>) -> Result<Device, String> {
+fn open_wgpu(spec: DeviceSpec) -> Result<Device, String> {
     use burn::tensor::{DeviceKind, Tensor};
-    wgpu_adapter(index)?;
-    let device = Device::wgpu(match index {
-        None => DeviceKind::DefaultDevice,
-        Some(n) => DeviceKind::DiscreteGpu(n),
-    });
+    let adapter = wgpu_adapter(spec)?;
+    if let Some(why) = unopenable(&adapter) {
+        return Err(why);
+    }
+    let kind = match spec {
+        DeviceSpec::Wgpu(None) => DeviceKind::DefaultDevice,
+        _ => match adapter.kind {
+            adapters::AdapterKind::DiscreteGpu => DeviceKind::DiscreteGpu(adapter.index),
+            adapters::AdapterKind::IntegratedGpu => DeviceKind::IntegratedGpu(adapter.index),
+            adapters::AdapterKind::VirtualGpu => DeviceKind::VirtualGpu(adapter.index),
+            adapters::AdapterKind::Cpu | adapters::AdapterKind::Other => DeviceKind::Cpu,
+        },
+    };
+    let device = Device::wgpu(kind);
     // burn starts the runtime on first use and panics when it cannot: start it here, where a
-    // failure is a reason shown to the user rather than a crash in the middle of a trial.
-    let first = std::panic::catch_unwind(|| {
-        Tensor::<1>::zeros([1], &device)
-            .try_into_vec_as::<f32>()
-            .is_ok()
-    });
+    // failure is a reason shown to the user rather than a crash in the middle of a trial. The
+    // runtime creates its Vulkan instance now, so no probe may create one at the same time.
+    let first = {
+        let _instances = adapters::instance_lock();
+        std::panic::catch_unwind(|| {
+            Tensor::<1>::zeros([1], &device)
+                .try_into_vec_as::<f32>()
+                .is_ok()
+        })
+    };
     match first {
         Ok(true) => Ok(device),
         Ok(false) => Err("the wgpu runtime started but could not read a tensor back".into()),
-        Err(_) => Err("the wgpu runtime failed to start on this adapter".into()),
+        Err(_) => Err(format!(
+            "the wgpu runtime failed to start on {} ({})",
+            adapter.name,
+            adapter.kind.label()
+        )),
     }
 }
 
 #[cfg(not(feature = "wgpu"))]
-fn open_wgpu(_index: Option<usize>) -> Result<Device, String> {
+fn open_wgpu(_spec: DeviceSpec) -> Result<Device, String> {
     Err("this build has no wgpu backend; rebuild with `--features wgpu`".into())
 }
 
@@ -238,6 +339,9 @@ pub struct DeviceInfo {
     /// Whether the device reports allocator pool usage (`Device::memory_pool_usage`), which
     /// the run-time memory check needs.
     pub reports_pool_usage: bool,
+    /// The wgpu adapter behind a wgpu device: its kind, driver, PCI bus and memory.
+    #[serde(default)]
+    pub adapter: Option<adapters::Adapter>,
 }
 
 fn precisions_of(device: &Device) -> Vec<Precision> {
@@ -254,8 +358,8 @@ pub fn supported_precisions(spec: DeviceSpec) -> Result<Vec<Precision>, DeviceEr
     let all = vec![Precision::F32, Precision::Bf16, Precision::F16];
     match spec {
         DeviceSpec::Cpu => Ok(all),
-        DeviceSpec::Wgpu(index) => {
-            let adapter = wgpu_adapter(index).map_err(|reason| DeviceError::Unavailable {
+        DeviceSpec::Wgpu(_) | DeviceSpec::WgpuOf(..) => {
+            let adapter = wgpu_adapter(spec).map_err(|reason| DeviceError::Unavailable {
                 name: spec.to_string(),
                 reason,
             })?;
@@ -276,16 +380,14 @@ pub fn reads_are_transfers(device: &Device) -> bool {
     device.memory_pool_usage().is_some()
 }
 
-/// A key naming the physical device behind `spec`: `wgpu` is the `wgpu:N` it resolves to when
-/// wgpu's default adapter is a discrete GPU.
+/// A key naming the physical device behind `spec`: `wgpu` is the name of the adapter it
+/// resolves to (`wgpu:0` where wgpu's default is the first discrete GPU, `wgpu:cpu` on
+/// lavapipe).
 pub fn physical_device(spec: DeviceSpec) -> String {
     if let DeviceSpec::Wgpu(None) = spec
         && let Some(default) = adapters::default_adapter()
-        && let Some(n) = (0..)
-            .map_while(adapters::discrete)
-            .position(|a| std::ptr::eq(a, default))
     {
-        return DeviceSpec::Wgpu(Some(n)).to_string();
+        return DeviceSpec::of_adapter(&default).to_string();
     }
     spec.to_string()
 }
@@ -294,7 +396,7 @@ pub fn physical_device(spec: DeviceSpec) -> String {
 pub fn describe_spec(spec: DeviceSpec) -> String {
     match spec {
         DeviceSpec::Cpu => "flex on the CPU".into(),
-        DeviceSpec::Wgpu(index) => match wgpu_adapter(index) {
+        DeviceSpec::Wgpu(_) | DeviceSpec::WgpuOf(..) => match wgpu_adapter(spec) {
             Ok(a) => format!("wgpu on {}, {}", a.name, a.kind.label()),
             Err(_) => "wgpu".into(),
         },
@@ -318,9 +420,9 @@ pub fn check_precision(spec: DeviceSpec, precision: Precision) -> Result<(), Dev
     })
 }
 
-/// Every device kind this program knows, with whether this build can use it here and why
-/// not. Opening a wgpu adapter starts its runtime, so this is for a `devices` command, not a
-/// hot path.
+/// Every device this program knows, with whether this build can use it here and why not:
+/// the CPU, `wgpu` and every wgpu adapter by its own name (see [`adapters`]), CUDA and ROCm.
+/// The wgpu adapters are those last probed; [`refresh_devices`] probes again.
 pub fn describe_devices() -> Vec<DeviceInfo> {
     let mut out = Vec::new();
     let cpu = Device::flex();
@@ -338,43 +440,9 @@ pub fn describe_devices() -> Vec<DeviceInfo> {
         // the global allocator), so the run-time check does nothing on the CPU and the
         // estimate before the run is the only guard there.
         reports_pool_usage: cpu.memory_pool_usage().is_some(),
+        adapter: None,
     });
-    match wgpu_adapter(None) {
-        Ok(adapter) => {
-            let wgpu_info = |name: String, a: &adapters::Adapter, what: &str| DeviceInfo {
-                name: name.clone(),
-                backend: "wgpu".into(),
-                available: true,
-                detail: format!(
-                    "{}: {} ({}, {}{})",
-                    what,
-                    a.name,
-                    a.kind.label(),
-                    a.api,
-                    if a.kind == adapters::AdapterKind::Cpu {
-                        "; slow, for checks only"
-                    } else {
-                        ""
-                    }
-                ),
-                memory_bytes: None,
-                precisions: name
-                    .parse()
-                    .ok()
-                    .and_then(|spec| supported_precisions(spec).ok())
-                    .unwrap_or_default(),
-                // cubecl's allocator reports its pools on every wgpu device.
-                reports_pool_usage: true,
-            };
-            out.push(wgpu_info("wgpu".into(), adapter, "default adapter"));
-            let mut n = 0;
-            while let Some(a) = adapters::discrete(n) {
-                out.push(wgpu_info(format!("wgpu:{n}"), a, "discrete GPU"));
-                n += 1;
-            }
-        }
-        Err(reason) => out.push(unavailable_info("wgpu", "wgpu", reason)),
-    }
+    out.extend(describe_wgpu());
     let nv = nvidia_gpus();
     let cuda_reason = if cfg!(feature = "cuda") {
         if nv == 0 {
@@ -395,6 +463,7 @@ pub fn describe_devices() -> Vec<DeviceInfo> {
                 memory_bytes: None,
                 precisions: vec![Precision::F32, Precision::Bf16, Precision::F16],
                 reports_pool_usage: true,
+                adapter: None,
             });
         }
     } else {
@@ -418,9 +487,66 @@ pub fn describe_devices() -> Vec<DeviceInfo> {
             memory_bytes: None,
             precisions: vec![Precision::F32, Precision::Bf16, Precision::F16],
             reports_pool_usage: true,
+            adapter: None,
         });
     } else {
         out.push(unavailable_info("rocm:0", "rocm", rocm_reason));
+    }
+    out
+}
+
+/// [`describe_devices`] after asking wgpu for its adapters again (a card plugged in, a driver
+/// installed since the last probe).
+pub fn refresh_devices() -> Vec<DeviceInfo> {
+    adapters::refresh();
+    describe_devices()
+}
+
+/// `wgpu` (wgpu's default adapter) and then every adapter by its own name, or why there is
+/// none.
+fn describe_wgpu() -> Vec<DeviceInfo> {
+    let default = match wgpu_adapter(DeviceSpec::Wgpu(None)) {
+        Ok(a) => a,
+        Err(reason) => return vec![unavailable_info("wgpu", "wgpu", reason)],
+    };
+    let info = |name: String, a: &adapters::Adapter, what: &str| {
+        let why_not = unopenable(a);
+        DeviceInfo {
+            name,
+            backend: "wgpu".into(),
+            available: why_not.is_none(),
+            detail: match why_not {
+                Some(why) => why,
+                None => format!(
+                    "{what}{} ({}, {}{})",
+                    a.name,
+                    a.kind.label(),
+                    a.api,
+                    if a.kind == adapters::AdapterKind::Cpu {
+                        "; slow, for checks only"
+                    } else {
+                        ""
+                    }
+                ),
+            },
+            memory_bytes: a.memory_bytes,
+            precisions: if a.shader_f16 {
+                vec![Precision::F32, Precision::F16]
+            } else {
+                vec![Precision::F32]
+            },
+            // cubecl's allocator reports its pools on every wgpu device.
+            reports_pool_usage: true,
+            adapter: Some(a.clone()),
+        }
+    };
+    let mut out = vec![info(
+        "wgpu".into(),
+        &default,
+        &format!("default adapter, {}: ", DeviceSpec::of_adapter(&default)),
+    )];
+    for a in adapters::adapters().iter() {
+        out.push(info(DeviceSpec::of_adapter(a).to_string(), a, ""));
     }
     out
 }
@@ -434,6 +560,7 @@ fn unavailable_info(name: &str, backend: &str, reason: String) -> DeviceInfo {
         memory_bytes: None,
         precisions: Vec::new(),
         reports_pool_usage: false,
+        adapter: None,
     }
 }
 
@@ -456,6 +583,81 @@ mod tests {
         assert!("tpu".parse::<DeviceSpec>().is_err());
         assert!("cuda:x".parse::<DeviceSpec>().is_err());
         assert_eq!(DeviceSpec::Wgpu(Some(3)).to_string(), "wgpu:3");
+    }
+
+    /// Every adapter kind has a name that reads back to itself; `wgpu:discrete:N` is `wgpu:N`.
+    #[test]
+    fn adapter_names_round_trip() {
+        for (name, spec) in [
+            (
+                "wgpu:integrated:0",
+                DeviceSpec::WgpuOf(WgpuKind::Integrated, 0),
+            ),
+            ("wgpu:virtual:2", DeviceSpec::WgpuOf(WgpuKind::Virtual, 2)),
+            ("wgpu:cpu", DeviceSpec::WgpuOf(WgpuKind::Cpu, 0)),
+            ("wgpu:cpu:1", DeviceSpec::WgpuOf(WgpuKind::Cpu, 1)),
+            ("wgpu:other:0", DeviceSpec::WgpuOf(WgpuKind::Other, 0)),
+        ] {
+            assert_eq!(name.parse::<DeviceSpec>().unwrap(), spec, "{name}");
+            assert_eq!(spec.to_string(), name);
+        }
+        assert_eq!(
+            "wgpu:discrete:1".parse::<DeviceSpec>().unwrap(),
+            DeviceSpec::Wgpu(Some(1))
+        );
+        assert_eq!(
+            "wgpu:Integrated".parse::<DeviceSpec>().unwrap(),
+            DeviceSpec::WgpuOf(WgpuKind::Integrated, 0)
+        );
+        for bad in [
+            "wgpu:",
+            "wgpu:gpu:0",
+            "wgpu:cpu:x",
+            "wgpu:integrated:0:1",
+            "cpu:0",
+        ] {
+            let e = bad.parse::<DeviceSpec>().unwrap_err().to_string();
+            assert!(e.contains("wgpu:integrated:N"), "{bad}: {e}");
+        }
+    }
+
+    /// An index wgpu does not have is refused by name, never a panic inside cubecl, whether
+    /// this machine has adapters or not.
+    #[test]
+    fn a_missing_adapter_is_an_error_naming_what_is_there() {
+        for spec in [
+            DeviceSpec::Wgpu(Some(9)),
+            DeviceSpec::WgpuOf(WgpuKind::Integrated, 9),
+            DeviceSpec::WgpuOf(WgpuKind::Virtual, 9),
+        ] {
+            let e = open(spec).unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("device '{spec}' is not available: ")),
+                "{e}"
+            );
+            if cfg!(feature = "wgpu") && !adapters::adapters().is_empty() {
+                assert!(
+                    e.contains("number 9") && e.contains("tradetune devices"),
+                    "{e}"
+                );
+            }
+            assert!(check_precision(spec, Precision::F32).is_err());
+        }
+    }
+
+    /// Each adapter wgpu finds is listed under its own name, which opens (or says why not).
+    #[test]
+    fn every_adapter_is_listed_by_its_name() {
+        let all = describe_devices();
+        for a in adapters::adapters().iter() {
+            let name = DeviceSpec::of_adapter(a).to_string();
+            let listed = all.iter().find(|d| d.name == name).expect("listed");
+            assert_eq!(listed.adapter.as_ref(), Some(a));
+            assert_eq!(wgpu_adapter(name.parse().unwrap()).as_ref(), Ok(a));
+            if listed.available {
+                open(name.parse().unwrap()).expect("a listed adapter opens");
+            }
+        }
     }
 
     #[test]

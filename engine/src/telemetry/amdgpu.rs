@@ -5,7 +5,8 @@
 //! device — and its `hwmon/hwmonM/` directory. Units as the kernel documents them: bytes,
 //! millidegrees Celsius, microwatts, Hz (see [`super::amdgpu_files`]). Cards are named by their
 //! PCI ids (`vendor`, `device`, `revision`, `subsystem_*`; see [`super::pci_names`]):
-//! `AMD Radeon RX 7900 GRE`.
+//! `AMD Radeon RX 7900 GRE`. The watched process's VRAM on each card comes from its DRM
+//! fdinfo ([`super::amdgpu_fdinfo`]), matched to the card by PCI address.
 
 use std::fs;
 use std::io::ErrorKind;
@@ -23,6 +24,15 @@ const AMD_VENDOR: &str = "0x1002";
 pub struct AmdGpuProbe {
     cards: Vec<AmdCard>,
     devices: Vec<GpuInfo>,
+    /// Whose VRAM to report, and where its fdinfo is (`/proc`; tests give a fixture tree).
+    watched: Watched,
+}
+
+/// The process whose per-card VRAM the probe reports.
+#[derive(Debug, Clone)]
+struct Watched {
+    proc_root: PathBuf,
+    pid: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -33,6 +43,8 @@ struct AmdCard {
     device: PathBuf,
     /// `…/card1/device/hwmon/hwmonN`, if the driver registered one.
     hwmon: Option<PathBuf>,
+    /// `0000:03:00.0`: what the DRM fdinfo of a process using this card names it by.
+    pci_bus_id: Option<String>,
 }
 
 /// What reading one sysfs file gave.
@@ -87,7 +99,7 @@ impl AmdCard {
         }
     }
 
-    fn sample(&self) -> GpuSample {
+    fn sample(&self, watched: &Watched) -> GpuSample {
         let mut p = Vec::new();
         let dev = self.device.as_path();
         // A runtime-suspended card (a laptop's idle dGPU, a second card) is not read: reading
@@ -103,6 +115,9 @@ impl AmdCard {
             mem_util_pct: self.int(dev, "mem_busy_percent", &mut p).map(pct),
             mem_used_bytes: self.int(dev, "mem_info_vram_used", &mut p),
             mem_total_bytes: self.int(dev, "mem_info_vram_total", &mut p),
+            process_mem_used_bytes: self.pci_bus_id.as_deref().and_then(|pdev| {
+                super::amdgpu_fdinfo::process_vram(&watched.proc_root, watched.pid, pdev)
+            }),
             ..Default::default()
         };
         s.perf_level = self
@@ -285,6 +300,7 @@ impl AmdGpuProbe {
                 name: name.clone(),
                 device,
                 hwmon,
+                pci_bus_id: pci_bus_id.map(|b| b.to_string()),
             };
             let mut ignored = Vec::new();
             devices.push(GpuInfo {
@@ -303,7 +319,25 @@ impl AmdGpuProbe {
                 drm_root.display()
             )));
         }
-        Ok(AmdGpuProbe { cards, devices })
+        Ok(AmdGpuProbe {
+            cards,
+            devices,
+            watched: Watched {
+                proc_root: PathBuf::from("/proc"),
+                pid: std::process::id(),
+            },
+        })
+    }
+
+    /// Reports the VRAM of `pid` instead of this process (for `monitor --pid`).
+    pub fn watch_pid(&mut self, pid: u32) {
+        self.watched.pid = pid;
+    }
+
+    /// Reads processes' fdinfo under `proc_root` instead of `/proc` (tests: a fixture tree).
+    pub fn with_proc_root(mut self, proc_root: impl Into<PathBuf>) -> Self {
+        self.watched.proc_root = proc_root.into();
+        self
     }
 }
 
@@ -365,7 +399,22 @@ impl GpuProbe for AmdGpuProbe {
     fn devices(&self) -> &[GpuInfo] {
         &self.devices
     }
+    fn split(self: Box<Self>) -> Vec<Box<dyn GpuProbe>> {
+        let watched = self.watched;
+        self.cards
+            .into_iter()
+            .zip(self.devices)
+            .map(|(card, info)| {
+                Box::new(AmdGpuProbe {
+                    cards: vec![card],
+                    devices: vec![info],
+                    watched: watched.clone(),
+                }) as Box<dyn GpuProbe>
+            })
+            .collect()
+    }
+
     fn sample(&mut self) -> Vec<GpuSample> {
-        self.cards.iter().map(AmdCard::sample).collect()
+        self.cards.iter().map(|c| c.sample(&self.watched)).collect()
     }
 }

@@ -28,6 +28,9 @@ pub enum TelemetryError {
     /// The CPU/process probe could not start (sysinfo does not support this platform).
     #[error("CPU/process probe unavailable: {0}")]
     HostProbe(String),
+    /// A GPU probe could not start.
+    #[error("GPU probe unavailable: {0}")]
+    GpuProbe(String),
     /// A sink (e.g. the study database) refused a batch of rows.
     #[error("telemetry sink failed: {0}")]
     Sink(String),

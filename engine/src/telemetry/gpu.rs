@@ -185,6 +185,11 @@ pub trait GpuProbe: Send {
     /// One sample per card, in [`GpuProbe::devices`] order. Never fails: what cannot be read is
     /// `None` (and, if it answered garbage, a line in `problems`).
     fn sample(&mut self) -> Vec<GpuSample>;
+    /// This probe as one probe per card, in [`GpuProbe::devices`] order. The sampler runs each
+    /// on its own thread with its own deadline, so a card whose driver calls stall loses its
+    /// own reading for the tick and not the other cards'. A probe that cannot be split answers
+    /// itself (its cards then share one deadline).
+    fn split(self: Box<Self>) -> Vec<Box<dyn GpuProbe>>;
 }
 
 /// Every GPU probe that found cards, and the state of every vendor (found or not).
@@ -195,7 +200,8 @@ pub struct GpuDiscovery {
 
 impl GpuDiscovery {
     /// Looks for NVIDIA cards through NVML and AMD cards under `drm_root` (normally
-    /// `/sys/class/drm`). `watch_pid` is the process whose device memory NVML reports.
+    /// `/sys/class/drm`). `watch_pid` is the process whose device memory is reported (NVML's
+    /// process lists, amdgpu's DRM fdinfo).
     pub fn discover(drm_root: &Path, watch_pid: u32) -> GpuDiscovery {
         let mut probes: Vec<Box<dyn GpuProbe>> = Vec::new();
         let mut statuses = Vec::new();
@@ -211,7 +217,8 @@ impl GpuDiscovery {
             Err(status) => statuses.push(status),
         }
         match super::amdgpu::AmdGpuProbe::open(drm_root) {
-            Ok(p) => {
+            Ok(mut p) => {
+                p.watch_pid(watch_pid);
                 statuses.push(ProbeStatus::Ready {
                     vendor: GpuVendor::Amd,
                     devices: p.devices().len(),

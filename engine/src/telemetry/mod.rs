@@ -11,6 +11,7 @@
 //!   limits it, in plain words.
 
 pub mod amdgpu;
+pub mod amdgpu_fdinfo;
 pub mod amdgpu_files;
 mod error;
 pub mod gpu;
@@ -18,6 +19,7 @@ pub mod host;
 pub mod identity;
 pub mod metric;
 pub mod nvml;
+pub mod nvml_fake;
 pub mod pci_names;
 pub mod phase;
 pub mod ring;
@@ -25,6 +27,7 @@ pub mod sampler;
 pub mod sink;
 pub mod source;
 pub mod summary;
+pub mod tick_cost;
 pub mod verdict;
 pub mod wide;
 mod worker;

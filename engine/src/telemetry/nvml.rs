@@ -4,21 +4,117 @@
 //! normal case in CI and is reported as "NVIDIA: library not found", never a crash. Each metric
 //! is asked for separately: consumer cards answer `NotSupported` for some (PCIe throughput on
 //! vGPUs, fan on laptops), which leaves just that metric empty.
+//!
+//! The calls go through [`NvmlLib`] and [`NvmlCard`], implemented by the real library and by
+//! [`super::nvml_fake::FakeNvml`] (tests and the sampler benchmark). Each card is sampled by its
+//! own probe ([`GpuProbe::split`]) on its own thread, so a card whose calls stall (fallen off
+//! the bus, resetting) loses its own reading for the tick and not the others'.
+
+use std::sync::Arc;
 
 use nvml_wrapper::Nvml;
 use nvml_wrapper::bitmasks::device::ThrottleReasons as NvmlThrottle;
 use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSensor};
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
-use nvml_wrapper::struct_wrappers::device::ProcessInfo;
+use nvml_wrapper::struct_wrappers::device::{MemoryInfo, PciInfo, ProcessInfo, Utilization};
 
 use super::gpu::{GpuInfo, GpuProbe, GpuSample, GpuVendor, ProbeStatus, ThrottleReasons};
 use super::identity::PciBusId;
 use super::pci_names::{NameDatabases, PciIds, gpu_name};
 
-/// Reads every NVIDIA card NVML lists.
+/// The library calls the probe makes (nvml-wrapper's names and types).
+pub trait NvmlLib: Send + Sync + 'static {
+    fn device_count(&self) -> Result<u32, NvmlError>;
+    fn sys_driver_version(&self) -> Result<String, NvmlError>;
+    /// The handle of card `index` for the calls of [`NvmlCard`].
+    fn card(&self, index: u32) -> Result<Box<dyn NvmlCard + '_>, NvmlError>;
+}
+
+/// The per-card calls the probe makes (nvml-wrapper's `Device` methods).
+#[allow(missing_docs)]
+pub trait NvmlCard {
+    fn name(&self) -> Result<String, NvmlError>;
+    fn pci_info(&self) -> Result<PciInfo, NvmlError>;
+    fn uuid(&self) -> Result<String, NvmlError>;
+    fn memory_info(&self) -> Result<MemoryInfo, NvmlError>;
+    fn enforced_power_limit(&self) -> Result<u32, NvmlError>;
+    fn max_clock_info(&self, clock: Clock) -> Result<u32, NvmlError>;
+    fn utilization_rates(&self) -> Result<Utilization, NvmlError>;
+    fn running_compute_processes(&self) -> Result<Vec<ProcessInfo>, NvmlError>;
+    fn running_graphics_processes(&self) -> Result<Vec<ProcessInfo>, NvmlError>;
+    fn temperature(&self, sensor: TemperatureSensor) -> Result<u32, NvmlError>;
+    fn power_usage(&self) -> Result<u32, NvmlError>;
+    fn clock_info(&self, clock: Clock) -> Result<u32, NvmlError>;
+    fn pcie_throughput(&self, counter: PcieUtilCounter) -> Result<u32, NvmlError>;
+    fn fan_speed(&self, fan: u32) -> Result<u32, NvmlError>;
+    fn current_throttle_reasons(&self) -> Result<NvmlThrottle, NvmlError>;
+}
+
+impl NvmlLib for Nvml {
+    fn device_count(&self) -> Result<u32, NvmlError> {
+        Nvml::device_count(self)
+    }
+    fn sys_driver_version(&self) -> Result<String, NvmlError> {
+        Nvml::sys_driver_version(self)
+    }
+    fn card(&self, index: u32) -> Result<Box<dyn NvmlCard + '_>, NvmlError> {
+        Ok(Box::new(self.device_by_index(index)?))
+    }
+}
+
+impl NvmlCard for nvml_wrapper::Device<'_> {
+    fn name(&self) -> Result<String, NvmlError> {
+        nvml_wrapper::Device::name(self)
+    }
+    fn pci_info(&self) -> Result<PciInfo, NvmlError> {
+        nvml_wrapper::Device::pci_info(self)
+    }
+    fn uuid(&self) -> Result<String, NvmlError> {
+        nvml_wrapper::Device::uuid(self)
+    }
+    fn memory_info(&self) -> Result<MemoryInfo, NvmlError> {
+        nvml_wrapper::Device::memory_info(self)
+    }
+    fn enforced_power_limit(&self) -> Result<u32, NvmlError> {
+        nvml_wrapper::Device::enforced_power_limit(self)
+    }
+    fn max_clock_info(&self, clock: Clock) -> Result<u32, NvmlError> {
+        nvml_wrapper::Device::max_clock_info(self, clock)
+    }
+    fn utilization_rates(&self) -> Result<Utilization, NvmlError> {
+        nvml_wrapper::Device::utilization_rates(self)
+    }
+    fn running_compute_processes(&self) -> Result<Vec<ProcessInfo>, NvmlError> {
+        nvml_wrapper::Device::running_compute_processes(self)
+    }
+    fn running_graphics_processes(&self) -> Result<Vec<ProcessInfo>, NvmlError> {
+        nvml_wrapper::Device::running_graphics_processes(self)
+    }
+    fn temperature(&self, sensor: TemperatureSensor) -> Result<u32, NvmlError> {
+        nvml_wrapper::Device::temperature(self, sensor)
+    }
+    fn power_usage(&self) -> Result<u32, NvmlError> {
+        nvml_wrapper::Device::power_usage(self)
+    }
+    fn clock_info(&self, clock: Clock) -> Result<u32, NvmlError> {
+        nvml_wrapper::Device::clock_info(self, clock)
+    }
+    fn pcie_throughput(&self, counter: PcieUtilCounter) -> Result<u32, NvmlError> {
+        nvml_wrapper::Device::pcie_throughput(self, counter)
+    }
+    fn fan_speed(&self, fan: u32) -> Result<u32, NvmlError> {
+        nvml_wrapper::Device::fan_speed(self, fan)
+    }
+    fn current_throttle_reasons(&self) -> Result<NvmlThrottle, NvmlError> {
+        nvml_wrapper::Device::current_throttle_reasons(self)
+    }
+}
+
+/// Reads NVIDIA cards through NVML: every card the library lists, or (after
+/// [`GpuProbe::split`]) one of them.
 pub struct NvmlProbe {
-    nvml: Nvml,
+    nvml: Arc<dyn NvmlLib>,
     devices: Vec<GpuInfo>,
     /// NVML's index of each card in `devices` (a card NVML cannot open is left out, not the
     /// whole probe).
@@ -81,11 +177,19 @@ fn report_once(
 impl NvmlProbe {
     /// Loads NVML and lists the cards; the error is the state to show the user.
     pub fn init() -> Result<NvmlProbe, ProbeStatus> {
+        let nvml = Nvml::init().map_err(|e| ProbeStatus::Unavailable {
+            vendor: GpuVendor::Nvidia,
+            reason: init_error_reason(&e),
+        })?;
+        NvmlProbe::with_lib(Arc::new(nvml))
+    }
+
+    /// Lists the cards of `nvml` (the real library, or a fake in tests and benchmarks).
+    pub fn with_lib(nvml: Arc<dyn NvmlLib>) -> Result<NvmlProbe, ProbeStatus> {
         let unavailable = |reason: String| ProbeStatus::Unavailable {
             vendor: GpuVendor::Nvidia,
             reason,
         };
-        let nvml = Nvml::init().map_err(|e| unavailable(init_error_reason(&e)))?;
         let count = nvml
             .device_count()
             .map_err(|e| unavailable(format!("NVML could not count devices: {e}")))?;
@@ -102,7 +206,7 @@ impl NvmlProbe {
         let mut pending = Vec::new();
         for index in 0..count {
             // One card that answers NoPermission or GpuLost leaves the others readable.
-            let device = match nvml.device_by_index(index) {
+            let device = match nvml.card(index) {
                 Ok(d) => d,
                 Err(e) => {
                     pending.push(format!("NVML device {index} left out: {e}"));
@@ -160,7 +264,7 @@ impl NvmlProbe {
         let mut s = GpuSample::default();
         let index = self.nvml_index[slot];
         let c = self.constants[slot];
-        let device = match self.nvml.device_by_index(index) {
+        let device = match self.nvml.card(index) {
             Ok(d) => d,
             Err(e) => {
                 s.problems.push(format!("NVML device {index}: {e}"));
@@ -268,6 +372,26 @@ impl GpuProbe for NvmlProbe {
     fn devices(&self) -> &[GpuInfo] {
         &self.devices
     }
+    fn split(self: Box<Self>) -> Vec<Box<dyn GpuProbe>> {
+        let this = *self;
+        let mut pending = Some(this.pending);
+        (0..this.devices.len())
+            .map(|slot| {
+                Box::new(NvmlProbe {
+                    nvml: Arc::clone(&this.nvml),
+                    devices: vec![this.devices[slot].clone()],
+                    nvml_index: vec![this.nvml_index[slot]],
+                    constants: vec![this.constants[slot]],
+                    pid: this.pid,
+                    ticks: this.ticks,
+                    seen: std::collections::HashMap::new(),
+                    // The cards left out at start are told once, with the first card's sample.
+                    pending: pending.take().unwrap_or_default(),
+                }) as Box<dyn GpuProbe>
+            })
+            .collect()
+    }
+
     fn sample(&mut self) -> Vec<GpuSample> {
         let pcie = self.ticks.is_multiple_of(PCIE_EVERY);
         self.ticks += 1;

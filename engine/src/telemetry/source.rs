@@ -98,19 +98,24 @@ impl Source for HostSource {
     }
 }
 
-/// Sources for every discovered GPU probe (numbered `gpu0`, `gpu1`, … in discovery order) and
-/// the host probe.
+/// Sources for every card of every discovered GPU probe (numbered `gpu0`, `gpu1`, … in
+/// discovery order; one source, so one thread and one deadline, per card: see
+/// [`GpuProbe::split`]) and the host probe. Sources are named `nvidia gpu0`, `amdgpu gpu1`.
 pub fn sources(discovery: GpuDiscovery, host: Option<Box<dyn HostProbe>>) -> Vec<Box<dyn Source>> {
     let mut out: Vec<Box<dyn Source>> = Vec::new();
     let mut next = 0u32;
-    for probe in discovery.probes {
+    for probe in discovery.probes.into_iter().flat_map(GpuProbe::split) {
         let n = probe.devices().len() as u32;
-        let name = match probe.devices().first().map(|d| d.vendor) {
+        let vendor = match probe.devices().first().map(|d| d.vendor) {
             Some(super::GpuVendor::Nvidia) => "nvidia",
             Some(super::GpuVendor::Amd) => "amdgpu",
             None => "gpu",
         };
-        out.push(Box::new(GpuSource::new(name, probe, next)));
+        out.push(Box::new(GpuSource::new(
+            format!("{vendor} gpu{next}"),
+            probe,
+            next,
+        )));
         next += n;
     }
     if let Some(h) = host {

@@ -10,14 +10,30 @@ use crate::ui::state::AppState;
 
 /// Draws the panel.
 pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>) {
-    ui.heading("Devices");
+    ui.horizontal(|ui| {
+        ui.heading("Devices");
+        let refreshing = state.refreshing_devices;
+        if ui
+            .add_enabled(!refreshing, egui::Button::new("Refresh devices"))
+            .on_hover_text("ask the graphics drivers again for their adapters")
+            .clicked()
+        {
+            commands.push(Command::RefreshDevices);
+        }
+        if refreshing {
+            ui.spinner();
+            ui.label("asking the drivers…");
+        }
+    });
     egui::Grid::new("devices").striped(true).show(ui, |ui| {
         for h in [
             "device",
             "backend",
             "usable here",
+            "type",
             "memory",
             "precisions",
+            "driver",
             "details",
         ] {
             ui.strong(h);
@@ -31,9 +47,15 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
             } else {
                 ui.colored_label(widgets::WARN, "no");
             }
+            ui.label(match &d.adapter {
+                Some(a) => a.kind.label(),
+                None if d.name == "cpu" => "CPU",
+                None => "",
+            });
             ui.label(d.memory_bytes.map_or("unknown".into(), fmt_bytes));
             let precisions: Vec<String> = d.precisions.iter().map(|p| p.to_string()).collect();
             ui.label(precisions.join(", "));
+            ui.label(d.adapter.as_ref().map_or("", |a| a.driver.as_str()));
             ui.label(&d.detail);
             ui.end_row();
         }

@@ -36,7 +36,7 @@ impl DeviceSlot {
     pub fn backend(&self) -> &'static str {
         match self.spec {
             DeviceSpec::Cpu => "flex",
-            DeviceSpec::Wgpu(_) => "wgpu",
+            DeviceSpec::Wgpu(_) | DeviceSpec::WgpuOf(..) => "wgpu",
             DeviceSpec::Cuda(_) => "cuda",
             DeviceSpec::Rocm(_) => "rocm",
         }

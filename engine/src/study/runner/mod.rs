@@ -243,7 +243,7 @@ impl Runner {
         use crate::telemetry::{BurnDeviceDescription, DeviceMatch, DeviceTag, match_device};
         let adapter = match slot.spec {
             crate::device::DeviceSpec::Cpu => return Some(DeviceTag::Host),
-            crate::device::DeviceSpec::Wgpu(i) => crate::device::wgpu_adapter(i).ok()?,
+            spec if spec.is_wgpu() => crate::device::wgpu_adapter(spec).ok()?,
             _ => return None,
         };
         let description = BurnDeviceDescription {

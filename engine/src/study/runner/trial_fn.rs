@@ -36,12 +36,12 @@ pub struct TrialInput<'a> {
     /// functions that can (the PPO trainer on a device with a memory pool), after every update.
     pub budget: Option<crate::device::memory::MemoryBudget>,
     /// This process's memory on the trial's card as the telemetry probes last sampled it
-    /// (NVML), when the card is known and probed.
+    /// (NVML's process lists, amdgpu's DRM fdinfo), when the card is known and probed.
     pub process_memory: Option<ProcessMemory>,
 }
 
 /// Reads the device memory this process holds on one card from the telemetry sampler's newest
-/// NVML per-process figure.
+/// per-process figure (NVML on NVIDIA, DRM fdinfo on AMD).
 #[derive(Debug, Clone)]
 pub struct ProcessMemory {
     pub sampler: crate::telemetry::SamplerHandle,
