@@ -510,7 +510,11 @@ fn a_tiny_study_on_the_cpu_runs_live_and_its_trials_complete_in_the_table() {
     step_until(&mut h, "the first trial to start", |a| {
         !a.state.run.trials.is_empty() || !a.state.run.running
     });
-    h.get_by_label_contains("worker 0 on cpu");
+    // The Run panel says it; the status bar may say it too, at the same moment.
+    assert!(
+        h.query_all_by_label_contains("worker 0 on cpu").count() >= 1,
+        "no label names the worker"
+    );
     step_until(&mut h, "the study to finish", |a| !a.state.run.running);
     let run = &h.state().state.run;
     assert_eq!(run.error, None, "{:?}", h.state().state.notices);

@@ -25,7 +25,8 @@ pub struct TrainArgs {
     /// the fields of the JSON configs. Flags given on the command line override it.
     #[arg(long, value_name = "FILE.toml")]
     pub config: Option<PathBuf>,
-    /// Device: cpu, wgpu, wgpu:N, cuda:N, rocm:N (see `tradetune devices`). Default cpu.
+    /// Device: cpu, wgpu, wgpu:N (N-th discrete GPU), wgpu:integrated:N, wgpu:cpu, cuda:N,
+    /// rocm:N (`tradetune devices` lists those here). Default cpu.
     #[arg(long)]
     pub device: Option<String>,
     /// Compute precision: f32, bf16 or f16. Default f32.
