@@ -5,4 +5,5 @@
 pub mod cli;
 pub mod install;
 pub mod launch;
+pub mod ops;
 pub mod ui;

@@ -2,21 +2,21 @@
 //! studies of a database, export a study's trials and telemetry as CSV.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use anyhow::Context;
 
 use crate::launch;
+use crate::ops::export::export_telemetry;
 use clap::{Args, Subcommand};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
-use tradetune_engine::storage::{Storage, StudyRecord, TrialRecord, TrialState};
+use tradetune_engine::storage::{Storage, TrialRecord, TrialState};
 use tradetune_engine::study::file::StudyFile;
 use tradetune_engine::study::ppo_trial::read_study_file;
 use tradetune_engine::study::preset;
 use tradetune_engine::study::runner::StudyEvent;
-use tradetune_engine::telemetry::{DeviceReading, DeviceTag, Metric, Tick, WideLayout};
 
 #[derive(Debug, Subcommand)]
 pub enum StudyCommand {
@@ -489,79 +489,6 @@ fn export(args: ExportArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// One stored telemetry value: device, metric, value.
-type Sample = (DeviceTag, Metric, f64);
-
-/// One row per sample time and trial, a column per device and metric (units in the names:
-/// `gpu0_util_pct`, `gpu0_mem_used_mib`, `cpu_pct`, `rss_mib`), and the trial's number. At
-/// least `gpu0` columns are written, empty on a machine without a GPU, so every export of a
-/// study has the same leading columns.
-pub fn export_telemetry(
-    storage: &Storage,
-    study: &StudyRecord,
-    trials: &[TrialRecord],
-    path: &Path,
-) -> anyhow::Result<usize> {
-    let mut ticks: BTreeMap<(chrono::NaiveDateTime, i64), Vec<Sample>> = BTreeMap::new();
-    let mut gpus = 1u32;
-    let mut cores = 0usize;
-    let mut skipped = 0usize;
-    for t in trials {
-        for s in storage.telemetry(Some(t.trial_id))? {
-            let (Ok(device), Some(metric)) =
-                (s.source.parse::<DeviceTag>(), Metric::from_name(&s.metric))
-            else {
-                skipped += 1;
-                continue;
-            };
-            if let DeviceTag::Gpu(i) = device {
-                gpus = gpus.max(i + 1);
-            }
-            if let Metric::CoreCpuPct(c) = metric {
-                cores = cores.max(c as usize + 1);
-            }
-            ticks
-                .entry((s.recorded_at, t.number))
-                .or_default()
-                .push((device, metric, s.value));
-        }
-    }
-    if skipped > 0 {
-        eprintln!(
-            "telemetry of '{}': {skipped} samples of unknown sources or metrics left out",
-            study.name
-        );
-    }
-    let layout = WideLayout::new(gpus, cores);
-    let mut w =
-        csv::Writer::from_path(path).with_context(|| format!("writing {}", path.display()))?;
-    w.write_record(layout.header())?;
-    for (seq, ((at, number), values)) in ticks.iter().enumerate() {
-        let mut readings: Vec<DeviceReading> = Vec::new();
-        for (device, metric, value) in values {
-            match readings.iter_mut().find(|r| r.device == *device) {
-                Some(r) => r.values.push((*metric, *value)),
-                None => readings.push(DeviceReading {
-                    device: *device,
-                    values: vec![(*metric, *value)],
-                }),
-            }
-        }
-        let tick = Tick {
-            seq: seq as u64 + 1,
-            timestamp: at.and_utc(),
-            trial: Some(*number as u64),
-            running: Vec::new(),
-            readings,
-            skipped: Vec::new(),
-            problems: Vec::new(),
-        };
-        w.write_record(layout.record(&tick))?;
-    }
-    w.flush()?;
-    Ok(ticks.len())
 }
 
 fn presets(args: PresetsArgs) -> anyhow::Result<()> {

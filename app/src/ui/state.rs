@@ -669,7 +669,7 @@ impl BacktestResult {
         };
         BacktestResult {
             about,
-            table: crate::cli::backtest::table(report),
+            table: crate::ops::backtest::table(report),
             agent: curve(&report.agent_equity),
             equal_weight: curve(&report.equal_weight_equity),
         }

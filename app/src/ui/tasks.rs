@@ -392,7 +392,7 @@ impl Tasks {
                     Storage::open_read_only(&db).map_err(|e| format!("{}: {e}", db.display()))?;
                 let record = storage.study(study).map_err(|e| e.to_string())?;
                 let trials = storage.trials(record.study_id).map_err(|e| e.to_string())?;
-                crate::cli::study::export_telemetry(&storage, &record, &trials, path)
+                crate::ops::export::export_telemetry(&storage, &record, &trials, path)
                     .map_err(|e| format!("{e:#}"))
             };
             let result = if studies.len() == 1 {
@@ -513,7 +513,7 @@ fn run_study(file: &StudyFile, db: &Path, reply: &Reply) -> Result<(), String> {
 }
 
 fn backtest(dir: &Path, split: &str) -> anyhow::Result<crate::ui::state::BacktestResult> {
-    let b = crate::cli::backtest::backtest(dir, split, &[], Default::default(), "cpu")?;
+    let b = crate::ops::backtest::backtest(dir, split, &[], Default::default(), "cpu")?;
     let r = &b.report;
     let about = format!(
         "{} ({} samples) on {}: {} split, {} bars",
@@ -527,7 +527,7 @@ fn backtest(dir: &Path, split: &str) -> anyhow::Result<crate::ui::state::Backtes
 }
 
 fn compare(db: &Path, a: &str, b: &str) -> anyhow::Result<crate::ui::state::Comparison> {
-    use crate::cli::compare::{load_side, table};
+    use crate::ops::compare::{load_side, table};
     let storage = Storage::open_read_only(db)?;
     let side_a = load_side(&storage, a)?;
     let side_b = load_side(&storage, b)?;

@@ -1,0 +1,90 @@
+//! A run's data source and the files a checkpoint directory holds besides the model: what
+//! `train` writes and `backtest` (CLI or app) reads back.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use tradetune_engine::env::EnvConfig;
+use tradetune_engine::market::Dataset;
+use tradetune_engine::market::load::DatasetConfig;
+use tradetune_engine::market::split::{HoldOut, SplitSpec};
+
+/// File in a checkpoint directory recording the data a run trained on (for `backtest`).
+pub const DATA_FILE: &str = "data.json";
+/// File in a checkpoint directory holding the environment configuration.
+pub const ENV_FILE: &str = "env.json";
+
+/// Where a run's market data comes from; saved in the checkpoint so `backtest` can rebuild the
+/// same dataset (same files, same scaler fitted on the same train split).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DataSource {
+    /// Market files, absolute; empty = the bundled sample.
+    pub paths: Vec<PathBuf>,
+    /// A seeded synthetic market of this many bars instead.
+    pub synthetic_bars: Option<usize>,
+}
+
+/// A dataset and its train / validation / test split.
+pub struct LoadedData {
+    pub dataset: Arc<Dataset>,
+    pub split: HoldOut,
+    /// For people: source, assets, bars.
+    pub about: String,
+}
+
+impl DataSource {
+    /// Market files (made absolute, so the record works from any directory) or synthetic bars.
+    pub fn new(paths: &[PathBuf], synthetic_bars: Option<usize>) -> anyhow::Result<Self> {
+        let paths = paths
+            .iter()
+            .map(|p| std::path::absolute(p).with_context(|| format!("resolving {}", p.display())))
+            .collect::<anyhow::Result<_>>()?;
+        Ok(Self {
+            paths,
+            synthetic_bars,
+        })
+    }
+
+    /// Loads the dataset for the env's lookback and episode length. The one place the data
+    /// source is chosen: market files (the bundled sample by default), or a seeded synthetic
+    /// market of 7 assets split 70 / 15 / 15 like market files.
+    pub fn load(&self, env: &EnvConfig) -> anyhow::Result<LoadedData> {
+        if let Some(bars) = self.synthetic_bars {
+            anyhow::ensure!(bars >= 100, "--synthetic-bars must be at least 100");
+            let dataset = tradetune_engine::env::bench::bench_dataset(bars, 7, 16, 7);
+            let split = SplitSpec::default().resolve(&dataset.timestamps)?;
+            return Ok(LoadedData {
+                about: format!(
+                    "synthetic market, 7 assets x {bars} bars (train bars {}..{})",
+                    split.train.start, split.train.end
+                ),
+                dataset,
+                split,
+            });
+        }
+        let config = DatasetConfig {
+            paths: self.paths.clone(),
+            lookback: env.lookback,
+            episode_bars: env.episode_bars,
+            ..DatasetConfig::default()
+        };
+        let loaded = config.load()?;
+        let train = loaded.split.train.clone();
+        let about = format!(
+            "{}: {} (train bars {}..{} of {})",
+            loaded.source_name,
+            loaded.dataset.names.join(", "),
+            train.start,
+            train.end,
+            loaded.dataset.n_bars()
+        );
+        Ok(LoadedData {
+            dataset: Arc::new(loaded.dataset),
+            split: loaded.split,
+            about,
+        })
+    }
+}
