@@ -3,14 +3,14 @@
 //! database and summarises each trial.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use anyhow::Context;
 use tradetune_engine::storage::{Storage, StorageOptions};
 use tradetune_engine::study::file::StudyFile;
 use tradetune_engine::study::ppo_trial::{PpoTrial, PpoTrialConfig, check_devices, objective_of};
-use tradetune_engine::study::runner::{Runner, RunnerConfig};
+use tradetune_engine::study::runner::{Runner, RunnerConfig, StopHandle, StudyEvent, StudyReport};
 use tradetune_engine::telemetry::{
     DRM_ROOT, GpuDiscovery, GpuInfo, Sampler, SamplerConfig, SamplerCore, StorageSink,
     SysinfoHostProbe, source,
@@ -75,4 +75,64 @@ pub fn telemetry_sampler(db: &Path, interval: Duration) -> anyhow::Result<(Sampl
     )?);
     let core = SamplerCore::new(config, sources, Some(Box::new(sink)))?;
     Ok((Sampler::start(core)?, gpus))
+}
+
+/// A study's runner with its telemetry sampler attached (when there is one): what
+/// `tradetune study run` and the app's Start button both run.
+pub struct StudyRun {
+    runner: Runner,
+    sampler: Option<Sampler>,
+}
+
+impl StudyRun {
+    /// `runner`, with `sampler`'s telemetry tagged by trial and matched to its cards.
+    pub fn new(runner: Runner, sampler: Option<(Sampler, Vec<GpuInfo>)>) -> Self {
+        match sampler {
+            Some((s, gpus)) => StudyRun {
+                runner: runner.with_telemetry(s.handle()).with_telemetry_gpus(gpus),
+                sampler: Some(s),
+            },
+            None => StudyRun {
+                runner,
+                sampler: None,
+            },
+        }
+    }
+
+    /// Stops the study (or one trial) from another thread.
+    pub fn stop_handle(&self) -> StopHandle {
+        self.runner.stop_handle()
+    }
+
+    /// Runs the study on its own thread and hands each of its events to `on_event` on this
+    /// one, then stops the sampler. Returns the report, and a line to show when the sampler
+    /// could not store some of its rows.
+    pub fn run(
+        self,
+        mut on_event: impl FnMut(StudyEvent),
+    ) -> (anyhow::Result<StudyReport>, Option<String>) {
+        let StudyRun { runner, sampler } = self;
+        let (tx, rx) = mpsc::channel();
+        let result = std::thread::scope(|scope| {
+            let handle = scope.spawn(|| {
+                let r = runner.run(&tx);
+                drop(tx);
+                r
+            });
+            for event in rx.iter() {
+                on_event(event);
+            }
+            match handle.join() {
+                Ok(r) => r.map_err(anyhow::Error::from),
+                Err(_) => Err(anyhow::anyhow!("the study runner panicked")),
+            }
+        });
+        let lost = sampler.and_then(|s| {
+            let stats = s.stop();
+            stats
+                .last_sink_error
+                .map(|e| format!("telemetry: {} rows not stored: {e}", stats.rows_dropped))
+        });
+        (result, lost)
+    }
 }

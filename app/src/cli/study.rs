@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::mpsc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -191,77 +190,57 @@ fn run_study(args: RunArgs) -> anyhow::Result<()> {
     } else {
         None
     };
-    let runner = match &sampler {
-        Some((s, gpus)) => runner
-            .with_telemetry(s.handle())
-            .with_telemetry_gpus(gpus.clone()),
-        None => runner,
+    let run = launch::StudyRun::new(runner, sampler);
+    // Live bars per worker on a terminal; plain lines otherwise.
+    let multi = MultiProgress::new();
+    let mut bars: BTreeMap<usize, ProgressBar> = BTreeMap::new();
+    let say = |line: String| {
+        if multi.is_hidden() {
+            println!("{line}");
+        } else {
+            let _ = multi.println(line);
+        }
     };
-
-    let (tx, rx) = mpsc::channel();
-    let result = std::thread::scope(|scope| {
-        let handle = scope.spawn(|| {
-            let r = runner.run(&tx);
-            drop(tx);
-            r
-        });
-        // Live bars per worker on a terminal; plain lines otherwise.
-        let multi = MultiProgress::new();
-        let mut bars: BTreeMap<usize, ProgressBar> = BTreeMap::new();
-        let say = |line: String| {
-            if multi.is_hidden() {
-                println!("{line}");
-            } else {
-                let _ = multi.println(line);
-            }
-        };
-        for event in rx.iter() {
-            if args.json {
-                println!("{}", serde_json::to_string(&event).unwrap_or_default());
-                continue;
-            }
-            match &event {
-                StudyEvent::StudyStarted { workers, .. } if !multi.is_hidden() => {
-                    let style = ProgressStyle::with_template("{prefix:<18} {bar:30} {msg}")
-                        .unwrap_or_else(|_| ProgressStyle::default_bar());
-                    for w in workers {
-                        let bar = multi.add(ProgressBar::new(1000));
-                        bar.set_style(style.clone());
-                        bar.set_prefix(format!("worker {} {}", w.worker, w.device));
-                        bars.insert(w.worker, bar);
-                    }
+    let (result, lost) = run.run(|event| {
+        if args.json {
+            println!("{}", serde_json::to_string(&event).unwrap_or_default());
+            return;
+        }
+        match &event {
+            StudyEvent::StudyStarted { workers, .. } if !multi.is_hidden() => {
+                let style = ProgressStyle::with_template("{prefix:<18} {bar:30} {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar());
+                for w in workers {
+                    let bar = multi.add(ProgressBar::new(1000));
+                    bar.set_style(style.clone());
+                    bar.set_prefix(format!("worker {} {}", w.worker, w.device));
+                    bars.insert(w.worker, bar);
                 }
-                StudyEvent::WorkerProgress {
-                    worker,
-                    number,
-                    fraction,
-                    message,
-                } => {
-                    if let Some(bar) = bars.get(worker) {
-                        bar.set_position((fraction * 1000.0) as u64);
-                        bar.set_message(format!("trial {number}: {message}"));
-                    }
+            }
+            StudyEvent::WorkerProgress {
+                worker,
+                number,
+                fraction,
+                message,
+            } => {
+                if let Some(bar) = bars.get(worker) {
+                    bar.set_position((fraction * 1000.0) as u64);
+                    bar.set_message(format!("trial {number}: {message}"));
                 }
-                _ => {}
             }
-            for line in event_lines(&event) {
-                say(line);
-            }
+            _ => {}
         }
-        for bar in bars.values() {
-            bar.finish_and_clear();
+        for line in event_lines(&event) {
+            say(line);
         }
-        handle
-            .join()
-            .map_err(|_| anyhow::anyhow!("the study runner panicked"))
-    })?;
-    if let Some((s, _)) = sampler {
-        let stats = s.stop();
-        if let Some(e) = stats.last_sink_error
-            && !args.json
-        {
-            eprintln!("telemetry: {} rows not stored: {e}", stats.rows_dropped);
-        }
+    });
+    for bar in bars.values() {
+        bar.finish_and_clear();
+    }
+    if let Some(line) = lost
+        && !args.json
+    {
+        eprintln!("{line}");
     }
     let report = result?;
     if !args.json {

@@ -481,33 +481,11 @@ fn run_study(file: &StudyFile, db: &Path, reply: &Reply) -> Result<(), String> {
             None
         }
     };
-    let runner = match &sampler {
-        Some((s, gpus)) => runner
-            .with_telemetry(s.handle())
-            .with_telemetry_gpus(gpus.clone()),
-        None => runner,
-    };
-    reply.send(TaskEvent::Study(StudyMsg::Ready(runner.stop_handle())));
-    let (tx, rx) = channel::<StudyEvent>();
-    let result = std::thread::scope(|scope| {
-        let forward = scope.spawn(move || {
-            for event in rx.iter() {
-                reply.send(TaskEvent::Study(StudyMsg::Event(event)));
-            }
-        });
-        let r = runner.run(&tx);
-        drop(tx);
-        let _ = forward.join();
-        r
-    });
-    if let Some((s, _)) = sampler {
-        let stats = s.stop();
-        if let Some(e) = stats.last_sink_error {
-            reply.send(TaskEvent::Study(StudyMsg::Notice(format!(
-                "telemetry: {} rows not stored: {e}",
-                stats.rows_dropped
-            ))));
-        }
+    let run = crate::launch::StudyRun::new(runner, sampler);
+    reply.send(TaskEvent::Study(StudyMsg::Ready(run.stop_handle())));
+    let (result, lost) = run.run(|event| reply.send(TaskEvent::Study(StudyMsg::Event(event))));
+    if let Some(line) = lost {
+        reply.send(TaskEvent::Study(StudyMsg::Notice(line)));
     }
     result.map(|_| ()).map_err(|e| e.to_string())
 }
