@@ -116,3 +116,16 @@ pub enum StorageError {
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
+
+/// Maps a SQLite error to [`StorageError::Sqlite`] naming the file and the action.
+pub(super) fn sql_err(
+    path: &str,
+    action: &'static str,
+) -> impl Fn(rusqlite::Error) -> StorageError + use<> {
+    let path = path.to_owned();
+    move |source| StorageError::Sqlite {
+        path: path.clone(),
+        action,
+        source,
+    }
+}

@@ -37,6 +37,7 @@ mod read;
 mod records;
 mod sqlite;
 mod study_write;
+mod tradetune_schema;
 mod tradetune_tables;
 mod trial_state;
 mod trial_write;

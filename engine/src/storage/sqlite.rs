@@ -21,9 +21,10 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, Transactio
 
 use super::distribution::OptunaDistribution;
 use super::error::StorageError;
+pub(super) use super::error::sql_err;
 use super::optuna_schema::{ALEMBIC_VERSION, OPTUNA_TABLES, create_optuna_schema};
 use super::records::TrialHandle;
-use super::tradetune_tables;
+use super::tradetune_schema;
 
 /// How to open a storage.
 #[derive(Debug, Clone, PartialEq)]
@@ -72,19 +73,6 @@ impl std::fmt::Debug for Storage {
             .field("path", &self.path)
             .field("read_only", &self.read_only)
             .finish()
-    }
-}
-
-/// Maps a SQLite error to [`StorageError::Sqlite`] naming the file and the action.
-pub(super) fn sql_err(
-    path: &str,
-    action: &'static str,
-) -> impl Fn(rusqlite::Error) -> StorageError + use<> {
-    let path = path.to_owned();
-    move |source| StorageError::Sqlite {
-        path: path.clone(),
-        action,
-        source,
     }
 }
 
@@ -235,7 +223,7 @@ impl Storage {
                 });
             }
         }
-        tradetune_tables::create_or_check(&tx, &path)?;
+        tradetune_schema::create_or_check(&tx, &path)?;
         tx.commit().map_err(err("commit schema"))?;
         Ok(())
     }

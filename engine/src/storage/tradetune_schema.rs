@@ -1,0 +1,79 @@
+//! The `tradetune_*` tables' schema and its version: created or checked when a database is
+//! opened (`sqlite.rs`), read and written by `tradetune_tables.rs`. A leaf: it knows the
+//! connection's transaction, not the `Storage` built on it.
+
+use rusqlite::{OptionalExtension, Transaction};
+
+use super::error::{StorageError, sql_err};
+
+/// Version of the `tradetune_*` tables below.
+pub const TRADETUNE_SCHEMA_VERSION: i64 = 1;
+
+const DDL: &str = "
+CREATE TABLE IF NOT EXISTS tradetune_version (
+    version_id INTEGER NOT NULL PRIMARY KEY CHECK (version_id = 1),
+    schema_version INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tradetune_runs (
+    trial_id INTEGER NOT NULL PRIMARY KEY REFERENCES trials (trial_id),
+    worker TEXT,
+    device TEXT NOT NULL,
+    backend TEXT NOT NULL,
+    precision TEXT NOT NULL,
+    config_json TEXT NOT NULL,
+    recorded_at DATETIME NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tradetune_learning_curves (
+    trial_id INTEGER NOT NULL REFERENCES trials (trial_id),
+    metric TEXT NOT NULL,
+    update_index INTEGER NOT NULL,
+    env_steps INTEGER NOT NULL,
+    value FLOAT,
+    PRIMARY KEY (trial_id, metric, update_index)
+);
+CREATE TABLE IF NOT EXISTS tradetune_telemetry (
+    sample_id INTEGER NOT NULL PRIMARY KEY,
+    trial_id INTEGER REFERENCES trials (trial_id),
+    recorded_at DATETIME NOT NULL,
+    source TEXT NOT NULL,
+    metric TEXT NOT NULL,
+    value FLOAT
+);
+CREATE INDEX IF NOT EXISTS ix_tradetune_telemetry_trial_id ON tradetune_telemetry (trial_id);
+";
+
+/// User attribute keys that mirror the run metadata, so Optuna's tools show where a trial ran.
+pub const RUN_ATTR_KEYS: [&str; 4] = ["worker", "device", "backend", "precision"];
+
+/// System attribute holding the applied configuration (JSON) of a trial.
+pub const APPLIED_CONFIG_KEY: &str = "applied_config";
+
+/// Creates the tables if missing and checks their version, inside the caller's transaction.
+pub(super) fn create_or_check(tx: &Transaction<'_>, path: &str) -> Result<(), StorageError> {
+    let err = sql_err(path, "create tradetune tables");
+    tx.execute_batch(DDL).map_err(&err)?;
+    let found: Option<i64> = tx
+        .query_row(
+            "SELECT schema_version FROM tradetune_version WHERE version_id = 1",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(&err)?;
+    match found {
+        None => {
+            tx.execute(
+                "INSERT INTO tradetune_version (version_id, schema_version) VALUES (1, ?1)",
+                [TRADETUNE_SCHEMA_VERSION],
+            )
+            .map_err(&err)?;
+            Ok(())
+        }
+        Some(v) if v == TRADETUNE_SCHEMA_VERSION => Ok(()),
+        Some(v) => Err(StorageError::SchemaVersion {
+            path: path.to_owned(),
+            found: format!("tradetune_version {v}"),
+            expected: "tradetune_version 1",
+        }),
+    }
+}
