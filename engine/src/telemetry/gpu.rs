@@ -4,10 +4,9 @@
 //! library or file is something to *show* the user, never a reason to stop a study.
 
 use std::fmt;
-use std::path::Path;
 
-use super::identity::PciBusId;
 use super::metric::{MIB, Metric};
+use super::pci::PciBusId;
 
 /// Who made the card, i.e. which probe reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -192,62 +191,6 @@ pub trait GpuProbe: Send {
     fn split(self: Box<Self>) -> Vec<Box<dyn GpuProbe>>;
 }
 
-/// Every GPU probe that found cards, and the state of every vendor (found or not).
-pub struct GpuDiscovery {
-    pub probes: Vec<Box<dyn GpuProbe>>,
-    pub statuses: Vec<ProbeStatus>,
-}
-
-impl GpuDiscovery {
-    /// Looks for NVIDIA cards through NVML and AMD cards under `drm_root` (normally
-    /// `/sys/class/drm`). `watch_pid` is the process whose device memory is reported (NVML's
-    /// process lists, amdgpu's DRM fdinfo).
-    pub fn discover(drm_root: &Path, watch_pid: u32) -> GpuDiscovery {
-        let mut probes: Vec<Box<dyn GpuProbe>> = Vec::new();
-        let mut statuses = Vec::new();
-        match super::nvml::NvmlProbe::init() {
-            Ok(mut p) => {
-                p.watch_pid(watch_pid);
-                statuses.push(ProbeStatus::Ready {
-                    vendor: GpuVendor::Nvidia,
-                    devices: p.devices().len(),
-                });
-                probes.push(Box::new(p));
-            }
-            Err(status) => statuses.push(status),
-        }
-        match super::amdgpu::AmdGpuProbe::open(drm_root) {
-            Ok(mut p) => {
-                p.watch_pid(watch_pid);
-                statuses.push(ProbeStatus::Ready {
-                    vendor: GpuVendor::Amd,
-                    devices: p.devices().len(),
-                });
-                probes.push(Box::new(p));
-            }
-            Err(status) => statuses.push(status),
-        }
-        GpuDiscovery { probes, statuses }
-    }
-
-    /// All cards, numbered as the sampler numbers them (`gpu0`, `gpu1`, …).
-    pub fn devices(&self) -> Vec<GpuInfo> {
-        self.probes
-            .iter()
-            .flat_map(|p| p.devices().iter().cloned())
-            .collect()
-    }
-
-    /// `None` when at least one GPU was found; otherwise the plain sentence to show the user.
-    pub fn no_gpu_reason(&self) -> Option<String> {
-        if self.probes.iter().any(|p| !p.devices().is_empty()) {
-            return None;
-        }
-        let why: Vec<String> = self.statuses.iter().map(|s| s.to_string()).collect();
-        Some(format!("no GPU present ({})", why.join("; ")))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,28 +219,5 @@ mod tests {
         assert!(t.is_thermal());
         assert!(!t.is_power());
         assert_eq!(t.names(), vec!["idle", "thermal (hardware)"]);
-    }
-
-    #[test]
-    fn no_gpu_reason_names_every_vendor() {
-        let d = GpuDiscovery {
-            probes: Vec::new(),
-            statuses: vec![
-                ProbeStatus::Unavailable {
-                    vendor: GpuVendor::Nvidia,
-                    reason: "library not found".into(),
-                },
-                ProbeStatus::Unavailable {
-                    vendor: GpuVendor::Amd,
-                    reason: "no amdgpu cards under /sys/class/drm".into(),
-                },
-            ],
-        };
-        assert_eq!(
-            d.no_gpu_reason().as_deref(),
-            Some(
-                "no GPU present (NVIDIA: library not found; AMD: no amdgpu cards under /sys/class/drm)"
-            )
-        );
     }
 }

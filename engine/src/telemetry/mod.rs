@@ -13,6 +13,7 @@
 pub mod amdgpu;
 pub mod amdgpu_fdinfo;
 pub mod amdgpu_files;
+pub mod discovery;
 mod error;
 pub mod gpu;
 pub mod host;
@@ -20,6 +21,7 @@ pub mod identity;
 pub mod metric;
 pub mod nvml;
 pub mod nvml_fake;
+pub mod pci;
 pub mod pci_names;
 pub mod phase;
 pub mod ring;
@@ -32,10 +34,9 @@ pub mod verdict;
 pub mod wide;
 mod worker;
 
+pub use discovery::GpuDiscovery;
 pub use error::TelemetryError;
-pub use gpu::{
-    GpuDiscovery, GpuInfo, GpuProbe, GpuSample, GpuVendor, ProbeStatus, ThrottleReasons,
-};
+pub use gpu::{GpuInfo, GpuProbe, GpuSample, GpuVendor, ProbeStatus, ThrottleReasons};
 pub use host::{HostProbe, HostSample, SysinfoHostProbe};
 pub use identity::{BurnDeviceDescription, DeviceMatch, PciBusId, match_device};
 pub use metric::{DeviceTag, Metric};

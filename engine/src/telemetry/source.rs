@@ -1,7 +1,8 @@
 //! What the sampler samples: anything that yields metric values per device. GPU and host probes
 //! are adapted to it here; tests use fake sources.
 
-use super::gpu::{GpuDiscovery, GpuProbe};
+use super::discovery::GpuDiscovery;
+use super::gpu::GpuProbe;
 use super::host::HostProbe;
 use super::metric::{DeviceTag, Metric};
 

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 
-use super::gpu::{GpuDiscovery, GpuProbe};
+use super::discovery::GpuDiscovery;
+use super::gpu::GpuProbe;
 use super::nvml::NvmlProbe;
 use super::nvml_fake::FakeNvml;
 use super::sampler::{SamplerConfig, SamplerCore};
