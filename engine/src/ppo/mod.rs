@@ -28,9 +28,9 @@ pub use config::{LrSchedule, PpoConfig};
 pub use error::PpoError;
 pub use events::{EpisodeSummary, PhaseTimes, TrainEvent};
 pub use model::{ActivationKind, ActorCritic, ActorCriticConfig, NetArch};
-pub use policy::{DeterministicPolicy, evaluate_policy, evaluate_trainer};
+pub use policy::{DeterministicPolicy, evaluate_policy};
 pub use rollout_env::{EpisodeLog, HostEnv, RolloutEnv};
-pub use trainer::{PeriodicEval, TrainReport, Trainer};
+pub use trainer::{PeriodicEval, TrainReport, Trainer, evaluate_trainer};
 pub use update::UpdateStats;
 
 use rand::SeedableRng;

@@ -154,6 +154,15 @@ impl RewardNormalizer {
     }
 }
 
+/// Normalisation statistics, for checkpoints.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct NormalizationStats {
+    /// Observation statistics (when `normalize_obs`).
+    pub obs: Option<RunningStats>,
+    /// Discounted-return statistics (when `normalize_reward`).
+    pub reward: Option<RunningStats>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

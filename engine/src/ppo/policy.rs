@@ -10,9 +10,7 @@ use crate::eval::{EvalError, EvalReport, EvalSplit, Objective, Policy, evaluate}
 use crate::ppo::config::PpoConfig;
 use crate::ppo::error::PpoError;
 use crate::ppo::model::ActorCritic;
-use crate::ppo::normalize::RunningMeanStd;
-use crate::ppo::rollout_env::RolloutEnv;
-use crate::ppo::trainer::{NormalizationStats, Trainer};
+use crate::ppo::normalize::{NormalizationStats, RunningMeanStd};
 
 /// A snapshot of a PPO policy for evaluation (no autodiff graph).
 pub struct DeterministicPolicy {
@@ -90,17 +88,4 @@ pub fn evaluate_policy(
             reason: e.to_string(),
         })?;
     evaluate(&policy, split, objective)
-}
-
-/// [`evaluate`] of `trainer`'s current policy and normalisation statistics.
-pub fn evaluate_trainer<E: RolloutEnv>(
-    trainer: &Trainer<E>,
-    split: &EvalSplit,
-    objective: Objective,
-) -> Result<EvalReport, EvalError> {
-    let norm = trainer.normalization().map_err(|e| EvalError::Policy {
-        split: split.name.clone(),
-        reason: e.to_string(),
-    })?;
-    evaluate_policy(trainer.model(), &norm, trainer.config(), split, objective)
 }

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::device::memory::MemoryBudget;
 use crate::env::EpisodeStats;
+use crate::eval::{EvalError, EvalReport};
 use crate::eval::{EvalSplit, EvalSummary, Objective};
 use crate::ppo::buffer::RolloutBuffer;
 use crate::ppo::config::PpoConfig;
@@ -20,8 +21,8 @@ use crate::ppo::error::PpoError;
 use crate::ppo::events::{EpisodeSummary, PhaseTimes, TrainEvent};
 use crate::ppo::gae::compute_gae_device;
 use crate::ppo::model::{ActorCritic, gaussian_log_prob};
-use crate::ppo::normalize::{RewardNormalizer, RunningMeanStd, RunningStats};
-use crate::ppo::policy::evaluate_trainer;
+use crate::ppo::normalize::{RewardNormalizer, RunningMeanStd};
+use crate::ppo::policy::evaluate_policy;
 use crate::ppo::rollout_env::{EpisodeLog, RolloutEnv};
 use crate::ppo::update::{Learner, UpdateBatch, UpdateStats};
 
@@ -69,14 +70,7 @@ pub struct PeriodicEval {
 /// synchronisation after each phase (the first one included); see [`Trainer::with_phase_sampling`].
 pub const PHASE_SAMPLE_EVERY: usize = 8;
 
-/// Normalisation statistics, for checkpoints.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-pub struct NormalizationStats {
-    /// Observation statistics (when `normalize_obs`).
-    pub obs: Option<RunningStats>,
-    /// Discounted-return statistics (when `normalize_reward`).
-    pub reward: Option<RunningStats>,
-}
+pub use crate::ppo::normalize::NormalizationStats;
 
 /// PPO on one environment batch and one device.
 pub struct Trainer<E: RolloutEnv> {
@@ -260,6 +254,19 @@ impl<E: RolloutEnv> Trainer<E> {
         mean.clamp(-1.0, 1.0)
     }
 
+    /// [`crate::eval::evaluate`] of the current policy and normalisation statistics.
+    pub fn evaluate(
+        &self,
+        split: &EvalSplit,
+        objective: Objective,
+    ) -> Result<EvalReport, EvalError> {
+        let norm = self.normalization().map_err(|e| EvalError::Policy {
+            split: split.name.clone(),
+            reason: e.to_string(),
+        })?;
+        evaluate_policy(self.model(), &norm, &self.cfg, split, objective)
+    }
+
     fn observe(&mut self, raw: Tensor<2>) -> Tensor<2> {
         match &mut self.obs_norm {
             Some(n) => {
@@ -381,8 +388,9 @@ impl<E: RolloutEnv> Trainer<E> {
             return Ok(None);
         }
         let t = Instant::now();
-        let report =
-            evaluate_trainer(self, &pe.split, pe.objective).map_err(|e| PpoError::Evaluation {
+        let report = self
+            .evaluate(&pe.split, pe.objective)
+            .map_err(|e| PpoError::Evaluation {
                 update: self.updates,
                 source: Box::new(e),
             })?;
@@ -567,4 +575,13 @@ impl<E: RolloutEnv> Trainer<E> {
         }
         Ok(())
     }
+}
+
+/// [`Trainer::evaluate`], as a function.
+pub fn evaluate_trainer<E: RolloutEnv>(
+    trainer: &Trainer<E>,
+    split: &EvalSplit,
+    objective: Objective,
+) -> Result<EvalReport, EvalError> {
+    trainer.evaluate(split, objective)
 }
