@@ -252,9 +252,10 @@ impl Learner {
     /// diagnostics, its episode log): they are read together with the update's diagnostics, so
     /// an update without host decisions reads the device once, and `check` sees them before
     /// the update's own diagnostics are judged. An update that decides something on the host
-    /// per minibatch (`target_kl`'s early stop, f16's loss-scaling skips) reads `ride_along`
-    /// first and one diagnostics vector per minibatch; f16's loss scaling runs on the device
-    /// (scale, skips and growth as [`LossScaler`]; see [`GatedAdam`] for the skip).
+    /// per minibatch (`target_kl`'s early stop, the only one) reads `ride_along` first and one
+    /// diagnostics vector per minibatch, and then scales an f16 loss on the host. Otherwise f16's
+    /// loss scaling runs on the device (scale, skips and growth as [`LossScaler`]; see
+    /// [`GatedAdam`] for the skip).
     pub fn update(
         &mut self,
         batch: &UpdateBatch,
@@ -504,8 +505,9 @@ impl Learner {
         }
     }
 
-    /// The update with a host decision per minibatch (`target_kl`, f16 loss scaling): one read
-    /// of the minibatch's diagnostics before its optimiser step.
+    /// The update with a host decision per minibatch (`target_kl`'s early stop; an f16 loss is
+    /// then scaled on the host too): one read of the minibatch's diagnostics before its
+    /// optimiser step.
     fn update_reading_each_minibatch(
         &mut self,
         batch: &UpdateBatch,
