@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use tradetune_engine::storage::{Storage, StorageOptions};
 use tradetune_engine::study::file::StudyFile;
-use tradetune_engine::study::ppo_trial::{PpoTrial, PpoTrialConfig, check_devices, objective_of};
+use tradetune_engine::study::ppo_trial::{PpoTrial, PpoTrialConfig, check_devices};
 use tradetune_engine::study::runner::{Runner, RunnerConfig, StopHandle, StudyEvent, StudyReport};
 use tradetune_engine::telemetry::{
     DRM_ROOT, GpuDiscovery, GpuInfo, Sampler, SamplerConfig, SamplerCore, StorageSink,
@@ -40,7 +40,7 @@ pub fn runner(file: &StudyFile, rc: RunnerConfig) -> anyhow::Result<(Runner, Str
         .unwrap_or(Path::new("."))
         .join("checkpoints")
         .join(&file.study.name);
-    let trial = PpoTrial::load(&file.data, &file.split, &base, objective_of(file)?)?
+    let trial = PpoTrial::load(&file.data, &file.split, &base, file.study.objective)?
         .with_checkpoints(checkpoints);
     let source = trial.source.clone();
     let runner = Runner::new(

@@ -474,7 +474,7 @@ fn tiny_draft(name: &str) -> Draft {
     draft.train.eval_every = 2;
     draft.study.name = name.into();
     draft.study.n_trials = 2;
-    draft.pruner.kind = "none".into();
+    draft.pruner.kind = tradetune_engine::study::file::PrunerKind::None;
     draft.search = vec![tradetune_app::ui::draft::SearchEntry {
         name: "ppo.learning_rate".into(),
         spec: "{ low = 1e-4, high = 1e-3, log = true }".into(),

@@ -1,22 +1,30 @@
-//! TradeTune's engine: everything that is not UI.
+//! TradeTune's engine: everything that is not UI, behind one crate the front ends import.
 //!
-//! - [`market`]: market data — CSV readers, alignment of assets, features, splits, synthetic data.
-//! - [`env`]: the vectorized multi-asset trading environment (CPU and on-device tensor versions).
-//! - [`storage`]: studies and trials in SQLite, in Optuna's own schema (Optuna reads our files).
-//! - [`study`]: hyperparameter search spaces, samplers and pruners (Optuna semantics).
-//! - [`ppo`]: the PPO trainer on burn (actor-critic, GAE, clipped updates, mixed precision, checkpoints).
-//! - [`eval`]: deterministic evaluation of a policy on a held-out split: metrics, equal-weight
-//!   baseline, objectives.
-//! - [`device`]: training devices, precision and loss scaling, the memory estimator and budget.
-//! - [`telemetry`]: GPU, CPU and process probes, the sampler, phase timers and bottleneck verdicts.
+//! The engine is a stack of crates, one per layer, so that an import cycle between layers is a
+//! compile error; this crate re-exports each under the module name the front ends use:
+//!
+//! - [`market`] (`tradetune-market`): market data — CSV readers, alignment of assets, features,
+//!   splits, synthetic data. Imports no other layer.
+//! - [`device`] (`tradetune-device`): training devices, precision and loss scaling, the memory
+//!   budget, read counting. Imports no other layer.
+//! - [`env`] (`tradetune-env`): the vectorized multi-asset trading environment (CPU and
+//!   on-device tensor versions); on market and device.
+//! - [`eval`] and [`ppo`] (`tradetune-rl`): deterministic evaluation of a policy on a held-out
+//!   split, and the PPO learner on burn; on env, market and device. Evaluation sits below the
+//!   learner inside that crate.
+//! - [`storage`] (`tradetune-storage`): studies and trials in SQLite, in Optuna's own schema
+//!   (Optuna reads our files). Imports no other layer.
+//! - [`telemetry`] (`tradetune-telemetry`): GPU, CPU and process probes, the sampler, phase
+//!   timers and bottleneck verdicts; on storage.
+//! - [`study`] (`tradetune-study`): search spaces, samplers and pruners (Optuna semantics),
+//!   presets, study files and the runner; on every layer above.
 //!
 //! The engine never imports a UI crate; long-running work reports through engine-defined events.
 
-pub mod device;
-pub mod env;
-pub mod eval;
-pub mod market;
-pub mod ppo;
-pub mod storage;
-pub mod study;
-pub mod telemetry;
+pub use tradetune_device as device;
+pub use tradetune_env as env;
+pub use tradetune_market as market;
+pub use tradetune_rl::{eval, ppo};
+pub use tradetune_storage as storage;
+pub use tradetune_study as study;
+pub use tradetune_telemetry as telemetry;

@@ -37,7 +37,7 @@ fn measure(device: &Device, ppo: PpoConfig, n_envs: usize) -> (u64, MemoryEstima
     )
     .expect("env");
     let (obs_dim, action_dim) = (env.obs_dim(), env.action_dim());
-    let estimate = MemoryEstimate::of(&ppo, n_envs, obs_dim, action_dim, 0);
+    let estimate = ppo.memory_estimate(n_envs, obs_dim, action_dim, 0);
     let per_update = ppo.n_steps * n_envs;
     device.sync().expect("sync");
     device.memory_cleanup();

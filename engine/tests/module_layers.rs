@@ -1,14 +1,32 @@
-//! Issue 14: the engine's modules import each other without cycles — across the top-level
-//! modules (`market`, `env`, `device`, `eval`, `ppo`, `storage`, `telemetry`, `study`) and
-//! between the files of each. Read from the sources (`crate::x` and `super::x` paths outside
-//! `#[cfg(test)]` code), so a new import that closes a loop fails here, naming it.
+//! Issue 14: the engine's layers. Each layer is a crate (`engine/<layer>`), so a cycle between
+//! layers is a compile error; this test keeps the stack the architecture relies on — which
+//! layer may depend on which (read from the crates' manifests) — and checks what the compiler
+//! does not: that the files of each module (every source directory, `study/runner` and
+//! `study/file` included) import each other without cycles, and that evaluation imports
+//! nothing of PPO inside `tradetune-rl`. Read from the sources (`crate::x` and `super::x`
+//! paths outside `#[cfg(test)]` code), so a new import that closes a loop fails here, naming it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-fn src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+/// `engine/`, where the layer crates live.
+fn engine() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
+
+/// The layer crates, bottom-up, with the engine crates each may depend on.
+const LAYERS: &[(&str, &[&str])] = &[
+    ("market", &[]),
+    ("device", &[]),
+    ("storage", &[]),
+    ("env", &["market", "device"]),
+    ("rl", &["market", "device", "env"]),
+    ("telemetry", &["storage"]),
+    (
+        "study",
+        &["market", "device", "env", "rl", "storage", "telemetry"],
+    ),
+];
 
 /// The file's code before its test module, without line comments.
 fn code(path: &Path) -> String {
@@ -81,67 +99,152 @@ fn cycle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
         .find_map(|n| visit(n, edges, &mut Vec::new(), &mut done))
 }
 
+/// The `tradetune-*` crates named in a manifest's `[dependencies]` (not dev-dependencies).
+fn engine_deps(manifest: &Path) -> BTreeSet<String> {
+    let text =
+        std::fs::read_to_string(manifest).unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
+    let mut section = String::new();
+    let mut out = BTreeSet::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line.to_string();
+        } else if section == "[dependencies]" {
+            if let Some(rest) = line.strip_prefix("tradetune-") {
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                out.insert(name);
+            }
+        }
+    }
+    out
+}
+
 #[test]
-fn the_engine_modules_import_each_other_without_cycles() {
-    let root = src();
-    let modules: BTreeSet<String> = std::fs::read_dir(&root)
-        .expect("engine/src")
+fn each_layer_depends_only_on_the_layers_below_it() {
+    for (layer, allowed) in LAYERS {
+        let manifest = engine().join(layer).join("Cargo.toml");
+        let deps = engine_deps(&manifest);
+        let allowed: BTreeSet<String> = allowed.iter().map(|s| s.to_string()).collect();
+        let extra: Vec<&String> = deps.difference(&allowed).collect();
+        assert!(
+            extra.is_empty(),
+            "tradetune-{layer} depends on {extra:?}, above or beside it; it may use {allowed:?}"
+        );
+        eprintln!("tradetune-{layer} -> {deps:?}");
+    }
+    // Every layer crate is in the table (a new one must say where it sits).
+    let on_disk: BTreeSet<String> = std::fs::read_dir(engine())
+        .expect("engine/")
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir())
+        .filter(|p| p.join("Cargo.toml").is_file())
         .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
         .collect();
-    assert!(
-        modules.contains("ppo") && modules.contains("eval"),
-        "{modules:?}"
-    );
+    let listed: BTreeSet<String> = LAYERS.iter().map(|(l, _)| l.to_string()).collect();
+    assert_eq!(on_disk, listed, "layer crates on disk vs. the table above");
+}
 
-    let mut top: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for m in &modules {
-        let dir = root.join(m);
-        let files: BTreeMap<String, String> = std::fs::read_dir(&dir)
-            .expect("module dir")
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|e| e == "rs"))
-            .filter_map(|p| {
-                let stem = p.file_stem()?.to_string_lossy().into_owned();
-                (stem != "mod").then(|| (stem, code(&p)))
-            })
-            .collect();
-        let mut inner: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for (name, text) in &files {
-            let targets = after(text, "super::")
-                .into_iter()
-                .chain(after(text, &format!("crate::{m}::")))
-                .filter(|t| t != name && files.contains_key(t))
-                .collect();
-            inner.insert(name.clone(), targets);
+/// Every directory of `.rs` files under `src`, with its module path (`""` for the crate root,
+/// `"runner"`, `"ppo"`, `"features"`…).
+fn module_dirs(src: &Path) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![(src.to_path_buf(), String::new())];
+    while let Some((dir, path)) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let p = entry.expect("dir entry").path();
+            if p.is_dir() {
+                let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
+                let name = name.unwrap_or_default();
+                let sub = if path.is_empty() {
+                    name
+                } else {
+                    format!("{path}::{name}")
+                };
+                stack.push((p, sub));
+            }
         }
-        if let Some(c) = cycle(&inner) {
-            panic!(
-                "files of engine/src/{m} import each other in a cycle: {}",
-                c.join(" -> ")
-            );
+        out.push((dir, path));
+    }
+    out
+}
+
+/// The modules directly inside `dir`, each with the code that can name its siblings: a file
+/// `x.rs` or a directory `x/` (its `mod.rs`, and `x.rs` beside it) reach them by `super::y`
+/// and `crate::PATH::y`; the files deeper inside `x/` by `crate::PATH::y` (their `super::`
+/// is `x` itself).
+fn sibling_modules(dir: &Path, prefix: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let mut names = BTreeSet::new();
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let p = entry.expect("dir entry").path();
+        let Some(stem) = p.file_stem().map(|s| s.to_string_lossy().into_owned()) else {
+            continue;
+        };
+        if p.is_dir()
+            || (p.extension().is_some_and(|e| e == "rs") && stem != "mod" && stem != "lib")
+        {
+            names.insert(stem);
         }
-        let used: BTreeSet<String> = rs_files(&dir)
-            .iter()
-            .flat_map(|p| after(&code(p), "crate::"))
-            .filter(|t| t != m && modules.contains(t))
-            .collect();
-        top.insert(m.clone(), used);
     }
-    eprintln!("module imports: {top:?}");
-    if let Some(c) = cycle(&top) {
-        panic!(
-            "engine modules import each other in a cycle: {}",
-            c.join(" -> ")
-        );
+    let mut out = BTreeMap::new();
+    for name in &names {
+        let mut refs = BTreeSet::new();
+        let direct = [
+            dir.join(format!("{name}.rs")),
+            dir.join(name).join("mod.rs"),
+        ];
+        for p in direct.iter().filter(|p| p.is_file()) {
+            let text = code(p);
+            refs.extend(after(&text, "super::"));
+            refs.extend(after(&text, prefix));
+        }
+        if dir.join(name).is_dir() {
+            for p in rs_files(&dir.join(name)) {
+                refs.extend(after(&code(&p), prefix));
+            }
+        }
+        refs.retain(|t| t != name && names.contains(t));
+        out.insert(name.clone(), refs);
     }
-    // The layering the architecture relies on, beyond the absence of cycles.
-    for (lower, upper) in [("eval", "ppo"), ("device", "ppo"), ("telemetry", "study")] {
+    out
+}
+
+#[test]
+fn the_files_of_each_module_import_each_other_without_cycles() {
+    let mut checked = 0;
+    for (layer, _) in LAYERS {
+        let src = engine().join(layer).join("src");
+        for (dir, module) in module_dirs(&src) {
+            let prefix = if module.is_empty() {
+                "crate::".to_string()
+            } else {
+                format!("crate::{module}::")
+            };
+            let inner = sibling_modules(&dir, &prefix);
+            if let Some(c) = cycle(&inner) {
+                panic!(
+                    "modules of engine/{layer}/src/{} import each other in a cycle: {}",
+                    module.replace("::", "/"),
+                    c.join(" -> ")
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 10, "only {checked} module directories found");
+}
+
+#[test]
+fn evaluation_imports_nothing_of_the_learner() {
+    let eval = engine().join("rl/src/eval");
+    let files = rs_files(&eval);
+    assert!(!files.is_empty(), "no sources under {}", eval.display());
+    for p in files {
+        let used = after(&code(&p), "crate::");
         assert!(
-            !top[lower].contains(upper),
-            "{lower} imports {upper}: {:?}",
-            top[lower]
+            !used.contains("ppo"),
+            "{} imports crate::ppo: evaluation sits below the learner",
+            p.display()
         );
     }
 }

@@ -4,9 +4,7 @@
 use tradetune_engine::device::memory::{MemoryBudget, MemoryEstimate, fmt_bytes};
 use tradetune_engine::study::config_path::apply_value;
 use tradetune_engine::study::file::StudyFile;
-use tradetune_engine::study::ppo_trial::{
-    PpoTrial, PpoTrialConfig, objective_of, parse_study_file,
-};
+use tradetune_engine::study::ppo_trial::{PpoTrial, PpoTrialConfig, parse_study_file};
 use tradetune_engine::study::preset;
 use tradetune_engine::study::runner::assign;
 
@@ -32,7 +30,7 @@ fn corner_configs(f: &StudyFile) -> Vec<serde_json::Value> {
 /// The largest estimate over the preset's corners, and its budget: (estimate, budget, corners).
 fn worst_case(f: &StudyFile, memory_bytes: u64) -> (MemoryEstimate, MemoryBudget, usize) {
     let base = PpoTrialConfig::from_json(&f.base_config).unwrap();
-    let objective = objective_of(f).unwrap();
+    let objective = f.study.objective;
     let trial = PpoTrial::load(&f.data, &f.split, &base, objective).unwrap();
     let (obs, act) = trial.sizes(&base.env).unwrap();
     let rc = f.runner_config("unused.db").unwrap();
@@ -49,7 +47,7 @@ fn worst_case(f: &StudyFile, memory_bytes: u64) -> (MemoryEstimate, MemoryBudget
         cfg.ppo
             .validate(cfg.env.n_envs)
             .unwrap_or_else(|e| panic!("{}: a sampled config is invalid: {e}", f.path));
-        let e = MemoryEstimate::of(&cfg.ppo, cfg.env.n_envs, obs, act, 0);
+        let e = cfg.ppo.memory_estimate(cfg.env.n_envs, obs, act, 0);
         if e.total() > worst.total() {
             worst = e;
         }

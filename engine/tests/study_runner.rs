@@ -64,10 +64,19 @@ where
     P: Fn(&TrialInput<'_>) -> Result<TrialPlan, TrialError> + Send + Sync,
     R: Fn(&TrialInput<'_>, &mut Reporter<'_>) -> Result<f64, TrialError> + Send + Sync,
 {
-    fn plan(&self, input: &TrialInput<'_>) -> Result<TrialPlan, TrialError> {
+    type Config = serde_json::Value;
+    fn config(&self, applied: &serde_json::Value) -> Result<serde_json::Value, TrialError> {
+        Ok(applied.clone())
+    }
+    fn plan(&self, _: &serde_json::Value, input: &TrialInput<'_>) -> Result<TrialPlan, TrialError> {
         (self.plan)(input)
     }
-    fn run(&self, input: &TrialInput<'_>, r: &mut Reporter<'_>) -> Result<f64, TrialError> {
+    fn run(
+        &self,
+        _: &serde_json::Value,
+        input: &TrialInput<'_>,
+        r: &mut Reporter<'_>,
+    ) -> Result<f64, TrialError> {
         (self.run)(input, r)
     }
 }

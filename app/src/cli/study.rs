@@ -164,7 +164,8 @@ fn run_study(args: RunArgs) -> anyhow::Result<()> {
         let (name, value) = assignment.split_once('=').with_context(|| {
             format!("--set {assignment}: write NAME=VALUE, e.g. --set train.total_timesteps=20000")
         })?;
-        file.override_fixed(name.trim(), value)?;
+        file.override_fixed(name.trim(), value)
+            .with_context(|| format!("--set {assignment}"))?;
     }
     let db = db_path(args.db.clone())?;
     let mut rc = file.runner_config(&db)?;

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use tradetune_engine::device::memory::{MemoryBudget, MemoryEstimate, host_memory_bytes};
+use tradetune_engine::device::memory::{MemoryBudget, host_memory_bytes};
 use tradetune_engine::device::{DeviceSpec, check_precision, describe_spec, open};
 use tradetune_engine::env::{CpuVecEnv, ResolvedPlacement, TensorVecEnv, VecEnv};
 use tradetune_engine::eval::EvalSplit;
@@ -97,8 +97,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     )?;
 
     // Refuse a run that cannot fit before allocating anything large.
-    let estimate = MemoryEstimate::of(
-        &run.ppo,
+    let estimate = run.ppo.memory_estimate(
         env.n_envs(),
         env.obs_dim(),
         env.action_dim(),

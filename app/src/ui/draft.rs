@@ -10,11 +10,12 @@ use tradetune_engine::device::memory::{
 };
 
 use tradetune_engine::env::{EnvConfig, EnvError};
+use tradetune_engine::eval::Objective;
 use tradetune_engine::market::split::{HoldOut, SplitError, SplitSpec};
 use tradetune_engine::ppo::{PpoConfig, PpoError};
+use tradetune_engine::study::Direction;
 use tradetune_engine::study::file::{
-    DEFAULT_OBJECTIVE, DataSection, PrunerSection, SamplerSection, StudyFile, StudyFileError,
-    StudySection,
+    DataSection, PrunerSection, SamplerSection, StudyFile, StudyFileError, StudySection,
 };
 use tradetune_engine::study::ppo_trial::{PpoTrialConfig, TrialSchedule, parse_study_file};
 use tradetune_engine::study::preset::Preset;
@@ -73,8 +74,8 @@ impl Default for Draft {
             split: SplitSpec::default(),
             study: StudySection {
                 name: "tradetune".into(),
-                direction: "maximize".into(),
-                objective: DEFAULT_OBJECTIVE.into(),
+                direction: Direction::Maximize,
+                objective: Objective::default(),
                 n_trials: 1,
                 workers: 1,
                 devices: vec!["cpu".into()],
@@ -318,7 +319,9 @@ impl Draft {
     /// `device_bytes` is the device's memory (host RAM for the CPU) when known.
     pub fn memory(&self, shape: DataShape, device_bytes: Option<u64>) -> MemoryCheck {
         let obs_dim = self.env.obs_dim(shape.n_assets, shape.n_features);
-        let estimate = MemoryEstimate::of(&self.ppo, self.env.n_envs, obs_dim, shape.n_assets, 0);
+        let estimate = self
+            .ppo
+            .memory_estimate(self.env.n_envs, obs_dim, shape.n_assets, 0);
         let budget = device_bytes.and_then(|bytes| {
             MemoryBudget::new(bytes, self.study.memory_fraction, self.study.workers.max(1)).ok()
         });

@@ -8,6 +8,7 @@ mod split;
 use tradetune_engine::device::precision::Precision;
 use tradetune_engine::eval::Objective;
 use tradetune_engine::ppo::{ActivationKind, LrSchedule};
+use tradetune_engine::study::file::{DIRECTIONS, PrunerKind, SamplerKind, direction_name};
 
 use super::widgets::{self, number};
 use crate::ui::command::Command;
@@ -169,20 +170,19 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
             ui,
             "objective",
             &mut study.objective,
-            &Objective::ALL.map(Objective::name),
+            &Objective::ALL,
+            |o| o.to_string(),
         );
         widgets::problem_line(ui, "study.objective", &problems);
-        choice(
-            ui,
-            "direction",
-            &mut study.direction,
-            &["maximize", "minimize"],
-        );
+        choice(ui, "direction", &mut study.direction, &DIRECTIONS, |d| {
+            direction_name(d).to_owned()
+        });
         choice(
             ui,
             "sampler",
             &mut draft.sampler.kind,
-            &["tpe", "random", "grid"],
+            SamplerKind::ALL,
+            |k| k.to_string(),
         );
         number(
             ui,
@@ -193,18 +193,9 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
             &problems,
         );
         widgets::problem_line(ui, "sampler", &problems);
-        choice(
-            ui,
-            "pruner",
-            &mut draft.pruner.kind,
-            &[
-                "none",
-                "median",
-                "percentile",
-                "successive_halving",
-                "hyperband",
-            ],
-        );
+        choice(ui, "pruner", &mut draft.pruner.kind, PrunerKind::ALL, |k| {
+            k.to_string()
+        });
         widgets::problem_line(ui, "pruner", &problems);
         widgets::problem_line(ui, "study", &problems);
 
@@ -375,14 +366,20 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
 }
 
 /// A labelled choice among fixed names.
-fn choice(ui: &mut egui::Ui, label: &str, value: &mut String, names: &[&str]) {
+fn choice<T: Copy + PartialEq>(
+    ui: &mut egui::Ui,
+    label: &str,
+    value: &mut T,
+    options: &[T],
+    name: impl Fn(T) -> String,
+) {
     ui.horizontal(|ui| {
         let l = ui.label(label);
         egui::ComboBox::from_id_salt(label)
-            .selected_text(value.clone())
+            .selected_text(name(*value))
             .show_ui(ui, |ui| {
-                for n in names {
-                    ui.selectable_value(value, (*n).to_owned(), *n);
+                for o in options {
+                    ui.selectable_value(value, *o, name(*o));
                 }
             })
             .response

@@ -1,0 +1,209 @@
+//! Where each episode starts: a table of start bars per env, computed once on the host.
+//!
+//! Every implementation (CPU and tensor) reads the same table, indexed by
+//! `(env, episode mod episodes_per_env)`, so they agree exactly and the tensor version needs no
+//! host round-trip to pick a new start when an env resets.
+
+use std::ops::Range;
+
+use crate::EnvError;
+use crate::config::{EnvConfig, StartMode};
+
+/// The bars an episode may use and the start bar of every (env, episode slot).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StartTable {
+    /// Number of episodes per env before the table repeats.
+    pub episodes_per_env: usize,
+    /// `n_envs × episodes_per_env` start bars (absolute bar indices into the dataset).
+    pub starts: Vec<u32>,
+    /// Steps per episode: an episode starting at `s` ends at bar `s + episode_len`.
+    pub episode_len: usize,
+}
+
+/// Total size of the table (entries over all envs) before it repeats; enough for ~64k episodes,
+/// i.e. many passes over any dataset, at 4 bytes each.
+const TABLE_ENTRIES: usize = 1 << 16;
+
+/// SplitMix64 (Steele, Lea & Flood 2014): a seedable, stateless mixer, so a start depends only on
+/// (seed, env, episode) and not on the order in which envs reset.
+fn splitmix64(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+impl StartTable {
+    /// Builds the table for `cfg` over the bars `range` of a dataset.
+    ///
+    /// The first usable bar is `range.start + lookback − 1` (an observation needs `lookback`
+    /// bars of features); the last bar an episode may reach is `range.end − 1`.
+    pub fn new(cfg: &EnvConfig, range: Range<usize>) -> Result<Self, EnvError> {
+        let lookback = cfg.lookback.max(1);
+        let lo = range.start + lookback - 1;
+        let last = range.end.saturating_sub(1);
+        if range.end <= range.start || last <= lo {
+            return Err(EnvError::TooFewBars {
+                bars: range.len(),
+                needed: lookback + 1 + cfg.episode_bars,
+                detail: format!("lookback {lookback} needs at least {} bars", lookback + 1),
+            });
+        }
+        let (episode_len, span) = if cfg.episode_bars == 0 && cfg.start == StartMode::Fixed {
+            (last - lo, 1)
+        } else if cfg.episode_bars == 0 {
+            // Auto: half the usable bars per episode, so the starts spread over the other
+            // half and no two envs move in lock-step over the same bars.
+            let usable = last - lo;
+            let e = usable.div_ceil(2).max(1);
+            (e, usable - e + 1)
+        } else {
+            let e = cfg.episode_bars;
+            if lo + e > last {
+                return Err(EnvError::TooFewBars {
+                    bars: range.len(),
+                    needed: lookback + e,
+                    detail: format!(
+                        "lookback {lookback} + episode_bars {e} need {} bars",
+                        lookback + e
+                    ),
+                });
+            }
+            (e, last - e - lo + 1)
+        };
+        let n = cfg.n_envs.max(1);
+        let per_env = (TABLE_ENTRIES / n).max(64);
+        let stride = (span / n).max(1);
+        let mut starts = Vec::with_capacity(n * per_env);
+        for env in 0..n {
+            for k in 0..per_env {
+                let off = match cfg.start {
+                    StartMode::Fixed => 0,
+                    StartMode::Strided => ((env + k * n) * stride) % span,
+                    // Stratified: episode k shifts every env by one random offset, and env
+                    // i starts at a random bar of the i-th of N equal strata from there, so
+                    // the N envs start on N distinct bars spread over the span (when N ≤
+                    // span) and each episode uses other bars.
+                    StartMode::Random => {
+                        let h = |salt: u64| {
+                            splitmix64(
+                                cfg.seed
+                                    ^ splitmix64((env as u64) << 32 | k as u64).wrapping_add(salt),
+                            )
+                        };
+                        let shift = splitmix64(cfg.seed ^ splitmix64(k as u64 ^ 0xA5A5_0000));
+                        let shift = (shift % span as u64) as usize;
+                        let stratum = env * span / n;
+                        let width = ((env + 1) * span / n).saturating_sub(stratum).max(1);
+                        let jitter = (h(0x5151_5151) % width as u64) as usize;
+                        (shift + stratum + jitter) % span
+                    }
+                };
+                starts.push((lo + off) as u32);
+            }
+        }
+        Ok(Self {
+            episodes_per_env: per_env,
+            starts,
+            episode_len,
+        })
+    }
+
+    /// Start bar of `env`'s `episode`-th episode.
+    #[inline]
+    pub fn start(&self, env: usize, episode: u32) -> u32 {
+        self.starts[env * self.episodes_per_env + episode as usize % self.episodes_per_env]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(n: usize, start: StartMode, episode_bars: usize, lookback: usize) -> EnvConfig {
+        EnvConfig::new()
+            .with_n_envs(n)
+            .with_start(start)
+            .with_episode_bars(episode_bars)
+            .with_lookback(lookback)
+            .with_seed(7)
+    }
+
+    #[test]
+    fn starts_stay_inside_the_usable_bars() {
+        for mode in [StartMode::Random, StartMode::Strided, StartMode::Fixed] {
+            let t = StartTable::new(&cfg(5, mode, 30, 4), 100..200).unwrap();
+            for &s in &t.starts {
+                assert!(s as usize >= 103, "{mode:?} start {s} before lookback");
+                assert!(
+                    s as usize + 30 <= 199,
+                    "{mode:?} start {s} runs past the end"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn whole_split_episode_when_episode_bars_is_zero_and_the_start_fixed() {
+        let t = StartTable::new(&cfg(3, StartMode::Fixed, 0, 2), 10..50).unwrap();
+        assert!(t.starts.iter().all(|&s| s == 11));
+        assert_eq!(t.episode_len, 49 - 11);
+    }
+
+    /// Issue 13: the default configuration staggers its envs. Its N envs start on N distinct
+    /// bars spread over the split, and stay on distinct bars through every episode after a
+    /// reset (all envs have the same episode length, so distinct starts mean no two envs
+    /// ever step the same bar at the same time).
+    #[test]
+    fn the_default_config_staggers_its_envs_over_the_split() {
+        let d = EnvConfig::new();
+        assert_eq!((d.episode_bars, d.start), (0, StartMode::Random));
+        let range = 100..1100;
+        let t = StartTable::new(&d, range.clone()).unwrap();
+        let n = d.n_envs;
+        assert!(n >= 2);
+        let (lo, last) = (range.start + d.lookback - 1, range.end - 1);
+        assert!(t.episode_len < last - lo, "episodes leave room to stagger");
+        let span = (last - lo) - t.episode_len + 1;
+        for episode in 0..200u32 {
+            let mut s: Vec<u32> = (0..n).map(|e| t.start(e, episode)).collect();
+            for &b in &s {
+                assert!(b as usize >= lo && b as usize + t.episode_len <= last);
+            }
+            s.sort_unstable();
+            s.dedup();
+            assert_eq!(
+                s.len(),
+                n,
+                "episode {episode}: two envs in lock-step: {s:?}"
+            );
+            // Spread: the gaps between consecutive starts (around the span) are all below
+            // two strata, so the starts cover the span rather than bunch up.
+            let mut offs: Vec<usize> = s.iter().map(|&b| b as usize - lo).collect();
+            offs.push(offs[0] + span);
+            let widest = offs.windows(2).map(|w| w[1] - w[0]).max().unwrap();
+            assert!(
+                widest <= 2 * span.div_ceil(n),
+                "episode {episode}: {offs:?}"
+            );
+        }
+        // Episodes after a reset start elsewhere.
+        assert_ne!(t.start(0, 0), t.start(0, 1));
+    }
+
+    #[test]
+    fn random_starts_differ_between_envs_and_depend_on_seed() {
+        let a = StartTable::new(&cfg(4, StartMode::Random, 10, 1), 0..1000).unwrap();
+        let b = StartTable::new(&cfg(4, StartMode::Random, 10, 1).with_seed(8), 0..1000).unwrap();
+        assert_ne!(a.start(0, 0), a.start(1, 0));
+        assert_ne!(a.starts, b.starts);
+        let again = StartTable::new(&cfg(4, StartMode::Random, 10, 1), 0..1000).unwrap();
+        assert_eq!(a, again);
+    }
+
+    #[test]
+    fn too_short_a_range_is_an_error() {
+        let err = StartTable::new(&cfg(1, StartMode::Random, 50, 5), 0..40).unwrap_err();
+        assert!(err.to_string().contains("episode_bars 50"), "{err}");
+    }
+}

@@ -1,0 +1,619 @@
+//! CSV readers for the shapes market data comes in:
+//!
+//! - **one asset per file** with a header: a time column (`timestamp`, `open_time`, `datetime`,
+//!   `date` or `time`), `open`, `high`, `low`, `close`, `volume`, optionally `adj_close`;
+//! - **long**: the same plus a `ticker` or `symbol` column, many assets in one file (the bundled
+//!   Quandl sample);
+//! - **Binance kline exports** (data.binance.vision): no header, 12 columns, the open time in
+//!   milliseconds (microseconds since 2025) first.
+//!
+//! Column names are matched case-insensitively, with spaces, dashes and dots read as `_`
+//! (`Adj Close` is `adj_close`). Files may be gzip-compressed whatever their name. Every row is
+//! checked (numbers finite, prices positive, high ≥ low, volume ≥ 0, time strictly increasing
+//! per asset); the first problem aborts the read with an error naming the file, the line and the
+//! field, so a file is either loaded whole or not at all.
+//!
+//! With an `adj_close` column, OHLC are multiplied by `adj_close / close` (the split and dividend
+//! adjustment the source computed) and volume divided by it, so that prices are continuous
+//! across splits and the traded value `close × volume` of each bar is unchanged.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use crate::source::{Source, asset_name_from_path};
+use crate::time::{format_timestamp, parse_timestamp};
+use crate::{AssetBars, DataError};
+
+/// How a file was laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileFormat {
+    /// One asset, with a header.
+    PerAsset,
+    /// Many assets, with a `ticker`/`symbol` column.
+    Long,
+    /// Binance kline export without header.
+    BinanceKlines,
+}
+
+/// The assets read from one file.
+#[derive(Debug, Clone)]
+pub struct FileBars {
+    pub path: PathBuf,
+    pub format: FileFormat,
+    /// In order of first appearance in the file.
+    pub assets: Vec<AssetBars>,
+}
+
+/// One asset gathered from one or more files.
+#[derive(Debug, Clone)]
+pub struct SourcedBars {
+    pub bars: AssetBars,
+    /// The files its bars came from, in time order.
+    pub paths: Vec<PathBuf>,
+}
+
+/// Accepted names of each column, after normalisation, in order of preference.
+const TIME_NAMES: [&str; 6] = [
+    "timestamp",
+    "open_time",
+    "datetime",
+    "date_time",
+    "date",
+    "time",
+];
+const TICKER_NAMES: [&str; 2] = ["ticker", "symbol"];
+const ADJ_NAMES: [&str; 3] = ["adj_close", "adjclose", "adjusted_close"];
+/// Binance kline columns (binance-public-data README, "KLINES"): open time, OHLC, volume, then
+/// close time, quote volume, trade count, taker buy base, taker buy quote, ignore.
+const BINANCE_COLUMNS: usize = 12;
+const BINANCE_NAMES: [&str; 6] = ["open_time", "open", "high", "low", "close", "volume"];
+
+/// Reads one market file (any of the three shapes, plain or gzip).
+pub fn read_file(path: &Path) -> Result<FileBars, DataError> {
+    read_source(Source::open(path)?)
+}
+
+/// Reads market data held in memory, reporting errors under `path`.
+pub fn read_bytes(path: &Path, bytes: &'static [u8]) -> Result<FileBars, DataError> {
+    read_source(Source::from_bytes(path, bytes)?)
+}
+
+/// Reads several files and gathers each asset's bars: the same asset in several files (monthly
+/// Binance exports, say) is joined in time order, and its files must not overlap in time.
+pub fn read_files(paths: &[PathBuf]) -> Result<Vec<SourcedBars>, DataError> {
+    let files = paths
+        .iter()
+        .map(|p| read_file(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    merge_files(files)
+}
+
+/// Joins the assets of several files by name (see [`read_files`]).
+pub fn merge_files(files: Vec<FileBars>) -> Result<Vec<SourcedBars>, DataError> {
+    let mut order: Vec<String> = Vec::new();
+    let mut parts: HashMap<String, Vec<(PathBuf, AssetBars)>> = HashMap::new();
+    for file in files {
+        for bars in file.assets {
+            let entry = parts.entry(bars.name.clone()).or_default();
+            if entry.is_empty() {
+                order.push(bars.name.clone());
+            }
+            entry.push((file.path.clone(), bars));
+        }
+    }
+    let mut out = Vec::with_capacity(order.len());
+    for name in order {
+        let mut pieces = parts.remove(&name).unwrap_or_default();
+        // Readers never return an empty asset, so `timestamps[0]` exists.
+        pieces.sort_by_key(|(_, b)| b.timestamps.first().copied().unwrap_or(i64::MIN));
+        let mut iter = pieces.into_iter();
+        let Some((first_path, mut bars)) = iter.next() else {
+            continue;
+        };
+        let mut paths = vec![first_path];
+        for (path, next) in iter {
+            let (prev_last, next_first) = (
+                bars.timestamps.last().copied().unwrap_or(i64::MIN),
+                next.timestamps.first().copied().unwrap_or(i64::MAX),
+            );
+            if next_first <= prev_last {
+                return Err(DataError::input(
+                    &path,
+                    None,
+                    None,
+                    format!(
+                        "asset {name} is also in {} and the two overlap in time ({} ≤ {}): \
+                         give each period once",
+                        paths
+                            .last()
+                            .map(|p| p.display().to_string())
+                            .unwrap_or_default(),
+                        format_timestamp(next_first),
+                        format_timestamp(prev_last)
+                    ),
+                ));
+            }
+            bars.timestamps.extend(&next.timestamps);
+            bars.open.extend(&next.open);
+            bars.high.extend(&next.high);
+            bars.low.extend(&next.low);
+            bars.close.extend(&next.close);
+            bars.volume.extend(&next.volume);
+            paths.push(path);
+        }
+        out.push(SourcedBars { bars, paths });
+    }
+    Ok(out)
+}
+
+/// Column positions of one file and the names to use in error messages.
+struct Layout {
+    format: FileFormat,
+    time: usize,
+    ohlcv: [usize; 5],
+    adj_close: Option<usize>,
+    ticker: Option<usize>,
+    /// Header name of every column (Binance: the documented names).
+    names: Vec<String>,
+    /// Fields a row must have: one past the largest index used.
+    min_fields: usize,
+}
+
+/// `Adj Close` → `adj_close`; strips a UTF-8 byte-order mark and quotes.
+fn normalise(name: &str) -> String {
+    name.trim_start_matches('\u{feff}')
+        .trim()
+        .trim_matches('"')
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| if matches!(c, ' ' | '-' | '.') { '_' } else { c })
+        .collect()
+}
+
+type CsvReader = csv::Reader<Box<dyn std::io::Read>>;
+
+fn read_source(mut source: Source) -> Result<FileBars, DataError> {
+    // The csv reader owns the byte stream; `source` keeps what error messages need.
+    let reader = std::mem::replace(&mut source.reader, Box::new(std::io::empty()));
+    let mut csv = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .trim(csv::Trim::All)
+        .from_reader(reader);
+    match parse(&mut csv, &source) {
+        Ok(bars) => Ok(bars),
+        Err(e) if source.gzip && !source.read_failed.get() => {
+            // Deflate has no per-block checksum: a corrupt member decompresses to garbage that
+            // only the CRC-32 at its end exposes (RFC 1952 §2.3.1). So a content error in gzip
+            // input may be that garbage; read on to the CRC before blaming the content.
+            let line = csv.position().line();
+            match std::io::copy(csv.get_mut(), &mut std::io::sink()) {
+                Err(io) => {
+                    let mut err = source.read_error(Some(line), &io);
+                    if let DataError::Input { message, .. } = &mut err {
+                        message.push_str(&format!("; it first showed as: {e}"));
+                    }
+                    Err(err)
+                }
+                Ok(_) => Err(e),
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Reads every record of `csv`; see the module doc for the checks.
+fn parse(csv: &mut CsvReader, source: &Source) -> Result<FileBars, DataError> {
+    let path = source.path.clone();
+    let mut record = csv::StringRecord::new();
+    let read_next = |csv: &mut CsvReader, record: &mut csv::StringRecord, src: &Source| {
+        // Skip blank lines (csv yields them as one empty field).
+        loop {
+            match csv.read_record(record) {
+                Ok(false) => return Ok(false),
+                Ok(true) if record.len() == 1 && record[0].is_empty() => continue,
+                Ok(true) => return Ok(true),
+                // An I/O error carries no position: the reader's is that of the last record.
+                Err(e) => return Err(csv_error(src, e, csv.position().line())),
+            }
+        }
+    };
+    if !read_next(csv, &mut record, source)? {
+        return Err(DataError::input(
+            &path,
+            None,
+            None,
+            "the file is empty: expected a header line (timestamp, open, high, low, close, \
+             volume) and one row per bar",
+        ));
+    }
+    let header_line = record.position().map(|p| p.line()).unwrap_or(1);
+    let layout = layout_of(&path, &record, header_line)?;
+    let name = asset_name_from_path(&path, layout.format == FileFormat::BinanceKlines);
+
+    let mut builders: Vec<Builder> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut last_asset = usize::MAX;
+    let mut rows = 0u64;
+    // A Binance file has no header: its first record is already a bar.
+    let mut pending = layout.format == FileFormat::BinanceKlines;
+    loop {
+        if !pending && !read_next(csv, &mut record, source)? {
+            break;
+        }
+        pending = false;
+        rows += 1;
+        let line = record.position().map(|p| p.line()).unwrap_or(0);
+        let at = |field: Option<usize>, message: String| {
+            DataError::input(
+                &path,
+                Some(line),
+                field.map(|f| layout.names[f].as_str()),
+                message,
+            )
+        };
+        if record.len() < layout.min_fields {
+            return Err(at(
+                None,
+                format!(
+                    "the row has {} fields, {} expected{}",
+                    record.len(),
+                    layout.min_fields,
+                    if layout.format == FileFormat::BinanceKlines {
+                        String::new()
+                    } else {
+                        format!(" (the header has {})", layout.names.len())
+                    }
+                ),
+            ));
+        }
+        let asset = match layout.ticker {
+            None => {
+                if builders.is_empty() {
+                    builders.push(Builder::new(name.clone()));
+                }
+                0
+            }
+            Some(col) => {
+                let ticker = &record[col];
+                if ticker.is_empty() {
+                    return Err(at(Some(col), "the ticker is empty".into()));
+                }
+                if last_asset < builders.len() && builders[last_asset].bars.name == ticker {
+                    last_asset
+                } else {
+                    let i = *index.entry(ticker.to_owned()).or_insert_with(|| {
+                        builders.push(Builder::new(ticker.to_owned()));
+                        builders.len() - 1
+                    });
+                    last_asset = i;
+                    i
+                }
+            }
+        };
+        let ts = parse_timestamp(&record[layout.time]).map_err(|m| at(Some(layout.time), m))?;
+        let mut v = [0.0f64; 5];
+        for (k, col) in layout.ohlcv.iter().enumerate() {
+            v[k] = number(&record[*col]).map_err(|m| at(Some(*col), m))?;
+        }
+        let [mut open, mut high, mut low, mut close, mut volume] = v;
+        for (k, price) in [open, high, low, close].iter().enumerate() {
+            if *price <= 0.0 {
+                return Err(at(
+                    Some(layout.ohlcv[k]),
+                    format!("price {price} is not positive: every price must be > 0"),
+                ));
+            }
+        }
+        if high < low {
+            return Err(at(
+                Some(layout.ohlcv[1]),
+                format!("high {high} is below low {low}"),
+            ));
+        }
+        if volume < 0.0 {
+            return Err(at(
+                Some(layout.ohlcv[4]),
+                format!("volume {volume} is negative"),
+            ));
+        }
+        if let Some(col) = layout.adj_close {
+            let adj = number(&record[col]).map_err(|m| at(Some(col), m))?;
+            if adj <= 0.0 {
+                return Err(at(
+                    Some(col),
+                    format!("adjusted close {adj} is not positive: every price must be > 0"),
+                ));
+            }
+            let factor = adj / close;
+            open *= factor;
+            high *= factor;
+            low *= factor;
+            close = adj;
+            volume /= factor;
+        }
+        let b = &mut builders[asset];
+        if let Some(&prev) = b.bars.timestamps.last()
+            && ts <= prev
+        {
+            let what = if ts == prev {
+                "duplicates"
+            } else {
+                "is before"
+            };
+            let of = if layout.ticker.is_some() {
+                format!(" of {}", b.bars.name)
+            } else {
+                String::new()
+            };
+            return Err(at(
+                Some(layout.time),
+                format!(
+                    "time {} {what} the previous bar{of} on line {} ({}): rows must be in \
+                     strictly increasing time order per asset",
+                    format_timestamp(ts),
+                    b.last_line,
+                    format_timestamp(prev)
+                ),
+            ));
+        }
+        b.last_line = line;
+        b.bars.timestamps.push(ts);
+        b.bars.open.push(open);
+        b.bars.high.push(high);
+        b.bars.low.push(low);
+        b.bars.close.push(close);
+        b.bars.volume.push(volume);
+    }
+    if rows == 0 {
+        return Err(DataError::input(
+            &path,
+            Some(header_line),
+            None,
+            "the file has a header but no rows of data",
+        ));
+    }
+    Ok(FileBars {
+        path,
+        format: layout.format,
+        assets: builders.into_iter().map(|b| b.bars).collect(),
+    })
+}
+
+struct Builder {
+    bars: AssetBars,
+    last_line: u64,
+}
+
+impl Builder {
+    fn new(name: String) -> Self {
+        Self {
+            bars: AssetBars::new(name),
+            last_line: 0,
+        }
+    }
+}
+
+/// A finite number, or why the cell is not one.
+fn number(cell: &str) -> Result<f64, String> {
+    if cell.is_empty() {
+        return Err("the value is empty".into());
+    }
+    match cell.parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        Ok(v) => Err(format!("the value is {v}: NaN and infinity are not prices")),
+        Err(_) => Err(format!("'{cell}' is not a number")),
+    }
+}
+
+/// Finds the columns from the header, or recognises a header-less Binance export.
+fn layout_of(path: &Path, first: &csv::StringRecord, line: u64) -> Result<Layout, DataError> {
+    let binance = first.len() == BINANCE_COLUMNS
+        && first
+            .iter()
+            .all(|c| !c.is_empty() && c.parse::<f64>().is_ok())
+        && first[0].parse::<i64>().is_ok();
+    if binance {
+        let mut names: Vec<String> = BINANCE_NAMES.iter().map(|s| s.to_string()).collect();
+        names.extend((names.len()..BINANCE_COLUMNS).map(|i| format!("column {}", i + 1)));
+        return Ok(Layout {
+            format: FileFormat::BinanceKlines,
+            time: 0,
+            ohlcv: [1, 2, 3, 4, 5],
+            adj_close: None,
+            ticker: None,
+            names,
+            min_fields: 6,
+        });
+    }
+    let norm: Vec<String> = first.iter().map(normalise).collect();
+    let find = |aliases: &[&str]| {
+        aliases
+            .iter()
+            .find_map(|a| norm.iter().position(|n| n == a))
+    };
+    let expected = "expected columns timestamp|date|time|open_time, open, high, low, close, \
+                    volume (optional adj_close, ticker|symbol), or a 12-column Binance kline \
+                    export without header";
+    let Some(time) = find(&TIME_NAMES) else {
+        let looks_like_data = first
+            .iter()
+            .next()
+            .is_some_and(|c| parse_timestamp(c).is_ok());
+        let message = if looks_like_data {
+            format!(
+                "the first line is data, not a header, and not a Binance kline row ({} fields, \
+                 {BINANCE_COLUMNS} expected): add a header line; {expected}",
+                first.len()
+            )
+        } else {
+            format!(
+                "no time column; the header has: {}; {expected}",
+                first.iter().collect::<Vec<_>>().join(", ")
+            )
+        };
+        return Err(DataError::input(
+            path,
+            Some(line),
+            Some("timestamp"),
+            message,
+        ));
+    };
+    let mut ohlcv = [0usize; 5];
+    for (k, col) in ["open", "high", "low", "close", "volume"]
+        .iter()
+        .enumerate()
+    {
+        ohlcv[k] = find(&[col]).ok_or_else(|| {
+            DataError::input(
+                path,
+                Some(line),
+                Some(col),
+                format!(
+                    "missing column '{col}'; the header has: {}; {expected}",
+                    first.iter().collect::<Vec<_>>().join(", ")
+                ),
+            )
+        })?;
+    }
+    let adj_close = find(&ADJ_NAMES);
+    let ticker = find(&TICKER_NAMES);
+    let used = [Some(time), adj_close, ticker]
+        .into_iter()
+        .flatten()
+        .chain(ohlcv);
+    let min_fields = used.max().unwrap_or(0) + 1;
+    Ok(Layout {
+        format: if ticker.is_some() {
+            FileFormat::Long
+        } else {
+            FileFormat::PerAsset
+        },
+        time,
+        ohlcv,
+        adj_close,
+        ticker,
+        names: first
+            .iter()
+            .map(|s| s.trim_start_matches('\u{feff}').to_owned())
+            .collect(),
+        min_fields,
+    })
+}
+
+/// A csv-level failure: unreadable bytes (corrupt gzip), invalid UTF-8.
+fn csv_error(source: &Source, e: csv::Error, last_line: u64) -> DataError {
+    let line = e.position().map(|p| p.line()).or(Some(last_line));
+    match e.into_kind() {
+        csv::ErrorKind::Io(io) => source.read_error(line, &io),
+        csv::ErrorKind::Utf8 { pos, err } => DataError::input(
+            &source.path,
+            pos.map(|p| p.line()).or(line),
+            None,
+            format!("the text is not UTF-8 ({err}): save the file as UTF-8 or plain ASCII"),
+        ),
+        other => DataError::input(&source.path, line, None, format!("{other:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &'static str, name: &str) -> Result<FileBars, DataError> {
+        read_bytes(Path::new(name), text.as_bytes())
+    }
+
+    #[test]
+    fn per_asset_file_with_any_header_case() {
+        let f = read(
+            "Date,Open,High,Low,Close,Volume\n2020-01-02,10,11,9,10.5,100\n\n2020-01-03,10.5,12,10,11,200\n",
+            "data/XYZ.csv",
+        )
+        .unwrap();
+        assert_eq!(f.format, FileFormat::PerAsset);
+        assert_eq!(f.assets.len(), 1);
+        let a = &f.assets[0];
+        assert_eq!(a.name, "XYZ");
+        assert_eq!(a.timestamps, vec![1_577_923_200, 1_578_009_600]);
+        assert_eq!(a.close, vec![10.5, 11.0]);
+        assert_eq!(a.volume, vec![100.0, 200.0]);
+    }
+
+    #[test]
+    fn long_file_with_adjusted_close() {
+        let f = read(
+            "Ticker,Date,Open,High,Low,Close,Volume,Adj Close\n\
+             A,2020-01-02,100,110,90,100,10,50\n\
+             B,2020-01-02,1,1,1,1,5,1\n\
+             A,2020-01-03,100,100,100,100,10,50\n",
+            "long.csv",
+        )
+        .unwrap();
+        assert_eq!(f.format, FileFormat::Long);
+        let names: Vec<_> = f.assets.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["A", "B"]);
+        let a = &f.assets[0];
+        // Halved prices, doubled volume: the traded value is unchanged.
+        assert_eq!(
+            (a.open[0], a.high[0], a.low[0], a.close[0]),
+            (50.0, 55.0, 45.0, 50.0)
+        );
+        assert_eq!(a.volume[0], 20.0);
+        assert_eq!(a.len(), 2);
+    }
+
+    #[test]
+    fn binance_klines_without_header() {
+        let f = read(
+            "1704067200000,42283.58,42554.57,42261.02,42475.23,1271.68108,1704067499999,53957248.97,47134,682.57581,28957416.82,0\n\
+             1704067500000,42475.23,42475.23,42431.19,42451.55,275.51,1704067799999,1,1,1,1,0\n",
+            "BTCUSDT-5m-2024-01.csv",
+        )
+        .unwrap();
+        assert_eq!(f.format, FileFormat::BinanceKlines);
+        let a = &f.assets[0];
+        assert_eq!(a.name, "BTCUSDT");
+        assert_eq!(a.timestamps, vec![1_704_067_200, 1_704_067_500]);
+        assert_eq!(a.close[1], 42451.55);
+    }
+
+    #[test]
+    fn binance_with_header_and_unix_seconds() {
+        let f = read(
+            "open_time,open,high,low,close,volume,close_time\n1704067200000,1,2,1,2,3,0\n",
+            "ETHUSDT-1h.csv",
+        )
+        .unwrap();
+        assert_eq!(f.assets[0].timestamps, vec![1_704_067_200]);
+        let f = read(
+            "TIME,OPEN,HIGH,LOW,CLOSE,VOLUME\n1704067200,1,2,1,2,3\n",
+            "x.csv",
+        )
+        .unwrap();
+        assert_eq!(f.assets[0].timestamps, vec![1_704_067_200]);
+    }
+
+    #[test]
+    fn files_of_one_asset_are_joined_in_time_order() {
+        let jan = read(
+            "timestamp,open,high,low,close,volume\n100,1,1,1,1,1\n200,1,1,1,1,1\n",
+            "S-jan.csv",
+        );
+        let feb = read(
+            "timestamp,open,high,low,close,volume\n300,1,1,1,1,1\n",
+            "S-feb.csv",
+        );
+        let mut a = jan.unwrap();
+        let mut b = feb.unwrap();
+        a.assets[0].name = "S".into();
+        b.assets[0].name = "S".into();
+        let merged = merge_files(vec![b.clone(), a.clone()]).unwrap();
+        assert_eq!(merged.len(), 1);
+        assert_eq!(merged[0].bars.timestamps, vec![100, 200, 300]);
+        assert_eq!(merged[0].paths.len(), 2);
+        let e = merge_files(vec![a.clone(), a]).unwrap_err().to_string();
+        assert!(e.contains("overlap in time"), "{e}");
+    }
+}

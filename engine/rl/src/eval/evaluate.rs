@@ -1,0 +1,385 @@
+//! Running a policy deterministically over one split and scoring it.
+//!
+//! The split is traded by one [`CpuVecEnv`] with the training run's rules (fees, order sizes,
+//! stops, lookback) but `episode_bars = 0` and a fixed start, so the single episode covers every
+//! bar from the first usable one (`start + lookback − 1`) to the last. The environment resets
+//! when an episode ends, which would hide the final bar's holdings; so the env trades a copy of
+//! the split with its last bar repeated once, and the evaluation stops one step before that
+//! padding — every bar's holdings, value and fees stay readable.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use burn::tensor::{Device, Tensor, TensorData};
+use ndarray::{Axis, concatenate};
+use serde::{Deserialize, Serialize};
+
+use crate::eval::EvalError;
+use crate::eval::metrics::{Curve, Metrics, periods_per_year};
+use crate::eval::objective::Objective;
+use tradetune_env::{CpuVecEnv, EnvConfig, StartMode, TensorVecEnv, VecEnv};
+use tradetune_market::Dataset;
+
+/// The bars to evaluate on and the trading rules.
+#[derive(Debug, Clone)]
+pub struct EvalSplit {
+    /// Name for reports ("validation", "test", …).
+    pub name: String,
+    /// The dataset (features scaled as in training).
+    pub dataset: Arc<Dataset>,
+    /// The split's bars.
+    pub range: Range<usize>,
+    /// The training run's env rules; `n_envs`, `episode_bars`, `start` are overridden.
+    pub env: EnvConfig,
+}
+
+impl EvalSplit {
+    /// The split `range` of `dataset`, called `name`, traded under `env`'s rules.
+    pub fn new(
+        name: impl Into<String>,
+        dataset: Arc<Dataset>,
+        range: Range<usize>,
+        env: &EnvConfig,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            dataset,
+            range,
+            env: env.clone(),
+        }
+    }
+
+    fn err(&self, reason: impl Into<String>) -> EvalError {
+        EvalError::Split {
+            split: self.name.clone(),
+            reason: reason.into(),
+        }
+    }
+
+    /// The env config of the evaluation: one env, one episode over the whole split.
+    fn env_config(&self) -> EnvConfig {
+        self.env
+            .clone()
+            .with_n_envs(1)
+            .with_episode_bars(0)
+            .with_start(StartMode::Fixed)
+    }
+
+    /// The split's bars with the last one repeated (one second later, keeping timestamps
+    /// strictly increasing), so the evaluation episode ends one bar after the split.
+    fn padded(&self) -> Result<Dataset, EvalError> {
+        let d = &*self.dataset;
+        let r = self.range.clone();
+        if r.start >= r.end || r.end > d.n_bars() {
+            return Err(self.err(format!(
+                "bars {}..{} are not a non-empty range of the dataset's {} bars",
+                r.start,
+                r.end,
+                d.n_bars()
+            )));
+        }
+        let last = r.end - 1;
+        let prices = concatenate(
+            Axis(0),
+            &[
+                d.prices.slice(ndarray::s![r.clone(), ..]),
+                d.prices.slice(ndarray::s![last..r.end, ..]),
+            ],
+        )
+        .map_err(|e| self.err(format!("copying prices: {e}")))?;
+        let features = concatenate(
+            Axis(0),
+            &[
+                d.features.slice(ndarray::s![r.clone(), .., ..]),
+                d.features.slice(ndarray::s![last..r.end, .., ..]),
+            ],
+        )
+        .map_err(|e| self.err(format!("copying features: {e}")))?;
+        let mut timestamps = d.timestamps[r].to_vec();
+        timestamps.push(d.timestamps[last] + 1);
+        Ok(Dataset {
+            names: d.names.clone(),
+            timestamps,
+            prices: prices.as_standard_layout().into_owned(),
+            features: features.as_standard_layout().into_owned(),
+            feature_names: d.feature_names.clone(),
+            scaler: None,
+        })
+    }
+}
+
+/// The outcome of one evaluation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvalReport {
+    /// Split name.
+    pub split: String,
+    /// Equity points (bars from the first usable one to the split's last).
+    pub bars: usize,
+    /// Bars per year used to annualise ([`periods_per_year`]).
+    pub periods_per_year: f64,
+    /// The policy's metrics.
+    pub agent: Metrics,
+    /// The equal-weight buy-and-hold's metrics (no fees: the env's yardstick).
+    pub equal_weight: Metrics,
+    /// Which objective [`EvalReport::objective`] is.
+    pub objective_name: Objective,
+    /// The objective's value.
+    pub objective: f64,
+    /// Portfolio value at each bar, in cash.
+    pub agent_equity: Vec<f64>,
+    /// Equal-weight buy-and-hold value at each bar, in cash.
+    pub equal_weight_equity: Vec<f64>,
+    /// Unix seconds (UTC) of each bar.
+    pub timestamps: Vec<i64>,
+}
+
+/// An [`EvalReport`] without its curves, for events and storage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvalSummary {
+    /// Split name.
+    pub split: String,
+    /// Equity points.
+    pub bars: usize,
+    /// The policy's metrics.
+    pub agent: Metrics,
+    /// The equal-weight buy-and-hold's metrics.
+    pub equal_weight: Metrics,
+    /// Which objective `objective` is.
+    pub objective_name: Objective,
+    /// The objective's value.
+    pub objective: f64,
+}
+
+impl EvalReport {
+    /// The report without its curves.
+    pub fn summary(&self) -> EvalSummary {
+        EvalSummary {
+            split: self.split.clone(),
+            bars: self.bars,
+            agent: self.agent,
+            equal_weight: self.equal_weight,
+            objective_name: self.objective_name,
+            objective: self.objective,
+        }
+    }
+}
+
+/// Number of observation values `model` takes.
+/// What an evaluation needs of a policy: its input size, its device, and deterministic actions
+/// in [-1, 1] for raw observations (normalised inside, as the policy was trained). The PPO
+/// learner's policy is `crate::ppo::DeterministicPolicy`; evaluation knows nothing of PPO.
+pub trait Policy {
+    /// Length of the observations the policy takes.
+    fn obs_dim(&self) -> usize;
+    /// The device its tensors live on.
+    fn device(&self) -> Device;
+    /// Actions `[B, A]` in [-1, 1] for raw observations `[B, obs_dim]`; no autodiff graph.
+    fn act(&self, obs: Tensor<2>) -> Tensor<2>;
+}
+
+/// Runs `policy` over `split` and scores it and the equal-weight buy-and-hold with
+/// `objective`.
+pub fn evaluate(
+    policy: &dyn Policy,
+    split: &EvalSplit,
+    objective: Objective,
+) -> Result<EvalReport, EvalError> {
+    let per_year = periods_per_year(&split.dataset).ok_or_else(|| {
+        split.err("the dataset has fewer than two bars, so no bar length to annualise with")
+    })?;
+    let padded = Arc::new(split.padded()?);
+    let n_bars = padded.n_bars();
+    let mut env = CpuVecEnv::new(split.env_config(), padded.clone(), 0..n_bars)
+        .map_err(|e| split.err(e.to_string()))?;
+    let (d, m) = (env.obs_dim(), env.action_dim());
+    let policy_dim = policy.obs_dim();
+    if policy_dim != d {
+        return Err(EvalError::Shape {
+            split: split.name.clone(),
+            policy: policy_dim,
+            env: d,
+        });
+    }
+    let device = policy.device();
+
+    let first = split.env.lookback.max(1) - 1;
+    // Steps from the first usable bar to the split's last bar (the padding bar is never reached).
+    let steps = (n_bars - 1).saturating_sub(first + 1);
+    if steps < 2 {
+        return Err(split.err(format!(
+            "{} bars with lookback {} leave {steps} steps; metrics need at least 2",
+            split.range.len(),
+            split.env.lookback
+        )));
+    }
+    let curves = if tradetune_device::reads_are_transfers(&device) {
+        drop(env);
+        let run = DeviceRun { policy, steps };
+        run.curves(split, &padded, &device)?
+    } else {
+        let mut obs = vec![0f32; d];
+        env.reset(&mut obs);
+        let (mut reward, mut done) = ([0f32], [0f32]);
+        let mut c = Curves::with_capacity(steps);
+        c.agent_equity.push(env.value(0) as f64);
+        c.ew_equity.push(env.equal_weight_value(0) as f64);
+        for _ in 0..steps {
+            let x = Tensor::<2>::from_data(TensorData::new(obs.clone(), [1, d]), &device);
+            let action: Vec<f32> =
+                tradetune_device::readback::read_f32(policy.act(x), "evaluation: actions")
+                    .map_err(|e| split.err(format!("reading the policy's actions: {e}")))?;
+            let before = env.holdings(0);
+            env.step(&action, &mut obs, &mut reward, &mut done);
+            if done[0] > 0.5 {
+                return Err(ended_early(split, env.bar(0)));
+            }
+            let bar = env.bar(0);
+            let after = env.holdings(0);
+            let prices = padded.prices.row(bar);
+            let value: f64 = (0..m)
+                .map(|k| ((after[k] - before[k]).abs() * prices[k]) as f64)
+                .sum();
+            c.traded.push(value);
+            c.fees.push(env.last_step_fees(0) as f64);
+            c.agent_equity.push(env.value(0) as f64);
+            c.ew_equity.push(env.equal_weight_value(0) as f64);
+        }
+        c
+    };
+    let Curves {
+        agent_equity,
+        ew_equity,
+        traded,
+        fees,
+    } = curves;
+    let metric = |who: &'static str, curve: Curve<'_>| {
+        Metrics::from_curve(curve).map_err(|source| EvalError::Metric {
+            split: split.name.clone(),
+            who,
+            source,
+        })
+    };
+    let agent = metric(
+        "agent",
+        Curve {
+            equity: &agent_equity,
+            traded: &traded,
+            fees: &fees,
+            periods_per_year: per_year,
+        },
+    )?;
+    let equal_weight = metric(
+        "equal weight",
+        Curve {
+            equity: &ew_equity,
+            traded: &[],
+            fees: &[],
+            periods_per_year: per_year,
+        },
+    )?;
+    let value = objective.value(&agent, &equal_weight);
+    if !value.is_finite() {
+        return Err(split.err(format!("objective {objective} is {value}")));
+    }
+    let start = split.range.start + first;
+    Ok(EvalReport {
+        split: split.name.clone(),
+        bars: agent_equity.len(),
+        periods_per_year: per_year,
+        agent,
+        equal_weight,
+        objective_name: objective,
+        objective: value,
+        timestamps: split.dataset.timestamps[start..start + agent_equity.len()].to_vec(),
+        agent_equity,
+        equal_weight_equity: ew_equity,
+    })
+}
+
+/// The series an evaluation scores.
+struct Curves {
+    agent_equity: Vec<f64>,
+    ew_equity: Vec<f64>,
+    traded: Vec<f64>,
+    fees: Vec<f64>,
+}
+
+impl Curves {
+    fn with_capacity(steps: usize) -> Self {
+        Curves {
+            agent_equity: Vec::with_capacity(steps + 1),
+            ew_equity: Vec::with_capacity(steps + 1),
+            traded: Vec::with_capacity(steps),
+            fees: Vec::with_capacity(steps),
+        }
+    }
+}
+
+fn ended_early(split: &EvalSplit, bar: usize) -> EvalError {
+    split.err(format!(
+        "the episode ended at bar {bar} before the split's end; this is a bug"
+    ))
+}
+
+/// The evaluation on a device whose reads are transfers (a GPU): the split is traded by a
+/// [`TensorVecEnv`] of one env on the policy's device, each bar's values are written to a log
+/// on the device, and the whole log is read back once at the end, instead of one read of the
+/// action per bar. Same rules and formulas as the host env (the env tests hold them equal).
+struct DeviceRun<'a> {
+    policy: &'a dyn Policy,
+    steps: usize,
+}
+
+/// Values per bar in the device log: agent value, equal-weight value, traded value, fees, done.
+const DEVICE_LOG: usize = 5;
+
+impl DeviceRun<'_> {
+    fn curves(
+        &self,
+        split: &EvalSplit,
+        padded: &Dataset,
+        device: &burn::tensor::Device,
+    ) -> Result<Curves, EvalError> {
+        let mut env = TensorVecEnv::new(split.env_config(), padded, 0..padded.n_bars(), device)
+            .map_err(|e| split.err(e.to_string()))?;
+        let mut obs = env.reset_tensors();
+        let (v0, e0) = env.values();
+        let start = Tensor::cat(vec![v0, e0], 0);
+        let mut log = Tensor::<2>::zeros([self.steps, DEVICE_LOG], device);
+        for t in 0..self.steps {
+            let before = env.holdings();
+            let step = env.step_tensors(self.policy.act(obs));
+            let traded = env
+                .holdings()
+                .sub(before)
+                .abs()
+                .mul(env.current_prices())
+                .sum_dim(1)
+                .reshape([1]);
+            let (value, eqw) = env.values();
+            let row = Tensor::cat(vec![value, eqw, traded, env.last_step_fees(), step.done], 0);
+            log = log.slice_assign([t..t + 1, 0..DEVICE_LOG], row.unsqueeze_dim::<2>(0));
+            obs = step.obs;
+        }
+        let host = tradetune_device::readback::read_f32(
+            Tensor::cat(vec![start, log.reshape([self.steps * DEVICE_LOG])], 0),
+            "evaluation: curves",
+        )
+        .map_err(|e| split.err(format!("reading the evaluation's curves: {e}")))?;
+        let (start, rows) = host.split_at(2);
+        let mut c = Curves::with_capacity(self.steps);
+        c.agent_equity.push(start[0] as f64);
+        c.ew_equity.push(start[1] as f64);
+        for (t, row) in rows.chunks_exact(DEVICE_LOG).enumerate() {
+            if row[4] > 0.5 {
+                let first = split.env.lookback.max(1) - 1;
+                return Err(ended_early(split, split.range.start + first + t + 1));
+            }
+            c.agent_equity.push(row[0] as f64);
+            c.ew_equity.push(row[1] as f64);
+            c.traded.push(row[2] as f64);
+            c.fees.push(row[3] as f64);
+        }
+        Ok(c)
+    }
+}

@@ -1,0 +1,653 @@
+//! The PPO update (Schulman et al. 2017, arXiv:1707.06347), laid out like CleanRL's
+//! `ppo_continuous_action.py` with SB3's loss conventions (`stable_baselines3/ppo/ppo.py`):
+//!
+//! ```text
+//! for epoch in 0..n_epochs:
+//!     for mb in shuffled minibatches of the rollout (without replacement, last one may be short):
+//!         mean, V      = model(obs[mb])                     # [B, A], [B]  (compute dtype)
+//!         logp         = log N(actions[mb]; mean, σ)        # [B]
+//!         ratio        = exp(logp − logp_old[mb])           # [B]
+//!         Â            = normalise(adv[mb])                 # per minibatch, if enabled
+//!         L_pi         = mean(max(−Â·ratio, −Â·clip(ratio, 1 ± ε)))
+//!         V'           = V_old + clip(V − V_old, ±ε_vf)     # if clip_range_vf
+//!         L_v          = mean((R − V')²)
+//!         L            = L_pi + vf_coef·L_v − ent_coef·H
+//!         approx_kl    = mean((ratio − 1) − log ratio)      # Schulman's k3 estimator
+//!         stop the update if approx_kl > 1.5·target_kl (before stepping, as SB3)
+//!         g            = ∇(L · loss_scale) / loss_scale      # f32 grads of the f32 params
+//!         skip the step if g is not finite (f16: lower the scale)
+//!         g           *= min(1, max_grad_norm / ‖g‖₂)       # one global norm over all params
+//!         Adam(g, lr)
+//! ```
+
+use burn::module::{Module, ModuleVisitor, Param, ParamId};
+use std::sync::{Arc, Mutex};
+
+use burn::optim::{Adam, AdamState};
+use burn::optim::{AdamConfig, GradientsParams, LearningRate, ModuleOptimizer, Optimizer};
+use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use serde::{Deserialize, Serialize};
+
+use crate::ppo::config::PpoConfig;
+use crate::ppo::error::PpoError;
+use crate::ppo::model::{ActorCritic, gaussian_entropy, gaussian_log_prob};
+use tradetune_device::precision::{LossScaler, MAX_LOSS_SCALE, MIN_LOSS_SCALE, ScaleStep};
+
+/// A rollout prepared for the update: everything on the training (autodiff) device.
+#[derive(Debug, Clone)]
+pub struct UpdateBatch {
+    /// `[S, obs_dim]`.
+    pub obs: Tensor<2>,
+    /// `[S, action_dim]` unclipped actions.
+    pub actions: Tensor<2>,
+    /// `[S]` log-probabilities under the rollout policy.
+    pub log_probs: Tensor<1>,
+    /// `[S]` values of the rollout policy.
+    pub values: Tensor<1>,
+    /// `[S]` GAE advantages.
+    pub advantages: Tensor<1>,
+    /// `[S]` value targets (advantage + value).
+    pub returns: Tensor<1>,
+}
+
+/// Whether the next optimiser step applies, as a `[1]` flag on the device; `None`: it does.
+type Gate = Arc<Mutex<Option<Tensor<1, Bool>>>>;
+
+/// burn's Adam, whose step is kept or discarded by a flag on the device ([`Gate`]): f16's
+/// dynamic loss scaling skips an overflowing step without reading the gradients' finiteness
+/// back. A discarded step leaves the parameter and both moments as they were (selected, not
+/// recomputed, so a non-finite gradient never reaches them); Adam's step counter, a host
+/// integer, counts it anyway, so its bias correction after a skip is that of one step later.
+#[derive(Clone)]
+struct GatedAdam {
+    adam: Adam,
+    gate: Gate,
+}
+
+impl Optimizer for GatedAdam {
+    type State<const D: usize> = AdamState<D>;
+
+    fn step<const D: usize>(
+        &self,
+        lr: LearningRate,
+        tensor: Tensor<D>,
+        grad: Tensor<D>,
+        state: Option<Self::State<D>>,
+    ) -> (Tensor<D>, Option<Self::State<D>>) {
+        let gate = self.gate.lock().ok().and_then(|g| g.clone());
+        let (stepped, new_state) = self.adam.step(lr, tensor.clone(), grad, state.clone());
+        let Some(gate) = gate else {
+            return (stepped, new_state);
+        };
+        let shape = tensor.shape();
+        let apply: Tensor<D, Bool> = gate.reshape([1; D]).expand(shape.clone());
+        let kept = tensor.clone().mask_where(apply.clone(), stepped);
+        let new_state = new_state.map(|mut n| {
+            let (m1, m2) = match state {
+                Some(old) => (old.momentum.moment_1, old.momentum.moment_2),
+                None => (tensor.zeros_like(), tensor.zeros_like()),
+            };
+            n.momentum.moment_1 = m1.mask_where(apply.clone(), n.momentum.moment_1);
+            n.momentum.moment_2 = m2.mask_where(apply.clone(), n.momentum.moment_2);
+            n
+        });
+        (kept, new_state)
+    }
+
+    fn to_device<const D: usize>(state: Self::State<D>, device: &Device) -> Self::State<D> {
+        <Adam as Optimizer>::to_device(state, device)
+    }
+}
+
+/// One minibatch's forward and backward pass.
+struct Minibatch {
+    /// `[7]`: loss, policy loss, value loss, entropy, approx_kl, clipfrac, Σ‖g‖² (of the
+    /// scaled loss).
+    diagnostics: Tensor<1>,
+    grads: GradientsParams,
+}
+
+/// CleanRL's per-update diagnostics (means over the minibatches that were run).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct UpdateStats {
+    /// `losses/approx_kl`.
+    pub approx_kl: f32,
+    /// `losses/clipfrac`: fraction of samples whose ratio was clipped.
+    pub clipfrac: f32,
+    /// `losses/entropy` of the policy.
+    pub entropy: f32,
+    /// `losses/policy_loss`.
+    pub policy_loss: f32,
+    /// `losses/value_loss`.
+    pub value_loss: f32,
+    /// `losses/explained_variance` of the rollout's values for its returns.
+    pub explained_variance: f32,
+    /// `charts/learning_rate`.
+    pub learning_rate: f64,
+    /// Loss scale after the update (1 unless f16).
+    pub loss_scale: f32,
+    /// Global gradient norm before clipping (mean over applied steps).
+    pub grad_norm: f32,
+    /// Optimiser steps applied.
+    pub steps: usize,
+    /// Steps skipped for non-finite f16 gradients.
+    pub skipped_steps: usize,
+    /// Epochs completed (fewer than `n_epochs` when `target_kl` stopped the update).
+    pub epochs: usize,
+}
+
+impl UpdateStats {
+    /// The diagnostics by their CleanRL names, for learning curves.
+    pub fn metrics(&self) -> [(&'static str, f64); 9] {
+        [
+            ("losses/approx_kl", self.approx_kl.into()),
+            ("losses/clipfrac", self.clipfrac.into()),
+            ("losses/entropy", self.entropy.into()),
+            ("losses/policy_loss", self.policy_loss.into()),
+            ("losses/value_loss", self.value_loss.into()),
+            ("losses/explained_variance", self.explained_variance.into()),
+            ("losses/grad_norm", self.grad_norm.into()),
+            ("losses/loss_scale", self.loss_scale.into()),
+            ("charts/learning_rate", self.learning_rate),
+        ]
+    }
+}
+
+/// The learner: model, optimiser, loss scaler and the minibatch shuffler.
+pub struct Learner {
+    model: ActorCritic,
+    optim: ModuleOptimizer,
+    scaler: LossScaler,
+    rng: StdRng,
+    params: Vec<(ParamId, usize)>,
+    cfg: PpoConfig,
+    device: Device,
+    /// The gate of `optim` (see [`GatedAdam`]).
+    gate: Gate,
+}
+
+/// The learner's optimiser: Adam behind `gate`.
+fn gated_adam(cfg: &PpoConfig, gate: &Gate) -> ModuleOptimizer {
+    ModuleOptimizer::from(GatedAdam {
+        adam: AdamConfig::new().with_epsilon(cfg.adam_eps).build(),
+        gate: gate.clone(),
+    })
+}
+
+/// Collects every float parameter's id and rank.
+struct ParamList(Vec<(ParamId, usize)>);
+
+impl ModuleVisitor for ParamList {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        self.0.push((param.id, D));
+    }
+}
+
+impl Learner {
+    /// A learner for `model` (on the autodiff training device `device`).
+    pub fn new(model: ActorCritic, cfg: &PpoConfig, device: &Device) -> Self {
+        let mut params = ParamList(Vec::new());
+        model.visit(&mut params);
+        let gate: Gate = Arc::new(Mutex::new(None));
+        Self {
+            model,
+            optim: gated_adam(cfg, &gate),
+            gate,
+            scaler: LossScaler::new(
+                cfg.precision,
+                cfg.initial_loss_scale,
+                cfg.loss_scale_growth_interval,
+            ),
+            rng: crate::ppo::stream_rng(cfg.seed, crate::ppo::SHUFFLE_STREAM, 0),
+            params: params.0,
+            cfg: cfg.clone(),
+            device: device.clone(),
+        }
+    }
+
+    /// The model being trained.
+    pub fn model(&self) -> &ActorCritic {
+        &self.model
+    }
+
+    /// Replaces the model (checkpoint resume).
+    pub fn set_model(&mut self, model: ActorCritic) {
+        self.model = model;
+    }
+
+    /// Saves Adam's state to a burnpack file.
+    pub fn save_optimizer(&self, path: &std::path::Path) -> Result<(), PpoError> {
+        self.optim.save(path).map_err(|e| PpoError::Checkpoint {
+            path: path.display().to_string(),
+            reason: format!("{e:?}"),
+        })
+    }
+
+    /// Restores Adam's state from a burnpack file.
+    pub fn load_optimizer(&mut self, path: &std::path::Path) -> Result<(), PpoError> {
+        let optim = std::mem::replace(&mut self.optim, gated_adam(&self.cfg, &self.gate));
+        self.optim = optim.load(path).map_err(|e| PpoError::Checkpoint {
+            path: path.display().to_string(),
+            reason: format!("{e:?}"),
+        })?;
+        Ok(())
+    }
+
+    /// The loss scaler.
+    pub fn scaler(&self) -> &LossScaler {
+        &self.scaler
+    }
+
+    /// The loss scaler, to restore its scale on resume.
+    pub fn scaler_mut(&mut self) -> &mut LossScaler {
+        &mut self.scaler
+    }
+
+    /// Runs `n_epochs` over `batch` with learning rate `lr`. `update` numbers the update in
+    /// errors.
+    ///
+    /// `ride_along` are values the caller wants back from the device (the rollout's GAE
+    /// diagnostics, its episode log): they are read together with the update's diagnostics, so
+    /// an update without host decisions reads the device once, and `check` sees them before
+    /// the update's own diagnostics are judged. An update that decides something on the host
+    /// per minibatch (`target_kl`'s early stop, the only one) reads `ride_along` first and one
+    /// diagnostics vector per minibatch, and then scales an f16 loss on the host. Otherwise f16's
+    /// loss scaling runs on the device (scale, skips and growth as [`LossScaler`]; see
+    /// [`GatedAdam`] for the skip).
+    pub fn update(
+        &mut self,
+        batch: &UpdateBatch,
+        lr: f64,
+        update: usize,
+        ride_along: Tensor<1>,
+        check: &mut dyn FnMut(&[f32]) -> Result<(), PpoError>,
+    ) -> Result<(UpdateStats, Vec<f32>), PpoError> {
+        let per_minibatch = self.cfg.target_kl.is_some();
+        if per_minibatch {
+            let extra = if ride_along.dims()[0] == 0 {
+                Vec::new()
+            } else {
+                tradetune_device::readback::read_f32(ride_along, "update: rollout values")
+                    .map_err(|e| PpoError::read("rollout values", e))?
+            };
+            check(&extra)?;
+            let stats = self.update_reading_each_minibatch(batch, lr, update)?;
+            Ok((stats, extra))
+        } else {
+            self.update_reading_once(batch, lr, update, ride_along, check)
+        }
+    }
+
+    /// A fresh shuffle of `0..samples` for each epoch of this update, keyed by its number.
+    fn epoch_orders(&mut self, samples: usize, update: usize) -> Vec<Tensor<1, Int>> {
+        let mut order: Vec<i64> = (0..samples as i64).collect();
+        // This update's minibatch orders: keyed by its number (see `stream_rng`).
+        self.rng = crate::ppo::stream_rng(self.cfg.seed, crate::ppo::SHUFFLE_STREAM, update as u64);
+        (0..self.cfg.n_epochs)
+            .map(|_| {
+                order.shuffle(&mut self.rng);
+                Tensor::<1, Int>::from_data(TensorData::new(order.clone(), [samples]), &self.device)
+            })
+            .collect()
+    }
+
+    /// The losses and gradients of one minibatch (`idx` into `batch`), the loss scaled by
+    /// `scale` before the backward pass.
+    fn minibatch(&self, batch: &UpdateBatch, idx: Tensor<1, Int>, scale: Tensor<1>) -> Minibatch {
+        let cfg = &self.cfg;
+        let dtype = cfg.precision.compute_dtype();
+        let b = idx.dims()[0];
+        let obs = batch.obs.clone().select(0, idx.clone());
+        let actions = batch.actions.clone().select(0, idx.clone());
+        let old_logp = batch.log_probs.clone().select(0, idx.clone());
+        let old_values = batch.values.clone().select(0, idx.clone());
+        let mut adv = batch.advantages.clone().select(0, idx.clone());
+        let returns = batch.returns.clone().select(0, idx);
+
+        let (mean, value) = self.model.forward(obs, dtype);
+        let log_std = self.model.log_std();
+        let logp = gaussian_log_prob(mean, log_std.clone(), actions);
+        let log_ratio = logp.sub(old_logp);
+        let ratio = log_ratio.clone().exp();
+        if cfg.normalize_advantage && b > 1 {
+            // Unbiased std, as torch's `adv.std()` in SB3.
+            let m = adv.clone().mean();
+            let centred = adv.sub(m.expand([b]));
+            let std = centred
+                .clone()
+                .square()
+                .sum()
+                .div_scalar((b - 1) as f32)
+                .sqrt();
+            adv = centred.div(std.add_scalar(1e-8).expand([b]));
+        }
+        let c = cfg.clip_range;
+        let surrogate = adv.clone().neg().mul(ratio.clone());
+        let clipped = adv.neg().mul(ratio.clone().clamp(1.0 - c, 1.0 + c));
+        let policy_loss = surrogate.max_pair(clipped).mean();
+        let v_pred = match cfg.clip_range_vf {
+            Some(cv) => old_values.clone().add(value.sub(old_values).clamp(-cv, cv)),
+            None => value,
+        };
+        let value_loss = returns.sub(v_pred).square().mean();
+        let entropy = gaussian_entropy(log_std);
+        let loss = policy_loss
+            .clone()
+            .add(value_loss.clone().mul_scalar(cfg.vf_coef))
+            .sub(entropy.clone().mul_scalar(cfg.ent_coef));
+
+        let ratio_d = ratio.detach();
+        let approx_kl = ratio_d
+            .clone()
+            .sub_scalar(1.0)
+            .sub(log_ratio.detach())
+            .mean();
+        let clipfrac = ratio_d.sub_scalar(1.0).abs().greater_elem(c).float().mean();
+
+        let grads = loss.clone().mul(scale).backward();
+        let grads = GradientsParams::from_grads(grads, &self.model);
+        let grad_sq = self.grad_sq_sum(&grads);
+        Minibatch {
+            diagnostics: Tensor::cat(
+                vec![
+                    loss.detach(),
+                    policy_loss.detach(),
+                    value_loss.detach(),
+                    entropy.detach(),
+                    approx_kl,
+                    clipfrac,
+                    grad_sq,
+                ],
+                0,
+            ),
+            grads,
+        }
+    }
+
+    /// The update without host decisions: gradient clipping and f16's loss scaling are
+    /// computed on the device and the diagnostics are summed there; one read at the end, with
+    /// `ride_along`.
+    fn update_reading_once(
+        &mut self,
+        batch: &UpdateBatch,
+        lr: f64,
+        update: usize,
+        ride_along: Tensor<1>,
+        check: &mut dyn FnMut(&[f32]) -> Result<(), PpoError>,
+    ) -> Result<(UpdateStats, Vec<f32>), PpoError> {
+        let samples = batch.obs.dims()[0];
+        let batch_size = self.cfg.batch_size;
+        let max_norm = self.cfg.max_grad_norm;
+        let scaling = self.cfg.precision.scales_loss();
+        let dev = self.device.clone();
+        let one = |v: f32| Tensor::<1>::from_data(TensorData::new(vec![v], [1]), &dev);
+        // The loss scaler's state on the device (see `LossScaler::update`).
+        let mut scale = one(self.scaler.scale());
+        let mut clean = one(self.scaler.clean_steps() as f32);
+        let interval = self.scaler.growth_interval() as f32;
+        // Σ over minibatches of [loss, policy, value, entropy, kl, clipfrac, ‖g‖] of the
+        // applied steps, then the count of non-finite ones.
+        let mut sums = Tensor::<1>::zeros([8], &self.device);
+        let mut minibatches = 0usize;
+        for perm in self.epoch_orders(samples, update) {
+            for start in (0..samples).step_by(batch_size) {
+                let b = (start + batch_size).min(samples) - start;
+                let Minibatch {
+                    diagnostics,
+                    mut grads,
+                } = self.minibatch(batch, perm.clone().narrow(0, start, b), scale.clone());
+                // The norm of the unscaled gradients.
+                let norm = diagnostics
+                    .clone()
+                    .narrow(0, 6, 1)
+                    .sqrt()
+                    .div(scale.clone());
+                let finite = diagnostics
+                    .clone()
+                    .narrow(0, 0, 1)
+                    .add(norm.clone())
+                    .is_finite();
+                let mut factor = scale.clone().recip();
+                if max_norm > 0.0 {
+                    // min(1, max / (‖g‖ + 1e-6)), as torch's `clip_grad_norm_`.
+                    let clip = norm
+                        .clone()
+                        .add_scalar(1e-6)
+                        .recip()
+                        .mul_scalar(max_norm)
+                        .clamp_max(1.0);
+                    factor = factor.mul(clip);
+                }
+                if scaling || max_norm > 0.0 {
+                    self.rescale_by(&mut grads, factor);
+                }
+                if scaling {
+                    self.set_gate(Some(finite.clone()));
+                }
+                self.model = self.optim.step(lr, self.model.clone(), grads);
+                let applied = Tensor::cat(vec![diagnostics.narrow(0, 0, 6), norm], 0);
+                let row = if scaling {
+                    self.set_gate(None);
+                    // Clean steps in a row; the scale halves on an overflow and doubles after
+                    // `interval` clean steps, within its bounds.
+                    let counted = clean
+                        .clone()
+                        .add_scalar(1.0)
+                        .mask_fill(finite.clone().bool_not(), 0.0);
+                    let grow = counted.clone().greater_equal_elem(interval);
+                    let grown = scale.clone().mul_scalar(2.0).clamp_max(MAX_LOSS_SCALE);
+                    let backed = scale.clone().mul_scalar(0.5).clamp_min(MIN_LOSS_SCALE);
+                    scale =
+                        backed.mask_where(finite.clone(), scale.mask_where(grow.clone(), grown));
+                    clean = counted.mask_fill(grow, 0.0);
+                    Tensor::zeros([7], &self.device).mask_where(finite.clone().expand([7]), applied)
+                } else {
+                    applied
+                };
+                sums = sums.add(Tensor::cat(vec![row, finite.bool_not().float()], 0));
+                minibatches += 1;
+            }
+        }
+        let n_sums = 10;
+        let read = tradetune_device::readback::read_f32(
+            Tensor::cat(vec![sums, scale, clean, ride_along], 0),
+            "update: diagnostics",
+        )
+        .map_err(|e| PpoError::read("update diagnostics", e))?;
+        if read.len() < n_sums {
+            return Err(PpoError::read("update diagnostics", "wrong length"));
+        }
+        let (sums, extra) = read.split_at(n_sums);
+        check(extra)?;
+        let bad = sums[7].round() as usize;
+        if scaling {
+            self.scaler
+                .set_from_device(sums[8], sums[9].round() as usize, bad);
+            if self.scaler.underflowed() {
+                return Err(PpoError::LossScaleUnderflow {
+                    update,
+                    floor: MIN_LOSS_SCALE,
+                });
+            }
+        } else if bad > 0 || !sums[0].is_finite() {
+            return Err(PpoError::Diverged {
+                update,
+                what: format!(
+                    "loss or gradient norm not finite in {bad} of {minibatches} minibatches (mean loss {})",
+                    sums[0] / minibatches.max(1) as f32
+                ),
+            });
+        }
+        let steps = minibatches - bad.min(minibatches);
+        let n = steps.max(1) as f32;
+        let stats = UpdateStats {
+            learning_rate: lr,
+            policy_loss: sums[1] / n,
+            value_loss: sums[2] / n,
+            entropy: sums[3] / n,
+            approx_kl: sums[4] / n,
+            clipfrac: sums[5] / n,
+            grad_norm: sums[6] / n,
+            steps,
+            skipped_steps: minibatches - steps,
+            epochs: self.cfg.n_epochs,
+            loss_scale: self.scaler.scale(),
+            ..UpdateStats::default()
+        };
+        Ok((stats, extra.to_vec()))
+    }
+
+    fn set_gate(&self, gate: Option<Tensor<1, Bool>>) {
+        if let Ok(mut g) = self.gate.lock() {
+            *g = gate;
+        }
+    }
+
+    /// The update with a host decision per minibatch (`target_kl`'s early stop; an f16 loss is
+    /// then scaled on the host too): one read of the minibatch's diagnostics before its
+    /// optimiser step.
+    fn update_reading_each_minibatch(
+        &mut self,
+        batch: &UpdateBatch,
+        lr: f64,
+        update: usize,
+    ) -> Result<UpdateStats, PpoError> {
+        let samples = batch.obs.dims()[0];
+        let batch_size = self.cfg.batch_size;
+        let mut sums = [0f64; 6]; // policy, value, entropy, kl, clipfrac, grad norm
+        let mut minibatches = 0usize;
+        let mut stats = UpdateStats {
+            learning_rate: lr,
+            ..UpdateStats::default()
+        };
+        'epochs: for perm in self.epoch_orders(samples, update) {
+            for start in (0..samples).step_by(batch_size) {
+                let b = (start + batch_size).min(samples) - start;
+                let scale = self.scaler.scale();
+                let Minibatch {
+                    diagnostics,
+                    mut grads,
+                } = self.minibatch(
+                    batch,
+                    perm.clone().narrow(0, start, b),
+                    Tensor::from_data(TensorData::new(vec![scale], [1]), &self.device),
+                );
+                let read: Vec<f32> =
+                    tradetune_device::readback::read_f32(diagnostics, "update: diagnostics")
+                        .map_err(|e| PpoError::read("update diagnostics", e))?;
+                let [loss_v, pl, vl, ent, kl, cf, gsq] = read[..] else {
+                    return Err(PpoError::read("update diagnostics", "wrong length"));
+                };
+                if let Some(target) = self.cfg.target_kl
+                    && kl > 1.5 * target
+                {
+                    break 'epochs;
+                }
+                let grad_norm = gsq.sqrt() / scale;
+                let finite = loss_v.is_finite() && grad_norm.is_finite();
+                match self.scaler.update(finite) {
+                    ScaleStep::Skip if !self.cfg.precision.scales_loss() => {
+                        return Err(PpoError::Diverged {
+                            update,
+                            what: format!("loss {loss_v} / gradient norm {grad_norm}"),
+                        });
+                    }
+                    ScaleStep::Skip => {
+                        stats.skipped_steps += 1;
+                        if self.scaler.underflowed() {
+                            return Err(PpoError::LossScaleUnderflow {
+                                update,
+                                floor: tradetune_device::precision::MIN_LOSS_SCALE,
+                            });
+                        }
+                        continue;
+                    }
+                    ScaleStep::Apply => {}
+                }
+                let max = self.cfg.max_grad_norm;
+                let clip = if max > 0.0 && grad_norm > max {
+                    max / (grad_norm + 1e-6)
+                } else {
+                    1.0
+                };
+                let factor = clip / scale;
+                if factor != 1.0 {
+                    self.rescale(&mut grads, factor);
+                }
+                self.model = self.optim.step(lr, self.model.clone(), grads);
+                for (s, v) in sums.iter_mut().zip([pl, vl, ent, kl, cf, grad_norm]) {
+                    *s += v as f64;
+                }
+                minibatches += 1;
+            }
+            stats.epochs += 1;
+        }
+        let n = minibatches.max(1) as f64;
+        stats.policy_loss = (sums[0] / n) as f32;
+        stats.value_loss = (sums[1] / n) as f32;
+        stats.entropy = (sums[2] / n) as f32;
+        stats.approx_kl = (sums[3] / n) as f32;
+        stats.clipfrac = (sums[4] / n) as f32;
+        stats.grad_norm = (sums[5] / n) as f32;
+        stats.steps = minibatches;
+        stats.loss_scale = self.scaler.scale();
+        Ok(stats)
+    }
+
+    /// Σ‖g‖² over all parameters, `[1]`.
+    fn grad_sq_sum(&self, grads: &GradientsParams) -> Tensor<1> {
+        let parts: Vec<Tensor<1>> = self
+            .params
+            .iter()
+            .filter_map(|&(id, rank)| match rank {
+                1 => grads.get::<1>(id).map(|g| g.square().sum()),
+                2 => grads.get::<2>(id).map(|g| g.square().sum()),
+                _ => None,
+            })
+            .collect();
+        if parts.is_empty() {
+            return Tensor::zeros([1], &self.device);
+        }
+        Tensor::cat(parts, 0).sum()
+    }
+
+    /// Multiplies every gradient by `factor` (`[1]`, on the device): clipping without a read.
+    fn rescale_by(&self, grads: &mut GradientsParams, factor: Tensor<1>) {
+        for &(id, rank) in &self.params {
+            match rank {
+                1 => {
+                    if let Some(g) = grads.remove::<1>(id) {
+                        grads.register(id, g.mul(factor.clone()));
+                    }
+                }
+                2 => {
+                    if let Some(g) = grads.remove::<2>(id) {
+                        grads.register(id, g.mul(factor.clone().unsqueeze_dim::<2>(0)));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Multiplies every gradient by `factor` (unscaling and clipping in one pass).
+    fn rescale(&self, grads: &mut GradientsParams, factor: f32) {
+        for &(id, rank) in &self.params {
+            match rank {
+                1 => {
+                    if let Some(g) = grads.remove::<1>(id) {
+                        grads.register(id, g.mul_scalar(factor));
+                    }
+                }
+                2 => {
+                    if let Some(g) = grads.remove::<2>(id) {
+                        grads.register(id, g.mul_scalar(factor));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}

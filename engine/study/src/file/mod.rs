@@ -1,0 +1,655 @@
+//! The study file: one TOML file says what a study searches and how it runs.
+//!
+//! ```toml
+//! [study]
+//! name = "rtx4080"
+//! direction = "maximize"          # or "minimize"
+//! objective = "sharpe_excess"     # what a trial's value measures on the validation split
+//! n_trials = 50
+//! workers = 3
+//! devices = ["wgpu:0"]            # each worker is bound to one of them
+//! assignment = "round_robin"      # or "least_loaded" (by memory)
+//! memory_fraction = 0.8           # of each device, shared by its workers
+//! device_memory_gib = 16          # the device class, for the budget where it is not detected
+//!
+//! [data]
+//! paths = []                      # empty = the bundled sample
+//! assets = []
+//!
+//! [split]
+//! by = "fractions"
+//! train = 0.7
+//! validation = 0.15
+//!
+//! [fixed]                         # any field of the trial configuration, by dotted name
+//! env.n_envs = 32
+//! ppo.policy.net_arch.pi = [2048, 1024, 512]
+//! train.total_timesteps = 500_000
+//!
+//! [search]                        # searched ranges, Optuna's distributions
+//! "ppo.learning_rate" = { low = 1e-5, high = 1e-3, log = true }
+//! "ppo.batch_size" = { choices = [512, 1024, 2048] }
+//! "ppo.n_epochs" = { low = 4, high = 16, step = 4 }        # integers: an int range
+//!
+//! [sampler]
+//! kind = "tpe"                    # tpe | random | grid
+//! seed = 42
+//! enqueue = [{ "ppo.learning_rate" = 3e-4 }]   # "baseline" trials run first
+//!
+//! [pruner]
+//! kind = "median"                 # none | median | percentile | successive_halving | hyperband
+//! n_startup_trials = 5
+//! n_warmup_steps = 2
+//! ```
+//!
+//! Every name in `[fixed]`, `[search]` and the sampler's lists is checked against the trial
+//! configuration before anything runs; errors name the file, the line and the key.
+
+mod line;
+mod sections;
+mod spec;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+pub use line::{key_at, line_of};
+pub use sections::{
+    DIRECTIONS, DataSection, PrunerKind, PrunerSection, SamplerKind, SamplerSection, StudySection,
+    direction_name,
+};
+use spec::{distribution, flatten, param_value, search_specs, set_fixed};
+
+use crate::config_path::{self, ConfigPathError};
+use crate::pruner::{
+    HyperbandPruner, NopPruner, PercentilePruner, Pruner, SuccessiveHalvingPruner,
+};
+use crate::runner::{DeviceSlot, RunnerConfig};
+use crate::sampler::{EnqueuedSampler, GridSampler, RandomSampler, Sampler, TpeConfig, TpeSampler};
+use crate::space::{Distribution, ParamValue, SearchSpace};
+use crate::trial::Direction;
+use tradetune_device::DeviceSpec;
+use tradetune_market::split::SplitSpec;
+
+/// A study file that cannot be used, with where the problem is.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub struct StudyFileError {
+    pub path: String,
+    /// 1-based line of the key, when found.
+    pub line: Option<usize>,
+    /// The key concerned (`search."ppo.learning_rate"`, `study.workers`).
+    pub key: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for StudyFileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.path)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        if let Some(key) = &self.key {
+            write!(f, ": {key}")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// A parsed, checked study file.
+#[derive(Debug, Clone)]
+pub struct StudyFile {
+    /// Where it came from (a path, or `preset:NAME`), for messages.
+    pub path: String,
+    pub study: StudySection,
+    pub data: DataSection,
+    pub split: SplitSpec,
+    /// The trial configuration every trial starts from: the defaults with `[fixed]` laid over.
+    pub base_config: serde_json::Value,
+    pub space: SearchSpace,
+    pub sampler: SamplerSection,
+    pub pruner: PrunerSection,
+    /// Enqueued trials and grid values, external values by name (checked against the space).
+    enqueued: Vec<BTreeMap<String, ParamValue>>,
+    grid: BTreeMap<String, Vec<ParamValue>>,
+    text: String,
+}
+
+/// The file's tables.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Sections {
+    study: Option<StudySection>,
+    #[serde(default)]
+    data: DataSection,
+    #[serde(default)]
+    split: SplitSpec,
+    #[serde(default)]
+    fixed: toml::Table,
+    #[serde(default)]
+    search: toml::Table,
+    #[serde(default)]
+    sampler: SamplerSection,
+    #[serde(default)]
+    pruner: PrunerSection,
+}
+
+impl StudyFile {
+    /// Reads and checks a study file; `defaults` is the trial configuration's default JSON
+    /// (its leaves are the names that may be fixed or searched).
+    pub fn read(
+        path: impl Into<PathBuf>,
+        defaults: &serde_json::Value,
+    ) -> Result<StudyFile, StudyFileError> {
+        let path = path.into();
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(&path).map_err(|e| StudyFileError {
+            path: name.clone(),
+            line: None,
+            key: None,
+            message: format!("cannot read it: {e}"),
+        })?;
+        let mut file = StudyFile::parse(&text, &name, defaults)?;
+        // Data paths are relative to the study file, so a study travels with its data.
+        if let Some(dir) = path.parent() {
+            for p in &mut file.data.paths {
+                if p.is_relative() {
+                    *p = dir.join(&*p);
+                }
+            }
+        }
+        Ok(file)
+    }
+
+    /// Parses and checks a study file's text; `path` names it in errors.
+    pub fn parse(
+        text: &str,
+        path: &str,
+        defaults: &serde_json::Value,
+    ) -> Result<StudyFile, StudyFileError> {
+        let err = |key: Option<String>, message: String| StudyFileError {
+            path: path.to_owned(),
+            line: key.as_deref().and_then(|k| line_of(text, k)),
+            key,
+            message,
+        };
+        // One typed pass over the whole text: syntax errors, unknown sections and wrong types
+        // all come with the line they are on.
+        let sections: Sections = toml::from_str(text).map_err(|e| {
+            let line = e
+                .span()
+                .map(|s| text[..s.start.min(text.len())].lines().count().max(1));
+            StudyFileError {
+                path: path.to_owned(),
+                line,
+                key: line.and_then(|l| key_at(text, l)),
+                message: e.message().trim().to_owned(),
+            }
+        })?;
+        let Sections {
+            study,
+            data,
+            split,
+            fixed,
+            search,
+            sampler,
+            pruner,
+        } = sections;
+        let study = study.ok_or_else(|| {
+            err(
+                None,
+                "missing [study] table (at least `name = \"...\"`)".into(),
+            )
+        })?;
+        check_study(&study, &err)?;
+
+        let mut base_config = defaults.clone();
+        {
+            let mut leaves = Vec::new();
+            flatten(&fixed, "", &mut leaves);
+            for (name, value) in leaves {
+                set_fixed(&mut base_config, &name, value)
+                    .map_err(|m| err(Some(format!("fixed.{name}")), m))?;
+            }
+        }
+
+        let mut space = SearchSpace::new();
+        {
+            let mut specs = Vec::new();
+            search_specs(&search, "", &mut specs);
+            for (name, spec) in specs {
+                let key = format!("search.\"{name}\"");
+                let dist = distribution(&spec).map_err(|m| err(Some(key.clone()), m))?;
+                space
+                    .insert(&name, dist)
+                    .map_err(|e| err(Some(key.clone()), e.to_string()))?;
+            }
+        }
+        config_path::check_names(&base_config, &space).map_err(|e| {
+            let name = match &e {
+                ConfigPathError::UnknownName { name, .. }
+                | ConfigPathError::NotALeaf { name, .. } => Some(format!("search.\"{name}\"")),
+                _ => None,
+            };
+            err(name, e.to_string())
+        })?;
+
+        let to_values = |values: &BTreeMap<String, toml::Value>, what: &str| {
+            values
+                .iter()
+                .map(|(k, v)| {
+                    param_value(v)
+                        .map(|p| (k.clone(), p))
+                        .map_err(|m| err(Some(format!("sampler.{what}.\"{k}\"")), m))
+                })
+                .collect::<Result<BTreeMap<_, _>, _>>()
+        };
+        let enqueued = sampler
+            .enqueue
+            .iter()
+            .map(|e| to_values(e, "enqueue"))
+            .collect::<Result<Vec<_>, _>>()?;
+        for (i, e) in enqueued.iter().enumerate() {
+            space.to_internal(e).map_err(|m| {
+                err(
+                    Some("sampler.enqueue".into()),
+                    format!("entry {}: {m}", i + 1),
+                )
+            })?;
+        }
+        let grid = sampler
+            .grid
+            .iter()
+            .map(|(k, values)| {
+                values
+                    .iter()
+                    .map(param_value)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map(|v| (k.clone(), v))
+                    .map_err(|m| err(Some(format!("sampler.grid.\"{k}\"")), m))
+            })
+            .collect::<Result<BTreeMap<_, _>, _>>()?;
+        let file = StudyFile {
+            path: path.to_owned(),
+            study,
+            data,
+            split,
+            base_config,
+            space,
+            sampler,
+            pruner,
+            enqueued,
+            grid,
+            text: text.to_owned(),
+        };
+        // Build both once so a bad sampler or pruner setting fails now, not at run time.
+        file.build_sampler()?;
+        file.build_pruner()?;
+        Ok(file)
+    }
+
+    /// Fixes `name` to `value` (TOML syntax: `512`, `3e-4`, `"bf16"`, `[64, 64]`, `true`) on
+    /// top of the file's `[fixed]` table. A searched name is refused (the search would
+    /// overwrite it in every trial), as are unknown names and values of the wrong type; the
+    /// file is unchanged on error. Errors name the key as `fixed.NAME`; a front end adds how
+    /// the user wrote it (the CLI's `--set`, a form's field).
+    pub fn override_fixed(&mut self, name: &str, value: &str) -> Result<(), StudyFileError> {
+        let key = format!("fixed.{name}");
+        let fail = |message: String| StudyFileError {
+            path: self.path.clone(),
+            line: None,
+            key: Some(key.clone()),
+            message,
+        };
+        if self.space.get(name).is_some() {
+            return Err(fail(format!(
+                "'{name}' is searched by this study ([search]); only settings that are not \
+                 searched can be fixed"
+            )));
+        }
+        // Parse as the right-hand side of a TOML key, so strings need their quotes and lists
+        // their brackets; a bare word is taken as a string (`bf16` for `ppo.precision`).
+        let parsed = toml::from_str::<toml::Table>(&format!("v = {value}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .or_else(|| {
+                let bare = value.trim();
+                (!bare.is_empty() && bare.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+                    .then(|| toml::Value::String(bare.to_owned()))
+            })
+            .ok_or_else(|| {
+                fail(format!(
+                    "'{value}' is not a value (write 512, 3e-4, \"bf16\" or [64, 64])"
+                ))
+            })?;
+        set_fixed(&mut self.base_config, name, parsed).map_err(fail)
+    }
+
+    /// An error about `key` of this file, with its line.
+    pub fn key_error(&self, key: &str, message: String) -> StudyFileError {
+        StudyFileError {
+            path: self.path.clone(),
+            line: line_of(&self.text, key),
+            key: Some(key.to_owned()),
+            message,
+        }
+    }
+
+    pub fn direction(&self) -> Direction {
+        self.study.direction
+    }
+
+    /// The sampler the file asks for (enqueued trials first when listed).
+    pub fn build_sampler(&self) -> Result<Box<dyn Sampler>, StudyFileError> {
+        let s = &self.sampler;
+        let inner: Box<dyn Sampler> = match s.kind {
+            SamplerKind::Random => Box::new(RandomSampler::new(s.seed)),
+            SamplerKind::Tpe => {
+                let d = TpeConfig::default();
+                let cfg = TpeConfig {
+                    seed: s.seed,
+                    n_startup_trials: s.n_startup_trials.unwrap_or(d.n_startup_trials),
+                    n_ei_candidates: s.n_ei_candidates.unwrap_or(d.n_ei_candidates),
+                    multivariate: s.multivariate.unwrap_or(d.multivariate),
+                    constant_liar: s.constant_liar.unwrap_or(d.constant_liar),
+                    ..d
+                };
+                Box::new(
+                    TpeSampler::new(cfg).map_err(|e| self.key_error("sampler", e.to_string()))?,
+                )
+            }
+            SamplerKind::Grid => Box::new(
+                GridSampler::new(self.grid.clone(), &self.space, s.seed)
+                    .map_err(|e| self.key_error("sampler.grid", e.to_string()))?,
+            ),
+        };
+        if self.enqueued.is_empty() {
+            return Ok(inner);
+        }
+        Ok(Box::new(
+            EnqueuedSampler::new(self.enqueued.clone(), &self.space, inner)
+                .map_err(|e| self.key_error("sampler.enqueue", e.to_string()))?,
+        ))
+    }
+
+    /// The pruner the file asks for.
+    pub fn build_pruner(&self) -> Result<Box<dyn Pruner>, StudyFileError> {
+        let p = &self.pruner;
+        let e = |e: crate::pruner::PrunerError| self.key_error("pruner", e.to_string());
+        Ok(match p.kind {
+            PrunerKind::None => Box::new(NopPruner),
+            PrunerKind::Median => Box::new(
+                PercentilePruner::median(p.n_startup_trials, p.n_warmup_steps, p.interval_steps)
+                    .map_err(e)?,
+            ),
+            PrunerKind::Percentile => Box::new(
+                PercentilePruner::new(
+                    p.percentile,
+                    p.n_startup_trials,
+                    p.n_warmup_steps,
+                    p.interval_steps,
+                    1,
+                )
+                .map_err(e)?,
+            ),
+            PrunerKind::SuccessiveHalving => Box::new(
+                SuccessiveHalvingPruner::new(p.min_resource, p.reduction_factor.unwrap_or(4), 0, 0)
+                    .map_err(e)?,
+            ),
+            PrunerKind::Hyperband => Box::new(
+                HyperbandPruner::new(
+                    p.min_resource.unwrap_or(1),
+                    p.max_resource,
+                    p.reduction_factor.unwrap_or(3),
+                    0,
+                )
+                .map_err(e)?,
+            ),
+        })
+    }
+
+    /// The devices of `[study] devices`, with their memory: the host's RAM for the CPU (the
+    /// file's `device_memory_gib` where it cannot be read), `device_memory_gib` for GPUs (None
+    /// when the file gives none: no budget check there, as their memory is not detected yet).
+    pub fn device_slots(&self, devices: &[String]) -> Result<Vec<DeviceSlot>, StudyFileError> {
+        let class = self
+            .study
+            .device_memory_gib
+            .map(|g| (g * (1u64 << 30) as f64) as u64);
+        devices
+            .iter()
+            .map(|d| {
+                let spec: DeviceSpec = d.parse().map_err(|e: tradetune_device::DeviceError| {
+                    self.key_error("study.devices", e.to_string())
+                })?;
+                let memory = match spec {
+                    DeviceSpec::Cpu => tradetune_device::memory::host_memory_bytes().or(class),
+                    _ => class,
+                };
+                Ok(DeviceSlot::new(spec, memory))
+            })
+            .collect()
+    }
+
+    /// The runner settings of this file, writing into `storage`.
+    pub fn runner_config(
+        &self,
+        storage: impl Into<PathBuf>,
+    ) -> Result<RunnerConfig, StudyFileError> {
+        let mut c = RunnerConfig::new(self.study.name.clone(), storage);
+        c.direction = self.direction();
+        c.n_trials = self.study.n_trials;
+        c.workers = self.study.workers;
+        c.devices = self.device_slots(&self.study.devices)?;
+        c.assignment = self.study.assignment;
+        c.memory_fraction = self.study.memory_fraction;
+        Ok(c)
+    }
+
+    /// Every value each searched parameter can take at its ends: the bounds of ranges and
+    /// every choice of categoricals, for worst-case checks (memory of presets).
+    pub fn extreme_values(&self) -> Vec<(String, Vec<ParamValue>)> {
+        self.space
+            .iter()
+            .map(|(name, d)| {
+                let values = match d {
+                    Distribution::Float(f) => {
+                        vec![ParamValue::Float(f.low()), ParamValue::Float(f.high())]
+                    }
+                    Distribution::Int(i) => {
+                        let top = i.low() + (i.high() - i.low()) / i.step() * i.step();
+                        vec![ParamValue::Int(i.low()), ParamValue::Int(top)]
+                    }
+                    Distribution::Categorical(c) => c.choices().to_vec(),
+                };
+                (name.to_owned(), values)
+            })
+            .collect()
+    }
+}
+
+fn check_study(
+    s: &StudySection,
+    err: &dyn Fn(Option<String>, String) -> StudyFileError,
+) -> Result<(), StudyFileError> {
+    if s.name.trim().is_empty() {
+        return Err(err(
+            Some("study.name".into()),
+            "the study needs a name".into(),
+        ));
+    }
+    if s.workers == 0 {
+        return Err(err(
+            Some("study.workers".into()),
+            "need at least one worker".into(),
+        ));
+    }
+    if s.devices.is_empty() {
+        return Err(err(
+            Some("study.devices".into()),
+            "list at least one device".into(),
+        ));
+    }
+    for d in &s.devices {
+        d.parse::<DeviceSpec>()
+            .map_err(|e| err(Some("study.devices".into()), e.to_string()))?;
+    }
+    if !(s.memory_fraction > 0.0 && s.memory_fraction <= 1.0) {
+        return Err(err(
+            Some("study.memory_fraction".into()),
+            format!("{}: must be in (0, 1]", s.memory_fraction),
+        ));
+    }
+    if let Some(g) = s.device_memory_gib
+        && !(g.is_finite() && g > 0.0)
+    {
+        return Err(err(
+            Some("study.device_memory_gib".into()),
+            format!("{g}: must be a positive number of GiB"),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn defaults() -> serde_json::Value {
+        json!({
+            "env": {"n_envs": 8, "lookback": 1},
+            "ppo": {"learning_rate": 3e-4, "batch_size": 64, "n_epochs": 10, "precision": "f32",
+                    "policy": {"net_arch": {"pi": [64, 64], "vf": [64, 64]}}},
+            "train": {"total_timesteps": 100000}
+        })
+    }
+
+    const GOOD: &str = r#"
+[study]
+name = "t"
+workers = 2
+devices = ["cpu", "cpu"]
+
+[fixed]
+env.n_envs = 32
+ppo.policy.net_arch.pi = [2048, 1024, 512]
+
+[search]
+"ppo.learning_rate" = { low = 1e-5, high = 1e-3, log = true }
+"ppo.batch_size" = { choices = [512, 1024] }
+ppo.n_epochs = { low = 4, high = 16, step = 4 }
+"ppo.policy.net_arch.vf" = { choices = [[256, 128], [512, 256]] }
+
+[sampler]
+kind = "tpe"
+seed = 3
+enqueue = [{ "ppo.learning_rate" = 3e-4 }]
+
+[pruner]
+kind = "hyperband"
+min_resource = 1
+"#;
+
+    #[test]
+    fn a_full_file_parses_into_its_parts() {
+        let f = StudyFile::parse(GOOD, "good.toml", &defaults()).unwrap();
+        assert_eq!(f.base_config["env"]["n_envs"], json!(32));
+        assert_eq!(
+            f.base_config["ppo"]["policy"]["net_arch"]["pi"],
+            json!([2048, 1024, 512])
+        );
+        let names: Vec<&str> = f.space.names().collect();
+        assert_eq!(
+            names,
+            [
+                "ppo.batch_size",
+                "ppo.learning_rate",
+                "ppo.n_epochs",
+                "ppo.policy.net_arch.vf"
+            ]
+        );
+        assert!(matches!(
+            f.space.get("ppo.n_epochs"),
+            Some(Distribution::Int(_))
+        ));
+        assert!(f.build_sampler().unwrap().name().contains("tpe"));
+        let rc = f.runner_config("x.db").unwrap();
+        assert_eq!(rc.workers, 2);
+        assert_eq!(rc.devices.len(), 2);
+        let ends: Vec<String> = f.extreme_values()[2]
+            .1
+            .iter()
+            .map(|v| v.to_string())
+            .collect();
+        assert_eq!(ends, ["4", "16"]);
+    }
+
+    #[test]
+    fn errors_name_the_file_line_and_key() {
+        let bad = GOOD.replace("\"ppo.learning_rate\" = {", "\"ppo.learning_rat\" = {");
+        let e = StudyFile::parse(&bad, "bad.toml", &defaults()).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with("bad.toml:12: search.\"ppo.learning_rat\""),
+            "{msg}"
+        );
+        assert!(msg.contains("did you mean 'ppo.learning_rate'"), "{msg}");
+
+        let bad = GOOD.replace("env.n_envs = 32", "env.n_env = 32");
+        let e = StudyFile::parse(&bad, "bad.toml", &defaults()).unwrap_err();
+        assert_eq!(e.line, Some(8), "{e}");
+        assert_eq!(e.key.as_deref(), Some("fixed.env.n_env"));
+
+        let bad = GOOD.replace("env.n_envs = 32", "env.n_envs = \"many\"");
+        let e = StudyFile::parse(&bad, "bad.toml", &defaults()).unwrap_err();
+        assert!(e.to_string().contains("expects an integer"), "{e}");
+
+        let bad = GOOD.replace("workers = 2", "workers = 0");
+        let e = StudyFile::parse(&bad, "bad.toml", &defaults()).unwrap_err();
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (Some(4), Some("study.workers")),
+            "{e}"
+        );
+        let bad = GOOD.replace("workers = 2", "workers = \"two\"");
+        let e = StudyFile::parse(&bad, "bad.toml", &defaults()).unwrap_err();
+        assert_eq!(e.line, Some(4), "{e}");
+        assert!(e.message.contains("invalid type"), "{e}");
+        let bad = GOOD.replace(
+            "[pruner]\nkind = \"hyperband\"",
+            "[pruner]\nkind = \"never\"",
+        );
+        let e = StudyFile::parse(&bad, "bad.toml", &defaults()).unwrap_err();
+        assert_eq!(e.line, Some(23), "{e}");
+
+        let e = StudyFile::parse(
+            "[study]\nname = \"x\"\nworkers = [",
+            "syntax.toml",
+            &defaults(),
+        )
+        .unwrap_err();
+        assert_eq!(e.line, Some(3), "{e}");
+
+        let bad = GOOD.replace("kind = \"tpe\"", "kind = \"cmaes\"");
+        let e = StudyFile::parse(&bad, "bad.toml", &defaults()).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("sampler.kind: unknown sampler 'cmaes'"),
+            "{e}"
+        );
+
+        let bad = format!("{GOOD}\n[extra]\nx = 1\n");
+        assert!(StudyFile::parse(&bad, "bad.toml", &defaults()).is_err());
+        let bad = GOOD.replace("min_resource = 1", "min_resourc = 1");
+        let e = StudyFile::parse(&bad, "bad.toml", &defaults()).unwrap_err();
+        assert!(e.to_string().contains("min_resourc"), "{e}");
+        let bad = GOOD.replace(
+            "{ low = 4, high = 16, step = 4 }",
+            "{ low = 4, high = 15, step = 4 }",
+        );
+        let e = StudyFile::parse(&bad, "bad.toml", &defaults()).unwrap_err();
+        assert!(e.to_string().contains("not a multiple of step"), "{e}");
+    }
+}

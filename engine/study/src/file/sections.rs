@@ -1,0 +1,265 @@
+//! The plain tables of a study file and their defaults.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::runner::Assignment;
+use crate::trial::Direction;
+use tradetune_rl::eval::Objective;
+
+/// The `[study]` table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StudySection {
+    pub name: String,
+    /// `maximize` (the default) or `minimize`, any case.
+    #[serde(default = "maximize", with = "direction_name")]
+    pub direction: Direction,
+    #[serde(default)]
+    pub objective: Objective,
+    #[serde(default = "default_n_trials")]
+    pub n_trials: usize,
+    #[serde(default = "one")]
+    pub workers: usize,
+    #[serde(default = "default_devices")]
+    pub devices: Vec<String>,
+    #[serde(default)]
+    pub assignment: Assignment,
+    #[serde(default = "default_fraction")]
+    pub memory_fraction: f64,
+    /// Memory of the device class (GiB) where the device's own is unknown (GPUs, presets).
+    pub device_memory_gib: Option<f64>,
+    /// What the file is for (`NVIDIA RTX 4080 16 GB`), shown in preset lists.
+    pub device_class: Option<String>,
+    pub description: Option<String>,
+}
+
+fn maximize() -> Direction {
+    Direction::Maximize
+}
+
+/// A direction as study files write it: `maximize` or `minimize`.
+pub fn direction_name(d: Direction) -> &'static str {
+    match d {
+        Direction::Maximize => "maximize",
+        Direction::Minimize => "minimize",
+    }
+}
+
+/// Both directions, in the order menus list them.
+pub const DIRECTIONS: [Direction; 2] = [Direction::Maximize, Direction::Minimize];
+
+/// (De)serializes `[study] direction` by its study-file name, reading any case.
+mod direction_name {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::trial::Direction;
+
+    pub fn serialize<S: Serializer>(d: &Direction, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(super::direction_name(*d))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Direction, D::Error> {
+        let name = String::deserialize(d)?;
+        match name.to_ascii_lowercase().as_str() {
+            "maximize" => Ok(Direction::Maximize),
+            "minimize" => Ok(Direction::Minimize),
+            _ => Err(serde::de::Error::custom(format!(
+                "'{name}': expected maximize or minimize"
+            ))),
+        }
+    }
+}
+fn default_n_trials() -> usize {
+    20
+}
+fn one() -> usize {
+    1
+}
+fn default_devices() -> Vec<String> {
+    vec!["cpu".into()]
+}
+fn default_fraction() -> f64 {
+    tradetune_device::memory::DEFAULT_MEMORY_FRACTION
+}
+
+/// The `[data]` table.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DataSection {
+    /// Market files; empty = the bundled sample. Relative paths are relative to the study file.
+    pub paths: Vec<PathBuf>,
+    pub assets: Vec<String>,
+}
+
+/// The `[sampler]` table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SamplerSection {
+    pub kind: SamplerKind,
+    pub seed: u64,
+    pub n_startup_trials: Option<usize>,
+    pub n_ei_candidates: Option<usize>,
+    pub multivariate: Option<bool>,
+    pub constant_liar: Option<bool>,
+    /// Grid values per parameter (`kind = "grid"`).
+    pub grid: BTreeMap<String, Vec<toml::Value>>,
+    /// Fixed (possibly partial) parameter sets tried first.
+    pub enqueue: Vec<BTreeMap<String, toml::Value>>,
+}
+
+impl Default for SamplerSection {
+    fn default() -> Self {
+        SamplerSection {
+            kind: SamplerKind::Tpe,
+            seed: 0,
+            n_startup_trials: None,
+            n_ei_candidates: None,
+            multivariate: None,
+            constant_liar: None,
+            grid: BTreeMap::new(),
+            enqueue: Vec::new(),
+        }
+    }
+}
+
+/// The `[pruner]` table; fields apply to the kinds that use them, with Optuna's defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PrunerSection {
+    pub kind: PrunerKind,
+    pub percentile: f64,
+    pub n_startup_trials: usize,
+    pub n_warmup_steps: u64,
+    pub interval_steps: u64,
+    pub min_resource: Option<u64>,
+    pub max_resource: Option<u64>,
+    pub reduction_factor: Option<u64>,
+}
+
+impl Default for PrunerSection {
+    fn default() -> Self {
+        PrunerSection {
+            kind: PrunerKind::Median,
+            percentile: 50.0,
+            n_startup_trials: 5,
+            n_warmup_steps: 0,
+            interval_steps: 1,
+            min_resource: None,
+            max_resource: None,
+            reduction_factor: None,
+        }
+    }
+}
+
+/// Declares a study setting's kinds: an enum whose variants are written in snake case in study
+/// files, with every variant, its name, and an error for an unknown name that lists them.
+macro_rules! named_kinds {
+    ($(#[$doc:meta])* $name:ident, $what:literal, { $($(#[$vdoc:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "&'static str")]
+        pub enum $name {
+            $($(#[$vdoc])* $variant),+
+        }
+
+        impl $name {
+            /// Every kind, in the order menus list them.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The name written in study files.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),+
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = String;
+
+            fn from_str(s: &str) -> Result<Self, String> {
+                $name::ALL
+                    .iter()
+                    .copied()
+                    .find(|k| k.name() == s.trim())
+                    .ok_or_else(|| {
+                        let valid: Vec<&str> = $name::ALL.iter().map(|k| k.name()).collect();
+                        format!(concat!("unknown ", $what, " '{}' (valid: {})"), s, valid.join(", "))
+                    })
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = String;
+
+            fn try_from(s: String) -> Result<Self, String> {
+                s.parse()
+            }
+        }
+
+        impl From<$name> for &'static str {
+            fn from(k: $name) -> &'static str {
+                k.name()
+            }
+        }
+    };
+}
+
+named_kinds!(
+    /// The sampler that proposes each trial's parameters (`[sampler] kind`).
+    SamplerKind, "sampler", {
+        /// Tree-structured Parzen estimator (Optuna's default).
+        Tpe => "tpe",
+        /// Independent uniform draws.
+        Random => "random",
+        /// Every combination of `[sampler] grid`.
+        Grid => "grid",
+    }
+);
+
+named_kinds!(
+    /// The pruner that stops unpromising trials early (`[pruner] kind`).
+    PrunerKind, "pruner", {
+        /// No pruning.
+        None => "none",
+        /// Below the median of earlier trials at the same step.
+        Median => "median",
+        /// Below a percentile of earlier trials at the same step.
+        Percentile => "percentile",
+        /// Asynchronous successive halving.
+        SuccessiveHalving => "successive_halving",
+        /// Hyperband's brackets of successive halving.
+        Hyperband => "hyperband",
+    }
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_round_trip_and_unknown_names_list_the_valid_ones() {
+        for k in SamplerKind::ALL {
+            assert_eq!(k.name().parse::<SamplerKind>(), Ok(*k));
+            let json = serde_json::to_string(k).unwrap();
+            assert_eq!(serde_json::from_str::<SamplerKind>(&json).unwrap(), *k);
+        }
+        for k in PrunerKind::ALL {
+            assert_eq!(k.to_string().parse::<PrunerKind>(), Ok(*k));
+        }
+        let e = "cmaes".parse::<SamplerKind>().unwrap_err();
+        assert_eq!(e, "unknown sampler 'cmaes' (valid: tpe, random, grid)");
+        let e = serde_json::from_str::<PrunerKind>("\"asha\"").unwrap_err();
+        assert!(e.to_string().contains("unknown pruner 'asha'"), "{e}");
+    }
+}

@@ -1,0 +1,154 @@
+//! Devices of a study and which worker runs on which.
+//!
+//! Each worker is bound to one device for its whole life (the user's two-GPU box left one card
+//! idle because workers picked their device per task and all ended up on the same one). The
+//! binding is decided once, before any trial starts, so it can be shown and tested:
+//! - [`Assignment::RoundRobin`]: worker `w` → device `w mod n`;
+//! - [`Assignment::LeastLoaded`]: each worker in turn goes to the device whose memory budget per
+//!   worker would stay largest (`memory / (workers on it + 1)`; ties to the first listed), so a
+//!   16 GiB card gets twice the workers of an 8 GiB one. Devices of unknown memory count as
+//!   having the smallest known memory.
+
+use serde::{Deserialize, Serialize};
+
+use tradetune_device::DeviceSpec;
+
+/// One device a study may run trials on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceSlot {
+    /// How trials record it (`cpu`, `wgpu:0`; `cpu#1` when a device is listed twice).
+    pub label: String,
+    pub spec: DeviceSpec,
+    /// The device's memory in bytes, the base of the memory budget; None = unknown (no check).
+    pub memory_bytes: Option<u64>,
+}
+
+impl DeviceSlot {
+    pub fn new(spec: DeviceSpec, memory_bytes: Option<u64>) -> Self {
+        DeviceSlot {
+            label: spec.to_string(),
+            spec,
+            memory_bytes,
+        }
+    }
+
+    /// The burn backend that runs this device.
+    pub fn backend(&self) -> &'static str {
+        match self.spec {
+            DeviceSpec::Cpu => "flex",
+            DeviceSpec::Wgpu(_) | DeviceSpec::WgpuOf(..) => "wgpu",
+            DeviceSpec::Cuda(_) => "cuda",
+            DeviceSpec::Rocm(_) => "rocm",
+        }
+    }
+}
+
+/// Gives devices listed more than once distinct labels (`cpu`, `cpu#1`, `cpu#2`), so every
+/// trial says which slot it ran on.
+pub fn label_slots(slots: &mut [DeviceSlot]) {
+    let labels: Vec<String> = slots.iter().map(|s| s.spec.to_string()).collect();
+    for (i, slot) in slots.iter_mut().enumerate() {
+        let earlier = labels[..i].iter().filter(|l| **l == labels[i]).count();
+        slot.label = if earlier == 0 {
+            labels[i].clone()
+        } else {
+            format!("{}#{earlier}", labels[i])
+        };
+    }
+}
+
+/// How workers are spread over devices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Assignment {
+    #[default]
+    RoundRobin,
+    LeastLoaded,
+}
+
+impl std::str::FromStr for Assignment {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "round_robin" | "round-robin" => Ok(Assignment::RoundRobin),
+            "least_loaded" | "least-loaded" => Ok(Assignment::LeastLoaded),
+            _ => Err(format!(
+                "unknown assignment '{s}': expected round_robin or least_loaded"
+            )),
+        }
+    }
+}
+
+/// The device index of each of `workers` workers.
+pub fn assign(workers: usize, devices: &[DeviceSlot], how: Assignment) -> Vec<usize> {
+    if devices.is_empty() {
+        return Vec::new();
+    }
+    match how {
+        Assignment::RoundRobin => (0..workers).map(|w| w % devices.len()).collect(),
+        Assignment::LeastLoaded => {
+            let smallest = devices
+                .iter()
+                .filter_map(|d| d.memory_bytes)
+                .min()
+                .unwrap_or(1);
+            let memory: Vec<f64> = devices
+                .iter()
+                .map(|d| d.memory_bytes.unwrap_or(smallest) as f64)
+                .collect();
+            let mut load = vec![0usize; devices.len()];
+            (0..workers)
+                .map(|_| {
+                    let mut best = 0;
+                    let mut best_share = f64::NEG_INFINITY;
+                    for (i, m) in memory.iter().enumerate() {
+                        let share = m / (load[i] + 1) as f64;
+                        if share > best_share {
+                            best = i;
+                            best_share = share;
+                        }
+                    }
+                    load[best] += 1;
+                    best
+                })
+                .collect()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cpu(gib: u64) -> DeviceSlot {
+        DeviceSlot::new(DeviceSpec::Cpu, Some(gib << 30))
+    }
+
+    #[test]
+    fn round_robin_cycles_and_least_loaded_follows_memory() {
+        let devices = vec![cpu(8), cpu(16)];
+        assert_eq!(
+            assign(5, &devices, Assignment::RoundRobin),
+            vec![0, 1, 0, 1, 0]
+        );
+        // 16/1 > 8/1 → 1; 8/1 = 16/2 → 0 (first); 8/2 < 16/2 → 1; 8/2 = 16/3? no: 4 < 5.33 → 1.
+        assert_eq!(
+            assign(4, &devices, Assignment::LeastLoaded),
+            vec![1, 0, 1, 1]
+        );
+        assert!(assign(3, &[], Assignment::RoundRobin).is_empty());
+    }
+
+    #[test]
+    fn repeated_devices_get_distinct_labels() {
+        let mut slots = vec![
+            cpu(1),
+            cpu(1),
+            DeviceSlot::new(DeviceSpec::Wgpu(Some(0)), None),
+        ];
+        label_slots(&mut slots);
+        let labels: Vec<&str> = slots.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(labels, ["cpu", "cpu#1", "wgpu:0"]);
+        assert_eq!(slots[2].backend(), "wgpu");
+    }
+}

@@ -1,0 +1,330 @@
+//! One trial from its parameters to its stored outcome: plan, run metadata, memory check,
+//! heartbeat, the trial function under `catch_unwind`, telemetry summary, final state.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::mpsc::Sender;
+use std::time::Instant;
+
+use crate::trial::TrialState;
+use tradetune_device::memory::MemoryBudget;
+use tradetune_storage::{HeartbeatThread, JsonValue, RunMetadata, Storage, TrialHandle};
+
+use super::devices::DeviceSlot;
+use super::events::StudyEvent;
+use super::trial_fn::{Reporter, TrialError, TrialInput};
+use super::{Runner, RunnerError, Shared, Started, TrialOutcome, history, summary};
+
+impl Runner {
+    pub(super) fn run_trial(
+        &self,
+        storage: &mut Storage,
+        worker: usize,
+        slot: &DeviceSlot,
+        shared: &Shared,
+        s: Started,
+        events: &Sender<StudyEvent>,
+    ) -> Result<TrialOutcome, RunnerError> {
+        let number = s.handle.number.max(0) as u64;
+        let trial_id = s.handle.trial_id;
+        // The trial's share of its physical device's budget, shared by every worker bound to
+        // that device whatever slot name it uses (`cpu`, `cpu#1`).
+        let budget = match slot.memory_bytes {
+            Some(bytes) => {
+                let device_index = self
+                    .cfg
+                    .devices
+                    .iter()
+                    .position(|d| d.label == slot.label)
+                    .unwrap_or(0);
+                Some(
+                    MemoryBudget::new(
+                        bytes,
+                        self.cfg.memory_fraction,
+                        shared.per_device[device_index],
+                    )?
+                    .on(&slot.label),
+                )
+            }
+            None => None,
+        };
+        let telemetry_device = self.telemetry_device(slot);
+        let process_memory = match (&self.telemetry, telemetry_device) {
+            (Some(sampler), Some(card @ tradetune_telemetry::DeviceTag::Gpu(_))) => {
+                Some(super::trial_fn::ProcessMemory {
+                    sampler: sampler.clone(),
+                    card,
+                })
+            }
+            _ => None,
+        };
+        let input = TrialInput {
+            number,
+            trial_id,
+            worker,
+            device: slot,
+            params: &s.params,
+            budget: budget.clone(),
+            process_memory,
+        };
+        // The trial's configuration is decoded once, here; planning and running use it.
+        let trial = match catch_unwind(AssertUnwindSafe(|| self.trial_fn.decode(&s.config))) {
+            Ok(Ok(trial)) => trial,
+            Ok(Err(e)) => {
+                return self.fail(storage, s.handle, worker, slot, e.to_string(), 0.0, events);
+            }
+            Err(panic) => {
+                let reason = format!("panicked while decoding: {}", panic_message(&panic));
+                return self.fail(storage, s.handle, worker, slot, reason, 0.0, events);
+            }
+        };
+        let plan = match catch_unwind(AssertUnwindSafe(|| trial.plan(&input))) {
+            Ok(Ok(plan)) => plan,
+            Ok(Err(e)) => {
+                return self.fail(storage, s.handle, worker, slot, e.to_string(), 0.0, events);
+            }
+            Err(panic) => {
+                let reason = format!("panicked while planning: {}", panic_message(&panic));
+                return self.fail(storage, s.handle, worker, slot, reason, 0.0, events);
+            }
+        };
+        storage.set_run_metadata(
+            trial_id,
+            &RunMetadata {
+                worker: Some(format!("worker-{worker}")),
+                device: slot.label.clone(),
+                backend: slot.backend().to_owned(),
+                precision: plan.precision.clone(),
+                config: JsonValue::from(&s.config),
+            },
+        )?;
+        // Registered before the event goes out, so a UI reacting to it can stop the trial.
+        let stop = self.stop.register(number);
+        let _ = events.send(StudyEvent::TrialStarted {
+            number,
+            worker,
+            device: slot.label.clone(),
+            backend: slot.backend().to_owned(),
+            precision: plan.precision.clone(),
+            params: s
+                .params
+                .iter()
+                .map(|(k, v)| (k.clone(), history::param_json(v)))
+                .collect(),
+        });
+        if let (Some(estimate), Some(budget)) = (&plan.memory, &budget)
+            && let Err(e) = budget.check(estimate)
+        {
+            self.stop.unregister(number);
+            let reason = format!("not started, over the memory budget: {e}");
+            return self.fail(storage, s.handle, worker, slot, reason, 0.0, events);
+        }
+
+        let heartbeat = match HeartbeatThread::start(
+            &self.cfg.storage,
+            trial_id,
+            self.cfg.heartbeat_interval,
+        ) {
+            Ok(h) => h,
+            Err(e) => {
+                self.stop.unregister(number);
+                return Err(e.into());
+            }
+        };
+        let started_at = chrono::Utc::now();
+        let clock = Instant::now();
+        // A first sample tagged with this trial, stored before it runs: a trial shorter than
+        // the sampling interval still has telemetry (issue 19).
+        if let Some(t) = &self.telemetry {
+            t.begin_trial(trial_id as u64, telemetry_device);
+        }
+        let mut reporter = Reporter {
+            storage,
+            study_id: shared.study_id,
+            study_name: &self.cfg.study_name,
+            direction: self.cfg.direction,
+            pruner: self.pruner.as_ref(),
+            trial_id,
+            number,
+            worker,
+            events,
+            stop: stop.clone(),
+            last_step: None,
+            pruned_at: None,
+            user_attrs: Vec::new(),
+            env_samples: 0,
+            phases: None,
+            curve: Vec::new(),
+            curve_written: Instant::now(),
+        };
+        let mut result = catch_unwind(AssertUnwindSafe(|| trial.run(&input, &mut reporter)));
+        // The rest of the learning curve, while the trial is still RUNNING (a finished trial
+        // refuses writes). A value without its curve is still a value, but the user asked for
+        // the curve: a failure to store it fails a trial that would otherwise complete.
+        if let Err(e) = reporter.write_curve()
+            && matches!(result, Ok(Ok(_)))
+        {
+            result = Ok(Err(e));
+        }
+        // And a last one, before the trial's state is stored.
+        if let Some(t) = &self.telemetry {
+            t.end_trial(trial_id as u64);
+        }
+        let wall = clock.elapsed();
+        let ended_at = chrono::Utc::now();
+        let duration_s = wall.as_secs_f64();
+        let last_step = reporter.last_step;
+        let pruned_at = reporter.pruned_at;
+        let mut attrs = std::mem::take(&mut reporter.user_attrs);
+        let (env_samples, phases) = (reporter.env_samples, reporter.phases);
+        drop(reporter);
+        // The beat stops before the trial is finished: a finished trial refuses heartbeats.
+        let _ = heartbeat.stop();
+        self.stop.unregister(number);
+        if let Some(t) = &self.telemetry {
+            let on_device_env = attrs
+                .iter()
+                .any(|(k, v)| k == "env_placement" && *v == JsonValue::from("device"));
+            let s = summary::summarise(
+                t,
+                (started_at, ended_at),
+                telemetry_device,
+                wall,
+                env_samples,
+                phases,
+                on_device_env,
+            );
+            attrs.extend(s);
+            // Which telemetry device (`gpu0`, `host`) this trial's slot (`wgpu:0`) is.
+            if let Some(d) = telemetry_device {
+                attrs.push(("telemetry_device".into(), JsonValue::from(d.to_string())));
+            }
+        }
+        for (k, v) in &attrs {
+            storage.set_trial_user_attr(trial_id, k, v)?;
+        }
+
+        let stopped = stop.is_set();
+        let outcome = match result {
+            Ok(Ok(v)) if v.is_nan() => Err("the objective is NaN".to_owned()),
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(TrialError::Pruned { step })) => {
+                return self.prune(
+                    storage,
+                    s.handle,
+                    worker,
+                    slot,
+                    step.or(pruned_at).or(last_step),
+                    "pruned by the pruner".into(),
+                    duration_s,
+                    events,
+                );
+            }
+            Ok(Err(TrialError::Stopped)) => Err("stopped by user".to_owned()),
+            Ok(Err(TrialError::Failed(m))) if stopped => Err(format!("stopped by user ({m})")),
+            Ok(Err(TrialError::Failed(m))) => Err(m),
+            Err(panic) => Err(format!("panicked: {}", panic_message(&panic))),
+        };
+        match outcome {
+            Ok(value) => {
+                storage.complete_trial(trial_id, &[value])?;
+                let _ = events.send(StudyEvent::TrialCompleted {
+                    number,
+                    worker,
+                    device: slot.label.clone(),
+                    value,
+                    duration_s,
+                });
+                Ok(TrialOutcome {
+                    number,
+                    state: TrialState::Complete,
+                    value: Some(value),
+                    worker,
+                    device: slot.label.clone(),
+                    reason: None,
+                })
+            }
+            Err(reason) if stopped && last_step.is_some() => self.prune(
+                storage, s.handle, worker, slot, last_step, reason, duration_s, events,
+            ),
+            Err(reason) => self.fail(storage, s.handle, worker, slot, reason, duration_s, events),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn prune(
+        &self,
+        storage: &mut Storage,
+        handle: TrialHandle,
+        worker: usize,
+        slot: &DeviceSlot,
+        step: Option<u64>,
+        reason: String,
+        duration_s: f64,
+        events: &Sender<StudyEvent>,
+    ) -> Result<TrialOutcome, RunnerError> {
+        storage.set_trial_system_attr(
+            handle.trial_id,
+            "prune_reason",
+            &JsonValue::from(reason.as_str()),
+        )?;
+        storage.prune_trial(handle.trial_id)?;
+        let value = storage.trial(handle.trial_id)?.value();
+        let number = handle.number.max(0) as u64;
+        let _ = events.send(StudyEvent::TrialPruned {
+            number,
+            worker,
+            device: slot.label.clone(),
+            step,
+            value,
+            reason: reason.clone(),
+            duration_s,
+        });
+        Ok(TrialOutcome {
+            number,
+            state: TrialState::Pruned,
+            value,
+            worker,
+            device: slot.label.clone(),
+            reason: Some(reason),
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn fail(
+        &self,
+        storage: &mut Storage,
+        handle: TrialHandle,
+        worker: usize,
+        slot: &DeviceSlot,
+        reason: String,
+        duration_s: f64,
+        events: &Sender<StudyEvent>,
+    ) -> Result<TrialOutcome, RunnerError> {
+        storage.fail_trial(handle.trial_id, &reason)?;
+        let number = handle.number.max(0) as u64;
+        let _ = events.send(StudyEvent::TrialFailed {
+            number,
+            worker,
+            device: slot.label.clone(),
+            reason: reason.clone(),
+            duration_s,
+        });
+        Ok(TrialOutcome {
+            number,
+            state: TrialState::Fail,
+            value: None,
+            worker,
+            device: slot.label.clone(),
+            reason: Some(reason),
+        })
+    }
+}
+
+/// The text of a panic payload (`panic!("…")` gives a `&str` or a `String`).
+fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
+}

@@ -1,0 +1,507 @@
+//! The study runner: K workers, each bound to one device for its lifetime, run trials of one
+//! study in an Optuna storage until the trial budget is spent or the study is stopped.
+//!
+//! Per trial, a worker:
+//! 1. creates the trial (its number is assigned in the insert transaction, so numbering goes on
+//!    from whatever the study already holds, also after a crash) and samples its parameters from
+//!    the whole history — one critical section per process, as the samplers require;
+//! 2. applies them to the base configuration by dotted name and records worker, device,
+//!    backend, precision and the applied configuration (user/system attributes and
+//!    `tradetune_runs`);
+//! 3. refuses the trial (FAIL, with the estimate's breakdown) when its memory estimate exceeds
+//!    `memory_fraction × device memory / workers on that device`;
+//! 4. runs the [`TrialFunction`] under `catch_unwind` with a heartbeat thread beating for it: an
+//!    error or a panic becomes FAIL with the reason, and the study goes on;
+//! 5. stores the outcome: COMPLETE with the value, PRUNED (the pruner, or a user stop after
+//!    values were reported — see [`StopHandle`]), FAIL with `fail_reason`; with a telemetry
+//!    sampler, the trial's telemetry summary as user attributes first.
+//!
+//! On start, trials left RUNNING by a dead process (stale heartbeat) become FAIL, so a study
+//! survives `kill -9` and resumes. Everything that happens is sent as a [`StudyEvent`].
+
+mod devices;
+mod events;
+mod execute;
+mod history;
+mod summary;
+mod trial_fn;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub use devices::{Assignment, DeviceSlot, assign, label_slots};
+pub use events::{StudyEvent, WorkerInfo};
+pub use trial_fn::{
+    ProcessMemory, Reporter, StopFlag, StopHandle, TrialError, TrialFunction, TrialInput, TrialPlan,
+};
+
+use crate::config_path::{self, ConfigPathError};
+use crate::pruner::Pruner;
+use crate::sampler::{SampleContext, Sampler, SamplerError};
+use crate::space::SearchSpace;
+use crate::trial::{Direction, TrialState};
+use tradetune_device::memory::MemoryError;
+use tradetune_storage::{
+    DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_STALE_AFTER, JsonValue, Storage, StorageError,
+    StorageOptions, TrialHandle,
+};
+use tradetune_telemetry::SamplerHandle;
+
+/// How a study runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunnerConfig {
+    pub study_name: String,
+    /// The SQLite file (an Optuna storage).
+    pub storage: PathBuf,
+    pub direction: Direction,
+    /// Trials to run in this call (Optuna's `n_trials` of `optimize`); trials already in the
+    /// study do not count.
+    pub n_trials: usize,
+    pub workers: usize,
+    pub devices: Vec<DeviceSlot>,
+    pub assignment: Assignment,
+    /// Fraction of each device's memory shared by the trials running on it.
+    pub memory_fraction: f64,
+    pub heartbeat_interval: Duration,
+    /// RUNNING trials whose heartbeat is older than this are failed on start.
+    pub stale_after: Duration,
+}
+
+impl RunnerConfig {
+    /// One worker on the CPU, Optuna's heartbeat settings scaled as in [`tradetune_storage`].
+    pub fn new(study_name: impl Into<String>, storage: impl Into<PathBuf>) -> Self {
+        RunnerConfig {
+            study_name: study_name.into(),
+            storage: storage.into(),
+            direction: Direction::Maximize,
+            n_trials: 1,
+            workers: 1,
+            devices: vec![DeviceSlot::new(
+                tradetune_device::DeviceSpec::Cpu,
+                tradetune_device::memory::host_memory_bytes(),
+            )],
+            assignment: Assignment::RoundRobin,
+            memory_fraction: tradetune_device::memory::DEFAULT_MEMORY_FRACTION,
+            heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
+            stale_after: DEFAULT_STALE_AFTER,
+        }
+    }
+}
+
+/// Why a study could not run (a single trial's failure is not one: it is stored as FAIL).
+#[derive(Debug, thiserror::Error)]
+pub enum RunnerError {
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    #[error("study setting '{field}': {message}")]
+    Config {
+        field: &'static str,
+        message: String,
+    },
+    #[error(transparent)]
+    ConfigPath(#[from] ConfigPathError),
+    #[error(transparent)]
+    Memory(#[from] MemoryError),
+    #[error("worker {worker} stopped: {message}")]
+    Worker { worker: usize, message: String },
+}
+
+/// One trial as this run ended it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TrialOutcome {
+    pub number: u64,
+    pub state: TrialState,
+    pub value: Option<f64>,
+    pub worker: usize,
+    pub device: String,
+    pub reason: Option<String>,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct StudyReport {
+    pub study_id: i64,
+    pub study: String,
+    /// Trials run in this call, in the order they ended.
+    pub trials: Vec<TrialOutcome>,
+    /// Trials of earlier runs recovered as FAIL on start.
+    pub recovered: Vec<u64>,
+    pub stopped: bool,
+    /// Best COMPLETE trial of the whole study.
+    pub best: Option<(u64, f64)>,
+}
+
+/// A study ready to run.
+pub struct Runner {
+    cfg: RunnerConfig,
+    space: SearchSpace,
+    base_config: serde_json::Value,
+    sampler: Box<dyn Sampler>,
+    pruner: Box<dyn Pruner>,
+    trial_fn: Arc<dyn trial_fn::AnyTrialFunction>,
+    stop: StopHandle,
+    telemetry: Option<SamplerHandle>,
+    /// The cards the telemetry probes see, numbered as the sampler numbers them (`gpuN`).
+    telemetry_gpus: Vec<tradetune_telemetry::GpuInfo>,
+}
+
+/// What the worker threads share.
+struct Shared {
+    study_id: i64,
+    claimed: AtomicUsize,
+    sample_lock: Mutex<()>,
+    /// The sampler cannot propose more trials (a used-up grid): start no more.
+    exhausted: AtomicBool,
+    outcomes: Mutex<Vec<TrialOutcome>>,
+    /// Per device slot, the workers bound to its physical device: the budget's divisor.
+    per_device: Vec<usize>,
+}
+
+/// A trial with its parameters, ready to run.
+struct Started {
+    handle: TrialHandle,
+    params: BTreeMap<String, crate::space::ParamValue>,
+    config: serde_json::Value,
+}
+
+impl Runner {
+    /// Checks the settings and that every searched name is a field of `base_config`.
+    pub fn new<F: TrialFunction + 'static>(
+        mut cfg: RunnerConfig,
+        space: SearchSpace,
+        base_config: serde_json::Value,
+        sampler: Box<dyn Sampler>,
+        pruner: Box<dyn Pruner>,
+        trial_fn: Arc<F>,
+    ) -> Result<Self, RunnerError> {
+        if cfg.workers == 0 {
+            return Err(RunnerError::Config {
+                field: "workers",
+                message: "need at least one worker".into(),
+            });
+        }
+        if cfg.devices.is_empty() {
+            return Err(RunnerError::Config {
+                field: "devices",
+                message: "need at least one device".into(),
+            });
+        }
+        if !(cfg.memory_fraction.is_finite()
+            && cfg.memory_fraction > 0.0
+            && cfg.memory_fraction <= 1.0)
+        {
+            return Err(MemoryError::Fraction(cfg.memory_fraction).into());
+        }
+        if cfg.heartbeat_interval.is_zero() || cfg.stale_after <= cfg.heartbeat_interval {
+            return Err(RunnerError::Config {
+                field: "stale_after",
+                message: format!(
+                    "must be longer than the heartbeat interval ({:?}), got {:?}",
+                    cfg.heartbeat_interval, cfg.stale_after
+                ),
+            });
+        }
+        label_slots(&mut cfg.devices);
+        config_path::check_names(&base_config, &space)?;
+        Ok(Runner {
+            cfg,
+            space,
+            base_config,
+            sampler,
+            pruner,
+            trial_fn,
+            stop: StopHandle::default(),
+            telemetry: None,
+            telemetry_gpus: Vec::new(),
+        })
+    }
+
+    /// Summarise each trial's telemetry from this sampler's ring buffers when it ends, and tag
+    /// the sampler's rows with the running trial's id (with several workers, the trial started
+    /// last: one sampler sees the whole machine).
+    pub fn with_telemetry(mut self, handle: SamplerHandle) -> Self {
+        self.telemetry = Some(handle);
+        self
+    }
+
+    /// The cards the sampler's probes see (in its `gpuN` order), so each trial's telemetry is
+    /// tied to the card its device runs on.
+    pub fn with_telemetry_gpus(mut self, gpus: Vec<tradetune_telemetry::GpuInfo>) -> Self {
+        self.telemetry_gpus = gpus;
+        self
+    }
+
+    /// The telemetry device of `slot`: the host for the CPU and for a software adapter, the
+    /// probed card a wgpu adapter runs on (by PCI bus id, else by a name only one card has),
+    /// `None` when that cannot be told.
+    fn telemetry_device(&self, slot: &DeviceSlot) -> Option<tradetune_telemetry::DeviceTag> {
+        use tradetune_device::adapters::AdapterKind;
+        use tradetune_telemetry::{BurnDeviceDescription, DeviceMatch, DeviceTag, match_device};
+        let adapter = match slot.spec {
+            tradetune_device::DeviceSpec::Cpu => return Some(DeviceTag::Host),
+            spec if spec.is_wgpu() => tradetune_device::wgpu_adapter(spec).ok()?,
+            _ => return None,
+        };
+        let description = BurnDeviceDescription {
+            label: slot.label.clone(),
+            name: Some(adapter.name.clone()),
+            pci_bus_id: adapter.pci_bus_id.parse().ok(),
+            is_cpu: adapter.kind == AdapterKind::Cpu,
+        };
+        match match_device(&description, &self.telemetry_gpus) {
+            DeviceMatch::Cpu => Some(DeviceTag::Host),
+            DeviceMatch::Gpu { index, .. } => Some(DeviceTag::Gpu(index)),
+            DeviceMatch::Unknown(_) => None,
+        }
+    }
+
+    /// Stops trials or the whole study from another thread.
+    pub fn stop_handle(&self) -> StopHandle {
+        self.stop.clone()
+    }
+
+    pub fn config(&self) -> &RunnerConfig {
+        &self.cfg
+    }
+
+    /// The worker → device binding this run will use.
+    pub fn workers(&self) -> Vec<WorkerInfo> {
+        assign(self.cfg.workers, &self.cfg.devices, self.cfg.assignment)
+            .into_iter()
+            .enumerate()
+            .map(|(worker, d)| WorkerInfo {
+                worker,
+                device: self.cfg.devices[d].label.clone(),
+                backend: self.cfg.devices[d].backend().to_owned(),
+            })
+            .collect()
+    }
+
+    /// Runs the study to the end of its trial budget (or until stopped), sending events.
+    pub fn run(&self, events: &Sender<StudyEvent>) -> Result<StudyReport, RunnerError> {
+        let options = StorageOptions {
+            stale_after: Some(self.cfg.stale_after),
+            ..StorageOptions::default()
+        };
+        let mut storage = Storage::open_with(&self.cfg.storage, &options)?;
+        let study_id = match storage.study_id(&self.cfg.study_name) {
+            Ok(id) => id,
+            Err(StorageError::UnknownStudyName { .. }) => storage.create_study(
+                &self.cfg.study_name,
+                &[history::direction(self.cfg.direction)],
+            )?,
+            Err(e) => return Err(e.into()),
+        };
+        let recovered_here: Vec<u64> = storage
+            .recovered_on_open()
+            .iter()
+            .filter(|h| h.study_id == study_id)
+            .map(|h| h.number.max(0) as u64)
+            .collect();
+        let existing = storage.trials(study_id)?.len();
+        let binding = assign(self.cfg.workers, &self.cfg.devices, self.cfg.assignment);
+        // Workers per physical device: slots naming one device (`cpu`, `cpu#1`; `wgpu` and
+        // the `wgpu:N` it is) share its budget.
+        let physical: Vec<String> = self
+            .cfg
+            .devices
+            .iter()
+            .map(|d| tradetune_device::physical_device(d.spec))
+            .collect();
+        let per_device: Vec<usize> = physical
+            .iter()
+            .map(|p| binding.iter().filter(|&&d| physical[d] == *p).count())
+            .collect();
+        let _ = events.send(StudyEvent::StudyStarted {
+            study: self.cfg.study_name.clone(),
+            study_id,
+            existing_trials: existing,
+            recovered: recovered_here.clone(),
+            workers: self.workers(),
+            n_trials: self.cfg.n_trials,
+        });
+        let shared = Shared {
+            study_id,
+            claimed: AtomicUsize::new(0),
+            sample_lock: Mutex::new(()),
+            exhausted: AtomicBool::new(false),
+            outcomes: Mutex::new(Vec::new()),
+            per_device,
+        };
+        let results: Vec<Result<(), RunnerError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = binding
+                .iter()
+                .enumerate()
+                .map(|(w, d)| {
+                    let shared = &shared;
+                    let events = events.clone();
+                    std::thread::Builder::new()
+                        .name(format!("study-worker-{w}"))
+                        .spawn_scoped(scope, move || self.worker(w, *d, shared, &events))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .enumerate()
+                .map(|(w, h)| match h {
+                    Ok(h) => h.join().unwrap_or_else(|_| {
+                        Err(RunnerError::Worker {
+                            worker: w,
+                            message: "the worker thread panicked outside a trial".into(),
+                        })
+                    }),
+                    Err(e) => Err(RunnerError::Worker {
+                        worker: w,
+                        message: format!("could not start its thread: {e}"),
+                    }),
+                })
+                .collect()
+        });
+        let outcomes = shared
+            .outcomes
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner());
+        let best = storage
+            .best_trial(study_id)?
+            .and_then(|t| t.value().map(|v| (t.number.max(0) as u64, v)));
+        let count = |s: TrialState| outcomes.iter().filter(|o| o.state == s).count();
+        let _ = events.send(StudyEvent::StudyFinished {
+            study: self.cfg.study_name.clone(),
+            completed: count(TrialState::Complete),
+            pruned: count(TrialState::Pruned),
+            failed: count(TrialState::Fail),
+            stopped: self.stop.study_stopped(),
+            best,
+        });
+        if let Some(e) = results.into_iter().find_map(Result::err) {
+            return Err(e);
+        }
+        Ok(StudyReport {
+            study_id,
+            study: self.cfg.study_name.clone(),
+            trials: outcomes,
+            recovered: recovered_here,
+            stopped: self.stop.study_stopped(),
+            best,
+        })
+    }
+
+    fn worker(
+        &self,
+        worker: usize,
+        device: usize,
+        shared: &Shared,
+        events: &Sender<StudyEvent>,
+    ) -> Result<(), RunnerError> {
+        let options = StorageOptions {
+            stale_after: None,
+            ..StorageOptions::default()
+        };
+        let mut storage = Storage::open_with(&self.cfg.storage, &options)?;
+        let slot = &self.cfg.devices[device];
+        let mut done = 0;
+        loop {
+            if self.stop.study_stopped() || shared.exhausted.load(Ordering::SeqCst) {
+                break;
+            }
+            if shared.claimed.fetch_add(1, Ordering::SeqCst) >= self.cfg.n_trials {
+                break;
+            }
+            let started = {
+                let _guard = shared.sample_lock.lock().unwrap_or_else(|p| p.into_inner());
+                self.start_trial(&mut storage, shared.study_id)?
+            };
+            done += 1;
+            let outcome = match started {
+                Ok(s) => self.run_trial(&mut storage, worker, slot, shared, s, events)?,
+                Err((handle, reason, exhausted)) => {
+                    if exhausted {
+                        shared.exhausted.store(true, Ordering::SeqCst);
+                    }
+                    self.fail(&mut storage, handle, worker, slot, reason, 0.0, events)?
+                }
+            };
+            shared
+                .outcomes
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(outcome);
+        }
+        let _ = events.send(StudyEvent::WorkerFinished {
+            worker,
+            trials: done,
+        });
+        Ok(())
+    }
+
+    /// Creates a trial and samples its parameters. The inner error is a trial that could not
+    /// be prepared: (trial, reason, whether the sampler is used up).
+    #[allow(clippy::type_complexity)]
+    fn start_trial(
+        &self,
+        storage: &mut Storage,
+        study_id: i64,
+    ) -> Result<Result<Started, (TrialHandle, String, bool)>, RunnerError> {
+        let handle = storage.create_trial(study_id)?;
+        let number = handle.number.max(0) as u64;
+        let records = storage.trials(study_id)?;
+        let all = history::history(&records);
+        let others: Vec<_> = all.into_iter().filter(|t| t.number != number).collect();
+        let proposal = match self.sampler.sample(&SampleContext {
+            space: &self.space,
+            history: &others,
+            direction: self.cfg.direction,
+            trial_number: number,
+        }) {
+            Ok(p) => p,
+            Err(e) => {
+                let exhausted = true;
+                let reason = match &e {
+                    SamplerError::GridExhausted(_) => format!("not run: {e}"),
+                    _ => format!("sampler {}: {e}", self.sampler.name()),
+                };
+                return Ok(Err((handle, reason, exhausted)));
+            }
+        };
+        let mut stored = Vec::with_capacity(proposal.params.len());
+        for (name, internal) in &proposal.params {
+            let Some(dist) = self.space.get(name) else {
+                return Ok(Err((
+                    handle,
+                    format!("sampler proposed '{name}', which is not in the search space"),
+                    true,
+                )));
+            };
+            let d = history::stored_distribution(dist).map_err(|source| {
+                StorageError::Distribution {
+                    name: name.clone(),
+                    source,
+                }
+            })?;
+            stored.push((name.clone(), *internal, d));
+        }
+        storage.set_params(handle.trial_id, &stored)?;
+        for (k, v) in &proposal.system_attrs {
+            storage.set_trial_system_attr(handle.trial_id, k, &JsonValue::from(v))?;
+        }
+        let params = match self.space.to_external(&proposal.params) {
+            Ok(p) => p,
+            Err(e) => return Ok(Err((handle, e.to_string(), false))),
+        };
+        let mut config = self.base_config.clone();
+        for (name, value) in &params {
+            if let Err(e) = config_path::apply_value(&mut config, name, value) {
+                return Ok(Err((handle, format!("applying parameters: {e}"), false)));
+            }
+        }
+        Ok(Ok(Started {
+            handle,
+            params,
+            config,
+        }))
+    }
+}

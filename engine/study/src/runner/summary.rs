@@ -1,0 +1,100 @@
+//! A trial's telemetry summary, from the sampler's ring buffers over the trial's time window.
+//!
+//! The ring buffers are read rather than the database rows because the sampler hands rows to
+//! the database in batches (every 10 ticks by default): at the moment a trial ends its last
+//! rows may not be stored yet, while the rings hold every tick up to now. With several workers
+//! on one machine the window of a trial overlaps others', so device figures describe the device
+//! while the trial ran, not the trial alone.
+
+use std::time::Duration;
+
+use chrono::{DateTime, TimeZone, Utc};
+
+use tradetune_storage::JsonValue;
+use tradetune_telemetry::verdict::{VerdictInput, verdicts};
+use tradetune_telemetry::{
+    DeviceTag, PhaseSplit, SamplerHandle, TelemetryRow, TrialFacts, TrialSummary,
+};
+
+/// Every point of a ring (a ring never holds more than its capacity).
+const ALL_POINTS: usize = usize::MAX;
+
+/// The summary's user attributes for a trial that ran from `start` to `end` (`wall` of work).
+/// The window includes the samples taken as the trial began and ended.
+///
+/// `device` is the card the trial ran on (the host for the CPU): only its series and the
+/// host's are summarised, so a CPU trial on a machine with an idle GPU is not told the GPU was
+/// idle. `None` (a card the probes cannot tell) keeps every device. `on_device_env` says the
+/// environment stepped on the device (the verdicts then do not blame host env stepping).
+pub(super) fn summarise(
+    sampler: &SamplerHandle,
+    window: (DateTime<Utc>, DateTime<Utc>),
+    device: Option<DeviceTag>,
+    wall: Duration,
+    env_samples: u64,
+    phases: Option<PhaseSplit>,
+    on_device_env: bool,
+) -> Vec<(String, JsonValue)> {
+    let (start, end) = window;
+    let from = start.timestamp_millis() as f64 / 1000.0;
+    let to = end.timestamp_millis() as f64 / 1000.0;
+    let mut rows = Vec::new();
+    let keep = |d: DeviceTag| match device {
+        None => true,
+        Some(mine) => d == mine || d == DeviceTag::Host,
+    };
+    for (device, metric) in sampler.series_keys() {
+        if !keep(device) {
+            continue;
+        }
+        for p in sampler.series(device, metric, ALL_POINTS) {
+            if p.t < from || p.t > to {
+                continue;
+            }
+            let Some(timestamp) = Utc
+                .timestamp_millis_opt((p.t * 1000.0).round() as i64)
+                .single()
+            else {
+                continue;
+            };
+            rows.push(TelemetryRow {
+                timestamp,
+                device,
+                trial: None,
+                metric,
+                value: p.v,
+            });
+        }
+    }
+    let summary = TrialSummary::from_rows(
+        &rows,
+        TrialFacts {
+            trial: None,
+            wall,
+            env_samples,
+            phases,
+        },
+    );
+    let mut attrs: Vec<(String, JsonValue)> = summary
+        .user_attrs()
+        .into_iter()
+        .map(|(k, v)| (k, JsonValue::from(v)))
+        .collect();
+    // The bottleneck verdict with its suggestion, most pressing first, so Optuna's tools and
+    // the desktop app show what limited this trial.
+    let found = verdicts(&VerdictInput::from_summary(&summary, &[], on_device_env));
+    if let Some(first) = found.first() {
+        attrs.push(("verdict".into(), JsonValue::from(first.message.as_str())));
+    }
+    if found.len() > 1 {
+        let all: Vec<serde_json::Value> = found
+            .iter()
+            .map(|v| serde_json::Value::from(v.message.as_str()))
+            .collect();
+        attrs.push((
+            "verdicts".into(),
+            JsonValue::from(serde_json::Value::Array(all)),
+        ));
+    }
+    attrs
+}

@@ -1,0 +1,275 @@
+//! Grid search with the bookkeeping of Optuna's `GridSampler`: the grid is the Cartesian
+//! product of the listed values in parameter-name order, shuffled once by the seed; each trial
+//! stores its `grid_id` and the grid (`search_space`) as system attributes, and a point counts
+//! as taken when a finished trial holds it (or a RUNNING one, while untaken points remain).
+//!
+//! Unlike Optuna, which re-runs a random point (with a warning) once the grid is used up, the
+//! sampler then answers [`SamplerError::GridExhausted`], so the study stops there.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+
+use super::{Proposal, SampleContext, Sampler, SamplerError};
+use crate::space::{ParamValue, SearchSpace};
+use crate::trial::TrialState;
+
+/// Largest grid accepted: a bigger one is almost certainly a mistake in the study file.
+const MAX_GRID_POINTS: usize = 10_000_000;
+
+#[derive(Debug, Clone)]
+pub struct GridSampler {
+    names: Vec<String>,
+    values: Vec<Vec<ParamValue>>,
+    /// `points[id]` = index of each parameter's value, in `names` order.
+    points: Vec<Vec<usize>>,
+    /// The `search_space` system attribute: `{name: [values…]}`.
+    grid_json: serde_json::Value,
+}
+
+impl GridSampler {
+    /// `grid` lists the values of every parameter of `space` (all of them, and only them).
+    pub fn new(
+        grid: BTreeMap<String, Vec<ParamValue>>,
+        space: &SearchSpace,
+        seed: u64,
+    ) -> Result<Self, SamplerError> {
+        for name in space.names() {
+            if !grid.contains_key(name) {
+                return Err(SamplerError::Grid(format!(
+                    "parameter '{name}' has no grid values"
+                )));
+            }
+        }
+        let mut total: usize = 1;
+        for (name, values) in &grid {
+            let dist = space.get(name).ok_or_else(|| {
+                SamplerError::Grid(format!(
+                    "'{name}' is not in the search space (its parameters: {})",
+                    space.names().collect::<Vec<_>>().join(", ")
+                ))
+            })?;
+            if values.is_empty() {
+                return Err(SamplerError::Grid(format!(
+                    "parameter '{name}' has an empty list of values"
+                )));
+            }
+            for v in values {
+                let ok = dist.to_internal(v).is_ok_and(|i| dist.contains(i));
+                if !ok {
+                    return Err(SamplerError::Grid(format!(
+                        "value {v} of '{name}' is not in its range {dist}"
+                    )));
+                }
+            }
+            total = total.saturating_mul(values.len());
+        }
+        if total > MAX_GRID_POINTS {
+            return Err(SamplerError::Grid(format!(
+                "the grid has {total} points, more than {MAX_GRID_POINTS}"
+            )));
+        }
+        let names: Vec<String> = grid.keys().cloned().collect();
+        let values: Vec<Vec<ParamValue>> = grid.values().cloned().collect();
+        let mut points: Vec<Vec<usize>> = vec![vec![]];
+        for vs in &values {
+            points = points
+                .into_iter()
+                .flat_map(|p| (0..vs.len()).map(move |i| [p.as_slice(), &[i]].concat()))
+                .collect();
+        }
+        points.shuffle(&mut StdRng::seed_from_u64(seed));
+        let grid_json = serde_json::Value::Object(
+            grid.iter()
+                .map(|(k, vs)| {
+                    (
+                        k.clone(),
+                        serde_json::Value::Array(vs.iter().map(ParamValue::to_json).collect()),
+                    )
+                })
+                .collect(),
+        );
+        Ok(Self {
+            names,
+            values,
+            points,
+            grid_json,
+        })
+    }
+
+    /// Number of points of the grid.
+    pub fn len(&self) -> usize {
+        self.points.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.points.is_empty()
+    }
+
+    /// (finished, running) grid ids of the history that belong to this grid.
+    fn taken(&self, ctx: &SampleContext<'_>) -> (BTreeSet<usize>, BTreeSet<usize>) {
+        let mut finished = BTreeSet::new();
+        let mut running = BTreeSet::new();
+        for t in ctx.history.iter().filter(|t| t.number != ctx.trial_number) {
+            let same_grid = t.system_attrs.get("search_space") == Some(&self.grid_json);
+            let id = t
+                .system_attrs
+                .get("grid_id")
+                .and_then(serde_json::Value::as_u64);
+            if let (true, Some(id)) = (same_grid, id) {
+                if t.state.is_finished() {
+                    finished.insert(id as usize);
+                } else if t.state == TrialState::Running {
+                    running.insert(id as usize);
+                }
+            }
+        }
+        (finished, running)
+    }
+
+    /// Whether every point has been tried by a finished trial.
+    pub fn is_exhausted(&self, ctx: &SampleContext<'_>) -> bool {
+        self.taken(ctx).0.len() >= self.points.len()
+    }
+}
+
+impl Sampler for GridSampler {
+    fn name(&self) -> String {
+        "grid".into()
+    }
+
+    fn sample(&self, ctx: &SampleContext<'_>) -> Result<Proposal, SamplerError> {
+        let (finished, running) = self.taken(ctx);
+        let free = |id: &usize| !finished.contains(id) && !running.contains(id);
+        let n = ctx.trial_number as usize;
+        // Optuna gives trial n the n-th point of the shuffled grid; otherwise the first free
+        // point, else the first one only RUNNING trials hold.
+        let id = if n < self.points.len() && free(&n) {
+            n
+        } else if let Some(id) = (0..self.points.len()).find(free) {
+            id
+        } else if let Some(id) = (0..self.points.len()).find(|id| !finished.contains(id)) {
+            id
+        } else {
+            return Err(SamplerError::GridExhausted(self.points.len()));
+        };
+        let mut proposal = Proposal::default();
+        for ((name, values), &i) in self.names.iter().zip(&self.values).zip(&self.points[id]) {
+            let dist = ctx.space.get(name).ok_or_else(|| {
+                SamplerError::Grid(format!("'{name}' is not in the search space"))
+            })?;
+            let v = dist
+                .to_internal(&values[i])
+                .map_err(|e| SamplerError::Grid(format!("'{name}': {e}")))?;
+            proposal.params.insert(name.clone(), v);
+        }
+        proposal
+            .system_attrs
+            .insert("search_space".into(), self.grid_json.clone());
+        proposal
+            .system_attrs
+            .insert("grid_id".into(), serde_json::Value::from(id));
+        Ok(proposal)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trial::{Direction, Trial};
+
+    #[test]
+    fn visits_every_point_once_then_stops() {
+        let mut space = SearchSpace::new();
+        space.add_int("n", 1, 8, false, 1).unwrap();
+        space
+            .add_categorical(
+                "c",
+                vec![ParamValue::Str("a".into()), ParamValue::Str("b".into())],
+            )
+            .unwrap();
+        let grid = BTreeMap::from([
+            (
+                "n".to_owned(),
+                vec![ParamValue::Int(1), ParamValue::Int(4), ParamValue::Int(8)],
+            ),
+            (
+                "c".to_owned(),
+                vec![ParamValue::Str("a".into()), ParamValue::Str("b".into())],
+            ),
+        ]);
+        let g = GridSampler::new(grid, &space, 5).unwrap();
+        assert_eq!(g.len(), 6);
+        let mut history: Vec<Trial> = Vec::new();
+        let mut seen = BTreeSet::new();
+        for number in 0..6u64 {
+            let ctx = SampleContext {
+                space: &space,
+                history: &history,
+                direction: Direction::Minimize,
+                trial_number: number,
+            };
+            let p = g.sample(&ctx).unwrap();
+            assert!(
+                seen.insert((p.params["n"] as i64, p.params["c"] as i64)),
+                "point repeated"
+            );
+            // Leave trial 2 RUNNING: the others must still avoid its point.
+            let mut t = if number == 2 {
+                Trial::new(number, TrialState::Running, p.params)
+            } else {
+                Trial::complete(number, p.params, 0.0)
+            };
+            t.system_attrs = p.system_attrs;
+            history.push(t);
+        }
+        let ctx = SampleContext {
+            space: &space,
+            history: &history,
+            direction: Direction::Minimize,
+            trial_number: 6,
+        };
+        // Only the RUNNING trial's point is left unfinished: it is proposed again.
+        let again = g.sample(&ctx).unwrap();
+        assert_eq!(again.params, history[2].params);
+        history[2].state = TrialState::Complete;
+        let ctx = SampleContext {
+            space: &space,
+            history: &history,
+            direction: Direction::Minimize,
+            trial_number: 6,
+        };
+        assert!(g.is_exhausted(&ctx));
+        assert_eq!(g.sample(&ctx), Err(SamplerError::GridExhausted(6)));
+    }
+
+    #[test]
+    fn bad_grids_are_refused() {
+        let mut space = SearchSpace::new();
+        space.add_float("x", 0.0, 1.0, false, None).unwrap();
+        let g =
+            |v: Vec<ParamValue>| GridSampler::new(BTreeMap::from([("x".to_owned(), v)]), &space, 0);
+        assert!(
+            g(vec![ParamValue::Float(2.0)])
+                .unwrap_err()
+                .to_string()
+                .contains("not in its range")
+        );
+        assert!(g(vec![]).is_err());
+        assert!(g(vec![ParamValue::Str("a".into())]).is_err());
+        assert!(
+            GridSampler::new(BTreeMap::new(), &space, 0)
+                .unwrap_err()
+                .to_string()
+                .contains("'x' has no grid values")
+        );
+        assert_eq!(
+            g(vec![ParamValue::Float(0.0), ParamValue::Int(1)])
+                .unwrap()
+                .len(),
+            2
+        );
+    }
+}
