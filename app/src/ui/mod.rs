@@ -3,7 +3,7 @@
 //! Shape (after rerun's viewer): an [`AppState`](state::AppState) apart from drawing code; user
 //! actions as [`Command`](command::Command) values handled in one place; engine work on
 //! background threads ([`tasks`]) that report over a channel and wake the UI; one module per
-//! panel. Settings persist through eframe.
+//! panel. Settings persist through eframe ([`settings`]).
 
 pub mod app;
 pub mod command;
@@ -12,6 +12,7 @@ pub mod draft;
 pub mod panels;
 pub mod presets;
 pub mod search_form;
+pub mod settings;
 pub mod state;
 pub mod tasks;
 

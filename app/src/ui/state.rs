@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize};
 use tradetune_engine::device::{DeviceInfo, DeviceSpec};
 use tradetune_engine::eval::EvalReport;
 use tradetune_engine::ppo::PhaseTimes;
@@ -15,87 +14,12 @@ use tradetune_engine::storage::{
 use tradetune_engine::telemetry::ring::PlotPoint;
 use tradetune_engine::telemetry::{GpuInfo, SamplerHandle};
 
-use super::draft::{Draft, Problem};
-use super::presets::{Preset, UserPreset};
+use super::draft::Problem;
+use super::presets::Preset;
 use super::search_form::SearchForm;
 use super::tasks::{DataInfo, DbContents};
 
-/// The panels, in the order of the tab bar.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub enum Tab {
-    /// Hardware & presets.
-    #[default]
-    Hardware,
-    /// Data, environment, PPO, study settings.
-    Configure,
-    /// Start/stop and the live charts.
-    Run,
-    /// Study databases and their trials.
-    Studies,
-    /// Two studies or trials side by side.
-    Compare,
-    /// A checkpoint on a held-out split.
-    Backtest,
-}
-
-impl Tab {
-    /// Every tab, in order.
-    pub const ALL: [Tab; 6] = [
-        Tab::Hardware,
-        Tab::Configure,
-        Tab::Run,
-        Tab::Studies,
-        Tab::Compare,
-        Tab::Backtest,
-    ];
-
-    /// The tab's label (tests find tabs by it).
-    pub fn label(self) -> &'static str {
-        match self {
-            Tab::Hardware => "Hardware & presets",
-            Tab::Configure => "Configure",
-            Tab::Run => "Run",
-            Tab::Studies => "Studies",
-            Tab::Compare => "Compare",
-            Tab::Backtest => "Backtest",
-        }
-    }
-}
-
-/// What the app remembers between launches (eframe persistence). Every field has a default
-/// so an older or partial file still loads.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Settings {
-    /// The tab shown.
-    pub tab: Tab,
-    /// The configuration being edited.
-    pub draft: Draft,
-    /// The preset last applied.
-    pub preset: Option<String>,
-    /// Market files (empty: the bundled sample).
-    pub data_files: Vec<PathBuf>,
-    /// The study database last opened in the Studies panel.
-    pub database: Option<PathBuf>,
-    /// Presets the user saved.
-    pub user_presets: Vec<UserPreset>,
-    /// The database studies run into (None: `studies.db` in the user data directory).
-    pub study_db: Option<PathBuf>,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            tab: Tab::Hardware,
-            draft: Draft::default(),
-            preset: None,
-            data_files: Vec::new(),
-            database: None,
-            user_presets: Vec::new(),
-            study_db: None,
-        }
-    }
-}
+pub use super::settings::{Settings, Tab};
 
 /// The market data's state.
 #[derive(Clone, Default)]
