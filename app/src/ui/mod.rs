@@ -1,9 +1,10 @@
 //! The desktop program: `tradetune` with no arguments.
 //!
 //! Shape (after rerun's viewer): an [`AppState`](state::AppState) apart from drawing code; user
-//! actions as [`Command`](command::Command) values handled in one place; engine work on
-//! background threads ([`tasks`]) that report over a channel and wake the UI; one module per
-//! panel. Settings persist through eframe ([`settings`]).
+//! actions as [`Command`](command::Command) values routed in one place ([`app`]) to the panel
+//! that owns them; engine work on background threads ([`tasks`]) that report over a channel and
+//! wake the UI; one module per panel, holding its view state and its commands. Settings persist
+//! through eframe ([`settings`]).
 
 pub mod app;
 pub mod command;

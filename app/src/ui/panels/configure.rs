@@ -9,11 +9,43 @@ use tradetune_engine::device::precision::Precision;
 use tradetune_engine::eval::Objective;
 use tradetune_engine::ppo::{ActivationKind, LrSchedule};
 
+use std::collections::HashMap;
+use std::path::PathBuf;
+
 use super::widgets::{self, number};
-use crate::ui::command::Command;
-use crate::ui::draft::Problem;
+use crate::ui::command::{Command, Cx};
+use crate::ui::draft::{Problem, SearchEntry};
+use crate::ui::presets::UserPreset;
 use crate::ui::search_form::{FormKind, SearchForm};
 use crate::ui::state::{AppState, DataState};
+
+/// What the Configure panel keeps between frames besides the draft.
+#[derive(Debug, Clone)]
+pub struct ConfigureView {
+    /// Name typed into "Save as preset".
+    pub new_preset_name: String,
+    /// The `net_arch.pi` and `net_arch.vf` lists as typed.
+    pub net_text: [String; 2],
+    /// The name of a new searched parameter being typed.
+    pub new_search: String,
+    /// The searched parameters' editor forms by name, with the stored text each was read from
+    /// (a change of that text elsewhere, e.g. a preset, re-reads it).
+    pub search_forms: HashMap<String, (String, Option<SearchForm>)>,
+    /// The device chosen in "add device".
+    pub new_device: String,
+}
+
+impl Default for ConfigureView {
+    fn default() -> Self {
+        ConfigureView {
+            new_preset_name: String::new(),
+            net_text: Default::default(),
+            new_search: String::new(),
+            search_forms: HashMap::new(),
+            new_device: "cpu".into(),
+        }
+    }
+}
 
 /// Draws the panel.
 pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>) {
@@ -153,7 +185,7 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
             ui,
             study,
             &state.devices,
-            &mut state.new_device,
+            &mut state.configure.new_device,
             &problems,
             commands,
         );
@@ -343,7 +375,7 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
                 .response
                 .labelled_by(l.id);
         });
-        let [pi_text, vf_text] = &mut state.net_text;
+        let [pi_text, vf_text] = &mut state.configure.net_text;
         widgets::widths(ui, "net_arch.pi", &mut policy.net_arch.pi, pi_text);
         widgets::widths(ui, "net_arch.vf", &mut policy.net_arch.vf, vf_text);
         widgets::problem_line(ui, "ppo", &problems);
@@ -361,10 +393,10 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
     }
     ui.horizontal(|ui| {
         let l = ui.label("preset name");
-        ui.text_edit_singleline(&mut state.new_preset_name)
+        ui.text_edit_singleline(&mut state.configure.new_preset_name)
             .labelled_by(l.id);
         if ui.button("Save as preset").clicked() {
-            commands.push(Command::SavePreset(state.new_preset_name.clone()));
+            commands.push(Command::SavePreset(state.configure.new_preset_name.clone()));
         }
     });
     super::run::start_stop(ui, state, commands);
@@ -405,7 +437,7 @@ fn search_section(
          Choices are separated by commas; a list value is written in brackets: [512, 256].",
     );
     let draft = &mut state.settings.draft;
-    let forms = &mut state.search_forms;
+    let forms = &mut state.configure.search_forms;
     forms.retain(|name, _| draft.search.iter().any(|e| &e.name == name));
     egui::Grid::new("search").striped(true).show(ui, |ui| {
         for e in &mut draft.search {
@@ -449,7 +481,7 @@ fn search_section(
         .filter(|n| !draft.search.iter().any(|e| &e.name == n))
         .collect();
     ui.horizontal(|ui| {
-        let name = &mut state.new_search;
+        let name = &mut state.configure.new_search;
         let l = ui.label("search parameter");
         ui.add(
             egui::TextEdit::singleline(name)
@@ -567,4 +599,68 @@ fn data_section(
         .ready()
         .map_or(&[][..], |d| &d.dataset.timestamps[..]);
     split::editor(ui, &mut state.settings.draft, timestamps, problems);
+}
+
+/// [`Command::SavePreset`]: saves the draft as a user preset (replacing one of that name).
+pub fn save_preset(state: &mut AppState, name: &str) {
+    let name = name.trim().to_owned();
+    if name.is_empty() {
+        state.notice("a preset needs a name");
+        return;
+    }
+    let draft = state.settings.draft.clone();
+    let user = &mut state.settings.user_presets;
+    match user.iter_mut().find(|p| p.name == name) {
+        Some(p) => p.draft = draft,
+        None => user.push(UserPreset {
+            name: name.clone(),
+            draft,
+        }),
+    }
+    state.settings.preset = Some(name.clone());
+    state.notice(format!("saved preset {name}"));
+}
+
+/// [`Command::AddDevice`]: another slot on `name` (a device listed twice takes two workers).
+pub fn add_device(state: &mut AppState, name: &str) {
+    let name = name.trim();
+    if !name.is_empty() {
+        state.settings.draft.study.devices.push(name.to_owned());
+    }
+}
+
+/// [`Command::RemoveDevice`]: removes the study's device at `i`.
+pub fn remove_device(state: &mut AppState, i: usize) {
+    let devices = &mut state.settings.draft.study.devices;
+    if i < devices.len() {
+        devices.remove(i);
+    }
+}
+
+/// [`Command::UseBundledData`] (no `paths`), [`Command::UseDataFiles`]: trains on `paths`
+/// from now on and loads them.
+pub fn use_data(cx: &mut Cx, paths: Vec<PathBuf>) {
+    cx.state.settings.data_files = paths.clone();
+    cx.load_data(paths);
+}
+
+/// [`Command::AddSearch`]: searches `name`, starting from a range around its fixed value.
+pub fn add_search(state: &mut AppState, name: &str) {
+    let name = name.trim().to_owned();
+    let draft = &mut state.settings.draft;
+    if !draft.search.iter().any(|e| e.name == name) {
+        // An unknown name still gets a row: the study-file check then names it and lists the
+        // valid ones.
+        let spec = draft.fixed_value(&name).map_or_else(
+            || "{ low = 0.0, high = 1.0 }".to_owned(),
+            |v| SearchForm::around(&v).to_spec(),
+        );
+        draft.search.push(SearchEntry { name, spec });
+    }
+    state.configure.new_search.clear();
+}
+
+/// [`Command::RemoveSearch`]: `name` keeps its fixed value.
+pub fn remove_search(state: &mut AppState, name: &str) {
+    state.settings.draft.search.retain(|e| e.name != name);
 }
