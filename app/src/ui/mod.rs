@@ -12,7 +12,6 @@ pub mod dialog;
 pub mod draft;
 pub mod panels;
 pub mod presets;
-pub mod search_form;
 pub mod settings;
 pub mod state;
 pub mod tasks;
