@@ -1,11 +1,14 @@
-//! Every user action as a value, handled in one place ([`super::TradeTuneApp::handle`]): a
-//! button, a shortcut and a test all go through the same path.
+//! Every user action as a value, routed in one place ([`super::TradeTuneApp::handle`]) to the
+//! panel that owns it: a button, a shortcut and a test all go through the same path. A panel
+//! carries out its commands with a [`Cx`].
 
 use std::path::PathBuf;
 
 use tradetune_engine::storage::TrialState;
 
-use super::state::{Tab, TrialColumn};
+use super::panels::studies::TrialColumn;
+use super::state::{AppState, DataState, Tab};
+use super::tasks::Tasks;
 
 /// A user action.
 #[derive(Debug, Clone, PartialEq)]
@@ -80,4 +83,33 @@ pub enum Command {
         /// Also on the desktop.
         on_desktop: bool,
     },
+}
+
+/// What a command (or a background job's answer) is carried out with: the app's state, its
+/// background jobs and the clipboard.
+pub struct Cx<'a> {
+    /// What the app knows.
+    pub state: &'a mut AppState,
+    /// Starts background jobs.
+    pub tasks: &'a mut Tasks,
+    /// Text to put on the clipboard at the end of the frame.
+    pub clipboard: &'a mut Option<String>,
+}
+
+impl Cx<'_> {
+    /// Loads the market data from `paths` (empty: the bundled sample) with the draft's
+    /// lookback; answers to older loads are dropped.
+    pub fn load_data(&mut self, paths: Vec<PathBuf>) {
+        let state = &mut *self.state;
+        state.data_requests += 1;
+        state.data = DataState::Loading(state.data_requests);
+        self.tasks
+            .load_data(state.data_requests, paths, &state.settings.draft);
+    }
+
+    /// Loads the data files of the settings again (the lookback changed).
+    pub fn reload_data(&mut self) {
+        let files = self.state.settings.data_files.clone();
+        self.load_data(files);
+    }
 }

@@ -174,19 +174,15 @@ impl Draft {
 }
 
 impl Draft {
-    /// The fixed configuration as the study file's base: `{ env, ppo, train }`.
-    fn base_json(&self) -> serde_json::Value {
+    /// The fixed configuration as the study file's base: `{ env, ppo, train }` (the fields a
+    /// search can set are its leaves, listed by the Configure panel's field table).
+    pub(crate) fn base_json(&self) -> serde_json::Value {
         serde_json::to_value(PpoTrialConfig {
             env: self.env.clone(),
             ppo: self.ppo.clone(),
             train: self.train.clone(),
         })
         .unwrap_or_default()
-    }
-
-    /// Every name a search can set (`env.n_envs`, `ppo.learning_rate`, …), sorted.
-    pub fn searchable_names(&self) -> Vec<String> {
-        tradetune_engine::study::config_path::leaf_paths(&self.base_json())
     }
 
     /// The fixed value of `name`, if it names a field.

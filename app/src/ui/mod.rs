@@ -1,9 +1,10 @@
 //! The desktop program: `tradetune` with no arguments.
 //!
 //! Shape (after rerun's viewer): an [`AppState`](state::AppState) apart from drawing code; user
-//! actions as [`Command`](command::Command) values handled in one place; engine work on
-//! background threads ([`tasks`]) that report over a channel and wake the UI; one module per
-//! panel. Settings persist through eframe.
+//! actions as [`Command`](command::Command) values routed in one place ([`app`]) to the panel
+//! that owns them; engine work on background threads ([`tasks`]) that report over a channel and
+//! wake the UI; one module per panel, holding its view state and its commands. Settings persist
+//! through eframe ([`settings`]).
 
 pub mod app;
 pub mod command;
@@ -11,7 +12,7 @@ pub mod dialog;
 pub mod draft;
 pub mod panels;
 pub mod presets;
-pub mod search_form;
+pub mod settings;
 pub mod state;
 pub mod tasks;
 

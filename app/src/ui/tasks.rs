@@ -15,7 +15,9 @@ use tradetune_engine::study::runner::{StopHandle, StudyEvent};
 
 use super::dialog::{FileDialogs, Pick};
 use super::draft::{DataShape, Draft};
-use super::state::TrialRow;
+use super::panels::backtest::BacktestResult;
+use super::panels::compare::Comparison;
+use super::panels::studies::{Curves, TrialRow};
 
 /// A loaded dataset, as the Configure panel shows it and a run uses it.
 #[derive(Clone)]
@@ -77,15 +79,15 @@ pub enum TaskEvent {
     },
     /// A trial's learning curve was read: its trial id, the points by metric as (env steps,
     /// value), or why not.
-    Curve(i64, Result<crate::ui::state::Curves, String>),
+    Curve(i64, Result<Curves, String>),
     /// A study's progress.
     Study(StudyMsg),
     /// A file dialog was answered.
     Picked(Pick, Vec<PathBuf>),
     /// A backtest finished.
-    Backtested(Result<Box<crate::ui::state::BacktestResult>, String>),
+    Backtested(Result<Box<BacktestResult>, String>),
     /// A comparison finished.
-    Compared(Result<Box<crate::ui::state::Comparison>, String>),
+    Compared(Result<Box<Comparison>, String>),
     /// The devices, listed anew (see [`Tasks::refresh_devices`]).
     Devices(Vec<tradetune_engine::device::DeviceInfo>),
     /// A CSV export finished: what was written ("trials", "telemetry rows"), where, and the
@@ -111,6 +113,8 @@ pub struct Tasks {
     study: Option<StudyControl>,
     /// Jobs queued instead of started while held (see [`Tasks::hold`]).
     held: Mutex<Option<Vec<HeldJob>>>,
+    /// Lists the devices on "Refresh devices".
+    device_probe: DeviceProbe,
 }
 
 /// How the app lists its devices: the engine's [`refresh_devices`] (tests give their own).
@@ -178,7 +182,14 @@ impl Tasks {
             dialogs,
             study: None,
             held: Mutex::new(None),
+            device_probe: Arc::new(tradetune_engine::device::refresh_devices),
         }
+    }
+
+    /// Lists the devices through `probe` from now on (tests: a fixed list; the default asks
+    /// wgpu again, [`tradetune_engine::device::refresh_devices`]).
+    pub fn set_device_probe(&mut self, probe: DeviceProbe) {
+        self.device_probe = probe;
     }
 
     /// From now on jobs are queued instead of started, until [`Self::release`]: a test steps
@@ -245,9 +256,10 @@ impl Tasks {
         }
     }
 
-    /// Lists the devices anew through `probe` (it asks the graphics drivers, which may take a
-    /// moment); the answer arrives as [`TaskEvent::Devices`].
-    pub fn refresh_devices(&self, probe: DeviceProbe) {
+    /// Lists the devices anew through the device probe (it asks the graphics drivers, which may
+    /// take a moment); the answer arrives as [`TaskEvent::Devices`].
+    pub fn refresh_devices(&self) {
+        let probe = Arc::clone(&self.device_probe);
         self.spawn("devices", move |reply| {
             reply.send(TaskEvent::Devices(probe()));
         });
@@ -316,7 +328,7 @@ impl Tasks {
             let result = Storage::open_read_only(&path)
                 .and_then(|s| s.learning_curve(trial_id))
                 .map(|points| {
-                    let mut by_metric = crate::ui::state::Curves::new();
+                    let mut by_metric = Curves::new();
                     for p in points {
                         by_metric
                             .entry(p.metric)
@@ -490,7 +502,7 @@ fn run_study(file: &StudyFile, db: &Path, reply: &Reply) -> Result<(), String> {
     result.map(|_| ()).map_err(|e| e.to_string())
 }
 
-fn backtest(dir: &Path, split: &str) -> anyhow::Result<crate::ui::state::BacktestResult> {
+fn backtest(dir: &Path, split: &str) -> anyhow::Result<BacktestResult> {
     let b = crate::ops::backtest::backtest(dir, split, &[], Default::default(), "cpu")?;
     let r = &b.report;
     let about = format!(
@@ -501,10 +513,10 @@ fn backtest(dir: &Path, split: &str) -> anyhow::Result<crate::ui::state::Backtes
         r.split,
         r.bars
     );
-    Ok(crate::ui::state::BacktestResult::of(about, r))
+    Ok(BacktestResult::of(about, r))
 }
 
-fn compare(db: &Path, a: &str, b: &str) -> anyhow::Result<crate::ui::state::Comparison> {
+fn compare(db: &Path, a: &str, b: &str) -> anyhow::Result<Comparison> {
     use crate::ops::compare::{load_side, table};
     let storage = Storage::open_read_only(db)?;
     let side_a = load_side(&storage, a)?;
@@ -527,7 +539,7 @@ fn compare(db: &Path, a: &str, b: &str) -> anyhow::Result<crate::ui::state::Comp
             })
             .collect())
     };
-    Ok(crate::ui::state::Comparison {
+    Ok(Comparison {
         a: a.to_owned(),
         b: b.to_owned(),
         table: table(&side_a, &side_b),

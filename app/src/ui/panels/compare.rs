@@ -5,8 +5,59 @@
 use egui_plot::{Legend, Plot, PlotPoints, Points};
 
 use super::widgets;
-use crate::ui::command::Command;
+use crate::ui::command::{Command, Cx};
 use crate::ui::state::AppState;
+
+/// A comparison as computed: the table and each side's values by trial number.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comparison {
+    /// Side A as typed.
+    pub a: String,
+    /// Side B as typed.
+    pub b: String,
+    /// The side-by-side table (as `tradetune compare` prints it).
+    pub table: String,
+    /// (trial number, value) of A's complete trials.
+    pub a_values: Vec<[f64; 2]>,
+    /// Same for B.
+    pub b_values: Vec<[f64; 2]>,
+}
+
+/// The Compare panel.
+#[derive(Debug, Clone, Default)]
+pub struct CompareView {
+    /// Side A (`study` or `study#N`).
+    pub a: String,
+    /// Side B.
+    pub b: String,
+    /// Being computed.
+    pub loading: bool,
+    /// The last result.
+    pub result: Option<Comparison>,
+    /// Why the last comparison failed.
+    pub error: Option<String>,
+}
+
+impl CompareView {
+    /// A comparison finished (or failed).
+    pub fn finished(&mut self, result: Result<Box<Comparison>, String>) {
+        self.loading = false;
+        match result {
+            Ok(c) => self.result = Some(*c),
+            Err(e) => self.error = Some(e),
+        }
+    }
+}
+
+/// [`Command::Compare`]: compares `a` with `b` in the open database (nothing without one).
+pub fn compare(cx: &mut Cx, a: String, b: String) {
+    let state = &mut *cx.state;
+    if let Some(db) = &state.studies.db {
+        state.compare.loading = true;
+        state.compare.error = None;
+        cx.tasks.compare(db.path.clone(), a, b);
+    }
+}
 
 /// Draws the panel.
 pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>) {

@@ -3,8 +3,10 @@
 
 use tradetune_engine::device::memory::fmt_bytes;
 
+use tradetune_engine::device::DeviceInfo;
+
 use super::widgets;
-use crate::ui::command::Command;
+use crate::ui::command::{Command, Cx};
 use crate::ui::presets;
 use crate::ui::state::AppState;
 
@@ -179,4 +181,61 @@ fn gpus(ui: &mut egui::Ui, state: &AppState) {
             ui.end_row();
         }
     });
+}
+
+/// [`Command::RefreshDevices`]: lists the devices anew (once at a time).
+pub fn refresh_devices(cx: &mut Cx) {
+    if !cx.state.refreshing_devices {
+        cx.state.refreshing_devices = true;
+        cx.tasks.refresh_devices();
+    }
+}
+
+/// The devices were listed anew.
+pub fn devices_listed(state: &mut AppState, devices: Vec<DeviceInfo>) {
+    state.refreshing_devices = false;
+    let usable = devices.iter().filter(|d| d.available).count();
+    state.notice(format!(
+        "devices refreshed: {} listed, {usable} usable here",
+        devices.len()
+    ));
+    state.devices = devices;
+}
+
+/// [`Command::ApplyPreset`]: the preset's draft replaces the draft (the data reloads when its
+/// lookback differs).
+pub fn apply_preset(cx: &mut Cx, name: &str) {
+    let state = &mut *cx.state;
+    let all = presets::all(&state.presets, &state.settings.user_presets);
+    let Some(p) = all.into_iter().find(|p| p.name == name) else {
+        state.notice(format!("no preset named {name}"));
+        return;
+    };
+    let lookback_changed = p.draft.env.lookback != state.settings.draft.env.lookback;
+    state.settings.draft = p.draft;
+    state.settings.preset = Some(name.to_owned());
+    state.notice(format!("preset {name} applied"));
+    if lookback_changed {
+        cx.reload_data();
+    }
+}
+
+/// [`Command::DeletePreset`]: forgets a preset the user saved.
+pub fn delete_preset(state: &mut AppState, name: &str) {
+    state.settings.user_presets.retain(|p| p.name != name);
+}
+
+/// [`Command::InstallLauncher`]: installs the desktop launcher and icon (two small files:
+/// quick enough for the UI thread).
+pub fn install_launcher(state: &mut AppState, on_desktop: bool) {
+    match crate::install::default_plan(on_desktop).and_then(|p| crate::install::install(&p)) {
+        Ok(done) => {
+            let files: Vec<String> = done.files.iter().map(|f| f.display().to_string()).collect();
+            state.notice(format!("installed {}", files.join(", ")));
+            for n in done.notes {
+                state.notice(n);
+            }
+        }
+        Err(e) => state.notice(format!("install failed: {e:#}")),
+    }
 }

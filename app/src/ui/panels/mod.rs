@@ -1,5 +1,6 @@
-//! One module per panel. Each reads the state, edits the draft in place and pushes
-//! [`Command`]s for actions.
+//! One module per panel. Each holds its own view state (`StudiesView`, `RunView`, …, kept in
+//! [`AppState`]), draws it, edits the draft in place, pushes [`Command`]s for actions and
+//! carries out the commands and job answers that concern it (the app routes them there).
 
 pub mod backtest;
 pub mod compare;

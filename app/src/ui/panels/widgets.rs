@@ -17,25 +17,33 @@ pub fn number<T: egui::emath::Numeric>(
     field: &str,
     problems: &[Problem],
 ) -> Response {
-    let response = ui
-        .horizontal(|ui| {
-            let l = ui.label(label);
-            // Floats drag by 1 % of their value (a learning rate of 3e-4 and a cash of 1e6 both
-            // move sensibly); integers by one.
-            let speed = if T::INTEGRAL {
-                1.0
-            } else {
-                (value.to_f64().abs() * 0.01).max(1e-9)
-            };
-            let mut drag = egui::DragValue::new(value).range(range).speed(speed);
-            if !T::INTEGRAL {
-                drag = drag.max_decimals(8);
-            }
-            ui.add(drag).labelled_by(l.id)
-        })
-        .inner;
+    let response = drag(ui, label, value, range);
     problem_line(ui, field, problems);
     response
+}
+
+/// A labelled drag value (the label is its accessible name). Floats drag by 1 % of their value
+/// (a learning rate of 3e-4 and a cash of 1e6 both move sensibly); integers by one.
+pub fn drag<T: egui::emath::Numeric>(
+    ui: &mut Ui,
+    label: &str,
+    value: &mut T,
+    range: std::ops::RangeInclusive<T>,
+) -> Response {
+    ui.horizontal(|ui| {
+        let l = ui.label(label);
+        let speed = if T::INTEGRAL {
+            1.0
+        } else {
+            (value.to_f64().abs() * 0.01).max(1e-9)
+        };
+        let mut drag = egui::DragValue::new(value).range(range).speed(speed);
+        if !T::INTEGRAL {
+            drag = drag.max_decimals(8);
+        }
+        ui.add(drag).labelled_by(l.id)
+    })
+    .inner
 }
 
 /// Prints the problems of `field` (red, under the field).

@@ -6,18 +6,16 @@ use tradetune_engine::study::file::StudySection;
 use tradetune_engine::study::runner::{DeviceSlot, assign, label_slots};
 
 use crate::ui::command::Command;
-use crate::ui::draft::Problem;
-use crate::ui::panels::widgets;
 
 /// The study's devices, one line each with the workers bound to it (the engine's own
 /// assignment), and "add device" among those this build can use here; a device may be listed
-/// more than once (`cpu`, `cpu` gives two CPU slots, `cpu` and `cpu#1`).
+/// more than once (`cpu`, `cpu` gives two CPU slots, `cpu` and `cpu#1`). Its problems are
+/// shown under it by the field table.
 pub fn editor(
     ui: &mut egui::Ui,
     study: &StudySection,
     devices: &[DeviceInfo],
     new_device: &mut String,
-    problems: &[Problem],
     commands: &mut Vec<Command>,
 ) {
     // Which worker runs where, as the runner will bind them (None when a name does not parse;
@@ -88,5 +86,4 @@ pub fn editor(
             commands.push(Command::AddDevice(new_device.clone()));
         }
     });
-    widgets::problem_line(ui, "study.devices", problems);
 }

@@ -2,18 +2,19 @@
 //! axes — telemetry per device (utilisation, memory, temperature, power, clocks; CPU and the
 //! process) — and the run's samples/s, phase split, episode returns and losses.
 
-use egui_plot::{Legend, Line, Plot, PlotPoints};
-use tradetune_engine::telemetry::ring::{PlotPoint, decimate_min_max};
-use tradetune_engine::telemetry::{DeviceTag, Metric};
+mod charts;
+mod view;
 
-use super::widgets;
-use crate::ui::command::Command;
-use crate::ui::state::{AppState, LiveTrial, RunView};
+use egui_plot::{Line, Plot, PlotPoints};
 use tradetune_engine::storage::TrialState;
 
-/// Height of one chart.
-const CHART_HEIGHT: f32 = 140.0;
-
+pub use self::charts::chart;
+pub use self::view::{LiveTrial, RunView, StudyEnd, WorkerView};
+use super::widgets;
+use crate::ui::command::{Command, Cx};
+use crate::ui::state::{AppState, Tab};
+use crate::ui::tasks::StudyMsg;
+use charts::{telemetry_charts, trial_metrics};
 /// Start (disabled, with the reason, while the draft has a problem) and Stop.
 pub fn start_stop(ui: &mut egui::Ui, state: &AppState, commands: &mut Vec<Command>) {
     let data = state.data.ready();
@@ -157,126 +158,6 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
     }
     telemetry_charts(ui, state);
 }
-
-/// Colours of the phases, in [`PhaseTimes::metrics`] order.
-const PHASE_COLORS: [egui::Color32; 6] = [
-    egui::Color32::from_rgb(0x4e, 0x79, 0xa7),
-    egui::Color32::from_rgb(0xf2, 0x8e, 0x2b),
-    egui::Color32::from_rgb(0x76, 0xb7, 0xb2),
-    egui::Color32::from_rgb(0x59, 0xa1, 0x4f),
-    egui::Color32::from_rgb(0xe1, 0x57, 0x59),
-    egui::Color32::from_rgb(0xb0, 0x7a, 0xa1),
-];
-
-/// The selected trial's training as it goes: the latest losses and returns in one line, where
-/// its time goes, and its episode returns and losses by env step (linked x axes).
-fn trial_metrics(ui: &mut egui::Ui, t: &LiveTrial) {
-    if t.metrics.is_empty() {
-        ui.label(format!("trial {}: no update finished yet", t.number));
-        return;
-    }
-    let pct = |m: &str| {
-        t.latest(m)
-            .map_or("–".to_owned(), |v| format!("{:+.2} %", 100.0 * v))
-    };
-    let num = |m: &str| t.latest(m).map_or("–".to_owned(), |v| format!("{v:.4}"));
-    ui.label(format!(
-        "trial {}: update {} · {} samples · {:.0} samples/s · policy loss {} · value loss {} · \
-         entropy {} · approx KL {} · clip fraction {} · episode return {} (equal weight {})",
-        t.number,
-        t.update,
-        t.env_steps,
-        t.latest("charts/SPS").unwrap_or(0.0),
-        num("losses/policy_loss"),
-        num("losses/value_loss"),
-        num("losses/entropy"),
-        num("losses/approx_kl"),
-        num("losses/clipfrac"),
-        pct("rollout/ep_return_mean"),
-        pct("rollout/ep_equal_weight_return_mean"),
-    ));
-    phase_bar(ui, &t.phase_seconds());
-    let percent = |m: &str| -> Vec<PlotPoint> {
-        t.metrics.get(m).map_or_else(Vec::new, |points| {
-            points
-                .iter()
-                .map(|p| PlotPoint {
-                    t: p.t,
-                    v: 100.0 * p.v,
-                })
-                .collect()
-        })
-    };
-    let series = |m: &str| t.metrics.get(m).cloned().unwrap_or_default();
-    let group = format!("trial {} metrics", t.number);
-    if t.metrics.contains_key("rollout/ep_return_mean") {
-        chart(
-            ui,
-            &format!("trial {}: episode return % by env step", t.number),
-            &group,
-            &[
-                ("agent", &percent("rollout/ep_return_mean")),
-                (
-                    "equal weight",
-                    &percent("rollout/ep_equal_weight_return_mean"),
-                ),
-            ],
-        );
-    }
-    chart(
-        ui,
-        &format!("trial {}: losses by env step", t.number),
-        &group,
-        &[
-            ("policy loss", &series("losses/policy_loss")),
-            ("value loss", &series("losses/value_loss")),
-        ],
-    );
-    chart(
-        ui,
-        &format!("trial {}: policy entropy by env step", t.number),
-        &group,
-        &[("entropy", &series("losses/entropy"))],
-    );
-}
-
-/// Where the time goes: one bar split by phase, with each phase's share written beside it.
-fn phase_bar(ui: &mut egui::Ui, phases: &[(&'static str, f64)]) {
-    let total: f64 = phases.iter().map(|(_, s)| s).sum();
-    if total <= 0.0 {
-        return;
-    }
-    ui.horizontal_wrapped(|ui| {
-        ui.label(format!("where the time goes ({total:.1} s):"));
-        for ((name, seconds), color) in phases.iter().zip(PHASE_COLORS) {
-            if *seconds > 0.0 {
-                ui.colored_label(
-                    color,
-                    format!("{} {:.0} %", phase_name(name), 100.0 * seconds / total),
-                );
-            }
-        }
-    });
-    let (rect, _) =
-        ui.allocate_exact_size(egui::vec2(ui.available_width(), 14.0), egui::Sense::hover());
-    let mut x = rect.left();
-    for ((_, seconds), color) in phases.iter().zip(PHASE_COLORS) {
-        let w = rect.width() * (*seconds / total) as f32;
-        let segment =
-            egui::Rect::from_min_max(egui::pos2(x, rect.top()), egui::pos2(x + w, rect.bottom()));
-        ui.painter().rect_filled(segment, 0.0, color);
-        x += w;
-    }
-}
-
-/// `time/env_step_s` → `env step`.
-fn phase_name(metric: &str) -> String {
-    metric
-        .trim_start_matches("time/")
-        .trim_end_matches("_s")
-        .replace('_', " ")
-}
-
 /// A progress bar per worker with its trial, device and ETA, and a button to stop that trial.
 fn workers(ui: &mut egui::Ui, run: &RunView, commands: &mut Vec<Command>) {
     for w in &run.workers {
@@ -396,115 +277,126 @@ fn trial_grid(ui: &mut egui::Ui, run: &RunView, commands: &mut Vec<Command>) {
     });
 }
 
-fn telemetry_charts(ui: &mut egui::Ui, state: &AppState) {
-    let Some(handle) = &state.telemetry else {
-        ui.label("telemetry is off (see the status bar)");
+/// [`Command::Start`]: starts the study the draft describes, unless something is wrong with it
+/// (the notice says what), and shows this panel.
+pub fn start(cx: &mut Cx) {
+    let state = &mut *cx.state;
+    if cx.tasks.running() {
+        state.notice("a study is already running");
+        return;
+    }
+    let Some(data) = state.data.ready().cloned() else {
+        state.notice("the data is not loaded yet");
         return;
     };
-    let width = ui.available_width().max(100.0) as usize;
-    let keys = handle.series_keys();
-    let gpus: Vec<u32> = {
-        let mut v: Vec<u32> = keys
-            .iter()
-            .filter_map(|(d, _)| match d {
-                DeviceTag::Gpu(i) => Some(*i),
-                DeviceTag::Host => None,
-            })
-            .collect();
-        v.sort_unstable();
-        v.dedup();
-        v
+    let draft = state.settings.draft.clone();
+    let files = state.settings.data_files.clone();
+    if let Some(p) = state.problems().first() {
+        state.notice(format!("cannot start: {}", p.message));
+        return;
+    }
+    let memory = draft.memory(data.shape, state.device_bytes());
+    if memory.over_budget() {
+        state.notice(format!("cannot start: needs {}", memory.label()));
+        return;
+    }
+    let file = match draft.study_file(&files) {
+        Ok(f) => f,
+        Err(e) => {
+            state.notice(format!("cannot start: {e}"));
+            return;
+        }
     };
-    let series =
-        |tag: DeviceTag, metric: Metric| -> Vec<PlotPoint> { handle.series(tag, metric, width) };
-    if gpus.is_empty() {
-        ui.label("no GPU answered the probes: CPU and process only");
-    }
-    for i in gpus {
-        let tag = DeviceTag::Gpu(i);
-        chart(
-            ui,
-            &format!("gpu{i} utilisation %"),
-            "telemetry",
-            &[("util %", &series(tag, Metric::UtilPct))],
-        );
-        let total = series(tag, Metric::MemTotalMib);
-        // The study's budget on this device: what a run's estimate is checked against.
-        let fraction = state.settings.draft.study.memory_fraction;
-        let budget: Vec<PlotPoint> = total
-            .iter()
-            .map(|p| PlotPoint {
-                t: p.t,
-                v: p.v * fraction,
-            })
-            .collect();
-        chart(
-            ui,
-            &format!("gpu{i} memory MiB"),
-            "telemetry",
-            &[
-                ("used", &series(tag, Metric::MemUsedMib)),
-                (&format!("budget ({:.0} %)", 100.0 * fraction), &budget),
-                ("total", &total),
-            ],
-        );
-        chart(
-            ui,
-            &format!("gpu{i} temperature °C"),
-            "telemetry",
-            &[("temp", &series(tag, Metric::TempC))],
-        );
-        chart(
-            ui,
-            &format!("gpu{i} power W"),
-            "telemetry",
-            &[("power", &series(tag, Metric::PowerW))],
-        );
-        chart(
-            ui,
-            &format!("gpu{i} SM clock MHz"),
-            "telemetry",
-            &[("clock", &series(tag, Metric::SmClockMhz))],
-        );
-    }
-    chart(
-        ui,
-        "CPU %",
-        "telemetry",
-        &[
-            ("machine", &series(DeviceTag::Host, Metric::CpuPct)),
-            (
-                "this process",
-                &series(DeviceTag::Host, Metric::ProcessCpuPct),
-            ),
-        ],
-    );
-    chart(
-        ui,
-        "process memory MiB",
-        "telemetry",
-        &[("RSS", &series(DeviceTag::Host, Metric::RssMib))],
-    );
+    let db = match &state.settings.study_db {
+        Some(p) => p.clone(),
+        None => match crate::launch::default_db() {
+            Ok(p) => p,
+            Err(e) => {
+                state.notice(format!("cannot start: {e:#}"));
+                return;
+            }
+        },
+    };
+    state.run = RunView {
+        running: true,
+        study: draft.study.name.clone(),
+        db: Some(db.clone()),
+        n_trials: draft.study.n_trials,
+        started: Some(std::time::Instant::now()),
+        ..RunView::default()
+    };
+    state.settings.tab = Tab::Run;
+    state.notice(format!(
+        "study {} starting in {}",
+        draft.study.name,
+        db.display()
+    ));
+    cx.tasks.start_study(file, db);
 }
 
-/// One chart; charts of the same `group` share their x axis (zoom/pan one, all follow).
-/// Series longer than the chart is wide are min/max-decimated to two points per pixel column,
-/// so a frame costs the same at 100,000 points as at 1,000 and no spike is lost.
-pub fn chart(ui: &mut egui::Ui, title: &str, group: &str, lines: &[(&str, &Vec<PlotPoint>)]) {
-    ui.label(title);
-    let width = 2 * ui.available_width().max(100.0) as usize;
-    Plot::new(title)
-        .height(CHART_HEIGHT)
-        .legend(Legend::default())
-        .link_axis(egui::Id::unique(("plot group", group)), [true, false])
-        .link_cursor(egui::Id::unique(("plot group", group)), [true, false])
-        .show(ui, |plot| {
-            for (name, points) in lines {
-                let shown: Vec<[f64; 2]> = decimate_min_max(points, width)
-                    .iter()
-                    .map(|p| [p.t, p.v])
-                    .collect();
-                plot.line(Line::new(*name, PlotPoints::new(shown)));
+/// [`Command::Stop`]: running trials end now, no new ones start.
+pub fn stop(cx: &mut Cx) {
+    cx.tasks.stop_study();
+    cx.state
+        .notice("stopping the study: running trials end now, no new ones start");
+}
+
+/// [`Command::StopTrial`]: stops one running trial; the study goes on.
+pub fn stop_trial(cx: &mut Cx, number: u64) {
+    if cx.tasks.stop_trial(number) {
+        cx.state.notice(format!("stopping trial {number}"));
+    } else {
+        cx.state.notice(format!("trial {number} is not running"));
+    }
+}
+
+/// [`Command::ShowRunInStudies`]: opens the run's study in the Studies panel (also when it
+/// ends).
+pub fn show_in_studies(cx: &mut Cx) {
+    let run = &cx.state.run;
+    if let Some(db) = run.db.clone() {
+        let study = run.study.clone();
+        super::studies::reveal(cx, db, study);
+    }
+}
+
+/// What the running study reported.
+pub fn on_study(cx: &mut Cx, msg: StudyMsg) {
+    let state = &mut *cx.state;
+    match msg {
+        StudyMsg::Ready(stop) => cx.tasks.study_ready(stop),
+        StudyMsg::Event(e) => state.run.apply(e),
+        StudyMsg::Notice(n) => state.notice(n),
+        StudyMsg::Done(result) => {
+            cx.tasks.study_finished();
+            state.run.running = false;
+            for w in &mut state.run.workers {
+                w.trial = None;
             }
-        });
+            match result {
+                Ok(()) => {
+                    let notice = match &state.run.end {
+                        Some(e) => format!(
+                            "study {} {}: {} complete, {} pruned, {} failed{}",
+                            state.run.study,
+                            if e.stopped { "stopped" } else { "finished" },
+                            e.counts[0],
+                            e.counts[1],
+                            e.counts[2],
+                            e.best.map_or(String::new(), |(n, v)| format!(
+                                "; best trial #{n} = {v:.6}"
+                            ))
+                        ),
+                        None => format!("study {} ended", state.run.study),
+                    };
+                    state.notice(notice);
+                }
+                Err(e) => {
+                    state.notice(format!("study failed: {e}"));
+                    state.run.error = Some(e);
+                }
+            }
+            show_in_studies(cx);
+        }
+    }
 }

@@ -1,0 +1,279 @@
+//! Studies: open any study database (TradeTune's or one Optuna wrote), the study list with
+//! parallel studies (`x_1`, `x_2`, `x_3`) aggregated, and the trial table — sortable by any
+//! column, filtered by state, laid out only for the visible rows so 10,000 trials scroll
+//! smoothly — with a trial's details, export and "copy as CSV".
+
+mod detail;
+mod table;
+mod view;
+
+use std::path::PathBuf;
+
+use tradetune_engine::storage::TrialState;
+
+pub use self::table::visible_csv;
+pub use self::view::{Curves, StudiesView, StudyGroup, TrialColumn, TrialRow, aggregate};
+use super::widgets;
+use crate::ui::command::{Command, Cx};
+use crate::ui::dialog::Pick;
+use crate::ui::state::AppState;
+use crate::ui::tasks::DbContents;
+use detail::{detail, plots};
+use table::trial_table;
+
+/// Draws the panel.
+pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>) {
+    let view = &state.studies;
+    ui.horizontal(|ui| {
+        if ui.button("Open database…").clicked() {
+            commands.push(Command::PickDatabase);
+        }
+        match &view.db {
+            Some(db) => ui.label(db.path.display().to_string()),
+            None => ui.label("no database open"),
+        };
+        if view.opening {
+            ui.spinner();
+        }
+    });
+    if let Some(e) = &view.error {
+        ui.colored_label(widgets::WARN, e.as_str());
+    }
+    if view.db.is_none() {
+        return;
+    }
+
+    ui.heading("Studies");
+    egui::Grid::new("study_list").striped(true).show(ui, |ui| {
+        for h in [
+            "study",
+            "trials",
+            "complete",
+            "pruned",
+            "failed",
+            "running",
+            "best",
+            "parallel studies",
+        ] {
+            ui.strong(h);
+        }
+        ui.end_row();
+        for g in &view.groups {
+            let selected = view.selected.as_deref() == Some(g.name.as_str());
+            if ui.selectable_label(selected, &g.name).clicked() {
+                commands.push(Command::SelectStudy(g.name.clone()));
+            }
+            ui.label(g.n_trials().to_string());
+            ui.label(g.n(TrialState::Complete).to_string());
+            ui.label(g.n(TrialState::Pruned).to_string());
+            ui.label(g.n(TrialState::Fail).to_string());
+            ui.label(g.n(TrialState::Running).to_string());
+            ui.label(g.best.map_or(String::new(), |v| format!("{v:.6}")));
+            ui.label(if g.members.len() > 1 {
+                g.members.join(", ")
+            } else {
+                String::new()
+            });
+            ui.end_row();
+        }
+    });
+
+    let Some(selected) = view.selected.clone() else {
+        return;
+    };
+    ui.separator();
+    ui.heading(format!("Trials of {selected}"));
+    if view.loading_trials {
+        ui.horizontal(|ui| {
+            ui.spinner();
+            ui.label("reading trials…");
+        });
+    }
+    ui.horizontal_wrapped(|ui| {
+        let l = ui.label("state");
+        let filter = view.state_filter;
+        egui::ComboBox::from_id_salt("state_filter")
+            .selected_text(filter.map_or("all".to_owned(), |s| s.to_string()))
+            .show_ui(ui, |ui| {
+                if ui.selectable_label(filter.is_none(), "all").clicked() {
+                    commands.push(Command::FilterTrials(None));
+                }
+                for s in TrialState::ALL {
+                    if ui
+                        .selectable_label(filter == Some(s), s.to_string())
+                        .clicked()
+                    {
+                        commands.push(Command::FilterTrials(Some(s)));
+                    }
+                }
+            })
+            .response
+            .labelled_by(l.id);
+        if ui.button("Export trials CSV…").clicked() {
+            commands.push(Command::ExportTrials);
+        }
+        if ui.button("Copy table as CSV").clicked() {
+            commands.push(Command::CopyTrials);
+        }
+        if ui.button("Export telemetry CSV…").clicked() {
+            commands.push(Command::ExportTelemetry);
+        }
+        ui.label(format!(
+            "{} of {} trials",
+            view.visible.len(),
+            view.rows.len()
+        ));
+        ui.menu_button("Columns", |ui| {
+            for c in TrialColumn::ALL {
+                let mut shown = !view.hidden.contains(&c);
+                if ui.checkbox(&mut shown, c.label()).changed() {
+                    commands.push(Command::ToggleColumn(c));
+                }
+            }
+        });
+    });
+    if let Some(i) = view.detail
+        && let Some(row) = view.rows.get(i)
+    {
+        let curve = view
+            .curve
+            .as_ref()
+            .filter(|(id, _)| *id == row.trial_id)
+            .map(|(_, c)| c);
+        detail(ui, row, curve, commands);
+    }
+    let mut plot_param = view.plot_param.clone();
+    egui::CollapsingHeader::new("Plots")
+        .default_open(true)
+        .show(ui, |ui| plots(ui, view, &mut plot_param));
+    let clicked = trial_table(ui, view, commands);
+    let view = &mut state.studies;
+    view.plot_param = plot_param;
+    if let Some(i) = clicked {
+        commands.push(Command::ShowTrial(i));
+    }
+}
+
+/// [`Command::OpenDatabase`]: opens `path` and remembers it for the next launch.
+pub fn open_database(cx: &mut Cx, path: PathBuf) {
+    cx.state.settings.database = Some(path.clone());
+    open(cx, path);
+}
+
+/// Opens `path` (the view starts over, keeping its sort order and the study to select).
+fn open(cx: &mut Cx, path: PathBuf) {
+    let view = &mut cx.state.studies;
+    *view = StudiesView {
+        opening: true,
+        sort: view.sort,
+        pending_select: view.pending_select.take(),
+        ..StudiesView::default()
+    };
+    cx.tasks.open_database(path);
+}
+
+/// Opens the database `db` and selects `study` in it once it is open (the run's study, after
+/// it ends or on "Show in Studies"); the database is not remembered for the next launch.
+pub fn reveal(cx: &mut Cx, db: PathBuf, study: String) {
+    cx.state.studies.selected = None;
+    cx.state.studies.pending_select = Some(study);
+    open(cx, db);
+}
+
+/// The database asked for has opened (or failed to).
+pub fn database_opened(cx: &mut Cx, result: Result<DbContents, String>) {
+    let state = &mut *cx.state;
+    state.studies.opening = false;
+    match result {
+        Ok(db) => {
+            state.studies.groups = aggregate(&db.studies);
+            state.notice(format!(
+                "{}: {} studies",
+                db.path.display(),
+                db.studies.len()
+            ));
+            state.studies.db = Some(db);
+            state.studies.error = None;
+            if let Some(name) = state.studies.pending_select.take() {
+                select(cx, &name);
+            }
+        }
+        Err(e) => state.studies.error = Some(e),
+    }
+}
+
+/// [`Command::SelectStudy`]: shows the trials of a study, or of the group it was aggregated
+/// into.
+pub fn select(cx: &mut Cx, name: &str) {
+    let state = &mut *cx.state;
+    let Some(db) = &state.studies.db else { return };
+    let Some(group) = state
+        .studies
+        .groups
+        .iter()
+        .find(|g| g.name == name || g.members.iter().any(|m| m == name))
+    else {
+        state.notice(format!("no study {name} in this database"));
+        return;
+    };
+    let (path, group, members) = (db.path.clone(), group.name.clone(), group.members.clone());
+    let view = &mut state.studies;
+    view.selected = Some(group);
+    view.rows.clear();
+    view.visible.clear();
+    view.detail = None;
+    view.loading_trials = true;
+    cx.tasks.load_trials(path, members);
+}
+
+/// [`Command::ShowTrial`]: opens the details of row `i` and reads its training curves.
+pub fn show_trial(cx: &mut Cx, i: usize) {
+    let view = &mut cx.state.studies;
+    view.detail = Some(i);
+    view.curve = None;
+    if let (Some(row), Some(db)) = (view.rows.get(i), &view.db) {
+        cx.tasks.load_curve(db.path.clone(), row.trial_id);
+    }
+}
+
+/// What an export writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Export {
+    /// The trials, as Optuna's `trials_dataframe().to_csv()`.
+    Trials,
+    /// The telemetry samples.
+    Telemetry,
+}
+
+/// [`Command::ExportTrials`], [`Command::ExportTelemetry`]: asks where to save the selected
+/// study's CSV.
+pub fn ask_export(cx: &mut Cx, what: Export) {
+    if let Some(name) = &cx.state.studies.selected {
+        cx.tasks.pick(match what {
+            Export::Trials => Pick::TrialsCsv(format!("{name}_trials.csv")),
+            Export::Telemetry => Pick::TelemetryCsv(format!("{name}_telemetry.csv")),
+        });
+    }
+}
+
+/// The save dialog of an export was answered: writes the selected group's CSV to `out`
+/// (nothing when cancelled).
+pub fn export_to(cx: &mut Cx, what: Export, out: Option<PathBuf>) {
+    let view = &cx.state.studies;
+    let (Some(out), Some(db), Some(members)) = (out, &view.db, view.selected_members()) else {
+        return;
+    };
+    let (db, members) = (db.path.clone(), members.to_vec());
+    match what {
+        Export::Trials => cx.tasks.export_trials(db, members, out),
+        Export::Telemetry => cx.tasks.export_telemetry(db, members, out),
+    }
+}
+
+/// [`Command::CopyTrials`]: the visible rows as CSV, onto the clipboard.
+pub fn copy_visible(cx: &mut Cx) {
+    let view = &cx.state.studies;
+    *cx.clipboard = Some(visible_csv(view));
+    let n = view.visible.len();
+    cx.state.notice(format!("copied {n} rows as CSV"));
+}
