@@ -114,10 +114,12 @@ pub fn study_precisions(f: &StudyFile) -> Result<Vec<Precision>, StudyFileError>
     let base = PpoTrialConfig::from_json(&f.base_config)
         .map_err(|e| f.key_error("fixed", e.to_string()))?;
     let mut out = vec![base.ppo.precision];
-    if let Some(crate::study::space::Distribution::Categorical(d)) = f.space.get("ppo.precision") {
-        for choice in d.choices() {
+    if let Some(crate::study::space::OptunaDistribution::Categorical(d)) =
+        f.space.get("ppo.precision")
+    {
+        for choice in &d.choices {
             let p = match choice {
-                crate::study::space::ParamValue::Str(s) => s
+                crate::study::space::CategoricalChoice::Str(s) => s
                     .parse::<Precision>()
                     .map_err(|e| f.key_error("search.ppo.precision", e))?,
                 other => {

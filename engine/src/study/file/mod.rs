@@ -69,7 +69,7 @@ use crate::study::runner::{DeviceSlot, RunnerConfig};
 use crate::study::sampler::{
     EnqueuedSampler, GridSampler, RandomSampler, Sampler, TpeConfig, TpeSampler,
 };
-use crate::study::space::{Distribution, ParamValue, SearchSpace};
+use crate::study::space::{OptunaDistribution, ParamValue, SearchSpace};
 use crate::study::trial::Direction;
 
 /// A study file that cannot be used, with where the problem is.
@@ -468,14 +468,16 @@ impl StudyFile {
             .iter()
             .map(|(name, d)| {
                 let values = match d {
-                    Distribution::Float(f) => {
-                        vec![ParamValue::Float(f.low()), ParamValue::Float(f.high())]
+                    OptunaDistribution::Float(f) => {
+                        vec![ParamValue::Float(f.low), ParamValue::Float(f.high)]
                     }
-                    Distribution::Int(i) => {
-                        let top = i.low() + (i.high() - i.low()) / i.step() * i.step();
-                        vec![ParamValue::Int(i.low()), ParamValue::Int(top)]
+                    // The constructors refuse a `high` off the step grid.
+                    OptunaDistribution::Int(i) => {
+                        vec![ParamValue::Int(i.low), ParamValue::Int(i.high)]
                     }
-                    Distribution::Categorical(c) => c.choices().to_vec(),
+                    OptunaDistribution::Categorical(c) => {
+                        c.choices.iter().cloned().map(ParamValue::Choice).collect()
+                    }
                 };
                 (name.to_owned(), values)
             })
@@ -592,7 +594,7 @@ min_resource = 1
         );
         assert!(matches!(
             f.space.get("ppo.n_epochs"),
-            Some(Distribution::Int(_))
+            Some(OptunaDistribution::Int(_))
         ));
         assert!(f.build_sampler().unwrap().name().contains("tpe"));
         let rc = f.runner_config("x.db").unwrap();

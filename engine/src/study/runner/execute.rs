@@ -12,7 +12,7 @@ use crate::study::trial::TrialState;
 use super::devices::DeviceSlot;
 use super::events::StudyEvent;
 use super::trial_fn::{Reporter, TrialError, TrialInput};
-use super::{Runner, RunnerError, Shared, Started, TrialOutcome, history, summary};
+use super::{Runner, RunnerError, Shared, Started, TrialOutcome, summary};
 
 impl Runner {
     pub(super) fn run_trial(
@@ -98,7 +98,7 @@ impl Runner {
             params: s
                 .params
                 .iter()
-                .map(|(k, v)| (k.clone(), history::param_json(v)))
+                .map(|(k, v)| (k.clone(), v.to_json()))
                 .collect(),
         });
         if let (Some(estimate), Some(budget)) = (&plan.memory, &budget)

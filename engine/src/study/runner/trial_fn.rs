@@ -12,12 +12,11 @@ use crate::device::memory::MemoryEstimate;
 use crate::storage::{CurvePoint, JsonValue, Storage};
 use crate::study::pruner::{PruneContext, Pruner};
 use crate::study::space::ParamValue;
-use crate::study::trial::Direction;
+use crate::study::trial::{Direction, Trial};
 use crate::telemetry::PhaseSplit;
 
 use super::devices::DeviceSlot;
 use super::events::StudyEvent;
-use super::history::history;
 
 /// What a trial function is given.
 #[derive(Debug)]
@@ -222,7 +221,7 @@ impl Reporter<'_> {
             .storage
             .trials(self.study_id)
             .map_err(TrialError::failed)?;
-        let history = history(&trials);
+        let history: Vec<Trial> = trials.iter().map(Trial::from).collect();
         let Some(me) = history.iter().find(|t| t.number == self.number) else {
             return Err(TrialError::Failed(format!(
                 "trial #{} is missing from its study",
