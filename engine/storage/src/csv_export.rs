@@ -27,9 +27,9 @@ use std::io::Write;
 use chrono::{NaiveDateTime, TimeDelta, Timelike};
 
 use super::datetime::utc_to_local;
-use super::distribution::{CategoricalChoice, ParamValue};
 use super::error::StorageError;
 use super::json_value::JsonValue;
+use super::model::{CategoricalChoice, ParamValue};
 use super::python_repr::float_repr;
 use super::records::{StudyRecord, TrialRecord};
 use super::sqlite::Storage;

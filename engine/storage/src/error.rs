@@ -1,8 +1,8 @@
 //! What can go wrong in the storage, worded so the user knows which study, trial or field.
 
-use super::distribution::DistributionError;
 use super::json_value::JsonError;
-use super::trial_state::TrialState;
+use super::model::DistributionError;
+use super::model::TrialState;
 
 /// Errors of the Optuna-schema SQLite storage. Every variant leaves the file unchanged: a write
 /// either commits whole or rolls back.

@@ -205,6 +205,28 @@ impl From<&serde_json::Value> for JsonValue {
     }
 }
 
+impl From<&JsonValue> for serde_json::Value {
+    /// As serde_json holds it: NaN and ±inf, which serde_json cannot hold, become null, and so
+    /// does an integer beyond f64's range.
+    fn from(v: &JsonValue) -> Self {
+        use serde_json::Value;
+        match v {
+            JsonValue::Null => Value::Null,
+            JsonValue::Bool(b) => Value::Bool(*b),
+            JsonValue::Int(i) => Value::from(*i),
+            JsonValue::BigInt(s) => s.parse::<f64>().map_or(Value::Null, Value::from),
+            JsonValue::Float(f) => {
+                serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number)
+            }
+            JsonValue::Str(s) => Value::String(s.clone()),
+            JsonValue::Array(a) => Value::Array(a.iter().map(Value::from).collect()),
+            JsonValue::Object(o) => {
+                Value::Object(o.iter().map(|(k, v)| (k.clone(), Value::from(v))).collect())
+            }
+        }
+    }
+}
+
 impl From<serde_json::Value> for JsonValue {
     fn from(v: serde_json::Value) -> Self {
         JsonValue::from(&v)
@@ -456,6 +478,15 @@ impl Parser<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn converts_to_serde_json_with_null_for_what_it_cannot_hold() {
+        let v = JsonValue::parse(r#"{"a": [1, 2.5, NaN, "x"], "b": -Infinity}"#).unwrap();
+        assert_eq!(
+            serde_json::Value::from(&v),
+            serde_json::json!({"a": [1, 2.5, null, "x"], "b": null})
+        );
+    }
 
     #[test]
     fn round_trips_python_dumps_text() {

@@ -6,8 +6,10 @@
 //! data lives in `tradetune_*` tables, which Optuna ignores.
 //!
 //! - [`Storage`]: one connection to a file; open one per worker thread or process.
-//! - [`OptunaDistribution`]: a parameter's distribution in Optuna's JSON form, with the
-//!   internal (stored f64) ↔ external (user value) conversions.
+//! - [`model`]: Optuna's model, defined once for the engine: [`OptunaDistribution`] (with the
+//!   internal f64 ↔ external value conversions), [`ParamValue`], [`TrialState`],
+//!   [`StudyDirection`]. Storage holds the codec to Optuna's forms (`distribution_json`, the
+//!   state names); studies build search spaces from the same types.
 //! - [`JsonValue`]: attribute values as Python's `json` writes them (NaN allowed).
 //! - [`HeartbeatThread`]: keeps a running trial's heartbeat fresh; stale trials become FAIL.
 //! - [`trials_csv`]: the same bytes as Optuna's `trials_dataframe().to_csv()`.
@@ -27,10 +29,11 @@
 
 mod csv_export;
 mod datetime;
-mod distribution;
+mod distribution_json;
 mod error;
 mod heartbeat;
 mod json_value;
+pub mod model;
 mod optuna_schema;
 mod python_repr;
 mod read;
@@ -39,19 +42,18 @@ mod sqlite;
 mod study_write;
 mod tradetune_schema;
 mod tradetune_tables;
-mod trial_state;
 mod trial_write;
 mod view_json;
 
 pub use csv_export::trials_csv;
 pub use datetime::{format_naive, now_utc, parse_naive, utc_to_local};
-pub use distribution::{
-    CategoricalChoice, CategoricalDistribution, DistributionError, FloatDistribution,
-    IntDistribution, OptunaDistribution, ParamValue,
-};
 pub use error::StorageError;
 pub use heartbeat::HeartbeatThread;
 pub use json_value::{JsonError, JsonValue};
+pub use model::{
+    CategoricalChoice, CategoricalDistribution, DistributionError, FloatDistribution,
+    IntDistribution, OptunaDistribution, ParamValue, StudyDirection, TrialState,
+};
 pub use optuna_schema::{
     ALEMBIC_VERSION, LIBRARY_VERSION, OPTUNA_DDL, OPTUNA_TABLES, SCHEMA_VERSION,
 };
@@ -62,6 +64,5 @@ pub use tradetune_tables::{
     APPLIED_CONFIG_KEY, CurvePoint, RUN_ATTR_KEYS, RunMetadata, TRADETUNE_SCHEMA_VERSION,
     TelemetrySample,
 };
-pub use trial_state::{StudyDirection, TrialState};
 pub use trial_write::{FAIL_REASON_KEY, FIXED_PARAMS_KEY};
 pub use view_json::{json_number, study_view_json, trial_view_json};

@@ -11,12 +11,12 @@ use std::sync::Arc;
 use rusqlite::{OptionalExtension, Row, params};
 
 use super::datetime::parse_naive;
-use super::distribution::OptunaDistribution;
 use super::error::StorageError;
 use super::json_value::JsonValue;
+use super::model::OptunaDistribution;
+use super::model::{StudyDirection, TrialState};
 use super::records::{StudyRecord, StudySummary, TrialParam, TrialRecord};
 use super::sqlite::{Storage, sql_err};
-use super::trial_state::{StudyDirection, TrialState};
 
 /// Which rows to load: one study's trials or one trial.
 #[derive(Clone, Copy)]

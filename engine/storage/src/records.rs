@@ -3,9 +3,9 @@
 use chrono::NaiveDateTime;
 use std::sync::Arc;
 
-use super::distribution::{DistributionError, OptunaDistribution, ParamValue};
 use super::json_value::JsonValue;
-use super::trial_state::{StudyDirection, TrialState};
+use super::model::{DistributionError, OptunaDistribution, ParamValue};
+use super::model::{StudyDirection, TrialState};
 
 /// A study's identity and study-level attributes.
 #[derive(Debug, Clone, PartialEq)]

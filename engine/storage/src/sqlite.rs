@@ -19,9 +19,9 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior};
 
-use super::distribution::OptunaDistribution;
 use super::error::StorageError;
 pub(super) use super::error::sql_err;
+use super::model::OptunaDistribution;
 use super::optuna_schema::{ALEMBIC_VERSION, OPTUNA_TABLES, create_optuna_schema};
 use super::records::TrialHandle;
 use super::tradetune_schema;

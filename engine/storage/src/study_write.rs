@@ -4,8 +4,8 @@ use rusqlite::{OptionalExtension, params};
 
 use super::error::StorageError;
 use super::json_value::JsonValue;
+use super::model::StudyDirection;
 use super::sqlite::{Storage, Tx, is_constraint};
-use super::trial_state::StudyDirection;
 
 impl Storage {
     /// Creates a study with one direction per objective; the name must be new in this file.

@@ -9,13 +9,13 @@ use chrono::NaiveDateTime;
 use rusqlite::{OptionalExtension, params};
 
 use super::datetime::{format_naive, now_utc};
-use super::distribution::OptunaDistribution;
 use super::error::StorageError;
 use super::json_value::JsonValue;
+use super::model::OptunaDistribution;
+use super::model::TrialState;
 use super::records::{NewTrial, TrialHandle};
 use super::sqlite::{Storage, Tx, is_constraint};
 use super::study_write::require_study;
-use super::trial_state::TrialState;
 
 /// System attribute holding why a trial failed (the key Optuna 2.x used for the same purpose).
 pub const FAIL_REASON_KEY: &str = "fail_reason";

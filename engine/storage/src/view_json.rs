@@ -8,9 +8,9 @@
 use serde_json::{Map, Value, json};
 
 use super::datetime::format_naive;
-use super::distribution::{CategoricalChoice, ParamValue};
 use super::error::StorageError;
 use super::json_value::JsonValue;
+use super::model::{CategoricalChoice, ParamValue};
 use super::records::{StudyRecord, TrialRecord};
 
 /// A float as strict JSON: finite numbers as numbers, the rest as `"nan"`, `"inf"`, `"-inf"`.

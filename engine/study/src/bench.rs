@@ -13,7 +13,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::sampler::{RandomSampler, SampleContext, Sampler, SamplerError, TpeConfig, TpeSampler};
-use super::space::{InternalParams, ParamValue, SearchSpace};
+use super::space::{CategoricalChoice, InternalParams, SearchSpace};
 use super::trial::{Direction, Trial};
 
 /// A test function to minimize.
@@ -112,7 +112,9 @@ impl BenchFunction {
                 let acts = ["relu", "tanh", "elu", "gelu"];
                 ok(s.add_categorical(
                     "act",
-                    acts.iter().map(|a| ParamValue::Str((*a).into())).collect(),
+                    acts.iter()
+                        .map(|a| CategoricalChoice::Str((*a).into()))
+                        .collect(),
                 ));
             }
         }

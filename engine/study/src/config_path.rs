@@ -16,7 +16,7 @@
 
 use serde_json::{Map, Value};
 
-use super::space::{InternalParams, ParamValue, SearchSpace, SpaceError};
+use super::space::{CategoricalChoice, InternalParams, ParamValue, SearchSpace, SpaceError};
 
 /// Why a value could not be applied to a configuration.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -174,24 +174,28 @@ fn convert(name: &str, current: &Value, value: &ParamValue) -> Result<Value, Con
         value: value.to_string(),
         got: value.type_name(),
     };
+    // A categorical's choice of 3 is the integer 3: match on the plain value.
+    let plain = value.as_choice();
     match current {
         Value::Null => Ok(value.to_json()),
-        Value::Bool(_) => match value {
-            ParamValue::Bool(b) => Ok(Value::Bool(*b)),
+        Value::Bool(_) => match plain.as_ref() {
+            CategoricalChoice::Bool(b) => Ok(Value::Bool(*b)),
             _ => Err(mismatch("a boolean")),
         },
-        Value::String(_) => match value {
-            ParamValue::Str(s) => Ok(Value::String(s.clone())),
+        Value::String(_) => match plain.as_ref() {
+            CategoricalChoice::Str(s) => Ok(Value::String(s.clone())),
             _ => Err(mismatch("a string")),
         },
-        Value::Number(n) if n.is_f64() => match value {
-            ParamValue::Float(f) if f.is_finite() => Ok(Value::from(*f)),
-            ParamValue::Int(i) => Ok(Value::from(*i as f64)),
+        Value::Number(n) if n.is_f64() => match plain.as_ref() {
+            CategoricalChoice::Float(f) if f.is_finite() => Ok(Value::from(*f)),
+            CategoricalChoice::Int(i) => Ok(Value::from(*i as f64)),
             _ => Err(mismatch("a finite float")),
         },
-        Value::Number(n) => match value {
-            ParamValue::Int(i) if n.is_u64() && *i < 0 => Err(mismatch("a non-negative integer")),
-            ParamValue::Int(i) => Ok(Value::from(*i)),
+        Value::Number(n) => match plain.as_ref() {
+            CategoricalChoice::Int(i) if n.is_u64() && *i < 0 => {
+                Err(mismatch("a non-negative integer"))
+            }
+            CategoricalChoice::Int(i) => Ok(Value::from(*i)),
             _ => Err(mismatch("an integer")),
         },
         Value::Array(items) => list_value(items, value).ok_or_else(|| ConfigPathError::BadList {
@@ -199,21 +203,21 @@ fn convert(name: &str, current: &Value, value: &ParamValue) -> Result<Value, Con
             value: value.to_string(),
         }),
         // `locate` only hands over leaves; an empty object is one (a struct with no fields).
-        Value::Object(_) => match value {
-            ParamValue::Null => Ok(Value::Object(Map::new())),
+        Value::Object(_) => match plain.as_ref() {
+            CategoricalChoice::None => Ok(Value::Object(Map::new())),
             _ => Err(mismatch("an empty group")),
         },
     }
 }
 
 fn list_value(items: &[Value], value: &ParamValue) -> Option<Value> {
-    match value {
+    match value.as_choice().as_ref() {
         // A width for every layer; the depth stays.
-        ParamValue::Int(w) => Some(Value::Array(vec![Value::from(*w); items.len()])),
-        ParamValue::Float(w) if w.is_finite() => {
+        CategoricalChoice::Int(w) => Some(Value::Array(vec![Value::from(*w); items.len()])),
+        CategoricalChoice::Float(w) if w.is_finite() => {
             Some(Value::Array(vec![Value::from(*w); items.len()]))
         }
-        ParamValue::Str(s) => {
+        CategoricalChoice::Str(s) => {
             let t = s.trim();
             if t.starts_with('[') {
                 match serde_json::from_str::<Value>(t) {
@@ -265,16 +269,11 @@ mod tests {
         apply_value(&mut c, "ppo.learning_rate", &ParamValue::Float(1e-3)).unwrap();
         apply_value(&mut c, "env.n_envs", &ParamValue::Int(64)).unwrap();
         apply_value(&mut c, "env.fee", &ParamValue::Int(0)).unwrap();
-        apply_value(&mut c, "ppo.precision", &ParamValue::Str("bf16".into())).unwrap();
+        apply_value(&mut c, "ppo.precision", &ParamValue::str("bf16")).unwrap();
         apply_value(&mut c, "ppo.target_kl", &ParamValue::Float(0.02)).unwrap();
-        apply_value(&mut c, "ppo.normalize_advantage", &ParamValue::Bool(false)).unwrap();
+        apply_value(&mut c, "ppo.normalize_advantage", &ParamValue::bool(false)).unwrap();
         apply_value(&mut c, "ppo.net_arch.pi", &ParamValue::Int(768)).unwrap();
-        apply_value(
-            &mut c,
-            "ppo.net_arch.vf",
-            &ParamValue::Str("[256, 128]".into()),
-        )
-        .unwrap();
+        apply_value(&mut c, "ppo.net_arch.vf", &ParamValue::str("[256, 128]")).unwrap();
         assert_eq!(c["ppo"]["learning_rate"], json!(1e-3));
         assert_eq!(c["env"]["n_envs"], json!(64));
         assert_eq!(c["env"]["fee"], json!(0.0));
@@ -283,12 +282,7 @@ mod tests {
         assert_eq!(c["ppo"]["normalize_advantage"], json!(false));
         assert_eq!(c["ppo"]["net_arch"]["pi"], json!([768, 768, 768]));
         assert_eq!(c["ppo"]["net_arch"]["vf"], json!([256, 128]));
-        apply_value(
-            &mut c,
-            "ppo.net_arch.vf",
-            &ParamValue::Str("64, 32,16".into()),
-        )
-        .unwrap();
+        apply_value(&mut c, "ppo.net_arch.vf", &ParamValue::str("64, 32,16")).unwrap();
         assert_eq!(c["ppo"]["net_arch"]["vf"], json!([64, 32, 16]));
     }
 
@@ -323,7 +317,7 @@ mod tests {
         assert!(apply_value(&mut c, "env.n_envs", &ParamValue::Int(-1)).is_err());
         assert!(apply_value(&mut c, "ppo.precision", &ParamValue::Int(16)).is_err());
         assert!(apply_value(&mut c, "ppo.normalize_advantage", &ParamValue::Int(1)).is_err());
-        assert!(apply_value(&mut c, "ppo.net_arch.pi", &ParamValue::Str("wide".into())).is_err());
+        assert!(apply_value(&mut c, "ppo.net_arch.pi", &ParamValue::str("wide")).is_err());
         assert!(apply_value(&mut c, "ppo.learning_rate", &ParamValue::Float(f64::NAN)).is_err());
     }
 
@@ -337,8 +331,8 @@ mod tests {
             .add_categorical(
                 "ppo.precision",
                 vec![
-                    ParamValue::Str("f32".into()),
-                    ParamValue::Str("bf16".into()),
+                    CategoricalChoice::Str("f32".into()),
+                    CategoricalChoice::Str("bf16".into()),
                 ],
             )
             .unwrap();

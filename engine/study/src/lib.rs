@@ -1,7 +1,7 @@
 //! Hyperparameter studies: search spaces, samplers and pruners with Optuna's semantics.
 //!
-//! - [`space`]: Optuna's distributions (float/int with log and step, categorical) and their
-//!   internal representation (the `f64` Optuna stores), grouped in a [`SearchSpace`].
+//! - [`space`]: Optuna's distributions (float/int with log and step, categorical; the one model
+//!   of [`tradetune_storage::model`]) grouped by name in a [`SearchSpace`].
 //! - [`config_path`]: applies a sampled value to a configuration by its dotted name
 //!   (`ppo.learning_rate`), with an error listing the valid names.
 //! - [`sampler`]: random, TPE (Optuna 5.0's default), grid, enqueued fixed trials.
@@ -26,5 +26,5 @@ pub mod trial;
 
 pub use pruner::{PruneContext, PruneDecision, Pruner};
 pub use sampler::{Proposal, SampleContext, Sampler, SamplerError};
-pub use space::{Distribution, InternalParams, ParamValue, SearchSpace};
+pub use space::{CategoricalChoice, InternalParams, OptunaDistribution, ParamValue, SearchSpace};
 pub use trial::{Direction, Trial, TrialState};

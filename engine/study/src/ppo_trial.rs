@@ -98,10 +98,10 @@ pub fn study_precisions(f: &StudyFile) -> Result<Vec<Precision>, StudyFileError>
     let base = PpoTrialConfig::from_json(&f.base_config)
         .map_err(|e| f.key_error("fixed", e.to_string()))?;
     let mut out = vec![base.ppo.precision];
-    if let Some(crate::space::Distribution::Categorical(d)) = f.space.get("ppo.precision") {
-        for choice in d.choices() {
+    if let Some(crate::space::OptunaDistribution::Categorical(d)) = f.space.get("ppo.precision") {
+        for choice in &d.choices {
             let p = match choice {
-                crate::space::ParamValue::Str(s) => s
+                crate::space::CategoricalChoice::Str(s) => s
                     .parse::<Precision>()
                     .map_err(|e| f.key_error("search.ppo.precision", e))?,
                 other => {

@@ -3,49 +3,12 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
 use super::space::InternalParams;
+use tradetune_storage::TrialRecord;
 
-/// A trial's state, with Optuna's names (stored upper case: `RUNNING`, `COMPLETE`, …).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "UPPERCASE")]
-pub enum TrialState {
-    Running,
-    Complete,
-    Pruned,
-    Fail,
-    Waiting,
-}
-
-impl TrialState {
-    /// Optuna's `is_finished()`: COMPLETE, PRUNED or FAIL.
-    pub fn is_finished(self) -> bool {
-        matches!(
-            self,
-            TrialState::Complete | TrialState::Pruned | TrialState::Fail
-        )
-    }
-}
-
-/// Whether the objective is minimized or maximized (`MINIMIZE` / `MAXIMIZE` in Optuna).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "UPPERCASE")]
-pub enum Direction {
-    #[default]
-    Minimize,
-    Maximize,
-}
-
-impl Direction {
-    /// `value` as a loss: smaller is better.
-    pub fn loss(self, value: f64) -> f64 {
-        match self {
-            Direction::Minimize => value,
-            Direction::Maximize => -value,
-        }
-    }
-}
+/// `Direction` is Optuna's `StudyDirection`, the study layer's short name for it; both are the
+/// one type of [`tradetune_storage::model`], as is [`TrialState`].
+pub use tradetune_storage::model::{StudyDirection as Direction, TrialState};
 
 /// One trial of the history handed to samplers and pruners.
 #[derive(Debug, Clone, PartialEq)]
@@ -93,5 +56,33 @@ impl Trial {
     /// The last reported step (Optuna's `last_step`).
     pub fn last_step(&self) -> Option<u64> {
         self.intermediate_values.keys().next_back().copied()
+    }
+}
+
+impl From<&TrialRecord> for Trial {
+    /// A stored trial as samplers and pruners see it (negative numbers and steps, which
+    /// Optuna never writes, are dropped or clamped).
+    fn from(r: &TrialRecord) -> Self {
+        Self {
+            number: r.number.max(0) as u64,
+            state: r.state,
+            value: r.value(),
+            params: r
+                .params
+                .iter()
+                .map(|p| (p.name.clone(), p.internal))
+                .collect(),
+            intermediate_values: r
+                .intermediate_values
+                .iter()
+                .filter(|(step, _)| *step >= 0)
+                .map(|(step, v)| (*step as u64, *v))
+                .collect(),
+            system_attrs: r
+                .system_attrs
+                .iter()
+                .map(|(k, v)| (k.clone(), serde_json::Value::from(v)))
+                .collect(),
+        }
     }
 }

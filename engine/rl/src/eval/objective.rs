@@ -9,7 +9,7 @@ use crate::eval::metrics::Metrics;
 
 /// What a trial's evaluation scores. Every objective is maximised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", try_from = "String")]
+#[serde(try_from = "String", into = "&'static str")]
 pub enum Objective {
     /// Sharpe(agent) − Sharpe(equal weight): risk-adjusted return beyond simply holding the
     /// assets. The default: an agent is worth training only if it beats buy-and-hold, and a
@@ -67,6 +67,12 @@ impl Objective {
 impl fmt::Display for Objective {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+impl From<Objective> for &'static str {
+    fn from(o: Objective) -> &'static str {
+        o.name()
     }
 }
 

@@ -68,7 +68,7 @@ use crate::pruner::{
 };
 use crate::runner::{DeviceSlot, RunnerConfig};
 use crate::sampler::{EnqueuedSampler, GridSampler, RandomSampler, Sampler, TpeConfig, TpeSampler};
-use crate::space::{Distribution, ParamValue, SearchSpace};
+use crate::space::{OptunaDistribution, ParamValue, SearchSpace};
 use crate::trial::Direction;
 use tradetune_device::DeviceSpec;
 use tradetune_market::split::SplitSpec;
@@ -454,14 +454,16 @@ impl StudyFile {
             .iter()
             .map(|(name, d)| {
                 let values = match d {
-                    Distribution::Float(f) => {
-                        vec![ParamValue::Float(f.low()), ParamValue::Float(f.high())]
+                    OptunaDistribution::Float(f) => {
+                        vec![ParamValue::Float(f.low), ParamValue::Float(f.high)]
                     }
-                    Distribution::Int(i) => {
-                        let top = i.low() + (i.high() - i.low()) / i.step() * i.step();
-                        vec![ParamValue::Int(i.low()), ParamValue::Int(top)]
+                    // The constructors refuse a `high` off the step grid.
+                    OptunaDistribution::Int(i) => {
+                        vec![ParamValue::Int(i.low), ParamValue::Int(i.high)]
                     }
-                    Distribution::Categorical(c) => c.choices().to_vec(),
+                    OptunaDistribution::Categorical(c) => {
+                        c.choices.iter().cloned().map(ParamValue::Choice).collect()
+                    }
                 };
                 (name.to_owned(), values)
             })
@@ -572,7 +574,7 @@ min_resource = 1
         );
         assert!(matches!(
             f.space.get("ppo.n_epochs"),
-            Some(Distribution::Int(_))
+            Some(OptunaDistribution::Int(_))
         ));
         assert!(f.build_sampler().unwrap().name().contains("tpe"));
         let rc = f.runner_config("x.db").unwrap();

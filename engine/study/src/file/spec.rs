@@ -2,7 +2,7 @@
 //! TOML values → parameter values.
 
 use crate::config_path;
-use crate::space::{Distribution, ParamValue};
+use crate::space::{OptunaDistribution, ParamValue};
 
 /// The leaves of a TOML table as (dotted name, value); arrays are leaves.
 pub(super) fn flatten(t: &toml::Table, prefix: &str, out: &mut Vec<(String, toml::Value)>) {
@@ -40,7 +40,7 @@ pub(super) fn search_specs(t: &toml::Table, prefix: &str, out: &mut Vec<(String,
 }
 
 /// One search spec → a distribution.
-pub(super) fn distribution(spec: &toml::Table) -> Result<Distribution, String> {
+pub(super) fn distribution(spec: &toml::Table) -> Result<OptunaDistribution, String> {
     if spec.is_empty() {
         return Err("expected a range `{ low = …, high = … }` or `{ choices = [...] }`".into());
     }
@@ -56,10 +56,10 @@ pub(super) fn distribution(spec: &toml::Table) -> Result<Distribution, String> {
         };
         let values = items
             .iter()
-            .map(param_value)
+            .map(|v| param_value(v).map(ParamValue::into_choice))
             .collect::<Result<Vec<_>, _>>()?;
         return crate::space::CategoricalDistribution::new(values)
-            .map(Distribution::Categorical)
+            .map(OptunaDistribution::Categorical)
             .map_err(|e| e.to_string());
     }
     let (Some(low), Some(high)) = (spec.get("low"), spec.get("high")) else {
@@ -105,12 +105,12 @@ pub(super) fn distribution(spec: &toml::Table) -> Result<Distribution, String> {
             .transpose()?
             .unwrap_or(1);
         crate::space::IntDistribution::new(int(low, "low")?, int(high, "high")?, log, step)
-            .map(Distribution::Int)
+            .map(OptunaDistribution::Int)
             .map_err(|e| e.to_string())
     } else {
         let step = spec.get("step").map(|s| num(s, "step")).transpose()?;
         crate::space::FloatDistribution::new(num(low, "low")?, num(high, "high")?, log, step)
-            .map(Distribution::Float)
+            .map(OptunaDistribution::Float)
             .map_err(|e| e.to_string())
     }
 }
@@ -121,8 +121,8 @@ pub(super) fn param_value(v: &toml::Value) -> Result<ParamValue, String> {
     match v {
         toml::Value::Integer(i) => Ok(ParamValue::Int(*i)),
         toml::Value::Float(f) => Ok(ParamValue::Float(*f)),
-        toml::Value::Boolean(b) => Ok(ParamValue::Bool(*b)),
-        toml::Value::String(s) => Ok(ParamValue::Str(s.clone())),
+        toml::Value::Boolean(b) => Ok(ParamValue::bool(*b)),
+        toml::Value::String(s) => Ok(ParamValue::str(s.clone())),
         toml::Value::Array(items) => {
             let nums: Option<Vec<String>> = items
                 .iter()
@@ -132,7 +132,7 @@ pub(super) fn param_value(v: &toml::Value) -> Result<ParamValue, String> {
                     _ => None,
                 })
                 .collect();
-            nums.map(|n| ParamValue::Str(format!("[{}]", n.join(", "))))
+            nums.map(|n| ParamValue::str(format!("[{}]", n.join(", "))))
                 .ok_or_else(|| "a list value must hold numbers only".into())
         }
         other => Err(format!("unsupported value {other}")),
@@ -149,7 +149,7 @@ pub(super) fn set_fixed(
     let json = serde_json::to_value(&value).map_err(|e| e.to_string())?;
     // Reuse the dotted-name check (unknown names list the valid ones, "did you mean").
     let probe = match &json {
-        serde_json::Value::Array(_) => ParamValue::Str(json.to_string()),
+        serde_json::Value::Array(_) => ParamValue::str(json.to_string()),
         _ => param_value(&value)?,
     };
     let mut scratch = root.clone();

@@ -12,7 +12,7 @@ use tradetune_storage::{HeartbeatThread, JsonValue, RunMetadata, Storage, TrialH
 use super::devices::DeviceSlot;
 use super::events::StudyEvent;
 use super::trial_fn::{Reporter, TrialError, TrialInput};
-use super::{Runner, RunnerError, Shared, Started, TrialOutcome, history, summary};
+use super::{Runner, RunnerError, Shared, Started, TrialOutcome, summary};
 
 impl Runner {
     pub(super) fn run_trial(
@@ -108,7 +108,7 @@ impl Runner {
             params: s
                 .params
                 .iter()
-                .map(|(k, v)| (k.clone(), history::param_json(v)))
+                .map(|(k, v)| (k.clone(), v.to_json()))
                 .collect(),
         });
         if let (Some(estimate), Some(budget)) = (&plan.memory, &budget)

@@ -22,7 +22,6 @@
 mod devices;
 mod events;
 mod execute;
-mod history;
 mod summary;
 mod trial_fn;
 
@@ -43,7 +42,7 @@ use crate::config_path::{self, ConfigPathError};
 use crate::pruner::Pruner;
 use crate::sampler::{SampleContext, Sampler, SamplerError};
 use crate::space::SearchSpace;
-use crate::trial::{Direction, TrialState};
+use crate::trial::{Direction, Trial, TrialState};
 use tradetune_device::memory::MemoryError;
 use tradetune_storage::{
     DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_STALE_AFTER, JsonValue, Storage, StorageError,
@@ -290,10 +289,9 @@ impl Runner {
         let mut storage = Storage::open_with(&self.cfg.storage, &options)?;
         let study_id = match storage.study_id(&self.cfg.study_name) {
             Ok(id) => id,
-            Err(StorageError::UnknownStudyName { .. }) => storage.create_study(
-                &self.cfg.study_name,
-                &[history::direction(self.cfg.direction)],
-            )?,
+            Err(StorageError::UnknownStudyName { .. }) => {
+                storage.create_study(&self.cfg.study_name, &[self.cfg.direction])?
+            }
             Err(e) => return Err(e.into()),
         };
         let recovered_here: Vec<u64> = storage
@@ -449,7 +447,7 @@ impl Runner {
         let handle = storage.create_trial(study_id)?;
         let number = handle.number.max(0) as u64;
         let records = storage.trials(study_id)?;
-        let all = history::history(&records);
+        let all: Vec<Trial> = records.iter().map(Trial::from).collect();
         let others: Vec<_> = all.into_iter().filter(|t| t.number != number).collect();
         let proposal = match self.sampler.sample(&SampleContext {
             space: &self.space,
@@ -476,13 +474,7 @@ impl Runner {
                     true,
                 )));
             };
-            let d = history::stored_distribution(dist).map_err(|source| {
-                StorageError::Distribution {
-                    name: name.clone(),
-                    source,
-                }
-            })?;
-            stored.push((name.clone(), *internal, d));
+            stored.push((name.clone(), *internal, dist.clone()));
         }
         storage.set_params(handle.trial_id, &stored)?;
         for (k, v) in &proposal.system_attrs {

@@ -12,14 +12,13 @@ use std::time::{Duration, Instant};
 
 use crate::pruner::{PruneContext, Pruner};
 use crate::space::ParamValue;
-use crate::trial::Direction;
+use crate::trial::{Direction, Trial};
 use tradetune_device::memory::MemoryEstimate;
 use tradetune_storage::{CurvePoint, JsonValue, Storage};
 use tradetune_telemetry::PhaseSplit;
 
 use super::devices::DeviceSlot;
 use super::events::StudyEvent;
-use super::history::history;
 
 /// What a trial function is given.
 #[derive(Debug)]
@@ -274,7 +273,7 @@ impl Reporter<'_> {
             .storage
             .trials(self.study_id)
             .map_err(TrialError::failed)?;
-        let history = history(&trials);
+        let history: Vec<Trial> = trials.iter().map(Trial::from).collect();
         let Some(me) = history.iter().find(|t| t.number == self.number) else {
             return Err(TrialError::Failed(format!(
                 "trial #{} is missing from its study",

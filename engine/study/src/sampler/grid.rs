@@ -178,6 +178,7 @@ impl Sampler for GridSampler {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::space::CategoricalChoice;
     use crate::trial::{Direction, Trial};
 
     #[test]
@@ -187,7 +188,10 @@ mod tests {
         space
             .add_categorical(
                 "c",
-                vec![ParamValue::Str("a".into()), ParamValue::Str("b".into())],
+                vec![
+                    CategoricalChoice::Str("a".into()),
+                    CategoricalChoice::Str("b".into()),
+                ],
             )
             .unwrap();
         let grid = BTreeMap::from([
@@ -197,7 +201,7 @@ mod tests {
             ),
             (
                 "c".to_owned(),
-                vec![ParamValue::Str("a".into()), ParamValue::Str("b".into())],
+                vec![ParamValue::str("a"), ParamValue::str("b")],
             ),
         ]);
         let g = GridSampler::new(grid, &space, 5).unwrap();
@@ -258,7 +262,7 @@ mod tests {
                 .contains("not in its range")
         );
         assert!(g(vec![]).is_err());
-        assert!(g(vec![ParamValue::Str("a".into())]).is_err());
+        assert!(g(vec![ParamValue::str("a")]).is_err());
         assert!(
             GridSampler::new(BTreeMap::new(), &space, 0)
                 .unwrap_err()

@@ -107,14 +107,14 @@ pub(crate) fn trial_rng(seed: u64, number: u64, salt: u64) -> StdRng {
 pub(crate) fn split_single<'a>(
     space: &'a SearchSpace,
     params: &mut InternalParams,
-) -> Vec<(&'a str, &'a super::space::Distribution)> {
+) -> Vec<(&'a str, &'a super::space::OptunaDistribution)> {
     let mut searched = Vec::new();
     for (name, dist) in space.iter() {
         if dist.single() {
             let v = match dist {
-                super::space::Distribution::Float(d) => d.low(),
-                super::space::Distribution::Int(d) => d.low() as f64,
-                super::space::Distribution::Categorical(_) => 0.0,
+                super::space::OptunaDistribution::Float(d) => d.low,
+                super::space::OptunaDistribution::Int(d) => d.low as f64,
+                super::space::OptunaDistribution::Categorical(_) => 0.0,
             };
             params.insert(name.to_owned(), v);
         } else {

@@ -21,7 +21,7 @@ use rand::RngExt;
 use rand::rngs::StdRng;
 
 use super::truncnorm::{LN_SQRT_2PI, log_gauss_mass, ppf};
-use crate::space::Distribution;
+use crate::space::OptunaDistribution;
 
 /// Weight of the prior kernel (Optuna's `prior_weight`, 1.0 by default).
 const PRIOR_WEIGHT: f64 = 1.0;
@@ -90,7 +90,7 @@ impl ParzenEstimator {
     /// `min_bandwidth_factor`: the smallest σ as a fraction of the range; `None` is Optuna's
     /// magic clip.
     pub(crate) fn new(
-        dists: &[&Distribution],
+        dists: &[&OptunaDistribution],
         observations: &[Vec<f64>],
         min_bandwidth_factor: Option<f64>,
     ) -> Self {
@@ -104,19 +104,19 @@ impl ParzenEstimator {
             .iter()
             .zip(observations)
             .map(|(d, obs)| match d {
-                Distribution::Categorical(c) => categorical(c.choices().len(), obs),
-                Distribution::Float(f) => Kernels::Numerical(numerical(
+                OptunaDistribution::Categorical(c) => categorical(c.choices.len(), obs),
+                OptunaDistribution::Float(f) => Kernels::Numerical(numerical(
                     obs,
-                    (f.low(), f.high()),
-                    f.step(),
-                    f.log(),
+                    (f.low, f.high),
+                    f.step,
+                    f.log,
                     min_bandwidth_factor,
                 )),
-                Distribution::Int(i) => Kernels::Numerical(numerical(
+                OptunaDistribution::Int(i) => Kernels::Numerical(numerical(
                     obs,
-                    (i.low() as f64, i.high() as f64),
-                    Some(i.step() as f64),
-                    i.log(),
+                    (i.low as f64, i.high as f64),
+                    Some(i.step as f64),
+                    i.log,
                     min_bandwidth_factor,
                 )),
             })
@@ -406,7 +406,9 @@ impl NumericalKernels {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::space::{CategoricalDistribution, FloatDistribution, IntDistribution, ParamValue};
+    use crate::space::{
+        CategoricalChoice, CategoricalDistribution, FloatDistribution, IntDistribution,
+    };
     use rand::SeedableRng;
 
     #[test]
@@ -446,7 +448,7 @@ mod tests {
 
     #[test]
     fn densities_are_normalised() {
-        let f = Distribution::Float(FloatDistribution::new(-1.0, 3.0, false, None).unwrap());
+        let f = OptunaDistribution::Float(FloatDistribution::new(-1.0, 3.0, false, None).unwrap());
         let pe = ParzenEstimator::new(&[&f], &[vec![0.1, 0.5, 2.9]], Some(0.03));
         let m = 40_000;
         let xs: Vec<f64> = (0..m)
@@ -459,12 +461,12 @@ mod tests {
             .sum();
         assert!((integral - 1.0).abs() < 1e-6, "{integral}");
 
-        let i = Distribution::Int(IntDistribution::new(1, 64, true, 1).unwrap());
-        let c = Distribution::Categorical(
+        let i = OptunaDistribution::Int(IntDistribution::new(1, 64, true, 1).unwrap());
+        let c = OptunaDistribution::Categorical(
             CategoricalDistribution::new(vec![
-                ParamValue::Int(0),
-                ParamValue::Int(1),
-                ParamValue::Int(2),
+                CategoricalChoice::Int(0),
+                CategoricalChoice::Int(1),
+                CategoricalChoice::Int(2),
             ])
             .unwrap(),
         );
@@ -480,8 +482,9 @@ mod tests {
 
     #[test]
     fn samples_stay_in_range_and_on_grid() {
-        let f = Distribution::Float(FloatDistribution::new(0.0, 1.0, false, Some(0.25)).unwrap());
-        let i = Distribution::Int(IntDistribution::new(2, 1000, true, 1).unwrap());
+        let f =
+            OptunaDistribution::Float(FloatDistribution::new(0.0, 1.0, false, Some(0.25)).unwrap());
+        let i = OptunaDistribution::Int(IntDistribution::new(2, 1000, true, 1).unwrap());
         let pe = ParzenEstimator::new(&[&f, &i], &[vec![1.0, 0.0], vec![1000.0, 2.0]], Some(0.03));
         let mut rng = StdRng::seed_from_u64(3);
         let s = pe.sample(&mut rng, 500);

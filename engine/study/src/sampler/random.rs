@@ -7,7 +7,7 @@ use rand::RngExt;
 use rand::rngs::StdRng;
 
 use super::{Proposal, SampleContext, Sampler, SamplerError, trial_rng};
-use crate::space::{Distribution, InternalParams};
+use crate::space::{InternalParams, OptunaDistribution};
 
 /// Stream salt of the random sampler (see [`trial_rng`]).
 pub(crate) const RANDOM_SALT: u64 = 0x52414E44; // "RAND"
@@ -42,26 +42,26 @@ impl Sampler for RandomSampler {
 }
 
 /// One uniform draw from `dist`, in internal representation.
-pub(crate) fn sample_uniform(dist: &Distribution, rng: &mut StdRng) -> f64 {
+pub(crate) fn sample_uniform(dist: &OptunaDistribution, rng: &mut StdRng) -> f64 {
     let u: f64 = rng.random();
     match dist {
-        Distribution::Float(d) if d.single() => d.low(),
-        Distribution::Float(d) => match (d.log(), d.step()) {
+        OptunaDistribution::Float(d) if d.single() => d.low,
+        OptunaDistribution::Float(d) => match (d.log, d.step) {
             (true, _) => {
-                let (a, b) = (d.low().ln(), d.high().ln());
-                (a + u * (b - a)).exp().clamp(d.low(), d.high().next_down())
+                let (a, b) = (d.low.ln(), d.high.ln());
+                (a + u * (b - a)).exp().clamp(d.low, d.high.next_down())
             }
             (false, Some(step)) => {
-                let (a, b) = (d.low() - step / 2.0, d.high() + step / 2.0);
+                let (a, b) = (d.low - step / 2.0, d.high + step / 2.0);
                 let x = a + u * (b - a);
-                (((x - d.low()) / step).round_ties_even() * step + d.low()).clamp(d.low(), d.high())
+                (((x - d.low) / step).round_ties_even() * step + d.low).clamp(d.low, d.high)
             }
             // The high end is excluded, as numpy's uniform and Optuna's nextafter clip do.
-            (false, None) => (d.low() + u * (d.high() - d.low())).min(d.high().next_down()),
+            (false, None) => (d.low + u * (d.high - d.low)).min(d.high.next_down()),
         },
-        Distribution::Int(d) => {
-            let (low, high, step) = (d.low() as f64, d.high() as f64, d.step() as f64);
-            if d.log() {
+        OptunaDistribution::Int(d) => {
+            let (low, high, step) = (d.low as f64, d.high as f64, d.step as f64);
+            if d.log {
                 let (a, b) = ((low - 0.5).ln(), (high + 0.5).ln());
                 (a + u * (b - a)).exp().round_ties_even().clamp(low, high)
             } else {
@@ -69,8 +69,8 @@ pub(crate) fn sample_uniform(dist: &Distribution, rng: &mut StdRng) -> f64 {
                 (((x - low) / step + 0.5).floor() * step + low).clamp(low, high)
             }
         }
-        Distribution::Categorical(c) => {
-            ((u * c.choices().len() as f64) as usize).min(c.choices().len() - 1) as f64
+        OptunaDistribution::Categorical(c) => {
+            ((u * c.choices.len() as f64) as usize).min(c.choices.len() - 1) as f64
         }
     }
 }
@@ -78,7 +78,7 @@ pub(crate) fn sample_uniform(dist: &Distribution, rng: &mut StdRng) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::space::{ParamValue, SearchSpace};
+    use crate::space::{CategoricalChoice, SearchSpace};
     use crate::trial::Direction;
 
     fn space() -> SearchSpace {
@@ -88,8 +88,14 @@ mod tests {
         s.add_float("c", 0.0, 1.0, false, Some(0.5)).unwrap();
         s.add_int("d", 1, 3, false, 1).unwrap();
         s.add_int("e", 1, 1000, true, 1).unwrap();
-        s.add_categorical("f", vec![ParamValue::Bool(false), ParamValue::Bool(true)])
-            .unwrap();
+        s.add_categorical(
+            "f",
+            vec![
+                CategoricalChoice::Bool(false),
+                CategoricalChoice::Bool(true),
+            ],
+        )
+        .unwrap();
         s.add_int("g", 5, 5, false, 1).unwrap();
         s
     }

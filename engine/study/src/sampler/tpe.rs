@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use super::parzen::ParzenEstimator;
 use super::random::RandomSampler;
 use super::{Proposal, SampleContext, Sampler, SamplerError, split_single, trial_rng};
-use crate::space::{Distribution, InternalParams};
+use crate::space::{InternalParams, OptunaDistribution};
 use crate::trial::{Trial, TrialState};
 
 /// Stream salt of TPE's own draws (see [`trial_rng`]).
@@ -112,10 +112,10 @@ impl TpeSampler {
     fn sample_group(
         &self,
         (below, above): (&[&Trial], &[&Trial]),
-        group: &[(&str, &Distribution)],
+        group: &[(&str, &OptunaDistribution)],
         rng: &mut rand::rngs::StdRng,
     ) -> Vec<f64> {
-        let dists: Vec<&Distribution> = group.iter().map(|(_, d)| *d).collect();
+        let dists: Vec<&OptunaDistribution> = group.iter().map(|(_, d)| *d).collect();
         let min_bw = self.cfg.min_bandwidth_factor;
         let below_pe = ParzenEstimator::new(&dists, &observations(group, below), min_bw);
         let above_pe = ParzenEstimator::new(&dists, &observations(group, above), min_bw);
@@ -244,7 +244,7 @@ fn split_trials<'a>(
 /// Columns of the group's values over the trials that have all of them (Optuna skips the
 /// others). Values a distribution cannot hold any more (an index beyond a shortened list of
 /// choices, a non-positive value in a log range) skip the trial as well.
-fn observations(group: &[(&str, &Distribution)], trials: &[&Trial]) -> Vec<Vec<f64>> {
+fn observations(group: &[(&str, &OptunaDistribution)], trials: &[&Trial]) -> Vec<Vec<f64>> {
     let mut cols = vec![Vec::with_capacity(trials.len()); group.len()];
     // One row buffer for every trial: a trial's values go in only once all of them are usable.
     let mut row = vec![0.0; group.len()];
@@ -262,11 +262,11 @@ fn observations(group: &[(&str, &Distribution)], trials: &[&Trial]) -> Vec<Vec<f
     cols
 }
 
-fn usable(dist: &Distribution, v: f64) -> bool {
+fn usable(dist: &OptunaDistribution, v: f64) -> bool {
     match dist {
-        Distribution::Categorical(c) => c.contains(v),
-        Distribution::Float(d) => v.is_finite() && (!d.log() || v > 0.0),
-        Distribution::Int(d) => v.is_finite() && (!d.log() || v >= 1.0),
+        OptunaDistribution::Categorical(c) => c.contains(v),
+        OptunaDistribution::Float(d) => v.is_finite() && (!d.log || v > 0.0),
+        OptunaDistribution::Int(d) => v.is_finite() && (!d.log || v >= 1.0),
     }
 }
 

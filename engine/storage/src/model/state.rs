@@ -3,12 +3,16 @@
 //! SQLAlchemy's `Enum` column stores a Python enum by member *name*, so the text in `trials.state`
 //! is `RUNNING`, `COMPLETE`, `PRUNED`, `FAIL` or `WAITING`, and `study_directions.direction` is
 //! `MINIMIZE` or `MAXIMIZE` (`NOT_SET` exists in Optuna's enum but a created study never has it).
+//! The serde form is the same name.
 
 use std::fmt;
 use std::str::FromStr;
 
+use serde::{Deserialize, Serialize};
+
 /// `optuna.trial.TrialState`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
 pub enum TrialState {
     Running,
     Complete,
@@ -81,9 +85,12 @@ impl FromStr for TrialState {
     }
 }
 
-/// `optuna.study.StudyDirection`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// `optuna.study.StudyDirection`: whether the objective is minimized (Optuna's default) or
+/// maximized.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
 pub enum StudyDirection {
+    #[default]
     Minimize,
     Maximize,
 }
@@ -102,6 +109,14 @@ impl StudyDirection {
         match self {
             StudyDirection::Minimize => a < b,
             StudyDirection::Maximize => a > b,
+        }
+    }
+
+    /// `value` as a loss: smaller is better.
+    pub fn loss(self, value: f64) -> f64 {
+        match self {
+            StudyDirection::Minimize => value,
+            StudyDirection::Maximize => -value,
         }
     }
 }
@@ -144,5 +159,15 @@ mod tests {
             "MAXIMIZE".parse::<StudyDirection>().unwrap(),
             StudyDirection::Maximize
         );
+        // The serde form is the stored name.
+        assert_eq!(
+            serde_json::to_string(&TrialState::Pruned).unwrap(),
+            "\"PRUNED\""
+        );
+        assert_eq!(
+            serde_json::from_str::<StudyDirection>("\"MAXIMIZE\"").unwrap(),
+            StudyDirection::Maximize
+        );
+        assert_eq!(StudyDirection::Maximize.loss(2.0), -2.0);
     }
 }
