@@ -108,14 +108,14 @@ fn engine_deps(manifest: &Path) -> BTreeSet<String> {
     for line in text.lines().map(str::trim) {
         if line.starts_with('[') {
             section = line.to_string();
-        } else if section == "[dependencies]" {
-            if let Some(rest) = line.strip_prefix("tradetune-") {
-                let name: String = rest
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect();
-                out.insert(name);
-            }
+        } else if section == "[dependencies]"
+            && let Some(rest) = line.strip_prefix("tradetune-")
+        {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            out.insert(name);
         }
     }
     out
