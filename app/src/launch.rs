@@ -7,7 +7,7 @@ use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use anyhow::Context;
-use tradetune_engine::storage::{Storage, StorageOptions};
+use tradetune_engine::storage::{Storage, StorageOptions, is_postgres_url, redact};
 use tradetune_engine::study::file::StudyFile;
 use tradetune_engine::study::ppo_trial::{PpoTrial, PpoTrialConfig, check_devices};
 use tradetune_engine::study::runner::{Runner, RunnerConfig, StopHandle, StudyEvent, StudyReport};
@@ -15,6 +15,26 @@ use tradetune_engine::telemetry::{
     DRM_ROOT, GpuDiscovery, GpuInfo, Sampler, SamplerConfig, SamplerCore, StorageSink,
     SysinfoHostProbe, source,
 };
+
+/// How a study database is named in messages: the path, or the PostgreSQL URL without its
+/// password.
+pub fn db_label(db: &Path) -> String {
+    redact(&db.to_string_lossy())
+}
+
+/// A database to read must exist: a SQLite file is checked here (so a typo does not create an
+/// empty file); a PostgreSQL database is checked by connecting.
+pub fn require_db(db: &Path) -> anyhow::Result<()> {
+    if is_postgres_url(&db.to_string_lossy()) {
+        return Ok(());
+    }
+    anyhow::ensure!(
+        db.is_file(),
+        "{}: no such study database (a SQLite file, or postgresql://user@host[:port]/dbname)",
+        db.display()
+    );
+    Ok(())
+}
 
 /// `studies.db` in the user's data directory (`~/.local/share/tradetune` on Linux).
 pub fn default_db() -> anyhow::Result<PathBuf> {
@@ -25,24 +45,40 @@ pub fn default_db() -> anyhow::Result<PathBuf> {
     Ok(dir.join("studies.db"))
 }
 
+/// Where a study's trial checkpoints go: beside a SQLite database, or under the user data
+/// directory for a PostgreSQL one (each machine keeps the checkpoints of the trials it ran).
+pub fn checkpoint_root(db: &Path) -> anyhow::Result<PathBuf> {
+    if is_postgres_url(&db.to_string_lossy()) {
+        let dir = default_db()?;
+        return Ok(dir.parent().unwrap_or(Path::new(".")).join("checkpoints"));
+    }
+    Ok(db.parent().unwrap_or(Path::new(".")).join("checkpoints"))
+}
+
 /// A runner for `file` with the settings `rc`, its data loaded; also says where the data came
 /// from.
 pub fn runner(file: &StudyFile, rc: RunnerConfig) -> anyhow::Result<(Runner, String)> {
+    let (runner, source, _) = runner_with_fingerprint(file, rc)?;
+    Ok((runner, source))
+}
+
+/// [`runner`], with the loaded market data's fingerprint (which `tradetune worker` compares
+/// with the study's).
+pub fn runner_with_fingerprint(
+    file: &StudyFile,
+    rc: RunnerConfig,
+) -> anyhow::Result<(Runner, String, String)> {
     let base = PpoTrialConfig::from_json(&file.base_config)
         .map_err(|e| anyhow::anyhow!("{}: {e}", file.path))?;
     // A device that is not here, or lacks a precision the trials can ask for, refuses the
     // study before any data is loaded or any trial created.
     check_devices(file, &rc.devices)?;
     // Each COMPLETE trial's policy is kept beside the database, for backtests.
-    let checkpoints = rc
-        .storage
-        .parent()
-        .unwrap_or(Path::new("."))
-        .join("checkpoints")
-        .join(&file.study.name);
+    let checkpoints = checkpoint_root(&rc.storage)?.join(&file.study.name);
     let trial = PpoTrial::load(&file.data, &file.split, &base, file.study.objective)?
         .with_checkpoints(checkpoints);
     let source = trial.source.clone();
+    let fingerprint = trial.data_fingerprint();
     let runner = Runner::new(
         rc,
         file.space.clone(),
@@ -51,7 +87,7 @@ pub fn runner(file: &StudyFile, rc: RunnerConfig) -> anyhow::Result<(Runner, Str
         file.build_pruner()?,
         Arc::new(trial),
     )?;
-    Ok((runner, source))
+    Ok((runner, source, fingerprint))
 }
 
 /// A telemetry sampler (CPU, process and whatever GPUs answer) every `interval`, writing its

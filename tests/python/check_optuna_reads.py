@@ -50,7 +50,7 @@ def main():
     problems = []
     diff("", expected["studies"], actual["studies"], problems)
 
-    storage = optuna.storages.RDBStorage(f"sqlite:///{db}")
+    storage = optuna.storages.RDBStorage(db if "://" in db else f"sqlite:///{db}")
     for s in expected["studies"]:
         study = optuna.load_study(study_name=s["name"], storage=storage)
         if s["best"] is not None:

@@ -44,7 +44,7 @@ def utc(dt):
 def main():
     db, out = sys.argv[1], sys.argv[2]
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    storage = optuna.storages.RDBStorage(f"sqlite:///{db}")
+    storage = optuna.storages.RDBStorage(db if "://" in db else f"sqlite:///{db}")
     studies = []
     for s in optuna.get_all_study_summaries(storage, include_best_trial=False):
         study = optuna.load_study(study_name=s.study_name, storage=storage)

@@ -7,9 +7,16 @@
 //! - Four TradeTune worker threads and one Optuna process write one study in one file at the
 //!   same time: no "database is locked", every trial stored, numbers unique.
 //!
+//! - The same three checks on PostgreSQL (Optuna reads ours, we read what Optuna wrote, both
+//!   write one study at once) when `TRADETUNE_TEST_POSTGRES` names a server (see
+//!   `engine/storage/tests/support/pg.rs`); PostgreSQL needs `psycopg` in Python too.
+//!
 //! Needs `python3` with `optuna` and `pandas` (`python3 -m pip install optuna pandas`). Without
 //! them the tests print a loud SKIP, unless `TRADETUNE_REQUIRE_OPTUNA=1` (set by `.ci/run`),
 //! in which case they fail.
+
+#[path = "../../engine/storage/tests/support/pg.rs"]
+mod pg;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -31,8 +38,18 @@ fn reference_db() -> PathBuf {
 
 /// True if python3 can import optuna and pandas; otherwise skip loudly or fail when required.
 fn optuna_available(test: &str) -> bool {
+    python_has(test, "optuna, pandas")
+}
+
+/// A new PostgreSQL database for `test` when a server and Optuna's PostgreSQL driver are there.
+fn postgres_database(test: &str) -> Option<String> {
+    let url = pg::fresh_database(test)?;
+    python_has(test, "optuna, pandas, psycopg").then_some(url)
+}
+
+fn python_has(test: &str, modules: &str) -> bool {
     let ok = Command::new("python3")
-        .args(["-c", "import optuna, pandas"])
+        .args(["-c", &format!("import {modules}")])
         .output()
         .map(|o| o.status.success())
         .unwrap_or(false);
@@ -42,12 +59,12 @@ fn optuna_available(test: &str) -> bool {
     let required = std::env::var("TRADETUNE_REQUIRE_OPTUNA").is_ok_and(|v| v == "1");
     assert!(
         !required,
-        "{test}: python3 with optuna and pandas is required (TRADETUNE_REQUIRE_OPTUNA=1) but not \
-         available; run `python3 -m pip install optuna pandas`"
+        "{test}: python3 with {modules} is required (TRADETUNE_REQUIRE_OPTUNA=1) but not \
+         available; run `python3 -m pip install optuna pandas 'psycopg[binary]'`"
     );
     eprintln!(
-        "\n######## SKIPPED {test}: python3 cannot import optuna and pandas. ########\n\
-         ######## Install them (`python3 -m pip install optuna pandas`) to run it. ########\n"
+        "\n######## SKIPPED {test}: python3 cannot import {modules}. ########\n\
+         ######## Install them (`python3 -m pip install optuna pandas 'psycopg[binary]'`) to run it. ########\n"
     );
     false
 }
@@ -285,7 +302,58 @@ fn tradetune_workers_and_an_optuna_process_share_one_file() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("shared.db");
+    share_one_storage(&dir.path().join("shared.db"));
+}
+
+#[test]
+fn optuna_reads_a_tradetune_postgres_database_and_exports_the_same_csv() {
+    let Some(url) = postgres_database("optuna_reads_pg") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = Path::new(&url);
+    write_database(db);
+    let expected = our_view(db);
+    assert_eq!(
+        expected["studies"][0]["trials"].as_array().unwrap().len(),
+        8
+    );
+    check_with_optuna(db, &expected, dir.path());
+}
+
+#[test]
+fn tradetune_reads_what_optuna_writes_to_postgres() {
+    let Some(url) = postgres_database("optuna_writes_pg") else {
+        return;
+    };
+    // Optuna's reference contents (every distribution, state and value type), written by Optuna
+    // into an empty PostgreSQL database; Optuna does not create databases, so make it first.
+    let target = tradetune_engine::storage::db::pg_url::parse(&url).unwrap();
+    tradetune_engine::storage::db::pg_url::create_database(&target).unwrap();
+    let out = run_python("make_optuna_reference.py", &[Path::new(&url)]);
+    assert!(
+        out.status.success(),
+        "make_optuna_reference.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let db = Path::new(&url);
+    let expected = our_view(db);
+    assert!(expected["studies"].as_array().unwrap().len() >= 4);
+    let dir = tempfile::tempdir().unwrap();
+    check_with_optuna(db, &expected, dir.path());
+}
+
+#[test]
+fn tradetune_workers_and_an_optuna_process_share_one_postgres_database() {
+    let Some(url) = postgres_database("shared_pg") else {
+        return;
+    };
+    share_one_storage(Path::new(&url));
+}
+
+/// Four TradeTune worker threads and one Optuna process write one study at once.
+fn share_one_storage(db: &Path) {
+    let db = db.to_path_buf();
     let study = Storage::open(&db)
         .unwrap()
         .create_study("shared", &[StudyDirection::Minimize])

@@ -21,8 +21,8 @@ pub struct CompareArgs {
     pub a: String,
     /// The experiment, in the same form.
     pub b: String,
-    /// Study database (SQLite in Optuna's schema).
-    #[arg(long, default_value = "studies.db")]
+    /// Study database: a SQLite file (Optuna's schema) or postgresql://user@host[:port]/dbname.
+    #[arg(long, alias = "storage", default_value = "studies.db")]
     pub db: PathBuf,
     /// Print JSON instead of a table.
     #[arg(long)]
@@ -30,13 +30,9 @@ pub struct CompareArgs {
 }
 
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        args.db.is_file(),
-        "study database {} does not exist",
-        args.db.display()
-    );
+    crate::launch::require_db(&args.db)?;
     let storage = Storage::open_read_only(&args.db)
-        .with_context(|| format!("opening {}", args.db.display()))?;
+        .with_context(|| format!("opening {}", crate::launch::db_label(&args.db)))?;
     let a = load_side(&storage, &args.a)?;
     let b = load_side(&storage, &args.b)?;
     if args.json {

@@ -10,6 +10,7 @@ pub mod monitor;
 pub mod run_config;
 pub mod study;
 pub mod train;
+pub mod worker;
 
 use clap::{Parser, Subcommand};
 
@@ -44,9 +45,12 @@ pub enum Command {
     Devices(devices::DevicesArgs),
     /// Install the desktop launcher and icon for the current user (double-click to start).
     InstallDesktop(install_desktop::InstallDesktopArgs),
-    /// Hyperparameter studies: run (file or preset), list, export; presets.
+    /// Hyperparameter studies: run (file or preset), create for workers, list, export; presets.
     #[command(subcommand)]
     Study(study::StudyCommand),
+    /// Join a study recorded with `study create` in a shared database and run its trials
+    /// until its budget is spent (one per machine; Ctrl-C fails the running trial and stops).
+    Worker(worker::WorkerArgs),
 }
 
 /// Runs one subcommand.
@@ -61,5 +65,6 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Devices(a) => devices::run(a),
         Command::InstallDesktop(a) => install_desktop::run(a),
         Command::Study(c) => study::run(c),
+        Command::Worker(a) => worker::run(a),
     }
 }

@@ -1,5 +1,6 @@
-//! `tradetune study`: run hyperparameter studies (from a study file or a preset), list the
-//! studies of a database, export a study's trials and telemetry as CSV.
+//! `tradetune study`: run hyperparameter studies (from a study file or a preset), record one in
+//! a shared database for `tradetune worker`s, list the studies of a database, export a study's
+//! trials and telemetry as CSV.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -11,16 +12,19 @@ use crate::launch;
 use crate::ops::export::export_telemetry;
 use clap::{Args, Subcommand};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
-use tradetune_engine::storage::{Storage, TrialRecord, TrialState};
+use tradetune_engine::storage::{JsonValue, Storage, StudyDirection, TrialRecord, TrialState};
 use tradetune_engine::study::file::StudyFile;
 use tradetune_engine::study::ppo_trial::read_study_file;
 use tradetune_engine::study::preset;
-use tradetune_engine::study::runner::StudyEvent;
+use tradetune_engine::study::runner::{StudyEvent, StudyReport};
 
 #[derive(Debug, Subcommand)]
 pub enum StudyCommand {
     /// Run a study from a TOML study file or a bundled preset; one line per finished trial.
     Run(RunArgs),
+    /// Record a study (file or preset, its overrides, its trial budget and its market data's
+    /// fingerprint) in a database without running it, for `tradetune worker`s to join.
+    Create(CreateArgs),
     /// The studies of a database with their trial counts and best values.
     List(ListArgs),
     /// One study's trials: state, value, device, worker, duration, parameters.
@@ -39,7 +43,8 @@ pub struct RunArgs {
     /// A bundled preset instead of a file: rtx4080, rtx4080_laptop, rx7900gre, cpu.
     #[arg(long)]
     pub preset: Option<String>,
-    /// The study database (an Optuna SQLite storage). Default: studies.db in the user data dir.
+    /// The study database: a SQLite file (Optuna's schema) or postgresql://user@host[:port]/dbname
+    /// (password from ~/.pgpass or PGPASSWORD). Default: studies.db in the user data dir.
     #[arg(long, alias = "storage")]
     pub db: Option<PathBuf>,
     /// Trials to run now (overrides the file's n_trials).
@@ -75,7 +80,45 @@ pub struct RunArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct CreateArgs {
+    /// The study file (TOML).
+    #[arg(conflicts_with = "preset", required_unless_present = "preset")]
+    pub file: Option<PathBuf>,
+    /// A bundled preset instead of a file: rtx4080, rtx4080_laptop, rx7900gre, cpu.
+    #[arg(long)]
+    pub preset: Option<String>,
+    /// The shared database: postgresql://user@host[:port]/dbname (created if missing), or a
+    /// SQLite file for workers on this machine.
+    #[arg(long, alias = "db")]
+    pub storage: PathBuf,
+    /// The study's whole trial budget, shared by every worker (overrides the file's n_trials).
+    #[arg(long)]
+    pub trials: Option<usize>,
+    /// The study's name in the database (overrides the file's).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Fix a value for every trial, as `study run --set` (repeatable).
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    pub set: Vec<String>,
+}
+
+/// Study system attributes that record a study for `tradetune worker`.
+pub mod record {
+    /// The study file's TOML text (a preset's text for a preset).
+    pub const TOML: &str = "tradetune:study_toml";
+    /// Where the text came from (`preset:NAME` or the file's path), for error messages.
+    pub const SOURCE: &str = "tradetune:study_source";
+    /// The `--set NAME=VALUE` overrides, in order.
+    pub const OVERRIDES: &str = "tradetune:overrides";
+    /// The whole study's trial budget.
+    pub const BUDGET: &str = "tradetune:n_trials";
+    /// The market data's fingerprint (`Dataset::fingerprint`).
+    pub const FINGERPRINT: &str = "tradetune:data_fingerprint";
+}
+
+#[derive(Debug, Args)]
 pub struct ListArgs {
+    /// The study database: a SQLite file or postgresql://user@host[:port]/dbname.
     #[arg(long, alias = "storage")]
     pub db: Option<PathBuf>,
     #[arg(long)]
@@ -86,6 +129,7 @@ pub struct ListArgs {
 pub struct ShowArgs {
     /// The study's name.
     pub name: String,
+    /// The study database: a SQLite file or postgresql://user@host[:port]/dbname.
     #[arg(long, alias = "storage")]
     pub db: Option<PathBuf>,
     /// The study and every trial as JSON (Optuna's FrozenTrial fields).
@@ -97,6 +141,7 @@ pub struct ShowArgs {
 pub struct ExportArgs {
     /// The study's name.
     pub name: String,
+    /// The study database: a SQLite file or postgresql://user@host[:port]/dbname.
     #[arg(long, alias = "storage")]
     pub db: Option<PathBuf>,
     /// Write the trials here (the columns of Optuna's `trials_dataframe()`).
@@ -118,6 +163,7 @@ pub fn run(command: StudyCommand) -> anyhow::Result<()> {
         StudyCommand::Run(a) => run_study(a),
         StudyCommand::List(a) => list(a),
         StudyCommand::Show(a) => show(a),
+        StudyCommand::Create(a) => create(a),
         StudyCommand::Export(a) => export(a),
         StudyCommand::Presets(a) => presets(a),
     }
@@ -132,7 +178,7 @@ fn db_path(db: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     }
 }
 
-fn seconds(v: f64, flag: &str) -> anyhow::Result<Duration> {
+pub(crate) fn seconds(v: f64, flag: &str) -> anyhow::Result<Duration> {
     anyhow::ensure!(
         v.is_finite() && v > 0.0,
         "{flag}: must be a positive number of seconds, got {v}"
@@ -148,6 +194,75 @@ fn load_file(args: &RunArgs) -> anyhow::Result<StudyFile> {
     }
 }
 
+/// Applies `--set NAME=VALUE` overrides to the file's `[fixed]` values.
+pub fn apply_overrides(file: &mut StudyFile, set: &[String]) -> anyhow::Result<()> {
+    for assignment in set {
+        let (name, value) = assignment.split_once('=').with_context(|| {
+            format!("--set {assignment}: write NAME=VALUE, e.g. --set train.total_timesteps=20000")
+        })?;
+        file.override_fixed(name.trim(), value)
+            .with_context(|| format!("--set {assignment}"))?;
+    }
+    Ok(())
+}
+
+fn create(args: CreateArgs) -> anyhow::Result<()> {
+    let (text, source) = match (&args.file, &args.preset) {
+        (Some(path), _) => (
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
+            path.display().to_string(),
+        ),
+        (None, Some(name)) => (
+            preset::find(name)?.text.to_owned(),
+            format!("preset:{name}"),
+        ),
+        (None, None) => anyhow::bail!("give a study file or --preset NAME"),
+    };
+    let mut file = match &args.file {
+        Some(path) => read_study_file(path)?,
+        None => tradetune_engine::study::ppo_trial::parse_study_file(&text, &source)?,
+    };
+    apply_overrides(&mut file, &args.set)?;
+    if let Some(name) = &args.name {
+        file.study.name = name.clone();
+    }
+    let budget = args.trials.unwrap_or(file.study.n_trials);
+    anyhow::ensure!(budget > 0, "--trials: the study needs at least one trial");
+    let rc = file.runner_config(&args.storage)?;
+    // Loads the data (and checks the devices) exactly as a worker will, for the fingerprint.
+    let (_, data, fingerprint) = launch::runner_with_fingerprint(&file, rc)?;
+    let label = launch::db_label(&args.storage);
+    let mut storage = Storage::open(&args.storage).with_context(|| format!("opening {label}"))?;
+    let direction: StudyDirection = file.direction();
+    let id = storage
+        .create_study(&file.study.name, &[direction])
+        .with_context(|| format!("creating study {} in {label}", file.study.name))?;
+    let overrides = JsonValue::Array(
+        args.set
+            .iter()
+            .map(|s| JsonValue::from(s.as_str()))
+            .collect(),
+    );
+    for (key, value) in [
+        (record::TOML, JsonValue::from(text.as_str())),
+        (record::SOURCE, JsonValue::from(source.as_str())),
+        (record::OVERRIDES, overrides),
+        (record::BUDGET, JsonValue::from(budget as i64)),
+        (record::FINGERPRINT, JsonValue::from(fingerprint.as_str())),
+    ] {
+        storage.set_study_system_attr(id, key, &value)?;
+    }
+    println!(
+        "study '{}' recorded in {label}: {budget} trials, data {data} (fingerprint {fingerprint})",
+        file.study.name
+    );
+    println!(
+        "start workers with: tradetune worker --storage {label} --study {}",
+        file.study.name
+    );
+    Ok(())
+}
+
 fn run_study(args: RunArgs) -> anyhow::Result<()> {
     let mut file = load_file(&args)?;
     if let Some(n) = args.trials {
@@ -160,13 +275,7 @@ fn run_study(args: RunArgs) -> anyhow::Result<()> {
     if let Some(name) = &args.name {
         file.study.name = name.clone();
     }
-    for assignment in &args.set {
-        let (name, value) = assignment.split_once('=').with_context(|| {
-            format!("--set {assignment}: write NAME=VALUE, e.g. --set train.total_timesteps=20000")
-        })?;
-        file.override_fixed(name.trim(), value)
-            .with_context(|| format!("--set {assignment}"))?;
-    }
+    apply_overrides(&mut file, &args.set)?;
     let db = db_path(args.db.clone())?;
     let mut rc = file.runner_config(&db)?;
     if let Some(devices) = &args.devices {
@@ -181,7 +290,7 @@ fn run_study(args: RunArgs) -> anyhow::Result<()> {
 
     let (runner, source) = launch::runner(&file, rc)?;
     if !args.json {
-        println!("study '{}' in {}", file.study.name, db.display());
+        println!("study '{}' in {}", file.study.name, launch::db_label(&db));
         println!("data: {source}");
     }
     // Telemetry into the study database, tagged by trial, and summarised per trial.
@@ -191,7 +300,19 @@ fn run_study(args: RunArgs) -> anyhow::Result<()> {
     } else {
         None
     };
-    let run = launch::StudyRun::new(runner, sampler);
+    crate::signals::interrupt_on_signal(runner.stop_handle());
+    let report = drive(launch::StudyRun::new(runner, sampler), args.json)?;
+    if !args.json {
+        match report.best {
+            Some((n, v)) => println!("best trial of '{}': #{n} value {v:.6}", report.study),
+            None => println!("'{}' has no COMPLETE trial yet", report.study),
+        }
+    }
+    Ok(())
+}
+
+/// Runs a study, printing its events (text lines with live bars per worker, or JSON).
+pub fn drive(run: launch::StudyRun, json: bool) -> anyhow::Result<StudyReport> {
     // Live bars per worker on a terminal; plain lines otherwise.
     let multi = MultiProgress::new();
     let mut bars: BTreeMap<usize, ProgressBar> = BTreeMap::new();
@@ -203,7 +324,7 @@ fn run_study(args: RunArgs) -> anyhow::Result<()> {
         }
     };
     let (result, lost) = run.run(|event| {
-        if args.json {
+        if json {
             println!("{}", serde_json::to_string(&event).unwrap_or_default());
             return;
         }
@@ -239,18 +360,11 @@ fn run_study(args: RunArgs) -> anyhow::Result<()> {
         bar.finish_and_clear();
     }
     if let Some(line) = lost
-        && !args.json
+        && !json
     {
         eprintln!("{line}");
     }
-    let report = result?;
-    if !args.json {
-        match report.best {
-            Some((n, v)) => println!("best trial of '{}': #{n} value {v:.6}", report.study),
-            None => println!("'{}' has no COMPLETE trial yet", report.study),
-        }
-    }
-    Ok(())
+    result
 }
 
 /// The text lines of an event (none for the live-only ones).
@@ -326,7 +440,7 @@ fn event_lines(e: &StudyEvent) -> Vec<String> {
 
 fn list(args: ListArgs) -> anyhow::Result<()> {
     let db = db_path(args.db)?;
-    anyhow::ensure!(db.exists(), "{}: no such study database", db.display());
+    launch::require_db(&db)?;
     let storage = Storage::open_read_only(&db)?;
     let summaries = storage.study_summaries()?;
     if args.json {
@@ -351,7 +465,7 @@ fn list(args: ListArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     if summaries.is_empty() {
-        println!("{}: no studies", db.display());
+        println!("{}: no studies", launch::db_label(&db));
         return Ok(());
     }
     println!(
@@ -383,7 +497,7 @@ fn attr_text(t: &TrialRecord, key: &str) -> String {
 
 fn show(args: ShowArgs) -> anyhow::Result<()> {
     let db = db_path(args.db)?;
-    anyhow::ensure!(db.exists(), "{}: no such study database", db.display());
+    launch::require_db(&db)?;
     let storage = Storage::open_read_only(&db)?;
     let study = storage.study(&args.name)?;
     let trials = storage.trials(study.study_id)?;
@@ -445,7 +559,7 @@ fn export(args: ExportArgs) -> anyhow::Result<()> {
         "say what to export: --trials FILE.csv and/or --telemetry FILE.csv"
     );
     let db = db_path(args.db)?;
-    anyhow::ensure!(db.exists(), "{}: no such study database", db.display());
+    launch::require_db(&db)?;
     let storage = Storage::open_read_only(&db)?;
     let study = storage.study(&args.name)?;
     let trials = storage.trials(study.study_id)?;

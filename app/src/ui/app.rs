@@ -293,4 +293,15 @@ impl eframe::App for TradeTuneApp {
     fn save(&mut self, storage: &mut dyn eframe::Storage) {
         eframe::set_value(storage, SETTINGS_KEY, &self.state.settings);
     }
+
+    /// The window is closing: a running study is interrupted and given time to store its
+    /// trials as FAIL "interrupted", so none is left RUNNING in the database.
+    fn on_exit(&mut self) {
+        if !self.tasks.interrupt_study_and_wait(Duration::from_secs(60)) {
+            eprintln!(
+                "the study did not stop within 60 s; its running trials will be failed by the \
+                 next run once their heartbeat is stale"
+            );
+        }
+    }
 }

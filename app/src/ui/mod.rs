@@ -66,6 +66,13 @@ pub fn run_native(launch: LaunchOptions) -> anyhow::Result<()> {
                 std::path::Path::new(tradetune_engine::telemetry::DRM_ROOT),
                 std::process::id(),
             ));
+            // SIGINT/SIGTERM close the window as its close button does (the running study is
+            // interrupted in `on_exit`, so no trial is left RUNNING).
+            let ctx = cc.egui_ctx.clone();
+            crate::signals::on_first_signal(move || {
+                ctx.send_viewport_cmd(egui::ViewportCommand::Close);
+                ctx.request_repaint();
+            });
             Ok(Box::new(app))
         }),
     )

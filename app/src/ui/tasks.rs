@@ -400,8 +400,8 @@ impl Tasks {
     pub fn export_telemetry(&self, db: PathBuf, studies: Vec<String>, out: PathBuf) {
         self.spawn("export", move |reply| {
             let one = |study: &str, path: &Path| -> Result<usize, String> {
-                let storage =
-                    Storage::open_read_only(&db).map_err(|e| format!("{}: {e}", db.display()))?;
+                let storage = Storage::open_read_only(&db)
+                    .map_err(|e| format!("{}: {e}", crate::launch::db_label(&db)))?;
                 let record = storage.study(study).map_err(|e| e.to_string())?;
                 let trials = storage.trials(record.study_id).map_err(|e| e.to_string())?;
                 crate::ops::export::export_telemetry(&storage, &record, &trials, path)
@@ -429,6 +429,39 @@ impl Tasks {
 
     /// Stops the whole study: running trials end as PRUNED (if they reported values) or FAIL
     /// with "stopped by user"; no new ones start.
+    /// Closing the window: interrupts the running study — no new trial, the running ones end
+    /// as FAIL "interrupted", its telemetry is flushed — and waits up to `limit` for the runner
+    /// to have stored them (other events are dropped: the window is gone). Returns whether the
+    /// study ended in time (true when none was running).
+    pub fn interrupt_study_and_wait(&mut self, limit: Duration) -> bool {
+        use std::sync::mpsc::RecvTimeoutError;
+        let Some(c) = &mut self.study else {
+            return true;
+        };
+        c.stop_asked = true;
+        if let Some(stop) = &c.stop {
+            stop.interrupt();
+        }
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            match self.rx.recv_timeout(left) {
+                // Built meanwhile: interrupt it at once.
+                Ok(TaskEvent::Study(StudyMsg::Ready(stop))) => stop.interrupt(),
+                Ok(TaskEvent::Study(StudyMsg::Done(_))) => {
+                    self.study = None;
+                    return true;
+                }
+                Ok(_) => {}
+                Err(RecvTimeoutError::Timeout) => return false,
+                Err(RecvTimeoutError::Disconnected) => return true,
+            }
+        }
+    }
+
     pub fn stop_study(&mut self) {
         if let Some(c) = &mut self.study {
             c.stop_asked = true;
@@ -562,7 +595,8 @@ fn read_trials(
 }
 
 fn export_trials(db: &Path, study: &str, out: &Path) -> Result<usize, String> {
-    let storage = Storage::open_read_only(db).map_err(|e| format!("{}: {e}", db.display()))?;
+    let storage =
+        Storage::open_read_only(db).map_err(|e| format!("{}: {e}", crate::launch::db_label(db)))?;
     let mut bytes = Vec::new();
     storage
         .export_csv(study, &mut bytes)

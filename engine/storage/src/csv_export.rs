@@ -30,9 +30,9 @@ use super::datetime::utc_to_local;
 use super::error::StorageError;
 use super::json_value::JsonValue;
 use super::model::{CategoricalChoice, ParamValue};
+use super::open::Storage;
 use super::python_repr::float_repr;
 use super::records::{StudyRecord, TrialRecord};
-use super::sqlite::Storage;
 
 /// Optuna's study system attribute with objective names (`study.set_metric_names`).
 const METRIC_NAMES_KEY: &str = "study:metric_names";

@@ -1,35 +1,40 @@
 //! What can go wrong in the storage, worded so the user knows which study, trial or field.
 
+use super::db::DbError;
 use super::json_value::JsonError;
 use super::model::DistributionError;
 use super::model::TrialState;
 
-/// Errors of the Optuna-schema SQLite storage. Every variant leaves the file unchanged: a write
-/// either commits whole or rolls back.
+/// Errors of the Optuna-schema storage (a SQLite file or a PostgreSQL database). Every variant
+/// leaves the database unchanged: a write either commits whole or rolls back.
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
     #[error("storage {path}: {action}: {source}")]
-    Sqlite {
+    Database {
         path: String,
         action: &'static str,
         #[source]
-        source: rusqlite::Error,
+        source: DbError,
     },
     #[error(
         "storage {path}: not an Optuna storage (it has tables but no `{missing}` table); \
-         TradeTune writes only into empty files or Optuna RDB storages"
+         TradeTune writes only into empty databases or Optuna RDB storages"
     )]
     NotOptunaSchema { path: String, missing: String },
     #[error(
         "storage {path}: Optuna schema version `{found}`, but TradeTune writes only `{expected}`; \
-         TradeTune never migrates — upgrade the file with `optuna storage upgrade --storage \
-         sqlite:///{path}` (or use a copy) and retry"
+         TradeTune never migrates — upgrade it with `optuna storage upgrade --storage {url}` \
+         (or use a copy) and retry"
     )]
     SchemaVersion {
         path: String,
+        /// The storage as Optuna's command line names it.
+        url: String,
         found: String,
         expected: &'static str,
     },
+    #[error("storage {location}: {message}")]
+    BadLocation { location: String, message: String },
     #[error("storage {path}: opened read-only; {action} needs a writable storage")]
     ReadOnly { path: String, action: &'static str },
     #[error("a study needs at least one direction")]
@@ -117,15 +122,24 @@ pub enum StorageError {
     Io(#[from] std::io::Error),
 }
 
-/// Maps a SQLite error to [`StorageError::Sqlite`] naming the file and the action.
-pub(super) fn sql_err(
+/// Maps a database error to [`StorageError::Database`] naming the storage and the action.
+pub(super) fn sql_err<E: Into<DbError>>(
     path: &str,
     action: &'static str,
-) -> impl Fn(rusqlite::Error) -> StorageError + use<> {
+) -> impl Fn(E) -> StorageError + use<E> {
     let path = path.to_owned();
-    move |source| StorageError::Sqlite {
+    move |source| StorageError::Database {
         path: path.clone(),
         action,
-        source,
+        source: source.into(),
+    }
+}
+
+/// The storage as Optuna's `--storage` option takes it.
+pub(super) fn optuna_url(path: &str) -> String {
+    if super::db::pg_url::is_postgres_url(path) {
+        path.to_owned()
+    } else {
+        format!("sqlite:///{path}")
     }
 }

@@ -11,13 +11,12 @@ use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use rusqlite::params;
-
 use super::datetime::{format_naive, now_utc};
+use super::db::{Dialect, args};
 use super::error::StorageError;
 use super::json_value::JsonValue;
+use super::open::{Storage, StorageOptions};
 use super::records::TrialHandle;
-use super::sqlite::{Storage, StorageOptions};
 use super::trial_write::FAIL_REASON_KEY;
 
 impl Storage {
@@ -30,42 +29,59 @@ impl Storage {
     ) -> Result<Vec<TrialHandle>, StorageError> {
         let secs = stale_after.as_secs_f64();
         self.write("fail stale trials", |tx| {
-            let stale: Vec<(TrialHandle, String)> = {
+            // On the database's clock, as the beats were written (see `upsert_heartbeat`).
+            let sql = match tx.dialect() {
                 // julianday() reads both `CURRENT_TIMESTAMP` and SQLAlchemy's fractional form.
-                let mut stmt = tx
-                    .tx
-                    .prepare(
-                        "SELECT t.trial_id, t.study_id, t.number, h.heartbeat FROM trials t \
-                         JOIN trial_heartbeats h ON h.trial_id = t.trial_id \
-                         WHERE t.state = 'RUNNING' \
-                         AND (julianday(CURRENT_TIMESTAMP) - julianday(h.heartbeat)) * 86400.0 > ?1",
-                    )
-                    .map_err(tx.err())?;
-                stmt.query_map([secs], |r| {
-                    Ok((
-                        TrialHandle { trial_id: r.get(0)?, study_id: r.get(1)?, number: r.get::<_, Option<i64>>(2)?.unwrap_or(-1) },
-                        r.get::<_, String>(3)?,
-                    ))
-                })
-                .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
-                .map_err(tx.err())?
+                Dialect::Sqlite => {
+                    "SELECT t.trial_id, t.study_id, t.number, h.heartbeat FROM trials t \
+                     JOIN trial_heartbeats h ON h.trial_id = t.trial_id \
+                     WHERE t.state = 'RUNNING' \
+                     AND (julianday(CURRENT_TIMESTAMP) - julianday(h.heartbeat)) * 86400.0 > ?1"
+                }
+                // Locked, and skipped when another worker is failing (or finishing) them now.
+                Dialect::Postgres => {
+                    "SELECT t.trial_id, t.study_id, t.number, h.heartbeat FROM trials t \
+                     JOIN trial_heartbeats h ON h.trial_id = t.trial_id \
+                     WHERE t.state = 'RUNNING' \
+                     AND h.heartbeat < LOCALTIMESTAMP - make_interval(secs => ?1) \
+                     FOR UPDATE OF t SKIP LOCKED"
+                }
             };
-            let now = format_naive(now_utc());
+            let stale: Vec<(TrialHandle, String)> = tx
+                .tx
+                .query(sql, args![secs])
+                .and_then(|rows| {
+                    rows.iter()
+                        .map(|r| {
+                            let beat = r.opt_time(3)?.map_or_else(|| "(none)".to_owned(), format_naive);
+                            Ok((
+                                TrialHandle {
+                                    trial_id: r.i64(0)?,
+                                    study_id: r.i64(1)?,
+                                    number: r.opt_i64(2)?.unwrap_or(-1),
+                                },
+                                beat,
+                            ))
+                        })
+                        .collect()
+                })
+                .map_err(tx.err())?;
+            let now = now_utc();
             for (handle, heartbeat) in &stale {
                 tx.tx
                     .execute(
-                        "UPDATE trials SET state = 'FAIL', datetime_complete = ?2 WHERE trial_id = ?1",
-                        params![handle.trial_id, now],
+                        "UPDATE trials SET state = 'FAIL', datetime_complete = ?2 WHERE trial_id = ?1 AND state = 'RUNNING'",
+                        args![handle.trial_id, now],
                     )
                     .map_err(tx.err())?;
                 let reason = format!(
-                    "worker lost: last heartbeat {heartbeat} UTC is older than {secs:.0} s"
+                    "worker lost: last heartbeat {heartbeat} (database clock) is older than {secs:.0} s"
                 );
                 tx.tx
                     .execute(
                         "INSERT INTO trial_system_attributes (trial_id, key, value_json) VALUES (?1, ?2, ?3) \
                          ON CONFLICT (trial_id, key) DO UPDATE SET value_json = excluded.value_json",
-                        params![handle.trial_id, FAIL_REASON_KEY, JsonValue::from(reason).dumps()],
+                        args![handle.trial_id, FAIL_REASON_KEY, JsonValue::from(reason).dumps()],
                     )
                     .map_err(tx.err())?;
             }
@@ -83,7 +99,8 @@ pub struct HeartbeatThread {
 }
 
 impl HeartbeatThread {
-    /// Opens the storage at `path` again and starts beating for `trial_id`.
+    /// Opens the storage at `path` (a file or a PostgreSQL URL) again and starts beating for
+    /// `trial_id`.
     pub fn start(
         path: impl Into<PathBuf>,
         trial_id: i64,

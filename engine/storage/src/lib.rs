@@ -1,4 +1,9 @@
-//! Study storage: SQLite in Optuna's own RDB schema.
+//! Study storage: SQLite or PostgreSQL in Optuna's own RDB schema.
+//!
+//! Every function that takes a storage location takes a SQLite file path or a
+//! `postgresql://user[:password]@host[:port]/dbname` URL (see [`db::pg_url`]; passwords come
+//! from the URL, `PGPASSWORD` or `~/.pgpass`, and are never printed: [`redact`]). On PostgreSQL
+//! the schema is the one `optuna.storages.RDBStorage("postgresql://…")` creates.
 //!
 //! A TradeTune study file is an Optuna storage: `optuna.load_study(storage="sqlite:///FILE")`,
 //! `study.trials_dataframe()` and optuna-dashboard read it, and TradeTune reads and writes files
@@ -29,16 +34,17 @@
 
 mod csv_export;
 mod datetime;
+pub mod db;
 mod distribution_json;
 mod error;
 mod heartbeat;
 mod json_value;
 pub mod model;
+mod open;
 mod optuna_schema;
 mod python_repr;
 mod read;
 mod records;
-mod sqlite;
 mod study_write;
 mod tradetune_schema;
 mod tradetune_tables;
@@ -47,6 +53,7 @@ mod view_json;
 
 pub use csv_export::trials_csv;
 pub use datetime::{format_naive, now_utc, parse_naive, utc_to_local};
+pub use db::pg_url::{is_postgres_url, redact};
 pub use error::StorageError;
 pub use heartbeat::HeartbeatThread;
 pub use json_value::{JsonError, JsonValue};
@@ -54,12 +61,12 @@ pub use model::{
     CategoricalChoice, CategoricalDistribution, DistributionError, FloatDistribution,
     IntDistribution, OptunaDistribution, ParamValue, StudyDirection, TrialState,
 };
+pub use open::{DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_STALE_AFTER, Storage, StorageOptions};
 pub use optuna_schema::{
-    ALEMBIC_VERSION, LIBRARY_VERSION, OPTUNA_DDL, OPTUNA_TABLES, SCHEMA_VERSION,
+    ALEMBIC_VERSION, LIBRARY_VERSION, OPTUNA_DDL, OPTUNA_PG_DDL, OPTUNA_TABLES, SCHEMA_VERSION,
 };
 pub use python_repr::{float_repr, str_repr};
 pub use records::{NewTrial, StudyRecord, StudySummary, TrialHandle, TrialParam, TrialRecord};
-pub use sqlite::{DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_STALE_AFTER, Storage, StorageOptions};
 pub use tradetune_tables::{
     APPLIED_CONFIG_KEY, CurvePoint, RUN_ATTR_KEYS, RunMetadata, TRADETUNE_SCHEMA_VERSION,
     TelemetrySample,

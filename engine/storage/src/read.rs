@@ -8,15 +8,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use rusqlite::{OptionalExtension, Row, params};
-
-use super::datetime::parse_naive;
+use super::db::{DbError, Row, args};
 use super::error::StorageError;
 use super::json_value::JsonValue;
 use super::model::OptunaDistribution;
 use super::model::{StudyDirection, TrialState};
+use super::open::{Storage, sql_err};
 use super::records::{StudyRecord, StudySummary, TrialParam, TrialRecord};
-use super::sqlite::{Storage, sql_err};
 
 /// Which rows to load: one study's trials or one trial.
 #[derive(Clone, Copy)]
@@ -73,35 +71,35 @@ impl Storage {
     /// All studies, by id.
     pub fn studies(&self) -> Result<Vec<StudyRecord>, StorageError> {
         let err = sql_err(&self.path, "read studies");
-        let mut studies: Vec<StudyRecord> = {
-            let mut stmt = self
-                .conn
-                .prepare("SELECT study_id, study_name FROM studies ORDER BY study_id")
-                .map_err(&err)?;
-            stmt.query_map([], |r| {
-                Ok(StudyRecord {
-                    study_id: r.get(0)?,
-                    name: r.get(1)?,
-                    directions: Vec::new(),
-                    user_attrs: Vec::new(),
-                    system_attrs: Vec::new(),
-                })
+        let mut studies: Vec<StudyRecord> = self
+            .conn
+            .query(
+                "SELECT study_id, study_name FROM studies ORDER BY study_id",
+                &[],
+            )
+            .and_then(|rows| {
+                rows.iter()
+                    .map(|r| {
+                        Ok(StudyRecord {
+                            study_id: r.i64(0)?,
+                            name: r.string(1)?,
+                            directions: Vec::new(),
+                            user_attrs: Vec::new(),
+                            system_attrs: Vec::new(),
+                        })
+                    })
+                    .collect::<Result<Vec<_>, DbError>>()
             })
-            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
-            .map_err(&err)?
-        };
+            .map_err(&err)?;
         let index: HashMap<i64, usize> = studies
             .iter()
             .enumerate()
             .map(|(i, s)| (s.study_id, i))
             .collect();
-        let mut stmt = self
+        let rows: Vec<(i64, i64, String)> = self
             .conn
-            .prepare("SELECT study_direction_id, study_id, direction FROM study_directions ORDER BY study_id, objective")
-            .map_err(&err)?;
-        let rows: Vec<(i64, i64, String)> = stmt
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .and_then(|rows| rows.collect())
+            .query("SELECT study_direction_id, study_id, direction FROM study_directions ORDER BY study_id, objective", &[])
+            .and_then(|rows| rows.iter().map(|r| Ok((r.i64(0)?, r.i64(1)?, r.string(2)?))).collect())
             .map_err(&err)?;
         for (row_id, study_id, direction) in rows {
             let d = direction
@@ -120,15 +118,15 @@ impl Storage {
             } else {
                 "study_system_attribute_id"
             };
-            let mut stmt = self
+            let rows: Vec<AttrRow> = self
                 .conn
-                .prepare(&format!(
-                    "SELECT {id_col}, study_id, key, value_json FROM {table} ORDER BY {id_col}"
-                ))
-                .map_err(&err)?;
-            let rows: Vec<AttrRow> = stmt
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-                .and_then(|rows| rows.collect())
+                .query(
+                    &format!(
+                        "SELECT {id_col}, study_id, key, value_json FROM {table} ORDER BY {id_col}"
+                    ),
+                    &[],
+                )
+                .and_then(|rows| rows.iter().map(attr_row).collect())
                 .map_err(&err)?;
             for (row_id, study_id, key, value) in rows {
                 let Some(&i) = study_id.and_then(|s| index.get(&s)) else {
@@ -169,14 +167,13 @@ impl Storage {
 
     /// The id of the study named `name`.
     pub fn study_id(&self, name: &str) -> Result<i64, StorageError> {
-        let id: Option<i64> = self
+        let id = self
             .conn
-            .query_row(
+            .query_opt(
                 "SELECT study_id FROM studies WHERE study_name = ?1",
-                [name],
-                |r| r.get(0),
+                args![name],
             )
-            .optional()
+            .and_then(|r| r.map(|r| r.i64(0)).transpose())
             .map_err(sql_err(&self.path, "find study"))?;
         match id {
             Some(id) => Ok(id),
@@ -202,13 +199,14 @@ impl Storage {
             .enumerate()
             .map(|(i, s)| (s.study.study_id, i))
             .collect();
-        let mut stmt = self
+        let rows: Vec<(i64, String, i64, Option<chrono::NaiveDateTime>)> = self
             .conn
-            .prepare("SELECT study_id, state, COUNT(*), MIN(datetime_start) FROM trials GROUP BY study_id, state")
-            .map_err(&err)?;
-        let rows: Vec<(i64, String, i64, Option<String>)> = stmt
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-            .and_then(|rows| rows.collect())
+            .query("SELECT study_id, state, COUNT(*), MIN(datetime_start) FROM trials WHERE study_id IS NOT NULL GROUP BY study_id, state", &[])
+            .and_then(|rows| {
+                rows.iter()
+                    .map(|r| Ok((r.i64(0)?, r.string(1)?, r.i64(2)?, r.opt_time(3)?)))
+                    .collect()
+            })
             .map_err(&err)?;
         for (study_id, state, n, start) in rows {
             let Some(&i) = index.get(&study_id) else {
@@ -218,7 +216,6 @@ impl Storage {
                 .parse::<TrialState>()
                 .map_err(|m| self.corrupt("trials", study_id, "state", m))?;
             summaries[i].n_trials_by_state[state.index()] += n as usize;
-            let start = start.as_deref().and_then(parse_naive);
             summaries[i].datetime_start = match (summaries[i].datetime_start, start) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
@@ -250,10 +247,13 @@ impl Storage {
              ORDER BY CASE v.value_type WHEN 'INF_NEG' THEN -1 WHEN 'FINITE' THEN 0 ELSE 1 END {order}, \
              v.value {order}, t.trial_id ASC LIMIT 1"
         );
-        let row: Option<(i64, Option<f64>, String)> = self
+        let row = self
             .conn
-            .query_row(&sql, [study_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .optional()
+            .query_opt(&sql, args![study_id])
+            .and_then(|r| {
+                r.map(|r| Ok((r.i64(0)?, r.opt_f64(1)?, r.string(2)?)))
+                    .transpose()
+            })
             .map_err(sql_err(&self.path, "find best trial"))?;
         Ok(row.map(|(number, v, kind)| (number, stored_value(v, &kind))))
     }
@@ -271,14 +271,15 @@ impl Storage {
         match self.best_value(study_id, direction)? {
             None => Ok(None),
             Some((number, _)) => {
-                let id: i64 = self
+                let id = self
                     .conn
-                    .query_row(
+                    .query_opt(
                         "SELECT trial_id FROM trials WHERE study_id = ?1 AND number = ?2",
-                        params![study_id, number],
-                        |r| r.get(0),
+                        args![study_id, number],
                     )
-                    .map_err(sql_err(&self.path, "find best trial"))?;
+                    .and_then(|r| r.map(|r| r.i64(0)).transpose())
+                    .map_err(sql_err(&self.path, "find best trial"))?
+                    .ok_or(StorageError::UnknownStudy(study_id))?;
                 self.trial(id).map(Some)
             }
         }
@@ -293,14 +294,12 @@ impl Storage {
 
     /// All trials of a study, by trial id (= by number).
     pub fn trials(&self, study_id: i64) -> Result<Vec<TrialRecord>, StorageError> {
-        let exists: Option<i64> = self
+        let exists = self
             .conn
-            .query_row(
+            .query_opt(
                 "SELECT study_id FROM studies WHERE study_id = ?1",
-                [study_id],
-                |r| r.get(0),
+                args![study_id],
             )
-            .optional()
             .map_err(sql_err(&self.path, "find study"))?;
         exists.ok_or(StorageError::UnknownStudy(study_id))?;
         self.load(Scope::Study(study_id))
@@ -314,19 +313,21 @@ impl Storage {
                 scope.select_clause().replace("{JOIN}", join)
             )
         };
+        let id = args![scope.id()];
         let mut trials: Vec<TrialRecord> = Vec::new();
-        {
-            let mut stmt = self
-                .conn
-                .prepare(&sql("t.trial_id, t.study_id, t.number, t.state, t.datetime_start, t.datetime_complete", "", "t.trial_id"))
-                .map_err(&err)?;
-            let mut rows = stmt.query([scope.id()]).map_err(&err)?;
-            while let Some(r) = rows.next().map_err(&err)? {
-                trials.push(self.trial_from_row(r).map_err(|e| match e {
-                    RowError::Sql(e) => err(e),
-                    RowError::Storage(e) => e,
-                })?);
-            }
+        let rows = self
+            .conn
+            .query(
+                &sql(
+                    "t.trial_id, t.study_id, t.number, t.state, t.datetime_start, t.datetime_complete",
+                    "",
+                    "t.trial_id",
+                ),
+                id,
+            )
+            .map_err(&err)?;
+        for r in &rows {
+            trials.push(self.trial_from_row(r)?);
         }
         let index: HashMap<i64, usize> = trials
             .iter()
@@ -335,115 +336,104 @@ impl Storage {
             .collect();
 
         let mut distributions: HashMap<String, Arc<OptunaDistribution>> = HashMap::new();
-        {
-            let mut stmt = self
-                .conn
-                .prepare(&sql(
+        let rows = self
+            .conn
+            .query(
+                &sql(
                     "p.param_id, p.trial_id, p.param_name, p.param_value, p.distribution_json",
                     "JOIN trial_params p ON p.trial_id = t.trial_id",
                     "p.trial_id, p.param_id",
-                ))
-                .map_err(&err)?;
-            let mut rows = stmt.query([scope.id()]).map_err(&err)?;
-            while let Some(r) = rows.next().map_err(&err)? {
-                let row_id: i64 = r.get(0).map_err(&err)?;
-                let trial_id: i64 = r.get(1).map_err(&err)?;
-                let name: Option<String> = r.get(2).map_err(&err)?;
-                let internal: Option<f64> = r.get(3).map_err(&err)?;
-                let json = r
-                    .get_ref(4)
-                    .map_err(&err)?
-                    .as_str_or_null()
-                    .map_err(|e| err(e.into()))?
-                    .unwrap_or("");
-                let distribution = match distributions.get(json) {
-                    Some(d) => d.clone(),
-                    None => {
-                        let d =
-                            Arc::new(OptunaDistribution::from_optuna_json(json).map_err(|e| {
-                                self.corrupt(
-                                    "trial_params",
-                                    row_id,
-                                    "distribution_json",
-                                    e.to_string(),
-                                )
-                            })?);
-                        distributions.insert(json.to_owned(), d.clone());
-                        d
-                    }
-                };
-                let internal = internal.ok_or_else(|| {
-                    self.corrupt("trial_params", row_id, "param_value", "NULL".into())
-                })?;
-                if let Some(&i) = index.get(&trial_id) {
-                    trials[i].params.push(TrialParam {
-                        name: name.unwrap_or_default(),
-                        internal,
-                        distribution,
-                    });
+                ),
+                id,
+            )
+            .map_err(&err)?;
+        for r in &rows {
+            let row_id = r.i64(0).map_err(&err)?;
+            let trial_id = r.i64(1).map_err(&err)?;
+            let name = r.opt_string(2).map_err(&err)?;
+            let internal = r.opt_f64(3).map_err(&err)?;
+            let json = r.opt_string(4).map_err(&err)?.unwrap_or_default();
+            let distribution = match distributions.get(&json) {
+                Some(d) => d.clone(),
+                None => {
+                    let d = Arc::new(OptunaDistribution::from_optuna_json(&json).map_err(|e| {
+                        self.corrupt("trial_params", row_id, "distribution_json", e.to_string())
+                    })?);
+                    distributions.insert(json, d.clone());
+                    d
                 }
+            };
+            let internal = internal.ok_or_else(|| {
+                self.corrupt("trial_params", row_id, "param_value", "NULL".into())
+            })?;
+            if let Some(&i) = index.get(&trial_id) {
+                trials[i].params.push(TrialParam {
+                    name: name.unwrap_or_default(),
+                    internal,
+                    distribution,
+                });
             }
         }
-        {
-            let mut stmt = self
-                .conn
-                .prepare(&sql(
+        let rows = self
+            .conn
+            .query(
+                &sql(
                     "v.trial_value_id, v.trial_id, v.objective, v.value, v.value_type",
                     "JOIN trial_values v ON v.trial_id = t.trial_id",
                     "v.trial_id, v.objective",
-                ))
-                .map_err(&err)?;
-            let mut rows = stmt.query([scope.id()]).map_err(&err)?;
-            while let Some(r) = rows.next().map_err(&err)? {
-                let row_id: i64 = r.get(0).map_err(&err)?;
-                let trial_id: i64 = r.get(1).map_err(&err)?;
-                let objective: i64 = r.get(2).map_err(&err)?;
-                let value: Option<f64> = r.get(3).map_err(&err)?;
-                let kind: String = r.get(4).map_err(&err)?;
-                check_kind(&kind, value, false)
-                    .map_err(|m| self.corrupt("trial_values", row_id, "value_type", m))?;
-                let Some(&i) = index.get(&trial_id) else {
-                    continue;
-                };
-                let values = trials[i].values.get_or_insert_with(Vec::new);
-                let objective = usize::try_from(objective).map_err(|_| {
-                    self.corrupt("trial_values", row_id, "objective", format!("{objective}"))
-                })?;
-                if values.len() <= objective {
-                    values.resize(objective + 1, 0.0);
-                }
-                values[objective] = stored_value(value, &kind);
+                ),
+                id,
+            )
+            .map_err(&err)?;
+        for r in &rows {
+            let row_id = r.i64(0).map_err(&err)?;
+            let trial_id = r.i64(1).map_err(&err)?;
+            let objective = r.i64(2).map_err(&err)?;
+            let value = r.opt_f64(3).map_err(&err)?;
+            let kind = r.string(4).map_err(&err)?;
+            check_kind(&kind, value, false)
+                .map_err(|m| self.corrupt("trial_values", row_id, "value_type", m))?;
+            let Some(&i) = index.get(&trial_id) else {
+                continue;
+            };
+            let values = trials[i].values.get_or_insert_with(Vec::new);
+            let objective = usize::try_from(objective).map_err(|_| {
+                self.corrupt("trial_values", row_id, "objective", format!("{objective}"))
+            })?;
+            if values.len() <= objective {
+                values.resize(objective + 1, 0.0);
             }
+            values[objective] = stored_value(value, &kind);
         }
-        {
-            let mut stmt = self
-                .conn
-                .prepare(&sql(
+        let rows = self
+            .conn
+            .query(
+                &sql(
                     "v.trial_intermediate_value_id, v.trial_id, v.step, v.intermediate_value, v.intermediate_value_type",
                     "JOIN trial_intermediate_values v ON v.trial_id = t.trial_id",
                     "v.trial_id, v.step",
-                ))
-                .map_err(&err)?;
-            let mut rows = stmt.query([scope.id()]).map_err(&err)?;
-            while let Some(r) = rows.next().map_err(&err)? {
-                let row_id: i64 = r.get(0).map_err(&err)?;
-                let trial_id: i64 = r.get(1).map_err(&err)?;
-                let step: i64 = r.get(2).map_err(&err)?;
-                let value: Option<f64> = r.get(3).map_err(&err)?;
-                let kind: String = r.get(4).map_err(&err)?;
-                check_kind(&kind, value, true).map_err(|m| {
-                    self.corrupt(
-                        "trial_intermediate_values",
-                        row_id,
-                        "intermediate_value_type",
-                        m,
-                    )
-                })?;
-                if let Some(&i) = index.get(&trial_id) {
-                    trials[i]
-                        .intermediate_values
-                        .push((step, stored_value(value, &kind)));
-                }
+                ),
+                id,
+            )
+            .map_err(&err)?;
+        for r in &rows {
+            let row_id = r.i64(0).map_err(&err)?;
+            let trial_id = r.i64(1).map_err(&err)?;
+            let step = r.i64(2).map_err(&err)?;
+            let value = r.opt_f64(3).map_err(&err)?;
+            let kind = r.string(4).map_err(&err)?;
+            check_kind(&kind, value, true).map_err(|m| {
+                self.corrupt(
+                    "trial_intermediate_values",
+                    row_id,
+                    "intermediate_value_type",
+                    m,
+                )
+            })?;
+            if let Some(&i) = index.get(&trial_id) {
+                trials[i]
+                    .intermediate_values
+                    .push((step, stored_value(value, &kind)));
             }
         }
         for (table, id_col, user) in [
@@ -454,22 +444,21 @@ impl Storage {
                 false,
             ),
         ] {
-            let mut stmt = self
+            let rows = self
                 .conn
-                .prepare(&sql(
-                    &format!("a.{id_col}, a.trial_id, a.key, a.value_json"),
-                    &format!("JOIN {table} a ON a.trial_id = t.trial_id"),
-                    &format!("a.trial_id, a.{id_col}"),
-                ))
+                .query(
+                    &sql(
+                        &format!("a.{id_col}, a.trial_id, a.key, a.value_json"),
+                        &format!("JOIN {table} a ON a.trial_id = t.trial_id"),
+                        &format!("a.trial_id, a.{id_col}"),
+                    ),
+                    id,
+                )
                 .map_err(&err)?;
-            let mut rows = stmt.query([scope.id()]).map_err(&err)?;
-            while let Some(r) = rows.next().map_err(&err)? {
-                let row_id: i64 = r.get(0).map_err(&err)?;
-                let trial_id: i64 = r.get(1).map_err(&err)?;
-                let key: Option<String> = r.get(2).map_err(&err)?;
-                let text: Option<String> = r.get(3).map_err(&err)?;
+            for r in &rows {
+                let (row_id, trial_id, key, text) = attr_row(r).map_err(&err)?;
                 let value = self.json(table, row_id, text.as_deref().unwrap_or("null"))?;
-                if let Some(&i) = index.get(&trial_id) {
+                if let Some(&i) = trial_id.and_then(|t| index.get(&t)) {
                     let attrs = if user {
                         &mut trials[i].user_attrs
                     } else {
@@ -482,31 +471,28 @@ impl Storage {
         Ok(trials)
     }
 
-    fn trial_from_row(&self, r: &Row<'_>) -> Result<TrialRecord, RowError> {
-        let trial_id: i64 = r.get(0)?;
-        let number: Option<i64> = r.get(2)?;
-        let state: String = r.get(3)?;
-        let start: Option<String> = r.get(4)?;
-        let complete: Option<String> = r.get(5)?;
+    fn trial_from_row(&self, r: &Row) -> Result<TrialRecord, StorageError> {
+        let err = sql_err(&self.path, "load trials");
+        let trial_id = r.i64(0).map_err(&err)?;
+        let number = r.opt_i64(2).map_err(&err)?;
+        let state = r.string(3).map_err(&err)?;
         let state = state
             .parse::<TrialState>()
             .map_err(|m| self.corrupt("trials", trial_id, "state", m))?;
         let number =
             number.ok_or_else(|| self.corrupt("trials", trial_id, "number", "NULL".into()))?;
-        let time = |text: Option<String>, column| match text {
-            None => Ok(None),
-            Some(t) => parse_naive(&t).map(Some).ok_or_else(|| {
-                self.corrupt("trials", trial_id, column, format!("not a datetime: `{t}`"))
-            }),
+        let time = |i: usize, column| {
+            r.opt_time(i)
+                .map_err(|e| self.corrupt("trials", trial_id, column, e.to_string()))
         };
         Ok(TrialRecord {
             trial_id,
-            study_id: r.get(1)?,
+            study_id: r.i64(1).map_err(&err)?,
             number,
             state,
             values: None,
-            datetime_start: time(start, "datetime_start")?,
-            datetime_complete: time(complete, "datetime_complete")?,
+            datetime_start: time(4, "datetime_start")?,
+            datetime_complete: time(5, "datetime_complete")?,
             params: Vec::new(),
             intermediate_values: Vec::new(),
             user_attrs: Vec::new(),
@@ -515,21 +501,9 @@ impl Storage {
     }
 }
 
-enum RowError {
-    Sql(rusqlite::Error),
-    Storage(StorageError),
-}
-
-impl From<rusqlite::Error> for RowError {
-    fn from(e: rusqlite::Error) -> Self {
-        RowError::Sql(e)
-    }
-}
-
-impl From<StorageError> for RowError {
-    fn from(e: StorageError) -> Self {
-        RowError::Storage(e)
-    }
+/// (row id, owner id, key, value JSON) of an attribute row.
+fn attr_row(r: &Row) -> Result<AttrRow, DbError> {
+    Ok((r.i64(0)?, r.opt_i64(1)?, r.opt_string(2)?, r.opt_string(3)?))
 }
 
 /// Optuna's `stored_repr_to_value`: the type tells what a NULL stands for.

@@ -1,11 +1,10 @@
 //! Creating studies and setting study attributes.
 
-use rusqlite::{OptionalExtension, params};
-
+use super::db::{DbError, args};
 use super::error::StorageError;
 use super::json_value::JsonValue;
 use super::model::StudyDirection;
-use super::sqlite::{Storage, Tx, is_constraint};
+use super::open::{Storage, Tx};
 
 impl Storage {
     /// Creates a study with one direction per objective; the name must be new in this file.
@@ -19,17 +18,21 @@ impl Storage {
         }
         self.write("create study", |tx| {
             let err = tx.err();
-            match tx.tx.execute("INSERT INTO studies (study_name) VALUES (?1)", [name]) {
-                Ok(_) => {}
-                Err(e) if is_constraint(&e) => return Err(StorageError::DuplicateStudy(name.to_owned())),
+            let inserted = tx.tx.query_opt(
+                "INSERT INTO studies (study_name) VALUES (?1) RETURNING study_id",
+                args![name],
+            );
+            let study_id = match inserted {
+                Ok(Some(row)) => row.i64(0).map_err(&err)?,
+                Ok(None) => return Err(err(DbError::Type { column: 0, expected: "the new study's id", found: "no row".into() })),
+                Err(e) if e.is_constraint() => return Err(StorageError::DuplicateStudy(name.to_owned())),
                 Err(e) => return Err(err(e)),
-            }
-            let study_id = tx.tx.last_insert_rowid();
+            };
             for (objective, d) in directions.iter().enumerate() {
                 tx.tx
                     .execute(
                         "INSERT INTO study_directions (direction, study_id, objective) VALUES (?1, ?2, ?3)",
-                        params![d.as_str(), study_id, objective as i64],
+                        args![d.as_str(), study_id, objective as i64],
                     )
                     .map_err(&err)?;
             }
@@ -63,22 +66,21 @@ impl Storage {
 }
 
 /// Fails with [`StorageError::UnknownStudy`] unless the study exists.
-pub(super) fn require_study(tx: &Tx<'_>, study_id: i64) -> Result<usize, StorageError> {
-    let n: Option<i64> = tx
+pub(super) fn require_study(tx: &mut Tx<'_>, study_id: i64) -> Result<usize, StorageError> {
+    let n = tx
         .tx
-        .query_row(
+        .query_opt(
             "SELECT (SELECT COUNT(*) FROM study_directions WHERE study_id = ?1) FROM studies WHERE study_id = ?1",
-            [study_id],
-            |r| r.get(0),
+            args![study_id],
         )
-        .optional()
+        .and_then(|r| r.map(|r| r.i64(0)).transpose())
         .map_err(tx.err())?;
     n.map(|n| n as usize)
         .ok_or(StorageError::UnknownStudy(study_id))
 }
 
 fn upsert_study_attr(
-    tx: &Tx<'_>,
+    tx: &mut Tx<'_>,
     table: &'static str,
     study_id: i64,
     key: &str,
@@ -90,7 +92,7 @@ fn upsert_study_attr(
          ON CONFLICT (study_id, key) DO UPDATE SET value_json = excluded.value_json"
     );
     tx.tx
-        .execute(&sql, params![study_id, key, value.dumps()])
+        .execute(&sql, args![study_id, key, value.dumps()])
         .map_err(tx.err())?;
     Ok(())
 }

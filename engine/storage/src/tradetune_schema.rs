@@ -2,9 +2,8 @@
 //! opened (`sqlite.rs`), read and written by `tradetune_tables.rs`. A leaf: it knows the
 //! connection's transaction, not the `Storage` built on it.
 
-use rusqlite::{OptionalExtension, Transaction};
-
-use super::error::{StorageError, sql_err};
+use super::db::{Dialect, Txn, args};
+use super::error::{StorageError, optuna_url, sql_err};
 
 /// Version of the `tradetune_*` tables below.
 pub const TRADETUNE_SCHEMA_VERSION: i64 = 1;
@@ -42,6 +41,41 @@ CREATE TABLE IF NOT EXISTS tradetune_telemetry (
 CREATE INDEX IF NOT EXISTS ix_tradetune_telemetry_trial_id ON tradetune_telemetry (trial_id);
 ";
 
+/// The same tables on PostgreSQL: `TIMESTAMP` for datetimes, `DOUBLE PRECISION` for values,
+/// `BIGINT` counters, a `BIGSERIAL` sample id; `"precision"` quoted (a type keyword).
+const PG_DDL: &str = "
+CREATE TABLE IF NOT EXISTS tradetune_version (
+    version_id INTEGER NOT NULL PRIMARY KEY CHECK (version_id = 1),
+    schema_version INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tradetune_runs (
+    trial_id INTEGER NOT NULL PRIMARY KEY REFERENCES trials (trial_id),
+    worker TEXT,
+    device TEXT NOT NULL,
+    backend TEXT NOT NULL,
+    \"precision\" TEXT NOT NULL,
+    config_json TEXT NOT NULL,
+    recorded_at TIMESTAMP NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tradetune_learning_curves (
+    trial_id INTEGER NOT NULL REFERENCES trials (trial_id),
+    metric TEXT NOT NULL,
+    update_index BIGINT NOT NULL,
+    env_steps BIGINT NOT NULL,
+    value DOUBLE PRECISION,
+    PRIMARY KEY (trial_id, metric, update_index)
+);
+CREATE TABLE IF NOT EXISTS tradetune_telemetry (
+    sample_id BIGSERIAL PRIMARY KEY,
+    trial_id INTEGER REFERENCES trials (trial_id),
+    recorded_at TIMESTAMP NOT NULL,
+    source TEXT NOT NULL,
+    metric TEXT NOT NULL,
+    value DOUBLE PRECISION
+);
+CREATE INDEX IF NOT EXISTS ix_tradetune_telemetry_trial_id ON tradetune_telemetry (trial_id);
+";
+
 /// User attribute keys that mirror the run metadata, so Optuna's tools show where a trial ran.
 pub const RUN_ATTR_KEYS: [&str; 4] = ["worker", "device", "backend", "precision"];
 
@@ -49,22 +83,25 @@ pub const RUN_ATTR_KEYS: [&str; 4] = ["worker", "device", "backend", "precision"
 pub const APPLIED_CONFIG_KEY: &str = "applied_config";
 
 /// Creates the tables if missing and checks their version, inside the caller's transaction.
-pub(super) fn create_or_check(tx: &Transaction<'_>, path: &str) -> Result<(), StorageError> {
+pub(super) fn create_or_check(tx: &mut Txn<'_>, path: &str) -> Result<(), StorageError> {
     let err = sql_err(path, "create tradetune tables");
-    tx.execute_batch(DDL).map_err(&err)?;
-    let found: Option<i64> = tx
-        .query_row(
+    let ddl = match tx.dialect() {
+        Dialect::Sqlite => DDL,
+        Dialect::Postgres => PG_DDL,
+    };
+    tx.batch(ddl).map_err(&err)?;
+    let found = tx
+        .query_opt(
             "SELECT schema_version FROM tradetune_version WHERE version_id = 1",
-            [],
-            |r| r.get(0),
+            &[],
         )
-        .optional()
+        .and_then(|r| r.map(|r| r.i64(0)).transpose())
         .map_err(&err)?;
     match found {
         None => {
             tx.execute(
                 "INSERT INTO tradetune_version (version_id, schema_version) VALUES (1, ?1)",
-                [TRADETUNE_SCHEMA_VERSION],
+                args![TRADETUNE_SCHEMA_VERSION],
             )
             .map_err(&err)?;
             Ok(())
@@ -72,6 +109,7 @@ pub(super) fn create_or_check(tx: &Transaction<'_>, path: &str) -> Result<(), St
         Some(v) if v == TRADETUNE_SCHEMA_VERSION => Ok(()),
         Some(v) => Err(StorageError::SchemaVersion {
             path: path.to_owned(),
+            url: optuna_url(path),
             found: format!("tradetune_version {v}"),
             expected: "tradetune_version 1",
         }),

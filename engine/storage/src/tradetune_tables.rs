@@ -7,16 +7,13 @@
 //! (it becomes NULL), so a NULL metric value reads back as NaN.
 
 use chrono::NaiveDateTime;
-use rusqlite::{OptionalExtension, params};
 
-use super::datetime::{format_naive, now_utc, parse_naive};
+use super::datetime::now_utc;
+use super::db::{Dialect, args};
 use super::error::StorageError;
 use super::json_value::JsonValue;
-use super::sqlite::{Storage, sql_err};
+use super::open::{Storage, sql_err};
 pub use super::tradetune_schema::{APPLIED_CONFIG_KEY, RUN_ATTR_KEYS, TRADETUNE_SCHEMA_VERSION};
-
-/// One telemetry row as stored: (trial id, recorded at, source, metric, value).
-type TelemetryDbRow = (Option<i64>, String, String, String, Option<f64>);
 
 /// Where and how a trial ran.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,9 +59,9 @@ impl Storage {
         trial_id: i64,
         meta: &RunMetadata,
     ) -> Result<(), StorageError> {
-        let now = format_naive(now_utc());
+        let now = now_utc();
         self.write("set run metadata", |tx| {
-            super::trial_write::trial_row(tx, trial_id).and_then(|row| {
+            super::trial_write::trial_row(&mut *tx, trial_id).and_then(|row| {
                 if row.state.is_finished() {
                     Err(StorageError::TrialFinished { trial_id, number: row.number, state: row.state })
                 } else {
@@ -74,11 +71,11 @@ impl Storage {
             let config = meta.config.dumps();
             tx.tx
                 .execute(
-                    "INSERT INTO tradetune_runs (trial_id, worker, device, backend, precision, config_json, recorded_at) \
+                    "INSERT INTO tradetune_runs (trial_id, worker, device, backend, \"precision\", config_json, recorded_at) \
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (trial_id) DO UPDATE SET worker = excluded.worker, \
-                     device = excluded.device, backend = excluded.backend, precision = excluded.precision, \
+                     device = excluded.device, backend = excluded.backend, \"precision\" = excluded.\"precision\", \
                      config_json = excluded.config_json, recorded_at = excluded.recorded_at",
-                    params![trial_id, meta.worker, meta.device, meta.backend, meta.precision, config, now],
+                    args![trial_id, &meta.worker, &meta.device, &meta.backend, &meta.precision, &config, now],
                 )
                 .map_err(tx.err())?;
             let mirrored = [
@@ -92,7 +89,7 @@ impl Storage {
                     .execute(
                         "INSERT INTO trial_user_attributes (trial_id, key, value_json) VALUES (?1, ?2, ?3) \
                          ON CONFLICT (trial_id, key) DO UPDATE SET value_json = excluded.value_json",
-                        params![trial_id, key, value.dumps()],
+                        args![trial_id, key, value.dumps()],
                     )
                     .map_err(tx.err())?;
             }
@@ -100,7 +97,7 @@ impl Storage {
                 .execute(
                     "INSERT INTO trial_system_attributes (trial_id, key, value_json) VALUES (?1, ?2, ?3) \
                      ON CONFLICT (trial_id, key) DO UPDATE SET value_json = excluded.value_json",
-                    params![trial_id, APPLIED_CONFIG_KEY, config],
+                    args![trial_id, APPLIED_CONFIG_KEY, config],
                 )
                 .map_err(tx.err())?;
             Ok(())
@@ -109,14 +106,18 @@ impl Storage {
 
     /// The run metadata of a trial, if recorded.
     pub fn run_metadata(&self, trial_id: i64) -> Result<Option<RunMetadata>, StorageError> {
-        let row: Option<(Option<String>, String, String, String, String)> = self
+        let row = self
             .conn
-            .query_row(
-                "SELECT worker, device, backend, precision, config_json FROM tradetune_runs WHERE trial_id = ?1",
-                [trial_id],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            .query_opt(
+                "SELECT worker, device, backend, \"precision\", config_json FROM tradetune_runs WHERE trial_id = ?1",
+                args![trial_id],
             )
-            .optional()
+            .and_then(|r| {
+                r.map(|r| {
+                    Ok((r.opt_string(0)?, r.string(1)?, r.string(2)?, r.string(3)?, r.string(4)?))
+                })
+                .transpose()
+            })
             .map_err(sql_err(&self.path, "read run metadata"))?;
         row.map(|(worker, device, backend, precision, config)| {
             let config = JsonValue::parse(&config).map_err(|e| StorageError::Corrupt {
@@ -144,20 +145,18 @@ impl Storage {
         points: &[CurvePoint],
     ) -> Result<(), StorageError> {
         self.write("append learning curve", |tx| {
-            let row = super::trial_write::trial_row(tx, trial_id)?;
+            let row = super::trial_write::trial_row(&mut *tx, trial_id)?;
             if row.state.is_finished() {
                 return Err(StorageError::TrialFinished { trial_id, number: row.number, state: row.state });
             }
-            let mut stmt = tx
-                .tx
-                .prepare_cached(
-                    "INSERT INTO tradetune_learning_curves (trial_id, metric, update_index, env_steps, value) \
-                     VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (trial_id, metric, update_index) DO UPDATE SET \
-                     env_steps = excluded.env_steps, value = excluded.value",
-                )
-                .map_err(tx.err())?;
             for p in points {
-                stmt.execute(params![trial_id, p.metric, p.update_index, p.env_steps, p.value])
+                tx.tx
+                    .execute(
+                        "INSERT INTO tradetune_learning_curves (trial_id, metric, update_index, env_steps, value) \
+                         VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (trial_id, metric, update_index) DO UPDATE SET \
+                         env_steps = excluded.env_steps, value = excluded.value",
+                        args![trial_id, &p.metric, p.update_index, p.env_steps, p.value],
+                    )
                     .map_err(tx.err())?;
             }
             Ok(())
@@ -171,51 +170,60 @@ impl Storage {
         if !self.has_table("tradetune_learning_curves").map_err(&err)? {
             return Ok(Vec::new());
         }
-        let mut stmt = self
-            .conn
-            .prepare(
+        self.conn
+            .query(
                 "SELECT metric, update_index, env_steps, value FROM tradetune_learning_curves \
                  WHERE trial_id = ?1 ORDER BY metric, update_index",
+                args![trial_id],
             )
-            .map_err(&err)?;
-        stmt.query_map([trial_id], |r| {
-            Ok(CurvePoint {
-                metric: r.get(0)?,
-                update_index: r.get(1)?,
-                env_steps: r.get(2)?,
-                value: r.get::<_, Option<f64>>(3)?.unwrap_or(f64::NAN),
+            .and_then(|rows| {
+                rows.iter()
+                    .map(|r| {
+                        Ok(CurvePoint {
+                            metric: r.string(0)?,
+                            update_index: r.i64(1)?,
+                            env_steps: r.i64(2)?,
+                            value: r.opt_f64(3)?.unwrap_or(f64::NAN),
+                        })
+                    })
+                    .collect()
             })
-        })
-        .and_then(|rows| rows.collect())
-        .map_err(&err)
+            .map_err(&err)
     }
 
     /// Whether the database has table `name` (a database Optuna wrote has none of ours).
-    fn has_table(&self, name: &str) -> Result<bool, rusqlite::Error> {
-        self.conn.query_row(
-            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)",
-            [name],
-            |r| r.get(0),
-        )
+    fn has_table(&self, name: &str) -> Result<bool, super::db::DbError> {
+        let sql = match self.conn.dialect() {
+            Dialect::Sqlite => {
+                "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)"
+            }
+            Dialect::Postgres => {
+                "SELECT EXISTS (SELECT 1 FROM information_schema.tables \
+                 WHERE table_schema = current_schema() AND table_name = ?1)"
+            }
+        };
+        match self.conn.query_opt(sql, args![name])? {
+            Some(r) => r.bool(0),
+            None => Ok(false),
+        }
     }
 
     /// Appends telemetry samples.
     pub fn append_telemetry(&mut self, samples: &[TelemetrySample]) -> Result<(), StorageError> {
         self.write("append telemetry", |tx| {
-            let mut stmt = tx
-                .tx
-                .prepare_cached(
-                    "INSERT INTO tradetune_telemetry (trial_id, recorded_at, source, metric, value) \
-                     VALUES (?1, ?2, ?3, ?4, ?5)",
-                )
-                .map_err(tx.err())?;
             for s in samples {
-                stmt.execute(params![s.trial_id, format_naive(s.recorded_at), s.source, s.metric, s.value])
-                    .map_err(|e| match e.sqlite_error_code() {
-                        Some(rusqlite::ErrorCode::ConstraintViolation) => {
+                tx.tx
+                    .execute(
+                        "INSERT INTO tradetune_telemetry (trial_id, recorded_at, source, metric, value) \
+                         VALUES (?1, ?2, ?3, ?4, ?5)",
+                        args![s.trial_id, s.recorded_at, &s.source, &s.metric, s.value],
+                    )
+                    .map_err(|e| {
+                        if e.is_constraint() {
                             StorageError::UnknownTrial(s.trial_id.unwrap_or(-1))
+                        } else {
+                            tx.err()(e)
                         }
-                        _ => tx.err()(e),
                     })?;
             }
             Ok(())
@@ -229,34 +237,37 @@ impl Storage {
         if !self.has_table("tradetune_telemetry").map_err(&err)? {
             return Ok(Vec::new());
         }
-        let mut stmt = self
-            .conn
-            .prepare(
+        let sql = match self.conn.dialect() {
+            Dialect::Sqlite => {
                 "SELECT trial_id, recorded_at, source, metric, value FROM tradetune_telemetry \
-                 WHERE trial_id IS ?1 ORDER BY sample_id",
-            )
-            .map_err(&err)?;
-        let rows: Vec<TelemetryDbRow> = stmt
-            .query_map([trial_id], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-            })
-            .and_then(|rows| rows.collect())
-            .map_err(&err)?;
-        rows.into_iter()
-            .map(|(trial_id, at, source, metric, value)| {
-                let recorded_at = parse_naive(&at).ok_or_else(|| StorageError::Corrupt {
-                    path: self.path.clone(),
-                    table: "tradetune_telemetry",
-                    row_id: trial_id.unwrap_or(-1),
-                    column: "recorded_at",
-                    message: format!("not a datetime: `{at}`"),
-                })?;
+                 WHERE trial_id IS ?1 ORDER BY sample_id"
+            }
+            Dialect::Postgres => {
+                "SELECT trial_id, recorded_at, source, metric, value FROM tradetune_telemetry \
+                 WHERE trial_id IS NOT DISTINCT FROM ?1 ORDER BY sample_id"
+            }
+        };
+        let rows = self.conn.query(sql, args![trial_id]).map_err(&err)?;
+        rows.iter()
+            .map(|r| {
+                let trial_id = r.opt_i64(0).map_err(&err)?;
+                let recorded_at =
+                    r.opt_time(1)
+                        .ok()
+                        .flatten()
+                        .ok_or_else(|| StorageError::Corrupt {
+                            path: self.path.clone(),
+                            table: "tradetune_telemetry",
+                            row_id: trial_id.unwrap_or(-1),
+                            column: "recorded_at",
+                            message: format!("not a datetime: {:?}", r.0.get(1)),
+                        })?;
                 Ok(TelemetrySample {
                     trial_id,
                     recorded_at,
-                    source,
-                    metric,
-                    value: value.unwrap_or(f64::NAN),
+                    source: r.string(2).map_err(&err)?,
+                    metric: r.string(3).map_err(&err)?,
+                    value: r.opt_f64(4).map_err(&err)?.unwrap_or(f64::NAN),
                 })
             })
             .collect()

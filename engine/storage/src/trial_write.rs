@@ -6,15 +6,15 @@
 //! keeps one kind of distribution across a study; ±inf values are stored as NULL plus a type.
 
 use chrono::NaiveDateTime;
-use rusqlite::{OptionalExtension, params};
 
-use super::datetime::{format_naive, now_utc};
+use super::datetime::now_utc;
+use super::db::{Dialect, args};
 use super::error::StorageError;
 use super::json_value::JsonValue;
 use super::model::OptunaDistribution;
 use super::model::TrialState;
+use super::open::{Storage, Tx};
 use super::records::{NewTrial, TrialHandle};
-use super::sqlite::{Storage, Tx, is_constraint};
 use super::study_write::require_study;
 
 /// System attribute holding why a trial failed (the key Optuna 2.x used for the same purpose).
@@ -42,15 +42,21 @@ impl TrialRow {
     }
 }
 
-pub(super) fn trial_row(tx: &Tx<'_>, trial_id: i64) -> Result<TrialRow, StorageError> {
-    let row: Option<(i64, Option<i64>, String)> = tx
+/// The trial's row, locked until commit on PostgreSQL (a write decides on its state).
+pub(super) fn trial_row(tx: &mut Tx<'_>, trial_id: i64) -> Result<TrialRow, StorageError> {
+    let sql = match tx.dialect() {
+        Dialect::Sqlite => "SELECT study_id, number, state FROM trials WHERE trial_id = ?1",
+        Dialect::Postgres => {
+            "SELECT study_id, number, state FROM trials WHERE trial_id = ?1 FOR UPDATE"
+        }
+    };
+    let row = tx
         .tx
-        .query_row(
-            "SELECT study_id, number, state FROM trials WHERE trial_id = ?1",
-            [trial_id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .optional()
+        .query_opt(sql, args![trial_id])
+        .and_then(|r| {
+            r.map(|r| Ok((r.i64(0)?, r.opt_i64(1)?, r.string(2)?)))
+                .transpose()
+        })
         .map_err(tx.err())?;
     let (study_id, number, state) = row.ok_or(StorageError::UnknownTrial(trial_id))?;
     let corrupt = |column, message: String| StorageError::Corrupt {
@@ -73,7 +79,7 @@ pub(super) fn trial_row(tx: &Tx<'_>, trial_id: i64) -> Result<TrialRow, StorageE
 }
 
 /// The trial, if it may still be changed (Optuna's `check_trial_is_updatable`).
-fn updatable(tx: &Tx<'_>, trial_id: i64) -> Result<TrialRow, StorageError> {
+fn updatable(tx: &mut Tx<'_>, trial_id: i64) -> Result<TrialRow, StorageError> {
     let row = trial_row(tx, trial_id)?;
     if row.state.is_finished() {
         return Err(StorageError::TrialFinished {
@@ -86,35 +92,30 @@ fn updatable(tx: &Tx<'_>, trial_id: i64) -> Result<TrialRow, StorageError> {
 }
 
 fn insert_trial(
-    tx: &Tx<'_>,
+    tx: &mut Tx<'_>,
     study_id: i64,
     state: TrialState,
     start: Option<NaiveDateTime>,
     complete: Option<NaiveDateTime>,
 ) -> Result<TrialHandle, StorageError> {
-    // Inside the write transaction, so two writers can never get the same number; equals
+    // Inside the write transaction, with the study locked (SQLite: `BEGIN IMMEDIATE`;
+    // PostgreSQL: its row `FOR UPDATE`), so two writers can never get the same number; equals
     // Optuna's `count_past_trials` because new trial ids are always the largest.
-    tx.tx
-        .execute(
-            "INSERT INTO trials (number, study_id, state, datetime_start, datetime_complete) \
-             VALUES ((SELECT COUNT(*) FROM trials WHERE study_id = ?1), ?1, ?2, ?3, ?4)",
-            params![
-                study_id,
-                state.as_str(),
-                start.map(format_naive),
-                complete.map(format_naive)
-            ],
-        )
-        .map_err(tx.err())?;
-    let trial_id = tx.tx.last_insert_rowid();
-    let number: i64 = tx
+    tx.lock_study(study_id)?;
+    let row = tx
         .tx
-        .query_row(
-            "SELECT number FROM trials WHERE trial_id = ?1",
-            [trial_id],
-            |r| r.get(0),
+        .query_opt(
+            "INSERT INTO trials (number, study_id, state, datetime_start, datetime_complete) \
+             VALUES ((SELECT COUNT(*) FROM trials WHERE study_id = ?1), ?1, ?2, ?3, ?4) \
+             RETURNING trial_id, number",
+            args![study_id, state.as_str(), start, complete],
         )
         .map_err(tx.err())?;
+    let (trial_id, number) = row
+        .map(|r| Ok((r.i64(0)?, r.i64(1)?)))
+        .transpose()
+        .map_err(tx.err())?
+        .ok_or(StorageError::UnknownStudy(study_id))?;
     Ok(TrialHandle {
         trial_id,
         study_id,
@@ -122,16 +123,16 @@ fn insert_trial(
     })
 }
 
-/// Heartbeats use SQLite's clock (`CURRENT_TIMESTAMP`, UTC), exactly as Optuna's
-/// `record_heartbeat` does, so staleness is judged on one clock whoever wrote the beat.
-pub(super) fn upsert_heartbeat(tx: &Tx<'_>, trial_id: i64) -> Result<(), StorageError> {
-    tx.tx
-        .execute(
-            "INSERT INTO trial_heartbeats (trial_id, heartbeat) VALUES (?1, CURRENT_TIMESTAMP) \
-             ON CONFLICT (trial_id) DO UPDATE SET heartbeat = excluded.heartbeat",
-            [trial_id],
-        )
-        .map_err(tx.err())?;
+/// Heartbeats use the database's clock (SQLite's `CURRENT_TIMESTAMP`, UTC; PostgreSQL's
+/// `LOCALTIMESTAMP`), exactly as Optuna's `record_heartbeat` does, so staleness is judged on
+/// one clock whoever wrote the beat, from whichever machine.
+pub(super) fn upsert_heartbeat(tx: &mut Tx<'_>, trial_id: i64) -> Result<(), StorageError> {
+    let sql = format!(
+        "INSERT INTO trial_heartbeats (trial_id, heartbeat) VALUES (?1, {}) \
+         ON CONFLICT (trial_id) DO UPDATE SET heartbeat = excluded.heartbeat",
+        tx.now_sql()
+    );
+    tx.tx.execute(&sql, args![trial_id]).map_err(tx.err())?;
     Ok(())
 }
 
@@ -160,16 +161,15 @@ fn insert_param(
     let existing = match tx.known.get(&key) {
         Some(d) => Some(d.clone()),
         None => {
-            let json: Option<String> = tx
+            let json = tx
                 .tx
-                .query_row(
+                .query_opt(
                     "SELECT p.distribution_json FROM trials t \
                      JOIN trial_params p ON p.trial_id = t.trial_id AND p.param_name = ?2 \
                      WHERE t.study_id = ?1 ORDER BY t.trial_id LIMIT 1",
-                    params![row.study_id, name],
-                    |r| r.get(0),
+                    args![row.study_id, name],
                 )
-                .optional()
+                .and_then(|r| r.map(|r| r.string(0)).transpose())
                 .map_err(tx.err())?;
             match json {
                 Some(json) => Some(OptunaDistribution::from_optuna_json(&json).map_err(
@@ -196,11 +196,11 @@ fn insert_param(
     let result = tx.tx.execute(
         "INSERT INTO trial_params (trial_id, param_name, param_value, distribution_json) \
          VALUES (?1, ?2, ?3, ?4)",
-        params![row.trial_id, name, internal, distribution.to_optuna_json()],
+        args![row.trial_id, name, internal, distribution.to_optuna_json()],
     );
     match result {
         Ok(_) => {}
-        Err(e) if is_constraint(&e) => {
+        Err(e) if e.is_constraint() => {
             return Err(StorageError::ParamAlreadySet {
                 number: row.number,
                 name: name.to_owned(),
@@ -217,7 +217,12 @@ fn insert_param(
 }
 
 /// Optuna's `value_to_stored_repr`: ±inf become NULL plus `INF_POS`/`INF_NEG`.
-fn upsert_value(tx: &Tx<'_>, trial_id: i64, objective: usize, v: f64) -> Result<(), StorageError> {
+fn upsert_value(
+    tx: &mut Tx<'_>,
+    trial_id: i64,
+    objective: usize,
+    v: f64,
+) -> Result<(), StorageError> {
     let (stored, kind) = if v == f64::INFINITY {
         (None, "INF_POS")
     } else if v == f64::NEG_INFINITY {
@@ -229,14 +234,19 @@ fn upsert_value(tx: &Tx<'_>, trial_id: i64, objective: usize, v: f64) -> Result<
         .execute(
             "INSERT INTO trial_values (trial_id, objective, value, value_type) VALUES (?1, ?2, ?3, ?4) \
              ON CONFLICT (trial_id, objective) DO UPDATE SET value = excluded.value, value_type = excluded.value_type",
-            params![trial_id, objective as i64, stored, kind],
+            args![trial_id, objective as i64, stored, kind],
         )
         .map_err(tx.err())?;
     Ok(())
 }
 
 /// Optuna's `intermediate_value_to_stored_repr`: NaN and ±inf become NULL plus a type.
-fn upsert_intermediate(tx: &Tx<'_>, trial_id: i64, step: i64, v: f64) -> Result<(), StorageError> {
+fn upsert_intermediate(
+    tx: &mut Tx<'_>,
+    trial_id: i64,
+    step: i64,
+    v: f64,
+) -> Result<(), StorageError> {
     let (stored, kind) = if v.is_nan() {
         (None, "NAN")
     } else if v == f64::INFINITY {
@@ -251,14 +261,14 @@ fn upsert_intermediate(tx: &Tx<'_>, trial_id: i64, step: i64, v: f64) -> Result<
             "INSERT INTO trial_intermediate_values (trial_id, step, intermediate_value, intermediate_value_type) \
              VALUES (?1, ?2, ?3, ?4) ON CONFLICT (trial_id, step) DO UPDATE SET \
              intermediate_value = excluded.intermediate_value, intermediate_value_type = excluded.intermediate_value_type",
-            params![trial_id, step, stored, kind],
+            args![trial_id, step, stored, kind],
         )
         .map_err(tx.err())?;
     Ok(())
 }
 
 fn upsert_trial_attr(
-    tx: &Tx<'_>,
+    tx: &mut Tx<'_>,
     table: &'static str,
     trial_id: i64,
     key: &str,
@@ -269,7 +279,7 @@ fn upsert_trial_attr(
          ON CONFLICT (trial_id, key) DO UPDATE SET value_json = excluded.value_json"
     );
     tx.tx
-        .execute(&sql, params![trial_id, key, value.dumps()])
+        .execute(&sql, args![trial_id, key, value.dumps()])
         .map_err(tx.err())?;
     Ok(())
 }
@@ -315,7 +325,7 @@ fn check_values(
 }
 
 fn finish(
-    tx: &Tx<'_>,
+    tx: &mut Tx<'_>,
     trial_id: i64,
     to: TrialState,
     values: Option<&[f64]>,
@@ -337,7 +347,7 @@ fn finish(
     tx.tx
         .execute(
             "UPDATE trials SET state = ?2, datetime_complete = ?3 WHERE trial_id = ?1",
-            params![trial_id, to.as_str(), format_naive(now_utc())],
+            args![trial_id, to.as_str(), now_utc()],
         )
         .map_err(tx.err())?;
     Ok(row)
@@ -351,6 +361,39 @@ impl Storage {
             let handle = insert_trial(tx, study_id, TrialState::Running, Some(now_utc()), None)?;
             upsert_heartbeat(tx, handle.trial_id)?;
             Ok(handle)
+        })
+    }
+
+    /// Starts a new RUNNING trial unless the study already holds `budget` RUNNING, COMPLETE or
+    /// PRUNED trials (None: no limit); counted inside the transaction that numbers the trial,
+    /// with the study locked, so workers in several processes never overshoot a shared budget.
+    /// FAIL trials do not count: a crashed or interrupted trial is run again.
+    pub fn create_trial_within(
+        &mut self,
+        study_id: i64,
+        budget: Option<usize>,
+    ) -> Result<Option<TrialHandle>, StorageError> {
+        self.write("create trial", |tx| {
+            require_study(tx, study_id)?;
+            if let Some(budget) = budget {
+                tx.lock_study(study_id)?;
+                let used = tx
+                    .tx
+                    .query_opt(
+                        "SELECT COUNT(*) FROM trials WHERE study_id = ?1 \
+                         AND state IN ('RUNNING', 'COMPLETE', 'PRUNED')",
+                        args![study_id],
+                    )
+                    .and_then(|r| r.map(|r| r.i64(0)).transpose())
+                    .map_err(tx.err())?
+                    .unwrap_or(0);
+                if used >= budget as i64 {
+                    return Ok(None);
+                }
+            }
+            let handle = insert_trial(tx, study_id, TrialState::Running, Some(now_utc()), None)?;
+            upsert_heartbeat(tx, handle.trial_id)?;
+            Ok(Some(handle))
         })
     }
 
@@ -388,20 +431,22 @@ impl Storage {
     ) -> Result<Option<TrialHandle>, StorageError> {
         self.write("start enqueued trial", |tx| {
             require_study(tx, study_id)?;
-            let id: Option<i64> = tx
+            tx.lock_study(study_id)?;
+            let id = tx
                 .tx
-                .query_row(
+                .query_opt(
                     "SELECT MIN(trial_id) FROM trials WHERE study_id = ?1 AND state = 'WAITING'",
-                    [study_id],
-                    |r| r.get(0),
+                    args![study_id],
                 )
-                .map_err(tx.err())?;
+                .and_then(|r| r.map(|r| r.opt_i64(0)).transpose())
+                .map_err(tx.err())?
+                .flatten();
             let Some(trial_id) = id else { return Ok(None) };
             let row = trial_row(tx, trial_id)?;
             tx.tx
                 .execute(
                     "UPDATE trials SET state = 'RUNNING', datetime_start = ?2 WHERE trial_id = ?1",
-                    params![trial_id, format_naive(now_utc())],
+                    args![trial_id, now_utc()],
                 )
                 .map_err(tx.err())?;
             upsert_heartbeat(tx, trial_id)?;
@@ -461,7 +506,7 @@ impl Storage {
             tx.tx
                 .execute(
                     "UPDATE trials SET state = ?2 WHERE trial_id = ?1",
-                    params![handle.trial_id, trial.state.as_str()],
+                    args![handle.trial_id, trial.state.as_str()],
                 )
                 .map_err(tx.err())?;
             if trial.state == TrialState::Running {
@@ -576,15 +621,14 @@ impl Storage {
         self.write("prune trial", |tx| {
             let row = updatable(tx, trial_id)?;
             let n_objectives = require_study(tx, row.study_id)?;
-            let last: Option<(Option<f64>, String)> = tx
+            let last = tx
                 .tx
-                .query_row(
+                .query_opt(
                     "SELECT intermediate_value, intermediate_value_type FROM trial_intermediate_values \
                      WHERE trial_id = ?1 ORDER BY step DESC LIMIT 1",
-                    [trial_id],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
+                    args![trial_id],
                 )
-                .optional()
+                .and_then(|r| r.map(|r| Ok((r.opt_f64(0)?, r.string(1)?))).transpose())
                 .map_err(tx.err())?;
             let last = last.and_then(|(v, kind)| match kind.as_str() {
                 "FINITE" => v,

@@ -191,6 +191,11 @@ impl PpoTrial {
         })
     }
 
+    /// The loaded market data's [`tradetune_market::Dataset::fingerprint`].
+    pub fn data_fingerprint(&self) -> String {
+        self.dataset.fingerprint()
+    }
+
     /// Saves each COMPLETE trial's policy in `dir/trial_<N>`, laid out as `tradetune train
     /// --out` lays out a checkpoint (model, configs, normalisation, `env.json`, `data.json`), so
     /// `tradetune backtest` and the app's Backtest panel evaluate it; the trial's `checkpoint`

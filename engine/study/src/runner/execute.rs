@@ -90,7 +90,10 @@ impl Runner {
         storage.set_run_metadata(
             trial_id,
             &RunMetadata {
-                worker: Some(format!("worker-{worker}")),
+                worker: Some(match &self.cfg.host {
+                    Some(host) => format!("{host}/worker-{worker}"),
+                    None => format!("worker-{worker}"),
+                }),
                 device: slot.label.clone(),
                 backend: slot.backend().to_owned(),
                 precision: plan.precision.clone(),
@@ -204,7 +207,9 @@ impl Runner {
         }
 
         let stopped = stop.is_set();
+        let interrupted = self.stop.interrupted();
         let outcome = match result {
+            _ if interrupted && stopped => Err("interrupted".to_owned()),
             Ok(Ok(v)) if v.is_nan() => Err("the objective is NaN".to_owned()),
             Ok(Ok(v)) => Ok(v),
             Ok(Err(TrialError::Pruned { step })) => {
@@ -243,7 +248,7 @@ impl Runner {
                     reason: None,
                 })
             }
-            Err(reason) if stopped && last_step.is_some() => self.prune(
+            Err(reason) if stopped && !interrupted && last_step.is_some() => self.prune(
                 storage, s.handle, worker, slot, last_step, reason, duration_s, events,
             ),
             Err(reason) => self.fail(storage, s.handle, worker, slot, reason, duration_s, events),

@@ -60,6 +60,13 @@ pub struct RunnerConfig {
     /// Trials to run in this call (Optuna's `n_trials` of `optimize`); trials already in the
     /// study do not count.
     pub n_trials: usize,
+    /// The study's whole budget, shared by every process working on it (`tradetune worker`):
+    /// no trial starts once the study holds this many RUNNING, COMPLETE or PRUNED trials,
+    /// counted in the transaction that creates the trial. None: only `n_trials` limits.
+    pub study_budget: Option<usize>,
+    /// This machine's name, prefixed to the worker label stored with each trial
+    /// (`host/worker-0`), so trials from several machines can be told apart.
+    pub host: Option<String>,
     pub workers: usize,
     pub devices: Vec<DeviceSlot>,
     pub assignment: Assignment,
@@ -78,6 +85,8 @@ impl RunnerConfig {
             storage: storage.into(),
             direction: Direction::Maximize,
             n_trials: 1,
+            study_budget: None,
+            host: None,
             workers: 1,
             devices: vec![DeviceSlot::new(
                 tradetune_device::DeviceSpec::Cpu,
@@ -413,6 +422,11 @@ impl Runner {
                 let _guard = shared.sample_lock.lock().unwrap_or_else(|p| p.into_inner());
                 self.start_trial(&mut storage, shared.study_id)?
             };
+            // The study's budget is spent (other processes took the last trials).
+            let Some(started) = started else {
+                shared.exhausted.store(true, Ordering::SeqCst);
+                break;
+            };
             done += 1;
             let outcome = match started {
                 Ok(s) => self.run_trial(&mut storage, worker, slot, shared, s, events)?,
@@ -443,8 +457,13 @@ impl Runner {
         &self,
         storage: &mut Storage,
         study_id: i64,
-    ) -> Result<Result<Started, (TrialHandle, String, bool)>, RunnerError> {
-        let handle = storage.create_trial(study_id)?;
+    ) -> Result<Option<Result<Started, (TrialHandle, String, bool)>>, RunnerError> {
+        // As Optuna does before each trial: a trial whose worker died (another process, maybe
+        // another machine) becomes FAIL once its heartbeat is stale, so its budget is free.
+        storage.fail_stale_trials(self.cfg.stale_after)?;
+        let Some(handle) = storage.create_trial_within(study_id, self.cfg.study_budget)? else {
+            return Ok(None);
+        };
         let number = handle.number.max(0) as u64;
         let records = storage.trials(study_id)?;
         let all: Vec<Trial> = records.iter().map(Trial::from).collect();
@@ -462,17 +481,17 @@ impl Runner {
                     SamplerError::GridExhausted(_) => format!("not run: {e}"),
                     _ => format!("sampler {}: {e}", self.sampler.name()),
                 };
-                return Ok(Err((handle, reason, exhausted)));
+                return Ok(Some(Err((handle, reason, exhausted))));
             }
         };
         let mut stored = Vec::with_capacity(proposal.params.len());
         for (name, internal) in &proposal.params {
             let Some(dist) = self.space.get(name) else {
-                return Ok(Err((
+                return Ok(Some(Err((
                     handle,
                     format!("sampler proposed '{name}', which is not in the search space"),
                     true,
-                )));
+                ))));
             };
             stored.push((name.clone(), *internal, dist.clone()));
         }
@@ -482,18 +501,22 @@ impl Runner {
         }
         let params = match self.space.to_external(&proposal.params) {
             Ok(p) => p,
-            Err(e) => return Ok(Err((handle, e.to_string(), false))),
+            Err(e) => return Ok(Some(Err((handle, e.to_string(), false)))),
         };
         let mut config = self.base_config.clone();
         for (name, value) in &params {
             if let Err(e) = config_path::apply_value(&mut config, name, value) {
-                return Ok(Err((handle, format!("applying parameters: {e}"), false)));
+                return Ok(Some(Err((
+                    handle,
+                    format!("applying parameters: {e}"),
+                    false,
+                ))));
             }
         }
-        Ok(Ok(Started {
+        Ok(Some(Ok(Started {
             handle,
             params,
             config,
-        }))
+        })))
     }
 }

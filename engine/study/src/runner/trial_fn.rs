@@ -170,6 +170,8 @@ impl StopFlag {
 #[derive(Debug, Clone, Default)]
 pub struct StopHandle {
     study: Arc<AtomicBool>,
+    /// Set with `study` by [`StopHandle::interrupt`]: running trials end as FAIL "interrupted".
+    interrupted: Arc<AtomicBool>,
     running: Arc<Mutex<HashMap<u64, Arc<AtomicBool>>>>,
 }
 
@@ -180,6 +182,19 @@ impl StopHandle {
 
     pub fn study_stopped(&self) -> bool {
         self.study.load(Ordering::Relaxed)
+    }
+
+    /// Ctrl-C, SIGTERM or closing the window: no new trial starts, and every running trial
+    /// stops and is stored as FAIL with `fail_reason = "interrupted"` (not PRUNED, whatever it
+    /// reported), so no trial is left RUNNING and none is mistaken for a pruned result.
+    pub fn interrupt(&self) {
+        self.interrupted.store(true, Ordering::Relaxed);
+        self.study.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`StopHandle::interrupt`] was called.
+    pub fn interrupted(&self) -> bool {
+        self.interrupted.load(Ordering::Relaxed)
     }
 
     /// Stops trial `number` if it is running here; returns whether it was.

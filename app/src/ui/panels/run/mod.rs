@@ -69,7 +69,7 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
         ui.horizontal(|ui| {
             ui.strong(format!("study {}", run.study));
             if let Some(db) = &run.db {
-                ui.label(format!("in {}", db.display()));
+                ui.label(format!("in {}", crate::launch::db_label(db)));
             }
             if ui.button("Show in Studies").clicked() {
                 commands.push(Command::ShowRunInStudies);
@@ -329,7 +329,7 @@ pub fn start(cx: &mut Cx) {
     state.notice(format!(
         "study {} starting in {}",
         draft.study.name,
-        db.display()
+        crate::launch::db_label(&db)
     ));
     cx.tasks.start_study(file, db);
 }

@@ -23,13 +23,25 @@ use table::trial_table;
 
 /// Draws the panel.
 pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>) {
-    let view = &state.studies;
+    let view = &mut state.studies;
     ui.horizontal(|ui| {
         if ui.button("Open database…").clicked() {
             commands.push(Command::PickDatabase);
         }
+        // A PostgreSQL study (workers on several machines): its URL; the password comes from
+        // ~/.pgpass (or PGPASSWORD) and is never shown or saved.
+        let field = ui.add(
+            egui::TextEdit::singleline(&mut view.url_input)
+                .hint_text("postgresql://user@host/dbname")
+                .desired_width(260.0),
+        );
+        let entered = field.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
+        let url = view.url_input.trim().to_owned();
+        if (ui.button("Connect").clicked() || entered) && !url.is_empty() {
+            commands.push(Command::OpenDatabase(PathBuf::from(url)));
+        }
         match &view.db {
-            Some(db) => ui.label(db.path.display().to_string()),
+            Some(db) => ui.label(crate::launch::db_label(&db.path)),
             None => ui.label("no database open"),
         };
         if view.opening {
@@ -155,8 +167,9 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
 }
 
 /// [`Command::OpenDatabase`]: opens `path` and remembers it for the next launch.
+/// A PostgreSQL URL is remembered without its password.
 pub fn open_database(cx: &mut Cx, path: PathBuf) {
-    cx.state.settings.database = Some(path.clone());
+    cx.state.settings.database = Some(PathBuf::from(crate::launch::db_label(&path)));
     open(cx, path);
 }
 
@@ -167,6 +180,7 @@ fn open(cx: &mut Cx, path: PathBuf) {
         opening: true,
         sort: view.sort,
         pending_select: view.pending_select.take(),
+        url_input: std::mem::take(&mut view.url_input),
         ..StudiesView::default()
     };
     cx.tasks.open_database(path);

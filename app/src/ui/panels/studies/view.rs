@@ -301,6 +301,8 @@ fn param_text(v: &ParamValue) -> String {
 pub struct StudiesView {
     /// The open database.
     pub db: Option<DbContents>,
+    /// The PostgreSQL URL typed beside "Open database…".
+    pub url_input: String,
     /// Its studies, parallel ones aggregated.
     pub groups: Vec<StudyGroup>,
     /// Whether a database is being opened.

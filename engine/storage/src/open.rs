@@ -1,6 +1,15 @@
-//! The SQLite file: opening it, checking its schema, and running short write transactions.
+//! Opening a storage — a SQLite file or a PostgreSQL database, by its location — checking its
+//! schema, and running short write transactions.
 //!
-//! Several workers (threads or processes, TradeTune's or Optuna's) share one file, so:
+//! A location starting with `postgresql://` (or `postgres://`) is a PostgreSQL database
+//! (see [`super::db::pg_url`]); anything else is a SQLite file path.
+//!
+//! On PostgreSQL, transactions are READ COMMITTED and a writer locks what it decides on: the
+//! study row before numbering a new trial or taking a WAITING one, the trial row before changing
+//! its state (`FOR UPDATE`), and an advisory lock while creating the schema, so workers on several
+//! machines never share a trial number or finish one trial twice.
+//!
+//! On SQLite, several workers (threads or processes, TradeTune's or Optuna's) share one file, so:
 //! - the journal is WAL: readers never block the writer, nor the writer the readers;
 //! - every connection waits for the write lock (`busy_timeout`, 30 s by default) instead of
 //!   failing with "database is locked" — Optuna's Python client waits 5 s (`sqlite3`'s default
@@ -13,14 +22,16 @@
 //!
 //! A `Storage` is one connection: give each worker thread its own (`Storage` is `Send`).
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags};
 
-use super::error::StorageError;
+use super::db::{Conn, Dialect, Txn, args, pg_url};
 pub(super) use super::error::sql_err;
+use super::error::{StorageError, optuna_url};
 use super::model::OptunaDistribution;
 use super::optuna_schema::{ALEMBIC_VERSION, OPTUNA_TABLES, create_optuna_schema};
 use super::records::TrialHandle;
@@ -56,9 +67,13 @@ impl Default for StorageOptions {
     }
 }
 
-/// An Optuna RDB storage in a SQLite file.
+/// PostgreSQL advisory lock held while creating or checking the schema ("TTUNE" in ASCII).
+const SCHEMA_LOCK: i64 = 0x54_54_55_4e_45;
+
+/// An Optuna RDB storage: a SQLite file or a PostgreSQL database.
 pub struct Storage {
-    pub(super) conn: Connection,
+    pub(super) conn: Conn,
+    /// The file path, or the PostgreSQL URL without its password.
     pub(super) path: String,
     read_only: bool,
     /// First stored distribution per (study, parameter name): stored distributions never change
@@ -74,11 +89,6 @@ impl std::fmt::Debug for Storage {
             .field("read_only", &self.read_only)
             .finish()
     }
-}
-
-/// Whether the error is a UNIQUE/constraint violation.
-pub(super) fn is_constraint(e: &rusqlite::Error) -> bool {
-    e.sqlite_error_code() == Some(rusqlite::ErrorCode::ConstraintViolation)
 }
 
 impl Storage {
@@ -99,16 +109,69 @@ impl Storage {
         )
     }
 
-    /// Opens a storage.
+    /// Opens a storage: a SQLite file, or a PostgreSQL database when `location` is a
+    /// `postgresql://` URL.
     ///
-    /// A new or empty file gets Optuna's schema. A file that already has tables must be an
+    /// A new or empty database gets Optuna's schema. One that already has tables must be an
     /// Optuna storage at alembic revision `v3.2.0.a` to be opened for writing; TradeTune never
     /// migrates. TradeTune's own `tradetune_*` tables are added when missing.
     pub fn open_with(
-        path: impl AsRef<Path>,
+        location: impl AsRef<Path>,
         options: &StorageOptions,
     ) -> Result<Self, StorageError> {
-        let path_str = path.as_ref().display().to_string();
+        let location = location.as_ref();
+        let text = location.to_string_lossy();
+        let (conn, path) = if pg_url::is_postgres_url(&text) {
+            Self::connect_postgres(&text, options)?
+        } else {
+            (
+                Self::open_sqlite(location, options)?,
+                location.display().to_string(),
+            )
+        };
+        let mut storage = Storage {
+            conn,
+            path,
+            read_only: options.read_only,
+            known_distributions: HashMap::new(),
+            recovered: Vec::new(),
+        };
+        if options.read_only {
+            storage.check_tables(&storage.table_names()?)?;
+            return Ok(storage);
+        }
+        storage.init_schema()?;
+        if let Some(stale_after) = options.stale_after {
+            storage.recovered = storage.fail_stale_trials(stale_after)?;
+        }
+        Ok(storage)
+    }
+
+    fn connect_postgres(
+        url: &str,
+        options: &StorageOptions,
+    ) -> Result<(Conn, String), StorageError> {
+        let target = pg_url::parse(url).map_err(|message| StorageError::BadLocation {
+            location: pg_url::redact(url),
+            message,
+        })?;
+        let path = target.display.clone();
+        let err = |action| sql_err(&path, action);
+        let mut pg = pg_url::connect(&target, !options.read_only).map_err(err("connect"))?;
+        // Waiting for another writer's row lock is bounded as SQLite's busy timeout is.
+        let ms = options.busy_timeout.as_millis();
+        let mut session = format!("SET lock_timeout = {ms}");
+        if options.read_only {
+            session.push_str("; SET default_transaction_read_only = on");
+        }
+        pg.client
+            .batch_execute(&session)
+            .map_err(|e| err("configure the session")(e.into()))?;
+        Ok((Conn::Postgres(RefCell::new(pg)), path))
+    }
+
+    fn open_sqlite(path: &Path, options: &StorageOptions) -> Result<Conn, StorageError> {
+        let path_str = path.display().to_string();
         let err = |action| sql_err(&path_str, action);
         let flags = if options.read_only {
             OpenFlags::SQLITE_OPEN_READ_ONLY
@@ -120,49 +183,37 @@ impl Storage {
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX
                 | OpenFlags::SQLITE_OPEN_URI
         };
-        let conn = Connection::open_with_flags(path.as_ref(), flags).map_err(err("open"))?;
+        let conn = Connection::open_with_flags(path, flags).map_err(err("open"))?;
         conn.busy_timeout(options.busy_timeout)
             .map_err(err("set busy_timeout"))?;
-        let mut storage = Storage {
-            conn,
-            path: path_str.clone(),
-            read_only: options.read_only,
-            known_distributions: HashMap::new(),
-            recovered: Vec::new(),
-        };
         if options.read_only {
-            storage.check_tables(&storage.table_names()?)?;
-            return Ok(storage);
+            return Ok(Conn::Sqlite(conn));
         }
         // WAL is a property of the file; switching needs no other connection in the middle of a
         // transaction, which the busy timeout waits for.
-        let mode: String = storage
-            .conn
+        let mode: String = conn
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
             .map_err(err("switch to WAL"))?;
         if !mode.eq_ignore_ascii_case("wal") {
-            return Err(StorageError::Sqlite {
+            return Err(StorageError::Database {
                 path: path_str,
                 action: "switch to WAL",
-                source: rusqlite::Error::InvalidQuery,
+                source: rusqlite::Error::InvalidQuery.into(),
             });
         }
-        storage
-            .conn
-            .pragma_update(None, "synchronous", "NORMAL")
+        conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(err("set synchronous"))?;
-        storage
-            .conn
-            .pragma_update(None, "foreign_keys", true)
+        conn.pragma_update(None, "foreign_keys", true)
             .map_err(err("enable foreign keys"))?;
-        storage.init_schema()?;
-        if let Some(stale_after) = options.stale_after {
-            storage.recovered = storage.fail_stale_trials(stale_after)?;
-        }
-        Ok(storage)
+        Ok(Conn::Sqlite(conn))
     }
 
-    /// The file path as given.
+    /// Which engine holds this storage.
+    pub fn is_postgres(&self) -> bool {
+        self.conn.dialect() == Dialect::Postgres
+    }
+
+    /// The file path as given, or the PostgreSQL URL without its password.
     pub fn path(&self) -> &str {
         &self.path
     }
@@ -178,12 +229,10 @@ impl Storage {
     }
 
     fn table_names(&self) -> Result<Vec<String>, StorageError> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
-            .map_err(sql_err(&self.path, "list tables"))?;
-        stmt.query_map([], |r| r.get::<_, String>(0))
-            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+        let sql = table_names_sql(self.conn.dialect());
+        self.conn
+            .query(sql, &[])
+            .and_then(|rows| rows.iter().map(|r| r.string(0)).collect())
             .map_err(sql_err(&self.path, "list tables"))
     }
 
@@ -191,39 +240,40 @@ impl Storage {
         check_tables(&self.path, self.read_only, names)
     }
 
-    /// Creates Optuna's schema in an empty file, or checks an existing one; adds our tables.
+    /// Creates Optuna's schema in an empty database, or checks an existing one; adds our tables.
     fn init_schema(&mut self) -> Result<(), StorageError> {
         let path = self.path.clone();
         let err = |action| sql_err(&path, action);
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(err("begin schema check"))?;
-        let names: Vec<String> = {
-            let mut stmt = tx
-                .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
-                .map_err(err("list tables"))?;
-            stmt.query_map([], |r| r.get::<_, String>(0))
-                .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
-                .map_err(err("list tables"))?
-        };
+        let read_only = self.read_only;
+        let mut tx = self.conn.transaction().map_err(err("begin schema check"))?;
+        if tx.dialect() == Dialect::Postgres {
+            // Two workers starting on an empty database must not both create the tables.
+            tx.execute("SELECT pg_advisory_xact_lock(?1)", args![SCHEMA_LOCK])
+                .map_err(err("lock the schema"))?;
+        }
+        let sql = table_names_sql(tx.dialect());
+        let names: Vec<String> = tx
+            .query(sql, &[])
+            .and_then(|rows| rows.iter().map(|r| r.string(0)).collect())
+            .map_err(err("list tables"))?;
         if names.is_empty() {
-            create_optuna_schema(&tx).map_err(err("create Optuna schema"))?;
+            create_optuna_schema(&mut tx).map_err(err("create Optuna schema"))?;
         } else {
-            check_tables(&path, self.read_only, &names)?;
-            let found: Option<String> = tx
-                .query_row("SELECT version_num FROM alembic_version", [], |r| r.get(0))
-                .optional()
+            check_tables(&path, read_only, &names)?;
+            let found = tx
+                .query_opt("SELECT version_num FROM alembic_version", &[])
+                .and_then(|r| r.map(|r| r.string(0)).transpose())
                 .map_err(err("read alembic_version"))?;
             if found.as_deref() != Some(ALEMBIC_VERSION) {
                 return Err(StorageError::SchemaVersion {
+                    url: optuna_url(&path),
                     path: path.clone(),
                     found: found.unwrap_or_else(|| "(none)".to_owned()),
                     expected: ALEMBIC_VERSION,
                 });
             }
         }
-        tradetune_schema::create_or_check(&tx, &path)?;
+        tradetune_schema::create_or_check(&mut tx, &path)?;
         tx.commit().map_err(err("commit schema"))?;
         Ok(())
     }
@@ -242,8 +292,8 @@ impl Storage {
         }
         let tx = self
             .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|source| StorageError::Sqlite {
+            .transaction()
+            .map_err(|source| StorageError::Database {
                 path: self.path.clone(),
                 action,
                 source,
@@ -255,7 +305,7 @@ impl Storage {
             known: &mut self.known_distributions,
         };
         let out = f(&mut ctx)?;
-        ctx.tx.commit().map_err(|source| StorageError::Sqlite {
+        ctx.tx.commit().map_err(|source| StorageError::Database {
             path: self.path.clone(),
             action,
             source,
@@ -266,16 +316,55 @@ impl Storage {
 
 /// An open write transaction with what the write helpers need.
 pub(super) struct Tx<'a> {
-    pub tx: Transaction<'a>,
+    pub tx: Txn<'a>,
     pub path: &'a str,
     pub action: &'static str,
     pub known: &'a mut HashMap<(i64, String), OptunaDistribution>,
 }
 
 impl Tx<'_> {
-    /// Maps a SQLite error to one naming the file and this transaction's action.
-    pub fn err(&self) -> impl Fn(rusqlite::Error) -> StorageError + use<> {
+    /// Maps a database error to one naming the storage and this transaction's action.
+    pub fn err(&self) -> impl Fn(super::db::DbError) -> StorageError + use<> {
         sql_err(self.path, self.action)
+    }
+
+    pub fn dialect(&self) -> Dialect {
+        self.tx.dialect()
+    }
+
+    /// On PostgreSQL, locks the study's row until commit, so writers that number trials or
+    /// take WAITING ones go one at a time; SQLite's `BEGIN IMMEDIATE` already serialises them.
+    pub fn lock_study(&mut self, study_id: i64) -> Result<(), StorageError> {
+        if self.dialect() == Dialect::Postgres {
+            self.tx
+                .query(
+                    "SELECT study_id FROM studies WHERE study_id = ?1 FOR UPDATE",
+                    args![study_id],
+                )
+                .map_err(self.err())?;
+        }
+        Ok(())
+    }
+
+    /// SQL for "now" on the database clock, as Optuna's heartbeats use it: SQLite's
+    /// `CURRENT_TIMESTAMP` (UTC text), PostgreSQL's `LOCALTIMESTAMP` (what `CURRENT_TIMESTAMP`
+    /// becomes in Optuna's `TIMESTAMP WITHOUT TIME ZONE` column).
+    pub fn now_sql(&self) -> &'static str {
+        match self.dialect() {
+            Dialect::Sqlite => "CURRENT_TIMESTAMP",
+            Dialect::Postgres => "LOCALTIMESTAMP",
+        }
+    }
+}
+
+/// The query listing the tables of the storage (PostgreSQL: of the connection's schema).
+fn table_names_sql(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Sqlite => "SELECT name FROM sqlite_master WHERE type = 'table'",
+        Dialect::Postgres => {
+            "SELECT table_name::text FROM information_schema.tables \
+             WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'"
+        }
     }
 }
 

@@ -1,0 +1,234 @@
+//! The PostgreSQL side of [`super::Conn`]: the synchronous `postgres` client, [`Value`]s
+//! converted to the column types the server reports, and a per-connection statement cache.
+//!
+//! Optuna's schema on PostgreSQL (what SQLAlchemy creates for `optuna.storages.RDBStorage`) has
+//! `INTEGER` ids, `DOUBLE PRECISION` values, `TIMESTAMP WITHOUT TIME ZONE` datetimes and four
+//! enum types; the client checks each parameter's Rust type against the server's, so a
+//! [`Value`] accepts every type and converts (refusing, with the column type named, what does
+//! not fit: an id beyond `INTEGER`, text into a number).
+
+use std::collections::HashMap;
+use std::error::Error;
+
+use bytes::BytesMut;
+use chrono::{DateTime, NaiveDateTime, Utc};
+use postgres::types::{FromSql, IsNull, Kind, ToSql, Type, to_sql_checked};
+use postgres::{Client, Statement, Transaction};
+
+use super::{DbError, Row, Value};
+use crate::datetime::parse_naive;
+
+type BoxError = Box<dyn Error + Sync + Send>;
+
+/// A client and the statements it has prepared, by their SQL as written (`?N` placeholders).
+pub struct PgConn {
+    pub client: Client,
+    pub statements: HashMap<String, Statement>,
+}
+
+/// A transaction on a [`PgConn`], sharing its statement cache.
+pub struct PgTxn<'a> {
+    pub tx: Transaction<'a>,
+    pub statements: &'a mut HashMap<String, Statement>,
+}
+
+/// `?1` → `$1`: the storage's SQL uses SQLite's numbered placeholders (never inside literals).
+pub fn placeholders(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '?' && chars.peek().is_some_and(char::is_ascii_digit) {
+            out.push('$');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn prepared<'c>(
+    statements: &'c mut HashMap<String, Statement>,
+    prepare: impl FnOnce(&str) -> Result<Statement, postgres::Error>,
+    sql: &str,
+) -> Result<&'c Statement, DbError> {
+    if !statements.contains_key(sql) {
+        let stmt = prepare(&placeholders(sql))?;
+        statements.insert(sql.to_owned(), stmt);
+    }
+    statements.get(sql).ok_or(DbError::Type {
+        column: 0,
+        expected: "a prepared statement",
+        found: "none".into(),
+    })
+}
+
+fn params(values: &[Value]) -> Vec<&(dyn ToSql + Sync)> {
+    values.iter().map(|v| v as &(dyn ToSql + Sync)).collect()
+}
+
+fn rows(rows: Vec<postgres::Row>) -> Result<Vec<Row>, DbError> {
+    rows.into_iter()
+        .map(|r| {
+            (0..r.len())
+                .map(|i| r.try_get::<_, Value>(i).map_err(DbError::from))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Row)
+        })
+        .collect()
+}
+
+impl PgConn {
+    pub fn query(&mut self, sql: &str, values: &[Value]) -> Result<Vec<Row>, DbError> {
+        let client = &mut self.client;
+        let stmt = prepared(&mut self.statements, |s| client.prepare(s), sql)?.clone();
+        rows(self.client.query(&stmt, &params(values))?)
+    }
+}
+
+impl PgTxn<'_> {
+    pub fn query(&mut self, sql: &str, values: &[Value]) -> Result<Vec<Row>, DbError> {
+        let tx = &mut self.tx;
+        let stmt = prepared(self.statements, |s| tx.prepare(s), sql)?.clone();
+        rows(self.tx.query(&stmt, &params(values))?)
+    }
+
+    pub fn execute(&mut self, sql: &str, values: &[Value]) -> Result<u64, DbError> {
+        let tx = &mut self.tx;
+        let stmt = prepared(self.statements, |s| tx.prepare(s), sql)?.clone();
+        Ok(self.tx.execute(&stmt, &params(values))?)
+    }
+}
+
+fn is_text(ty: &Type) -> bool {
+    matches!(ty.kind(), Kind::Enum(_))
+        || [
+            Type::TEXT,
+            Type::VARCHAR,
+            Type::BPCHAR,
+            Type::NAME,
+            Type::UNKNOWN,
+        ]
+        .contains(ty)
+}
+
+impl ToSql for Value {
+    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+        let refuse = |what: &str| -> Result<IsNull, BoxError> {
+            Err(format!("cannot store {what} in a column of type {ty}").into())
+        };
+        match self {
+            Value::Null => Ok(IsNull::Yes),
+            Value::Int(i) => match *ty {
+                Type::INT2 => i16::try_from(*i)?.to_sql(ty, out),
+                Type::INT4 => i32::try_from(*i)?.to_sql(ty, out),
+                Type::INT8 => i.to_sql(ty, out),
+                Type::FLOAT8 => (*i as f64).to_sql(ty, out),
+                Type::FLOAT4 => (*i as f32).to_sql(ty, out),
+                Type::BOOL => (*i != 0).to_sql(ty, out),
+                _ => refuse(&format!("the integer {i}")),
+            },
+            Value::Float(f) => match *ty {
+                Type::FLOAT8 => f.to_sql(ty, out),
+                Type::FLOAT4 => (*f as f32).to_sql(ty, out),
+                _ => refuse(&format!("the float {f}")),
+            },
+            Value::Text(t) if is_text(ty) => {
+                // Text and enum labels have the same binary form: the UTF-8 bytes.
+                out.extend_from_slice(t.as_bytes());
+                Ok(IsNull::No)
+            }
+            Value::Text(t) if *ty == Type::TIMESTAMP => match parse_naive(t) {
+                Some(time) => time.to_sql(ty, out),
+                None => refuse(&format!("the text `{t}`")),
+            },
+            Value::Text(t) => refuse(&format!("the text `{t}`")),
+            Value::Time(t) => match *ty {
+                Type::TIMESTAMP => t.to_sql(ty, out),
+                Type::TIMESTAMPTZ => {
+                    DateTime::<Utc>::from_naive_utc_and_offset(*t, Utc).to_sql(ty, out)
+                }
+                _ if is_text(ty) => {
+                    out.extend_from_slice(crate::datetime::format_naive(*t).as_bytes());
+                    Ok(IsNull::No)
+                }
+                _ => refuse(&format!("the datetime {t}")),
+            },
+            Value::Bool(b) => match *ty {
+                Type::BOOL => b.to_sql(ty, out),
+                _ => refuse(&format!("the boolean {b}")),
+            },
+        }
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    to_sql_checked!();
+}
+
+impl<'a> FromSql<'a> for Value {
+    fn from_sql(ty: &Type, raw: &'a [u8]) -> Result<Self, BoxError> {
+        Ok(match *ty {
+            Type::INT2 => Value::Int(i16::from_sql(ty, raw)?.into()),
+            Type::INT4 => Value::Int(i32::from_sql(ty, raw)?.into()),
+            Type::INT8 => Value::Int(i64::from_sql(ty, raw)?),
+            Type::OID => Value::Int(u32::from_sql(ty, raw)?.into()),
+            Type::FLOAT4 => Value::Float(f32::from_sql(ty, raw)?.into()),
+            Type::FLOAT8 => Value::Float(f64::from_sql(ty, raw)?),
+            Type::BOOL => Value::Bool(bool::from_sql(ty, raw)?),
+            Type::TIMESTAMP => Value::Time(NaiveDateTime::from_sql(ty, raw)?),
+            Type::TIMESTAMPTZ => Value::Time(DateTime::<Utc>::from_sql(ty, raw)?.naive_utc()),
+            _ if is_text(ty) => Value::Text(std::str::from_utf8(raw)?.to_owned()),
+            _ => return Err(format!("unsupported column type {ty}").into()),
+        })
+    }
+
+    fn from_sql_null(_: &Type) -> Result<Self, BoxError> {
+        Ok(Value::Null)
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+}
+
+/// The server's message (with its detail and hint) rather than the client's "db error".
+pub fn describe(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => {
+            let mut s = format!("{}: {}", db.severity(), db.message());
+            if let Some(detail) = db.detail() {
+                s.push_str(&format!(" ({detail})"));
+            }
+            if let Some(hint) = db.hint() {
+                s.push_str(&format!("; hint: {hint}"));
+            }
+            s
+        }
+        None => match e.source() {
+            Some(source) => format!("{e}: {source}"),
+            None => e.to_string(),
+        },
+    }
+}
+
+/// A UNIQUE or FOREIGN KEY violation.
+pub fn is_constraint(e: &postgres::Error) -> bool {
+    use postgres::error::SqlState;
+    e.code()
+        .is_some_and(|c| *c == SqlState::UNIQUE_VIOLATION || *c == SqlState::FOREIGN_KEY_VIOLATION)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::placeholders;
+
+    #[test]
+    fn numbered_placeholders_become_dollars() {
+        assert_eq!(
+            placeholders("SELECT a FROM t WHERE b = ?1 AND c = ?12 AND d = '?'"),
+            "SELECT a FROM t WHERE b = $1 AND c = $12 AND d = '?'"
+        );
+    }
+}
