@@ -5,6 +5,7 @@ pub mod bench;
 pub mod compare;
 pub mod data;
 pub mod devices;
+pub mod eval;
 pub mod install_desktop;
 pub mod monitor;
 pub mod run_config;
@@ -47,6 +48,10 @@ pub enum Command {
     /// Hyperparameter studies: run (file or preset), list, export; presets.
     #[command(subcommand)]
     Study(study::StudyCommand),
+    /// How much to trust the best of N trials: PBO (CSCV) and the deflated Sharpe ratio of a
+    /// returns matrix.
+    #[command(subcommand)]
+    Eval(eval::EvalCommand),
 }
 
 /// Runs one subcommand.
@@ -61,5 +66,6 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Devices(a) => devices::run(a),
         Command::InstallDesktop(a) => install_desktop::run(a),
         Command::Study(c) => study::run(c),
+        Command::Eval(c) => eval::run(c),
     }
 }
