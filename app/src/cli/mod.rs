@@ -5,6 +5,7 @@ pub mod bench;
 pub mod compare;
 pub mod data;
 pub mod devices;
+pub mod eval;
 pub mod install_desktop;
 pub mod monitor;
 pub mod run_config;
@@ -51,6 +52,10 @@ pub enum Command {
     /// Join a study recorded with `study create` in a shared database and run its trials
     /// until its budget is spent (one per machine; Ctrl-C fails the running trial and stops).
     Worker(worker::WorkerArgs),
+    /// How much to trust the best of N trials: PBO (CSCV) and the deflated Sharpe ratio of a
+    /// returns matrix.
+    #[command(subcommand)]
+    Eval(eval::EvalCommand),
 }
 
 /// Runs one subcommand.
@@ -66,5 +71,6 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::InstallDesktop(a) => install_desktop::run(a),
         Command::Study(c) => study::run(c),
         Command::Worker(a) => worker::run(a),
+        Command::Eval(c) => eval::run(c),
     }
 }

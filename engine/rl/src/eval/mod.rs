@@ -7,12 +7,19 @@
 //! - [`evaluate()`]: run a [`Policy`] and build an [`EvalReport`]. The PPO side adapts its
 //!   model (`crate::ppo::DeterministicPolicy`, `crate::ppo::evaluate_trainer`): evaluation sits
 //!   below the learner and imports nothing of it.
+//! - [`pbo`](mod@pbo): how much to trust the best of N trials — the probability of backtest
+//!   overfitting by combinatorially symmetric cross-validation (Bailey, Borwein, López de Prado
+//!   and Zhu), on any matrix of per-period returns.
+//! - [`dsr`]: the probabilistic and the deflated Sharpe ratio (Bailey and López de Prado) of the
+//!   best of N trials, and the normal distribution they need.
 //!
 //! Non-finite results are an [`EvalError`], never a silently dropped sample.
 
+pub mod dsr;
 pub mod evaluate;
 pub mod metrics;
 pub mod objective;
+pub mod pbo;
 
 pub use evaluate::{EvalReport, EvalSplit, EvalSummary, Policy, evaluate};
 pub use metrics::{Metrics, periods_per_year};
