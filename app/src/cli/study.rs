@@ -17,6 +17,8 @@ use tradetune_engine::study::ppo_trial::read_study_file;
 use tradetune_engine::study::preset;
 use tradetune_engine::study::runner::StudyEvent;
 
+pub mod importance;
+
 #[derive(Debug, Subcommand)]
 pub enum StudyCommand {
     /// Run a study from a TOML study file or a bundled preset; one line per finished trial.
@@ -29,6 +31,9 @@ pub enum StudyCommand {
     Export(ExportArgs),
     /// The bundled presets and the device class each is for.
     Presets(PresetsArgs),
+    /// Each parameter's importance by PED-ANOVA (the numbers of Optuna's
+    /// `get_param_importances`), most important first.
+    Importance(importance::ImportanceArgs),
 }
 
 #[derive(Debug, Args)]
@@ -120,6 +125,7 @@ pub fn run(command: StudyCommand) -> anyhow::Result<()> {
         StudyCommand::Show(a) => show(a),
         StudyCommand::Export(a) => export(a),
         StudyCommand::Presets(a) => presets(a),
+        StudyCommand::Importance(a) => importance::run(a),
     }
 }
 

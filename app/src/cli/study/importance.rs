@@ -1,0 +1,127 @@
+//! `tradetune study importance NAME`: each parameter's importance in a study by PED-ANOVA,
+//! the numbers of Optuna 5.0's `optuna.importance.get_param_importances(study)` (its default
+//! `PedAnovaImportanceEvaluator`) on the same database.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use tradetune_engine::storage::{Storage, json_number};
+use tradetune_engine::study::importance::{Importances, PedAnova, study_importances};
+
+#[derive(Debug, Args)]
+pub struct ImportanceArgs {
+    /// The study's name.
+    pub name: String,
+    #[arg(long, alias = "storage")]
+    pub db: Option<PathBuf>,
+    /// The importances as JSON, at full precision.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: ImportanceArgs) -> anyhow::Result<()> {
+    let db = super::db_path(args.db)?;
+    anyhow::ensure!(db.exists(), "{}: no such study database", db.display());
+    let storage = Storage::open_read_only(&db)?;
+    let evaluator = PedAnova::default();
+    let imp = study_importances(&storage, &args.name, &evaluator)?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json(&args.name, &evaluator, &imp))?
+        );
+    } else {
+        print!("{}", text(&args.name, &imp));
+    }
+    Ok(())
+}
+
+/// The JSON form: the evaluator's settings, the trial counts and every importance in full.
+pub fn json(study: &str, evaluator: &PedAnova, imp: &Importances) -> serde_json::Value {
+    serde_json::json!({
+        "study": study,
+        "evaluator": {
+            "name": "PedAnovaImportanceEvaluator",
+            "target_quantile": evaluator.target_quantile,
+            "region_quantile": evaluator.region_quantile,
+            "evaluate_on_local": evaluator.evaluate_on_local,
+        },
+        "n_trials": imp.n_trials,
+        "n_top_trials": imp.n_top,
+        "all_equal": imp.all_equal(),
+        "importances": imp.params.iter().map(|p| serde_json::json!({
+            "param": p.name,
+            "importance": json_number(p.importance),
+            "raw": json_number(p.raw),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// The form for people: one line per parameter, most important first, to 4 significant
+/// digits, with a bar.
+pub fn text(study: &str, imp: &Importances) -> String {
+    let mut out = format!(
+        "parameter importance in '{study}' (PED-ANOVA): top {} of {} COMPLETE trials\n",
+        imp.n_top, imp.n_trials
+    );
+    if imp.params.is_empty() {
+        out.push_str("the study has no parameters\n");
+        return out;
+    }
+    let width = imp
+        .params
+        .iter()
+        .map(|p| p.name.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max("parameter".len());
+    out.push_str(&format!("{:<width$}  {:>10}\n", "parameter", "importance"));
+    for p in &imp.params {
+        let bar = "#".repeat((p.importance.clamp(0.0, 1.0) * 40.0).round() as usize);
+        out.push_str(&format!(
+            "{:<width$}  {:>10}  {bar}\n",
+            p.name,
+            significant(p.importance, 4)
+        ));
+    }
+    if imp.all_equal() {
+        out.push_str(
+            "no parameter tells the top trials apart (they share their value), so all are \
+             shown equal\n",
+        );
+    }
+    out
+}
+
+/// `v` to `digits` significant digits, in plain decimal notation (`0.0001235`, `0.6382`).
+pub fn significant(v: f64, digits: i32) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}");
+    }
+    let magnitude = v.abs().log10().floor() as i32;
+    let decimals = (digits - 1 - magnitude).max(0);
+    let text = format!("{v:.*}", decimals as usize);
+    // Rounding up to the next power of ten (0.99996 → 1.0000) gains a digit: drop it.
+    let rounded: f64 = text.parse().unwrap_or(v);
+    if decimals > 0 && rounded.abs().log10().floor() as i32 > magnitude {
+        format!("{v:.*}", decimals as usize - 1)
+    } else {
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn four_significant_digits() {
+        assert_eq!(significant(0.638_205_927, 4), "0.6382");
+        assert_eq!(significant(0.023_460_081_6, 4), "0.02346");
+        assert_eq!(significant(0.000_123_456, 4), "0.0001235");
+        assert_eq!(significant(0.999_96, 4), "1.000");
+        assert_eq!(significant(1.0, 4), "1.000");
+        assert_eq!(significant(0.0, 4), "0");
+        assert_eq!(significant(12345.0, 4), "12345");
+    }
+}
