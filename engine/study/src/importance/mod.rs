@@ -440,7 +440,7 @@ mod tests {
     #[test]
     fn too_few_trials_equal_values_and_bad_settings() {
         let x = Arc::new(OptunaDistribution::float(0.0, 1.0, false, None).unwrap());
-        let params = vec![vec![param("x", 0.2, &x)], vec![param("x", 0.7, &x)]];
+        let params = [vec![param("x", 0.2, &x)], vec![param("x", 0.7, &x)]];
         let mk = |values: [Option<f64>; 2], state: TrialState| -> Vec<ImportanceTrial<'_>> {
             params
                 .iter()

@@ -4,6 +4,7 @@
 //! smoothly — with a trial's details, export and "copy as CSV".
 
 mod detail;
+mod importance;
 mod table;
 mod view;
 
@@ -11,6 +12,7 @@ use std::path::PathBuf;
 
 use tradetune_engine::storage::TrialState;
 
+pub use self::importance::ImportanceView;
 pub use self::table::visible_csv;
 pub use self::view::{Curves, StudiesView, StudyGroup, TrialColumn, TrialRow, aggregate};
 use super::widgets;
@@ -145,7 +147,14 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
     let mut plot_param = view.plot_param.clone();
     egui::CollapsingHeader::new("Plots")
         .default_open(true)
-        .show(ui, |ui| plots(ui, view, &mut plot_param));
+        .show(ui, |ui| {
+            plots(ui, view, &mut plot_param);
+            let importance = view
+                .importance
+                .as_ref()
+                .filter(|i| view.selected.as_ref() == Some(&i.group));
+            importance::importance_plot(ui, importance);
+        });
     let clicked = trial_table(ui, view, commands);
     let view = &mut state.studies;
     view.plot_param = plot_param;
