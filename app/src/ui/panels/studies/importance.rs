@@ -6,7 +6,7 @@
 //! They are computed when the study's trials are read and only when their count changed
 //! (see [`super::StudiesView::update_importance`]), never while drawing a frame.
 
-use egui_plot::{Bar, BarChart, GridMark, Plot};
+use egui_plot::{Bar, BarChart, Plot, PlotPoint, Text};
 use tradetune_engine::study::importance::Importances;
 
 use crate::ops::number::significant;
@@ -64,36 +64,31 @@ pub(super) fn importance_plot(ui: &mut egui::Ui, view: Option<&ImportanceView>) 
                 .width(0.7)
         })
         .collect();
-    let names: Vec<String> = imp.params.iter().map(|p| p.name.clone()).collect();
-    let label_of = move |mark: GridMark, _: &std::ops::RangeInclusive<f64>| {
-        let i = mark.value.round();
-        if (mark.value - i).abs() > 1e-6 || i < 0.0 {
-            return String::new();
-        }
-        names
-            .get(n.wrapping_sub(1).wrapping_sub(i as usize))
-            .cloned()
-            .unwrap_or_default()
-    };
     ui.columns(2, |cols| {
         Plot::new("param_importance")
-            .height((22.0 * n as f32).clamp(120.0, 400.0))
+            .height((24.0 * n as f32).clamp(120.0, 400.0))
             .x_axis_label("importance (sums to 1)")
             .include_x(0.0)
             .include_x(1.0)
-            .y_grid_spacer(move |_| {
-                (0..n)
-                    .map(|i| GridMark {
-                        value: i as f64,
-                        step_size: 1.0,
-                    })
-                    .collect()
-            })
-            .y_axis_formatter(label_of)
+            .include_y(-0.6)
+            .include_y(n as f64 - 0.4)
+            // The parameters are named beside their bars, not on a numbered axis.
+            .show_axes([true, false])
+            .show_grid([true, false])
             .allow_zoom(false)
             .allow_drag(false)
             .allow_scroll(false)
             .show(&mut cols[0], |plot| {
+                for (i, p) in imp.params.iter().enumerate() {
+                    plot.text(
+                        Text::new(
+                            p.name.clone(),
+                            PlotPoint::new(p.importance + 0.01, (n - 1 - i) as f64),
+                            format!("{}  {}", p.name, significant(p.importance, 4)),
+                        )
+                        .anchor(egui::Align2::LEFT_CENTER),
+                    );
+                }
                 plot.bar_chart(
                     BarChart::new("importance", bars)
                         .horizontal()
