@@ -18,6 +18,7 @@ use tradetune_engine::study::preset;
 use tradetune_engine::study::runner::StudyEvent;
 
 pub mod importance;
+pub mod note;
 
 #[derive(Debug, Subcommand)]
 pub enum StudyCommand {
@@ -34,6 +35,8 @@ pub enum StudyCommand {
     /// Each parameter's importance by PED-ANOVA (the numbers of Optuna's
     /// `get_param_importances`), most important first.
     Importance(importance::ImportanceArgs),
+    /// Read or write the note of a study or trial (shared with optuna-dashboard).
+    Note(note::NoteArgs),
 }
 
 #[derive(Debug, Args)]
@@ -126,6 +129,7 @@ pub fn run(command: StudyCommand) -> anyhow::Result<()> {
         StudyCommand::Export(a) => export(a),
         StudyCommand::Presets(a) => presets(a),
         StudyCommand::Importance(a) => importance::run(a),
+        StudyCommand::Note(a) => note::run(a),
     }
 }
 
