@@ -5,6 +5,7 @@
 
 mod detail;
 mod importance;
+mod notes;
 mod table;
 mod view;
 
@@ -14,7 +15,7 @@ use tradetune_engine::storage::TrialState;
 
 pub use self::importance::ImportanceView;
 pub use self::table::visible_csv;
-pub use self::view::{Curves, StudiesView, StudyGroup, TrialColumn, TrialRow, aggregate};
+pub use self::view::{Curves, NoteEdit, StudiesView, StudyGroup, TrialColumn, TrialRow, aggregate};
 use super::widgets;
 use crate::ui::command::{Command, Cx};
 use crate::ui::dialog::Pick;
@@ -85,6 +86,8 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
     };
     ui.separator();
     ui.heading(format!("Trials of {selected}"));
+    notes::study_notes(ui, &mut state.studies);
+    let view = &state.studies;
     if view.loading_trials {
         ui.horizontal(|ui| {
             ui.spinner();
@@ -143,7 +146,9 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
             .filter(|(id, _)| *id == row.trial_id)
             .map(|(_, c)| c);
         detail(ui, row, curve, commands);
+        notes::trial_note(ui, &mut state.studies, i);
     }
+    let view = &state.studies;
     let mut plot_param = view.plot_param.clone();
     egui::CollapsingHeader::new("Plots")
         .default_open(true)

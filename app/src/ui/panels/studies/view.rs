@@ -338,6 +338,21 @@ pub struct StudiesView {
     pub pending_select: Option<String>,
     /// The selected group's parameter importances (PED-ANOVA).
     pub importance: Option<ImportanceView>,
+    /// The note being edited, if any.
+    pub note_edit: Option<NoteEdit>,
+    /// Why the last note could not be saved.
+    pub note_error: Option<String>,
+}
+
+/// A note being edited: whose, the text so far and the version it started from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NoteEdit {
+    /// The study (a member of the selected group).
+    pub study: String,
+    /// The trial (storage id, number), or None for the study's note.
+    pub trial: Option<(i64, i64)>,
+    pub text: String,
+    pub version: i64,
 }
 
 impl StudiesView {
