@@ -63,11 +63,12 @@ pub(super) fn count_on_grid(
         OptunaDistribution::Int(d) => {
             let n = if d.log {
                 // ⌈log₂(high − low + 1)⌉ + 1 cells at most.
-                let size = (d.high - d.low + 1) as f64;
+                // In floating point: a range near the ends of i64 must not overflow.
+                let size = d.high as f64 - d.low as f64 + 1.0;
                 let cells = (size.ln() / 2f64.ln()).ceil() as usize + 1;
                 cells.min(n_steps)
             } else {
-                stepped_cells((d.high - d.low) as f64, d.step as f64, n_steps)
+                stepped_cells(d.high as f64 - d.low as f64, d.step as f64, n_steps)
             };
             count_numbers(internal, d.low as f64, d.high as f64, d.log, n, dist)
         }
@@ -278,6 +279,11 @@ mod tests {
         let c = count_on_grid(&d, &[1.0, 1000.0, 31.0], 50).unwrap();
         assert_eq!(c.len(), 11);
         assert_eq!((c[0], c[5], c[10]), (1, 1, 1));
+        // The widest integer ranges neither overflow nor panic.
+        let d = OptunaDistribution::int(i64::MIN + 1, i64::MAX - 1, false, 1).unwrap();
+        assert_eq!(count_on_grid(&d, &[0.0], 50).unwrap().len(), 50);
+        let d = OptunaDistribution::int(1, i64::MAX, true, 1).unwrap();
+        assert_eq!(count_on_grid(&d, &[1.0], 50).unwrap().len(), 50);
         let d = float(1e-5, 1e-1, true, None);
         assert!(count_on_grid(&d, &[0.0], 50).is_err());
         assert!(count_on_grid(&d, &[f64::NAN], 50).is_err());
