@@ -149,6 +149,41 @@ fn importance_prints_a_sorted_table_and_full_precision_json() {
         .collect();
     assert_eq!(got, exact, "every digit");
 
+    // Optuna's other settings of the evaluator.
+    let custom = PedAnova {
+        target_quantile: 0.2,
+        region_quantile: 0.6,
+        evaluate_on_local: false,
+    };
+    let want = study_importances(
+        &Storage::open_read_only(&db).unwrap(),
+        "decided_by_x",
+        &custom,
+    )
+    .unwrap();
+    let o = tradetune(&[
+        "study",
+        "importance",
+        "decided_by_x",
+        "--db",
+        s(&db),
+        "--json",
+        "--target-quantile",
+        "0.2",
+        "--region-quantile",
+        "0.6",
+        "--global",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["evaluator"]["region_quantile"], 0.6);
+    assert_eq!(v["evaluator"]["evaluate_on_local"], false);
+    assert_eq!(v["importances"][0]["param"], want.params[0].name.as_str());
+    assert_eq!(
+        v["importances"][0]["raw"].as_f64(),
+        Some(want.params[0].raw)
+    );
+
     // A study without parameters says so.
     let o = tradetune(&["study", "importance", "no_params", "--db", s(&db)]);
     assert!(o.status.success(), "{}", text(&o.stderr));
@@ -177,6 +212,21 @@ fn importance_errors_are_clear() {
             "parameter importance needs at least 2 COMPLETE trials with a finite value; study \
              `one_trial` has 1"
         ),
+        "{e}"
+    );
+    let e = fails(&[
+        "study",
+        "importance",
+        "decided_by_x",
+        "--db",
+        s(&db),
+        "--target-quantile",
+        "0.5",
+        "--region-quantile",
+        "0.4",
+    ]);
+    assert!(
+        e.contains("0 < target_quantile < region_quantile <= 1"),
         "{e}"
     );
     let missing = dir.join("missing.db");

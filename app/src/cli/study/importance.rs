@@ -19,13 +19,29 @@ pub struct ImportanceArgs {
     /// The importances as JSON, at full precision.
     #[arg(long)]
     pub json: bool,
+    /// Importance of reaching the best this fraction of the trials (Optuna's
+    /// `target_quantile`).
+    #[arg(long, default_value_t = PedAnova::default().target_quantile)]
+    pub target_quantile: f64,
+    /// Measure it among the best this fraction of the trials (Optuna's `region_quantile`;
+    /// 1 = all trials).
+    #[arg(long, default_value_t = PedAnova::default().region_quantile)]
+    pub region_quantile: f64,
+    /// Compare the top trials with the whole search space instead of the trials that ran
+    /// (Optuna's `evaluate_on_local=False`).
+    #[arg(long)]
+    pub global: bool,
 }
 
 pub fn run(args: ImportanceArgs) -> anyhow::Result<()> {
     let db = super::db_path(args.db)?;
     anyhow::ensure!(db.exists(), "{}: no such study database", db.display());
     let storage = Storage::open_read_only(&db)?;
-    let evaluator = PedAnova::default();
+    let evaluator = PedAnova {
+        target_quantile: args.target_quantile,
+        region_quantile: args.region_quantile,
+        evaluate_on_local: !args.global,
+    };
     let imp = study_importances(&storage, &args.name, &evaluator)?;
     if args.json {
         println!(
@@ -50,6 +66,7 @@ pub fn json(study: &str, evaluator: &PedAnova, imp: &Importances) -> serde_json:
         },
         "n_trials": imp.n_trials,
         "n_top_trials": imp.n_top,
+        "n_region_trials": imp.n_region,
         "all_equal": imp.all_equal(),
         "importances": imp.params.iter().map(|p| serde_json::json!({
             "param": p.name,
@@ -62,8 +79,13 @@ pub fn json(study: &str, evaluator: &PedAnova, imp: &Importances) -> serde_json:
 /// The form for people: one line per parameter, most important first, to 4 significant
 /// digits, with a bar.
 pub fn text(study: &str, imp: &Importances) -> String {
+    let region = if imp.n_region == imp.n_trials {
+        String::new()
+    } else {
+        format!(", among the best {}", imp.n_region)
+    };
     let mut out = format!(
-        "parameter importance in '{study}' (PED-ANOVA): top {} of {} COMPLETE trials\n",
+        "parameter importance in '{study}' (PED-ANOVA): top {} of {} COMPLETE trials{region}\n",
         imp.n_top, imp.n_trials
     );
     if imp.params.is_empty() {
