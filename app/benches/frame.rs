@@ -58,6 +58,7 @@ fn loaded_state() -> AppState {
                 ("env.n_envs".into(), (8 << (i % 4)) as f64),
             ],
             intermediate: Vec::new(),
+            stored_params: Vec::new(),
             verdict: None,
             samples_per_s: Some(1000.0),
             checkpoint: None,

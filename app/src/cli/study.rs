@@ -18,6 +18,9 @@ use tradetune_engine::study::ppo_trial::read_study_file;
 use tradetune_engine::study::preset;
 use tradetune_engine::study::runner::{StudyEvent, StudyReport};
 
+pub mod importance;
+pub mod note;
+
 #[derive(Debug, Subcommand)]
 pub enum StudyCommand {
     /// Run a study from a TOML study file or a bundled preset; one line per finished trial.
@@ -33,6 +36,11 @@ pub enum StudyCommand {
     Export(ExportArgs),
     /// The bundled presets and the device class each is for.
     Presets(PresetsArgs),
+    /// Each parameter's importance by PED-ANOVA (the numbers of Optuna's
+    /// `get_param_importances`), most important first.
+    Importance(importance::ImportanceArgs),
+    /// Read or write the note of a study or trial (shared with optuna-dashboard).
+    Note(note::NoteArgs),
 }
 
 #[derive(Debug, Args)]
@@ -166,6 +174,8 @@ pub fn run(command: StudyCommand) -> anyhow::Result<()> {
         StudyCommand::Create(a) => create(a),
         StudyCommand::Export(a) => export(a),
         StudyCommand::Presets(a) => presets(a),
+        StudyCommand::Importance(a) => importance::run(a),
+        StudyCommand::Note(a) => note::run(a),
     }
 }
 

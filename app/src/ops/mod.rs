@@ -5,3 +5,4 @@ pub mod backtest;
 pub mod compare;
 pub mod data_source;
 pub mod export;
+pub mod number;

@@ -12,10 +12,15 @@
 //!   pruner) and its configuration; [`preset`]: bundled study files per device class.
 //! - [`runner`]: K workers over a list of devices running trials into an Optuna storage.
 //! - [`bench`]: sampler quality and overhead on standard test functions.
+//! - [`importance`]: parameter importance by PED-ANOVA, agreeing with Optuna 5.0's default
+//!   `PedAnovaImportanceEvaluator` on the same database.
+//! - [`notes`]: a study's and its trials' notes, in the system attributes optuna-dashboard uses.
 
 pub mod bench;
 pub mod config_path;
 pub mod file;
+pub mod importance;
+pub mod notes;
 pub mod ppo_trial;
 pub mod preset;
 pub mod pruner;

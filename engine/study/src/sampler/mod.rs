@@ -19,7 +19,7 @@ pub mod grid;
 mod parzen;
 pub mod random;
 pub mod tpe;
-mod truncnorm;
+pub(crate) mod truncnorm;
 
 use std::collections::BTreeMap;
 

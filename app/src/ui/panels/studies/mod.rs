@@ -4,6 +4,8 @@
 //! smoothly — with a trial's details, export and "copy as CSV".
 
 mod detail;
+mod importance;
+mod notes;
 mod table;
 mod view;
 
@@ -11,8 +13,9 @@ use std::path::PathBuf;
 
 use tradetune_engine::storage::TrialState;
 
+pub use self::importance::ImportanceView;
 pub use self::table::visible_csv;
-pub use self::view::{Curves, StudiesView, StudyGroup, TrialColumn, TrialRow, aggregate};
+pub use self::view::{Curves, NoteEdit, StudiesView, StudyGroup, TrialColumn, TrialRow, aggregate};
 use super::widgets;
 use crate::ui::command::{Command, Cx};
 use crate::ui::dialog::Pick;
@@ -95,6 +98,8 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
     };
     ui.separator();
     ui.heading(format!("Trials of {selected}"));
+    notes::study_notes(ui, &mut state.studies);
+    let view = &state.studies;
     if view.loading_trials {
         ui.horizontal(|ui| {
             ui.spinner();
@@ -153,11 +158,20 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
             .filter(|(id, _)| *id == row.trial_id)
             .map(|(_, c)| c);
         detail(ui, row, curve, commands);
+        notes::trial_note(ui, &mut state.studies, i);
     }
+    let view = &state.studies;
     let mut plot_param = view.plot_param.clone();
     egui::CollapsingHeader::new("Plots")
         .default_open(true)
-        .show(ui, |ui| plots(ui, view, &mut plot_param));
+        .show(ui, |ui| {
+            plots(ui, view, &mut plot_param);
+            let importance = view
+                .importance
+                .as_ref()
+                .filter(|i| view.selected.as_ref() == Some(&i.group));
+            importance::importance_plot(ui, importance);
+        });
     let clicked = trial_table(ui, view, commands);
     let view = &mut state.studies;
     view.plot_param = plot_param;

@@ -6,9 +6,12 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use tradetune_engine::storage::{
-    CategoricalChoice, ParamValue, StudyDirection, StudySummary, TrialRecord, TrialState,
+    CategoricalChoice, ParamValue, StudyDirection, StudySummary, TrialParam, TrialRecord,
+    TrialState,
 };
+use tradetune_engine::study::importance::{ImportanceTrial, PedAnova};
 
+use super::importance::ImportanceView;
 use crate::ui::tasks::DbContents;
 
 /// A study, or several parallel studies (`x_1`, `x_2`, `x_3`) shown as one.
@@ -167,6 +170,8 @@ pub struct TrialRow {
     /// The trial's telemetry summary as stored in its user attributes (`wall_s`, `phase_*_s`,
     /// `gpu0_mean_util_pct`, `host_peak_rss_mib`, …): (name, value as text).
     pub telemetry: Vec<(String, String)>,
+    /// The parameters as stored (internal value and distribution), for the importances.
+    pub stored_params: Vec<TrialParam>,
 }
 
 /// Whether a user attribute belongs to the per-trial telemetry summary the runner stores.
@@ -233,6 +238,7 @@ impl TrialRow {
                 })
                 .collect(),
             intermediate: t.intermediate_values.clone(),
+            stored_params: t.params.clone(),
             verdict: attr("verdict"),
             samples_per_s: t.user_attr("samples_per_s").and_then(|v| v.as_f64()),
             checkpoint: attr("checkpoint").map(PathBuf::from),
@@ -332,6 +338,23 @@ pub struct StudiesView {
     pub hidden: Vec<TrialColumn>,
     /// A study to select once the database it is in has opened (the run's, after it ends).
     pub pending_select: Option<String>,
+    /// The selected group's parameter importances (PED-ANOVA).
+    pub importance: Option<ImportanceView>,
+    /// The note being edited, if any.
+    pub note_edit: Option<NoteEdit>,
+    /// Why the last note could not be saved.
+    pub note_error: Option<String>,
+}
+
+/// A note being edited: whose, the text so far and the version it started from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NoteEdit {
+    /// The study (a member of the selected group).
+    pub study: String,
+    /// The trial (storage id, number), or None for the study's note.
+    pub trial: Option<(i64, i64)>,
+    pub text: String,
+    pub version: i64,
 }
 
 impl StudiesView {
@@ -411,9 +434,63 @@ impl StudiesView {
             Ok(rows) => {
                 self.rows = rows;
                 self.refresh();
+                self.update_importance();
             }
             Err(e) => self.error = Some(e),
         }
+    }
+
+    /// Computes the selected group's parameter importances (PED-ANOVA over the COMPLETE
+    /// trials of all its studies, in the group's direction), unless they were computed for the
+    /// same group at the same trial counts.
+    pub fn update_importance(&mut self) {
+        let Some(group) = self
+            .groups
+            .iter()
+            .find(|g| Some(&g.name) == self.selected.as_ref())
+        else {
+            self.importance = None;
+            return;
+        };
+        let n_complete = self
+            .rows
+            .iter()
+            .filter(|r| r.state == TrialState::Complete)
+            .count();
+        let previous = self.importance.take();
+        if let Some(p) = &previous
+            && p.group == group.name
+            && p.n_rows == self.rows.len()
+            && p.n_complete == n_complete
+        {
+            self.importance = previous;
+            return;
+        }
+        let direction = if group.minimize {
+            StudyDirection::Minimize
+        } else {
+            StudyDirection::Maximize
+        };
+        let trials: Vec<ImportanceTrial<'_>> = self
+            .rows
+            .iter()
+            .map(|r| ImportanceTrial {
+                number: r.number,
+                state: r.state,
+                value: r.value,
+                params: &r.stored_params,
+            })
+            .collect();
+        let result = PedAnova::default()
+            .evaluate(&group.name, direction, &trials)
+            .map_err(|e| e.to_string());
+        self.importance = Some(ImportanceView {
+            group: group.name.clone(),
+            n_rows: self.rows.len(),
+            n_complete,
+            result,
+            computations: previous.map_or(0, |p| p.computations) + 1,
+        });
     }
 
     /// A trial's curves were read (kept only while that trial's details are shown).

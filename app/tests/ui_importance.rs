@@ -1,0 +1,178 @@
+//! The Studies panel's parameter importance chart (issue 17), driven through egui_kittest as
+//! in `ui.rs`: open a database, select a study, read the importances beside the chart (the
+//! engine's PED-ANOVA numbers to 4 significant digits), computed once per trial count and not
+//! per frame, recomputed when a trial was added, and a clear line for a study with too few
+//! COMPLETE trials.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use tradetune_app::ops::number::significant;
+use tradetune_app::ui::TradeTuneApp;
+use tradetune_app::ui::command::Command;
+use tradetune_app::ui::dialog::{FileDialogs, Pick};
+use tradetune_app::ui::state::{Settings, Tab};
+use tradetune_engine::storage::{
+    CategoricalChoice, NewTrial, OptunaDistribution, Storage, StudyDirection, TrialState,
+};
+use tradetune_engine::study::importance::{PedAnova, study_importances};
+
+/// Answers the database dialog with the test's file.
+struct OpenThis(PathBuf);
+
+impl FileDialogs for OpenThis {
+    fn pick(&self, pick: &Pick) -> Vec<PathBuf> {
+        match pick {
+            Pick::Database => vec![self.0.clone()],
+            _ => Vec::new(),
+        }
+    }
+}
+
+fn harness(db: &Path) -> Harness<'static, TradeTuneApp> {
+    let settings = Settings {
+        tab: Tab::Studies,
+        ..Settings::default()
+    };
+    let app = TradeTuneApp::new(
+        settings,
+        Arc::new(OpenThis(db.to_path_buf())),
+        tradetune_engine::device::describe_devices(),
+    );
+    Harness::builder()
+        .with_size([1400.0, 1100.0])
+        .build_ui_state(|ui, app: &mut TradeTuneApp| app.frame(ui), app)
+}
+
+/// Steps frames until `done` holds (reads run on background threads). The limit only turns a
+/// hang into a failure with a message.
+fn step_until(h: &mut Harness<'_, TradeTuneApp>, what: &str, done: impl Fn(&TradeTuneApp) -> bool) {
+    let limit = Instant::now() + Duration::from_secs(300);
+    while !done(h.state()) {
+        assert!(Instant::now() < limit, "gave up waiting for {what}");
+        h.step();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    h.run_steps(3);
+}
+
+/// Adds `n` COMPLETE trials to `study`, numbered from `from`, whose value is decided by `x`.
+fn add_trials(storage: &mut Storage, study: i64, from: usize, n: usize) {
+    let x = OptunaDistribution::float(-1.0, 1.0, false, None).unwrap();
+    let lr = OptunaDistribution::float(1e-5, 1e-1, true, None).unwrap();
+    let act = OptunaDistribution::categorical(vec![
+        CategoricalChoice::Str("relu".into()),
+        CategoricalChoice::Str("tanh".into()),
+    ])
+    .unwrap();
+    for i in from..from + n {
+        let u = |k: f64| ((i + 1) as f64 * k).fract();
+        let (xv, lrv, actv) = (
+            -1.0 + 2.0 * u(0.618_033_988_75),
+            (1e-5f64.ln() + u(0.754_877_666) * 1e4f64.ln()).exp(),
+            (i % 2) as f64,
+        );
+        let mut t = NewTrial::new(TrialState::Complete);
+        t.values = Some(vec![xv * xv + 0.01 * lrv.log10() + 0.001 * actv]);
+        t.params = vec![
+            ("ppo.x".into(), xv, x.clone()),
+            ("ppo.learning_rate".into(), lrv, lr.clone()),
+            ("ppo.activation".into(), actv, act.clone()),
+        ];
+        storage.add_trial(study, &t).unwrap();
+    }
+}
+
+fn computations(h: &Harness<'_, TradeTuneApp>) -> u64 {
+    h.state()
+        .state
+        .studies
+        .importance
+        .as_ref()
+        .map_or(0, |i| i.computations)
+}
+
+#[test]
+fn the_open_study_shows_its_parameter_importances() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("studies.db");
+    let mut storage = Storage::open(&db).unwrap();
+    let study = storage
+        .create_study("importance", &[StudyDirection::Minimize])
+        .unwrap();
+    add_trials(&mut storage, study, 0, 40);
+    let few = storage
+        .create_study("too_few", &[StudyDirection::Maximize])
+        .unwrap();
+    add_trials(&mut storage, few, 0, 1);
+
+    let mut h = harness(&db);
+    h.run_steps(4);
+    h.get_by_label("Open database…").click();
+    step_until(&mut h, "the database", |a| {
+        a.state.studies.db.is_some() || a.state.studies.error.is_some()
+    });
+    assert_eq!(h.state().state.studies.error, None);
+    h.get_by_label("importance").click();
+    step_until(&mut h, "the trials and their importances", |a| {
+        a.state.studies.rows.len() == 40 && a.state.studies.importance.is_some()
+    });
+
+    // What the engine computes from the same file, shown beside the chart.
+    let want = study_importances(&storage, "importance", &PedAnova::default()).unwrap();
+    assert_eq!(want.params[0].name, "ppo.x", "{want:?}");
+    h.get_by_label("parameter importance (PED-ANOVA): top 4 of 40 COMPLETE trials");
+    for p in &want.params {
+        assert!(
+            h.query_all_by_label(&p.name).count() >= 1,
+            "no label {}",
+            p.name
+        );
+        h.get_by_label(&significant(p.importance, 4));
+    }
+    let shown = h.state().state.studies.importance.clone().unwrap();
+    assert_eq!(shown.result.as_ref().unwrap(), &want);
+
+    // Not recomputed while drawing, nor when the same trials are read again.
+    assert_eq!(computations(&h), 1);
+    h.run_steps(20);
+    assert_eq!(computations(&h), 1, "recomputed by drawing frames");
+    h.state_mut()
+        .handle(Command::SelectStudy("importance".into()));
+    step_until(&mut h, "the same trials read again", |a| {
+        !a.state.studies.loading_trials
+    });
+    assert_eq!(computations(&h), 1, "recomputed for the same trial count");
+
+    // A trial more: recomputed, and the chart says so.
+    add_trials(&mut storage, study, 40, 1);
+    h.state_mut()
+        .handle(Command::SelectStudy("importance".into()));
+    step_until(&mut h, "the new trial", |a| {
+        a.state.studies.rows.len() == 41
+    });
+    assert_eq!(computations(&h), 2);
+    h.get_by_label("parameter importance (PED-ANOVA): top 5 of 41 COMPLETE trials");
+
+    // A study with one COMPLETE trial: why there is no chart.
+    h.get_by_label("too_few").click();
+    step_until(&mut h, "the other study", |a| {
+        a.state
+            .studies
+            .importance
+            .as_ref()
+            .is_some_and(|i| i.group == "too_few")
+    });
+    h.get_by_label_contains(
+        "importance not computed: parameter importance needs at least 2 COMPLETE trials with a \
+         finite value; study `too_few` has 1",
+    );
+    assert!(
+        h.query_by_label_contains("parameter importance (PED-ANOVA)")
+            .is_none(),
+        "the other study's chart is gone"
+    );
+}
