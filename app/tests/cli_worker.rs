@@ -17,20 +17,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{scratch, text, tradetune};
+use pg::python_has;
 use tradetune_engine::storage::{JsonValue, Storage, TrialState};
-
-fn python_has(test: &str, modules: &str) -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", &format!("import {modules}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        let required = std::env::var("TRADETUNE_REQUIRE_OPTUNA").is_ok_and(|v| v == "1");
-        assert!(!required, "{test}: python3 cannot import {modules}");
-        eprintln!("\n######## SKIPPED {test}: python3 cannot import {modules} ########\n");
-    }
-    ok
-}
 
 /// Tiny PPO trials (4 envs × 32 steps, 16-wide nets) of `steps` timesteps on the bundled data.
 fn study_file(dir: &Path, steps: usize) -> PathBuf {

@@ -38,35 +38,13 @@ fn reference_db() -> PathBuf {
 
 /// True if python3 can import optuna and pandas; otherwise skip loudly or fail when required.
 fn optuna_available(test: &str) -> bool {
-    python_has(test, "optuna, pandas")
+    pg::python_has(test, "optuna, pandas")
 }
 
 /// A new PostgreSQL database for `test` when a server and Optuna's PostgreSQL driver are there.
 fn postgres_database(test: &str) -> Option<String> {
     let url = pg::fresh_database(test)?;
-    python_has(test, "optuna, pandas, psycopg").then_some(url)
-}
-
-fn python_has(test: &str, modules: &str) -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", &format!("import {modules}")])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if ok {
-        return true;
-    }
-    let required = std::env::var("TRADETUNE_REQUIRE_OPTUNA").is_ok_and(|v| v == "1");
-    assert!(
-        !required,
-        "{test}: python3 with {modules} is required (TRADETUNE_REQUIRE_OPTUNA=1) but not \
-         available; run `python3 -m pip install optuna pandas 'psycopg[binary]'`"
-    );
-    eprintln!(
-        "\n######## SKIPPED {test}: python3 cannot import {modules}. ########\n\
-         ######## Install them (`python3 -m pip install optuna pandas 'psycopg[binary]'`) to run it. ########\n"
-    );
-    false
+    pg::python_has(test, "optuna, pandas, psycopg").then_some(url)
 }
 
 fn run_python(script: &str, args: &[&Path]) -> std::process::Output {

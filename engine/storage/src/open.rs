@@ -167,7 +167,7 @@ impl Storage {
         pg.client
             .batch_execute(&session)
             .map_err(|e| err("configure the session")(e.into()))?;
-        Ok((Conn::Postgres(RefCell::new(pg)), path))
+        Ok((Conn::Postgres(Box::new(RefCell::new(pg))), path))
     }
 
     fn open_sqlite(path: &Path, options: &StorageOptions) -> Result<Conn, StorageError> {

@@ -15,29 +15,13 @@ mod pg;
 use std::process::Command;
 use std::time::Duration;
 
-use pg::fresh_database;
+use pg::{fresh_database, python_has};
 
 use serde_json::Value;
 use tradetune_storage::{
     CategoricalChoice, JsonValue, NewTrial, OptunaDistribution, Storage, StorageError,
     StorageOptions, StudyDirection, TrialState, study_view_json,
 };
-
-fn python_with(test: &str, modules: &str) -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", &format!("import {modules}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        let required = std::env::var("TRADETUNE_REQUIRE_OPTUNA").is_ok_and(|v| v == "1");
-        assert!(
-            !required,
-            "{test}: python3 cannot import {modules} (TRADETUNE_REQUIRE_OPTUNA=1)"
-        );
-        eprintln!("\n######## SKIPPED {test}: python3 cannot import {modules} ########\n");
-    }
-    ok
-}
 
 /// `pg_dump --schema-only` of Optuna's tables, without the lines that differ per dump.
 fn optuna_schema_dump(url: &str) -> String {
@@ -73,7 +57,7 @@ fn the_schema_is_the_one_optuna_creates() {
     ) else {
         return;
     };
-    if !python_with("the_schema_is_the_one_optuna_creates", "optuna, psycopg") {
+    if !python_has("the_schema_is_the_one_optuna_creates", "optuna, psycopg") {
         return;
     }
     Storage::open(&ours).unwrap();

@@ -73,7 +73,7 @@ pub enum Conn {
     Sqlite(rusqlite::Connection),
     /// In a `RefCell`: the client needs `&mut` to run a query, and reads take `&Storage`
     /// (a `Storage` is `Send`, not `Sync`, as a rusqlite connection is).
-    Postgres(RefCell<postgres::PgConn>),
+    Postgres(Box<RefCell<postgres::PgConn>>),
 }
 
 impl Conn {

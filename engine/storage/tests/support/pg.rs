@@ -1,5 +1,7 @@
 //! The PostgreSQL server the tests use, shared by `engine/storage/tests/postgres.rs` and
-//! `tests/tests/optuna_client.rs` (included with `#[path]`).
+//! `tests/tests/optuna_client.rs` and `app/tests/cli_worker.rs` (included with `#[path]`).
+
+#![allow(dead_code)] // each including test uses its own subset
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -25,4 +27,26 @@ pub fn fresh_database(test: &str) -> Option<String> {
             None
         }
     }
+}
+
+/// Whether python3 imports `modules` (e.g. `"optuna, psycopg"`); otherwise a loud SKIP, or a
+/// failure under `TRADETUNE_REQUIRE_OPTUNA=1` (CI).
+pub fn python_has(test: &str, modules: &str) -> bool {
+    let ok = std::process::Command::new("python3")
+        .args(["-c", &format!("import {modules}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        let required = std::env::var("TRADETUNE_REQUIRE_OPTUNA").is_ok_and(|v| v == "1");
+        assert!(
+            !required,
+            "{test}: python3 with {modules} is required (TRADETUNE_REQUIRE_OPTUNA=1) but not \
+             available; run `python3 -m pip install optuna pandas 'psycopg[binary]' optuna-dashboard`"
+        );
+        eprintln!(
+            "\n######## SKIPPED {test}: python3 cannot import {modules}. ########\n\
+             ######## `python3 -m pip install optuna pandas 'psycopg[binary]' optuna-dashboard` ########\n"
+        );
+    }
+    ok
 }
