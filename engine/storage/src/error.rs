@@ -9,12 +9,13 @@ use super::model::TrialState;
 /// leaves the database unchanged: a write either commits whole or rolls back.
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
-    #[error("storage {path}: {action}: {source}")]
+    /// The engine's reason is in the message (not a `source()`), so a report of the error chain
+    /// (`{:#}`) does not say it twice.
+    #[error("storage {path}: {action}: {cause}")]
     Database {
         path: String,
         action: &'static str,
-        #[source]
-        source: DbError,
+        cause: DbError,
     },
     #[error(
         "storage {path}: not an Optuna storage (it has tables but no `{missing}` table); \
@@ -131,7 +132,7 @@ pub(super) fn sql_err<E: Into<DbError>>(
     move |source| StorageError::Database {
         path: path.clone(),
         action,
-        source: source.into(),
+        cause: source.into(),
     }
 }
 

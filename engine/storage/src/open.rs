@@ -198,7 +198,7 @@ impl Storage {
             return Err(StorageError::Database {
                 path: path_str,
                 action: "switch to WAL",
-                source: rusqlite::Error::InvalidQuery.into(),
+                cause: rusqlite::Error::InvalidQuery.into(),
             });
         }
         conn.pragma_update(None, "synchronous", "NORMAL")
@@ -293,10 +293,10 @@ impl Storage {
         let tx = self
             .conn
             .transaction()
-            .map_err(|source| StorageError::Database {
+            .map_err(|cause| StorageError::Database {
                 path: self.path.clone(),
                 action,
-                source,
+                cause,
             })?;
         let mut ctx = Tx {
             tx,
@@ -305,10 +305,10 @@ impl Storage {
             known: &mut self.known_distributions,
         };
         let out = f(&mut ctx)?;
-        ctx.tx.commit().map_err(|source| StorageError::Database {
+        ctx.tx.commit().map_err(|cause| StorageError::Database {
             path: self.path.clone(),
             action,
-            source,
+            cause,
         })?;
         Ok(out)
     }

@@ -35,7 +35,7 @@ pub struct ImportanceArgs {
 
 pub fn run(args: ImportanceArgs) -> anyhow::Result<()> {
     let db = super::db_path(args.db)?;
-    anyhow::ensure!(db.exists(), "{}: no such study database", db.display());
+    crate::launch::require_db(&db)?;
     let storage = Storage::open_read_only(&db)?;
     let evaluator = PedAnova {
         target_quantile: args.target_quantile,

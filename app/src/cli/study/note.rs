@@ -31,7 +31,7 @@ pub struct NoteArgs {
 
 pub fn run(args: NoteArgs) -> anyhow::Result<()> {
     let db = super::db_path(args.db)?;
-    anyhow::ensure!(db.exists(), "{}: no such study database", db.display());
+    crate::launch::require_db(&db)?;
     let body = match (&args.set, &args.file) {
         (Some(text), _) => Some(text.clone()),
         (None, Some(path)) => Some(
