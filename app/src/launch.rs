@@ -30,7 +30,8 @@ pub fn require_db(db: &Path) -> anyhow::Result<()> {
     }
     anyhow::ensure!(
         db.is_file(),
-        "{}: no such study database (a SQLite file, or postgresql://user@host[:port]/dbname)",
+        "{}: no such study database: the file does not exist (give a SQLite file, or \
+         postgresql://user@host[:port]/dbname)",
         db.display()
     );
     Ok(())
