@@ -16,7 +16,7 @@ use tradetune_engine::storage::{JsonValue, Storage, StudyDirection, TrialRecord,
 use tradetune_engine::study::file::StudyFile;
 use tradetune_engine::study::ppo_trial::read_study_file;
 use tradetune_engine::study::preset;
-use tradetune_engine::study::runner::{StudyEvent, StudyReport};
+use tradetune_engine::study::runner::{RunnerConfig, StudyEvent, StudyReport};
 
 pub mod importance;
 pub mod note;
@@ -72,19 +72,52 @@ pub struct RunArgs {
     /// (repeatable; values in TOML syntax).
     #[arg(long = "set", value_name = "NAME=VALUE")]
     pub set: Vec<String>,
+    #[command(flatten)]
+    pub liveness: LivenessArgs,
+    /// One JSON event per line instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Heartbeats and telemetry of a running study (`study run` and `worker`).
+#[derive(Debug, Args)]
+pub struct LivenessArgs {
     /// Seconds between heartbeats of a running trial.
     #[arg(long, default_value_t = 10.0)]
     pub heartbeat: f64,
     /// A RUNNING trial whose heartbeat is older than this many seconds was left by a dead
-    /// process and is marked FAIL when a study starts.
+    /// process (or worker) and is marked FAIL before the next trial starts.
     #[arg(long, default_value_t = 60.0)]
     pub stale_after: f64,
     /// Seconds between telemetry samples stored with the study (0 = no telemetry).
     #[arg(long, default_value_t = 1.0)]
     pub telemetry_interval: f64,
-    /// One JSON event per line instead of text.
-    #[arg(long)]
-    pub json: bool,
+}
+
+impl LivenessArgs {
+    /// Sets the runner's heartbeat period and grace period.
+    pub fn apply(&self, rc: &mut RunnerConfig) -> anyhow::Result<()> {
+        rc.heartbeat_interval = seconds(self.heartbeat, "--heartbeat")?;
+        rc.stale_after = seconds(self.stale_after, "--stale-after")?;
+        Ok(())
+    }
+
+    /// The telemetry sampler writing into `db`, unless `--telemetry-interval 0`.
+    pub fn sampler(
+        &self,
+        db: &std::path::Path,
+    ) -> anyhow::Result<
+        Option<(
+            tradetune_engine::telemetry::Sampler,
+            Vec<tradetune_engine::telemetry::GpuInfo>,
+        )>,
+    > {
+        if self.telemetry_interval <= 0.0 {
+            return Ok(None);
+        }
+        let interval = seconds(self.telemetry_interval, "--telemetry-interval")?;
+        launch::telemetry_sampler(db, interval).map(Some)
+    }
 }
 
 #[derive(Debug, Args)]
@@ -188,7 +221,7 @@ fn db_path(db: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     }
 }
 
-pub(crate) fn seconds(v: f64, flag: &str) -> anyhow::Result<Duration> {
+fn seconds(v: f64, flag: &str) -> anyhow::Result<Duration> {
     anyhow::ensure!(
         v.is_finite() && v > 0.0,
         "{flag}: must be a positive number of seconds, got {v}"
@@ -295,8 +328,7 @@ fn run_study(args: RunArgs) -> anyhow::Result<()> {
             "--devices: list at least one device"
         );
     }
-    rc.heartbeat_interval = seconds(args.heartbeat, "--heartbeat")?;
-    rc.stale_after = seconds(args.stale_after, "--stale-after")?;
+    args.liveness.apply(&mut rc)?;
 
     let (runner, source) = launch::runner(&file, rc)?;
     if !args.json {
@@ -304,12 +336,7 @@ fn run_study(args: RunArgs) -> anyhow::Result<()> {
         println!("data: {source}");
     }
     // Telemetry into the study database, tagged by trial, and summarised per trial.
-    let sampler = if args.telemetry_interval > 0.0 {
-        let interval = seconds(args.telemetry_interval, "--telemetry-interval")?;
-        Some(launch::telemetry_sampler(&db, interval)?)
-    } else {
-        None
-    };
+    let sampler = args.liveness.sampler(&db)?;
     crate::signals::interrupt_on_signal(runner.stop_handle());
     let report = drive(launch::StudyRun::new(runner, sampler), args.json)?;
     if !args.json {

@@ -15,7 +15,7 @@ use clap::Args;
 use tradetune_engine::storage::{JsonValue, Storage};
 use tradetune_engine::study::ppo_trial::parse_study_file;
 
-use super::study::{apply_overrides, drive, record, seconds as secs};
+use super::study::{LivenessArgs, apply_overrides, drive, record};
 use crate::launch;
 
 #[derive(Debug, Args)]
@@ -40,16 +40,8 @@ pub struct WorkerArgs {
     /// (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
-    /// Seconds between heartbeats of a running trial.
-    #[arg(long, default_value_t = 10.0)]
-    pub heartbeat: f64,
-    /// A RUNNING trial whose heartbeat is older than this many seconds belongs to a dead
-    /// worker and is marked FAIL, so the others go on.
-    #[arg(long, default_value_t = 60.0)]
-    pub stale_after: f64,
-    /// Seconds between telemetry samples stored with the study (0 = none).
-    #[arg(long, default_value_t = 1.0)]
-    pub telemetry_interval: f64,
+    #[command(flatten)]
+    pub liveness: LivenessArgs,
     /// One JSON event per line instead of text.
     #[arg(long)]
     pub json: bool,
@@ -136,8 +128,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<()> {
         crate::signals::host_name(),
         std::process::id()
     ));
-    rc.heartbeat_interval = secs(args.heartbeat, "--heartbeat")?;
-    rc.stale_after = secs(args.stale_after, "--stale-after")?;
+    args.liveness.apply(&mut rc)?;
 
     let (runner, data, fingerprint) = launch::runner_with_fingerprint(&file, rc)?;
     anyhow::ensure!(
@@ -155,12 +146,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<()> {
         );
         println!("data: {data}");
     }
-    let sampler = if args.telemetry_interval > 0.0 {
-        let interval = secs(args.telemetry_interval, "--telemetry-interval")?;
-        Some(launch::telemetry_sampler(&args.storage, interval)?)
-    } else {
-        None
-    };
+    let sampler = args.liveness.sampler(&args.storage)?;
     crate::signals::interrupt_on_signal(runner.stop_handle());
     let report = drive(launch::StudyRun::new(runner, sampler), args.json)?;
     if !args.json {

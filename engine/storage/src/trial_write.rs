@@ -356,12 +356,9 @@ fn finish(
 impl Storage {
     /// Starts a new RUNNING trial (with a first heartbeat) and returns its number.
     pub fn create_trial(&mut self, study_id: i64) -> Result<TrialHandle, StorageError> {
-        self.write("create trial", |tx| {
-            require_study(tx, study_id)?;
-            let handle = insert_trial(tx, study_id, TrialState::Running, Some(now_utc()), None)?;
-            upsert_heartbeat(tx, handle.trial_id)?;
-            Ok(handle)
-        })
+        // Without a budget a trial is always created.
+        self.create_trial_within(study_id, None)?
+            .ok_or(StorageError::UnknownStudy(study_id))
     }
 
     /// Starts a new RUNNING trial unless the study already holds `budget` RUNNING, COMPLETE or
