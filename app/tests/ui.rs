@@ -24,6 +24,7 @@ use tradetune_engine::storage::{
     APPLIED_CONFIG_KEY, JsonValue, NewTrial, OptunaDistribution, Storage, StudyDirection,
     TrialState,
 };
+use tradetune_engine::study::file::SearchSpec;
 use tradetune_engine::telemetry::{GpuInfo, GpuVendor};
 
 /// Answers every dialog with a path chosen by the test.
@@ -355,7 +356,7 @@ fn search_spec(h: &Harness<'_, TradeTuneApp>, name: &str) -> Option<String> {
         .search
         .iter()
         .find(|e| e.name == name)
-        .map(|e| e.spec.clone())
+        .map(|e| e.spec.to_string())
 }
 
 #[test]
@@ -373,7 +374,7 @@ fn a_searched_parameter_is_added_and_edited_as_fields() {
     settle(&mut h);
     assert_eq!(
         search_spec(&h, "ppo.gamma").as_deref(),
-        Some("{ low = 0.099, high = 1 }")
+        Some("{ low = 0.099, high = 1.0 }")
     );
     assert!(
         !start_disabled(&h),
@@ -390,6 +391,14 @@ fn a_searched_parameter_is_added_and_edited_as_fields() {
     );
     assert!(start_disabled(&h));
     h.get_by_label_contains("cannot start: search.ppo.gamma");
+    // Text that is no number: the engine's reader says why, the draft keeps the last range.
+    retype(&mut h, "ppo.gamma low", "0.9x");
+    assert!(start_disabled(&h));
+    h.get_by_label_contains("cannot start: search.ppo.gamma");
+    assert_eq!(
+        search_spec(&h, "ppo.gamma").as_deref(),
+        Some("{ low = 0.999, high = 0.95 }")
+    );
     // Fixed: a valid stepped range again.
     retype(&mut h, "ppo.gamma low", "0.9");
     retype(&mut h, "ppo.gamma step", "0.01");
@@ -477,7 +486,7 @@ fn tiny_draft(name: &str) -> Draft {
     draft.pruner.kind = tradetune_engine::study::file::PrunerKind::None;
     draft.search = vec![tradetune_app::ui::draft::SearchEntry {
         name: "ppo.learning_rate".into(),
-        spec: "{ low = 1e-4, high = 1e-3, log = true }".into(),
+        spec: SearchSpec::parse("{ low = 1e-4, high = 1e-3, log = true }").unwrap(),
     }];
     draft
 }

@@ -158,7 +158,7 @@ fn configure_with_a_flagged_field() {
     ] {
         draft.search.push(tradetune_app::ui::draft::SearchEntry {
             name: name.into(),
-            spec: spec.into(),
+            spec: tradetune_engine::study::file::SearchSpec::parse(spec).unwrap(),
         });
     }
     let settings = Settings {

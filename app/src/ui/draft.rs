@@ -15,20 +15,41 @@ use tradetune_engine::market::split::{HoldOut, SplitError, SplitSpec};
 use tradetune_engine::ppo::{PpoConfig, PpoError};
 use tradetune_engine::study::Direction;
 use tradetune_engine::study::file::{
-    DataSection, PrunerSection, SamplerSection, StudyFile, StudyFileError, StudySection,
+    DataSection, PrunerSection, SamplerSection, SearchSpec, StudyFile, StudyFileError, StudyParts,
+    StudySection,
 };
-use tradetune_engine::study::ppo_trial::{PpoTrialConfig, TrialSchedule, parse_study_file};
+use tradetune_engine::study::ppo_trial::{PpoTrialConfig, TrialSchedule};
 use tradetune_engine::study::preset::Preset;
 
-/// One searched parameter: its dotted name and its distribution as a TOML inline value
-/// (`{ low = 1e-5, high = 1e-3, log = true }`, `{ choices = [64, 128] }`), exactly as in a study
-/// file's `[search]` table.
+/// One searched parameter: its dotted name and its range, typed but judged only by the engine
+/// ([`SearchSpec::distribution`], when the study is built). Settings store the range as a study
+/// file's inline table (`{ low = 1e-5, high = 1e-3, log = true }`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SearchEntry {
     /// `ppo.learning_rate`.
     pub name: String,
-    /// The distribution.
-    pub spec: String,
+    /// The range or choices.
+    pub spec: SearchSpec,
+}
+
+/// The searched parameters of saved settings; an entry whose range no longer reads (text
+/// typed into a settings file by hand) is dropped, leaving that field fixed, rather than
+/// losing every other setting.
+fn lenient_search<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<SearchEntry>, D::Error> {
+    #[derive(Deserialize)]
+    struct Stored {
+        name: String,
+        spec: String,
+    }
+    let stored = Vec::<Stored>::deserialize(d)?;
+    Ok(stored
+        .into_iter()
+        .filter_map(|e| {
+            SearchSpec::parse(&e.spec)
+                .ok()
+                .map(|spec| SearchEntry { name: e.name, spec })
+        })
+        .collect())
 }
 
 /// Everything Start needs besides the data: a study file's contents, with the fixed
@@ -52,6 +73,7 @@ pub struct Draft {
     /// The pruner.
     pub pruner: PrunerSection,
     /// Searched parameters (empty: every trial runs the fixed configuration).
+    #[serde(deserialize_with = "lenient_search")]
     pub search: Vec<SearchEntry>,
 }
 
@@ -100,17 +122,12 @@ impl Draft {
     /// and searched ranges.
     pub fn from_preset(p: &Preset) -> Result<Draft, String> {
         let base = PpoTrialConfig::from_json(&p.study.base_config).map_err(|e| e.to_string())?;
-        let doc: toml::Table = toml::from_str(p.text).map_err(|e| e.to_string())?;
-        let search = match doc.get("search") {
-            Some(toml::Value::Table(t)) => t
-                .iter()
-                .map(|(name, v)| SearchEntry {
-                    name: name.clone(),
-                    spec: v.to_string(),
-                })
-                .collect(),
-            _ => Vec::new(),
-        };
+        let search = p
+            .study
+            .search_specs()
+            .into_iter()
+            .map(|(name, spec)| SearchEntry { name, spec })
+            .collect();
         Ok(Draft {
             env: base.env,
             ppo: base.ppo,
@@ -131,45 +148,25 @@ impl Draft {
     /// The study file this draft amounts to, training on `data` (empty: the bundled sample).
     /// Errors name the field (`search.ppo.gamma`, `sampler.kind`).
     pub fn study_file(&self, data: &[PathBuf]) -> Result<StudyFile, StudyFileError> {
-        let err = |key: &str, message: String| StudyFileError {
-            path: DRAFT_SOURCE.into(),
-            line: None,
-            key: Some(key.into()),
-            message,
-        };
-        let mut doc = toml::Table::new();
-        doc.insert("study".into(), toml_value("study", &self.study)?);
-        doc.insert(
-            "data".into(),
-            toml_value(
-                "data",
-                &DataSection {
+        StudyFile::from_parts(
+            StudyParts {
+                study: self.study.clone(),
+                data: DataSection {
                     paths: data.to_vec(),
                     assets: Vec::new(),
                 },
-            )?,
-        );
-        doc.insert("split".into(), toml_value("split", &self.split)?);
-        doc.insert("sampler".into(), toml_value("sampler", &self.sampler)?);
-        doc.insert("pruner".into(), toml_value("pruner", &self.pruner)?);
-        let mut search = toml::Table::new();
-        for e in &self.search {
-            let parsed: toml::Table = toml::from_str(&format!("v = {}", e.spec))
-                .map_err(|x| err(&format!("search.{}", e.name), format!("{}: {x}", e.spec)))?;
-            if let Some(v) = parsed.get("v") {
-                search.insert(e.name.clone(), v.clone());
-            }
-        }
-        doc.insert("search".into(), toml::Value::Table(search));
-        let text = toml::to_string(&doc).map_err(|e| err("study", e.to_string()))?;
-        let mut file = parse_study_file(&text, DRAFT_SOURCE)?;
-        file.base_config = serde_json::to_value(PpoTrialConfig {
-            env: self.env.clone(),
-            ppo: self.ppo.clone(),
-            train: self.train.clone(),
-        })
-        .map_err(|e| err("fixed", e.to_string()))?;
-        Ok(file)
+                split: self.split.clone(),
+                base_config: self.base_json(),
+                search: self
+                    .search
+                    .iter()
+                    .map(|e| (e.name.clone(), e.spec.clone()))
+                    .collect(),
+                sampler: self.sampler.clone(),
+                pruner: self.pruner.clone(),
+            },
+            DRAFT_SOURCE,
+        )
     }
 }
 
@@ -192,15 +189,6 @@ impl Draft {
             .try_fold(&base, |v, part| v.get(part))
             .cloned()
     }
-}
-
-fn toml_value<T: Serialize>(key: &str, v: &T) -> Result<toml::Value, StudyFileError> {
-    toml::Value::try_from(v).map_err(|e| StudyFileError {
-        path: DRAFT_SOURCE.into(),
-        line: None,
-        key: Some(key.into()),
-        message: e.to_string(),
-    })
 }
 
 /// One thing wrong with a field, shown where the field is typed.
@@ -411,7 +399,8 @@ mod tests {
             assert_eq!(d.problems(Some(shape()), &[]), vec![], "{}", p.name);
             // The study file it amounts to searches what the preset searches.
             let file = d.study_file(&[]).unwrap();
-            assert_eq!(file.space.names().count(), p.study.space.names().count());
+            assert_eq!(file.search_specs(), p.study.search_specs(), "{}", p.name);
+            assert_eq!(file.base_config, p.study.base_config, "{}", p.name);
             assert_eq!(file.study, p.study.study);
             assert_eq!(file.split, p.study.split, "{}", p.name);
         }
@@ -504,7 +493,7 @@ mod tests {
         let mut d = Draft::default();
         d.search.push(SearchEntry {
             name: "ppo.gamma".into(),
-            spec: "{ low = 0.99, high = 0.9 }".into(),
+            spec: SearchSpec::parse("{ low = 0.99, high = 0.9 }").unwrap(),
         });
         let problems = d.problems(Some(shape()), &[]);
         assert!(
@@ -513,7 +502,7 @@ mod tests {
         );
         d.search[0] = SearchEntry {
             name: "ppo.gama".into(),
-            spec: "{ low = 0.9, high = 0.99 }".into(),
+            spec: SearchSpec::parse("{ low = 0.9, high = 0.99 }").unwrap(),
         };
         let problems = d.problems(Some(shape()), &[]);
         assert!(

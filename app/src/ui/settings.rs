@@ -120,7 +120,8 @@ mod tests {
         draft.study.name = "mine".into();
         draft.search.push(SearchEntry {
             name: "ppo.gamma".into(),
-            spec: "{ low = 0.9, high = 0.999 }".into(),
+            spec: tradetune_engine::study::file::SearchSpec::parse("{ low = 0.9, high = 0.999 }")
+                .unwrap(),
         });
         Settings {
             tab: Tab::Studies,

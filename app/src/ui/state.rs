@@ -134,6 +134,16 @@ impl AppState {
             out.extend(draft.split_problems(&d.dataset.timestamps));
         }
         out.extend(self.device_problems());
+        out.extend(
+            crate::ui::panels::configure::search_form_problems(&self.configure.search_forms)
+                .into_iter()
+                .filter(|p| {
+                    draft
+                        .search
+                        .iter()
+                        .any(|e| p.field == format!("search.{}", e.name))
+                }),
+        );
         out
     }
 

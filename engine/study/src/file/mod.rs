@@ -46,6 +46,7 @@
 //! configuration before anything runs; errors name the file, the line and the key.
 
 mod line;
+mod search_spec;
 mod sections;
 mod spec;
 
@@ -56,11 +57,13 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 pub use line::{key_at, line_of};
+pub use search_spec::SearchSpec;
+use search_spec::param_value;
 pub use sections::{
     DIRECTIONS, DataSection, PrunerKind, PrunerSection, SamplerKind, SamplerSection, StudySection,
     direction_name,
 };
-use spec::{distribution, flatten, param_value, search_specs, set_fixed};
+use spec::{flatten, search_specs, set_fixed};
 
 use crate::config_path::{self, ConfigPathError};
 use crate::pruner::{
@@ -114,6 +117,22 @@ pub struct StudyFile {
     enqueued: Vec<BTreeMap<String, ParamValue>>,
     grid: BTreeMap<String, Vec<ParamValue>>,
     text: String,
+}
+
+/// A study's parts as typed values: a study file's tables once read, or what the app's
+/// Configure panel holds.
+#[derive(Debug, Clone)]
+pub struct StudyParts {
+    pub study: StudySection,
+    pub data: DataSection,
+    pub split: SplitSpec,
+    /// The trial configuration every trial starts from (the trial's defaults with the fixed
+    /// values set), as JSON: searched values are applied to it by dotted name.
+    pub base_config: serde_json::Value,
+    /// The searched parameters by dotted name, in order.
+    pub search: Vec<(String, SearchSpec)>,
+    pub sampler: SamplerSection,
+    pub pruner: PrunerSection,
 }
 
 /// The file's tables.
@@ -202,7 +221,6 @@ impl StudyFile {
                 "missing [study] table (at least `name = \"...\"`)".into(),
             )
         })?;
-        check_study(&study, &err)?;
 
         let mut base_config = defaults.clone();
         {
@@ -213,18 +231,64 @@ impl StudyFile {
                     .map_err(|m| err(Some(format!("fixed.{name}")), m))?;
             }
         }
+        let mut specs = Vec::new();
+        search_specs(&search, "", &mut specs);
+        let search = specs
+            .into_iter()
+            .map(|(name, spec)| {
+                SearchSpec::from_table(&spec)
+                    .map(|s| (name.clone(), s))
+                    .map_err(|m| err(Some(format!("search.\"{name}\"")), m))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        StudyFile::assemble(
+            StudyParts {
+                study,
+                data,
+                split,
+                base_config,
+                search,
+                sampler,
+                pruner,
+            },
+            path,
+            text,
+        )
+    }
 
+    /// A study from its typed parts, checked as a study file is (what the app's Configure
+    /// panel builds without writing a file); `path` names the source in errors, which carry
+    /// no line.
+    pub fn from_parts(parts: StudyParts, path: &str) -> Result<StudyFile, StudyFileError> {
+        StudyFile::assemble(parts, path, "")
+    }
+
+    /// Checks `parts` and builds the study; errors name `path`, the key, and its line in
+    /// `text` (the file's text; empty for typed parts).
+    fn assemble(parts: StudyParts, path: &str, text: &str) -> Result<StudyFile, StudyFileError> {
+        let err = |key: Option<String>, message: String| StudyFileError {
+            path: path.to_owned(),
+            line: key.as_deref().and_then(|k| line_of(text, k)),
+            key,
+            message,
+        };
+        let StudyParts {
+            study,
+            data,
+            split,
+            base_config,
+            search,
+            sampler,
+            pruner,
+        } = parts;
+        check_study(&study, &err)?;
         let mut space = SearchSpace::new();
-        {
-            let mut specs = Vec::new();
-            search_specs(&search, "", &mut specs);
-            for (name, spec) in specs {
-                let key = format!("search.\"{name}\"");
-                let dist = distribution(&spec).map_err(|m| err(Some(key.clone()), m))?;
-                space
-                    .insert(&name, dist)
-                    .map_err(|e| err(Some(key.clone()), e.to_string()))?;
-            }
+        for (name, spec) in &search {
+            let key = format!("search.\"{name}\"");
+            let dist = spec.distribution().map_err(|m| err(Some(key.clone()), m))?;
+            space
+                .insert(name, dist)
+                .map_err(|e| err(Some(key.clone()), e.to_string()))?;
         }
         config_path::check_names(&base_config, &space).map_err(|e| {
             let name = match &e {
@@ -334,6 +398,14 @@ impl StudyFile {
             key: Some(key.to_owned()),
             message,
         }
+    }
+
+    /// The searched parameters as specs, by name (what a form edits).
+    pub fn search_specs(&self) -> Vec<(String, SearchSpec)> {
+        self.space
+            .iter()
+            .map(|(name, d)| (name.to_owned(), SearchSpec::of(d)))
+            .collect()
     }
 
     pub fn direction(&self) -> Direction {

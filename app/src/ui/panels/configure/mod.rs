@@ -17,9 +17,12 @@ use super::widgets;
 use crate::ui::command::Command;
 use crate::ui::presets::UserPreset;
 use crate::ui::state::AppState;
+use tradetune_engine::study::file::SearchSpec;
 
 pub use data::use_files as use_data;
-pub use search::{add as add_search, remove as remove_search};
+pub use search::{
+    add as add_search, form_problems as search_form_problems, remove as remove_search,
+};
 
 /// What the Configure panel keeps between frames besides the draft.
 #[derive(Debug, Clone)]
@@ -30,9 +33,8 @@ pub struct ConfigureView {
     pub texts: fields::Texts,
     /// The name of a new searched parameter being typed.
     pub new_search: String,
-    /// The searched parameters' editor forms by name, with the stored text each was read from
-    /// (a change of that text elsewhere, e.g. a preset, re-reads it).
-    pub search_forms: HashMap<String, (String, Option<SearchForm>)>,
+    /// The searched parameters' editor forms by name.
+    pub search_forms: HashMap<String, SearchRow>,
     /// The device chosen in "add device".
     pub new_device: String,
 }
@@ -47,6 +49,16 @@ impl Default for ConfigureView {
             new_device: "cpu".into(),
         }
     }
+}
+
+/// One searched parameter's editor: the form as typed, the stored spec it was last read from
+/// or written to (a change of the spec elsewhere, e.g. a preset, re-reads it), and why the
+/// form's text does not make a spec, while it does not.
+#[derive(Debug, Clone)]
+pub struct SearchRow {
+    pub synced: SearchSpec,
+    pub form: SearchForm,
+    pub error: Option<String>,
 }
 
 /// Draws the panel.

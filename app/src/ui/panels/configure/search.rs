@@ -1,16 +1,19 @@
 //! The searched parameters in Configure: each a dotted name and its distribution, edited as
 //! fields; "search parameter" adds one among the names the field table lists.
 
+use super::SearchRow;
 use super::fields;
 use super::search_form::{FormKind, SearchForm};
 use crate::ui::command::Command;
 use crate::ui::draft::{Problem, SearchEntry};
 use crate::ui::panels::widgets;
 use crate::ui::state::AppState;
+use tradetune_engine::study::file::SearchSpec;
 
 /// Searched parameters: each a dotted name and its distribution, edited as fields (kind, low,
-/// high, log, step or the choices) and kept as the TOML value of a study file's `[search]`
-/// table; a searched value replaces the fixed one above in each trial.
+/// high, log, step or the choices) and kept as the draft's typed [`SearchSpec`]; a form whose
+/// text does not make one shows why under it (and blocks Start). A searched value replaces the
+/// fixed one above in each trial.
 pub(super) fn section(
     ui: &mut egui::Ui,
     state: &mut AppState,
@@ -28,26 +31,28 @@ pub(super) fn section(
     egui::Grid::new("search").striped(true).show(ui, |ui| {
         for e in &mut draft.search {
             ui.monospace(&e.name);
-            // The form follows the stored text when it changed elsewhere (a preset, a load).
-            let (synced, form) = forms
-                .entry(e.name.clone())
-                .or_insert_with(|| (e.spec.clone(), SearchForm::from_spec(&e.spec)));
-            if *synced != e.spec {
-                *synced = e.spec.clone();
-                *form = SearchForm::from_spec(&e.spec);
+            // The form follows the stored spec when it changed elsewhere (a preset, a load).
+            let row = forms.entry(e.name.clone()).or_insert_with(|| SearchRow {
+                synced: e.spec.clone(),
+                form: SearchForm::of(&e.spec),
+                error: None,
+            });
+            if row.synced != e.spec {
+                *row = SearchRow {
+                    synced: e.spec.clone(),
+                    form: SearchForm::of(&e.spec),
+                    error: None,
+                };
             }
-            let changed = match form {
-                Some(form) => distribution(ui, &e.name, form),
-                // Not a table (typed by hand into a settings file): edit the text itself.
-                None => {
-                    ui.add(egui::TextEdit::singleline(&mut e.spec).desired_width(420.0))
-                        .on_hover_text(format!("distribution of {}", e.name));
-                    false
+            if distribution(ui, &e.name, &mut row.form) {
+                match SearchSpec::parse(&row.form.to_spec()) {
+                    Ok(spec) => {
+                        e.spec = spec.clone();
+                        row.synced = spec;
+                        row.error = None;
+                    }
+                    Err(why) => row.error = Some(why),
                 }
-            };
-            if changed && let Some(form) = form {
-                e.spec = form.to_spec();
-                *synced = e.spec.clone();
             }
             if ui.small_button(format!("fix {}", e.name)).clicked() {
                 commands.push(Command::RemoveSearch(e.name.clone()));
@@ -146,13 +151,34 @@ pub fn add(state: &mut AppState, name: &str) {
     if !draft.search.iter().any(|e| e.name == name) {
         // An unknown name still gets a row: the study-file check then names it and lists the
         // valid ones.
-        let spec = draft.fixed_value(&name).map_or_else(
-            || "{ low = 0.0, high = 1.0 }".to_owned(),
-            |v| SearchForm::around(&v).to_spec(),
-        );
+        let unit = SearchSpec::Float {
+            low: 0.0,
+            high: 1.0,
+            log: false,
+            step: None,
+        };
+        let spec = draft
+            .fixed_value(&name)
+            .and_then(|v| SearchSpec::parse(&SearchForm::around(&v).to_spec()).ok())
+            .unwrap_or(unit);
         draft.search.push(SearchEntry { name, spec });
     }
     state.configure.new_search.clear();
+}
+
+/// The searched parameters whose form text does not make a range, as problems on their field.
+pub fn form_problems(forms: &std::collections::HashMap<String, SearchRow>) -> Vec<Problem> {
+    let mut out: Vec<Problem> = forms
+        .iter()
+        .filter_map(|(name, row)| {
+            row.error.as_ref().map(|why| Problem {
+                field: format!("search.{name}"),
+                message: format!("search.{name}: {why}"),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.field.cmp(&b.field));
+    out
 }
 
 /// [`Command::RemoveSearch`]: `name` keeps its fixed value.

@@ -1,12 +1,13 @@
 //! The searched-parameter editor's model: a distribution as the fields a person edits (kind,
-//! low, high, log, step, choices) and the TOML inline value of a study file's `[search]` table
-//! it amounts to (`{ low = 1e-5, high = 1e-3, log = true }`, `{ choices = [64, 128] }`).
+//! low, high, log, step, choices), as typed, and the study file's inline table they amount to
+//! (`{ low = 1e-5, high = 1e-3, log = true }`, `{ choices = [64, 128] }`).
 //!
-//! The TOML text stays the stored form (settings and study files keep it), and the engine's
-//! study-file parser stays the one judge of it: this module writes what was typed, as typed,
-//! so a bad number reaches the parser and comes back as a problem named after the field.
+//! The draft holds the engine's typed [`SearchSpec`]; the form's text becomes one through the
+//! engine's own reader ([`SearchSpec::parse`]), so a bad number comes back in the engine's words,
+//! and whether the range is valid is the engine's check when the study is built.
 
 use serde_json::Value;
+use tradetune_engine::study::file::SearchSpec;
 
 /// What kind of distribution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +79,12 @@ impl SearchForm {
             step: text("step"),
             choices: String::new(),
         })
+    }
+
+    /// The form of a spec (its study-file text read back into fields).
+    pub fn of(spec: &SearchSpec) -> SearchForm {
+        SearchForm::from_spec(&spec.to_string())
+            .unwrap_or_else(|| SearchForm::empty(FormKind::Float))
     }
 
     fn empty(kind: FormKind) -> SearchForm {
