@@ -1,20 +1,15 @@
-//! Starting a study, shared by `tradetune study run` and the desktop app's Start button: the
-//! study file becomes a runner over its data, and a telemetry sampler writes into the study's
-//! database and summarises each trial.
+//! Where this machine keeps a study's files, shared by the CLI and the desktop app: the default
+//! database in the user's data directory, checkpoints beside the database, and how a database
+//! is named in messages. Running the study itself is the engine's front door
+//! (`tradetune_engine::front::study_run`).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, mpsc};
-use std::time::Duration;
 
 use anyhow::Context;
-use tradetune_engine::storage::{Storage, StorageOptions, is_postgres_url, redact};
+use tradetune_engine::front::study_run::{self, Prepared};
+use tradetune_engine::storage::{is_postgres_url, redact};
 use tradetune_engine::study::file::StudyFile;
-use tradetune_engine::study::ppo_trial::{PpoTrial, PpoTrialConfig, check_devices};
-use tradetune_engine::study::runner::{Runner, RunnerConfig, StopHandle, StudyEvent, StudyReport};
-use tradetune_engine::telemetry::{
-    DRM_ROOT, GpuDiscovery, GpuInfo, Sampler, SamplerConfig, SamplerCore, StorageSink,
-    SysinfoHostProbe, source,
-};
+use tradetune_engine::study::runner::RunnerConfig;
 
 /// How a study database is named in messages: the path, or the PostgreSQL URL without its
 /// password.
@@ -56,120 +51,9 @@ pub fn checkpoint_root(db: &Path) -> anyhow::Result<PathBuf> {
     Ok(db.parent().unwrap_or(Path::new(".")).join("checkpoints"))
 }
 
-/// A runner for `file` with the settings `rc`, its data loaded; also says where the data came
-/// from.
-pub fn runner(file: &StudyFile, rc: RunnerConfig) -> anyhow::Result<(Runner, String)> {
-    let (runner, source, _) = runner_with_fingerprint(file, rc)?;
-    Ok((runner, source))
-}
-
-/// [`runner`], with the loaded market data's fingerprint (which `tradetune worker` compares
-/// with the study's).
-pub fn runner_with_fingerprint(
-    file: &StudyFile,
-    rc: RunnerConfig,
-) -> anyhow::Result<(Runner, String, String)> {
-    let base = PpoTrialConfig::from_json(&file.base_config)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", file.path))?;
-    // A device that is not here, or lacks a precision the trials can ask for, refuses the
-    // study before any data is loaded or any trial created.
-    check_devices(file, &rc.devices)?;
-    // Each COMPLETE trial's policy is kept beside the database, for backtests.
-    let checkpoints = checkpoint_root(&rc.storage)?.join(&file.study.name);
-    let trial = PpoTrial::load(&file.data, &file.split, &base, file.study.objective)?
-        .with_checkpoints(checkpoints);
-    let source = trial.source.clone();
-    let fingerprint = trial.data_fingerprint();
-    let runner = Runner::new(
-        rc,
-        file.space.clone(),
-        file.base_config.clone(),
-        file.build_sampler()?,
-        file.build_pruner()?,
-        Arc::new(trial),
-    )?;
-    Ok((runner, source, fingerprint))
-}
-
-/// A telemetry sampler (CPU, process and whatever GPUs answer) every `interval`, writing its
-/// rows into the study database `db`, tagged by trial; with the cards its probes see (in its
-/// `gpuN` order) for [`Runner::with_telemetry_gpus`].
-pub fn telemetry_sampler(db: &Path, interval: Duration) -> anyhow::Result<(Sampler, Vec<GpuInfo>)> {
-    let config = SamplerConfig::with_interval(interval).context("telemetry interval")?;
-    let pid = std::process::id();
-    let host = SysinfoHostProbe::new(Some(pid)).context("CPU/process probe")?;
-    let discovery = GpuDiscovery::discover(Path::new(DRM_ROOT), pid);
-    let gpus = discovery.devices();
-    let sources = source::sources(discovery, Some(Box::new(host)));
-    // Opening the database here also recovers trials of dead processes; the runner reports
-    // them since it opens with the same grace period.
-    let sink = StorageSink::new(Storage::open_with(
-        db,
-        &StorageOptions {
-            stale_after: None,
-            ..Default::default()
-        },
-    )?);
-    let core = SamplerCore::new(config, sources, Some(Box::new(sink)))?;
-    Ok((Sampler::start(core)?, gpus))
-}
-
-/// A study's runner with its telemetry sampler attached (when there is one): what
-/// `tradetune study run` and the app's Start button both run.
-pub struct StudyRun {
-    runner: Runner,
-    sampler: Option<Sampler>,
-}
-
-impl StudyRun {
-    /// `runner`, with `sampler`'s telemetry tagged by trial and matched to its cards.
-    pub fn new(runner: Runner, sampler: Option<(Sampler, Vec<GpuInfo>)>) -> Self {
-        match sampler {
-            Some((s, gpus)) => StudyRun {
-                runner: runner.with_telemetry(s.handle()).with_telemetry_gpus(gpus),
-                sampler: Some(s),
-            },
-            None => StudyRun {
-                runner,
-                sampler: None,
-            },
-        }
-    }
-
-    /// Stops the study (or one trial) from another thread.
-    pub fn stop_handle(&self) -> StopHandle {
-        self.runner.stop_handle()
-    }
-
-    /// Runs the study on its own thread and hands each of its events to `on_event` on this
-    /// one, then stops the sampler. Returns the report, and a line to show when the sampler
-    /// could not store some of its rows.
-    pub fn run(
-        self,
-        mut on_event: impl FnMut(StudyEvent),
-    ) -> (anyhow::Result<StudyReport>, Option<String>) {
-        let StudyRun { runner, sampler } = self;
-        let (tx, rx) = mpsc::channel();
-        let result = std::thread::scope(|scope| {
-            let handle = scope.spawn(|| {
-                let r = runner.run(&tx);
-                drop(tx);
-                r
-            });
-            for event in rx.iter() {
-                on_event(event);
-            }
-            match handle.join() {
-                Ok(r) => r.map_err(anyhow::Error::from),
-                Err(_) => Err(anyhow::anyhow!("the study runner panicked")),
-            }
-        });
-        let lost = sampler.and_then(|s| {
-            let stats = s.stop();
-            stats
-                .last_sink_error
-                .map(|e| format!("telemetry: {} rows not stored: {e}", stats.rows_dropped))
-        });
-        (result, lost)
-    }
+/// A runner for `file` with the settings `rc`, its data loaded, keeping each COMPLETE trial's
+/// policy under [`checkpoint_root`] of the study's database.
+pub fn prepare(file: &StudyFile, rc: RunnerConfig) -> anyhow::Result<Prepared> {
+    let checkpoints = checkpoint_root(&rc.storage)?;
+    Ok(study_run::prepare(file, rc, &checkpoints)?)
 }

@@ -19,7 +19,13 @@
 //! - [`study`] (`tradetune-study`): search spaces, samplers and pruners (Optuna semantics),
 //!   presets, study files and the runner; on every layer above.
 //!
+//! - [`front`] (this crate): the front door both front ends use — start a study and receive
+//!   its events and a stop handle, backtest a checkpoint, compare two runs, export telemetry,
+//!   resolve a data source and read the checkpoint's data files; on every layer.
+//!
 //! The engine never imports a UI crate; long-running work reports through engine-defined events.
+
+pub mod front;
 
 pub use tradetune_device as device;
 pub use tradetune_env as env;

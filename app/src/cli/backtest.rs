@@ -11,7 +11,8 @@ use serde::Serialize;
 use tradetune_engine::eval::{EvalReport, Metrics, Objective};
 use tradetune_engine::market::time::format_timestamp;
 
-use crate::ops::backtest::{Backtest, backtest, table};
+use tradetune_engine::device::DeviceSpec;
+use tradetune_engine::front::backtest::{Backtest, SplitPart, backtest, table};
 
 #[derive(Debug, Args)]
 pub struct BacktestArgs {
@@ -20,7 +21,7 @@ pub struct BacktestArgs {
     pub checkpoint: PathBuf,
     /// Split to evaluate on: test (default), validation (or val), train.
     #[arg(long, default_value = "test")]
-    pub split: String,
+    pub split: SplitPart,
     /// Market files to evaluate on instead of the ones the checkpoint was trained on (same
     /// assets, in the same order; the scaler is refitted on their train split).
     #[arg(long = "data", value_name = "FILE")]
@@ -31,10 +32,10 @@ pub struct BacktestArgs {
     /// Objective: sharpe_excess (default), sharpe, sortino_excess, sortino, excess_return,
     /// total_return.
     #[arg(long, default_value = "sharpe_excess")]
-    pub objective: String,
+    pub objective: Objective,
     /// Device to run the policy on (see `tradetune devices`).
     #[arg(long, default_value = "cpu")]
-    pub device: String,
+    pub device: DeviceSpec,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -59,15 +60,12 @@ struct BacktestJson<'a> {
 
 pub fn run(args: BacktestArgs) -> anyhow::Result<()> {
     let dir = &args.checkpoint;
-    let objective: Objective = args
-        .objective
-        .parse()
-        .map_err(|e: String| anyhow::anyhow!("--objective: {e}"))?;
     let Backtest {
         report,
         timesteps,
         about,
-    } = backtest(dir, &args.split, &args.data, objective, &args.device)?;
+    } = backtest(dir, args.split, &args.data, args.objective, args.device)
+        .with_context(|| format!("backtest of --checkpoint {}", dir.display()))?;
     if let Some(path) = &args.equity_csv {
         write_equity_csv(path, &report)?;
     }

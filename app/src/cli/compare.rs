@@ -13,7 +13,7 @@ use anyhow::Context;
 use clap::Args;
 use tradetune_engine::storage::Storage;
 
-use crate::ops::compare::{load_side, table};
+use tradetune_engine::front::compare::{load_side, table};
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {

@@ -24,27 +24,60 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
+use tradetune_engine::device::DeviceSpec;
 use tradetune_engine::device::memory::DEFAULT_MEMORY_FRACTION;
+use tradetune_engine::device::precision::Precision;
 use tradetune_engine::env::EnvConfig;
 use tradetune_engine::eval::Objective;
 use tradetune_engine::ppo::PpoConfig;
 
 use crate::cli::train::TrainArgs;
-pub use crate::ops::data_source::{DATA_FILE, DataSource, ENV_FILE, LoadedData};
+pub use tradetune_engine::front::data_source::{DATA_FILE, DataSource, ENV_FILE, LoadedData};
 
-/// The run options a TOML config may set (top level), besides `[ppo]` and `[env]`.
+/// The run options a TOML config may set (top level), besides `[ppo]` and `[env]`: the same
+/// engine types the flags parse into, read by their names (`"wgpu:0"`, `"bf16"`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
 struct RunOptions {
-    device: Option<String>,
-    precision: Option<String>,
+    #[serde(with = "by_name")]
+    device: Option<DeviceSpec>,
+    #[serde(with = "by_name")]
+    precision: Option<Precision>,
     total_timesteps: Option<usize>,
     out: Option<PathBuf>,
     memory_fraction: Option<f64>,
     data: Vec<PathBuf>,
     synthetic_bars: Option<usize>,
     eval_every: Option<usize>,
-    objective: Option<String>,
+    #[serde(with = "by_name")]
+    objective: Option<Objective>,
+}
+
+/// An optional setting (de)serialized by its name, read with its own parser (so a bad name
+/// gets that parser's message, which lists the valid ones).
+mod by_name {
+    use std::fmt::Display;
+    use std::str::FromStr;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<T: Display, S: Serializer>(v: &Option<T>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(v) => s.serialize_some(&v.to_string()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, T, D>(d: D) -> Result<Option<T>, D::Error>
+    where
+        T: FromStr,
+        T::Err: Display,
+        D: Deserializer<'de>,
+    {
+        Option::<String>::deserialize(d)?
+            .map(|name| name.parse().map_err(serde::de::Error::custom))
+            .transpose()
+    }
 }
 
 /// The kind of a JSON value, for type errors.
@@ -151,6 +184,23 @@ fn read_toml(path: &Path) -> anyhow::Result<TomlConfig> {
             anyhow::bail!("{}: '{name}' must be a table ([{name}])", path.display());
         }
     }
+    // Options read by name must be names: say which one is not (serde's own error would not).
+    for name in ["device", "precision", "objective"] {
+        if let Some(v) = map.get(name)
+            && !v.is_string()
+        {
+            anyhow::bail!(
+                "{}: field '{name}' must be a name in quotes (like \"{}\"), not {} ({v})",
+                path.display(),
+                match name {
+                    "device" => "wgpu:0",
+                    "precision" => "bf16",
+                    _ => "sharpe_excess",
+                },
+                kind(v)
+            );
+        }
+    }
     let mut run: RunOptions = merge(RunOptions::default(), json, &path.display().to_string())?;
     // Paths in the file are relative to the file, so a config works from any directory.
     let base = path.parent().unwrap_or(Path::new(""));
@@ -168,7 +218,7 @@ fn read_toml(path: &Path) -> anyhow::Result<TomlConfig> {
 
 /// Everything a run needs, after the config sources are combined.
 pub(crate) struct Run {
-    pub(crate) device: String,
+    pub(crate) device: DeviceSpec,
     pub(crate) total_timesteps: usize,
     pub(crate) out: PathBuf,
     pub(crate) memory_fraction: f64,
@@ -235,19 +285,10 @@ impl Run {
 
         // The precision flag or top-level option wins; otherwise the PPO config's (f32 unless
         // [ppo] or a resumed checkpoint says otherwise).
-        if let Some(name) = args.precision.clone().or(file.precision) {
-            ppo.precision = name
-                .parse()
-                .map_err(|e: String| anyhow::anyhow!("precision: {e}"))?;
+        if let Some(p) = args.precision.or(file.precision) {
+            ppo.precision = p;
         }
-        let objective_name = args
-            .objective
-            .clone()
-            .or(file.objective)
-            .unwrap_or_else(|| Objective::default().to_string());
-        let objective: Objective = objective_name
-            .parse()
-            .map_err(|e: String| anyhow::anyhow!("objective: {e}"))?;
+        let objective = args.objective.or(file.objective).unwrap_or_default();
         let out = args
             .out
             .clone()
@@ -257,11 +298,7 @@ impl Run {
                 anyhow::anyhow!("no checkpoint directory: give --out DIR (or `out` in --config)")
             })?;
         Ok(Self {
-            device: args
-                .device
-                .clone()
-                .or(file.device)
-                .unwrap_or_else(|| "cpu".into()),
+            device: args.device.or(file.device).unwrap_or(DeviceSpec::Cpu),
             total_timesteps: args
                 .total_timesteps
                 .or(file.total_timesteps)

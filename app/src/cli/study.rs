@@ -9,9 +9,10 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::launch;
-use crate::ops::export::export_telemetry;
 use clap::{Args, Subcommand};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use tradetune_engine::front::export::export_telemetry;
+use tradetune_engine::front::study_run::{StudyRun, telemetry_sampler};
 use tradetune_engine::storage::{JsonValue, Storage, StudyDirection, TrialRecord, TrialState};
 use tradetune_engine::study::file::StudyFile;
 use tradetune_engine::study::ppo_trial::read_study_file;
@@ -116,7 +117,7 @@ impl LivenessArgs {
             return Ok(None);
         }
         let interval = seconds(self.telemetry_interval, "--telemetry-interval")?;
-        launch::telemetry_sampler(db, interval).map(Some)
+        Ok(telemetry_sampler(db, interval).map(Some)?)
     }
 }
 
@@ -273,7 +274,8 @@ fn create(args: CreateArgs) -> anyhow::Result<()> {
     anyhow::ensure!(budget > 0, "--trials: the study needs at least one trial");
     let rc = file.runner_config(&args.storage)?;
     // Loads the data (and checks the devices) exactly as a worker will, for the fingerprint.
-    let (_, data, fingerprint) = launch::runner_with_fingerprint(&file, rc)?;
+    let prepared = launch::prepare(&file, rc)?;
+    let (data, fingerprint) = (prepared.source, prepared.fingerprint);
     let label = launch::db_label(&args.storage);
     let mut storage = Storage::open(&args.storage).with_context(|| format!("opening {label}"))?;
     let direction: StudyDirection = file.direction();
@@ -330,7 +332,8 @@ fn run_study(args: RunArgs) -> anyhow::Result<()> {
     }
     args.liveness.apply(&mut rc)?;
 
-    let (runner, source) = launch::runner(&file, rc)?;
+    let prepared = launch::prepare(&file, rc)?;
+    let (runner, source) = (prepared.runner, prepared.source);
     if !args.json {
         println!("study '{}' in {}", file.study.name, launch::db_label(&db));
         println!("data: {source}");
@@ -338,7 +341,7 @@ fn run_study(args: RunArgs) -> anyhow::Result<()> {
     // Telemetry into the study database, tagged by trial, and summarised per trial.
     let sampler = args.liveness.sampler(&db)?;
     crate::signals::interrupt_on_signal(runner.stop_handle());
-    let report = drive(launch::StudyRun::new(runner, sampler), args.json)?;
+    let report = drive(StudyRun::new(runner, sampler), args.json)?;
     if !args.json {
         match report.best {
             Some((n, v)) => println!("best trial of '{}': #{n} value {v:.6}", report.study),
@@ -349,7 +352,7 @@ fn run_study(args: RunArgs) -> anyhow::Result<()> {
 }
 
 /// Runs a study, printing its events (text lines with live bars per worker, or JSON).
-pub fn drive(run: launch::StudyRun, json: bool) -> anyhow::Result<StudyReport> {
+pub fn drive(run: StudyRun, json: bool) -> anyhow::Result<StudyReport> {
     // Live bars per worker on a terminal; plain lines otherwise.
     let multi = MultiProgress::new();
     let mut bars: BTreeMap<usize, ProgressBar> = BTreeMap::new();
@@ -401,7 +404,7 @@ pub fn drive(run: launch::StudyRun, json: bool) -> anyhow::Result<StudyReport> {
     {
         eprintln!("{line}");
     }
-    result
+    Ok(result?)
 }
 
 /// The text lines of an event (none for the live-only ones).
@@ -612,9 +615,16 @@ fn export(args: ExportArgs) -> anyhow::Result<()> {
         );
     }
     if let Some(path) = &args.telemetry {
-        let n = export_telemetry(&storage, &study, &trials, path)?;
+        let out = export_telemetry(&storage, &trials, path)?;
+        if out.skipped > 0 {
+            eprintln!(
+                "telemetry of '{}': {} samples of unknown sources or metrics left out",
+                study.name, out.skipped
+            );
+        }
         println!(
-            "{n} telemetry samples of '{}' -> {}",
+            "{} telemetry samples of '{}' -> {}",
+            out.rows,
             args.name,
             path.display()
         );

@@ -10,9 +10,10 @@ use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use tradetune_engine::device::memory::{MemoryBudget, host_memory_bytes};
+use tradetune_engine::device::precision::Precision;
 use tradetune_engine::device::{DeviceSpec, check_precision, describe_spec, open};
 use tradetune_engine::env::{CpuVecEnv, ResolvedPlacement, TensorVecEnv, VecEnv};
-use tradetune_engine::eval::EvalSplit;
+use tradetune_engine::eval::{EvalSplit, Objective};
 use tradetune_engine::ppo::checkpoint;
 use tradetune_engine::ppo::{HostEnv, PeriodicEval, RolloutEnv, TrainEvent, Trainer};
 use tradetune_engine::study::ppo_trial::dataset_bytes;
@@ -28,10 +29,10 @@ pub struct TrainArgs {
     /// Device: cpu, wgpu, wgpu:N (N-th discrete GPU), wgpu:integrated:N, wgpu:cpu, cuda:N,
     /// rocm:N (`tradetune devices` lists those here). Default cpu.
     #[arg(long)]
-    pub device: Option<String>,
+    pub device: Option<DeviceSpec>,
     /// Compute precision: f32, bf16 or f16. Default f32.
     #[arg(long)]
-    pub precision: Option<String>,
+    pub precision: Option<Precision>,
     /// Samples to train on (n_steps × n_envs per update; rounded up to whole updates); with
     /// `--resume`, samples to add. Default 100000.
     #[arg(long)]
@@ -63,7 +64,7 @@ pub struct TrainArgs {
     /// Objective reported by the periodic evaluation: sharpe_excess (default), sharpe,
     /// sortino_excess, sortino, excess_return, total_return.
     #[arg(long)]
-    pub objective: Option<String>,
+    pub objective: Option<Objective>,
     /// Resume from this checkpoint directory: its PPO and environment configs, data, weights,
     /// optimiser state, normalisation statistics and sample count.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["ppo", "env", "data", "synthetic_bars"])]
@@ -75,7 +76,7 @@ pub struct TrainArgs {
 
 pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     let run = Run::from_args(&args)?;
-    let spec: DeviceSpec = run.device.parse()?;
+    let spec = run.device;
     // Refused before anything loads: a precision the device does not compute in.
     check_precision(spec, run.ppo.precision)?;
     let device = open(spec)?;

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
+use tradetune_engine::front::study_run::StudyRun;
 use tradetune_engine::storage::{JsonValue, Storage};
 use tradetune_engine::study::ppo_trial::parse_study_file;
 
@@ -130,7 +131,8 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<()> {
     ));
     args.liveness.apply(&mut rc)?;
 
-    let (runner, data, fingerprint) = launch::runner_with_fingerprint(&file, rc)?;
+    let prepared = launch::prepare(&file, rc)?;
+    let (runner, data, fingerprint) = (prepared.runner, prepared.source, prepared.fingerprint);
     anyhow::ensure!(
         fingerprint == expected,
         "this machine's market data differs from study '{}''s: fingerprint {fingerprint} here, \
@@ -148,7 +150,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<()> {
     }
     let sampler = args.liveness.sampler(&args.storage)?;
     crate::signals::interrupt_on_signal(runner.stop_handle());
-    let report = drive(launch::StudyRun::new(runner, sampler), args.json)?;
+    let report = drive(StudyRun::new(runner, sampler), args.json)?;
     if !args.json {
         match report.best {
             Some((n, v)) => println!("best trial of '{}' so far: #{n} value {v:.6}", report.study),

@@ -1,8 +1,4 @@
-//! What both front ends do: the CLI's subcommands (`crate::cli`) and the app's background
-//! tasks (`crate::ui`) call these, and neither imports the other.
+//! Presentation helpers both front ends share (the operations themselves are the engine's
+//! front door, `tradetune_engine::front`).
 
-pub mod backtest;
-pub mod compare;
-pub mod data_source;
-pub mod export;
 pub mod number;

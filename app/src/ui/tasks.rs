@@ -7,6 +7,9 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tradetune_engine::device::DeviceSpec;
+use tradetune_engine::front::backtest::{self, SplitPart};
+use tradetune_engine::front::study_run;
 use tradetune_engine::market::Dataset;
 use tradetune_engine::market::load::DatasetConfig;
 use tradetune_engine::storage::{Storage, StudySummary, TrialRecord};
@@ -404,8 +407,9 @@ impl Tasks {
                     .map_err(|e| format!("{}: {e}", crate::launch::db_label(&db)))?;
                 let record = storage.study(study).map_err(|e| e.to_string())?;
                 let trials = storage.trials(record.study_id).map_err(|e| e.to_string())?;
-                crate::ops::export::export_telemetry(&storage, &record, &trials, path)
-                    .map_err(|e| format!("{e:#}"))
+                tradetune_engine::front::export::export_telemetry(&storage, &trials, path)
+                    .map(|out| out.rows)
+                    .map_err(|e| format!("{}: {e}", record.name))
             };
             let result = if studies.len() == 1 {
                 one(&studies[0], &out)
@@ -513,11 +517,12 @@ fn run_study(file: &StudyFile, db: &Path, reply: &Reply) -> Result<(), String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
     let rc = file.runner_config(db).map_err(|e| e.to_string())?;
-    let (runner, source) = crate::launch::runner(file, rc).map_err(|e| format!("{e:#}"))?;
+    let prepared = crate::launch::prepare(file, rc).map_err(|e| format!("{e:#}"))?;
+    let (runner, source) = (prepared.runner, prepared.source);
     reply.send(TaskEvent::Study(StudyMsg::Notice(format!(
         "data: {source}"
     ))));
-    let sampler = match crate::launch::telemetry_sampler(db, Duration::from_secs(1)) {
+    let sampler = match study_run::telemetry_sampler(db, Duration::from_secs(1)) {
         Ok(s) => Some(s),
         Err(e) => {
             reply.send(TaskEvent::Study(StudyMsg::Notice(format!(
@@ -526,7 +531,7 @@ fn run_study(file: &StudyFile, db: &Path, reply: &Reply) -> Result<(), String> {
             None
         }
     };
-    let run = crate::launch::StudyRun::new(runner, sampler);
+    let run = study_run::StudyRun::new(runner, sampler);
     reply.send(TaskEvent::Study(StudyMsg::Ready(run.stop_handle())));
     let (result, lost) = run.run(|event| reply.send(TaskEvent::Study(StudyMsg::Event(event))));
     if let Some(line) = lost {
@@ -536,7 +541,8 @@ fn run_study(file: &StudyFile, db: &Path, reply: &Reply) -> Result<(), String> {
 }
 
 fn backtest(dir: &Path, split: &str) -> anyhow::Result<BacktestResult> {
-    let b = crate::ops::backtest::backtest(dir, split, &[], Default::default(), "cpu")?;
+    let split: SplitPart = split.parse().map_err(anyhow::Error::msg)?;
+    let b = backtest::backtest(dir, split, &[], Default::default(), DeviceSpec::Cpu)?;
     let r = &b.report;
     let about = format!(
         "{} ({} samples) on {}: {} split, {} bars",
@@ -550,34 +556,19 @@ fn backtest(dir: &Path, split: &str) -> anyhow::Result<BacktestResult> {
 }
 
 fn compare(db: &Path, a: &str, b: &str) -> anyhow::Result<Comparison> {
-    use crate::ops::compare::{load_side, table};
+    use tradetune_engine::front::compare::{load_side, table};
     let storage = Storage::open_read_only(db)?;
     let side_a = load_side(&storage, a)?;
     let side_b = load_side(&storage, b)?;
-    let values = |target: &str| -> anyhow::Result<Vec<[f64; 2]>> {
-        let (name, number) = match target.rsplit_once('#') {
-            Some((n, k)) if k.parse::<i64>().is_ok() => (n, k.parse::<i64>().ok()),
-            _ => (target, None),
-        };
-        let id = storage.study_id(name)?;
-        Ok(storage
-            .trials(id)?
-            .iter()
-            .filter(|t| number.is_none_or(|n| t.number == n))
-            .filter(|t| t.state == tradetune_engine::storage::TrialState::Complete)
-            .filter_map(|t| {
-                t.value()
-                    .filter(|v| v.is_finite())
-                    .map(|v| [t.number as f64, v])
-            })
-            .collect())
+    let points = |values: &[(i64, f64)]| -> Vec<[f64; 2]> {
+        values.iter().map(|&(n, v)| [n as f64, v]).collect()
     };
     Ok(Comparison {
         a: a.to_owned(),
         b: b.to_owned(),
         table: table(&side_a, &side_b),
-        a_values: values(a)?,
-        b_values: values(b)?,
+        a_values: points(&side_a.values),
+        b_values: points(&side_b.values),
     })
 }
 

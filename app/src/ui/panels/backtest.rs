@@ -39,7 +39,7 @@ impl BacktestResult {
         };
         BacktestResult {
             about,
-            table: crate::ops::backtest::table(report),
+            table: tradetune_engine::front::backtest::table(report),
             agent: curve(&report.agent_equity),
             equal_weight: curve(&report.equal_weight_equity),
         }

@@ -1,12 +1,21 @@
-//! A study's stored telemetry as one wide CSV (`tradetune study export --telemetry`, the app's
+//! Trials' stored telemetry as one wide CSV (`tradetune study export --telemetry`, the app's
 //! Studies tab).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::Context;
-use tradetune_engine::storage::{Storage, StudyRecord, TrialRecord};
-use tradetune_engine::telemetry::{DeviceReading, DeviceTag, Metric, Tick, WideLayout};
+use super::FrontError;
+use crate::storage::{Storage, TrialRecord};
+use crate::telemetry::{DeviceReading, DeviceTag, Metric, Tick, WideLayout};
+
+/// What an export wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exported {
+    /// Rows written (sample times × trials).
+    pub rows: usize,
+    /// Stored samples of sources or metrics this build does not know, left out.
+    pub skipped: usize,
+}
 
 /// One stored telemetry value: device, metric, value.
 type Sample = (DeviceTag, Metric, f64);
@@ -17,10 +26,9 @@ type Sample = (DeviceTag, Metric, f64);
 /// study has the same leading columns.
 pub fn export_telemetry(
     storage: &Storage,
-    study: &StudyRecord,
     trials: &[TrialRecord],
     path: &Path,
-) -> anyhow::Result<usize> {
+) -> Result<Exported, FrontError> {
     let mut ticks: BTreeMap<(chrono::NaiveDateTime, i64), Vec<Sample>> = BTreeMap::new();
     let mut gpus = 1u32;
     let mut cores = 0usize;
@@ -45,16 +53,10 @@ pub fn export_telemetry(
                 .push((device, metric, s.value));
         }
     }
-    if skipped > 0 {
-        eprintln!(
-            "telemetry of '{}': {skipped} samples of unknown sources or metrics left out",
-            study.name
-        );
-    }
     let layout = WideLayout::new(gpus, cores);
-    let mut w =
-        csv::Writer::from_path(path).with_context(|| format!("writing {}", path.display()))?;
-    w.write_record(layout.header())?;
+    let fail = |e: csv::Error| FrontError::file(path, format!("cannot write it: {e}"));
+    let mut w = csv::Writer::from_path(path).map_err(fail)?;
+    w.write_record(layout.header()).map_err(fail)?;
     for (seq, ((at, number), values)) in ticks.iter().enumerate() {
         let mut readings: Vec<DeviceReading> = Vec::new();
         for (device, metric, value) in values {
@@ -75,8 +77,12 @@ pub fn export_telemetry(
             skipped: Vec::new(),
             problems: Vec::new(),
         };
-        w.write_record(layout.record(&tick))?;
+        w.write_record(layout.record(&tick)).map_err(fail)?;
     }
-    w.flush()?;
-    Ok(ticks.len())
+    w.flush()
+        .map_err(|e| FrontError::file(path, format!("cannot write it: {e}")))?;
+    Ok(Exported {
+        rows: ticks.len(),
+        skipped,
+    })
 }

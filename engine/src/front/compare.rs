@@ -3,13 +3,12 @@
 
 use std::collections::BTreeSet;
 
-use anyhow::Context;
 use chrono::NaiveDateTime;
 use serde::Serialize;
-use tradetune_engine::storage::{Storage, StudyDirection, TrialRecord, TrialState};
-use tradetune_engine::telemetry::{
-    DeviceSummary, DeviceTag, Metric, TelemetryRow, TrialFacts, TrialSummary,
-};
+
+use super::FrontError;
+use crate::storage::{Storage, StudyDirection, TrialRecord, TrialState};
+use crate::telemetry::{DeviceSummary, DeviceTag, Metric, TelemetryRow, TrialFacts, TrialSummary};
 
 /// One side of the comparison.
 #[derive(Debug, Clone, Serialize)]
@@ -34,6 +33,8 @@ pub struct Side {
     pub devices: Vec<DeviceSummary>,
     /// Hottest sensor of any device.
     pub peak_temp_c: Option<f64>,
+    /// (trial number, value) of each COMPLETE trial with a finite value, for plots.
+    pub values: Vec<(i64, f64)>,
 }
 
 /// `NAME#N` → (NAME, Some(N)); anything else is a study name.
@@ -53,7 +54,7 @@ fn seconds(a: NaiveDateTime, b: NaiveDateTime) -> f64 {
 
 /// The stored telemetry of `trial_id` as sampler rows (rows of sources or metrics this build
 /// does not know are skipped).
-fn telemetry_rows(storage: &Storage, trial_id: i64) -> anyhow::Result<Vec<TelemetryRow>> {
+fn telemetry_rows(storage: &Storage, trial_id: i64) -> Result<Vec<TelemetryRow>, FrontError> {
     Ok(storage
         .telemetry(Some(trial_id))?
         .into_iter()
@@ -70,19 +71,19 @@ fn telemetry_rows(storage: &Storage, trial_id: i64) -> anyhow::Result<Vec<Teleme
 }
 
 /// Reads one side from `storage`.
-pub fn load_side(storage: &Storage, target: &str) -> anyhow::Result<Side> {
+pub fn load_side(storage: &Storage, target: &str) -> Result<Side, FrontError> {
     let (study_name, number) = parse_target(target);
-    let study = storage
-        .study(study_name)
-        .with_context(|| format!("{target}: no study named '{study_name}'"))?;
+    let study = storage.study(study_name).map_err(|e| {
+        FrontError::Invalid(format!("{target}: no study named '{study_name}': {e}"))
+    })?;
     let all = storage.trials(study.study_id)?;
     let trials: Vec<&TrialRecord> = match number {
         Some(n) => {
             let t = all.iter().find(|t| t.number == n).ok_or_else(|| {
-                anyhow::anyhow!(
+                FrontError::Invalid(format!(
                     "{target}: study '{study_name}' has no trial #{n} (it has {} trials, numbered from 0)",
                     all.len()
-                )
+                ))
             })?;
             vec![t]
         }
@@ -116,6 +117,11 @@ pub fn load_side(storage: &Storage, target: &str) -> anyhow::Result<Side> {
         .iter()
         .filter_map(|d| d.peak_temp_c)
         .reduce(f64::max);
+    let values = trials
+        .iter()
+        .filter(|t| t.state == TrialState::Complete)
+        .filter_map(|t| t.value().filter(|v| v.is_finite()).map(|v| (t.number, v)))
+        .collect();
     Ok(Side {
         name: target.to_owned(),
         study: study.name.clone(),
@@ -130,6 +136,7 @@ pub fn load_side(storage: &Storage, target: &str) -> anyhow::Result<Side> {
         objective,
         devices: summary.devices,
         peak_temp_c,
+        values,
     })
 }
 

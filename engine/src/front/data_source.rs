@@ -1,22 +1,25 @@
 //! A run's data source and the files a checkpoint directory holds besides the model: what
-//! `train` writes and `backtest` (CLI or app) reads back.
+//! `train` writes and a backtest (CLI or app) reads back.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::Context;
 use serde::{Deserialize, Serialize};
-use tradetune_engine::env::EnvConfig;
-use tradetune_engine::market::Dataset;
-use tradetune_engine::market::load::DatasetConfig;
-use tradetune_engine::market::split::{HoldOut, SplitSpec};
 
-/// File in a checkpoint directory recording the data a run trained on (for `backtest`).
+use super::FrontError;
+use crate::env::EnvConfig;
+use crate::market::Dataset;
+use crate::market::load::DatasetConfig;
+use crate::market::split::{HoldOut, SplitSpec};
+
+/// File in a checkpoint directory recording the data a run trained on (for backtests).
 pub const DATA_FILE: &str = "data.json";
 /// File in a checkpoint directory holding the environment configuration.
 pub const ENV_FILE: &str = "env.json";
+/// The smallest synthetic market (bars).
+pub const MIN_SYNTHETIC_BARS: usize = 100;
 
-/// Where a run's market data comes from; saved in the checkpoint so `backtest` can rebuild the
+/// Where a run's market data comes from; saved in the checkpoint so a backtest can rebuild the
 /// same dataset (same files, same scaler fitted on the same train split).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -37,11 +40,14 @@ pub struct LoadedData {
 
 impl DataSource {
     /// Market files (made absolute, so the record works from any directory) or synthetic bars.
-    pub fn new(paths: &[PathBuf], synthetic_bars: Option<usize>) -> anyhow::Result<Self> {
+    pub fn new(paths: &[PathBuf], synthetic_bars: Option<usize>) -> Result<Self, FrontError> {
         let paths = paths
             .iter()
-            .map(|p| std::path::absolute(p).with_context(|| format!("resolving {}", p.display())))
-            .collect::<anyhow::Result<_>>()?;
+            .map(|p| {
+                std::path::absolute(p)
+                    .map_err(|e| FrontError::file(p, format!("cannot resolve the path: {e}")))
+            })
+            .collect::<Result<_, _>>()?;
         Ok(Self {
             paths,
             synthetic_bars,
@@ -51,10 +57,15 @@ impl DataSource {
     /// Loads the dataset for the env's lookback and episode length. The one place the data
     /// source is chosen: market files (the bundled sample by default), or a seeded synthetic
     /// market of 7 assets split 70 / 15 / 15 like market files.
-    pub fn load(&self, env: &EnvConfig) -> anyhow::Result<LoadedData> {
+    pub fn load(&self, env: &EnvConfig) -> Result<LoadedData, FrontError> {
         if let Some(bars) = self.synthetic_bars {
-            anyhow::ensure!(bars >= 100, "--synthetic-bars must be at least 100");
-            let dataset = tradetune_engine::env::bench::bench_dataset(bars, 7, 16, 7);
+            if bars < MIN_SYNTHETIC_BARS {
+                return Err(FrontError::Invalid(format!(
+                    "a synthetic market of {bars} bars is too short: at least \
+                     {MIN_SYNTHETIC_BARS} bars"
+                )));
+            }
+            let dataset = crate::env::bench::bench_dataset(bars, 7, 16, 7);
             let split = SplitSpec::default().resolve(&dataset.timestamps)?;
             return Ok(LoadedData {
                 about: format!(

@@ -1,0 +1,69 @@
+//! What both front ends do, behind one small API: the CLI's subcommands and the desktop app's
+//! background tasks call these, and neither re-implements them.
+//!
+//! - [`study_run`]: a study file becomes a runner over its data, with a telemetry sampler
+//!   writing into the study's database; [`study_run::StudyRun::run`] hands its events to the
+//!   caller and a [`crate::study::runner::StopHandle`] stops it.
+//! - [`backtest`]: a checkpoint's deterministic policy over a held-out split.
+//! - [`compare`]: two studies or trials side by side, with their telemetry.
+//! - [`export`]: a study's telemetry as one wide CSV.
+//! - [`data_source`]: where a run's market data comes from, and the files a checkpoint
+//!   directory holds besides the model.
+//!
+//! Errors describe the problem in the engine's words ([`FrontError`]); each front end adds
+//! its own hint (a flag, a field).
+
+pub mod backtest;
+pub mod compare;
+pub mod data_source;
+pub mod export;
+pub mod study_run;
+
+use std::path::{Path, PathBuf};
+
+/// Why a front-door operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum FrontError {
+    /// A file that cannot be read, parsed or written, and why.
+    #[error("{}: {message}", path.display())]
+    File { path: PathBuf, message: String },
+    /// A request that cannot be served as asked (a study or trial that is not there, a
+    /// setting out of range).
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Storage(#[from] crate::storage::StorageError),
+    #[error(transparent)]
+    Device(#[from] crate::device::DeviceError),
+    #[error(transparent)]
+    Ppo(#[from] crate::ppo::PpoError),
+    #[error(transparent)]
+    Eval(#[from] crate::eval::EvalError),
+    #[error(transparent)]
+    Data(#[from] crate::market::DataError),
+    #[error(transparent)]
+    Split(#[from] crate::market::split::SplitError),
+    #[error(transparent)]
+    StudyFile(#[from] crate::study::file::StudyFileError),
+    #[error(transparent)]
+    Runner(#[from] crate::study::runner::RunnerError),
+    #[error(transparent)]
+    Telemetry(#[from] crate::telemetry::TelemetryError),
+}
+
+impl FrontError {
+    /// An error about the file `path`.
+    pub fn file(path: &Path, message: impl std::fmt::Display) -> FrontError {
+        FrontError::File {
+            path: path.to_owned(),
+            message: message.to_string(),
+        }
+    }
+}
+
+/// Reads a JSON file as `T`; errors name the file.
+pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, FrontError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| FrontError::file(path, format!("cannot read it: {e}")))?;
+    serde_json::from_str(&text).map_err(|e| FrontError::file(path, format!("not valid: {e}")))
+}
