@@ -1139,6 +1139,23 @@ fn the_split_is_edited_where_typed_with_its_bar_counts_and_reaches_the_study() {
             test_start
         }
     );
+
+    // Cross-validation: the scheme's folds are counted on the loaded bars, reach the study
+    // file, and folds that cannot be cut keep Start disabled with the engine's reason.
+    h.get_by_role_and_label(Role::ComboBox, "evaluation")
+        .click();
+    settle(&mut h);
+    h.get_by_label("combinatorial purged CV").click();
+    settle(&mut h);
+    h.get_by_label_contains("15 folds over the train and validation bars");
+    assert!(!start_disabled(&h));
+    let file = h.state().state.settings.draft.study_file(&[]).unwrap();
+    assert_eq!(file.evaluation.name(), "cpcv");
+    h.get_by_role_and_label(Role::SpinButton, "test groups (k)")
+        .set_value_accesskit(6.0);
+    settle(&mut h);
+    assert!(start_disabled(&h));
+    h.get_by_label_contains("cannot start: evaluation:");
 }
 
 #[test]

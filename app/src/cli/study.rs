@@ -21,6 +21,7 @@ use tradetune_engine::study::runner::{RunnerConfig, StudyEvent, StudyReport};
 
 pub mod importance;
 pub mod note;
+pub mod report;
 
 #[derive(Debug, Subcommand)]
 pub enum StudyCommand {
@@ -42,6 +43,10 @@ pub enum StudyCommand {
     Importance(importance::ImportanceArgs),
     /// Read or write the note of a study or trial (shared with optuna-dashboard).
     Note(note::NoteArgs),
+    /// Did the study find anything? Its best trial with its folds, the probability of
+    /// backtest overfitting (PBO) over the trials' out-of-sample returns, and the best trial's
+    /// deflated Sharpe ratio. Needs a cross-validated study ([evaluation] cpcv or walk_forward).
+    Report(report::ReportArgs),
 }
 
 #[derive(Debug, Args)]
@@ -210,6 +215,7 @@ pub fn run(command: StudyCommand) -> anyhow::Result<()> {
         StudyCommand::Presets(a) => presets(a),
         StudyCommand::Importance(a) => importance::run(a),
         StudyCommand::Note(a) => note::run(a),
+        StudyCommand::Report(a) => report::run(a),
     }
 }
 

@@ -15,8 +15,8 @@ use tradetune_engine::market::split::{HoldOut, SplitError, SplitSpec};
 use tradetune_engine::ppo::{PpoConfig, PpoError};
 use tradetune_engine::study::Direction;
 use tradetune_engine::study::file::{
-    DataSection, PrunerSection, SamplerSection, SearchSpec, StudyFile, StudyFileError, StudyParts,
-    StudySection,
+    DataSection, EvaluationSection, PrunerSection, SamplerSection, SearchSpec, StudyFile,
+    StudyFileError, StudyParts, StudySection,
 };
 use tradetune_engine::study::ppo_trial::{PpoTrialConfig, TrialSchedule};
 use tradetune_engine::study::preset::Preset;
@@ -66,6 +66,9 @@ pub struct Draft {
     /// How the data's bars are cut into train, validation and test (the study file's
     /// `[split]`).
     pub split: SplitSpec,
+    /// How a trial is scored: hold-out or cross-validation folds (the study file's
+    /// `[evaluation]`).
+    pub evaluation: EvaluationSection,
     /// Name, direction, objective, trials, workers, devices, memory fraction.
     pub study: StudySection,
     /// The sampler.
@@ -94,6 +97,7 @@ impl Default for Draft {
                 eval_every: 5,
             },
             split: SplitSpec::default(),
+            evaluation: EvaluationSection::default(),
             study: StudySection {
                 name: "tradetune".into(),
                 direction: Direction::Maximize,
@@ -133,6 +137,7 @@ impl Draft {
             ppo: base.ppo,
             train: base.train,
             split: p.study.split.clone(),
+            evaluation: p.study.evaluation.clone(),
             study: p.study.study.clone(),
             sampler: p.study.sampler.clone(),
             pruner: p.study.pruner.clone(),
@@ -156,6 +161,7 @@ impl Draft {
                     assets: Vec::new(),
                 },
                 split: self.split.clone(),
+                evaluation: self.evaluation.clone(),
                 base_config: self.base_json(),
                 search: self
                     .search
@@ -318,6 +324,31 @@ impl Draft {
         self.split.resolve(timestamps)
     }
 
+    /// The number of cross-validation folds over the loaded bars at `timestamps` (None for a
+    /// hold-out); the error says why the folds cannot be cut.
+    pub fn fold_count(&self, timestamps: &[i64]) -> Result<Option<usize>, String> {
+        let h = self.split_ranges(timestamps).map_err(|e| e.to_string())?;
+        self.evaluation
+            .folds(h.validation.end)
+            .map(|f| f.map(|f| f.len()))
+            .map_err(|e| e.to_string())
+    }
+
+    /// Problems of the evaluation over the loaded bars: folds the engine cannot cut (too many
+    /// for the bars, k ≥ N).
+    pub fn evaluation_problems(&self, timestamps: &[i64]) -> Vec<Problem> {
+        if self.split_ranges(timestamps).is_err() {
+            return Vec::new(); // the split's own problem says it
+        }
+        match self.fold_count(timestamps) {
+            Err(e) => vec![Problem {
+                field: "evaluation".into(),
+                message: format!("evaluation: {e}"),
+            }],
+            Ok(_) => Vec::new(),
+        }
+    }
+
     /// Problems of the split over the loaded bars at `timestamps`: one the engine cannot make,
     /// or a training split too short for one observation window and episode (the check the
     /// data loader makes before a run).
@@ -472,6 +503,30 @@ mod tests {
             p.len() == 1 && p[0].message.contains("must be after validation_start"),
             "{p:?}"
         );
+    }
+
+    #[test]
+    fn cross_validation_reaches_the_study_file_and_bad_folds_are_flagged() {
+        let ts = days(1000);
+        let mut d = Draft::default();
+        assert_eq!(d.fold_count(&ts), Ok(None));
+        d.evaluation = EvaluationSection::Cpcv {
+            n_groups: 6,
+            k_test: 2,
+            purge_bars: 5,
+            embargo_bars: 5,
+        };
+        assert_eq!(d.fold_count(&ts), Ok(Some(15)));
+        assert_eq!(d.evaluation_problems(&ts), vec![]);
+        assert_eq!(d.study_file(&[]).unwrap().evaluation, d.evaluation);
+        d.evaluation = EvaluationSection::Cpcv {
+            n_groups: 3,
+            k_test: 3,
+            purge_bars: 0,
+            embargo_bars: 0,
+        };
+        let p = d.evaluation_problems(&ts);
+        assert!(p.len() == 1 && p[0].field == "evaluation", "{p:?}");
     }
 
     #[test]

@@ -132,6 +132,7 @@ impl AppState {
         let mut out = draft.problems(data.map(|d| d.shape), &self.settings.data_files);
         if let Some(d) = data {
             out.extend(draft.split_problems(&d.dataset.timestamps));
+            out.extend(draft.evaluation_problems(&d.dataset.timestamps));
         }
         out.extend(self.device_problems());
         out.extend(

@@ -123,6 +123,33 @@ impl Dataset {
         })
     }
 
+    /// The bars of `ranges` (increasing and disjoint), joined in order, with the same assets,
+    /// features and scaler: a cross-validation fold's training bars. Ranges past the end are
+    /// cut at the last bar.
+    pub fn select(&self, ranges: &[std::ops::Range<usize>]) -> Dataset {
+        let n = self.n_bars();
+        let rows: Vec<usize> = ranges
+            .iter()
+            .flat_map(|r| r.start.min(n)..r.end.min(n))
+            .collect();
+        Dataset {
+            names: self.names.clone(),
+            timestamps: rows.iter().map(|&i| self.timestamps[i]).collect(),
+            prices: self
+                .prices
+                .select(ndarray::Axis(0), &rows)
+                .as_standard_layout()
+                .into_owned(),
+            features: self
+                .features
+                .select(ndarray::Axis(0), &rows)
+                .as_standard_layout()
+                .into_owned(),
+            feature_names: self.feature_names.clone(),
+            scaler: self.scaler.clone(),
+        }
+    }
+
     /// Number of bars T.
     pub fn n_bars(&self) -> usize {
         self.prices.nrows()
@@ -189,5 +216,24 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("bar 1"), "{err}");
+    }
+
+    #[test]
+    fn select_joins_the_bars_of_its_ranges_in_order() {
+        let prices = Array2::from_shape_fn((6, 2), |(t, m)| (10 * t + m + 1) as f32);
+        let features = Array3::from_shape_fn((6, 2, 1), |(t, m, _)| (t * 2 + m) as f32);
+        let d = Dataset::from_arrays(
+            vec!["A".into(), "B".into()],
+            (0..6).map(|t| t * 60).collect(),
+            prices,
+            features,
+            vec!["f".into()],
+        )
+        .unwrap();
+        let s = d.select(&[0..2, 4..9]);
+        assert_eq!(s.timestamps, [0, 60, 240, 300]);
+        assert_eq!(s.prices[[2, 1]], 42.0);
+        assert_eq!(s.features[[3, 0, 0]], 10.0);
+        assert_eq!((s.n_bars(), s.n_assets(), s.n_features()), (4, 2, 1));
     }
 }

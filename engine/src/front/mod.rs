@@ -7,6 +7,7 @@
 //! - [`backtest`]: a checkpoint's deterministic policy over a held-out split.
 //! - [`compare`]: two studies or trials side by side, with their telemetry.
 //! - [`export`]: a study's telemetry as one wide CSV.
+//! - [`report`]: a study's best trial, PBO and deflated Sharpe ratio.
 //! - [`data_source`]: where a run's market data comes from, and the files a checkpoint
 //!   directory holds besides the model.
 //!
@@ -17,6 +18,7 @@ pub mod backtest;
 pub mod compare;
 pub mod data_source;
 pub mod export;
+pub mod report;
 pub mod study_run;
 
 use std::path::{Path, PathBuf};

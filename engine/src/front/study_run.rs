@@ -39,7 +39,8 @@ pub fn prepare(
     // study before any data is loaded or any trial created.
     check_devices(file, &rc.devices)?;
     let trial = PpoTrial::load(&file.data, &file.split, &base, file.study.objective)?
-        .with_checkpoints(checkpoints.join(&file.study.name));
+        .with_checkpoints(checkpoints.join(&file.study.name))
+        .with_evaluation(&file.evaluation)?;
     let source = trial.source.clone();
     let fingerprint = trial.data_fingerprint();
     let runner = Runner::new(

@@ -68,8 +68,8 @@ pub use optuna_schema::{
 pub use python_repr::{float_repr, str_repr};
 pub use records::{NewTrial, StudyRecord, StudySummary, TrialHandle, TrialParam, TrialRecord};
 pub use tradetune_tables::{
-    APPLIED_CONFIG_KEY, CurvePoint, RUN_ATTR_KEYS, RunMetadata, TRADETUNE_SCHEMA_VERSION,
-    TelemetrySample,
+    APPLIED_CONFIG_KEY, CurvePoint, FoldReturn, RUN_ATTR_KEYS, RunMetadata,
+    TRADETUNE_SCHEMA_VERSION, TelemetrySample,
 };
 pub use trial_write::{FAIL_REASON_KEY, FIXED_PARAMS_KEY};
 pub use view_json::{json_number, study_view_json, trial_view_json};

@@ -5,7 +5,9 @@
 use super::db::{Dialect, Txn, args};
 use super::error::{StorageError, optuna_url, sql_err};
 
-/// Version of the `tradetune_*` tables below.
+/// Version of the `tradetune_*` tables below. A table added later (`tradetune_fold_returns`) is
+/// created on the next writable open and read as empty where it is missing, so it needs no new
+/// version.
 pub const TRADETUNE_SCHEMA_VERSION: i64 = 1;
 
 const DDL: &str = "
@@ -39,6 +41,14 @@ CREATE TABLE IF NOT EXISTS tradetune_telemetry (
     value FLOAT
 );
 CREATE INDEX IF NOT EXISTS ix_tradetune_telemetry_trial_id ON tradetune_telemetry (trial_id);
+CREATE TABLE IF NOT EXISTS tradetune_fold_returns (
+    trial_id INTEGER NOT NULL REFERENCES trials (trial_id),
+    fold INTEGER NOT NULL,
+    bar_index INTEGER NOT NULL,
+    bar_time INTEGER NOT NULL,
+    value FLOAT,
+    PRIMARY KEY (trial_id, fold, bar_index)
+);
 ";
 
 /// The same tables on PostgreSQL: `TIMESTAMP` for datetimes, `DOUBLE PRECISION` for values,
@@ -74,6 +84,14 @@ CREATE TABLE IF NOT EXISTS tradetune_telemetry (
     value DOUBLE PRECISION
 );
 CREATE INDEX IF NOT EXISTS ix_tradetune_telemetry_trial_id ON tradetune_telemetry (trial_id);
+CREATE TABLE IF NOT EXISTS tradetune_fold_returns (
+    trial_id INTEGER NOT NULL REFERENCES trials (trial_id),
+    fold INTEGER NOT NULL,
+    bar_index INTEGER NOT NULL,
+    bar_time BIGINT NOT NULL,
+    value DOUBLE PRECISION,
+    PRIMARY KEY (trial_id, fold, bar_index)
+);
 ";
 
 /// User attribute keys that mirror the run metadata, so Optuna's tools show where a trial ran.

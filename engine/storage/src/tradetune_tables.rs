@@ -38,6 +38,19 @@ pub struct CurvePoint {
     pub value: f64,
 }
 
+/// One bar of a cross-validation fold's out-of-sample returns.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FoldReturn {
+    /// The fold, in the study's fixed order.
+    pub fold: i64,
+    /// Position within the fold's test bars.
+    pub bar_index: i64,
+    /// Unix seconds of the bar.
+    pub bar_time: i64,
+    /// The agent's simple return over the bar (NaN stored as NULL).
+    pub value: f64,
+}
+
 /// One telemetry sample (of a trial, or of a device when `trial_id` is None).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TelemetrySample {
@@ -161,6 +174,60 @@ impl Storage {
             }
             Ok(())
         })
+    }
+
+    /// Stores the out-of-sample returns of one fold of a trial (a repeated bar replaces the
+    /// earlier one), in one transaction.
+    pub fn put_fold_returns(
+        &mut self,
+        trial_id: i64,
+        rows: &[FoldReturn],
+    ) -> Result<(), StorageError> {
+        self.write("store fold returns", |tx| {
+            let row = super::trial_write::trial_row(&mut *tx, trial_id)?;
+            if row.state.is_finished() {
+                return Err(StorageError::TrialFinished { trial_id, number: row.number, state: row.state });
+            }
+            for r in rows {
+                let value = r.value.is_finite().then_some(r.value);
+                tx.tx
+                    .execute(
+                        "INSERT INTO tradetune_fold_returns (trial_id, fold, bar_index, bar_time, value) \
+                         VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (trial_id, fold, bar_index) DO UPDATE SET \
+                         bar_time = excluded.bar_time, value = excluded.value",
+                        args![trial_id, r.fold, r.bar_index, r.bar_time, value],
+                    )
+                    .map_err(tx.err())?;
+            }
+            Ok(())
+        })
+    }
+
+    /// A trial's stored fold returns, by fold then bar (empty when it has none).
+    pub fn fold_returns(&self, trial_id: i64) -> Result<Vec<FoldReturn>, StorageError> {
+        let err = sql_err(&self.path, "read fold returns");
+        if !self.has_table("tradetune_fold_returns").map_err(&err)? {
+            return Ok(Vec::new());
+        }
+        self.conn
+            .query(
+                "SELECT fold, bar_index, bar_time, value FROM tradetune_fold_returns \
+                 WHERE trial_id = ?1 ORDER BY fold, bar_index",
+                args![trial_id],
+            )
+            .and_then(|rows| {
+                rows.iter()
+                    .map(|r| {
+                        Ok(FoldReturn {
+                            fold: r.i64(0)?,
+                            bar_index: r.i64(1)?,
+                            bar_time: r.i64(2)?,
+                            value: r.opt_f64(3)?.unwrap_or(f64::NAN),
+                        })
+                    })
+                    .collect()
+            })
+            .map_err(&err)
     }
 
     /// A trial's learning curve, by metric then update.

@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 
 use serde::{Deserialize, Serialize};
 
-use crate::file::{DataSection, StudyFile, StudyFileError};
+use crate::file::{DataSection, EvaluationSection, StudyFile, StudyFileError};
 use crate::runner::{DeviceSlot, Reporter, TrialError, TrialFunction, TrialInput, TrialPlan};
 use tradetune_device::DeviceSpec;
 use tradetune_device::memory::MemoryEstimate;
@@ -22,11 +22,11 @@ use tradetune_device::precision::Precision;
 use tradetune_env::{CpuVecEnv, EnvConfig, ResolvedPlacement, TensorVecEnv, VecEnv};
 use tradetune_market::Dataset;
 use tradetune_market::load::DatasetConfig;
-use tradetune_market::split::SplitSpec;
+use tradetune_market::split::{Fold, SplitSpec};
 use tradetune_rl::eval::{EvalSplit, Objective};
 use tradetune_rl::ppo::evaluate_trainer;
 use tradetune_rl::ppo::{
-    HostEnv, PeriodicEval, PhaseTimes, PpoConfig, RolloutEnv, TrainEvent, Trainer,
+    HostEnv, PeriodicEval, PhaseTimes, PpoConfig, RolloutEnv, TrainEvent, TrainReport, Trainer,
 };
 use tradetune_telemetry::PhaseSplit;
 
@@ -149,6 +149,8 @@ pub struct PpoTrial {
     paths: Vec<std::path::PathBuf>,
     /// Where each COMPLETE trial's policy is saved (`<dir>/trial_<N>`), when set.
     checkpoints: Option<std::path::PathBuf>,
+    /// Cross-validation folds over the train and validation bars (None: hold-out).
+    folds: Option<Vec<Fold>>,
 }
 
 impl PpoTrial {
@@ -188,7 +190,31 @@ impl PpoTrial {
                 .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()))
                 .collect(),
             checkpoints: None,
+            folds: None,
         })
+    }
+
+    /// Scores each trial as `evaluation` says: hold-out, or the mean over cross-validation
+    /// folds cut from the train and validation bars (the test split stays held out).
+    pub fn with_evaluation(
+        mut self,
+        evaluation: &EvaluationSection,
+    ) -> Result<Self, tradetune_market::DataError> {
+        self.folds = evaluation.folds(self.validation.end)?;
+        if let Some(folds) = &self.folds {
+            self.source = format!(
+                "{}, {} {} folds",
+                self.source,
+                folds.len(),
+                evaluation.name()
+            );
+        }
+        Ok(self)
+    }
+
+    /// The cross-validation folds, when the study has them.
+    pub fn folds(&self) -> Option<&[Fold]> {
+        self.folds.as_deref()
     }
 
     /// The loaded market data's [`tradetune_market::Dataset::fingerprint`].
@@ -305,26 +331,73 @@ impl TrialFunction for PpoTrial {
         let device = tradetune_device::open(input.device.spec).map_err(TrialError::failed)?;
         let placement = cfg.env.placement_on(input.device.spec == DeviceSpec::Cpu);
         reporter.set_user_attr("env_placement", placement.name());
-        match placement {
-            ResolvedPlacement::Host => {
-                let env = CpuVecEnv::new(cfg.env.clone(), self.dataset.clone(), self.train.clone())
-                    .map_err(TrialError::failed)?;
-                self.train_on(cfg, input, reporter, HostEnv::new(env, &device), &device)
+        match &self.folds {
+            None => {
+                let part = Part {
+                    data: self.dataset.clone(),
+                    range: self.train.clone(),
+                    fold: None,
+                };
+                self.with_env(cfg, &part, placement, &device, |env| {
+                    self.train_holdout(cfg, input, reporter, env, &device)
+                })?
             }
-            ResolvedPlacement::Device => {
-                // The market data goes to the device once; every step stays there.
-                let env =
-                    TensorVecEnv::new(cfg.env.clone(), &self.dataset, self.train.clone(), &device)
-                        .map_err(TrialError::failed)?;
-                self.train_on(cfg, input, reporter, env, &device)
-            }
+            Some(folds) => self.train_folds(cfg, input, reporter, folds, placement, &device),
         }
     }
 }
 
+/// What one training run of a trial trains on: the data and its bar range, and which fold
+/// it is (index, count) when cross-validating.
+struct Part {
+    data: Arc<Dataset>,
+    range: Range<usize>,
+    fold: Option<(usize, usize)>,
+}
+
 impl PpoTrial {
-    /// Trains on `env` (on `device`) and scores the trial.
-    fn train_on<E: RolloutEnv>(
+    /// Builds the environment of `part` where `placement` says and hands it to `f`.
+    fn with_env<T>(
+        &self,
+        cfg: &PpoTrialConfig,
+        part: &Part,
+        placement: ResolvedPlacement,
+        device: &burn::tensor::Device,
+        f: impl FnOnce(AnyEnv) -> T,
+    ) -> Result<T, TrialError> {
+        Ok(match placement {
+            ResolvedPlacement::Host => {
+                let env = CpuVecEnv::new(cfg.env.clone(), part.data.clone(), part.range.clone())
+                    .map_err(TrialError::failed)?;
+                f(AnyEnv::Host(Box::new(HostEnv::new(env, device))))
+            }
+            ResolvedPlacement::Device => {
+                // The market data goes to the device once; every step stays there.
+                let env =
+                    TensorVecEnv::new(cfg.env.clone(), &part.data, part.range.clone(), device)
+                        .map_err(TrialError::failed)?;
+                f(AnyEnv::Device(Box::new(env)))
+            }
+        })
+    }
+
+    /// Trains on `env` (on `device`) with the periodic validation evaluations as intermediate
+    /// values, and scores the trial on the validation split.
+    fn train_holdout(
+        &self,
+        cfg: &PpoTrialConfig,
+        input: &TrialInput<'_>,
+        reporter: &mut Reporter<'_>,
+        env: AnyEnv,
+        device: &burn::tensor::Device,
+    ) -> Result<f64, TrialError> {
+        match env {
+            AnyEnv::Host(env) => self.holdout_on(cfg, input, reporter, *env, device),
+            AnyEnv::Device(env) => self.holdout_on(cfg, input, reporter, *env, device),
+        }
+    }
+
+    fn holdout_on<E: RolloutEnv>(
         &self,
         cfg: &PpoTrialConfig,
         input: &TrialInput<'_>,
@@ -351,81 +424,8 @@ impl PpoTrial {
                 })
                 .map_err(TrialError::failed)?;
         }
-        let total = cfg.train.total_timesteps.max(1);
-        let trainer_stop = trainer.stop_flag();
-        let user_stop = reporter.stop_flag();
-        // Why the callback asked the trainer to stop: pruned at a step, or a storage error.
-        let mut ended: Option<TrialError> = None;
-        // One update's metrics, gathered from its events and sent with its `Progress`.
-        let mut metrics: BTreeMap<String, f64> = BTreeMap::new();
-        let report = trainer
-            .learn(total, &mut |event| {
-                if user_stop.is_set() {
-                    trainer_stop.store(true, Ordering::Relaxed);
-                }
-                match event {
-                    TrainEvent::Evaluation {
-                        update, summary, ..
-                    } if ended.is_none() => {
-                        if let Err(e) = reporter.report_and_check(update as u64, summary.objective)
-                        {
-                            ended = Some(e);
-                            trainer_stop.store(true, Ordering::Relaxed);
-                        }
-                    }
-                    TrainEvent::Episodes(summary) => {
-                        metrics.extend(summary.metrics().map(|(k, v)| (k.to_owned(), v)));
-                    }
-                    TrainEvent::Update { update, stats } => {
-                        // NVML's figure for this process on the trial's card, against the
-                        // budget (the pool check runs in the trainer).
-                        if let (Some(budget), Some(bytes)) = (
-                            &input.budget,
-                            input.process_memory.as_ref().and_then(|m| m.bytes()),
-                        ) && let Err(e) =
-                            budget.check_in_use(bytes, update, "NVML per-process memory")
-                            && ended.is_none()
-                        {
-                            ended = Some(TrialError::Failed(e.to_string()));
-                            trainer_stop.store(true, Ordering::Relaxed);
-                        }
-                        metrics.extend(stats.metrics().map(|(k, v)| (k.to_owned(), v)));
-                    }
-                    TrainEvent::Progress {
-                        update,
-                        timesteps,
-                        samples_per_second,
-                        phases,
-                        ..
-                    } => {
-                        reporter.progress(
-                            timesteps as f64 / total as f64,
-                            format!(
-                                "{timesteps}/{total} samples, {samples_per_second:.0} samples/s"
-                            ),
-                        );
-                        metrics.insert("charts/SPS".to_owned(), samples_per_second);
-                        metrics.extend(phases.metrics().map(|(k, v)| (k.to_owned(), v)));
-                        let values = std::mem::take(&mut metrics);
-                        if let Err(e) = reporter.metrics(update as u64, timesteps as u64, values)
-                            && ended.is_none()
-                        {
-                            ended = Some(e);
-                            trainer_stop.store(true, Ordering::Relaxed);
-                        }
-                    }
-                    _ => {}
-                }
-            })
-            .map_err(TrialError::failed)?;
-        let phases = phase_split(&report.phases);
-        reporter.set_work(report.timesteps as u64, Some(phases));
-        if let Some(e) = ended {
-            return Err(e);
-        }
-        if report.stopped || user_stop.is_set() {
-            return Err(TrialError::Stopped);
-        }
+        let mut done = Work::default();
+        let report = learn(&mut trainer, cfg, input, reporter, None, &mut done)?;
         // The value is the policy after the last update: reuse the periodic evaluation when it
         // fell on that update, else evaluate now.
         let last = match report.last_evaluation {
@@ -461,4 +461,231 @@ impl PpoTrial {
         }
         Ok(last.objective)
     }
+}
+
+impl PpoTrial {
+    /// Trains and scores a fresh policy on each fold in turn: its objective on the fold's
+    /// test bars is the intermediate value at step = the fold's index (so a pruner can stop a
+    /// hopeless trial after a few folds), its per-bar returns are stored, and the trial's value
+    /// is the mean over folds (their spread is the user attribute `fold_std`).
+    fn train_folds(
+        &self,
+        cfg: &PpoTrialConfig,
+        input: &TrialInput<'_>,
+        reporter: &mut Reporter<'_>,
+        folds: &[Fold],
+        placement: ResolvedPlacement,
+        device: &burn::tensor::Device,
+    ) -> Result<f64, TrialError> {
+        let mut done = Work::default();
+        let mut values = Vec::with_capacity(folds.len());
+        for (i, fold) in folds.iter().enumerate() {
+            // A fold's training bars may be several blocks (CPCV): they are joined, as
+            // FinRL_Crypto indexes its arrays by the training indices.
+            let data = Arc::new(self.dataset.select(&fold.train));
+            let part = Part {
+                range: 0..data.n_bars(),
+                data,
+                fold: Some((i, folds.len())),
+            };
+            let (value, returns) =
+                self.with_env(cfg, &part, placement, device, |env| match env {
+                    AnyEnv::Host(env) => {
+                        self.fold_on(cfg, input, reporter, &part, fold, *env, device, &mut done)
+                    }
+                    AnyEnv::Device(env) => {
+                        self.fold_on(cfg, input, reporter, &part, fold, *env, device, &mut done)
+                    }
+                })??;
+            reporter.fold_returns(i as u64, &returns)?;
+            values.push(value);
+            reporter.report_and_check(i as u64, value)?;
+        }
+        let n = values.len() as f64;
+        let mean = values.iter().sum::<f64>() / n;
+        let std = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt();
+        reporter.set_user_attr("objective", self.objective.name());
+        reporter.set_user_attr("folds", values.len() as i64);
+        reporter.set_user_attr("fold_std", std);
+        reporter.set_user_attr("train_timesteps", done.samples as i64);
+        Ok(mean)
+    }
+
+    /// One fold: trains on `part`, then scores each contiguous block of the fold's test bars
+    /// (on the whole dataset, so each block's first observation window is its own bars). The
+    /// fold's objective is the blocks' objectives weighted by their bars; the returns are the
+    /// agent's per-bar simple returns over the blocks, in order.
+    #[allow(clippy::too_many_arguments)]
+    fn fold_on<E: RolloutEnv>(
+        &self,
+        cfg: &PpoTrialConfig,
+        input: &TrialInput<'_>,
+        reporter: &mut Reporter<'_>,
+        part: &Part,
+        fold: &Fold,
+        env: E,
+        device: &burn::tensor::Device,
+        done: &mut Work,
+    ) -> Result<(f64, Vec<(i64, f64)>), TrialError> {
+        let mut trainer = Trainer::new(cfg.ppo.clone(), env, device).map_err(TrialError::failed)?;
+        if let Some(budget) = &input.budget {
+            trainer = trainer.with_memory_budget(budget.clone());
+        }
+        learn(&mut trainer, cfg, input, reporter, part.fold, done)?;
+        let (mut weighted, mut bars) = (0.0, 0usize);
+        let mut returns = Vec::new();
+        for block in merge_adjacent(&fold.test) {
+            let split = EvalSplit::new("fold test", self.dataset.clone(), block, &cfg.env);
+            let r =
+                evaluate_trainer(&trainer, &split, self.objective).map_err(TrialError::failed)?;
+            weighted += r.objective * r.bars as f64;
+            bars += r.bars;
+            for (w, t) in r.agent_equity.windows(2).zip(r.timestamps.iter().skip(1)) {
+                returns.push((*t, w[1] / w[0] - 1.0));
+            }
+        }
+        if bars == 0 {
+            return Err(TrialError::Failed("a fold has no test bars".into()));
+        }
+        Ok((weighted / bars as f64, returns))
+    }
+}
+
+/// Ranges with touching ends joined (`0..5, 5..9` is `0..9`).
+fn merge_adjacent(ranges: &[Range<usize>]) -> Vec<Range<usize>> {
+    let mut out: Vec<Range<usize>> = Vec::new();
+    for r in ranges {
+        match out.last_mut() {
+            Some(last) if last.end == r.start => last.end = r.end,
+            _ => out.push(r.clone()),
+        }
+    }
+    out
+}
+
+/// A trial's environment on the host or on the device.
+enum AnyEnv {
+    Host(Box<HostEnv<CpuVecEnv>>),
+    Device(Box<TensorVecEnv>),
+}
+
+/// What a trial has trained so far, over its folds.
+#[derive(Default)]
+struct Work {
+    samples: u64,
+    updates: u64,
+    phases: PhaseSplit,
+}
+
+/// Trains `trainer` for the trial's budget, turning its events into the trial's progress,
+/// learning curve and (for a hold-out) intermediate values; adds the run to `done` and
+/// records the total as the trial's work. `fold` is (index, count) when cross-validating: the
+/// progress spans all folds and the curve's updates continue from the previous fold's.
+fn learn<E: RolloutEnv>(
+    trainer: &mut Trainer<E>,
+    cfg: &PpoTrialConfig,
+    input: &TrialInput<'_>,
+    reporter: &mut Reporter<'_>,
+    fold: Option<(usize, usize)>,
+    done: &mut Work,
+) -> Result<TrainReport, TrialError> {
+    let total = cfg.train.total_timesteps.max(1);
+    let trainer_stop = trainer.stop_flag();
+    let user_stop = reporter.stop_flag();
+    let (update_offset, step_offset) = (done.updates, done.samples);
+    // Why the callback asked the trainer to stop: pruned at a step, or a storage error.
+    let mut ended: Option<TrialError> = None;
+    // One update's metrics, gathered from its events and sent with its `Progress`.
+    let mut metrics: BTreeMap<String, f64> = BTreeMap::new();
+    let report = trainer
+        .learn(total, &mut |event| {
+            if user_stop.is_set() {
+                trainer_stop.store(true, Ordering::Relaxed);
+            }
+            match event {
+                TrainEvent::Evaluation {
+                    update, summary, ..
+                } if ended.is_none() && fold.is_none() => {
+                    if let Err(e) = reporter.report_and_check(update as u64, summary.objective) {
+                        ended = Some(e);
+                        trainer_stop.store(true, Ordering::Relaxed);
+                    }
+                }
+                TrainEvent::Episodes(summary) => {
+                    metrics.extend(summary.metrics().map(|(k, v)| (k.to_owned(), v)));
+                }
+                TrainEvent::Update { update, stats } => {
+                    // NVML's figure for this process on the trial's card, against the
+                    // budget (the pool check runs in the trainer).
+                    if let (Some(budget), Some(bytes)) = (
+                        &input.budget,
+                        input.process_memory.as_ref().and_then(|m| m.bytes()),
+                    ) && let Err(e) =
+                        budget.check_in_use(bytes, update, "NVML per-process memory")
+                        && ended.is_none()
+                    {
+                        ended = Some(TrialError::Failed(e.to_string()));
+                        trainer_stop.store(true, Ordering::Relaxed);
+                    }
+                    metrics.extend(stats.metrics().map(|(k, v)| (k.to_owned(), v)));
+                }
+                TrainEvent::Progress {
+                    update,
+                    timesteps,
+                    samples_per_second,
+                    phases,
+                    ..
+                } => {
+                    let here = timesteps as f64 / total as f64;
+                    let (fraction, message) = match fold {
+                        None => (
+                            here,
+                            format!(
+                                "{timesteps}/{total} samples, {samples_per_second:.0} samples/s"
+                            ),
+                        ),
+                        Some((i, n)) => (
+                            (i as f64 + here) / n as f64,
+                            format!(
+                                "fold {}/{n}: {timesteps}/{total} samples, \
+                                 {samples_per_second:.0} samples/s",
+                                i + 1
+                            ),
+                        ),
+                    };
+                    reporter.progress(fraction, message);
+                    metrics.insert("charts/SPS".to_owned(), samples_per_second);
+                    metrics.extend(phases.metrics().map(|(k, v)| (k.to_owned(), v)));
+                    let values = std::mem::take(&mut metrics);
+                    if let Err(e) = reporter.metrics(
+                        update_offset + update as u64,
+                        step_offset + timesteps as u64,
+                        values,
+                    ) && ended.is_none()
+                    {
+                        ended = Some(e);
+                        trainer_stop.store(true, Ordering::Relaxed);
+                    }
+                }
+                _ => {}
+            }
+        })
+        .map_err(TrialError::failed)?;
+    let phases = phase_split(&report.phases);
+    done.samples += report.timesteps as u64;
+    done.updates += report.updates as u64;
+    done.phases = PhaseSplit {
+        env_s: done.phases.env_s + phases.env_s,
+        inference_s: done.phases.inference_s + phases.inference_s,
+        update_s: done.phases.update_s + phases.update_s,
+        eval_s: done.phases.eval_s + phases.eval_s,
+    };
+    reporter.set_work(done.samples, Some(done.phases));
+    if let Some(e) = ended {
+        return Err(e);
+    }
+    if report.stopped || user_stop.is_set() {
+        return Err(TrialError::Stopped);
+    }
+    Ok(report)
 }

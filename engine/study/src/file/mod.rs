@@ -21,6 +21,13 @@
 //! train = 0.7
 //! validation = 0.15
 //!
+//! [evaluation]                    # holdout (default) | walk_forward | cpcv
+//! scheme = "cpcv"                 # folds over train + validation; test stays held out
+//! n_groups = 6
+//! k_test = 2
+//! purge_bars = 10
+//! embargo_bars = 10
+//!
 //! [fixed]                         # any field of the trial configuration, by dotted name
 //! env.n_envs = 32
 //! ppo.policy.net_arch.pi = [2048, 1024, 512]
@@ -60,8 +67,8 @@ pub use line::{key_at, line_of};
 pub use search_spec::SearchSpec;
 use search_spec::param_value;
 pub use sections::{
-    DIRECTIONS, DataSection, PrunerKind, PrunerSection, SamplerKind, SamplerSection, StudySection,
-    direction_name,
+    DIRECTIONS, DataSection, EvaluationSection, PrunerKind, PrunerSection, SamplerKind,
+    SamplerSection, StudySection, direction_name,
 };
 use spec::{flatten, search_specs, set_fixed};
 
@@ -108,6 +115,8 @@ pub struct StudyFile {
     pub study: StudySection,
     pub data: DataSection,
     pub split: SplitSpec,
+    /// How a trial is scored: hold-out validation or cross-validation folds.
+    pub evaluation: EvaluationSection,
     /// The trial configuration every trial starts from: the defaults with `[fixed]` laid over.
     pub base_config: serde_json::Value,
     pub space: SearchSpace,
@@ -126,6 +135,7 @@ pub struct StudyParts {
     pub study: StudySection,
     pub data: DataSection,
     pub split: SplitSpec,
+    pub evaluation: EvaluationSection,
     /// The trial configuration every trial starts from (the trial's defaults with the fixed
     /// values set), as JSON: searched values are applied to it by dotted name.
     pub base_config: serde_json::Value,
@@ -144,6 +154,8 @@ struct Sections {
     data: DataSection,
     #[serde(default)]
     split: SplitSpec,
+    #[serde(default)]
+    evaluation: EvaluationSection,
     #[serde(default)]
     fixed: toml::Table,
     #[serde(default)]
@@ -210,6 +222,7 @@ impl StudyFile {
             study,
             data,
             split,
+            evaluation,
             fixed,
             search,
             sampler,
@@ -246,6 +259,7 @@ impl StudyFile {
                 study,
                 data,
                 split,
+                evaluation,
                 base_config,
                 search,
                 sampler,
@@ -276,6 +290,7 @@ impl StudyFile {
             study,
             data,
             split,
+            evaluation,
             base_config,
             search,
             sampler,
@@ -339,6 +354,7 @@ impl StudyFile {
             study,
             data,
             split,
+            evaluation,
             base_config,
             space,
             sampler,

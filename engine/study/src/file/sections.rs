@@ -95,6 +95,92 @@ pub struct DataSection {
     pub assets: Vec<String>,
 }
 
+/// The `[evaluation]` table: how a trial is scored. Cross-validation runs over the train and
+/// validation bars together (the test split stays held out); each fold trains a fresh policy
+/// on its training bars and scores it on its test bars, the folds in a fixed order per study.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(tag = "scheme", rename_all = "snake_case", deny_unknown_fields)]
+pub enum EvaluationSection {
+    /// Train on the train split, score on the validation split.
+    #[default]
+    Holdout,
+    /// `n_folds` consecutive test windows at the end, each trained on the bars before it
+    /// (all of them, or the last `train_bars`), `purge_bars` left out in between.
+    WalkForward {
+        n_folds: usize,
+        /// Bars per test window; 0 = an equal share (see `tradetune_market::split`).
+        #[serde(default)]
+        test_bars: usize,
+        /// Bars per training window; 0 = expanding.
+        #[serde(default)]
+        train_bars: usize,
+        #[serde(default)]
+        purge_bars: usize,
+    },
+    /// Combinatorial purged cross-validation (López de Prado): `n_groups` contiguous groups,
+    /// every choice of `k_test` of them tested once, trained on the rest minus `purge_bars`
+    /// before and `embargo_bars` after each test block.
+    Cpcv {
+        n_groups: usize,
+        k_test: usize,
+        #[serde(default)]
+        purge_bars: usize,
+        #[serde(default)]
+        embargo_bars: usize,
+    },
+}
+
+impl EvaluationSection {
+    /// The folds over `n` bars, in their fixed order; None for a hold-out.
+    pub fn folds(
+        &self,
+        n: usize,
+    ) -> Result<Option<Vec<tradetune_market::split::Fold>>, tradetune_market::split::SplitError>
+    {
+        use tradetune_market::split::{Cpcv, WalkForward, cpcv, walk_forward};
+        Ok(match self {
+            EvaluationSection::Holdout => None,
+            EvaluationSection::WalkForward {
+                n_folds,
+                test_bars,
+                train_bars,
+                purge_bars,
+            } => Some(walk_forward(
+                n,
+                &WalkForward {
+                    n_folds: *n_folds,
+                    test_bars: *test_bars,
+                    train_bars: *train_bars,
+                    purge_bars: *purge_bars,
+                },
+            )?),
+            EvaluationSection::Cpcv {
+                n_groups,
+                k_test,
+                purge_bars,
+                embargo_bars,
+            } => Some(cpcv(
+                n,
+                &Cpcv {
+                    n_groups: *n_groups,
+                    k_test: *k_test,
+                    purge_bars: *purge_bars,
+                    embargo_bars: *embargo_bars,
+                },
+            )?),
+        })
+    }
+
+    /// Its name in study files and reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            EvaluationSection::Holdout => "holdout",
+            EvaluationSection::WalkForward { .. } => "walk_forward",
+            EvaluationSection::Cpcv { .. } => "cpcv",
+        }
+    }
+}
+
 /// The `[sampler]` table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -246,6 +332,36 @@ named_kinds!(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn evaluation_tables_read_by_scheme_and_refuse_unknown_keys() {
+        let t: EvaluationSection =
+            toml::from_str("scheme = \"cpcv\"\nn_groups = 6\nk_test = 2\n").unwrap();
+        assert_eq!(
+            t,
+            EvaluationSection::Cpcv {
+                n_groups: 6,
+                k_test: 2,
+                purge_bars: 0,
+                embargo_bars: 0
+            }
+        );
+        assert_eq!(t.folds(600).unwrap().map(|f| f.len()), Some(15));
+        let wf: EvaluationSection =
+            toml::from_str("scheme = \"walk_forward\"\nn_folds = 3\n").unwrap();
+        assert_eq!(wf.folds(400).unwrap().map(|f| f.len()), Some(3));
+        assert_eq!(EvaluationSection::default().folds(400).unwrap(), None);
+        assert!(
+            toml::from_str::<EvaluationSection>("scheme = \"cpcv\"\nn_group = 6\nk_test = 2\n")
+                .is_err()
+        );
+        assert!(toml::from_str::<EvaluationSection>("scheme = \"kfold\"\n").is_err());
+        let json = serde_json::to_value(&t).unwrap();
+        assert_eq!(
+            serde_json::from_value::<EvaluationSection>(json).unwrap(),
+            t
+        );
+    }
 
     #[test]
     fn kinds_round_trip_and_unknown_names_list_the_valid_ones() {

@@ -14,7 +14,7 @@ use crate::pruner::{PruneContext, Pruner};
 use crate::space::ParamValue;
 use crate::trial::{Direction, Trial};
 use tradetune_device::memory::MemoryEstimate;
-use tradetune_storage::{CurvePoint, JsonValue, Storage};
+use tradetune_storage::{CurvePoint, FoldReturn, JsonValue, Storage};
 use tradetune_telemetry::PhaseSplit;
 
 use super::devices::DeviceSlot;
@@ -394,6 +394,25 @@ impl Reporter<'_> {
         self.storage
             .append_learning_curve(self.trial_id, &points)
             .map_err(|e| TrialError::Failed(format!("could not store the learning curve: {e}")))
+    }
+
+    /// Stores fold `fold`'s out-of-sample returns, `(bar time, return)` per test bar, for
+    /// the study's overfitting statistics (PBO, the deflated Sharpe ratio).
+    pub fn fold_returns(&mut self, fold: u64, returns: &[(i64, f64)]) -> Result<(), TrialError> {
+        let fold = i64::try_from(fold).map_err(TrialError::failed)?;
+        let rows: Vec<FoldReturn> = returns
+            .iter()
+            .enumerate()
+            .map(|(i, &(bar_time, value))| FoldReturn {
+                fold,
+                bar_index: i as i64,
+                bar_time,
+                value,
+            })
+            .collect();
+        self.storage
+            .put_fold_returns(self.trial_id, &rows)
+            .map_err(|e| TrialError::Failed(format!("could not store the fold's returns: {e}")))
     }
 
     /// The last step reported so far.

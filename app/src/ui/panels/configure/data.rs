@@ -59,6 +59,7 @@ pub(super) fn section(
         .ready()
         .map_or(&[][..], |d| &d.dataset.timestamps[..]);
     split::editor(ui, &mut state.settings.draft, timestamps, problems);
+    super::evaluation::editor(ui, &mut state.settings.draft, timestamps, problems);
 }
 
 /// [`Command::UseBundledData`] (no `paths`), [`Command::UseDataFiles`]: trains on `paths`

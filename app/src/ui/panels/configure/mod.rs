@@ -5,6 +5,7 @@
 
 mod data;
 mod devices;
+mod evaluation;
 pub mod fields;
 mod search;
 pub mod search_form;

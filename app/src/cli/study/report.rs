@@ -1,0 +1,36 @@
+//! `tradetune study report NAME [--json]`: the best trial with its folds, the probability of
+//! backtest overfitting over the trials' out-of-sample returns and the best trial's deflated
+//! Sharpe ratio (the engine's `front::report`).
+
+use std::path::PathBuf;
+
+use clap::Args;
+use tradetune_engine::front::report::study_report;
+use tradetune_engine::storage::Storage;
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The study's name.
+    pub name: String,
+    #[arg(long, alias = "storage")]
+    pub db: Option<PathBuf>,
+    /// Partitions S of the PBO's combinatorially symmetric cross-validation (even).
+    #[arg(long, default_value_t = 16)]
+    pub partitions: usize,
+    /// The report as JSON, at full precision.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: ReportArgs) -> anyhow::Result<()> {
+    let db = super::db_path(args.db)?;
+    crate::launch::require_db(&db)?;
+    let storage = Storage::open_read_only(&db)?;
+    let report = study_report(&storage, &args.name, args.partitions)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.text());
+    }
+    Ok(())
+}

@@ -1,0 +1,168 @@
+//! A cross-validated study end to end: `[evaluation] cpcv` on the bundled data, each trial
+//! trained and scored on every fold, then `tradetune study report` with PBO and the deflated
+//! Sharpe ratio over the stored fold returns.
+
+mod common;
+
+use common::{scratch, text, tradetune};
+use tradetune_engine::storage::{Storage, TrialState};
+
+const STUDY: &str = r#"[study]
+name = "cv"
+n_trials = 4
+objective = "total_return"
+
+[evaluation]
+scheme = "cpcv"
+n_groups = 3
+k_test = 1
+purge_bars = 5
+embargo_bars = 5
+
+[fixed]
+env.n_envs = 4
+ppo.n_steps = 32
+ppo.batch_size = 64
+ppo.n_epochs = 1
+ppo.policy.net_arch.pi = [8]
+ppo.policy.net_arch.vf = [8]
+train.total_timesteps = 128
+train.eval_every = 0
+
+[search]
+"ppo.learning_rate" = { low = 1e-4, high = 1e-2, log = true }
+
+[sampler]
+kind = "random"
+seed = 3
+
+[pruner]
+kind = "none"
+"#;
+
+#[test]
+fn a_cpcv_study_stores_its_folds_and_reports_pbo_and_the_deflated_sharpe() {
+    let dir = scratch("cli_study_report", "cpcv");
+    let file = dir.join("cv.toml");
+    let db = dir.join("cv.db");
+    std::fs::write(&file, STUDY).unwrap();
+    let o = tradetune(&[
+        "study",
+        "run",
+        file.to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+        "--telemetry-interval",
+        "0",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+
+    // Every trial trained and scored on the 3 folds in order: its value is their mean, and
+    // each fold's intermediate value is the total return of the returns stored for it.
+    let storage = Storage::open_read_only(&db).unwrap();
+    let study = storage.study("cv").unwrap();
+    let trials = storage.trials(study.study_id).unwrap();
+    assert_eq!(trials.len(), 4);
+    let mut lengths = Vec::new();
+    for t in &trials {
+        assert_eq!(t.state, TrialState::Complete, "trial {}", t.number);
+        let folds: Vec<i64> = t.intermediate_values.iter().map(|(s, _)| *s).collect();
+        assert_eq!(folds, [0, 1, 2], "trial {}", t.number);
+        let mean = t.intermediate_values.iter().map(|(_, v)| v).sum::<f64>() / 3.0;
+        assert!(
+            (t.value().unwrap() - mean).abs() < 1e-12,
+            "trial {}",
+            t.number
+        );
+        let returns = storage.fold_returns(t.trial_id).unwrap();
+        for (fold, reported) in &t.intermediate_values {
+            let compounded = returns
+                .iter()
+                .filter(|r| r.fold == *fold)
+                .fold(1.0, |acc, r| acc * (1.0 + r.value))
+                - 1.0;
+            assert!(
+                (compounded - reported).abs() < 1e-9 * (1.0 + reported.abs()),
+                "trial {} fold {fold}: stored returns compound to {compounded}, reported {reported}",
+                t.number
+            );
+        }
+        lengths.push(returns.len());
+    }
+    assert!(
+        lengths.iter().all(|&n| n == lengths[0] && n > 100),
+        "{lengths:?}"
+    );
+
+    let o = tradetune(&[
+        "study",
+        "report",
+        "cv",
+        "--db",
+        db.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let r: serde_json::Value = serde_json::from_str(&text(&o.stdout)).unwrap();
+    assert_eq!(r["with_returns"], 4);
+    assert_eq!(r["bars"], lengths[0]);
+    let pbo = r["pbo"]["result"]["pbo"].as_f64().expect("a PBO");
+    assert!((0.0..=1.0).contains(&pbo), "{pbo}");
+    assert_eq!(r["pbo"]["result"]["strategies"], 4);
+    assert_eq!(r["best"]["folds"].as_array().unwrap().len(), 3);
+    let dsr = r["dsr"]["result"]["dsr"]
+        .as_f64()
+        .expect("a deflated Sharpe ratio");
+    assert!((0.0..=1.0).contains(&dsr), "{dsr}");
+    assert_eq!(r["dsr"]["result"]["trials"], 4);
+
+    let o = tradetune(&["study", "report", "cv", "--db", db.to_str().unwrap()]);
+    let out = text(&o.stdout);
+    assert!(out.contains("PBO") && out.contains("folds:"), "{out}");
+}
+
+#[test]
+fn a_holdout_study_reports_why_it_has_no_pbo() {
+    let dir = scratch("cli_study_report", "holdout");
+    let file = dir.join("h.toml");
+    let db = dir.join("h.db");
+    let holdout = STUDY
+        .replace("name = \"cv\"", "name = \"h\"")
+        .replace("n_trials = 4", "n_trials = 1")
+        .replace("scheme = \"cpcv\"", "scheme = \"holdout\"")
+        .replace(
+            "n_groups = 3\nk_test = 1\npurge_bars = 5\nembargo_bars = 5\n",
+            "",
+        );
+    std::fs::write(&file, holdout).unwrap();
+    let o = tradetune(&[
+        "study",
+        "run",
+        file.to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+        "--telemetry-interval",
+        "0",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = tradetune(&["study", "report", "h", "--db", db.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("PBO: not available") && out.contains("walk_forward or cpcv"),
+        "{out}"
+    );
+
+    // A bad [evaluation] names the file, line and key before anything runs.
+    std::fs::write(&file, STUDY.replace("n_groups = 3", "n_group = 3")).unwrap();
+    let o = tradetune(&[
+        "study",
+        "run",
+        file.to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    let err = text(&o.stderr);
+    assert!(err.contains("h.toml") && err.contains("n_group"), "{err}");
+}
