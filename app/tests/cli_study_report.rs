@@ -116,9 +116,38 @@ fn a_cpcv_study_stores_its_folds_and_reports_pbo_and_the_deflated_sharpe() {
     assert!((0.0..=1.0).contains(&dsr), "{dsr}");
     assert_eq!(r["dsr"]["result"]["trials"], 4);
 
+    // Seed spread: the best trial again with 2 other seeds, on the test split, stored.
+    let o = tradetune(&[
+        "study",
+        "reseed",
+        file.to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+        "--seeds",
+        "2",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let spread: serde_json::Value = serde_json::from_str(&text(&o.stdout)).unwrap();
+    assert_eq!(spread["trial"], r["best"]["number"]);
+    let seeds = spread["seeds"].as_array().unwrap();
+    assert_eq!(seeds.len(), 2);
+    assert_ne!(seeds[0]["seed"], seeds[1]["seed"]);
+    for s in seeds {
+        assert!(s["sharpe"].as_f64().unwrap().is_finite(), "{s}");
+        assert!(s["total_return"].as_f64().unwrap() > -1.0, "{s}");
+    }
+    assert!(
+        spread["equal_weight_total_return"]
+            .as_f64()
+            .unwrap()
+            .is_finite()
+    );
+
     let o = tradetune(&["study", "report", "cv", "--db", db.to_str().unwrap()]);
     let out = text(&o.stdout);
     assert!(out.contains("PBO") && out.contains("folds:"), "{out}");
+    assert!(out.contains("seed spread of trial #"), "{out}");
 }
 
 #[test]

@@ -22,6 +22,7 @@ use tradetune_engine::study::runner::{RunnerConfig, StudyEvent, StudyReport};
 pub mod importance;
 pub mod note;
 pub mod report;
+pub mod reseed;
 
 #[derive(Debug, Subcommand)]
 pub enum StudyCommand {
@@ -47,6 +48,9 @@ pub enum StudyCommand {
     /// backtest overfitting (PBO) over the trials' out-of-sample returns, and the best trial's
     /// deflated Sharpe ratio. Needs a cross-validated study ([evaluation] cpcv or walk_forward).
     Report(report::ReportArgs),
+    /// Train the study's best trial again with K other seeds and backtest each on the test
+    /// split beside equal weight: is the winner robust or one lucky seed? Stored with the study.
+    Reseed(reseed::ReseedArgs),
 }
 
 #[derive(Debug, Args)]
@@ -216,6 +220,7 @@ pub fn run(command: StudyCommand) -> anyhow::Result<()> {
         StudyCommand::Importance(a) => importance::run(a),
         StudyCommand::Note(a) => note::run(a),
         StudyCommand::Report(a) => report::run(a),
+        StudyCommand::Reseed(a) => reseed::run(a),
     }
 }
 

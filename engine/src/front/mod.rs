@@ -7,7 +7,8 @@
 //! - [`backtest`]: a checkpoint's deterministic policy over a held-out split.
 //! - [`compare`]: two studies or trials side by side, with their telemetry.
 //! - [`export`]: a study's telemetry as one wide CSV.
-//! - [`report`]: a study's best trial, PBO and deflated Sharpe ratio.
+//! - [`report`]: a study's best trial, PBO and deflated Sharpe ratio; [`reseed`]: the best
+//!   trial's spread over seeds on the test split.
 //! - [`data_source`]: where a run's market data comes from, and the files a checkpoint
 //!   directory holds besides the model.
 //!
@@ -19,6 +20,7 @@ pub mod compare;
 pub mod data_source;
 pub mod export;
 pub mod report;
+pub mod reseed;
 pub mod study_run;
 
 use std::path::{Path, PathBuf};

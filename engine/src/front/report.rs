@@ -55,6 +55,8 @@ pub struct StudyReport {
     pub best: Option<BestTrial>,
     pub pbo: PboSection,
     pub dsr: DsrSection,
+    /// The best trial's spread over seeds on the test split (`tradetune study reseed`).
+    pub seeds: Option<super::reseed::SeedSpread>,
 }
 
 /// The report of study `name`, PBO with `partitions` (S, even) blocks.
@@ -158,6 +160,7 @@ pub fn study_report(
         }),
         pbo,
         dsr,
+        seeds: super::reseed::stored(storage, name)?,
     })
 }
 
@@ -229,6 +232,34 @@ impl StudyReport {
             }
             (None, Some(why)) => s += &format!("deflated Sharpe: not available: {why}\n"),
             (None, None) => {}
+        }
+        match &self.seeds {
+            None => s += "seed spread: none (run `tradetune study reseed`)\n",
+            Some(sp) => {
+                let sharpes: Vec<f64> = sp.seeds.iter().map(|r| r.sharpe).collect();
+                let returns: Vec<f64> = sp.seeds.iter().map(|r| r.total_return).collect();
+                if let (Some(a), Some(b)) = (
+                    super::reseed::spread(&sharpes),
+                    super::reseed::spread(&returns),
+                ) {
+                    s += &format!(
+                        "seed spread of trial #{} on the test split ({} seeds, {} bars): sharpe \
+                         {:.3} / {:.3} / {:.3}, total return {:.2} / {:.2} / {:.2} % (min / \
+                         median / max); equal weight sharpe {:.3}, total return {:.2} %\n",
+                        sp.trial,
+                        sp.seeds.len(),
+                        sp.bars,
+                        a.0,
+                        a.1,
+                        a.2,
+                        100.0 * b.0,
+                        100.0 * b.1,
+                        100.0 * b.2,
+                        sp.equal_weight_sharpe,
+                        100.0 * sp.equal_weight_total_return
+                    );
+                }
+            }
         }
         s
     }

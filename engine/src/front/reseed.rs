@@ -1,0 +1,155 @@
+//! Seed spread: the best trial of a study trained again with K other seeds and each policy
+//! backtested on the held-out test split, beside equal weight (`tradetune study reseed`). A
+//! best trial that only one seed makes good is luck, whatever its validation score said.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::FrontError;
+use crate::env::CpuVecEnv;
+use crate::eval::EvalSplit;
+use crate::market::load::DatasetConfig;
+use crate::ppo::{HostEnv, Trainer, evaluate_trainer};
+use crate::storage::{JsonValue, Storage, StudyDirection, TrialState};
+use crate::study::file::StudyFile;
+use crate::study::ppo_trial::PpoTrialConfig;
+
+/// The study system attribute the spread is stored under (JSON).
+pub const RESEED_KEY: &str = "tradetune:reseed";
+
+/// One seed's policy on the test split.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeedResult {
+    pub seed: u64,
+    pub sharpe: f64,
+    pub total_return: f64,
+    pub objective: f64,
+}
+
+/// The spread of the best trial over seeds, with equal weight on the same bars.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeedSpread {
+    /// The trial re-run.
+    pub trial: i64,
+    /// Test bars.
+    pub bars: usize,
+    pub seeds: Vec<SeedResult>,
+    pub equal_weight_sharpe: f64,
+    pub equal_weight_total_return: f64,
+}
+
+/// Min, median and max of `v` (None for none).
+pub fn spread(v: &[f64]) -> Option<(f64, f64, f64)> {
+    let mut s: Vec<f64> = v.iter().copied().filter(|x| !x.is_nan()).collect();
+    if s.is_empty() {
+        return None;
+    }
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    let median = if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    };
+    Some((s[0], median, s[n - 1]))
+}
+
+/// Trains the best COMPLETE trial of `file`'s study in `storage` again with `seeds` seeds
+/// (its own seed + 1, + 2, …, for the learner and the environment), each on the train split
+/// on the CPU, backtests each on the test split, stores the spread in the study and returns it.
+/// `progress` hears "seed i of K" as each starts.
+pub fn reseed(
+    storage: &mut Storage,
+    file: &StudyFile,
+    seeds: usize,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<SeedSpread, FrontError> {
+    if seeds == 0 {
+        return Err(FrontError::Invalid("reseed needs at least one seed".into()));
+    }
+    let name = &file.study.name;
+    let study = storage.study(name)?;
+    let maximize = study.directions.first() != Some(&StudyDirection::Minimize);
+    let best = storage
+        .trials(study.study_id)?
+        .into_iter()
+        .filter(|t| t.state == TrialState::Complete)
+        .filter(|t| t.value().is_some_and(f64::is_finite))
+        .reduce(|a, b| {
+            let (va, vb) = (a.value().unwrap_or(f64::NAN), b.value().unwrap_or(f64::NAN));
+            if (vb > va) == maximize && vb != va {
+                b
+            } else {
+                a
+            }
+        })
+        .ok_or_else(|| FrontError::Invalid(format!("study '{name}' has no COMPLETE trial")))?;
+    let meta = storage.run_metadata(best.trial_id)?.ok_or_else(|| {
+        FrontError::Invalid(format!(
+            "trial #{} of '{name}' has no stored configuration (was it run by TradeTune?)",
+            best.number
+        ))
+    })?;
+    let config: PpoTrialConfig = PpoTrialConfig::from_json(&serde_json::Value::from(&meta.config))
+        .map_err(|e| FrontError::Invalid(format!("trial #{}'s configuration: {e}", best.number)))?;
+    let loaded = DatasetConfig {
+        paths: file.data.paths.clone(),
+        assets: file.data.assets.clone(),
+        lookback: config.env.lookback,
+        episode_bars: config.env.episode_bars,
+        split: file.split.clone(),
+        ..DatasetConfig::default()
+    }
+    .load()?;
+    let dataset = Arc::new(loaded.dataset);
+    let device = crate::device::open(crate::device::DeviceSpec::Cpu)?;
+    let test = EvalSplit::new(
+        "test",
+        dataset.clone(),
+        loaded.split.test.clone(),
+        &config.env,
+    );
+    let mut results = Vec::with_capacity(seeds);
+    let mut equal_weight = (f64::NAN, f64::NAN, 0usize);
+    for k in 0..seeds {
+        progress(k, seeds);
+        let mut cfg = config.clone();
+        let seed = cfg.ppo.seed.wrapping_add(1 + k as u64);
+        cfg.ppo.seed = seed;
+        cfg.env.seed = cfg.env.seed.wrapping_add(1 + k as u64);
+        let env = CpuVecEnv::new(cfg.env.clone(), dataset.clone(), loaded.split.train.clone())
+            .map_err(|e| FrontError::Invalid(e.to_string()))?;
+        let mut trainer = Trainer::new(cfg.ppo.clone(), HostEnv::new(env, &device), &device)?;
+        trainer.learn(cfg.train.total_timesteps.max(1), &mut |_| {})?;
+        let r = evaluate_trainer(&trainer, &test, file.study.objective)?;
+        equal_weight = (r.equal_weight.sharpe, r.equal_weight.total_return, r.bars);
+        results.push(SeedResult {
+            seed,
+            sharpe: r.agent.sharpe,
+            total_return: r.agent.total_return,
+            objective: r.objective,
+        });
+    }
+    let out = SeedSpread {
+        trial: best.number,
+        bars: equal_weight.2,
+        seeds: results,
+        equal_weight_sharpe: equal_weight.0,
+        equal_weight_total_return: equal_weight.1,
+    };
+    let json = serde_json::to_value(&out)
+        .map_err(|e| FrontError::Invalid(format!("the seed spread as JSON: {e}")))?;
+    storage.set_study_system_attr(study.study_id, RESEED_KEY, &JsonValue::from(json))?;
+    Ok(out)
+}
+
+/// The spread stored in a study, if any.
+pub fn stored(storage: &Storage, name: &str) -> Result<Option<SeedSpread>, FrontError> {
+    let study = storage.study(name)?;
+    Ok(study
+        .system_attrs
+        .iter()
+        .find(|(k, _)| k == RESEED_KEY)
+        .and_then(|(_, v)| serde_json::from_value(serde_json::Value::from(v)).ok()))
+}
