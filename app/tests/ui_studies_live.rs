@@ -226,8 +226,11 @@ fn plots_of_a_study_with_log_and_categorical_parameters() {
     let mut h = opened(&db);
     h.state_mut().state.studies.live = false;
 
-    // Slice plots: one per parameter, log and categorical axes named.
-    h.get_by_label("slice");
+    // The history first; slice plots: one per parameter, log and categorical axes named.
+    h.get_by_label("optimisation history (complete trials; best so far)");
+    h.get_by_label("slice").click();
+    h.run_steps(3);
+    h.get_by_label("slice: objective against");
     let axes = &h.state().state.studies.param_axes;
     let scale = |name: &str| {
         axes.iter()
@@ -247,6 +250,8 @@ fn plots_of_a_study_with_log_and_categorical_parameters() {
             "256".into()
         ])
     );
+    h.get_by_label("EDF").click();
+    h.run_steps(3);
     h.get_by_label_contains("empirical distribution of the values (5 complete trials)");
 
     // Parallel coordinates; brushing the categorical axis to its last two choices keeps the

@@ -220,12 +220,18 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
     egui::CollapsingHeader::new("Plots")
         .default_open(true)
         .show(ui, |ui| {
-            plots::plots(ui, view, &mut plot_param, commands);
-            let importance = view
-                .importance
-                .as_ref()
-                .filter(|i| view.selected.as_ref() == Some(&i.group));
-            importance::importance_plot(ui, importance);
+            // The plots scroll in half the height left; the trial table keeps the rest.
+            egui::ScrollArea::vertical()
+                .id_salt("study_plots")
+                .max_height((ui.available_height() * 0.55).max(200.0))
+                .show(ui, |ui| {
+                    plots::plots(ui, view, &mut plot_param, commands);
+                    let importance = view
+                        .importance
+                        .as_ref()
+                        .filter(|i| view.selected.as_ref() == Some(&i.group));
+                    importance::importance_plot(ui, importance);
+                });
         });
     let clicked = trial_table(ui, view, commands);
     let view = &mut state.studies;
@@ -332,7 +338,12 @@ pub fn select(cx: &mut Cx, name: &str) {
         state.notice(format!("no study {name} in this database"));
         return;
     };
-    let (path, group, members) = (db.path.clone(), group.name.clone(), group.members.clone());
+    let path = state
+        .studies
+        .source
+        .clone()
+        .unwrap_or_else(|| db.path.clone());
+    let (group, members) = (group.name.clone(), group.members.clone());
     let view = &mut state.studies;
     view.selected = Some(group);
     view.rows.clear();

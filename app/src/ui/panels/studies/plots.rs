@@ -1,5 +1,5 @@
-//! The Studies panel's analytics plots, each meaning what its optuna-dashboard counterpart
-//! means: the optimisation history beside one of the slice plots (objective against each
+//! The Studies panel's analytics plots, one at a time, each meaning what its optuna-dashboard
+//! counterpart means: the optimisation history, slice plots (objective against each
 //! parameter), parallel coordinates (an axis per parameter, lines coloured by objective,
 //! brushing an axis filters the trial table), the intermediate values of every trial (pruned
 //! ones marked) and the empirical distribution function of the values.
@@ -44,7 +44,7 @@ fn minimize(view: &StudiesView) -> bool {
         .is_none_or(|g| g.minimize)
 }
 
-/// The plots: the history and the chosen analytics plot.
+/// The plot tabs and the chosen plot.
 pub(super) fn plots(
     ui: &mut egui::Ui,
     view: &StudiesView,
@@ -52,15 +52,8 @@ pub(super) fn plots(
     commands: &mut Vec<Command>,
 ) {
     let done = complete(view);
-    ui.columns(2, |cols| {
-        history(&mut cols[0], view, &done);
-        edf(&mut cols[1], &done);
-    });
     ui.horizontal(|ui| {
         for tab in PlotTab::ALL {
-            if tab == PlotTab::Edf || tab == PlotTab::Importance {
-                continue;
-            }
             if ui
                 .selectable_label(view.plot_tab == tab, tab.label())
                 .clicked()
@@ -70,9 +63,11 @@ pub(super) fn plots(
         }
     });
     match view.plot_tab {
+        PlotTab::History => history(ui, view, &done),
+        PlotTab::Slice => slices(ui, view, &done, plot_param),
         PlotTab::ParallelCoordinates => parallel_coordinates(ui, view, &done, commands),
         PlotTab::Intermediate => intermediate(ui, view),
-        _ => slices(ui, view, &done, plot_param),
+        PlotTab::Edf => edf(ui, &done),
     }
 }
 
@@ -112,11 +107,11 @@ fn edf(ui: &mut egui::Ui, done: &[&TrialRow]) {
     let mut values: Vec<f64> = done.iter().filter_map(|r| r.value).collect();
     values.sort_by(f64::total_cmp);
     let n = values.len() as f64;
-    let mut steps = Vec::with_capacity(values.len() * 2);
-    for (i, v) in values.iter().enumerate() {
-        steps.push([*v, i as f64 / n]);
-        steps.push([*v, (i + 1) as f64 / n]);
-    }
+    let steps: Vec<[f64; 2]> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| [*v, (i + 1) as f64 / n])
+        .collect();
     ui.label(format!(
         "empirical distribution of the values ({} complete trials)",
         values.len()
@@ -129,7 +124,8 @@ fn edf(ui: &mut egui::Ui, done: &[&TrialRow]) {
         .include_y(0.0)
         .include_y(1.0)
         .show(ui, |plot| {
-            plot.line(Line::new("EDF", PlotPoints::new(steps)));
+            plot.line(Line::new("EDF", PlotPoints::new(steps.clone())).width(1.0));
+            plot.points(Points::new("EDF", PlotPoints::new(steps)).radius(2.0));
         });
 }
 
@@ -501,8 +497,13 @@ fn intermediate(ui: &mut egui::Ui, view: &StudiesView) {
         .show(ui, |plot| {
             let mut ends = Vec::new();
             for r in &with {
-                let points: Vec<[f64; 2]> =
-                    r.intermediate.iter().map(|&(s, v)| [s as f64, v]).collect();
+                // An infinite or NaN value (Optuna stores them) would stretch the axis away.
+                let points: Vec<[f64; 2]> = r
+                    .intermediate
+                    .iter()
+                    .filter(|(_, v)| v.is_finite())
+                    .map(|&(s, v)| [s as f64, v])
+                    .collect();
                 if r.state == TrialState::Pruned
                     && let Some(&last) = points.last()
                 {

@@ -497,11 +497,13 @@ pub struct StudiesView {
     pub plot_tab: PlotTab,
 }
 
-/// The plots the Studies panel draws, one at a time below the history.
+/// The plots the Studies panel draws, one at a time (the importances show below each).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PlotTab {
-    /// Objective against each parameter.
+    /// Each complete trial's value by number, and the best so far.
     #[default]
+    History,
+    /// Objective against each parameter.
     Slice,
     /// One axis per parameter, a line per trial coloured by objective.
     ParallelCoordinates,
@@ -509,28 +511,26 @@ pub enum PlotTab {
     Intermediate,
     /// The empirical distribution function of the values.
     Edf,
-    /// Parameter importance (PED-ANOVA).
-    Importance,
 }
 
 impl PlotTab {
     /// Every plot, in the order of the tabs.
     pub const ALL: [PlotTab; 5] = [
+        PlotTab::History,
         PlotTab::Slice,
         PlotTab::ParallelCoordinates,
         PlotTab::Intermediate,
         PlotTab::Edf,
-        PlotTab::Importance,
     ];
 
     /// Tab text.
     pub fn label(self) -> &'static str {
         match self {
+            PlotTab::History => "history",
             PlotTab::Slice => "slice",
             PlotTab::ParallelCoordinates => "parallel coordinates",
             PlotTab::Intermediate => "intermediate values",
             PlotTab::Edf => "EDF",
-            PlotTab::Importance => "importance",
         }
     }
 }
