@@ -15,6 +15,7 @@ use egui_kittest::kittest::Queryable;
 use tradetune_app::ui::TradeTuneApp;
 use tradetune_app::ui::command::Command;
 use tradetune_app::ui::dialog::{FileDialogs, Pick};
+use tradetune_app::ui::panels::studies::{PcAxes, pc_axes_id};
 use tradetune_app::ui::state::{Settings, Tab, TrialColumn};
 use tradetune_engine::storage::{
     CategoricalChoice, JsonValue, NewTrial, OptunaDistribution, Storage, StudyDirection, TrialState,
@@ -282,6 +283,39 @@ fn plots_of_a_study_with_log_and_categorical_parameters() {
     h.get_by_label("Clear brushes").click();
     h.run_steps(3);
     assert_eq!(shown_numbers(&h).len(), 7);
+
+    // The same with the mouse: a drag along the batch-size axis from just below its middle
+    // choice (64) to past its top (256).
+    let axes: PcAxes = h
+        .ctx
+        .data(|d| d.get_temp(pc_axes_id()))
+        .expect("the plot stored its axes");
+    let (_, low, high) = axes
+        .0
+        .iter()
+        .find(|(n, _, _)| n == "ppo.batch_size")
+        .cloned()
+        .unwrap();
+    let at = |u: f32| low + (high - low) * u;
+    h.hover_at(at(0.4));
+    h.step();
+    h.drag_at(at(0.4));
+    h.step();
+    for u in [0.5, 0.7, 0.9, 1.05] {
+        h.hover_at(at(u));
+        h.step();
+    }
+    h.drop_at(at(1.05));
+    h.run_steps(3);
+    let brush = h.state().state.studies.brush.clone();
+    assert_eq!(brush.len(), 1, "{brush:?}");
+    let (name, lo, hi) = &brush[0];
+    assert_eq!(name, "ppo.batch_size");
+    assert!(
+        (lo - 0.8).abs() < 0.05 && (hi - 2.0).abs() < 0.05,
+        "{brush:?}"
+    );
+    h.get_by_label_contains("parallel coordinates: 3 of 5 complete trials");
 
     // Intermediate values of every trial, the pruned one marked.
     h.get_by_label("intermediate values").click();

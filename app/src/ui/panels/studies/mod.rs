@@ -9,7 +9,7 @@ mod detail;
 mod importance;
 pub mod live;
 mod notes;
-mod plots;
+pub mod plots;
 mod table;
 mod view;
 
@@ -20,6 +20,7 @@ use tradetune_engine::storage::TrialState;
 
 pub use self::importance::ImportanceView;
 pub use self::live::{LiveRequest, Polled};
+pub use self::plots::{PcAxes, pc_axes_id};
 pub use self::table::visible_csv;
 pub use self::view::{
     Curves, NoteEdit, ParamAxis, ParamCell, PlotTab, Scale, StudiesView, StudyGroup, TrialColumn,

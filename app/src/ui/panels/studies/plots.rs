@@ -251,6 +251,17 @@ fn ranges(axes: &[&ParamAxis], rows: &[&TrialRow]) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// Where the parallel-coordinates plot drew each parameter's axis last frame: (name, screen
+/// position of its low end, of its high end). Kept in egui's temporary data under
+/// [`pc_axes_id`].
+#[derive(Debug, Clone, Default)]
+pub struct PcAxes(pub Vec<(String, egui::Pos2, egui::Pos2)>);
+
+/// The id [`PcAxes`] is stored under.
+pub fn pc_axes_id() -> egui::Id {
+    egui::Id::unique("studies_pc_axes")
+}
+
 /// A drag on the parallel-coordinates plot: the axis it started on and where (0..1).
 #[derive(Clone, Copy)]
 struct Drag {
@@ -417,6 +428,20 @@ fn parallel_coordinates(
             }
             plot.pointer_coordinate()
         });
+    // Where each parameter's axis is on screen (its 0 and 1 ends), for a test to drag along.
+    let ends: Vec<(String, egui::Pos2, egui::Pos2)> = axes
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let t = &response.transform;
+            (
+                a.name.clone(),
+                t.position_from_point(&PlotPoint::new(i as f64, 0.0)),
+                t.position_from_point(&PlotPoint::new(i as f64, 1.0)),
+            )
+        })
+        .collect();
+    ui.data_mut(|d| d.insert_temp(pc_axes_id(), PcAxes(ends)));
     // Brushing: a drag that starts near an axis selects a range on it.
     let pointer = response.inner;
     let r = &response.response;
