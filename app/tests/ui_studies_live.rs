@@ -15,7 +15,7 @@ use egui_kittest::kittest::Queryable;
 use tradetune_app::ui::TradeTuneApp;
 use tradetune_app::ui::command::Command;
 use tradetune_app::ui::dialog::{FileDialogs, Pick};
-use tradetune_app::ui::panels::studies::{PcAxes, pc_axes_id};
+use tradetune_app::ui::panels::studies::{PcAxes, TrialMarkers, pc_axes_id, plot_points_id};
 use tradetune_app::ui::state::{Settings, Tab, TrialColumn};
 use tradetune_engine::storage::{
     CategoricalChoice, JsonValue, NewTrial, OptunaDistribution, Storage, StudyDirection, TrialState,
@@ -228,7 +228,24 @@ fn plots_of_a_study_with_log_and_categorical_parameters() {
     h.state_mut().state.studies.live = false;
 
     // The history first; slice plots: one per parameter, log and categorical axes named.
-    h.get_by_label("optimisation history (complete trials; best so far)");
+    h.get_by_label_contains("optimisation history (complete trials; best so far");
+    // A click on trial 3's point opens its details.
+    let id = {
+        let v = &h.state().state.studies;
+        v.rows.iter().find(|r| r.number == 3).unwrap().trial_id
+    };
+    let markers: TrialMarkers = h
+        .ctx
+        .data(|d| d.get_temp(plot_points_id("history")))
+        .expect("the history stored its points");
+    let at = markers.0.iter().find(|(t, _)| *t == id).unwrap().1;
+    h.hover_at(at);
+    h.step();
+    h.drag_at(at);
+    h.step();
+    h.drop_at(at);
+    h.run_steps(3);
+    h.get_by_label_contains("trial 3 of tuning");
     h.get_by_label("slice").click();
     h.run_steps(3);
     h.get_by_label("slice: objective against");

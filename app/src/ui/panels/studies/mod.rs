@@ -20,7 +20,7 @@ use tradetune_engine::storage::TrialState;
 
 pub use self::importance::ImportanceView;
 pub use self::live::{LiveRequest, Polled};
-pub use self::plots::{PcAxes, pc_axes_id};
+pub use self::plots::{PcAxes, TrialMarkers, pc_axes_id, plot_points_id};
 pub use self::table::visible_csv;
 pub use self::view::{
     Curves, NoteEdit, ParamAxis, ParamCell, PlotTab, Scale, StudiesView, StudyGroup, TrialColumn,

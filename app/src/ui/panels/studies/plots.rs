@@ -63,8 +63,8 @@ pub(super) fn plots(
         }
     });
     match view.plot_tab {
-        PlotTab::History => history(ui, view, &done),
-        PlotTab::Slice => slices(ui, view, &done, plot_param),
+        PlotTab::History => history(ui, view, &done, commands),
+        PlotTab::Slice => slices(ui, view, &done, plot_param, commands),
         PlotTab::ParallelCoordinates => parallel_coordinates(ui, view, &done, commands),
         PlotTab::Intermediate => intermediate(ui, view),
         PlotTab::Edf => edf(ui, &done),
@@ -72,12 +72,13 @@ pub(super) fn plots(
 }
 
 /// Each complete trial's value by trial number, and the best so far.
-fn history(ui: &mut egui::Ui, view: &StudiesView, done: &[&TrialRow]) {
+fn history(ui: &mut egui::Ui, view: &StudiesView, done: &[&TrialRow], commands: &mut Vec<Command>) {
     let minimize = minimize(view);
-    let values: Vec<[f64; 2]> = done
+    let picked: Vec<(i64, [f64; 2])> = done
         .iter()
-        .filter_map(|r| r.value.map(|v| [r.number as f64, v]))
+        .filter_map(|r| r.value.map(|v| (r.trial_id, [r.number as f64, v])))
         .collect();
+    let values: Vec<[f64; 2]> = picked.iter().map(|p| p.1).collect();
     let mut best_so_far = Vec::with_capacity(values.len());
     let mut best: Option<f64> = None;
     for &[x, v] in &values {
@@ -88,8 +89,8 @@ fn history(ui: &mut egui::Ui, view: &StudiesView, done: &[&TrialRow]) {
         best = Some(b);
         best_so_far.push([x, b]);
     }
-    ui.label("optimisation history (complete trials; best so far)");
-    Plot::new("history")
+    ui.label("optimisation history (complete trials; best so far; click a point to open it)");
+    let response = Plot::new("history")
         .height(PLOT_HEIGHT)
         .legend(Legend::default())
         .x_axis_label("trial number")
@@ -99,6 +100,44 @@ fn history(ui: &mut egui::Ui, view: &StudiesView, done: &[&TrialRow]) {
             plot.points(Points::new("objective", PlotPoints::new(values)).radius(2.5));
             plot.line(Line::new("best so far", PlotPoints::new(best_so_far)));
         });
+    open_clicked(ui, view, &response, "history", &picked, commands);
+}
+
+/// Where a clickable plot drew its trials last frame: (trial id, screen position), by plot
+/// name. Kept in egui's temporary data under [`plot_points_id`] (a test clicks one).
+#[derive(Debug, Clone, Default)]
+pub struct TrialMarkers(pub Vec<(i64, egui::Pos2)>);
+
+/// The id [`TrialMarkers`] of the plot `name` is stored under.
+pub fn plot_points_id(name: &str) -> egui::Id {
+    egui::Id::unique(("studies_plot_points", name))
+}
+
+/// A click within 8 points of a trial's marker opens that trial's details.
+fn open_clicked(
+    ui: &egui::Ui,
+    view: &StudiesView,
+    response: &egui_plot::PlotResponse<()>,
+    name: &str,
+    points: &[(i64, [f64; 2])],
+    commands: &mut Vec<Command>,
+) {
+    let t = &response.transform;
+    let screen: Vec<(i64, egui::Pos2)> = points
+        .iter()
+        .map(|(id, p)| (*id, t.position_from_point(&PlotPoint::new(p[0], p[1]))))
+        .collect();
+    if response.response.clicked()
+        && let Some(at) = response.response.interact_pointer_pos()
+        && let Some((id, _)) = screen
+            .iter()
+            .filter(|(_, p)| p.distance(at) <= 8.0)
+            .min_by(|a, b| a.1.distance(at).total_cmp(&b.1.distance(at)))
+        && let Some(i) = view.rows.iter().position(|r| r.trial_id == *id)
+    {
+        commands.push(Command::ShowTrial(i));
+    }
+    ui.data_mut(|d| d.insert_temp(plot_points_id(name), TrialMarkers(screen)));
 }
 
 /// The empirical distribution function of the complete trials' values: the fraction of trials
@@ -158,6 +197,7 @@ fn slices(
     view: &StudiesView,
     done: &[&TrialRow],
     plot_param: &mut Option<String>,
+    commands: &mut Vec<Command>,
 ) {
     if view.param_axes.is_empty() {
         ui.label("the study has no parameters");
@@ -187,17 +227,29 @@ fn slices(
     for chunk in axes.chunks(per_row) {
         ui.columns(per_row, |cols| {
             for (ui, axis) in cols.iter_mut().zip(chunk) {
-                slice(ui, axis, done);
+                slice(ui, view, axis, done, commands);
             }
         });
     }
 }
 
-fn slice(ui: &mut egui::Ui, axis: &ParamAxis, done: &[&TrialRow]) {
-    let points: Vec<[f64; 2]> = done
+fn slice(
+    ui: &mut egui::Ui,
+    view: &StudiesView,
+    axis: &ParamAxis,
+    done: &[&TrialRow],
+    commands: &mut Vec<Command>,
+) {
+    let picked: Vec<(i64, [f64; 2])> = done
         .iter()
-        .filter_map(|r| Some([axis.to_plot(r.param_key(&axis.name)?), r.value?]))
+        .filter_map(|r| {
+            Some((
+                r.trial_id,
+                [axis.to_plot(r.param_key(&axis.name)?), r.value?],
+            ))
+        })
         .collect();
+    let points: Vec<[f64; 2]> = picked.iter().map(|p| p.1).collect();
     let unit = match axis.scale {
         Scale::Log => " (log)",
         _ => "",
@@ -211,9 +263,10 @@ fn slice(ui: &mut egui::Ui, axis: &ParamAxis, done: &[&TrialRow]) {
     if let Some(s) = spacer(axis) {
         plot = plot.x_grid_spacer(s);
     }
-    plot.show(ui, |plot| {
+    let response = plot.show(ui, |plot| {
         plot.points(Points::new("trials", PlotPoints::new(points)).radius(2.5));
     });
+    open_clicked(ui, view, &response, &axis.name, &picked, commands);
 }
 
 /// A colour from dark blue (t = 0) to yellow (t = 1), as optuna-dashboard's scale.
