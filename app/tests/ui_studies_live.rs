@@ -339,3 +339,40 @@ fn plots_of_a_study_with_log_and_categorical_parameters() {
     h.run_steps(3);
     h.get_by_label("intermediate values of 6 trials (1 pruned, marked ×)");
 }
+
+#[test]
+fn the_database_the_run_panel_writes_to_opens_on_launch() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    study_db(&db);
+    let launch = |study_db: &Path| {
+        let settings = Settings {
+            tab: Tab::Studies,
+            study_db: Some(study_db.to_path_buf()),
+            ..Settings::default()
+        };
+        let app = TradeTuneApp::new(
+            settings,
+            Arc::new(NoDialogs),
+            tradetune_engine::device::describe_devices(),
+        );
+        Harness::builder()
+            .with_size([1400.0, 900.0])
+            .build_ui_state(|ui, app: &mut TradeTuneApp| app.frame(ui), app)
+    };
+    let mut h = launch(&db);
+    step_until(&mut h, "the database", |a| {
+        a.state.studies.db.is_some() || a.state.studies.error.is_some()
+    });
+    assert_eq!(h.state().state.studies.error, None);
+    h.get_by_label("tuning");
+    // Opened, not remembered as the user's choice.
+    assert_eq!(h.state().state.settings.database, None);
+
+    // No file there yet (a first run has not started): nothing is opened or created.
+    let missing = dir.path().join("none.db");
+    let mut h = launch(&missing);
+    h.run_steps(5);
+    h.get_by_label("no database open");
+    assert!(!missing.exists());
+}

@@ -545,7 +545,8 @@ fn ui_text_colour() -> Color32 {
 }
 
 /// The intermediate values every trial reported (its learning curve as the pruner saw it):
-/// complete trials in blue, pruned in red with a cross where they stopped, running in green.
+/// complete trials in blue, pruned in red with a cross where they stopped, running in green,
+/// and the median of the complete ones at each step (the median pruner's threshold).
 fn intermediate(ui: &mut egui::Ui, view: &StudiesView) {
     let with: Vec<&TrialRow> = view
         .rows
@@ -593,6 +594,19 @@ fn intermediate(ui: &mut egui::Ui, view: &StudiesView) {
                         .allow_hover(false),
                 );
             }
+            let median = median_by_step(
+                with.iter()
+                    .filter(|r| r.state == TrialState::Complete)
+                    .map(|r| r.intermediate.as_slice()),
+            );
+            if !median.is_empty() {
+                plot.line(
+                    Line::new("median pruner threshold", PlotPoints::new(median))
+                        .color(Color32::from_rgb(240, 200, 60))
+                        .style(egui_plot::LineStyle::dashed_loose())
+                        .width(2.0),
+                );
+            }
             if !ends.is_empty() {
                 plot.points(
                     Points::new("pruned here", PlotPoints::new(ends))
@@ -602,4 +616,48 @@ fn intermediate(ui: &mut egui::Ui, view: &StudiesView) {
                 );
             }
         });
+}
+
+/// At each step, the median of the intermediate values `curves` (the COMPLETE trials')
+/// reported there: what Optuna's `MedianPruner` compares a running trial with (it prunes one
+/// whose value is worse than this line at the same step). Infinite and NaN values are left out.
+fn median_by_step<'a>(curves: impl Iterator<Item = &'a [(i64, f64)]>) -> Vec<[f64; 2]> {
+    let mut by_step: std::collections::BTreeMap<i64, Vec<f64>> = Default::default();
+    for curve in curves {
+        for &(step, v) in curve {
+            if v.is_finite() {
+                by_step.entry(step).or_default().push(v);
+            }
+        }
+    }
+    by_step
+        .into_iter()
+        .map(|(step, mut v)| {
+            v.sort_by(f64::total_cmp);
+            let n = v.len();
+            let m = if n % 2 == 1 {
+                v[n / 2]
+            } else {
+                (v[n / 2 - 1] + v[n / 2]) / 2.0
+            };
+            [step as f64, m]
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median_by_step;
+
+    #[test]
+    fn the_median_of_each_step_over_the_curves_that_reached_it() {
+        let a = [(0, 1.0), (1, 0.5), (2, 0.1)];
+        let b = [(0, 3.0), (1, f64::NAN)];
+        let c = [(0, 2.0), (1, 0.7)];
+        let curves = [&a[..], &b[..], &c[..]];
+        assert_eq!(
+            median_by_step(curves.into_iter()),
+            vec![[0.0, 2.0], [1.0, 0.6], [2.0, 0.1]]
+        );
+    }
 }
