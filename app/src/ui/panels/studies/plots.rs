@@ -416,7 +416,7 @@ fn parallel_coordinates(
                     Color32::from_gray(200).gamma_multiply(0.25)
                 };
                 plot.line(
-                    Line::new(format!("trial {}", r.number), PlotPoints::new(line))
+                    Line::new("", PlotPoints::new(line))
                         .color(c)
                         .allow_hover(false),
                 );
