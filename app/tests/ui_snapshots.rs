@@ -315,9 +315,10 @@ fn studies_of_the_optuna_reference_database() {
 }
 
 /// The parallel coordinates of the reference database's aggregated study (log, categorical
-/// and mixed-choice axes), one axis brushed, and the intermediate values of its other study.
+/// and mixed-choice axes), one axis brushed; its contour over a log and a linear parameter;
+/// and the intermediate values of its other study.
 #[test]
-fn studies_parallel_coordinates_and_intermediate_values() {
+fn studies_parallel_coordinates_contour_and_intermediate_values() {
     let dir = tempfile::tempdir().unwrap();
     let mut h = opened_reference_db(dir.path(), Tab::Studies);
     h.state_mut().state.studies.live = false;
@@ -334,6 +335,11 @@ fn studies_parallel_coordinates_and_intermediate_values() {
         .handle(Command::BrushAxis("activation".into(), Some((0.5, 1.5))));
     h.run_steps(4);
     snapshot(&mut h, "studies_parallel");
+    h.state_mut().handle(Command::ShowPlot(PlotTab::Contour));
+    h.state_mut()
+        .handle(Command::ContourParams("lr".into(), "gamma".into()));
+    h.run_steps(4);
+    snapshot(&mut h, "studies_contour");
     h.state_mut()
         .handle(Command::SelectStudy("ref_single_max".into()));
     step_until(&mut h, "the trials", |a| {

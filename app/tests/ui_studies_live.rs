@@ -334,6 +334,21 @@ fn plots_of_a_study_with_log_and_categorical_parameters() {
     );
     h.get_by_label_contains("parallel coordinates: 3 of 5 complete trials");
 
+    // A contour over two parameters (the first two, then two chosen).
+    h.get_by_label("contour").click();
+    h.run_steps(3);
+    h.get_by_label(
+        "contour of the objective over ppo.batch_size and ppo.gamma (5 complete trials)",
+    );
+    h.state_mut().handle(Command::ContourParams(
+        "ppo.learning_rate".into(),
+        "ppo.gamma".into(),
+    ));
+    h.run_steps(3);
+    h.get_by_label(
+        "contour of the objective over ppo.learning_rate and ppo.gamma (5 complete trials)",
+    );
+
     // Intermediate values of every trial, the pruned one marked.
     h.get_by_label("intermediate values").click();
     h.run_steps(3);

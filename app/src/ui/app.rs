@@ -241,6 +241,7 @@ impl TradeTuneApp {
             Command::SetLive(on) => cx.state.studies.live = on,
             Command::BrushAxis(name, range) => cx.state.studies.set_brush(&name, range),
             Command::ShowPlot(tab) => cx.state.studies.plot_tab = tab,
+            Command::ContourParams(x, y) => cx.state.studies.contour = Some((x, y)),
             Command::ShowTrial(i) => studies::show_trial(cx, i),
             Command::FilterTrials(filter) => cx.state.studies.filter(filter),
             Command::ExportTrials => studies::ask_export(cx, Export::Trials),

@@ -70,6 +70,8 @@ pub enum Command {
     BrushAxis(String, Option<(f64, f64)>),
     /// Show this plot of the selected study.
     ShowPlot(PlotTab),
+    /// Draw the contour plot over these two parameters (x, y).
+    ContourParams(String, String),
     /// Show the details of this row of the trial table (an index into its rows).
     ShowTrial(usize),
     /// Show only trials in this state (None: all).

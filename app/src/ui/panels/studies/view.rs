@@ -495,6 +495,8 @@ pub struct StudiesView {
     pub brush: Vec<(String, f64, f64)>,
     /// Which plot the plot area shows.
     pub plot_tab: PlotTab,
+    /// The parameters of the contour plot (x, y); None: the first two.
+    pub contour: Option<(String, String)>,
 }
 
 /// The plots the Studies panel draws, one at a time (the importances show below each).
@@ -511,14 +513,17 @@ pub enum PlotTab {
     Intermediate,
     /// The empirical distribution function of the values.
     Edf,
+    /// The objective over two chosen parameters.
+    Contour,
 }
 
 impl PlotTab {
     /// Every plot, in the order of the tabs.
-    pub const ALL: [PlotTab; 5] = [
+    pub const ALL: [PlotTab; 6] = [
         PlotTab::History,
         PlotTab::Slice,
         PlotTab::ParallelCoordinates,
+        PlotTab::Contour,
         PlotTab::Intermediate,
         PlotTab::Edf,
     ];
@@ -531,6 +536,7 @@ impl PlotTab {
             PlotTab::ParallelCoordinates => "parallel coordinates",
             PlotTab::Intermediate => "intermediate values",
             PlotTab::Edf => "EDF",
+            PlotTab::Contour => "contour",
         }
     }
 }
