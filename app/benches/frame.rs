@@ -6,10 +6,13 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use egui_kittest::Harness;
+use std::sync::Arc;
 use tradetune_app::ui::panels;
+
+use tradetune_app::ui::panels::studies::{ParamCell, sig4};
 use tradetune_app::ui::state::{AppState, Settings, StudyGroup, Tab, TrialColumn, TrialRow};
 use tradetune_app::ui::tasks::DbContents;
-use tradetune_engine::storage::TrialState;
+use tradetune_engine::storage::{OptunaDistribution, TrialParam, TrialState};
 use tradetune_engine::telemetry::ring::PlotPoint;
 
 const SERIES: usize = 8;
@@ -37,8 +40,23 @@ fn loaded_state() -> AppState {
         minimize: true,
     }];
     v.selected = Some("bench".into());
+    let lr = Arc::new(OptunaDistribution::float(1e-5, 1e-2, true, None).unwrap());
+    let envs = Arc::new(OptunaDistribution::int(8, 64, false, 1).unwrap());
     v.rows = (0..TRIALS)
         .map(|i| TrialRow {
+            param_cells: [
+                ("ppo.learning_rate", 1e-4 * (1 + i % 10) as f64),
+                ("env.n_envs", (8 << (i % 4)) as f64),
+            ]
+            .into_iter()
+            .map(|(name, x)| ParamCell {
+                name: name.into(),
+                text: sig4(x),
+                full: x.to_string(),
+                key: x,
+            })
+            .collect(),
+            attrs: Vec::new(),
             trial_id: i as i64 + 1,
             telemetry: Vec::new(),
             study: "bench".into(),
@@ -58,7 +76,18 @@ fn loaded_state() -> AppState {
                 ("env.n_envs".into(), (8 << (i % 4)) as f64),
             ],
             intermediate: Vec::new(),
-            stored_params: Vec::new(),
+            stored_params: vec![
+                TrialParam {
+                    name: "ppo.learning_rate".into(),
+                    internal: 1e-4 * (1 + i % 10) as f64,
+                    distribution: lr.clone(),
+                },
+                TrialParam {
+                    name: "env.n_envs".into(),
+                    internal: (8 << (i % 4)) as f64,
+                    distribution: envs.clone(),
+                },
+            ],
             verdict: None,
             samples_per_s: Some(1000.0),
             checkpoint: None,
@@ -67,6 +96,7 @@ fn loaded_state() -> AppState {
         })
         .collect();
     v.sort = (TrialColumn::Value, false);
+    v.update_columns();
     v.refresh();
     state
 }

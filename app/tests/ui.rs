@@ -1354,10 +1354,13 @@ fn copy_table_as_csv_puts_the_visible_rows_on_the_clipboard() {
     let text = copied.expect("nothing was copied");
     let view = &h.state().state.studies;
     let mut lines = text.lines();
-    assert_eq!(
-        lines.next(),
-        Some("study,number,state,value,duration_s,device,params")
-    );
+    // The fixed columns, then one per parameter (every digit).
+    let mut header = "study,number,state,value,duration_s,device".to_owned();
+    for a in &view.param_axes {
+        header.push(',');
+        header.push_str(&a.name);
+    }
+    assert_eq!(lines.next(), Some(header.as_str()));
     let rows: Vec<&str> = lines.collect();
     assert_eq!(rows.len(), view.visible.len(), "{text}");
     assert!(

@@ -16,6 +16,7 @@ use tradetune_app::ui::TradeTuneApp;
 use tradetune_app::ui::command::Command;
 use tradetune_app::ui::dialog::{FileDialogs, Pick};
 use tradetune_app::ui::draft::Draft;
+use tradetune_app::ui::panels::studies::PlotTab;
 use tradetune_app::ui::presets::UserPreset;
 use tradetune_app::ui::state::{
     BacktestResult, DataState, LiveTrial, Settings, StudyEnd, Tab, WorkerView,
@@ -311,6 +312,47 @@ fn studies_of_the_optuna_reference_database() {
     h.state_mut().state.notices.clear();
     h.run_steps(4);
     snapshot(&mut h, "studies");
+}
+
+/// The parallel coordinates of the reference database's aggregated study (log, categorical
+/// and mixed-choice axes), one axis brushed; its contour over a log and a linear parameter;
+/// and the intermediate values of its other study.
+#[test]
+fn studies_parallel_coordinates_contour_and_intermediate_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = opened_reference_db(dir.path(), Tab::Studies);
+    h.state_mut().state.studies.live = false;
+    h.state_mut()
+        .handle(Command::SelectStudy("x_aggressive".into()));
+    step_until(&mut h, "the trials", |a| !a.state.studies.rows.is_empty());
+    if let Some(d) = h.state_mut().state.studies.db.as_mut() {
+        d.path = PathBuf::from("optuna-reference.db");
+    }
+    h.state_mut().state.notices.clear();
+    h.state_mut()
+        .handle(Command::ShowPlot(PlotTab::ParallelCoordinates));
+    h.state_mut()
+        .handle(Command::BrushAxis("activation".into(), Some((0.5, 1.5))));
+    h.run_steps(4);
+    snapshot(&mut h, "studies_parallel");
+    h.state_mut().handle(Command::ShowPlot(PlotTab::Contour));
+    h.state_mut()
+        .handle(Command::ContourParams("lr".into(), "gamma".into()));
+    h.run_steps(4);
+    snapshot(&mut h, "studies_contour");
+    h.state_mut()
+        .handle(Command::SelectStudy("ref_single_max".into()));
+    step_until(&mut h, "the trials", |a| {
+        a.state
+            .studies
+            .rows
+            .iter()
+            .any(|r| r.study == "ref_single_max")
+    });
+    h.state_mut()
+        .handle(Command::ShowPlot(PlotTab::Intermediate));
+    h.run_steps(4);
+    snapshot(&mut h, "studies_intermediate");
 }
 
 #[test]

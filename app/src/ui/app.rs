@@ -195,6 +195,10 @@ impl TradeTuneApp {
         cx.reload_data();
         if let Some(db) = cx.state.settings.database.clone() {
             studies::open_database(&mut cx, db);
+        } else if let Some(db) = studies::launch_database(&cx.state.settings) {
+            // The database the Run panel writes to, when it exists: a study running from
+            // another window or the command line shows at once.
+            studies::open_unremembered(&mut cx, db);
         }
     }
 
@@ -233,6 +237,11 @@ impl TradeTuneApp {
             Command::SelectStudy(name) => studies::select(cx, &name),
             Command::SortTrials(column) => cx.state.studies.sort_by(column),
             Command::ToggleColumn(column) => cx.state.studies.toggle_column(column),
+            Command::RefreshTrials => studies::live::poll(cx),
+            Command::SetLive(on) => cx.state.studies.live = on,
+            Command::BrushAxis(name, range) => cx.state.studies.set_brush(&name, range),
+            Command::ShowPlot(tab) => cx.state.studies.plot_tab = tab,
+            Command::ContourParams(x, y) => cx.state.studies.contour = Some((x, y)),
             Command::ShowTrial(i) => studies::show_trial(cx, i),
             Command::FilterTrials(filter) => cx.state.studies.filter(filter),
             Command::ExportTrials => studies::ask_export(cx, Export::Trials),
@@ -256,6 +265,7 @@ impl TradeTuneApp {
             TaskEvent::Data { request, result } => cx.state.data_loaded(request, result),
             TaskEvent::Database(result) => studies::database_opened(cx, result),
             TaskEvent::Trials { studies, result } => cx.state.studies.trials_read(studies, result),
+            TaskEvent::Polled(polled) => studies::live::polled(cx, *polled),
             TaskEvent::Curve(trial_id, result) => cx.state.studies.curve_read(trial_id, result),
             TaskEvent::Study(msg) => run::on_study(cx, msg),
             TaskEvent::Picked(pick, paths) => {

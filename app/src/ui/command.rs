@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use tradetune_engine::storage::TrialState;
 
-use super::panels::studies::TrialColumn;
+use super::panels::studies::{PlotTab, TrialColumn};
 use super::state::{AppState, DataState, Tab};
 use super::tasks::Tasks;
 
@@ -60,6 +60,18 @@ pub enum Command {
     SortTrials(TrialColumn),
     /// Show or hide a column of the trial table.
     ToggleColumn(TrialColumn),
+    /// Read what changed in the open study now (the table and plots also refresh on a timer
+    /// while live).
+    RefreshTrials,
+    /// Read the open study again on a timer (or stop).
+    SetLive(bool),
+    /// Keep only trials whose parameter lies in this range on its parallel-coordinates axis
+    /// (plotted units; None: clear the axis's brush).
+    BrushAxis(String, Option<(f64, f64)>),
+    /// Show this plot of the selected study.
+    ShowPlot(PlotTab),
+    /// Draw the contour plot over these two parameters (x, y).
+    ContourParams(String, String),
     /// Show the details of this row of the trial table (an index into its rows).
     ShowTrial(usize),
     /// Show only trials in this state (None: all).

@@ -91,6 +91,8 @@ impl AppState {
             run: RunView::default(),
             studies: StudiesView {
                 sort: (TrialColumn::Number, true),
+                live: true,
+                poll_every: crate::ui::panels::studies::POLL_EVERY,
                 ..StudiesView::default()
             },
             compare: CompareView::default(),

@@ -20,7 +20,7 @@ use super::dialog::{FileDialogs, Pick};
 use super::draft::{DataShape, Draft};
 use super::panels::backtest::BacktestResult;
 use super::panels::compare::Comparison;
-use super::panels::studies::{Curves, TrialRow};
+use super::panels::studies::{Curves, LiveRequest, Polled, TrialRow};
 
 /// A loaded dataset, as the Configure panel shows it and a run uses it.
 #[derive(Clone)]
@@ -80,6 +80,8 @@ pub enum TaskEvent {
         /// Rows, or why not.
         result: Result<Vec<TrialRow>, String>,
     },
+    /// An incremental read of the open study (see [`Tasks::poll_trials`]).
+    Polled(Box<Polled>),
     /// A trial's learning curve was read: its trial id, the points by metric as (env steps,
     /// value), or why not.
     Curve(i64, Result<Curves, String>),
@@ -354,6 +356,15 @@ impl Tasks {
                 .map(|trials| trials.iter().map(|(s, t)| TrialRow::of(s, t)).collect())
                 .map_err(|e| format!("{}: {e}", path.display()));
             reply.send(TaskEvent::Trials { studies, result });
+        });
+    }
+
+    /// Reads what changed in the open study since the rows the table holds (see
+    /// [`super::panels::studies::live`]); the answer arrives as [`TaskEvent::Polled`].
+    pub fn poll_trials(&self, path: PathBuf, request: LiveRequest) {
+        self.spawn("poll trials", move |reply| {
+            let polled = super::panels::studies::live::read(&path, request);
+            reply.send(TaskEvent::Polled(Box::new(polled)));
         });
     }
 

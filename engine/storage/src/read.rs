@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::db::{DbError, Row, args};
+use super::db::{DbError, Row, Value, args};
 use super::error::StorageError;
 use super::json_value::JsonValue;
 use super::model::OptunaDistribution;
@@ -16,28 +16,70 @@ use super::model::{StudyDirection, TrialState};
 use super::open::{Storage, sql_err};
 use super::records::{StudyRecord, StudySummary, TrialParam, TrialRecord};
 
-/// Which rows to load: one study's trials or one trial.
+/// Which rows to load: one study's trials, one trial, or the trials of a study that may have
+/// changed since an earlier read.
 #[derive(Clone, Copy)]
-enum Scope {
+enum Scope<'a> {
     Study(i64),
     Trial(i64),
+    /// The trials of `study` with an id above `after`, and those of `again`.
+    Since {
+        study: i64,
+        after: i64,
+        again: &'a [i64],
+    },
 }
 
 /// One attribute row: (row id, study id, key, value JSON).
 type AttrRow = (i64, Option<i64>, Option<String>, Option<String>);
 
-impl Scope {
-    /// The `FROM … WHERE …` that selects the scope's trials as `t`.
-    fn select_clause(self) -> &'static str {
-        match self {
-            Scope::Study(_) => "FROM trials t {JOIN} WHERE t.study_id = ?1",
-            Scope::Trial(_) => "FROM trials t {JOIN} WHERE t.trial_id = ?1",
-        }
-    }
+/// More trials to read again than this and [`Storage::trials_since`] reads from the first of
+/// them on instead of listing each (a list of placeholders has a length limit).
+const MAX_AGAIN: usize = 256;
 
-    fn id(self) -> i64 {
+impl Scope<'_> {
+    /// The `FROM … WHERE …` that selects the scope's trials as `t` (`{JOIN}` left for the
+    /// caller), and its arguments.
+    fn select_clause(self) -> (String, Vec<Value>) {
         match self {
-            Scope::Study(id) | Scope::Trial(id) => id,
+            Scope::Study(id) => (
+                "FROM trials t {JOIN} WHERE t.study_id = ?1".into(),
+                vec![Value::from(id)],
+            ),
+            Scope::Trial(id) => (
+                "FROM trials t {JOIN} WHERE t.trial_id = ?1".into(),
+                vec![Value::from(id)],
+            ),
+            Scope::Since {
+                study,
+                after,
+                again,
+            } if again.len() > MAX_AGAIN => {
+                let first = again.iter().copied().min().unwrap_or(after + 1);
+                (
+                    "FROM trials t {JOIN} WHERE t.study_id = ?1 AND t.trial_id >= ?2".into(),
+                    vec![Value::from(study), Value::from(first.min(after + 1))],
+                )
+            }
+            Scope::Since {
+                study,
+                after,
+                again,
+            } => {
+                // One placeholder per id: the statement differs only by how many there are
+                // (a few: the trials that were running), so PostgreSQL prepares few of them.
+                let mut clause =
+                    "FROM trials t {JOIN} WHERE t.study_id = ?1 AND (t.trial_id > ?2".to_owned();
+                if !again.is_empty() {
+                    let list: Vec<String> =
+                        (0..again.len()).map(|i| format!("?{}", i + 3)).collect();
+                    clause.push_str(&format!(" OR t.trial_id IN ({})", list.join(", ")));
+                }
+                clause.push(')');
+                let mut args = vec![Value::from(study), Value::from(after)];
+                args.extend(again.iter().map(|&id| Value::from(id)));
+                (clause, args)
+            }
         }
     }
 }
@@ -305,15 +347,43 @@ impl Storage {
         self.load(Scope::Study(study_id))
     }
 
-    fn load(&self, scope: Scope) -> Result<Vec<TrialRecord>, StorageError> {
+    /// The trials of a study that may have changed since an earlier read, by trial id (like
+    /// optuna-dashboard's `after` cursor): those with an id above `after` (the largest the
+    /// earlier read saw) and those of `again` (the ones it saw RUNNING or WAITING, which may
+    /// have finished since), as they are now. A finished trial does not change, so an earlier
+    /// read and this one together are the study's trials; a live table polls this instead of
+    /// reading 10,000 trials again.
+    pub fn trials_since(
+        &self,
+        study_id: i64,
+        after: i64,
+        again: &[i64],
+    ) -> Result<Vec<TrialRecord>, StorageError> {
+        let exists = self
+            .conn
+            .query_opt(
+                "SELECT study_id FROM studies WHERE study_id = ?1",
+                args![study_id],
+            )
+            .map_err(sql_err(&self.path, "find study"))?;
+        exists.ok_or(StorageError::UnknownStudy(study_id))?;
+        self.load(Scope::Since {
+            study: study_id,
+            after,
+            again,
+        })
+    }
+
+    fn load(&self, scope: Scope<'_>) -> Result<Vec<TrialRecord>, StorageError> {
         let err = sql_err(&self.path, "load trials");
+        let (clause, id) = scope.select_clause();
         let sql = |select: &str, join: &str, order: &str| {
             format!(
                 "SELECT {select} {} ORDER BY {order}",
-                scope.select_clause().replace("{JOIN}", join)
+                clause.replace("{JOIN}", join)
             )
         };
-        let id = args![scope.id()];
+        let id = id.as_slice();
         let mut trials: Vec<TrialRecord> = Vec::new();
         let rows = self
             .conn

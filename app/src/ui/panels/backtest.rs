@@ -160,6 +160,8 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
     Plot::new("backtest_equity")
         .height(260.0)
         .legend(Legend::default())
+        .x_axis_label("days since the split's first bar")
+        .y_axis_label("equity")
         .show(ui, |plot| {
             plot.line(Line::new("agent", PlotPoints::new(r.agent.clone())));
             plot.line(Line::new(

@@ -113,6 +113,8 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
         Plot::new("compare_history")
             .height(220.0)
             .legend(Legend::default())
+            .x_axis_label("trial number")
+            .y_axis_label("objective")
             .show(ui, |plot| {
                 for (name, points) in [(&result.a, &result.a_values), (&result.b, &result.b_values)]
                 {

@@ -223,22 +223,85 @@ pub(super) fn telemetry_charts(ui: &mut egui::Ui, state: &AppState) {
 
 /// One chart; charts of the same `group` share their x axis (zoom/pan one, all follow).
 /// Series longer than the chart is wide are min/max-decimated to two points per pixel column,
-/// so a frame costs the same at 100,000 points as at 1,000 and no spike is lost.
+/// so a frame costs the same at 100,000 points as at 1,000 and no spike is lost. The axes are
+/// labelled from the title: the telemetry group's x axis is clock time (its points are Unix
+/// seconds), a title "… by env step" or "… by update" names its x axis, and the y axis carries
+/// the title's unit.
 pub fn chart(ui: &mut egui::Ui, title: &str, group: &str, lines: &[(&str, &Vec<PlotPoint>)]) {
     ui.label(title);
     let width = 2 * ui.available_width().max(100.0) as usize;
-    Plot::new(title)
+    let clock = group == "telemetry";
+    let x_label = if clock {
+        "local time"
+    } else if title.contains("by env step") {
+        "env steps"
+    } else if title.contains("by update") {
+        "update"
+    } else {
+        ""
+    };
+    let mut plot = Plot::new(title)
         .height(CHART_HEIGHT)
         .legend(Legend::default())
         .link_axis(egui::Id::unique(("plot group", group)), [true, false])
         .link_cursor(egui::Id::unique(("plot group", group)), [true, false])
-        .show(ui, |plot| {
-            for (name, points) in lines {
-                let shown: Vec<[f64; 2]> = decimate_min_max(points, width)
-                    .iter()
-                    .map(|p| [p.t, p.v])
-                    .collect();
-                plot.line(Line::new(*name, PlotPoints::new(shown)));
-            }
-        });
+        .y_axis_label(y_unit(title));
+    if !x_label.is_empty() {
+        plot = plot.x_axis_label(x_label);
+    }
+    if clock {
+        plot = plot
+            .x_axis_formatter(|m, _| clock_time(m.value))
+            .label_formatter(|hover| {
+                let (name, p) = match hover {
+                    egui_plot::HoverPosition::NearDataPoint {
+                        plot_name,
+                        position,
+                        ..
+                    } => (*plot_name, position),
+                    egui_plot::HoverPosition::Elsewhere { position } => ("", position),
+                };
+                Some(format!("{name}\n{} · {:.4}", clock_time(p.x), p.y))
+            });
+    }
+    plot.show(ui, |plot| {
+        for (name, points) in lines {
+            let shown: Vec<[f64; 2]> = decimate_min_max(points, width)
+                .iter()
+                .map(|p| [p.t, p.v])
+                .collect();
+            plot.line(Line::new(*name, PlotPoints::new(shown)));
+        }
+    });
+}
+
+/// Unix seconds as the local clock time (`14:03:27`).
+pub fn clock_time(unix_s: f64) -> String {
+    chrono::DateTime::from_timestamp(unix_s.floor() as i64, 0)
+        .map(|t| {
+            t.with_timezone(&chrono::Local)
+                .format("%H:%M:%S")
+                .to_string()
+        })
+        .unwrap_or_default()
+}
+
+/// The unit a chart's title names, for its y axis (`gpu0 memory MiB` → `MiB`).
+pub fn y_unit(title: &str) -> &'static str {
+    let units = [
+        ("samples/s", "samples/s"),
+        ("return %", "return %"),
+        ("%", "%"),
+        ("MiB", "MiB"),
+        ("°C", "°C"),
+        ("MHz", "MHz"),
+        (" W", "W"),
+        ("losses", "loss"),
+        ("entropy", "entropy (nats)"),
+        ("objective", "objective"),
+    ];
+    units
+        .iter()
+        .find(|(k, _)| title.contains(k))
+        .map_or("", |(_, u)| u)
 }

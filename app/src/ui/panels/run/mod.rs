@@ -364,7 +364,14 @@ pub fn show_in_studies(cx: &mut Cx) {
 pub fn on_study(cx: &mut Cx, msg: StudyMsg) {
     let state = &mut *cx.state;
     match msg {
-        StudyMsg::Ready(stop) => cx.tasks.study_ready(stop),
+        StudyMsg::Ready(stop) => {
+            cx.tasks.study_ready(stop);
+            // The study is in its database now: the Studies panel shows it live, unless the
+            // user has a database open there.
+            if state.studies.db.is_none() && !state.studies.opening {
+                show_in_studies(cx);
+            }
+        }
         StudyMsg::Event(e) => state.run.apply(e),
         StudyMsg::Notice(n) => state.notice(n),
         StudyMsg::Done(result) => {

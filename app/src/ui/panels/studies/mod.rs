@@ -1,28 +1,42 @@
 //! Studies: open any study database (TradeTune's or one Optuna wrote), the study list with
-//! parallel studies (`x_1`, `x_2`, `x_3`) aggregated, and the trial table — sortable by any
-//! column, filtered by state, laid out only for the visible rows so 10,000 trials scroll
-//! smoothly — with a trial's details, export and "copy as CSV".
+//! parallel studies (`x_1`, `x_2`, `x_3`) aggregated, and the trial table — a column per
+//! parameter and chosen user attribute, sortable by any column, filtered by state or by a
+//! parallel-coordinates brush, laid out only for the visible rows so 10,000 trials scroll
+//! smoothly — with a trial's details, export and "copy as CSV". The open study is read again
+//! every [`POLL_EVERY`] while live, only what changed (see [`live`]).
 
 mod detail;
 mod importance;
+pub mod live;
 mod notes;
+pub mod plots;
 mod table;
 mod view;
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use tradetune_engine::storage::TrialState;
 
 pub use self::importance::ImportanceView;
+pub use self::live::{LiveRequest, Polled};
+pub use self::plots::{PcAxes, TrialMarkers, pc_axes_id, plot_points_id};
 pub use self::table::visible_csv;
-pub use self::view::{Curves, NoteEdit, StudiesView, StudyGroup, TrialColumn, TrialRow, aggregate};
+pub use self::view::{
+    Curves, NoteEdit, ParamAxis, ParamCell, PlotTab, Scale, StudiesView, StudyGroup, TrialColumn,
+    TrialRow, aggregate, sig4,
+};
 use super::widgets;
 use crate::ui::command::{Command, Cx};
 use crate::ui::dialog::Pick;
+use crate::ui::settings::Settings;
 use crate::ui::state::AppState;
 use crate::ui::tasks::DbContents;
-use detail::{detail, plots};
+use detail::detail;
 use table::trial_table;
+
+/// How often the open study is read again while live.
+pub const POLL_EVERY: Duration = Duration::from_secs(2);
 
 /// Draws the panel.
 pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>) {
@@ -50,7 +64,29 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
         if view.opening {
             ui.spinner();
         }
+        if view.db.is_some() {
+            let mut live = view.live;
+            if ui
+                .checkbox(&mut live, "live")
+                .on_hover_text(format!(
+                    "read the open study again every {} s: trials that started or finished",
+                    view.poll_every.as_secs_f32()
+                ))
+                .changed()
+            {
+                commands.push(Command::SetLive(live));
+            }
+            if ui.button("Refresh").clicked() {
+                commands.push(Command::RefreshTrials);
+            }
+        }
     });
+    if live::due(view) {
+        commands.push(Command::RefreshTrials);
+    }
+    if view.live && view.db.is_some() {
+        ui.ctx().request_repaint_after(view.poll_every);
+    }
     if let Some(e) = &view.error {
         ui.colored_label(widgets::WARN, e.as_str());
     }
@@ -83,7 +119,7 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
             ui.label(g.n(TrialState::Pruned).to_string());
             ui.label(g.n(TrialState::Fail).to_string());
             ui.label(g.n(TrialState::Running).to_string());
-            ui.label(g.best.map_or(String::new(), |v| format!("{v:.6}")));
+            ui.label(g.best.map_or(String::new(), sig4));
             ui.label(if g.members.len() > 1 {
                 g.members.join(", ")
             } else {
@@ -141,13 +177,33 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
             view.rows.len()
         ));
         ui.menu_button("Columns", |ui| {
-            for c in TrialColumn::ALL {
-                let mut shown = !view.hidden.contains(&c);
+            for c in TrialColumn::ALL.into_iter().chain(
+                view.param_axes
+                    .iter()
+                    .map(|a| TrialColumn::Param(a.name.clone())),
+            ) {
+                let mut shown = view.is_shown(&c);
                 if ui.checkbox(&mut shown, c.label()).changed() {
                     commands.push(Command::ToggleColumn(c));
                 }
             }
+            if !view.attr_keys.is_empty() {
+                ui.separator();
+                ui.label("user attributes");
+                for k in &view.attr_keys {
+                    let c = TrialColumn::Attr(k.clone());
+                    let mut shown = view.is_shown(&c);
+                    if ui.checkbox(&mut shown, k).changed() {
+                        commands.push(Command::ToggleColumn(c));
+                    }
+                }
+            }
         });
+        if !view.brush.is_empty() && ui.button("Clear brushes").clicked() {
+            for (name, _, _) in &view.brush {
+                commands.push(Command::BrushAxis(name.clone(), None));
+            }
+        }
     });
     if let Some(i) = view.detail
         && let Some(row) = view.rows.get(i)
@@ -165,12 +221,18 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
     egui::CollapsingHeader::new("Plots")
         .default_open(true)
         .show(ui, |ui| {
-            plots(ui, view, &mut plot_param);
-            let importance = view
-                .importance
-                .as_ref()
-                .filter(|i| view.selected.as_ref() == Some(&i.group));
-            importance::importance_plot(ui, importance);
+            // The plots scroll in half the height left; the trial table keeps the rest.
+            egui::ScrollArea::vertical()
+                .id_salt("study_plots")
+                .max_height((ui.available_height() * 0.55).max(200.0))
+                .show(ui, |ui| {
+                    plots::plots(ui, view, &mut plot_param, commands);
+                    let importance = view
+                        .importance
+                        .as_ref()
+                        .filter(|i| view.selected.as_ref() == Some(&i.group));
+                    importance::importance_plot(ui, importance);
+                });
         });
     let clicked = trial_table(ui, view, commands);
     let view = &mut state.studies;
@@ -178,6 +240,22 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
     if let Some(i) = clicked {
         commands.push(Command::ShowTrial(i));
     }
+}
+
+/// The database to open on launch when none was opened before: the one the Run panel writes
+/// to (the settings' or `studies.db` in the user data directory), if it exists.
+pub fn launch_database(settings: &Settings) -> Option<PathBuf> {
+    let db = match &settings.study_db {
+        Some(p) => p.clone(),
+        None => dirs::data_dir()?.join("tradetune").join("studies.db"),
+    };
+    let url = tradetune_engine::storage::is_postgres_url(&db.to_string_lossy());
+    (url || db.is_file()).then_some(db)
+}
+
+/// Opens `path` without remembering it for the next launch (the default database on launch).
+pub fn open_unremembered(cx: &mut Cx, path: PathBuf) {
+    open(cx, path);
 }
 
 /// [`Command::OpenDatabase`]: opens `path` and remembers it for the next launch.
@@ -192,9 +270,16 @@ fn open(cx: &mut Cx, path: PathBuf) {
     let view = &mut cx.state.studies;
     *view = StudiesView {
         opening: true,
-        sort: view.sort,
+        sort: view.sort.clone(),
         pending_select: view.pending_select.take(),
         url_input: std::mem::take(&mut view.url_input),
+        live: view.live,
+        poll_every: view.poll_every,
+        hidden: std::mem::take(&mut view.hidden),
+        shown_attrs: std::mem::take(&mut view.shown_attrs),
+        plot_tab: view.plot_tab,
+        generation: view.generation + 1,
+        source: Some(path.clone()),
         ..StudiesView::default()
     };
     cx.tasks.open_database(path);
@@ -212,6 +297,7 @@ pub fn reveal(cx: &mut Cx, db: PathBuf, study: String) {
 pub fn database_opened(cx: &mut Cx, result: Result<DbContents, String>) {
     let state = &mut *cx.state;
     state.studies.opening = false;
+    state.studies.last_read = Some(std::time::Instant::now());
     match result {
         Ok(db) => {
             state.studies.groups = aggregate(&db.studies);
@@ -222,7 +308,16 @@ pub fn database_opened(cx: &mut Cx, result: Result<DbContents, String>) {
             ));
             state.studies.db = Some(db);
             state.studies.error = None;
-            if let Some(name) = state.studies.pending_select.take() {
+            // A study not there yet (a run that has only just started) is selected once a
+            // live read finds it.
+            if let Some(name) = state.studies.pending_select.clone()
+                && state
+                    .studies
+                    .groups
+                    .iter()
+                    .any(|g| g.name == name || g.members.contains(&name))
+            {
+                state.studies.pending_select = None;
                 select(cx, &name);
             }
         }
@@ -244,13 +339,23 @@ pub fn select(cx: &mut Cx, name: &str) {
         state.notice(format!("no study {name} in this database"));
         return;
     };
-    let (path, group, members) = (db.path.clone(), group.name.clone(), group.members.clone());
+    let path = state
+        .studies
+        .source
+        .clone()
+        .unwrap_or_else(|| db.path.clone());
+    let (group, members) = (group.name.clone(), group.members.clone());
     let view = &mut state.studies;
     view.selected = Some(group);
     view.rows.clear();
     view.visible.clear();
+    view.param_axes.clear();
+    view.attr_keys.clear();
+    view.brush.clear();
     view.detail = None;
     view.loading_trials = true;
+    view.generation += 1;
+    view.polling = false;
     cx.tasks.load_trials(path, members);
 }
 

@@ -4,10 +4,11 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use tradetune_engine::storage::{
-    CategoricalChoice, ParamValue, StudyDirection, StudySummary, TrialParam, TrialRecord,
-    TrialState,
+    CategoricalChoice, OptunaDistribution, ParamValue, StudyDirection, StudySummary, TrialParam,
+    TrialRecord, TrialState,
 };
 use tradetune_engine::study::importance::{ImportanceTrial, PedAnova};
 
@@ -88,8 +89,9 @@ pub fn aggregate(studies: &[StudySummary]) -> Vec<StudyGroup> {
     groups
 }
 
-/// Columns of the trial table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Columns of the trial table: the fixed ones, one per parameter and one per user attribute
+/// (shown when chosen).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum TrialColumn {
     /// Study the trial belongs to.
     Study,
@@ -104,10 +106,14 @@ pub enum TrialColumn {
     Duration,
     /// Device it ran on.
     Device,
+    /// A parameter, by name.
+    Param(String),
+    /// A user attribute, by key.
+    Attr(String),
 }
 
 impl TrialColumn {
-    /// Every column, in order.
+    /// Every fixed column, in order.
     pub const ALL: [TrialColumn; 6] = [
         TrialColumn::Study,
         TrialColumn::Number,
@@ -118,7 +124,7 @@ impl TrialColumn {
     ];
 
     /// Header text.
-    pub fn label(self) -> &'static str {
+    pub fn label(&self) -> &str {
         match self {
             TrialColumn::Study => "study",
             TrialColumn::Number => "number",
@@ -126,7 +132,51 @@ impl TrialColumn {
             TrialColumn::Value => "value",
             TrialColumn::Duration => "duration s",
             TrialColumn::Device => "device",
+            TrialColumn::Param(name) | TrialColumn::Attr(name) => name,
         }
+    }
+}
+
+/// One parameter of a row: its text in the table (4 significant digits, or the choice's
+/// label), its full-precision text (trial detail, exports) and the number it sorts and plots by
+/// (the value; a categorical choice's index).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParamCell {
+    /// Parameter name.
+    pub name: String,
+    /// As the table shows it.
+    pub text: String,
+    /// Every digit.
+    pub full: String,
+    /// The value (a choice's index for a categorical parameter).
+    pub key: f64,
+}
+
+/// A number to 4 significant digits, as the tables show numbers (`0.0002210` → `2.21e-4`,
+/// `123456` → `1.235e5`, `0.5` → `0.5`).
+pub fn sig4(x: f64) -> String {
+    if !x.is_finite() {
+        return x.to_string();
+    }
+    if x == 0.0 {
+        return "0".into();
+    }
+    let exp = x.abs().log10().floor() as i32;
+    if !(-3..5).contains(&exp) {
+        let s = format!("{x:.3e}");
+        return match s.split_once('e') {
+            Some((m, e)) if m.contains('.') => {
+                format!("{}e{e}", m.trim_end_matches('0').trim_end_matches('.'))
+            }
+            _ => s,
+        };
+    }
+    let decimals = (3 - exp).max(0) as usize;
+    let s = format!("{x:.decimals$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_owned()
+    } else {
+        s
     }
 }
 
@@ -146,8 +196,12 @@ pub struct TrialRow {
     pub duration_s: Option<f64>,
     /// Where it ran (the `device` attribute TradeTune stores).
     pub device: String,
-    /// `name=value` of each parameter.
+    /// `name=value` of each parameter, every digit (the trial detail).
     pub params: String,
+    /// Each parameter as the table shows, sorts and plots it.
+    pub param_cells: Vec<ParamCell>,
+    /// User attributes other than the applied configuration: (key, text, number if it is one).
+    pub attrs: Vec<(String, String, Option<f64>)>,
     /// Why it failed, when it did.
     pub fail_reason: Option<String>,
     /// Numeric parameters (categorical ones by their choice's index), for the
@@ -194,15 +248,53 @@ impl TrialRow {
             (Some(a), Some(b)) => Some((b - a).as_seconds_f64()),
             _ => None,
         };
-        let params = t
+        let param_cells: Vec<ParamCell> = t
             .params
             .iter()
             .map(|p| match p.external() {
-                Ok(v) => format!("{}={}", p.name, param_text(&v)),
-                Err(_) => format!("{}=?", p.name),
+                Ok(v) => {
+                    let key = match &v {
+                        ParamValue::Float(x) => *x,
+                        ParamValue::Int(i) => *i as f64,
+                        ParamValue::Choice(_) => p.internal,
+                    };
+                    let text = match &v {
+                        ParamValue::Float(x) => sig4(*x),
+                        _ => param_text(&v),
+                    };
+                    ParamCell {
+                        name: p.name.clone(),
+                        text,
+                        full: param_text(&v),
+                        key,
+                    }
+                }
+                Err(_) => ParamCell {
+                    name: p.name.clone(),
+                    text: "?".into(),
+                    full: "?".into(),
+                    key: p.internal,
+                },
             })
+            .collect();
+        let params = param_cells
+            .iter()
+            .map(|c| format!("{}={}", c.name, c.full))
             .collect::<Vec<_>>()
             .join(", ");
+        let attrs = t
+            .user_attrs
+            .iter()
+            .filter(|(k, _)| k != tradetune_engine::storage::APPLIED_CONFIG_KEY)
+            .map(|(k, v)| {
+                let x = v.as_f64();
+                let text = match x {
+                    Some(x) if x.fract() != 0.0 => sig4(x),
+                    _ => v.python_str(),
+                };
+                (k.clone(), text, x)
+            })
+            .collect();
         TrialRow {
             trial_id: t.trial_id,
             telemetry: t
@@ -224,6 +316,8 @@ impl TrialRow {
             duration_s,
             device: attr("device").unwrap_or_default(),
             params,
+            param_cells,
+            attrs,
             fail_reason: attr(tradetune_engine::storage::FAIL_REASON_KEY),
             numeric_params: t
                 .params
@@ -259,7 +353,7 @@ impl TrialRow {
     }
 
     /// Orders two rows by `column` (missing values last).
-    pub fn cmp_by(&self, other: &TrialRow, column: TrialColumn) -> std::cmp::Ordering {
+    pub fn cmp_by(&self, other: &TrialRow, column: &TrialColumn) -> std::cmp::Ordering {
         use std::cmp::Ordering;
         let opt = |a: Option<f64>, b: Option<f64>| match (a, b) {
             (Some(a), Some(b)) => a.total_cmp(&b),
@@ -280,17 +374,46 @@ impl TrialRow {
             TrialColumn::Value => opt(self.value, other.value),
             TrialColumn::Duration => opt(self.duration_s, other.duration_s),
             TrialColumn::Device => self.device.cmp(&other.device),
+            TrialColumn::Param(name) => opt(self.param_key(name), other.param_key(name)),
+            TrialColumn::Attr(key) => {
+                let (a, b) = (self.attr(key), other.attr(key));
+                match (a, b) {
+                    (Some((_, Some(x))), Some((_, Some(y)))) => x.total_cmp(&y),
+                    (Some((x, _)), Some((y, _))) => x.cmp(y),
+                    (Some(_), None) => Ordering::Less,
+                    (None, Some(_)) => Ordering::Greater,
+                    (None, None) => Ordering::Equal,
+                }
+            }
         }
+    }
+
+    /// The sort/plot number of parameter `name`, if the trial has it.
+    pub fn param_key(&self, name: &str) -> Option<f64> {
+        self.param_cells
+            .iter()
+            .find(|c| c.name == name)
+            .map(|c| c.key)
+    }
+
+    /// The table text of parameter `name`, if the trial has it.
+    pub fn param_cell(&self, name: &str) -> Option<&ParamCell> {
+        self.param_cells.iter().find(|c| c.name == name)
+    }
+
+    /// User attribute `key`: its text and its number, if it is one.
+    pub fn attr(&self, key: &str) -> Option<(&str, Option<f64>)> {
+        self.attrs
+            .iter()
+            .find(|(k, _, _)| k == key)
+            .map(|(_, t, x)| (t.as_str(), *x))
     }
 }
 
 /// A parameter value as a person reads it.
 fn param_text(v: &ParamValue) -> String {
     match v {
-        ParamValue::Float(x) => format!("{x:.6}")
-            .trim_end_matches('0')
-            .trim_end_matches('.')
-            .to_owned(),
+        ParamValue::Float(x) => x.to_string(),
         ParamValue::Int(i) => i.to_string(),
         ParamValue::Choice(c) => match c {
             CategoricalChoice::None => "None".into(),
@@ -344,6 +467,143 @@ pub struct StudiesView {
     pub note_edit: Option<NoteEdit>,
     /// Why the last note could not be saved.
     pub note_error: Option<String>,
+    /// The selected group's parameters (one table column and plot axis each) and how their
+    /// axes are scaled.
+    pub param_axes: Vec<ParamAxis>,
+    /// The user attributes its trials carry (a column each, when chosen).
+    pub attr_keys: Vec<String>,
+    /// The user attributes chosen as columns.
+    pub shown_attrs: Vec<String>,
+    /// Where the open database is read from (polls read it again).
+    pub source: Option<PathBuf>,
+    /// Whether the open study is read again every [`Self::poll_every`] (trials that finished
+    /// or started since).
+    pub live: bool,
+    /// How often a live study is read again.
+    pub poll_every: Duration,
+    /// When the last read (full or incremental) ended.
+    pub last_read: Option<Instant>,
+    /// Whether an incremental read is in flight.
+    pub polling: bool,
+    /// Counts opens and selections: an incremental read answers for the generation it was
+    /// asked in, and is dropped after another open or selection.
+    pub generation: u64,
+    /// Incremental reads merged so far (each one reads only what changed).
+    pub polls: u64,
+    /// Parallel coordinates: the range kept on each brushed axis (in the axis's plotted units:
+    /// log10 for a log axis, the choice's index for a categorical one).
+    pub brush: Vec<(String, f64, f64)>,
+    /// Which plot the plot area shows.
+    pub plot_tab: PlotTab,
+    /// The parameters of the contour plot (x, y); None: the first two.
+    pub contour: Option<(String, String)>,
+}
+
+/// The plots the Studies panel draws, one at a time (the importances show below each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PlotTab {
+    /// Each complete trial's value by number, and the best so far.
+    #[default]
+    History,
+    /// Objective against each parameter.
+    Slice,
+    /// One axis per parameter, a line per trial coloured by objective.
+    ParallelCoordinates,
+    /// The intermediate values of every trial.
+    Intermediate,
+    /// The empirical distribution function of the values.
+    Edf,
+    /// The objective over two chosen parameters.
+    Contour,
+}
+
+impl PlotTab {
+    /// Every plot, in the order of the tabs.
+    pub const ALL: [PlotTab; 6] = [
+        PlotTab::History,
+        PlotTab::Slice,
+        PlotTab::ParallelCoordinates,
+        PlotTab::Contour,
+        PlotTab::Intermediate,
+        PlotTab::Edf,
+    ];
+
+    /// Tab text.
+    pub fn label(self) -> &'static str {
+        match self {
+            PlotTab::History => "history",
+            PlotTab::Slice => "slice",
+            PlotTab::ParallelCoordinates => "parallel coordinates",
+            PlotTab::Intermediate => "intermediate values",
+            PlotTab::Edf => "EDF",
+            PlotTab::Contour => "contour",
+        }
+    }
+}
+
+/// How a parameter's axis is scaled: as its distribution says.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Scale {
+    /// Evenly.
+    Linear,
+    /// log10 plotted, ticks labelled with the values.
+    Log,
+    /// The choice's index plotted, ticks labelled with the choices.
+    Choices(Vec<String>),
+}
+
+/// A parameter as a column and a plot axis.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParamAxis {
+    /// Its name.
+    pub name: String,
+    /// How it is scaled.
+    pub scale: Scale,
+}
+
+impl ParamAxis {
+    /// The axis of a parameter with `distribution`.
+    pub fn of(name: &str, distribution: &OptunaDistribution) -> ParamAxis {
+        let scale = match distribution {
+            OptunaDistribution::Float(f) if f.log => Scale::Log,
+            OptunaDistribution::Int(i) if i.log => Scale::Log,
+            OptunaDistribution::Categorical(c) => Scale::Choices(
+                c.choices
+                    .iter()
+                    .map(|c| param_text(&ParamValue::Choice(c.clone())))
+                    .collect(),
+            ),
+            _ => Scale::Linear,
+        };
+        ParamAxis {
+            name: name.to_owned(),
+            scale,
+        }
+    }
+
+    /// Where a value (a row's [`ParamCell::key`]) goes on the axis.
+    pub fn to_plot(&self, key: f64) -> f64 {
+        match self.scale {
+            Scale::Log => key.log10(),
+            _ => key,
+        }
+    }
+
+    /// The text of a tick at `x` (plotted units): the value behind it.
+    pub fn tick(&self, x: f64) -> String {
+        match &self.scale {
+            Scale::Linear => sig4(x),
+            Scale::Log => sig4(10f64.powf(x)),
+            Scale::Choices(c) => {
+                let i = x.round();
+                if (x - i).abs() < 1e-6 && i >= 0.0 {
+                    c.get(i as usize).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            }
+        }
+    }
 }
 
 /// A note being edited: whose, the text so far and the version it started from.
@@ -358,21 +618,94 @@ pub struct NoteEdit {
 }
 
 impl StudiesView {
-    /// Sorts `rows` and recomputes `visible` (after loading, sorting or filtering).
+    /// Sorts `rows` and recomputes `visible` (after loading, sorting, filtering or merging);
+    /// the trial whose details are open stays open.
     pub fn refresh(&mut self) {
-        let (column, ascending) = self.sort;
+        let detail = self
+            .detail
+            .and_then(|i| self.rows.get(i))
+            .map(|r| r.trial_id);
+        let (column, ascending) = self.sort.clone();
         self.rows.sort_by(|a, b| {
-            let o = a.cmp_by(b, column);
+            let o = a.cmp_by(b, &column);
             if ascending { o } else { o.reverse() }
         });
+        let kept = |r: &TrialRow| {
+            self.state_filter.is_none_or(|s| r.state == s)
+                && self.brush.iter().all(|(name, lo, hi)| {
+                    let axis = self.param_axes.iter().find(|a| &a.name == name);
+                    match (axis, r.param_key(name)) {
+                        (Some(a), Some(k)) => {
+                            let x = a.to_plot(k);
+                            x >= *lo && x <= *hi
+                        }
+                        _ => false,
+                    }
+                })
+        };
         self.visible = self
             .rows
             .iter()
             .enumerate()
-            .filter(|(_, r)| self.state_filter.is_none_or(|s| r.state == s))
+            .filter(|(_, r)| kept(r))
             .map(|(i, _)| i)
             .collect();
-        self.detail = None;
+        self.detail = detail.and_then(|id| self.rows.iter().position(|r| r.trial_id == id));
+    }
+
+    /// The parameter axes and attribute keys of the rows (after they change).
+    pub fn update_columns(&mut self) {
+        let mut axes: BTreeMap<&str, &OptunaDistribution> = BTreeMap::new();
+        let mut keys: Vec<&str> = Vec::new();
+        for r in &self.rows {
+            for p in &r.stored_params {
+                axes.entry(p.name.as_str()).or_insert(&p.distribution);
+            }
+            for (k, _, _) in &r.attrs {
+                if !keys.contains(&k.as_str()) {
+                    keys.push(k);
+                }
+            }
+        }
+        keys.sort_unstable();
+        self.param_axes = axes
+            .into_iter()
+            .map(|(name, d)| ParamAxis::of(name, d))
+            .collect();
+        self.attr_keys = keys.into_iter().map(str::to_owned).collect();
+    }
+
+    /// The parameter axis of `name`.
+    pub fn axis(&self, name: &str) -> Option<&ParamAxis> {
+        self.param_axes.iter().find(|a| a.name == name)
+    }
+
+    /// The columns of the trial table as shown, in order: the fixed ones not hidden, the
+    /// parameters not hidden, the chosen attributes.
+    pub fn shown_columns(&self) -> Vec<TrialColumn> {
+        TrialColumn::ALL
+            .into_iter()
+            .chain(
+                self.param_axes
+                    .iter()
+                    .map(|a| TrialColumn::Param(a.name.clone())),
+            )
+            .filter(|c| !self.hidden.contains(c))
+            .chain(
+                self.shown_attrs
+                    .iter()
+                    .filter(|k| self.attr_keys.contains(k))
+                    .map(|k| TrialColumn::Attr(k.clone())),
+            )
+            .collect()
+    }
+
+    /// Whether `column` is shown.
+    pub fn is_shown(&self, column: &TrialColumn) -> bool {
+        match column {
+            TrialColumn::Attr(k) => self.shown_attrs.contains(k),
+            c => !self.hidden.contains(c),
+        }
     }
 
     /// The row (an index into `rows`) of the best complete trial, which the table highlights:
@@ -396,18 +729,38 @@ pub type Curves = BTreeMap<String, Vec<[f64; 2]>>;
 impl StudiesView {
     /// Sorts by `column` (again: reverses the order).
     pub fn sort_by(&mut self, column: TrialColumn) {
-        let (current, ascending) = self.sort;
-        self.sort = (column, if current == column { !ascending } else { true });
+        let ascending = if self.sort.0 == column {
+            !self.sort.1
+        } else {
+            true
+        };
+        self.sort = (column, ascending);
         self.refresh();
     }
 
-    /// Shows or hides `column`.
+    /// Shows or hides `column` (a user attribute's column is hidden until chosen).
     pub fn toggle_column(&mut self, column: TrialColumn) {
-        if let Some(i) = self.hidden.iter().position(|h| *h == column) {
+        if let TrialColumn::Attr(k) = column {
+            if let Some(i) = self.shown_attrs.iter().position(|h| *h == k) {
+                self.shown_attrs.remove(i);
+            } else {
+                self.shown_attrs.push(k);
+            }
+        } else if let Some(i) = self.hidden.iter().position(|h| *h == column) {
             self.hidden.remove(i);
         } else {
             self.hidden.push(column);
         }
+    }
+
+    /// Keeps only trials whose parameter `name` lies in `range` (plotted units; None: the
+    /// axis is no longer brushed).
+    pub fn set_brush(&mut self, name: &str, range: Option<(f64, f64)>) {
+        self.brush.retain(|(n, _, _)| n != name);
+        if let Some((a, b)) = range {
+            self.brush.push((name.to_owned(), a.min(b), a.max(b)));
+        }
+        self.refresh();
     }
 
     /// Shows only trials in `state` (None: all).
@@ -433,8 +786,10 @@ impl StudiesView {
         match result {
             Ok(rows) => {
                 self.rows = rows;
+                self.update_columns();
                 self.refresh();
                 self.update_importance();
+                self.last_read = Some(Instant::now());
             }
             Err(e) => self.error = Some(e),
         }
@@ -493,6 +848,30 @@ impl StudiesView {
         });
     }
 
+    /// Merges the rows an incremental read found: a trial already held is replaced, a new one
+    /// added; the columns, order, filter and importances follow when anything changed.
+    pub fn merge(&mut self, rows: Vec<TrialRow>) {
+        let mut changed = false;
+        for row in rows {
+            match self.rows.iter_mut().find(|r| r.trial_id == row.trial_id) {
+                Some(r) if *r == row => {}
+                Some(r) => {
+                    *r = row;
+                    changed = true;
+                }
+                None => {
+                    self.rows.push(row);
+                    changed = true;
+                }
+            }
+        }
+        if changed {
+            self.update_columns();
+            self.refresh();
+            self.update_importance();
+        }
+    }
+
     /// A trial's curves were read (kept only while that trial's details are shown).
     pub fn curve_read(&mut self, trial_id: i64, result: Result<Curves, String>) {
         let shown = self
@@ -502,5 +881,63 @@ impl StudiesView {
         if shown == Some(trial_id) {
             self.curve = Some((trial_id, result));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tradetune_engine::storage::{CategoricalChoice, OptunaDistribution};
+
+    use super::{ParamAxis, Scale, sig4};
+
+    #[test]
+    fn four_significant_digits() {
+        assert_eq!(sig4(0.000_022_102_065_224_375_06), "2.21e-5");
+        assert_eq!(sig4(0.000_123_456_789), "1.235e-4");
+        assert_eq!(sig4(0.001_234_56), "0.001235");
+        assert_eq!(sig4(0.5), "0.5");
+        assert_eq!(sig4(0.987_654), "0.9877");
+        assert_eq!(sig4(256.0), "256");
+        assert_eq!(sig4(12_345.6), "12346");
+        assert_eq!(sig4(123_456.0), "1.235e5");
+        assert_eq!(sig4(-3.333_33), "-3.333");
+        assert_eq!(sig4(0.0), "0");
+    }
+
+    #[test]
+    fn log_and_categorical_axes_label_their_ticks_with_values() {
+        let lr = ParamAxis::of(
+            "lr",
+            &OptunaDistribution::float(1e-5, 1e-2, true, None).unwrap(),
+        );
+        assert_eq!(lr.scale, Scale::Log);
+        assert!((lr.to_plot(1e-3) + 3.0).abs() < 1e-12);
+        assert_eq!(lr.tick(-4.0), "1e-4");
+        assert_eq!(lr.tick(-2.5), "0.003162");
+        let batch = ParamAxis::of(
+            "batch",
+            &OptunaDistribution::categorical(vec![
+                CategoricalChoice::Int(64),
+                CategoricalChoice::Str("auto".into()),
+            ])
+            .unwrap(),
+        );
+        assert_eq!(
+            batch.scale,
+            Scale::Choices(vec!["64".into(), "auto".into()])
+        );
+        assert_eq!(
+            (batch.tick(0.0), batch.tick(1.0)),
+            ("64".into(), "auto".into())
+        );
+        assert_eq!(batch.tick(0.5), "", "no label between choices");
+        let gamma = ParamAxis::of(
+            "gamma",
+            &OptunaDistribution::float(0.9, 0.999, false, None).unwrap(),
+        );
+        assert_eq!(
+            (gamma.scale.clone(), gamma.tick(0.95)),
+            (Scale::Linear, "0.95".into())
+        );
     }
 }
