@@ -6,6 +6,7 @@
 //! Everything machine-specific is fixed (the device list) so the pictures are the same on
 //! every machine of this class.
 
+use egui_kittest::kittest::Queryable;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -353,6 +354,24 @@ fn studies_parallel_coordinates_contour_and_intermediate_values() {
         .handle(Command::ShowPlot(PlotTab::Intermediate));
     h.run_steps(4);
     snapshot(&mut h, "studies_intermediate");
+
+    // Workers across machines: labels as `tradetune worker` stores them (the reference study
+    // was written by Optuna, which records none), then the hosts table and the timeline.
+    for (i, r) in h.state_mut().state.studies.rows.iter_mut().enumerate() {
+        let (worker, device) = match i % 3 {
+            0 => ("gpu-box#4711/worker-0", "wgpu:0"),
+            1 => ("gpu-box#4711/worker-1", "wgpu:0"),
+            _ => ("laptop#815/worker-0", "cpu"),
+        };
+        r.worker = worker.into();
+        r.device = device.into();
+    }
+    h.state_mut().handle(Command::ShowPlot(PlotTab::Workers));
+    h.run_steps(4);
+    h.get_by_label("gpu-box");
+    h.get_by_label("laptop");
+    assert!(h.get_all_by_label("wgpu:0").next().is_some());
+    snapshot(&mut h, "studies_workers");
 }
 
 #[test]

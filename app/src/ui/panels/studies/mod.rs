@@ -11,6 +11,7 @@ pub mod live;
 mod notes;
 pub mod plots;
 mod table;
+pub mod timeline;
 mod view;
 
 use std::path::PathBuf;

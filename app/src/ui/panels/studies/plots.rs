@@ -69,6 +69,7 @@ pub(super) fn plots(
         PlotTab::Intermediate => intermediate(ui, view),
         PlotTab::Edf => edf(ui, &done),
         PlotTab::Contour => contour(ui, view, &done, commands),
+        PlotTab::Workers => super::timeline::timeline(ui, view),
     }
 }
 

@@ -194,6 +194,11 @@ pub struct TrialRow {
     pub value: Option<f64>,
     /// Seconds from start to end.
     pub duration_s: Option<f64>,
+    /// Unix seconds of its start and its end (None while running or waiting).
+    pub started_s: Option<f64>,
+    pub ended_s: Option<f64>,
+    /// The worker that ran it (`host#pid/worker-N`), empty when not recorded.
+    pub worker: String,
     /// Where it ran (the `device` attribute TradeTune stores).
     pub device: String,
     /// `name=value` of each parameter, every digit (the trial detail).
@@ -226,6 +231,11 @@ pub struct TrialRow {
     pub telemetry: Vec<(String, String)>,
     /// The parameters as stored (internal value and distribution), for the importances.
     pub stored_params: Vec<TrialParam>,
+}
+
+/// A stored (naive UTC) time as Unix seconds.
+fn unix_s(t: chrono::NaiveDateTime) -> f64 {
+    t.and_utc().timestamp_millis() as f64 / 1e3
 }
 
 /// Whether a user attribute belongs to the per-trial telemetry summary the runner stores.
@@ -314,6 +324,9 @@ impl TrialRow {
             state: t.state,
             value: t.value(),
             duration_s,
+            started_s: t.datetime_start.map(unix_s),
+            ended_s: t.datetime_complete.map(unix_s),
+            worker: attr("worker").unwrap_or_default(),
             device: attr("device").unwrap_or_default(),
             params,
             param_cells,
@@ -515,17 +528,20 @@ pub enum PlotTab {
     Edf,
     /// The objective over two chosen parameters.
     Contour,
+    /// The hosts and workers, and the trials per worker over time.
+    Workers,
 }
 
 impl PlotTab {
     /// Every plot, in the order of the tabs.
-    pub const ALL: [PlotTab; 6] = [
+    pub const ALL: [PlotTab; 7] = [
         PlotTab::History,
         PlotTab::Slice,
         PlotTab::ParallelCoordinates,
         PlotTab::Contour,
         PlotTab::Intermediate,
         PlotTab::Edf,
+        PlotTab::Workers,
     ];
 
     /// Tab text.
@@ -537,6 +553,7 @@ impl PlotTab {
             PlotTab::Intermediate => "intermediate values",
             PlotTab::Edf => "EDF",
             PlotTab::Contour => "contour",
+            PlotTab::Workers => "workers",
         }
     }
 }
