@@ -1,8 +1,8 @@
-//! Training throughput of PPO on the CPU trading env, against the issue's Stable-Baselines3
-//! baselines. Run in release:
+//! Training throughput of PPO on the CPU trading env (for a live comparison with
+//! Stable-Baselines3 use `tradetune bench train --peer PYTHON`). Run in release:
 //!
 //! ```text
-//! cargo run --release -p tradetune-engine --example ppo_throughput -- [small|large|all] [f32|bf16|f16]
+//! cargo run --release -p tradetune-engine --example ppo_throughput -- [small|large|tiny_rollout|all] [f32|bf16|f16]
 //! ```
 
 use tradetune_engine::device::precision::Precision;
@@ -26,10 +26,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let configs = match which {
         "small" => vec![TrainBenchConfig::small()],
         "large" => vec![TrainBenchConfig::large()],
+        "tiny_rollout" => vec![TrainBenchConfig::tiny_rollout()],
         _ => vec![TrainBenchConfig::small(), TrainBenchConfig::large()],
     };
     println!(
-        "{:<6} {:>5} {:>6} {:>6} {:>6} {:<16} {:>5} {:>10} {:>7} | {:>6} {:>6} {:>6} {:>6} {:>6}",
+        "{:<6} {:>5} {:>6} {:>6} {:>6} {:<16} {:>5} {:>10} {:>8} | {:>6} {:>6} {:>6} {:>6} {:>6}",
         "config",
         "envs",
         "steps",
@@ -38,7 +39,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "net",
         "prec",
         "samples/s",
-        "×SB3",
+        "upd GF/s",
         "env%",
         "inf%",
         "buf%",
@@ -51,7 +52,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let total = r.phases.total().max(1e-9);
         let pct = |x: f64| 100.0 * x / total;
         println!(
-            "{:<6} {:>5} {:>6} {:>6} {:>6} {:<16} {:>5} {:>10.0} {:>7.2} | {:>6.1} {:>6.1} {:>6.1} {:>6.1} {:>6.1}",
+            "{:<6} {:>5} {:>6} {:>6} {:>6} {:<16} {:>5} {:>10.0} {:>8.1} | {:>6.1} {:>6.1} {:>6.1} {:>6.1} {:>6.1}",
             cfg.name,
             cfg.n_envs,
             cfg.n_steps,
@@ -60,7 +61,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             format!("{:?}", cfg.net),
             cfg.precision.name(),
             r.samples_per_second,
-            r.ratio_to_sb3.unwrap_or(f64::NAN),
+            r.update_gflops_per_second,
             pct(r.phases.env_step),
             pct(r.phases.inference),
             pct(r.phases.buffer),

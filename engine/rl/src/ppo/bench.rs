@@ -1,6 +1,8 @@
 //! Training throughput end to end (rollout + update), for `tradetune bench train`, the
-//! `ppo_throughput` example and the criterion benchmark. Configurations mirror the issue's
-//! Stable-Baselines3 baselines so results read as ratios.
+//! `ppo_throughput` example and the criterion benchmark; the update's arithmetic rate against a
+//! matmul probe of the same device ([`matmul_probe`]). A peer (Stable-Baselines3 on the Python
+//! port of the env, `benches/peers/`) is measured by `tradetune bench train --peer`, in the same
+//! run: there are no stored baselines.
 
 use burn::tensor::Device;
 use serde::Serialize;
@@ -38,9 +40,6 @@ pub struct TrainBenchConfig {
     pub updates: usize,
     /// Compute precision.
     pub precision: Precision,
-    /// Stable-Baselines3 2.9 (PyTorch, 1 thread) samples/s on this machine class, from the
-    /// issue text; None when there is no baseline.
-    pub sb3_samples_per_second: Option<f64>,
     /// Where the environment steps: on the host (`CpuVecEnv`) or on the device
     /// (`TensorVecEnv`).
     pub placement: ResolvedPlacement,
@@ -60,7 +59,6 @@ impl TrainBenchConfig {
             n_features: 16,
             updates: 3,
             precision: Precision::F32,
-            sb3_samples_per_second: Some(2_260.0),
             placement: ResolvedPlacement::Host,
         }
     }
@@ -76,7 +74,6 @@ impl TrainBenchConfig {
             n_epochs: 4,
             net: vec![2048, 1024, 512],
             updates: 1,
-            sb3_samples_per_second: None,
             ..Self::small()
         }
     }
@@ -92,7 +89,6 @@ impl TrainBenchConfig {
             n_epochs: 4,
             net: vec![768, 768, 768],
             updates: 1,
-            sb3_samples_per_second: None,
             ..Self::small()
         }
     }
@@ -107,16 +103,28 @@ impl TrainBenchConfig {
             n_epochs: 2,
             net: vec![16],
             updates: 1,
-            sb3_samples_per_second: None,
             ..Self::small()
         }
     }
 
-    /// The configuration named `name` (small, large, rtx4080, rx7900gre, tiny).
+    /// SB3 zoo's regime for small control tasks: tiny rollouts (n_steps 32, 8 envs), batch
+    /// 256, 20 epochs, nets 64-64.
+    pub fn tiny_rollout() -> Self {
+        Self {
+            name: "tiny_rollout",
+            n_steps: 32,
+            n_epochs: 20,
+            updates: 12,
+            ..Self::small()
+        }
+    }
+
+    /// The configuration named `name` (small, large, tiny_rollout, rtx4080, rx7900gre, tiny).
     pub fn named(name: &str) -> Option<Self> {
         match name {
             "small" => Some(Self::small()),
             "large" => Some(Self::large()),
+            "tiny_rollout" => Some(Self::tiny_rollout()),
             "rtx4080" => Some(Self::rtx4080()),
             "rx7900gre" => Some(Self::rx7900gre()),
             "tiny" => Some(Self::tiny()),
@@ -131,9 +139,54 @@ impl TrainBenchConfig {
             batch_size: 1024,
             net: vec![2048, 1024, 512],
             updates: 1,
-            sb3_samples_per_second: Some(220.0),
             ..Self::small()
         }
+    }
+
+    /// Observation length of the benchmark's env (lookback 1).
+    pub fn obs_dim(&self) -> usize {
+        1 + self.n_assets + self.n_assets * self.n_features
+    }
+
+    /// Multiply-adds ×2 of one forward pass of both networks for one sample: every hidden layer
+    /// of pi and vf, the action-mean head and the value head.
+    pub fn forward_flops_per_sample(&self) -> f64 {
+        let mlp = |head: usize| {
+            let mut fan_in = self.obs_dim();
+            let mut macs = 0usize;
+            for &w in &self.net {
+                macs += fan_in * w;
+                fan_in = w;
+            }
+            macs + fan_in * head
+        };
+        2.0 * (mlp(self.n_assets) + mlp(1)) as f64
+    }
+
+    /// FLOPs of one update: forward and backward (≈ 2× the forward: the gradients of the inputs
+    /// and of the weights) over every sample of the rollout, `n_epochs` times. Element-wise work
+    /// (activations, the loss, Adam) is not counted: the matmuls dominate from mid-sized nets.
+    pub fn update_flops(&self) -> f64 {
+        3.0 * self.forward_flops_per_sample() * (self.n_steps * self.n_envs * self.n_epochs) as f64
+    }
+
+    /// The arguments that have a peer script (`benches/peers/sb3_ppo.py`) train this
+    /// configuration, `updates` updates after its warm-up.
+    pub fn peer_args(&self, updates: usize) -> Vec<String> {
+        let net: Vec<String> = self.net.iter().map(|w| w.to_string()).collect();
+        [
+            ("--n-envs", self.n_envs.to_string()),
+            ("--n-steps", self.n_steps.to_string()),
+            ("--batch-size", self.batch_size.to_string()),
+            ("--n-epochs", self.n_epochs.to_string()),
+            ("--net", net.join(",")),
+            ("--assets", self.n_assets.to_string()),
+            ("--features", self.n_features.to_string()),
+            ("--updates", updates.to_string()),
+        ]
+        .into_iter()
+        .flat_map(|(k, v)| [k.to_owned(), v])
+        .collect()
     }
 
     fn ppo(&self) -> PpoConfig {
@@ -165,8 +218,10 @@ pub struct TrainBenchResult {
     pub seconds: f64,
     /// Samples per second end to end.
     pub samples_per_second: f64,
-    /// `samples_per_second / sb3_samples_per_second`.
-    pub ratio_to_sb3: Option<f64>,
+    /// FLOPs of the measured updates' matmuls ([`TrainBenchConfig::update_flops`] × updates).
+    pub update_flops: f64,
+    /// `update_flops` / the update phase's seconds.
+    pub update_gflops_per_second: f64,
     /// Where the time went.
     pub phases: PhaseTimes,
     /// The device's memory pool after the run (bytes reserved), where the device reports one.
@@ -212,14 +267,115 @@ fn measure<E: RolloutEnv>(
     let seconds = report.elapsed_s;
     let samples = per_update * cfg.updates;
     let sps = samples as f64 / seconds.max(1e-9);
+    let update_flops = cfg.update_flops() * cfg.updates as f64;
     Ok(TrainBenchResult {
         config: cfg.clone(),
         device: format!("{device:?}"),
         samples,
         seconds,
         samples_per_second: sps,
-        ratio_to_sb3: cfg.sb3_samples_per_second.map(|b| sps / b),
+        update_flops,
+        update_gflops_per_second: update_flops / phases.update.max(1e-9) / 1e9,
         phases,
         pool_reserved_bytes: device.memory_pool_usage().map(|u| u.bytes_reserved),
     })
+}
+
+/// Threads of the rayon pool the CPU device and the env compute with.
+pub fn rayon_threads() -> usize {
+    rayon::current_num_threads()
+}
+
+/// What the matmul probe measured: GFLOP/s of square f32 matmuls on the device.
+#[derive(Debug, Clone, Serialize)]
+pub struct MatmulProbe {
+    /// `(n, GFLOP/s)` of an `n × n` by `n × n` product, best of its repetitions.
+    pub sizes: Vec<(usize, f64)>,
+    /// The best of `sizes`: the machine's measured matmul peak through burn.
+    pub peak_gflops: f64,
+    /// Seconds the probe took.
+    pub seconds: f64,
+}
+
+/// Times f32 matmuls of a few square sizes on `device` (about 0.1 s per size), each product read
+/// back before the next starts, and reports the best rate: the peak the update's achieved
+/// GFLOP/s is held against.
+pub fn matmul_probe(device: &Device) -> Result<MatmulProbe, PpoError> {
+    use burn::tensor::{Tensor, TensorData};
+    use std::time::{Duration, Instant};
+    let start = Instant::now();
+    let mut sizes = Vec::new();
+    for n in [256usize, 512, 1024] {
+        let values: Vec<f32> = (0..n * n)
+            .map(|i| ((i % 97) as f32 - 48.0) / 97.0)
+            .collect();
+        let a = Tensor::<2>::from_data(TensorData::new(values.clone(), [n, n]), device);
+        let b = Tensor::<2>::from_data(TensorData::new(values, [n, n]), device);
+        let once = || -> Result<f64, PpoError> {
+            let t = Instant::now();
+            let c = a.clone().matmul(b.clone());
+            // Reading one element back waits for the product.
+            let _: Vec<f32> = c
+                .slice([0..1, 0..1])
+                .try_into_vec_as()
+                .map_err(|e| PpoError::read("matmul probe", e))?;
+            Ok(t.elapsed().as_secs_f64())
+        };
+        once()?;
+        let flops = 2.0 * (n * n * n) as f64;
+        let mut best = f64::MAX;
+        let until = Instant::now() + Duration::from_millis(100);
+        let mut reps = 0;
+        while reps < 2 || Instant::now() < until {
+            best = best.min(once()?);
+            reps += 1;
+        }
+        sizes.push((n, flops / best.max(1e-12) / 1e9));
+    }
+    let peak_gflops = sizes.iter().map(|s| s.1).fold(0.0, f64::max);
+    Ok(MatmulProbe {
+        sizes,
+        peak_gflops,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn update_flops_count_both_networks_forward_and_backward() {
+        let c = TrainBenchConfig::small();
+        // obs 1 + 7 + 7·16 = 120; pi 120·64 + 64·64 + 64·7, vf 120·64 + 64·64 + 64·1.
+        assert_eq!(c.obs_dim(), 120);
+        let macs = (120 * 64 + 64 * 64 + 64 * 7) + (120 * 64 + 64 * 64 + 64);
+        assert_eq!(c.forward_flops_per_sample(), 2.0 * macs as f64);
+        assert_eq!(
+            c.update_flops(),
+            3.0 * 2.0 * macs as f64 * (256 * 8 * 4) as f64
+        );
+    }
+
+    #[test]
+    fn peer_args_carry_the_configuration() {
+        let a = TrainBenchConfig::tiny_rollout().peer_args(5);
+        let joined = a.join(" ");
+        assert_eq!(
+            joined,
+            "--n-envs 8 --n-steps 32 --batch-size 256 --n-epochs 20 --net 64,64 --assets 7 \
+             --features 16 --updates 5"
+        );
+    }
+
+    #[test]
+    fn the_matmul_probe_measures_a_positive_rate() {
+        let p = matmul_probe(&Device::flex()).unwrap();
+        assert_eq!(p.sizes.len(), 3);
+        assert!(p.sizes.iter().all(|s| s.1.is_finite() && s.1 > 0.0));
+        assert_eq!(
+            p.peak_gflops,
+            p.sizes.iter().map(|s| s.1).fold(0.0, f64::max)
+        );
+    }
 }

@@ -1,0 +1,154 @@
+"""CleanRL-style PPO (after `ppo_continuous_action.py`: one file, plain torch, no framework) on the
+Python port of TradeTune's trading env: samples/s end to end, a second peer of
+`tradetune bench train` (`--peer PYTHON --peer-script benches/peers/cleanrl_ppo.py`).
+
+The same arguments and JSON line as `sb3_ppo.py`. The settings are those of SB3 and ours (tanh
+MLPs pi and vf of `--net`, orthogonal init, Adam lr 3e-4 eps 1e-5, γ 0.99, λ 0.95, clip 0.2,
+vf_coef 0.5, max_grad_norm 0.5, advantages normalised per minibatch, no observation or reward
+normalisation), so only the implementation differs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from sb3_ppo import parse_args  # noqa: E402
+
+
+def main() -> None:
+    args = parse_args()
+    import gymnasium
+    import numpy as np
+    import torch
+    from torch import nn
+
+    from tradetune_env import TradingVecEnv, random_walk_dataset
+
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    net = [int(x) for x in args.net.split(",") if x.strip()]
+    prices, features = random_walk_dataset(20_000, args.assets, args.features, seed=7)
+    env = TradingVecEnv(prices, features, {"n_envs": args.n_envs, "episode_bars": 1_000})
+    n, od, ad = env.n, env.obs_dim, env.m
+
+    def layer(i, o, gain):
+        lin = nn.Linear(i, o)
+        nn.init.orthogonal_(lin.weight, gain)
+        nn.init.constant_(lin.bias, 0.0)
+        return lin
+
+    def mlp(out, gain):
+        layers, fan_in = [], od
+        for w in net:
+            layers += [layer(fan_in, w, 2**0.5), nn.Tanh()]
+            fan_in = w
+        return nn.Sequential(*layers, layer(fan_in, out, gain))
+
+    class Agent(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.critic = mlp(1, 1.0)
+            self.actor_mean = mlp(ad, 0.01)
+            self.actor_logstd = nn.Parameter(torch.zeros(1, ad))
+
+        def value(self, x):
+            return self.critic(x)
+
+        def act(self, x, action=None):
+            mean = self.actor_mean(x)
+            dist = torch.distributions.Normal(mean, self.actor_logstd.expand_as(mean).exp())
+            if action is None:
+                action = dist.sample()
+            return action, dist.log_prob(action).sum(1), dist.entropy().sum(1), self.critic(x)
+
+    agent = Agent()
+    opt = torch.optim.Adam(agent.parameters(), lr=3e-4, eps=1e-5)
+    t_steps = args.n_steps
+    obs_buf = torch.zeros((t_steps, n, od))
+    act_buf = torch.zeros((t_steps, n, ad))
+    logp_buf = torch.zeros((t_steps, n))
+    rew_buf = torch.zeros((t_steps, n))
+    done_buf = torch.zeros((t_steps, n))
+    val_buf = torch.zeros((t_steps, n))
+    next_obs = torch.from_numpy(env.reset())
+    state = {"env_seconds": 0.0}
+
+    def one_update():
+        for t in range(t_steps):
+            obs_buf[t] = next_obs_ref[0]
+            with torch.no_grad():
+                action, logp, _, value = agent.act(next_obs_ref[0])
+            act_buf[t], logp_buf[t], val_buf[t] = action, logp, value.flatten()
+            t0 = time.perf_counter()
+            o, r, d, _, _ = env.step(np.clip(action.numpy(), -1.0, 1.0))
+            state["env_seconds"] += time.perf_counter() - t0
+            next_obs_ref[0] = torch.from_numpy(o)
+            rew_buf[t] = torch.from_numpy(r)
+            done_buf[t] = torch.from_numpy(d.astype(np.float32))
+        with torch.no_grad():
+            next_value = agent.value(next_obs_ref[0]).flatten()
+            adv = torch.zeros_like(rew_buf)
+            last = torch.zeros(n)
+            for t in reversed(range(t_steps)):
+                nv = next_value if t == t_steps - 1 else val_buf[t + 1]
+                nonterminal = 1.0 - done_buf[t]
+                delta = rew_buf[t] + 0.99 * nv * nonterminal - val_buf[t]
+                last = delta + 0.99 * 0.95 * nonterminal * last
+                adv[t] = last
+            ret = adv + val_buf
+        b_obs, b_act = obs_buf.reshape(-1, od), act_buf.reshape(-1, ad)
+        b_logp, b_adv = logp_buf.reshape(-1), adv.reshape(-1)
+        b_ret = ret.reshape(-1)
+        size = b_obs.shape[0]
+        for _ in range(args.n_epochs):
+            perm = torch.randperm(size)
+            for s in range(0, size, args.batch_size):
+                mb = perm[s : s + args.batch_size]
+                _, logp, entropy, value = agent.act(b_obs[mb], b_act[mb])
+                ratio = (logp - b_logp[mb]).exp()
+                a = b_adv[mb]
+                a = (a - a.mean()) / (a.std() + 1e-8)
+                pg = torch.max(-a * ratio, -a * ratio.clamp(0.8, 1.2)).mean()
+                v_loss = ((value.flatten() - b_ret[mb]) ** 2).mean()
+                loss = pg + 0.5 * v_loss - 0.0 * entropy.mean()
+                opt.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(agent.parameters(), 0.5)
+                opt.step()
+
+    next_obs_ref = [next_obs]
+    one_update()
+    state["env_seconds"] = 0.0
+    start = time.perf_counter()
+    for _ in range(args.updates):
+        one_update()
+    seconds = time.perf_counter() - start
+    samples = t_steps * n * args.updates
+    print(
+        json.dumps(
+            {
+                "peer": "cleanrl-style",
+                "versions": {
+                    "torch": torch.__version__,
+                    "gymnasium": gymnasium.__version__,
+                    "numpy": np.__version__,
+                    "python": sys.version.split()[0],
+                },
+                "threads": torch.get_num_threads(),
+                "samples": samples,
+                "seconds": seconds,
+                "samples_per_second": samples / seconds,
+                "env_seconds": state["env_seconds"],
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
