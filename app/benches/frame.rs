@@ -57,6 +57,9 @@ fn loaded_state() -> AppState {
             })
             .collect(),
             attrs: Vec::new(),
+            started_s: Some(i as f64),
+            ended_s: Some(i as f64 + 0.5),
+            worker: format!("host#1/worker-{}", i % 4),
             trial_id: i as i64 + 1,
             telemetry: Vec::new(),
             study: "bench".into(),
