@@ -5,11 +5,14 @@
 //! smoothly — with a trial's details, export and "copy as CSV". The open study is read again
 //! every [`POLL_EVERY`] while live, only what changed (see [`live`]).
 
+mod contour;
 mod detail;
 mod importance;
 pub mod live;
 mod notes;
+mod parallel;
 pub mod plots;
+mod row;
 mod table;
 pub mod timeline;
 mod view;

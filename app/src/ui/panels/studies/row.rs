@@ -1,0 +1,357 @@
+//! One trial as the Studies panel shows it: its row (formatted cells, attributes, times, the
+//! worker that ran it), the table's columns, and numbers to 4 significant digits.
+
+use std::path::PathBuf;
+
+use tradetune_engine::storage::{
+    CategoricalChoice, ParamValue, TrialParam, TrialRecord, TrialState,
+};
+
+/// Columns of the trial table: the fixed ones, one per parameter and one per user attribute
+/// (shown when chosen).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum TrialColumn {
+    /// Study the trial belongs to.
+    Study,
+    /// Trial number.
+    #[default]
+    Number,
+    /// State.
+    State,
+    /// Objective value.
+    Value,
+    /// Wall time.
+    Duration,
+    /// Device it ran on.
+    Device,
+    /// A parameter, by name.
+    Param(String),
+    /// A user attribute, by key.
+    Attr(String),
+}
+
+impl TrialColumn {
+    /// Every fixed column, in order.
+    pub const ALL: [TrialColumn; 6] = [
+        TrialColumn::Study,
+        TrialColumn::Number,
+        TrialColumn::State,
+        TrialColumn::Value,
+        TrialColumn::Duration,
+        TrialColumn::Device,
+    ];
+
+    /// Header text.
+    pub fn label(&self) -> &str {
+        match self {
+            TrialColumn::Study => "study",
+            TrialColumn::Number => "number",
+            TrialColumn::State => "state",
+            TrialColumn::Value => "value",
+            TrialColumn::Duration => "duration s",
+            TrialColumn::Device => "device",
+            TrialColumn::Param(name) | TrialColumn::Attr(name) => name,
+        }
+    }
+}
+
+/// One parameter of a row: its text in the table (4 significant digits, or the choice's
+/// label), its full-precision text (trial detail, exports) and the number it sorts and plots by
+/// (the value; a categorical choice's index).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParamCell {
+    /// Parameter name.
+    pub name: String,
+    /// As the table shows it.
+    pub text: String,
+    /// Every digit.
+    pub full: String,
+    /// The value (a choice's index for a categorical parameter).
+    pub key: f64,
+}
+
+/// A number to 4 significant digits, as the tables show numbers (`0.0002210` → `2.21e-4`,
+/// `123456` → `1.235e5`, `0.5` → `0.5`).
+pub fn sig4(x: f64) -> String {
+    if !x.is_finite() {
+        return x.to_string();
+    }
+    if x == 0.0 {
+        return "0".into();
+    }
+    let exp = x.abs().log10().floor() as i32;
+    if !(-3..5).contains(&exp) {
+        let s = format!("{x:.3e}");
+        return match s.split_once('e') {
+            Some((m, e)) if m.contains('.') => {
+                format!("{}e{e}", m.trim_end_matches('0').trim_end_matches('.'))
+            }
+            _ => s,
+        };
+    }
+    let decimals = (3 - exp).max(0) as usize;
+    let s = format!("{x:.decimals$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_owned()
+    } else {
+        s
+    }
+}
+
+/// One row of the trial table, with its cells already formatted (10,000 rows must draw
+/// within a frame).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrialRow {
+    /// Study name.
+    pub study: String,
+    /// Trial number.
+    pub number: i64,
+    /// State.
+    pub state: TrialState,
+    /// Objective.
+    pub value: Option<f64>,
+    /// Seconds from start to end.
+    pub duration_s: Option<f64>,
+    /// Unix seconds of its start and its end (None while running or waiting).
+    pub started_s: Option<f64>,
+    pub ended_s: Option<f64>,
+    /// The worker that ran it (`host#pid/worker-N`), empty when not recorded.
+    pub worker: String,
+    /// Where it ran (the `device` attribute TradeTune stores).
+    pub device: String,
+    /// `name=value` of each parameter, every digit (the trial detail).
+    pub params: String,
+    /// Each parameter as the table shows, sorts and plots it.
+    pub param_cells: Vec<ParamCell>,
+    /// User attributes other than the applied configuration: (key, text, number if it is one).
+    pub attrs: Vec<(String, String, Option<f64>)>,
+    /// Why it failed, when it did.
+    pub fail_reason: Option<String>,
+    /// Numeric parameters (categorical ones by their choice's index), for the
+    /// parameter-vs-objective plot.
+    pub numeric_params: Vec<(String, f64)>,
+    /// Intermediate values (step, value): the trial's learning curve.
+    pub intermediate: Vec<(i64, f64)>,
+    /// What limited the trial, with a suggestion (the `verdict` attribute).
+    pub verdict: Option<String>,
+    /// Samples per second end to end (the `samples_per_s` attribute).
+    pub samples_per_s: Option<f64>,
+    /// Where its policy was saved (the `checkpoint` attribute), for a backtest.
+    pub checkpoint: Option<PathBuf>,
+    /// Backend, precision and worker, as stored with the trial.
+    pub placement: String,
+    /// The configuration the trial ran with, every field, as pretty JSON.
+    pub applied_config: Option<String>,
+    /// The storage's trial id (its learning curve and telemetry are keyed by it).
+    pub trial_id: i64,
+    /// The trial's telemetry summary as stored in its user attributes (`wall_s`, `phase_*_s`,
+    /// `gpu0_mean_util_pct`, `host_peak_rss_mib`, …): (name, value as text).
+    pub telemetry: Vec<(String, String)>,
+    /// The parameters as stored (internal value and distribution), for the importances.
+    pub stored_params: Vec<TrialParam>,
+}
+
+/// A stored (naive UTC) time as Unix seconds.
+fn unix_s(t: chrono::NaiveDateTime) -> f64 {
+    t.and_utc().timestamp_millis() as f64 / 1e3
+}
+
+/// Whether a user attribute belongs to the per-trial telemetry summary the runner stores.
+fn is_telemetry_attr(key: &str) -> bool {
+    key == "wall_s"
+        || key.starts_with("phase_")
+        || key.starts_with("host_")
+        || key.starts_with("gpu")
+}
+
+impl TrialRow {
+    /// The row of one stored trial.
+    pub fn of(study: &str, t: &TrialRecord) -> TrialRow {
+        let attr = |k: &str| {
+            t.user_attr(k)
+                .or_else(|| t.system_attr(k))
+                .map(|v| v.python_str())
+        };
+        let duration_s = match (t.datetime_start, t.datetime_complete) {
+            (Some(a), Some(b)) => Some((b - a).as_seconds_f64()),
+            _ => None,
+        };
+        let param_cells: Vec<ParamCell> = t
+            .params
+            .iter()
+            .map(|p| match p.external() {
+                Ok(v) => {
+                    let key = match &v {
+                        ParamValue::Float(x) => *x,
+                        ParamValue::Int(i) => *i as f64,
+                        ParamValue::Choice(_) => p.internal,
+                    };
+                    let text = match &v {
+                        ParamValue::Float(x) => sig4(*x),
+                        _ => param_text(&v),
+                    };
+                    ParamCell {
+                        name: p.name.clone(),
+                        text,
+                        full: param_text(&v),
+                        key,
+                    }
+                }
+                Err(_) => ParamCell {
+                    name: p.name.clone(),
+                    text: "?".into(),
+                    full: "?".into(),
+                    key: p.internal,
+                },
+            })
+            .collect();
+        let params = param_cells
+            .iter()
+            .map(|c| format!("{}={}", c.name, c.full))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let attrs = t
+            .user_attrs
+            .iter()
+            .filter(|(k, _)| k != tradetune_engine::storage::APPLIED_CONFIG_KEY)
+            .map(|(k, v)| {
+                let x = v.as_f64();
+                let text = match x {
+                    Some(x) if x.fract() != 0.0 => sig4(x),
+                    _ => v.python_str(),
+                };
+                (k.clone(), text, x)
+            })
+            .collect();
+        TrialRow {
+            trial_id: t.trial_id,
+            telemetry: t
+                .user_attrs
+                .iter()
+                .filter(|(k, _)| is_telemetry_attr(k))
+                .map(|(k, v)| {
+                    let text = match v.as_f64() {
+                        Some(x) if x.fract() != 0.0 => format!("{x:.2}"),
+                        _ => v.python_str(),
+                    };
+                    (k.clone(), text)
+                })
+                .collect(),
+            study: study.to_owned(),
+            number: t.number,
+            state: t.state,
+            value: t.value(),
+            duration_s,
+            started_s: t.datetime_start.map(unix_s),
+            ended_s: t.datetime_complete.map(unix_s),
+            worker: attr("worker").unwrap_or_default(),
+            device: attr("device").unwrap_or_default(),
+            params,
+            param_cells,
+            attrs,
+            fail_reason: attr(tradetune_engine::storage::FAIL_REASON_KEY),
+            numeric_params: t
+                .params
+                .iter()
+                .map(|p| {
+                    let v = match p.external() {
+                        Ok(ParamValue::Float(x)) => x,
+                        Ok(ParamValue::Int(i)) => i as f64,
+                        _ => p.internal,
+                    };
+                    (p.name.clone(), v)
+                })
+                .collect(),
+            intermediate: t.intermediate_values.clone(),
+            stored_params: t.params.clone(),
+            verdict: attr("verdict"),
+            samples_per_s: t.user_attr("samples_per_s").and_then(|v| v.as_f64()),
+            checkpoint: attr("checkpoint").map(PathBuf::from),
+            placement: ["backend", "precision", "worker"]
+                .iter()
+                .filter_map(|k| attr(k).map(|v| format!("{k} {v}")))
+                .collect::<Vec<_>>()
+                .join(", "),
+            applied_config: t
+                .user_attr(tradetune_engine::storage::APPLIED_CONFIG_KEY)
+                .or_else(|| t.system_attr(tradetune_engine::storage::APPLIED_CONFIG_KEY))
+                .map(|v| {
+                    serde_json::from_str::<serde_json::Value>(&v.dumps())
+                        .and_then(|j| serde_json::to_string_pretty(&j))
+                        .unwrap_or_else(|_| v.dumps())
+                }),
+        }
+    }
+
+    /// Orders two rows by `column` (missing values last).
+    pub fn cmp_by(&self, other: &TrialRow, column: &TrialColumn) -> std::cmp::Ordering {
+        use std::cmp::Ordering;
+        let opt = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) => a.total_cmp(&b),
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (None, None) => Ordering::Equal,
+        };
+        match column {
+            TrialColumn::Study => self
+                .study
+                .cmp(&other.study)
+                .then(self.number.cmp(&other.number)),
+            TrialColumn::Number => self
+                .number
+                .cmp(&other.number)
+                .then(self.study.cmp(&other.study)),
+            TrialColumn::State => self.state.index().cmp(&other.state.index()),
+            TrialColumn::Value => opt(self.value, other.value),
+            TrialColumn::Duration => opt(self.duration_s, other.duration_s),
+            TrialColumn::Device => self.device.cmp(&other.device),
+            TrialColumn::Param(name) => opt(self.param_key(name), other.param_key(name)),
+            TrialColumn::Attr(key) => {
+                let (a, b) = (self.attr(key), other.attr(key));
+                match (a, b) {
+                    (Some((_, Some(x))), Some((_, Some(y)))) => x.total_cmp(&y),
+                    (Some((x, _)), Some((y, _))) => x.cmp(y),
+                    (Some(_), None) => Ordering::Less,
+                    (None, Some(_)) => Ordering::Greater,
+                    (None, None) => Ordering::Equal,
+                }
+            }
+        }
+    }
+
+    /// The sort/plot number of parameter `name`, if the trial has it.
+    pub fn param_key(&self, name: &str) -> Option<f64> {
+        self.param_cells
+            .iter()
+            .find(|c| c.name == name)
+            .map(|c| c.key)
+    }
+
+    /// The table text of parameter `name`, if the trial has it.
+    pub fn param_cell(&self, name: &str) -> Option<&ParamCell> {
+        self.param_cells.iter().find(|c| c.name == name)
+    }
+
+    /// User attribute `key`: its text and its number, if it is one.
+    pub fn attr(&self, key: &str) -> Option<(&str, Option<f64>)> {
+        self.attrs
+            .iter()
+            .find(|(k, _, _)| k == key)
+            .map(|(_, t, x)| (t.as_str(), *x))
+    }
+}
+
+/// A parameter value as a person reads it.
+pub(super) fn param_text(v: &ParamValue) -> String {
+    match v {
+        ParamValue::Float(x) => x.to_string(),
+        ParamValue::Int(i) => i.to_string(),
+        ParamValue::Choice(c) => match c {
+            CategoricalChoice::None => "None".into(),
+            CategoricalChoice::Bool(b) => b.to_string(),
+            CategoricalChoice::Int(i) => i.to_string(),
+            CategoricalChoice::Float(x) => x.to_string(),
+            CategoricalChoice::Str(s) => s.clone(),
+        },
+    }
+}
