@@ -30,6 +30,8 @@ use tradetune_rl::ppo::{
 };
 use tradetune_telemetry::PhaseSplit;
 
+mod folds;
+
 /// How long a trial trains and how often it is evaluated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -349,7 +351,7 @@ impl TrialFunction for PpoTrial {
 
 /// What one training run of a trial trains on: the data and its bar range, and which fold
 /// it is (index, count) when cross-validating.
-struct Part {
+pub(crate) struct Part {
     data: Arc<Dataset>,
     range: Range<usize>,
     fold: Option<(usize, usize)>,
@@ -463,115 +465,15 @@ impl PpoTrial {
     }
 }
 
-impl PpoTrial {
-    /// Trains and scores a fresh policy on each fold in turn: its objective on the fold's
-    /// test bars is the intermediate value at step = the fold's index (so a pruner can stop a
-    /// hopeless trial after a few folds), its per-bar returns are stored, and the trial's value
-    /// is the mean over folds (their spread is the user attribute `fold_std`).
-    fn train_folds(
-        &self,
-        cfg: &PpoTrialConfig,
-        input: &TrialInput<'_>,
-        reporter: &mut Reporter<'_>,
-        folds: &[Fold],
-        placement: ResolvedPlacement,
-        device: &burn::tensor::Device,
-    ) -> Result<f64, TrialError> {
-        let mut done = Work::default();
-        let mut values = Vec::with_capacity(folds.len());
-        for (i, fold) in folds.iter().enumerate() {
-            // A fold's training bars may be several blocks (CPCV): they are joined, as
-            // FinRL_Crypto indexes its arrays by the training indices.
-            let data = Arc::new(self.dataset.select(&fold.train));
-            let part = Part {
-                range: 0..data.n_bars(),
-                data,
-                fold: Some((i, folds.len())),
-            };
-            let (value, returns) =
-                self.with_env(cfg, &part, placement, device, |env| match env {
-                    AnyEnv::Host(env) => {
-                        self.fold_on(cfg, input, reporter, &part, fold, *env, device, &mut done)
-                    }
-                    AnyEnv::Device(env) => {
-                        self.fold_on(cfg, input, reporter, &part, fold, *env, device, &mut done)
-                    }
-                })??;
-            reporter.fold_returns(i as u64, &returns)?;
-            values.push(value);
-            reporter.report_and_check(i as u64, value)?;
-        }
-        let n = values.len() as f64;
-        let mean = values.iter().sum::<f64>() / n;
-        let std = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt();
-        reporter.set_user_attr("objective", self.objective.name());
-        reporter.set_user_attr("folds", values.len() as i64);
-        reporter.set_user_attr("fold_std", std);
-        reporter.set_user_attr("train_timesteps", done.samples as i64);
-        Ok(mean)
-    }
-
-    /// One fold: trains on `part`, then scores each contiguous block of the fold's test bars
-    /// (on the whole dataset, so each block's first observation window is its own bars). The
-    /// fold's objective is the blocks' objectives weighted by their bars; the returns are the
-    /// agent's per-bar simple returns over the blocks, in order.
-    #[allow(clippy::too_many_arguments)]
-    fn fold_on<E: RolloutEnv>(
-        &self,
-        cfg: &PpoTrialConfig,
-        input: &TrialInput<'_>,
-        reporter: &mut Reporter<'_>,
-        part: &Part,
-        fold: &Fold,
-        env: E,
-        device: &burn::tensor::Device,
-        done: &mut Work,
-    ) -> Result<(f64, Vec<(i64, f64)>), TrialError> {
-        let mut trainer = Trainer::new(cfg.ppo.clone(), env, device).map_err(TrialError::failed)?;
-        if let Some(budget) = &input.budget {
-            trainer = trainer.with_memory_budget(budget.clone());
-        }
-        learn(&mut trainer, cfg, input, reporter, part.fold, done)?;
-        let (mut weighted, mut bars) = (0.0, 0usize);
-        let mut returns = Vec::new();
-        for block in merge_adjacent(&fold.test) {
-            let split = EvalSplit::new("fold test", self.dataset.clone(), block, &cfg.env);
-            let r =
-                evaluate_trainer(&trainer, &split, self.objective).map_err(TrialError::failed)?;
-            weighted += r.objective * r.bars as f64;
-            bars += r.bars;
-            for (w, t) in r.agent_equity.windows(2).zip(r.timestamps.iter().skip(1)) {
-                returns.push((*t, w[1] / w[0] - 1.0));
-            }
-        }
-        if bars == 0 {
-            return Err(TrialError::Failed("a fold has no test bars".into()));
-        }
-        Ok((weighted / bars as f64, returns))
-    }
-}
-
-/// Ranges with touching ends joined (`0..5, 5..9` is `0..9`).
-fn merge_adjacent(ranges: &[Range<usize>]) -> Vec<Range<usize>> {
-    let mut out: Vec<Range<usize>> = Vec::new();
-    for r in ranges {
-        match out.last_mut() {
-            Some(last) if last.end == r.start => last.end = r.end,
-            _ => out.push(r.clone()),
-        }
-    }
-    out
-}
-
 /// A trial's environment on the host or on the device.
-enum AnyEnv {
+pub(crate) enum AnyEnv {
     Host(Box<HostEnv<CpuVecEnv>>),
     Device(Box<TensorVecEnv>),
 }
 
 /// What a trial has trained so far, over its folds.
 #[derive(Default)]
-struct Work {
+pub(crate) struct Work {
     samples: u64,
     updates: u64,
     phases: PhaseSplit,
@@ -581,7 +483,7 @@ struct Work {
 /// learning curve and (for a hold-out) intermediate values; adds the run to `done` and
 /// records the total as the trial's work. `fold` is (index, count) when cross-validating: the
 /// progress spans all folds and the curve's updates continue from the previous fold's.
-fn learn<E: RolloutEnv>(
+pub(crate) fn learn<E: RolloutEnv>(
     trainer: &mut Trainer<E>,
     cfg: &PpoTrialConfig,
     input: &TrialInput<'_>,

@@ -1,0 +1,421 @@
+//! `tradetune bench train`: training throughput end to end on the chosen configurations, and
+//! with `--peer PYTHON` Stable-Baselines3 (or a CleanRL-style PPO) on the Python port of the
+//! env in the same run, interleaved, with the update's GFLOP/s against a matmul probe.
+
+use tradetune_engine::device::precision::Precision;
+use tradetune_engine::device::{DeviceSpec, open};
+use tradetune_engine::ppo::bench::{MatmulProbe, TrainBenchConfig, TrainBenchResult};
+
+use super::*;
+
+/// Issue 18: targets on the CPU device against Stable-Baselines3 measured live (`--peer`), as
+/// multiples of its samples/s.
+fn target_ratio(name: &str) -> Option<f64> {
+    match name {
+        "small" => Some(10.0),
+        "tiny_rollout" => Some(5.0),
+        _ => None,
+    }
+}
+
+/// The peer scripts, built into the binary so `--peer` needs no checkout: written to a
+/// temporary folder for the run.
+const PEER_SCRIPT: &str = include_str!("../../../../benches/peers/sb3_ppo.py");
+const PEER_ENV: &str = include_str!("../../../../benches/peers/tradetune_env.py");
+
+/// What one run of the peer printed (its last line of output, JSON).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct PeerRun {
+    /// The peer's name (`stable-baselines3`).
+    peer: String,
+    /// Versions of what it ran on (stable_baselines3, torch, …).
+    #[serde(default)]
+    versions: serde_json::Map<String, serde_json::Value>,
+    /// Threads it computed with (torch's).
+    threads: usize,
+    samples: usize,
+    seconds: f64,
+    samples_per_second: f64,
+    /// The part of `seconds` spent stepping the env, where the peer measures it.
+    #[serde(default)]
+    env_seconds: Option<f64>,
+}
+
+/// min, median, max of `v` (not empty).
+fn min_median_max(v: &[f64]) -> (f64, f64, f64) {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    let median = if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    };
+    (s[0], median, s[n - 1])
+}
+
+/// The machine's load averages (1, 5, 15 min) from /proc/loadavg, where there is one.
+fn load_average() -> Option<String> {
+    let s = std::fs::read_to_string("/proc/loadavg").ok()?;
+    Some(s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+}
+
+/// The CPU's model name from /proc/cpuinfo, where there is one.
+fn cpu_model() -> Option<String> {
+    let s = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    s.lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_owned())
+}
+
+/// Runs the peer once on `cfg`: `PEER SCRIPT <cfg's arguments> --threads N`, and reads the JSON
+/// line it prints last.
+fn run_peer(
+    peer: &std::path::Path,
+    script: &std::path::Path,
+    cfg: &TrainBenchConfig,
+    threads: usize,
+) -> anyhow::Result<PeerRun> {
+    use anyhow::Context;
+    let out = std::process::Command::new(peer)
+        .arg(script)
+        .args(cfg.peer_args(cfg.updates))
+        .args(["--threads", &threads.to_string()])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .with_context(|| format!("--peer: cannot run {}", peer.display()))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let tail: Vec<&str> = stderr.lines().rev().take(15).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        anyhow::bail!(
+            "--peer: {} {} failed on configuration {} ({}):\n{}\n(set up the peer as benches/peers/README.md says)",
+            peer.display(),
+            script.display(),
+            cfg.name,
+            out.status,
+            tail.join("\n")
+        );
+    }
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "--peer: {} {} printed nothing on configuration {}",
+                peer.display(),
+                script.display(),
+                cfg.name
+            )
+        })?;
+    let run: PeerRun = serde_json::from_str(line).with_context(|| {
+        format!(
+            "--peer: the last line {} printed is not the peer's JSON result \
+             (peer, threads, samples, seconds, samples_per_second): {line}",
+            script.display()
+        )
+    })?;
+    anyhow::ensure!(
+        run.samples_per_second.is_finite() && run.samples_per_second > 0.0,
+        "--peer: samples_per_second = {} in {line}: must be a positive rate",
+        run.samples_per_second
+    );
+    Ok(run)
+}
+
+/// One configuration measured `--repeat` times, ours and the peer's interleaved.
+#[derive(Debug, serde::Serialize)]
+struct ConfigRuns {
+    config: TrainBenchConfig,
+    ours: Vec<TrainBenchResult>,
+    peer: Vec<PeerRun>,
+}
+
+impl ConfigRuns {
+    fn ours_sps(&self) -> (f64, f64, f64) {
+        let v: Vec<f64> = self.ours.iter().map(|r| r.samples_per_second).collect();
+        min_median_max(&v)
+    }
+
+    fn peer_sps(&self) -> Option<(f64, f64, f64)> {
+        let v: Vec<f64> = self.peer.iter().map(|r| r.samples_per_second).collect();
+        (!v.is_empty()).then(|| min_median_max(&v))
+    }
+
+    /// Our median over the peer's median, measured in this run; None without a peer.
+    fn ratio(&self) -> Option<f64> {
+        self.peer_sps().map(|p| self.ours_sps().1 / p.1)
+    }
+
+    /// Our run whose samples/s is the median one (the lower middle for an even count).
+    fn median_run(&self) -> &TrainBenchResult {
+        let mut idx: Vec<usize> = (0..self.ours.len()).collect();
+        idx.sort_by(|a, b| {
+            self.ours[*a]
+                .samples_per_second
+                .total_cmp(&self.ours[*b].samples_per_second)
+        });
+        &self.ours[idx[(idx.len() - 1) / 2]]
+    }
+}
+
+pub(super) fn bench_train(args: TrainArgs) -> anyhow::Result<()> {
+    use tradetune_engine::ppo::bench::{matmul_probe, rayon_threads, run as run_ours};
+    let precision: Precision = args
+        .precision
+        .parse()
+        .map_err(|e: String| anyhow::anyhow!("--precision: {e}"))?;
+    let spec: DeviceSpec = args.device.parse()?;
+    let device = open(spec)?;
+    let configs = args
+        .configs
+        .iter()
+        .map(|name| match name.trim() {
+            n @ ("small" | "large" | "tiny_rollout" | "tiny") => TrainBenchConfig::named(n)
+                .ok_or_else(|| anyhow::anyhow!("--configs: no configuration '{n}'")),
+            other => Err(anyhow::anyhow!(
+                "--configs: unknown configuration '{other}' (valid: small, large, tiny_rollout, tiny)"
+            )),
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    anyhow::ensure!(args.updates != Some(0), "--updates must be at least 1");
+    anyhow::ensure!(args.repeat > 0, "--repeat must be at least 1");
+    anyhow::ensure!(
+        args.peer_threads != Some(0),
+        "--peer-threads must be at least 1"
+    );
+    let ours_threads = rayon_threads();
+    let peer_threads = args.peer_threads.unwrap_or(ours_threads);
+    // The peer's scripts: the user's, or the built-in ones in a temporary folder.
+    let scripts_dir = match (&args.peer, &args.peer_script) {
+        (Some(_), None) => {
+            let dir = tempfile::Builder::new()
+                .prefix("tradetune-peer")
+                .tempdir()
+                .map_err(|e| anyhow::anyhow!("--peer: cannot create a temporary folder: {e}"))?;
+            for (name, text) in [("sb3_ppo.py", PEER_SCRIPT), ("tradetune_env.py", PEER_ENV)] {
+                let path = dir.path().join(name);
+                std::fs::write(&path, text)
+                    .map_err(|e| anyhow::anyhow!("--peer: cannot write {}: {e}", path.display()))?;
+            }
+            Some(dir)
+        }
+        _ => None,
+    };
+    let script = match (&args.peer_script, &scripts_dir) {
+        (Some(s), _) => Some(s.clone()),
+        (None, Some(d)) => Some(d.path().join("sb3_ppo.py")),
+        (None, None) => None,
+    };
+    if args.peer_script.is_some() && args.peer.is_none() {
+        anyhow::bail!("--peer-script needs --peer PYTHON (the program that runs it)");
+    }
+    let build = if cfg!(debug_assertions) {
+        "debug build: dependencies at opt-level 3, TradeTune's crates at opt-level 1"
+    } else {
+        "release build"
+    };
+    let load_before = load_average();
+    let probe = matmul_probe(&device)?;
+    if !args.json {
+        if cfg!(debug_assertions) {
+            eprintln!(
+                "note: this is a debug build; measure with `cargo run --release -p tradetune -- bench train`"
+            );
+        }
+        println!(
+            "machine: {} ({} CPUs); load average before: {}",
+            cpu_model().unwrap_or_else(|| "unknown CPU".into()),
+            std::thread::available_parallelism().map_or(0, |n| n.get()),
+            load_before.as_deref().unwrap_or("unknown")
+        );
+        println!(
+            "ours: tradetune {} ({build}), device {spec}, {precision}, {ours_threads} rayon threads",
+            env!("CARGO_PKG_VERSION")
+        );
+        let sizes: Vec<String> = probe
+            .sizes
+            .iter()
+            .map(|(n, g)| format!("{n}: {g:.1}"))
+            .collect();
+        println!(
+            "matmul probe (f32, n×n by n×n, GFLOP/s): {} -> peak {:.1} GFLOP/s",
+            sizes.join(", "),
+            probe.peak_gflops
+        );
+    }
+    let mut all = Vec::new();
+    for mut cfg in configs {
+        cfg.precision = precision;
+        if let Some(u) = args.updates {
+            cfg.updates = u;
+        }
+        let mut runs = ConfigRuns {
+            config: cfg.clone(),
+            ours: Vec::new(),
+            peer: Vec::new(),
+        };
+        for rep in 0..args.repeat {
+            // Interleaved, the order alternating, so a drift of the machine's speed during the
+            // run touches both sides alike.
+            let peer_first = rep % 2 == 1;
+            if let (true, Some(peer), Some(script)) = (peer_first, &args.peer, &script) {
+                runs.peer.push(run_peer(peer, script, &cfg, peer_threads)?);
+            }
+            runs.ours.push(run_ours(&cfg, &device)?);
+            if let (false, Some(peer), Some(script)) = (peer_first, &args.peer, &script) {
+                runs.peer.push(run_peer(peer, script, &cfg, peer_threads)?);
+            }
+        }
+        if !args.json {
+            print_train_runs(&runs, all.is_empty(), &probe, spec == DeviceSpec::Cpu);
+        }
+        all.push(runs);
+    }
+    let load_after = load_average();
+    if !args.json {
+        if let (Some(peer), Some(run)) = (&args.peer, all.iter().find_map(|r| r.peer.first())) {
+            let versions: Vec<String> = run
+                .versions
+                .iter()
+                .map(|(k, v)| format!("{k} {}", v.as_str().map_or(v.to_string(), str::to_owned)))
+                .collect();
+            println!(
+                "peer: {} ({}), {} threads, run as `{} {} …`",
+                run.peer,
+                versions.join(", "),
+                run.threads,
+                peer.display(),
+                script
+                    .as_deref()
+                    .map_or(String::new(), |s| s.display().to_string())
+            );
+        }
+        println!(
+            "load average after: {}",
+            load_after.as_deref().unwrap_or("unknown")
+        );
+    } else {
+        let configs: Vec<_> = all
+            .iter()
+            .map(|r| {
+                let (lo, med, hi) = r.ours_sps();
+                let median = r.median_run();
+                serde_json::json!({
+                    "config": r.config,
+                    "ours": {
+                        "runs": r.ours,
+                        "samples_per_second": { "min": lo, "median": med, "max": hi },
+                        "update_gflops_per_second": median.update_gflops_per_second,
+                        "fraction_of_matmul_peak": median.update_gflops_per_second / probe.peak_gflops.max(1e-9),
+                    },
+                    "peer": r.peer_sps().map(|(lo, med, hi)| serde_json::json!({
+                        "runs": r.peer,
+                        "samples_per_second": { "min": lo, "median": med, "max": hi },
+                    })),
+                    "ratio_median": r.ratio(),
+                    "target_ratio": r.ratio().and(target_ratio(r.config.name)),
+                })
+            })
+            .collect();
+        let v = serde_json::json!({
+            "machine": { "cpu": cpu_model(), "cpus": std::thread::available_parallelism().map_or(0, |n| n.get()) },
+            "build": build,
+            "device": spec.to_string(),
+            "precision": precision.to_string(),
+            "repeat": args.repeat,
+            "ours_threads": ours_threads,
+            "peer_threads": args.peer.as_ref().map(|_| peer_threads),
+            "load_average_before": load_before,
+            "load_average_after": load_after,
+            "matmul_probe": probe,
+            "configs": configs,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    }
+    Ok(())
+}
+
+fn print_train_runs(r: &ConfigRuns, header: bool, probe: &MatmulProbe, cpu: bool) {
+    if header {
+        println!(
+            "{:<12} {:>4} {:>5} {:>5} {:>6} {:<18} {:>4} | {:>26} | {:>26} | {:>9}",
+            "config",
+            "envs",
+            "steps",
+            "batch",
+            "epochs",
+            "net",
+            "prec",
+            "ours samples/s min/med/max",
+            "peer samples/s min/med/max",
+            "ours/peer"
+        );
+    }
+    let c = &r.config;
+    let (lo, med, hi) = r.ours_sps();
+    let peer = r
+        .peer_sps()
+        .map_or("-".to_owned(), |(l, m, h)| format!("{l:.0}/{m:.0}/{h:.0}"));
+    println!(
+        "{:<12} {:>4} {:>5} {:>5} {:>6} {:<18} {:>4} | {:>26} | {:>26} | {:>9}",
+        c.name,
+        c.n_envs,
+        c.n_steps,
+        c.batch_size,
+        c.n_epochs,
+        format!("{:?}", c.net),
+        c.precision.to_string(),
+        format!("{lo:.0}/{med:.0}/{hi:.0}"),
+        peer,
+        r.ratio().map_or("-".into(), |x| format!("{x:.2}x")),
+    );
+    // Phase shares of the median run's wall time; "other" is what no phase timer covered.
+    let m = r.median_run();
+    let wall = m.seconds.max(1e-9);
+    let p = &m.phases;
+    let pct = |x: f64| 100.0 * x / wall;
+    println!(
+        "{:<12} median run: env {:.1}%, inference {:.1}%, buffer {:.1}%, gae {:.1}%, update {:.1}%, other {:.1}%",
+        "",
+        pct(p.env_step),
+        pct(p.inference),
+        pct(p.buffer),
+        pct(p.advantages),
+        pct(p.update),
+        pct((m.seconds - p.total()).max(0.0)),
+    );
+    println!(
+        "{:<12} update: {:.2} GFLOP/s of matmuls (forward + backward), {:.1}% of the measured matmul peak ({:.1} GFLOP/s)",
+        "",
+        m.update_gflops_per_second,
+        100.0 * m.update_gflops_per_second / probe.peak_gflops.max(1e-9),
+        probe.peak_gflops
+    );
+    // The peer's env share, where every run of it reported one.
+    let env_shares: Option<Vec<f64>> = r
+        .peer
+        .iter()
+        .map(|p| p.env_seconds.map(|e| e / p.seconds.max(1e-9)))
+        .collect();
+    if let Some(env) = env_shares.filter(|e| !e.is_empty()) {
+        let (lo, med, hi) = min_median_max(&env);
+        println!(
+            "{:<12} peer: env {:.1}% of its time (min {:.1}%, max {:.1}%)",
+            "",
+            100.0 * med,
+            100.0 * lo,
+            100.0 * hi
+        );
+    }
+    if let (Some(got), Some(want), true) = (r.ratio(), target_ratio(c.name), cpu) {
+        println!(
+            "{:<12} target on the CPU device: {want}x the peer -> {}",
+            "",
+            if got >= want { "met" } else { "NOT met" }
+        );
+    }
+}
