@@ -242,7 +242,15 @@ fn seconds(v: f64, flag: &str) -> anyhow::Result<Duration> {
 }
 
 fn load_file(args: &RunArgs) -> anyhow::Result<StudyFile> {
-    match (&args.file, &args.preset) {
+    file_or_preset(args.file.as_deref(), args.preset.as_deref())
+}
+
+/// The study of a study file, or of a bundled preset.
+pub(crate) fn file_or_preset(
+    file: Option<&std::path::Path>,
+    preset: Option<&str>,
+) -> anyhow::Result<StudyFile> {
+    match (file, preset) {
         (Some(path), _) => Ok(read_study_file(path)?),
         (None, Some(name)) => Ok(preset::find(name)?.study),
         (None, None) => anyhow::bail!("give a study file or --preset NAME"),

@@ -65,6 +65,23 @@ impl FrontError {
     }
 }
 
+/// Min, median and max of `v`, NaNs left out (None when nothing is left): how repeated runs
+/// (benchmarks, seeds) are summarised.
+pub fn min_median_max(v: &[f64]) -> Option<(f64, f64, f64)> {
+    let mut s: Vec<f64> = v.iter().copied().filter(|x| !x.is_nan()).collect();
+    if s.is_empty() {
+        return None;
+    }
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    let median = if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    };
+    Some((s[0], median, s[n - 1]))
+}
+
 /// Reads a JSON file as `T`; errors name the file.
 pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, FrontError> {
     let text = std::fs::read_to_string(path)

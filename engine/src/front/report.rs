@@ -73,14 +73,7 @@ pub fn study_report(
         .filter(|t| t.state == TrialState::Complete)
         .filter(|t| t.value().is_some_and(f64::is_finite))
         .collect();
-    let best = complete.iter().copied().reduce(|a, b| {
-        let (va, vb) = (a.value().unwrap_or(f64::NAN), b.value().unwrap_or(f64::NAN));
-        if (vb > va) == maximize && vb != va {
-            b
-        } else {
-            a
-        }
-    });
+    let best = storage.best_trial(study.study_id)?;
     // Each trial's joined fold returns; only series as long as the most common length line
     // up (a trial cut short by a crash mid-write has fewer).
     let mut series: Vec<(i64, Vec<f64>)> = Vec::new();
@@ -118,7 +111,9 @@ pub fn study_report(
             },
         }
     };
-    let selected = best.and_then(|b| series.iter().position(|(n, _)| *n == b.number));
+    let selected = best
+        .as_ref()
+        .and_then(|b| series.iter().position(|(n, _)| *n == b.number));
     let dsr = match selected {
         None => DsrSection {
             result: None,
@@ -239,8 +234,8 @@ impl StudyReport {
                 let sharpes: Vec<f64> = sp.seeds.iter().map(|r| r.sharpe).collect();
                 let returns: Vec<f64> = sp.seeds.iter().map(|r| r.total_return).collect();
                 if let (Some(a), Some(b)) = (
-                    super::reseed::spread(&sharpes),
-                    super::reseed::spread(&returns),
+                    super::min_median_max(&sharpes),
+                    super::min_median_max(&returns),
                 ) {
                     s += &format!(
                         "seed spread of trial #{} on the test split ({} seeds, {} bars): sharpe \

@@ -11,7 +11,7 @@ use crate::env::CpuVecEnv;
 use crate::eval::EvalSplit;
 use crate::market::load::DatasetConfig;
 use crate::ppo::{HostEnv, Trainer, evaluate_trainer};
-use crate::storage::{JsonValue, Storage, StudyDirection, TrialState};
+use crate::storage::{JsonValue, Storage};
 use crate::study::file::StudyFile;
 use crate::study::ppo_trial::PpoTrialConfig;
 
@@ -39,22 +39,6 @@ pub struct SeedSpread {
     pub equal_weight_total_return: f64,
 }
 
-/// Min, median and max of `v` (None for none).
-pub fn spread(v: &[f64]) -> Option<(f64, f64, f64)> {
-    let mut s: Vec<f64> = v.iter().copied().filter(|x| !x.is_nan()).collect();
-    if s.is_empty() {
-        return None;
-    }
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    let median = if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    };
-    Some((s[0], median, s[n - 1]))
-}
-
 /// Trains the best COMPLETE trial of `file`'s study in `storage` again with `seeds` seeds
 /// (its own seed + 1, + 2, …, for the learner and the environment), each on the train split
 /// on the CPU, backtests each on the test split, stores the spread in the study and returns it.
@@ -70,20 +54,8 @@ pub fn reseed(
     }
     let name = &file.study.name;
     let study = storage.study(name)?;
-    let maximize = study.directions.first() != Some(&StudyDirection::Minimize);
     let best = storage
-        .trials(study.study_id)?
-        .into_iter()
-        .filter(|t| t.state == TrialState::Complete)
-        .filter(|t| t.value().is_some_and(f64::is_finite))
-        .reduce(|a, b| {
-            let (va, vb) = (a.value().unwrap_or(f64::NAN), b.value().unwrap_or(f64::NAN));
-            if (vb > va) == maximize && vb != va {
-                b
-            } else {
-                a
-            }
-        })
+        .best_trial(study.study_id)?
         .ok_or_else(|| FrontError::Invalid(format!("study '{name}' has no COMPLETE trial")))?;
     let meta = storage.run_metadata(best.trial_id)?.ok_or_else(|| {
         FrontError::Invalid(format!(

@@ -41,17 +41,9 @@ struct PeerRun {
     env_seconds: Option<f64>,
 }
 
-/// min, median, max of `v` (not empty).
+/// min, median, max of `v` (NaN for none).
 fn min_median_max(v: &[f64]) -> (f64, f64, f64) {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    let median = if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    };
-    (s[0], median, s[n - 1])
+    tradetune_engine::front::min_median_max(v).unwrap_or((f64::NAN, f64::NAN, f64::NAN))
 }
 
 /// The machine's load averages (1, 5, 15 min) from /proc/loadavg, where there is one.

@@ -6,10 +6,9 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use tradetune_engine::front::reseed::{reseed, spread};
+use tradetune_engine::front::min_median_max;
+use tradetune_engine::front::reseed::reseed;
 use tradetune_engine::storage::Storage;
-use tradetune_engine::study::ppo_trial::read_study_file;
-use tradetune_engine::study::preset;
 
 #[derive(Debug, Args)]
 pub struct ReseedArgs {
@@ -30,11 +29,7 @@ pub struct ReseedArgs {
 }
 
 pub fn run(args: ReseedArgs) -> anyhow::Result<()> {
-    let file = match (&args.file, &args.preset) {
-        (Some(path), _) => read_study_file(path)?,
-        (None, Some(name)) => preset::find(name)?.study,
-        (None, None) => anyhow::bail!("give a study file or --preset NAME"),
-    };
+    let file = super::file_or_preset(args.file.as_deref(), args.preset.as_deref())?;
     let db = super::db_path(args.db)?;
     crate::launch::require_db(&db)?;
     let label = crate::launch::db_label(&db);
@@ -67,7 +62,7 @@ pub fn run(args: ReseedArgs) -> anyhow::Result<()> {
     }
     let sharpes: Vec<f64> = s.seeds.iter().map(|r| r.sharpe).collect();
     let returns: Vec<f64> = s.seeds.iter().map(|r| r.total_return).collect();
-    if let (Some(a), Some(b)) = (spread(&sharpes), spread(&returns)) {
+    if let (Some(a), Some(b)) = (min_median_max(&sharpes), min_median_max(&returns)) {
         println!(
             "sharpe min/median/max {:.3} / {:.3} / {:.3}; total return {:.2} / {:.2} / {:.2} %",
             a.0,

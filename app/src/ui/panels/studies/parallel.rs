@@ -131,14 +131,7 @@ pub(super) fn parallel_coordinates(
                 })
                 .collect()
         })
-        .x_axis_formatter(move |m, _| {
-            let i = m.value.round();
-            if (m.value - i).abs() < 1e-6 && i >= 0.0 {
-                names.get(i as usize).cloned().unwrap_or_default()
-            } else {
-                String::new()
-            }
-        })
+        .x_axis_formatter(move |m, _| index_label(&names, m.value))
         .show(ui, |plot| {
             for r in done {
                 let Some(v) = r.value else { continue };

@@ -352,6 +352,17 @@ pub(super) fn intermediate(ui: &mut egui::Ui, view: &StudiesView) {
         });
 }
 
+/// The label of an axis whose positions 0, 1, 2, … are `names` (choices, axes, workers):
+/// the name at a whole position, nothing between.
+pub(super) fn index_label(names: &[String], value: f64) -> String {
+    let i = value.round();
+    if (value - i).abs() < 1e-6 && i >= 0.0 {
+        names.get(i as usize).cloned().unwrap_or_default()
+    } else {
+        String::new()
+    }
+}
+
 /// At each step, the median of the intermediate values `curves` (the COMPLETE trials')
 /// reported there: what Optuna's `MedianPruner` compares a running trial with (it prunes one
 /// whose value is worse than this line at the same step). Infinite and NaN values are left out.

@@ -9,6 +9,7 @@ use egui::Color32;
 use egui_plot::{Line, Plot, PlotPoints};
 use tradetune_engine::storage::TrialState;
 
+use super::plots::index_label;
 use super::view::{StudiesView, TrialRow};
 
 /// The host part of a worker label: before the `/` (and without the process id), or "this
@@ -119,14 +120,7 @@ pub(super) fn timeline(ui: &mut egui::Ui, view: &StudiesView) {
     Plot::new("study_timeline")
         .height(40.0 + 22.0 * lanes.len() as f32)
         .x_axis_label("seconds since the first trial started")
-        .y_axis_formatter(move |m, _| {
-            let i = m.value.round();
-            if (m.value - i).abs() < 1e-6 && i >= 0.0 {
-                names.get(i as usize).cloned().unwrap_or_default()
-            } else {
-                String::new()
-            }
-        })
+        .y_axis_formatter(move |m, _| index_label(&names, m.value))
         .show(ui, |plot| {
             for r in rows {
                 let (Some(lane), Some(start)) =
