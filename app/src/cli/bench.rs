@@ -1,4 +1,4 @@
-//! `tradetune bench env|sampler|train`: throughput of the hot paths and the sampler's quality,
+//! `tradetune bench env|sampler|train|gpu|storage`: throughput of the hot paths and the sampler's quality,
 //! printed with their configuration.
 
 use std::time::Duration;
@@ -8,6 +8,7 @@ use tradetune_engine::device::precision::Precision;
 use tradetune_engine::device::{DeviceSpec, open};
 use tradetune_engine::env::bench::EnvBenchResult;
 use tradetune_engine::ppo::bench::TrainBenchConfig;
+mod storage;
 mod train;
 
 use tradetune_engine::study::bench::{
@@ -24,6 +25,11 @@ pub enum BenchCommand {
     /// phase split and the update's GFLOP/s against a matmul probe; with --peer, a peer
     /// (Stable-Baselines3 on the Python port of the env) measured in the same run, interleaved.
     Train(TrainArgs),
+    /// Study storage under load: trials per second claimed and finished by concurrent workers
+    /// with an instant objective, and the time to open a study and read all its trials, on
+    /// each --storage (SQLite and PostgreSQL side by side); with --peer, Optuna's own client
+    /// on the same database in the same run, interleaved.
+    Storage(storage::StorageArgs),
     /// For a GPU owner: the bundled GPU presets' configurations shrunk to about a minute, with
     /// the environment on the host and on the device, in f32 and f16, side by side: samples/s,
     /// the phase split, the device's memory pool and the GPU utilisation and memory sampled
@@ -140,6 +146,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Env(args) => bench_env(args),
         BenchCommand::Sampler(args) => bench_sampler(args),
         BenchCommand::Train(args) => train::bench_train(args),
+        BenchCommand::Storage(args) => storage::bench_storage(args),
         BenchCommand::Gpu(args) => bench_gpu(args),
     }
 }
@@ -497,4 +504,19 @@ fn print_table(results: &[EnvBenchResult]) {
             r.implementation, r.n_envs, r.n_assets, r.n_features, r.lookback, r.env_steps_per_sec
         );
     }
+}
+
+/// The machine's load averages (1, 5, 15 min) from /proc/loadavg, where there is one.
+fn load_average() -> Option<String> {
+    let s = std::fs::read_to_string("/proc/loadavg").ok()?;
+    Some(s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+}
+
+/// The CPU's model name from /proc/cpuinfo, where there is one.
+fn cpu_model() -> Option<String> {
+    let s = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    s.lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_owned())
 }

@@ -40,6 +40,35 @@ impl Storage {
         })
     }
 
+    /// Deletes a study with its trials and everything that refers to them (Optuna's
+    /// `delete_study`, and TradeTune's own rows of those trials), in one transaction.
+    pub fn delete_study(&mut self, study_id: i64) -> Result<(), StorageError> {
+        self.write("delete study", |tx| {
+            require_study(tx, study_id)?;
+            let err = tx.err();
+            for table in TRIAL_CHILDREN {
+                tx.tx
+                    .execute(
+                        &format!(
+                            "DELETE FROM {table} WHERE trial_id IN \
+                             (SELECT trial_id FROM trials WHERE study_id = ?1)"
+                        ),
+                        args![study_id],
+                    )
+                    .map_err(&err)?;
+            }
+            for table in STUDY_CHILDREN {
+                tx.tx
+                    .execute(
+                        &format!("DELETE FROM {table} WHERE study_id = ?1"),
+                        args![study_id],
+                    )
+                    .map_err(&err)?;
+            }
+            Ok(())
+        })
+    }
+
     /// Sets (or replaces) a study user attribute.
     pub fn set_study_user_attr(
         &mut self,
@@ -64,6 +93,29 @@ impl Storage {
         })
     }
 }
+
+/// Tables whose rows belong to a trial, deleted before the trials themselves.
+const TRIAL_CHILDREN: [&str; 10] = [
+    "trial_user_attributes",
+    "trial_system_attributes",
+    "trial_params",
+    "trial_values",
+    "trial_intermediate_values",
+    "trial_heartbeats",
+    "tradetune_runs",
+    "tradetune_learning_curves",
+    "tradetune_telemetry",
+    "tradetune_fold_returns",
+];
+
+/// Tables whose rows belong to a study, in the order they are deleted (the study last).
+const STUDY_CHILDREN: [&str; 5] = [
+    "trials",
+    "study_directions",
+    "study_user_attributes",
+    "study_system_attributes",
+    "studies",
+];
 
 /// Fails with [`StorageError::UnknownStudy`] unless the study exists.
 pub(super) fn require_study(tx: &mut Tx<'_>, study_id: i64) -> Result<usize, StorageError> {

@@ -46,21 +46,6 @@ fn min_median_max(v: &[f64]) -> (f64, f64, f64) {
     tradetune_engine::front::min_median_max(v).unwrap_or((f64::NAN, f64::NAN, f64::NAN))
 }
 
-/// The machine's load averages (1, 5, 15 min) from /proc/loadavg, where there is one.
-fn load_average() -> Option<String> {
-    let s = std::fs::read_to_string("/proc/loadavg").ok()?;
-    Some(s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-}
-
-/// The CPU's model name from /proc/cpuinfo, where there is one.
-fn cpu_model() -> Option<String> {
-    let s = std::fs::read_to_string("/proc/cpuinfo").ok()?;
-    s.lines()
-        .find(|l| l.starts_with("model name"))
-        .and_then(|l| l.split_once(':'))
-        .map(|(_, v)| v.trim().to_owned())
-}
-
 /// Runs the peer once on `cfg`: `PEER SCRIPT <cfg's arguments> --threads N`, and reads the JSON
 /// line it prints last.
 fn run_peer(
