@@ -23,6 +23,7 @@ pub mod importance;
 pub mod note;
 pub mod report;
 pub mod reseed;
+pub mod speed;
 
 #[derive(Debug, Subcommand)]
 pub enum StudyCommand {
@@ -51,6 +52,10 @@ pub enum StudyCommand {
     /// Train the study's best trial again with K other seeds and backtest each on the test
     /// split beside equal weight: is the winner robust or one lucky seed? Stored with the study.
     Reseed(reseed::ReseedArgs),
+    /// Each trial's training samples/s in the study against its configuration's alone on this
+    /// machine (measured now), and why a trial was slower: cores shared with other trials,
+    /// evaluation cost, tiny minibatches — each with its fix.
+    Speed(speed::SpeedArgs),
 }
 
 #[derive(Debug, Args)]
@@ -221,6 +226,7 @@ pub fn run(command: StudyCommand) -> anyhow::Result<()> {
         StudyCommand::Note(a) => note::run(a),
         StudyCommand::Report(a) => report::run(a),
         StudyCommand::Reseed(a) => reseed::run(a),
+        StudyCommand::Speed(a) => speed::run(a),
     }
 }
 

@@ -9,6 +9,8 @@
 //! - [`export`]: a study's telemetry as one wide CSV.
 //! - [`report`]: a study's best trial, PBO and deflated Sharpe ratio; [`reseed`]: the best
 //!   trial's spread over seeds on the test split.
+//! - [`speed`]: each trial's achieved samples/s against its configuration's alone on this
+//!   machine, with the cause of a gap.
 //! - [`data_source`]: where a run's market data comes from, and the files a checkpoint
 //!   directory holds besides the model.
 //!
@@ -21,6 +23,7 @@ pub mod data_source;
 pub mod export;
 pub mod report;
 pub mod reseed;
+pub mod speed;
 pub mod study_run;
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,98 @@
+//! `tradetune study speed (FILE | --preset P) [--db DB] [--trials N,…] [--limit K] [--json]`:
+//! each trial's training samples/s as it ran in the study against its configuration's alone on
+//! this machine (measured now), and the likely cause of a gap with its fix.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+use tradetune_engine::front::speed::{SLOW_RATIO, speed};
+use tradetune_engine::storage::Storage;
+
+#[derive(Debug, Args)]
+pub struct SpeedArgs {
+    /// The study file the study was run from (it names the study, its data and its split).
+    #[arg(conflicts_with = "preset", required_unless_present = "preset")]
+    pub file: Option<PathBuf>,
+    /// A bundled preset instead of a file.
+    #[arg(long)]
+    pub preset: Option<String>,
+    #[arg(long, alias = "storage")]
+    pub db: Option<PathBuf>,
+    /// Trial numbers to measure, comma-separated (default: the --limit most recent COMPLETE
+    /// trials).
+    #[arg(long, value_delimiter = ',')]
+    pub trials: Option<Vec<i64>>,
+    /// How many of the most recent trials to measure when --trials is not given.
+    #[arg(long, default_value_t = 10)]
+    pub limit: usize,
+    /// Timed updates per configuration (after one warm-up update).
+    #[arg(long, default_value_t = 2)]
+    pub updates: usize,
+    /// The figures as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: SpeedArgs) -> anyhow::Result<()> {
+    let file = super::file_or_preset(args.file.as_deref(), args.preset.as_deref())?;
+    let db = super::db_path(args.db)?;
+    crate::launch::require_db(&db)?;
+    let label = crate::launch::db_label(&db);
+    let storage = Storage::open_read_only(&db).with_context(|| format!("opening {label}"))?;
+    let json = args.json;
+    let r = speed(
+        &storage,
+        &file,
+        args.trials.as_deref(),
+        args.limit.max(1),
+        args.updates,
+        |k, n| {
+            if !json {
+                eprintln!("measuring configuration {} of {n} alone…", k + 1);
+            }
+        },
+    )
+    .with_context(|| format!("measuring study '{}' in {label}", file.study.name))?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(());
+    }
+    println!(
+        "study '{}': training samples/s achieved in the study against the same configuration \
+         alone on this machine ({} cores, {} timed updates after a warm-up)",
+        r.study, r.cores, r.updates
+    );
+    println!(
+        "{:>6} {:>14} {:>10} {:>12} {:>12} {:>7} {:>9}",
+        "trial", "worker", "device", "achieved", "alone", "ratio", "at once"
+    );
+    for t in &r.trials {
+        let fmt = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.0}"));
+        println!(
+            "{:>6} {:>14} {:>10} {:>12.0} {:>12} {:>7} {:>9}",
+            t.number,
+            t.worker.as_deref().unwrap_or("-"),
+            t.device,
+            t.achieved,
+            fmt(t.predicted),
+            t.ratio.map_or("-".to_owned(), |r| format!("{r:.2}")),
+            t.concurrent
+        );
+        println!("{:>6} {}", "", t.configuration);
+        for c in &t.causes {
+            println!("{:>6} - {c}", "");
+        }
+    }
+    let slow = r
+        .trials
+        .iter()
+        .filter(|t| t.ratio.is_some_and(|x| x < SLOW_RATIO))
+        .count();
+    println!(
+        "{slow} of {} trials below {:.0} % of their configuration's speed alone",
+        r.trials.len(),
+        SLOW_RATIO * 100.0
+    );
+    Ok(())
+}

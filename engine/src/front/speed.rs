@@ -1,0 +1,366 @@
+//! Achieved against predicted (`tradetune study speed`): each trial's training samples/s as it
+//! ran in its study, against what the same configuration does on this machine when it runs
+//! alone — its trainer on the study's own train bars, one warm-up update, then timed updates
+//! without evaluation, as `tradetune bench train` measures — and the likely cause of a gap,
+//! with its fix:
+//! - **oversubscribed cores**: other trials trained on the same host at the same time; CPU
+//!   workers of one process share one thread pool, so each gets a share of the cores;
+//! - **evaluation cost**: the periodic validation evaluations took a large share of the trial
+//!   (the achieved figure counts them; the prediction does not);
+//! - **tiny minibatches**: every minibatch pays a fixed per-operation cost, so batches under
+//!   [`SMALL_BATCH`] spend their time in overhead rather than arithmetic (then the prediction is
+//!   low too: the configuration itself is slow).
+//!
+//! Each distinct configuration (environments, rollout, batch, epochs, nets, precision, device)
+//! is measured once; trials that share it share the prediction.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::FrontError;
+use crate::device::{DeviceSpec, open};
+use crate::env::{CpuVecEnv, ResolvedPlacement, TensorVecEnv};
+use crate::market::Dataset;
+use crate::market::load::DatasetConfig;
+use crate::ppo::{HostEnv, RolloutEnv, Trainer};
+use crate::storage::{Storage, TrialRecord, TrialState};
+use crate::study::file::StudyFile;
+use crate::study::ppo_trial::PpoTrialConfig;
+
+/// Below this share of the prediction a trial is "slower than its configuration".
+pub const SLOW_RATIO: f64 = 0.8;
+/// Evaluation at or above this share of a trial's timed phases is named as a cause.
+pub const EVAL_SHARE: f64 = 0.25;
+/// Minibatches smaller than this are named as a cause.
+pub const SMALL_BATCH: usize = 128;
+
+/// One trial: what it achieved, what its configuration does alone, and why they differ.
+#[derive(Debug, Clone, Serialize)]
+pub struct TrialSpeed {
+    pub number: i64,
+    pub worker: Option<String>,
+    pub device: String,
+    /// n_envs, n_steps, batch_size, n_epochs, pi and vf widths, precision.
+    pub configuration: String,
+    pub batch_size: usize,
+    /// Training samples/s the trial reached in the study (evaluations included).
+    pub achieved: f64,
+    /// Samples/s of its configuration alone on this machine; None when its device is not here.
+    pub predicted: Option<f64>,
+    /// `achieved / predicted`.
+    pub ratio: Option<f64>,
+    /// Trials of the same host training at the trial's midpoint, itself included.
+    pub concurrent: usize,
+    /// Share of the trial's timed phases spent evaluating, where its telemetry recorded them.
+    pub eval_share: Option<f64>,
+    /// The likely causes of a gap (or of a slow configuration), each with its fix.
+    pub causes: Vec<String>,
+}
+
+/// Every trial measured, with the machine it was measured on.
+#[derive(Debug, Clone, Serialize)]
+pub struct SpeedReport {
+    pub study: String,
+    /// Logical cores of this machine.
+    pub cores: usize,
+    /// Timed updates per prediction (after one warm-up update).
+    pub updates: usize,
+    pub trials: Vec<TrialSpeed>,
+}
+
+/// A trial's configuration as far as speed goes, the key predictions are shared under.
+fn shape(cfg: &PpoTrialConfig, device: &str) -> String {
+    let arch = &cfg.ppo.policy.net_arch;
+    format!(
+        "{} envs × {} steps, batch {}, {} epochs, pi {:?} vf {:?}, {} on {device}",
+        cfg.env.n_envs,
+        cfg.ppo.n_steps,
+        cfg.ppo.batch_size,
+        cfg.ppo.n_epochs,
+        arch.pi,
+        arch.vf,
+        cfg.ppo.precision
+    )
+}
+
+/// The device a trial ran on, from its label (`cpu`, `wgpu:0`, `cpu#1` for a second slot).
+fn device_of(label: &str) -> Result<DeviceSpec, String> {
+    let spec = label.split('#').next().unwrap_or(label);
+    spec.parse::<DeviceSpec>().map_err(|e| e.to_string())
+}
+
+/// The host part of a worker label (`host/worker-2`), or "" for a local `worker-2`.
+fn host_of(worker: Option<&str>) -> &str {
+    worker
+        .and_then(|w| w.rsplit_once('/'))
+        .map_or("", |(h, _)| h)
+}
+
+fn user_number(t: &TrialRecord, key: &str) -> Option<f64> {
+    t.user_attrs
+        .iter()
+        .find(|(k, _)| k == key)
+        .and_then(|(_, v)| serde_json::Value::from(v).as_f64())
+}
+
+/// Trials of `host` running at `t`'s midpoint, `t` included.
+fn concurrent_at_midpoint(t: &TrialRecord, all: &[(TrialRecord, Option<String>)]) -> usize {
+    let (Some(start), Some(end)) = (t.datetime_start, t.datetime_complete) else {
+        return 1;
+    };
+    let mid = start + (end - start) / 2;
+    let host = all
+        .iter()
+        .find(|(o, _)| o.trial_id == t.trial_id)
+        .map(|(_, w)| host_of(w.as_deref()))
+        .unwrap_or("");
+    all.iter()
+        .filter(|(o, w)| {
+            host_of(w.as_deref()) == host
+                && o.datetime_start.is_some_and(|s| s <= mid)
+                && o.datetime_complete.is_none_or(|c| c >= mid)
+        })
+        .count()
+        .max(1)
+}
+
+/// Measures the trials of `file`'s study in `storage` (those numbered in `only`, else the
+/// `limit` most recent COMPLETE ones that recorded their speed), each distinct configuration
+/// with `updates` timed updates. `progress` hears (configuration i, of n) as each starts.
+pub fn speed(
+    storage: &Storage,
+    file: &StudyFile,
+    only: Option<&[i64]>,
+    limit: usize,
+    updates: usize,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<SpeedReport, FrontError> {
+    if updates == 0 {
+        return Err(FrontError::Invalid(
+            "speed needs at least one timed update".into(),
+        ));
+    }
+    let name = &file.study.name;
+    let study = storage.study(name)?;
+    let trials = storage.trials(study.study_id)?;
+    let mut with_meta = Vec::with_capacity(trials.len());
+    for t in trials {
+        let meta = storage.run_metadata(t.trial_id)?;
+        with_meta.push((t, meta));
+    }
+    let workers: Vec<(TrialRecord, Option<String>)> = with_meta
+        .iter()
+        .map(|(t, m)| (t.clone(), m.as_ref().and_then(|m| m.worker.clone())))
+        .collect();
+    let mut chosen: Vec<_> = with_meta
+        .iter()
+        .filter(|(t, m)| {
+            t.state == TrialState::Complete
+                && m.is_some()
+                && user_number(t, "train_samples_per_s").is_some()
+        })
+        .filter(|(t, _)| only.is_none_or(|o| o.contains(&t.number)))
+        .collect();
+    if let Some(o) = only
+        && let Some(missing) = o
+            .iter()
+            .find(|n| !chosen.iter().any(|(t, _)| t.number == **n))
+    {
+        return Err(FrontError::Invalid(format!(
+            "trial #{missing} of '{name}' is not a COMPLETE trial with a recorded speed"
+        )));
+    }
+    if chosen.is_empty() {
+        return Err(FrontError::Invalid(format!(
+            "study '{name}' has no COMPLETE trial that recorded its speed (train_samples_per_s)"
+        )));
+    }
+    if only.is_none() && chosen.len() > limit {
+        chosen.drain(..chosen.len() - limit);
+    }
+
+    // The configurations, decoded once.
+    let mut decoded = Vec::with_capacity(chosen.len());
+    for (t, meta) in &chosen {
+        let Some(meta) = meta else { continue };
+        let cfg =
+            PpoTrialConfig::from_json(&serde_json::Value::from(&meta.config)).map_err(|e| {
+                FrontError::Invalid(format!("trial #{}'s configuration: {e}", t.number))
+            })?;
+        decoded.push((t, meta, cfg));
+    }
+    let first = &decoded[0].2;
+    let loaded = DatasetConfig {
+        paths: file.data.paths.clone(),
+        assets: file.data.assets.clone(),
+        lookback: first.env.lookback,
+        episode_bars: first.env.episode_bars,
+        split: file.split.clone(),
+        ..DatasetConfig::default()
+    }
+    .load()?;
+    let dataset = Arc::new(loaded.dataset);
+    let train = loaded.split.train.clone();
+
+    let distinct = {
+        let mut shapes: Vec<String> = decoded
+            .iter()
+            .map(|(_, m, c)| shape(c, &m.device))
+            .collect();
+        shapes.sort();
+        shapes.dedup();
+        shapes.len()
+    };
+    let mut predicted: Vec<(String, Option<f64>, Option<String>)> = Vec::new();
+    let mut out = Vec::with_capacity(decoded.len());
+    for (t, meta, cfg) in &decoded {
+        let key = shape(cfg, &meta.device);
+        let known = predicted.iter().find(|(k, _, _)| *k == key).cloned();
+        let (rate, not_here) = match known {
+            Some((_, rate, why)) => (rate, why),
+            None => {
+                progress(predicted.len(), distinct);
+                let (rate, why) = match device_of(&meta.device) {
+                    Err(e) => (None, Some(e)),
+                    Ok(spec) => match open(spec) {
+                        Err(e) => (None, Some(format!("{} is not here: {e}", meta.device))),
+                        Ok(device) => {
+                            let on_cpu = spec == DeviceSpec::Cpu;
+                            let bars = train.clone();
+                            let rate = alone_rate(cfg, &dataset, bars, &device, on_cpu, updates)?;
+                            (Some(rate), None)
+                        }
+                    },
+                };
+                predicted.push((key.clone(), rate, why.clone()));
+                (rate, why)
+            }
+        };
+        let achieved = user_number(t, "train_samples_per_s").unwrap_or(f64::NAN);
+        let phase = |p: &str| user_number(t, &format!("phase_{p}_s"));
+        let eval_share = match (
+            phase("env"),
+            phase("inference"),
+            phase("update"),
+            phase("eval"),
+        ) {
+            (Some(a), Some(b), Some(c), Some(e)) if a + b + c + e > 0.0 => {
+                Some(e / (a + b + c + e))
+            }
+            _ => None,
+        };
+        let concurrent = concurrent_at_midpoint(t, &workers);
+        let ratio = rate.map(|p| achieved / p);
+        let mut causes = Vec::new();
+        if let Some(why) = not_here {
+            causes.push(format!("not measured: {why}"));
+        }
+        let slow = ratio.is_some_and(|r| r < SLOW_RATIO);
+        if slow && concurrent > 1 {
+            causes.push(format!(
+                "oversubscribed: {concurrent} trials trained at once on this host, sharing its \
+                 cores — run fewer workers per device (alone it reaches {:.0} samples/s)",
+                rate.unwrap_or(f64::NAN)
+            ));
+        }
+        if let Some(e) = eval_share.filter(|e| *e >= EVAL_SHARE) {
+            causes.push(format!(
+                "evaluation took {:.0} % of the trial — evaluate less often (train.eval_every) \
+                 or on a shorter validation split",
+                e * 100.0
+            ));
+        }
+        if cfg.ppo.batch_size < SMALL_BATCH {
+            let calls = (cfg.ppo.n_steps * cfg.env.n_envs).div_ceil(cfg.ppo.batch_size.max(1));
+            causes.push(format!(
+                "tiny minibatches: batch_size {} makes {calls} minibatches per epoch, each paying \
+                 a fixed per-operation cost — a batch of 256 or more spends the time on arithmetic",
+                cfg.ppo.batch_size
+            ));
+        }
+        if slow && causes.is_empty() {
+            causes.push(
+                "slower than its configuration alone, with no cause in the records: was the \
+                 machine busy with something else?"
+                    .into(),
+            );
+        }
+        out.push(TrialSpeed {
+            number: t.number,
+            worker: meta.worker.clone(),
+            device: meta.device.clone(),
+            configuration: key,
+            batch_size: cfg.ppo.batch_size,
+            achieved,
+            predicted: rate,
+            ratio,
+            concurrent,
+            eval_share,
+            causes,
+        });
+    }
+    Ok(SpeedReport {
+        study: name.clone(),
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        updates,
+        trials: out,
+    })
+}
+
+/// Samples/s of `cfg` trained alone on `device` over `bars` of `data`: one warm-up update, then
+/// `updates` timed updates without evaluation.
+fn alone_rate(
+    cfg: &PpoTrialConfig,
+    data: &Arc<Dataset>,
+    bars: Range<usize>,
+    device: &burn::tensor::Device,
+    on_cpu: bool,
+    updates: usize,
+) -> Result<f64, FrontError> {
+    match cfg.env.placement_on(on_cpu) {
+        ResolvedPlacement::Host => {
+            let env = CpuVecEnv::new(cfg.env.clone(), data.clone(), bars)
+                .map_err(|e| FrontError::Invalid(e.to_string()))?;
+            timed(cfg, HostEnv::new(env, device), device, updates)
+        }
+        ResolvedPlacement::Device => {
+            let env = TensorVecEnv::new(cfg.env.clone(), data, bars, device)
+                .map_err(|e| FrontError::Invalid(e.to_string()))?;
+            timed(cfg, env, device, updates)
+        }
+    }
+}
+
+fn timed<E: RolloutEnv>(
+    cfg: &PpoTrialConfig,
+    env: E,
+    device: &burn::tensor::Device,
+    updates: usize,
+) -> Result<f64, FrontError> {
+    let per_update = cfg.ppo.n_steps * cfg.env.n_envs;
+    let mut trainer = Trainer::new(cfg.ppo.clone(), env, device)?;
+    trainer.learn(per_update, &mut |_| {})?;
+    let report = trainer.learn(per_update * updates, &mut |_| {})?;
+    Ok(report.samples_per_second)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_come_from_worker_labels() {
+        assert_eq!(host_of(Some("box#12/worker-1")), "box#12");
+        assert_eq!(host_of(Some("worker-0")), "");
+        assert_eq!(host_of(None), "");
+    }
+
+    #[test]
+    fn slot_labels_name_their_device() {
+        assert_eq!(device_of("cpu#1"), Ok(DeviceSpec::Cpu));
+        assert_eq!(device_of("cpu"), Ok(DeviceSpec::Cpu));
+        assert!(device_of("abacus").is_err());
+    }
+}
