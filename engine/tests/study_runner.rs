@@ -534,6 +534,15 @@ fn telemetry_trial(
     name: &str,
     slot: DeviceSlot,
 ) -> (TrialRecord, Vec<tradetune_engine::storage::TelemetrySample>) {
+    telemetry_trial_of(name, slot, 1)
+}
+
+/// As [`telemetry_trial`], with `workers` workers bound to the slot (one trial still).
+fn telemetry_trial_of(
+    name: &str,
+    slot: DeviceSlot,
+    workers: usize,
+) -> (TrialRecord, Vec<tradetune_engine::storage::TelemetrySample>) {
     use tradetune_engine::telemetry::{Sampler, SamplerConfig, SamplerCore, StorageSink};
     let path = db(name);
     // The study must exist before the sink's rows reference its trials.
@@ -561,7 +570,7 @@ fn telemetry_trial(
             Ok(1.0)
         },
     };
-    let mut cfg = config(name, &path, 1, 1);
+    let mut cfg = config(name, &path, 1, workers);
     cfg.devices = vec![slot];
     let runner = Runner::new(
         cfg,
@@ -605,6 +614,24 @@ fn a_trial_ends_with_its_telemetry_summary_and_tagged_rows() {
     assert!(rows.len() >= 3 * 4, "{} rows", rows.len());
     assert!(rows.iter().any(|r| r.source == "gpu0"), "{rows:?}");
     assert!(rows.iter().any(|r| r.source == "host"), "{rows:?}");
+}
+
+/// Issue 18: CPU workers of one process share the cores; the verdict says so with its fix, and
+/// says nothing of it for a lone CPU worker.
+#[test]
+fn cpu_workers_are_told_they_share_the_cores() {
+    let (t, _) = telemetry_trial_of("telemetry_shared", cpu(8), 2);
+    match t.user_attr("verdict") {
+        Some(JsonValue::Str(v)) => {
+            assert!(v.starts_with("2 CPU workers share this machine's"), "{v}");
+            assert!(v.contains("fewer CPU workers"), "{v}");
+        }
+        other => panic!("no verdict attribute: {other:?}"),
+    }
+    let (t, _) = telemetry_trial("telemetry_alone", cpu(8));
+    if let Some(JsonValue::Str(v)) = t.user_attr("verdict") {
+        assert!(!v.contains("CPU workers share"), "{v}");
+    }
 }
 
 /// Issue 20: a CPU trial on a machine with a busy or idle GPU is summarised on the host only:

@@ -2,7 +2,8 @@
 //! describes (the user's own cases) and stays quiet just below its threshold.
 
 use tradetune_engine::telemetry::verdict::{
-    DeviceFacts, GPU_SATURATED_PCT, MEMORY_FULL, PHASE_BOUND, THERMAL_THROTTLED, VerdictInput,
+    CpuSharing, DeviceFacts, GPU_SATURATED_PCT, MEMORY_FULL, PHASE_BOUND, SMALL_BATCH,
+    THERMAL_THROTTLED, VerdictInput,
 };
 use tradetune_engine::telemetry::{DeviceSummary, PhaseSplit, TrialSummary, VerdictKind, verdicts};
 
@@ -34,6 +35,7 @@ fn env_bound_python_loop_case() {
         phases: split(70.0, 5.0, 25.0, 0.0),
         devices: vec![gpu("gpu0", 55.0)],
         on_device_env: false,
+        ..Default::default()
     };
     let v = verdicts(&input);
     assert_eq!(v.len(), 1);
@@ -59,6 +61,7 @@ fn update_bound_on_a_saturated_device() {
         phases: split(10.0, 5.0, 80.0, 5.0),
         devices: vec![gpu("gpu0", 97.0)],
         on_device_env: true,
+        ..Default::default()
     };
     let v = verdicts(&input);
     assert_eq!(v[0].kind, VerdictKind::UpdateBoundDeviceLimit);
@@ -74,6 +77,7 @@ fn update_bound_but_underfed_and_update_bound_on_cpu() {
         phases: split(10.0, 5.0, 80.0, 5.0),
         devices: vec![gpu("gpu0", 35.0)],
         on_device_env: true,
+        ..Default::default()
     };
     assert_eq!(kinds(&underfed), [VerdictKind::UpdateBoundUnderfed]);
     assert!(verdicts(&underfed)[0].message.contains("raise batch_size"));
@@ -81,6 +85,7 @@ fn update_bound_but_underfed_and_update_bound_on_cpu() {
         phases: split(10.0, 5.0, 80.0, 5.0),
         devices: vec![],
         on_device_env: false,
+        ..Default::default()
     };
     assert_eq!(kinds(&cpu), [VerdictKind::UpdateBoundCpu]);
     // Between the two thresholds: update-bound, GPU fairly busy — nothing to say about it.
@@ -88,6 +93,7 @@ fn update_bound_but_underfed_and_update_bound_on_cpu() {
         phases: split(10.0, 5.0, 80.0, 5.0),
         devices: vec![gpu("gpu0", GPU_SATURATED_PCT - 1.0)],
         on_device_env: true,
+        ..Default::default()
     };
     assert_eq!(kinds(&middle), [VerdictKind::Balanced]);
 }
@@ -101,6 +107,7 @@ fn memory_budget_reached() {
         phases: split(30.0, 20.0, 40.0, 10.0),
         devices: vec![d.clone()],
         on_device_env: true,
+        ..Default::default()
     };
     let v = verdicts(&input);
     assert_eq!(v[0].kind, VerdictKind::MemoryBudget);
@@ -125,6 +132,7 @@ fn thermal_and_power_throttling() {
         phases: split(30.0, 20.0, 40.0, 10.0),
         devices: vec![d.clone()],
         on_device_env: true,
+        ..Default::default()
     };
     let v = verdicts(&input);
     assert_eq!(
@@ -151,6 +159,7 @@ fn the_idle_second_gpu() {
         phases: split(30.0, 20.0, 40.0, 10.0),
         devices: vec![gpu("gpu0", 0.0), gpu("gpu1", 82.0)],
         on_device_env: true,
+        ..Default::default()
     };
     let v = verdicts(&input);
     assert_eq!(v.len(), 1);
@@ -167,6 +176,7 @@ fn inference_and_eval_heavy() {
         phases: split(10.0, 40.0, 20.0, 30.0),
         devices: vec![gpu("gpu0", 70.0)],
         on_device_env: true,
+        ..Default::default()
     };
     assert_eq!(
         kinds(&input),
@@ -180,6 +190,7 @@ fn balanced_run_names_the_split() {
         phases: split(30.0, 20.0, 40.0, 10.0),
         devices: vec![gpu("gpu0", 75.0)],
         on_device_env: true,
+        ..Default::default()
     };
     let v = verdicts(&input);
     assert_eq!(v.len(), 1);
@@ -197,6 +208,7 @@ fn exactly_at_the_phase_threshold_fires() {
         phases: split(PHASE_BOUND * 100.0, 0.0, (1.0 - PHASE_BOUND) * 100.0, 0.0),
         devices: vec![gpu("gpu0", 70.0)],
         on_device_env: false,
+        ..Default::default()
     };
     assert!(kinds(&input).contains(&VerdictKind::EnvBound));
 }
@@ -238,4 +250,62 @@ fn from_summary_uses_budget_then_card_size_and_process_memory_first() {
             VerdictKind::UpdateBoundDeviceLimit
         ]
     );
+}
+
+#[test]
+fn tiny_minibatches_in_an_update_bound_trial() {
+    let input = VerdictInput {
+        phases: split(10.0, 5.0, 80.0, 5.0),
+        batch_size: Some(64),
+        ..Default::default()
+    };
+    let v = verdicts(&input);
+    assert_eq!(
+        v.iter().map(|v| v.kind).collect::<Vec<_>>(),
+        [VerdictKind::UpdateBoundCpu, VerdictKind::TinyMinibatches]
+    );
+    assert_eq!(
+        v[1].message,
+        "the update is 80 % of wall time in minibatches of 64: each pays a fixed per-operation cost — raise batch_size to 256 or more"
+    );
+    // A batch of SMALL_BATCH, or small batches in a trial the update does not bind: nothing.
+    let big = VerdictInput {
+        batch_size: Some(SMALL_BATCH),
+        ..input.clone()
+    };
+    assert_eq!(kinds(&big), [VerdictKind::UpdateBoundCpu]);
+    let env_bound = VerdictInput {
+        phases: split(80.0, 5.0, 10.0, 5.0),
+        batch_size: Some(32),
+        ..Default::default()
+    };
+    assert_eq!(kinds(&env_bound), [VerdictKind::EnvBound]);
+}
+
+#[test]
+fn cpu_workers_sharing_the_cores() {
+    let shared = VerdictInput {
+        phases: split(40.0, 20.0, 30.0, 10.0),
+        cpu_sharing: Some(CpuSharing {
+            workers: 2,
+            cores: 2,
+        }),
+        ..Default::default()
+    };
+    let v = verdicts(&shared);
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].kind, VerdictKind::SharedCores);
+    assert!(
+        v[0].message
+            .starts_with("2 CPU workers share this machine's 2 cores")
+    );
+    assert!(v[0].message.contains("fewer CPU workers"));
+    let alone = VerdictInput {
+        cpu_sharing: Some(CpuSharing {
+            workers: 1,
+            cores: 2,
+        }),
+        ..shared
+    };
+    assert_eq!(kinds(&alone), [VerdictKind::Balanced]);
 }

@@ -48,7 +48,7 @@ pub use sampler::{
 pub use sink::{MemorySink, StorageSink, TelemetryRow, TelemetrySink};
 pub use source::{DeviceReading, GpuSource, HostSource, Source, SourceReading};
 pub use summary::{DeviceSummary, TrialFacts, TrialSummary};
-pub use verdict::{DeviceFacts, Verdict, VerdictInput, VerdictKind, verdicts};
+pub use verdict::{CpuSharing, DeviceFacts, Verdict, VerdictInput, VerdictKind, verdicts};
 pub use wide::{CsvLog, WideLayout};
 
 /// Where the amdgpu probe looks by default.

@@ -23,6 +23,8 @@ pub const MEMORY_FULL: f64 = 0.95;
 /// Throttled in at least this share of samples.
 pub const THERMAL_THROTTLED: f64 = 0.10;
 pub const POWER_THROTTLED: f64 = 0.25;
+/// Minibatches smaller than this, in an update-bound trial, are named as the cause.
+pub const SMALL_BATCH: usize = 128;
 /// A device below this mean utilisation while another is above [`IDLE_PEER_PCT`] sits idle.
 pub const IDLE_PCT: f64 = 5.0;
 pub const IDLE_PEER_PCT: f64 = 30.0;
@@ -40,6 +42,8 @@ pub enum VerdictKind {
     ThermalThrottling,
     PowerThrottling,
     IdleDevice,
+    TinyMinibatches,
+    SharedCores,
     Balanced,
 }
 
@@ -71,6 +75,18 @@ pub struct VerdictInput {
     pub devices: Vec<DeviceFacts>,
     /// The environment already runs on the device (the tensor environment).
     pub on_device_env: bool,
+    /// The trial's minibatch size, where the trial function has one.
+    pub batch_size: Option<usize>,
+    /// A trial on the CPU device: how many workers of the study train on the machine's cores
+    /// (its own included) and how many cores there are.
+    pub cpu_sharing: Option<CpuSharing>,
+}
+
+/// Workers sharing the host's cores (CPU workers of one process share one thread pool).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuSharing {
+    pub workers: usize,
+    pub cores: usize,
 }
 
 impl VerdictInput {
@@ -84,6 +100,8 @@ impl VerdictInput {
         VerdictInput {
             phases: summary.phases,
             on_device_env,
+            batch_size: None,
+            cpu_sharing: None,
             devices: summary
                 .devices
                 .iter()
@@ -175,6 +193,17 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
                 ),
             }
         }
+        if let Some(b) = input.batch_size.filter(|b| *b < SMALL_BATCH)
+            && update >= PHASE_BOUND
+        {
+            say(
+                VerdictKind::TinyMinibatches,
+                format!(
+                    "the update is {} of wall time in minibatches of {b}: each pays a fixed per-operation cost — raise batch_size to 256 or more",
+                    pct(update)
+                ),
+            );
+        }
         let inference = p.fraction(Phase::Inference);
         if inference >= INFERENCE_HEAVY {
             say(
@@ -235,6 +264,16 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
                 );
             }
         }
+    }
+
+    if let Some(c) = input.cpu_sharing.filter(|c| c.workers > 1) {
+        say(
+            VerdictKind::SharedCores,
+            format!(
+                "{} CPU workers share this machine's {} cores: each trial runs at roughly 1/{} of its speed alone — fewer CPU workers make each trial faster (`tradetune study speed` measures the gap)",
+                c.workers, c.cores, c.workers
+            ),
+        );
     }
 
     if out.is_empty() {

@@ -6,8 +6,10 @@ use std::sync::mpsc::Sender;
 use std::time::Instant;
 
 use crate::trial::TrialState;
+use tradetune_device::DeviceSpec;
 use tradetune_device::memory::MemoryBudget;
 use tradetune_storage::{HeartbeatThread, JsonValue, RunMetadata, Storage, TrialHandle};
+use tradetune_telemetry::CpuSharing;
 
 use super::devices::DeviceSlot;
 use super::events::StudyEvent;
@@ -187,6 +189,26 @@ impl Runner {
             let on_device_env = attrs
                 .iter()
                 .any(|(k, v)| k == "env_placement" && *v == JsonValue::from("device"));
+            // CPU workers of one process share the machine's cores (one thread pool).
+            let cpu_sharing = (slot.spec == DeviceSpec::Cpu).then(|| CpuSharing {
+                workers: self
+                    .cfg
+                    .devices
+                    .iter()
+                    .position(|d| d.label == slot.label)
+                    .map_or(1, |i| shared.per_device[i]),
+                cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            });
+            let shape = summary::TrialShape {
+                on_device_env,
+                // The PPO trial's minibatch, where the configuration has one.
+                batch_size: s
+                    .config
+                    .pointer("/ppo/batch_size")
+                    .and_then(|b| b.as_u64())
+                    .map(|b| b as usize),
+                cpu_sharing,
+            };
             let s = summary::summarise(
                 t,
                 (started_at, ended_at),
@@ -194,7 +216,7 @@ impl Runner {
                 wall,
                 env_samples,
                 phases,
-                on_device_env,
+                shape,
             );
             attrs.extend(s);
             // Which telemetry device (`gpu0`, `host`) this trial's slot (`wgpu:0`) is.

@@ -11,13 +11,25 @@ use std::time::Duration;
 use chrono::{DateTime, TimeZone, Utc};
 
 use tradetune_storage::JsonValue;
-use tradetune_telemetry::verdict::{VerdictInput, verdicts};
+use tradetune_telemetry::verdict::{CpuSharing, VerdictInput, verdicts};
 use tradetune_telemetry::{
     DeviceTag, PhaseSplit, SamplerHandle, TelemetryRow, TrialFacts, TrialSummary,
 };
 
 /// Every point of a ring (a ring never holds more than its capacity).
 const ALL_POINTS: usize = usize::MAX;
+
+/// What the verdicts need to know of a trial besides its telemetry.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct TrialShape {
+    /// The environment stepped on the device (the verdicts then do not blame host env
+    /// stepping).
+    pub on_device_env: bool,
+    /// The trial's minibatch size, where its configuration has one (`ppo.batch_size`).
+    pub batch_size: Option<usize>,
+    /// On the CPU device: the workers sharing the machine's cores.
+    pub cpu_sharing: Option<CpuSharing>,
+}
 
 /// The summary's user attributes for a trial that ran from `start` to `end` (`wall` of work).
 /// The window includes the samples taken as the trial began and ended.
@@ -33,7 +45,7 @@ pub(super) fn summarise(
     wall: Duration,
     env_samples: u64,
     phases: Option<PhaseSplit>,
-    on_device_env: bool,
+    shape: TrialShape,
 ) -> Vec<(String, JsonValue)> {
     let (start, end) = window;
     let from = start.timestamp_millis() as f64 / 1000.0;
@@ -82,7 +94,12 @@ pub(super) fn summarise(
         .collect();
     // The bottleneck verdict with its suggestion, most pressing first, so Optuna's tools and
     // the desktop app show what limited this trial.
-    let found = verdicts(&VerdictInput::from_summary(&summary, &[], on_device_env));
+    let input = VerdictInput {
+        batch_size: shape.batch_size,
+        cpu_sharing: shape.cpu_sharing,
+        ..VerdictInput::from_summary(&summary, &[], shape.on_device_env)
+    };
+    let found = verdicts(&input);
     if let Some(first) = found.first() {
         attrs.push(("verdict".into(), JsonValue::from(first.message.as_str())));
     }
