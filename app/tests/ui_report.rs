@@ -216,3 +216,97 @@ fn a_stored_seed_spread_shows_as_a_table_and_a_re_run_says_what_is_missing() {
     });
     h.get_by_label_contains("study cv has no recorded study file");
 }
+
+/// A tiny hold-out study (bundled data, small nets, few samples), recorded with
+/// `tradetune study create` so its study file travels with it.
+const TINY: &str = r#"[study]
+name = "tiny"
+n_trials = 2
+objective = "total_return"
+
+[fixed]
+env.n_envs = 4
+ppo.n_steps = 32
+ppo.batch_size = 64
+ppo.n_epochs = 1
+ppo.policy.net_arch.pi = [8]
+ppo.policy.net_arch.vf = [8]
+train.total_timesteps = 128
+train.eval_every = 0
+
+[search]
+"ppo.learning_rate" = { low = 1e-4, high = 1e-2, log = true }
+
+[sampler]
+kind = "random"
+seed = 3
+
+[pruner]
+kind = "none"
+"#;
+
+#[test]
+fn re_running_the_best_trial_with_k_seeds_stores_the_spread_and_can_be_cancelled() {
+    use common::{scratch, text, tradetune};
+    let dir = scratch("ui_report", "reseed");
+    let (file, db) = (dir.join("tiny.toml"), dir.join("tiny.db"));
+    std::fs::write(&file, TINY).unwrap();
+    let (f, d) = (file.to_str().unwrap(), db.to_str().unwrap());
+    let o = tradetune(&["study", "create", f, "--storage", d]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = tradetune(&[
+        "worker",
+        "--storage",
+        d,
+        "--study",
+        "tiny",
+        "--telemetry-interval",
+        "0",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+
+    let mut h = harness(&db);
+    open_report(&mut h, "tiny", 2);
+    h.get_by_label_contains("no seed spread yet");
+    // The best trial kept its checkpoint: backtested on the test split beside equal weight.
+    h.get_by_label_contains("'s checkpoint ");
+    h.get_by_label("max drawdown");
+
+    // Cancelled before its first seed: nothing trained, nothing stored.
+    h.state_mut().hold_jobs();
+    h.get_by_label("Re-run best trial").click();
+    h.run_steps(2);
+    assert!(h.state().state.studies.report.reseed.is_some());
+    h.get_by_label("loading the data…");
+    h.get_by_label("Cancel").click();
+    h.run_steps(2);
+    h.get_by_label("cancelling…");
+    assert_eq!(h.state_mut().release_jobs(), 1);
+    step_until(&mut h, "the cancelled re-run", |a| {
+        a.state.studies.report.reseed.is_none()
+    });
+    let e = h.state().state.studies.report.reseed_error.clone();
+    assert!(
+        e.as_deref().is_some_and(|e| e.contains("cancelled")),
+        "{e:?}"
+    );
+    let stored = |db: &Path| {
+        let s = tradetune_engine::storage::Storage::open_read_only(db).unwrap();
+        tradetune_engine::front::reseed::stored(&s, "tiny").unwrap()
+    };
+    assert_eq!(stored(&db), None);
+
+    // K = 2: two other seeds trained and backtested, the spread stored with the study and shown.
+    h.state_mut().handle(Command::SetReseedSeeds(2));
+    h.get_by_label("Re-run best trial").click();
+    step_until(&mut h, "the re-run", |a| {
+        a.state.studies.report.reseed.is_none() && a.state.studies.report.reseed_error.is_none()
+    });
+    let spread = stored(&db).expect("the spread stored with the study");
+    assert_eq!(spread.seeds.len(), 2);
+    let shown = h.state().state.studies.report.shown.clone().unwrap();
+    assert_eq!(shown.result.unwrap().seeds.as_ref(), Some(&spread));
+    h.get_by_label_contains("recorded with the study");
+    h.get_by_label(&spread_heading(&spread));
+    assert_eq!(h.query_all_by_label("agent, 2 seeds").count(), 2);
+}
