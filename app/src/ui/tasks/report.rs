@@ -46,9 +46,12 @@ impl Tasks {
         self.spawn("reseed", move |reply| {
             let result = (|| -> Result<SeedSpread, String> {
                 let label = crate::launch::db_label(&path);
-                let mut storage = Storage::open(&path).map_err(|e| format!("{label}: {e}"))?;
-                let (file, source) = study_file(&storage, &study, draft, &label)?;
+                // The study file first, read-only: a database without one is left untouched.
+                let (file, source) = Storage::open_read_only(&path)
+                    .map_err(|e| format!("{label}: {e}"))
+                    .and_then(|s| study_file(&s, &study, draft, &label))?;
                 reply.send(TaskEvent::Reseed(ReseedMsg::Source(source)));
+                let mut storage = Storage::open(&path).map_err(|e| format!("{label}: {e}"))?;
                 reseed_until(
                     &mut storage,
                     &file,
