@@ -3,7 +3,9 @@
 //! parameter and chosen user attribute, sortable by any column, filtered by state or by a
 //! parallel-coordinates brush, laid out only for the visible rows so 10,000 trials scroll
 //! smoothly — with a trial's details, export and "copy as CSV". The open study is read again
-//! every [`POLL_EVERY`] while live, only what changed (see [`live`]).
+//! every [`POLL_EVERY`] while live, only what changed (see [`live`]). Its Report tab answers
+//! "did this study find anything?" (PBO, deflated Sharpe, test split, seed spread; see
+//! [`report`]).
 
 mod contour;
 mod detail;
