@@ -299,9 +299,12 @@ fn re_running_the_best_trial_with_k_seeds_stores_the_spread_and_can_be_cancelled
     // K = 2: two other seeds trained and backtested, the spread stored with the study and shown.
     h.state_mut().handle(Command::SetReseedSeeds(2));
     h.get_by_label("Re-run best trial").click();
+    h.run_steps(2);
     step_until(&mut h, "the re-run", |a| {
-        a.state.studies.report.reseed.is_none() && a.state.studies.report.reseed_error.is_none()
+        a.state.studies.report.reseed.is_none()
     });
+    let e = h.state().state.studies.report.reseed_error.clone();
+    assert_eq!(e, None);
     let spread = stored(&db).expect("the spread stored with the study");
     assert_eq!(spread.seeds.len(), 2);
     let shown = h.state().state.studies.report.shown.clone().unwrap();
