@@ -1,6 +1,7 @@
 //! A cross-validated study end to end: `[evaluation] cpcv` on the bundled data, each trial
 //! trained and scored on every fold, then `tradetune study report` with PBO and the deflated
-//! Sharpe ratio over the stored fold returns.
+//! Sharpe ratio over the stored fold returns; a hold-out study's report backtests the best
+//! trial's checkpoint on the test split against equal weight.
 
 mod common;
 
@@ -115,6 +116,13 @@ fn a_cpcv_study_stores_its_folds_and_reports_pbo_and_the_deflated_sharpe() {
         .expect("a deflated Sharpe ratio");
     assert!((0.0..=1.0).contains(&dsr), "{dsr}");
     assert_eq!(r["dsr"]["result"]["trials"], 4);
+    // A cross-validated trial keeps no single policy: no test-split backtest, and why.
+    assert!(r["test"]["result"].is_null(), "{}", r["test"]);
+    let why = r["test"]["unavailable"].as_str().unwrap();
+    assert!(
+        why.contains("was cross-validated") && why.contains("study reseed"),
+        "{why}"
+    );
 
     // Seed spread: the best trial again with 2 other seeds, on the test split, stored.
     let o = tradetune(&[
@@ -151,7 +159,7 @@ fn a_cpcv_study_stores_its_folds_and_reports_pbo_and_the_deflated_sharpe() {
 }
 
 #[test]
-fn a_holdout_study_reports_why_it_has_no_pbo() {
+fn a_holdout_study_reports_why_it_has_no_pbo_and_backtests_its_checkpoint() {
     let dir = scratch("cli_study_report", "holdout");
     let file = dir.join("h.toml");
     let db = dir.join("h.db");
@@ -181,6 +189,38 @@ fn a_holdout_study_reports_why_it_has_no_pbo() {
         out.contains("PBO: not available") && out.contains("walk_forward or cpcv"),
         "{out}"
     );
+    // The hold-out trial saved its policy: backtested on the test split beside equal weight,
+    // the numbers of `tradetune backtest` on the same checkpoint.
+    assert!(
+        out.contains("best trial #0's policy on the test split"),
+        "{out}"
+    );
+    let o = tradetune(&[
+        "study",
+        "report",
+        "h",
+        "--db",
+        db.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let r: serde_json::Value = serde_json::from_str(&text(&o.stdout)).unwrap();
+    let t = &r["test"]["result"];
+    assert_eq!(t["trial"], 0, "{}", r["test"]);
+    assert_eq!(t["summary"]["split"], "test");
+    let checkpoint = t["checkpoint"].as_str().unwrap();
+    let o = tradetune(&["backtest", "--checkpoint", checkpoint, "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let b: serde_json::Value = serde_json::from_str(&text(&o.stdout)).unwrap();
+    for side in ["agent", "equal_weight"] {
+        for m in ["total_return", "sharpe"] {
+            let (x, y) = (
+                t["summary"][side][m].as_f64().unwrap(),
+                b[side][m].as_f64().unwrap(),
+            );
+            assert!((x - y).abs() < 1e-9, "{side}.{m}: report {x}, backtest {y}");
+        }
+    }
 
     // A bad [evaluation] names the file, line and key before anything runs.
     std::fs::write(&file, STUDY.replace("n_groups = 3", "n_group = 3")).unwrap();

@@ -1148,6 +1148,12 @@ fn the_split_is_edited_where_typed_with_its_bar_counts_and_reaches_the_study() {
     h.get_by_label("combinatorial purged CV").click();
     settle(&mut h);
     h.get_by_label_contains("15 folds over the train and validation bars");
+    // The training before Start counts every fold.
+    let t = h.state().state.settings.draft.train.total_timesteps;
+    h.get_by_label_contains(&format!(
+        "training ≈ 15 folds × {t} samples = {} samples per trial",
+        15 * t
+    ));
     assert!(!start_disabled(&h));
     let file = h.state().state.settings.draft.study_file(&[]).unwrap();
     assert_eq!(file.evaluation.name(), "cpcv");

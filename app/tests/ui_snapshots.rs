@@ -6,6 +6,8 @@
 //! Everything machine-specific is fixed (the device list) so the pictures are the same on
 //! every machine of this class.
 
+mod common;
+
 use egui_kittest::kittest::Queryable;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -467,4 +469,71 @@ fn backtest_of_a_checkpoint() {
     h.state_mut().state.notices.clear();
     h.run_steps(4);
     snapshot(&mut h, "backtest");
+}
+
+/// The Report view of a cross-validated study built without training (six trials with stored
+/// fold returns, common/cv_study.rs), with a stored seed spread: the best trial and its
+/// folds, PBO with its logit histogram, the deflated Sharpe, the seed spread's box plots.
+#[test]
+fn studies_report() {
+    use tradetune_engine::front::reseed::{RESEED_KEY, SeedResult, SeedSpread};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("cv.db");
+    let mut storage = common::cv_study::database(&db, 6);
+    let spread = SeedSpread {
+        trial: 5,
+        bars: 480,
+        seeds: [
+            (0.41, 0.112),
+            (0.18, 0.061),
+            (0.77, 0.183),
+            (-0.05, 0.004),
+            (0.52, 0.139),
+        ]
+        .iter()
+        .enumerate()
+        .map(|(k, &(sharpe, total_return))| SeedResult {
+            seed: 43 + k as u64,
+            sharpe,
+            total_return,
+            objective: total_return,
+        })
+        .collect(),
+        equal_weight_sharpe: 1.14,
+        equal_weight_total_return: 0.249,
+    };
+    let cv = storage.study("cv").unwrap().study_id;
+    storage
+        .set_study_system_attr(
+            cv,
+            RESEED_KEY,
+            &tradetune_engine::storage::JsonValue::from(serde_json::to_value(&spread).unwrap()),
+        )
+        .unwrap();
+    drop(storage);
+    let settings = Settings {
+        tab: Tab::Studies,
+        ..Settings::default()
+    };
+    let app = TradeTuneApp::new(settings, Arc::new(OpenDb(None)), devices());
+    let mut h = Harness::builder()
+        .with_size([1280.0, 1500.0])
+        .build_ui_state(|ui, app: &mut TradeTuneApp| app.frame(ui), app);
+    h.state_mut().handle(Command::OpenDatabase(db));
+    step_until(&mut h, "the database", |a| a.state.studies.db.is_some());
+    h.state_mut().handle(Command::SelectStudy("cv".into()));
+    step_until(&mut h, "the trials", |a| {
+        a.state.studies.rows.len() == 6 && !a.state.studies.loading_trials
+    });
+    h.state_mut().handle(Command::ShowReport(true));
+    step_until(&mut h, "the report", |a| {
+        a.state.studies.report.shown.is_some() && a.state.studies.report.computing.is_none()
+    });
+    // The path is a temp dir: hide it from the picture.
+    if let Some(d) = h.state_mut().state.studies.db.as_mut() {
+        d.path = PathBuf::from("cv.db");
+    }
+    h.state_mut().state.notices.clear();
+    h.run_steps(4);
+    snapshot(&mut h, "studies_report");
 }

@@ -13,7 +13,7 @@ use tradetune_engine::telemetry::{
 
 use super::command::{Command, Cx};
 use super::dialog::{FileDialogs, Pick};
-use super::panels::studies::Export;
+use super::panels::studies::{Export, report};
 use super::panels::{self, backtest, compare, configure, hardware, run, studies};
 use super::presets;
 use super::state::{AppState, Settings};
@@ -243,6 +243,12 @@ impl TradeTuneApp {
             Command::ShowPlot(tab) => cx.state.studies.plot_tab = tab,
             Command::ContourParams(x, y) => cx.state.studies.contour = Some((x, y)),
             Command::ShowTrial(i) => studies::show_trial(cx, i),
+            Command::ShowReport(open) => report::show_report(cx, open),
+            Command::ReportStudy(name) => report::report_study(cx, name),
+            Command::RefreshReport => report::refresh(cx),
+            Command::Reseed(seeds) => report::start_reseed(cx, seeds),
+            Command::SetReseedSeeds(seeds) => cx.state.studies.report.seeds = seeds,
+            Command::CancelReseed => report::cancel_reseed(cx),
             Command::FilterTrials(filter) => cx.state.studies.filter(filter),
             Command::ExportTrials => studies::ask_export(cx, Export::Trials),
             Command::ExportTelemetry => studies::ask_export(cx, Export::Telemetry),
@@ -267,6 +273,8 @@ impl TradeTuneApp {
             TaskEvent::Trials { studies, result } => cx.state.studies.trials_read(studies, result),
             TaskEvent::Polled(polled) => studies::live::polled(cx, *polled),
             TaskEvent::Curve(trial_id, result) => cx.state.studies.curve_read(trial_id, result),
+            TaskEvent::Report(key, result) => report::computed(&mut cx.state.studies, key, result),
+            TaskEvent::Reseed(msg) => report::on_reseed(cx, msg),
             TaskEvent::Study(msg) => run::on_study(cx, msg),
             TaskEvent::Picked(pick, paths) => {
                 let first = paths.first().cloned();

@@ -72,6 +72,18 @@ pub enum Command {
     ShowPlot(PlotTab),
     /// Draw the contour plot over these two parameters (x, y).
     ContourParams(String, String),
+    /// Show the selected study's Report view (true) or its trials and plots (false).
+    ShowReport(bool),
+    /// Report this member of the selected group.
+    ReportStudy(String),
+    /// Compute the report again if the study changed since (the view asks when it is stale).
+    RefreshReport,
+    /// Train the reported study's best trial again with this many seeds (in the background).
+    Reseed(usize),
+    /// The K of "Re-run best trial with K seeds".
+    SetReseedSeeds(usize),
+    /// Stop the re-run with other seeds.
+    CancelReseed,
     /// Show the details of this row of the trial table (an index into its rows).
     ShowTrial(usize),
     /// Show only trials in this state (None: all).

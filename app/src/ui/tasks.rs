@@ -2,6 +2,8 @@
 //! channel of [`TaskEvent`]s; every send wakes the UI (`request_repaint`), which drains the
 //! channel once per frame. The UI thread never waits on a job.
 
+mod report;
+
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
@@ -95,6 +97,14 @@ pub enum TaskEvent {
     Compared(Result<Box<Comparison>, String>),
     /// The devices, listed anew (see [`Tasks::refresh_devices`]).
     Devices(Vec<tradetune_engine::device::DeviceInfo>),
+    /// A study's report was computed (see [`Tasks::study_report`]): what it was asked at, and
+    /// the report or why not.
+    Report(
+        super::panels::studies::report::ReportKey,
+        Result<Box<tradetune_engine::front::report::StudyReport>, String>,
+    ),
+    /// A re-run of a study's best trial with other seeds reports (see [`Tasks::reseed`]).
+    Reseed(super::panels::studies::report::ReseedMsg),
     /// A CSV export finished: what was written ("trials", "telemetry rows"), where, and the
     /// rows written, or why not.
     Exported(&'static str, PathBuf, Result<usize, String>),

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)] // each test file uses its own subset
 
+pub mod cv_study;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 

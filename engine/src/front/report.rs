@@ -1,18 +1,24 @@
 //! A study's honest answer to "did it find anything?": the best trial with its folds, the
 //! probability of backtest overfitting over the trials' out-of-sample returns, and the best
-//! trial's deflated Sharpe ratio (`tradetune study report`).
+//! trial's deflated Sharpe ratio, and its saved policy against equal weight on the held-out
+//! test split (`tradetune study report`).
 //!
 //! The returns are each COMPLETE trial's stored fold returns (`tradetune_fold_returns`: the
 //! per-bar returns on every fold's test bars, folds in the study's fixed order), joined into
 //! one series per trial. Every trial of a study has the same folds, so the series line up bar
 //! for bar, which CSCV needs.
 
+use std::path::Path;
+
 use serde::Serialize;
 
 use super::FrontError;
+use super::backtest::{SplitPart, backtest};
+use crate::device::DeviceSpec;
 use crate::eval::dsr::{Deflated, deflate_best};
 use crate::eval::pbo::{HistogramBin, Pbo, cscv, logit_histogram};
-use crate::storage::{Storage, StudyDirection, TrialState};
+use crate::eval::{EvalSummary, Objective};
+use crate::storage::{JsonValue, Storage, StudyDirection, TrialRecord, TrialState};
 
 /// The best trial and its folds.
 #[derive(Debug, Clone, Serialize)]
@@ -41,6 +47,26 @@ pub struct DsrSection {
     pub unavailable: Option<String>,
 }
 
+/// The best trial's saved policy on the test split against equal weight, or why not.
+#[derive(Debug, Clone, Serialize)]
+pub struct TestSection {
+    pub result: Option<TestBacktest>,
+    pub unavailable: Option<String>,
+}
+
+/// A backtest of the best trial's checkpoint on the held-out test split (`tradetune backtest`).
+#[derive(Debug, Clone, Serialize)]
+pub struct TestBacktest {
+    /// The trial.
+    pub trial: i64,
+    /// Its checkpoint directory.
+    pub checkpoint: String,
+    /// Samples the policy was trained on.
+    pub timesteps: usize,
+    /// The agent's and equal weight's metrics on the test split, and the study's objective.
+    pub summary: EvalSummary,
+}
+
 /// Everything `tradetune study report` shows.
 #[derive(Debug, Clone, Serialize)]
 pub struct StudyReport {
@@ -57,6 +83,8 @@ pub struct StudyReport {
     pub dsr: DsrSection,
     /// The best trial's spread over seeds on the test split (`tradetune study reseed`).
     pub seeds: Option<super::reseed::SeedSpread>,
+    /// The best trial's checkpoint against equal weight on the test split.
+    pub test: TestSection,
 }
 
 /// The report of study `name`, PBO with `partitions` (S, even) blocks.
@@ -130,6 +158,7 @@ pub fn study_report(
             },
         },
     };
+    let test = test_backtest(best.as_ref());
     Ok(StudyReport {
         study: name.to_owned(),
         direction: if maximize { "maximize" } else { "minimize" },
@@ -156,7 +185,68 @@ pub fn study_report(
         pbo,
         dsr,
         seeds: super::reseed::stored(storage, name)?,
+        test,
     })
+}
+
+/// Backtests `best`'s checkpoint (its `checkpoint` user attribute) on the test split, on the
+/// CPU, with the objective it was scored by; says why not when it kept none.
+pub fn test_backtest(best: Option<&TrialRecord>) -> TestSection {
+    let unavailable = |why: String| TestSection {
+        result: None,
+        unavailable: Some(why),
+    };
+    let Some(best) = best else {
+        return unavailable("no COMPLETE trial".into());
+    };
+    let n = best.number;
+    let dir = match best.user_attr("checkpoint") {
+        Some(JsonValue::Str(dir)) => dir.clone(),
+        _ if best.user_attr("folds").is_some() => {
+            return unavailable(format!(
+                "trial #{n} was cross-validated: each fold trained its own policy and none was \
+                 kept; `tradetune study reseed` trains it on the train split and backtests it \
+                 on the test split"
+            ));
+        }
+        _ => {
+            return unavailable(format!(
+                "trial #{n} saved no checkpoint (run by another program, or without a \
+                 checkpoint directory)"
+            ));
+        }
+    };
+    if !Path::new(&dir).is_dir() {
+        return unavailable(format!(
+            "trial #{n}'s checkpoint {dir} is not there (moved, deleted, or saved on another \
+             machine)"
+        ));
+    }
+    let objective = best
+        .user_attr("objective")
+        .and_then(|v| match v {
+            JsonValue::Str(s) => s.parse::<Objective>().ok(),
+            _ => None,
+        })
+        .unwrap_or_default();
+    match backtest(
+        Path::new(&dir),
+        SplitPart::Test,
+        &[],
+        objective,
+        DeviceSpec::Cpu,
+    ) {
+        Ok(b) => TestSection {
+            result: Some(TestBacktest {
+                trial: n,
+                checkpoint: dir,
+                timesteps: b.timesteps,
+                summary: b.report.summary(),
+            }),
+            unavailable: None,
+        },
+        Err(e) => unavailable(format!("backtesting trial #{n}'s checkpoint: {e}")),
+    }
 }
 
 /// The most common series length (the longest among equals); 0 for none.
@@ -228,6 +318,26 @@ impl StudyReport {
             (None, Some(why)) => s += &format!("deflated Sharpe: not available: {why}\n"),
             (None, None) => {}
         }
+        match (&self.test.result, &self.test.unavailable) {
+            (Some(t), _) => {
+                let (a, e) = (&t.summary.agent, &t.summary.equal_weight);
+                s += &format!(
+                    "best trial #{}'s policy on the test split ({} bars): total return {:.2} %, \
+                     sharpe {:.3}, max drawdown {:.2} %; equal weight total return {:.2} %, \
+                     sharpe {:.3}, max drawdown {:.2} %\n",
+                    t.trial,
+                    t.summary.bars,
+                    100.0 * a.total_return,
+                    a.sharpe,
+                    100.0 * a.max_drawdown,
+                    100.0 * e.total_return,
+                    e.sharpe,
+                    100.0 * e.max_drawdown
+                );
+            }
+            (None, Some(why)) => s += &format!("test split: not available: {why}\n"),
+            (None, None) => {}
+        }
         match &self.seeds {
             None => s += "seed spread: none (run `tradetune study reseed`)\n",
             Some(sp) => {
@@ -257,5 +367,101 @@ impl StudyReport {
             }
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::FoldReturn;
+
+    /// A study with `n` cross-validated COMPLETE trials (two folds of 64 bars of fixed
+    /// pseudo-random returns each), trial 0 the best.
+    fn cross_validated(db: &Path, n: usize) -> Storage {
+        let mut storage = Storage::open(db).unwrap();
+        let study = storage
+            .create_study("cv", &[StudyDirection::Maximize])
+            .unwrap();
+        for i in 0..n {
+            let t = storage.create_trial(study).unwrap().trial_id;
+            let mut rows = Vec::new();
+            for fold in 0..2i64 {
+                for bar in 0..64i64 {
+                    let u = ((i as f64 + 1.0) * 0.618_034 + bar as f64 * 0.754_878).fract();
+                    rows.push(FoldReturn {
+                        fold,
+                        bar_index: bar,
+                        bar_time: 1_700_000_000 + 3600 * (64 * fold + bar),
+                        value: 0.01 * (u - 0.5),
+                    });
+                }
+                storage.report(t, fold, 1.0 - i as f64).unwrap();
+            }
+            storage.put_fold_returns(t, &rows).unwrap();
+            storage
+                .set_trial_user_attr(t, "folds", &JsonValue::Int(2))
+                .unwrap();
+            storage.complete_trial(t, &[1.0 - i as f64]).unwrap();
+        }
+        storage
+    }
+
+    #[test]
+    fn a_cross_validated_best_trial_has_no_test_backtest_and_says_reseed() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = cross_validated(&dir.path().join("cv.db"), 3);
+        let r = study_report(&storage, "cv", 4).unwrap();
+        assert_eq!(r.best.as_ref().map(|b| b.number), Some(0));
+        assert!(r.pbo.result.is_some(), "{:?}", r.pbo.unavailable);
+        assert!(r.test.result.is_none());
+        let why = r.test.unavailable.as_deref().unwrap_or_default();
+        assert!(
+            why.contains("trial #0 was cross-validated") && why.contains("study reseed"),
+            "{why}"
+        );
+        assert!(r.text().contains("test split: not available: trial #0"));
+        let json = serde_json::to_value(&r).unwrap();
+        assert!(json["test"]["unavailable"].is_string(), "{json}");
+    }
+
+    #[test]
+    fn a_missing_or_absent_checkpoint_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut storage = Storage::open(dir.path().join("h.db")).unwrap();
+        let study = storage
+            .create_study("h", &[StudyDirection::Maximize])
+            .unwrap();
+        let mut t = crate::storage::NewTrial::new(TrialState::Complete);
+        t.values = Some(vec![0.5]);
+        storage.add_trial(study, &t).unwrap();
+        let best = storage.best_trial(study).unwrap();
+        let why = test_backtest(best.as_ref()).unavailable.unwrap_or_default();
+        assert!(why.contains("trial #0 saved no checkpoint"), "{why}");
+
+        let gone = dir.path().join("checkpoints").join("trial_1");
+        let mut t = crate::storage::NewTrial::new(TrialState::Complete);
+        t.values = Some(vec![0.9]);
+        t.user_attrs = vec![(
+            "checkpoint".into(),
+            JsonValue::from(gone.display().to_string().as_str()),
+        )];
+        storage.add_trial(study, &t).unwrap();
+        let best = storage.best_trial(study).unwrap();
+        let section = test_backtest(best.as_ref());
+        assert!(section.result.is_none());
+        let why = section.unavailable.unwrap_or_default();
+        assert!(
+            why.contains("trial #1's checkpoint") && why.contains("trial_1"),
+            "{why}"
+        );
+
+        // A directory that is not a checkpoint: the backtest's own error, not a panic.
+        std::fs::create_dir_all(&gone).unwrap();
+        let why = test_backtest(best.as_ref()).unavailable.unwrap_or_default();
+        assert!(why.contains("model.bpk"), "{why}");
+        assert_eq!(
+            test_backtest(None).unavailable.as_deref(),
+            Some("no COMPLETE trial")
+        );
     }
 }

@@ -3,6 +3,7 @@
 //! best trial that only one seed makes good is luck, whatever its validation score said.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -47,8 +48,21 @@ pub fn reseed(
     storage: &mut Storage,
     file: &StudyFile,
     seeds: usize,
-    mut progress: impl FnMut(usize, usize),
+    progress: impl FnMut(usize, usize),
 ) -> Result<SeedSpread, FrontError> {
+    reseed_until(storage, file, seeds, progress, &AtomicBool::new(false))
+}
+
+/// [`reseed`] that gives up, storing nothing, once `cancel` is set (the training of the seed
+/// under way stops at its next update).
+pub fn reseed_until(
+    storage: &mut Storage,
+    file: &StudyFile,
+    seeds: usize,
+    mut progress: impl FnMut(usize, usize),
+    cancel: &AtomicBool,
+) -> Result<SeedSpread, FrontError> {
+    let cancelled = || FrontError::Invalid("reseeding cancelled: nothing was stored".into());
     if seeds == 0 {
         return Err(FrontError::Invalid("reseed needs at least one seed".into()));
     }
@@ -85,6 +99,9 @@ pub fn reseed(
     let mut results = Vec::with_capacity(seeds);
     let mut equal_weight = (f64::NAN, f64::NAN, 0usize);
     for k in 0..seeds {
+        if cancel.load(Ordering::Relaxed) {
+            return Err(cancelled());
+        }
         progress(k, seeds);
         let mut cfg = config.clone();
         let seed = cfg.ppo.seed.wrapping_add(1 + k as u64);
@@ -93,7 +110,15 @@ pub fn reseed(
         let env = CpuVecEnv::new(cfg.env.clone(), dataset.clone(), loaded.split.train.clone())
             .map_err(|e| FrontError::Invalid(e.to_string()))?;
         let mut trainer = Trainer::new(cfg.ppo.clone(), HostEnv::new(env, &device), &device)?;
-        trainer.learn(cfg.train.total_timesteps.max(1), &mut |_| {})?;
+        let stop = trainer.stop_flag();
+        trainer.learn(cfg.train.total_timesteps.max(1), &mut |_| {
+            if cancel.load(Ordering::Relaxed) {
+                stop.store(true, Ordering::Relaxed);
+            }
+        })?;
+        if cancel.load(Ordering::Relaxed) {
+            return Err(cancelled());
+        }
         let r = evaluate_trainer(&trainer, &test, file.study.objective)?;
         equal_weight = (r.equal_weight.sharpe, r.equal_weight.total_return, r.bars);
         results.push(SeedResult {

@@ -82,6 +82,53 @@ pub fn editor(ui: &mut egui::Ui, draft: &mut Draft, timestamps: &[i64], problems
     widgets::problem_line(ui, "evaluation", problems);
 }
 
+/// What Start would train, shown under the memory estimate: each fold trains the trial once
+/// more, so a cross-validated trial costs `folds` times a hold-out one (memory stays one run's:
+/// the folds train one after another). With a throughput measured by an earlier run
+/// (`samples_per_s`, all workers together), in time too.
+pub fn work_estimate(draft: &Draft, folds: Option<usize>, samples_per_s: Option<f64>) -> String {
+    let per_fold = draft.train.total_timesteps;
+    let n = folds.unwrap_or(1).max(1);
+    let trials = draft.study.n_trials.max(1);
+    let per_trial = n * per_fold;
+    let mut s = match folds {
+        Some(n) => format!(
+            "training ≈ {n} folds × {per_fold} samples = {per_trial} samples per trial, {} for \
+             {trials} trials",
+            per_trial * trials
+        ),
+        None => format!(
+            "training ≈ {per_fold} samples per trial (hold-out), {} for {trials} trials",
+            per_trial * trials
+        ),
+    };
+    if let Some(sps) = samples_per_s.filter(|v| v.is_finite() && *v > 0.0) {
+        let fold_s = per_fold as f64 / sps;
+        s += &format!(
+            "; at the last run's {sps:.0} samples/s ≈ {n} folds × {} = {} per trial, {} for the \
+             study",
+            duration(fold_s),
+            duration(n as f64 * fold_s),
+            duration((per_trial * trials) as f64 / sps)
+        );
+    }
+    if folds.is_some() {
+        s += "; memory as one run (the folds train one after another)";
+    }
+    s
+}
+
+/// Seconds as people read them: `42 s`, `3.5 min`, `2.1 h`.
+fn duration(s: f64) -> String {
+    if s < 90.0 {
+        format!("{s:.0} s")
+    } else if s < 5400.0 {
+        format!("{:.1} min", s / 60.0)
+    } else {
+        format!("{:.1} h", s / 3600.0)
+    }
+}
+
 /// A scheme's first settings.
 fn scheme(name: &str) -> EvaluationSection {
     match name {
@@ -98,5 +145,35 @@ fn scheme(name: &str) -> EvaluationSection {
             embargo_bars: 0,
         },
         _ => EvaluationSection::Holdout,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::work_estimate;
+    use crate::ui::draft::Draft;
+
+    #[test]
+    fn the_work_estimate_multiplies_the_training_by_the_folds() {
+        let mut d = Draft::default();
+        d.train.total_timesteps = 10_000;
+        d.study.n_trials = 3;
+        assert_eq!(
+            work_estimate(&d, None, None),
+            "training ≈ 10000 samples per trial (hold-out), 30000 for 3 trials"
+        );
+        let cv = work_estimate(&d, Some(4), Some(500.0));
+        assert!(
+            cv.starts_with(
+                "training ≈ 4 folds × 10000 samples = 40000 samples per trial, 120000 for 3 trials"
+            ),
+            "{cv}"
+        );
+        assert!(
+            cv.contains("500 samples/s ≈ 4 folds × 20 s = 80 s per trial, 4.0 min for the study"),
+            "{cv}"
+        );
+        assert!(cv.ends_with("memory as one run (the folds train one after another)"));
+        assert!(!work_estimate(&d, Some(4), Some(f64::NAN)).contains("samples/s"));
     }
 }

@@ -103,6 +103,10 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
             .draft
             .memory(data.shape, state.device_bytes());
         widgets::memory_bar(ui, &check);
+        let draft = &state.settings.draft;
+        let folds = draft.fold_count(&data.dataset.timestamps).ok().flatten();
+        let samples_per_s = state.run.samples_per_second.last().map(|p| p.v);
+        ui.label(evaluation::work_estimate(draft, folds, samples_per_s));
     }
     ui.horizontal(|ui| {
         let l = ui.label("preset name");

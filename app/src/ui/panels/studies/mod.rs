@@ -3,7 +3,9 @@
 //! parameter and chosen user attribute, sortable by any column, filtered by state or by a
 //! parallel-coordinates brush, laid out only for the visible rows so 10,000 trials scroll
 //! smoothly — with a trial's details, export and "copy as CSV". The open study is read again
-//! every [`POLL_EVERY`] while live, only what changed (see [`live`]).
+//! every [`POLL_EVERY`] while live, only what changed (see [`live`]). Its Report tab answers
+//! "did this study find anything?" (PBO, deflated Sharpe, test split, seed spread; see
+//! [`report`]).
 
 mod contour;
 mod detail;
@@ -12,6 +14,7 @@ pub mod live;
 mod notes;
 mod parallel;
 pub mod plots;
+pub mod report;
 mod row;
 mod table;
 pub mod timeline;
@@ -137,7 +140,24 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
         return;
     };
     ui.separator();
-    ui.heading(format!("Trials of {selected}"));
+    ui.horizontal(|ui| {
+        ui.heading(format!("Trials of {selected}"));
+        ui.separator();
+        let open = state.studies.report.open;
+        if ui.selectable_label(!open, "Trials").clicked() && open {
+            commands.push(Command::ShowReport(false));
+        }
+        if ui
+            .selectable_label(open, "Report")
+            .on_hover_text(
+                "did this study find anything? PBO, deflated Sharpe, the test split, seed spread",
+            )
+            .clicked()
+            && !open
+        {
+            commands.push(Command::ShowReport(true));
+        }
+    });
     notes::study_notes(ui, &mut state.studies);
     let view = &state.studies;
     if view.loading_trials {
@@ -145,6 +165,10 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
             ui.spinner();
             ui.label("reading trials…");
         });
+    }
+    if view.report.open {
+        report::report_view(ui, view, commands);
+        return;
     }
     ui.horizontal_wrapped(|ui| {
         let l = ui.label("state");
@@ -282,6 +306,7 @@ fn open(cx: &mut Cx, path: PathBuf) {
         hidden: std::mem::take(&mut view.hidden),
         shown_attrs: std::mem::take(&mut view.shown_attrs),
         plot_tab: view.plot_tab,
+        report: view.report.carried(),
         generation: view.generation + 1,
         source: Some(path.clone()),
         ..StudiesView::default()

@@ -12,6 +12,7 @@ use tradetune_engine::storage::{
 use tradetune_engine::study::importance::{ImportanceTrial, PedAnova};
 
 use super::importance::ImportanceView;
+use super::report::ReportState;
 use crate::ui::tasks::DbContents;
 
 /// A study, or several parallel studies (`x_1`, `x_2`, `x_3`) shown as one.
@@ -163,6 +164,8 @@ pub struct StudiesView {
     pub plot_tab: PlotTab,
     /// The parameters of the contour plot (x, y); None: the first two.
     pub contour: Option<(String, String)>,
+    /// The Report view: PBO, deflated Sharpe, seed spread (see [`super::report`]).
+    pub report: ReportState,
 }
 
 /// The plots the Studies panel draws, one at a time (the importances show below each).

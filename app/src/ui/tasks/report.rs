@@ -1,0 +1,123 @@
+//! The Report view's jobs: a study's report (`front::report`) and the re-run of its best trial
+//! with other seeds (`front::reseed`), each on its own thread.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use tradetune_engine::front::report::study_report;
+use tradetune_engine::front::reseed::{SeedSpread, reseed_until};
+use tradetune_engine::storage::{JsonValue, Storage};
+use tradetune_engine::study::file::StudyFile;
+use tradetune_engine::study::ppo_trial::parse_study_file;
+
+use super::{TaskEvent, Tasks};
+use crate::cli::study::{apply_overrides, record};
+use crate::ui::panels::studies::report::{ReportKey, ReseedMsg};
+
+impl Tasks {
+    /// Computes the report of `key.study` in the database `path` (PBO with `partitions`); the
+    /// answer arrives as [`TaskEvent::Report`].
+    pub fn study_report(&self, path: PathBuf, key: ReportKey, partitions: usize) {
+        self.spawn("report", move |reply| {
+            let label = crate::launch::db_label(&path);
+            let result = Storage::open_read_only(&path)
+                .map_err(|e| format!("{label}: {e}"))
+                .and_then(|s| {
+                    study_report(&s, &key.study, partitions).map_err(|e| format!("{label}: {e}"))
+                })
+                .map(Box::new);
+            reply.send(TaskEvent::Report(key, result));
+        });
+    }
+
+    /// Trains the best trial of `study` in `path` again with `seeds` other seeds and stores the
+    /// spread with the study (`tradetune study reseed`), until `cancel` is set. Its study file is
+    /// the one recorded in the database, else `draft` (the Configure panel's, when it describes
+    /// the study). Reports as [`TaskEvent::Reseed`].
+    pub fn reseed(
+        &self,
+        path: PathBuf,
+        study: String,
+        draft: Option<StudyFile>,
+        seeds: usize,
+        cancel: Arc<AtomicBool>,
+    ) {
+        self.spawn("reseed", move |reply| {
+            let result = (|| -> Result<SeedSpread, String> {
+                let label = crate::launch::db_label(&path);
+                // The study file first, read-only: a database without one is left untouched.
+                let (file, source) = Storage::open_read_only(&path)
+                    .map_err(|e| format!("{label}: {e}"))
+                    .and_then(|s| study_file(&s, &study, draft, &label))?;
+                reply.send(TaskEvent::Reseed(ReseedMsg::Source(source)));
+                let mut storage = Storage::open(&path).map_err(|e| format!("{label}: {e}"))?;
+                reseed_until(
+                    &mut storage,
+                    &file,
+                    seeds,
+                    |k, n| reply.send(TaskEvent::Reseed(ReseedMsg::Progress(k, n))),
+                    &cancel,
+                )
+                .map_err(|e| format!("re-running study {study}'s best trial: {e}"))
+            })();
+            reply.send(TaskEvent::Reseed(ReseedMsg::Done(study, result)));
+        });
+    }
+}
+
+/// The study file of `study`: the text `tradetune study create` recorded with it (its `--set`
+/// overrides applied, relative data paths against the current directory), else `draft`; with
+/// where it came from. Without either, says what is missing.
+pub fn study_file(
+    storage: &Storage,
+    study: &str,
+    draft: Option<StudyFile>,
+    label: &str,
+) -> Result<(StudyFile, String), String> {
+    let record = storage.study(study).map_err(|e| format!("{label}: {e}"))?;
+    let attr = |key: &str| {
+        record
+            .system_attrs
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v)
+    };
+    if let Some(JsonValue::Str(text)) = attr(record::TOML) {
+        let source = match attr(record::SOURCE) {
+            Some(JsonValue::Str(s)) => s.clone(),
+            _ => format!("study {study}"),
+        };
+        let overrides: Vec<String> = match attr(record::OVERRIDES) {
+            Some(JsonValue::Array(items)) => items
+                .iter()
+                .filter_map(|v| match v {
+                    JsonValue::Str(s) => Some(s.clone()),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        let mut file = parse_study_file(text, &source).map_err(|e| e.to_string())?;
+        let base = std::env::current_dir().map_err(|e| format!("the current directory: {e}"))?;
+        for p in &mut file.data.paths {
+            if p.is_relative() {
+                *p = Path::new(&base).join(&*p);
+            }
+        }
+        apply_overrides(&mut file, &overrides).map_err(|e| format!("{e:#}"))?;
+        file.study.name = study.to_owned();
+        return Ok((file, format!("{source}, recorded with the study")));
+    }
+    match draft {
+        Some(file) => Ok((
+            file,
+            "the Configure panel's (its data and split must be the ones the study ran on)".into(),
+        )),
+        None => Err(format!(
+            "study {study} has no recorded study file (it was not created with `tradetune study \
+             create`) and the Configure panel describes another study: open the study's file or \
+             preset in Configure, or run `tradetune study reseed FILE --db {label}`"
+        )),
+    }
+}
