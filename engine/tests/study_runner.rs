@@ -368,6 +368,60 @@ fn stopping_a_trial_or_the_study_is_recorded_as_documented() {
     assert!(report.stopped);
 }
 
+/// "Finish running trials" (closing the window): no new trial starts, and the trials running
+/// then go on to complete with their own values.
+#[test]
+fn finishing_running_trials_completes_them_and_starts_no_more() {
+    let path = db("finish");
+    let f = Synthetic {
+        plan: f32_plan,
+        run: |_: &TrialInput<'_>, r: &mut Reporter<'_>| {
+            for step in 0..20 {
+                if r.stop_requested() {
+                    return Err(TrialError::Stopped);
+                }
+                r.report(step, 0.1 * step as f64)?;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Ok(1.0)
+        },
+    };
+    let runner = Runner::new(
+        config("finish", &path, 10, 2),
+        space(),
+        base(),
+        Box::new(RandomSampler::new(2)),
+        Box::new(NopPruner),
+        Arc::new(f),
+    )
+    .unwrap();
+    let stop = runner.stop_handle();
+    let (tx, rx) = mpsc::channel();
+    let report = std::thread::scope(|s| {
+        let run = s.spawn(|| runner.run(&tx));
+        for e in rx.iter() {
+            match e {
+                StudyEvent::Intermediate { number: 0, .. } => stop.finish_running(),
+                StudyEvent::StudyFinished { .. } => break,
+                _ => {}
+            }
+        }
+        run.join().unwrap().unwrap()
+    });
+    assert!(!stop.starts_trials());
+    let stored = trials(&path, "finish");
+    assert!(
+        (1..=3).contains(&stored.len()),
+        "only the trials running when asked (and one a worker was starting) ran: {}",
+        stored.len()
+    );
+    for t in &stored {
+        assert_eq!(t.state, TrialState::Complete, "trial {} finished", t.number);
+        assert_eq!(t.value(), Some(1.0));
+    }
+    assert!(report.stopped);
+}
+
 #[test]
 fn the_pruner_prunes_a_hopeless_trial_through_the_runner() {
     let path = db("prune");
@@ -525,6 +579,7 @@ impl tradetune_engine::telemetry::Source for FakeGpu {
                 },
             ],
             problems: Vec::new(),
+            processes: Vec::new(),
         }
     }
 }

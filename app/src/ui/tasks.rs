@@ -136,6 +136,8 @@ struct StudyControl {
     stop: Option<StopHandle>,
     /// Stop asked before the runner was built.
     stop_asked: bool,
+    /// "Finish running trials" asked before the runner was built.
+    finish_asked: bool,
 }
 
 /// Wakes the UI from any thread once it has drawn its first frame.
@@ -486,6 +488,19 @@ impl Tasks {
         }
     }
 
+    /// No new trial starts; the running ones go on to their end (closing the window with
+    /// "finish running trials"). Returns whether a study is running.
+    pub fn finish_running_trials(&mut self) -> bool {
+        let Some(c) = &mut self.study else {
+            return false;
+        };
+        c.finish_asked = true;
+        if let Some(stop) = &c.stop {
+            stop.finish_running();
+        }
+        true
+    }
+
     /// Stops one running trial; the study goes on.
     pub fn stop_trial(&self, number: u64) -> bool {
         self.study
@@ -499,6 +514,9 @@ impl Tasks {
         if let Some(c) = &mut self.study {
             if c.stop_asked {
                 stop.stop_study();
+            }
+            if c.finish_asked {
+                stop.finish_running();
             }
             c.stop = Some(stop);
         }
@@ -515,6 +533,7 @@ impl Tasks {
         self.study = Some(StudyControl {
             stop: None,
             stop_asked: false,
+            finish_asked: false,
         });
         self.spawn("study", move |reply| {
             let result = run_study(&file, &db, &reply);

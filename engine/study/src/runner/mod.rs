@@ -381,7 +381,7 @@ impl Runner {
             completed: count(TrialState::Complete),
             pruned: count(TrialState::Pruned),
             failed: count(TrialState::Fail),
-            stopped: self.stop.study_stopped(),
+            stopped: self.stop.study_stopped() || self.stop.finishing(),
             best,
         });
         if let Some(e) = results.into_iter().find_map(Result::err) {
@@ -392,7 +392,7 @@ impl Runner {
             study: self.cfg.study_name.clone(),
             trials: outcomes,
             recovered: recovered_here,
-            stopped: self.stop.study_stopped(),
+            stopped: self.stop.study_stopped() || self.stop.finishing(),
             best,
         })
     }
@@ -412,7 +412,7 @@ impl Runner {
         let slot = &self.cfg.devices[device];
         let mut done = 0;
         loop {
-            if self.stop.study_stopped() || shared.exhausted.load(Ordering::SeqCst) {
+            if !self.stop.starts_trials() || shared.exhausted.load(Ordering::SeqCst) {
                 break;
             }
             if shared.claimed.fetch_add(1, Ordering::SeqCst) >= self.cfg.n_trials {
