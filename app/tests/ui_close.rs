@@ -16,8 +16,8 @@ use tradetune_app::ui::close::{CANCEL, FINISH, STOP_NOW};
 use tradetune_app::ui::dialog::{FileDialogs, Pick};
 use tradetune_app::ui::draft::{Draft, SearchEntry};
 use tradetune_app::ui::state::{DataState, Settings, Tab};
-use tradetune_engine::storage::TrialState;
-use tradetune_engine::study::file::{PrunerKind, SearchSpec};
+use tradetune_engine::storage::{Storage, TrialState};
+use tradetune_engine::study::file::{PrunerKind, PrunerSection, SearchSpec};
 
 struct NoDialogs;
 
@@ -138,7 +138,8 @@ fn a_signal_closes_without_asking() {
 #[test]
 fn finish_running_trials_starts_no_new_one_and_closes_when_the_study_ends() {
     let dir = tempfile::tempdir().unwrap();
-    let mut h = started(dir.path().join("studies.db"), "close_finish");
+    let db = dir.path().join("studies.db");
+    let mut h = started(db.clone(), "close_finish");
     request_close(&mut h);
     h.run_steps(2);
     h.get_by_label(FINISH).click();
@@ -168,4 +169,9 @@ fn finish_running_trials_starts_no_new_one_and_closes_when_the_study_ends() {
         assert_eq!(t.state, TrialState::Complete, "trial {}", t.number);
     }
     assert!(run.end.as_ref().is_some_and(|e| e.stopped));
+    // The run stored its pruner's settings for the intermediate-values plot.
+    let storage = Storage::open_read_only(&db).unwrap();
+    let study = storage.study("close_finish").unwrap();
+    let pruner = PrunerSection::from_attrs(&study.system_attrs).expect("the pruner is stored");
+    assert_eq!(pruner.kind, PrunerKind::None);
 }
