@@ -129,10 +129,11 @@ fn header(ui: &mut egui::Ui, index: u32, info: &GpuInfo) {
     });
 }
 
-/// A bar of `value` against `max` labelled `text`, amber above 90 %.
-fn bar(ui: &mut egui::Ui, fraction: Option<f64>, text: String) -> egui::Response {
+/// A bar filled to `fraction` labelled `text`; for a `limit` (memory, power) amber above 90 %,
+/// otherwise (utilisation, clocks: the higher the better) always green.
+fn bar(ui: &mut egui::Ui, fraction: Option<f64>, text: String, limit: bool) -> egui::Response {
     let f = fraction.unwrap_or(0.0).clamp(0.0, 1.0);
-    let color = if f > 0.9 { NEAR } else { FINE };
+    let color = if limit && f > 0.9 { NEAR } else { FINE };
     ui.add(
         egui::ProgressBar::new(f as f32)
             .desired_width(ui.available_width().min(520.0))
@@ -169,6 +170,7 @@ fn card(ui: &mut egui::Ui, f: &CardFigures, fraction: f64) {
                 f.util_pct.map(|u| u / 100.0),
                 f.util_pct
                     .map_or("not reported".into(), |u| format!("{u:.0} %")),
+                false,
             );
             ui.end_row();
 
@@ -186,7 +188,7 @@ fn card(ui: &mut egui::Ui, f: &CardFigures, fraction: f64) {
                 _ => "not reported".into(),
             };
             let over = matches!((f.mem_used_mib, budget), (Some(u), Some(b)) if u > b);
-            let r = bar(ui, ratio(f.mem_used_mib, f.mem_total_mib), text);
+            let r = bar(ui, ratio(f.mem_used_mib, f.mem_total_mib), text, true);
             // The budget line: where the app stops sizing runs on this card.
             if budget.is_some() {
                 let x = r.rect.left() + r.rect.width() * fraction.clamp(0.0, 1.0) as f32;
@@ -215,6 +217,7 @@ fn card(ui: &mut egui::Ui, f: &CardFigures, fraction: f64) {
                 ui,
                 ratio(f.power_w, f.power_limit_w),
                 of(f.power_w, f.power_limit_w, "W", "limit"),
+                true,
             );
             ui.end_row();
 
@@ -223,6 +226,7 @@ fn card(ui: &mut egui::Ui, f: &CardFigures, fraction: f64) {
                 ui,
                 ratio(f.sm_clock_mhz, f.sm_clock_max_mhz),
                 of(f.sm_clock_mhz, f.sm_clock_max_mhz, "MHz", "max"),
+                false,
             );
             ui.end_row();
 
@@ -231,6 +235,7 @@ fn card(ui: &mut egui::Ui, f: &CardFigures, fraction: f64) {
                 ui,
                 ratio(f.mem_clock_mhz, f.mem_clock_max_mhz),
                 of(f.mem_clock_mhz, f.mem_clock_max_mhz, "MHz", "max"),
+                false,
             );
             ui.end_row();
 
