@@ -16,7 +16,7 @@ use tradetune_app::ui::close::{CANCEL, FINISH, STOP_NOW};
 use tradetune_app::ui::dialog::{FileDialogs, Pick};
 use tradetune_app::ui::draft::{Draft, SearchEntry};
 use tradetune_app::ui::state::{DataState, Settings, Tab};
-use tradetune_engine::storage::{Storage, TrialState};
+use tradetune_engine::storage::Storage;
 use tradetune_engine::study::file::{PrunerKind, PrunerSection, SearchSpec};
 
 struct NoDialogs;
@@ -149,7 +149,7 @@ fn finish_running_trials_starts_no_new_one_and_closes_when_the_study_ends() {
         !sent(&h, &ViewportCommand::Close),
         "not before the study ends"
     );
-    // The study starts now, told to finish before its runner was built.
+    // The study starts now, told to finish before its runner was built: no trial starts.
     assert_eq!(h.state_mut().release_jobs(), 1);
     let limit = Instant::now() + Duration::from_secs(120);
     loop {
@@ -162,12 +162,7 @@ fn finish_running_trials_starts_no_new_one_and_closes_when_the_study_ends() {
     }
     let run = &h.state().state.run;
     assert!(!run.running);
-    // A trial the runner started before the request reached it (its first frames) runs to its
-    // end; no further trial starts, and none is cut short.
-    assert!(run.trials.len() < 2, "{} trials started", run.trials.len());
-    for t in &run.trials {
-        assert_eq!(t.state, TrialState::Complete, "trial {}", t.number);
-    }
+    assert!(run.trials.is_empty(), "{} trials started", run.trials.len());
     assert!(run.end.as_ref().is_some_and(|e| e.stopped));
     // The run stored its pruner's settings for the intermediate-values plot.
     let storage = Storage::open_read_only(&db).unwrap();

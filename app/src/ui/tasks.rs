@@ -138,6 +138,9 @@ struct StudyControl {
     stop_asked: bool,
     /// "Finish running trials" asked before the runner was built.
     finish_asked: bool,
+    /// The same, seen by the study's thread before its runner starts: no trial starts at all
+    /// when it was asked before (not only once the UI has the runner's stop handle).
+    finish_early: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Wakes the UI from any thread once it has drawn its first frame.
@@ -495,6 +498,8 @@ impl Tasks {
             return false;
         };
         c.finish_asked = true;
+        c.finish_early
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         if let Some(stop) = &c.stop {
             stop.finish_running();
         }
@@ -530,19 +535,26 @@ impl Tasks {
     /// Runs `file` into the database `db`: the runner and a telemetry sampler writing into the
     /// same database, on a background thread; every runner event is forwarded.
     pub fn start_study(&mut self, file: StudyFile, db: PathBuf) {
+        let finish_early = Arc::new(std::sync::atomic::AtomicBool::new(false));
         self.study = Some(StudyControl {
             stop: None,
             stop_asked: false,
             finish_asked: false,
+            finish_early: finish_early.clone(),
         });
         self.spawn("study", move |reply| {
-            let result = run_study(&file, &db, &reply);
+            let result = run_study(&file, &db, &reply, &finish_early);
             reply.send(TaskEvent::Study(StudyMsg::Done(result)));
         });
     }
 }
 
-fn run_study(file: &StudyFile, db: &Path, reply: &Reply) -> Result<(), String> {
+fn run_study(
+    file: &StudyFile,
+    db: &Path,
+    reply: &Reply,
+    finish_early: &std::sync::atomic::AtomicBool,
+) -> Result<(), String> {
     if let Some(dir) = db.parent() {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
@@ -562,6 +574,9 @@ fn run_study(file: &StudyFile, db: &Path, reply: &Reply) -> Result<(), String> {
         }
     };
     let run = study_run::StudyRun::new(runner, sampler);
+    if finish_early.load(std::sync::atomic::Ordering::Relaxed) {
+        run.stop_handle().finish_running();
+    }
     reply.send(TaskEvent::Study(StudyMsg::Ready(run.stop_handle())));
     let (result, lost) = run.run(|event| reply.send(TaskEvent::Study(StudyMsg::Event(event))));
     if let Some(line) = lost {
