@@ -90,6 +90,7 @@ fn each_gpu_has_a_card_with_its_figures_processes_and_history() {
     // The processes on the card, most memory first, this app's own marked.
     h.get_by_label_contains("2 processes using this card");
     h.get_by_label("tradetune (this app)");
+    h.get_by_label("1 other process holds 1.0 GiB of this card's memory");
     h.get_by_label("python3");
     h.get_by_label("3.0 GiB");
     h.get_by_label("1.0 GiB");

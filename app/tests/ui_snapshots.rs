@@ -588,5 +588,6 @@ fn hardware_device_view_with_fake_samples() {
     h.run_steps(4);
     h.get_by_label("held down by power cap");
     h.get_by_label("Xorg");
+    h.get_by_label("3 other processes hold 4.2 GiB of this card's memory");
     snapshot(&mut h, "hardware_devices");
 }

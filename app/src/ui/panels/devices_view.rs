@@ -286,6 +286,18 @@ fn processes(ui: &mut egui::Ui, listed: Option<DeviceProcesses>, own: u32) {
     if n == 0 {
         return;
     }
+    // What the study's trials cannot have: the memory other processes hold on the card.
+    let others: Vec<_> = listed.list.iter().filter(|p| p.pid != own).collect();
+    let held: u64 = others.iter().filter_map(|p| p.used_bytes).sum();
+    if held > 0 {
+        ui.label(format!(
+            "{} other process{} hold{} {} of this card's memory",
+            others.len(),
+            if others.len() == 1 { "" } else { "es" },
+            if others.len() == 1 { "s" } else { "" },
+            fmt_bytes(held)
+        ));
+    }
     egui::Grid::new(ui.next_auto_id())
         .striped(true)
         .show(ui, |ui| {
