@@ -536,4 +536,125 @@ fn studies_report() {
     h.state_mut().state.notices.clear();
     h.run_steps(4);
     snapshot(&mut h, "studies_report");
+/// The slice plots (objective against each parameter) and the empirical distribution function
+/// of the reference database's aggregated study.
+#[test]
+fn studies_slice_and_edf() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = opened_reference_db(dir.path(), Tab::Studies);
+    h.state_mut().state.studies.live = false;
+    h.state_mut()
+        .handle(Command::SelectStudy("x_aggressive".into()));
+    step_until(&mut h, "the trials", |a| !a.state.studies.rows.is_empty());
+    if let Some(d) = h.state_mut().state.studies.db.as_mut() {
+        d.path = PathBuf::from("optuna-reference.db");
+    }
+    h.state_mut().state.notices.clear();
+    h.state_mut().handle(Command::ShowPlot(PlotTab::Slice));
+    h.run_steps(4);
+    snapshot(&mut h, "studies_slice");
+    h.state_mut().handle(Command::ShowPlot(PlotTab::Edf));
+    h.run_steps(4);
+    snapshot(&mut h, "studies_edf");
+}
+
+/// A made-up RTX 4080 over a minute of training: utilisation swinging, memory growing, the
+/// card warming up and held down by its power cap in the last quarter; three processes.
+struct TrainingCard {
+    tick: u32,
+}
+
+impl tradetune_engine::telemetry::Source for TrainingCard {
+    fn name(&self) -> String {
+        "nvidia gpu0".into()
+    }
+    fn read(&mut self) -> tradetune_engine::telemetry::SourceReading {
+        use tradetune_engine::telemetry::{
+            DeviceReading, DeviceTag, GpuProcess, GpuProcessKind, Metric, ThrottleReasons,
+        };
+        let i = f64::from(self.tick);
+        self.tick += 1;
+        let util = 72.0 + 22.0 * (i / 4.0).sin();
+        let capped = i >= 45.0;
+        let throttle = if capped {
+            ThrottleReasons::SW_POWER_CAP
+        } else {
+            0
+        };
+        let process = |pid, name: &str, mib: u64, kind| GpuProcess {
+            pid,
+            name: Some(name.into()),
+            used_bytes: Some(mib << 20),
+            kind,
+        };
+        tradetune_engine::telemetry::SourceReading {
+            readings: vec![DeviceReading {
+                device: DeviceTag::Gpu(0),
+                values: vec![
+                    (Metric::UtilPct, util),
+                    (Metric::MemUtilPct, 0.45 * util),
+                    (Metric::MemUsedMib, 4200.0 + 90.0 * i),
+                    (Metric::MemTotalMib, 16_376.0),
+                    (Metric::TempC, 48.0 + 30.0 * (1.0 - (-i / 20.0).exp())),
+                    (
+                        Metric::PowerW,
+                        if capped { 318.0 } else { 120.0 + 2.0 * util },
+                    ),
+                    (Metric::PowerLimitW, 320.0),
+                    (Metric::SmClockMhz, if capped { 2490.0 } else { 2745.0 }),
+                    (Metric::SmClockMaxMhz, 3105.0),
+                    (Metric::MemClockMhz, 11_201.0),
+                    (Metric::MemClockMaxMhz, 11_201.0),
+                    (Metric::FanPct, 40.0 + 0.5 * i),
+                    (Metric::ThrottleMask, f64::from(throttle)),
+                ],
+            }],
+            processes: vec![(
+                DeviceTag::Gpu(0),
+                vec![
+                    process(4711, "tradetune", 3 << 10, GpuProcessKind::Graphics),
+                    process(4712, "python3", 1 << 10, GpuProcessKind::Compute),
+                    process(1503, "Xorg", 212, GpuProcessKind::Graphics),
+                ],
+            )],
+            ..Default::default()
+        }
+    }
+}
+
+/// The device view: a card sampled a minute long through the app's sampler at fixed times.
+#[test]
+fn hardware_device_view_with_fake_samples() {
+    use tradetune_engine::telemetry::{GpuInfo, GpuVendor, SamplerConfig, SamplerCore, Source};
+
+    let source: Box<dyn Source> = Box::new(TrainingCard { tick: 0 });
+    let mut core = SamplerCore::new(SamplerConfig::default(), vec![source], None).unwrap();
+    for i in 0..60 {
+        let at = chrono::DateTime::from_timestamp(1_795_591_870 + i, 0).unwrap();
+        core.tick(at, Instant::now() + Duration::from_secs(5));
+    }
+    let settings = Settings {
+        tab: Tab::Hardware,
+        ..Settings::default()
+    };
+    let mut app = TradeTuneApp::new(settings, Arc::new(OpenDb(None)), devices());
+    app.state.gpus = vec![GpuInfo {
+        vendor: GpuVendor::Nvidia,
+        name: "NVIDIA GeForce RTX 4080".into(),
+        pci_bus_id: "0000:01:00.0".parse().ok(),
+        uuid: None,
+        mem_total_bytes: Some(16_376 << 20),
+        driver: Some("NVIDIA 560.35.03".into()),
+    }];
+    app.state.telemetry = Some(core.handle());
+    let mut h = Harness::builder()
+        .with_size([1280.0, 1500.0])
+        .build_ui_state(|ui, app: &mut TradeTuneApp| app.frame(ui), app);
+    step_until(&mut h, "the bundled data", data_loaded);
+    h.state_mut().state.notices.clear();
+    h.run_steps(4);
+    h.get_by_label("held down by power cap");
+    h.get_by_label("Xorg");
+    h.get_by_label("3 other processes hold 4.2 GiB of this card's memory");
+    snapshot(&mut h, "hardware_devices");
 }

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
@@ -368,6 +368,68 @@ fn stopping_a_trial_or_the_study_is_recorded_as_documented() {
     assert!(report.stopped);
 }
 
+/// "Finish running trials" (closing the window): no new trial starts, and the trials running
+/// then go on to complete with their own values.
+#[test]
+fn finishing_running_trials_completes_them_and_starts_no_more() {
+    // Each trial reports until the test has asked to finish, then completes: none can end (and
+    // free its worker for another) before the request, however slow the machine.
+    static ASKED: AtomicBool = AtomicBool::new(false);
+    let path = db("finish");
+    let f = Synthetic {
+        plan: f32_plan,
+        run: |_: &TrialInput<'_>, r: &mut Reporter<'_>| {
+            let mut step = 0;
+            while !ASKED.load(Ordering::SeqCst) {
+                if r.stop_requested() {
+                    return Err(TrialError::Stopped);
+                }
+                r.report(step, 0.1 * step as f64)?;
+                step += 1;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Ok(1.0)
+        },
+    };
+    let runner = Runner::new(
+        config("finish", &path, 10, 2),
+        space(),
+        base(),
+        Box::new(RandomSampler::new(2)),
+        Box::new(NopPruner),
+        Arc::new(f),
+    )
+    .unwrap();
+    let stop = runner.stop_handle();
+    let (tx, rx) = mpsc::channel();
+    let report = std::thread::scope(|s| {
+        let run = s.spawn(|| runner.run(&tx));
+        for e in rx.iter() {
+            match e {
+                StudyEvent::Intermediate { number: 0, .. } if !ASKED.load(Ordering::SeqCst) => {
+                    stop.finish_running();
+                    ASKED.store(true, Ordering::SeqCst);
+                }
+                StudyEvent::StudyFinished { .. } => break,
+                _ => {}
+            }
+        }
+        run.join().unwrap().unwrap()
+    });
+    assert!(!stop.starts_trials());
+    let stored = trials(&path, "finish");
+    assert!(
+        (1..=2).contains(&stored.len()),
+        "only the trials running when asked ran (one per worker at most): {}",
+        stored.len()
+    );
+    for t in &stored {
+        assert_eq!(t.state, TrialState::Complete, "trial {} finished", t.number);
+        assert_eq!(t.value(), Some(1.0));
+    }
+    assert!(report.stopped);
+}
+
 #[test]
 fn the_pruner_prunes_a_hopeless_trial_through_the_runner() {
     let path = db("prune");
@@ -525,6 +587,7 @@ impl tradetune_engine::telemetry::Source for FakeGpu {
                 },
             ],
             problems: Vec::new(),
+            processes: Vec::new(),
         }
     }
 }

@@ -365,9 +365,24 @@ fn the_processs_vram_comes_from_its_fdinfo_on_this_card() {
         .unwrap()
         .with_proc_root(proc_root.path());
     probe.watch_pid(pid);
+    std::fs::write(proc_root.path().join("4242/comm"), "python3\n").unwrap();
     let s = probe.sample().remove(0);
     assert!(s.problems.is_empty(), "{:?}", s.problems);
     assert_eq!(s.process_mem_used_bytes, Some((1_048_576 + 2048) * 1024));
+    // The first sample lists every process on the card (nvitop's table), named by its comm;
+    // the next few do not read all of /proc again.
+    let listed: Vec<(u32, Option<String>, Option<u64>)> = s
+        .processes
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| (p.pid, p.name, p.used_bytes))
+        .collect();
+    assert_eq!(
+        listed,
+        [(pid, Some("python3".into()), Some((1_048_576 + 2048) * 1024))]
+    );
+    assert_eq!(probe.sample().remove(0).processes, None);
     // Its metric is what the memory guard reads (`process_mem_used_mib`).
     assert!(s.metrics().contains(&(
         tradetune_engine::telemetry::Metric::ProcessMemUsedMib,

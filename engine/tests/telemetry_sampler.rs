@@ -70,6 +70,7 @@ impl Source for GatedSource {
                 values: vec![(Metric::CpuPct, 50.0)],
             }],
             problems: vec![],
+            processes: vec![],
         }
     }
 }

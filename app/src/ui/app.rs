@@ -11,6 +11,7 @@ use tradetune_engine::telemetry::{
     DRM_ROOT, GpuDiscovery, Sampler, SamplerConfig, SamplerCore, SysinfoHostProbe, source,
 };
 
+use super::close::{self, Choice, Closing};
 use super::command::{Command, Cx};
 use super::dialog::{FileDialogs, Pick};
 use super::panels::studies::{Export, report};
@@ -32,6 +33,8 @@ pub struct TradeTuneApp {
     /// Text for the clipboard, put there at the end of the frame.
     clipboard: Option<String>,
     exit_after_frames: Option<u64>,
+    /// Closing the window while a study runs (the dialog, and "finish running trials").
+    pub closing: Closing,
     // Kept so the sampler thread lives as long as the app.
     _sampler: Option<Sampler>,
 }
@@ -56,6 +59,7 @@ impl TradeTuneApp {
             frames: 0,
             clipboard: None,
             exit_after_frames: None,
+            closing: Closing::default(),
             _sampler: None,
         }
     }
@@ -157,6 +161,7 @@ impl TradeTuneApp {
         for event in self.tasks.drain() {
             self.on_event(event);
         }
+        self.close_request(ui.ctx());
         let mut commands = Vec::new();
         panels::draw(ui, &mut self.state, &mut commands);
         for command in commands {
@@ -179,6 +184,33 @@ impl TradeTuneApp {
             eprintln!("tradetune: drew {} frames, closing", self.frames);
             ui.ctx().send_viewport_cmd(egui::ViewportCommand::Close);
         }
+    }
+
+    /// A close request while a study runs asks first (see [`close`]); "finish running trials"
+    /// closes the window once the study has ended.
+    fn close_request(&mut self, ctx: &egui::Context) {
+        let running = self.tasks.running();
+        self.closing.on_request(ctx, running);
+        let trials = self
+            .state
+            .run
+            .workers
+            .iter()
+            .filter(|w| w.trial.is_some())
+            .count();
+        if let Some(choice) = close::dialog(ctx, &self.closing, trials) {
+            let tasks = &mut self.tasks;
+            self.closing.choose(ctx, choice, || {
+                tasks.finish_running_trials();
+            });
+            if choice == Choice::Finish {
+                self.state.notice(
+                    "finishing the running trials: no new trial starts, and the window closes \
+                     when they end",
+                );
+            }
+        }
+        self.closing.when_finished(ctx, running);
     }
 
     /// What a command or a job's answer is carried out with.

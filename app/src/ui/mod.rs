@@ -7,6 +7,7 @@
 //! through eframe ([`settings`]).
 
 pub mod app;
+pub mod close;
 pub mod command;
 pub mod dialog;
 pub mod draft;
@@ -66,10 +67,12 @@ pub fn run_native(launch: LaunchOptions) -> anyhow::Result<()> {
                 std::path::Path::new(tradetune_engine::telemetry::DRM_ROOT),
                 std::process::id(),
             ));
-            // SIGINT/SIGTERM close the window as its close button does (the running study is
-            // interrupted in `on_exit`, so no trial is left RUNNING).
+            // SIGINT/SIGTERM close the window without the close dialog's question (the running
+            // study is interrupted in `on_exit`, so no trial is left RUNNING).
             let ctx = cc.egui_ctx.clone();
+            let signalled = app.closing.signalled.clone();
             crate::signals::on_first_signal(move || {
+                signalled.store(true, std::sync::atomic::Ordering::Relaxed);
                 ctx.send_viewport_cmd(egui::ViewportCommand::Close);
                 ctx.request_repaint();
             });

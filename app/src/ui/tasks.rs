@@ -146,6 +146,11 @@ struct StudyControl {
     stop: Option<StopHandle>,
     /// Stop asked before the runner was built.
     stop_asked: bool,
+    /// "Finish running trials" asked before the runner was built.
+    finish_asked: bool,
+    /// The same, seen by the study's thread before its runner starts: no trial starts at all
+    /// when it was asked before (not only once the UI has the runner's stop handle).
+    finish_early: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Wakes the UI from any thread once it has drawn its first frame.
@@ -496,6 +501,21 @@ impl Tasks {
         }
     }
 
+    /// No new trial starts; the running ones go on to their end (closing the window with
+    /// "finish running trials"). Returns whether a study is running.
+    pub fn finish_running_trials(&mut self) -> bool {
+        let Some(c) = &mut self.study else {
+            return false;
+        };
+        c.finish_asked = true;
+        c.finish_early
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(stop) = &c.stop {
+            stop.finish_running();
+        }
+        true
+    }
+
     /// Stops one running trial; the study goes on.
     pub fn stop_trial(&self, number: u64) -> bool {
         self.study
@@ -510,6 +530,9 @@ impl Tasks {
             if c.stop_asked {
                 stop.stop_study();
             }
+            if c.finish_asked {
+                stop.finish_running();
+            }
             c.stop = Some(stop);
         }
     }
@@ -522,18 +545,26 @@ impl Tasks {
     /// Runs `file` into the database `db`: the runner and a telemetry sampler writing into the
     /// same database, on a background thread; every runner event is forwarded.
     pub fn start_study(&mut self, file: StudyFile, db: PathBuf) {
+        let finish_early = Arc::new(std::sync::atomic::AtomicBool::new(false));
         self.study = Some(StudyControl {
             stop: None,
             stop_asked: false,
+            finish_asked: false,
+            finish_early: finish_early.clone(),
         });
         self.spawn("study", move |reply| {
-            let result = run_study(&file, &db, &reply);
+            let result = run_study(&file, &db, &reply, &finish_early);
             reply.send(TaskEvent::Study(StudyMsg::Done(result)));
         });
     }
 }
 
-fn run_study(file: &StudyFile, db: &Path, reply: &Reply) -> Result<(), String> {
+fn run_study(
+    file: &StudyFile,
+    db: &Path,
+    reply: &Reply,
+    finish_early: &std::sync::atomic::AtomicBool,
+) -> Result<(), String> {
     if let Some(dir) = db.parent() {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
@@ -553,6 +584,9 @@ fn run_study(file: &StudyFile, db: &Path, reply: &Reply) -> Result<(), String> {
         }
     };
     let run = study_run::StudyRun::new(runner, sampler);
+    if finish_early.load(std::sync::atomic::Ordering::Relaxed) {
+        run.stop_handle().finish_running();
+    }
     reply.send(TaskEvent::Study(StudyMsg::Ready(run.stop_handle())));
     let (result, lost) = run.run(|event| reply.send(TaskEvent::Study(StudyMsg::Event(event))));
     if let Some(line) = lost {

@@ -50,7 +50,9 @@ pub fn prepare(
         file.build_sampler()?,
         file.build_pruner()?,
         Arc::new(trial),
-    )?;
+    )?
+    // The pruner's settings, for the Studies panel's threshold lines.
+    .with_study_attr(crate::study::file::PRUNER_ATTR, file.pruner.to_attr());
     Ok(Prepared {
         runner,
         source,

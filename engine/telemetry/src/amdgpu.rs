@@ -13,7 +13,10 @@ use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
 use super::amdgpu_files::{parse_dpm_table, parse_int, parse_power_profile};
-use super::gpu::{GpuInfo, GpuProbe, GpuSample, GpuVendor, ProbeStatus};
+use super::gpu::{
+    GpuInfo, GpuProbe, GpuProcess, GpuProcessKind, GpuSample, GpuVendor, ProbeStatus, process_name,
+    sort_processes,
+};
 use super::identity::PciBusId;
 use super::pci_names::{GpuName, NameDatabases, NameLevel, PciIds, gpu_name};
 
@@ -26,7 +29,13 @@ pub struct AmdGpuProbe {
     devices: Vec<GpuInfo>,
     /// Whose VRAM to report, and where its fdinfo is (`/proc`; tests give a fixture tree).
     watched: Watched,
+    /// Samples taken: the processes on each card every [`PROCESSES_EVERY`]th.
+    ticks: u64,
 }
+
+/// The processes using a card are listed every this many samples: it reads every process's
+/// fdinfo under `/proc`, much more than the card's own files.
+pub const PROCESSES_EVERY: u64 = 5;
 
 /// The process whose per-card VRAM the probe reports.
 #[derive(Debug, Clone)]
@@ -97,6 +106,23 @@ impl AmdCard {
             }
             FileRead::Text(t) => Some(t),
         }
+    }
+
+    /// The processes with a DRM client on this card, with their VRAM and names.
+    fn processes(&self, watched: &Watched) -> Option<Vec<GpuProcess>> {
+        let pdev = self.pci_bus_id.as_deref()?;
+        let mut list: Vec<GpuProcess> =
+            super::amdgpu_fdinfo::card_clients(&watched.proc_root, pdev)
+                .into_iter()
+                .map(|(pid, bytes)| GpuProcess {
+                    pid,
+                    name: process_name(&watched.proc_root, pid),
+                    used_bytes: Some(bytes),
+                    kind: GpuProcessKind::Drm,
+                })
+                .collect();
+        sort_processes(&mut list);
+        Some(list)
     }
 
     fn sample(&self, watched: &Watched) -> GpuSample {
@@ -326,6 +352,7 @@ impl AmdGpuProbe {
                 proc_root: PathBuf::from("/proc"),
                 pid: std::process::id(),
             },
+            ticks: 0,
         })
     }
 
@@ -409,12 +436,24 @@ impl GpuProbe for AmdGpuProbe {
                     cards: vec![card],
                     devices: vec![info],
                     watched: watched.clone(),
+                    ticks: 0,
                 }) as Box<dyn GpuProbe>
             })
             .collect()
     }
 
     fn sample(&mut self) -> Vec<GpuSample> {
-        self.cards.iter().map(|c| c.sample(&self.watched)).collect()
+        let list = self.ticks.is_multiple_of(PROCESSES_EVERY);
+        self.ticks += 1;
+        self.cards
+            .iter()
+            .map(|c| {
+                let mut s = c.sample(&self.watched);
+                if list {
+                    s.processes = c.processes(&self.watched);
+                }
+                s
+            })
+            .collect()
     }
 }

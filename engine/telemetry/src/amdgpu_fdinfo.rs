@@ -79,7 +79,28 @@ fn parse_size(value: &str) -> Option<u64> {
 /// `<proc_root>/<pid>/fdinfo/*`; `None` when the process has no client on that card or its
 /// fdinfo cannot be read.
 pub fn process_vram(proc_root: &Path, pid: u32, pdev: &str) -> Option<u64> {
+    vram_on(proc_root, pid, &pdev.to_ascii_lowercase())
+}
+
+/// Every process with a DRM client on the card at `pdev`, with the VRAM it holds, by pid:
+/// `<proc_root>/*/fdinfo/*` read through (processes whose fdinfo may not be read, another
+/// user's without privileges, are not seen).
+pub fn card_clients(proc_root: &Path, pdev: &str) -> Vec<(u32, u64)> {
     let pdev = pdev.to_ascii_lowercase();
+    let Ok(entries) = fs::read_dir(proc_root) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(u32, u64)> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| Some((pid, vram_on(proc_root, pid, &pdev)?)))
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+/// [`process_vram`] with `pdev` already in lower case.
+fn vram_on(proc_root: &Path, pid: u32, pdev: &str) -> Option<u64> {
     let dir = proc_root.join(pid.to_string()).join("fdinfo");
     let mut clients: BTreeMap<u64, u64> = BTreeMap::new();
     for entry in fs::read_dir(dir).ok()?.flatten() {
@@ -125,6 +146,33 @@ mod tests {
         let newer = "drm-driver: amdgpu\ndrm-pdev: 0000:03:00.0\ndrm-client-id: 7\n\
             drm-total-vram: 512 MiB\ndrm-resident-vram: 500 MiB\n";
         assert_eq!(parse_fdinfo(newer).map(|c| c.vram_bytes), Some(512 << 20));
+    }
+
+    #[test]
+    fn every_process_on_a_card_is_found_once_per_client() {
+        let dir = tempfile::tempdir().unwrap();
+        let put = |pid: &str, fd: &str, text: &str| {
+            let d = dir.path().join(pid).join("fdinfo");
+            fs::create_dir_all(&d).unwrap();
+            fs::write(d.join(fd), text).unwrap();
+        };
+        put("100", "5", CLIENT);
+        // The same client through a dup'ed descriptor counts once.
+        put("100", "6", CLIENT);
+        let other_card = CLIENT.replace("0000:03:00.0", "0000:04:00.0");
+        put("200", "3", &other_card);
+        let second = CLIENT
+            .replace("drm-client-id:\t42", "drm-client-id:\t43")
+            .replace("1048576 KiB", "2048 KiB");
+        put("300", "3", &second);
+        put("self", "3", CLIENT);
+        put("400", "1", "pos:\t0\n");
+        assert_eq!(
+            card_clients(dir.path(), "0000:03:00.0"),
+            [(100, 1 << 30), (300, 2 << 20)]
+        );
+        assert_eq!(card_clients(dir.path(), "0000:04:00.0"), [(200, 1 << 30)]);
+        assert_eq!(card_clients(&dir.path().join("none"), "0000:03:00.0"), []);
     }
 
     #[test]

@@ -92,6 +92,53 @@ impl ThrottleReasons {
     }
 }
 
+/// How a process uses a card, as its probe tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum GpuProcessKind {
+    /// NVML's compute list (CUDA).
+    Compute,
+    /// NVML's graphics list (Vulkan, OpenGL: a wgpu trainer is here).
+    Graphics,
+    /// In both of NVML's lists.
+    ComputeAndGraphics,
+    /// An amdgpu DRM client (fdinfo does not tell compute from graphics).
+    Drm,
+}
+
+impl fmt::Display for GpuProcessKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            GpuProcessKind::Compute => "compute",
+            GpuProcessKind::Graphics => "graphics",
+            GpuProcessKind::ComputeAndGraphics => "compute+graphics",
+            GpuProcessKind::Drm => "DRM client",
+        })
+    }
+}
+
+/// A process using a card (nvitop's process table).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct GpuProcess {
+    pub pid: u32,
+    /// The command name (`/proc/<pid>/comm`); `None` when it ended or may not be read.
+    pub name: Option<String>,
+    /// Device memory it holds; `None` when the driver does not say (NVML without permission).
+    pub used_bytes: Option<u64>,
+    pub kind: GpuProcessKind,
+}
+
+/// The command name of `pid` from `<proc_root>/<pid>/comm` (`/proc` on a live system).
+pub fn process_name(proc_root: &std::path::Path, pid: u32) -> Option<String> {
+    let text = std::fs::read_to_string(proc_root.join(pid.to_string()).join("comm")).ok()?;
+    let name = text.trim_end_matches('\n');
+    (!name.is_empty()).then(|| name.to_owned())
+}
+
+/// Orders a card's processes as a table shows them: most memory first, then by pid.
+pub fn sort_processes(list: &mut [GpuProcess]) {
+    list.sort_by(|a, b| b.used_bytes.cmp(&a.used_bytes).then(a.pid.cmp(&b.pid)));
+}
+
 /// One reading of one card. `None` = this card, driver or permission does not tell.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct GpuSample {
@@ -117,6 +164,9 @@ pub struct GpuSample {
     pub perf_level: Option<String>,
     /// amdgpu `pp_power_profile_mode`, the active profile (`COMPUTE`, `3D_FULL_SCREEN`, …).
     pub power_profile: Option<String>,
+    /// The processes using the card; `None` when not read this time (amdgpu scans `/proc`
+    /// every few ticks only) or the probe cannot tell.
+    pub processes: Option<Vec<GpuProcess>>,
     /// Files or calls that answered something unreadable (missing ones are silent).
     pub problems: Vec<String>,
 }
@@ -211,6 +261,32 @@ mod tests {
                 (Metric::ThrottleMask, 32.0)
             ]
         );
+    }
+
+    #[test]
+    fn process_names_come_from_comm() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("42")).unwrap();
+        std::fs::write(dir.path().join("42/comm"), "python3\n").unwrap();
+        std::fs::create_dir_all(dir.path().join("43")).unwrap();
+        std::fs::write(dir.path().join("43/comm"), "\n").unwrap();
+        assert_eq!(process_name(dir.path(), 42).as_deref(), Some("python3"));
+        assert_eq!(process_name(dir.path(), 43), None);
+        assert_eq!(process_name(dir.path(), 44), None);
+    }
+
+    #[test]
+    fn processes_sort_by_memory_then_pid() {
+        let p = |pid, used_bytes| GpuProcess {
+            pid,
+            name: None,
+            used_bytes,
+            kind: GpuProcessKind::Drm,
+        };
+        let mut list = vec![p(9, None), p(3, Some(10)), p(2, Some(10)), p(7, Some(99))];
+        sort_processes(&mut list);
+        let pids: Vec<u32> = list.iter().map(|p| p.pid).collect();
+        assert_eq!(pids, [7, 2, 3, 9]);
     }
 
     #[test]

@@ -36,14 +36,18 @@ mod worker;
 
 pub use discovery::GpuDiscovery;
 pub use error::TelemetryError;
-pub use gpu::{GpuInfo, GpuProbe, GpuSample, GpuVendor, ProbeStatus, ThrottleReasons};
+pub use gpu::{
+    GpuInfo, GpuProbe, GpuProcess, GpuProcessKind, GpuSample, GpuVendor, ProbeStatus,
+    ThrottleReasons,
+};
 pub use host::{HostProbe, HostSample, SysinfoHostProbe};
 pub use identity::{BurnDeviceDescription, DeviceMatch, PciBusId, match_device};
 pub use metric::{DeviceTag, Metric};
 pub use phase::{Phase, PhaseSplit, PhaseTimer};
 pub use ring::{PlotPoint, Ring};
 pub use sampler::{
-    RunningTrial, Sampler, SamplerConfig, SamplerCore, SamplerHandle, SamplerStats, Tick,
+    DeviceProcesses, RunningTrial, Sampler, SamplerConfig, SamplerCore, SamplerHandle,
+    SamplerStats, Tick,
 };
 pub use sink::{MemorySink, StorageSink, TelemetryRow, TelemetrySink};
 pub use source::{DeviceReading, GpuSource, HostSource, Source, SourceReading};

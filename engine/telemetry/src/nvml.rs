@@ -19,7 +19,10 @@ use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::struct_wrappers::device::{MemoryInfo, PciInfo, ProcessInfo, Utilization};
 
-use super::gpu::{GpuInfo, GpuProbe, GpuSample, GpuVendor, ProbeStatus, ThrottleReasons};
+use super::gpu::{
+    GpuInfo, GpuProbe, GpuProcess, GpuProcessKind, GpuSample, GpuVendor, ProbeStatus,
+    ThrottleReasons, process_name, sort_processes,
+};
 use super::identity::PciBusId;
 use super::pci_names::{NameDatabases, PciIds, gpu_name};
 
@@ -123,6 +126,8 @@ pub struct NvmlProbe {
     constants: Vec<Constants>,
     /// Which process's device memory to report (NVML lists per-process usage).
     pid: u32,
+    /// Where the listed processes' names are read (`/proc`).
+    proc_root: std::path::PathBuf,
     /// Ticks sampled so far: PCIe throughput (a 20 ms window per read) every [`PCIE_EVERY`].
     ticks: u64,
     /// Problems seen so far and how often: each is reported once, then every 100th time with
@@ -157,6 +162,43 @@ pub fn own_memory(pid: u32, lists: &[&[ProcessInfo]]) -> Option<u64> {
             UsedGpuMemory::Unavailable => None,
         })
         .max()
+}
+
+/// Every process of NVML's compute and graphics lists once, with its name (`name_of`) and the
+/// largest memory figure it is listed with, most memory first.
+pub fn card_processes(
+    compute: &[ProcessInfo],
+    graphics: &[ProcessInfo],
+    name_of: impl Fn(u32) -> Option<String>,
+) -> Vec<GpuProcess> {
+    let mut out: Vec<GpuProcess> = Vec::new();
+    let bytes = |p: &ProcessInfo| match p.used_gpu_memory {
+        UsedGpuMemory::Used(b) => Some(b),
+        UsedGpuMemory::Unavailable => None,
+    };
+    for (list, kind) in [
+        (compute, GpuProcessKind::Compute),
+        (graphics, GpuProcessKind::Graphics),
+    ] {
+        for p in list {
+            match out.iter_mut().find(|o| o.pid == p.pid) {
+                Some(o) => {
+                    o.used_bytes = o.used_bytes.max(bytes(p));
+                    if o.kind != kind {
+                        o.kind = GpuProcessKind::ComputeAndGraphics;
+                    }
+                }
+                None => out.push(GpuProcess {
+                    pid: p.pid,
+                    name: name_of(p.pid),
+                    used_bytes: bytes(p),
+                    kind,
+                }),
+            }
+        }
+    }
+    sort_processes(&mut out);
+    out
 }
 
 /// Counts `problem` and says whether to report it now: the first time, then every 100th time
@@ -249,6 +291,7 @@ impl NvmlProbe {
             nvml_index,
             constants,
             pid: std::process::id(),
+            proc_root: std::path::PathBuf::from("/proc"),
             ticks: 0,
             seen: std::collections::HashMap::new(),
             pending,
@@ -258,6 +301,12 @@ impl NvmlProbe {
     /// Reports device memory of `pid` instead of this process (for `monitor --pid`).
     pub fn watch_pid(&mut self, pid: u32) {
         self.pid = pid;
+    }
+
+    /// Reads the listed processes' names under `proc_root` instead of `/proc` (tests).
+    pub fn with_proc_root(mut self, proc_root: impl Into<std::path::PathBuf>) -> Self {
+        self.proc_root = proc_root.into();
+        self
     }
 
     fn sample_one(&self, slot: usize, pcie: bool) -> GpuSample {
@@ -291,9 +340,18 @@ impl NvmlProbe {
             s.mem_used_bytes = Some(m.used);
             s.mem_total_bytes = Some(m.total);
         }
-        let compute = device.running_compute_processes().unwrap_or_default();
-        let graphics = device.running_graphics_processes().unwrap_or_default();
-        s.process_mem_used_bytes = own_memory(self.pid, &[&compute, &graphics]);
+        let compute = device.running_compute_processes();
+        let graphics = device.running_graphics_processes();
+        // Neither list answered (no permission, an old driver): the card's processes are not
+        // known, which is not the same as none.
+        if compute.is_ok() || graphics.is_ok() {
+            let compute = compute.unwrap_or_default();
+            let graphics = graphics.unwrap_or_default();
+            s.process_mem_used_bytes = own_memory(self.pid, &[&compute, &graphics]);
+            s.processes = Some(card_processes(&compute, &graphics, |pid| {
+                process_name(&self.proc_root, pid)
+            }));
+        }
         s.temp_c = ok(device.temperature(TemperatureSensor::Gpu), "temperature").map(f64::from);
         // NVML reports power in milliwatts.
         s.power_w = ok(device.power_usage(), "power").map(|mw| f64::from(mw) / 1000.0);
@@ -383,6 +441,7 @@ impl GpuProbe for NvmlProbe {
                     nvml_index: vec![this.nvml_index[slot]],
                     constants: vec![this.constants[slot]],
                     pid: this.pid,
+                    proc_root: this.proc_root.clone(),
                     ticks: this.ticks,
                     seen: std::collections::HashMap::new(),
                     // The cards left out at start are told once, with the first card's sample.
@@ -445,6 +504,32 @@ mod tests {
         assert_eq!(own_memory(42, &[&compute, &graphics]), Some(3 << 30));
         assert_eq!(own_memory(7, &[&compute, &graphics]), Some(100));
         assert_eq!(own_memory(9, &[&compute, &graphics]), None);
+    }
+
+    #[test]
+    fn card_processes_merge_both_lists() {
+        let compute = [process(7, Some(100)), process(8, None)];
+        let graphics = [process(42, Some(3 << 30)), process(7, Some(200))];
+        let list = card_processes(&compute, &graphics, |pid| {
+            (pid == 42).then(|| "tradetune".to_owned())
+        });
+        let got: Vec<(u32, Option<&str>, Option<u64>, GpuProcessKind)> = list
+            .iter()
+            .map(|p| (p.pid, p.name.as_deref(), p.used_bytes, p.kind))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    42,
+                    Some("tradetune"),
+                    Some(3 << 30),
+                    GpuProcessKind::Graphics
+                ),
+                (7, None, Some(200), GpuProcessKind::ComputeAndGraphics),
+                (8, None, None, GpuProcessKind::Compute),
+            ]
+        );
     }
 
     #[test]

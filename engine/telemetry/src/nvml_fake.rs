@@ -28,7 +28,9 @@ struct FakeCard {
 }
 
 impl FakeNvml {
-    /// `n` RTX 4080s on PCI buses 1, 2, …, with process `pid` holding 3 GiB on each.
+    /// `n` RTX 4080s on PCI buses 1, 2, …, with process `pid` holding 3 GiB on each (listed
+    /// among the graphics processes, as a wgpu trainer is) and process `pid + 1` holding 1 GiB
+    /// (a CUDA program, among the compute processes).
     pub fn new(n: u32, pid: u32) -> FakeNvml {
         FakeNvml {
             cards: (0..n)
@@ -125,7 +127,12 @@ impl NvmlCard for CardCall<'_> {
         })
     }
     fn running_compute_processes(&self) -> Result<Vec<ProcessInfo>, NvmlError> {
-        self.answer(Vec::new())
+        self.answer(vec![ProcessInfo {
+            pid: self.0.pid.wrapping_add(1),
+            used_gpu_memory: UsedGpuMemory::Used(1 << 30),
+            gpu_instance_id: None,
+            compute_instance_id: None,
+        }])
     }
     fn running_graphics_processes(&self) -> Result<Vec<ProcessInfo>, NvmlError> {
         self.answer(vec![ProcessInfo {

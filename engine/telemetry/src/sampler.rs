@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 
 use super::TelemetryError;
+use super::gpu::GpuProcess;
 use super::metric::{DeviceTag, Metric};
 use super::ring::{PlotPoint, Ring};
 use super::sink::{TelemetryRow, TelemetrySink};
@@ -167,6 +168,16 @@ fn trials_on(running: &[RunningTrial], device: DeviceTag) -> Vec<u64> {
     on
 }
 
+/// The processes using one card, as last listed.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct DeviceProcesses {
+    /// When the list was read.
+    #[serde(serialize_with = "super::sink::serialize_utc")]
+    pub at: DateTime<Utc>,
+    /// Most memory first.
+    pub list: Vec<GpuProcess>,
+}
+
 /// What a handle asks of the sampler thread.
 enum Command {
     /// Take a tick now, hand its rows to the sink, then answer.
@@ -179,6 +190,8 @@ enum Command {
 struct Shared {
     running: Mutex<Vec<RunningTrial>>,
     rings: Mutex<HashMap<(DeviceTag, Metric), Ring>>,
+    /// The latest process list of each card whose probe lists them.
+    processes: Mutex<HashMap<DeviceTag, DeviceProcesses>>,
     stats: Mutex<SamplerStats>,
     /// The running sampler thread's command queue; `None` while ticks are driven by hand.
     commands: Mutex<Option<Sender<Command>>>,
@@ -275,6 +288,11 @@ impl SamplerHandle {
             .and_then(Ring::last)
     }
 
+    /// The processes last listed on `device` (`None`: its probe has not listed any).
+    pub fn processes(&self, device: DeviceTag) -> Option<DeviceProcesses> {
+        lock(&self.shared.processes).get(&device).cloned()
+    }
+
     /// Every (device, metric) with at least one point, sorted.
     pub fn series_keys(&self) -> Vec<(DeviceTag, Metric)> {
         let mut keys: Vec<_> = lock(&self.shared.rings).keys().copied().collect();
@@ -316,6 +334,7 @@ impl SamplerCore {
             shared: Arc::new(Shared {
                 running: Mutex::new(Vec::new()),
                 rings: Mutex::new(HashMap::new()),
+                processes: Mutex::new(HashMap::new()),
                 stats: Mutex::new(SamplerStats::default()),
                 commands: Mutex::new(None),
             }),
@@ -358,6 +377,7 @@ impl SamplerCore {
             .collect();
         let mut readings = Vec::new();
         let mut problems = Vec::new();
+        let mut processes = Vec::new();
         let mut skipped = Vec::new();
         for (w, asked) in self.workers.iter_mut().zip(asked) {
             let answer = if asked {
@@ -370,9 +390,16 @@ impl SamplerCore {
                 Some(r) => {
                     readings.extend(r.readings);
                     problems.extend(r.problems);
+                    processes.extend(r.processes);
                 }
                 None if w.is_dead() => skipped.push(format!("{} (stopped)", w.name)),
                 None => skipped.push(w.name.clone()),
+            }
+        }
+        if !processes.is_empty() {
+            let mut shared = lock(&self.shared.processes);
+            for (device, list) in processes {
+                shared.insert(device, DeviceProcesses { at: now, list });
             }
         }
         let running = lock(&self.shared.running).clone();

@@ -2,7 +2,7 @@
 //! are adapted to it here; tests use fake sources.
 
 use super::discovery::GpuDiscovery;
-use super::gpu::GpuProbe;
+use super::gpu::{GpuProbe, GpuProcess};
 use super::host::HostProbe;
 use super::metric::{DeviceTag, Metric};
 
@@ -28,6 +28,10 @@ pub struct SourceReading {
     pub readings: Vec<DeviceReading>,
     /// Unreadable files or failed calls, for the user (e.g. a malformed sysfs file).
     pub problems: Vec<String>,
+    /// The processes on each card whose list was read this time (see [`GpuSample::processes`]).
+    ///
+    /// [`GpuSample::processes`]: super::gpu::GpuSample::processes
+    pub processes: Vec<(DeviceTag, Vec<GpuProcess>)>,
 }
 
 /// A probe as the sampler sees it. Runs on its own thread.
@@ -64,6 +68,9 @@ impl Source for GpuSource {
             let device = DeviceTag::Gpu(self.first_index + i as u32);
             out.problems
                 .extend(sample.problems.iter().map(|p| format!("{device}: {p}")));
+            if let Some(list) = &sample.processes {
+                out.processes.push((device, list.clone()));
+            }
             out.readings.push(DeviceReading {
                 device,
                 values: sample.metrics(),
@@ -95,6 +102,7 @@ impl Source for HostSource {
                 values: self.probe.sample().metrics(),
             }],
             problems: Vec::new(),
+            processes: Vec::new(),
         }
     }
 }

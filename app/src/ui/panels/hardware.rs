@@ -1,5 +1,6 @@
-//! Hardware & presets: what this machine can train on, the preset cards, and the memory bar of
-//! the current configuration against the chosen device's budget.
+//! Hardware & presets: what this machine can train on, its GPUs live (the device view,
+//! [`super::devices_view`]), the preset cards, and the memory bar of the current configuration
+//! against the chosen device's budget.
 
 use tradetune_engine::device::memory::fmt_bytes;
 
@@ -62,7 +63,6 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
             ui.end_row();
         }
     });
-    gpus(ui, state);
     ui.horizontal(|ui| {
         let l = ui.label("Train on");
         let devices = &mut state.settings.draft.study.devices;
@@ -80,6 +80,9 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
             .response
             .labelled_by(l.id);
     });
+
+    ui.separator();
+    super::devices_view::show(ui, state);
 
     ui.separator();
     ui.heading("Presets");
@@ -156,31 +159,6 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
             ui.label("loading the data to size the estimate…");
         }
     }
-}
-
-/// The GPUs the telemetry probes see, with their driver: what the charts will show and what a
-/// bug report needs.
-fn gpus(ui: &mut egui::Ui, state: &AppState) {
-    if state.gpus.is_empty() {
-        if let Some(why) = &state.no_gpu_reason {
-            ui.label(format!("GPUs: {why}"));
-        }
-        return;
-    }
-    ui.strong("GPUs");
-    egui::Grid::new("gpus").striped(true).show(ui, |ui| {
-        for h in ["GPU", "memory", "driver", "PCI bus"] {
-            ui.strong(h);
-        }
-        ui.end_row();
-        for g in &state.gpus {
-            ui.label(&g.name);
-            ui.label(g.mem_total_bytes.map_or("unknown".into(), fmt_bytes));
-            ui.label(g.driver.as_deref().unwrap_or("unknown"));
-            ui.label(g.pci_bus_id.map_or("unknown".into(), |b| b.to_string()));
-            ui.end_row();
-        }
-    });
 }
 
 /// [`Command::RefreshDevices`]: lists the devices anew (once at a time).

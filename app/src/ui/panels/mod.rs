@@ -5,6 +5,7 @@
 pub mod backtest;
 pub mod compare;
 pub mod configure;
+pub mod devices_view;
 pub mod hardware;
 pub mod run;
 pub mod studies;

@@ -67,8 +67,8 @@ pub use line::{key_at, line_of};
 pub use search_spec::SearchSpec;
 use search_spec::param_value;
 pub use sections::{
-    DIRECTIONS, DataSection, EvaluationSection, PrunerKind, PrunerSection, SamplerKind,
-    SamplerSection, StudySection, direction_name,
+    DIRECTIONS, DataSection, EvaluationSection, PRUNER_ATTR, PrunerKind, PrunerSection,
+    SamplerKind, SamplerSection, StudySection, direction_name,
 };
 use spec::{flatten, search_specs, set_fixed};
 

@@ -241,6 +241,27 @@ impl Default for PrunerSection {
     }
 }
 
+/// The study system attribute holding its `[pruner]` table as JSON, stored when the study
+/// runs: the Studies panel draws the pruner's thresholds from it.
+pub const PRUNER_ATTR: &str = "tradetune:pruner";
+
+impl PrunerSection {
+    /// This table as the value of [`PRUNER_ATTR`].
+    pub fn to_attr(&self) -> tradetune_storage::JsonValue {
+        // A struct of numbers and a kind name always serialises.
+        tradetune_storage::JsonValue::from(serde_json::to_string(self).unwrap_or_default().as_str())
+    }
+
+    /// The table stored in a study's system attributes; `None` when none is (a study Optuna
+    /// ran, or one from before it was stored) or it cannot be read.
+    pub fn from_attrs(attrs: &[(String, tradetune_storage::JsonValue)]) -> Option<PrunerSection> {
+        match attrs.iter().find(|(k, _)| k == PRUNER_ATTR)? {
+            (_, tradetune_storage::JsonValue::Str(text)) => serde_json::from_str(text).ok(),
+            _ => None,
+        }
+    }
+}
+
 /// Declares a study setting's kinds: an enum whose variants are written in snake case in study
 /// files, with every variant, its name, and an error for an unknown name that lists them.
 macro_rules! named_kinds {
@@ -375,6 +396,15 @@ mod tests {
         }
         let e = "cmaes".parse::<SamplerKind>().unwrap_err();
         assert_eq!(e, "unknown sampler 'cmaes' (valid: tpe, random, grid)");
+        let pruner = PrunerSection {
+            kind: PrunerKind::Percentile,
+            percentile: 25.0,
+            n_warmup_steps: 3,
+            ..PrunerSection::default()
+        };
+        let attrs = vec![(PRUNER_ATTR.to_owned(), pruner.to_attr())];
+        assert_eq!(PrunerSection::from_attrs(&attrs), Some(pruner));
+        assert_eq!(PrunerSection::from_attrs(&[]), None);
         let e = serde_json::from_str::<PrunerKind>("\"asha\"").unwrap_err();
         assert!(e.to_string().contains("unknown pruner 'asha'"), "{e}");
     }

@@ -155,6 +155,8 @@ pub struct Runner {
     telemetry: Option<SamplerHandle>,
     /// The cards the telemetry probes see, numbered as the sampler numbers them (`gpuN`).
     telemetry_gpus: Vec<tradetune_telemetry::GpuInfo>,
+    /// System attributes stored on the study when it runs (its pruner's settings).
+    study_attrs: Vec<(String, JsonValue)>,
 }
 
 /// What the worker threads share.
@@ -225,6 +227,7 @@ impl Runner {
             stop: StopHandle::default(),
             telemetry: None,
             telemetry_gpus: Vec::new(),
+            study_attrs: Vec::new(),
         })
     }
 
@@ -233,6 +236,13 @@ impl Runner {
     /// last: one sampler sees the whole machine).
     pub fn with_telemetry(mut self, handle: SamplerHandle) -> Self {
         self.telemetry = Some(handle);
+        self
+    }
+
+    /// Stores `key = value` among the study's system attributes when it runs (the settings
+    /// its plots need, such as the pruner's, [`crate::file::PRUNER_ATTR`]).
+    pub fn with_study_attr(mut self, key: impl Into<String>, value: JsonValue) -> Self {
+        self.study_attrs.push((key.into(), value));
         self
     }
 
@@ -303,6 +313,9 @@ impl Runner {
             }
             Err(e) => return Err(e.into()),
         };
+        for (key, value) in &self.study_attrs {
+            storage.set_study_system_attr(study_id, key, value)?;
+        }
         let recovered_here: Vec<u64> = storage
             .recovered_on_open()
             .iter()
@@ -381,7 +394,7 @@ impl Runner {
             completed: count(TrialState::Complete),
             pruned: count(TrialState::Pruned),
             failed: count(TrialState::Fail),
-            stopped: self.stop.study_stopped(),
+            stopped: self.stop.study_stopped() || self.stop.finishing(),
             best,
         });
         if let Some(e) = results.into_iter().find_map(Result::err) {
@@ -392,7 +405,7 @@ impl Runner {
             study: self.cfg.study_name.clone(),
             trials: outcomes,
             recovered: recovered_here,
-            stopped: self.stop.study_stopped(),
+            stopped: self.stop.study_stopped() || self.stop.finishing(),
             best,
         })
     }
@@ -412,7 +425,7 @@ impl Runner {
         let slot = &self.cfg.devices[device];
         let mut done = 0;
         loop {
-            if self.stop.study_stopped() || shared.exhausted.load(Ordering::SeqCst) {
+            if !self.stop.starts_trials() || shared.exhausted.load(Ordering::SeqCst) {
                 break;
             }
             if shared.claimed.fetch_add(1, Ordering::SeqCst) >= self.cfg.n_trials {

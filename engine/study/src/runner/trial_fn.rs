@@ -172,6 +172,8 @@ pub struct StopHandle {
     study: Arc<AtomicBool>,
     /// Set with `study` by [`StopHandle::interrupt`]: running trials end as FAIL "interrupted".
     interrupted: Arc<AtomicBool>,
+    /// Set by [`StopHandle::finish_running`]: no new trial starts, running ones go on.
+    finishing: Arc<AtomicBool>,
     running: Arc<Mutex<HashMap<u64, Arc<AtomicBool>>>>,
 }
 
@@ -190,6 +192,23 @@ impl StopHandle {
     pub fn interrupt(&self) {
         self.interrupted.store(true, Ordering::Relaxed);
         self.study.store(true, Ordering::Relaxed);
+    }
+
+    /// No new trial starts; the running ones go on to their own end (closing the window with
+    /// "finish running trials"). [`StopHandle::stop_study`] or [`StopHandle::interrupt`] later
+    /// still stop them.
+    pub fn finish_running(&self) {
+        self.finishing.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether new trials may still start: neither stopped nor finishing.
+    pub fn starts_trials(&self) -> bool {
+        !self.study_stopped() && !self.finishing.load(Ordering::Relaxed)
+    }
+
+    /// Whether [`StopHandle::finish_running`] was called.
+    pub fn finishing(&self) -> bool {
+        self.finishing.load(Ordering::Relaxed)
     }
 
     /// Whether [`StopHandle::interrupt`] was called.

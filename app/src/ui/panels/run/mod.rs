@@ -8,7 +8,7 @@ mod view;
 use egui_plot::{Line, Plot, PlotPoints};
 use tradetune_engine::storage::TrialState;
 
-pub use self::charts::chart;
+pub use self::charts::{chart, clock_time};
 pub use self::view::{LiveTrial, RunView, StudyEnd, WorkerView};
 use super::widgets;
 use crate::ui::command::{Command, Cx};

@@ -18,6 +18,8 @@ use tradetune_engine::storage::TrialState;
 
 pub use super::parallel::{PcAxes, pc_axes_id};
 use super::view::{ParamAxis, PlotTab, Scale, StudiesView, TrialRow, sig4};
+
+mod thresholds;
 use crate::ui::command::Command;
 
 pub(super) const PLOT_HEIGHT: f32 = 170.0;
@@ -280,7 +282,7 @@ pub(super) fn slice(
 
 /// The intermediate values every trial reported (its learning curve as the pruner saw it):
 /// complete trials in blue, pruned in red with a cross where they stopped, running in green,
-/// and the median of the complete ones at each step (the median pruner's threshold).
+/// and the pruner's thresholds (see [`thresholds`]).
 pub(super) fn intermediate(ui: &mut egui::Ui, view: &StudiesView) {
     let with: Vec<&TrialRow> = view
         .rows
@@ -295,6 +297,25 @@ pub(super) fn intermediate(ui: &mut egui::Ui, view: &StudiesView) {
         "intermediate values of {} trials ({pruned} pruned, marked ×)",
         with.len()
     ));
+    // The pruner as the (first) study shown stored it.
+    let study = view.db.as_ref().and_then(|db| {
+        db.studies
+            .iter()
+            .find(|s| with.iter().any(|r| r.study == s.study.name))
+    });
+    let pruner = study.and_then(|s| {
+        tradetune_engine::study::file::PrunerSection::from_attrs(&s.study.system_attrs)
+    });
+    let maximize = study.is_none_or(|s| {
+        s.study.directions.first() == Some(&tradetune_engine::storage::StudyDirection::Maximize)
+    });
+    let complete: Vec<&[(i64, f64)]> = with
+        .iter()
+        .filter(|r| r.state == TrialState::Complete)
+        .map(|r| r.intermediate.as_slice())
+        .collect();
+    let limits = thresholds::thresholds(pruner.as_ref(), maximize, &complete);
+    ui.small(&limits.caption);
     let colour_of = |s: TrialState| match s {
         TrialState::Pruned => Color32::from_rgb(220, 80, 60),
         TrialState::Running => Color32::from_rgb(70, 170, 90),
@@ -328,17 +349,21 @@ pub(super) fn intermediate(ui: &mut egui::Ui, view: &StudiesView) {
                         .allow_hover(false),
                 );
             }
-            let median = median_by_step(
-                with.iter()
-                    .filter(|r| r.state == TrialState::Complete)
-                    .map(|r| r.intermediate.as_slice()),
-            );
-            if !median.is_empty() {
-                plot.line(
-                    Line::new("median pruner threshold", PlotPoints::new(median))
+            for (name, points) in &limits.lines {
+                if !points.is_empty() {
+                    plot.line(
+                        Line::new(name.as_str(), PlotPoints::new(points.clone()))
+                            .color(Color32::from_rgb(240, 200, 60))
+                            .style(egui_plot::LineStyle::dashed_loose())
+                            .width(2.0),
+                    );
+                }
+            }
+            for &step in &limits.rungs {
+                plot.vline(
+                    egui_plot::VLine::new("pruner rung", step)
                         .color(Color32::from_rgb(240, 200, 60))
-                        .style(egui_plot::LineStyle::dashed_loose())
-                        .width(2.0),
+                        .style(egui_plot::LineStyle::dashed_loose()),
                 );
             }
             if !ends.is_empty() {
@@ -363,36 +388,8 @@ pub(super) fn index_label(names: &[String], value: f64) -> String {
     }
 }
 
-/// At each step, the median of the intermediate values `curves` (the COMPLETE trials')
-/// reported there: what Optuna's `MedianPruner` compares a running trial with (it prunes one
-/// whose value is worse than this line at the same step). Infinite and NaN values are left out.
-pub(super) fn median_by_step<'a>(curves: impl Iterator<Item = &'a [(i64, f64)]>) -> Vec<[f64; 2]> {
-    let mut by_step: std::collections::BTreeMap<i64, Vec<f64>> = Default::default();
-    for curve in curves {
-        for &(step, v) in curve {
-            if v.is_finite() {
-                by_step.entry(step).or_default().push(v);
-            }
-        }
-    }
-    by_step
-        .into_iter()
-        .map(|(step, mut v)| {
-            v.sort_by(f64::total_cmp);
-            let n = v.len();
-            let m = if n % 2 == 1 {
-                v[n / 2]
-            } else {
-                (v[n / 2 - 1] + v[n / 2]) / 2.0
-            };
-            [step as f64, m]
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
-    use super::median_by_step;
     use crate::ui::panels::studies::contour::interpolate;
 
     #[test]
@@ -409,18 +406,6 @@ mod tests {
         assert_eq!(
             interpolate(&[([0.3, 0.3], 2.5)], (0.0, 1.0), (0.0, 1.0), 3),
             vec![2.5; 9]
-        );
-    }
-
-    #[test]
-    fn the_median_of_each_step_over_the_curves_that_reached_it() {
-        let a = [(0, 1.0), (1, 0.5), (2, 0.1)];
-        let b = [(0, 3.0), (1, f64::NAN)];
-        let c = [(0, 2.0), (1, 0.7)];
-        let curves = [&a[..], &b[..], &c[..]];
-        assert_eq!(
-            median_by_step(curves.into_iter()),
-            vec![[0.0, 2.0], [1.0, 0.6], [2.0, 0.1]]
         );
     }
 }

@@ -1,0 +1,128 @@
+//! The Studies panel's state at load, shared by the frame benchmark (`benches/frame.rs`) and
+//! the test that draws parallel coordinates at that load (`tests/ui_parallel_load.rs`): a study
+//! of `trials` COMPLETE trials over `params` parameters, held as the panel holds them after
+//! reading a database.
+
+#![allow(dead_code)] // each user takes what it needs
+
+use std::sync::Arc;
+
+use tradetune_app::ui::panels::studies::{ParamCell, PlotTab, sig4};
+use tradetune_app::ui::state::{AppState, Settings, StudyGroup, Tab, TrialColumn, TrialRow};
+use tradetune_app::ui::tasks::DbContents;
+use tradetune_engine::storage::{OptunaDistribution, TrialParam, TrialState};
+
+/// Parameter `k` of trial `i`: its name, distribution and value. The first two are the
+/// frame benchmark's original pair (a log-scaled learning rate, an integer env count); the
+/// others alternate linear floats and integers.
+fn param(k: usize, i: usize) -> (String, OptunaDistribution, f64) {
+    match k {
+        0 => (
+            "ppo.learning_rate".into(),
+            OptunaDistribution::float(1e-5, 1e-2, true, None).expect("a valid range"),
+            1e-4 * (1 + i % 10) as f64,
+        ),
+        1 => (
+            "env.n_envs".into(),
+            OptunaDistribution::int(8, 64, false, 1).expect("a valid range"),
+            (8 << (i % 4)) as f64,
+        ),
+        k if k % 2 == 0 => (
+            format!("p{k}.float"),
+            OptunaDistribution::float(0.0, 1.0, false, None).expect("a valid range"),
+            ((i * (k + 3) * 7919) % 1000) as f64 / 1000.0,
+        ),
+        k => (
+            format!("p{k}.int"),
+            OptunaDistribution::int(1, 32, false, 1).expect("a valid range"),
+            (1 + (i * (k + 5)) % 32) as f64,
+        ),
+    }
+}
+
+/// The Studies panel with `trials` COMPLETE trials over `params` parameters, sorted by value,
+/// showing `plot`.
+pub fn studies_state(trials: usize, params: usize, plot: PlotTab) -> AppState {
+    let mut state = AppState::new(
+        Settings {
+            tab: Tab::Studies,
+            ..Settings::default()
+        },
+        Vec::new(),
+    );
+    let v = &mut state.studies;
+    v.db = Some(DbContents {
+        path: "bench.db".into(),
+        studies: Vec::new(),
+    });
+    v.groups = vec![StudyGroup {
+        name: "bench".into(),
+        members: vec!["bench".into()],
+        n_by_state: [0, trials, 0, 0, 0],
+        best: Some(0.0),
+        minimize: true,
+    }];
+    v.selected = Some("bench".into());
+    let distributions: Vec<Arc<OptunaDistribution>> =
+        (0..params).map(|k| Arc::new(param(k, 0).1)).collect();
+    v.rows = (0..trials)
+        .map(|i| {
+            let values: Vec<(String, f64)> = (0..params)
+                .map(|k| {
+                    let (name, _, x) = param(k, i);
+                    (name, x)
+                })
+                .collect();
+            TrialRow {
+                param_cells: values
+                    .iter()
+                    .map(|(name, x)| ParamCell {
+                        name: name.clone(),
+                        text: sig4(*x),
+                        full: x.to_string(),
+                        key: *x,
+                    })
+                    .collect(),
+                attrs: Vec::new(),
+                started_s: Some(i as f64),
+                ended_s: Some(i as f64 + 0.5),
+                worker: format!("host#1/worker-{}", i % 4),
+                trial_id: i as i64 + 1,
+                telemetry: Vec::new(),
+                study: "bench".into(),
+                number: i as i64,
+                state: TrialState::Complete,
+                value: Some(((i * 7919) % 1000) as f64 / 1000.0),
+                duration_s: Some(60.0 + (i % 97) as f64),
+                device: format!("cpu:{}", i % 2),
+                params: values
+                    .iter()
+                    .map(|(name, x)| format!("{name}={x}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                fail_reason: None,
+                numeric_params: values.clone(),
+                intermediate: Vec::new(),
+                stored_params: values
+                    .iter()
+                    .zip(&distributions)
+                    .map(|((name, x), d)| TrialParam {
+                        name: name.clone(),
+                        internal: *x,
+                        distribution: d.clone(),
+                    })
+                    .collect(),
+                verdict: None,
+                samples_per_s: Some(1000.0),
+                checkpoint: None,
+                placement: String::new(),
+                applied_config: None,
+            }
+        })
+        .collect();
+    v.sort = (TrialColumn::Value, false);
+    v.plot_tab = plot;
+    v.update_columns();
+    v.refresh();
+    state
+}

@@ -1,0 +1,172 @@
+//! Closing the window while a study runs asks how: stop now (running trials end FAIL
+//! "interrupted"), finish the running trials and then close, or cancel. A signal does not ask.
+//! The close request is the one the window system sends (a viewport `Close` event).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use egui::accesskit::Role;
+use egui::{ViewportCommand, ViewportEvent, ViewportId};
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use tradetune_app::ui::TradeTuneApp;
+use tradetune_app::ui::close::{CANCEL, FINISH, STOP_NOW};
+use tradetune_app::ui::dialog::{FileDialogs, Pick};
+use tradetune_app::ui::draft::{Draft, SearchEntry};
+use tradetune_app::ui::state::{DataState, Settings, Tab};
+use tradetune_engine::storage::Storage;
+use tradetune_engine::study::file::{PrunerKind, PrunerSection, SearchSpec};
+
+struct NoDialogs;
+
+impl FileDialogs for NoDialogs {
+    fn pick(&self, _pick: &Pick) -> Vec<PathBuf> {
+        Vec::new()
+    }
+}
+
+fn tiny_draft(name: &str) -> Draft {
+    let mut draft = Draft::default();
+    draft.env.n_envs = 2;
+    draft.ppo.n_steps = 32;
+    draft.ppo.batch_size = 32;
+    draft.ppo.n_epochs = 2;
+    draft.ppo.policy.net_arch.pi = vec![16];
+    draft.ppo.policy.net_arch.vf = vec![16];
+    draft.train.total_timesteps = 256;
+    draft.train.eval_every = 2;
+    draft.study.name = name.into();
+    draft.study.n_trials = 2;
+    draft.pruner.kind = PrunerKind::None;
+    draft.search = vec![SearchEntry {
+        name: "ppo.learning_rate".into(),
+        spec: SearchSpec::parse("{ low = 1e-4, high = 1e-3, log = true }").unwrap(),
+    }];
+    draft
+}
+
+/// A harness whose study was started with its job held back (so it is certainly running and
+/// has not got anywhere yet).
+fn started(db: PathBuf, name: &str) -> Harness<'static, TradeTuneApp> {
+    let settings = Settings {
+        tab: Tab::Run,
+        draft: tiny_draft(name),
+        study_db: Some(db),
+        ..Settings::default()
+    };
+    let app = TradeTuneApp::new(
+        settings,
+        Arc::new(NoDialogs),
+        tradetune_engine::device::describe_devices(),
+    );
+    let mut h = Harness::builder()
+        .with_size([1280.0, 900.0])
+        .build_ui_state(|ui, app: &mut TradeTuneApp| app.frame(ui), app);
+    let limit = Instant::now() + Duration::from_secs(120);
+    while matches!(
+        h.state().state.data,
+        DataState::Loading(_) | DataState::None
+    ) {
+        assert!(Instant::now() < limit, "the bundled data did not load");
+        h.step();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    h.run_steps(3);
+    h.state_mut().hold_jobs();
+    h.get_by_role_and_label(Role::Button, "Start").click();
+    h.run_steps(3);
+    assert!(h.state().state.run.running, "{:?}", h.state().state.notices);
+    h
+}
+
+/// The window system asks to close (the title bar's button), and one frame runs.
+fn request_close(h: &mut Harness<'_, TradeTuneApp>) {
+    h.input_mut()
+        .viewports
+        .entry(ViewportId::ROOT)
+        .or_default()
+        .events
+        .push(ViewportEvent::Close);
+    h.step();
+}
+
+fn sent(h: &Harness<'_, TradeTuneApp>, command: &ViewportCommand) -> bool {
+    h.output()
+        .viewport_output
+        .get(&ViewportId::ROOT)
+        .is_some_and(|o| o.commands.contains(command))
+}
+
+#[test]
+fn closing_while_a_study_runs_asks_and_stop_now_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = started(dir.path().join("studies.db"), "close_stop");
+    request_close(&mut h);
+    assert!(sent(&h, &ViewportCommand::CancelClose), "the close is held");
+    h.run_steps(2);
+    h.get_by_label("A study is running");
+    // Cancel keeps the window and the study.
+    h.get_by_label(CANCEL).click();
+    h.run_steps(2);
+    assert!(h.query_by_label("A study is running").is_none());
+    assert!(!h.state().closing.confirmed);
+    assert!(h.state().state.run.running);
+
+    request_close(&mut h);
+    h.run_steps(2);
+    h.get_by_label(STOP_NOW).click();
+    h.step();
+    assert!(sent(&h, &ViewportCommand::Close), "stop now closes at once");
+    assert!(h.state().closing.confirmed);
+    // The close that follows goes through (on_exit then interrupts the study).
+    request_close(&mut h);
+    assert!(!sent(&h, &ViewportCommand::CancelClose));
+}
+
+#[test]
+fn a_signal_closes_without_asking() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = started(dir.path().join("studies.db"), "close_signal");
+    h.state().closing.signalled.store(true, Ordering::Relaxed);
+    request_close(&mut h);
+    assert!(!sent(&h, &ViewportCommand::CancelClose));
+    assert!(!h.state().closing.asking);
+}
+
+#[test]
+fn finish_running_trials_starts_no_new_one_and_closes_when_the_study_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("studies.db");
+    let mut h = started(db.clone(), "close_finish");
+    request_close(&mut h);
+    h.run_steps(2);
+    h.get_by_label(FINISH).click();
+    h.run_steps(2);
+    assert!(h.state().closing.finishing);
+    assert!(
+        !sent(&h, &ViewportCommand::Close),
+        "not before the study ends"
+    );
+    // The study starts now, told to finish before its runner was built: no trial starts.
+    assert_eq!(h.state_mut().release_jobs(), 1);
+    let limit = Instant::now() + Duration::from_secs(120);
+    loop {
+        assert!(Instant::now() < limit, "the study did not end");
+        h.step();
+        if sent(&h, &ViewportCommand::Close) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let run = &h.state().state.run;
+    assert!(!run.running);
+    assert!(run.trials.is_empty(), "{} trials started", run.trials.len());
+    assert!(run.end.as_ref().is_some_and(|e| e.stopped));
+    // The run stored its pruner's settings for the intermediate-values plot.
+    let storage = Storage::open_read_only(&db).unwrap();
+    let study = storage.study("close_finish").unwrap();
+    let pruner = PrunerSection::from_attrs(&study.system_attrs).expect("the pruner is stored");
+    assert_eq!(pruner.kind, PrunerKind::None);
+}

@@ -1,0 +1,67 @@
+//! Parallel coordinates at the issue's load: 10,000 trials × 8 parameters, with the trial
+//! table, in a 1920×1080 window. The plot draws an axis per parameter and a brush on one of
+//! them filters the table; the time per frame is printed (the frame benchmark,
+//! `benches/frame.rs`, measures the same load in a release build), not asserted.
+
+use std::time::Instant;
+
+use egui_kittest::Harness;
+use tradetune_app::ui::command::Command;
+use tradetune_app::ui::panels;
+use tradetune_app::ui::panels::studies::{PcAxes, PlotTab, pc_axes_id};
+use tradetune_app::ui::state::AppState;
+
+#[path = "../benches/support/mod.rs"]
+mod support;
+
+const TRIALS: usize = 10_000;
+const PARAMS: usize = 8;
+
+#[test]
+fn parallel_coordinates_over_10000_trials_by_8_parameters() {
+    let state = support::studies_state(TRIALS, PARAMS, PlotTab::ParallelCoordinates);
+    let mut h = Harness::builder()
+        .with_size([1920.0, 1080.0])
+        .build_ui_state(
+            |ui, state: &mut AppState| {
+                let mut commands = Vec::new();
+                panels::studies::show(ui, state, &mut commands);
+                // The panel's own commands (a brush) are carried out as the app does.
+                for c in commands {
+                    if let Command::BrushAxis(name, range) = c {
+                        state.studies.set_brush(&name, range);
+                    }
+                }
+            },
+            state,
+        );
+    h.run_steps(3);
+    let axes: PcAxes = h
+        .ctx
+        .data(|d| d.get_temp(pc_axes_id()))
+        .expect("the plot stored its axes");
+    assert_eq!(axes.0.len(), PARAMS, "an axis per parameter: {:?}", axes.0);
+
+    let frames = 5;
+    let start = Instant::now();
+    for _ in 0..frames {
+        h.step();
+    }
+    let ms = start.elapsed().as_secs_f64() * 1000.0 / f64::from(frames);
+    let build = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
+    println!(
+        "parallel coordinates: {TRIALS} trials x {PARAMS} parameters + table, 1920x1080, \
+         {build} build: {ms:.1} ms per frame (mean of {frames})"
+    );
+
+    // A brush on the integer env count keeps the trials with 8 or 16 envs: half of them.
+    h.state_mut()
+        .studies
+        .set_brush("env.n_envs", Some((7.0, 17.0)));
+    h.run_steps(2);
+    assert_eq!(h.state().studies.visible.len(), TRIALS / 2);
+}
