@@ -536,6 +536,8 @@ fn studies_report() {
     h.state_mut().state.notices.clear();
     h.run_steps(4);
     snapshot(&mut h, "studies_report");
+}
+
 /// The slice plots (objective against each parameter) and the empirical distribution function
 /// of the reference database's aggregated study.
 #[test]
