@@ -41,6 +41,23 @@ fn each_trial_is_held_against_its_configuration_alone() {
     let (file, db) = (file.to_str().unwrap(), db.to_str().unwrap());
     let o = tradetune(&["study", "run", file, "--db", db]);
     assert!(o.status.success(), "{}", text(&o.stderr));
+    // The study file's text and full path are recorded with the study, as `study create`
+    // records them (the app's Re-run best trial reads them).
+    let storage = tradetune_engine::storage::Storage::open_read_only(db).unwrap();
+    let attrs = storage.study("speedy").unwrap().system_attrs;
+    let attr = |k: &str| {
+        attrs
+            .iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| serde_json::Value::from(v))
+    };
+    assert_eq!(attr("tradetune:study_toml"), Some(STUDY.into()));
+    let canonical = std::fs::canonicalize(file).unwrap();
+    assert_eq!(
+        attr("tradetune:study_source"),
+        Some(canonical.display().to_string().into())
+    );
+    drop(storage);
 
     let o = tradetune(&["study", "speed", file, "--db", db, "--json"]);
     assert!(o.status.success(), "{}", text(&o.stderr));

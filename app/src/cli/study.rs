@@ -275,18 +275,61 @@ pub fn apply_overrides(file: &mut StudyFile, set: &[String]) -> anyhow::Result<(
     Ok(())
 }
 
-fn create(args: CreateArgs) -> anyhow::Result<()> {
-    let (text, source) = match (&args.file, &args.preset) {
+/// A study file's text and where it came from (`preset:NAME`, or the file's full path), as
+/// they are recorded with a study.
+fn study_text(
+    file: Option<&std::path::Path>,
+    preset: Option<&str>,
+) -> anyhow::Result<(String, String)> {
+    Ok(match (file, preset) {
         (Some(path), _) => (
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
-            path.display().to_string(),
+            std::fs::canonicalize(path)
+                .unwrap_or_else(|_| path.to_owned())
+                .display()
+                .to_string(),
         ),
         (None, Some(name)) => (
             preset::find(name)?.text.to_owned(),
             format!("preset:{name}"),
         ),
         (None, None) => anyhow::bail!("give a study file or --preset NAME"),
+    })
+}
+
+/// Records the study file's text, its source and the `--set` overrides with the study (created
+/// here if new, as the runner would), so `study reseed` and the app's Re-run find the study
+/// file later. A study that already holds a text (`study create`) keeps it.
+fn record_text(
+    db: &std::path::Path,
+    file: &StudyFile,
+    (text, source): (String, String),
+    set: &[String],
+) -> anyhow::Result<()> {
+    let label = launch::db_label(db);
+    let mut storage = Storage::open(db).with_context(|| format!("opening {label}"))?;
+    let name = &file.study.name;
+    let id = match storage.study(name) {
+        Ok(study) if study.system_attrs.iter().any(|(k, _)| k == record::TOML) => return Ok(()),
+        Ok(study) => study.study_id,
+        Err(tradetune_engine::storage::StorageError::UnknownStudyName { .. }) => storage
+            .create_study(name, &[file.direction()])
+            .with_context(|| format!("creating study {name} in {label}"))?,
+        Err(e) => return Err(e).with_context(|| format!("reading study {name} in {label}")),
     };
+    let overrides = JsonValue::Array(set.iter().map(|s| JsonValue::from(s.as_str())).collect());
+    for (key, value) in [
+        (record::TOML, JsonValue::from(text.as_str())),
+        (record::SOURCE, JsonValue::from(source.as_str())),
+        (record::OVERRIDES, overrides),
+    ] {
+        storage.set_study_system_attr(id, key, &value)?;
+    }
+    Ok(())
+}
+
+fn create(args: CreateArgs) -> anyhow::Result<()> {
+    let (text, source) = study_text(args.file.as_deref(), args.preset.as_deref())?;
     let mut file = match &args.file {
         Some(path) => read_study_file(path)?,
         None => tradetune_engine::study::ppo_trial::parse_study_file(&text, &source)?,
@@ -359,6 +402,12 @@ fn run_study(args: RunArgs) -> anyhow::Result<()> {
 
     let prepared = launch::prepare(&file, rc)?;
     let (runner, source) = (prepared.runner, prepared.source);
+    record_text(
+        &db,
+        &file,
+        study_text(args.file.as_deref(), args.preset.as_deref())?,
+        &args.set,
+    )?;
     if !args.json {
         println!("study '{}' in {}", file.study.name, launch::db_label(&db));
         println!("data: {source}");

@@ -99,7 +99,14 @@ pub fn study_file(
             _ => Vec::new(),
         };
         let mut file = parse_study_file(text, &source).map_err(|e| e.to_string())?;
-        let base = std::env::current_dir().map_err(|e| format!("the current directory: {e}"))?;
+        // Relative data paths: against the recorded file's folder where that file is here
+        // (as `study run FILE` and `study create FILE` read them), else the current directory
+        // (as a worker with no --data-dir).
+        let recorded = Path::new(&source);
+        let base = match recorded.parent() {
+            Some(dir) if recorded.is_file() => dir.to_path_buf(),
+            _ => std::env::current_dir().map_err(|e| format!("the current directory: {e}"))?,
+        };
         for p in &mut file.data.paths {
             if p.is_relative() {
                 *p = Path::new(&base).join(&*p);
@@ -115,8 +122,8 @@ pub fn study_file(
             "the Configure panel's (its data and split must be the ones the study ran on)".into(),
         )),
         None => Err(format!(
-            "study {study} has no recorded study file (it was not created with `tradetune study \
-             create`) and the Configure panel describes another study: open the study's file or \
+            "study {study} has no recorded study file (it was not run with `tradetune study run` \
+             or created with `tradetune study create`) and the Configure panel describes another study: open the study's file or \
              preset in Configure, or run `tradetune study reseed FILE --db {label}`"
         )),
     }
