@@ -520,3 +520,15 @@ fn cpu_model() -> Option<String> {
         .and_then(|l| l.split_once(':'))
         .map(|(_, v)| v.trim().to_owned())
 }
+
+/// The last `n` lines a peer process wrote to stderr, for its error message.
+fn stderr_tail(out: &std::process::Output, n: usize) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let tail: Vec<&str> = stderr.lines().rev().take(n).collect();
+    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+}
+
+/// The last non-empty line of a peer's output: its JSON result.
+fn last_line(stdout: &str) -> Option<&str> {
+    stdout.lines().rev().find(|l| !l.trim().is_empty())
+}

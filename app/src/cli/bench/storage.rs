@@ -532,24 +532,18 @@ fn run_peer<T: serde::de::DeserializeOwned>(
         .stdin(std::process::Stdio::null())
         .output()
         .with_context(|| format!("--peer: cannot run {}", python.display()))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let tail: Vec<&str> = stderr.lines().rev().take(12).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
         anyhow::bail!(
             "--peer: {} (Optuna's client, {}) failed ({}):\n{}\n(it needs optuna, and psycopg \
              for PostgreSQL: python3 -m pip install optuna 'psycopg[binary]')",
             python.display(),
             args[0],
             out.status,
-            tail.join("\n")
+            super::stderr_tail(&out, 12)
         );
     }
-    let line = stdout
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = super::last_line(&stdout)
         .ok_or_else(|| anyhow::anyhow!("--peer: Optuna's client printed nothing ({})", args[0]))?;
     serde_json::from_str(line)
         .with_context(|| format!("--peer: Optuna's client printed no result: {line}"))

@@ -62,32 +62,25 @@ fn run_peer(
         .stdin(std::process::Stdio::null())
         .output()
         .with_context(|| format!("--peer: cannot run {}", peer.display()))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let tail: Vec<&str> = stderr.lines().rev().take(15).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
         anyhow::bail!(
             "--peer: {} {} failed on configuration {} ({}):\n{}\n(set up the peer as benches/peers/README.md says)",
             peer.display(),
             script.display(),
             cfg.name,
             out.status,
-            tail.join("\n")
+            stderr_tail(&out, 15)
         );
     }
-    let line = stdout
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "--peer: {} {} printed nothing on configuration {}",
-                peer.display(),
-                script.display(),
-                cfg.name
-            )
-        })?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = last_line(&stdout).ok_or_else(|| {
+        anyhow::anyhow!(
+            "--peer: {} {} printed nothing on configuration {}",
+            peer.display(),
+            script.display(),
+            cfg.name
+        )
+    })?;
     let run: PeerRun = serde_json::from_str(line).with_context(|| {
         format!(
             "--peer: the last line {} printed is not the peer's JSON result \
