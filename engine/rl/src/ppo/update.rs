@@ -312,6 +312,9 @@ pub struct Learner {
     slots: Vec<Slot>,
     /// `slots` by id: (offset, length).
     slot_of: HashMap<ParamId, (usize, usize)>,
+    /// The model's parameters as one flat buffer (inner device), whose slices they are since
+    /// the last step; `None` until a step (or after the model was replaced).
+    flat_params: Option<Tensor<1>>,
     cfg: PpoConfig,
     device: Device,
 }
@@ -334,6 +337,7 @@ impl Learner {
             params: slots.iter().map(|s| (s.id, s.shape.num_dims())).collect(),
             slots,
             slot_of,
+            flat_params: None,
             scaler: LossScaler::new(
                 cfg.precision,
                 cfg.initial_loss_scale,
@@ -356,6 +360,7 @@ impl Learner {
         self.params = slots.iter().map(|s| (s.id, s.shape.num_dims())).collect();
         self.slots = slots;
         self.slot_of = slot_of;
+        self.flat_params = None;
         self.model = model;
     }
 
@@ -464,19 +469,25 @@ impl Learner {
 
     /// One Adam step of all parameters with the flat gradient `grad` (see [`FlatAdam`]).
     fn adam_step(&mut self, lr: f64, grad: Tensor<1>, gate: Option<Tensor<1, Bool>>) {
-        let mut values = FlatValues(HashMap::new());
-        self.model.visit(&mut values);
-        let parts: Vec<Tensor<1>> = self
-            .slots
-            .iter()
-            .filter_map(|slot| values.0.remove(&slot.id))
-            .collect();
-        let params = Tensor::cat(parts, 0);
+        let params = match self.flat_params.take() {
+            Some(params) => params,
+            None => {
+                let mut values = FlatValues(HashMap::new());
+                self.model.visit(&mut values);
+                let parts: Vec<Tensor<1>> = self
+                    .slots
+                    .iter()
+                    .filter_map(|slot| values.0.remove(&slot.id))
+                    .collect();
+                Tensor::cat(parts, 0)
+            }
+        };
         let stepped = self.adam.step(lr, params, grad, gate);
         self.model = self.model.clone().map(&mut FromFlat {
             flat: &stepped,
             slots: &self.slot_of,
         });
+        self.flat_params = Some(stepped);
     }
 
     /// The loss scaler.
