@@ -204,9 +204,11 @@ impl ModuleMapper for FromFlat<'_> {
 /// value (same stacking), so checkpoints stay those of burn's Adam.
 #[derive(Clone)]
 struct StateBridge {
-    /// Saving: the step counter to record. Loading: the counters read, one per parameter.
+    /// Saving: the step counter to record.
     time: usize,
+    /// Loading: the step counters read, one per parameter with a state.
     read_times: Arc<Mutex<Vec<usize>>>,
+    /// Whether this writes states (saving) or reads them (loading).
     saving: bool,
 }
 
