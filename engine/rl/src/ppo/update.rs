@@ -20,12 +20,13 @@
 //!         Adam(g, lr)
 //! ```
 
-use burn::module::{Module, ModuleVisitor, Param, ParamId};
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use burn::optim::{Adam, AdamState};
-use burn::optim::{AdamConfig, GradientsParams, LearningRate, ModuleOptimizer, Optimizer};
-use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
+use burn::optim::{Adam, AdamState, AdaptiveMomentumState};
+use burn::optim::{GradientsParams, LearningRate, ModuleOptimizer, Optimizer};
+use burn::tensor::{Bool, Device, Int, Shape, Tensor, TensorData};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
@@ -52,48 +53,195 @@ pub struct UpdateBatch {
     pub returns: Tensor<1>,
 }
 
-/// Whether the next optimiser step applies, as a `[1]` flag on the device; `None`: it does.
-type Gate = Arc<Mutex<Option<Tensor<1, Bool>>>>;
-
-/// burn's Adam, whose step is kept or discarded by a flag on the device ([`Gate`]): f16's
-/// dynamic loss scaling skips an overflowing step without reading the gradients' finiteness
-/// back. A discarded step leaves the parameter and both moments as they were (selected, not
-/// recomputed, so a non-finite gradient never reaches them); Adam's step counter, a host
-/// integer, counts it anyway, so its bias correction after a skip is that of one step later.
-#[derive(Clone)]
-struct GatedAdam {
-    adam: Adam,
-    gate: Gate,
+/// Adam (Kingma & Ba 2015, burn's `Adam` arithmetic op for op) over all parameters at once:
+/// the gradients are concatenated into one flat buffer, so a step is a dozen tensor operations
+/// instead of a dozen per parameter tensor (small networks are dominated by per-op overhead).
+/// Each element sees exactly the operations of burn's per-tensor Adam, in the same order.
+///
+/// A step can be gated by a flag on the device: f16's dynamic loss scaling skips an overflowing
+/// step without reading the gradients' finiteness back. A discarded step leaves the parameters
+/// and both moments as they were (selected, not recomputed, so a non-finite gradient never
+/// reaches them); the step counter, a host integer, counts it anyway, so the bias correction
+/// after a skip is that of one step later (as burn's Adam behind a gate).
+struct FlatAdam {
+    beta_1: f32,
+    beta_2: f32,
+    epsilon: f32,
+    /// `[n_params]` first and second moments (on the inner, non-autodiff device); `None`
+    /// before the first step.
+    moments: Option<(Tensor<1>, Tensor<1>)>,
+    /// Steps taken (Adam's `t`).
+    time: usize,
 }
 
-impl Optimizer for GatedAdam {
+impl FlatAdam {
+    /// β₁ = 0.9, β₂ = 0.999 (burn's and torch's defaults) and the config's ε.
+    fn new(cfg: &PpoConfig) -> Self {
+        Self {
+            beta_1: 0.9,
+            beta_2: 0.999,
+            epsilon: cfg.adam_eps,
+            moments: None,
+            time: 0,
+        }
+    }
+
+    /// One step of `params` (flat) with `grad` (flat), kept only where `gate` is true.
+    fn step(
+        &mut self,
+        lr: LearningRate,
+        params: Tensor<1>,
+        grad: Tensor<1>,
+        gate: Option<Tensor<1, Bool>>,
+    ) -> Tensor<1> {
+        let (m1_old, m2_old) = match self.moments.take() {
+            Some(m) => m,
+            // Zero moments give burn's first step exactly (0·β + x = x).
+            None => (params.zeros_like(), params.zeros_like()),
+        };
+        let m1 = m1_old
+            .clone()
+            .mul_scalar(self.beta_1)
+            .add(grad.clone().mul_scalar(1.0 - self.beta_1));
+        let m2 = m2_old
+            .clone()
+            .mul_scalar(self.beta_2)
+            .add(grad.square().mul_scalar(1.0 - self.beta_2));
+        self.time += 1;
+        let time = self.time as i32;
+        let bias_correction2_sqrt = (1.0 - self.beta_2.powi(time)).sqrt();
+        let combined_factor = bias_correction2_sqrt / (1.0 - self.beta_1.powi(time));
+        let delta = m1.clone().mul_scalar(combined_factor).div(
+            m2.clone()
+                .sqrt()
+                .add_scalar(self.epsilon * bias_correction2_sqrt),
+        );
+        let stepped = params.clone().sub(delta.mul_scalar(lr));
+        match gate {
+            None => {
+                self.moments = Some((m1, m2));
+                stepped
+            }
+            Some(gate) => {
+                let apply = gate.expand([params.dims()[0]]);
+                self.moments = Some((
+                    m1_old.mask_where(apply.clone(), m1),
+                    m2_old.mask_where(apply.clone(), m2),
+                ));
+                params.mask_where(apply, stepped)
+            }
+        }
+    }
+}
+
+/// Where each parameter lies in the flat buffers of [`FlatAdam`].
+#[derive(Debug, Clone)]
+struct Slot {
+    id: ParamId,
+    shape: Shape,
+    offset: usize,
+    len: usize,
+}
+
+/// Collects every float parameter's slot in the flat layout.
+struct Layout(Vec<Slot>);
+
+impl ModuleVisitor for Layout {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let shape = param.shape();
+        let len = shape.num_elements();
+        let offset = self.0.last().map_or(0, |s| s.offset + s.len);
+        self.0.push(Slot {
+            id: param.id,
+            shape,
+            offset,
+            len,
+        });
+    }
+}
+
+/// Collects every float parameter's (inner) value, flattened, by id.
+struct FlatValues(HashMap<ParamId, Tensor<1>>);
+
+impl ModuleVisitor for FlatValues {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let t = param.val().inner();
+        let n = t.shape().num_elements();
+        self.0.insert(param.id, t.reshape([n]));
+    }
+}
+
+/// Replaces every float parameter by its slice of a flat buffer (keeping its autodiff state).
+struct FromFlat<'a> {
+    flat: &'a Tensor<1>,
+    slots: &'a HashMap<ParamId, (usize, usize)>,
+}
+
+impl ModuleMapper for FromFlat<'_> {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        let (id, tensor, mapper) = param.consume();
+        let Some(&(offset, len)) = self.slots.get(&id) else {
+            return Param::from_mapped_value(id, tensor, mapper);
+        };
+        let require_grad = tensor.is_require_grad();
+        let checkpointing = tensor.gradient_checkpointing_strategy();
+        let shape = tensor.shape();
+        let mut value =
+            Tensor::<D>::from_inner(self.flat.clone().narrow(0, offset, len).reshape(shape));
+        if let Some(strategy) = checkpointing {
+            value = value.with_gradient_checkpointing_strategy(strategy);
+        }
+        if require_grad {
+            value = value.require_grad();
+        }
+        Param::from_mapped_value(id, value, mapper)
+    }
+}
+
+/// Adam's state record (burn's `ModuleOptimizer` format, one `AdamState` per parameter) to and
+/// from [`FlatAdam`]: an optimiser whose "step" writes the moments passed in as the gradient
+/// (`[m1; m2]` stacked along the first axis) into its state, or reads its state out as the new
+/// value (same stacking), so checkpoints stay those of burn's Adam.
+#[derive(Clone)]
+struct StateBridge {
+    /// Saving: the step counter to record.
+    time: usize,
+    /// Loading: the step counters read, one per parameter with a state.
+    read_times: Arc<Mutex<Vec<usize>>>,
+    /// Whether this writes states (saving) or reads them (loading).
+    saving: bool,
+}
+
+impl Optimizer for StateBridge {
     type State<const D: usize> = AdamState<D>;
 
     fn step<const D: usize>(
         &self,
-        lr: LearningRate,
+        _lr: LearningRate,
         tensor: Tensor<D>,
         grad: Tensor<D>,
         state: Option<Self::State<D>>,
     ) -> (Tensor<D>, Option<Self::State<D>>) {
-        let gate = self.gate.lock().ok().and_then(|g| g.clone());
-        let (stepped, new_state) = self.adam.step(lr, tensor.clone(), grad, state.clone());
-        let Some(gate) = gate else {
-            return (stepped, new_state);
-        };
-        let shape = tensor.shape();
-        let apply: Tensor<D, Bool> = gate.reshape([1; D]).expand(shape.clone());
-        let kept = tensor.clone().mask_where(apply.clone(), stepped);
-        let new_state = new_state.map(|mut n| {
-            let (m1, m2) = match state {
-                Some(old) => (old.momentum.moment_1, old.momentum.moment_2),
-                None => (tensor.zeros_like(), tensor.zeros_like()),
-            };
-            n.momentum.moment_1 = m1.mask_where(apply.clone(), n.momentum.moment_1);
-            n.momentum.moment_2 = m2.mask_where(apply.clone(), n.momentum.moment_2);
-            n
-        });
-        (kept, new_state)
+        if self.saving {
+            let n = tensor.dims()[0];
+            let m1 = grad.clone().narrow(0, 0, n);
+            let m2 = grad.narrow(0, n, n);
+            let state = AdamState::new(AdaptiveMomentumState::new(self.time, m1, m2));
+            return (tensor, Some(state));
+        }
+        match state {
+            Some(s) => {
+                if let Ok(mut times) = self.read_times.lock() {
+                    times.push(s.momentum.time);
+                }
+                let stacked = Tensor::cat(
+                    vec![s.momentum.moment_1.clone(), s.momentum.moment_2.clone()],
+                    0,
+                );
+                (stacked, Some(s))
+            }
+            None => (tensor, None),
+        }
     }
 
     fn to_device<const D: usize>(state: Self::State<D>, device: &Device) -> Self::State<D> {
@@ -158,50 +306,46 @@ impl UpdateStats {
 /// The learner: model, optimiser, loss scaler and the minibatch shuffler.
 pub struct Learner {
     model: ActorCritic,
-    optim: ModuleOptimizer,
+    adam: FlatAdam,
     scaler: LossScaler,
     rng: StdRng,
     params: Vec<(ParamId, usize)>,
+    /// Each parameter's place in [`FlatAdam`]'s buffers, in the model's order.
+    slots: Vec<Slot>,
+    /// `slots` by id: (offset, length).
+    slot_of: HashMap<ParamId, (usize, usize)>,
+    /// The model's parameters as one flat buffer (inner device), whose slices they are since
+    /// the last step; `None` until a step (or after the model was replaced).
+    flat_params: Option<Tensor<1>>,
     cfg: PpoConfig,
     device: Device,
-    /// The gate of `optim` (see [`GatedAdam`]).
-    gate: Gate,
 }
 
-/// The learner's optimiser: Adam behind `gate`.
-fn gated_adam(cfg: &PpoConfig, gate: &Gate) -> ModuleOptimizer {
-    ModuleOptimizer::from(GatedAdam {
-        adam: AdamConfig::new().with_epsilon(cfg.adam_eps).build(),
-        gate: gate.clone(),
-    })
-}
-
-/// Collects every float parameter's id and rank.
-struct ParamList(Vec<(ParamId, usize)>);
-
-impl ModuleVisitor for ParamList {
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-        self.0.push((param.id, D));
-    }
+/// The slots of `model`'s parameters, by position and by id.
+fn layout(model: &ActorCritic) -> (Vec<Slot>, HashMap<ParamId, (usize, usize)>) {
+    let mut slots = Layout(Vec::new());
+    model.visit(&mut slots);
+    let by_id = slots.0.iter().map(|s| (s.id, (s.offset, s.len))).collect();
+    (slots.0, by_id)
 }
 
 impl Learner {
     /// A learner for `model` (on the autodiff training device `device`).
     pub fn new(model: ActorCritic, cfg: &PpoConfig, device: &Device) -> Self {
-        let mut params = ParamList(Vec::new());
-        model.visit(&mut params);
-        let gate: Gate = Arc::new(Mutex::new(None));
+        let (slots, slot_of) = layout(&model);
         Self {
             model,
-            optim: gated_adam(cfg, &gate),
-            gate,
+            adam: FlatAdam::new(cfg),
+            params: slots.iter().map(|s| (s.id, s.shape.num_dims())).collect(),
+            slots,
+            slot_of,
+            flat_params: None,
             scaler: LossScaler::new(
                 cfg.precision,
                 cfg.initial_loss_scale,
                 cfg.loss_scale_growth_interval,
             ),
             rng: crate::ppo::stream_rng(cfg.seed, crate::ppo::SHUFFLE_STREAM, 0),
-            params: params.0,
             cfg: cfg.clone(),
             device: device.clone(),
         }
@@ -214,25 +358,138 @@ impl Learner {
 
     /// Replaces the model (checkpoint resume).
     pub fn set_model(&mut self, model: ActorCritic) {
+        let (slots, slot_of) = layout(&model);
+        self.params = slots.iter().map(|s| (s.id, s.shape.num_dims())).collect();
+        self.slots = slots;
+        self.slot_of = slot_of;
+        self.flat_params = None;
         self.model = model;
     }
 
-    /// Saves Adam's state to a burnpack file.
+    /// Saves Adam's state to a burnpack file, in the format of burn's `ModuleOptimizer` with
+    /// `Adam` (one state per parameter).
     pub fn save_optimizer(&self, path: &std::path::Path) -> Result<(), PpoError> {
-        self.optim.save(path).map_err(|e| PpoError::Checkpoint {
+        let mut optim = ModuleOptimizer::from(StateBridge {
+            time: self.adam.time,
+            read_times: Arc::new(Mutex::new(Vec::new())),
+            saving: true,
+        });
+        if let Some((m1, m2)) = &self.adam.moments {
+            let mut stacked = GradientsParams::new();
+            for slot in &self.slots {
+                let part = |m: &Tensor<1>| m.clone().narrow(0, slot.offset, slot.len);
+                match slot.shape.num_dims() {
+                    1 => stacked.register::<1>(slot.id, Tensor::cat(vec![part(m1), part(m2)], 0)),
+                    2 => stacked.register::<2>(
+                        slot.id,
+                        Tensor::cat(
+                            vec![
+                                part(m1).reshape(slot.shape.clone()),
+                                part(m2).reshape(slot.shape.clone()),
+                            ],
+                            0,
+                        ),
+                    ),
+                    _ => {}
+                }
+            }
+            let _ = optim.step(0.0, self.model.clone(), stacked);
+        }
+        optim.save(path).map_err(|e| PpoError::Checkpoint {
             path: path.display().to_string(),
             reason: format!("{e:?}"),
         })
     }
 
-    /// Restores Adam's state from a burnpack file.
+    /// Restores Adam's state from a burnpack file (see [`Learner::save_optimizer`]).
     pub fn load_optimizer(&mut self, path: &std::path::Path) -> Result<(), PpoError> {
-        let optim = std::mem::replace(&mut self.optim, gated_adam(&self.cfg, &self.gate));
-        self.optim = optim.load(path).map_err(|e| PpoError::Checkpoint {
+        let times = Arc::new(Mutex::new(Vec::new()));
+        let mut optim = ModuleOptimizer::from(StateBridge {
+            time: 0,
+            read_times: times.clone(),
+            saving: false,
+        })
+        .load(path)
+        .map_err(|e| PpoError::Checkpoint {
             path: path.display().to_string(),
             reason: format!("{e:?}"),
         })?;
+        let inner = self.device.clone().inner();
+        let mut zeros = GradientsParams::new();
+        for slot in &self.slots {
+            match slot.shape.num_dims() {
+                1 => zeros.register::<1>(slot.id, Tensor::zeros(slot.shape.clone(), &inner)),
+                2 => zeros.register::<2>(slot.id, Tensor::zeros(slot.shape.clone(), &inner)),
+                _ => {}
+            }
+        }
+        let read = optim.step(0.0, self.model.clone(), zeros);
+        let time = times.lock().ok().and_then(|t| t.iter().copied().max());
+        let Some(time) = time else {
+            self.adam.moments = None;
+            self.adam.time = 0;
+            return Ok(());
+        };
+        let mut values = FlatValues(HashMap::new());
+        read.visit(&mut values);
+        let (mut m1, mut m2) = (Vec::new(), Vec::new());
+        for slot in &self.slots {
+            match values.0.remove(&slot.id) {
+                Some(v) if v.dims()[0] == 2 * slot.len => {
+                    m1.push(v.clone().narrow(0, 0, slot.len));
+                    m2.push(v.narrow(0, slot.len, slot.len));
+                }
+                // A parameter without a recorded state starts from zero moments.
+                _ => {
+                    m1.push(Tensor::zeros([slot.len], &inner));
+                    m2.push(Tensor::zeros([slot.len], &inner));
+                }
+            }
+        }
+        self.adam.moments = Some((Tensor::cat(m1, 0), Tensor::cat(m2, 0)));
+        self.adam.time = time;
         Ok(())
+    }
+
+    /// The gradients of all parameters as one flat buffer in the layout of [`FlatAdam`].
+    fn flat_grads(&self, grads: &mut GradientsParams) -> Tensor<1> {
+        let parts: Vec<Tensor<1>> = self
+            .slots
+            .iter()
+            .map(|slot| {
+                let g = match slot.shape.num_dims() {
+                    1 => grads.remove::<1>(slot.id),
+                    2 => grads.remove::<2>(slot.id).map(|g| g.reshape([slot.len])),
+                    _ => None,
+                };
+                // A parameter outside the loss's graph has a zero gradient.
+                g.unwrap_or_else(|| Tensor::zeros([slot.len], &self.device.clone().inner()))
+            })
+            .collect();
+        Tensor::cat(parts, 0)
+    }
+
+    /// One Adam step of all parameters with the flat gradient `grad` (see [`FlatAdam`]).
+    fn adam_step(&mut self, lr: f64, grad: Tensor<1>, gate: Option<Tensor<1, Bool>>) {
+        let params = match self.flat_params.take() {
+            Some(params) => params,
+            None => {
+                let mut values = FlatValues(HashMap::new());
+                self.model.visit(&mut values);
+                let parts: Vec<Tensor<1>> = self
+                    .slots
+                    .iter()
+                    .filter_map(|slot| values.0.remove(&slot.id))
+                    .collect();
+                Tensor::cat(parts, 0)
+            }
+        };
+        let stepped = self.adam.step(lr, params, grad, gate);
+        self.model = self.model.clone().map(&mut FromFlat {
+            flat: &stepped,
+            slots: &self.slot_of,
+        });
+        self.flat_params = Some(stepped);
     }
 
     /// The loss scaler.
@@ -398,6 +655,7 @@ impl Learner {
                     diagnostics,
                     mut grads,
                 } = self.minibatch(batch, perm.clone().narrow(0, start, b), scale.clone());
+                let mut grad = self.flat_grads(&mut grads);
                 // The norm of the unscaled gradients.
                 let norm = diagnostics
                     .clone()
@@ -421,15 +679,11 @@ impl Learner {
                     factor = factor.mul(clip);
                 }
                 if scaling || max_norm > 0.0 {
-                    self.rescale_by(&mut grads, factor);
+                    grad = grad.mul(factor);
                 }
-                if scaling {
-                    self.set_gate(Some(finite.clone()));
-                }
-                self.model = self.optim.step(lr, self.model.clone(), grads);
+                self.adam_step(lr, grad, scaling.then(|| finite.clone()));
                 let applied = Tensor::cat(vec![diagnostics.narrow(0, 0, 6), norm], 0);
                 let row = if scaling {
-                    self.set_gate(None);
                     // Clean steps in a row; the scale halves on an overflow and doubles after
                     // `interval` clean steps, within its bounds.
                     let counted = clean
@@ -497,12 +751,6 @@ impl Learner {
             ..UpdateStats::default()
         };
         Ok((stats, extra.to_vec()))
-    }
-
-    fn set_gate(&self, gate: Option<Tensor<1, Bool>>) {
-        if let Ok(mut g) = self.gate.lock() {
-            *g = gate;
-        }
     }
 
     /// The update with a host decision per minibatch (`target_kl`'s early stop; an f16 loss is
@@ -573,10 +821,11 @@ impl Learner {
                     1.0
                 };
                 let factor = clip / scale;
+                let mut grad = self.flat_grads(&mut grads);
                 if factor != 1.0 {
-                    self.rescale(&mut grads, factor);
+                    grad = grad.mul_scalar(factor);
                 }
-                self.model = self.optim.step(lr, self.model.clone(), grads);
+                self.adam_step(lr, grad, None);
                 for (s, v) in sums.iter_mut().zip([pl, vl, ent, kl, cf, grad_norm]) {
                     *s += v as f64;
                 }
@@ -611,43 +860,5 @@ impl Learner {
             return Tensor::zeros([1], &self.device);
         }
         Tensor::cat(parts, 0).sum()
-    }
-
-    /// Multiplies every gradient by `factor` (`[1]`, on the device): clipping without a read.
-    fn rescale_by(&self, grads: &mut GradientsParams, factor: Tensor<1>) {
-        for &(id, rank) in &self.params {
-            match rank {
-                1 => {
-                    if let Some(g) = grads.remove::<1>(id) {
-                        grads.register(id, g.mul(factor.clone()));
-                    }
-                }
-                2 => {
-                    if let Some(g) = grads.remove::<2>(id) {
-                        grads.register(id, g.mul(factor.clone().unsqueeze_dim::<2>(0)));
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-
-    /// Multiplies every gradient by `factor` (unscaling and clipping in one pass).
-    fn rescale(&self, grads: &mut GradientsParams, factor: f32) {
-        for &(id, rank) in &self.params {
-            match rank {
-                1 => {
-                    if let Some(g) = grads.remove::<1>(id) {
-                        grads.register(id, g.mul_scalar(factor));
-                    }
-                }
-                2 => {
-                    if let Some(g) = grads.remove::<2>(id) {
-                        grads.register(id, g.mul_scalar(factor));
-                    }
-                }
-                _ => {}
-            }
-        }
     }
 }
