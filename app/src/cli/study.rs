@@ -317,10 +317,22 @@ fn record_text(
             .with_context(|| format!("creating study {name} in {label}"))?,
         Err(e) => return Err(e).with_context(|| format!("reading study {name} in {label}")),
     };
+    write_text(&mut storage, id, &text, &source, set)
+}
+
+/// Writes the study file's text, its source and the `--set` overrides as the study's
+/// [`record`] attributes.
+fn write_text(
+    storage: &mut Storage,
+    id: i64,
+    text: &str,
+    source: &str,
+    set: &[String],
+) -> anyhow::Result<()> {
     let overrides = JsonValue::Array(set.iter().map(|s| JsonValue::from(s.as_str())).collect());
     for (key, value) in [
-        (record::TOML, JsonValue::from(text.as_str())),
-        (record::SOURCE, JsonValue::from(source.as_str())),
+        (record::TOML, JsonValue::from(text)),
+        (record::SOURCE, JsonValue::from(source)),
         (record::OVERRIDES, overrides),
     ] {
         storage.set_study_system_attr(id, key, &value)?;
@@ -350,16 +362,8 @@ fn create(args: CreateArgs) -> anyhow::Result<()> {
     let id = storage
         .create_study(&file.study.name, &[direction])
         .with_context(|| format!("creating study {} in {label}", file.study.name))?;
-    let overrides = JsonValue::Array(
-        args.set
-            .iter()
-            .map(|s| JsonValue::from(s.as_str()))
-            .collect(),
-    );
+    write_text(&mut storage, id, &text, &source, &args.set)?;
     for (key, value) in [
-        (record::TOML, JsonValue::from(text.as_str())),
-        (record::SOURCE, JsonValue::from(source.as_str())),
-        (record::OVERRIDES, overrides),
         (record::BUDGET, JsonValue::from(budget as i64)),
         (record::FINGERPRINT, JsonValue::from(fingerprint.as_str())),
     ] {
