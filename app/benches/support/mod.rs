@@ -7,6 +7,8 @@
 
 use std::sync::Arc;
 
+use egui_kittest::Harness;
+
 use tradetune_app::ui::panels::studies::{ParamCell, PlotTab, sig4};
 use tradetune_app::ui::state::{AppState, Settings, StudyGroup, Tab, TrialColumn, TrialRow};
 use tradetune_app::ui::tasks::DbContents;
@@ -125,4 +127,21 @@ pub fn studies_state(trials: usize, params: usize, plot: PlotTab) -> AppState {
     v.update_columns();
     v.refresh();
     state
+}
+
+/// One frame as the desktop program draws it: the UI pass, then the tessellation of its shapes
+/// into triangles (what eframe does before handing them to the GPU; the harness alone stops
+/// after the pass). Returns the triangles' vertex count.
+pub fn frame(harness: &mut Harness<'_, AppState>) -> usize {
+    harness.step();
+    let out = harness.output();
+    harness
+        .ctx
+        .tessellate(out.shapes.clone(), out.pixels_per_point)
+        .iter()
+        .map(|p| match &p.primitive {
+            egui::epaint::Primitive::Mesh(m) => m.vertices.len(),
+            egui::epaint::Primitive::Callback(_) => 0,
+        })
+        .sum()
 }

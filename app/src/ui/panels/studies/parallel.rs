@@ -1,8 +1,15 @@
 //! The parallel-coordinates plot of the Studies panel: an axis per parameter and the
 //! objective, lines coloured by objective, brushing an axis filters the trial table.
 
-use egui::Color32;
-use egui_plot::{GridMark, Line, Plot, PlotPoint, PlotPoints, Polygon, Text};
+use std::ops::RangeInclusive;
+use std::sync::Arc;
+
+use egui::epaint::Mesh;
+use egui::{Color32, Pos2, Shape, Ui, Vec2};
+use egui_plot::{
+    GridMark, Line, Plot, PlotBounds, PlotGeometry, PlotItem, PlotItemBase, PlotPoint, PlotPoints,
+    PlotTransform, Polygon, Text,
+};
 
 use super::plots::*;
 use super::view::{ParamAxis, Scale, StudiesView, TrialRow, sig4};
@@ -43,6 +50,232 @@ pub(super) fn ranges(axes: &[&ParamAxis], rows: &[&TrialRow]) -> Vec<(f64, f64)>
         .collect()
 }
 
+/// The trial lines of the plot in plot coordinates (x: the axis's index, y: 0–1 along it; the
+/// objective's axis last), coloured by objective, grey when a brush leaves them out (those
+/// first, so the kept ones are drawn over them). Built when the view's rows change.
+pub(super) struct PcGeometry {
+    /// The [`StudiesView::revision`] it was built for.
+    revision: u64,
+    /// The complete trials it was built from.
+    trials: usize,
+    /// Each axis's plotted range (see [`ranges`]).
+    ranges: Vec<(f64, f64)>,
+    /// The objective's extremes.
+    vlo: f64,
+    vhi: f64,
+    /// How many trials every brush keeps.
+    kept: usize,
+    /// The points of every line, one line after another.
+    points: Vec<[f32; 2]>,
+    /// Where each line starts in `points`, and its colour.
+    lines: Vec<(u32, Color32)>,
+}
+
+impl PcGeometry {
+    fn new(view: &StudiesView, axes: &[&ParamAxis], done: &[&TrialRow]) -> Self {
+        let ranges = ranges(axes, done);
+        let (vlo, vhi) = done
+            .iter()
+            .filter_map(|r| r.value)
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+                (a.min(v), b.max(v))
+            });
+        let vspan = if vhi > vlo { vhi - vlo } else { 1.0 };
+        let n = axes.len();
+        let brushes: Vec<(&ParamAxis, f64, f64)> = view
+            .brush
+            .iter()
+            .filter_map(|(name, lo, hi)| view.axis(name).map(|a| (a, *lo, *hi)))
+            .collect();
+        let kept = |r: &TrialRow| {
+            brushes.iter().all(|(a, lo, hi)| {
+                r.param_key(&a.name)
+                    .map(|k| a.to_plot(k))
+                    .is_some_and(|x| x >= *lo && x <= *hi)
+            })
+        };
+        let unit = |v: f64, (lo, hi): (f64, f64)| ((v - lo) / (hi - lo)) as f32;
+        let mut g = Self {
+            revision: view.revision,
+            trials: done.len(),
+            ranges: Vec::new(),
+            vlo,
+            vhi,
+            kept: 0,
+            points: Vec::with_capacity(done.len() * (n + 1)),
+            lines: Vec::with_capacity(done.len()),
+        };
+        let (mut out, mut inside): (Vec<&TrialRow>, Vec<&TrialRow>) =
+            (Vec::new(), Vec::with_capacity(done.len()));
+        for r in done.iter().filter(|r| r.value.is_some()) {
+            if kept(r) {
+                inside.push(r);
+            } else {
+                out.push(r);
+            }
+        }
+        g.kept = inside.len();
+        let grey = Color32::from_gray(200).gamma_multiply(0.25);
+        for (rows, kept) in [(out, false), (inside, true)] {
+            for r in rows {
+                let Some(v) = r.value else { continue };
+                let t = (v - vlo) / vspan;
+                g.lines
+                    .push((g.points.len() as u32, if kept { colour(t) } else { grey }));
+                for (i, a) in axes.iter().enumerate() {
+                    if let Some(k) = r.param_key(&a.name) {
+                        g.points.push([i as f32, unit(a.to_plot(k), ranges[i])]);
+                    }
+                }
+                g.points.push([n as f32, t as f32]);
+            }
+        }
+        g.ranges = ranges;
+        g
+    }
+
+    /// The lines as one mesh in screen coordinates: per line a strip of three vertices across
+    /// each point (transparent, colour, transparent: a thin anti-aliased line, as egui draws
+    /// lines no wider than a pixel), joined with mitred normals.
+    fn mesh(&self, transform: &PlotTransform, pixels_per_point: f32) -> Mesh {
+        let segments = self.points.len().saturating_sub(self.lines.len());
+        let mut mesh = Mesh::default();
+        mesh.reserve_vertices(self.points.len() * 3);
+        mesh.reserve_triangles(segments * 4);
+        // As bright as egui_plot's 1.5-point lines: the profile's integral is `half`.
+        let half = 1.5 / pixels_per_point.max(0.1);
+        let mut screen: Vec<Pos2> = Vec::new();
+        for (k, &(start, c)) in self.lines.iter().enumerate() {
+            let end = self
+                .lines
+                .get(k + 1)
+                .map_or(self.points.len(), |l| l.0 as usize);
+            screen.clear();
+            screen.extend(
+                self.points[start as usize..end]
+                    .iter()
+                    .map(|p| transform.position_from_point(&PlotPoint::new(p[0], p[1]))),
+            );
+            strip(&mut mesh, &screen, c, half);
+        }
+        mesh
+    }
+}
+
+/// One line through `points` as a strip of three vertices per point: `c` on the line, fading to
+/// transparent `half` away on either side.
+fn strip(mesh: &mut Mesh, points: &[Pos2], c: Color32, half: f32) {
+    if points.len() < 2 {
+        return;
+    }
+    let normal = |a: Pos2, b: Pos2| {
+        let d = b - a;
+        let len = d.length();
+        if len < 1e-6 {
+            Vec2::ZERO
+        } else {
+            Vec2::new(-d.y, d.x) / len
+        }
+    };
+    let base = mesh.vertices.len() as u32;
+    let t = Color32::TRANSPARENT;
+    let last = points.len() - 1;
+    for (i, &p) in points.iter().enumerate() {
+        let n = if i == 0 {
+            normal(p, points[1])
+        } else if i == last {
+            normal(points[i - 1], p)
+        } else {
+            // The mitre: the mean of both normals, lengthened to keep the width (bounded at
+            // sharp turns).
+            let (n1, n2) = (normal(points[i - 1], p), normal(p, points[i + 1]));
+            let m = n1 + n2;
+            let cos = m.length() / 2.0;
+            if cos < 1e-3 {
+                n1
+            } else {
+                m.normalized() / cos.max(0.25)
+            }
+        };
+        mesh.colored_vertex(p - n * half, t);
+        mesh.colored_vertex(p, c);
+        mesh.colored_vertex(p + n * half, t);
+    }
+    for i in 0..last as u32 {
+        let (a, b) = (base + 3 * i, base + 3 * (i + 1));
+        for k in 0..2 {
+            mesh.add_triangle(a + k, a + k + 1, b + k);
+            mesh.add_triangle(a + k + 1, b + k + 1, b + k);
+        }
+    }
+}
+
+/// The trial lines as one plot item: their mesh is built once per change of the lines or of
+/// the plot's frame and bounds, and reused (an `Arc`) on every other frame.
+struct TrialLines {
+    base: PlotItemBase,
+    geometry: Arc<PcGeometry>,
+}
+
+/// What a cached mesh of [`TrialLines`] was built for.
+#[derive(Clone, Copy, PartialEq)]
+struct MeshKey {
+    revision: u64,
+    trials: usize,
+    frame: egui::Rect,
+    bounds: PlotBounds,
+    pixels_per_point: f32,
+}
+
+impl PlotItem for TrialLines {
+    fn shapes(&self, ui: &Ui, transform: &PlotTransform, shapes: &mut Vec<Shape>) {
+        let key = MeshKey {
+            revision: self.geometry.revision,
+            trials: self.geometry.trials,
+            frame: *transform.frame(),
+            bounds: *transform.bounds(),
+            pixels_per_point: ui.pixels_per_point(),
+        };
+        let id = egui::Id::unique("studies_pc_mesh");
+        let cached: Option<(MeshKey, Arc<Mesh>)> = ui.data(|d| d.get_temp(id));
+        let mesh = match cached {
+            Some((k, mesh)) if k == key => mesh,
+            _ => {
+                let mesh = Arc::new(self.geometry.mesh(transform, key.pixels_per_point));
+                ui.data_mut(|d| d.insert_temp(id, (key, mesh.clone())));
+                mesh
+            }
+        };
+        shapes.push(Shape::Mesh(mesh));
+    }
+
+    fn initialize(&mut self, _x_range: RangeInclusive<f64>) {}
+
+    fn color(&self) -> Color32 {
+        Color32::TRANSPARENT
+    }
+
+    fn allow_hover(&self) -> bool {
+        false
+    }
+
+    fn geometry(&self) -> PlotGeometry<'_> {
+        PlotGeometry::None
+    }
+
+    fn bounds(&self) -> PlotBounds {
+        PlotBounds::NOTHING
+    }
+
+    fn base(&self) -> &PlotItemBase {
+        &self.base
+    }
+
+    fn base_mut(&mut self) -> &mut PlotItemBase {
+        &mut self.base
+    }
+}
+
 /// Where the parallel-coordinates plot drew each parameter's axis last frame: (name, screen
 /// position of its low end, of its high end). Kept in egui's temporary data under
 /// [`pc_axes_id`].
@@ -76,29 +309,25 @@ pub(super) fn parallel_coordinates(
         ui.label("the study has no parameters");
         return;
     }
-    let ranges = ranges(&axes, done);
-    let (vlo, vhi) = done
-        .iter()
-        .filter_map(|r| r.value)
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
-            (a.min(v), b.max(v))
-        });
-    let vspan = if vhi > vlo { vhi - vlo } else { 1.0 };
-    let n = axes.len();
-    let kept = |r: &TrialRow| {
-        view.brush.iter().all(|(name, lo, hi)| {
-            let Some(a) = view.axis(name) else {
-                return true;
-            };
-            r.param_key(name)
-                .map(|k| a.to_plot(k))
-                .is_some_and(|x| x >= *lo && x <= *hi)
-        })
+    // The lines are derived from the rows once per change of them (the view's revision), not
+    // per frame: 10,000 trials × 8 parameters are 90,000 points.
+    let geometry_id = egui::Id::unique("studies_pc_geometry");
+    let cached: Option<Arc<PcGeometry>> = ui.data(|d| d.get_temp(geometry_id));
+    let geometry = match cached {
+        Some(g) if g.revision == view.revision && g.trials == done.len() => g,
+        _ => {
+            let g = Arc::new(PcGeometry::new(view, &axes, done));
+            ui.data_mut(|d| d.insert_temp(geometry_id, g.clone()));
+            g
+        }
     };
+    let ranges = geometry.ranges.clone();
+    let (vlo, vhi) = (geometry.vlo, geometry.vhi);
+    let n = axes.len();
     ui.label(format!(
         "parallel coordinates: {} of {} complete trials; colour: objective (blue {} to yellow {}); \
          drag along an axis to keep a range, click it to clear",
-        done.iter().filter(|r| kept(r)).count(),
+        geometry.kept,
         done.len(),
         sig4(vlo.min(vhi)),
         sig4(vhi.max(vlo)),
@@ -133,26 +362,10 @@ pub(super) fn parallel_coordinates(
         })
         .x_axis_formatter(move |m, _| index_label(&names, m.value))
         .show(ui, |plot| {
-            for r in done {
-                let Some(v) = r.value else { continue };
-                let mut line: Vec<[f64; 2]> = Vec::with_capacity(n + 1);
-                for (i, a) in axes.iter().enumerate() {
-                    if let Some(k) = r.param_key(&a.name) {
-                        line.push([i as f64, unit(a.to_plot(k), ranges[i])]);
-                    }
-                }
-                line.push([n as f64, (v - vlo) / vspan]);
-                let c = if kept(r) {
-                    colour((v - vlo) / vspan)
-                } else {
-                    Color32::from_gray(200).gamma_multiply(0.25)
-                };
-                plot.line(
-                    Line::new("", PlotPoints::new(line))
-                        .color(c)
-                        .allow_hover(false),
-                );
-            }
+            plot.add(TrialLines {
+                base: PlotItemBase::new("trials".to_owned()),
+                geometry: geometry.clone(),
+            });
             // The axes, their extremes (and every choice), and the brushed ranges.
             for (i, a) in axes.iter().enumerate() {
                 let x = i as f64;

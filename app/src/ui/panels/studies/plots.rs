@@ -29,13 +29,10 @@ pub(super) const SLICES_PER_ROW: usize = 3;
 
 /// The complete trials with a finite value, by number.
 pub(super) fn complete(view: &StudiesView) -> Vec<&TrialRow> {
-    let mut done: Vec<&TrialRow> = view
-        .rows
+    view.complete
         .iter()
-        .filter(|r| r.state == TrialState::Complete && r.value.is_some_and(f64::is_finite))
-        .collect();
-    done.sort_by(|a, b| a.number.cmp(&b.number).then_with(|| a.study.cmp(&b.study)));
-    done
+        .filter_map(|&i| view.rows.get(i))
+        .collect()
 }
 
 /// Whether smaller values are better in the selected group.

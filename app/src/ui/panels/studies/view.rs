@@ -157,6 +157,12 @@ pub struct StudiesView {
     pub generation: u64,
     /// Incremental reads merged so far (each one reads only what changed).
     pub polls: u64,
+    /// Bumped by every [`Self::refresh`] (after any change of the rows, their order or
+    /// filters): what a plot derives from the rows is kept across frames until it changes.
+    pub revision: u64,
+    /// The rows of the plots (indices into `rows`): complete trials with a finite value, by
+    /// number (then study). Recomputed by [`Self::refresh`], not per frame.
+    pub complete: Vec<usize>,
     /// Parallel coordinates: the range kept on each brushed axis (in the axis's plotted units:
     /// log10 for a log axis, the choice's index for a categorical one).
     pub brush: Vec<(String, f64, f64)>,
@@ -294,6 +300,7 @@ impl StudiesView {
     /// Sorts `rows` and recomputes `visible` (after loading, sorting, filtering or merging);
     /// the trial whose details are open stays open.
     pub fn refresh(&mut self) {
+        self.revision += 1;
         let detail = self
             .detail
             .and_then(|i| self.rows.get(i))
@@ -324,6 +331,16 @@ impl StudiesView {
             .map(|(i, _)| i)
             .collect();
         self.detail = detail.and_then(|id| self.rows.iter().position(|r| r.trial_id == id));
+        let rows = &self.rows;
+        self.complete = (0..rows.len())
+            .filter(|&i| {
+                rows[i].state == TrialState::Complete && rows[i].value.is_some_and(f64::is_finite)
+            })
+            .collect();
+        self.complete.sort_by(|&a, &b| {
+            let (a, b) = (&rows[a], &rows[b]);
+            a.number.cmp(&b.number).then_with(|| a.study.cmp(&b.study))
+        });
     }
 
     /// The parameter axes and attribute keys of the rows (after they change).
