@@ -36,6 +36,8 @@ fn series() -> Vec<Vec<PlotPoint>> {
 }
 
 fn frame(c: &mut Criterion) {
+    // The allocator as the desktop program sets it (see `tradetune_app::ui::allocator`).
+    tradetune_app::ui::allocator::tune();
     let lines = series();
     let state = support::studies_state(TRIALS, 2, PlotTab::History);
     let mut harness = Harness::builder()
@@ -82,6 +84,27 @@ fn frame(c: &mut Criterion) {
             "parallel coordinates: {TRIALS} trials x {PC_PARAMS} parameters + table, 1920x1080"
         ),
         |b| b.iter(|| support::frame(&mut harness)),
+    );
+    // The frame after the rows change (a live study's poll merged trials, or a brush moved):
+    // the rows are sorted and filtered again and the plot's lines rebuilt. Each iteration
+    // moves a brush on the first axis, so every frame is such a frame.
+    let mut flip = false;
+    group.bench_function(
+        format!(
+            "parallel coordinates, rows changed every frame: {TRIALS} trials x {PC_PARAMS} \
+             parameters + table, 1920x1080"
+        ),
+        |b| {
+            b.iter(|| {
+                flip = !flip;
+                let range = if flip { (-4.5, -3.0) } else { (-4.0, -2.5) };
+                harness
+                    .state_mut()
+                    .studies
+                    .set_brush("ppo.learning_rate", Some(range));
+                support::frame(&mut harness)
+            })
+        },
     );
     group.finish();
 }

@@ -20,6 +20,8 @@ const PARAMS: usize = 8;
 
 #[test]
 fn parallel_coordinates_over_10000_trials_by_8_parameters() {
+    // The allocator as the desktop program sets it.
+    tradetune_app::ui::allocator::tune();
     let state = support::studies_state(TRIALS, PARAMS, PlotTab::ParallelCoordinates);
     let mut h = Harness::builder()
         .with_size([1920.0, 1080.0])

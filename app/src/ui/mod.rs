@@ -6,6 +6,7 @@
 //! wake the UI; one module per panel, holding its view state and its commands. Settings persist
 //! through eframe ([`settings`]).
 
+pub mod allocator;
 pub mod app;
 pub mod close;
 pub mod command;
@@ -39,6 +40,7 @@ pub struct LaunchOptions {
 
 /// Opens the window and runs until it closes.
 pub fn run_native(launch: LaunchOptions) -> anyhow::Result<()> {
+    allocator::tune();
     let icon = eframe::icon_data::from_png_bytes(ICON_PNG).context("decoding the bundled icon")?;
     let options = eframe::NativeOptions {
         viewport: egui::ViewportBuilder::default()

@@ -25,13 +25,15 @@ pub(super) fn colour(t: f64) -> Color32 {
 /// The plotted range of each axis over `rows` (min, max; a width of 1 when all are equal).
 pub(super) fn ranges(axes: &[&ParamAxis], rows: &[&TrialRow]) -> Vec<(f64, f64)> {
     axes.iter()
-        .map(|a| {
+        .enumerate()
+        .map(|(i, a)| {
             let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
             if let Scale::Choices(c) = &a.scale {
                 (lo, hi) = (0.0, c.len().saturating_sub(1) as f64);
             }
+            let mut hint = i;
             for r in rows {
-                if let Some(k) = r.param_key(&a.name) {
+                if let Some(k) = r.param_key_at(&a.name, &mut hint) {
                     let x = a.to_plot(k);
                     if x.is_finite() {
                         lo = lo.min(x);
@@ -87,12 +89,16 @@ impl PcGeometry {
             .iter()
             .filter_map(|(name, lo, hi)| view.axis(name).map(|a| (a, *lo, *hi)))
             .collect();
-        let kept = |r: &TrialRow| {
-            brushes.iter().all(|(a, lo, hi)| {
-                r.param_key(&a.name)
-                    .map(|k| a.to_plot(k))
-                    .is_some_and(|x| x >= *lo && x <= *hi)
-            })
+        let mut brush_hints = vec![0; brushes.len()];
+        let mut kept = |r: &TrialRow| {
+            brushes
+                .iter()
+                .zip(&mut brush_hints)
+                .all(|((a, lo, hi), hint)| {
+                    r.param_key_at(&a.name, hint)
+                        .map(|k| a.to_plot(k))
+                        .is_some_and(|x| x >= *lo && x <= *hi)
+                })
         };
         let unit = |v: f64, (lo, hi): (f64, f64)| ((v - lo) / (hi - lo)) as f32;
         let mut g = Self {
@@ -116,14 +122,15 @@ impl PcGeometry {
         }
         g.kept = inside.len();
         let grey = Color32::from_gray(200).gamma_multiply(0.25);
+        let mut hints: Vec<usize> = (0..n).collect();
         for (rows, kept) in [(out, false), (inside, true)] {
             for r in rows {
                 let Some(v) = r.value else { continue };
                 let t = (v - vlo) / vspan;
                 g.lines
                     .push((g.points.len() as u32, if kept { colour(t) } else { grey }));
-                for (i, a) in axes.iter().enumerate() {
-                    if let Some(k) = r.param_key(&a.name) {
+                for (i, (a, hint)) in axes.iter().zip(&mut hints).enumerate() {
+                    if let Some(k) = r.param_key_at(&a.name, hint) {
                         g.points.push([i as f32, unit(a.to_plot(k), ranges[i])]);
                     }
                 }

@@ -327,6 +327,20 @@ impl TrialRow {
             .map(|c| c.key)
     }
 
+    /// [`Self::param_key`] looked up first at position `hint`, which is updated to where the
+    /// parameter was found: rows of a study keep their parameters in one order, so a loop over
+    /// rows compares one name per lookup instead of scanning (10,000 trials × 8 axes).
+    pub fn param_key_at(&self, name: &str, hint: &mut usize) -> Option<f64> {
+        if let Some(c) = self.param_cells.get(*hint)
+            && c.name == name
+        {
+            return Some(c.key);
+        }
+        let i = self.param_cells.iter().position(|c| c.name == name)?;
+        *hint = i;
+        Some(self.param_cells[i].key)
+    }
+
     /// The table text of parameter `name`, if the trial has it.
     pub fn param_cell(&self, name: &str) -> Option<&ParamCell> {
         self.param_cells.iter().find(|c| c.name == name)

@@ -310,18 +310,29 @@ impl StudiesView {
             let o = a.cmp_by(b, &column);
             if ascending { o } else { o.reverse() }
         });
-        let kept = |r: &TrialRow| {
+        let brushes: Vec<(Option<&ParamAxis>, &str, f64, f64)> = self
+            .brush
+            .iter()
+            .map(|(name, lo, hi)| {
+                let axis = self.param_axes.iter().find(|a| &a.name == name);
+                (axis, name.as_str(), *lo, *hi)
+            })
+            .collect();
+        let mut hints = vec![0; brushes.len()];
+        let mut kept = |r: &TrialRow| {
             self.state_filter.is_none_or(|s| r.state == s)
-                && self.brush.iter().all(|(name, lo, hi)| {
-                    let axis = self.param_axes.iter().find(|a| &a.name == name);
-                    match (axis, r.param_key(name)) {
-                        (Some(a), Some(k)) => {
-                            let x = a.to_plot(k);
-                            x >= *lo && x <= *hi
-                        }
-                        _ => false,
-                    }
-                })
+                && brushes
+                    .iter()
+                    .zip(&mut hints)
+                    .all(
+                        |((axis, name, lo, hi), hint)| match (axis, r.param_key_at(name, hint)) {
+                            (Some(a), Some(k)) => {
+                                let x = a.to_plot(k);
+                                x >= *lo && x <= *hi
+                            }
+                            _ => false,
+                        },
+                    )
         };
         self.visible = self
             .rows
