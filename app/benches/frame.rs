@@ -106,6 +106,25 @@ fn frame(c: &mut Criterion) {
             })
         },
     );
+    // The frame after a live study's poll found one more finished trial: the rows are merged,
+    // their columns, order, filters and importances brought up to date, and the plot redrawn.
+    let mut next = TRIALS;
+    group.bench_function(
+        format!(
+            "parallel coordinates, a trial merged every frame: {TRIALS}+ trials x {PC_PARAMS} \
+             parameters + table, 1920x1080"
+        ),
+        |b| {
+            b.iter(|| {
+                harness
+                    .state_mut()
+                    .studies
+                    .merge(vec![support::row(next, PC_PARAMS)]);
+                next += 1;
+                support::frame(&mut harness)
+            })
+        },
+    );
     group.finish();
 }
 

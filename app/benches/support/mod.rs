@@ -65,63 +65,7 @@ pub fn studies_state(trials: usize, params: usize, plot: PlotTab) -> AppState {
         minimize: true,
     }];
     v.selected = Some("bench".into());
-    let distributions: Vec<Arc<OptunaDistribution>> =
-        (0..params).map(|k| Arc::new(param(k, 0).1)).collect();
-    v.rows = (0..trials)
-        .map(|i| {
-            let values: Vec<(String, f64)> = (0..params)
-                .map(|k| {
-                    let (name, _, x) = param(k, i);
-                    (name, x)
-                })
-                .collect();
-            TrialRow {
-                param_cells: values
-                    .iter()
-                    .map(|(name, x)| ParamCell {
-                        name: name.clone(),
-                        text: sig4(*x),
-                        full: x.to_string(),
-                        key: *x,
-                    })
-                    .collect(),
-                attrs: Vec::new(),
-                started_s: Some(i as f64),
-                ended_s: Some(i as f64 + 0.5),
-                worker: format!("host#1/worker-{}", i % 4),
-                trial_id: i as i64 + 1,
-                telemetry: Vec::new(),
-                study: "bench".into(),
-                number: i as i64,
-                state: TrialState::Complete,
-                value: Some(((i * 7919) % 1000) as f64 / 1000.0),
-                duration_s: Some(60.0 + (i % 97) as f64),
-                device: format!("cpu:{}", i % 2),
-                params: values
-                    .iter()
-                    .map(|(name, x)| format!("{name}={x}"))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                fail_reason: None,
-                numeric_params: values.clone(),
-                intermediate: Vec::new(),
-                stored_params: values
-                    .iter()
-                    .zip(&distributions)
-                    .map(|((name, x), d)| TrialParam {
-                        name: name.clone(),
-                        internal: *x,
-                        distribution: d.clone(),
-                    })
-                    .collect(),
-                verdict: None,
-                samples_per_s: Some(1000.0),
-                checkpoint: None,
-                placement: String::new(),
-                applied_config: None,
-            }
-        })
-        .collect();
+    v.rows = (0..trials).map(|i| row(i, params)).collect();
     v.sort = (TrialColumn::Value, false);
     v.plot_tab = plot;
     v.update_columns();
@@ -144,4 +88,62 @@ pub fn frame(harness: &mut Harness<'_, AppState>) -> usize {
             egui::epaint::Primitive::Callback(_) => 0,
         })
         .sum()
+}
+
+/// Trial `i` of the study of [`studies_state`] (COMPLETE, over `params` parameters), as the
+/// panel holds it after reading it.
+pub fn row(i: usize, params: usize) -> TrialRow {
+    let distributions: Vec<Arc<OptunaDistribution>> =
+        (0..params).map(|k| Arc::new(param(k, 0).1)).collect();
+    let values: Vec<(String, f64)> = (0..params)
+        .map(|k| {
+            let (name, _, x) = param(k, i);
+            (name, x)
+        })
+        .collect();
+    TrialRow {
+        param_cells: values
+            .iter()
+            .map(|(name, x)| ParamCell {
+                name: name.clone(),
+                text: sig4(*x),
+                full: x.to_string(),
+                key: *x,
+            })
+            .collect(),
+        attrs: Vec::new(),
+        started_s: Some(i as f64),
+        ended_s: Some(i as f64 + 0.5),
+        worker: format!("host#1/worker-{}", i % 4),
+        trial_id: i as i64 + 1,
+        telemetry: Vec::new(),
+        study: "bench".into(),
+        number: i as i64,
+        state: TrialState::Complete,
+        value: Some(((i * 7919) % 1000) as f64 / 1000.0),
+        duration_s: Some(60.0 + (i % 97) as f64),
+        device: format!("cpu:{}", i % 2),
+        params: values
+            .iter()
+            .map(|(name, x)| format!("{name}={x}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        fail_reason: None,
+        numeric_params: values.clone(),
+        intermediate: Vec::new(),
+        stored_params: values
+            .iter()
+            .zip(&distributions)
+            .map(|((name, x), d)| TrialParam {
+                name: name.clone(),
+                internal: *x,
+                distribution: d.clone(),
+            })
+            .collect(),
+        verdict: None,
+        samples_per_s: Some(1000.0),
+        checkpoint: None,
+        placement: String::new(),
+        applied_config: None,
+    }
 }

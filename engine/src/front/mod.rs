@@ -11,6 +11,7 @@
 //!   trial's spread over seeds on the test split.
 //! - [`speed`]: each trial's achieved samples/s against its configuration's alone on this
 //!   machine, with the cause of a gap.
+//! - [`format`]: numbers to 4 significant digits, as tables and text reports show them.
 //! - [`data_source`]: where a run's market data comes from, and the files a checkpoint
 //!   directory holds besides the model.
 //!
@@ -21,6 +22,7 @@ pub mod backtest;
 pub mod compare;
 pub mod data_source;
 pub mod export;
+pub mod format;
 pub mod report;
 pub mod reseed;
 pub mod speed;

@@ -277,7 +277,7 @@ impl StudyReport {
                 }
                 s += "\n";
                 for (name, value) in &b.params {
-                    s += &format!("  {name} = {value}\n");
+                    s += &format!("  {name} = {}\n", super::format::param_text(value));
                 }
                 if b.fold_std.is_some() {
                     let folds: Vec<String> =

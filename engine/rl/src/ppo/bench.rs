@@ -163,11 +163,21 @@ impl TrainBenchConfig {
         2.0 * (mlp(self.n_assets) + mlp(1)) as f64
     }
 
-    /// FLOPs of one update: forward and backward (≈ 2× the forward: the gradients of the inputs
-    /// and of the weights) over every sample of the rollout, `n_epochs` times. Element-wise work
-    /// (activations, the loss, Adam) is not counted: the matmuls dominate from mid-sized nets.
+    /// Multiply-adds ×2 of the backward pass for one sample: every layer's weight gradient
+    /// (as many as its forward), and its input gradient except for the first layer of each
+    /// network (the observations need none, and autodiff computes none for them).
+    pub fn backward_flops_per_sample(&self) -> f64 {
+        let first = self.obs_dim() * self.net.first().copied().unwrap_or(self.n_assets)
+            + self.obs_dim() * self.net.first().copied().unwrap_or(1);
+        2.0 * self.forward_flops_per_sample() - 2.0 * first as f64
+    }
+
+    /// FLOPs of one update's matmuls: forward and backward over every sample of the rollout,
+    /// `n_epochs` times. Element-wise work (activations, the loss, Adam) is not counted: the
+    /// matmuls dominate from mid-sized nets.
     pub fn update_flops(&self) -> f64 {
-        3.0 * self.forward_flops_per_sample() * (self.n_steps * self.n_envs * self.n_epochs) as f64
+        (self.forward_flops_per_sample() + self.backward_flops_per_sample())
+            * (self.n_steps * self.n_envs * self.n_epochs) as f64
     }
 
     /// The arguments that have a peer script (`benches/peers/sb3_ppo.py`) train this
@@ -351,9 +361,12 @@ mod tests {
         assert_eq!(c.obs_dim(), 120);
         let macs = (120 * 64 + 64 * 64 + 64 * 7) + (120 * 64 + 64 * 64 + 64);
         assert_eq!(c.forward_flops_per_sample(), 2.0 * macs as f64);
+        // Backward: the weight gradients (as the forward) and the input gradients of every
+        // layer but the two first ones.
+        let input_grads = (64 * 64 + 64 * 7) + (64 * 64 + 64);
         assert_eq!(
             c.update_flops(),
-            3.0 * 2.0 * macs as f64 * (256 * 8 * 4) as f64
+            2.0 * (2 * macs + input_grads) as f64 * (256 * 8 * 4) as f64
         );
     }
 

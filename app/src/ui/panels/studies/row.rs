@@ -70,33 +70,7 @@ pub struct ParamCell {
     pub key: f64,
 }
 
-/// A number to 4 significant digits, as the tables show numbers (`0.0002210` → `2.21e-4`,
-/// `123456` → `1.235e5`, `0.5` → `0.5`).
-pub fn sig4(x: f64) -> String {
-    if !x.is_finite() {
-        return x.to_string();
-    }
-    if x == 0.0 {
-        return "0".into();
-    }
-    let exp = x.abs().log10().floor() as i32;
-    if !(-3..5).contains(&exp) {
-        let s = format!("{x:.3e}");
-        return match s.split_once('e') {
-            Some((m, e)) if m.contains('.') => {
-                format!("{}e{e}", m.trim_end_matches('0').trim_end_matches('.'))
-            }
-            _ => s,
-        };
-    }
-    let decimals = (3 - exp).max(0) as usize;
-    let s = format!("{x:.decimals$}");
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_owned()
-    } else {
-        s
-    }
-}
+pub use tradetune_engine::front::format::sig4;
 
 /// One row of the trial table, with its cells already formatted (10,000 rows must draw
 /// within a frame).

@@ -589,21 +589,7 @@ impl StudiesView {
 mod tests {
     use tradetune_engine::storage::{CategoricalChoice, OptunaDistribution};
 
-    use super::{ParamAxis, Scale, sig4};
-
-    #[test]
-    fn four_significant_digits() {
-        assert_eq!(sig4(0.000_022_102_065_224_375_06), "2.21e-5");
-        assert_eq!(sig4(0.000_123_456_789), "1.235e-4");
-        assert_eq!(sig4(0.001_234_56), "0.001235");
-        assert_eq!(sig4(0.5), "0.5");
-        assert_eq!(sig4(0.987_654), "0.9877");
-        assert_eq!(sig4(256.0), "256");
-        assert_eq!(sig4(12_345.6), "12346");
-        assert_eq!(sig4(123_456.0), "1.235e5");
-        assert_eq!(sig4(-3.333_33), "-3.333");
-        assert_eq!(sig4(0.0), "0");
-    }
+    use super::{ParamAxis, Scale};
 
     #[test]
     fn log_and_categorical_axes_label_their_ticks_with_values() {
