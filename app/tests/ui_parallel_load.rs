@@ -73,4 +73,35 @@ fn parallel_coordinates_over_10000_trials_by_8_parameters() {
         "parallel coordinates: {} of {TRIALS} complete trials",
         TRIALS / 2
     ));
+
+    // A live poll merges two more trials (8 and 16 envs: the brush keeps both); the table and
+    // the plot take them in.
+    h.state_mut().studies.merge(vec![
+        support::row(TRIALS, PARAMS),
+        support::row(TRIALS + 1, PARAMS),
+    ]);
+    h.run_steps(1);
+    assert_eq!(h.state().studies.visible.len(), TRIALS / 2 + 2);
+    h.get_by_label_contains(&format!(
+        "parallel coordinates: {} of {} complete trials",
+        TRIALS / 2 + 2,
+        TRIALS + 2
+    ));
+    // A trial with a ninth parameter adds its axis; a brush on it keeps that trial alone.
+    h.state_mut()
+        .studies
+        .merge(vec![support::row(TRIALS + 4, PARAMS + 1)]);
+    h.run_steps(1);
+    let axes: PcAxes = h
+        .ctx
+        .data(|d| d.get_temp(pc_axes_id()))
+        .expect("the plot stored its axes");
+    assert_eq!(axes.0.len(), PARAMS + 1, "the new parameter's axis");
+    h.state_mut()
+        .studies
+        .set_brush("p8.float", Some((-1.0, 2.0)));
+    h.run_steps(1);
+    let v = &h.state().studies;
+    assert_eq!(v.visible.len(), 1);
+    assert_eq!(v.rows[v.visible[0]].number, (TRIALS + 4) as i64);
 }

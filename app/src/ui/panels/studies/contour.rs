@@ -55,14 +55,14 @@ pub(super) fn contour(
                 .labelled_by(l.id);
         }
     });
-    let (Some(ax), Some(ay)) = (view.axis(&x), view.axis(&y)) else {
+    let (Some((ix, ax)), Some((iy, ay))) = (view.axis_at(&x), view.axis_at(&y)) else {
         return;
     };
     let trials: Vec<([f64; 2], f64)> = done
         .iter()
         .filter_map(|r| {
-            let px = ax.to_plot(r.param_key(&x)?);
-            let py = ay.to_plot(r.param_key(&y)?);
+            let px = ax.to_plot(r.axis_key(ix, &x)?);
+            let py = ay.to_plot(r.axis_key(iy, &y)?);
             (px.is_finite() && py.is_finite()).then_some(([px, py], r.value?))
         })
         .collect();
@@ -73,7 +73,7 @@ pub(super) fn contour(
     if trials.is_empty() {
         return;
     }
-    let r = ranges(&[ax, ay], done);
+    let r = ranges(&[(ix, ax), (iy, ay)], done);
     let key = egui::Id::unique(("studies_contour", &x, &y, trials.len(), view.rows.len()));
     let grid: std::sync::Arc<Vec<f64>> = match ui.data(|d| d.get_temp(key)) {
         Some(g) => g,

@@ -22,18 +22,17 @@ pub(super) fn colour(t: f64) -> Color32 {
     Color32::from_rgb(lerp(40, 250), lerp(50, 220), lerp(160, 40))
 }
 
-/// The plotted range of each axis over `rows` (min, max; a width of 1 when all are equal).
-pub(super) fn ranges(axes: &[&ParamAxis], rows: &[&TrialRow]) -> Vec<(f64, f64)> {
+/// The plotted range of each axis (with its position among the view's axes) over `rows` (min,
+/// max; a width of 1 when all are equal).
+pub(super) fn ranges(axes: &[(usize, &ParamAxis)], rows: &[&TrialRow]) -> Vec<(f64, f64)> {
     axes.iter()
-        .enumerate()
-        .map(|(i, a)| {
+        .map(|&(i, a)| {
             let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
             if let Scale::Choices(c) = &a.scale {
                 (lo, hi) = (0.0, c.len().saturating_sub(1) as f64);
             }
-            let mut hint = i;
             for r in rows {
-                if let Some(k) = r.param_key_at(&a.name, &mut hint) {
+                if let Some(k) = r.axis_key(i, &a.name) {
                     let x = a.to_plot(k);
                     if x.is_finite() {
                         lo = lo.min(x);
@@ -74,7 +73,7 @@ pub(super) struct PcGeometry {
 }
 
 impl PcGeometry {
-    fn new(view: &StudiesView, axes: &[&ParamAxis], done: &[&TrialRow]) -> Self {
+    fn new(view: &StudiesView, axes: &[(usize, &ParamAxis)], done: &[&TrialRow]) -> Self {
         let ranges = ranges(axes, done);
         let (vlo, vhi) = done
             .iter()
@@ -84,21 +83,17 @@ impl PcGeometry {
             });
         let vspan = if vhi > vlo { vhi - vlo } else { 1.0 };
         let n = axes.len();
-        let brushes: Vec<(&ParamAxis, f64, f64)> = view
+        let brushes: Vec<((usize, &ParamAxis), f64, f64)> = view
             .brush
             .iter()
-            .filter_map(|(name, lo, hi)| view.axis(name).map(|a| (a, *lo, *hi)))
+            .filter_map(|(name, lo, hi)| view.axis_at(name).map(|a| (a, *lo, *hi)))
             .collect();
-        let mut brush_hints = vec![0; brushes.len()];
-        let mut kept = |r: &TrialRow| {
-            brushes
-                .iter()
-                .zip(&mut brush_hints)
-                .all(|((a, lo, hi), hint)| {
-                    r.param_key_at(&a.name, hint)
-                        .map(|k| a.to_plot(k))
-                        .is_some_and(|x| x >= *lo && x <= *hi)
-                })
+        let kept = |r: &TrialRow| {
+            brushes.iter().all(|((i, a), lo, hi)| {
+                r.axis_key(*i, &a.name)
+                    .map(|k| a.to_plot(k))
+                    .is_some_and(|x| x >= *lo && x <= *hi)
+            })
         };
         let unit = |v: f64, (lo, hi): (f64, f64)| ((v - lo) / (hi - lo)) as f32;
         let mut g = Self {
@@ -122,15 +117,14 @@ impl PcGeometry {
         }
         g.kept = inside.len();
         let grey = Color32::from_gray(200).gamma_multiply(0.25);
-        let mut hints: Vec<usize> = (0..n).collect();
         for (rows, kept) in [(out, false), (inside, true)] {
             for r in rows {
                 let Some(v) = r.value else { continue };
                 let t = (v - vlo) / vspan;
                 g.lines
                     .push((g.points.len() as u32, if kept { colour(t) } else { grey }));
-                for (i, (a, hint)) in axes.iter().zip(&mut hints).enumerate() {
-                    if let Some(k) = r.param_key_at(&a.name, hint) {
+                for (i, &(at, a)) in axes.iter().enumerate() {
+                    if let Some(k) = r.axis_key(at, &a.name) {
                         g.points.push([i as f32, unit(a.to_plot(k), ranges[i])]);
                     }
                 }
@@ -311,7 +305,7 @@ pub(super) fn parallel_coordinates(
     done: &[&TrialRow],
     commands: &mut Vec<Command>,
 ) {
-    let axes: Vec<&ParamAxis> = view.param_axes.iter().collect();
+    let axes: Vec<(usize, &ParamAxis)> = view.param_axes.iter().enumerate().collect();
     if axes.is_empty() {
         ui.label("the study has no parameters");
         return;
@@ -342,7 +336,7 @@ pub(super) fn parallel_coordinates(
     let unit = |v: f64, (lo, hi): (f64, f64)| (v - lo) / (hi - lo);
     let names: Vec<String> = axes
         .iter()
-        .map(|a| a.name.clone())
+        .map(|a| a.1.name.clone())
         .chain(["objective".to_owned()])
         .collect();
     let drag_id = egui::Id::unique("studies_pc_drag");
@@ -374,7 +368,7 @@ pub(super) fn parallel_coordinates(
                 geometry: geometry.clone(),
             });
             // The axes, their extremes (and every choice), and the brushed ranges.
-            for (i, a) in axes.iter().enumerate() {
+            for (i, &(_, a)) in axes.iter().enumerate() {
                 let x = i as f64;
                 plot.line(
                     Line::new("axis", PlotPoints::new(vec![[x, 0.0], [x, 1.0]]))
@@ -440,7 +434,7 @@ pub(super) fn parallel_coordinates(
         .map(|(i, a)| {
             let t = &response.transform;
             (
-                a.name.clone(),
+                a.1.name.clone(),
                 t.position_from_point(&PlotPoint::new(i as f64, 0.0)),
                 t.position_from_point(&PlotPoint::new(i as f64, 1.0)),
             )
@@ -474,7 +468,7 @@ pub(super) fn parallel_coordinates(
             ui.data_mut(|m| m.remove::<Drag>(drag_id));
             let back = |u: f64| lo + u * (hi - lo);
             commands.push(Command::BrushAxis(
-                axes[d.axis].name.clone(),
+                axes[d.axis].1.name.clone(),
                 Some((back(d.from.min(to)), back(d.from.max(to)))),
             ));
         }
@@ -486,7 +480,7 @@ pub(super) fn parallel_coordinates(
     {
         let i = p.x.round();
         if (p.x - i).abs() < 0.25 && i >= 0.0 && (i as usize) < n {
-            commands.push(Command::BrushAxis(axes[i as usize].name.clone(), None));
+            commands.push(Command::BrushAxis(axes[i as usize].1.name.clone(), None));
         }
     }
 }

@@ -90,7 +90,7 @@ pub fn aggregate(studies: &[StudySummary]) -> Vec<StudyGroup> {
 }
 
 use super::row::param_text;
-pub use super::row::{ParamCell, TrialColumn, TrialRow, sig4};
+pub use super::row::{AxisKeys, ParamCell, TrialColumn, TrialRow, sig4};
 
 /// The Studies panel's view of the open database.
 #[derive(Debug, Clone, Default)]
@@ -310,29 +310,21 @@ impl StudiesView {
             let o = a.cmp_by(b, &column);
             if ascending { o } else { o.reverse() }
         });
-        let brushes: Vec<(Option<&ParamAxis>, &str, f64, f64)> = self
+        // Each brush by its axis's position (a brush on no axis keeps nothing).
+        type Brush<'a> = (Option<(usize, &'a ParamAxis)>, f64, f64);
+        let brushes: Vec<Brush<'_>> = self
             .brush
             .iter()
-            .map(|(name, lo, hi)| {
-                let axis = self.param_axes.iter().find(|a| &a.name == name);
-                (axis, name.as_str(), *lo, *hi)
-            })
+            .map(|(name, lo, hi)| (self.axis_at(name), *lo, *hi))
             .collect();
-        let mut hints = vec![0; brushes.len()];
-        let mut kept = |r: &TrialRow| {
+        let kept = |r: &TrialRow| {
             self.state_filter.is_none_or(|s| r.state == s)
-                && brushes
-                    .iter()
-                    .zip(&mut hints)
-                    .all(
-                        |((axis, name, lo, hi), hint)| match (axis, r.param_key_at(name, hint)) {
-                            (Some(a), Some(k)) => {
-                                let x = a.to_plot(k);
-                                x >= *lo && x <= *hi
-                            }
-                            _ => false,
-                        },
-                    )
+                && brushes.iter().all(|(axis, lo, hi)| {
+                    let Some((i, a)) = axis else { return false };
+                    r.axis_key(*i, &a.name)
+                        .map(|k| a.to_plot(k))
+                        .is_some_and(|x| x >= *lo && x <= *hi)
+                })
         };
         self.visible = self
             .rows
@@ -374,11 +366,39 @@ impl StudiesView {
             .map(|(name, d)| ParamAxis::of(name, d))
             .collect();
         self.attr_keys = keys.into_iter().map(str::to_owned).collect();
+        self.fill_axis_keys(0..self.rows.len());
+    }
+
+    /// Fills [`TrialRow::axis_keys`] of the rows at `indices` for the current axes.
+    fn fill_axis_keys(&mut self, indices: impl IntoIterator<Item = usize>) {
+        let axes = &self.param_axes;
+        for i in indices {
+            if let Some(r) = self.rows.get_mut(i) {
+                let keys = axes.iter().map(|a| r.param_key(&a.name)).collect();
+                r.axis_keys = AxisKeys(keys);
+            }
+        }
+    }
+
+    /// Whether rows bring a parameter or user attribute the columns do not have yet.
+    fn brings_new_columns(&self, rows: &[usize]) -> bool {
+        rows.iter().filter_map(|&i| self.rows.get(i)).any(|r| {
+            r.stored_params.iter().any(|p| self.axis(&p.name).is_none())
+                || r.attrs.iter().any(|(k, _, _)| !self.attr_keys.contains(k))
+        })
     }
 
     /// The parameter axis of `name`.
     pub fn axis(&self, name: &str) -> Option<&ParamAxis> {
         self.param_axes.iter().find(|a| a.name == name)
+    }
+
+    /// The axis of parameter `name` with its position (see [`TrialRow::axis_key`]).
+    pub fn axis_at(&self, name: &str) -> Option<(usize, &ParamAxis)> {
+        self.param_axes
+            .iter()
+            .enumerate()
+            .find(|(_, a)| a.name == name)
     }
 
     /// The columns of the trial table as shown, in order: the fixed ones not hidden, the
@@ -552,25 +572,32 @@ impl StudiesView {
     /// Merges the rows an incremental read found: a trial already held is replaced, a new one
     /// added; the columns, order, filter and importances follow when anything changed.
     pub fn merge(&mut self, rows: Vec<TrialRow>) {
-        let mut changed = false;
+        // The rows that changed or arrived: only they are looked at again, unless they bring a
+        // new column (then every row's axis keys are filled again).
+        let mut changed: Vec<usize> = Vec::new();
         for row in rows {
-            match self.rows.iter_mut().find(|r| r.trial_id == row.trial_id) {
-                Some(r) if *r == row => {}
-                Some(r) => {
-                    *r = row;
-                    changed = true;
+            match self.rows.iter().position(|r| r.trial_id == row.trial_id) {
+                Some(i) if self.rows[i] == row => {}
+                Some(i) => {
+                    self.rows[i] = row;
+                    changed.push(i);
                 }
                 None => {
                     self.rows.push(row);
-                    changed = true;
+                    changed.push(self.rows.len() - 1);
                 }
             }
         }
-        if changed {
-            self.update_columns();
-            self.refresh();
-            self.update_importance();
+        if changed.is_empty() {
+            return;
         }
+        if self.brings_new_columns(&changed) {
+            self.update_columns();
+        } else {
+            self.fill_axis_keys(changed);
+        }
+        self.refresh();
+        self.update_importance();
     }
 
     /// A trial's curves were read (kept only while that trial's details are shown).
