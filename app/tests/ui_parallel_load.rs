@@ -3,7 +3,7 @@
 //! them filters the table; the time per frame (UI pass and tessellation) is printed (the frame benchmark,
 //! `benches/frame.rs`, measures the same load in a release build), not asserted.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
@@ -87,6 +87,31 @@ fn parallel_coordinates_over_10000_trials_by_8_parameters() {
         TRIALS / 2 + 2,
         TRIALS + 2
     ));
+    // At 10,000 trials the importances are computed on a background thread (the merge above
+    // started it): frames go on meanwhile, and the result reaches the view.
+    assert!(
+        h.state().studies.importance_job.is_some(),
+        "PED-ANOVA over {TRIALS} trials runs in the background"
+    );
+    let waited = Instant::now();
+    while h.state().studies.importance.is_none() && waited.elapsed() < Duration::from_secs(120) {
+        std::thread::sleep(Duration::from_millis(20));
+        h.step();
+    }
+    let importance = h
+        .state()
+        .studies
+        .importance
+        .as_ref()
+        .expect("the background importances arrived");
+    assert_eq!(importance.n_complete, TRIALS + 2);
+    assert_eq!(
+        importance.result.as_ref().map(|i| i.params.len()),
+        Ok(PARAMS),
+        "an importance per parameter"
+    );
+    assert!(h.state().studies.importance_job.is_none());
+
     // A trial with a ninth parameter adds its axis; a brush on it keeps that trial alone.
     h.state_mut()
         .studies

@@ -26,6 +26,17 @@ pub struct ImportanceView {
     pub computations: u64,
 }
 
+impl ImportanceView {
+    /// The trial counts they were computed at.
+    pub fn key(&self) -> super::view::ImportanceKey {
+        super::view::ImportanceKey {
+            group: self.group.clone(),
+            n_rows: self.n_rows,
+            n_complete: self.n_complete,
+        }
+    }
+}
+
 /// The heading over the chart.
 pub fn heading(imp: &Importances) -> String {
     format!(

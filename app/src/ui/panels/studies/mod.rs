@@ -48,6 +48,11 @@ pub const POLL_EVERY: Duration = Duration::from_secs(2);
 /// Draws the panel.
 pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>) {
     let view = &mut state.studies;
+    if view.poll_importance() {
+        // A large study's importances are computed on a background thread: look again soon.
+        ui.ctx()
+            .request_repaint_after(std::time::Duration::from_millis(100));
+    }
     ui.horizontal(|ui| {
         if ui.button("Open database…").clicked() {
             commands.push(Command::PickDatabase);

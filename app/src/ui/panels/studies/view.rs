@@ -4,12 +4,13 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use tradetune_engine::storage::{
-    OptunaDistribution, ParamValue, StudyDirection, StudySummary, TrialState,
+    OptunaDistribution, ParamValue, StudyDirection, StudySummary, TrialParam, TrialState,
 };
-use tradetune_engine::study::importance::{ImportanceTrial, PedAnova};
+use tradetune_engine::study::importance::{ImportanceTrial, Importances, PedAnova};
 
 use super::importance::ImportanceView;
 use super::report::ReportState;
@@ -130,6 +131,11 @@ pub struct StudiesView {
     pub pending_select: Option<String>,
     /// The selected group's parameter importances (PED-ANOVA).
     pub importance: Option<ImportanceView>,
+    /// Importances being computed on a background thread (large studies, see
+    /// [`IMPORTANCE_IN_BACKGROUND`]).
+    pub importance_job: Option<ImportanceJob>,
+    /// Whether the trial counts changed while [`Self::importance_job`] ran.
+    pub importance_stale: bool,
     /// The note being edited, if any.
     pub note_edit: Option<NoteEdit>,
     /// Why the last note could not be saved.
@@ -294,6 +300,25 @@ pub struct NoteEdit {
     pub trial: Option<(i64, i64)>,
     pub text: String,
     pub version: i64,
+}
+
+/// From this many COMPLETE trials on, importances are computed on a background thread
+/// (PED-ANOVA over 10,000 trials takes about 28 ms on a 2-CPU VM in release: more than a frame).
+pub const IMPORTANCE_IN_BACKGROUND: usize = 2_000;
+
+/// The trial counts importances are computed at (see [`ImportanceView`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportanceKey {
+    pub group: String,
+    pub n_rows: usize,
+    pub n_complete: usize,
+}
+
+/// Importances computed on a background thread: what for, and where the result lands.
+#[derive(Debug, Clone)]
+pub struct ImportanceJob {
+    pub key: ImportanceKey,
+    pub slot: Arc<OnceLock<Result<Importances, String>>>,
 }
 
 impl StudiesView {
@@ -526,6 +551,7 @@ impl StudiesView {
             .find(|g| Some(&g.name) == self.selected.as_ref())
         else {
             self.importance = None;
+            self.importance_job = None;
             return;
         };
         let n_complete = self
@@ -533,39 +559,111 @@ impl StudiesView {
             .iter()
             .filter(|r| r.state == TrialState::Complete)
             .count();
-        let previous = self.importance.take();
-        if let Some(p) = &previous
-            && p.group == group.name
-            && p.n_rows == self.rows.len()
-            && p.n_complete == n_complete
-        {
-            self.importance = previous;
+        let key = ImportanceKey {
+            group: group.name.clone(),
+            n_rows: self.rows.len(),
+            n_complete,
+        };
+        if self.importance.as_ref().is_some_and(|p| p.key() == key) {
             return;
+        }
+        match &self.importance_job {
+            // Another group's: its result would be dropped anyway.
+            Some(job) if job.key.group != key.group => self.importance_job = None,
+            // One computation at a time: a newer count is computed when this one ends.
+            Some(job) => {
+                if job.key != key {
+                    self.importance_stale = true;
+                }
+                return;
+            }
+            None => {}
         }
         let direction = if group.minimize {
             StudyDirection::Minimize
         } else {
             StudyDirection::Maximize
         };
-        let trials: Vec<ImportanceTrial<'_>> = self
+        if n_complete < IMPORTANCE_IN_BACKGROUND {
+            let trials: Vec<ImportanceTrial<'_>> = self
+                .rows
+                .iter()
+                .map(|r| ImportanceTrial {
+                    number: r.number,
+                    state: r.state,
+                    value: r.value,
+                    params: &r.stored_params,
+                })
+                .collect();
+            let result = PedAnova::default()
+                .evaluate(&key.group, direction, &trials)
+                .map_err(|e| e.to_string());
+            self.set_importance(key, result);
+            return;
+        }
+        // Thousands of trials: tens of milliseconds, too long for a frame. The thread gets its
+        // own copy of what PED-ANOVA reads; the chart keeps the last importances meanwhile.
+        let rows: Vec<(i64, TrialState, Option<f64>, Vec<TrialParam>)> = self
             .rows
             .iter()
-            .map(|r| ImportanceTrial {
-                number: r.number,
-                state: r.state,
-                value: r.value,
-                params: &r.stored_params,
-            })
+            .map(|r| (r.number, r.state, r.value, r.stored_params.clone()))
             .collect();
-        let result = PedAnova::default()
-            .evaluate(&group.name, direction, &trials)
-            .map_err(|e| e.to_string());
+        let slot = Arc::new(OnceLock::new());
+        let done = slot.clone();
+        let name = key.group.clone();
+        let spawned = std::thread::Builder::new()
+            .name("importance".into())
+            .spawn(move || {
+                let trials: Vec<ImportanceTrial<'_>> = rows
+                    .iter()
+                    .map(|(number, state, value, params)| ImportanceTrial {
+                        number: *number,
+                        state: *state,
+                        value: *value,
+                        params,
+                    })
+                    .collect();
+                let result = PedAnova::default()
+                    .evaluate(&name, direction, &trials)
+                    .map_err(|e| e.to_string());
+                let _ = done.set(result);
+            });
+        match spawned {
+            Ok(_) => self.importance_job = Some(ImportanceJob { key, slot }),
+            Err(e) => self.set_importance(key, Err(format!("could not start a thread: {e}"))),
+        }
+    }
+
+    /// Takes the background computation's importances once they are ready (called every
+    /// frame); returns whether one is still running.
+    pub fn poll_importance(&mut self) -> bool {
+        let Some(job) = &self.importance_job else {
+            return false;
+        };
+        let Some(result) = job.slot.get().cloned() else {
+            return true;
+        };
+        let key = job.key.clone();
+        self.importance_job = None;
+        // Kept only if the same group is still selected.
+        if self.selected.as_ref() == Some(&key.group) {
+            self.set_importance(key, result);
+        }
+        if std::mem::take(&mut self.importance_stale) {
+            self.update_importance();
+        }
+        self.importance_job.is_some()
+    }
+
+    /// Shows importances computed for `key`.
+    fn set_importance(&mut self, key: ImportanceKey, result: Result<Importances, String>) {
+        let computations = self.importance.as_ref().map_or(0, |p| p.computations) + 1;
         self.importance = Some(ImportanceView {
-            group: group.name.clone(),
-            n_rows: self.rows.len(),
-            n_complete,
+            group: key.group,
+            n_rows: key.n_rows,
+            n_complete: key.n_complete,
             result,
-            computations: previous.map_or(0, |p| p.computations) + 1,
+            computations,
         });
     }
 
