@@ -139,7 +139,8 @@ pub fn row(i: usize, params: usize) -> TrialRow {
                 internal: *x,
                 distribution: d.clone(),
             })
-            .collect(),
+            .collect::<Vec<_>>()
+            .into(),
         verdict: None,
         samples_per_s: Some(1000.0),
         checkpoint: None,

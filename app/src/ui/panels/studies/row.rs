@@ -2,6 +2,7 @@
 //! worker that ran it), the table's columns, and numbers to 4 significant digits.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use tradetune_engine::storage::{
     CategoricalChoice, ParamValue, TrialParam, TrialRecord, TrialState,
@@ -122,7 +123,7 @@ pub struct TrialRow {
     /// `gpu0_mean_util_pct`, `host_peak_rss_mib`, …): (name, value as text).
     pub telemetry: Vec<(String, String)>,
     /// The parameters as stored (internal value and distribution), for the importances.
-    pub stored_params: Vec<TrialParam>,
+    pub stored_params: Arc<[TrialParam]>,
     /// Its [`ParamCell::key`] on each of the view's parameter axes, in their order (filled by
     /// the view when the row arrives or the axes change), so plots over 10,000 trials read a
     /// number by position instead of searching names.
@@ -253,7 +254,7 @@ impl TrialRow {
                 })
                 .collect(),
             intermediate: t.intermediate_values.clone(),
-            stored_params: t.params.clone(),
+            stored_params: t.params.as_slice().into(),
             verdict: attr("verdict"),
             samples_per_s: t.user_attr("samples_per_s").and_then(|v| v.as_f64()),
             checkpoint: attr("checkpoint").map(PathBuf::from),

@@ -376,7 +376,7 @@ impl StudiesView {
         let mut axes: BTreeMap<&str, &OptunaDistribution> = BTreeMap::new();
         let mut keys: Vec<&str> = Vec::new();
         for r in &self.rows {
-            for p in &r.stored_params {
+            for p in r.stored_params.iter() {
                 axes.entry(p.name.as_str()).or_insert(&p.distribution);
             }
             for (k, _, _) in &r.attrs {
@@ -602,8 +602,10 @@ impl StudiesView {
             return;
         }
         // Thousands of trials: tens of milliseconds, too long for a frame. The thread gets its
-        // own copy of what PED-ANOVA reads; the chart keeps the last importances meanwhile.
-        let rows: Vec<(i64, TrialState, Option<f64>, Vec<TrialParam>)> = self
+        // own handle on what PED-ANOVA reads (the parameters are shared, not copied); the chart
+        // keeps the last importances meanwhile.
+        type Input = (i64, TrialState, Option<f64>, Arc<[TrialParam]>);
+        let rows: Vec<Input> = self
             .rows
             .iter()
             .map(|r| (r.number, r.state, r.value, r.stored_params.clone()))
