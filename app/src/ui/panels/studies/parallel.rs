@@ -12,7 +12,7 @@ use egui_plot::{
 };
 
 use super::plots::*;
-use super::view::{ParamAxis, Scale, StudiesView, TrialRow, sig4};
+use super::view::{ParamAxis, Scale, StudiesView, TrialRow, brushes_keep, sig4};
 use crate::ui::command::Command;
 
 /// A colour from dark blue (t = 0) to yellow (t = 1), as optuna-dashboard's scale.
@@ -83,18 +83,7 @@ impl PcGeometry {
             });
         let vspan = if vhi > vlo { vhi - vlo } else { 1.0 };
         let n = axes.len();
-        let brushes: Vec<((usize, &ParamAxis), f64, f64)> = view
-            .brush
-            .iter()
-            .filter_map(|(name, lo, hi)| view.axis_at(name).map(|a| (a, *lo, *hi)))
-            .collect();
-        let kept = |r: &TrialRow| {
-            brushes.iter().all(|((i, a), lo, hi)| {
-                r.axis_key(*i, &a.name)
-                    .map(|k| a.to_plot(k))
-                    .is_some_and(|x| x >= *lo && x <= *hi)
-            })
-        };
+        let brushes = view.resolved_brushes();
         let unit = |v: f64, (lo, hi): (f64, f64)| ((v - lo) / (hi - lo)) as f32;
         let mut g = Self {
             revision: view.revision,
@@ -108,8 +97,8 @@ impl PcGeometry {
         };
         let (mut out, mut inside): (Vec<&TrialRow>, Vec<&TrialRow>) =
             (Vec::new(), Vec::with_capacity(done.len()));
-        for r in done.iter().filter(|r| r.value.is_some()) {
-            if kept(r) {
+        for r in done {
+            if brushes_keep(&brushes, r) {
                 inside.push(r);
             } else {
                 out.push(r);

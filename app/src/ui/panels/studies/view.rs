@@ -302,6 +302,21 @@ pub struct NoteEdit {
     pub version: i64,
 }
 
+/// A brush with its axis and the axis's position ([`StudiesView::resolved_brushes`]), then
+/// the kept range in plotted units.
+pub type ResolvedBrush<'a> = (Option<(usize, &'a ParamAxis)>, f64, f64);
+
+/// Whether every brush keeps row `r` (a brush on no axis keeps nothing): what the table shows
+/// and what the parallel coordinates colour.
+pub fn brushes_keep(brushes: &[ResolvedBrush<'_>], r: &TrialRow) -> bool {
+    brushes.iter().all(|(axis, lo, hi)| {
+        let Some((i, a)) = axis else { return false };
+        r.axis_key(*i, &a.name)
+            .map(|k| a.to_plot(k))
+            .is_some_and(|x| x >= *lo && x <= *hi)
+    })
+}
+
 /// From this many COMPLETE trials on, importances are computed on a background thread
 /// (PED-ANOVA over 10,000 trials takes about 28 ms on a 2-CPU VM in release: more than a frame).
 pub const IMPORTANCE_IN_BACKGROUND: usize = 2_000;
@@ -335,21 +350,9 @@ impl StudiesView {
             let o = a.cmp_by(b, &column);
             if ascending { o } else { o.reverse() }
         });
-        // Each brush by its axis's position (a brush on no axis keeps nothing).
-        type Brush<'a> = (Option<(usize, &'a ParamAxis)>, f64, f64);
-        let brushes: Vec<Brush<'_>> = self
-            .brush
-            .iter()
-            .map(|(name, lo, hi)| (self.axis_at(name), *lo, *hi))
-            .collect();
+        let brushes = self.resolved_brushes();
         let kept = |r: &TrialRow| {
-            self.state_filter.is_none_or(|s| r.state == s)
-                && brushes.iter().all(|(axis, lo, hi)| {
-                    let Some((i, a)) = axis else { return false };
-                    r.axis_key(*i, &a.name)
-                        .map(|k| a.to_plot(k))
-                        .is_some_and(|x| x >= *lo && x <= *hi)
-                })
+            self.state_filter.is_none_or(|s| r.state == s) && brushes_keep(&brushes, r)
         };
         self.visible = self
             .rows
@@ -415,7 +418,16 @@ impl StudiesView {
 
     /// The parameter axis of `name`.
     pub fn axis(&self, name: &str) -> Option<&ParamAxis> {
-        self.param_axes.iter().find(|a| a.name == name)
+        self.axis_at(name).map(|(_, a)| a)
+    }
+
+    /// Each brush with its axis and the axis's position, looked up once for a pass over the
+    /// rows (see [`brushes_keep`]).
+    pub fn resolved_brushes(&self) -> Vec<ResolvedBrush<'_>> {
+        self.brush
+            .iter()
+            .map(|(name, lo, hi)| (self.axis_at(name), *lo, *hi))
+            .collect()
     }
 
     /// The axis of parameter `name` with its position (see [`TrialRow::axis_key`]).
