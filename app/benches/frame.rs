@@ -7,10 +7,10 @@
 //! iteration tessellates the frame's shapes as eframe does (from a copy of them: the copy is
 //! counted too).
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use egui_kittest::Harness;
 use tradetune_app::ui::panels;
-use tradetune_app::ui::panels::studies::PlotTab;
+use tradetune_app::ui::panels::studies::{PlotTab, ReadRows, TrialColumn};
 use tradetune_app::ui::state::AppState;
 use tradetune_engine::telemetry::ring::PlotPoint;
 
@@ -123,6 +123,37 @@ fn frame(c: &mut Criterion) {
                 next += 1;
                 support::frame(&mut harness)
             })
+        },
+    );
+    // The frame a full read of the study lands in (the study opened, or selected again): the
+    // 10,000 rows arrive made ready by the reading job (columns and axis keys derived, sorted by
+    // value: on a thread of their own outside the timed part, as the app's reading job does it,
+    // so they come from another malloc arena as they do there), the rows held before are let
+    // go of, and the table and the plot's lines are built from nothing.
+    let rows: Vec<_> = (0..TRIALS).map(|i| support::row(i, PC_PARAMS)).collect();
+    group.bench_function(
+        format!(
+            "parallel coordinates, the frame a {TRIALS}-trial read lands: {PC_PARAMS} parameters \
+             + table, 1920x1080"
+        ),
+        |b| {
+            b.iter_batched(
+                || {
+                    std::thread::scope(|s| {
+                        s.spawn(|| ReadRows::new(rows.clone(), &(TrialColumn::Value, false)))
+                            .join()
+                            .expect("the reading thread")
+                    })
+                },
+                |rows| {
+                    harness
+                        .state_mut()
+                        .studies
+                        .trials_read(vec!["bench".into()], Ok(rows));
+                    support::frame(&mut harness)
+                },
+                BatchSize::LargeInput,
+            )
         },
     );
     group.finish();

@@ -130,3 +130,67 @@ fn parallel_coordinates_over_10000_trials_by_8_parameters() {
     assert_eq!(v.visible.len(), 1);
     assert_eq!(v.rows[v.visible[0]].number, (TRIALS + 4) as i64);
 }
+
+/// The columns a read derives off the UI thread (`ReadRows`): every parameter of every row, in
+/// name order, whatever order or subset each row lists; each row's positions on those axes;
+/// the union of the user attributes; the rows sorted as asked.
+#[test]
+fn a_read_derives_every_column_and_position_whatever_the_rows_list() {
+    use tradetune_app::ui::panels::studies::{ReadRows, TrialColumn};
+    let mut rows: Vec<_> = (0..6).map(|i| support::row(i, 3)).collect();
+    // Row 1 lists its parameters in reverse order, row 3 lacks the third one, row 4 brings a
+    // fourth; rows 2 and 5 carry user attributes in different orders.
+    rows[1].param_cells.reverse();
+    let mut reversed = rows[1].stored_params.to_vec();
+    reversed.reverse();
+    rows[1].stored_params = reversed.into();
+    rows[3] = support::row(3, 2);
+    rows[4] = support::row(4, 4);
+    rows[2].attrs = vec![("zeta".into(), "1".into(), Some(1.0))];
+    rows[5].attrs = vec![
+        ("zeta".into(), "2".into(), Some(2.0)),
+        ("alpha".into(), "x".into(), None),
+    ];
+    let expected: Vec<Vec<(String, f64)>> = rows
+        .iter()
+        .map(|r| {
+            r.param_cells
+                .iter()
+                .map(|c| (c.name.clone(), c.key))
+                .collect()
+        })
+        .collect();
+    let read = ReadRows::new(rows, &(TrialColumn::Value, true));
+    let names: Vec<&str> = read
+        .columns
+        .param_axes
+        .iter()
+        .map(|a| a.name.as_str())
+        .collect();
+    let mut want: Vec<&str> = expected[4].iter().map(|(n, _)| n.as_str()).collect();
+    want.sort_unstable();
+    assert_eq!(names, want, "every parameter, by name");
+    assert_eq!(read.columns.attr_keys, ["alpha", "zeta"]);
+    let values: Vec<f64> = read.rows.iter().filter_map(|r| r.value).collect();
+    assert!(
+        values.windows(2).all(|w| w[0] <= w[1]),
+        "sorted by value: {values:?}"
+    );
+    for r in &read.rows {
+        let cells = &expected[r.number as usize];
+        for (i, a) in read.columns.param_axes.iter().enumerate() {
+            let want = cells
+                .iter()
+                .find(|(n, _)| *n == a.name)
+                .map(|(_, k)| a.to_plot(*k));
+            // The filled keys themselves (`axis_x` would fall back to a search by name).
+            assert_eq!(
+                r.axis_keys.0.get(i).copied(),
+                Some(want),
+                "trial {} on {}",
+                r.number,
+                a.name
+            );
+        }
+    }
+}

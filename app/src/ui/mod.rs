@@ -8,6 +8,7 @@
 
 pub mod allocator;
 pub mod app;
+pub mod background;
 pub mod close;
 pub mod command;
 pub mod dialog;

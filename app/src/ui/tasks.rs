@@ -22,7 +22,7 @@ use super::dialog::{FileDialogs, Pick};
 use super::draft::{DataShape, Draft};
 use super::panels::backtest::BacktestResult;
 use super::panels::compare::Comparison;
-use super::panels::studies::{Curves, LiveRequest, Polled, TrialRow};
+use super::panels::studies::{Curves, LiveRequest, Polled, ReadRows, TrialColumn, TrialRow};
 
 /// A loaded dataset, as the Configure panel shows it and a run uses it.
 #[derive(Clone)]
@@ -80,7 +80,7 @@ pub enum TaskEvent {
         /// The studies they belong to.
         studies: Vec<String>,
         /// Rows, or why not.
-        result: Result<Vec<TrialRow>, String>,
+        result: Result<ReadRows, String>,
     },
     /// An incremental read of the open study (see [`Tasks::poll_trials`]).
     Polled(Box<Polled>),
@@ -365,10 +365,14 @@ impl Tasks {
     /// Reads the trials of `studies` (one study, or the members of an aggregated group) and
     /// makes them into table rows here, off the UI thread: formatting 10,000 trials (each
     /// applied configuration pretty-printed) takes longer than a frame.
-    pub fn load_trials(&self, path: PathBuf, studies: Vec<String>) {
+    /// Their columns are derived and they are sorted by `sort` here too (see [`ReadRows`]).
+    pub fn load_trials(&self, path: PathBuf, studies: Vec<String>, sort: (TrialColumn, bool)) {
         self.spawn("trials", move |reply| {
             let result = read_trials(&path, &studies)
-                .map(|trials| trials.iter().map(|(s, t)| TrialRow::of(s, t)).collect())
+                .map(|trials| {
+                    let rows = trials.iter().map(|(s, t)| TrialRow::of(s, t)).collect();
+                    ReadRows::new(rows, &sort)
+                })
                 .map_err(|e| format!("{}: {e}", path.display()));
             reply.send(TaskEvent::Trials { studies, result });
         });

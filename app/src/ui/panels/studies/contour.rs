@@ -61,8 +61,8 @@ pub(super) fn contour(
     let trials: Vec<([f64; 2], f64)> = done
         .iter()
         .filter_map(|r| {
-            let px = ax.to_plot(r.axis_key(ix, &x)?);
-            let py = ay.to_plot(r.axis_key(iy, &y)?);
+            let px = r.axis_x(ix, ax)?;
+            let py = r.axis_x(iy, ay)?;
             (px.is_finite() && py.is_finite()).then_some(([px, py], r.value?))
         })
         .collect();

@@ -30,8 +30,8 @@ pub use self::live::{LiveRequest, Polled};
 pub use self::plots::{PcAxes, TrialMarkers, pc_axes_id, plot_points_id};
 pub use self::table::visible_csv;
 pub use self::view::{
-    Curves, NoteEdit, ParamAxis, ParamCell, PlotTab, Scale, StudiesView, StudyGroup, TrialColumn,
-    TrialRow, aggregate, sig4,
+    Columns, Curves, NoteEdit, ParamAxis, ParamCell, PlotTab, ReadRows, Scale, StudiesView,
+    StudyGroup, TrialColumn, TrialRow, aggregate, sig4,
 };
 use super::widgets;
 use crate::ui::command::{Command, Cx};
@@ -381,7 +381,7 @@ pub fn select(cx: &mut Cx, name: &str) {
     let (group, members) = (group.name.clone(), group.members.clone());
     let view = &mut state.studies;
     view.selected = Some(group);
-    view.rows.clear();
+    view::discard_rows(std::mem::take(&mut view.rows));
     view.visible.clear();
     view.param_axes.clear();
     view.attr_keys.clear();
@@ -390,7 +390,8 @@ pub fn select(cx: &mut Cx, name: &str) {
     view.loading_trials = true;
     view.generation += 1;
     view.polling = false;
-    cx.tasks.load_trials(path, members);
+    let sort = view.sort.clone();
+    cx.tasks.load_trials(path, members, sort);
 }
 
 /// [`Command::ShowTrial`]: opens the details of row `i` and reads its training curves.

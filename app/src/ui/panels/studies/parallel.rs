@@ -4,7 +4,7 @@
 use std::ops::RangeInclusive;
 use std::sync::Arc;
 
-use egui::epaint::Mesh;
+use egui::epaint::{Mesh, Vertex};
 use egui::{Color32, Pos2, Shape, Ui, Vec2};
 use egui_plot::{
     GridMark, Line, Plot, PlotBounds, PlotGeometry, PlotItem, PlotItemBase, PlotPoint, PlotPoints,
@@ -22,32 +22,31 @@ pub(super) fn colour(t: f64) -> Color32 {
     Color32::from_rgb(lerp(40, 250), lerp(50, 220), lerp(160, 40))
 }
 
-/// The plotted range of each axis (with its position among the view's axes) over `rows` (min,
-/// max; a width of 1 when all are equal).
+/// The plotted range of `axis` over the positions `xs` (min, max of the finite ones; every
+/// choice of a categorical axis; a width of 1 when all are equal).
+fn range_of(axis: &ParamAxis, xs: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (mut lo, mut hi) = match &axis.scale {
+        Scale::Choices(c) => (0.0, c.len().saturating_sub(1) as f64),
+        _ => (f64::INFINITY, f64::NEG_INFINITY),
+    };
+    for x in xs.filter(|x| x.is_finite()) {
+        lo = lo.min(x);
+        hi = hi.max(x);
+    }
+    if !lo.is_finite() {
+        (0.0, 1.0)
+    } else if hi - lo < 1e-12 {
+        (lo - 0.5, hi + 0.5)
+    } else {
+        (lo, hi)
+    }
+}
+
+/// The plotted range of each axis (with its position among the view's axes) over `rows` (see
+/// [`range_of`]).
 pub(super) fn ranges(axes: &[(usize, &ParamAxis)], rows: &[&TrialRow]) -> Vec<(f64, f64)> {
     axes.iter()
-        .map(|&(i, a)| {
-            let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-            if let Scale::Choices(c) = &a.scale {
-                (lo, hi) = (0.0, c.len().saturating_sub(1) as f64);
-            }
-            for r in rows {
-                if let Some(k) = r.axis_key(i, &a.name) {
-                    let x = a.to_plot(k);
-                    if x.is_finite() {
-                        lo = lo.min(x);
-                        hi = hi.max(x);
-                    }
-                }
-            }
-            if !lo.is_finite() {
-                (0.0, 1.0)
-            } else if hi - lo < 1e-12 {
-                (lo - 0.5, hi + 0.5)
-            } else {
-                (lo, hi)
-            }
-        })
+        .map(|&(i, a)| range_of(a, rows.iter().filter_map(|r| r.axis_x(i, a))))
         .collect()
 }
 
@@ -74,16 +73,31 @@ pub(super) struct PcGeometry {
 
 impl PcGeometry {
     fn new(view: &StudiesView, axes: &[(usize, &ParamAxis)], done: &[&TrialRow]) -> Self {
-        let ranges = ranges(axes, done);
-        let (vlo, vhi) = done
+        let n = axes.len();
+        let brushes = view.resolved_brushes();
+        // One pass over the rows (10,000 scattered structs): each one's positions (NaN where it
+        // lacks the parameter), value and whether the brushes keep it, into flat arrays.
+        let mut xs: Vec<f64> = Vec::with_capacity(done.len() * n);
+        let mut trials: Vec<(f64, bool)> = Vec::with_capacity(done.len());
+        for r in done {
+            let Some(v) = r.value else { continue };
+            trials.push((v, brushes_keep(&brushes, r)));
+            xs.extend(
+                axes.iter()
+                    .map(|&(i, a)| r.axis_x(i, a).unwrap_or(f64::NAN)),
+            );
+        }
+        let ranges: Vec<(f64, f64)> = axes
             .iter()
-            .filter_map(|r| r.value)
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+            .enumerate()
+            .map(|(j, (_, a))| range_of(a, xs.iter().skip(j).step_by(n.max(1)).copied()))
+            .collect();
+        let (vlo, vhi) = trials
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &(v, _)| {
                 (a.min(v), b.max(v))
             });
         let vspan = if vhi > vlo { vhi - vlo } else { 1.0 };
-        let n = axes.len();
-        let brushes = view.resolved_brushes();
         let unit = |v: f64, (lo, hi): (f64, f64)| ((v - lo) / (hi - lo)) as f32;
         let mut g = Self {
             revision: view.revision,
@@ -91,30 +105,23 @@ impl PcGeometry {
             ranges: Vec::new(),
             vlo,
             vhi,
-            kept: 0,
-            points: Vec::with_capacity(done.len() * (n + 1)),
-            lines: Vec::with_capacity(done.len()),
+            kept: trials.iter().filter(|t| t.1).count(),
+            points: Vec::with_capacity(trials.len() * (n + 1)),
+            lines: Vec::with_capacity(trials.len()),
         };
-        let (mut out, mut inside): (Vec<&TrialRow>, Vec<&TrialRow>) =
-            (Vec::new(), Vec::with_capacity(done.len()));
-        for r in done {
-            if brushes_keep(&brushes, r) {
-                inside.push(r);
-            } else {
-                out.push(r);
-            }
-        }
-        g.kept = inside.len();
         let grey = Color32::from_gray(200).gamma_multiply(0.25);
-        for (rows, kept) in [(out, false), (inside, true)] {
-            for r in rows {
-                let Some(v) = r.value else { continue };
+        // The lines the brushes leave out first, so the kept ones are drawn over them.
+        for kept in [false, true] {
+            for (k, &(v, keep)) in trials.iter().enumerate() {
+                if keep != kept {
+                    continue;
+                }
                 let t = (v - vlo) / vspan;
                 g.lines
                     .push((g.points.len() as u32, if kept { colour(t) } else { grey }));
-                for (i, &(at, a)) in axes.iter().enumerate() {
-                    if let Some(k) = r.axis_key(at, &a.name) {
-                        g.points.push([i as f32, unit(a.to_plot(k), ranges[i])]);
+                for (i, &x) in xs[k * n..(k + 1) * n].iter().enumerate() {
+                    if !x.is_nan() {
+                        g.points.push([i as f32, unit(x, ranges[i])]);
                     }
                 }
                 g.points.push([n as f32, t as f32]);
@@ -127,14 +134,30 @@ impl PcGeometry {
     /// The lines as one mesh in screen coordinates: per line a strip of three vertices across
     /// each point (transparent, colour, transparent: a thin anti-aliased line, as egui draws
     /// lines no wider than a pixel), joined with mitred normals.
-    fn mesh(&self, transform: &PlotTransform, pixels_per_point: f32) -> Mesh {
+    ///
+    /// The mesh samples `texture`, a white texture of its own: a mesh with a texture unlike its
+    /// neighbours' is a draw of its own, so the shapes painted after it (axes, labels) do not
+    /// grow the ~9 MB buffer it is copied into for the frame (a reallocation and a copy of it
+    /// per frame).
+    fn mesh(
+        &self,
+        transform: &PlotTransform,
+        pixels_per_point: f32,
+        texture: egui::TextureId,
+    ) -> Mesh {
         let segments = self.points.len().saturating_sub(self.lines.len());
-        let mut mesh = Mesh::default();
+        let mut mesh = Mesh::with_texture(texture);
         mesh.reserve_vertices(self.points.len() * 3);
         mesh.reserve_triangles(segments * 4);
         // As bright as egui_plot's 1.5-point lines: the profile's integral is `half`.
         let half = 1.5 / pixels_per_point.max(0.1);
+        // The transform is affine and keeps the axes: the screen position of (0, 0) and the
+        // steps of one unit along x and y, instead of a general mapping per point.
+        let at = |x: f64, y: f64| transform.position_from_point(&PlotPoint::new(x, y));
+        let origin = at(0.0, 0.0);
+        let step = Vec2::new(at(1.0, 0.0).x - origin.x, at(0.0, 1.0).y - origin.y);
         let mut screen: Vec<Pos2> = Vec::new();
+        let mut normals: Vec<Vec2> = Vec::new();
         for (k, &(start, c)) in self.lines.iter().enumerate() {
             let end = self
                 .lines
@@ -144,52 +167,58 @@ impl PcGeometry {
             screen.extend(
                 self.points[start as usize..end]
                     .iter()
-                    .map(|p| transform.position_from_point(&PlotPoint::new(p[0], p[1]))),
+                    .map(|p| Pos2::new(origin.x + p[0] * step.x, origin.y + p[1] * step.y)),
             );
-            strip(&mut mesh, &screen, c, half);
+            strip(&mut mesh, &screen, &mut normals, c, half);
         }
         mesh
     }
 }
 
 /// One line through `points` as a strip of three vertices per point: `c` on the line, fading to
-/// transparent `half` away on either side.
-fn strip(mesh: &mut Mesh, points: &[Pos2], c: Color32, half: f32) {
+/// transparent `half` away on either side. `normals` is scratch space.
+fn strip(mesh: &mut Mesh, points: &[Pos2], normals: &mut Vec<Vec2>, c: Color32, half: f32) {
     if points.len() < 2 {
         return;
     }
-    let normal = |a: Pos2, b: Pos2| {
-        let d = b - a;
-        let len = d.length();
-        if len < 1e-6 {
+    // Each segment's unit normal, once (a square root, not `hypot`: this runs 80,000 times).
+    normals.clear();
+    normals.extend(points.windows(2).map(|w| {
+        let d = w[1] - w[0];
+        let len2 = d.x * d.x + d.y * d.y;
+        if len2 < 1e-12 {
             Vec2::ZERO
         } else {
-            Vec2::new(-d.y, d.x) / len
+            Vec2::new(-d.y, d.x) / len2.sqrt()
         }
-    };
+    }));
     let base = mesh.vertices.len() as u32;
     let t = Color32::TRANSPARENT;
     let last = points.len() - 1;
     for (i, &p) in points.iter().enumerate() {
         let n = if i == 0 {
-            normal(p, points[1])
+            normals[0]
         } else if i == last {
-            normal(points[i - 1], p)
+            normals[last - 1]
         } else {
             // The mitre: the mean of both normals, lengthened to keep the width (bounded at
             // sharp turns).
-            let (n1, n2) = (normal(points[i - 1], p), normal(p, points[i + 1]));
+            let (n1, n2) = (normals[i - 1], normals[i]);
             let m = n1 + n2;
-            let cos = m.length() / 2.0;
+            let len = (m.x * m.x + m.y * m.y).sqrt();
+            let cos = len / 2.0;
             if cos < 1e-3 {
                 n1
             } else {
-                m.normalized() / cos.max(0.25)
+                m / (len * cos.max(0.25))
             }
         };
-        mesh.colored_vertex(p - n * half, t);
-        mesh.colored_vertex(p, c);
-        mesh.colored_vertex(p + n * half, t);
+        // Untextured vertices sample the texture at (0, 0): white in the mesh's texture too.
+        mesh.vertices.extend([
+            Vertex::untextured(p - n * half, t),
+            Vertex::untextured(p, c),
+            Vertex::untextured(p + n * half, t),
+        ]);
     }
     for i in 0..last as u32 {
         let (a, b) = (base + 3 * i, base + 3 * (i + 1));
@@ -205,6 +234,22 @@ fn strip(mesh: &mut Mesh, points: &[Pos2], c: Color32, half: f32) {
 struct TrialLines {
     base: PlotItemBase,
     geometry: Arc<PcGeometry>,
+}
+
+/// A 1×1 white texture, loaded once per context, for [`PcGeometry::mesh`] (the handle is
+/// kept in egui's temporary data; the texture lives as long as it).
+fn white_texture(ui: &Ui) -> egui::TextureHandle {
+    let id = egui::Id::unique("studies_pc_white");
+    if let Some(t) = ui.data(|d| d.get_temp::<egui::TextureHandle>(id)) {
+        return t;
+    }
+    let t = ui.ctx().load_texture(
+        "studies_pc_white",
+        egui::ColorImage::filled([1, 1], Color32::WHITE),
+        egui::TextureOptions::NEAREST,
+    );
+    ui.data_mut(|d| d.insert_temp(id, t.clone()));
+    t
 }
 
 /// What a cached mesh of [`TrialLines`] was built for.
@@ -231,7 +276,12 @@ impl PlotItem for TrialLines {
         let mesh = match cached {
             Some((k, mesh)) if k == key => mesh,
             _ => {
-                let mesh = Arc::new(self.geometry.mesh(transform, key.pixels_per_point));
+                let texture = white_texture(ui);
+                let mesh = Arc::new(self.geometry.mesh(
+                    transform,
+                    key.pixels_per_point,
+                    texture.id(),
+                ));
                 ui.data_mut(|d| d.insert_temp(id, (key, mesh.clone())));
                 mesh
             }

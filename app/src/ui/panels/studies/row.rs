@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::view::ParamAxis;
+
 use tradetune_engine::storage::{
     CategoricalChoice, ParamValue, TrialParam, TrialRecord, TrialState,
 };
@@ -124,9 +126,10 @@ pub struct TrialRow {
     pub telemetry: Vec<(String, String)>,
     /// The parameters as stored (internal value and distribution), for the importances.
     pub stored_params: Arc<[TrialParam]>,
-    /// Its [`ParamCell::key`] on each of the view's parameter axes, in their order (filled by
-    /// the view when the row arrives or the axes change), so plots over 10,000 trials read a
-    /// number by position instead of searching names.
+    /// Where it lies on each of the view's parameter axes, in their order, in plotted units
+    /// ([`ParamAxis::to_plot`] of its [`ParamCell::key`]; filled by the view when the row
+    /// arrives or the axes change), so plots over 10,000 trials read a number by position
+    /// instead of searching names and taking logarithms.
     pub axis_keys: AxisKeys,
 }
 
@@ -319,12 +322,12 @@ impl TrialRow {
             .map(|c| c.key)
     }
 
-    /// Its key on the view's parameter axis number `i` (named `name`): from
-    /// [`Self::axis_keys`] once filled, else by name.
-    pub fn axis_key(&self, i: usize, name: &str) -> Option<f64> {
+    /// Where it lies on the view's parameter axis number `i`, in plotted units: from
+    /// [`Self::axis_keys`] once filled, else by the axis's name.
+    pub fn axis_x(&self, i: usize, axis: &ParamAxis) -> Option<f64> {
         match self.axis_keys.0.get(i) {
             Some(k) => *k,
-            None => self.param_key(name),
+            None => self.param_key(&axis.name).map(|k| axis.to_plot(k)),
         }
     }
 
