@@ -227,15 +227,15 @@ pub(super) fn slices(
             .response
             .labelled_by(l.id);
     });
-    let axes: Vec<&ParamAxis> = match plot_param {
-        Some(p) => view.axis(p).into_iter().collect(),
-        None => view.param_axes.iter().collect(),
+    let axes: Vec<(usize, &ParamAxis)> = match plot_param {
+        Some(p) => view.axis_at(p).into_iter().collect(),
+        None => view.param_axes.iter().enumerate().collect(),
     };
     let per_row = if axes.len() == 1 { 1 } else { SLICES_PER_ROW };
     for chunk in axes.chunks(per_row) {
         ui.columns(per_row, |cols| {
-            for (ui, axis) in cols.iter_mut().zip(chunk) {
-                slice(ui, view, axis, done, commands);
+            for (ui, &(at, axis)) in cols.iter_mut().zip(chunk) {
+                slice(ui, view, at, axis, done, commands);
             }
         });
     }
@@ -244,18 +244,16 @@ pub(super) fn slices(
 pub(super) fn slice(
     ui: &mut egui::Ui,
     view: &StudiesView,
+    at: usize,
     axis: &ParamAxis,
     done: &[&TrialRow],
     commands: &mut Vec<Command>,
 ) {
+    // Each row's position on the axis, by the axis's place (`at`) among the view's: no
+    // search by name per row and frame.
     let picked: Vec<(i64, [f64; 2])> = done
         .iter()
-        .filter_map(|r| {
-            Some((
-                r.trial_id,
-                [axis.to_plot(r.param_key(&axis.name)?), r.value?],
-            ))
-        })
+        .filter_map(|r| Some((r.trial_id, [r.axis_x(at, axis)?, r.value?])))
         .collect();
     let points: Vec<[f64; 2]> = picked.iter().map(|p| p.1).collect();
     let unit = match axis.scale {
