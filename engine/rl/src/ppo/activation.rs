@@ -42,6 +42,41 @@ impl ActivationKind {
     }
 }
 
+impl ActivationKind {
+    /// The activation of one number, as [`Self::apply`] computes it in f32 (tanh through the
+    /// same rational approximation, [`fast_tanh`]); for the host-side forward pass of
+    /// [`crate::ppo::host_policy`].
+    pub fn apply_scalar(self, x: f32) -> f32 {
+        match self {
+            ActivationKind::Tanh => rational_tanh_scalar(x),
+            ActivationKind::Relu => x.max(0.0),
+            ActivationKind::Elu => {
+                if x > 0.0 {
+                    x
+                } else {
+                    x.exp() - 1.0
+                }
+            }
+            ActivationKind::Silu => x / (1.0 + (-x).exp()),
+        }
+    }
+}
+
+/// [`rational_tanh`] of one number, operation for operation.
+fn rational_tanh_scalar(x: f32) -> f32 {
+    let x = x.clamp(-CLAMP, CLAMP);
+    let x2 = x * x;
+    let mut p = x2 * ALPHA[6] + ALPHA[5];
+    for &a in ALPHA[..5].iter().rev() {
+        p = p * x2 + a;
+    }
+    let mut q = x2 * BETA[3] + BETA[2];
+    for &b in BETA[..2].iter().rev() {
+        q = q * x2 + b;
+    }
+    p * x / q
+}
+
 /// Beyond ±C the approximation is clamped; tanh(C) rounds to 1 − 6e-8 in f32 (Eigen's bound).
 const CLAMP: f32 = 7.905_311;
 /// Odd numerator coefficients α₁ … α₁₃ (Eigen, `generic_fast_tanh_float`).
@@ -117,6 +152,27 @@ mod tests {
             let tol = 2.5e-7f32.max(4e-7 * want.abs());
             assert!((y - want).abs() <= tol, "tanh({x}) = {y}, libm {want}");
             assert!(y.abs() <= 1.0, "tanh({x}) = {y} outside [-1, 1]");
+        }
+    }
+
+    #[test]
+    fn the_scalar_activations_are_the_tensor_ones() {
+        let d = Device::flex();
+        let (xs, t) = grid(&d);
+        for kind in [
+            ActivationKind::Tanh,
+            ActivationKind::Relu,
+            ActivationKind::Elu,
+            ActivationKind::Silu,
+        ] {
+            let ys: Vec<f32> = kind.apply(t.clone()).try_into_vec_as().unwrap();
+            for (x, y) in xs.iter().zip(&ys) {
+                let s = kind.apply_scalar(*x);
+                assert!(
+                    (s - y).abs() <= 2e-7 * (1.0 + y.abs()),
+                    "{kind:?}({x}): scalar {s}, tensor {y}"
+                );
+            }
         }
     }
 

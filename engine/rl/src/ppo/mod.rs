@@ -15,6 +15,7 @@ pub mod config;
 pub mod error;
 pub mod events;
 pub mod gae;
+pub mod host_policy;
 pub mod memory_estimate;
 pub mod model;
 pub mod normalize;

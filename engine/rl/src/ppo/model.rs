@@ -275,6 +275,11 @@ impl ActorCritic {
     pub fn log_std(&self) -> Tensor<1> {
         self.log_std.val()
     }
+
+    /// The activation of the hidden layers.
+    pub fn activation(&self) -> ActivationKind {
+        self.activation
+    }
 }
 
 /// Collects every float parameter's values, in visiting order.

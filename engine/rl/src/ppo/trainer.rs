@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use burn::module::Module;
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{Device, FloatDType, Tensor, TensorData};
 use rand::rngs::StdRng;
 use rand_distr::{Distribution, StandardNormal};
 use serde::{Deserialize, Serialize};
@@ -18,6 +18,7 @@ use crate::ppo::config::PpoConfig;
 use crate::ppo::error::PpoError;
 use crate::ppo::events::{EpisodeSummary, PhaseTimes, TrainEvent};
 use crate::ppo::gae::compute_gae_device;
+use crate::ppo::host_policy::{HostPolicy, HostStep};
 use crate::ppo::model::{ActorCritic, gaussian_log_prob};
 use crate::ppo::normalize::{RewardNormalizer, RunningMeanStd};
 use crate::ppo::policy::evaluate_policy;
@@ -72,6 +73,14 @@ pub const PHASE_SAMPLE_EVERY: usize = 8;
 
 pub use crate::ppo::normalize::NormalizationStats;
 
+/// How a rollout's steps evaluate the policy: on the host from a copy of the weights, with the
+/// rollout's noise (`[steps, n, a]`, row-major), or through burn on the device, with the noise
+/// uploaded there.
+enum Inference {
+    Host(HostPolicy, HostStep, Vec<f32>),
+    Device(Tensor<3>),
+}
+
 /// PPO on one environment batch and one device.
 pub struct Trainer<E: RolloutEnv> {
     cfg: PpoConfig,
@@ -96,6 +105,9 @@ pub struct Trainer<E: RolloutEnv> {
     phase_every: usize,
     /// The phase split of the last timed update, spread over the untimed ones.
     last_timed: Option<PhaseTimes>,
+    /// Whether a rollout step's forward pass runs on the host (the CPU device in f32; see
+    /// [`crate::ppo::host_policy`]).
+    host_inference: bool,
 }
 
 impl<E: RolloutEnv> Trainer<E> {
@@ -112,6 +124,8 @@ impl<E: RolloutEnv> Trainer<E> {
             ));
         }
         let train_device = device.clone().autodiff();
+        let host_inference =
+            device == Device::flex() && cfg.precision.compute_dtype() == FloatDType::F32;
         let (n, d, a) = (env.n_envs(), env.obs_dim(), env.action_dim());
         let model = cfg.policy.init(d, a, cfg.seed, &train_device);
         let learner = Learner::new(model, &cfg, &train_device);
@@ -130,6 +144,7 @@ impl<E: RolloutEnv> Trainer<E> {
             evaluation: None,
             phase_every: PHASE_SAMPLE_EVERY,
             last_timed: None,
+            host_inference,
             cfg,
             env,
             learner,
@@ -423,7 +438,16 @@ impl<E: RolloutEnv> Trainer<E> {
         let noise: Vec<f32> = (0..steps * n * a)
             .map(|_| StandardNormal.sample(&mut self.noise_rng))
             .collect();
-        let noise = Tensor::<3>::from_data(TensorData::new(noise, [steps, n, a]), &self.device);
+        // On the CPU device in f32 each step's forward pass runs on the host, from a copy of
+        // the weights (the model does not change during a rollout).
+        let mut inference = if self.host_inference {
+            Inference::Host(HostPolicy::of(&model)?, HostStep::default(), noise)
+        } else {
+            Inference::Device(Tensor::<3>::from_data(
+                TensorData::new(noise, [steps, n, a]),
+                &self.device,
+            ))
+        };
         self.buffer.clear();
         self.env.begin_rollout(steps);
         for step_index in 0..steps {
@@ -435,14 +459,36 @@ impl<E: RolloutEnv> Trainer<E> {
                 .take()
                 .ok_or_else(|| PpoError::config("trainer", "no observation", "reset first"))?;
             let t = Instant::now();
-            let (mean, value) = model.forward(obs.clone(), dtype);
-            let eps: Tensor<2> = noise
-                .clone()
-                .slice([step_index..step_index + 1, 0..n, 0..a])
-                .reshape([n, a]);
-            let actions = mean.clone().add(eps.mul(std.clone()));
-            let log_prob = gaussian_log_prob(mean, log_std.clone(), actions.clone());
-            let clipped = actions.clone().clamp(-1.0, 1.0);
+            let (actions, log_prob, value, clipped) = match &mut inference {
+                Inference::Host(policy, out, noise) => {
+                    let x: Vec<f32> = obs
+                        .clone()
+                        .try_into_vec_as()
+                        .map_err(|e| PpoError::read("observations", e))?;
+                    let eps = &noise[step_index * n * a..(step_index + 1) * n * a];
+                    policy.step(&x, eps, n, out);
+                    let clipped: Vec<f32> =
+                        out.actions.iter().map(|v| v.clamp(-1.0, 1.0)).collect();
+                    let dev = &self.device;
+                    (
+                        Tensor::<2>::from_data(TensorData::new(out.actions.clone(), [n, a]), dev),
+                        Tensor::<1>::from_data(TensorData::new(out.log_probs.clone(), [n]), dev),
+                        Tensor::<1>::from_data(TensorData::new(out.values.clone(), [n]), dev),
+                        Tensor::<2>::from_data(TensorData::new(clipped, [n, a]), dev),
+                    )
+                }
+                Inference::Device(noise) => {
+                    let (mean, value) = model.forward(obs.clone(), dtype);
+                    let eps: Tensor<2> = noise
+                        .clone()
+                        .slice([step_index..step_index + 1, 0..n, 0..a])
+                        .reshape([n, a]);
+                    let actions = mean.clone().add(eps.mul(std.clone()));
+                    let log_prob = gaussian_log_prob(mean, log_std.clone(), actions.clone());
+                    let clipped = actions.clone().clamp(-1.0, 1.0);
+                    (actions, log_prob, value, clipped)
+                }
+            };
             if timed {
                 self.sync("sync: inference")?;
                 phases.inference += t.elapsed().as_secs_f64();
