@@ -126,7 +126,7 @@ fn frame(c: &mut Criterion) {
         },
     );
     // The frame a full read of the study lands in (the study opened, or selected again): the
-    // 10,000 rows arrive made ready by the reading job (columns and axis keys derived, sorted by
+    // 10,000 rows arrive made ready by the reading job (columns and axis positions derived, sorted by
     // value: on a thread of their own outside the timed part, as the app's reading job does it,
     // so they come from another malloc arena as they do there), the rows held before are let
     // go of, and the table and the plot's lines are built from nothing.

@@ -185,7 +185,7 @@ fn a_read_derives_every_column_and_position_whatever_the_rows_list() {
                 .map(|(_, k)| a.to_plot(*k));
             // The filled keys themselves (`axis_x` would fall back to a search by name).
             assert_eq!(
-                r.axis_keys.0.get(i).copied(),
+                r.axis_positions.0.get(i).copied(),
                 Some(want),
                 "trial {} on {}",
                 r.number,

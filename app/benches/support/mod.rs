@@ -146,6 +146,6 @@ pub fn row(i: usize, params: usize) -> TrialRow {
         checkpoint: None,
         placement: String::new(),
         applied_config: None,
-        axis_keys: Default::default(),
+        axis_positions: Default::default(),
     }
 }

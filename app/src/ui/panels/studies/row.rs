@@ -130,16 +130,16 @@ pub struct TrialRow {
     /// ([`ParamAxis::to_plot`] of its [`ParamCell::key`]; filled by the view when the row
     /// arrives or the axes change), so plots over 10,000 trials read a number by position
     /// instead of searching names and taking logarithms.
-    pub axis_keys: AxisKeys,
+    pub axis_positions: AxisPositions,
 }
 
-/// A row's keys on the view's parameter axes (see [`TrialRow::axis_keys`]). Derived from the
+/// A row's positions on the view's parameter axes (see [`TrialRow::axis_positions`]). Derived from the
 /// row's own parameters, so it takes no part in comparing rows: a re-read trial equals the row
-/// held before its keys were filled.
+/// held before its positions were filled.
 #[derive(Debug, Clone, Default)]
-pub struct AxisKeys(pub Vec<Option<f64>>);
+pub struct AxisPositions(pub Vec<Option<f64>>);
 
-impl PartialEq for AxisKeys {
+impl PartialEq for AxisPositions {
     fn eq(&self, _other: &Self) -> bool {
         true
     }
@@ -274,7 +274,7 @@ impl TrialRow {
                         .and_then(|j| serde_json::to_string_pretty(&j))
                         .unwrap_or_else(|_| v.dumps())
                 }),
-            axis_keys: AxisKeys::default(),
+            axis_positions: AxisPositions::default(),
         }
     }
 
@@ -323,9 +323,9 @@ impl TrialRow {
     }
 
     /// Where it lies on the view's parameter axis number `i`, in plotted units: from
-    /// [`Self::axis_keys`] once filled, else by the axis's name.
+    /// [`Self::axis_positions`] once filled, else by the axis's name.
     pub fn axis_x(&self, i: usize, axis: &ParamAxis) -> Option<f64> {
-        match self.axis_keys.0.get(i) {
+        match self.axis_positions.0.get(i) {
             Some(k) => *k,
             None => self.param_key(&axis.name).map(|k| axis.to_plot(k)),
         }

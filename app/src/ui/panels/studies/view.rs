@@ -91,7 +91,7 @@ pub fn aggregate(studies: &[StudySummary]) -> Vec<StudyGroup> {
 }
 
 use super::row::param_text;
-pub use super::row::{AxisKeys, ParamCell, TrialColumn, TrialRow, sig4};
+pub use super::row::{AxisPositions, ParamCell, TrialColumn, TrialRow, sig4};
 
 /// The Studies panel's view of the open database.
 #[derive(Debug, Clone, Default)]
@@ -343,7 +343,7 @@ pub struct Columns {
 }
 
 impl Columns {
-    /// The columns of `rows`, and each row's axis keys filled for them. A parameter's axis
+    /// The columns of `rows`, and each row's axis positions filled for them. A parameter's axis
     /// follows the first distribution seen for it. Rows of a study list the same parameters
     /// and attributes in the same order as the row before them, so a row is compared with its
     /// predecessor before its names are searched (10,000 rows: a few milliseconds less).
@@ -387,17 +387,17 @@ impl Columns {
         };
         let mut guess = vec![0; columns.param_axes.len()];
         for r in rows.iter_mut() {
-            r.axis_keys = axis_keys(r, &columns.param_axes, &mut guess);
+            r.axis_positions = axis_positions(r, &columns.param_axes, &mut guess);
         }
         columns
     }
 }
 
-/// Row `r`'s [`TrialRow::axis_keys`] on `axes`. `guess` holds, per axis, where the row before
+/// Row `r`'s [`TrialRow::axis_positions`] on `axes`. `guess` holds, per axis, where the row before
 /// had that parameter among its cells: looked at first.
-fn axis_keys(r: &TrialRow, axes: &[ParamAxis], guess: &mut [usize]) -> AxisKeys {
+fn axis_positions(r: &TrialRow, axes: &[ParamAxis], guess: &mut [usize]) -> AxisPositions {
     let cells = &r.param_cells;
-    AxisKeys(
+    AxisPositions(
         axes.iter()
             .zip(guess.iter_mut())
             .map(|(a, g)| {
@@ -423,7 +423,7 @@ pub fn sort_rows(rows: &mut [TrialRow], (column, ascending): &(TrialColumn, bool
 }
 
 /// Rows read for the table, made ready where they were read (off the UI thread): their
-/// columns derived, each row's axis keys filled, sorted as the table was when the read was
+/// columns derived, each row's axis positions filled, sorted as the table was when the read was
 /// asked for. Over 10,000 trials that work is longer than a frame.
 #[derive(Debug)]
 pub struct ReadRows {
@@ -507,12 +507,12 @@ impl StudiesView {
         self.attr_keys = attr_keys;
     }
 
-    /// Fills [`TrialRow::axis_keys`] of the rows at `indices` for the current axes.
-    fn fill_axis_keys(&mut self, indices: impl IntoIterator<Item = usize>) {
+    /// Fills [`TrialRow::axis_positions`] of the rows at `indices` for the current axes.
+    fn fill_axis_positions(&mut self, indices: impl IntoIterator<Item = usize>) {
         let mut guess = vec![0; self.param_axes.len()];
         for i in indices {
             if let Some(r) = self.rows.get_mut(i) {
-                r.axis_keys = axis_keys(r, &self.param_axes, &mut guess);
+                r.axis_positions = axis_positions(r, &self.param_axes, &mut guess);
             }
         }
     }
@@ -796,7 +796,7 @@ impl StudiesView {
     /// added; the columns, order, filter and importances follow when anything changed.
     pub fn merge(&mut self, rows: Vec<TrialRow>) {
         // The rows that changed or arrived: only they are looked at again, unless they bring a
-        // new column (then every row's axis keys are filled again).
+        // new column (then every row's axis positions are filled again).
         let mut changed: Vec<usize> = Vec::new();
         for row in rows {
             match self.rows.iter().position(|r| r.trial_id == row.trial_id) {
@@ -817,7 +817,7 @@ impl StudiesView {
         if self.brings_new_columns(&changed) {
             self.update_columns();
         } else {
-            self.fill_axis_keys(changed);
+            self.fill_axis_positions(changed);
         }
         self.refresh();
         self.update_importance();
