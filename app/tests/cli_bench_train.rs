@@ -167,3 +167,67 @@ fn a_failing_peer_is_an_error_naming_it() {
     let err = text(&o.stderr);
     assert!(err.contains("not the peer's JSON result"), "{err}");
 }
+
+/// `--compare-burn-update`: ours again with every update through burn's autodiff, in the same
+/// run, and how many times faster the host step's runs were; the probe covers both kernels.
+#[test]
+fn bench_train_compares_the_two_update_paths_in_one_run() {
+    let base = [
+        "bench",
+        "train",
+        "--configs",
+        "tiny",
+        "--updates",
+        "1",
+        "--repeat",
+        "2",
+        "--compare-burn-update",
+    ];
+    let mut a: Vec<&str> = base.to_vec();
+    a.push("--json");
+    let o = tradetune(&a);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let c = &v["configs"][0];
+    assert_eq!(c["ours"]["runs"].as_array().unwrap().len(), 2, "{v}");
+    let burn = &c["burn_update"];
+    assert_eq!(burn["runs"].as_array().unwrap().len(), 2, "{v}");
+    assert!(
+        burn["runs"][0]["config"]["burn_update"].as_bool().unwrap(),
+        "{v}"
+    );
+    assert!(
+        !c["ours"]["runs"][0]["config"]["burn_update"]
+            .as_bool()
+            .unwrap(),
+        "{v}"
+    );
+    let ours = c["ours"]["samples_per_second"]["median"].as_f64().unwrap();
+    let theirs = burn["samples_per_second"]["median"].as_f64().unwrap();
+    let ratio = burn["ours_over_burn_update"].as_f64().unwrap();
+    assert!((ratio - ours / theirs).abs() <= 1e-9 * ratio, "{v}");
+    // The CPU device's probe times the host kernels too, and the peak is the best of all.
+    let probe = &v["matmul_probe"];
+    let best = probe["sizes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(probe["host_sizes"].as_array().unwrap())
+        .map(|s| s[1].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    assert_eq!(probe["host_sizes"].as_array().unwrap().len(), 3, "{v}");
+    assert_eq!(probe["peak_gflops"].as_f64().unwrap(), best, "{v}");
+
+    let o = tradetune(&base);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("burn update (every update through burn's autodiff):"),
+        "{out}"
+    );
+    assert!(out.contains("ours with the host step"), "{out}");
+    assert!(
+        out.contains("the host update's kernels, one product per thread"),
+        "{out}"
+    );
+}

@@ -93,6 +93,9 @@ fn count_in<E: RolloutEnv>(
     let mut trainer = Trainer::new(cfg, env, device)
         .unwrap()
         .with_phase_sampling(every);
+    // The reads of burn's update, the path a GPU takes: on the CPU device in f32 the update
+    // otherwise runs the host step, which reads the rollout from host memory.
+    trainer.learner_mut().set_host_update(false);
     let mut episodes = 0;
     readback::reset();
     trainer

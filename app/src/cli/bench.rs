@@ -95,6 +95,11 @@ pub struct TrainArgs {
     /// Threads of the peer (torch.set_num_threads; default: as many as ours).
     #[arg(long)]
     pub peer_threads: Option<usize>,
+    /// Also run ours with every update through burn's autodiff (the path GPUs take) instead
+    /// of the CPU's host minibatch step, interleaved with the other runs, and print how many
+    /// times faster the host step's runs are.
+    #[arg(long)]
+    pub compare_burn_update: bool,
     /// Print JSON (one array of results) instead of a table.
     #[arg(long)]
     pub json: bool,

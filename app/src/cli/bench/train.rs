@@ -102,12 +102,23 @@ struct ConfigRuns {
     config: TrainBenchConfig,
     ours: Vec<TrainBenchResult>,
     peer: Vec<PeerRun>,
+    /// Ours with every update through burn's autodiff (`--compare-burn-update`).
+    burn_update: Vec<TrainBenchResult>,
 }
 
 impl ConfigRuns {
     fn ours_sps(&self) -> (f64, f64, f64) {
         let v: Vec<f64> = self.ours.iter().map(|r| r.samples_per_second).collect();
         min_median_max(&v)
+    }
+
+    fn burn_update_sps(&self) -> Option<(f64, f64, f64)> {
+        let v: Vec<f64> = self
+            .burn_update
+            .iter()
+            .map(|r| r.samples_per_second)
+            .collect();
+        (!v.is_empty()).then(|| min_median_max(&v))
     }
 
     fn peer_sps(&self) -> Option<(f64, f64, f64)> {
@@ -211,8 +222,21 @@ pub(super) fn bench_train(args: TrainArgs) -> anyhow::Result<()> {
             .iter()
             .map(|(n, g)| format!("{n}: {g:.1}"))
             .collect();
+        let host: Vec<String> = probe
+            .host_sizes
+            .iter()
+            .map(|(n, g)| format!("{n}: {g:.1}"))
+            .collect();
+        let host = if host.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; the host update's kernels, one product per thread: {}",
+                host.join(", ")
+            )
+        };
         println!(
-            "matmul probe (f32, n×n by n×n, GFLOP/s): {} -> peak {:.1} GFLOP/s",
+            "matmul probe (f32, n×n by n×n, GFLOP/s): burn {}{host} -> peak {:.1} GFLOP/s",
             sizes.join(", "),
             probe.peak_gflops
         );
@@ -227,6 +251,11 @@ pub(super) fn bench_train(args: TrainArgs) -> anyhow::Result<()> {
             config: cfg.clone(),
             ours: Vec::new(),
             peer: Vec::new(),
+            burn_update: Vec::new(),
+        };
+        let burn_cfg = TrainBenchConfig {
+            burn_update: true,
+            ..cfg.clone()
         };
         for rep in 0..args.repeat {
             // Interleaved, the order alternating, so a drift of the machine's speed during the
@@ -235,7 +264,13 @@ pub(super) fn bench_train(args: TrainArgs) -> anyhow::Result<()> {
             if let (true, Some(peer), Some(script)) = (peer_first, &args.peer, &script) {
                 runs.peer.push(run_peer(peer, script, &cfg, peer_threads)?);
             }
+            if args.compare_burn_update && peer_first {
+                runs.burn_update.push(run_ours(&burn_cfg, &device)?);
+            }
             runs.ours.push(run_ours(&cfg, &device)?);
+            if args.compare_burn_update && !peer_first {
+                runs.burn_update.push(run_ours(&burn_cfg, &device)?);
+            }
             if let (false, Some(peer), Some(script)) = (peer_first, &args.peer, &script) {
                 runs.peer.push(run_peer(peer, script, &cfg, peer_threads)?);
             }
@@ -282,6 +317,11 @@ pub(super) fn bench_train(args: TrainArgs) -> anyhow::Result<()> {
                         "update_gflops_per_second": median.update_gflops_per_second,
                         "fraction_of_matmul_peak": median.update_gflops_per_second / probe.peak_gflops.max(1e-9),
                     },
+                    "burn_update": r.burn_update_sps().map(|(lo, med, hi)| serde_json::json!({
+                        "runs": r.burn_update,
+                        "samples_per_second": { "min": lo, "median": med, "max": hi },
+                        "ours_over_burn_update": med.max(1e-9).recip() * r.ours_sps().1,
+                    })),
                     "peer": r.peer_sps().map(|(lo, med, hi)| serde_json::json!({
                         "runs": r.peer,
                         "samples_per_second": { "min": lo, "median": med, "max": hi },
@@ -365,6 +405,22 @@ fn print_train_runs(r: &ConfigRuns, header: bool, probe: &MatmulProbe, cpu: bool
         100.0 * m.update_gflops_per_second / probe.peak_gflops.max(1e-9),
         probe.peak_gflops
     );
+    if let Some((lo, bmed, hi)) = r.burn_update_sps() {
+        let burn = r
+            .burn_update
+            .iter()
+            .min_by(|a, b| {
+                (a.samples_per_second - bmed)
+                    .abs()
+                    .total_cmp(&(b.samples_per_second - bmed).abs())
+            })
+            .map_or(f64::NAN, |b| b.update_gflops_per_second);
+        println!(
+            "{:<12} burn update (every update through burn's autodiff): {lo:.0}/{bmed:.0}/{hi:.0} samples/s, update {burn:.2} GFLOP/s; ours with the host step {:.2}x that",
+            "",
+            med / bmed.max(1e-9),
+        );
+    }
     // The peer's env share, where every run of it reported one.
     let env_shares: Option<Vec<f64>> = r
         .peer

@@ -43,6 +43,10 @@ pub struct TrainBenchConfig {
     /// Where the environment steps: on the host (`CpuVecEnv`) or on the device
     /// (`TensorVecEnv`).
     pub placement: ResolvedPlacement,
+    /// Every update through burn's autodiff even where the host minibatch step applies (the
+    /// CPU device in f32; see [`crate::ppo::host_update`]): the path other devices take, for
+    /// comparing the two.
+    pub burn_update: bool,
 }
 
 impl TrainBenchConfig {
@@ -60,6 +64,7 @@ impl TrainBenchConfig {
             updates: 3,
             precision: Precision::F32,
             placement: ResolvedPlacement::Host,
+            burn_update: false,
         }
     }
 
@@ -266,6 +271,9 @@ fn measure<E: RolloutEnv>(
     mut trainer: Trainer<E>,
     device: &Device,
 ) -> Result<TrainBenchResult, PpoError> {
+    if cfg.burn_update {
+        trainer.learner_mut().set_host_update(false);
+    }
     let per_update = cfg.n_steps * cfg.n_envs;
     trainer.learn(per_update, &mut |_| {})?;
     let mut phases = PhaseTimes::default();
@@ -301,7 +309,11 @@ pub fn rayon_threads() -> usize {
 pub struct MatmulProbe {
     /// `(n, GFLOP/s)` of an `n × n` by `n × n` product, best of its repetitions.
     pub sizes: Vec<(usize, f64)>,
-    /// The best of `sizes`: the machine's measured matmul peak through burn.
+    /// On the CPU device, `(n, GFLOP/s)` of the host update's matmul kernels
+    /// ([`crate::ppo::host_update`]): one `n × n` product on each thread of the pool at once,
+    /// as its two networks run. Empty on other devices.
+    pub host_sizes: Vec<(usize, f64)>,
+    /// The best of `sizes` and `host_sizes`: the machine's measured matmul peak.
     pub peak_gflops: f64,
     /// Seconds the probe took.
     pub seconds: f64,
@@ -342,9 +354,49 @@ pub fn matmul_probe(device: &Device) -> Result<MatmulProbe, PpoError> {
         }
         sizes.push((n, flops / best.max(1e-12) / 1e9));
     }
-    let peak_gflops = sizes.iter().map(|s| s.1).fold(0.0, f64::max);
+    let mut host_sizes = Vec::new();
+    if device.clone().without_autodiff() == Device::flex() {
+        for n in [256usize, 512, 1024] {
+            let a: Vec<f32> = (0..n * n)
+                .map(|i| ((i % 97) as f32 - 48.0) / 97.0)
+                .collect();
+            let threads = rayon::current_num_threads().min(2);
+            let mut outs = vec![vec![0.0f32; n * n]; 2];
+            let mut once = || {
+                let t = Instant::now();
+                let [c1, c2] = &mut outs[..] else {
+                    unreachable!("two outputs")
+                };
+                let product = |c: &mut Vec<f32>| {
+                    crate::ppo::host_update::affine(&a, &a[..n], (n, n), &a, n, c)
+                };
+                if threads > 1 {
+                    rayon::join(|| product(c1), || product(c2));
+                } else {
+                    product(c1);
+                }
+                t.elapsed().as_secs_f64()
+            };
+            once();
+            let flops = threads as f64 * 2.0 * (n * n * n) as f64;
+            let mut best = f64::MAX;
+            let until = Instant::now() + Duration::from_millis(100);
+            let mut reps = 0;
+            while reps < 2 || Instant::now() < until {
+                best = best.min(once());
+                reps += 1;
+            }
+            host_sizes.push((n, flops / best.max(1e-12) / 1e9));
+        }
+    }
+    let peak_gflops = sizes
+        .iter()
+        .chain(&host_sizes)
+        .map(|s| s.1)
+        .fold(0.0, f64::max);
     Ok(MatmulProbe {
         sizes,
+        host_sizes,
         peak_gflops,
         seconds: start.elapsed().as_secs_f64(),
     })
@@ -385,10 +437,10 @@ mod tests {
     fn the_matmul_probe_measures_a_positive_rate() {
         let p = matmul_probe(&Device::flex()).unwrap();
         assert_eq!(p.sizes.len(), 3);
-        assert!(p.sizes.iter().all(|s| s.1.is_finite() && s.1 > 0.0));
-        assert_eq!(
-            p.peak_gflops,
-            p.sizes.iter().map(|s| s.1).fold(0.0, f64::max)
-        );
+        // The CPU device also times the host update's kernels; the peak is the best of all.
+        assert_eq!(p.host_sizes.len(), 3);
+        let all = || p.sizes.iter().chain(&p.host_sizes);
+        assert!(all().all(|s| s.1.is_finite() && s.1 > 0.0));
+        assert_eq!(p.peak_gflops, all().map(|s| s.1).fold(0.0, f64::max));
     }
 }

@@ -23,6 +23,9 @@ use crate::ppo::model::{ActorCritic, Dense};
 /// `ln √(2π)`, as in [`crate::ppo::model::gaussian_log_prob`].
 const LN_SQRT_2PI: f32 = 0.918_938_5;
 
+/// Multiply-adds of a step's policy network from which the two networks run on two threads.
+const PARALLEL_MACS: usize = 1 << 20;
+
 /// One dense layer: `y = x·W + b` with `W` as `[fan_in, fan_out]`, row-major.
 #[derive(Debug, Clone)]
 struct HostDense {
@@ -43,20 +46,17 @@ impl HostDense {
         })
     }
 
-    /// `out = x·W + b` for `n` rows of `x`.
+    /// `out = x·W + b` for `n` rows of `x` (the kernels of the host update's matrix products,
+    /// vectorised for the CPU they run on).
     fn forward(&self, x: &[f32], n: usize, out: &mut Vec<f32>) {
-        out.clear();
-        out.reserve(n * self.fan_out);
-        for row in x.chunks_exact(self.fan_in).take(n) {
-            let start = out.len();
-            out.extend_from_slice(&self.bias);
-            let y = &mut out[start..];
-            for (&xi, w) in row.iter().zip(self.weight.chunks_exact(self.fan_out)) {
-                for (yo, &wo) in y.iter_mut().zip(w) {
-                    *yo += xi * wo;
-                }
-            }
-        }
+        crate::ppo::host_update::affine(
+            &self.weight,
+            &self.bias,
+            (self.fan_in, self.fan_out),
+            x,
+            n,
+            out,
+        );
     }
 }
 
@@ -74,8 +74,8 @@ pub struct HostPolicy {
     value: HostDense,
     log_std: Vec<f32>,
     activation: ActivationKind,
-    /// Scratch space for the hidden layers.
-    scratch: (Vec<f32>, Vec<f32>),
+    /// Scratch space for the hidden layers, one pair per network.
+    scratch: [(Vec<f32>, Vec<f32>); 2],
 }
 
 /// One step's outputs for `n` envs.
@@ -100,7 +100,7 @@ impl HostPolicy {
             value: HostDense::of(&model.value)?,
             log_std: host(model.log_std(), "log_std")?,
             activation: model.activation(),
-            scratch: (Vec::new(), Vec::new()),
+            scratch: Default::default(),
         })
     }
 
@@ -114,22 +114,21 @@ impl HostPolicy {
         self.log_std.len()
     }
 
-    /// `net` then `head` on `n` rows of `obs`, into `out`.
-    fn mlp(&mut self, policy: bool, obs: &[f32], n: usize, out: &mut Vec<f32>) {
-        let (a, b) = &mut self.scratch;
-        let (layers, head) = if policy {
-            (&self.pi, &self.mean)
-        } else {
-            (&self.vf, &self.value)
-        };
+    /// The hidden `layers` then `head` on `n` rows of `obs`, into `out`.
+    fn mlp(
+        layers: &[HostDense],
+        head: &HostDense,
+        activation: ActivationKind,
+        (a, b): &mut (Vec<f32>, Vec<f32>),
+        obs: &[f32],
+        n: usize,
+        out: &mut Vec<f32>,
+    ) {
         a.clear();
         a.extend_from_slice(&obs[..n * head_input(layers, head)]);
         for layer in layers {
             layer.forward(a, n, b);
-            for v in b.iter_mut() {
-                *v = self.activation.apply_scalar(*v);
-            }
-            std::mem::swap(a, b);
+            activation.apply_slice(b, a);
         }
         head.forward(a, n, out);
     }
@@ -140,8 +139,30 @@ impl HostPolicy {
     pub fn step(&mut self, obs: &[f32], noise: &[f32], n: usize, out: &mut HostStep) {
         let a = self.action_dim();
         let mut mean = std::mem::take(&mut out.actions);
-        self.mlp(true, obs, n, &mut mean);
-        self.mlp(false, obs, n, &mut out.values);
+        let [pi_scratch, vf_scratch] = &mut self.scratch;
+        let act = self.activation;
+        let mut pi = || Self::mlp(&self.pi, &self.mean, act, pi_scratch, obs, n, &mut mean);
+        let mut vf = || {
+            Self::mlp(
+                &self.vf,
+                &self.value,
+                act,
+                vf_scratch,
+                obs,
+                n,
+                &mut out.values,
+            )
+        };
+        // The two networks share no weight: large ones each on a thread of the pool (a step
+        // then reads tens of MB of weights); small ones on this thread, where handing one to
+        // another thread would cost more than it computes.
+        let weights: usize = self.pi.iter().map(|l| l.weight.len()).sum();
+        if n * weights >= PARALLEL_MACS {
+            rayon::join(pi, vf);
+        } else {
+            pi();
+            vf();
+        }
         out.log_probs.clear();
         // log N(x; μ, σ) = Σ_d (−½ z² − log σ_d) − a·ln √(2π), with z = (x − μ)/σ = ε exactly
         // up to rounding: computed from x as the burn path does, not from ε.
@@ -189,6 +210,8 @@ mod tests {
             (ActivationKind::Elu, vec![16, 8]),
             (ActivationKind::Silu, vec![64, 64]),
             (ActivationKind::Tanh, vec![]),
+            // Large enough for the two networks to run on two threads.
+            (ActivationKind::Tanh, vec![1024, 1024]),
         ] {
             let cfg = ActorCriticConfig::new()
                 .with_net_arch(NetArch::new().with_pi(pi.clone()).with_vf(vec![48, 24]))

@@ -16,6 +16,7 @@ pub mod error;
 pub mod events;
 pub mod gae;
 pub mod host_policy;
+pub(crate) mod host_update;
 pub mod memory_estimate;
 pub mod model;
 pub mod normalize;

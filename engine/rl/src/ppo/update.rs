@@ -19,6 +19,11 @@
 //!         g           *= min(1, max_grad_norm / ‖g‖₂)       # one global norm over all params
 //!         Adam(g, lr)
 //! ```
+//!
+//! Two implementations run it. Through burn's autodiff on every device and precision; and on
+//! the CPU device in f32, on host buffers with a hand-written backward pass
+//! ([`crate::ppo::host_update`]), about twice as fast there and held to the burn path by the
+//! tests below (gradients, whole updates, Adam's saved state).
 
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
 use std::collections::HashMap;
@@ -26,14 +31,15 @@ use std::sync::{Arc, Mutex};
 
 use burn::optim::{Adam, AdamState, AdaptiveMomentumState};
 use burn::optim::{GradientsParams, LearningRate, ModuleOptimizer, Optimizer};
-use burn::tensor::{Bool, Device, Int, Shape, Tensor, TensorData};
+use burn::tensor::{Bool, Device, FloatDType, Int, Shape, Tensor, TensorData};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
 
 use crate::ppo::config::PpoConfig;
 use crate::ppo::error::PpoError;
-use crate::ppo::model::{ActorCritic, gaussian_entropy, gaussian_log_prob};
+use crate::ppo::host_update::{DenseSlot, HostAdamState, HostBatch, HostNet, HostWork};
+use crate::ppo::model::{ActorCritic, Dense, gaussian_entropy, gaussian_log_prob};
 use tradetune_device::precision::{LossScaler, MAX_LOSS_SCALE, MIN_LOSS_SCALE, ScaleStep};
 
 /// A rollout prepared for the update: everything on the training (autodiff) device.
@@ -317,6 +323,17 @@ pub struct Learner {
     /// The model's parameters as one flat buffer (inner device), whose slices they are since
     /// the last step; `None` until a step (or after the model was replaced).
     flat_params: Option<Tensor<1>>,
+    /// The networks' layout for the host minibatch step ([`crate::ppo::host_update`]), on the
+    /// CPU device in f32; `None` elsewhere.
+    host: Option<HostNet>,
+    /// Whether the host step is used where it can be (see [`Learner::set_host_update`]).
+    host_allowed: bool,
+    host_work: HostWork,
+    /// While updates run the host step: Adam's moments `(m1, m2)`, on the host only
+    /// (`FlatAdam::moments` and `flat_params` are then `None`). The parameters are read from
+    /// the model at the start of each update and moved back into it at the end, so a large
+    /// network's state is never held twice between updates.
+    host_moments: Option<(Vec<f32>, Vec<f32>)>,
     cfg: PpoConfig,
     device: Device,
 }
@@ -329,11 +346,68 @@ fn layout(model: &ActorCritic) -> (Vec<Slot>, HashMap<ParamId, (usize, usize)>) 
     (slots.0, by_id)
 }
 
+/// The layout of `model` for the host minibatch step, when `device` is the CPU device and the
+/// compute dtype f32 (and every parameter has its slot).
+fn host_net(
+    model: &ActorCritic,
+    slots: &[Slot],
+    cfg: &PpoConfig,
+    device: &Device,
+) -> Option<HostNet> {
+    if device.clone().without_autodiff() != Device::flex()
+        || cfg.precision.compute_dtype() != FloatDType::F32
+    {
+        return None;
+    }
+    let slot = |id: ParamId| slots.iter().find(|s| s.id == id);
+    let dense = |layer: &Dense| -> Option<DenseSlot> {
+        let w = slot(layer.weight.id)?;
+        let b = slot(layer.bias.id)?;
+        let [fan_in, fan_out] = w.shape.as_slice()[..] else {
+            return None;
+        };
+        Some(DenseSlot {
+            fan_in,
+            fan_out,
+            weight: w.offset,
+            bias: b.offset,
+        })
+    };
+    let mlp = |hidden: &[Dense], head: &Dense| -> Option<Vec<DenseSlot>> {
+        hidden
+            .iter()
+            .chain(std::iter::once(head))
+            .map(dense)
+            .collect()
+    };
+    let pi = mlp(&model.pi, &model.mean)?;
+    let vf = mlp(&model.vf, &model.value)?;
+    let log_std = slot(model.log_std.id)?;
+    let action_dim = pi.last()?.fan_out;
+    let obs_dim = pi.first()?.fan_in;
+    if log_std.len != action_dim || vf.first()?.fan_in != obs_dim || vf.last()?.fan_out != 1 {
+        return None;
+    }
+    Some(HostNet {
+        pi,
+        vf,
+        log_std: log_std.offset,
+        action_dim,
+        obs_dim,
+        activation: model.activation(),
+        n_params: slots.last().map_or(0, |s| s.offset + s.len),
+    })
+}
+
 impl Learner {
     /// A learner for `model` (on the autodiff training device `device`).
     pub fn new(model: ActorCritic, cfg: &PpoConfig, device: &Device) -> Self {
         let (slots, slot_of) = layout(&model);
         Self {
+            host: host_net(&model, &slots, cfg, device),
+            host_allowed: true,
+            host_work: HostWork::default(),
+            host_moments: None,
             model,
             adam: FlatAdam::new(cfg),
             params: slots.iter().map(|s| (s.id, s.shape.num_dims())).collect(),
@@ -358,7 +432,10 @@ impl Learner {
 
     /// Replaces the model (checkpoint resume).
     pub fn set_model(&mut self, model: ActorCritic) {
+        // Adam's moments stay (as burn's Adam's would); the parameters are the new model's.
+        self.release_host_state();
         let (slots, slot_of) = layout(&model);
+        self.host = host_net(&model, &slots, &self.cfg, &self.device);
         self.params = slots.iter().map(|s| (s.id, s.shape.num_dims())).collect();
         self.slots = slots;
         self.slot_of = slot_of;
@@ -374,7 +451,7 @@ impl Learner {
             read_times: Arc::new(Mutex::new(Vec::new())),
             saving: true,
         });
-        if let Some((m1, m2)) = &self.adam.moments {
+        if let Some((m1, m2)) = &self.moment_tensors() {
             let mut stacked = GradientsParams::new();
             for slot in &self.slots {
                 let part = |m: &Tensor<1>| m.clone().narrow(0, slot.offset, slot.len);
@@ -403,6 +480,8 @@ impl Learner {
 
     /// Restores Adam's state from a burnpack file (see [`Learner::save_optimizer`]).
     pub fn load_optimizer(&mut self, path: &std::path::Path) -> Result<(), PpoError> {
+        // The moments read replace those held on the host (the next host update reads them).
+        self.release_host_state();
         let times = Arc::new(Mutex::new(Vec::new()));
         let mut optim = ModuleOptimizer::from(StateBridge {
             time: 0,
@@ -521,6 +600,12 @@ impl Learner {
         ride_along: Tensor<1>,
         check: &mut dyn FnMut(&[f32]) -> Result<(), PpoError>,
     ) -> Result<(UpdateStats, Vec<f32>), PpoError> {
+        if self.host_allowed
+            && let Some(net) = self.host.clone()
+        {
+            return self.update_on_host(&net, batch, lr, update, ride_along, check);
+        }
+        self.release_host_state();
         let per_minibatch = self.cfg.target_kl.is_some();
         if per_minibatch {
             let extra = if ride_along.dims()[0] == 0 {
@@ -539,15 +624,243 @@ impl Learner {
 
     /// A fresh shuffle of `0..samples` for each epoch of this update, keyed by its number.
     fn epoch_orders(&mut self, samples: usize, update: usize) -> Vec<Tensor<1, Int>> {
-        let mut order: Vec<i64> = (0..samples as i64).collect();
+        self.shuffled_orders(samples, update)
+            .into_iter()
+            .map(|order| {
+                let order: Vec<i64> = order.into_iter().map(|i| i as i64).collect();
+                Tensor::<1, Int>::from_data(TensorData::new(order, [samples]), &self.device)
+            })
+            .collect()
+    }
+
+    /// [`Self::epoch_orders`] on the host: the same shuffles.
+    fn shuffled_orders(&mut self, samples: usize, update: usize) -> Vec<Vec<usize>> {
+        let mut order: Vec<usize> = (0..samples).collect();
         // This update's minibatch orders: keyed by its number (see `stream_rng`).
         self.rng = crate::ppo::stream_rng(self.cfg.seed, crate::ppo::SHUFFLE_STREAM, update as u64);
         (0..self.cfg.n_epochs)
             .map(|_| {
                 order.shuffle(&mut self.rng);
-                Tensor::<1, Int>::from_data(TensorData::new(order.clone(), [samples]), &self.device)
+                order.clone()
             })
             .collect()
+    }
+
+    /// Whether updates run the host minibatch step ([`crate::ppo::host_update`]): on the CPU
+    /// device in f32, unless turned off with [`Self::set_host_update`].
+    pub fn uses_host_update(&self) -> bool {
+        self.host_allowed && self.host.is_some()
+    }
+
+    /// Turns the host minibatch step off (every update then runs through burn's autodiff, as
+    /// on other devices) or back on where it applies: for comparing the two paths.
+    pub fn set_host_update(&mut self, on: bool) {
+        self.host_allowed = on;
+    }
+
+    /// Adam's moments as flat tensors (from the host while the host step runs).
+    fn moment_tensors(&self) -> Option<(Tensor<1>, Tensor<1>)> {
+        match &self.host_moments {
+            Some((m1, m2)) => {
+                let inner = self.device.clone().inner();
+                let flat = |v: &Vec<f32>| {
+                    Tensor::<1>::from_data(TensorData::new(v.clone(), [v.len()]), &inner)
+                };
+                Some((flat(m1), flat(m2)))
+            }
+            None => self.adam.moments.clone(),
+        }
+    }
+
+    /// Hands Adam's moments held on the host back to [`FlatAdam`] (for the burn path, a new
+    /// model or a loaded state); the parameters are the model's already.
+    fn release_host_state(&mut self) {
+        if self.host_moments.is_some() {
+            self.adam.moments = self.moment_tensors();
+            self.host_moments = None;
+            self.flat_params = None;
+        }
+    }
+
+    /// The host state for an update: the parameters read from the model, Adam's moments those
+    /// held on the host or read from [`FlatAdam`] (zero before the first step), whose tensors
+    /// are then let go.
+    fn take_host_state(&mut self) -> Result<HostAdamState, PpoError> {
+        let read = |t: Tensor<1>, what: &'static str| -> Result<Vec<f32>, PpoError> {
+            t.try_into_vec_as::<f32>()
+                .map_err(|e| PpoError::read(what, e))
+        };
+        let params = match &self.flat_params {
+            Some(flat) => read(flat.clone(), "parameters")?,
+            None => {
+                let mut values = FlatValues(HashMap::new());
+                self.model.visit(&mut values);
+                let mut out = Vec::with_capacity(self.slots.last().map_or(0, |s| s.offset + s.len));
+                for slot in &self.slots {
+                    match values.0.remove(&slot.id) {
+                        Some(v) => out.extend(read(v, "parameters")?),
+                        None => out.extend(std::iter::repeat_n(0.0, slot.len)),
+                    }
+                }
+                out
+            }
+        };
+        let (m1, m2) = match (self.host_moments.take(), &self.adam.moments) {
+            (Some(m), _) => m,
+            (None, Some((m1, m2))) => (
+                read(m1.clone(), "Adam's first moments")?,
+                read(m2.clone(), "Adam's second moments")?,
+            ),
+            (None, None) => (vec![0.0; params.len()], vec![0.0; params.len()]),
+        };
+        if m1.len() != params.len() || m2.len() != params.len() {
+            return Err(PpoError::read(
+                "Adam's moments",
+                "not the parameters' length",
+            ));
+        }
+        self.adam.moments = None;
+        self.flat_params = None;
+        Ok(HostAdamState { params, m1, m2 })
+    }
+
+    /// Moves the host state back: the parameters into the model (each parameter a slice of
+    /// one flat tensor) when `stepped`, the moments to [`Self::host_moments`].
+    fn put_host_state(&mut self, state: HostAdamState, stepped: bool) {
+        let HostAdamState { params, m1, m2 } = state;
+        if stepped {
+            let inner = self.device.clone().inner();
+            let n = params.len();
+            let flat = Tensor::<1>::from_data(TensorData::new(params, [n]), &inner);
+            self.model = self.model.clone().map(&mut FromFlat {
+                flat: &flat,
+                slots: &self.slot_of,
+            });
+        }
+        self.host_moments = Some((m1, m2));
+    }
+
+    /// The update with the host minibatch step ([`crate::ppo::host_update`]): the rollout is
+    /// read once, every minibatch runs on host buffers (`target_kl`'s early stop and the
+    /// gradient clipping decided there, as in [`Self::update_reading_each_minibatch`] and
+    /// [`Self::update_reading_once`]), and the parameters and Adam's moments are written back
+    /// to the model once at the end. A non-finite loss or gradient stops the update before its
+    /// step, the model left as it was before the update.
+    fn update_on_host(
+        &mut self,
+        net: &HostNet,
+        batch: &UpdateBatch,
+        lr: f64,
+        update: usize,
+        ride_along: Tensor<1>,
+        check: &mut dyn FnMut(&[f32]) -> Result<(), PpoError>,
+    ) -> Result<(UpdateStats, Vec<f32>), PpoError> {
+        let read = |t: Tensor<1>, what: &'static str| -> Result<Vec<f32>, PpoError> {
+            t.try_into_vec_as::<f32>()
+                .map_err(|e| PpoError::read(what, e))
+        };
+        let extra = if ride_along.dims()[0] == 0 {
+            Vec::new()
+        } else {
+            read(ride_along, "rollout values")?
+        };
+        check(&extra)?;
+        let samples = batch.obs.dims()[0];
+        let host = HostBatch {
+            obs: batch
+                .obs
+                .clone()
+                .try_into_vec_as::<f32>()
+                .map_err(|e| PpoError::read("rollout observations", e))?,
+            actions: batch
+                .actions
+                .clone()
+                .try_into_vec_as::<f32>()
+                .map_err(|e| PpoError::read("rollout actions", e))?,
+            log_probs: read(batch.log_probs.clone(), "rollout log-probabilities")?,
+            values: read(batch.values.clone(), "rollout values")?,
+            advantages: read(batch.advantages.clone(), "advantages")?,
+            returns: read(batch.returns.clone(), "returns")?,
+        };
+        let mut state = self.take_host_state()?;
+        if state.params.len() != net.n_params {
+            self.put_host_state(state, false);
+            return Err(PpoError::read("parameters", "not the layout's length"));
+        }
+        let cfg = self.cfg.clone();
+        let per_minibatch = cfg.target_kl.is_some();
+        let betas = (self.adam.beta_1, self.adam.beta_2, self.adam.epsilon);
+        let mut time = self.adam.time;
+        let mut sums = [0f64; 6]; // policy, value, entropy, kl, clipfrac, grad norm
+        let mut stats = UpdateStats {
+            learning_rate: lr,
+            ..UpdateStats::default()
+        };
+        let mut minibatches = 0usize;
+        let orders = self.shuffled_orders(samples, update);
+        'epochs: for order in &orders {
+            for idx in order.chunks(cfg.batch_size) {
+                let [loss, pl, vl, ent, kl, cf, grad_sq] =
+                    self.host_work
+                        .minibatch(net, &cfg, &state.params, &host, idx);
+                if let Some(target) = cfg.target_kl
+                    && kl > 1.5 * target
+                {
+                    break 'epochs;
+                }
+                let norm = grad_sq.sqrt();
+                if !(loss.is_finite() && norm.is_finite()) {
+                    // As the burn path that reads each minibatch: the steps before this one
+                    // stay applied, this one is not taken.
+                    self.put_host_state(state, minibatches > 0);
+                    self.adam.time = time;
+                    return Err(PpoError::Diverged {
+                        update,
+                        what: format!(
+                            "loss {loss} / gradient norm {norm} in minibatch {} of the update, \
+                             which was not applied",
+                            minibatches + 1
+                        ),
+                    });
+                }
+                let max = cfg.max_grad_norm;
+                // As the burn paths: torch's `clip_grad_norm_` where no host decision is made,
+                // clipping only above the norm where one is.
+                let factor = if max <= 0.0 {
+                    None
+                } else if per_minibatch {
+                    (norm > max).then(|| max / (norm + 1e-6))
+                } else {
+                    Some((max / (norm + 1e-6)).min(1.0))
+                };
+                time += 1;
+                state.step(
+                    &self.host_work.gradient(net),
+                    factor,
+                    betas,
+                    time,
+                    lr as f32,
+                );
+                for (s, v) in sums.iter_mut().zip([pl, vl, ent, kl, cf, norm]) {
+                    *s += v as f64;
+                }
+                minibatches += 1;
+            }
+            stats.epochs += 1;
+        }
+        // The parameters back to the model; Adam's moments stay on the host.
+        self.put_host_state(state, minibatches > 0);
+        self.adam.time = time;
+        let n = minibatches.max(1) as f64;
+        stats.policy_loss = (sums[0] / n) as f32;
+        stats.value_loss = (sums[1] / n) as f32;
+        stats.entropy = (sums[2] / n) as f32;
+        stats.approx_kl = (sums[3] / n) as f32;
+        stats.clipfrac = (sums[4] / n) as f32;
+        stats.grad_norm = (sums[5] / n) as f32;
+        stats.steps = minibatches;
+        stats.loss_scale = self.scaler.scale();
+        Ok((stats, extra))
     }
 
     /// The losses and gradients of one minibatch (`idx` into `batch`), the loss scaled by
@@ -860,5 +1173,260 @@ impl Learner {
             return Tensor::zeros([1], &self.device);
         }
         Tensor::cat(parts, 0).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ppo::model::{ActivationKind, ActorCriticConfig, NetArch};
+
+    /// A made-up rollout of `s` samples: values in ranges that clip some ratios and values.
+    fn batch(s: usize, d: usize, a: usize, device: &Device) -> (UpdateBatch, HostBatch) {
+        let wave = |n: usize, k: usize, scale: f32| -> Vec<f32> {
+            (0..n)
+                .map(|i| (((i * k + 7) % 97) as f32 / 48.5 - 1.0) * scale)
+                .collect()
+        };
+        let host = HostBatch {
+            obs: wave(s * d, 31, 2.0),
+            actions: wave(s * a, 17, 1.5),
+            log_probs: wave(s, 13, 0.3).iter().map(|v| v - 1.8).collect(),
+            values: wave(s, 11, 0.5),
+            advantages: wave(s, 29, 1.0).iter().map(|v| v + 0.2).collect(),
+            returns: wave(s, 7, 0.8),
+        };
+        let t1 = |v: &Vec<f32>| Tensor::<1>::from_data(TensorData::new(v.clone(), [s]), device);
+        let t2 = |v: &Vec<f32>, w: usize| {
+            Tensor::<2>::from_data(TensorData::new(v.clone(), [s, w]), device)
+        };
+        let burn = UpdateBatch {
+            obs: t2(&host.obs, d),
+            actions: t2(&host.actions, a),
+            log_probs: t1(&host.log_probs),
+            values: t1(&host.values),
+            advantages: t1(&host.advantages),
+            returns: t1(&host.returns),
+        };
+        (burn, host)
+    }
+
+    fn config(activation: ActivationKind, clip_vf: Option<f32>, normalize: bool) -> PpoConfig {
+        PpoConfig::new()
+            .with_n_steps(16)
+            .with_batch_size(24)
+            .with_n_epochs(3)
+            .with_clip_range_vf(clip_vf)
+            .with_normalize_advantage(normalize)
+            .with_ent_coef(0.01)
+            .with_learning_rate(1e-3)
+            .with_policy(
+                ActorCriticConfig::new()
+                    .with_net_arch(NetArch::new().with_pi(vec![32, 16]).with_vf(vec![24]))
+                    .with_activation(activation)
+                    .with_log_std_init(-0.4),
+            )
+    }
+
+    fn close(got: &[f32], want: &[f32], tol: f32, what: &str) {
+        assert_eq!(got.len(), want.len(), "{what}");
+        let scale = want.iter().fold(0f32, |m, w| m.max(w.abs()));
+        for (i, (g, w)) in got.iter().zip(want).enumerate() {
+            assert!(
+                (g - w).abs() <= tol * (scale + w.abs()).max(1e-6),
+                "{what}[{i}]: host {g}, burn {w} (largest {scale})"
+            );
+        }
+    }
+
+    /// The host step's gradient and diagnostics against burn's autodiff on the same minibatch,
+    /// for every activation, with and without the value clipping and advantage normalisation.
+    #[test]
+    fn the_host_gradients_are_burns() {
+        let device = Device::flex().autodiff();
+        let (d, a, s) = (9, 2, 48);
+        for (activation, clip_vf, normalize) in [
+            (ActivationKind::Tanh, None, true),
+            (ActivationKind::Tanh, Some(0.1), false),
+            (ActivationKind::Relu, Some(0.2), true),
+            (ActivationKind::Elu, None, true),
+            (ActivationKind::Silu, Some(0.05), true),
+        ] {
+            let cfg = config(activation, clip_vf, normalize);
+            let model = cfg.policy.init(d, a, 3, &device);
+            let learner = Learner::new(model, &cfg, &device);
+            let net = learner
+                .host
+                .clone()
+                .expect("the CPU device in f32 has a host layout");
+            let (burn_batch, host_batch) = batch(s, d, a, &device);
+            let idx: Vec<usize> = (0..24).map(|i| (i * 5 + 3) % s).collect();
+            let idx_t = Tensor::<1, Int>::from_data(
+                TensorData::new(idx.iter().map(|&i| i as i64).collect::<Vec<_>>(), [24]),
+                &device,
+            );
+            let one = Tensor::<1>::from_data(TensorData::new(vec![1.0f32], [1]), &device);
+            let Minibatch {
+                diagnostics,
+                mut grads,
+            } = learner.minibatch(&burn_batch, idx_t, one);
+            let want_grad: Vec<f32> = learner.flat_grads(&mut grads).try_into_vec_as().unwrap();
+            let want_diag: Vec<f32> = diagnostics.try_into_vec_as().unwrap();
+            let params = learner.model().flat_params().unwrap();
+            let mut work = HostWork::default();
+            let diag = work.minibatch(&net, &cfg, &params, &host_batch, &idx);
+            // The gradient's pieces cover every parameter once.
+            let mut grad = vec![f32::NAN; params.len()];
+            for (offset, g) in work.gradient(&net) {
+                for (i, &v) in g.iter().enumerate() {
+                    assert!(grad[offset + i].is_nan(), "parameter {} twice", offset + i);
+                    grad[offset + i] = v;
+                }
+            }
+            let what = format!("{activation:?} clip_vf {clip_vf:?} normalise {normalize}");
+            close(&grad, &want_grad, 2e-5, &format!("{what}: gradient"));
+            close(&diag, &want_diag, 2e-5, &format!("{what}: diagnostics"));
+            // The case exercises both branches of each clip.
+            assert!(
+                diag[5] > 0.0 && diag[5] < 1.0,
+                "{what}: clipfrac {}",
+                diag[5]
+            );
+        }
+    }
+
+    /// Whole updates (several epochs of minibatches, a short last one, Adam from zero
+    /// moments, then from the first update's), with and without `target_kl`: the host path
+    /// follows the burn path.
+    #[test]
+    fn a_host_update_follows_the_burn_path() {
+        let device = Device::flex().autodiff();
+        let (d, a, s) = (9, 2, 56);
+        for target_kl in [None, Some(0.5), Some(1e-4)] {
+            let cfg = config(ActivationKind::Tanh, Some(0.2), true).with_target_kl(target_kl);
+            let (burn_batch, _) = batch(s, d, a, &device);
+            let mut runs = Vec::new();
+            for host in [true, false] {
+                let model = cfg.policy.init(d, a, 5, &device);
+                let mut learner = Learner::new(model, &cfg, &device);
+                learner.set_host_update(host);
+                assert_eq!(learner.uses_host_update(), host);
+                let mut stats = Vec::new();
+                for update in 0..2 {
+                    let ride = Tensor::<1>::from_data(TensorData::new(vec![4.0f32], [1]), &device);
+                    let mut seen = Vec::new();
+                    let (st, extra) = learner
+                        .update(&burn_batch, 1e-3, update, ride, &mut |x| {
+                            seen.extend_from_slice(x);
+                            Ok(())
+                        })
+                        .unwrap();
+                    assert_eq!((extra, seen), (vec![4.0], vec![4.0]));
+                    stats.push(st);
+                }
+                runs.push((
+                    learner.model().flat_params().unwrap(),
+                    stats,
+                    learner.adam.time,
+                ));
+            }
+            let (host, burn) = (&runs[0], &runs[1]);
+            let what = format!("target_kl {target_kl:?}");
+            assert_eq!(host.2, burn.2, "{what}: Adam steps");
+            for (h, b) in host.1.iter().zip(&burn.1) {
+                assert_eq!((h.steps, h.epochs), (b.steps, b.epochs), "{what}");
+                close(
+                    &[
+                        h.policy_loss,
+                        h.value_loss,
+                        h.entropy,
+                        h.approx_kl,
+                        h.clipfrac,
+                        h.grad_norm,
+                    ],
+                    &[
+                        b.policy_loss,
+                        b.value_loss,
+                        b.entropy,
+                        b.approx_kl,
+                        b.clipfrac,
+                        b.grad_norm,
+                    ],
+                    1e-4,
+                    &format!("{what}: diagnostics"),
+                );
+            }
+            // Adam normalises each step to about lr per parameter, so compare the moves.
+            let start = cfg.policy.init(d, a, 5, &device).flat_params().unwrap();
+            let moved = |p: &[f32]| p.iter().zip(&start).map(|(p, s)| p - s).collect::<Vec<_>>();
+            close(
+                &moved(&host.0),
+                &moved(&burn.0),
+                1e-3,
+                &format!("{what}: parameters"),
+            );
+        }
+    }
+
+    /// Adam's state the host path leaves is burn's format: saved, loaded into a burn-path
+    /// learner, the next update matches the host learner's.
+    #[test]
+    fn the_host_path_saves_and_resumes_adam() {
+        let device = Device::flex().autodiff();
+        let (d, a, s) = (9, 2, 48);
+        let cfg = config(ActivationKind::Tanh, None, true);
+        let (burn_batch, _) = batch(s, d, a, &device);
+        let empty = || Tensor::<1>::zeros([0], &device);
+        let mut host = Learner::new(cfg.policy.init(d, a, 8, &device), &cfg, &device);
+        host.update(&burn_batch, 1e-3, 0, empty(), &mut |_| Ok(()))
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("adam.bpk");
+        host.save_optimizer(&path).unwrap();
+        let mut resumed = Learner::new(cfg.policy.init(d, a, 8, &device), &cfg, &device);
+        resumed.set_model(host.model().clone());
+        resumed.load_optimizer(&path).unwrap();
+        resumed.set_host_update(false);
+        assert_eq!(resumed.adam.time, host.adam.time);
+        host.update(&burn_batch, 1e-3, 1, empty(), &mut |_| Ok(()))
+            .unwrap();
+        resumed
+            .update(&burn_batch, 1e-3, 1, empty(), &mut |_| Ok(()))
+            .unwrap();
+        let (h, r) = (
+            host.model().flat_params().unwrap(),
+            resumed.model().flat_params().unwrap(),
+        );
+        close(&h, &r, 1e-4, "parameters after a resumed update");
+    }
+
+    /// A non-finite loss stops the host update with an error, before any step reaches the
+    /// model.
+    #[test]
+    fn a_diverging_host_update_leaves_the_model_as_it_was() {
+        let device = Device::flex().autodiff();
+        let (d, a, s) = (9, 2, 48);
+        let cfg = config(ActivationKind::Tanh, None, true);
+        let (mut burn_batch, _) = batch(s, d, a, &device);
+        // Every minibatch, the first included, has a non-finite value target.
+        let returns = vec![f32::NAN; s];
+        burn_batch.returns = Tensor::from_data(TensorData::new(returns, [s]), &device);
+        let mut learner = Learner::new(cfg.policy.init(d, a, 8, &device), &cfg, &device);
+        let before = learner.model().flat_params().unwrap();
+        let err = learner
+            .update(
+                &burn_batch,
+                1e-3,
+                3,
+                Tensor::zeros([0], &device),
+                &mut |_| Ok(()),
+            )
+            .unwrap_err();
+        assert!(
+            matches!(&err, PpoError::Diverged { update: 3, what } if what.contains("not finite") || what.contains("NaN")),
+            "{err}"
+        );
+        assert_eq!(learner.model().flat_params().unwrap(), before);
+        assert_eq!(learner.adam.time, 0);
     }
 }
