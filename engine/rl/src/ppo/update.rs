@@ -293,6 +293,21 @@ pub struct UpdateStats {
 }
 
 impl UpdateStats {
+    /// The means of `sums` (policy loss, value loss, entropy, approx_kl, clipfrac, gradient
+    /// norm) over the `steps` minibatches applied, with the step count and the loss scale.
+    fn set_means(&mut self, sums: &[f64; 6], steps: usize, loss_scale: f32) {
+        let n = steps.max(1) as f64;
+        let [pl, vl, ent, kl, cf, gn] = sums.map(|s| (s / n) as f32);
+        self.policy_loss = pl;
+        self.value_loss = vl;
+        self.entropy = ent;
+        self.approx_kl = kl;
+        self.clipfrac = cf;
+        self.grad_norm = gn;
+        self.steps = steps;
+        self.loss_scale = loss_scale;
+    }
+
     /// The diagnostics by their CleanRL names, for learning curves.
     pub fn metrics(&self) -> [(&'static str, f64); 9] {
         [
@@ -851,15 +866,7 @@ impl Learner {
         // The parameters back to the model; Adam's moments stay on the host.
         self.put_host_state(state, minibatches > 0);
         self.adam.time = time;
-        let n = minibatches.max(1) as f64;
-        stats.policy_loss = (sums[0] / n) as f32;
-        stats.value_loss = (sums[1] / n) as f32;
-        stats.entropy = (sums[2] / n) as f32;
-        stats.approx_kl = (sums[3] / n) as f32;
-        stats.clipfrac = (sums[4] / n) as f32;
-        stats.grad_norm = (sums[5] / n) as f32;
-        stats.steps = minibatches;
-        stats.loss_scale = self.scaler.scale();
+        stats.set_means(&sums, minibatches, self.scaler.scale());
         Ok((stats, extra))
     }
 
@@ -1146,15 +1153,7 @@ impl Learner {
             }
             stats.epochs += 1;
         }
-        let n = minibatches.max(1) as f64;
-        stats.policy_loss = (sums[0] / n) as f32;
-        stats.value_loss = (sums[1] / n) as f32;
-        stats.entropy = (sums[2] / n) as f32;
-        stats.approx_kl = (sums[3] / n) as f32;
-        stats.clipfrac = (sums[4] / n) as f32;
-        stats.grad_norm = (sums[5] / n) as f32;
-        stats.steps = minibatches;
-        stats.loss_scale = self.scaler.scale();
+        stats.set_means(&sums, minibatches, self.scaler.scale());
         Ok(stats)
     }
 
