@@ -758,9 +758,10 @@ impl Learner {
     /// The update with the host minibatch step ([`crate::ppo::host_update`]): the rollout is
     /// read once, every minibatch runs on host buffers (`target_kl`'s early stop and the
     /// gradient clipping decided there, as in [`Self::update_reading_each_minibatch`] and
-    /// [`Self::update_reading_once`]), and the parameters and Adam's moments are written back
-    /// to the model once at the end. A non-finite loss or gradient stops the update before its
-    /// step, the model left as it was before the update.
+    /// [`Self::update_reading_once`]), and the parameters are moved back into the model once
+    /// at the end (Adam's moments stay on the host, see `host_moments`). A non-finite loss or
+    /// gradient stops the update before that minibatch's step, the steps before it applied, as
+    /// the burn path that reads each minibatch does.
     fn update_on_host(
         &mut self,
         net: &HostNet,
