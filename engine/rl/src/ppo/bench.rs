@@ -319,12 +319,27 @@ pub struct MatmulProbe {
     pub seconds: f64,
 }
 
+/// The best time of `once` after a warm-up call: at least two timed calls, and more until about
+/// 0.1 s has passed.
+fn best_seconds(mut once: impl FnMut() -> Result<f64, PpoError>) -> Result<f64, PpoError> {
+    use std::time::{Duration, Instant};
+    once()?;
+    let mut best = f64::MAX;
+    let until = Instant::now() + Duration::from_millis(100);
+    let mut reps = 0;
+    while reps < 2 || Instant::now() < until {
+        best = best.min(once()?);
+        reps += 1;
+    }
+    Ok(best.max(1e-12))
+}
+
 /// Times f32 matmuls of a few square sizes on `device` (about 0.1 s per size), each product read
 /// back before the next starts, and reports the best rate: the peak the update's achieved
 /// GFLOP/s is held against.
 pub fn matmul_probe(device: &Device) -> Result<MatmulProbe, PpoError> {
     use burn::tensor::{Tensor, TensorData};
-    use std::time::{Duration, Instant};
+    use std::time::Instant;
     let start = Instant::now();
     let mut sizes = Vec::new();
     for n in [256usize, 512, 1024] {
@@ -343,16 +358,8 @@ pub fn matmul_probe(device: &Device) -> Result<MatmulProbe, PpoError> {
                 .map_err(|e| PpoError::read("matmul probe", e))?;
             Ok(t.elapsed().as_secs_f64())
         };
-        once()?;
         let flops = 2.0 * (n * n * n) as f64;
-        let mut best = f64::MAX;
-        let until = Instant::now() + Duration::from_millis(100);
-        let mut reps = 0;
-        while reps < 2 || Instant::now() < until {
-            best = best.min(once()?);
-            reps += 1;
-        }
-        sizes.push((n, flops / best.max(1e-12) / 1e9));
+        sizes.push((n, flops / best_seconds(once)? / 1e9));
     }
     let mut host_sizes = Vec::new();
     if device.clone().without_autodiff() == Device::flex() {
@@ -362,7 +369,7 @@ pub fn matmul_probe(device: &Device) -> Result<MatmulProbe, PpoError> {
                 .collect();
             let threads = rayon::current_num_threads().min(2);
             let mut outs = vec![vec![0.0f32; n * n]; 2];
-            let mut once = || {
+            let once = || {
                 let t = Instant::now();
                 let [c1, c2] = &mut outs[..] else {
                     unreachable!("two outputs")
@@ -375,18 +382,10 @@ pub fn matmul_probe(device: &Device) -> Result<MatmulProbe, PpoError> {
                 } else {
                     product(c1);
                 }
-                t.elapsed().as_secs_f64()
+                Ok(t.elapsed().as_secs_f64())
             };
-            once();
             let flops = threads as f64 * 2.0 * (n * n * n) as f64;
-            let mut best = f64::MAX;
-            let until = Instant::now() + Duration::from_millis(100);
-            let mut reps = 0;
-            while reps < 2 || Instant::now() < until {
-                best = best.min(once());
-                reps += 1;
-            }
-            host_sizes.push((n, flops / best.max(1e-12) / 1e9));
+            host_sizes.push((n, flops / best_seconds(once)? / 1e9));
         }
     }
     let peak_gflops = sizes

@@ -60,7 +60,8 @@ impl HostDense {
     }
 }
 
-fn host<const D: usize>(t: Tensor<D>, what: &'static str) -> Result<Vec<f32>, PpoError> {
+/// The values of a tensor of the CPU device as a host vector (`what` names it in errors).
+pub(crate) fn host<const D: usize>(t: Tensor<D>, what: &'static str) -> Result<Vec<f32>, PpoError> {
     t.try_into_vec_as::<f32>()
         .map_err(|e| PpoError::read(what, e))
 }

@@ -38,6 +38,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ppo::config::PpoConfig;
 use crate::ppo::error::PpoError;
+use crate::ppo::host_policy::host as read;
 use crate::ppo::host_update::{DenseSlot, HostAdamState, HostBatch, HostNet, HostWork};
 use crate::ppo::model::{ActorCritic, Dense, gaussian_entropy, gaussian_log_prob};
 use tradetune_device::precision::{LossScaler, MAX_LOSS_SCALE, MIN_LOSS_SCALE, ScaleStep};
@@ -701,10 +702,6 @@ impl Learner {
     /// held on the host or read from [`FlatAdam`] (zero before the first step), whose tensors
     /// are then let go.
     fn take_host_state(&mut self) -> Result<HostAdamState, PpoError> {
-        let read = |t: Tensor<1>, what: &'static str| -> Result<Vec<f32>, PpoError> {
-            t.try_into_vec_as::<f32>()
-                .map_err(|e| PpoError::read(what, e))
-        };
         let params = match &self.flat_params {
             Some(flat) => read(flat.clone(), "parameters")?,
             None => {
@@ -771,10 +768,6 @@ impl Learner {
         ride_along: Tensor<1>,
         check: &mut dyn FnMut(&[f32]) -> Result<(), PpoError>,
     ) -> Result<(UpdateStats, Vec<f32>), PpoError> {
-        let read = |t: Tensor<1>, what: &'static str| -> Result<Vec<f32>, PpoError> {
-            t.try_into_vec_as::<f32>()
-                .map_err(|e| PpoError::read(what, e))
-        };
         let extra = if ride_along.dims()[0] == 0 {
             Vec::new()
         } else {
@@ -783,16 +776,8 @@ impl Learner {
         check(&extra)?;
         let samples = batch.obs.dims()[0];
         let host = HostBatch {
-            obs: batch
-                .obs
-                .clone()
-                .try_into_vec_as::<f32>()
-                .map_err(|e| PpoError::read("rollout observations", e))?,
-            actions: batch
-                .actions
-                .clone()
-                .try_into_vec_as::<f32>()
-                .map_err(|e| PpoError::read("rollout actions", e))?,
+            obs: read(batch.obs.clone(), "rollout observations")?,
+            actions: read(batch.actions.clone(), "rollout actions")?,
             log_probs: read(batch.log_probs.clone(), "rollout log-probabilities")?,
             values: read(batch.values.clone(), "rollout values")?,
             advantages: read(batch.advantages.clone(), "advantages")?,
