@@ -1,6 +1,6 @@
 //! `tradetune backtest` on checkpoints written by `tradetune train`, as the real binary.
 
-mod common;
+use crate::common;
 
 use common::{scratch, text, tradetune};
 

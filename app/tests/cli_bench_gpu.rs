@@ -3,7 +3,7 @@
 //! in CI). Without a wgpu adapter it runs on the CPU device instead, unless
 //! `TRADETUNE_REQUIRE_GPU=1` makes that a failure.
 
-mod common;
+use crate::common;
 
 use common::{text, tradetune, wgpu_here};
 

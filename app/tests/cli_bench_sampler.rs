@@ -1,6 +1,6 @@
 //! `tradetune bench sampler` run as the real binary, with small studies so it stays quick.
 
-mod common;
+use crate::common;
 
 use common::{text, tradetune};
 

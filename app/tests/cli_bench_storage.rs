@@ -7,9 +7,8 @@
 //! the peer python3 with optuna and psycopg; skipped loudly without them unless required
 //! (`TRADETUNE_REQUIRE_POSTGRES=1`, `TRADETUNE_REQUIRE_OPTUNA=1`, as `.ci/run` sets).
 
-mod common;
-#[path = "../../engine/storage/tests/support/pg.rs"]
-mod pg;
+use crate::common;
+use crate::pg;
 
 use common::{scratch, text, tradetune};
 use pg::python_has;

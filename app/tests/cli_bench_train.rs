@@ -3,7 +3,7 @@
 //! No timing assertion: only that both figures, the ratio of the two and the run's context are
 //! printed, and that without a peer no ratio is.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

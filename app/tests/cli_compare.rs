@@ -1,6 +1,6 @@
 //! `tradetune compare` on a study database built in the test with the engine's storage API.
 
-mod common;
+use crate::common;
 
 use chrono::{NaiveDate, NaiveDateTime};
 use common::{scratch, text, tradetune};

@@ -1,6 +1,6 @@
 //! `tradetune data ...` run as the real binary.
 
-mod common;
+use crate::common;
 
 use common::{scratch, text, tradetune};
 

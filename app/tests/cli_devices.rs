@@ -5,7 +5,7 @@
 //! Mesa's lavapipe (a software Vulkan adapter) stands in for a GPU; without any adapter the
 //! listing test prints a loud SKIP, unless `TRADETUNE_REQUIRE_GPU=1` (CI).
 
-mod common;
+use crate::common;
 
 use common::{scratch, text, tradetune, wgpu_here};
 use tradetune_engine::device::{DeviceSpec, adapters};

@@ -1,7 +1,7 @@
 //! `tradetune eval pbo` and `tradetune eval dsr` run as the real binary, on returns matrices
 //! written by the test; their figures are checked against the engine's on the same matrix.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

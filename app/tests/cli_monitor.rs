@@ -1,7 +1,7 @@
 //! `tradetune monitor` run as the real binary: for about two seconds with a CSV log, with JSON
 //! output, on the amdgpu fixture tree, and with a bad interval.
 
-mod common;
+use crate::common;
 
 use common::{text, tradetune};
 

@@ -7,7 +7,7 @@
 //! Without a wgpu adapter the GPU presets print a loud SKIP, unless `TRADETUNE_REQUIRE_GPU=1`
 //! (set by `.ci/run`, which installs `mesa-vulkan-drivers`).
 
-mod common;
+use crate::common;
 
 use common::{scratch, text, tradetune, wgpu_here};
 use tradetune_engine::storage::{JsonValue, Storage, TrialState};

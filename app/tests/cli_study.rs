@@ -1,7 +1,7 @@
 //! `tradetune study` run as the real binary: a tiny study on the CPU, list, export, bad study
 //! files, and a study that survives `kill -9` of its process and resumes its numbering.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -3,7 +3,7 @@
 //! engine's numbers, and clear errors for an unknown study, a study with too few COMPLETE
 //! trials and a missing database. (Agreement with Optuna itself: tests/tests/importance_optuna.rs.)
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

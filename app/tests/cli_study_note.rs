@@ -2,7 +2,7 @@
 //! and a trial's note, JSON with the version, and clear errors. (Sharing with optuna-dashboard
 //! itself: tests/tests/notes_dashboard.rs.)
 
-mod common;
+use crate::common;
 
 use common::{scratch, text, tradetune};
 use tradetune_engine::storage::{NewTrial, Storage, StudyDirection, TrialState};

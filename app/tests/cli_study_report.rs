@@ -3,7 +3,7 @@
 //! Sharpe ratio over the stored fold returns; a hold-out study's report backtests the best
 //! trial's checkpoint on the test split against equal weight.
 
-mod common;
+use crate::common;
 
 use common::{scratch, text, tradetune};
 use tradetune_engine::storage::{Storage, TrialState};

@@ -1,7 +1,7 @@
 //! `tradetune study speed`: a two-worker CPU study on the bundled data, then each trial's
 //! achieved samples/s against its configuration measured alone, with the causes named.
 
-mod common;
+use crate::common;
 
 use common::{scratch, text, tradetune};
 

@@ -1,6 +1,6 @@
 //! `tradetune train` run as the real binary on the bundled market data.
 
-mod common;
+use crate::common;
 
 use common::{scratch, text, tradetune};
 

@@ -8,9 +8,8 @@
 //! optuna, psycopg and optuna-dashboard; skipped loudly without them unless required
 //! (`TRADETUNE_REQUIRE_POSTGRES=1`, `TRADETUNE_REQUIRE_OPTUNA=1`, as `.ci/run` sets).
 
-mod common;
-#[path = "../../engine/storage/tests/support/pg.rs"]
-mod pg;
+use crate::common;
+use crate::pg;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

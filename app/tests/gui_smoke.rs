@@ -1,7 +1,7 @@
 //! The real binary, with no arguments, opens its window under Xvfb, draws frames and exits
 //! cleanly; and `install-desktop` writes a launcher the desktop accepts.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

@@ -2,25 +2,16 @@
 //! call the window makes at start (`detect_hardware`): NVIDIA cards by an injected probe that
 //! reports NVML's device names, AMD cards by the amdgpu probe on fixture sysfs trees.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::Path;
 
+use crate::common::ui;
 use tradetune_app::ui::TradeTuneApp;
-use tradetune_app::ui::dialog::{FileDialogs, Pick};
 use tradetune_app::ui::state::Settings;
 use tradetune_engine::telemetry::amdgpu::AmdGpuProbe;
 use tradetune_engine::telemetry::pci_names::NameDatabases;
 use tradetune_engine::telemetry::{
     GpuDiscovery, GpuInfo, GpuProbe, GpuSample, GpuVendor, ProbeStatus,
 };
-
-struct NoDialogs;
-
-impl FileDialogs for NoDialogs {
-    fn pick(&self, _: &Pick) -> Vec<PathBuf> {
-        Vec::new()
-    }
-}
 
 /// Stands for NVML: one card with the name NVML gives it.
 struct InjectedNvml {
@@ -79,7 +70,7 @@ fn amdgpu_fixture(case: &str) -> GpuDiscovery {
 fn launch(settings: Settings, discovery: GpuDiscovery) -> TradeTuneApp {
     let mut app = TradeTuneApp::new(
         settings,
-        Arc::new(NoDialogs),
+        ui::no_dialogs(),
         tradetune_engine::device::describe_devices(),
     );
     app.detect_hardware(discovery);

@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
+use crate::common::ui::{self, step_until};
 use egui::accesskit::Role;
 use egui_kittest::Harness;
 use egui_kittest::kittest::{NodeT, Queryable};
@@ -58,11 +58,7 @@ impl FileDialogs for TestDialogs {
 }
 
 fn app_with(settings: Settings, dialogs: TestDialogs) -> TradeTuneApp {
-    TradeTuneApp::new(
-        settings,
-        Arc::new(dialogs),
-        tradetune_engine::device::describe_devices(),
-    )
+    ui::app(settings, Arc::new(dialogs))
 }
 
 fn no_dialogs() -> TestDialogs {
@@ -73,21 +69,7 @@ fn no_dialogs() -> TestDialogs {
 }
 
 fn harness(app: TradeTuneApp) -> Harness<'static, TradeTuneApp> {
-    Harness::builder()
-        .with_size([1400.0, 1100.0])
-        .build_ui_state(|ui, app: &mut TradeTuneApp| app.frame(ui), app)
-}
-
-/// Steps frames until `done` holds (background work finishes on its own threads). The limit
-/// only turns a hang into a failure with a message.
-fn step_until(h: &mut Harness<'_, TradeTuneApp>, what: &str, done: impl Fn(&TradeTuneApp) -> bool) {
-    let limit = Instant::now() + Duration::from_secs(600);
-    while !done(h.state()) {
-        assert!(Instant::now() < limit, "gave up waiting for {what}");
-        h.step();
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    h.run_steps(3);
+    ui::harness(app, [1400.0, 1100.0])
 }
 
 /// A click is handled in the frame that sees it and its effect drawn in the next; text that

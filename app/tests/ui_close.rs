@@ -3,29 +3,20 @@
 //! The close request is the one the window system sends (a viewport `Close` event).
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use crate::common::ui;
 use egui::accesskit::Role;
 use egui::{ViewportCommand, ViewportEvent, ViewportId};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use tradetune_app::ui::TradeTuneApp;
 use tradetune_app::ui::close::{CANCEL, FINISH, STOP_NOW};
-use tradetune_app::ui::dialog::{FileDialogs, Pick};
 use tradetune_app::ui::draft::{Draft, SearchEntry};
 use tradetune_app::ui::state::{DataState, Settings, Tab};
 use tradetune_engine::storage::Storage;
 use tradetune_engine::study::file::{PrunerKind, PrunerSection, SearchSpec};
-
-struct NoDialogs;
-
-impl FileDialogs for NoDialogs {
-    fn pick(&self, _pick: &Pick) -> Vec<PathBuf> {
-        Vec::new()
-    }
-}
 
 fn tiny_draft(name: &str) -> Draft {
     let mut draft = Draft::default();
@@ -58,12 +49,10 @@ fn started(db: PathBuf, name: &str) -> Harness<'static, TradeTuneApp> {
     };
     let app = TradeTuneApp::new(
         settings,
-        Arc::new(NoDialogs),
+        ui::no_dialogs(),
         tradetune_engine::device::describe_devices(),
     );
-    let mut h = Harness::builder()
-        .with_size([1280.0, 900.0])
-        .build_ui_state(|ui, app: &mut TradeTuneApp| app.frame(ui), app);
+    let mut h = ui::harness(app, [1280.0, 900.0]);
     let limit = Instant::now() + Duration::from_secs(120);
     while matches!(
         h.state().state.data,

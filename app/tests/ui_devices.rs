@@ -6,10 +6,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::common::ui;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use tradetune_app::ui::TradeTuneApp;
-use tradetune_app::ui::dialog::{FileDialogs, Pick};
 use tradetune_app::ui::state::Settings;
 use tradetune_engine::telemetry::nvml::NvmlProbe;
 use tradetune_engine::telemetry::nvml_fake::FakeNvml;
@@ -18,23 +18,13 @@ use tradetune_engine::telemetry::{
     SamplerCore, Source, SourceReading, ThrottleReasons,
 };
 
-struct NoDialogs;
-
-impl FileDialogs for NoDialogs {
-    fn pick(&self, _pick: &Pick) -> Vec<std::path::PathBuf> {
-        Vec::new()
-    }
-}
-
 fn harness(app: TradeTuneApp) -> Harness<'static, TradeTuneApp> {
-    Harness::builder()
-        .with_size([1280.0, 2400.0])
-        .build_ui_state(|ui, app: &mut TradeTuneApp| app.frame(ui), app)
+    ui::harness(app, [1280.0, 2400.0])
 }
 
 fn app() -> TradeTuneApp {
     // No devices listed: the device table shows nothing that could match the card's labels.
-    TradeTuneApp::new(Settings::default(), Arc::new(NoDialogs), Vec::new())
+    TradeTuneApp::new(Settings::default(), ui::no_dialogs(), Vec::new())
 }
 
 /// Takes `n` ticks a second apart from a fixed time, as the sampler thread would.

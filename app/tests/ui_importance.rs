@@ -4,60 +4,16 @@
 //! per frame, recomputed when a trial was added, and a clear line for a study with too few
 //! COMPLETE trials.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
+use crate::common::ui::{self, step_until};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use tradetune_app::ops::number::significant;
 use tradetune_app::ui::TradeTuneApp;
 use tradetune_app::ui::command::Command;
-use tradetune_app::ui::dialog::{FileDialogs, Pick};
-use tradetune_app::ui::state::{Settings, Tab};
 use tradetune_engine::storage::{
     CategoricalChoice, NewTrial, OptunaDistribution, Storage, StudyDirection, TrialState,
 };
 use tradetune_engine::study::importance::{PedAnova, study_importances};
-
-/// Answers the database dialog with the test's file.
-struct OpenThis(PathBuf);
-
-impl FileDialogs for OpenThis {
-    fn pick(&self, pick: &Pick) -> Vec<PathBuf> {
-        match pick {
-            Pick::Database => vec![self.0.clone()],
-            _ => Vec::new(),
-        }
-    }
-}
-
-fn harness(db: &Path) -> Harness<'static, TradeTuneApp> {
-    let settings = Settings {
-        tab: Tab::Studies,
-        ..Settings::default()
-    };
-    let app = TradeTuneApp::new(
-        settings,
-        Arc::new(OpenThis(db.to_path_buf())),
-        tradetune_engine::device::describe_devices(),
-    );
-    Harness::builder()
-        .with_size([1400.0, 1100.0])
-        .build_ui_state(|ui, app: &mut TradeTuneApp| app.frame(ui), app)
-}
-
-/// Steps frames until `done` holds (reads run on background threads). The limit only turns a
-/// hang into a failure with a message.
-fn step_until(h: &mut Harness<'_, TradeTuneApp>, what: &str, done: impl Fn(&TradeTuneApp) -> bool) {
-    let limit = Instant::now() + Duration::from_secs(300);
-    while !done(h.state()) {
-        assert!(Instant::now() < limit, "gave up waiting for {what}");
-        h.step();
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    h.run_steps(3);
-}
 
 /// Adds `n` COMPLETE trials to `study`, numbered from `from`, whose value is decided by `x`.
 fn add_trials(storage: &mut Storage, study: i64, from: usize, n: usize) {
@@ -109,7 +65,7 @@ fn the_open_study_shows_its_parameter_importances() {
         .unwrap();
     add_trials(&mut storage, few, 0, 1);
 
-    let mut h = harness(&db);
+    let mut h = ui::studies(&db, [1400.0, 1100.0]);
     h.run_steps(4);
     h.get_by_label("Open database…").click();
     step_until(&mut h, "the database", |a| {

@@ -2,55 +2,14 @@
 //! written elsewhere (as optuna-dashboard stores it) shows, the study's and a trial's notes are
 //! edited and saved to the database, and an edit overtaken by another tool's save is refused.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
+use crate::common::ui::{self, step_until};
 use egui::accesskit::Role;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use tradetune_app::ui::TradeTuneApp;
 use tradetune_app::ui::command::Command;
-use tradetune_app::ui::dialog::{FileDialogs, Pick};
-use tradetune_app::ui::state::{Settings, Tab};
 use tradetune_engine::storage::{NewTrial, Storage, StudyDirection, TrialState};
 use tradetune_engine::study::notes::{read_note, save_note};
-
-struct OpenThis(PathBuf);
-
-impl FileDialogs for OpenThis {
-    fn pick(&self, pick: &Pick) -> Vec<PathBuf> {
-        match pick {
-            Pick::Database => vec![self.0.clone()],
-            _ => Vec::new(),
-        }
-    }
-}
-
-fn harness(db: &Path) -> Harness<'static, TradeTuneApp> {
-    let settings = Settings {
-        tab: Tab::Studies,
-        ..Settings::default()
-    };
-    let app = TradeTuneApp::new(
-        settings,
-        Arc::new(OpenThis(db.to_path_buf())),
-        tradetune_engine::device::describe_devices(),
-    );
-    Harness::builder()
-        .with_size([1400.0, 1100.0])
-        .build_ui_state(|ui, app: &mut TradeTuneApp| app.frame(ui), app)
-}
-
-fn step_until(h: &mut Harness<'_, TradeTuneApp>, what: &str, done: impl Fn(&TradeTuneApp) -> bool) {
-    let limit = Instant::now() + Duration::from_secs(300);
-    while !done(h.state()) {
-        assert!(Instant::now() < limit, "gave up waiting for {what}");
-        h.step();
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    h.run_steps(3);
-}
 
 /// Replaces the text of the text field named `label`: click, select all, type.
 fn retype(h: &mut Harness<'_, TradeTuneApp>, label: &str, text: &str) {
@@ -79,7 +38,7 @@ fn study_and_trial_notes_show_edit_and_save() {
     }
     save_note(&mut storage, "noted", None, "written elsewhere", None).unwrap();
 
-    let mut h = harness(&db);
+    let mut h = ui::studies(&db, [1400.0, 1100.0]);
     h.run_steps(4);
     h.get_by_label("Open database…").click();
     step_until(&mut h, "the database", |a| a.state.studies.db.is_some());

@@ -2,26 +2,17 @@
 //! (`tradetune:pruner`), and says so when a study (Optuna's own) stored none.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::common::ui;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use tradetune_app::ui::TradeTuneApp;
 use tradetune_app::ui::command::Command;
-use tradetune_app::ui::dialog::{FileDialogs, Pick};
 use tradetune_app::ui::panels::studies::PlotTab;
 use tradetune_app::ui::state::{Settings, Tab};
 use tradetune_engine::storage::Storage;
 use tradetune_engine::study::file::{PRUNER_ATTR, PrunerKind, PrunerSection};
-
-struct NoDialogs;
-
-impl FileDialogs for NoDialogs {
-    fn pick(&self, _pick: &Pick) -> Vec<PathBuf> {
-        Vec::new()
-    }
-}
 
 /// The reference database's `ref_single_max` (trials with intermediate values, some pruned),
 /// copied to `dir`, with `pruner` stored on it.
@@ -45,10 +36,8 @@ fn intermediate_plot(db: PathBuf) -> Harness<'static, TradeTuneApp> {
         tab: Tab::Studies,
         ..Settings::default()
     };
-    let app = TradeTuneApp::new(settings, Arc::new(NoDialogs), Vec::new());
-    let mut h = Harness::builder()
-        .with_size([1280.0, 900.0])
-        .build_ui_state(|ui, app: &mut TradeTuneApp| app.frame(ui), app);
+    let app = TradeTuneApp::new(settings, ui::no_dialogs(), Vec::new());
+    let mut h = ui::harness(app, [1280.0, 900.0]);
     h.state_mut().handle(Command::OpenDatabase(db));
     let limit = Instant::now() + Duration::from_secs(120);
     let step = |h: &mut Harness<'_, TradeTuneApp>, done: &dyn Fn(&TradeTuneApp) -> bool| {

@@ -6,62 +6,20 @@
 //! fold returns says why; a stored seed spread shows as a table and box plots; a re-run without
 //! a study file says what is missing.
 
-mod common;
+use crate::common;
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::path::Path;
 
+use crate::common::ui::{self, step_until};
 use common::cv_study::{add_cv_trial, database};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use tradetune_app::ui::TradeTuneApp;
 use tradetune_app::ui::command::Command;
-use tradetune_app::ui::dialog::{FileDialogs, Pick};
 use tradetune_app::ui::panels::studies::report::{PARTITIONS, histogram_heading, spread_heading};
-use tradetune_app::ui::state::{Settings, Tab};
 use tradetune_engine::front::report::study_report;
 use tradetune_engine::front::reseed::{RESEED_KEY, SeedResult, SeedSpread};
 use tradetune_engine::storage::JsonValue;
-
-/// Answers the database dialog with the test's file.
-struct OpenThis(PathBuf);
-
-impl FileDialogs for OpenThis {
-    fn pick(&self, pick: &Pick) -> Vec<PathBuf> {
-        match pick {
-            Pick::Database => vec![self.0.clone()],
-            _ => Vec::new(),
-        }
-    }
-}
-
-fn harness(db: &Path) -> Harness<'static, TradeTuneApp> {
-    let settings = Settings {
-        tab: Tab::Studies,
-        ..Settings::default()
-    };
-    let app = TradeTuneApp::new(
-        settings,
-        Arc::new(OpenThis(db.to_path_buf())),
-        tradetune_engine::device::describe_devices(),
-    );
-    Harness::builder()
-        .with_size([1400.0, 1400.0])
-        .build_ui_state(|ui, app: &mut TradeTuneApp| app.frame(ui), app)
-}
-
-/// Steps frames until `done` holds (reads run on background threads). The limit only turns a
-/// hang into a failure with a message.
-fn step_until(h: &mut Harness<'_, TradeTuneApp>, what: &str, done: impl Fn(&TradeTuneApp) -> bool) {
-    let limit = Instant::now() + Duration::from_secs(300);
-    while !done(h.state()) {
-        assert!(Instant::now() < limit, "gave up waiting for {what}");
-        h.step();
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    h.run_steps(3);
-}
 
 fn open_report(h: &mut Harness<'_, TradeTuneApp>, study: &str, trials: usize) {
     h.run_steps(4);
@@ -89,7 +47,7 @@ fn the_report_shows_pbo_with_its_histogram_and_the_deflated_sharpe() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("studies.db");
     let mut storage = database(&db, 6);
-    let mut h = harness(&db);
+    let mut h = ui::studies(&db, [1400.0, 1400.0]);
     open_report(&mut h, "cv", 6);
 
     // What the engine computes from the same file.
@@ -186,7 +144,7 @@ fn a_stored_seed_spread_shows_as_a_table_and_a_re_run_says_what_is_missing() {
         )
         .unwrap();
     drop(storage);
-    let mut h = harness(&db);
+    let mut h = ui::studies(&db, [1400.0, 1400.0]);
     open_report(&mut h, "cv", 3);
 
     h.get_by_label(&spread_heading(&spread));
@@ -265,7 +223,7 @@ fn re_running_the_best_trial_with_k_seeds_stores_the_spread_and_can_be_cancelled
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
 
-    let mut h = harness(&db);
+    let mut h = ui::studies(&db, [1400.0, 1400.0]);
     open_report(&mut h, "tiny", 2);
     h.get_by_label_contains("no seed spread yet");
     // The best trial kept its checkpoint: backtested on the test split beside equal weight.

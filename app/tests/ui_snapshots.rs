@@ -1,12 +1,12 @@
 //! Pictures of each panel (egui_kittest snapshots rendered through wgpu; on machines without a
 //! GPU, Mesa's lavapipe). They are committed under `app/tests/snapshots/` and shown in the
 //! README; a change in how a panel draws fails here until the images are renewed with
-//! `UPDATE_SNAPSHOTS=true cargo test -p tradetune --test ui_snapshots`.
+//! `UPDATE_SNAPSHOTS=true cargo test -p tradetune --test app -- ui_snapshots::`.
 //!
 //! Everything machine-specific is fixed (the device list) so the pictures are the same on
 //! every machine of this class.
 
-mod common;
+use crate::common;
 
 use egui_kittest::kittest::Queryable;
 use std::collections::BTreeMap;
@@ -14,10 +14,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::common::ui;
 use egui_kittest::{Harness, SnapshotError};
 use tradetune_app::ui::TradeTuneApp;
 use tradetune_app::ui::command::Command;
-use tradetune_app::ui::dialog::{FileDialogs, Pick};
 use tradetune_app::ui::draft::Draft;
 use tradetune_app::ui::panels::studies::PlotTab;
 use tradetune_app::ui::presets::UserPreset;
@@ -30,17 +30,6 @@ use tradetune_engine::eval::metrics::Curve;
 use tradetune_engine::eval::{EvalReport, Metrics, Objective};
 use tradetune_engine::storage::TrialState;
 use tradetune_engine::telemetry::ring::PlotPoint;
-
-struct OpenDb(Option<PathBuf>);
-
-impl FileDialogs for OpenDb {
-    fn pick(&self, pick: &Pick) -> Vec<PathBuf> {
-        match pick {
-            Pick::Database => self.0.clone().into_iter().collect(),
-            _ => Vec::new(),
-        }
-    }
-}
 
 /// The Vulkan adapter of an RTX 4080, as wgpu describes it.
 fn rtx4080() -> tradetune_engine::device::adapters::Adapter {
@@ -94,21 +83,19 @@ fn devices() -> Vec<DeviceInfo> {
     ]
 }
 
-fn harness(settings: Settings, db: Option<PathBuf>) -> Harness<'static, TradeTuneApp> {
-    let app = TradeTuneApp::new(settings, Arc::new(OpenDb(db)), devices());
-    Harness::builder()
-        .with_size([1280.0, 900.0])
-        .build_ui_state(|ui, app: &mut TradeTuneApp| app.frame(ui), app)
+/// The app over [`devices`], the database dialog answered with `db`.
+fn app(settings: Settings, db: Option<PathBuf>) -> TradeTuneApp {
+    TradeTuneApp::new(settings, Arc::new(ui::OpenThis(db)), devices())
 }
 
+fn harness(settings: Settings, db: Option<PathBuf>) -> Harness<'static, TradeTuneApp> {
+    ui::harness(app(settings, db), [1280.0, 900.0])
+}
+
+/// [`ui::step_until`] and one frame more: the pictures are taken after four settling frames.
 fn step_until(h: &mut Harness<'_, TradeTuneApp>, what: &str, done: impl Fn(&TradeTuneApp) -> bool) {
-    let limit = Instant::now() + Duration::from_secs(300);
-    while !done(h.state()) {
-        assert!(Instant::now() < limit, "gave up waiting for {what}");
-        h.step();
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    h.run_steps(4);
+    ui::step_until(h, what, done);
+    h.run_steps(1);
 }
 
 fn data_loaded(app: &TradeTuneApp) -> bool {
@@ -515,10 +502,7 @@ fn studies_report() {
         tab: Tab::Studies,
         ..Settings::default()
     };
-    let app = TradeTuneApp::new(settings, Arc::new(OpenDb(None)), devices());
-    let mut h = Harness::builder()
-        .with_size([1280.0, 1500.0])
-        .build_ui_state(|ui, app: &mut TradeTuneApp| app.frame(ui), app);
+    let mut h = ui::harness(app(settings, None), [1280.0, 1500.0]);
     h.state_mut().handle(Command::OpenDatabase(db));
     step_until(&mut h, "the database", |a| a.state.studies.db.is_some());
     h.state_mut().handle(Command::SelectStudy("cv".into()));
@@ -639,7 +623,7 @@ fn hardware_device_view_with_fake_samples() {
         tab: Tab::Hardware,
         ..Settings::default()
     };
-    let mut app = TradeTuneApp::new(settings, Arc::new(OpenDb(None)), devices());
+    let mut app = app(settings, None);
     app.state.gpus = vec![GpuInfo {
         vendor: GpuVendor::Nvidia,
         name: "NVIDIA GeForce RTX 4080".into(),
@@ -649,9 +633,7 @@ fn hardware_device_view_with_fake_samples() {
         driver: Some("NVIDIA 560.35.03".into()),
     }];
     app.state.telemetry = Some(core.handle());
-    let mut h = Harness::builder()
-        .with_size([1280.0, 1500.0])
-        .build_ui_state(|ui, app: &mut TradeTuneApp| app.frame(ui), app);
+    let mut h = ui::harness(app, [1280.0, 1500.0]);
     step_until(&mut h, "the bundled data", data_loaded);
     h.state_mut().state.notices.clear();
     h.run_steps(4);

@@ -6,28 +6,19 @@
 //! categorical parameters.
 
 use std::path::Path;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use crate::common::ui::{self, step_until};
 use egui::accesskit::Role;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use tradetune_app::ui::TradeTuneApp;
 use tradetune_app::ui::command::Command;
-use tradetune_app::ui::dialog::{FileDialogs, Pick};
 use tradetune_app::ui::panels::studies::{PcAxes, TrialMarkers, pc_axes_id, plot_points_id};
 use tradetune_app::ui::state::{Settings, Tab, TrialColumn};
 use tradetune_engine::storage::{
     CategoricalChoice, JsonValue, NewTrial, OptunaDistribution, Storage, StudyDirection, TrialState,
 };
-
-struct NoDialogs;
-
-impl FileDialogs for NoDialogs {
-    fn pick(&self, _: &Pick) -> Vec<std::path::PathBuf> {
-        Vec::new()
-    }
-}
 
 /// The app with `db` remembered as the last database (it opens on launch).
 fn harness(db: &Path) -> Harness<'static, TradeTuneApp> {
@@ -36,24 +27,7 @@ fn harness(db: &Path) -> Harness<'static, TradeTuneApp> {
         database: Some(db.to_path_buf()),
         ..Settings::default()
     };
-    let app = TradeTuneApp::new(
-        settings,
-        Arc::new(NoDialogs),
-        tradetune_engine::device::describe_devices(),
-    );
-    Harness::builder()
-        .with_size([1400.0, 1400.0])
-        .build_ui_state(|ui, app: &mut TradeTuneApp| app.frame(ui), app)
-}
-
-fn step_until(h: &mut Harness<'_, TradeTuneApp>, what: &str, done: impl Fn(&TradeTuneApp) -> bool) {
-    let limit = Instant::now() + Duration::from_secs(120);
-    while !done(h.state()) {
-        assert!(Instant::now() < limit, "gave up waiting for {what}");
-        h.step();
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    h.run_steps(3);
+    ui::harness(ui::app(settings, ui::no_dialogs()), [1400.0, 1400.0])
 }
 
 fn distributions() -> [OptunaDistribution; 3] {
@@ -366,14 +340,7 @@ fn the_database_the_run_panel_writes_to_opens_on_launch() {
             study_db: Some(study_db.to_path_buf()),
             ..Settings::default()
         };
-        let app = TradeTuneApp::new(
-            settings,
-            Arc::new(NoDialogs),
-            tradetune_engine::device::describe_devices(),
-        );
-        Harness::builder()
-            .with_size([1400.0, 900.0])
-            .build_ui_state(|ui, app: &mut TradeTuneApp| app.frame(ui), app)
+        ui::harness(ui::app(settings, ui::no_dialogs()), [1400.0, 900.0])
     };
     let mut h = launch(&db);
     step_until(&mut h, "the database", |a| {

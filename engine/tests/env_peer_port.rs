@@ -7,7 +7,7 @@
 //! Needs `python3` with numpy and gymnasium; skips loudly without them unless
 //! `TRADETUNE_REQUIRE_PEER_ENV=1` (`.ci/run` installs them and sets it).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -1,7 +1,7 @@
 //! Property tests: the fast CPU environment matches the f64 reference on random configurations
 //! and action sequences, and the accounting invariants hold.
 
-mod common;
+use crate::common;
 
 use proptest::prelude::*;
 use tradetune_engine::env::reference::ReferenceEnv;

@@ -1,6 +1,6 @@
 //! Each trading rule fires exactly when it should, on hand-made prices.
 
-mod common;
+use crate::common;
 
 use ndarray::Array2;
 use tradetune_engine::env::{CpuVecEnv, EnvConfig, RewardKind, StartMode, VecEnv};

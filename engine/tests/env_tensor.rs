@@ -1,7 +1,7 @@
 //! The tensor environment agrees with the CPU environment on the same seeds and actions, on the
 //! flex CPU device (and on the default wgpu device when built with `--features wgpu`).
 
-mod common;
+use crate::common;
 
 use burn::tensor::Device;
 use proptest::prelude::*;

@@ -1,9 +1,10 @@
 //! Issue 20: evaluation on a GPU device trades the split with the on-device env and reads its
 //! curves back once, not the action of every bar, and scores what the host evaluation scores.
 //!
-//! One test function: the read counter is process-wide.
+//! One test function, in the `process_wide` binary and holding its lock (`crate::alone`): the
+//! read counter is process-wide.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 
@@ -18,6 +19,8 @@ use tradetune_engine::ppo::{HostEnv, PpoConfig, Trainer};
 
 #[test]
 fn a_device_evaluation_reads_once_and_scores_as_the_host_one() {
+    // First, before anything allocates or reads: the read counter is process-wide.
+    let _alone = crate::alone();
     let Some(wgpu) = common::wgpu_device("a_device_evaluation_reads_once") else {
         return;
     };

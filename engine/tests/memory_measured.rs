@@ -1,14 +1,15 @@
 //! The memory estimator against what a training run really allocates on the CPU device.
 //!
 //! burn-flex reports no pool usage (`Device::memory_pool_usage` is `None`: it allocates from
-//! the global allocator), so this test binary installs a counting global allocator and reads
-//! the peak of live heap bytes while the trainer runs. The estimate covers what the run adds
-//! on its device — parameters, Adam's moments, gradients, one minibatch's activations, the
-//! rollout buffer — so the measured figure is the peak minus what was live before the trainer
-//! was built (the market data, which the estimate counts separately as `dataset`).
+//! the global allocator), so the `process_wide` test binary installs a counting global
+//! allocator and reads the peak of live heap bytes while the trainer runs. The estimate covers
+//! what the run adds on its device — parameters, Adam's moments, gradients, one minibatch's
+//! activations, the rollout buffer — so the measured figure is the peak minus what was live
+//! before the trainer was built (the market data, which the estimate counts separately as
+//! `dataset`).
 //!
-//! One test function only: the counter is process-wide, and the harness would run other tests
-//! of this binary on other threads at the same time.
+//! One test function, in the `process_wide` binary and holding its lock (`crate::alone`): the
+//! counter is process-wide, and no other test may run beside it.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -98,6 +99,8 @@ fn measure(ppo: PpoConfig, n_envs: usize) -> (u64, MemoryEstimate) {
 
 #[test]
 fn estimate_is_within_25_percent_of_measured_peak() {
+    // First, before anything allocates or reads: the counting allocator sees the whole process.
+    let _alone = crate::alone();
     let big = |precision: Precision| {
         PpoConfig::new()
             .with_n_steps(128)

@@ -2,9 +2,10 @@
 //! GPU elsewhere): the pool's growth over one update from a pool emptied of free pages, for
 //! small nets, a medium f16 net, a large minibatch and (opt-in) the RTX 4080 presets' nets.
 //!
-//! One test function: the device's pool is shared by everything on it in this process.
+//! One test function, in the `process_wide` binary and holding its lock (`crate::alone`): the
+//! device's pool is shared by everything on it in this process.
 
-mod common;
+use crate::common;
 
 use burn::tensor::Device;
 use tradetune_engine::device::memory::MemoryEstimate;
@@ -74,6 +75,8 @@ const PAGES: u64 = 16 << 20;
 
 #[test]
 fn estimate_bounds_the_wgpu_pool_peak() {
+    // First, before anything allocates or reads: the wgpu device's pool is shared by the whole process.
+    let _alone = crate::alone();
     let Some(device) = common::wgpu_device("estimate_bounds_the_wgpu_pool_peak") else {
         return;
     };

@@ -1,7 +1,7 @@
 //! Proof that PPO learns (fixed seeds, CPU device): the sanity task reaches its optimum, bf16
 //! matches f32, and f16 recovers from an absurd loss scale by backing off.
 
-mod common;
+use crate::common;
 
 use burn::tensor::{Device, Tensor, TensorData};
 use rand::rngs::StdRng;

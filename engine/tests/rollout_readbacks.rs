@@ -4,10 +4,10 @@
 //! updates whose phases are timed; the host environment reads every step's actions back. And
 //! either placement learns the same from the same seeds.
 //!
-//! One test function: the read counter is process-wide, and the harness would run other tests
-//! of this binary on other threads at the same time.
+//! One test function, in the `process_wide` binary and holding its lock (`crate::alone`): the
+//! counter is process-wide, and no other test may run beside it.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 
@@ -183,6 +183,8 @@ fn check_reads_of_one_rollout(device: &Device, name: &str) {
 
 #[test]
 fn a_device_rollout_and_update_read_once_and_learn_as_the_host_one() {
+    // First, before anything allocates or reads: the read counter is process-wide.
+    let _alone = crate::alone();
     check_reads_of_one_rollout(&Device::flex(), "flex");
     if let Some(wgpu) = common::wgpu_device("a_device_rollout_and_update_read_once") {
         check_reads_of_one_rollout(&wgpu, "wgpu");

@@ -15,8 +15,7 @@
 //! them the tests print a loud SKIP, unless `TRADETUNE_REQUIRE_OPTUNA=1` (set by `.ci/run`),
 //! in which case they fail.
 
-#[path = "../../engine/storage/tests/support/pg.rs"]
-mod pg;
+use crate::pg;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

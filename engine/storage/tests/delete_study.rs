@@ -2,8 +2,7 @@
 //! transaction; other studies keep theirs. On SQLite and (when a server is configured, see
 //! `support/pg.rs`) on PostgreSQL.
 
-#[path = "support/pg.rs"]
-mod pg;
+use crate::pg;
 
 use tradetune_storage::{
     CurvePoint, FoldReturn, JsonValue, OptunaDistribution, Storage, StorageError, StudyDirection,

@@ -2,8 +2,7 @@
 //! cursor and those read RUNNING before, in their current state, on SQLite and (when a server
 //! is configured, see `support/pg.rs`) on PostgreSQL.
 
-#[path = "support/pg.rs"]
-mod pg;
+use crate::pg;
 
 use tradetune_storage::{OptunaDistribution, Storage, StudyDirection, TrialRecord, TrialState};
 

@@ -9,8 +9,7 @@
 //! comparison also needs python3 with `optuna` and `psycopg` (skipped, or failed under
 //! `TRADETUNE_REQUIRE_OPTUNA=1`, without them).
 
-#[path = "support/pg.rs"]
-mod pg;
+use crate::pg;
 
 use std::process::Command;
 use std::time::Duration;

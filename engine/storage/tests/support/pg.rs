@@ -1,5 +1,5 @@
-//! The PostgreSQL server the tests use, shared by `engine/storage/tests/postgres.rs` and
-//! `tests/tests/optuna_client.rs` and `app/tests/cli_worker.rs` (included with `#[path]`).
+//! The PostgreSQL server the tests use, shared by the test binaries of `engine/storage`, `app`
+//! and `tests` (each root includes it once with `#[path]`; its modules `use crate::pg`).
 
 #![allow(dead_code)] // each including test uses its own subset
 
