@@ -71,6 +71,12 @@ fn ppo(net: Vec<usize>, n_steps: usize, batch: usize, precision: Precision) -> P
 /// the RTX 4080 presets' nets in f16 107.0 vs 142.2 (×1.33: the estimate counts an f16 copy of
 /// the gradients and more activations than wgpu keeps; printed, not asserted). The 4080 nets
 /// take minutes on a software adapter: `TRADETUNE_MEASURE_4080=1` adds them.
+///
+/// Each case gathers its samples with many envs over few steps (64 × 32, 64 × 16, 128 × 64): the
+/// same rollout buffer and minibatches as 8 × 256, 16 × 64 and 16 × 512, in an eighth of the
+/// policy steps, each of them a round of dispatches and a read on a software adapter. Measured
+/// again so on 2026-11-27 (lavapipe, 2-core EPYC VM): the same growths and ratios (10.2, 20.0 and
+/// 103.0 MiB; ×0.25, ×0.86, ×1.12) in 146 s instead of 205 s.
 const PAGES: u64 = 16 << 20;
 
 #[test]
@@ -83,18 +89,18 @@ fn estimate_bounds_the_wgpu_pool_peak() {
     let mut cases = vec![
         (
             "small [64, 64] batch 256",
-            ppo(vec![64, 64], 256, 256, Precision::F32),
-            8,
+            ppo(vec![64, 64], 32, 256, Precision::F32),
+            64,
         ),
         (
             "medium [512, 256] batch 1024 f16",
-            ppo(vec![512, 256], 64, 1024, Precision::F16),
-            16,
+            ppo(vec![512, 256], 16, 1024, Precision::F16),
+            64,
         ),
         (
             "large batch [256, 256] batch 8192",
-            ppo(vec![256, 256], 512, 8192, Precision::F32),
-            16,
+            ppo(vec![256, 256], 64, 8192, Precision::F32),
+            128,
         ),
     ];
     if std::env::var("TRADETUNE_MEASURE_4080").is_ok_and(|v| v == "1") {
@@ -107,13 +113,16 @@ fn estimate_bounds_the_wgpu_pool_peak() {
     let mut report = String::new();
     let mut checks = Vec::new();
     for (i, (name, cfg, n_envs)) in cases.into_iter().enumerate() {
+        let started = std::time::Instant::now();
         let (grown, estimate) = measure(&device, cfg, n_envs);
         let est = estimate.total();
         let ratio = est as f64 / grown.max(1) as f64;
         report.push_str(&format!(
-            "{name}: pool grew {:.2} MiB, estimate {:.2} MiB (×{ratio:.2})\n{estimate}\n",
+            "{name}, {n_envs} envs: pool grew {:.2} MiB, estimate {:.2} MiB (×{ratio:.2}) \
+             ({:.1} s)\n{estimate}\n",
             grown as f64 / 1048576.0,
             est as f64 / 1048576.0,
+            started.elapsed().as_secs_f64(),
         ));
         if i < 3 {
             checks.push((name, grown, est, ratio));
