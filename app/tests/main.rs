@@ -2,7 +2,7 @@
 //! beside this one is a module of it, so burn, wgpu and eframe are linked once instead of once
 //! per file. The CLI tests run the real `tradetune` binary; the `ui*` tests drive the app
 //! through egui_kittest (`common::ui`). Run one file's tests with a filter:
-//! `cargo test -p tradetune --test app -- ui_report::`.
+//! `cargo test --workspace --test app -- ui_report::`.
 
 mod common;
 #[path = "../../engine/storage/tests/support/pg.rs"]

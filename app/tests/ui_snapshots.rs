@@ -1,7 +1,7 @@
 //! Pictures of each panel (egui_kittest snapshots rendered through wgpu; on machines without a
 //! GPU, Mesa's lavapipe). They are committed under `app/tests/snapshots/` and shown in the
 //! README; a change in how a panel draws fails here until the images are renewed with
-//! `UPDATE_SNAPSHOTS=true cargo test -p tradetune --test app -- ui_snapshots::`.
+//! `UPDATE_SNAPSHOTS=true cargo test --workspace --test app -- ui_snapshots::`.
 //!
 //! Everything machine-specific is fixed (the device list) so the pictures are the same on
 //! every machine of this class.

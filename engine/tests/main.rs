@@ -2,7 +2,7 @@
 //! module of it, so burn and wgpu are linked once instead of once per file. The tests that
 //! measure the whole process (a counting allocator, the read counter, the wgpu pool) are in the
 //! `process_wide` binary instead (`process_wide.rs`). Run one file's tests with a filter:
-//! `cargo test -p tradetune-engine --test engine -- study_runner::`.
+//! `cargo test --workspace --test engine -- study_runner::`.
 
 mod common;
 #[path = "../../tests/support/roots.rs"]

@@ -1,6 +1,6 @@
 //! TradeTune's end-to-end tests as one test binary (`end_to_end`): each file beside this one is
 //! a module of it. Run one file's tests with a filter:
-//! `cargo test -p tradetune-tests --test end_to_end -- optuna_client::`.
+//! `cargo test --workspace --test end_to_end -- optuna_client::`.
 
 #[path = "../../engine/storage/tests/support/pg.rs"]
 mod pg;

@@ -1,6 +1,6 @@
 //! The storage crate's integration tests as one test binary (`storage`): each file beside this
 //! one is a module of it. Run one file's tests with a filter:
-//! `cargo test -p tradetune-storage --test storage -- postgres::`.
+//! `cargo test --workspace --test storage -- postgres::`.
 
 #[path = "support/pg.rs"]
 mod pg;
