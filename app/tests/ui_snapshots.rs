@@ -6,15 +6,13 @@
 //! Everything machine-specific is fixed (the device list) so the pictures are the same on
 //! every machine of this class.
 
-use crate::common;
-
 use egui_kittest::kittest::Queryable;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::common::ui;
+use crate::common::{self, ui};
 use egui_kittest::{Harness, SnapshotError};
 use tradetune_app::ui::TradeTuneApp;
 use tradetune_app::ui::command::Command;
@@ -623,8 +621,8 @@ fn hardware_device_view_with_fake_samples() {
         tab: Tab::Hardware,
         ..Settings::default()
     };
-    let mut app = app(settings, None);
-    app.state.gpus = vec![GpuInfo {
+    let mut hardware = app(settings, None);
+    hardware.state.gpus = vec![GpuInfo {
         vendor: GpuVendor::Nvidia,
         name: "NVIDIA GeForce RTX 4080".into(),
         pci_bus_id: "0000:01:00.0".parse().ok(),
@@ -632,8 +630,8 @@ fn hardware_device_view_with_fake_samples() {
         mem_total_bytes: Some(16_376 << 20),
         driver: Some("NVIDIA 560.35.03".into()),
     }];
-    app.state.telemetry = Some(core.handle());
-    let mut h = ui::harness(app, [1280.0, 1500.0]);
+    hardware.state.telemetry = Some(core.handle());
+    let mut h = ui::harness(hardware, [1280.0, 1500.0]);
     step_until(&mut h, "the bundled data", data_loaded);
     h.state_mut().state.notices.clear();
     h.run_steps(4);
