@@ -22,7 +22,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
-def parse_args():
+def parser() -> argparse.ArgumentParser:
+    """The protocol's arguments (a peer script adds its own to them)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n-envs", type=int, default=8)
     p.add_argument("--n-steps", type=int, default=256)
@@ -34,7 +35,11 @@ def parse_args():
     p.add_argument("--updates", type=int, default=3)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     p.add_argument("--seed", type=int, default=0)
-    return p.parse_args()
+    return p
+
+
+def parse_args():
+    return parser().parse_args()
 
 
 def main() -> None:

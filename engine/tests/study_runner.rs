@@ -715,3 +715,86 @@ fn a_cpu_trial_gets_the_hosts_telemetry_not_the_gpus() {
     assert!(rows.len() >= 3, "{} rows", rows.len());
     assert!(rows.iter().all(|r| r.source == "host"), "{rows:?}");
 }
+
+/// Issue 32: workers bound to one GPU take turns on it by default (trials sharing a card wait
+/// for each other's kernels at every synchronisation), saying why; `gpu_sharing = "shared"`
+/// runs them at once. No GPU is opened: the runner decides by the slot's device.
+#[test]
+fn workers_on_one_gpu_take_turns_unless_asked_to_share() {
+    use tradetune_engine::study::runner::GpuSharing;
+    for sharing in [GpuSharing::Serial, GpuSharing::Shared] {
+        let path = db(&format!("gpu_turns_{sharing:?}"));
+        let mut cfg = config("turns", &path, 6, 3);
+        cfg.devices = vec![DeviceSlot::new(DeviceSpec::Cuda(0), None)];
+        cfg.gpu_sharing = sharing;
+        let running = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        // Shared: the first three trials wait for each other, so they provably overlap.
+        let barrier = Arc::new(Barrier::new(3));
+        let first = Arc::new(AtomicUsize::new(0));
+        let (r, m) = (running.clone(), most.clone());
+        let f = Synthetic {
+            plan: f32_plan,
+            run: move |input: &TrialInput<'_>, _: &mut Reporter<'_>| {
+                let now = r.fetch_add(1, Ordering::SeqCst) + 1;
+                m.fetch_max(now, Ordering::SeqCst);
+                if sharing == GpuSharing::Shared && first.fetch_add(1, Ordering::SeqCst) < 3 {
+                    barrier.wait();
+                }
+                std::thread::sleep(Duration::from_millis(30));
+                r.fetch_sub(1, Ordering::SeqCst);
+                Ok(x_of(input))
+            },
+        };
+        let runner = Runner::new(
+            cfg,
+            space(),
+            base(),
+            Box::new(RandomSampler::new(3)),
+            Box::new(NopPruner),
+            Arc::new(f),
+        )
+        .unwrap();
+        let (tx, rx) = mpsc::channel();
+        let report = runner.run(&tx).unwrap();
+        assert_eq!(report.trials.len(), 6);
+        assert!(
+            report
+                .trials
+                .iter()
+                .all(|t| t.state == TrialState::Complete)
+        );
+        let waits: Vec<String> = drain(&rx)
+            .into_iter()
+            .filter_map(|e| match e {
+                StudyEvent::WorkerWaiting { device, reason, .. } => {
+                    Some(format!("{device}: {reason}"))
+                }
+                _ => None,
+            })
+            .collect();
+        match sharing {
+            GpuSharing::Serial => {
+                assert_eq!(most.load(Ordering::SeqCst), 1, "one trial at a time");
+                assert!(!waits.is_empty(), "the waiting workers say so");
+                assert!(
+                    waits[0].starts_with("cuda:0: one trial per GPU at a time"),
+                    "{waits:?}"
+                );
+            }
+            GpuSharing::Shared => {
+                assert_eq!(most.load(Ordering::SeqCst), 3, "all three at once");
+                assert!(waits.is_empty(), "{waits:?}");
+            }
+        }
+    }
+}
+
+/// The CPU is never taken in turns: its workers share a thread pool, as before.
+#[test]
+fn cpu_workers_never_take_turns() {
+    use tradetune_engine::study::runner::GpuSharing;
+    assert!(!GpuSharing::Serial.serialises(DeviceSpec::Cpu));
+    assert!(GpuSharing::Serial.serialises(DeviceSpec::Wgpu(None)));
+    assert!(!GpuSharing::Shared.serialises(DeviceSpec::Wgpu(Some(0))));
+}

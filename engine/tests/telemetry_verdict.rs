@@ -2,8 +2,8 @@
 //! describes (the user's own cases) and stays quiet just below its threshold.
 
 use tradetune_engine::telemetry::verdict::{
-    CpuSharing, DeviceFacts, GPU_SATURATED_PCT, MEMORY_FULL, PHASE_BOUND, SMALL_BATCH,
-    THERMAL_THROTTLED, VerdictInput,
+    COMPILE_HEAVY, CpuSharing, DeviceFacts, GPU_LARGE_BATCH, GPU_SATURATED_PCT, GpuWork,
+    MEMORY_FULL, PHASE_BOUND, SMALL_BATCH, SUBMITTER_BUSY_PCT, THERMAL_THROTTLED, VerdictInput,
 };
 use tradetune_engine::telemetry::{DeviceSummary, PhaseSplit, TrialSummary, VerdictKind, verdicts};
 
@@ -13,6 +13,7 @@ fn split(env: f64, inference: f64, update: f64, eval: f64) -> Option<PhaseSplit>
         inference_s: inference,
         update_s: update,
         eval_s: eval,
+        compile_s: 0.0,
     })
 }
 
@@ -308,4 +309,132 @@ fn cpu_workers_sharing_the_cores() {
         ..shared
     };
     assert_eq!(kinds(&alone), [VerdictKind::Balanced]);
+}
+
+/// Issue 32: the H100's first trial of the RTX 4080 preset, as measured on 2026-11-27 —
+/// 69 s, most of it compiling, the card 18 % busy, minibatches of 1024.
+fn gpu_trial(compile_s: f64, util: f64) -> VerdictInput {
+    let mut phases = split(4.0, 6.0, 10.0, 0.0);
+    if let Some(p) = &mut phases {
+        p.compile_s = compile_s;
+    }
+    VerdictInput {
+        phases,
+        devices: vec![gpu("gpu0", util)],
+        on_device_env: true,
+        batch_size: Some(1024),
+        gpu_work: Some(GpuWork {
+            kernels_compiled: 181,
+            autotune_runs: 51,
+            dispatches_per_minibatch: Some(95.0),
+            dispatches_per_env_step: Some(60.0),
+            syncs_per_update: Some(1),
+            n_steps: Some(256),
+        }),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn compile_time_is_named_with_what_was_compiled() {
+    let v = verdicts(&gpu_trial(49.0, 18.0));
+    assert_eq!(v[0].kind, VerdictKind::CompileBound);
+    assert!(
+        v[0].message.starts_with(
+            "compiling kernels for these shapes took 49.0 s, 71 % of wall time (181 kernels compiled, 51 operations autotuned)"
+        ),
+        "{}",
+        v[0].message
+    );
+    // Under the threshold it is not worth a word.
+    let short = gpu_trial(COMPILE_HEAVY * 20.0 / (1.0 - COMPILE_HEAVY) * 0.9, 95.0);
+    assert!(!kinds(&short).contains(&VerdictKind::CompileBound));
+}
+
+#[test]
+fn a_gpu_under_half_busy_with_a_busy_submitter_is_dispatch_bound_not_short_of_batch() {
+    let mut input = gpu_trial(0.0, 18.0);
+    input.phases = split(2.0, 3.0, 15.0, 0.0);
+    input.process_cpu_pct = Some(SUBMITTER_BUSY_PCT + 10.0);
+    let v = verdicts(&input);
+    let k: Vec<_> = v.iter().map(|v| v.kind).collect();
+    assert!(k.contains(&VerdictKind::DispatchBound), "{v:?}");
+    assert!(!k.contains(&VerdictKind::UpdateBoundUnderfed), "{v:?}");
+    let d = v
+        .iter()
+        .find(|v| v.kind == VerdictKind::DispatchBound)
+        .unwrap();
+    assert!(
+        d.message.contains("95 launches per minibatch"),
+        "{}",
+        d.message
+    );
+    assert!(
+        !v.iter().any(|v| v.message.contains("raise batch_size")),
+        "{v:?}"
+    );
+    // The issue's verdict said "raise batch_size" for a batch of 4096: with a large batch and no
+    // sign of launches, it is not said either.
+    input.process_cpu_pct = Some(10.0);
+    input.batch_size = Some(4096);
+    assert!(
+        !verdicts(&input)
+            .iter()
+            .any(|v| v.message.contains("raise batch_size")),
+        "{:?}",
+        verdicts(&input)
+    );
+    // A small batch on an underfed card, with an idle submitter, still is.
+    input.batch_size = Some(GPU_LARGE_BATCH / 2);
+    assert!(kinds(&input).contains(&VerdictKind::UpdateBoundUnderfed));
+}
+
+#[test]
+fn trials_sharing_a_card_are_told_to_take_turns() {
+    let mut input = gpu_trial(0.0, 23.0);
+    input.trials_on_device = 3;
+    let v = verdicts(&input);
+    let shared = v
+        .iter()
+        .find(|v| v.kind == VerdictKind::SharedDevice)
+        .unwrap();
+    assert!(
+        shared.message.starts_with(
+            "3 trials shared one GPU (gpu0 23 % busy): each synchronisation waits for the other trials' kernels"
+        ),
+        "{}",
+        shared.message
+    );
+    assert!(!kinds(&input).contains(&VerdictKind::UpdateBoundUnderfed));
+    input.trials_on_device = 1;
+    assert!(!kinds(&input).contains(&VerdictKind::SharedDevice));
+}
+
+#[test]
+fn a_host_env_on_a_gpu_is_told_its_round_trips() {
+    let mut input = gpu_trial(0.0, 30.0);
+    input.on_device_env = false;
+    input.phases = split(12.0, 6.0, 4.0, 0.0);
+    if let Some(w) = &mut input.gpu_work {
+        w.syncs_per_update = Some(257);
+    }
+    let v = verdicts(&input);
+    let trips = v
+        .iter()
+        .find(|v| v.kind == VerdictKind::HostEnvRoundTrips)
+        .unwrap();
+    assert!(
+        trips.message.contains(
+            "each of its 256 steps reads the actions back from the GPU (257 round-trips per update)"
+        ),
+        "{}",
+        trips.message
+    );
+    assert!(trips.message.contains("env.placement = \"device\""));
+    // On the device, or on the CPU, it is not said.
+    input.on_device_env = true;
+    assert!(!kinds(&input).contains(&VerdictKind::HostEnvRoundTrips));
+    input.on_device_env = false;
+    input.gpu_work = None;
+    assert!(!kinds(&input).contains(&VerdictKind::HostEnvRoundTrips));
 }

@@ -4,10 +4,8 @@
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use tradetune_engine::device::precision::Precision;
-use tradetune_engine::device::{DeviceSpec, open};
 use tradetune_engine::env::bench::EnvBenchResult;
-use tradetune_engine::ppo::bench::TrainBenchConfig;
+mod gpu;
 mod storage;
 mod train;
 
@@ -31,9 +29,11 @@ pub enum BenchCommand {
     /// on the same database in the same run, interleaved.
     Storage(storage::StorageArgs),
     /// For a GPU owner: the bundled GPU presets' configurations shrunk to about a minute, with
-    /// the environment on the host and on the device, in f32 and f16, side by side: samples/s,
-    /// the phase split, the device's memory pool and the GPU utilisation and memory sampled
-    /// meanwhile (NVML or amdgpu).
+    /// the environment on the host and on the device, in f32 and f16, side by side: the cold
+    /// first update and the steady samples/s, what was compiled and autotuned, kernel launches
+    /// per env step, policy step and minibatch, syncs per update, the phase split, the matmul
+    /// probe, the device's memory pool and the GPU utilisation and memory sampled meanwhile
+    /// (NVML or amdgpu); with --peer, a PyTorch peer on the same shapes in the same run.
     Gpu(GpuArgs),
 }
 
@@ -55,7 +55,17 @@ pub struct GpuArgs {
     /// Updates measured per run, after one warm-up update (default 1).
     #[arg(long)]
     pub updates: Option<usize>,
-    /// Print JSON (one array of results) instead of a table.
+    /// A PyTorch peer measured in the same run: the Python interpreter of a venv with torch
+    /// (benches/peers/README.md). It runs the built-in CleanRL-style script
+    /// (benches/peers/cleanrl_ppo.py) on each configuration, the model on torch's CUDA or ROCm
+    /// device and the numpy env on the CPU, in f32 with TF32 and in bf16 autocast.
+    #[arg(long, value_name = "PYTHON")]
+    pub peer: Option<std::path::PathBuf>,
+    /// The peer's torch device (default cuda; `cpu` where torch has no GPU).
+    #[arg(long, default_value = "cuda")]
+    pub peer_device: String,
+    /// Print JSON (an object: the device, the matmul probe, the runs and the peer's runs)
+    /// instead of a table.
     #[arg(long)]
     pub json: bool,
 }
@@ -152,198 +162,8 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Sampler(args) => bench_sampler(args),
         BenchCommand::Train(args) => train::bench_train(args),
         BenchCommand::Storage(args) => storage::bench_storage(args),
-        BenchCommand::Gpu(args) => bench_gpu(args),
+        BenchCommand::Gpu(args) => gpu::bench_gpu(args),
     }
-}
-
-/// What the GPU probes saw of one run: per card, mean utilisation and peak memory used.
-#[derive(Debug, Clone, serde::Serialize)]
-struct GpuSeen {
-    gpu: String,
-    util_pct_mean: Option<f64>,
-    mem_used_mib_max: Option<f64>,
-}
-
-fn gpu_seen(
-    sampler: &tradetune_engine::telemetry::SamplerHandle,
-    from: f64,
-    to: f64,
-) -> Vec<GpuSeen> {
-    use tradetune_engine::telemetry::{DeviceTag, Metric};
-    let mut gpus: Vec<DeviceTag> = sampler
-        .series_keys()
-        .into_iter()
-        .map(|(d, _)| d)
-        .filter(|d| matches!(d, DeviceTag::Gpu(_)))
-        .collect();
-    gpus.dedup();
-    gpus.into_iter()
-        .map(|d| {
-            let window = |m: Metric| -> Vec<f64> {
-                sampler
-                    .series(d, m, usize::MAX)
-                    .iter()
-                    .filter(|p| p.t >= from && p.t <= to)
-                    .map(|p| p.v)
-                    .collect()
-            };
-            let util = window(Metric::UtilPct);
-            let mem = window(Metric::MemUsedMib);
-            GpuSeen {
-                gpu: d.to_string(),
-                util_pct_mean: (!util.is_empty())
-                    .then(|| util.iter().sum::<f64>() / util.len() as f64),
-                mem_used_mib_max: mem.iter().copied().reduce(f64::max),
-            }
-        })
-        .collect()
-}
-
-fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
-    use tradetune_engine::device::{check_precision, describe_spec};
-    use tradetune_engine::env::ResolvedPlacement;
-    use tradetune_engine::telemetry::{
-        DRM_ROOT, GpuDiscovery, Sampler, SamplerConfig, SamplerCore, source,
-    };
-    anyhow::ensure!(args.updates != Some(0), "--updates must be at least 1");
-    let spec: DeviceSpec = args.device.parse()?;
-    let device = open(spec)?;
-    let configs = args
-        .configs
-        .iter()
-        .map(|name| {
-            TrainBenchConfig::named(name.trim()).ok_or_else(|| {
-                anyhow::anyhow!(
-                    "--configs: unknown configuration '{name}' (valid: rtx4080, rx7900gre, small, large, tiny)"
-                )
-            })
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let placements = args
-        .placements
-        .iter()
-        .map(|p| match p.trim() {
-            "host" => Ok(ResolvedPlacement::Host),
-            "device" => Ok(ResolvedPlacement::Device),
-            other => Err(anyhow::anyhow!(
-                "--placements: unknown placement '{other}' (valid: host, device)"
-            )),
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let mut precisions = Vec::new();
-    for p in &args.precisions {
-        let p: Precision = p
-            .trim()
-            .parse()
-            .map_err(|e: String| anyhow::anyhow!("--precisions: {e}"))?;
-        match check_precision(spec, p) {
-            Ok(()) => precisions.push(p),
-            Err(e) if !args.json => eprintln!("skipping {p}: {e}"),
-            Err(_) => {}
-        }
-    }
-    anyhow::ensure!(
-        !precisions.is_empty(),
-        "no precision this device supports was asked for"
-    );
-    // The GPUs' own view while each run trains: NVML or amdgpu sysfs, every 0.1 s.
-    let discovery = GpuDiscovery::discover(std::path::Path::new(DRM_ROOT), std::process::id());
-    let sources = source::sources(discovery, None);
-    let sampler = Sampler::start(SamplerCore::new(
-        SamplerConfig::with_interval(Duration::from_millis(100))?,
-        sources,
-        None,
-    )?)?;
-    let handle = sampler.handle();
-    if !args.json {
-        println!("device: {spec} ({})", describe_spec(spec));
-        if cfg!(debug_assertions) {
-            eprintln!(
-                "note: this is a debug build; measure with `cargo run --release -p tradetune -- bench gpu`"
-            );
-        }
-        println!(
-            "{:<10} {:>5} {:>6} {:>6} {:<18} {:>5} {:<6} {:>10} | {:>5} {:>5} {:>5} {:>5} {:>5} | {:>9} | gpus (util %, mem MiB)",
-            "config",
-            "envs",
-            "steps",
-            "batch",
-            "net",
-            "prec",
-            "env",
-            "samples/s",
-            "env%",
-            "inf%",
-            "buf%",
-            "gae%",
-            "upd%",
-            "pool MiB"
-        );
-    }
-    let mut results = Vec::new();
-    for cfg in &configs {
-        for &precision in &precisions {
-            for &placement in &placements {
-                let mut c = cfg.clone();
-                c.precision = precision;
-                c.placement = placement;
-                if let Some(u) = args.updates {
-                    c.updates = u;
-                }
-                handle.sample_now();
-                let from = chrono::Utc::now().timestamp_millis() as f64 / 1000.0;
-                let r = tradetune_engine::ppo::bench::run(&c, &device)?;
-                handle.sample_now();
-                let to = chrono::Utc::now().timestamp_millis() as f64 / 1000.0;
-                let seen = gpu_seen(&handle, from, to);
-                if !args.json {
-                    let wall = r.seconds.max(1e-9);
-                    let p = &r.phases;
-                    let pct = |x: f64| 100.0 * x / wall;
-                    let gpus: Vec<String> = seen
-                        .iter()
-                        .map(|g| {
-                            format!(
-                                "{} {} {}",
-                                g.gpu,
-                                g.util_pct_mean.map_or("-".into(), |u| format!("{u:.0}")),
-                                g.mem_used_mib_max.map_or("-".into(), |m| format!("{m:.0}"))
-                            )
-                        })
-                        .collect();
-                    println!(
-                        "{:<10} {:>5} {:>6} {:>6} {:<18} {:>5} {:<6} {:>10.0} | {:>5.1} {:>5.1} {:>5.1} {:>5.1} {:>5.1} | {:>9} | {}",
-                        c.name,
-                        c.n_envs,
-                        c.n_steps,
-                        c.batch_size,
-                        format!("{:?}", c.net),
-                        c.precision.to_string(),
-                        placement.name(),
-                        r.samples_per_second,
-                        pct(p.env_step),
-                        pct(p.inference),
-                        pct(p.buffer),
-                        pct(p.advantages),
-                        pct(p.update),
-                        r.pool_reserved_bytes
-                            .map_or("-".into(), |b| format!("{:.0}", b as f64 / 1048576.0)),
-                        if gpus.is_empty() {
-                            "no GPU probe answers (no NVML, no amdgpu)".to_owned()
-                        } else {
-                            gpus.join(", ")
-                        }
-                    );
-                }
-                results.push(serde_json::json!({ "result": r, "gpus": seen }));
-            }
-        }
-    }
-    drop(sampler);
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&results)?);
-    }
-    Ok(())
 }
 
 /// Per-suggestion overhead target at ~1,000 trials (issue 4: Optuna spends 11–20 ms).

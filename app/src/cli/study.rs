@@ -510,6 +510,11 @@ fn event_lines(e: &StudyEvent) -> Vec<String> {
                 out.push(format!("worker {} on {} ({})", w.worker, w.device, w.backend));
             }
         }
+        StudyEvent::WorkerWaiting {
+            worker,
+            device,
+            reason,
+        } => out.push(format!("worker {worker} waits for {device}: {reason}")),
         StudyEvent::TrialCompleted {
             number,
             worker,

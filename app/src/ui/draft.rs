@@ -106,6 +106,7 @@ impl Default for Draft {
                 workers: 1,
                 devices: vec!["cpu".into()],
                 assignment: Default::default(),
+                gpu_sharing: Default::default(),
                 memory_fraction: DEFAULT_MEMORY_FRACTION,
                 device_memory_gib: None,
                 device_class: None,

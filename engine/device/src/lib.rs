@@ -12,6 +12,7 @@
 //! | `rocm:N`    | CubeCL HIP                      | built with `--features rocm` and `/dev/kfd`     |
 
 pub mod adapters;
+pub mod kernels;
 pub mod memory;
 pub mod precision;
 pub mod readback;
@@ -242,6 +243,9 @@ fn open_wgpu(spec: DeviceSpec) -> Result<Device, String> {
     if let Some(why) = unopenable(&adapter) {
         return Err(why);
     }
+    // Before cubecl reads its settings: the autotune cache of this adapter and driver, and
+    // the kernel counters.
+    kernels::configure(&adapter.name, &adapter.driver);
     let kind = match spec {
         DeviceSpec::Wgpu(None) => DeviceKind::DefaultDevice,
         _ => match adapter.kind {

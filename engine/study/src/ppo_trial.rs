@@ -28,7 +28,7 @@ use tradetune_rl::ppo::evaluate_trainer;
 use tradetune_rl::ppo::{
     HostEnv, PeriodicEval, PhaseTimes, PpoConfig, RolloutEnv, TrainEvent, TrainReport, Trainer,
 };
-use tradetune_telemetry::PhaseSplit;
+use tradetune_telemetry::{GpuWork, PhaseSplit};
 
 mod folds;
 
@@ -282,6 +282,7 @@ fn phase_split(p: &PhaseTimes) -> PhaseSplit {
         inference_s: p.inference + p.buffer,
         update_s: p.advantages + p.update,
         eval_s: p.evaluation,
+        compile_s: p.compile,
     }
 }
 
@@ -477,6 +478,8 @@ pub(crate) struct Work {
     samples: u64,
     updates: u64,
     phases: PhaseSplit,
+    /// What the GPU runtime compiled and launched, on a GPU.
+    gpu: Option<GpuWork>,
 }
 
 /// Trains `trainer` for the trial's budget, turning its events into the trial's progress,
@@ -576,13 +579,21 @@ pub(crate) fn learn<E: RolloutEnv>(
     let phases = phase_split(&report.phases);
     done.samples += report.timesteps as u64;
     done.updates += report.updates as u64;
-    done.phases = PhaseSplit {
-        env_s: done.phases.env_s + phases.env_s,
-        inference_s: done.phases.inference_s + phases.inference_s,
-        update_s: done.phases.update_s + phases.update_s,
-        eval_s: done.phases.eval_s + phases.eval_s,
-    };
+    done.phases.add(&phases);
     reporter.set_work(done.samples, Some(done.phases));
+    if trainer.train_device().clone().without_autodiff() != burn::tensor::Device::flex() {
+        let mut gpu = done.gpu.unwrap_or_default();
+        gpu.kernels_compiled += report.kernels.compiled;
+        gpu.autotune_runs += report.kernels.autotune_runs;
+        if let Some(d) = report.dispatches {
+            gpu.dispatches_per_minibatch = Some(d.per_minibatch);
+            gpu.dispatches_per_env_step = Some(d.per_env_step);
+            gpu.syncs_per_update = d.syncs_per_update.or(gpu.syncs_per_update);
+        }
+        gpu.n_steps = Some(cfg.ppo.n_steps);
+        done.gpu = Some(gpu);
+        reporter.set_gpu_work(gpu);
+    }
     if let Some(e) = ended {
         return Err(e);
     }

@@ -52,7 +52,7 @@ pub use sampler::{
 pub use sink::{MemorySink, StorageSink, TelemetryRow, TelemetrySink};
 pub use source::{DeviceReading, GpuSource, HostSource, Source, SourceReading};
 pub use summary::{DeviceSummary, TrialFacts, TrialSummary};
-pub use verdict::{CpuSharing, DeviceFacts, Verdict, VerdictInput, VerdictKind, verdicts};
+pub use verdict::{CpuSharing, DeviceFacts, GpuWork, Verdict, VerdictInput, VerdictKind, verdicts};
 pub use wide::{CsvLog, WideLayout};
 
 /// Where the amdgpu probe looks by default.

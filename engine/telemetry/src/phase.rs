@@ -15,10 +15,18 @@ pub enum Phase {
     Update,
     /// Evaluation on the validation split.
     Eval,
+    /// Compiling and autotuning kernels for new shapes (a GPU's first update, mostly).
+    Compile,
 }
 
 impl Phase {
-    pub const ALL: [Phase; 4] = [Phase::Env, Phase::Inference, Phase::Update, Phase::Eval];
+    pub const ALL: [Phase; 5] = [
+        Phase::Env,
+        Phase::Inference,
+        Phase::Update,
+        Phase::Eval,
+        Phase::Compile,
+    ];
 
     pub fn name(&self) -> &'static str {
         match self {
@@ -26,6 +34,7 @@ impl Phase {
             Phase::Inference => "inference",
             Phase::Update => "update",
             Phase::Eval => "eval",
+            Phase::Compile => "compile",
         }
     }
 }
@@ -37,6 +46,9 @@ pub struct PhaseSplit {
     pub inference_s: f64,
     pub update_s: f64,
     pub eval_s: f64,
+    /// Compiling and autotuning (zero on the CPU; absent from splits stored before it).
+    #[serde(default)]
+    pub compile_s: f64,
 }
 
 impl PhaseSplit {
@@ -46,6 +58,7 @@ impl PhaseSplit {
             Phase::Inference => self.inference_s,
             Phase::Update => self.update_s,
             Phase::Eval => self.eval_s,
+            Phase::Compile => self.compile_s,
         }
     }
 
@@ -55,12 +68,18 @@ impl PhaseSplit {
             Phase::Inference => &mut self.inference_s,
             Phase::Update => &mut self.update_s,
             Phase::Eval => &mut self.eval_s,
+            Phase::Compile => &mut self.compile_s,
         }
     }
 
-    /// Seconds in all four phases.
+    /// Seconds in all the phases.
     pub fn total_s(&self) -> f64 {
-        self.env_s + self.inference_s + self.update_s + self.eval_s
+        self.env_s + self.inference_s + self.update_s + self.eval_s + self.compile_s
+    }
+
+    /// Seconds without the compile phase: what the trial trains at once compiled.
+    pub fn steady_s(&self) -> f64 {
+        self.total_s() - self.compile_s
     }
 
     /// The phase's share of the timed total, 0–1 (0 when nothing was timed).

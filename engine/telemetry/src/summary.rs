@@ -188,6 +188,16 @@ impl TrialSummary {
             }
         };
         num("samples_per_s".into(), self.samples_per_s);
+        // End to end above; here without the compile phase, where there was one.
+        if let (Some(sps), Some(p)) = (self.samples_per_s, &self.phases)
+            && p.compile_s > 0.0
+            && self.wall_s > p.compile_s
+        {
+            num(
+                "steady_samples_per_s".into(),
+                Some(sps * self.wall_s / (self.wall_s - p.compile_s)),
+            );
+        }
         if let Some(p) = &self.phases {
             for phase in super::phase::Phase::ALL {
                 num(format!("phase_{}_s", phase.name()), Some(p.get(phase)));

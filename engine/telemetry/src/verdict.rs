@@ -28,6 +28,14 @@ pub const SMALL_BATCH: usize = 128;
 /// A device below this mean utilisation while another is above [`IDLE_PEER_PCT`] sits idle.
 pub const IDLE_PCT: f64 = 5.0;
 pub const IDLE_PEER_PCT: f64 = 30.0;
+/// Compiling kernels is worth a word from this share of wall time on.
+pub const COMPILE_HEAVY: f64 = 0.25;
+/// The process's mean CPU use (percent of one core) from which the thread submitting a GPU's
+/// work counts as busy: a dispatch-bound trial keeps it busy while the card waits.
+pub const SUBMITTER_BUSY_PCT: f64 = 80.0;
+/// From this minibatch size on, an underfed GPU is not for want of a larger batch: "raise
+/// batch_size" is said only below it.
+pub const GPU_LARGE_BATCH: usize = 1024;
 
 /// What limits a trial.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -44,6 +52,10 @@ pub enum VerdictKind {
     IdleDevice,
     TinyMinibatches,
     SharedCores,
+    CompileBound,
+    DispatchBound,
+    SharedDevice,
+    HostEnvRoundTrips,
     Balanced,
 }
 
@@ -80,6 +92,27 @@ pub struct VerdictInput {
     /// A trial on the CPU device: how many workers of the study train on the machine's cores
     /// (its own included) and how many cores there are.
     pub cpu_sharing: Option<CpuSharing>,
+    /// What the trial's GPU runtime compiled and launched, where it trained on a GPU.
+    pub gpu_work: Option<GpuWork>,
+    /// Trials that trained on the trial's GPU at the same time, its own included (0 or 1:
+    /// alone).
+    pub trials_on_device: usize,
+    /// The process's mean CPU use while the trial ran, percent of one core.
+    pub process_cpu_pct: Option<f64>,
+}
+
+/// What a GPU trial compiled and launched (`tradetune_device::kernels`).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct GpuWork {
+    /// Kernels compiled and operations autotuned by the updates that compiled.
+    pub kernels_compiled: u64,
+    pub autotune_runs: u64,
+    /// Kernel launches per minibatch of the update, and per environment step.
+    pub dispatches_per_minibatch: Option<f64>,
+    pub dispatches_per_env_step: Option<f64>,
+    /// Host reads and synchronisations per update, and the rollout's steps per update.
+    pub syncs_per_update: Option<u64>,
+    pub n_steps: Option<usize>,
 }
 
 /// Workers sharing the host's cores (CPU workers of one process share one thread pool).
@@ -102,6 +135,9 @@ impl VerdictInput {
             on_device_env,
             batch_size: None,
             cpu_sharing: None,
+            gpu_work: None,
+            trials_on_device: 0,
+            process_cpu_pct: summary.host.mean_process_cpu_pct,
             devices: summary
                 .devices
                 .iter()
@@ -153,9 +189,79 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
         .filter_map(|d| d.mean_util_pct.map(|u| (d, u)))
         .max_by(|a, b| a.1.total_cmp(&b.1));
 
+    // A GPU under half busy while the thread feeding it is busy: the time goes to launching
+    // kernels and waiting on round-trips, not to arithmetic.
+    let dispatch_bound = input.gpu_work.is_some()
+        && busiest.is_some_and(|(_, u)| u < GPU_UNDERFED_PCT)
+        && input
+            .process_cpu_pct
+            .is_some_and(|c| c >= SUBMITTER_BUSY_PCT);
+    let shared = input.trials_on_device > 1 && busiest.is_none_or(|(_, u)| u < GPU_SATURATED_PCT);
+
     if let Some(p) = input.phases.filter(|p| p.total_s() > 0.0) {
+        let compile = p.fraction(Phase::Compile);
+        if compile >= COMPILE_HEAVY {
+            let counted = match input.gpu_work {
+                Some(w) if w.kernels_compiled > 0 => format!(
+                    " ({} kernels compiled, {} operations autotuned)",
+                    w.kernels_compiled, w.autotune_runs
+                ),
+                _ => String::new(),
+            };
+            say(
+                VerdictKind::CompileBound,
+                format!(
+                    "compiling kernels for these shapes took {:.1} s, {} of wall time{counted}: a new configuration pays it once — later trials of the same shapes reuse the autotune cache, and a longer trial spreads the rest",
+                    p.compile_s,
+                    pct(compile)
+                ),
+            );
+        }
         let env = p.fraction(Phase::Env);
         let update = p.fraction(Phase::Update);
+        let rollout = env + p.fraction(Phase::Inference);
+        if let Some(w) = input.gpu_work
+            && !input.on_device_env
+            && rollout >= PHASE_BOUND
+            && let (Some(syncs), Some(steps)) = (w.syncs_per_update, w.n_steps)
+            && syncs as usize >= steps
+        {
+            say(
+                VerdictKind::HostEnvRoundTrips,
+                format!(
+                    "the rollout is {} of wall time with the environment on the host: each of its {steps} steps reads the actions back from the GPU ({syncs} round-trips per update), and each waits for the card — put the environment on the device (env.placement = \"device\")",
+                    pct(rollout)
+                ),
+            );
+        }
+        if shared {
+            let busy = busiest.map_or(String::new(), |(d, u)| {
+                format!(" ({} {u:.0} % busy)", d.device)
+            });
+            say(
+                VerdictKind::SharedDevice,
+                format!(
+                    "{} trials shared one GPU{busy}: each synchronisation waits for the other trials' kernels as well as its own — run one trial per card (the runner's default, gpu_sharing = \"serial\")",
+                    input.trials_on_device
+                ),
+            );
+        }
+        if dispatch_bound && let Some((d, u)) = busiest {
+            let per = input
+                .gpu_work
+                .and_then(|w| w.dispatches_per_minibatch)
+                .map_or(String::new(), |n| {
+                    format!(", {n:.0} launches per minibatch")
+                });
+            say(
+                VerdictKind::DispatchBound,
+                format!(
+                    "dispatch-bound: {} only {u:.0} % busy while the thread feeding it was busy ({:.0} % of a core{per}): the cost is per kernel launch and per round-trip, not per FLOP — fewer, larger launches help (more envs per step, the environment on the device); a larger batch_size does not by itself",
+                    d.device,
+                    input.process_cpu_pct.unwrap_or(0.0)
+                ),
+            );
+        }
         if env >= PHASE_BOUND {
             let fix = if input.on_device_env {
                 "raise n_envs so each step does more work at once"
@@ -176,13 +282,22 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
                         d.device
                     ),
                 ),
-                Some((d, u)) if u < GPU_UNDERFED_PCT => say(
-                    VerdictKind::UpdateBoundUnderfed,
-                    format!(
-                        "update-bound but {} only {u:.0} % busy: its kernels are too small to fill it — raise batch_size (or net size)",
-                        d.device
-                    ),
-                ),
+                // "Raise batch_size" only where the figures say it would help: a small
+                // minibatch, and not a card held back by launches or by other trials.
+                Some((d, u))
+                    if u < GPU_UNDERFED_PCT
+                        && !dispatch_bound
+                        && !shared
+                        && input.batch_size.is_none_or(|b| b < GPU_LARGE_BATCH) =>
+                {
+                    say(
+                        VerdictKind::UpdateBoundUnderfed,
+                        format!(
+                            "update-bound but {} only {u:.0} % busy: its kernels are too small to fill it — raise batch_size (or net size)",
+                            d.device
+                        ),
+                    )
+                }
                 Some(_) => {}
                 None => say(
                     VerdictKind::UpdateBoundCpu,

@@ -22,10 +22,31 @@ fn target_ratio(name: &str) -> Option<f64> {
 /// temporary folder for the run.
 const PEER_SCRIPT: &str = include_str!("../../../../benches/peers/sb3_ppo.py");
 const PEER_ENV: &str = include_str!("../../../../benches/peers/tradetune_env.py");
+/// The CleanRL-style peer, which `bench gpu --peer` runs on torch's GPU.
+const PEER_CLEANRL: &str = include_str!("../../../../benches/peers/cleanrl_ppo.py");
+
+/// The built-in peer scripts written to a temporary folder (`sb3_ppo.py`, `cleanrl_ppo.py`
+/// and the env port they import).
+pub(super) fn peer_scripts() -> anyhow::Result<tempfile::TempDir> {
+    let dir = tempfile::Builder::new()
+        .prefix("tradetune-peer")
+        .tempdir()
+        .map_err(|e| anyhow::anyhow!("--peer: cannot create a temporary folder: {e}"))?;
+    for (name, text) in [
+        ("sb3_ppo.py", PEER_SCRIPT),
+        ("cleanrl_ppo.py", PEER_CLEANRL),
+        ("tradetune_env.py", PEER_ENV),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text)
+            .map_err(|e| anyhow::anyhow!("--peer: cannot write {}: {e}", path.display()))?;
+    }
+    Ok(dir)
+}
 
 /// What one run of the peer printed (its last line of output, JSON).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-struct PeerRun {
+pub(super) struct PeerRun {
     /// The peer's name (`stable-baselines3`).
     peer: String,
     /// Versions of what it ran on (stable_baselines3, torch, …).
@@ -39,6 +60,28 @@ struct PeerRun {
     /// The part of `seconds` spent stepping the env, where the peer measures it.
     #[serde(default)]
     env_seconds: Option<f64>,
+    /// The device it trained on and in what precision, where it says (the GPU peer).
+    #[serde(default)]
+    pub(super) device: Option<String>,
+    #[serde(default)]
+    pub(super) precision: Option<String>,
+    /// Its first (cold) update's seconds, where it says.
+    #[serde(default)]
+    pub(super) cold_update_seconds: Option<f64>,
+}
+
+impl PeerRun {
+    pub(super) fn samples_per_second(&self) -> f64 {
+        self.samples_per_second
+    }
+
+    /// `peer (torch 2.11.0)`.
+    pub(super) fn name(&self) -> String {
+        match self.versions.get("torch").and_then(|v| v.as_str()) {
+            Some(t) => format!("{} (torch {t})", self.peer),
+            None => self.peer.clone(),
+        }
+    }
 }
 
 /// min, median, max of `v` (NaN for none).
@@ -48,17 +91,19 @@ fn min_median_max(v: &[f64]) -> (f64, f64, f64) {
 
 /// Runs the peer once on `cfg`: `PEER SCRIPT <cfg's arguments> --threads N`, and reads the JSON
 /// line it prints last.
-fn run_peer(
+pub(super) fn run_peer(
     peer: &std::path::Path,
     script: &std::path::Path,
     cfg: &TrainBenchConfig,
     threads: usize,
+    extra: &[&str],
 ) -> anyhow::Result<PeerRun> {
     use anyhow::Context;
     let out = std::process::Command::new(peer)
         .arg(script)
         .args(cfg.peer_args(cfg.updates))
         .args(["--threads", &threads.to_string()])
+        .args(extra)
         .stdin(std::process::Stdio::null())
         .output()
         .with_context(|| format!("--peer: cannot run {}", peer.display()))?;
@@ -154,12 +199,14 @@ pub(super) fn bench_train(args: TrainArgs) -> anyhow::Result<()> {
     let configs = args
         .configs
         .iter()
-        .map(|name| match name.trim() {
-            n @ ("small" | "large" | "tiny_rollout" | "tiny") => TrainBenchConfig::named(n)
-                .ok_or_else(|| anyhow::anyhow!("--configs: no configuration '{n}'")),
-            other => Err(anyhow::anyhow!(
-                "--configs: unknown configuration '{other}' (valid: small, large, tiny_rollout, tiny)"
-            )),
+        .map(|name| {
+            TrainBenchConfig::named(name.trim()).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--configs: unknown configuration '{}' (valid: {})",
+                    name.trim(),
+                    TrainBenchConfig::NAMES.join(", ")
+                )
+            })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     anyhow::ensure!(args.updates != Some(0), "--updates must be at least 1");
@@ -172,18 +219,7 @@ pub(super) fn bench_train(args: TrainArgs) -> anyhow::Result<()> {
     let peer_threads = args.peer_threads.unwrap_or(ours_threads);
     // The peer's scripts: the user's, or the built-in ones in a temporary folder.
     let scripts_dir = match (&args.peer, &args.peer_script) {
-        (Some(_), None) => {
-            let dir = tempfile::Builder::new()
-                .prefix("tradetune-peer")
-                .tempdir()
-                .map_err(|e| anyhow::anyhow!("--peer: cannot create a temporary folder: {e}"))?;
-            for (name, text) in [("sb3_ppo.py", PEER_SCRIPT), ("tradetune_env.py", PEER_ENV)] {
-                let path = dir.path().join(name);
-                std::fs::write(&path, text)
-                    .map_err(|e| anyhow::anyhow!("--peer: cannot write {}: {e}", path.display()))?;
-            }
-            Some(dir)
-        }
+        (Some(_), None) => Some(peer_scripts()?),
         _ => None,
     };
     let script = match (&args.peer_script, &scripts_dir) {
@@ -262,7 +298,8 @@ pub(super) fn bench_train(args: TrainArgs) -> anyhow::Result<()> {
             // run touches both sides alike.
             let peer_first = rep % 2 == 1;
             if let (true, Some(peer), Some(script)) = (peer_first, &args.peer, &script) {
-                runs.peer.push(run_peer(peer, script, &cfg, peer_threads)?);
+                runs.peer
+                    .push(run_peer(peer, script, &cfg, peer_threads, &[])?);
             }
             if args.compare_burn_update && peer_first {
                 runs.burn_update.push(run_ours(&burn_cfg, &device)?);
@@ -272,7 +309,8 @@ pub(super) fn bench_train(args: TrainArgs) -> anyhow::Result<()> {
                 runs.burn_update.push(run_ours(&burn_cfg, &device)?);
             }
             if let (false, Some(peer), Some(script)) = (peer_first, &args.peer, &script) {
-                runs.peer.push(run_peer(peer, script, &cfg, peer_threads)?);
+                runs.peer
+                    .push(run_peer(peer, script, &cfg, peer_threads, &[])?);
             }
         }
         if !args.json {

@@ -124,6 +124,16 @@ impl TrainBenchConfig {
         }
     }
 
+    /// The names [`TrainBenchConfig::named`] knows.
+    pub const NAMES: [&'static str; 6] = [
+        "small",
+        "large",
+        "tiny_rollout",
+        "rtx4080",
+        "rx7900gre",
+        "tiny",
+    ];
+
     /// The configuration named `name` (small, large, tiny_rollout, rtx4080, rx7900gre, tiny).
     pub fn named(name: &str) -> Option<Self> {
         match name {
@@ -175,6 +185,23 @@ impl TrainBenchConfig {
         let first = self.obs_dim() * self.net.first().copied().unwrap_or(self.n_assets)
             + self.obs_dim() * self.net.first().copied().unwrap_or(1);
         2.0 * self.forward_flops_per_sample() - 2.0 * first as f64
+    }
+
+    /// The matmuls of one minibatch step, `[m, k, n]` (an `m × k` by `k × n` product), without
+    /// repeats: each layer's forward (`batch × fan_in` by `fan_in × width`) and its weight
+    /// gradient (`fan_in × batch` by `batch × width`). The probe times them at these shapes.
+    pub fn update_shapes(&self) -> Vec<[usize; 3]> {
+        let mut shapes = Vec::new();
+        let mut fan_in = self.obs_dim();
+        for &w in self.net.iter().chain(std::iter::once(&self.n_assets)) {
+            for s in [[self.batch_size, fan_in, w], [fan_in, self.batch_size, w]] {
+                if !shapes.contains(&s) {
+                    shapes.push(s);
+                }
+            }
+            fan_in = w;
+        }
+        shapes
     }
 
     /// FLOPs of one update's matmuls: forward and backward over every sample of the rollout,
@@ -231,8 +258,33 @@ pub struct TrainBenchResult {
     pub samples: usize,
     /// Seconds, phases summed.
     pub seconds: f64,
-    /// Samples per second end to end.
+    /// Samples per second of the measured updates: steady state, after the warm-up update
+    /// compiled what it needed.
     pub samples_per_second: f64,
+    /// Samples per second from a new trainer's start: the warm-up (cold) update and the
+    /// measured ones, as a trial of this length would see it.
+    pub end_to_end_samples_per_second: f64,
+    /// Wall time of the first (cold) update: compilation, autotuning, uploads and the update.
+    pub cold_update_s: f64,
+    /// Seconds per measured (steady) update.
+    pub steady_update_s: f64,
+    /// `cold_update_s − steady_update_s`: what a new configuration costs before it trains.
+    pub compile_s: f64,
+    /// Kernels compiled during the cold update (None where the device compiles nothing or
+    /// the counters are off).
+    pub kernels_compiled: Option<u64>,
+    /// Operations autotuned during the cold update.
+    pub autotune_runs: Option<u64>,
+    /// Kernel launches per environment step (a steady, timed update's).
+    pub dispatches_per_env_step: Option<f64>,
+    /// Kernel launches per policy step of a rollout.
+    pub dispatches_per_policy_step: Option<f64>,
+    /// Kernel launches per minibatch of the update.
+    pub dispatches_per_minibatch: Option<f64>,
+    /// Host reads and synchronisations per (untimed) update.
+    pub syncs_per_update: Option<u64>,
+    /// The launches of a steady, timed update by part.
+    pub dispatch_profile: Option<crate::ppo::DispatchProfile>,
     /// FLOPs of the measured updates' matmuls ([`TrainBenchConfig::update_flops`] × updates).
     pub update_flops: f64,
     /// `update_flops` / the update phase's seconds.
@@ -271,20 +323,41 @@ fn measure<E: RolloutEnv>(
     mut trainer: Trainer<E>,
     device: &Device,
 ) -> Result<TrainBenchResult, PpoError> {
+    use tradetune_device::kernels;
     if cfg.burn_update {
         trainer.learner_mut().set_host_update(false);
     }
     let per_update = cfg.n_steps * cfg.n_envs;
+    // The cold update: what a new configuration compiles and autotunes before it trains.
+    trainer.set_phase_sampling(1);
+    kernels::settle();
+    let before = kernels::counts();
+    let cold = trainer.learn(per_update, &mut |_| {})?;
+    kernels::settle();
+    let cold_kernels = kernels::counts().since(&before);
+    // One steady update timed phase by phase (a synchronisation after each): the split, and
+    // the launches of each part.
     trainer.learn(per_update, &mut |_| {})?;
+    let profile = trainer.dispatch_profile();
+    // The measured updates, untimed: the steady rate, split as the timed one was.
+    trainer.set_phase_sampling(usize::MAX);
     let mut phases = PhaseTimes::default();
     let report = trainer.learn(per_update * cfg.updates, &mut |e| {
         if let TrainEvent::Progress { phases: p, .. } = e {
             phases.add(&p);
         }
     })?;
+    let profile = profile.map(|mut p| {
+        p.syncs_per_update = report.dispatches.and_then(|d| d.syncs_per_update);
+        p
+    });
     let seconds = report.elapsed_s;
     let samples = per_update * cfg.updates;
     let sps = samples as f64 / seconds.max(1e-9);
+    let steady_update_s = seconds / cfg.updates.max(1) as f64;
+    let counted = device.clone().without_autodiff() != Device::flex();
+    let counting = counted && kernels::counting_compiles();
+    let dispatching = counted && kernels::counting_dispatches();
     let update_flops = cfg.update_flops() * cfg.updates as f64;
     Ok(TrainBenchResult {
         config: cfg.clone(),
@@ -292,6 +365,18 @@ fn measure<E: RolloutEnv>(
         samples,
         seconds,
         samples_per_second: sps,
+        end_to_end_samples_per_second: (samples + per_update) as f64
+            / (seconds + cold.elapsed_s).max(1e-9),
+        cold_update_s: cold.elapsed_s,
+        steady_update_s,
+        compile_s: (cold.elapsed_s - steady_update_s).max(0.0),
+        kernels_compiled: counting.then_some(cold_kernels.compiled),
+        autotune_runs: counting.then_some(cold_kernels.autotune_runs),
+        dispatches_per_env_step: profile.filter(|_| dispatching).map(|p| p.per_env_step),
+        dispatches_per_policy_step: profile.filter(|_| dispatching).map(|p| p.per_policy_step),
+        dispatches_per_minibatch: profile.filter(|_| dispatching).map(|p| p.per_minibatch),
+        syncs_per_update: profile.and_then(|p| p.syncs_per_update),
+        dispatch_profile: profile.filter(|_| dispatching),
         update_flops,
         update_gflops_per_second: update_flops / phases.update.max(1e-9) / 1e9,
         phases,
@@ -332,6 +417,37 @@ fn best_seconds(mut once: impl FnMut() -> Result<f64, PpoError>) -> Result<f64, 
         reps += 1;
     }
     Ok(best.max(1e-12))
+}
+
+/// GFLOP/s of f32 matmuls of the given `[m, k, n]` shapes on `device` (best of about 0.1 s
+/// each, each product read back before the next starts): the update's own shapes, whose rate
+/// can be far below the square probe's on a GPU (small `m`, one launch per product).
+pub fn matmul_probe_shapes(
+    device: &Device,
+    shapes: &[[usize; 3]],
+) -> Result<Vec<([usize; 3], f64)>, PpoError> {
+    use burn::tensor::{Tensor, TensorData};
+    use std::time::Instant;
+    let mut out = Vec::new();
+    for &[m, k, n] in shapes {
+        let fill = |len: usize| -> Vec<f32> {
+            (0..len).map(|i| ((i % 97) as f32 - 48.0) / 97.0).collect()
+        };
+        let a = Tensor::<2>::from_data(TensorData::new(fill(m * k), [m, k]), device);
+        let b = Tensor::<2>::from_data(TensorData::new(fill(k * n), [k, n]), device);
+        let once = || -> Result<f64, PpoError> {
+            let t = Instant::now();
+            let c = a.clone().matmul(b.clone());
+            let _: Vec<f32> = c
+                .slice([0..1, 0..1])
+                .try_into_vec_as()
+                .map_err(|e| PpoError::read("matmul probe", e))?;
+            Ok(t.elapsed().as_secs_f64())
+        };
+        let flops = 2.0 * (m * k * n) as f64;
+        out.push(([m, k, n], flops / best_seconds(once)? / 1e9));
+    }
+    Ok(out)
 }
 
 /// Times f32 matmuls of a few square sizes on `device` (about 0.1 s per size), each product read
@@ -419,6 +535,19 @@ mod tests {
             c.update_flops(),
             2.0 * (2 * macs + input_grads) as f64 * (256 * 8 * 4) as f64
         );
+    }
+
+    #[test]
+    fn update_shapes_are_each_layers_forward_and_weight_gradient() {
+        let c = TrainBenchConfig::rtx4080();
+        let s = c.update_shapes();
+        assert_eq!(s[0], [1024, 120, 2048]);
+        assert_eq!(s[1], [120, 1024, 2048]);
+        assert!(s.contains(&[1024, 2048, 1024]));
+        assert!(s.contains(&[1024, 512, 7]), "the action head: {s:?}");
+        // Four layers, forward and weight gradient each, but the third layer's two are one
+        // shape (batch 1024 = its fan-in 1024).
+        assert_eq!(s.len(), 7);
     }
 
     #[test]

@@ -25,6 +25,11 @@ pub struct PhaseTimes {
     /// Periodic evaluations on a held-out split ([`crate::ppo::trainer::PeriodicEval`]).
     #[serde(default)]
     pub evaluation: f64,
+    /// Compiling and autotuning kernels: the excess of an update that compiled new kernels over
+    /// the next update that compiled none (the first update's overhead on a GPU, and any later
+    /// one's, such as a new evaluation shape's). Zero on the CPU, which compiles nothing.
+    #[serde(default)]
+    pub compile: f64,
 }
 
 impl PhaseTimes {
@@ -36,6 +41,7 @@ impl PhaseTimes {
             + self.advantages
             + self.update
             + self.evaluation
+            + self.compile
     }
 
     /// The rollout and update phases of `self` (evaluation left out) scaled so that they sum
@@ -50,11 +56,12 @@ impl PhaseTimes {
             advantages: self.advantages * k,
             update: self.update * k,
             evaluation: 0.0,
+            compile: 0.0,
         }
     }
 
     /// Seconds per phase by name (`time/env_step_s`, …), for learning curves.
-    pub fn metrics(&self) -> [(&'static str, f64); 6] {
+    pub fn metrics(&self) -> [(&'static str, f64); 7] {
         [
             ("time/env_step_s", self.env_step),
             ("time/inference_s", self.inference),
@@ -62,6 +69,7 @@ impl PhaseTimes {
             ("time/advantages_s", self.advantages),
             ("time/update_s", self.update),
             ("time/evaluation_s", self.evaluation),
+            ("time/compile_s", self.compile),
         ]
     }
 
@@ -73,6 +81,7 @@ impl PhaseTimes {
         self.advantages += other.advantages;
         self.update += other.update;
         self.evaluation += other.evaluation;
+        self.compile += other.compile;
     }
 }
 

@@ -7,6 +7,7 @@
 //! value loss − entropy bonus, global-norm clipping, Adam), in the precision of
 //! [`tradetune_device::precision`], reporting [`events::TrainEvent`]s.
 
+pub mod accounting;
 pub mod activation;
 pub mod bench;
 pub mod buffer;
@@ -26,6 +27,7 @@ pub mod sanity_env;
 pub mod trainer;
 pub mod update;
 
+pub use accounting::DispatchProfile;
 pub use config::{LrSchedule, PpoConfig};
 pub use error::PpoError;
 pub use events::{EpisodeSummary, PhaseTimes, TrainEvent};

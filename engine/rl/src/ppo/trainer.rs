@@ -6,26 +6,27 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use burn::module::Module;
-use burn::tensor::{Device, FloatDType, Tensor, TensorData};
+use burn::tensor::{Device, FloatDType, Tensor};
 use rand::rngs::StdRng;
-use rand_distr::{Distribution, StandardNormal};
 use serde::{Deserialize, Serialize};
 
 use crate::eval::{EvalError, EvalReport};
 use crate::eval::{EvalSplit, EvalSummary, Objective};
+use crate::ppo::accounting::{CompileWatch, DispatchProfile, Tally, round_trips};
 use crate::ppo::buffer::RolloutBuffer;
 use crate::ppo::config::PpoConfig;
 use crate::ppo::error::PpoError;
 use crate::ppo::events::{EpisodeSummary, PhaseTimes, TrainEvent};
-use crate::ppo::gae::compute_gae_device;
 use crate::ppo::host_policy::{HostPolicy, HostStep};
-use crate::ppo::model::{ActorCritic, gaussian_log_prob};
+use crate::ppo::model::ActorCritic;
 use crate::ppo::normalize::{RewardNormalizer, RunningMeanStd};
 use crate::ppo::policy::evaluate_policy;
-use crate::ppo::rollout_env::{EpisodeLog, RolloutEnv};
-use crate::ppo::update::{Learner, UpdateBatch, UpdateStats};
+use crate::ppo::rollout_env::RolloutEnv;
+use crate::ppo::update::{Learner, UpdateStats};
+use tradetune_device::kernels::KernelCounts;
 use tradetune_device::memory::MemoryBudget;
-use tradetune_env::EpisodeStats;
+
+mod step;
 
 /// What a finished (or stopped) run returns.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -42,8 +43,18 @@ pub struct TrainReport {
     pub elapsed_s: f64,
     /// Samples per second end to end.
     pub samples_per_second: f64,
-    /// Wall time per phase over the run.
+    /// Samples per second without the compile phase: what the run trains at once its kernels
+    /// are compiled.
+    #[serde(default)]
+    pub steady_samples_per_second: f64,
+    /// Wall time per phase over the run (`compile` included).
     pub phases: PhaseTimes,
+    /// What the updates that compiled compiled and autotuned (zero on the CPU).
+    #[serde(default)]
+    pub kernels: KernelCounts,
+    /// Launches and round-trips of the last timed update, by part (see [`DispatchProfile`]).
+    #[serde(default)]
+    pub dispatches: Option<DispatchProfile>,
     /// The last update's diagnostics.
     pub last_update: Option<UpdateStats>,
     /// Episodes finished in the last rollout that finished any.
@@ -108,6 +119,14 @@ pub struct Trainer<E: RolloutEnv> {
     /// Whether a rollout step's forward pass runs on the host (the CPU device in f32; see
     /// [`crate::ppo::host_policy`]).
     host_inference: bool,
+    /// Whether the device compiles kernels (every device but the CPU's).
+    compiles: bool,
+    /// The compile phase's accounting.
+    compile_watch: CompileWatch,
+    /// Launches of the timed update in progress, by part.
+    tally: Tally,
+    /// Launches and round-trips of the last timed (and untimed) update.
+    dispatches: Option<DispatchProfile>,
 }
 
 impl<E: RolloutEnv> Trainer<E> {
@@ -145,6 +164,10 @@ impl<E: RolloutEnv> Trainer<E> {
             phase_every: PHASE_SAMPLE_EVERY,
             last_timed: None,
             host_inference,
+            compiles: device != Device::flex(),
+            compile_watch: CompileWatch::default(),
+            tally: Tally::default(),
+            dispatches: None,
             cfg,
             env,
             learner,
@@ -184,6 +207,17 @@ impl<E: RolloutEnv> Trainer<E> {
     pub fn with_phase_sampling(mut self, every: usize) -> Self {
         self.phase_every = every.max(1);
         self
+    }
+
+    /// [`Trainer::with_phase_sampling`] on a trainer already built (a benchmark times its
+    /// warm-up and one steady update, then none).
+    pub fn set_phase_sampling(&mut self, every: usize) {
+        self.phase_every = every.max(1);
+    }
+
+    /// Launches and round-trips of the last timed update, by part, once one has run.
+    pub fn dispatch_profile(&self) -> Option<DispatchProfile> {
+        self.dispatches
     }
 
     /// A flag that, once set, ends [`Trainer::learn`] at the next step boundary.
@@ -328,7 +362,12 @@ impl<E: RolloutEnv> Trainer<E> {
             }
             let timed = self.updates.is_multiple_of(self.phase_every);
             let cycle = Instant::now();
+            self.compile_watch.begin();
+            let trips = round_trips();
             let mut phases = PhaseTimes::default();
+            // This update's events, delivered by the compile accounting (late when it
+            // compiled: see `accounting`).
+            let mut events = Vec::new();
             let Some(log) = self.rollout(timed, &mut phases)? else {
                 stopped = true;
                 break;
@@ -341,30 +380,40 @@ impl<E: RolloutEnv> Trainer<E> {
             let progress = self.timesteps as f64 / (start_steps + total_timesteps) as f64;
             let lr = self.cfg.learning_rate_at(progress);
             let (stats, episodes) = self.train_on_buffer(lr, timed, &mut phases, log)?;
+            let wall = cycle.elapsed().as_secs_f64();
             if timed {
                 self.last_timed = Some(phases);
-            } else if let Some(split) = &self.last_timed {
-                phases = split.scaled_to(cycle.elapsed().as_secs_f64());
+                let minibatches = stats.steps + stats.skipped_steps;
+                let syncs = self.dispatches.and_then(|d| d.syncs_per_update);
+                let mut profile = self.tally.profile(self.cfg.n_steps, minibatches);
+                profile.syncs_per_update = syncs;
+                self.dispatches = Some(profile);
+            } else {
+                if let Some(split) = &self.last_timed {
+                    phases = split.scaled_to(wall);
+                }
+                if let Some(d) = &mut self.dispatches {
+                    d.syncs_per_update = Some(round_trips().saturating_sub(trips));
+                }
             }
             self.check_memory()?;
             if let Some(summary) = EpisodeSummary::of(&episodes) {
                 last_episodes = Some(summary);
-                on_event(TrainEvent::Episodes(summary));
+                events.push(TrainEvent::Episodes(summary));
             }
-            on_event(TrainEvent::Update {
+            events.push(TrainEvent::Update {
                 update: self.updates,
                 stats,
             });
             if let Some(summary) = self.periodic_evaluation(&mut phases)? {
-                on_event(TrainEvent::Evaluation {
+                events.push(TrainEvent::Evaluation {
                     update: self.updates,
                     timesteps: self.timesteps,
                     summary: summary.clone(),
                 });
                 last_evaluation = Some(summary);
             }
-            phases_total.add(&phases);
-            on_event(TrainEvent::Progress {
+            events.push(TrainEvent::Progress {
                 update: self.updates,
                 timesteps: self.timesteps,
                 total_timesteps,
@@ -372,17 +421,35 @@ impl<E: RolloutEnv> Trainer<E> {
                     / start.elapsed().as_secs_f64().max(1e-9),
                 phases,
             });
+            let compiled = self.compile_watch.compiled_now(self.compiles);
+            self.compile_watch
+                .end(events, wall, &phases, compiled, &mut |e| {
+                    if let TrainEvent::Progress { phases, .. } = &e {
+                        phases_total.add(phases);
+                    }
+                    on_event(e)
+                });
             last_update = Some(stats);
         }
+        self.compile_watch.flush(&mut |e| {
+            if let TrainEvent::Progress { phases, .. } = &e {
+                phases_total.add(phases);
+            }
+            on_event(e)
+        });
         on_event(TrainEvent::Finished { stopped });
         let elapsed = start.elapsed().as_secs_f64();
+        let samples = (self.timesteps - start_steps) as f64;
         Ok(TrainReport {
             applied: self.cfg.clone(),
             device: format!("{:?}", self.device),
             timesteps: self.timesteps,
             updates: self.updates,
             elapsed_s: elapsed,
-            samples_per_second: (self.timesteps - start_steps) as f64 / elapsed.max(1e-9),
+            samples_per_second: samples / elapsed.max(1e-9),
+            steady_samples_per_second: samples / (elapsed - phases_total.compile).max(1e-9),
+            kernels: self.compile_watch.compiled,
+            dispatches: self.dispatches,
             phases: phases_total,
             last_update,
             last_episodes,
@@ -412,201 +479,6 @@ impl<E: RolloutEnv> Trainer<E> {
         self.sync("sync: evaluation")?;
         phases.evaluation += t.elapsed().as_secs_f64();
         Ok(Some(report.summary()))
-    }
-
-    /// Collects `n_steps` steps of every env into the buffer: the episodes that ended during
-    /// it, or `None` when stopped mid-way. Nothing is read back here (a host env reads its
-    /// actions, necessarily); `timed` synchronises after each phase of each step to time it.
-    fn rollout(
-        &mut self,
-        timed: bool,
-        phases: &mut PhaseTimes,
-    ) -> Result<Option<EpisodeLog>, PpoError> {
-        // A snapshot without autodiff: inference records no graph.
-        let model = self.learner.model().valid();
-        let dtype = self.cfg.precision.compute_dtype();
-        let (n, a) = (self.env.n_envs(), self.env.action_dim());
-        let log_std = model.log_std();
-        let std = log_std.clone().exp().unsqueeze_dim::<2>(0);
-        // This rollout's noise: keyed by the number of updates before it (see `stream_rng`).
-        // Noise is drawn on the host from the run's seed (the device RNG is global and shared
-        // with concurrent trials, so it would make runs irreproducible), all of the rollout's
-        // at once, in step order, and uploaded once: no upload per step.
-        self.noise_rng =
-            crate::ppo::stream_rng(self.cfg.seed, crate::ppo::NOISE_STREAM, self.updates as u64);
-        let steps = self.cfg.n_steps;
-        let noise: Vec<f32> = (0..steps * n * a)
-            .map(|_| StandardNormal.sample(&mut self.noise_rng))
-            .collect();
-        // On the CPU device in f32 each step's forward pass runs on the host, from a copy of
-        // the weights (the model does not change during a rollout).
-        let mut inference = if self.host_inference {
-            Inference::Host(HostPolicy::of(&model)?, HostStep::default(), noise)
-        } else {
-            Inference::Device(Tensor::<3>::from_data(
-                TensorData::new(noise, [steps, n, a]),
-                &self.device,
-            ))
-        };
-        self.buffer.clear();
-        self.env.begin_rollout(steps);
-        for step_index in 0..steps {
-            if self.stop.load(Ordering::Relaxed) {
-                return Ok(None);
-            }
-            let obs = self
-                .obs
-                .take()
-                .ok_or_else(|| PpoError::config("trainer", "no observation", "reset first"))?;
-            let t = Instant::now();
-            let (actions, log_prob, value, clipped) = match &mut inference {
-                Inference::Host(policy, out, noise) => {
-                    let x: Vec<f32> = obs
-                        .clone()
-                        .try_into_vec_as()
-                        .map_err(|e| PpoError::read("observations", e))?;
-                    let eps = &noise[step_index * n * a..(step_index + 1) * n * a];
-                    policy.step(&x, eps, n, out);
-                    let clipped: Vec<f32> =
-                        out.actions.iter().map(|v| v.clamp(-1.0, 1.0)).collect();
-                    let dev = &self.device;
-                    (
-                        Tensor::<2>::from_data(TensorData::new(out.actions.clone(), [n, a]), dev),
-                        Tensor::<1>::from_data(TensorData::new(out.log_probs.clone(), [n]), dev),
-                        Tensor::<1>::from_data(TensorData::new(out.values.clone(), [n]), dev),
-                        Tensor::<2>::from_data(TensorData::new(clipped, [n, a]), dev),
-                    )
-                }
-                Inference::Device(noise) => {
-                    let (mean, value) = model.forward(obs.clone(), dtype);
-                    let eps: Tensor<2> = noise
-                        .clone()
-                        .slice([step_index..step_index + 1, 0..n, 0..a])
-                        .reshape([n, a]);
-                    let actions = mean.clone().add(eps.mul(std.clone()));
-                    let log_prob = gaussian_log_prob(mean, log_std.clone(), actions.clone());
-                    let clipped = actions.clone().clamp(-1.0, 1.0);
-                    (actions, log_prob, value, clipped)
-                }
-            };
-            if timed {
-                self.sync("sync: inference")?;
-                phases.inference += t.elapsed().as_secs_f64();
-            }
-
-            let t = Instant::now();
-            let step = self.env.step(clipped)?;
-            if timed {
-                self.sync("sync: env step")?;
-                phases.env_step += t.elapsed().as_secs_f64();
-            }
-
-            let t = Instant::now();
-            let reward = match &mut self.reward_norm {
-                Some(rn) => rn.normalize(step.reward, step.done.clone()),
-                None => step.reward,
-            };
-            self.buffer
-                .push(obs, actions, log_prob, value, reward, step.done);
-            let next = self.observe(step.obs);
-            self.obs = Some(next);
-            if timed {
-                self.sync("sync: buffer")?;
-                phases.buffer += t.elapsed().as_secs_f64();
-            }
-        }
-        Ok(Some(self.env.take_episodes()))
-    }
-
-    /// GAE on the device, then the update on the autodiff device; the rollout's diagnostics
-    /// and episode statistics are read back with the update's, in one read where the update
-    /// makes no host decision. Returns the update's statistics and the rollout's episodes.
-    fn train_on_buffer(
-        &mut self,
-        lr: f64,
-        timed: bool,
-        phases: &mut PhaseTimes,
-        log: EpisodeLog,
-    ) -> Result<(UpdateStats, Vec<EpisodeStats>), PpoError> {
-        let t = Instant::now();
-        let dtype = self.cfg.precision.compute_dtype();
-        let last_obs = self
-            .obs
-            .clone()
-            .ok_or_else(|| PpoError::config("trainer", "no observation", "reset first"))?;
-        let last_values = self.learner.model().valid().value(last_obs, dtype);
-        let (r, v, d) = self.buffer.rewards_values_dones();
-        let (adv, returns) =
-            compute_gae_device(r, v, d, last_values, self.cfg.gamma, self.cfg.gae_lambda);
-        let flat = self.buffer.flat();
-        let len = flat.values.dims()[0];
-        let adv = adv.reshape([len]);
-        let returns = returns.reshape([len]);
-        // [non-finite advantages, Var(returns), Var(returns − values)] (population variances,
-        // as SB3's `explained_variance`), then the episode log when it is on the device.
-        let var = |x: Tensor<1>| {
-            let m = x.clone().mean();
-            x.sub(m.expand([len])).square().mean()
-        };
-        let mut ride = vec![
-            adv.clone().is_finite().bool_not().float().sum(),
-            var(returns.clone()),
-            var(returns.clone().sub(flat.values.clone())),
-        ];
-        let (mut episodes, device_log) = match log {
-            EpisodeLog::Host(v) => (v, None),
-            EpisodeLog::Device(d) => {
-                if !d.is_empty() {
-                    ride.push(d.values.clone());
-                }
-                (Vec::new(), Some(d))
-            }
-        };
-        let td = &self.train_device;
-        let batch = UpdateBatch {
-            obs: flat.obs.to_device(td),
-            actions: flat.actions.to_device(td),
-            log_probs: flat.log_probs.to_device(td),
-            values: flat.values.to_device(td),
-            advantages: adv.to_device(td),
-            returns: returns.to_device(td),
-        };
-        if timed {
-            self.sync("sync: advantages")?;
-            phases.advantages += t.elapsed().as_secs_f64();
-        }
-        let t = Instant::now();
-        let update = self.updates;
-        let mut explained_variance = f32::NAN;
-        let mut check = |extra: &[f32]| -> Result<(), PpoError> {
-            let [bad, var_y, var_res, ref log @ ..] = extra[..] else {
-                return Err(PpoError::read("rollout values", "wrong length"));
-            };
-            if bad > 0.0 {
-                return Err(PpoError::Diverged {
-                    update,
-                    what: format!("{bad} of {len} advantages are not finite"),
-                });
-            }
-            if var_y > 0.0 {
-                explained_variance = 1.0 - var_res / var_y;
-            }
-            if let Some(d) = &device_log {
-                episodes = d
-                    .decode(log)
-                    .map_err(|e| PpoError::read("episode log", e.to_string()))?;
-            }
-            Ok(())
-        };
-        let (mut stats, _) =
-            self.learner
-                .update(&batch, lr, update, Tensor::cat(ride, 0), &mut check)?;
-        stats.explained_variance = explained_variance;
-        if timed {
-            self.sync("sync: update")?;
-            phases.update += t.elapsed().as_secs_f64();
-        }
-        Ok((stats, episodes))
     }
 
     fn check_memory(&self) -> Result<(), PpoError> {

@@ -9,6 +9,7 @@
 //! workers = 3
 //! devices = ["wgpu:0"]            # each worker is bound to one of them
 //! assignment = "round_robin"      # or "least_loaded" (by memory)
+//! gpu_sharing = "serial"          # one trial per GPU at a time; "shared": all at once
 //! memory_fraction = 0.8           # of each device, shared by its workers
 //! device_memory_gib = 16          # the device class, for the budget where it is not detected
 //!
@@ -531,6 +532,7 @@ impl StudyFile {
         c.workers = self.study.workers;
         c.devices = self.device_slots(&self.study.devices)?;
         c.assignment = self.study.assignment;
+        c.gpu_sharing = self.study.gpu_sharing;
         c.memory_fraction = self.study.memory_fraction;
         Ok(c)
     }

@@ -28,6 +28,10 @@ pub struct StudySection {
     pub devices: Vec<String>,
     #[serde(default)]
     pub assignment: Assignment,
+    /// Whether workers bound to one GPU take turns on it (`serial`, the default) or share it
+    /// (`shared`); see [`crate::runner::GpuSharing`].
+    #[serde(default)]
+    pub gpu_sharing: crate::runner::GpuSharing,
     #[serde(default = "default_fraction")]
     pub memory_fraction: f64,
     /// Memory of the device class (GiB) where the device's own is unknown (GPUs, presets).

@@ -58,6 +58,12 @@ pub enum StudyEvent {
         env_steps: u64,
         values: BTreeMap<String, f64>,
     },
+    /// A worker waits for its GPU's turn (`gpu_sharing = "serial"`), and why.
+    WorkerWaiting {
+        worker: usize,
+        device: String,
+        reason: String,
+    },
     /// How far a worker's current trial has got (0 to 1), with a short note.
     WorkerProgress {
         worker: usize,

@@ -137,6 +137,15 @@ impl Runner {
         };
         let started_at = chrono::Utc::now();
         let clock = Instant::now();
+        // Trials on this trial's physical device now, its own included (more than one only
+        // with gpu_sharing = "shared", or on the CPU).
+        let running = &shared.running[self
+            .cfg
+            .devices
+            .iter()
+            .position(|d| d.label == slot.label)
+            .unwrap_or(0)];
+        let mut sharing = running.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
         // A first sample tagged with this trial, stored before it runs: a trial shorter than
         // the sampling interval still has telemetry (issue 19).
         if let Some(t) = &self.telemetry {
@@ -158,6 +167,7 @@ impl Runner {
             user_attrs: Vec::new(),
             env_samples: 0,
             phases: None,
+            gpu_work: None,
             curve: Vec::new(),
             curve_written: Instant::now(),
         };
@@ -181,7 +191,9 @@ impl Runner {
         let pruned_at = reporter.pruned_at;
         let mut attrs = std::mem::take(&mut reporter.user_attrs);
         let (env_samples, phases) = (reporter.env_samples, reporter.phases);
+        let gpu_work = reporter.gpu_work;
         drop(reporter);
+        sharing = sharing.max(running.fetch_sub(1, std::sync::atomic::Ordering::SeqCst));
         // The beat stops before the trial is finished: a finished trial refuses heartbeats.
         let _ = heartbeat.stop();
         self.stop.unregister(number);
@@ -208,6 +220,12 @@ impl Runner {
                     .and_then(|b| b.as_u64())
                     .map(|b| b as usize),
                 cpu_sharing,
+                gpu_work,
+                trials_on_device: if slot.spec == DeviceSpec::Cpu {
+                    0
+                } else {
+                    sharing
+                },
             };
             let s = summary::summarise(
                 t,
@@ -223,6 +241,27 @@ impl Runner {
             if let Some(d) = telemetry_device {
                 attrs.push(("telemetry_device".into(), JsonValue::from(d.to_string())));
             }
+        }
+        // The phases are timed by the wall clock around device synchronisations: with other
+        // trials' kernels in the same queue, each phase also holds waits for theirs.
+        if sharing > 1 && slot.spec != DeviceSpec::Cpu {
+            attrs.push((
+                "phase_split".into(),
+                JsonValue::from(format!(
+                    "approximate: {sharing} trials shared {} (gpu_sharing = \"shared\"), so each phase's time includes waits for the others' kernels",
+                    slot.label
+                )),
+            ));
+        }
+        if let Some(w) = gpu_work {
+            attrs.push((
+                "kernels_compiled".into(),
+                JsonValue::from(w.kernels_compiled as i64),
+            ));
+            attrs.push((
+                "autotune_runs".into(),
+                JsonValue::from(w.autotune_runs as i64),
+            ));
         }
         for (k, v) in &attrs {
             storage.set_trial_user_attr(trial_id, k, v)?;

@@ -32,7 +32,7 @@ use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-pub use devices::{Assignment, DeviceSlot, assign, label_slots};
+pub use devices::{Assignment, DeviceSlot, GpuSharing, assign, label_slots};
 pub use events::{StudyEvent, WorkerInfo};
 pub use trial_fn::{
     ProcessMemory, Reporter, StopFlag, StopHandle, TrialError, TrialFunction, TrialInput, TrialPlan,
@@ -70,6 +70,8 @@ pub struct RunnerConfig {
     pub workers: usize,
     pub devices: Vec<DeviceSlot>,
     pub assignment: Assignment,
+    /// Whether the workers bound to one GPU take turns on it (the default) or share it.
+    pub gpu_sharing: GpuSharing,
     /// Fraction of each device's memory shared by the trials running on it.
     pub memory_fraction: f64,
     pub heartbeat_interval: Duration,
@@ -93,6 +95,7 @@ impl RunnerConfig {
                 tradetune_device::memory::host_memory_bytes(),
             )],
             assignment: Assignment::RoundRobin,
+            gpu_sharing: GpuSharing::Serial,
             memory_fraction: tradetune_device::memory::DEFAULT_MEMORY_FRACTION,
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
             stale_after: DEFAULT_STALE_AFTER,
@@ -169,6 +172,10 @@ struct Shared {
     outcomes: Mutex<Vec<TrialOutcome>>,
     /// Per device slot, the workers bound to its physical device: the budget's divisor.
     per_device: Vec<usize>,
+    /// Per device slot, the turn its physical GPU's workers take (None: no turns).
+    turns: Vec<Option<Arc<Mutex<()>>>>,
+    /// Per device slot, the trials training on its physical device now.
+    running: Vec<Arc<AtomicUsize>>,
 }
 
 /// A trial with its parameters, ready to run.
@@ -336,6 +343,21 @@ impl Runner {
             .iter()
             .map(|p| binding.iter().filter(|&&d| physical[d] == *p).count())
             .collect();
+        // One turn and one running count per physical device, shared by its slots.
+        let mut turns: Vec<Option<Arc<Mutex<()>>>> = Vec::new();
+        let mut running: Vec<Arc<AtomicUsize>> = Vec::new();
+        for (i, p) in physical.iter().enumerate() {
+            let first = physical.iter().position(|q| q == p).unwrap_or(i);
+            if first < i {
+                turns.push(turns[first].clone());
+                running.push(running[first].clone());
+            } else {
+                let serial =
+                    self.cfg.gpu_sharing.serialises(self.cfg.devices[i].spec) && per_device[i] > 1;
+                turns.push(serial.then(|| Arc::new(Mutex::new(()))));
+                running.push(Arc::new(AtomicUsize::new(0)));
+            }
+        }
         let _ = events.send(StudyEvent::StudyStarted {
             study: self.cfg.study_name.clone(),
             study_id,
@@ -351,6 +373,8 @@ impl Runner {
             exhausted: AtomicBool::new(false),
             outcomes: Mutex::new(Vec::new()),
             per_device,
+            turns,
+            running,
         };
         let results: Vec<Result<(), RunnerError>> = std::thread::scope(|scope| {
             let handles: Vec<_> = binding
@@ -425,6 +449,24 @@ impl Runner {
         let slot = &self.cfg.devices[device];
         let mut done = 0;
         loop {
+            if !self.stop.starts_trials() || shared.exhausted.load(Ordering::SeqCst) {
+                break;
+            }
+            // This card's turn first (before the trial exists: a waiting worker holds no
+            // RUNNING trial and no budget).
+            let _turn = shared.turns[device]
+                .as_ref()
+                .map(|turn| match turn.try_lock() {
+                    Ok(g) => g,
+                    Err(_) => {
+                        let _ = events.send(StudyEvent::WorkerWaiting {
+                            worker,
+                            device: slot.label.clone(),
+                            reason: GpuSharing::WHY.to_owned(),
+                        });
+                        turn.lock().unwrap_or_else(|p| p.into_inner())
+                    }
+                });
             if !self.stop.starts_trials() || shared.exhausted.load(Ordering::SeqCst) {
                 break;
             }

@@ -29,6 +29,10 @@ pub(super) struct TrialShape {
     pub batch_size: Option<usize>,
     /// On the CPU device: the workers sharing the machine's cores.
     pub cpu_sharing: Option<CpuSharing>,
+    /// On a GPU: what the trial compiled and launched.
+    pub gpu_work: Option<tradetune_telemetry::GpuWork>,
+    /// On a GPU: the trials that trained on it at once, this one included.
+    pub trials_on_device: usize,
 }
 
 /// The summary's user attributes for a trial that ran from `start` to `end` (`wall` of work).
@@ -97,6 +101,8 @@ pub(super) fn summarise(
     let input = VerdictInput {
         batch_size: shape.batch_size,
         cpu_sharing: shape.cpu_sharing,
+        gpu_work: shape.gpu_work,
+        trials_on_device: shape.trials_on_device,
         ..VerdictInput::from_summary(&summary, &[], shape.on_device_env)
     };
     let found = verdicts(&input);

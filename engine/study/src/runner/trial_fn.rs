@@ -273,6 +273,7 @@ pub struct Reporter<'a> {
     pub(super) user_attrs: Vec<(String, JsonValue)>,
     pub(super) env_samples: u64,
     pub(super) phases: Option<PhaseSplit>,
+    pub(super) gpu_work: Option<tradetune_telemetry::GpuWork>,
     /// Learning-curve points not yet written, and when the last batch was.
     pub(super) curve: Vec<CurvePoint>,
     pub(super) curve_written: Instant,
@@ -370,6 +371,12 @@ impl Reporter<'_> {
     pub fn set_work(&mut self, env_samples: u64, phases: Option<PhaseSplit>) {
         self.env_samples = env_samples;
         self.phases = phases;
+    }
+
+    /// What the trial's GPU runtime compiled and launched, for the verdict (and
+    /// `kernels_compiled`, `autotune_runs` among the trial's attributes).
+    pub fn set_gpu_work(&mut self, work: tradetune_telemetry::GpuWork) {
+        self.gpu_work = Some(work);
     }
 
     /// Training metrics of one update: sent to live views at once, and kept as the trial's

@@ -12,13 +12,15 @@ use crate::ui::state::AppState;
 const CHART_HEIGHT: f32 = 140.0;
 
 /// Colours of the phases, in [`PhaseTimes::metrics`] order.
-const PHASE_COLORS: [egui::Color32; 6] = [
+const PHASE_COLORS: [egui::Color32; 7] = [
     egui::Color32::from_rgb(0x4e, 0x79, 0xa7),
     egui::Color32::from_rgb(0xf2, 0x8e, 0x2b),
     egui::Color32::from_rgb(0x76, 0xb7, 0xb2),
     egui::Color32::from_rgb(0x59, 0xa1, 0x4f),
     egui::Color32::from_rgb(0xe1, 0x57, 0x59),
     egui::Color32::from_rgb(0xb0, 0x7a, 0xa1),
+    // The compile phase: grey, time the card spent not training.
+    egui::Color32::from_rgb(0x9d, 0x9d, 0x9d),
 ];
 
 /// The selected trial's training as it goes: the latest losses and returns in one line, where

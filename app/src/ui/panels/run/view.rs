@@ -259,6 +259,16 @@ impl RunView {
                     w.message = message;
                 }
             }
+            StudyEvent::WorkerWaiting {
+                worker,
+                device,
+                reason,
+            } => {
+                if let Some(w) = run.workers.get_mut(worker) {
+                    w.fraction = 0.0;
+                    w.message = format!("waiting for {device}: {reason}");
+                }
+            }
             StudyEvent::TrialCompleted {
                 number,
                 worker,
@@ -353,4 +363,84 @@ fn unix_now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tradetune_engine::study::runner::WorkerInfo;
+
+    fn started() -> RunView {
+        let mut run = RunView::default();
+        run.apply(StudyEvent::StudyStarted {
+            study: "s".into(),
+            study_id: 1,
+            existing_trials: 0,
+            recovered: Vec::new(),
+            workers: vec![
+                WorkerInfo {
+                    worker: 0,
+                    device: "wgpu:0".into(),
+                    backend: "wgpu".into(),
+                },
+                WorkerInfo {
+                    worker: 1,
+                    device: "wgpu:0".into(),
+                    backend: "wgpu".into(),
+                },
+            ],
+            n_trials: 2,
+        });
+        run.apply(StudyEvent::TrialStarted {
+            number: 0,
+            worker: 0,
+            device: "wgpu:0".into(),
+            backend: "wgpu".into(),
+            precision: "f32".into(),
+            params: Default::default(),
+        });
+        run
+    }
+
+    /// Issue 32: a GPU trial's compile phase is one of the phases the Run panel splits its
+    /// time into (the phase bar draws `phase_seconds`).
+    #[test]
+    fn the_compile_phase_is_among_where_the_time_goes() {
+        let mut run = started();
+        for (update, compile) in [(1u64, 8.0), (2, 0.0)] {
+            let values = [
+                ("time/update_s", 1.0),
+                ("time/env_step_s", 1.0),
+                ("time/compile_s", compile),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
+            run.apply(StudyEvent::Metrics {
+                number: 0,
+                worker: 0,
+                update,
+                env_steps: update * 64,
+                values,
+            });
+        }
+        let phases = run.trials[0].phase_seconds();
+        assert!(phases.contains(&("time/compile_s", 8.0)), "{phases:?}");
+        assert!(phases.contains(&("time/update_s", 2.0)), "{phases:?}");
+    }
+
+    /// A worker waiting for its GPU's turn says so, with the reason.
+    #[test]
+    fn a_waiting_worker_says_why() {
+        let mut run = started();
+        run.apply(StudyEvent::WorkerWaiting {
+            worker: 1,
+            device: "wgpu:0".into(),
+            reason: "one trial per GPU at a time".into(),
+        });
+        assert_eq!(
+            run.workers[1].message,
+            "waiting for wgpu:0: one trial per GPU at a time"
+        );
+    }
 }

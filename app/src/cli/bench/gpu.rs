@@ -1,0 +1,348 @@
+//! `tradetune bench gpu`: what a GPU owner runs once to see where the card's time goes: per
+//! configuration, the cold first update and the steady rate, what was compiled and autotuned,
+//! kernel launches and host round-trips, the phase split, the matmul probe (square and at the
+//! update's own shapes), the memory pool and the card's own utilisation; with `--peer`, a
+//! CleanRL-style PyTorch peer on the same shapes, in the same run.
+
+use std::time::Duration;
+
+use tradetune_engine::device::precision::Precision;
+use tradetune_engine::device::{DeviceSpec, open};
+use tradetune_engine::ppo::bench::{TrainBenchConfig, TrainBenchResult};
+
+use super::GpuArgs;
+use super::train::{PeerRun, peer_scripts, run_peer};
+
+/// What the GPU probes saw of one run: per card, mean utilisation and peak memory used.
+#[derive(Debug, Clone, serde::Serialize)]
+struct GpuSeen {
+    gpu: String,
+    util_pct_mean: Option<f64>,
+    mem_used_mib_max: Option<f64>,
+}
+
+fn gpu_seen(
+    sampler: &tradetune_engine::telemetry::SamplerHandle,
+    from: f64,
+    to: f64,
+) -> Vec<GpuSeen> {
+    use tradetune_engine::telemetry::{DeviceTag, Metric};
+    let mut gpus: Vec<DeviceTag> = sampler
+        .series_keys()
+        .into_iter()
+        .map(|(d, _)| d)
+        .filter(|d| matches!(d, DeviceTag::Gpu(_)))
+        .collect();
+    gpus.dedup();
+    gpus.into_iter()
+        .map(|d| {
+            let window = |m: Metric| -> Vec<f64> {
+                sampler
+                    .series(d, m, usize::MAX)
+                    .iter()
+                    .filter(|p| p.t >= from && p.t <= to)
+                    .map(|p| p.v)
+                    .collect()
+            };
+            let util = window(Metric::UtilPct);
+            let mem = window(Metric::MemUsedMib);
+            GpuSeen {
+                gpu: d.to_string(),
+                util_pct_mean: (!util.is_empty())
+                    .then(|| util.iter().sum::<f64>() / util.len() as f64),
+                mem_used_mib_max: mem.iter().copied().reduce(f64::max),
+            }
+        })
+        .collect()
+}
+
+fn now_s() -> f64 {
+    chrono::Utc::now().timestamp_millis() as f64 / 1000.0
+}
+
+/// `12.3` or `-` for a figure that was not measured.
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or("-".into(), |v| format!("{v:.digits$}"))
+}
+
+fn header() {
+    println!(
+        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} | {:>7} {:>7} {:>9} {:>9} {:>7} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>6} | {:>4} {:>4} {:>4} {:>4} {:>4} | {:>8} | gpus (util %, mem MiB)",
+        "config",
+        "envs",
+        "steps",
+        "batch",
+        "net",
+        "prec",
+        "env",
+        "cold s",
+        "comp s",
+        "steady/s",
+        "e2e/s",
+        "upd GF/s",
+        "kernels",
+        "tuned",
+        "d/env",
+        "d/pol",
+        "d/mb",
+        "sync/u",
+        "env%",
+        "inf%",
+        "buf%",
+        "gae%",
+        "upd%",
+        "pool MiB",
+    );
+}
+
+fn row(c: &TrainBenchConfig, r: &TrainBenchResult, seen: &[GpuSeen]) {
+    let wall = r.seconds.max(1e-9);
+    let p = &r.phases;
+    let pct = |x: f64| 100.0 * x / wall;
+    let gpus: Vec<String> = seen
+        .iter()
+        .map(|g| {
+            format!(
+                "{} {} {}",
+                g.gpu,
+                opt(g.util_pct_mean, 0),
+                opt(g.mem_used_mib_max, 0)
+            )
+        })
+        .collect();
+    println!(
+        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} | {:>7.1} {:>7.1} {:>9.0} {:>9.0} {:>7.1} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>6} | {:>4.0} {:>4.0} {:>4.0} {:>4.0} {:>4.0} | {:>8} | {}",
+        c.name,
+        c.n_envs,
+        c.n_steps,
+        c.batch_size,
+        format!("{:?}", c.net),
+        c.precision.to_string(),
+        c.placement.name(),
+        r.cold_update_s,
+        r.compile_s,
+        r.samples_per_second,
+        r.end_to_end_samples_per_second,
+        r.update_gflops_per_second,
+        r.kernels_compiled.map_or("-".into(), |k| k.to_string()),
+        r.autotune_runs.map_or("-".into(), |k| k.to_string()),
+        opt(r.dispatches_per_env_step, 1),
+        opt(r.dispatches_per_policy_step, 1),
+        opt(r.dispatches_per_minibatch, 0),
+        r.syncs_per_update.map_or("-".into(), |k| k.to_string()),
+        pct(p.env_step),
+        pct(p.inference),
+        pct(p.buffer),
+        pct(p.advantages),
+        pct(p.update),
+        r.pool_reserved_bytes
+            .map_or("-".into(), |b| format!("{:.0}", b as f64 / 1048576.0)),
+        if gpus.is_empty() {
+            "no GPU probe answers (no NVML, no amdgpu)".to_owned()
+        } else {
+            gpus.join(", ")
+        }
+    );
+}
+
+/// The peer's run of `cfg` in `precision` (`tf32`, `bf16`), as a table row.
+fn peer_row(c: &TrainBenchConfig, precision: &str, run: &PeerRun, ours_best: Option<f64>) {
+    let ratio = ours_best.map_or(String::new(), |o| {
+        format!(
+            "; ours (best of this config) / peer = {:.2}",
+            o / run.samples_per_second()
+        )
+    });
+    println!(
+        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} | {:>7} {:>7} {:>9.0} {:>9} | peer: {} on {}{ratio}",
+        c.name,
+        c.n_envs,
+        c.n_steps,
+        c.batch_size,
+        format!("{:?}", c.net),
+        precision,
+        "host",
+        opt(run.cold_update_seconds, 1),
+        "-",
+        run.samples_per_second(),
+        "-",
+        run.name(),
+        run.device.as_deref().unwrap_or("?"),
+    );
+}
+
+pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
+    use tradetune_engine::device::{check_precision, describe_spec};
+    use tradetune_engine::env::ResolvedPlacement;
+    use tradetune_engine::ppo::bench::{matmul_probe, matmul_probe_shapes};
+    use tradetune_engine::telemetry::{
+        DRM_ROOT, GpuDiscovery, Sampler, SamplerConfig, SamplerCore, source,
+    };
+    anyhow::ensure!(args.updates != Some(0), "--updates must be at least 1");
+    let spec: DeviceSpec = args.device.parse()?;
+    let device = open(spec)?;
+    let configs = args
+        .configs
+        .iter()
+        .map(|name| {
+            TrainBenchConfig::named(name.trim()).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--configs: unknown configuration '{name}' (valid: {})",
+                    TrainBenchConfig::NAMES.join(", ")
+                )
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let placements = args
+        .placements
+        .iter()
+        .map(|p| match p.trim() {
+            "host" => Ok(ResolvedPlacement::Host),
+            "device" => Ok(ResolvedPlacement::Device),
+            other => Err(anyhow::anyhow!(
+                "--placements: unknown placement '{other}' (valid: host, device)"
+            )),
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut precisions = Vec::new();
+    for p in &args.precisions {
+        let p: Precision = p
+            .trim()
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!("--precisions: {e}"))?;
+        match check_precision(spec, p) {
+            Ok(()) => precisions.push(p),
+            Err(e) if !args.json => eprintln!("skipping {p}: {e}"),
+            Err(_) => {}
+        }
+    }
+    anyhow::ensure!(
+        !precisions.is_empty(),
+        "no precision this device supports was asked for"
+    );
+    // The peer's scripts, written out before anything is measured (a failure is told first).
+    let scripts = match &args.peer {
+        Some(_) => Some(peer_scripts()?),
+        None => None,
+    };
+    // The GPUs' own view while each run trains: NVML or amdgpu sysfs, every 0.1 s.
+    let discovery = GpuDiscovery::discover(std::path::Path::new(DRM_ROOT), std::process::id());
+    let sources = source::sources(discovery, None);
+    let sampler = Sampler::start(SamplerCore::new(
+        SamplerConfig::with_interval(Duration::from_millis(100))?,
+        sources,
+        None,
+    )?)?;
+    let handle = sampler.handle();
+    let cache = tradetune_engine::device::kernels::cache_setting();
+    if !args.json {
+        println!("device: {spec} ({})", describe_spec(spec));
+        match cache {
+            Some(c) => println!(
+                "autotune cache: {} (environment {})",
+                c.root
+                    .as_ref()
+                    .map_or("off".into(), |r| r.display().to_string()),
+                c.environment
+            ),
+            None => println!("autotune cache: none (the CPU compiles nothing)"),
+        }
+        if cfg!(debug_assertions) {
+            eprintln!(
+                "note: this is a debug build; measure with `cargo run --release -p tradetune -- bench gpu`"
+            );
+        }
+    }
+    // The matmul probe: square sizes, and each configuration's own update shapes.
+    let probe = matmul_probe(&device)?;
+    let mut shape_rates = Vec::new();
+    for c in &configs {
+        let rates = matmul_probe_shapes(&device, &c.update_shapes())?;
+        shape_rates.push(serde_json::json!({ "config": c.name, "shapes": rates }));
+        if !args.json {
+            let square: Vec<String> = probe
+                .sizes
+                .iter()
+                .map(|(n, g)| format!("{n}²: {g:.0}"))
+                .collect();
+            let own: Vec<String> = rates
+                .iter()
+                .map(|([m, k, n], g)| format!("{m}×{k}·{k}×{n}: {g:.0}"))
+                .collect();
+            println!(
+                "matmul probe, f32 GFLOP/s: square {}; {}'s update shapes {}",
+                square.join(", "),
+                c.name,
+                own.join(", ")
+            );
+        }
+    }
+    if !args.json {
+        header();
+    }
+    let mut results = Vec::new();
+    let mut peers = Vec::new();
+    for cfg in &configs {
+        let mut best: Option<f64> = None;
+        for &precision in &precisions {
+            for &placement in &placements {
+                let mut c = cfg.clone();
+                c.precision = precision;
+                c.placement = placement;
+                if let Some(u) = args.updates {
+                    c.updates = u;
+                }
+                handle.sample_now();
+                let from = now_s();
+                let r = tradetune_engine::ppo::bench::run(&c, &device)?;
+                handle.sample_now();
+                let seen = gpu_seen(&handle, from, now_s());
+                best =
+                    Some(best.map_or(r.samples_per_second, |b: f64| b.max(r.samples_per_second)));
+                if !args.json {
+                    row(&c, &r, &seen);
+                }
+                results.push(serde_json::json!({ "result": r, "gpus": seen }));
+            }
+        }
+        if let (Some(peer), Some(dir)) = (&args.peer, &scripts) {
+            let script = dir.path().join("cleanrl_ppo.py");
+            let mut c = cfg.clone();
+            if let Some(u) = args.updates {
+                c.updates = u;
+            }
+            let threads = tradetune_engine::ppo::bench::rayon_threads();
+            for precision in ["tf32", "bf16"] {
+                let run = run_peer(
+                    peer,
+                    &script,
+                    &c,
+                    threads,
+                    &["--device", &args.peer_device, "--precision", precision],
+                )?;
+                if !args.json {
+                    peer_row(&c, precision, &run, best);
+                }
+                peers.push(serde_json::json!({
+                    "config": c.name,
+                    "precision": precision,
+                    "run": run,
+                    "ours_best_over_peer": best.map(|b| b / run.samples_per_second()),
+                }));
+            }
+        }
+    }
+    drop(sampler);
+    if args.json {
+        let out = serde_json::json!({
+            "device": spec.to_string(),
+            "adapter": describe_spec(spec),
+            "autotune_cache": cache,
+            "probe": { "square": probe, "update_shapes": shape_rates },
+            "runs": results,
+            "peer": peers,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    }
+    Ok(())
+}

@@ -1,0 +1,318 @@
+//! What the GPU runtime compiles, autotunes and launches, counted process-wide, and where it
+//! keeps what it learnt between processes (issues 32 and 33).
+//!
+//! On a GPU the cost of a training step is per kernel launch and per host round-trip, and the
+//! cost of a *new* configuration is its kernels' compilation and cubecl's autotune benchmarks
+//! (181 kernels and 51 autotune runs for the tiny bench configuration on lavapipe, tens of
+//! seconds on an H100's driver). Neither shows in a FLOP count, so both are counted here:
+//!
+//! - **dispatches**: every kernel launch, through cubecl's launch observer (called on the
+//!   issuing thread before the kernel is submitted; autotune's benchmark launches included);
+//! - **compilations**: every kernel cubecl compiles (a miss of the server's in-memory pipeline
+//!   cache), through cubecl's compilation log, routed to the `log` crate and counted by a
+//!   logger installed here;
+//! - **autotune runs**: every operation cubecl benchmarks to choose a kernel (one "Fastest
+//!   result" line of its autotune log at the minimal level).
+//!
+//! The counts are the whole process's (workers that share a process share them): read them
+//! before and after the work to attribute, as [`KernelCounts::since`] does. Logging lines are
+//! delivered by cubecl's logging task, a moment after the compilation they report: read the
+//! counts after a device synchronisation and [`settle`].
+//!
+//! **The cache.** cubecl keeps autotune results in a store (its `persistence` feature, which
+//! this crate turns on). By default it would live in the nearest `Cargo.toml`'s `target/` (a
+//! source checkout) or the user cache; TradeTune puts it under its own data directory,
+//! `~/.local/share/tradetune/gpu-cache`, in one environment per adapter and driver
+//! (`nvidia-geforce-rtx-4080-vulkan-580-95`), so a driver update re-tunes instead of trusting
+//! answers measured under another driver. A second trial of the same shapes then autotunes
+//! nothing. `TRADETUNE_GPU_CACHE=DIR` moves it; `TRADETUNE_GPU_CACHE=off` turns it off. cubecl's
+//! own settings (a `cubecl.toml`, `CUBECL_*` variables) are read first and kept where they
+//! choose something; WGSL pipelines themselves are not stored by cubecl (only its SPIR-V
+//! compiler stores compiled kernels), so a new process compiles its kernels again and the
+//! driver's own shader cache (Mesa's, NVIDIA's) is what makes that cheaper.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Process-wide kernel counters at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct KernelCounts {
+    /// Kernel launches (compute dispatches), autotune's benchmark launches included.
+    pub dispatches: u64,
+    /// Kernels compiled (misses of cubecl's in-memory pipeline cache).
+    pub compiled: u64,
+    /// Operations autotuned (benchmarked to choose among candidate kernels).
+    pub autotune_runs: u64,
+}
+
+impl KernelCounts {
+    /// What happened between `earlier` and `self`.
+    pub fn since(&self, earlier: &KernelCounts) -> KernelCounts {
+        KernelCounts {
+            dispatches: self.dispatches.saturating_sub(earlier.dispatches),
+            compiled: self.compiled.saturating_sub(earlier.compiled),
+            autotune_runs: self.autotune_runs.saturating_sub(earlier.autotune_runs),
+        }
+    }
+
+    /// Whether anything was compiled or autotuned.
+    pub fn compiled_anything(&self) -> bool {
+        self.compiled > 0 || self.autotune_runs > 0
+    }
+}
+
+static DISPATCHES: AtomicU64 = AtomicU64::new(0);
+static COMPILED: AtomicU64 = AtomicU64::new(0);
+static AUTOTUNED: AtomicU64 = AtomicU64::new(0);
+/// Whether compilations and autotune runs are being counted (the logger installed).
+static COUNTING_COMPILES: AtomicBool = AtomicBool::new(false);
+/// Whether launches are being counted (the observer installed).
+static COUNTING_DISPATCHES: AtomicBool = AtomicBool::new(false);
+
+/// The counters now.
+pub fn counts() -> KernelCounts {
+    KernelCounts {
+        dispatches: DISPATCHES.load(Ordering::Relaxed),
+        compiled: COMPILED.load(Ordering::Relaxed),
+        autotune_runs: AUTOTUNED.load(Ordering::Relaxed),
+    }
+}
+
+/// Whether [`counts`] sees compilations and autotune runs (a GPU device was opened in this
+/// process, and no other `log` logger was installed first).
+pub fn counting_compiles() -> bool {
+    COUNTING_COMPILES.load(Ordering::Relaxed)
+}
+
+/// Whether [`counts`] sees kernel launches (a GPU device was opened in this process).
+pub fn counting_dispatches() -> bool {
+    COUNTING_DISPATCHES.load(Ordering::Relaxed)
+}
+
+/// Waits until the compilation log has delivered what it has (its lines arrive through a
+/// logging task, a moment after the compilations): until the count stays the same over 20 ms,
+/// at most 0.5 s. Call it after a device synchronisation, before reading [`counts`].
+pub fn settle() {
+    if !counting_compiles() {
+        return;
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(500);
+    let mut last = counts();
+    while std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let now = counts();
+        if now.compiled == last.compiled && now.autotune_runs == last.autotune_runs {
+            return;
+        }
+        last = now;
+    }
+}
+
+/// Where the GPU cache goes: `TRADETUNE_GPU_CACHE` (a directory, or `off`), else
+/// `<data dir>/tradetune/gpu-cache`. `None`: no persistent cache.
+pub fn cache_root() -> Option<PathBuf> {
+    match std::env::var_os("TRADETUNE_GPU_CACHE") {
+        Some(v) if v == "off" || v == "0" || v.is_empty() => None,
+        Some(v) => Some(PathBuf::from(v)),
+        None => dirs::data_dir().map(|d| d.join("tradetune").join("gpu-cache")),
+    }
+}
+
+/// The environment name of an adapter and driver: lowercase letters and digits, runs of
+/// anything else as one `-` (`NVIDIA H100 80GB HBM3` + `NVIDIA 580.159.04` →
+/// `nvidia-h100-80gb-hbm3-nvidia-580-159-04`), at most 96 characters.
+pub fn environment_name(adapter: &str, driver: &str) -> String {
+    let mut out = String::new();
+    for c in format!("{adapter} {driver}").chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.is_empty() && !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    while out.ends_with('-') {
+        out.pop();
+    }
+    out.truncate(96);
+    if out.is_empty() {
+        out.push_str("unnamed-adapter");
+    }
+    out
+}
+
+/// What [`configure`] settled, for `tradetune devices` and the logs.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CacheSetting {
+    /// The directory of the environments, None when the cache is off.
+    pub root: Option<PathBuf>,
+    /// The environment (adapter and driver) autotune results are kept in.
+    pub environment: String,
+}
+
+static SETTING: std::sync::OnceLock<CacheSetting> = std::sync::OnceLock::new();
+
+/// The cache setting of this process, once a GPU device has been opened.
+pub fn cache_setting() -> Option<&'static CacheSetting> {
+    SETTING.get()
+}
+
+/// Configures cubecl for this process before its first device opens: the persistent autotune
+/// cache under [`cache_root`] in the environment of `adapter` and `driver`, and the counters.
+/// Only the first call configures (cubecl's settings are fixed once read); later calls return
+/// the first one's setting.
+#[cfg(feature = "wgpu")]
+pub fn configure(adapter: &str, driver: &str) -> &'static CacheSetting {
+    SETTING.get_or_init(|| {
+        let setting = CacheSetting {
+            root: cache_root(),
+            environment: environment_name(adapter, driver),
+        };
+        runtime::configure(&setting);
+        setting
+    })
+}
+
+#[cfg(feature = "wgpu")]
+mod runtime {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+
+    use cubecl_environment::config::logger::LogCrateLevel;
+    use cubecl_runtime::config::autotune::AutotuneLogLevel;
+    use cubecl_runtime::config::cache::CacheConfig;
+    use cubecl_runtime::config::compilation::CompilationLogLevel;
+    use cubecl_runtime::config::{CubeClRuntimeConfig, RuntimeConfig};
+    use cubecl_runtime::logging::{LaunchObservation, LaunchObserver};
+
+    use super::{AUTOTUNED, COMPILED, COUNTING_COMPILES, COUNTING_DISPATCHES, DISPATCHES};
+
+    const COMPILATION_TARGET: &str = "cubecl::compilation";
+    const AUTOTUNE_TARGET: &str = "cubecl::autotune";
+
+    struct Launches;
+
+    impl LaunchObserver for Launches {
+        fn launched(&self, _kernel: &'static str) {
+            DISPATCHES.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts cubecl's compilation and autotune lines; everything else is dropped (TradeTune
+    /// installs no other logger).
+    struct Lines;
+
+    impl log::Log for Lines {
+        fn enabled(&self, metadata: &log::Metadata) -> bool {
+            metadata.target().starts_with("cubecl::")
+        }
+
+        fn log(&self, record: &log::Record) {
+            match record.target() {
+                COMPILATION_TARGET => {
+                    COMPILED.fetch_add(1, Ordering::Relaxed);
+                }
+                AUTOTUNE_TARGET => {
+                    // One line per autotuned operation at the minimal level; the full level
+                    // adds one per candidate, which this does not count.
+                    let line = record.args().to_string();
+                    if line.starts_with("Fastest result") {
+                        AUTOTUNED.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                _ => {}
+            }
+        }
+
+        fn flush(&self) {}
+    }
+
+    static LINES: Lines = Lines;
+    static OBSERVATION: std::sync::OnceLock<LaunchObservation> = std::sync::OnceLock::new();
+
+    pub(super) fn configure(setting: &super::CacheSetting) {
+        // The user's cubecl.toml and CUBECL_* variables first, as cubecl reads them.
+        let mut config = CubeClRuntimeConfig::from_current_dir().override_from_env();
+        match &setting.root {
+            Some(root) => {
+                if matches!(config.environment.path, CacheConfig::Target) {
+                    config.environment.path = CacheConfig::Directory(root.clone());
+                }
+                if config.environment.name == CubeClRuntimeConfig::default().environment.name {
+                    config.environment.name = setting.environment.clone();
+                }
+            }
+            None => config.autotune.disable_cache = true,
+        }
+        // cubecl's build records (a row per compilation in the environment's database) only
+        // when asked for: they cost a write per kernel.
+        if std::env::var_os("CUBECL_ENVIRONMENT_RECORDS").is_none() {
+            config.environment.records.level = cubecl_environment::records::RecordLevel::Off;
+        }
+        if matches!(
+            config.compilation.logger.level,
+            CompilationLogLevel::Disabled
+        ) {
+            config.compilation.logger.level = CompilationLogLevel::Basic;
+        }
+        config.compilation.logger.log = Some(LogCrateLevel::Info);
+        if matches!(config.autotune.logger.level, AutotuneLogLevel::Disabled) {
+            config.autotune.logger.level = AutotuneLogLevel::Minimal;
+        }
+        config.autotune.logger.log = Some(LogCrateLevel::Info);
+        // Fails only when cubecl already read its settings (a device opened elsewhere first):
+        // then what it logs is whatever those settings say, and the counts are on only if
+        // they route both logs to the `log` crate.
+        let _ = CubeClRuntimeConfig::try_set(config);
+        let active = CubeClRuntimeConfig::get();
+        let routed = active.compilation.logger.log.is_some()
+            && !matches!(
+                active.compilation.logger.level,
+                CompilationLogLevel::Disabled
+            )
+            && active.autotune.logger.log.is_some()
+            && !matches!(active.autotune.logger.level, AutotuneLogLevel::Disabled);
+        if log::set_logger(&LINES).is_ok() && routed {
+            log::set_max_level(log::LevelFilter::Info);
+            COUNTING_COMPILES.store(true, Ordering::Relaxed);
+        }
+        OBSERVATION.get_or_init(|| LaunchObservation::new(Arc::new(Launches)));
+        COUNTING_DISPATCHES.store(true, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn environment_names_are_the_adapter_and_driver_in_plain_words() {
+        assert_eq!(
+            environment_name("NVIDIA H100 80GB HBM3", "NVIDIA 580.159.04"),
+            "nvidia-h100-80gb-hbm3-nvidia-580-159-04"
+        );
+        assert_eq!(
+            environment_name("llvmpipe (LLVM 15.0.6, 256 bits)", "llvmpipe Mesa 22.3.6"),
+            "llvmpipe-llvm-15-0-6-256-bits-llvmpipe-mesa-22-3-6"
+        );
+        assert_eq!(environment_name("", " ()"), "unnamed-adapter");
+        assert!(environment_name(&"x".repeat(300), "").len() <= 96);
+    }
+
+    #[test]
+    fn counts_since_subtract_and_saturate() {
+        let a = KernelCounts {
+            dispatches: 10,
+            compiled: 3,
+            autotune_runs: 1,
+        };
+        let b = KernelCounts {
+            dispatches: 25,
+            compiled: 3,
+            autotune_runs: 2,
+        };
+        let d = b.since(&a);
+        assert_eq!((d.dispatches, d.compiled, d.autotune_runs), (15, 0, 1));
+        assert!(d.compiled_anything());
+        assert_eq!(a.since(&b), KernelCounts::default());
+    }
+}

@@ -1,0 +1,312 @@
+//! Where a GPU's time goes that a phase split by wall clock does not show (issues 32 and 33):
+//! the compile phase (an update that compiled new kernels, against the next one that compiled
+//! none) and the dispatches and host round-trips of each part of an update.
+//!
+//! **Compile.** Whether an update compiled is read from the process's kernel counters
+//! ([`tradetune_device::kernels`]). Its overhead is only known once an update of the same
+//! shapes has run without compiling, so the events of an update that compiled are held until
+//! then and delivered with their phases corrected: the steady update's split, scaled to the
+//! compiling update's wall time less the overhead, plus the overhead as `compile`. Events are
+//! delivered in their order, one update late while the first update's overhead is unresolved;
+//! a run that ends before any steady update delivers them as measured (no compile figure).
+//!
+//! **Dispatches.** On an update whose phases are timed, the kernel launches of each phase are
+//! counted between its synchronisations ([`DispatchProfile`]); the host reads and device
+//! synchronisations of an untimed update are its round-trips.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ppo::events::{PhaseTimes, TrainEvent};
+use tradetune_device::kernels::{self, KernelCounts};
+
+/// Kernel launches and host round-trips of one update, by part.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct DispatchProfile {
+    /// Launches per environment step (the env's own work, and a host env's transfers).
+    pub per_env_step: f64,
+    /// Launches per policy step of a rollout: forward, sampling, log-prob, value.
+    pub per_policy_step: f64,
+    /// Launches per step of writing the rollout buffer and normalising the next observation.
+    pub per_buffer_step: f64,
+    /// Launches of GAE and of preparing the update batch, once per update.
+    pub advantages: u64,
+    /// Launches of the update (all its minibatches and its diagnostics).
+    pub update: u64,
+    /// Minibatches the update ran.
+    pub minibatches: usize,
+    /// `update / minibatches`: one minibatch's forward, loss, backward, clip and optimiser
+    /// step, with the update's once-per-update work spread over them.
+    pub per_minibatch: f64,
+    /// Host reads and explicit synchronisations of an untimed update (the timed one adds a
+    /// synchronisation per phase of each step to time it), when one has run.
+    pub syncs_per_update: Option<u64>,
+}
+
+/// The parts a timed update's launches are charged to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Part {
+    Inference,
+    EnvStep,
+    Buffer,
+    Advantages,
+    Update,
+}
+
+/// Launch counts of the timed update in progress.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Tally {
+    last: u64,
+    counts: [u64; 5],
+}
+
+impl Tally {
+    /// Starts counting from now (after the synchronisation that ends what came before).
+    pub(crate) fn begin(&mut self) {
+        self.last = kernels::counts().dispatches;
+        self.counts = [0; 5];
+    }
+
+    /// Charges the launches since the last mark to `part` (call after its synchronisation).
+    pub(crate) fn charge(&mut self, part: Part) {
+        let now = kernels::counts().dispatches;
+        self.counts[part as usize] += now.saturating_sub(self.last);
+        self.last = now;
+    }
+
+    /// The profile of a timed update of `steps` steps that ran `minibatches` minibatches.
+    pub(crate) fn profile(&self, steps: usize, minibatches: usize) -> DispatchProfile {
+        let per_step = |p: Part| self.counts[p as usize] as f64 / steps.max(1) as f64;
+        let update = self.counts[Part::Update as usize];
+        DispatchProfile {
+            per_env_step: per_step(Part::EnvStep),
+            per_policy_step: per_step(Part::Inference),
+            per_buffer_step: per_step(Part::Buffer),
+            advantages: self.counts[Part::Advantages as usize],
+            update,
+            minibatches,
+            per_minibatch: update as f64 / minibatches.max(1) as f64,
+            syncs_per_update: None,
+        }
+    }
+}
+
+/// Host reads and synchronisations counted so far in this process.
+pub(crate) fn round_trips() -> u64 {
+    tradetune_device::readback::counts().values().sum()
+}
+
+/// An update whose events wait for its compile overhead to be known.
+#[derive(Debug)]
+struct Held {
+    events: Vec<TrainEvent>,
+    /// Wall time of its rollout and update (evaluation excluded).
+    wall: f64,
+}
+
+/// The compile accounting of one trainer.
+#[derive(Debug, Default)]
+pub(crate) struct CompileWatch {
+    held: Vec<Held>,
+    /// Wall time and split of the last update that compiled nothing.
+    steady: Option<(f64, PhaseTimes)>,
+    /// Counters when the update in progress started.
+    start: KernelCounts,
+    /// Updates finished by this trainer.
+    cycles: usize,
+    /// What the updates that compiled compiled.
+    pub(crate) compiled: KernelCounts,
+}
+
+impl CompileWatch {
+    /// Marks the start of an update.
+    pub(crate) fn begin(&mut self) {
+        self.start = kernels::counts();
+    }
+
+    /// What the update that just ended compiled, if it compiled: by the counters, or, where
+    /// they are not counting (another `log` logger came first), the first update on a device
+    /// that compiles. `compiles`: whether the device compiles kernels at all (not the CPU).
+    pub(crate) fn compiled_now(&mut self, compiles: bool) -> Option<KernelCounts> {
+        let delta = kernels::counts().since(&self.start);
+        let first = self.cycles == 0;
+        self.cycles += 1;
+        if !compiles {
+            return None;
+        }
+        if kernels::counting_compiles() {
+            delta.compiled_anything().then_some(delta)
+        } else {
+            first.then_some(delta)
+        }
+    }
+
+    /// Ends an update: its `events` (its `Progress` among them) are delivered to `deliver`
+    /// now, or, when it `compiled`, once an update that compiled nothing gives the overhead.
+    /// `wall` is its rollout and update's wall time.
+    pub(crate) fn end(
+        &mut self,
+        events: Vec<TrainEvent>,
+        wall: f64,
+        phases: &PhaseTimes,
+        compiled: Option<KernelCounts>,
+        deliver: &mut dyn FnMut(TrainEvent),
+    ) {
+        if let Some(delta) = compiled {
+            self.compiled.dispatches += delta.dispatches;
+            self.compiled.compiled += delta.compiled;
+            self.compiled.autotune_runs += delta.autotune_runs;
+            self.held.push(Held { events, wall });
+            if self.steady.is_some() {
+                self.release(deliver);
+            }
+            return;
+        }
+        let mut split = *phases;
+        split.evaluation = 0.0;
+        self.steady = Some((wall, split));
+        self.release(deliver);
+        events.into_iter().for_each(deliver);
+    }
+
+    /// Delivers what is held, as measured where no update has given the overhead yet (the
+    /// run ended first).
+    pub(crate) fn flush(&mut self, deliver: &mut dyn FnMut(TrainEvent)) {
+        self.release(deliver);
+    }
+
+    fn release(&mut self, deliver: &mut dyn FnMut(TrainEvent)) {
+        for held in std::mem::take(&mut self.held) {
+            let fix = self.steady.map(|(steady_wall, split)| {
+                let compile = (held.wall - steady_wall).max(0.0);
+                (compile, split.scaled_to(held.wall - compile))
+            });
+            for mut event in held.events {
+                if let (TrainEvent::Progress { phases, .. }, Some((compile, steady_split))) =
+                    (&mut event, fix)
+                {
+                    let evaluation = phases.evaluation;
+                    *phases = steady_split;
+                    phases.evaluation = evaluation;
+                    phases.compile = compile;
+                }
+                deliver(event);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn progress(update: usize, phases: PhaseTimes) -> TrainEvent {
+        TrainEvent::Progress {
+            update,
+            timesteps: update * 10,
+            total_timesteps: 100,
+            samples_per_second: 1.0,
+            phases,
+        }
+    }
+
+    fn phases_of(events: &[TrainEvent]) -> Vec<PhaseTimes> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                TrainEvent::Progress { phases, .. } => Some(*phases),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// An update that compiled is held until one that compiled nothing gives its overhead.
+    #[test]
+    fn the_first_update_is_held_until_a_steady_one_gives_its_overhead() {
+        let mut w = CompileWatch::default();
+        let mut out = Vec::new();
+        let cold = PhaseTimes {
+            env_step: 2.0,
+            inference: 3.0,
+            update: 5.0,
+            evaluation: 0.5,
+            ..PhaseTimes::default()
+        };
+        w.begin();
+        let compiled = Some(KernelCounts {
+            compiled: 181,
+            autotune_runs: 51,
+            dispatches: 900,
+        });
+        w.end(vec![progress(1, cold)], 10.0, &cold, compiled, &mut |e| {
+            out.push(e)
+        });
+        assert!(out.is_empty(), "held until the overhead is known");
+        let steady = PhaseTimes {
+            env_step: 1.0,
+            inference: 0.5,
+            update: 0.5,
+            ..PhaseTimes::default()
+        };
+        w.begin();
+        w.end(vec![progress(2, steady)], 2.0, &steady, None, &mut |e| {
+            out.push(e)
+        });
+        let p = phases_of(&out);
+        assert_eq!(p.len(), 2, "both delivered, in order");
+        assert!((p[0].compile - 8.0).abs() < 1e-9, "10 s against 2 s: {p:?}");
+        // The rest of the first update is split as the steady one was, its evaluation kept.
+        assert!((p[0].env_step - 1.0).abs() < 1e-9);
+        assert!((p[0].update - 0.5).abs() < 1e-9);
+        assert!((p[0].evaluation - 0.5).abs() < 1e-9);
+        assert_eq!(p[1], steady);
+        assert_eq!((w.compiled.compiled, w.compiled.autotune_runs), (181, 51));
+    }
+
+    #[test]
+    fn a_device_that_compiles_nothing_is_never_held() {
+        let mut w = CompileWatch::default();
+        let mut out = Vec::new();
+        let p = PhaseTimes {
+            update: 1.0,
+            ..PhaseTimes::default()
+        };
+        w.begin();
+        let compiled = w.compiled_now(false);
+        assert_eq!(compiled, None, "the CPU compiles nothing");
+        w.end(vec![progress(1, p)], 1.0, &p, compiled, &mut |e| {
+            out.push(e)
+        });
+        assert_eq!(phases_of(&out), vec![p]);
+    }
+
+    #[test]
+    fn a_run_that_ends_before_a_steady_update_delivers_as_measured() {
+        let mut w = CompileWatch::default();
+        let mut out = Vec::new();
+        let p = PhaseTimes {
+            update: 7.0,
+            ..PhaseTimes::default()
+        };
+        w.begin();
+        let some = Some(KernelCounts::default());
+        w.end(vec![progress(1, p)], 7.0, &p, some, &mut |e| out.push(e));
+        assert!(out.is_empty());
+        w.flush(&mut |e| out.push(e));
+        assert_eq!(phases_of(&out), vec![p]);
+    }
+
+    #[test]
+    fn a_tally_charges_launches_to_parts_per_step_and_minibatch() {
+        let mut t = Tally {
+            last: 0,
+            counts: [40, 80, 8, 30, 120],
+        };
+        t.last = kernels::counts().dispatches;
+        let p = t.profile(8, 12);
+        assert_eq!(p.per_policy_step, 5.0);
+        assert_eq!(p.per_env_step, 10.0);
+        assert_eq!(p.per_buffer_step, 1.0);
+        assert_eq!(p.advantages, 30);
+        assert_eq!((p.update, p.minibatches, p.per_minibatch), (120, 12, 10.0));
+    }
+}

@@ -1,0 +1,225 @@
+//! One rollout and the update on its buffer: the two halves of [`Trainer::learn`]'s loop, with
+//! their phase timing and launch counting.
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use burn::module::Module;
+use burn::tensor::{Tensor, TensorData};
+use rand_distr::{Distribution, StandardNormal};
+
+use super::{Inference, Trainer};
+use crate::ppo::accounting::Part;
+use crate::ppo::error::PpoError;
+use crate::ppo::events::PhaseTimes;
+use crate::ppo::gae::compute_gae_device;
+use crate::ppo::host_policy::{HostPolicy, HostStep};
+use crate::ppo::model::gaussian_log_prob;
+use crate::ppo::rollout_env::{EpisodeLog, RolloutEnv};
+use crate::ppo::update::{UpdateBatch, UpdateStats};
+use tradetune_env::EpisodeStats;
+
+impl<E: RolloutEnv> Trainer<E> {
+    /// Collects `n_steps` steps of every env into the buffer: the episodes that ended during
+    /// it, or `None` when stopped mid-way. Nothing is read back here (a host env reads its
+    /// actions, necessarily); `timed` synchronises after each phase of each step to time it.
+    pub(super) fn rollout(
+        &mut self,
+        timed: bool,
+        phases: &mut PhaseTimes,
+    ) -> Result<Option<EpisodeLog>, PpoError> {
+        // A snapshot without autodiff: inference records no graph.
+        let model = self.learner.model().valid();
+        let dtype = self.cfg.precision.compute_dtype();
+        let (n, a) = (self.env.n_envs(), self.env.action_dim());
+        let log_std = model.log_std();
+        let std = log_std.clone().exp().unsqueeze_dim::<2>(0);
+        // This rollout's noise: keyed by the number of updates before it (see `stream_rng`).
+        // Noise is drawn on the host from the run's seed (the device RNG is global and shared
+        // with concurrent trials, so it would make runs irreproducible), all of the rollout's
+        // at once, in step order, and uploaded once: no upload per step.
+        self.noise_rng =
+            crate::ppo::stream_rng(self.cfg.seed, crate::ppo::NOISE_STREAM, self.updates as u64);
+        let steps = self.cfg.n_steps;
+        let noise: Vec<f32> = (0..steps * n * a)
+            .map(|_| StandardNormal.sample(&mut self.noise_rng))
+            .collect();
+        // On the CPU device in f32 each step's forward pass runs on the host, from a copy of
+        // the weights (the model does not change during a rollout).
+        let mut inference = if self.host_inference {
+            Inference::Host(HostPolicy::of(&model)?, HostStep::default(), noise)
+        } else {
+            Inference::Device(Tensor::<3>::from_data(
+                TensorData::new(noise, [steps, n, a]),
+                &self.device,
+            ))
+        };
+        self.buffer.clear();
+        self.env.begin_rollout(steps);
+        if timed {
+            self.tally.begin();
+        }
+        for step_index in 0..steps {
+            if self.stop.load(Ordering::Relaxed) {
+                return Ok(None);
+            }
+            let obs = self
+                .obs
+                .take()
+                .ok_or_else(|| PpoError::config("trainer", "no observation", "reset first"))?;
+            let t = Instant::now();
+            let (actions, log_prob, value, clipped) = match &mut inference {
+                Inference::Host(policy, out, noise) => {
+                    let x: Vec<f32> = obs
+                        .clone()
+                        .try_into_vec_as()
+                        .map_err(|e| PpoError::read("observations", e))?;
+                    let eps = &noise[step_index * n * a..(step_index + 1) * n * a];
+                    policy.step(&x, eps, n, out);
+                    let clipped: Vec<f32> =
+                        out.actions.iter().map(|v| v.clamp(-1.0, 1.0)).collect();
+                    let dev = &self.device;
+                    (
+                        Tensor::<2>::from_data(TensorData::new(out.actions.clone(), [n, a]), dev),
+                        Tensor::<1>::from_data(TensorData::new(out.log_probs.clone(), [n]), dev),
+                        Tensor::<1>::from_data(TensorData::new(out.values.clone(), [n]), dev),
+                        Tensor::<2>::from_data(TensorData::new(clipped, [n, a]), dev),
+                    )
+                }
+                Inference::Device(noise) => {
+                    let (mean, value) = model.forward(obs.clone(), dtype);
+                    let eps: Tensor<2> = noise
+                        .clone()
+                        .slice([step_index..step_index + 1, 0..n, 0..a])
+                        .reshape([n, a]);
+                    let actions = mean.clone().add(eps.mul(std.clone()));
+                    let log_prob = gaussian_log_prob(mean, log_std.clone(), actions.clone());
+                    let clipped = actions.clone().clamp(-1.0, 1.0);
+                    (actions, log_prob, value, clipped)
+                }
+            };
+            if timed {
+                self.sync("sync: inference")?;
+                phases.inference += t.elapsed().as_secs_f64();
+                self.tally.charge(Part::Inference);
+            }
+
+            let t = Instant::now();
+            let step = self.env.step(clipped)?;
+            if timed {
+                self.sync("sync: env step")?;
+                phases.env_step += t.elapsed().as_secs_f64();
+                self.tally.charge(Part::EnvStep);
+            }
+
+            let t = Instant::now();
+            let reward = match &mut self.reward_norm {
+                Some(rn) => rn.normalize(step.reward, step.done.clone()),
+                None => step.reward,
+            };
+            self.buffer
+                .push(obs, actions, log_prob, value, reward, step.done);
+            let next = self.observe(step.obs);
+            self.obs = Some(next);
+            if timed {
+                self.sync("sync: buffer")?;
+                phases.buffer += t.elapsed().as_secs_f64();
+                self.tally.charge(Part::Buffer);
+            }
+        }
+        Ok(Some(self.env.take_episodes()))
+    }
+
+    /// GAE on the device, then the update on the autodiff device; the rollout's diagnostics
+    /// and episode statistics are read back with the update's, in one read where the update
+    /// makes no host decision. Returns the update's statistics and the rollout's episodes.
+    pub(super) fn train_on_buffer(
+        &mut self,
+        lr: f64,
+        timed: bool,
+        phases: &mut PhaseTimes,
+        log: EpisodeLog,
+    ) -> Result<(UpdateStats, Vec<EpisodeStats>), PpoError> {
+        let t = Instant::now();
+        let dtype = self.cfg.precision.compute_dtype();
+        let last_obs = self
+            .obs
+            .clone()
+            .ok_or_else(|| PpoError::config("trainer", "no observation", "reset first"))?;
+        let last_values = self.learner.model().valid().value(last_obs, dtype);
+        let (r, v, d) = self.buffer.rewards_values_dones();
+        let (adv, returns) =
+            compute_gae_device(r, v, d, last_values, self.cfg.gamma, self.cfg.gae_lambda);
+        let flat = self.buffer.flat();
+        let len = flat.values.dims()[0];
+        let adv = adv.reshape([len]);
+        let returns = returns.reshape([len]);
+        // [non-finite advantages, Var(returns), Var(returns − values)] (population variances,
+        // as SB3's `explained_variance`), then the episode log when it is on the device.
+        let var = |x: Tensor<1>| {
+            let m = x.clone().mean();
+            x.sub(m.expand([len])).square().mean()
+        };
+        let mut ride = vec![
+            adv.clone().is_finite().bool_not().float().sum(),
+            var(returns.clone()),
+            var(returns.clone().sub(flat.values.clone())),
+        ];
+        let (mut episodes, device_log) = match log {
+            EpisodeLog::Host(v) => (v, None),
+            EpisodeLog::Device(d) => {
+                if !d.is_empty() {
+                    ride.push(d.values.clone());
+                }
+                (Vec::new(), Some(d))
+            }
+        };
+        let td = &self.train_device;
+        let batch = UpdateBatch {
+            obs: flat.obs.to_device(td),
+            actions: flat.actions.to_device(td),
+            log_probs: flat.log_probs.to_device(td),
+            values: flat.values.to_device(td),
+            advantages: adv.to_device(td),
+            returns: returns.to_device(td),
+        };
+        if timed {
+            self.sync("sync: advantages")?;
+            phases.advantages += t.elapsed().as_secs_f64();
+            self.tally.charge(Part::Advantages);
+        }
+        let t = Instant::now();
+        let update = self.updates;
+        let mut explained_variance = f32::NAN;
+        let mut check = |extra: &[f32]| -> Result<(), PpoError> {
+            let [bad, var_y, var_res, ref log @ ..] = extra[..] else {
+                return Err(PpoError::read("rollout values", "wrong length"));
+            };
+            if bad > 0.0 {
+                return Err(PpoError::Diverged {
+                    update,
+                    what: format!("{bad} of {len} advantages are not finite"),
+                });
+            }
+            if var_y > 0.0 {
+                explained_variance = 1.0 - var_res / var_y;
+            }
+            if let Some(d) = &device_log {
+                episodes = d
+                    .decode(log)
+                    .map_err(|e| PpoError::read("episode log", e.to_string()))?;
+            }
+            Ok(())
+        };
+        let (mut stats, _) =
+            self.learner
+                .update(&batch, lr, update, Tensor::cat(ride, 0), &mut check)?;
+        stats.explained_variance = explained_variance;
+        if timed {
+            self.sync("sync: update")?;
+            phases.update += t.elapsed().as_secs_f64();
+            self.tally.charge(Part::Update);
+        }
+        Ok((stats, episodes))
+    }
+}
