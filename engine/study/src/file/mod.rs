@@ -56,6 +56,7 @@ mod line;
 mod search_spec;
 mod sections;
 mod spec;
+mod text;
 
 use std::collections::BTreeMap;
 use std::fmt;
