@@ -5,6 +5,5 @@
 pub mod cli;
 pub mod install;
 pub mod launch;
-pub mod ops;
 pub mod signals;
 pub mod ui;
