@@ -3,6 +3,7 @@
 //! panels through `egui_kittest`.
 
 pub mod cli;
+pub mod headless;
 pub mod install;
 pub mod launch;
 pub mod signals;
