@@ -16,6 +16,7 @@ mod eval;
 mod eval_learning;
 mod eval_pbo;
 mod eval_periodic;
+mod front_launch;
 mod market_bad_input;
 mod module_layers;
 mod ppo_hyperparameters;
