@@ -5,6 +5,8 @@
 //! `cargo test --workspace --test engine -- study_runner::`.
 
 mod common;
+#[path = "../../tests/support/imports.rs"]
+mod imports;
 #[path = "../../tests/support/roots.rs"]
 mod roots;
 
