@@ -7,6 +7,13 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
+/// The application id: the desktop entry's file name without `.desktop`, which Wayland
+/// compositors use to find the window's icon.
+pub const APP_ID: &str = "tradetune";
+
+/// The window icon, installed with the desktop entry.
+pub const ICON_PNG: &[u8] = include_bytes!("../../resources/icon/tradetune.png");
+
 /// The bundled desktop entry; `Exec=` is rewritten to the installed binary's path.
 pub const DESKTOP_ENTRY: &str = include_str!("../../resources/desktop/tradetune.desktop");
 
@@ -73,17 +80,17 @@ pub fn install(plan: &InstallPlan) -> anyhow::Result<Installed> {
     let mut done = Installed::default();
     let entry = desktop_entry_for(&plan.exe);
     let apps = plan.data_home.join("applications");
-    let entry_path = apps.join(format!("{}.desktop", crate::ui::APP_ID));
+    let entry_path = apps.join(format!("{}.desktop", APP_ID));
     write(&entry_path, entry.as_bytes())?;
     done.files.push(entry_path);
     let icon_path = plan
         .data_home
         .join("icons/hicolor/256x256/apps")
-        .join(format!("{}.png", crate::ui::APP_ID));
-    write(&icon_path, crate::ui::ICON_PNG)?;
+        .join(format!("{}.png", APP_ID));
+    write(&icon_path, ICON_PNG)?;
     done.files.push(icon_path);
     if let Some(desktop) = &plan.desktop {
-        let path = desktop.join(format!("{}.desktop", crate::ui::APP_ID));
+        let path = desktop.join(format!("{}.desktop", APP_ID));
         write(&path, entry.as_bytes())?;
         make_executable(&path)?;
         match std::process::Command::new("gio")

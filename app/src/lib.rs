@@ -3,8 +3,8 @@
 //! panels through `egui_kittest`.
 
 pub mod cli;
+pub mod headless;
 pub mod install;
 pub mod launch;
-pub mod ops;
 pub mod signals;
 pub mod ui;

@@ -10,7 +10,11 @@ fn main() -> std::process::ExitCode {
         None => ui::run_native(ui::LaunchOptions {
             exit_after_frames: args.exit_after_frames,
         }),
-        Some(command) => cli::run(command),
+        Some(command) => {
+            // Before any wgpu instance: see `headless` for what is quieted and why.
+            tradetune_app::headless::quiet_wayland_log();
+            cli::run(command)
+        }
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

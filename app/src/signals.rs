@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tradetune_engine::study::runner::StopHandle;
+use tradetune_engine::front::launch::StudyHandle;
 
 static SIGNALS: AtomicUsize = AtomicUsize::new(0);
 
@@ -21,7 +21,7 @@ extern "C" fn on_signal(_: libc::c_int) {
 
 /// Installs the handlers and a thread that interrupts `stop` at the first signal, saying so on
 /// stderr. The thread ends with the process.
-pub fn interrupt_on_signal(stop: StopHandle) {
+pub fn interrupt_on_signal(stop: StudyHandle) {
     on_first_signal(move || {
         eprintln!(
             "interrupted: stopping; running trials end as FAIL (interrupted). \

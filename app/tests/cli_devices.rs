@@ -107,3 +107,24 @@ fn a_study_on_a_missing_adapter_is_refused_before_it_starts() {
     ]);
     assert_clear_error(&o, "study run --devices wgpu:9");
 }
+
+/// In a shell without a desktop session (no `XDG_RUNTIME_DIR`), probing the devices says
+/// nothing about the missing Wayland display: Mesa's device-selection layer asks libwayland
+/// for a compositor, and libwayland's complaint is not the command's business.
+#[test]
+fn a_shell_without_a_desktop_session_gets_no_window_system_errors() {
+    if !wgpu_here("a_shell_without_a_desktop_session_gets_no_window_system_errors") {
+        return;
+    }
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_tradetune"))
+        .args(["devices"])
+        .env_remove("XDG_RUNTIME_DIR")
+        .env_remove("WAYLAND_DISPLAY")
+        .current_dir(std::env::temp_dir())
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(!err.contains("XDG_RUNTIME_DIR"), "{err}");
+    assert!(!text(&o.stdout).is_empty());
+}

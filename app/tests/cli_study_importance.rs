@@ -102,7 +102,13 @@ fn importance_prints_a_sorted_table_and_full_precision_json() {
     let expected: Vec<&str> = want.params.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names, expected, "most important first:\n{out}");
     for ((_, shown), p) in rows.iter().zip(&want.params) {
-        let digits = shown.trim_start_matches(['0', '.']).len();
+        // The mantissa's digits (`0.2500`, `1.235e-4`).
+        let mantissa = shown.split('e').next().unwrap_or(shown);
+        let digits = mantissa
+            .trim_start_matches(['0', '.'])
+            .chars()
+            .filter(char::is_ascii_digit)
+            .count();
         assert_eq!(digits, 4, "4 significant digits: {shown}\n{out}");
         let v: f64 = shown.parse().unwrap();
         assert!(

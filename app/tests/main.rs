@@ -5,11 +5,14 @@
 //! `cargo test --workspace --test app -- ui_report::`.
 
 mod common;
+#[path = "../../tests/support/imports.rs"]
+mod imports;
 #[path = "../../engine/storage/tests/support/pg.rs"]
 mod pg;
 #[path = "../../tests/support/roots.rs"]
 mod roots;
 
+mod app_modules;
 mod cli_backtest;
 mod cli_bench_gpu;
 mod cli_bench_sampler;

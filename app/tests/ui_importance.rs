@@ -7,9 +7,9 @@
 use crate::common::ui::{self, step_until};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-use tradetune_app::ops::number::significant;
 use tradetune_app::ui::TradeTuneApp;
 use tradetune_app::ui::command::Command;
+use tradetune_engine::front::format::significant;
 use tradetune_engine::storage::{
     CategoricalChoice, NewTrial, OptunaDistribution, Storage, StudyDirection, TrialState,
 };

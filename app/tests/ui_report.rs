@@ -271,3 +271,94 @@ fn re_running_the_best_trial_with_k_seeds_stores_the_spread_and_can_be_cancelled
     h.get_by_label(&spread_heading(&spread));
     assert_eq!(h.query_all_by_label("agent, 2 seeds").count(), 2);
 }
+
+/// A study started with the app's Start button is recorded with its study file exactly as
+/// `tradetune study run` records one: "Re-run best trial" finds that file in the database,
+/// although the Configure panel now describes another study.
+#[test]
+fn re_running_an_app_started_study_finds_its_recorded_file() {
+    use std::time::{Duration, Instant};
+    use tradetune_app::ui::draft::{Draft, SearchEntry};
+    use tradetune_app::ui::state::{DataState, Settings, Tab};
+    use tradetune_engine::front::launch::RecordedStudy;
+    use tradetune_engine::study::file::{PrunerKind, SearchSpec};
+
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("studies.db");
+    let mut draft = Draft::default();
+    draft.env.n_envs = 2;
+    draft.ppo.n_steps = 32;
+    draft.ppo.batch_size = 32;
+    draft.ppo.n_epochs = 1;
+    draft.ppo.policy.net_arch.pi = vec![8];
+    draft.ppo.policy.net_arch.vf = vec![8];
+    draft.train.total_timesteps = 128;
+    draft.train.eval_every = 0;
+    draft.study.name = "from_app".into();
+    draft.study.n_trials = 2;
+    draft.pruner.kind = PrunerKind::None;
+    draft.search = vec![SearchEntry {
+        name: "ppo.learning_rate".into(),
+        spec: SearchSpec::parse("{ low = 1e-4, high = 1e-2, log = true }").unwrap(),
+    }];
+    let settings = Settings {
+        tab: Tab::Run,
+        draft: draft.clone(),
+        study_db: Some(db.clone()),
+        ..Settings::default()
+    };
+    let mut h = ui::harness(ui::app(settings, ui::no_dialogs()), [1280.0, 900.0]);
+    let limit = Instant::now() + Duration::from_secs(120);
+    while matches!(
+        h.state().state.data,
+        DataState::Loading(_) | DataState::None
+    ) {
+        assert!(Instant::now() < limit, "the bundled data did not load");
+        h.step();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    h.run_steps(3);
+    h.get_by_role_and_label(egui::accesskit::Role::Button, "Start")
+        .click();
+    h.run_steps(2);
+    step_until(&mut h, "the study's end", |a| {
+        !a.state.run.running && a.state.run.end.is_some()
+    });
+    let notices = format!("{:?}", h.state().state.notices);
+    assert_eq!(
+        h.state().state.run.end.as_ref().map(|e| e.counts[0]),
+        Some(2),
+        "{notices}"
+    );
+    drop(h);
+
+    // Recorded as the CLI records a study: its study file's text (which reads back to the
+    // draft's study), where it came from, no overrides.
+    let storage = tradetune_engine::storage::Storage::open_read_only(&db).unwrap();
+    let record = RecordedStudy::of(&storage.study("from_app").unwrap()).expect("recorded");
+    let want = draft.study_file(&[]).unwrap();
+    let got = record.study_file("from_app", dir.path()).unwrap();
+    assert_eq!(got.base_config, want.base_config);
+    assert_eq!(got.search_specs(), want.search_specs());
+    assert_eq!(record.source, tradetune_app::ui::draft::DRAFT_SOURCE);
+    assert!(record.overrides.is_empty());
+    drop(storage);
+
+    // A new session, whose Configure panel holds the default study, not this one.
+    let mut h = ui::studies(&db, [1400.0, 1400.0]);
+    assert_ne!(h.state().state.settings.draft.study.name, "from_app");
+    open_report(&mut h, "from_app", 2);
+    h.state_mut().handle(Command::SetReseedSeeds(1));
+    h.get_by_label("Re-run best trial").click();
+    h.run_steps(2);
+    step_until(&mut h, "the re-run", |a| {
+        a.state.studies.report.reseed.is_none()
+    });
+    assert_eq!(h.state().state.studies.report.reseed_error, None);
+    let source = h.state().state.studies.report.reseed_source.clone();
+    assert_eq!(
+        source.as_deref(),
+        Some("the Configure panel, recorded with the study")
+    );
+    h.get_by_label_contains("recorded with the study");
+}

@@ -5,6 +5,8 @@
 //! `cargo test --workspace --test engine -- study_runner::`.
 
 mod common;
+#[path = "../../tests/support/imports.rs"]
+mod imports;
 #[path = "../../tests/support/roots.rs"]
 mod roots;
 
@@ -16,6 +18,7 @@ mod eval;
 mod eval_learning;
 mod eval_pbo;
 mod eval_periodic;
+mod front_launch;
 mod market_bad_input;
 mod module_layers;
 mod ppo_hyperparameters;

@@ -23,6 +23,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use clap::Args;
 use serde::{Deserialize, Serialize};
 use tradetune_engine::device::DeviceSpec;
 use tradetune_engine::device::memory::DEFAULT_MEMORY_FRACTION;
@@ -31,8 +32,62 @@ use tradetune_engine::env::EnvConfig;
 use tradetune_engine::eval::Objective;
 use tradetune_engine::ppo::PpoConfig;
 
-use crate::cli::train::TrainArgs;
 pub use tradetune_engine::front::data_source::{DATA_FILE, DataSource, ENV_FILE, LoadedData};
+
+/// The arguments of `tradetune train`, resolved once into a [`Run`] ([`Run::from_args`]).
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    /// Run configuration (TOML): run options at the top level, `[ppo]` and `[env]` tables with
+    /// the fields of the JSON configs. Flags given on the command line override it.
+    #[arg(long, value_name = "FILE.toml")]
+    pub config: Option<PathBuf>,
+    /// Device: cpu, wgpu, wgpu:N (N-th discrete GPU), wgpu:integrated:N, wgpu:cpu, cuda:N,
+    /// rocm:N (`tradetune devices` lists those here). Default cpu.
+    #[arg(long)]
+    pub device: Option<DeviceSpec>,
+    /// Compute precision: f32, bf16 or f16. Default f32.
+    #[arg(long)]
+    pub precision: Option<Precision>,
+    /// Samples to train on (n_steps × n_envs per update; rounded up to whole updates); with
+    /// `--resume`, samples to add. Default 100000.
+    #[arg(long)]
+    pub total_timesteps: Option<usize>,
+    /// Checkpoint directory written at the end (default with `--resume`: the resumed one).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// PPO configuration (JSON, every field optional; defaults are SB3's).
+    #[arg(long)]
+    pub ppo: Option<PathBuf>,
+    /// Environment configuration (JSON, every field optional).
+    #[arg(long)]
+    pub env: Option<PathBuf>,
+    /// Fraction of the device's memory this run may use. Default 0.8.
+    #[arg(long)]
+    pub memory_fraction: Option<f64>,
+    /// Market files to train on (per-asset CSV, long CSV with a ticker column, Binance klines;
+    /// gzip read transparently). Default: the bundled sample (AAPL, GOOG, IBM, MSFT daily).
+    /// Training uses the train split only; the scaler is fitted on it.
+    #[arg(long = "data", value_name = "FILE")]
+    pub data: Vec<PathBuf>,
+    /// Train on a seeded synthetic market of this many bars (7 assets) instead of market files
+    /// (its train split; validation and test splits as for market files).
+    #[arg(long, conflicts_with = "data", value_name = "BARS")]
+    pub synthetic_bars: Option<usize>,
+    /// Evaluate the deterministic policy on the validation split every N updates (0 = never).
+    #[arg(long, value_name = "N")]
+    pub eval_every: Option<usize>,
+    /// Objective reported by the periodic evaluation: sharpe_excess (default), sharpe,
+    /// sortino_excess, sortino, excess_return, total_return.
+    #[arg(long)]
+    pub objective: Option<Objective>,
+    /// Resume from this checkpoint directory: its PPO and environment configs, data, weights,
+    /// optimiser state, normalisation statistics and sample count.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["ppo", "env", "data", "synthetic_bars"])]
+    pub resume: Option<PathBuf>,
+    /// Print one JSON event per line instead of a progress bar.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// The run options a TOML config may set (top level), besides `[ppo]` and `[env]`: the same
 /// engine types the flags parse into, read by their names (`"wgpu:0"`, `"bf16"`).

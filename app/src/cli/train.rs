@@ -4,75 +4,18 @@
 //!
 //! Where the configuration comes from: [`crate::cli::run_config`].
 
-use std::path::PathBuf;
-
 use anyhow::Context;
-use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use tradetune_engine::device::memory::{MemoryBudget, host_memory_bytes};
-use tradetune_engine::device::precision::Precision;
 use tradetune_engine::device::{DeviceSpec, check_precision, describe_spec, open};
 use tradetune_engine::env::{CpuVecEnv, ResolvedPlacement, TensorVecEnv, VecEnv};
-use tradetune_engine::eval::{EvalSplit, Objective};
+use tradetune_engine::eval::EvalSplit;
 use tradetune_engine::ppo::checkpoint;
 use tradetune_engine::ppo::{HostEnv, PeriodicEval, RolloutEnv, TrainEvent, Trainer};
 use tradetune_engine::study::ppo_trial::dataset_bytes;
 
+pub use crate::cli::run_config::TrainArgs;
 use crate::cli::run_config::{DATA_FILE, ENV_FILE, LoadedData, Run};
-
-#[derive(Debug, Args)]
-pub struct TrainArgs {
-    /// Run configuration (TOML): run options at the top level, `[ppo]` and `[env]` tables with
-    /// the fields of the JSON configs. Flags given on the command line override it.
-    #[arg(long, value_name = "FILE.toml")]
-    pub config: Option<PathBuf>,
-    /// Device: cpu, wgpu, wgpu:N (N-th discrete GPU), wgpu:integrated:N, wgpu:cpu, cuda:N,
-    /// rocm:N (`tradetune devices` lists those here). Default cpu.
-    #[arg(long)]
-    pub device: Option<DeviceSpec>,
-    /// Compute precision: f32, bf16 or f16. Default f32.
-    #[arg(long)]
-    pub precision: Option<Precision>,
-    /// Samples to train on (n_steps × n_envs per update; rounded up to whole updates); with
-    /// `--resume`, samples to add. Default 100000.
-    #[arg(long)]
-    pub total_timesteps: Option<usize>,
-    /// Checkpoint directory written at the end (default with `--resume`: the resumed one).
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// PPO configuration (JSON, every field optional; defaults are SB3's).
-    #[arg(long)]
-    pub ppo: Option<PathBuf>,
-    /// Environment configuration (JSON, every field optional).
-    #[arg(long)]
-    pub env: Option<PathBuf>,
-    /// Fraction of the device's memory this run may use. Default 0.8.
-    #[arg(long)]
-    pub memory_fraction: Option<f64>,
-    /// Market files to train on (per-asset CSV, long CSV with a ticker column, Binance klines;
-    /// gzip read transparently). Default: the bundled sample (AAPL, GOOG, IBM, MSFT daily).
-    /// Training uses the train split only; the scaler is fitted on it.
-    #[arg(long = "data", value_name = "FILE")]
-    pub data: Vec<PathBuf>,
-    /// Train on a seeded synthetic market of this many bars (7 assets) instead of market files
-    /// (its train split; validation and test splits as for market files).
-    #[arg(long, conflicts_with = "data", value_name = "BARS")]
-    pub synthetic_bars: Option<usize>,
-    /// Evaluate the deterministic policy on the validation split every N updates (0 = never).
-    #[arg(long, value_name = "N")]
-    pub eval_every: Option<usize>,
-    /// Objective reported by the periodic evaluation: sharpe_excess (default), sharpe,
-    /// sortino_excess, sortino, excess_return, total_return.
-    #[arg(long)]
-    pub objective: Option<Objective>,
-    /// Resume from this checkpoint directory: its PPO and environment configs, data, weights,
-    /// optimiser state, normalisation statistics and sample count.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["ppo", "env", "data", "synthetic_bars"])]
-    pub resume: Option<PathBuf>,
-    /// Print one JSON event per line instead of a progress bar.
-    #[arg(long)]
-    pub json: bool,
-}
 
 pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     let run = Run::from_args(&args)?;

@@ -8,15 +8,15 @@
 //! RDB storage does); the budget is counted in that same transaction, so several workers on
 //! several machines never overshoot it. Each trial's worker label is `HOST/worker-N`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use tradetune_engine::front::study_run::StudyRun;
-use tradetune_engine::storage::{JsonValue, Storage};
-use tradetune_engine::study::ppo_trial::parse_study_file;
+use tradetune_engine::front::FrontError;
+use tradetune_engine::front::launch::{StudyLaunch, keys};
+use tradetune_engine::storage::Storage;
 
-use super::study::{LivenessArgs, apply_overrides, drive, record};
+use super::study::{LivenessArgs, drive};
 use crate::launch;
 
 #[derive(Debug, Args)]
@@ -53,104 +53,56 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<()> {
     launch::require_db(&args.storage)?;
     let storage =
         Storage::open_read_only(&args.storage).with_context(|| format!("opening {label}"))?;
-    let study = storage.study(&args.study)?;
-    drop(storage);
-    let attr = |key: &str| {
-        study
-            .system_attrs
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.clone())
-    };
-    let not_recorded = || {
-        anyhow::anyhow!(
-            "study '{}' in {label} was not recorded with `tradetune study create` (it has no \
-             `{}` attribute); create it with `tradetune study create FILE --storage {label}`",
-            args.study,
-            record::TOML
-        )
-    };
-    let text = match attr(record::TOML) {
-        Some(JsonValue::Str(t)) => t,
-        _ => return Err(not_recorded()),
-    };
-    let source = match attr(record::SOURCE) {
-        Some(JsonValue::Str(s)) => s,
-        _ => format!("study {}", args.study),
-    };
-    let budget = match attr(record::BUDGET) {
-        Some(JsonValue::Int(n)) if n > 0 => n as usize,
-        _ => return Err(not_recorded()),
-    };
-    let expected = match attr(record::FINGERPRINT) {
-        Some(JsonValue::Str(f)) => f,
-        _ => return Err(not_recorded()),
-    };
-    let overrides: Vec<String> = match attr(record::OVERRIDES) {
-        Some(JsonValue::Array(items)) => items
-            .into_iter()
-            .filter_map(|v| match v {
-                JsonValue::Str(s) => Some(s),
-                _ => None,
-            })
-            .collect(),
-        _ => Vec::new(),
-    };
-
-    let mut file = parse_study_file(&text, &source)?;
-    let base = match &args.data_dir {
+    let data_dir = match &args.data_dir {
         Some(d) => d.clone(),
         None => std::env::current_dir().context("the current directory")?,
     };
-    for p in &mut file.data.paths {
-        if p.is_relative() {
-            *p = Path::new(&base).join(&*p);
-        }
-    }
-    apply_overrides(&mut file, &overrides)?;
-    file.study.name = args.study.clone();
+    let place = launch::place(args.storage.clone())?;
+    let mut study = match StudyLaunch::join(&storage, &args.study, &data_dir, place) {
+        Err(FrontError::NotRecorded { .. }) => anyhow::bail!(
+            "study '{}' in {label} was not created for workers (it has no recorded budget and \
+             data fingerprint, `{}`); create it with `tradetune study create FILE --storage \
+             {label}`",
+            args.study,
+            keys::FINGERPRINT
+        ),
+        other => other?,
+    };
+    drop(storage);
+    let budget = study.budget().unwrap_or_default();
     if let Some(w) = args.workers {
-        anyhow::ensure!(w > 0, "--workers: need at least one worker");
-        file.study.workers = w;
+        study.workers(w).context("--workers")?;
     }
-    let mut rc = file.runner_config(&args.storage)?;
     if let Some(devices) = &args.devices {
-        rc.devices = file.device_slots(devices)?;
-        anyhow::ensure!(
-            !rc.devices.is_empty(),
-            "--devices: list at least one device"
-        );
+        study.devices(devices.clone()).context("--devices")?;
     }
-    rc.study_budget = Some(budget);
-    rc.n_trials = args.trials.unwrap_or(budget);
+    if let Some(n) = args.trials {
+        study.trials(n);
+    }
     // `host#pid`: the machine, and which of its worker processes.
-    rc.host = Some(format!(
+    study.host(format!(
         "{}#{}",
         crate::signals::host_name(),
         std::process::id()
     ));
-    args.liveness.apply(&mut rc)?;
-
-    let prepared = launch::prepare(&file, rc)?;
-    let (runner, data, fingerprint) = (prepared.runner, prepared.source, prepared.fingerprint);
-    anyhow::ensure!(
-        fingerprint == expected,
-        "this machine's market data differs from study '{}''s: fingerprint {fingerprint} here, \
-         {expected} recorded ({data}); give the worker the same files (--data-dir DIR for the \
-         study file's relative paths)",
-        args.study
-    );
-    if !args.json {
+    study.liveness(args.liveness.liveness()?);
+    let (handle, events) = study.launch();
+    crate::signals::interrupt_on_signal(handle);
+    let report = drive(events, args.json, |data| {
         println!(
             "worker on {} joins study '{}' in {label} (budget {budget} trials)",
             crate::signals::host_name(),
             args.study
         );
         println!("data: {data}");
-    }
-    let sampler = args.liveness.sampler(&args.storage)?;
-    crate::signals::interrupt_on_signal(runner.stop_handle());
-    let report = drive(StudyRun::new(runner, sampler), args.json)?;
+    })
+    .map_err(|e| match e.downcast_ref::<FrontError>() {
+        Some(FrontError::DataMismatch { .. }) => anyhow::anyhow!(
+            "{e:#}; give the worker the same files (--data-dir DIR for the study file's \
+             relative paths)"
+        ),
+        _ => e,
+    })?;
     if !args.json {
         match report.best {
             Some((n, v)) => println!("best trial of '{}' so far: #{n} value {v:.6}", report.study),

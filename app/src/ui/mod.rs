@@ -25,12 +25,8 @@ use anyhow::Context;
 
 pub use app::TradeTuneApp;
 
-/// The application id: the desktop entry's file name without `.desktop`, which Wayland
-/// compositors use to find the window's icon.
-pub const APP_ID: &str = "tradetune";
-
-/// The window icon (also installed by `tradetune install-desktop`).
-pub const ICON_PNG: &[u8] = include_bytes!("../../../resources/icon/tradetune.png");
+/// The application id and the window icon, which the desktop entry installs too.
+pub use crate::install::{APP_ID, ICON_PNG};
 
 /// How the window is started.
 #[derive(Debug, Clone, Default)]

@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use tradetune_engine::device::DeviceSpec;
 use tradetune_engine::front::backtest::{self, SplitPart};
-use tradetune_engine::front::study_run;
+use tradetune_engine::front::launch::{LaunchEvent, StudyHandle, StudyLaunch};
 use tradetune_engine::market::Dataset;
 use tradetune_engine::market::load::DatasetConfig;
 use tradetune_engine::storage::{Storage, StudySummary, TrialRecord};
 use tradetune_engine::study::file::StudyFile;
-use tradetune_engine::study::runner::{StopHandle, StudyEvent};
+use tradetune_engine::study::runner::StudyEvent;
 
 use super::dialog::{FileDialogs, Pick};
 use super::draft::{DataShape, Draft};
@@ -53,8 +53,8 @@ pub struct DbContents {
 /// What a running study reports.
 #[derive(Debug, Clone)]
 pub enum StudyMsg {
-    /// The runner is built: its stop handle.
-    Ready(StopHandle),
+    /// The data is loaded, the runner built and the study recorded in its database.
+    Ready,
     /// An event of the runner.
     Event(StudyEvent),
     /// Something to tell the user (telemetry could not start, …).
@@ -125,7 +125,8 @@ pub struct Tasks {
     rx: Receiver<TaskEvent>,
     waker: Waker,
     dialogs: Arc<dyn FileDialogs>,
-    study: Option<StudyControl>,
+    /// The running study's controls (there from Start on, before its data loads).
+    study: Option<StudyHandle>,
     /// Jobs queued instead of started while held (see [`Tasks::hold`]).
     held: Mutex<Option<Vec<HeldJob>>>,
     /// Lists the devices on "Refresh devices".
@@ -139,19 +140,6 @@ pub type DeviceProbe = Arc<dyn Fn() -> Vec<tradetune_engine::device::DeviceInfo>
 
 /// A job waiting for [`Tasks::release`]: its thread name and its work.
 type HeldJob = (String, Box<dyn FnOnce() + Send>);
-
-/// The running study's controls.
-struct StudyControl {
-    /// Set when the runner is built.
-    stop: Option<StopHandle>,
-    /// Stop asked before the runner was built.
-    stop_asked: bool,
-    /// "Finish running trials" asked before the runner was built.
-    finish_asked: bool,
-    /// The same, seen by the study's thread before its runner starts: no trial starts at all
-    /// when it was asked before (not only once the UI has the runner's stop handle).
-    finish_early: Arc<std::sync::atomic::AtomicBool>,
-}
 
 /// Wakes the UI from any thread once it has drawn its first frame.
 #[derive(Clone, Default)]
@@ -469,13 +457,10 @@ impl Tasks {
     /// study ended in time (true when none was running).
     pub fn interrupt_study_and_wait(&mut self, limit: Duration) -> bool {
         use std::sync::mpsc::RecvTimeoutError;
-        let Some(c) = &mut self.study else {
+        let Some(study) = &self.study else {
             return true;
         };
-        c.stop_asked = true;
-        if let Some(stop) = &c.stop {
-            stop.interrupt();
-        }
+        study.interrupt();
         let deadline = std::time::Instant::now() + limit;
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
@@ -483,8 +468,6 @@ impl Tasks {
                 return false;
             }
             match self.rx.recv_timeout(left) {
-                // Built meanwhile: interrupt it at once.
-                Ok(TaskEvent::Study(StudyMsg::Ready(stop))) => stop.interrupt(),
                 Ok(TaskEvent::Study(StudyMsg::Done(_))) => {
                     self.study = None;
                     return true;
@@ -497,48 +480,24 @@ impl Tasks {
     }
 
     pub fn stop_study(&mut self) {
-        if let Some(c) = &mut self.study {
-            c.stop_asked = true;
-            if let Some(stop) = &c.stop {
-                stop.stop_study();
-            }
+        if let Some(study) = &self.study {
+            study.stop_study();
         }
     }
 
     /// No new trial starts; the running ones go on to their end (closing the window with
     /// "finish running trials"). Returns whether a study is running.
     pub fn finish_running_trials(&mut self) -> bool {
-        let Some(c) = &mut self.study else {
+        let Some(study) = &self.study else {
             return false;
         };
-        c.finish_asked = true;
-        c.finish_early
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-        if let Some(stop) = &c.stop {
-            stop.finish_running();
-        }
+        study.finish_running();
         true
     }
 
     /// Stops one running trial; the study goes on.
     pub fn stop_trial(&self, number: u64) -> bool {
-        self.study
-            .as_ref()
-            .and_then(|c| c.stop.as_ref())
-            .is_some_and(|s| s.stop_trial(number))
-    }
-
-    /// The runner is built: keep its stop handle (and use it if Stop came first).
-    pub fn study_ready(&mut self, stop: StopHandle) {
-        if let Some(c) = &mut self.study {
-            if c.stop_asked {
-                stop.stop_study();
-            }
-            if c.finish_asked {
-                stop.finish_running();
-            }
-            c.stop = Some(stop);
-        }
+        self.study.as_ref().is_some_and(|s| s.stop_trial(number))
     }
 
     /// The study's `Done` arrived.
@@ -546,57 +505,41 @@ impl Tasks {
         self.study = None;
     }
 
-    /// Runs `file` into the database `db`: the runner and a telemetry sampler writing into the
-    /// same database, on a background thread; every runner event is forwarded.
+    /// Runs `file` into the database `db` as `tradetune study run` does (the engine's
+    /// [`StudyLaunch`]: recorded with the study, the same heartbeat and telemetry), on a
+    /// background thread; every event is forwarded. Its controls work from now on, also while
+    /// its data loads.
     pub fn start_study(&mut self, file: StudyFile, db: PathBuf) {
-        let finish_early = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        self.study = Some(StudyControl {
-            stop: None,
-            stop_asked: false,
-            finish_asked: false,
-            finish_early: finish_early.clone(),
+        let launch =
+            crate::launch::place(db).and_then(|place| Ok(StudyLaunch::from_study(file, place)?));
+        let launch = match launch {
+            Ok(l) => l,
+            Err(e) => {
+                self.reply()
+                    .send(TaskEvent::Study(StudyMsg::Done(Err(format!("{e:#}")))));
+                return;
+            }
+        };
+        let reply = self.reply();
+        let (handle, job) = launch.into_job(move |event| {
+            let msg = match event {
+                LaunchEvent::Ready { source, .. } => {
+                    reply.send(TaskEvent::Study(StudyMsg::Notice(format!(
+                        "data: {source}"
+                    ))));
+                    StudyMsg::Ready
+                }
+                LaunchEvent::Notice(n) => StudyMsg::Notice(n),
+                LaunchEvent::Study(e) => StudyMsg::Event(e),
+                LaunchEvent::Finished(r) => {
+                    StudyMsg::Done(r.map(|_| ()).map_err(|e| e.to_string()))
+                }
+            };
+            reply.send(TaskEvent::Study(msg));
         });
-        self.spawn("study", move |reply| {
-            let result = run_study(&file, &db, &reply, &finish_early);
-            reply.send(TaskEvent::Study(StudyMsg::Done(result)));
-        });
+        self.study = Some(handle);
+        self.spawn("study", move |_| job.run());
     }
-}
-
-fn run_study(
-    file: &StudyFile,
-    db: &Path,
-    reply: &Reply,
-    finish_early: &std::sync::atomic::AtomicBool,
-) -> Result<(), String> {
-    if let Some(dir) = db.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    }
-    let rc = file.runner_config(db).map_err(|e| e.to_string())?;
-    let prepared = crate::launch::prepare(file, rc).map_err(|e| format!("{e:#}"))?;
-    let (runner, source) = (prepared.runner, prepared.source);
-    reply.send(TaskEvent::Study(StudyMsg::Notice(format!(
-        "data: {source}"
-    ))));
-    let sampler = match study_run::telemetry_sampler(db, Duration::from_secs(1)) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            reply.send(TaskEvent::Study(StudyMsg::Notice(format!(
-                "telemetry is not recorded for this study: {e:#}"
-            ))));
-            None
-        }
-    };
-    let run = study_run::StudyRun::new(runner, sampler);
-    if finish_early.load(std::sync::atomic::Ordering::Relaxed) {
-        run.stop_handle().finish_running();
-    }
-    reply.send(TaskEvent::Study(StudyMsg::Ready(run.stop_handle())));
-    let (result, lost) = run.run(|event| reply.send(TaskEvent::Study(StudyMsg::Event(event))));
-    if let Some(line) = lost {
-        reply.send(TaskEvent::Study(StudyMsg::Notice(line)));
-    }
-    result.map(|_| ()).map_err(|e| e.to_string())
 }
 
 fn backtest(dir: &Path, split: &str) -> anyhow::Result<BacktestResult> {

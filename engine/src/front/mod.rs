@@ -1,9 +1,10 @@
 //! What both front ends do, behind one small API: the CLI's subcommands and the desktop app's
 //! background tasks call these, and neither re-implements them.
 //!
-//! - [`study_run`]: a study file becomes a runner over its data, with a telemetry sampler
-//!   writing into the study's database; [`study_run::StudyRun::run`] hands its events to the
-//!   caller and a [`crate::study::runner::StopHandle`] stops it.
+//! - [`launch`]: a study from a study file, a preset, the study recorded in a database or the
+//!   app's Configure panel, launched: its handle stops it from the start, its events arrive on
+//!   a channel; its study file is recorded with it, with its overrides (and read back for
+//!   workers and re-runs), beside its checkpoints, heartbeat and telemetry.
 //! - [`backtest`]: a checkpoint's deterministic policy over a held-out split.
 //! - [`compare`]: two studies or trials side by side, with their telemetry.
 //! - [`export`]: a study's telemetry as one wide CSV.
@@ -23,10 +24,10 @@ pub mod compare;
 pub mod data_source;
 pub mod export;
 pub mod format;
+pub mod launch;
 pub mod report;
 pub mod reseed;
 pub mod speed;
-pub mod study_run;
 
 use std::path::{Path, PathBuf};
 
@@ -40,6 +41,21 @@ pub enum FrontError {
     /// setting out of range).
     #[error("{0}")]
     Invalid(String),
+    /// A study that has no study file recorded with it, or (joining it) no budget and data
+    /// fingerprint: it was not created for workers.
+    #[error("study '{study}' has no study file, budget and data fingerprint recorded with it")]
+    NotRecorded { study: String },
+    /// The market data loaded here is not the data the study was created on.
+    #[error(
+        "this machine's market data differs from study '{study}''s: fingerprint {here} here, \
+         {recorded} recorded ({data})"
+    )]
+    DataMismatch {
+        study: String,
+        here: String,
+        recorded: String,
+        data: String,
+    },
     #[error(transparent)]
     Storage(#[from] crate::storage::StorageError),
     #[error(transparent)]

@@ -82,3 +82,27 @@ pub fn find(name: &str) -> Result<Preset, StudyFileError> {
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ppo_trial::PpoTrialConfig;
+
+    #[test]
+    fn every_preset_reads_back_from_its_generated_text() {
+        let defaults = PpoTrialConfig::defaults_json();
+        for p in bundled().unwrap() {
+            let text = p.study.to_toml(&defaults).unwrap();
+            let back = parse_study_file(&text, &p.study.path).unwrap();
+            let f = &p.study;
+            assert_eq!(back.study, f.study, "{}", p.name);
+            assert_eq!(back.data, f.data, "{}", p.name);
+            assert_eq!(back.split, f.split, "{}", p.name);
+            assert_eq!(back.evaluation, f.evaluation, "{}", p.name);
+            assert_eq!(back.base_config, f.base_config, "{}", p.name);
+            assert_eq!(back.search_specs(), f.search_specs(), "{}", p.name);
+            assert_eq!(back.sampler, f.sampler, "{}", p.name);
+            assert_eq!(back.pruner, f.pruner, "{}", p.name);
+        }
+    }
+}

@@ -8,7 +8,7 @@ use clap::Args;
 use tradetune_engine::storage::{Storage, json_number};
 use tradetune_engine::study::importance::{Importances, PedAnova, study_importances};
 
-use crate::ops::number::significant;
+use tradetune_engine::front::format::significant;
 
 #[derive(Debug, Args)]
 pub struct ImportanceArgs {

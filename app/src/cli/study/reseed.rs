@@ -12,12 +12,8 @@ use tradetune_engine::storage::Storage;
 
 #[derive(Debug, Args)]
 pub struct ReseedArgs {
-    /// The study file the study was run from (it names the study, its data and its split).
-    #[arg(conflicts_with = "preset", required_unless_present = "preset")]
-    pub file: Option<PathBuf>,
-    /// A bundled preset instead of a file.
-    #[arg(long)]
-    pub preset: Option<String>,
+    #[command(flatten)]
+    pub study: super::StudyFileArgs,
     #[arg(long, alias = "storage")]
     pub db: Option<PathBuf>,
     /// How many other seeds to train the best trial with.
@@ -29,7 +25,7 @@ pub struct ReseedArgs {
 }
 
 pub fn run(args: ReseedArgs) -> anyhow::Result<()> {
-    let file = super::file_or_preset(args.file.as_deref(), args.preset.as_deref())?;
+    let file = args.study.study_file()?;
     let db = super::db_path(args.db)?;
     crate::launch::require_db(&db)?;
     let label = crate::launch::db_label(&db);

@@ -1,18 +1,17 @@
 //! The Report view's jobs: a study's report (`front::report`) and the re-run of its best trial
 //! with other seeds (`front::reseed`), each on its own thread.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
+use tradetune_engine::front::launch::RecordedStudy;
 use tradetune_engine::front::report::study_report;
 use tradetune_engine::front::reseed::{SeedSpread, reseed_until};
-use tradetune_engine::storage::{JsonValue, Storage};
+use tradetune_engine::storage::Storage;
 use tradetune_engine::study::file::StudyFile;
-use tradetune_engine::study::ppo_trial::parse_study_file;
 
 use super::{TaskEvent, Tasks};
-use crate::cli::study::{apply_overrides, record};
 use crate::ui::panels::studies::report::{ReportKey, ReseedMsg};
 
 impl Tasks {
@@ -66,55 +65,26 @@ impl Tasks {
     }
 }
 
-/// The study file of `study`: the text `tradetune study create` recorded with it (its `--set`
-/// overrides applied, relative data paths against the current directory), else `draft`; with
-/// where it came from. Without either, says what is missing.
+/// The study file of `study`: the one recorded with it (whichever front end ran it: its
+/// overrides applied, relative data paths against the recorded file's folder where that file
+/// is here, else the current directory), else `draft`; with where it came from. Without
+/// either, says what is missing.
 pub fn study_file(
     storage: &Storage,
     study: &str,
     draft: Option<StudyFile>,
     label: &str,
 ) -> Result<(StudyFile, String), String> {
-    let record = storage.study(study).map_err(|e| format!("{label}: {e}"))?;
-    let attr = |key: &str| {
-        record
-            .system_attrs
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v)
-    };
-    if let Some(JsonValue::Str(text)) = attr(record::TOML) {
-        let source = match attr(record::SOURCE) {
-            Some(JsonValue::Str(s)) => s.clone(),
-            _ => format!("study {study}"),
+    let stored = storage.study(study).map_err(|e| format!("{label}: {e}"))?;
+    if let Some(record) = RecordedStudy::of(&stored) {
+        let data_dir = match record.source_dir() {
+            Some(dir) => dir,
+            None => std::env::current_dir().map_err(|e| format!("the current directory: {e}"))?,
         };
-        let overrides: Vec<String> = match attr(record::OVERRIDES) {
-            Some(JsonValue::Array(items)) => items
-                .iter()
-                .filter_map(|v| match v {
-                    JsonValue::Str(s) => Some(s.clone()),
-                    _ => None,
-                })
-                .collect(),
-            _ => Vec::new(),
-        };
-        let mut file = parse_study_file(text, &source).map_err(|e| e.to_string())?;
-        // Relative data paths: against the recorded file's folder where that file is here
-        // (as `study run FILE` and `study create FILE` read them), else the current directory
-        // (as a worker with no --data-dir).
-        let recorded = Path::new(&source);
-        let base = match recorded.parent() {
-            Some(dir) if recorded.is_file() => dir.to_path_buf(),
-            _ => std::env::current_dir().map_err(|e| format!("the current directory: {e}"))?,
-        };
-        for p in &mut file.data.paths {
-            if p.is_relative() {
-                *p = Path::new(&base).join(&*p);
-            }
-        }
-        apply_overrides(&mut file, &overrides).map_err(|e| format!("{e:#}"))?;
-        file.study.name = study.to_owned();
-        return Ok((file, format!("{source}, recorded with the study")));
+        let file = record
+            .study_file(study, &data_dir)
+            .map_err(|e| e.to_string())?;
+        return Ok((file, format!("{}, recorded with the study", record.source)));
     }
     match draft {
         Some(file) => Ok((
@@ -122,9 +92,9 @@ pub fn study_file(
             "the Configure panel's (its data and split must be the ones the study ran on)".into(),
         )),
         None => Err(format!(
-            "study {study} has no recorded study file (it was not run with `tradetune study run` \
-             or created with `tradetune study create`) and the Configure panel describes another study: open the study's file or \
-             preset in Configure, or run `tradetune study reseed FILE --db {label}`"
+            "study {study} has no recorded study file (it was run before studies were recorded, \
+             or by another program) and the Configure panel describes another study: open the \
+             study's file or preset in Configure, or run `tradetune study reseed FILE --db {label}`"
         )),
     }
 }

@@ -57,6 +57,7 @@ mod line;
 mod search_spec;
 mod sections;
 mod spec;
+mod text;
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -364,8 +364,7 @@ pub fn show_in_studies(cx: &mut Cx) {
 pub fn on_study(cx: &mut Cx, msg: StudyMsg) {
     let state = &mut *cx.state;
     match msg {
-        StudyMsg::Ready(stop) => {
-            cx.tasks.study_ready(stop);
+        StudyMsg::Ready => {
             // The study is in its database now: the Studies panel shows it live, unless the
             // user has a database open there.
             if state.studies.db.is_none() && !state.studies.opening {

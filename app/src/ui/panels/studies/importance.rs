@@ -9,7 +9,7 @@
 use egui_plot::{Bar, BarChart, Plot, PlotPoint, Text};
 use tradetune_engine::study::importance::Importances;
 
-use crate::ops::number::significant;
+use tradetune_engine::front::format::significant;
 
 /// The importances of the selected study (group) and the trial counts they were computed at.
 #[derive(Debug, Clone, PartialEq)]

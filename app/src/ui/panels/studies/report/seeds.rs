@@ -15,7 +15,8 @@ use crate::ui::command::{Command, Cx};
 use crate::ui::panels::widgets;
 
 /// [`Command::Reseed`]: trains the reported study's best trial again with `seeds` seeds in the
-/// background. The study file comes from the database (recorded by `tradetune study create`)
+/// background. The study file comes from the database (recorded with the study when it ran,
+/// from the app or the CLI, or by `tradetune study create`)
 /// or from the Configure panel when it describes the study.
 pub fn start_reseed(cx: &mut Cx, seeds: usize) {
     let view = &mut cx.state.studies;

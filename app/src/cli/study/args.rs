@@ -1,0 +1,85 @@
+//! The arguments the study commands share: the study file or preset, and how a running study
+//! shows it is alive; each resolved once into what the engine takes.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use tradetune_engine::front::launch::{Liveness, StudyLaunch, StudyPlace};
+use tradetune_engine::study::file::StudyFile;
+use tradetune_engine::study::ppo_trial::read_study_file;
+use tradetune_engine::study::preset;
+
+/// A study file, or a bundled preset instead (`study run`, `create`, `reseed`, `speed`).
+#[derive(Debug, Args)]
+pub struct StudyFileArgs {
+    /// The study file (TOML): it names the study, its data, split and search; see
+    /// `tradetune study presets` for the bundled ones.
+    #[arg(conflicts_with = "preset", required_unless_present = "preset")]
+    pub file: Option<PathBuf>,
+    /// A bundled preset instead of a file: rtx4080, rtx4080_laptop, rx7900gre, cpu.
+    #[arg(long)]
+    pub preset: Option<String>,
+}
+
+impl StudyFileArgs {
+    /// The study of the file or preset.
+    pub fn study_file(&self) -> anyhow::Result<StudyFile> {
+        match (&self.file, &self.preset) {
+            (Some(path), _) => Ok(read_study_file(path)?),
+            (None, Some(name)) => Ok(preset::find(name)?.study),
+            (None, None) => anyhow::bail!("give a study file or --preset NAME"),
+        }
+    }
+
+    /// The launch of the file's or preset's study, kept in `place`; `--set` overrides laid
+    /// over it.
+    pub fn launch(&self, place: StudyPlace, set: &[String]) -> anyhow::Result<StudyLaunch> {
+        let mut launch = match (&self.file, &self.preset) {
+            (Some(path), _) => StudyLaunch::from_path(path, place)?,
+            (None, Some(name)) => StudyLaunch::from_preset(name, place)?,
+            (None, None) => anyhow::bail!("give a study file or --preset NAME"),
+        };
+        launch.set(set).map_err(|e| anyhow::anyhow!("--set {e}"))?;
+        Ok(launch)
+    }
+}
+
+/// Heartbeats and telemetry of a running study (`study run` and `worker`).
+#[derive(Debug, Args)]
+pub struct LivenessArgs {
+    /// Seconds between heartbeats of a running trial.
+    #[arg(long, default_value_t = 10.0)]
+    pub heartbeat: f64,
+    /// A RUNNING trial whose heartbeat is older than this many seconds was left by a dead
+    /// process (or worker) and is marked FAIL before the next trial starts.
+    #[arg(long, default_value_t = 60.0)]
+    pub stale_after: f64,
+    /// Seconds between telemetry samples stored with the study (0 = no telemetry).
+    #[arg(long, default_value_t = 1.0)]
+    pub telemetry_interval: f64,
+}
+
+impl LivenessArgs {
+    /// The engine's liveness settings.
+    pub fn liveness(&self) -> anyhow::Result<Liveness> {
+        Ok(Liveness {
+            heartbeat: seconds(self.heartbeat, "--heartbeat")?,
+            stale_after: seconds(self.stale_after, "--stale-after")?,
+            telemetry: if self.telemetry_interval <= 0.0 {
+                None
+            } else {
+                Some(seconds(self.telemetry_interval, "--telemetry-interval")?)
+            },
+        })
+    }
+}
+
+fn seconds(v: f64, flag: &str) -> anyhow::Result<Duration> {
+    anyhow::ensure!(
+        v.is_finite() && v > 0.0,
+        "{flag}: must be a positive number of seconds, got {v}"
+    );
+    Duration::try_from_secs_f64(v).with_context(|| format!("{flag}: {v} s is too long"))
+}

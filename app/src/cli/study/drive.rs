@@ -1,0 +1,163 @@
+//! A launched study followed on the terminal: its events as lines (live bars per worker on a
+//! terminal) or as JSON, one per line.
+
+use std::collections::BTreeMap;
+use std::sync::mpsc::Receiver;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use tradetune_engine::front::launch::LaunchEvent;
+use tradetune_engine::study::runner::{StudyEvent, StudyReport};
+
+/// Follows a launched study to its end, printing its events (text lines with live bars per
+/// worker, or JSON); `on_ready` prints what to say once its data has loaded (given where the
+/// data came from). Notices go to stderr.
+pub fn drive(
+    events: Receiver<LaunchEvent>,
+    json: bool,
+    mut on_ready: impl FnMut(&str),
+) -> anyhow::Result<StudyReport> {
+    // Live bars per worker on a terminal; plain lines otherwise.
+    let multi = MultiProgress::new();
+    let mut bars: BTreeMap<usize, ProgressBar> = BTreeMap::new();
+    let say = |line: String| {
+        if multi.is_hidden() {
+            println!("{line}");
+        } else {
+            let _ = multi.println(line);
+        }
+    };
+    let mut result = None;
+    for event in events.iter() {
+        let event = match event {
+            LaunchEvent::Ready { source, .. } => {
+                if !json {
+                    on_ready(&source);
+                }
+                continue;
+            }
+            LaunchEvent::Notice(line) => {
+                eprintln!("{line}");
+                continue;
+            }
+            LaunchEvent::Finished(r) => {
+                result = Some(r);
+                continue;
+            }
+            LaunchEvent::Study(e) => e,
+        };
+        if json {
+            println!("{}", serde_json::to_string(&event).unwrap_or_default());
+            continue;
+        }
+        match &event {
+            StudyEvent::StudyStarted { workers, .. } if !multi.is_hidden() => {
+                let style = ProgressStyle::with_template("{prefix:<18} {bar:30} {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar());
+                for w in workers {
+                    let bar = multi.add(ProgressBar::new(1000));
+                    bar.set_style(style.clone());
+                    bar.set_prefix(format!("worker {} {}", w.worker, w.device));
+                    bars.insert(w.worker, bar);
+                }
+            }
+            StudyEvent::WorkerProgress {
+                worker,
+                number,
+                fraction,
+                message,
+            } => {
+                if let Some(bar) = bars.get(worker) {
+                    bar.set_position((fraction * 1000.0) as u64);
+                    bar.set_message(format!("trial {number}: {message}"));
+                }
+            }
+            _ => {}
+        }
+        for line in event_lines(&event) {
+            say(line);
+        }
+    }
+    for bar in bars.values() {
+        bar.finish_and_clear();
+    }
+    match result {
+        Some(r) => Ok(r?),
+        None => anyhow::bail!("the study ended without a word (its thread is gone)"),
+    }
+}
+
+/// The text lines of an event (none for the live-only ones).
+fn event_lines(e: &StudyEvent) -> Vec<String> {
+    let mut out = Vec::new();
+    match e {
+        StudyEvent::StudyStarted {
+            existing_trials,
+            recovered,
+            workers,
+            n_trials,
+            ..
+        } => {
+            if !recovered.is_empty() {
+                out.push(format!(
+                    "recovered {} trial(s) left RUNNING by a dead process, now FAIL: {:?}",
+                    recovered.len(),
+                    recovered
+                ));
+            }
+            out.push(format!(
+                "{existing_trials} trial(s) already in the study; running {n_trials} more"
+            ));
+            for w in workers {
+                out.push(format!("worker {} on {} ({})", w.worker, w.device, w.backend));
+            }
+        }
+        StudyEvent::WorkerWaiting {
+            worker,
+            device,
+            reason,
+        } => out.push(format!("worker {worker} waits for {device}: {reason}")),
+        StudyEvent::TrialCompleted {
+            number,
+            worker,
+            device,
+            value,
+            duration_s,
+        } => out.push(format!(
+            "trial {number:>4} COMPLETE  value {value:>10.5}  worker {worker} on {device}  {duration_s:.1} s"
+        )),
+        StudyEvent::TrialPruned {
+            number,
+            worker,
+            device,
+            step,
+            value,
+            reason,
+            duration_s,
+        } => out.push(format!(
+            "trial {number:>4} PRUNED    value {:>10}  worker {worker} on {device}  {duration_s:.1} s  ({reason}{})",
+            value.map_or("-".into(), |v| format!("{v:.5}")),
+            step.map_or(String::new(), |s| format!(" at step {s}"))
+        )),
+        StudyEvent::TrialFailed {
+            number,
+            worker,
+            device,
+            reason,
+            duration_s,
+        } => out.push(format!(
+            "trial {number:>4} FAIL      worker {worker} on {device}  {duration_s:.1} s: {reason}"
+        )),
+        StudyEvent::StudyFinished {
+            completed,
+            pruned,
+            failed,
+            stopped,
+            ..
+        } => out.push(format!(
+            "done: {completed} complete, {pruned} pruned, {failed} failed{}",
+            if *stopped { " (stopped)" } else { "" }
+        )),
+        _ => {}
+    }
+    out
+}

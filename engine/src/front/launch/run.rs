@@ -1,0 +1,232 @@
+//! A launched study's work: load the data and build the runner, record the study, start the
+//! telemetry sampler, run the trials, stop the sampler; each step's news as a [`LaunchEvent`].
+
+use std::path::Path;
+use std::sync::{Arc, mpsc};
+use std::time::Duration;
+
+use super::{LaunchEvent, StudyHandle, StudyLaunch};
+use crate::front::FrontError;
+use crate::storage::{Storage, StorageError, StorageOptions, is_postgres_url};
+use crate::study::file::StudyFile;
+use crate::study::ppo_trial::{PpoTrial, PpoTrialConfig, check_devices};
+use crate::study::runner::{Runner, RunnerConfig, StudyReport};
+use crate::telemetry::{
+    DRM_ROOT, GpuDiscovery, GpuInfo, Sampler, SamplerConfig, SamplerCore, StorageSink,
+    SysinfoHostProbe, source,
+};
+
+/// A launched study's work, to run on a thread (see [`StudyLaunch::into_job`]).
+pub struct LaunchJob {
+    launch: StudyLaunch,
+    handle: StudyHandle,
+    on_event: Box<dyn FnMut(LaunchEvent) + Send>,
+}
+
+impl LaunchJob {
+    pub(super) fn new(
+        launch: StudyLaunch,
+        handle: StudyHandle,
+        on_event: impl FnMut(LaunchEvent) + Send + 'static,
+    ) -> LaunchJob {
+        LaunchJob {
+            launch,
+            handle,
+            on_event: Box::new(on_event),
+        }
+    }
+
+    /// Runs the study to its end on this thread; its last event is [`LaunchEvent::Finished`].
+    pub fn run(self) {
+        let LaunchJob {
+            launch,
+            handle,
+            mut on_event,
+        } = self;
+        let result = run(&launch, &handle, &mut on_event);
+        on_event(LaunchEvent::Finished(result));
+    }
+}
+
+/// The runner settings of the launch: the file's, with its devices, liveness, host and (for a
+/// worker) the study's whole budget.
+pub(super) fn runner_config(launch: &StudyLaunch) -> Result<RunnerConfig, FrontError> {
+    let file = &launch.file;
+    let mut rc = file.runner_config(&launch.place.db)?;
+    if let Some(devices) = &launch.devices {
+        rc.devices = file.device_slots(devices)?;
+    }
+    rc.heartbeat_interval = launch.liveness.heartbeat;
+    rc.stale_after = launch.liveness.stale_after;
+    rc.host = launch.host.clone();
+    if let Some((budget, _)) = &launch.join {
+        rc.study_budget = Some(*budget);
+    }
+    Ok(rc)
+}
+
+fn run(
+    launch: &StudyLaunch,
+    handle: &StudyHandle,
+    on_event: &mut dyn FnMut(LaunchEvent),
+) -> Result<StudyReport, FrontError> {
+    let db = &launch.place.db;
+    let rc = runner_config(launch)?;
+    let prepared = prepare(&launch.file, rc, &launch.place.checkpoints)?;
+    if let Some((_, recorded)) = &launch.join
+        && *recorded != prepared.fingerprint
+    {
+        return Err(FrontError::DataMismatch {
+            study: launch.file.study.name.clone(),
+            here: prepared.fingerprint,
+            recorded: recorded.clone(),
+            data: prepared.source,
+        });
+    }
+    record(launch)?;
+    on_event(LaunchEvent::Ready {
+        source: prepared.source,
+        fingerprint: prepared.fingerprint,
+    });
+    let sampler = match launch.liveness.telemetry {
+        None => None,
+        Some(interval) => match telemetry_sampler(db, interval) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                on_event(LaunchEvent::Notice(format!(
+                    "telemetry is not recorded for this study: {e}"
+                )));
+                None
+            }
+        },
+    };
+    let (runner, sampler) = match sampler {
+        Some((s, gpus)) => (
+            prepared
+                .runner
+                .with_telemetry(s.handle())
+                .with_telemetry_gpus(gpus),
+            Some(s),
+        ),
+        None => (prepared.runner, None),
+    };
+    handle.attach(runner.stop_handle());
+    let (tx, rx) = mpsc::channel();
+    let result = std::thread::scope(|scope| {
+        let running = scope.spawn(|| {
+            let r = runner.run(&tx);
+            drop(tx);
+            r
+        });
+        for event in rx.iter() {
+            on_event(LaunchEvent::Study(event));
+        }
+        match running.join() {
+            Ok(r) => r.map_err(FrontError::from),
+            Err(_) => Err(FrontError::Invalid("the study runner panicked".into())),
+        }
+    });
+    if let Some(s) = sampler {
+        let stats = s.stop();
+        if let Some(e) = stats.last_sink_error {
+            on_event(LaunchEvent::Notice(format!(
+                "telemetry: {} rows not stored: {e}",
+                stats.rows_dropped
+            )));
+        }
+    }
+    result
+}
+
+/// Records the study file with the study (created here if new, as the runner would), so that
+/// a re-run and `tradetune worker` find it whichever front end started the study. A study that
+/// already holds one (created for workers, or run before) keeps it.
+fn record(launch: &StudyLaunch) -> Result<(), FrontError> {
+    let db = &launch.place.db;
+    if !is_postgres_url(&db.to_string_lossy())
+        && let Some(dir) = db.parent().filter(|d| !d.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(dir).map_err(|e| FrontError::file(dir, e))?;
+    }
+    let mut storage = Storage::open(db)?;
+    let name = &launch.file.study.name;
+    let id = match storage.study(name) {
+        Ok(study) if super::RecordedStudy::of(&study).is_some() => return Ok(()),
+        Ok(study) => study.study_id,
+        Err(StorageError::UnknownStudyName { .. }) => {
+            storage.create_study(name, &[launch.file.direction()])?
+        }
+        Err(e) => return Err(e.into()),
+    };
+    launch.record.write(&mut storage, id)?;
+    Ok(())
+}
+
+/// A runner and what its data is.
+pub(super) struct Prepared {
+    pub runner: Runner,
+    /// Where the data came from, for people.
+    pub source: String,
+    /// The loaded market data's fingerprint.
+    pub fingerprint: String,
+}
+
+/// A runner for `file` with the settings `rc`, its data loaded, writing each COMPLETE trial's
+/// policy under `checkpoints` (for backtests).
+pub(super) fn prepare(
+    file: &StudyFile,
+    rc: RunnerConfig,
+    checkpoints: &Path,
+) -> Result<Prepared, FrontError> {
+    let base = PpoTrialConfig::from_json(&file.base_config)
+        .map_err(|e| file.key_error("fixed", e.to_string()))?;
+    // A device that is not here, or lacks a precision the trials can ask for, refuses the
+    // study before any data is loaded or any trial created.
+    check_devices(file, &rc.devices)?;
+    let trial = PpoTrial::load(&file.data, &file.split, &base, file.study.objective)?
+        .with_checkpoints(checkpoints.join(&file.study.name))
+        .with_evaluation(&file.evaluation)?;
+    let source = trial.source.clone();
+    let fingerprint = trial.data_fingerprint();
+    let runner = Runner::new(
+        rc,
+        file.space.clone(),
+        file.base_config.clone(),
+        file.build_sampler()?,
+        file.build_pruner()?,
+        Arc::new(trial),
+    )?
+    // The pruner's settings, for the Studies panel's threshold lines.
+    .with_study_attr(crate::study::file::PRUNER_ATTR, file.pruner.to_attr());
+    Ok(Prepared {
+        runner,
+        source,
+        fingerprint,
+    })
+}
+
+/// A telemetry sampler (CPU, process and whatever GPUs answer) every `interval`, writing its
+/// rows into the study database `db`, tagged by trial; with the cards its probes see (in its
+/// `gpuN` order) for [`Runner::with_telemetry_gpus`].
+pub fn telemetry_sampler(
+    db: &Path,
+    interval: Duration,
+) -> Result<(Sampler, Vec<GpuInfo>), FrontError> {
+    let config = SamplerConfig::with_interval(interval)?;
+    let pid = std::process::id();
+    let host = SysinfoHostProbe::new(Some(pid))?;
+    let discovery = GpuDiscovery::discover(Path::new(DRM_ROOT), pid);
+    let gpus = discovery.devices();
+    let sources = source::sources(discovery, Some(Box::new(host)));
+    // Opening the database here also recovers trials of dead processes; the runner reports
+    // them since it opens with the same grace period.
+    let sink = StorageSink::new(Storage::open_with(
+        db,
+        &StorageOptions {
+            stale_after: None,
+            ..Default::default()
+        },
+    )?);
+    let core = SamplerCore::new(config, sources, Some(Box::new(sink)))?;
+    Ok((Sampler::start(core)?, gpus))
+}

@@ -1,0 +1,131 @@
+//! `front::launch` as both front ends use it: a launched study records its study file with the
+//! study (read back to the same study, the overrides applied), a Stop asked before its data has
+//! loaded stops it before any trial starts, and a study that was only run (not created for
+//! workers) cannot be joined.
+
+use std::path::Path;
+
+use tradetune_engine::front::FrontError;
+use tradetune_engine::front::launch::{
+    LaunchEvent, Liveness, RecordedStudy, StudyLaunch, StudyPlace,
+};
+use tradetune_engine::storage::Storage;
+use tradetune_engine::study::runner::{StudyEvent, StudyReport};
+
+const TINY: &str = r#"[study]
+name = "launched"
+n_trials = 1
+
+[fixed]
+env.n_envs = 2
+ppo.n_steps = 32
+ppo.batch_size = 32
+ppo.n_epochs = 1
+ppo.policy.net_arch.pi = [8]
+ppo.policy.net_arch.vf = [8]
+train.total_timesteps = 64
+train.eval_every = 0
+
+[search]
+"ppo.learning_rate" = { low = 1e-4, high = 1e-2, log = true }
+
+[sampler]
+kind = "random"
+
+[pruner]
+kind = "none"
+"#;
+
+/// Collects a launch's events to its end: whether `Ready` came first, the study events, and
+/// the result.
+fn follow(
+    events: std::sync::mpsc::Receiver<LaunchEvent>,
+) -> (bool, Vec<StudyEvent>, Result<StudyReport, FrontError>) {
+    let mut ready_first = None;
+    let mut study = Vec::new();
+    for e in events.iter() {
+        match e {
+            LaunchEvent::Ready { .. } => {
+                ready_first.get_or_insert(study.is_empty());
+            }
+            LaunchEvent::Notice(_) => {}
+            LaunchEvent::Study(e) => study.push(e),
+            LaunchEvent::Finished(r) => return (ready_first == Some(true), study, r),
+        }
+    }
+    panic!("no Finished event");
+}
+
+fn launch(dir: &Path) -> StudyLaunch {
+    let file = dir.join("tiny.toml");
+    std::fs::write(&file, TINY).unwrap();
+    let place = StudyPlace::new(dir.join("db").join("studies.db"), None).unwrap();
+    let mut l = StudyLaunch::from_path(&file, place).unwrap();
+    l.set(&["train.total_timesteps=96".into()]).unwrap();
+    l.liveness(Liveness {
+        telemetry: None,
+        ..Liveness::default()
+    });
+    l
+}
+
+#[test]
+fn a_launched_study_is_recorded_and_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let l = launch(dir.path());
+    let want = l.file().clone();
+    let db = l.place().db.clone();
+    assert_eq!(
+        l.place().checkpoints,
+        dir.path().join("db").join("checkpoints")
+    );
+    let (_handle, events) = l.launch();
+    let (ready_first, study, result) = follow(events);
+    let report = result.unwrap();
+    assert!(ready_first, "Ready comes before the runner's events");
+    assert_eq!(report.trials.len(), 1);
+    assert!(matches!(
+        study.last(),
+        Some(StudyEvent::StudyFinished { .. })
+    ));
+
+    let storage = Storage::open_read_only(&db).unwrap();
+    let record = RecordedStudy::of(&storage.study("launched").unwrap()).expect("recorded");
+    assert_eq!(record.text, TINY);
+    assert_eq!(record.overrides, ["train.total_timesteps=96"]);
+    assert!(record.source.ends_with("tiny.toml"), "{}", record.source);
+    assert_eq!(record.source_dir().as_deref(), Some(dir.path()));
+    let back = record.study_file("launched", dir.path()).unwrap();
+    assert_eq!(back.base_config, want.base_config);
+    assert_eq!(back.base_config["train"]["total_timesteps"], 96);
+
+    // Run, not created for workers: no budget or fingerprint to join by.
+    let place = StudyPlace::new(db.clone(), None).unwrap();
+    let e = StudyLaunch::join(&storage, "launched", dir.path(), place).unwrap_err();
+    assert!(matches!(e, FrontError::NotRecorded { .. }), "{e}");
+}
+
+#[test]
+fn a_stop_before_the_data_loads_starts_no_trial() {
+    let dir = tempfile::tempdir().unwrap();
+    let l = launch(dir.path());
+    let (tx, events) = std::sync::mpsc::channel();
+    let (handle, job) = l.into_job(move |e| {
+        let _ = tx.send(e);
+    });
+    // Asked before the job has even started: nothing is loaded yet.
+    handle.stop_study();
+    assert!(handle.stopped());
+    let worker = std::thread::spawn(move || job.run());
+    let (_, study, result) = follow(events);
+    worker.join().unwrap();
+    let report = result.unwrap();
+    assert!(report.stopped);
+    assert!(report.trials.is_empty(), "{:?}", report.trials);
+    assert!(
+        !study
+            .iter()
+            .any(|e| matches!(e, StudyEvent::TrialStarted { .. })),
+        "{study:?}"
+    );
+}
