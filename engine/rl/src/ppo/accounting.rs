@@ -118,8 +118,14 @@ pub(crate) struct CompileWatch {
 }
 
 impl CompileWatch {
-    /// Marks the start of an update.
+    /// Marks the start of an update. While an update that compiled is held, the compilation
+    /// log's late lines (delivered by cubecl's logging task) are let in first, so they are not
+    /// taken for this update's: a few milliseconds, only in the updates after one that
+    /// compiled.
     pub(crate) fn begin(&mut self) {
+        if !self.held.is_empty() {
+            kernels::settle();
+        }
         self.start = kernels::counts();
     }
 
