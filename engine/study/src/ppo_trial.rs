@@ -33,7 +33,7 @@ use tradetune_telemetry::PhaseSplit;
 mod check;
 mod folds;
 
-pub use check::{DataShape, Problem};
+pub use check::{DataShape, Problem, setting_default};
 
 /// How long a trial trains and how often it is evaluated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

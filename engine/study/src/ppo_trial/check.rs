@@ -8,6 +8,7 @@ use tradetune_rl::ppo::PpoError;
 
 use super::PpoTrialConfig;
 use crate::catalogue::{self, SettingError};
+use crate::file::{PrunerSection, SamplerSection, StudySection};
 
 /// The sizes of the data a trial trains on, which some checks and the estimate need.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -39,6 +40,25 @@ impl DataShape {
         );
         4 * t * m * (1 + f)
     }
+}
+
+/// The default of the catalogue's setting `name` (JSON; `null` for an optional setting absent
+/// by default): the trial configuration's own defaults, and the study file's tables'.
+pub fn setting_default(name: &str) -> Option<serde_json::Value> {
+    let mut root = PpoTrialConfig::defaults_json();
+    if let serde_json::Value::Object(map) = &mut root {
+        let study = toml::from_str::<StudySection>("name = \"study\"")
+            .ok()
+            .and_then(|s| serde_json::to_value(s).ok());
+        let sampler = serde_json::to_value(SamplerSection::default()).ok();
+        let pruner = serde_json::to_value(PrunerSection::default()).ok();
+        for (key, value) in [("study", study), ("sampler", sampler), ("pruner", pruner)] {
+            if let Some(v) = value {
+                map.insert(key.to_owned(), v);
+            }
+        }
+    }
+    catalogue::at(&root, name).cloned()
 }
 
 /// One thing wrong with a setting.
@@ -121,7 +141,59 @@ impl PpoTrialConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalogue::Setting;
+    use crate::config_path::leaf_paths;
+    use crate::file::{PrunerKind, SamplerKind};
+    use serde_json::json;
     use tradetune_env::EnvPlacement;
+    use tradetune_rl::eval::Objective;
+
+    /// Every leaf of the trial configuration is catalogued, and nothing else is a trial
+    /// setting.
+    #[test]
+    fn the_catalogues_trial_settings_are_the_configurations_leaves() {
+        let mut names: Vec<String> = catalogue::trial().map(|s| s.name.to_owned()).collect();
+        names.sort();
+        assert_eq!(names, leaf_paths(&PpoTrialConfig::defaults_json()));
+    }
+
+    #[test]
+    fn every_setting_has_a_default_in_its_range() {
+        for s in catalogue::all() {
+            let d = setting_default(s.name).unwrap_or_else(|| panic!("{} has no default", s.name));
+            s.check(&d)
+                .unwrap_or_else(|e| panic!("the default of {}: {e}", s.name));
+        }
+    }
+
+    /// Each choice of a trial setting is a value its configuration reads, and the study's
+    /// choices are the kinds' own names.
+    #[test]
+    fn every_choice_of_the_catalogue_is_a_value_of_the_setting() {
+        for s in catalogue::trial().filter(|s| !s.choices().is_empty()) {
+            for c in s.choices() {
+                let mut config = PpoTrialConfig::defaults_json();
+                let mut slot = &mut config;
+                for part in s.name.split('.') {
+                    slot = &mut slot[part];
+                }
+                *slot = json!(c);
+                PpoTrialConfig::from_json(&config)
+                    .unwrap_or_else(|e| panic!("{} = {c}: {e}", s.name));
+            }
+        }
+        let names = |name: &str| {
+            catalogue::get(name)
+                .map(Setting::choices)
+                .unwrap_or_default()
+        };
+        let objectives: Vec<&str> = Objective::ALL.iter().map(|o| o.name()).collect();
+        assert_eq!(names("study.objective"), objectives);
+        let samplers: Vec<&str> = SamplerKind::ALL.iter().map(|k| k.name()).collect();
+        assert_eq!(names("sampler.kind"), samplers);
+        let pruners: Vec<&str> = PrunerKind::ALL.iter().map(|k| k.name()).collect();
+        assert_eq!(names("pruner.kind"), pruners);
+    }
 
     fn shape() -> DataShape {
         DataShape {
