@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::{scratch, text, tradetune};
 use tradetune_engine::storage::{JsonValue, Storage, TrialState};
+use tradetune_engine::study::catalogue;
 
 /// A study of tiny PPO trials (4 envs × 32 steps, 16-wide nets, an evaluation after every
 /// update) on the bundled data.
@@ -461,6 +462,11 @@ fn a_preset_runs_on_the_given_devices_and_storage_and_reads_back_as_json() {
 fn bad_set_values_are_refused_by_name_before_anything_runs() {
     let dir = scratch("cli_study", "bad_set");
     let db = dir.join("never.db");
+    // (The preset searches ppo.gamma; clip_range it leaves fixed.)
+    let clip = catalogue::get("ppo.clip_range")
+        .and_then(|s| s.range)
+        .unwrap();
+    let clip_range = format!("'ppo.clip_range' = 20.0 is out of its range {clip}");
     for (set, want) in [
         (
             "train.total_timestep=512",
@@ -469,6 +475,13 @@ fn bad_set_values_are_refused_by_name_before_anything_runs() {
         ("ppo.learning_rate=1e-3", "is searched by this study"),
         ("ppo.n_steps=\"many\"", "ppo.n_steps"),
         ("ppo.n_steps", "write NAME=VALUE"),
+        // Out of the range the engine's catalogue gives the setting: refused with that range.
+        ("ppo.clip_range=20", clip_range.as_str()),
+        (
+            "env.n_envs=0",
+            "'env.n_envs' = 0 is out of its range [1, 65536]",
+        ),
+        ("ppo.precision=f64", "is not one of f32, bf16, f16"),
     ] {
         let o = tradetune(&[
             "study",

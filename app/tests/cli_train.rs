@@ -176,6 +176,15 @@ fn toml_errors_name_the_file_and_the_field() {
         ("precision = \"f64\"\n", "unknown precision 'f64'"),
         ("device = \"gpu7\"\n", "unknown device 'gpu7'"),
         ("objective = 3\n", "objective"),
+        // Values out of the range the engine's catalogue gives, with that range.
+        (
+            "[ppo]\ngamma = 1.5\n",
+            "'ppo.gamma' = 1.5 is out of its range [0, 1]",
+        ),
+        (
+            "total_timesteps = 0\n",
+            "'train.total_timesteps' = 0 is out of its range [1, ",
+        ),
     ];
     for (i, (body, field)) in cases.into_iter().enumerate() {
         let cfg = dir.join("run.toml");

@@ -31,6 +31,8 @@ use tradetune_engine::device::precision::Precision;
 use tradetune_engine::env::EnvConfig;
 use tradetune_engine::eval::Objective;
 use tradetune_engine::ppo::PpoConfig;
+use tradetune_engine::study::catalogue;
+use tradetune_engine::study::ppo_trial::{PpoTrialConfig, TrialSchedule};
 
 pub use tradetune_engine::front::data_source::{DATA_FILE, DataSource, ENV_FILE, LoadedData};
 
@@ -352,22 +354,40 @@ impl Run {
             .ok_or_else(|| {
                 anyhow::anyhow!("no checkpoint directory: give --out DIR (or `out` in --config)")
             })?;
+        let total_timesteps = args
+            .total_timesteps
+            .or(file.total_timesteps)
+            .unwrap_or(100_000);
+        let eval_every = args.eval_every.or(file.eval_every).unwrap_or(0);
+        // Every setting in the range the engine's catalogue gives it, as a study's would be.
+        let config = PpoTrialConfig {
+            env,
+            ppo,
+            train: TrialSchedule {
+                total_timesteps,
+                eval_every,
+            },
+        };
+        catalogue::check_config(&serde_json::to_value(&config)?).with_context(|| {
+            if cfg_name.is_empty() {
+                "the run's settings".to_owned()
+            } else {
+                format!("the run's settings ({cfg_name} and the flags)")
+            }
+        })?;
         Ok(Self {
             device: args.device.or(file.device).unwrap_or(DeviceSpec::Cpu),
-            total_timesteps: args
-                .total_timesteps
-                .or(file.total_timesteps)
-                .unwrap_or(100_000),
+            total_timesteps,
             out,
             memory_fraction: args
                 .memory_fraction
                 .or(file.memory_fraction)
                 .unwrap_or(DEFAULT_MEMORY_FRACTION),
             data,
-            eval_every: args.eval_every.or(file.eval_every).unwrap_or(0),
+            eval_every,
             objective,
-            ppo,
-            env,
+            ppo: config.ppo,
+            env: config.env,
         })
     }
 }

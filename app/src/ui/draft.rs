@@ -9,15 +9,17 @@ use tradetune_engine::device::memory::{
     DEFAULT_MEMORY_FRACTION, MemoryBudget, MemoryEstimate, fmt_bytes,
 };
 
-use tradetune_engine::env::{EnvConfig, EnvError};
+use tradetune_engine::device::DeviceSpec;
+use tradetune_engine::env::EnvConfig;
 use tradetune_engine::eval::Objective;
 use tradetune_engine::market::split::{HoldOut, SplitError, SplitSpec};
-use tradetune_engine::ppo::{PpoConfig, PpoError};
+use tradetune_engine::ppo::PpoConfig;
 use tradetune_engine::study::Direction;
 use tradetune_engine::study::file::{
     DataSection, EvaluationSection, PrunerSection, SamplerSection, SearchSpec, StudyFile,
     StudyFileError, StudyParts, StudySection,
 };
+pub use tradetune_engine::study::ppo_trial::{DataShape, Problem};
 use tradetune_engine::study::ppo_trial::{PpoTrialConfig, TrialSchedule};
 use tradetune_engine::study::preset::Preset;
 
@@ -178,15 +180,19 @@ impl Draft {
 }
 
 impl Draft {
-    /// The fixed configuration as the study file's base: `{ env, ppo, train }` (the fields a
-    /// search can set are its leaves, listed by the Configure panel's field table).
-    pub(crate) fn base_json(&self) -> serde_json::Value {
-        serde_json::to_value(PpoTrialConfig {
+    /// The trial configuration it fixes: `{ env, ppo, train }`.
+    pub fn trial_config(&self) -> PpoTrialConfig {
+        PpoTrialConfig {
             env: self.env.clone(),
             ppo: self.ppo.clone(),
             train: self.train.clone(),
-        })
-        .unwrap_or_default()
+        }
+    }
+
+    /// The fixed configuration as the study file's base: `{ env, ppo, train }` (the fields a
+    /// search can set are its leaves, the engine's catalogue's trial settings).
+    pub(crate) fn base_json(&self) -> serde_json::Value {
+        serde_json::to_value(self.trial_config()).unwrap_or_default()
     }
 
     /// The fixed value of `name`, if it names a field.
@@ -196,24 +202,6 @@ impl Draft {
             .try_fold(&base, |v, part| v.get(part))
             .cloned()
     }
-}
-
-/// One thing wrong with a field, shown where the field is typed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Problem {
-    /// The field's dotted name (`ppo.batch_size`).
-    pub field: String,
-    /// What is wrong, for people.
-    pub message: String,
-}
-
-/// The shape of the data a run would see, which the estimate and some checks need.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct DataShape {
-    /// Assets (the action size).
-    pub n_assets: usize,
-    /// Features per asset per bar.
-    pub n_features: usize,
 }
 
 /// The estimated need of a draft against its device's budget.
@@ -258,61 +246,32 @@ impl MemoryCheck {
 
 impl Draft {
     /// Every problem of the draft training on `data`, field by field; empty when Start may
-    /// run it.
+    /// run it. The trial configuration's are the engine's own
+    /// ([`PpoTrialConfig::problems`]), so the app flags exactly what a run would refuse.
     pub fn problems(&self, shape: Option<DataShape>, data: &[PathBuf]) -> Vec<Problem> {
-        let mut out = Vec::new();
-        let mut bad = |field: &str, message: String| {
-            out.push(Problem {
-                field: field.to_owned(),
-                message,
-            })
-        };
-        let n_envs = self.env.n_envs;
-        if n_envs == 0 {
-            bad("env.n_envs", "at least 1 environment".into());
-        }
-        // The engine's own checks, so the app flags exactly what a run would refuse; their
-        // errors name the field.
-        match self.ppo.validate(n_envs.max(1)) {
-            Err(e @ PpoError::Config { field, .. }) => bad(&format!("ppo.{field}"), e.to_string()),
-            Err(e) => bad("ppo", e.to_string()),
-            Ok(()) => {}
-        }
-        if let Some(shape) = shape {
-            match self.env.validate(shape.n_assets) {
-                Err(e @ EnvError::Config { field, .. }) => {
-                    bad(&format!("env.{field}"), e.to_string())
-                }
-                Err(e) => bad("env", e.to_string()),
-                Ok(()) => {}
-            }
-        }
-        if self.train.total_timesteps < self.ppo.n_steps * n_envs.max(1) {
-            bad(
-                "train.total_timesteps",
-                format!(
-                    "{} is less than one rollout (n_steps × n_envs = {})",
-                    self.train.total_timesteps,
-                    self.ppo.n_steps * n_envs.max(1)
-                ),
-            );
-        }
+        let mut out = self.trial_config().problems(shape.map(|s| s.n_assets));
         // The study settings, searched ranges, sampler and pruner: the engine's own parser.
         if let Err(e) = self.study_file(data) {
             // The parser quotes dotted names (`search."ppo.gamma"`); fields are named bare.
             let field = e.key.as_deref().unwrap_or("study").replace('"', "");
-            bad(&field, e.to_string());
+            out.push(Problem {
+                field,
+                message: e.to_string(),
+            });
         }
         out
     }
 
-    /// The estimate of what one run needs on its device and that device's share for it.
-    /// `device_bytes` is the device's memory (host RAM for the CPU) when known.
+    /// The estimate of what one trial needs on the study's first device (the engine's,
+    /// [`PpoTrialConfig::memory_estimate`]: the data counts where the env is placed on the
+    /// device) and that device's share for it. `device_bytes` is the device's memory (host RAM
+    /// for the CPU) when known.
     pub fn memory(&self, shape: DataShape, device_bytes: Option<u64>) -> MemoryCheck {
-        let obs_dim = self.env.obs_dim(shape.n_assets, shape.n_features);
-        let estimate = self
-            .ppo
-            .memory_estimate(self.env.n_envs, obs_dim, shape.n_assets, 0);
+        let on_cpu = self
+            .device()
+            .parse::<DeviceSpec>()
+            .map_or(true, |d| d == DeviceSpec::Cpu);
+        let estimate = self.trial_config().memory_estimate(shape, on_cpu);
         let budget = device_bytes.and_then(|bytes| {
             MemoryBudget::new(bytes, self.study.memory_fraction, self.study.workers.max(1)).ok()
         });
@@ -385,6 +344,7 @@ mod tests {
 
     fn shape() -> DataShape {
         DataShape {
+            n_bars: 2000,
             n_assets: 4,
             n_features: 8,
         }
@@ -404,6 +364,16 @@ mod tests {
             problems.iter().any(|p| p.field == "ppo.batch_size"),
             "{problems:?}"
         );
+    }
+
+    /// The data counts where the env is placed on a GPU, not on the CPU.
+    #[test]
+    fn the_estimate_counts_the_data_on_a_gpu() {
+        let mut d = Draft::default();
+        let cpu = d.memory(shape(), None).estimate.total();
+        d.study.devices = vec!["wgpu:0".into()];
+        let gpu = d.memory(shape(), None).estimate.total();
+        assert_eq!(gpu, cpu + shape().device_bytes());
     }
 
     #[test]

@@ -301,10 +301,7 @@ impl Tasks {
                     paths,
                     source: loaded.source_name.clone(),
                     assets: d.names.clone(),
-                    shape: DataShape {
-                        n_assets: d.n_assets(),
-                        n_features: d.n_features(),
-                    },
+                    shape: DataShape::of(d),
                     range: (
                         ts.first().copied().unwrap_or(0),
                         ts.last().copied().unwrap_or(0),

@@ -2,6 +2,9 @@
 //!
 //! - [`space`]: Optuna's distributions (float/int with log and step, categorical; the one model
 //!   of [`tradetune_storage::model`]) grouped by name in a [`SearchSpace`].
+//! - [`catalogue`]: every setting of a trial and of a study's form, with its dotted name, type,
+//!   default, range and doc; the study file, `--set`, `tradetune train --config` and the app's
+//!   Configure panel read and check settings through it.
 //! - [`config_path`]: applies a sampled value to a configuration by its dotted name
 //!   (`ppo.learning_rate`), with an error listing the valid names.
 //! - [`sampler`]: random, TPE (Optuna 5.0's default), grid, enqueued fixed trials.
@@ -17,6 +20,7 @@
 //! - [`notes`]: a study's and its trials' notes, in the system attributes optuna-dashboard uses.
 
 pub mod bench;
+pub mod catalogue;
 pub mod config_path;
 pub mod file;
 pub mod importance;

@@ -30,7 +30,10 @@ use tradetune_rl::ppo::{
 };
 use tradetune_telemetry::{GpuWork, PhaseSplit};
 
+mod check;
 mod folds;
+
+pub use check::{DataShape, Problem, setting_default};
 
 /// How long a trial trains and how often it is evaluated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -266,12 +269,7 @@ impl PpoTrial {
 /// Bytes of the market data a device env uploads: prices `[T, M]` and features `[T, M·F]`
 /// in f32.
 pub fn dataset_bytes(d: &Dataset) -> u64 {
-    let (t, m, f) = (
-        d.n_bars() as u64,
-        d.n_assets() as u64,
-        d.n_features() as u64,
-    );
-    4 * t * m * (1 + f)
+    DataShape::of(d).device_bytes()
 }
 
 /// The trainer's phases in the telemetry's four: buffer writes count as inference (both are

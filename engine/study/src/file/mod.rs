@@ -365,6 +365,7 @@ impl StudyFile {
             grid,
             text: text.to_owned(),
         };
+        file.check_search_ranges()?;
         // Build both once so a bad sampler or pruner setting fails now, not at run time.
         file.build_sampler()?;
         file.build_pruner()?;
@@ -406,6 +407,26 @@ impl StudyFile {
                 ))
             })?;
         set_fixed(&mut self.base_config, name, parsed).map_err(fail)
+    }
+
+    /// Refuses a searched range that reaches past the range the
+    /// [`catalogue`](crate::catalogue) gives its setting, or a choice it refuses (a trial
+    /// would fail on it), naming the search's key; ends and choices are applied as a trial
+    /// applies them, so one of the wrong type is refused here too.
+    fn check_search_ranges(&self) -> Result<(), StudyFileError> {
+        for (name, values) in self.extreme_values() {
+            let key = format!("search.\"{name}\"");
+            for value in &values {
+                let mut trial = self.base_config.clone();
+                config_path::apply_value(&mut trial, &name, value)
+                    .map_err(|e| self.key_error(&key, e.to_string()))?;
+                if let Some(applied) = name.split('.').try_fold(&trial, |v, part| v.get(part)) {
+                    crate::catalogue::check(&name, applied)
+                        .map_err(|e| self.key_error(&key, e.to_string()))?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// An error about `key` of this file, with its line.
@@ -738,6 +759,14 @@ min_resource = 1
         let bad = GOOD.replace("min_resource = 1", "min_resourc = 1");
         let e = StudyFile::parse(&bad, "bad.toml", &defaults()).unwrap_err();
         assert!(e.to_string().contains("min_resourc"), "{e}");
+        // A searched range past the catalogue's range of its setting, with that range.
+        let bad = GOOD.replace("low = 4, high = 16", "low = 4, high = 4000");
+        let e = StudyFile::parse(&bad, "bad.toml", &defaults()).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("search.\"ppo.n_epochs\""), "{e}");
+        assert!(e.to_string().contains("out of its range [1, 1000]"), "{e}");
+        let bad = GOOD.replace("[[256, 128], [512, 256]]", "[[256, 128], [512, 0]]");
+        let e = StudyFile::parse(&bad, "bad.toml", &defaults()).unwrap_err();
+        assert!(e.to_string().contains("out of its range [1, 65536]"), "{e}");
         let bad = GOOD.replace(
             "{ low = 4, high = 16, step = 4 }",
             "{ low = 4, high = 15, step = 4 }",

@@ -38,7 +38,8 @@ pub(super) fn search_specs(t: &toml::Table, prefix: &str, out: &mut Vec<(String,
 }
 
 /// Sets the leaf `name` of `root` to a fixed TOML value; the leaf must exist and the value must
-/// have its type (a number for a number, a list for a list, …).
+/// have its type (a number for a number, a list for a list, …) and lie in the range the
+/// [`catalogue`](crate::catalogue) gives it.
 pub(super) fn set_fixed(
     root: &mut serde_json::Value,
     name: &str,
@@ -52,6 +53,10 @@ pub(super) fn set_fixed(
     };
     let mut scratch = root.clone();
     config_path::apply_value(&mut scratch, name, &probe).map_err(|e| e.to_string())?;
+    let applied = name.split('.').try_fold(&scratch, |v, part| v.get(part));
+    if let Some(v) = applied {
+        crate::catalogue::check(name, v).map_err(|e| e.to_string())?;
+    }
     *root = scratch;
     Ok(())
 }

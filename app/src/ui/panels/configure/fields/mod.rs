@@ -1,25 +1,43 @@
-//! The Configure panel's fields as one table: each field's label (what the panel shows and
-//! tests find it by), its dotted path (what the engine's checks and a search name it by), how it
-//! is edited with its range, and a line of help. The panel draws its two columns from it, shows
-//! each problem under the field it names (or at the end of the field's section), and the list of
-//! fields a search can set is its rows under `env`, `ppo` and `train`.
+//! The Configure panel's fields: which settings each column shows, in order, and where each
+//! sits in the draft. Everything else about a setting (its label, what the panel and tests find
+//! it by; its range; its help; an enum's values) is the engine's
+//! [`catalogue`](tradetune_engine::study::catalogue), found by the field's dotted path. The panel
+//! draws its two columns from the table, shows each problem under the field it names (or at the
+//! end of the field's section), and the fields a search can set are the catalogue's trial
+//! settings.
 
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 
+use tradetune_engine::study::catalogue::{self, Setting};
+
 use crate::ui::draft::{Draft, Problem};
 use crate::ui::panels::widgets;
 
-/// One field of the draft.
+/// One field of the draft on the panel.
 pub struct Field {
-    /// The label beside its widget (its accessible name).
-    pub label: &'static str,
-    /// Its dotted name: `ppo.batch_size`.
+    /// Its dotted name (`ppo.batch_size`): the catalogue's setting it edits.
     pub path: &'static str,
     /// How it is edited.
     pub kind: Kind,
+}
+
+impl Field {
+    /// The catalogue's setting (None only for a path the catalogue lacks, which a test
+    /// refuses).
+    pub fn setting(&self) -> Option<&'static Setting> {
+        catalogue::get(self.path)
+    }
+
+    /// The label beside its widget (its accessible name).
+    pub fn label(&self) -> &'static str {
+        self.setting().map_or(self.path, |s| s.label)
+    }
+
     /// What it means, shown on hover.
-    pub help: &'static str,
+    pub fn help(&self) -> &'static str {
+        self.setting().map_or("", |s| s.doc)
+    }
 }
 
 /// How a field is edited.
@@ -36,8 +54,6 @@ pub enum Kind {
     Widths(fn(&mut Draft) -> &mut Vec<usize>),
     /// The study's devices, with the workers bound to each (their own editor).
     Devices,
-    /// Not on the panel: set by a search or a preset.
-    SearchOnly,
 }
 
 /// One line of a column: a heading, a field, or the problems of a section that no field of
@@ -48,65 +64,96 @@ pub enum Line {
     Problems(&'static str),
 }
 
-/// A numeric field: its place in the draft and its range.
+/// A numeric field: its place in the draft (its range is the catalogue's).
 pub struct Number<T: 'static> {
     /// The field in the draft.
     pub at: fn(&mut Draft) -> &mut T,
-    /// What the widget allows.
-    pub range: RangeInclusive<T>,
+}
+
+/// The range of the setting at `path`, in the field's type: the catalogue's, or every value of
+/// the type where it gives none (seeds).
+fn range<T: egui::emath::Numeric>(path: &str) -> RangeInclusive<T> {
+    match catalogue::get(path).and_then(|s| s.range) {
+        Some(r) => T::from_f64(r.low)..=T::from_f64(r.high),
+        None => T::MIN..=T::MAX,
+    }
 }
 
 /// A [`Number`] of any numeric type.
 pub trait NumberField: Sync {
-    /// The labelled drag value.
-    fn ui(&self, ui: &mut egui::Ui, label: &str, draft: &mut Draft) -> egui::Response;
+    /// The labelled drag value of the field at `path`.
+    fn ui(&self, ui: &mut egui::Ui, path: &str, label: &str, draft: &mut Draft) -> egui::Response;
 
     /// Sets the field to an end of its range other than its value.
     #[cfg(test)]
-    fn set_far(&self, draft: &mut Draft);
+    fn set_far(&self, path: &str, draft: &mut Draft);
 }
 
 impl<T: egui::emath::Numeric + Sync> NumberField for Number<T> {
-    fn ui(&self, ui: &mut egui::Ui, label: &str, draft: &mut Draft) -> egui::Response {
-        widgets::drag(ui, label, (self.at)(draft), self.range.clone())
+    fn ui(&self, ui: &mut egui::Ui, path: &str, label: &str, draft: &mut Draft) -> egui::Response {
+        widgets::drag(ui, label, (self.at)(draft), range(path))
     }
 
     #[cfg(test)]
-    fn set_far(&self, draft: &mut Draft) {
+    fn set_far(&self, path: &str, draft: &mut Draft) {
+        let range = range::<T>(path);
         let v = (self.at)(draft);
-        *v = if *v == *self.range.end() {
-            *self.range.start()
+        *v = if *v == *range.end() {
+            *range.start()
         } else {
-            *self.range.end()
+            *range.end()
         };
     }
 }
 
-/// An enum field: its place in the draft, its values and how each reads.
+/// An enum field: its place in the draft, how a catalogue name reads as a value, and how a
+/// value is shown.
 pub struct Choice<T: 'static> {
     /// The field in the draft.
     pub at: fn(&mut Draft) -> &mut T,
-    /// Every value, in the order listed.
-    pub all: &'static [T],
+    /// The value of one of the catalogue's names.
+    pub parse: fn(&str) -> Option<T>,
     /// A value as shown.
     pub text: fn(&T) -> String,
 }
 
+impl<T> Choice<T> {
+    /// Every value of the setting at `path`, in the catalogue's order.
+    fn values(&self, path: &str) -> Vec<T> {
+        catalogue::get(path)
+            .map(Setting::choices)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|name| (self.parse)(name))
+            .collect()
+    }
+}
+
+/// A catalogue name read as a value by the value's own (serde) name.
+pub fn by_name<T: serde::de::DeserializeOwned>(name: &str) -> Option<T> {
+    serde_json::from_value(serde_json::Value::String(name.to_owned())).ok()
+}
+
 /// A [`Choice`] of any enum.
 pub trait ChoiceField: Sync {
-    /// The labelled combo box (its id is the label).
-    fn ui(&self, ui: &mut egui::Ui, label: &str, draft: &mut Draft) -> egui::Response;
+    /// The labelled combo box (its id is the label) of the field at `path`.
+    fn ui(&self, ui: &mut egui::Ui, path: &str, label: &str, draft: &mut Draft) -> egui::Response;
+
+    /// How many of the catalogue's names read as values.
+    #[cfg(test)]
+    fn count(&self, path: &str) -> usize;
 }
 
 impl<T: PartialEq + Copy + Sync> ChoiceField for Choice<T> {
-    fn ui(&self, ui: &mut egui::Ui, label: &str, draft: &mut Draft) -> egui::Response {
+    fn ui(&self, ui: &mut egui::Ui, path: &str, label: &str, draft: &mut Draft) -> egui::Response {
+        let all = self.values(path);
         let value = (self.at)(draft);
         ui.horizontal(|ui| {
             let l = ui.label(label);
             egui::ComboBox::from_id_salt(label)
                 .selected_text((self.text)(value))
                 .show_ui(ui, |ui| {
-                    for v in self.all {
+                    for v in &all {
                         ui.selectable_value(value, *v, (self.text)(v));
                     }
                 })
@@ -114,6 +161,11 @@ impl<T: PartialEq + Copy + Sync> ChoiceField for Choice<T> {
                 .labelled_by(l.id)
         })
         .inner
+    }
+
+    #[cfg(test)]
+    fn count(&self, path: &str) -> usize {
+        self.values(path).len()
     }
 }
 
@@ -124,50 +176,44 @@ macro_rules! path {
     };
 }
 
-/// A numeric field, named once: `number!("batch_size", ppo.batch_size, 1..=10, "help")`.
+/// A numeric field, named once: `number!(ppo.batch_size)`.
 macro_rules! number {
-    ($label:expr, $($seg:ident).+, $range:expr, $help:expr) => {
+    ($($seg:ident).+) => {
         Line::Field(Field {
-            label: $label,
             path: path!($($seg).+),
             kind: Kind::Number(&Number {
                 at: |d: &mut Draft| &mut d.$($seg).+,
-                range: $range,
             }),
-            help: $help,
         })
     };
 }
 
-/// Any other field: `field!("label", ppo.gamma, Kind::Toggle, "help")`; the kind gets the field's
-/// place in the draft (and `field!(.., Kind::SearchOnly, ..)` none).
-macro_rules! field {
-    ($label:expr, $($seg:ident).+, Kind::SearchOnly, $help:expr) => {
-        Line::Field(Field {
-            label: $label,
-            path: path!($($seg).+),
-            kind: Kind::SearchOnly,
-            help: $help,
-        })
+/// An enum field: `choice!(ppo.precision, display)` shows each value with `display` and reads
+/// the catalogue's names by serde; `choice!(study.direction, show, parse)` reads them with
+/// `parse`.
+macro_rules! choice {
+    ($($seg:ident).+, $text:expr) => {
+        choice!($($seg).+, $text, super::by_name)
     };
-    ($label:expr, $($seg:ident).+, Kind::Choice($all:expr, $text:expr), $help:expr) => {
+    ($($seg:ident).+, $text:expr, $parse:expr) => {
         Line::Field(Field {
-            label: $label,
             path: path!($($seg).+),
             kind: Kind::Choice(&Choice {
                 at: |d: &mut Draft| &mut d.$($seg).+,
-                all: $all,
+                parse: $parse,
                 text: $text,
             }),
-            help: $help,
         })
     };
-    ($label:expr, $($seg:ident).+, Kind::$kind:ident $(($($arg:expr),*))?, $help:expr) => {
+}
+
+/// Any other field: `field!(ppo.normalize_obs, Toggle)`; the kind gets the field's place in
+/// the draft.
+macro_rules! field {
+    ($($seg:ident).+, $kind:ident) => {
         Line::Field(Field {
-            label: $label,
             path: path!($($seg).+),
-            kind: Kind::$kind(|d: &mut Draft| &mut d.$($seg).+ $($(, $arg)*)?),
-            help: $help,
+            kind: Kind::$kind(|d: &mut Draft| &mut d.$($seg).+),
         })
     };
 }
@@ -184,29 +230,22 @@ pub fn all() -> impl Iterator<Item = &'static Field> {
     })
 }
 
-/// Whether a search can set the field: the trial's configuration (`env`, `ppo`, `train`), not
-/// the study's own settings.
-pub fn searchable(field: &Field) -> bool {
-    ["env.", "ppo.", "train."]
-        .iter()
-        .any(|p| field.path.starts_with(p))
-}
-
-/// Every name a search can set (`env.n_envs`, `ppo.learning_rate`, …), sorted.
+/// Every name a search can set (`env.n_envs`, `ppo.learning_rate`, …), sorted: the
+/// catalogue's trial settings.
 pub fn searchable_names() -> Vec<&'static str> {
-    let mut names: Vec<&str> = all().filter(|f| searchable(f)).map(|f| f.path).collect();
+    let mut names: Vec<&str> = catalogue::trial().map(|s| s.name).collect();
     names.sort_unstable();
     names
 }
 
-/// The help of the field at `path`.
+/// The help of the setting at `path`.
 pub fn help(path: &str) -> Option<&'static str> {
-    all().find(|f| f.path == path).map(|f| f.help)
+    catalogue::get(path).map(|s| s.doc)
 }
 
 /// Whether the panel shows `path`'s problems under a widget of its own.
 fn shown(path: &str) -> bool {
-    all().any(|f| f.path == path && !matches!(f.kind, Kind::SearchOnly))
+    all().any(|f| f.path == path)
 }
 
 /// The problems a [`Line::Problems`] of `section` lists: the section's own and those of its
@@ -248,11 +287,8 @@ pub fn column(
                 }
             }
             Line::Field(f) => {
-                if matches!(f.kind, Kind::SearchOnly) {
-                    continue;
-                }
                 if let Some(r) = editor(ui, f, draft, texts, &mut devices) {
-                    r.on_hover_text(f.help);
+                    r.on_hover_text(f.help());
                 }
                 widgets::problem_line(ui, f.path, problems);
             }
@@ -268,40 +304,41 @@ fn editor(
     texts: &mut Texts,
     devices: &mut impl FnMut(&mut egui::Ui, &mut Draft),
 ) -> Option<egui::Response> {
+    let label = f.label();
     Some(match &f.kind {
-        Kind::Number(n) => n.ui(ui, f.label, draft),
-        Kind::Toggle(at) => ui.checkbox(at(draft), f.label),
-        Kind::Choice(c) => c.ui(ui, f.label, draft),
+        Kind::Number(n) => n.ui(ui, f.path, label, draft),
+        Kind::Toggle(at) => ui.checkbox(at(draft), label),
+        Kind::Choice(c) => c.ui(ui, f.path, label, draft),
         Kind::Text(at) => {
             ui.horizontal(|ui| {
-                let l = ui.label(f.label);
+                let l = ui.label(label);
                 ui.text_edit_singleline(at(draft)).labelled_by(l.id)
             })
             .inner
         }
         Kind::Widths(at) => {
             let text = texts.entry(f.path).or_default();
-            widgets::widths(ui, f.label, at(draft), text);
+            widgets::widths(ui, label, at(draft), text);
             return None;
         }
         Kind::Devices => {
             devices(ui, draft);
             return None;
         }
-        Kind::SearchOnly => return None,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tradetune_engine::study::catalogue::Type;
 
     fn base_leaves(d: &Draft) -> Vec<String> {
         tradetune_engine::study::config_path::leaf_paths(&d.base_json())
     }
 
-    /// The table lists every setting of the trial's configuration, under the name the engine
-    /// knows it by, for the default draft and every preset's.
+    /// The names a search can set are every setting of the trial's configuration, for the
+    /// default draft and every preset's.
     #[test]
     fn the_searchable_names_are_the_configurations_settings() {
         let names: Vec<String> = searchable_names().iter().map(|s| s.to_string()).collect();
@@ -312,16 +349,36 @@ mod tests {
         }
     }
 
+    /// Every field the panel shows is a setting of the engine's catalogue, edited as the
+    /// catalogue types it; an enum offers every value the catalogue lists.
     #[test]
-    fn no_path_or_label_is_listed_twice() {
+    fn the_catalogue_covers_every_field_the_panel_shows() {
+        let mut n = 0;
+        for f in all() {
+            n += 1;
+            let s = f
+                .setting()
+                .unwrap_or_else(|| panic!("{} is not in the engine's catalogue", f.path));
+            assert_eq!(f.label(), s.label);
+            assert!(!f.help().is_empty(), "{}", f.path);
+            let fits = match &f.kind {
+                Kind::Number(_) => matches!(s.ty, Type::Int | Type::Float),
+                Kind::Toggle(_) => s.ty == Type::Bool,
+                Kind::Choice(c) => {
+                    assert_eq!(c.count(f.path), s.choices().len(), "{}", f.path);
+                    matches!(s.ty, Type::Choice(_))
+                }
+                Kind::Text(_) => s.ty == Type::Text,
+                Kind::Widths(_) => s.ty == Type::Widths,
+                Kind::Devices => s.ty == Type::Devices,
+            };
+            assert!(fits, "{} is edited as another type than {:?}", f.path, s.ty);
+        }
+        assert!(n >= 40, "the panel shows only {n} fields");
         let mut paths: Vec<&str> = all().map(|f| f.path).collect();
-        let mut labels: Vec<&str> = all().map(|f| f.label).collect();
-        let n = paths.len();
         paths.sort_unstable();
         paths.dedup();
-        labels.sort_unstable();
-        labels.dedup();
-        assert_eq!((paths.len(), labels.len()), (n, n));
+        assert_eq!(paths.len(), n, "a path is listed twice");
     }
 
     /// A field's place in the draft is the one its path names: a value set through it is the
@@ -339,14 +396,16 @@ mod tests {
             let Kind::Number(n) = &f.kind else { continue };
             let mut draft = Draft::default();
             let before = at(&draft, f.path);
-            n.set_far(&mut draft);
-            assert_ne!(
-                before,
-                at(&draft, f.path),
-                "{} does not edit {}",
-                f.label,
-                f.path
-            );
+            n.set_far(f.path, &mut draft);
+            let after = at(&draft, f.path);
+            assert_ne!(before, after, "{} does not edit {}", f.label(), f.path);
+            // The far end is in the catalogue's range (seeds: every value of the type).
+            if let Some(s) = f.setting()
+                && s.range.is_some()
+            {
+                s.check(&after)
+                    .unwrap_or_else(|e| panic!("{}: {e}", f.path));
+            }
         }
     }
 

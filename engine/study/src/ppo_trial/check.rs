@@ -1,0 +1,249 @@
+//! A trial configuration's problems and memory estimate, as engine calls a form shows before
+//! anything runs: the same checks and the same estimate a trial makes.
+
+use tradetune_device::memory::MemoryEstimate;
+use tradetune_env::{EnvError, ResolvedPlacement};
+use tradetune_market::Dataset;
+use tradetune_rl::ppo::PpoError;
+
+use super::PpoTrialConfig;
+use crate::catalogue::{self, SettingError};
+use crate::file::{PrunerSection, SamplerSection, StudySection};
+
+/// The sizes of the data a trial trains on, which some checks and the estimate need.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DataShape {
+    /// Bars (timestamps) of the whole dataset.
+    pub n_bars: usize,
+    /// Assets (the action size).
+    pub n_assets: usize,
+    /// Features per asset per bar.
+    pub n_features: usize,
+}
+
+impl DataShape {
+    pub fn of(d: &Dataset) -> DataShape {
+        DataShape {
+            n_bars: d.n_bars(),
+            n_assets: d.n_assets(),
+            n_features: d.n_features(),
+        }
+    }
+
+    /// Bytes of the market data an env placed on the device uploads: prices `[T, M]` and
+    /// features `[T, M·F]` in f32.
+    pub fn device_bytes(&self) -> u64 {
+        let (t, m, f) = (
+            self.n_bars as u64,
+            self.n_assets as u64,
+            self.n_features as u64,
+        );
+        4 * t * m * (1 + f)
+    }
+}
+
+/// The default of the catalogue's setting `name` (JSON; `null` for an optional setting absent
+/// by default): the trial configuration's own defaults, and the study file's tables'.
+pub fn setting_default(name: &str) -> Option<serde_json::Value> {
+    let mut root = PpoTrialConfig::defaults_json();
+    if let serde_json::Value::Object(map) = &mut root {
+        let study = toml::from_str::<StudySection>("name = \"study\"")
+            .ok()
+            .and_then(|s| serde_json::to_value(s).ok());
+        let sampler = serde_json::to_value(SamplerSection::default()).ok();
+        let pruner = serde_json::to_value(PrunerSection::default()).ok();
+        for (key, value) in [("study", study), ("sampler", sampler), ("pruner", pruner)] {
+            if let Some(v) = value {
+                map.insert(key.to_owned(), v);
+            }
+        }
+    }
+    catalogue::at(&root, name).cloned()
+}
+
+/// One thing wrong with a setting.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Problem {
+    /// The setting's dotted name (`ppo.batch_size`), or its section's (`ppo`) when the problem
+    /// is not one setting's.
+    pub field: String,
+    /// What is wrong, for people.
+    pub message: String,
+}
+
+impl PpoTrialConfig {
+    /// Every problem of the configuration, setting by setting: values outside the catalogue's
+    /// ranges, and the environment's and PPO's own checks (a batch larger than a rollout);
+    /// `n_assets` is the data's, when it is loaded (the environment's checks need it). Empty
+    /// when a trial would accept it.
+    pub fn problems(&self, n_assets: Option<usize>) -> Vec<Problem> {
+        let mut out = Vec::new();
+        let mut bad = |field: String, message: String| {
+            if !out.iter().any(|p: &Problem| p.field == field) {
+                out.push(Problem { field, message });
+            }
+        };
+        if let Ok(json) = serde_json::to_value(self) {
+            for s in catalogue::trial() {
+                let value = s.name.split('.').try_fold(&json, |v, part| v.get(part));
+                if let Some(Err(e)) = value.map(|v| s.check(v)) {
+                    let name = match &e {
+                        SettingError::OutOfRange { name, .. }
+                        | SettingError::WrongType { name, .. }
+                        | SettingError::NotAChoice { name, .. } => name.clone(),
+                    };
+                    bad(name, e.to_string());
+                }
+            }
+        }
+        let n_envs = self.env.n_envs.max(1);
+        match self.ppo.validate(n_envs) {
+            Err(e @ PpoError::Config { field, .. }) => bad(format!("ppo.{field}"), e.to_string()),
+            Err(e) => bad("ppo".into(), e.to_string()),
+            Ok(()) => {}
+        }
+        if let Some(n_assets) = n_assets {
+            match self.env.validate(n_assets) {
+                Err(e @ EnvError::Config { field, .. }) => {
+                    bad(format!("env.{field}"), e.to_string())
+                }
+                Err(e) => bad("env".into(), e.to_string()),
+                Ok(()) => {}
+            }
+        }
+        let rollout = self.ppo.n_steps * n_envs;
+        if self.train.total_timesteps < rollout {
+            bad(
+                "train.total_timesteps".into(),
+                format!(
+                    "{} is less than one rollout (n_steps × n_envs = {rollout})",
+                    self.train.total_timesteps
+                ),
+            );
+        }
+        out
+    }
+
+    /// What one trial of this configuration needs on a device that is (`on_cpu`) or is not
+    /// the CPU, training on data of `shape`: an env placed on the device holds the market data
+    /// there.
+    pub fn memory_estimate(&self, shape: DataShape, on_cpu: bool) -> MemoryEstimate {
+        let obs_dim = self.env.obs_dim(shape.n_assets, shape.n_features);
+        let dataset = match self.env.placement_on(on_cpu) {
+            ResolvedPlacement::Host => 0,
+            ResolvedPlacement::Device => shape.device_bytes(),
+        };
+        self.ppo
+            .memory_estimate(self.env.n_envs, obs_dim, shape.n_assets, dataset)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalogue::Setting;
+    use crate::config_path::leaf_paths;
+    use crate::file::{PrunerKind, SamplerKind};
+    use serde_json::json;
+    use tradetune_env::EnvPlacement;
+    use tradetune_rl::eval::Objective;
+
+    /// Every leaf of the trial configuration is catalogued, and nothing else is a trial
+    /// setting.
+    #[test]
+    fn the_catalogues_trial_settings_are_the_configurations_leaves() {
+        let mut names: Vec<String> = catalogue::trial().map(|s| s.name.to_owned()).collect();
+        names.sort();
+        assert_eq!(names, leaf_paths(&PpoTrialConfig::defaults_json()));
+    }
+
+    #[test]
+    fn every_setting_has_a_default_in_its_range() {
+        for s in catalogue::all() {
+            let d = setting_default(s.name).unwrap_or_else(|| panic!("{} has no default", s.name));
+            s.check(&d)
+                .unwrap_or_else(|e| panic!("the default of {}: {e}", s.name));
+        }
+    }
+
+    /// Each choice of a trial setting is a value its configuration reads, and the study's
+    /// choices are the kinds' own names.
+    #[test]
+    fn every_choice_of_the_catalogue_is_a_value_of_the_setting() {
+        for s in catalogue::trial().filter(|s| !s.choices().is_empty()) {
+            for c in s.choices() {
+                let mut config = PpoTrialConfig::defaults_json();
+                let mut slot = &mut config;
+                for part in s.name.split('.') {
+                    slot = &mut slot[part];
+                }
+                *slot = json!(c);
+                PpoTrialConfig::from_json(&config)
+                    .unwrap_or_else(|e| panic!("{} = {c}: {e}", s.name));
+            }
+        }
+        let names = |name: &str| {
+            catalogue::get(name)
+                .map(Setting::choices)
+                .unwrap_or_default()
+        };
+        let objectives: Vec<&str> = Objective::ALL.iter().map(|o| o.name()).collect();
+        assert_eq!(names("study.objective"), objectives);
+        let samplers: Vec<&str> = SamplerKind::ALL.iter().map(|k| k.name()).collect();
+        assert_eq!(names("sampler.kind"), samplers);
+        let pruners: Vec<&str> = PrunerKind::ALL.iter().map(|k| k.name()).collect();
+        assert_eq!(names("pruner.kind"), pruners);
+    }
+
+    fn shape() -> DataShape {
+        DataShape {
+            n_bars: 2000,
+            n_assets: 4,
+            n_features: 8,
+        }
+    }
+
+    #[test]
+    fn each_problem_is_named_by_its_setting() {
+        let mut c = PpoTrialConfig::default();
+        assert_eq!(c.problems(Some(4)), vec![]);
+        c.ppo.gamma = 1.5;
+        c.ppo.batch_size = c.ppo.n_steps * c.env.n_envs + 1;
+        c.env.buy_fee = 0.9;
+        c.train.total_timesteps = 1;
+        let fields: Vec<String> = c.problems(Some(4)).into_iter().map(|p| p.field).collect();
+        assert_eq!(
+            fields,
+            [
+                "env.buy_fee",
+                "ppo.gamma",
+                "ppo.batch_size",
+                "train.total_timesteps"
+            ]
+        );
+        let p = c.problems(Some(4));
+        assert!(p[1].message.contains("[0, 1]"), "{p:?}");
+        // Without the data, the environment's own checks wait; the ranges do not.
+        c.env.min_order_values = vec![1.0];
+        assert!(
+            c.problems(Some(4))
+                .iter()
+                .any(|p| p.field == "env.min_order_values")
+        );
+        assert!(
+            !c.problems(None)
+                .iter()
+                .any(|p| p.field == "env.min_order_values")
+        );
+    }
+
+    #[test]
+    fn the_estimate_counts_the_data_only_on_the_device() {
+        let mut c = PpoTrialConfig::default();
+        let host = c.memory_estimate(shape(), true);
+        let device = c.memory_estimate(shape(), false);
+        assert_eq!(device.total(), host.total() + shape().device_bytes());
+        c.env.placement = Some(EnvPlacement::Host);
+        assert_eq!(c.memory_estimate(shape(), false).total(), host.total());
+    }
+}
