@@ -331,6 +331,8 @@ enum Scale<'a> {
 
 /// A minibatch's `[loss, policy loss, value loss, entropy, approx_kl, clipfrac, Σ‖g‖²]`, the
 /// last of the scaled loss's gradient.
+// One per minibatch, moved once: boxing the tensors would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 enum Diagnostics {
     Host([f32; 7]),
     /// `[7]`, on the training device.
@@ -361,6 +363,8 @@ impl Diagnostics {
 }
 
 /// What multiplies a minibatch's gradient before Adam: the loss scale undone and the clip.
+// One per minibatch, moved once: boxing the tensors would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 enum Factor {
     /// Decided on the host.
     Host(f32),
@@ -373,6 +377,8 @@ enum Factor {
 }
 
 /// A [`Tally`]'s judgement of a minibatch.
+// One per minibatch, moved once: boxing the tensors would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 enum Verdict {
     /// approx_kl is past `1.5 · target_kl`: the update ends before this step.
     StopEarly,
