@@ -12,7 +12,7 @@
 //! loss couples them only through scalars, so each is evaluated and differentiated on its own
 //! thread of the run's rayon pool.
 //!
-//! **Same update.** The arithmetic is that of [`crate::ppo::update`]'s burn path, term for
+//! **Same update.** The arithmetic is that of [`crate::ppo::update`]'s device engine, term for
 //! term: the Gaussian log-probability from the actions as stored, SB3's clipped surrogate and
 //! (optionally clipped) value loss, the entropy bonus, the per-minibatch advantage
 //! normalisation with the unbiased std, the global-norm clipping and burn's Adam, element for

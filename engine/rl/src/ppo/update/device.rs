@@ -1,0 +1,197 @@
+//! The device engine: a minibatch through burn's autodiff on the training device, in the
+//! run's compute precision, and [`FlatAdam`]'s step. Every device and precision runs it; the
+//! CPU device in f32 runs the host engine instead unless told otherwise
+//! ([`super::Learner::set_host_update`]).
+
+use std::ops::Range;
+
+use burn::optim::GradientsParams;
+use burn::tensor::{Device, Int, Tensor, TensorData};
+
+use super::flat_adam::{FlatAdam, Slot};
+use super::{Diagnostics, Factor, MinibatchEngine, Scale, UpdateBatch};
+use crate::ppo::config::PpoConfig;
+use crate::ppo::model::{ActorCritic, gaussian_entropy, gaussian_log_prob};
+
+/// The device engine over one update's rollout.
+pub(super) struct DeviceEngine<'a> {
+    model: &'a mut ActorCritic,
+    adam: &'a mut FlatAdam,
+    cfg: &'a PpoConfig,
+    /// The training (autodiff) device.
+    device: &'a Device,
+    batch: &'a UpdateBatch,
+    /// The epoch's shuffle, on the device.
+    order: Option<Tensor<1, Int>>,
+    /// The last minibatch's gradient (of the scaled loss), flat in [`FlatAdam`]'s layout.
+    grad: Option<Tensor<1>>,
+}
+
+impl<'a> DeviceEngine<'a> {
+    pub fn new(
+        model: &'a mut ActorCritic,
+        adam: &'a mut FlatAdam,
+        cfg: &'a PpoConfig,
+        device: &'a Device,
+        batch: &'a UpdateBatch,
+    ) -> Self {
+        Self {
+            model,
+            adam,
+            cfg,
+            device,
+            batch,
+            order: None,
+            grad: None,
+        }
+    }
+}
+
+impl MinibatchEngine for DeviceEngine<'_> {
+    fn shuffle(&mut self, order: &[usize]) {
+        let order: Vec<i64> = order.iter().map(|&i| i as i64).collect();
+        let n = order.len();
+        self.order = Some(Tensor::from_data(TensorData::new(order, [n]), self.device));
+    }
+
+    fn minibatch(&mut self, rows: Range<usize>, scale: Scale<'_>) -> Diagnostics {
+        let order = self
+            .order
+            .clone()
+            .expect("an epoch's shuffle before its minibatches");
+        let idx = order.narrow(0, rows.start, rows.len());
+        let scale = match scale {
+            Scale::Host(s) => Tensor::from_data(TensorData::new(vec![s], [1]), self.device),
+            Scale::Device(s) => s.clone(),
+        };
+        let (diagnostics, mut grads) = minibatch(
+            self.model,
+            self.adam.slots(),
+            self.cfg,
+            self.batch,
+            idx,
+            scale,
+            self.device,
+        );
+        self.grad = Some(self.adam.flat_grads(&mut grads, self.device));
+        Diagnostics::Device(diagnostics)
+    }
+
+    fn step(&mut self, lr: f64, factor: Factor) {
+        let mut grad = self.grad.take().expect("a minibatch before its step");
+        match factor {
+            Factor::Host(factor) => {
+                if factor != 1.0 {
+                    grad = grad.mul_scalar(factor);
+                }
+                self.adam.step_model(self.model, lr, grad, None);
+            }
+            Factor::Device { factor, gate } => {
+                if let Some(factor) = factor {
+                    grad = grad.mul(factor);
+                }
+                self.adam.step_model(self.model, lr, grad, gate);
+            }
+        }
+    }
+
+    fn finish(self) {
+        // The parameters are the model's after every step already.
+    }
+}
+
+/// The losses and gradients of one minibatch (`idx` into `batch`), the loss scaled by `scale`
+/// before the backward pass: `[7]` diagnostics (loss, policy loss, value loss, entropy,
+/// approx_kl, clipfrac, Σ‖g‖² of the scaled loss) and the gradients of the parameters
+/// `slots`. Everything is on the training device `device`.
+pub(super) fn minibatch(
+    model: &ActorCritic,
+    slots: &[Slot],
+    cfg: &PpoConfig,
+    batch: &UpdateBatch,
+    idx: Tensor<1, Int>,
+    scale: Tensor<1>,
+    device: &Device,
+) -> (Tensor<1>, GradientsParams) {
+    let dtype = cfg.precision.compute_dtype();
+    let b = idx.dims()[0];
+    let obs = batch.obs.clone().select(0, idx.clone());
+    let actions = batch.actions.clone().select(0, idx.clone());
+    let old_logp = batch.log_probs.clone().select(0, idx.clone());
+    let old_values = batch.values.clone().select(0, idx.clone());
+    let mut adv = batch.advantages.clone().select(0, idx.clone());
+    let returns = batch.returns.clone().select(0, idx);
+
+    let (mean, value) = model.forward(obs, dtype);
+    let log_std = model.log_std();
+    let logp = gaussian_log_prob(mean, log_std.clone(), actions);
+    let log_ratio = logp.sub(old_logp);
+    let ratio = log_ratio.clone().exp();
+    if cfg.normalize_advantage && b > 1 {
+        // Unbiased std, as torch's `adv.std()` in SB3.
+        let m = adv.clone().mean();
+        let centred = adv.sub(m.expand([b]));
+        let std = centred
+            .clone()
+            .square()
+            .sum()
+            .div_scalar((b - 1) as f32)
+            .sqrt();
+        adv = centred.div(std.add_scalar(1e-8).expand([b]));
+    }
+    let c = cfg.clip_range;
+    let surrogate = adv.clone().neg().mul(ratio.clone());
+    let clipped = adv.neg().mul(ratio.clone().clamp(1.0 - c, 1.0 + c));
+    let policy_loss = surrogate.max_pair(clipped).mean();
+    let v_pred = match cfg.clip_range_vf {
+        Some(cv) => old_values.clone().add(value.sub(old_values).clamp(-cv, cv)),
+        None => value,
+    };
+    let value_loss = returns.sub(v_pred).square().mean();
+    let entropy = gaussian_entropy(log_std);
+    let loss = policy_loss
+        .clone()
+        .add(value_loss.clone().mul_scalar(cfg.vf_coef))
+        .sub(entropy.clone().mul_scalar(cfg.ent_coef));
+
+    let ratio_d = ratio.detach();
+    let approx_kl = ratio_d
+        .clone()
+        .sub_scalar(1.0)
+        .sub(log_ratio.detach())
+        .mean();
+    let clipfrac = ratio_d.sub_scalar(1.0).abs().greater_elem(c).float().mean();
+
+    let grads = loss.clone().mul(scale).backward();
+    let grads = GradientsParams::from_grads(grads, model);
+    let grad_sq = grad_sq_sum(&grads, slots, device);
+    let diagnostics = Tensor::cat(
+        vec![
+            loss.detach(),
+            policy_loss.detach(),
+            value_loss.detach(),
+            entropy.detach(),
+            approx_kl,
+            clipfrac,
+            grad_sq,
+        ],
+        0,
+    );
+    (diagnostics, grads)
+}
+
+/// Σ‖g‖² over the parameters `slots`, `[1]`.
+fn grad_sq_sum(grads: &GradientsParams, slots: &[Slot], device: &Device) -> Tensor<1> {
+    let parts: Vec<Tensor<1>> = slots
+        .iter()
+        .filter_map(|slot| match slot.shape.num_dims() {
+            1 => grads.get::<1>(slot.id).map(|g| g.square().sum()),
+            2 => grads.get::<2>(slot.id).map(|g| g.square().sum()),
+            _ => None,
+        })
+        .collect();
+    if parts.is_empty() {
+        return Tensor::zeros([1], device);
+    }
+    Tensor::cat(parts, 0).sum()
+}

@@ -1,0 +1,421 @@
+//! Adam over one flat parameter buffer, and its checkpoint in burn's format.
+//!
+//! Adam (Kingma & Ba 2015, burn's `Adam` arithmetic op for op) over all parameters at once:
+//! the gradients are concatenated into one flat buffer, so a step is a dozen tensor operations
+//! instead of a dozen per parameter tensor (small networks are dominated by per-op overhead).
+//! Each element sees exactly the operations of burn's per-tensor Adam, in the same order.
+//!
+//! A step can be gated by a flag on the device: f16's dynamic loss scaling skips an overflowing
+//! step without reading the gradients' finiteness back. A discarded step leaves the parameters
+//! and both moments as they were (selected, not recomputed, so a non-finite gradient never
+//! reaches them); the step counter, a host integer, counts it anyway, so the bias correction
+//! after a skip is that of one step later (as burn's Adam behind a gate).
+//!
+//! The host engine ([`super::host`]) runs the same arithmetic on host buffers
+//! ([`crate::ppo::host_update::HostAdamState`]) with this layout, β and ε, and this step
+//! counter; the moments move between the two as the engines change.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
+use burn::optim::{Adam, AdamState, AdaptiveMomentumState};
+use burn::optim::{GradientsParams, LearningRate, ModuleOptimizer, Optimizer};
+use burn::tensor::{Bool, Device, Shape, Tensor};
+
+use crate::ppo::config::PpoConfig;
+use crate::ppo::error::PpoError;
+use crate::ppo::host_policy::host as read;
+use crate::ppo::model::ActorCritic;
+
+/// Where each parameter lies in the flat buffers of [`FlatAdam`].
+#[derive(Debug, Clone)]
+pub(super) struct Slot {
+    pub id: ParamId,
+    pub shape: Shape,
+    pub offset: usize,
+    pub len: usize,
+}
+
+/// Adam's state over the model's parameters as one flat buffer (see the module docs).
+pub(super) struct FlatAdam {
+    beta_1: f32,
+    beta_2: f32,
+    epsilon: f32,
+    /// `[n_params]` first and second moments (on the inner, non-autodiff device); `None`
+    /// before the first step, and while the host engine holds them.
+    pub moments: Option<(Tensor<1>, Tensor<1>)>,
+    /// Steps taken (Adam's `t`), by either engine.
+    pub time: usize,
+    /// Each parameter's place in the flat buffers, in the model's order.
+    slots: Vec<Slot>,
+    /// `slots` by id: (offset, length).
+    slot_of: HashMap<ParamId, (usize, usize)>,
+    /// The model's parameters as one flat buffer (inner device), whose slices they are since
+    /// the last step; `None` until a step (or after the model was replaced, or while the host
+    /// engine holds the parameters).
+    pub flat_params: Option<Tensor<1>>,
+}
+
+impl FlatAdam {
+    /// β₁ = 0.9, β₂ = 0.999 (burn's and torch's defaults) and the config's ε, over the
+    /// parameters of `model`.
+    pub fn new(cfg: &PpoConfig, model: &ActorCritic) -> Self {
+        let (slots, slot_of) = layout(model);
+        Self {
+            beta_1: 0.9,
+            beta_2: 0.999,
+            epsilon: cfg.adam_eps,
+            moments: None,
+            time: 0,
+            slots,
+            slot_of,
+            flat_params: None,
+        }
+    }
+
+    /// Takes the layout of a new model; the moments stay (as burn's Adam's would).
+    pub fn relayout(&mut self, model: &ActorCritic) {
+        (self.slots, self.slot_of) = layout(model);
+        self.flat_params = None;
+    }
+
+    /// The parameters' places, in the model's order.
+    pub fn slots(&self) -> &[Slot] {
+        &self.slots
+    }
+
+    /// `(β₁, β₂, ε)`.
+    pub fn betas(&self) -> (f32, f32, f32) {
+        (self.beta_1, self.beta_2, self.epsilon)
+    }
+
+    /// One step of `params` (flat) with `grad` (flat), kept only where `gate` is true.
+    fn step(
+        &mut self,
+        lr: LearningRate,
+        params: Tensor<1>,
+        grad: Tensor<1>,
+        gate: Option<Tensor<1, Bool>>,
+    ) -> Tensor<1> {
+        let (m1_old, m2_old) = match self.moments.take() {
+            Some(m) => m,
+            // Zero moments give burn's first step exactly (0·β + x = x).
+            None => (params.zeros_like(), params.zeros_like()),
+        };
+        let m1 = m1_old
+            .clone()
+            .mul_scalar(self.beta_1)
+            .add(grad.clone().mul_scalar(1.0 - self.beta_1));
+        let m2 = m2_old
+            .clone()
+            .mul_scalar(self.beta_2)
+            .add(grad.square().mul_scalar(1.0 - self.beta_2));
+        self.time += 1;
+        let time = self.time as i32;
+        let bias_correction2_sqrt = (1.0 - self.beta_2.powi(time)).sqrt();
+        let combined_factor = bias_correction2_sqrt / (1.0 - self.beta_1.powi(time));
+        let delta = m1.clone().mul_scalar(combined_factor).div(
+            m2.clone()
+                .sqrt()
+                .add_scalar(self.epsilon * bias_correction2_sqrt),
+        );
+        let stepped = params.clone().sub(delta.mul_scalar(lr));
+        match gate {
+            None => {
+                self.moments = Some((m1, m2));
+                stepped
+            }
+            Some(gate) => {
+                let apply = gate.expand([params.dims()[0]]);
+                self.moments = Some((
+                    m1_old.mask_where(apply.clone(), m1),
+                    m2_old.mask_where(apply.clone(), m2),
+                ));
+                params.mask_where(apply, stepped)
+            }
+        }
+    }
+
+    /// One Adam step of all of `model`'s parameters with the flat gradient `grad`, kept only
+    /// where `gate` is true; the parameters become slices of the stepped flat buffer.
+    pub fn step_model(
+        &mut self,
+        model: &mut ActorCritic,
+        lr: f64,
+        grad: Tensor<1>,
+        gate: Option<Tensor<1, Bool>>,
+    ) {
+        let params = match self.flat_params.take() {
+            Some(params) => params,
+            None => {
+                let mut values = FlatValues(HashMap::new());
+                model.visit(&mut values);
+                let parts: Vec<Tensor<1>> = self
+                    .slots
+                    .iter()
+                    .filter_map(|slot| values.0.remove(&slot.id))
+                    .collect();
+                Tensor::cat(parts, 0)
+            }
+        };
+        let stepped = self.step(lr, params, grad, gate);
+        self.place(model, &stepped);
+        self.flat_params = Some(stepped);
+    }
+
+    /// Replaces every parameter of `model` by its slice of `flat` (keeping its autodiff
+    /// state).
+    pub fn place(&self, model: &mut ActorCritic, flat: &Tensor<1>) {
+        *model = model.clone().map(&mut FromFlat {
+            flat,
+            slots: &self.slot_of,
+        });
+    }
+
+    /// The gradients of all parameters as one flat buffer in the layout of [`FlatAdam`].
+    pub fn flat_grads(&self, grads: &mut GradientsParams, device: &Device) -> Tensor<1> {
+        let parts: Vec<Tensor<1>> = self
+            .slots
+            .iter()
+            .map(|slot| {
+                let g = match slot.shape.num_dims() {
+                    1 => grads.remove::<1>(slot.id),
+                    2 => grads.remove::<2>(slot.id).map(|g| g.reshape([slot.len])),
+                    _ => None,
+                };
+                // A parameter outside the loss's graph has a zero gradient.
+                g.unwrap_or_else(|| Tensor::zeros([slot.len], &device.clone().inner()))
+            })
+            .collect();
+        Tensor::cat(parts, 0)
+    }
+
+    /// The model's parameters read to the host, flat (from [`Self::flat_params`] where the
+    /// model's parameters are its slices).
+    pub fn read_params(&self, model: &ActorCritic) -> Result<Vec<f32>, PpoError> {
+        if let Some(flat) = &self.flat_params {
+            return read(flat.clone(), "parameters");
+        }
+        let mut values = FlatValues(HashMap::new());
+        model.visit(&mut values);
+        let mut out = Vec::with_capacity(self.slots.last().map_or(0, |s| s.offset + s.len));
+        for slot in &self.slots {
+            match values.0.remove(&slot.id) {
+                Some(v) => out.extend(read(v, "parameters")?),
+                None => out.extend(std::iter::repeat_n(0.0, slot.len)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Saves the moments `moments` and the step counter to a burnpack file, in the format of
+    /// burn's `ModuleOptimizer` with `Adam` (one state per parameter of `model`).
+    pub fn save(
+        &self,
+        model: &ActorCritic,
+        moments: Option<(Tensor<1>, Tensor<1>)>,
+        path: &std::path::Path,
+    ) -> Result<(), PpoError> {
+        let mut optim = ModuleOptimizer::from(StateBridge {
+            time: self.time,
+            read_times: Arc::new(Mutex::new(Vec::new())),
+            saving: true,
+        });
+        if let Some((m1, m2)) = &moments {
+            let mut stacked = GradientsParams::new();
+            for slot in &self.slots {
+                let part = |m: &Tensor<1>| m.clone().narrow(0, slot.offset, slot.len);
+                match slot.shape.num_dims() {
+                    1 => stacked.register::<1>(slot.id, Tensor::cat(vec![part(m1), part(m2)], 0)),
+                    2 => stacked.register::<2>(
+                        slot.id,
+                        Tensor::cat(
+                            vec![
+                                part(m1).reshape(slot.shape.clone()),
+                                part(m2).reshape(slot.shape.clone()),
+                            ],
+                            0,
+                        ),
+                    ),
+                    _ => {}
+                }
+            }
+            let _ = optim.step(0.0, model.clone(), stacked);
+        }
+        optim.save(path).map_err(|e| PpoError::Checkpoint {
+            path: path.display().to_string(),
+            reason: format!("{e:?}"),
+        })
+    }
+
+    /// Restores the moments and the step counter from a burnpack file (see [`Self::save`]),
+    /// for the parameters of `model` on `device`.
+    pub fn load(
+        &mut self,
+        model: &ActorCritic,
+        path: &std::path::Path,
+        device: &Device,
+    ) -> Result<(), PpoError> {
+        let times = Arc::new(Mutex::new(Vec::new()));
+        let mut optim = ModuleOptimizer::from(StateBridge {
+            time: 0,
+            read_times: times.clone(),
+            saving: false,
+        })
+        .load(path)
+        .map_err(|e| PpoError::Checkpoint {
+            path: path.display().to_string(),
+            reason: format!("{e:?}"),
+        })?;
+        let inner = device.clone().inner();
+        let mut zeros = GradientsParams::new();
+        for slot in &self.slots {
+            match slot.shape.num_dims() {
+                1 => zeros.register::<1>(slot.id, Tensor::zeros(slot.shape.clone(), &inner)),
+                2 => zeros.register::<2>(slot.id, Tensor::zeros(slot.shape.clone(), &inner)),
+                _ => {}
+            }
+        }
+        let read = optim.step(0.0, model.clone(), zeros);
+        let time = times.lock().ok().and_then(|t| t.iter().copied().max());
+        let Some(time) = time else {
+            self.moments = None;
+            self.time = 0;
+            return Ok(());
+        };
+        let mut values = FlatValues(HashMap::new());
+        read.visit(&mut values);
+        let (mut m1, mut m2) = (Vec::new(), Vec::new());
+        for slot in &self.slots {
+            match values.0.remove(&slot.id) {
+                Some(v) if v.dims()[0] == 2 * slot.len => {
+                    m1.push(v.clone().narrow(0, 0, slot.len));
+                    m2.push(v.narrow(0, slot.len, slot.len));
+                }
+                // A parameter without a recorded state starts from zero moments.
+                _ => {
+                    m1.push(Tensor::zeros([slot.len], &inner));
+                    m2.push(Tensor::zeros([slot.len], &inner));
+                }
+            }
+        }
+        self.moments = Some((Tensor::cat(m1, 0), Tensor::cat(m2, 0)));
+        self.time = time;
+        Ok(())
+    }
+}
+
+/// The slots of `model`'s parameters, by position and by id.
+fn layout(model: &ActorCritic) -> (Vec<Slot>, HashMap<ParamId, (usize, usize)>) {
+    let mut slots = Layout(Vec::new());
+    model.visit(&mut slots);
+    let by_id = slots.0.iter().map(|s| (s.id, (s.offset, s.len))).collect();
+    (slots.0, by_id)
+}
+
+/// Collects every float parameter's slot in the flat layout.
+struct Layout(Vec<Slot>);
+
+impl ModuleVisitor for Layout {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let shape = param.shape();
+        let len = shape.num_elements();
+        let offset = self.0.last().map_or(0, |s| s.offset + s.len);
+        self.0.push(Slot {
+            id: param.id,
+            shape,
+            offset,
+            len,
+        });
+    }
+}
+
+/// Collects every float parameter's (inner) value, flattened, by id.
+struct FlatValues(HashMap<ParamId, Tensor<1>>);
+
+impl ModuleVisitor for FlatValues {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let t = param.val().inner();
+        let n = t.shape().num_elements();
+        self.0.insert(param.id, t.reshape([n]));
+    }
+}
+
+/// Replaces every float parameter by its slice of a flat buffer (keeping its autodiff state).
+struct FromFlat<'a> {
+    flat: &'a Tensor<1>,
+    slots: &'a HashMap<ParamId, (usize, usize)>,
+}
+
+impl ModuleMapper for FromFlat<'_> {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        let (id, tensor, mapper) = param.consume();
+        let Some(&(offset, len)) = self.slots.get(&id) else {
+            return Param::from_mapped_value(id, tensor, mapper);
+        };
+        let require_grad = tensor.is_require_grad();
+        let checkpointing = tensor.gradient_checkpointing_strategy();
+        let shape = tensor.shape();
+        let mut value =
+            Tensor::<D>::from_inner(self.flat.clone().narrow(0, offset, len).reshape(shape));
+        if let Some(strategy) = checkpointing {
+            value = value.with_gradient_checkpointing_strategy(strategy);
+        }
+        if require_grad {
+            value = value.require_grad();
+        }
+        Param::from_mapped_value(id, value, mapper)
+    }
+}
+
+/// Adam's state record (burn's `ModuleOptimizer` format, one `AdamState` per parameter) to and
+/// from [`FlatAdam`]: an optimiser whose "step" writes the moments passed in as the gradient
+/// (`[m1; m2]` stacked along the first axis) into its state, or reads its state out as the new
+/// value (same stacking), so checkpoints stay those of burn's Adam.
+#[derive(Clone)]
+struct StateBridge {
+    /// Saving: the step counter to record.
+    time: usize,
+    /// Loading: the step counters read, one per parameter with a state.
+    read_times: Arc<Mutex<Vec<usize>>>,
+    /// Whether this writes states (saving) or reads them (loading).
+    saving: bool,
+}
+
+impl Optimizer for StateBridge {
+    type State<const D: usize> = AdamState<D>;
+
+    fn step<const D: usize>(
+        &self,
+        _lr: LearningRate,
+        tensor: Tensor<D>,
+        grad: Tensor<D>,
+        state: Option<Self::State<D>>,
+    ) -> (Tensor<D>, Option<Self::State<D>>) {
+        if self.saving {
+            let n = tensor.dims()[0];
+            let m1 = grad.clone().narrow(0, 0, n);
+            let m2 = grad.narrow(0, n, n);
+            let state = AdamState::new(AdaptiveMomentumState::new(self.time, m1, m2));
+            return (tensor, Some(state));
+        }
+        match state {
+            Some(s) => {
+                if let Ok(mut times) = self.read_times.lock() {
+                    times.push(s.momentum.time);
+                }
+                let stacked = Tensor::cat(
+                    vec![s.momentum.moment_1.clone(), s.momentum.moment_2.clone()],
+                    0,
+                );
+                (stacked, Some(s))
+            }
+            None => (tensor, None),
+        }
+    }
+
+    fn to_device<const D: usize>(state: Self::State<D>, device: &Device) -> Self::State<D> {
+        <Adam as Optimizer>::to_device(state, device)
+    }
+}

@@ -1,0 +1,364 @@
+//! The update's diagnostics ([`UpdateStats`]) and the two places its decisions are made:
+//! [`HostTally`] on host numbers, [`DeviceTally`] on device tensors (see the module docs of
+//! [`super`] for which runs when, and why there are two).
+
+use burn::tensor::{Bool, Device, Tensor, TensorData};
+use serde::{Deserialize, Serialize};
+
+use super::{Diagnostics, Factor, Scale, Tally, Verdict};
+use crate::ppo::config::PpoConfig;
+use crate::ppo::error::PpoError;
+use tradetune_device::precision::{LossScaler, MAX_LOSS_SCALE, MIN_LOSS_SCALE, ScaleStep};
+
+/// CleanRL's per-update diagnostics (means over the minibatches that were run).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct UpdateStats {
+    /// `losses/approx_kl`.
+    pub approx_kl: f32,
+    /// `losses/clipfrac`: fraction of samples whose ratio was clipped.
+    pub clipfrac: f32,
+    /// `losses/entropy` of the policy.
+    pub entropy: f32,
+    /// `losses/policy_loss`.
+    pub policy_loss: f32,
+    /// `losses/value_loss`.
+    pub value_loss: f32,
+    /// `losses/explained_variance` of the rollout's values for its returns.
+    pub explained_variance: f32,
+    /// `charts/learning_rate`.
+    pub learning_rate: f64,
+    /// Loss scale after the update (1 unless f16).
+    pub loss_scale: f32,
+    /// Global gradient norm before clipping (mean over applied steps).
+    pub grad_norm: f32,
+    /// Optimiser steps applied.
+    pub steps: usize,
+    /// Steps skipped for non-finite f16 gradients.
+    pub skipped_steps: usize,
+    /// Epochs completed (fewer than `n_epochs` when `target_kl` stopped the update).
+    pub epochs: usize,
+}
+
+impl UpdateStats {
+    /// The diagnostics by their CleanRL names, for learning curves.
+    pub fn metrics(&self) -> [(&'static str, f64); 9] {
+        [
+            ("losses/approx_kl", self.approx_kl.into()),
+            ("losses/clipfrac", self.clipfrac.into()),
+            ("losses/entropy", self.entropy.into()),
+            ("losses/policy_loss", self.policy_loss.into()),
+            ("losses/value_loss", self.value_loss.into()),
+            ("losses/explained_variance", self.explained_variance.into()),
+            ("losses/grad_norm", self.grad_norm.into()),
+            ("losses/loss_scale", self.loss_scale.into()),
+            ("charts/learning_rate", self.learning_rate),
+        ]
+    }
+}
+
+/// The gradient-norm clip's factor for the norm `norm` and the limit `max` (0: no clipping).
+///
+/// Where an update decides per minibatch on the host (`target_kl`), it clips only above the
+/// limit; otherwise as torch's `clip_grad_norm_`, `min(1, max / (‖g‖ + 1e-6))`, which the
+/// device computes without a branch. The two differ only for a norm within 1e-6 below the
+/// limit; both are kept so that every path's numbers stay what they were.
+fn clip_factor(norm: f32, max: f32, only_above: bool) -> f32 {
+    if max <= 0.0 {
+        1.0
+    } else if only_above {
+        if norm > max { max / (norm + 1e-6) } else { 1.0 }
+    } else {
+        (max / (norm + 1e-6)).min(1.0)
+    }
+}
+
+/// The decisions on host numbers: the host engine's, and the device engine's when
+/// `target_kl` reads each minibatch's diagnostics (one read each, before its step). The loss
+/// scaler is [`LossScaler`] itself; the means are summed in f64.
+pub(super) struct HostTally<'a> {
+    cfg: &'a PpoConfig,
+    scaler: &'a mut LossScaler,
+    update: usize,
+    lr: f64,
+    /// The rollout values read before the update ran.
+    extra: Vec<f32>,
+    /// Σ policy loss, value loss, entropy, approx_kl, clipfrac, gradient norm of the steps.
+    sums: [f64; 6],
+    /// The judged minibatch's row of `sums`, until it is recorded.
+    pending: [f32; 6],
+    steps: usize,
+    skipped: usize,
+}
+
+impl<'a> HostTally<'a> {
+    /// `extra`: the rollout values riding along, read (and checked) before the update.
+    pub fn new(
+        cfg: &'a PpoConfig,
+        scaler: &'a mut LossScaler,
+        update: usize,
+        lr: f64,
+        extra: Vec<f32>,
+    ) -> Self {
+        Self {
+            cfg,
+            scaler,
+            update,
+            lr,
+            extra,
+            sums: [0.0; 6],
+            pending: [0.0; 6],
+            steps: 0,
+            skipped: 0,
+        }
+    }
+}
+
+impl Tally for HostTally<'_> {
+    fn scale(&self) -> Scale<'_> {
+        Scale::Host(self.scaler.scale())
+    }
+
+    fn judge(&mut self, diagnostics: Diagnostics) -> Result<Verdict, PpoError> {
+        let scale = self.scaler.scale();
+        let [loss, pl, vl, ent, kl, cf, grad_sq] = diagnostics.read()?;
+        if let Some(target) = self.cfg.target_kl
+            && kl > 1.5 * target
+        {
+            return Ok(Verdict::StopEarly);
+        }
+        let norm = grad_sq.sqrt() / scale;
+        let finite = loss.is_finite() && norm.is_finite();
+        if self.scaler.update(finite) == ScaleStep::Skip {
+            if !self.cfg.precision.scales_loss() {
+                // The steps before this one stay applied; this one is not taken.
+                return Err(PpoError::Diverged {
+                    update: self.update,
+                    what: format!(
+                        "loss {loss} / gradient norm {norm} in minibatch {} of the update",
+                        self.steps + self.skipped + 1
+                    ),
+                });
+            }
+            self.skipped += 1;
+            if self.scaler.underflowed() {
+                return Err(PpoError::LossScaleUnderflow {
+                    update: self.update,
+                    floor: MIN_LOSS_SCALE,
+                });
+            }
+            return Ok(Verdict::Skip);
+        }
+        let clip = clip_factor(norm, self.cfg.max_grad_norm, self.cfg.target_kl.is_some());
+        self.pending = [pl, vl, ent, kl, cf, norm];
+        Ok(Verdict::Step(Factor::Host(clip / scale)))
+    }
+
+    fn record(mut self) -> Self {
+        for (s, v) in self.sums.iter_mut().zip(self.pending) {
+            *s += v as f64;
+        }
+        self.steps += 1;
+        self
+    }
+
+    fn finish(
+        self,
+        epochs: usize,
+        _check: &mut dyn FnMut(&[f32]) -> Result<(), PpoError>,
+    ) -> Result<(UpdateStats, Vec<f32>), PpoError> {
+        let n = self.steps.max(1) as f64;
+        let [pl, vl, ent, kl, cf, gn] = self.sums.map(|s| (s / n) as f32);
+        let stats = UpdateStats {
+            learning_rate: self.lr,
+            policy_loss: pl,
+            value_loss: vl,
+            entropy: ent,
+            approx_kl: kl,
+            clipfrac: cf,
+            grad_norm: gn,
+            steps: self.steps,
+            skipped_steps: self.skipped,
+            epochs,
+            loss_scale: self.scaler.scale(),
+            ..UpdateStats::default()
+        };
+        Ok((stats, self.extra))
+    }
+}
+
+/// The decisions on device tensors, for the device engine when no decision needs the host:
+/// the gradient clip and f16's loss scaling (scale, skips and growth as [`LossScaler`], a
+/// skip through [`super::flat_adam::FlatAdam`]'s gate) are computed on the device and the
+/// diagnostics summed there (in f32); one read at the end, with the rollout values riding
+/// along, then the errors a host decision would have raised at once.
+pub(super) struct DeviceTally<'a> {
+    cfg: &'a PpoConfig,
+    scaler: &'a mut LossScaler,
+    /// The training device.
+    device: Device,
+    update: usize,
+    lr: f64,
+    scaling: bool,
+    /// The loss scaler's state on the device (see [`LossScaler::update`]).
+    scale: Tensor<1>,
+    clean: Tensor<1>,
+    interval: f32,
+    /// Σ over minibatches of [loss, policy, value, entropy, kl, clipfrac, ‖g‖] of the applied
+    /// steps, then the count of non-finite ones.
+    sums: Tensor<1>,
+    minibatches: usize,
+    ride_along: Tensor<1>,
+    /// The judged minibatch's diagnostics, gradient norm and finiteness, until recorded.
+    pending: Option<(Tensor<1>, Tensor<1>, Tensor<1, Bool>)>,
+}
+
+impl<'a> DeviceTally<'a> {
+    /// `ride_along`: values read with the diagnostics at the end.
+    pub fn new(
+        cfg: &'a PpoConfig,
+        scaler: &'a mut LossScaler,
+        device: &Device,
+        update: usize,
+        lr: f64,
+        ride_along: Tensor<1>,
+    ) -> Self {
+        let one = |v: f32| Tensor::<1>::from_data(TensorData::new(vec![v], [1]), device);
+        Self {
+            cfg,
+            device: device.clone(),
+            update,
+            lr,
+            scaling: cfg.precision.scales_loss(),
+            scale: one(scaler.scale()),
+            clean: one(scaler.clean_steps() as f32),
+            interval: scaler.growth_interval() as f32,
+            scaler,
+            sums: Tensor::<1>::zeros([8], device),
+            minibatches: 0,
+            ride_along,
+            pending: None,
+        }
+    }
+}
+
+impl Tally for DeviceTally<'_> {
+    fn scale(&self) -> Scale<'_> {
+        Scale::Device(&self.scale)
+    }
+
+    fn judge(&mut self, diagnostics: Diagnostics) -> Result<Verdict, PpoError> {
+        let diagnostics = diagnostics.on(&self.device);
+        let max_norm = self.cfg.max_grad_norm;
+        // The norm of the unscaled gradients.
+        let norm = diagnostics
+            .clone()
+            .narrow(0, 6, 1)
+            .sqrt()
+            .div(self.scale.clone());
+        let finite = diagnostics
+            .clone()
+            .narrow(0, 0, 1)
+            .add(norm.clone())
+            .is_finite();
+        let mut factor = self.scale.clone().recip();
+        if max_norm > 0.0 {
+            // min(1, max / (‖g‖ + 1e-6)), as torch's `clip_grad_norm_`.
+            let clip = norm
+                .clone()
+                .add_scalar(1e-6)
+                .recip()
+                .mul_scalar(max_norm)
+                .clamp_max(1.0);
+            factor = factor.mul(clip);
+        }
+        let factor = (self.scaling || max_norm > 0.0).then_some(factor);
+        let gate = self.scaling.then(|| finite.clone());
+        self.pending = Some((diagnostics, norm, finite));
+        Ok(Verdict::Step(Factor::Device { factor, gate }))
+    }
+
+    fn record(mut self) -> Self {
+        let Some((diagnostics, norm, finite)) = self.pending.take() else {
+            return self;
+        };
+        let applied = Tensor::cat(vec![diagnostics.narrow(0, 0, 6), norm], 0);
+        let row = if self.scaling {
+            // Clean steps in a row; the scale halves on an overflow and doubles after
+            // `interval` clean steps, within its bounds.
+            let counted = self
+                .clean
+                .clone()
+                .add_scalar(1.0)
+                .mask_fill(finite.clone().bool_not(), 0.0);
+            let grow = counted.clone().greater_equal_elem(self.interval);
+            let grown = self.scale.clone().mul_scalar(2.0).clamp_max(MAX_LOSS_SCALE);
+            let backed = self.scale.clone().mul_scalar(0.5).clamp_min(MIN_LOSS_SCALE);
+            self.scale =
+                backed.mask_where(finite.clone(), self.scale.mask_where(grow.clone(), grown));
+            self.clean = counted.mask_fill(grow, 0.0);
+            Tensor::zeros([7], &self.device).mask_where(finite.clone().expand([7]), applied)
+        } else {
+            applied
+        };
+        self.sums = self
+            .sums
+            .add(Tensor::cat(vec![row, finite.bool_not().float()], 0));
+        self.minibatches += 1;
+        self
+    }
+
+    fn finish(
+        self,
+        epochs: usize,
+        check: &mut dyn FnMut(&[f32]) -> Result<(), PpoError>,
+    ) -> Result<(UpdateStats, Vec<f32>), PpoError> {
+        let (update, minibatches) = (self.update, self.minibatches);
+        let n_sums = 10;
+        let read = tradetune_device::readback::read_f32(
+            Tensor::cat(vec![self.sums, self.scale, self.clean, self.ride_along], 0),
+            "update: diagnostics",
+        )
+        .map_err(|e| PpoError::read("update diagnostics", e))?;
+        if read.len() < n_sums {
+            return Err(PpoError::read("update diagnostics", "wrong length"));
+        }
+        let (sums, extra) = read.split_at(n_sums);
+        check(extra)?;
+        let bad = sums[7].round() as usize;
+        if self.scaling {
+            self.scaler
+                .set_from_device(sums[8], sums[9].round() as usize, bad);
+            if self.scaler.underflowed() {
+                return Err(PpoError::LossScaleUnderflow {
+                    update,
+                    floor: MIN_LOSS_SCALE,
+                });
+            }
+        } else if bad > 0 || !sums[0].is_finite() {
+            return Err(PpoError::Diverged {
+                update,
+                what: format!(
+                    "loss or gradient norm not finite in {bad} of {minibatches} minibatches (mean loss {})",
+                    sums[0] / minibatches.max(1) as f32
+                ),
+            });
+        }
+        let steps = minibatches - bad.min(minibatches);
+        let n = steps.max(1) as f32;
+        let stats = UpdateStats {
+            learning_rate: self.lr,
+            policy_loss: sums[1] / n,
+            value_loss: sums[2] / n,
+            entropy: sums[3] / n,
+            approx_kl: sums[4] / n,
+            clipfrac: sums[5] / n,
+            grad_norm: sums[6] / n,
+            steps,
+            skipped_steps: minibatches - steps,
+            epochs,
+            loss_scale: self.scaler.scale(),
+            ..UpdateStats::default()
+        };
+        Ok((stats, extra.to_vec()))
+    }
+}

@@ -1,0 +1,266 @@
+//! The host engine against the device engine: gradients, whole updates, Adam's saved state,
+//! and a diverging update.
+
+use burn::tensor::Int;
+
+use super::*;
+use crate::ppo::host_update::{HostBatch, HostWork};
+use crate::ppo::model::{ActivationKind, ActorCriticConfig, NetArch};
+
+/// A made-up rollout of `s` samples: values in ranges that clip some ratios and values.
+fn batch(s: usize, d: usize, a: usize, device: &Device) -> (UpdateBatch, HostBatch) {
+    let wave = |n: usize, k: usize, scale: f32| -> Vec<f32> {
+        (0..n)
+            .map(|i| (((i * k + 7) % 97) as f32 / 48.5 - 1.0) * scale)
+            .collect()
+    };
+    let host = HostBatch {
+        obs: wave(s * d, 31, 2.0),
+        actions: wave(s * a, 17, 1.5),
+        log_probs: wave(s, 13, 0.3).iter().map(|v| v - 1.8).collect(),
+        values: wave(s, 11, 0.5),
+        advantages: wave(s, 29, 1.0).iter().map(|v| v + 0.2).collect(),
+        returns: wave(s, 7, 0.8),
+    };
+    let t1 = |v: &Vec<f32>| Tensor::<1>::from_data(TensorData::new(v.clone(), [s]), device);
+    let t2 =
+        |v: &Vec<f32>, w: usize| Tensor::<2>::from_data(TensorData::new(v.clone(), [s, w]), device);
+    let burn = UpdateBatch {
+        obs: t2(&host.obs, d),
+        actions: t2(&host.actions, a),
+        log_probs: t1(&host.log_probs),
+        values: t1(&host.values),
+        advantages: t1(&host.advantages),
+        returns: t1(&host.returns),
+    };
+    (burn, host)
+}
+
+fn config(activation: ActivationKind, clip_vf: Option<f32>, normalize: bool) -> PpoConfig {
+    PpoConfig::new()
+        .with_n_steps(16)
+        .with_batch_size(24)
+        .with_n_epochs(3)
+        .with_clip_range_vf(clip_vf)
+        .with_normalize_advantage(normalize)
+        .with_ent_coef(0.01)
+        .with_learning_rate(1e-3)
+        .with_policy(
+            ActorCriticConfig::new()
+                .with_net_arch(NetArch::new().with_pi(vec![32, 16]).with_vf(vec![24]))
+                .with_activation(activation)
+                .with_log_std_init(-0.4),
+        )
+}
+
+fn close(got: &[f32], want: &[f32], tol: f32, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    let scale = want.iter().fold(0f32, |m, w| m.max(w.abs()));
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= tol * (scale + w.abs()).max(1e-6),
+            "{what}[{i}]: host {g}, burn {w} (largest {scale})"
+        );
+    }
+}
+
+/// The host step's gradient and diagnostics against burn's autodiff on the same minibatch,
+/// for every activation, with and without the value clipping and advantage normalisation.
+#[test]
+fn the_host_gradients_are_burns() {
+    let device = Device::flex().autodiff();
+    let (d, a, s) = (9, 2, 48);
+    for (activation, clip_vf, normalize) in [
+        (ActivationKind::Tanh, None, true),
+        (ActivationKind::Tanh, Some(0.1), false),
+        (ActivationKind::Relu, Some(0.2), true),
+        (ActivationKind::Elu, None, true),
+        (ActivationKind::Silu, Some(0.05), true),
+    ] {
+        let cfg = config(activation, clip_vf, normalize);
+        let model = cfg.policy.init(d, a, 3, &device);
+        let learner = Learner::new(model, &cfg, &device);
+        let net = learner
+            .host
+            .net
+            .clone()
+            .expect("the CPU device in f32 has a host layout");
+        let (burn_batch, host_batch) = batch(s, d, a, &device);
+        let idx: Vec<usize> = (0..24).map(|i| (i * 5 + 3) % s).collect();
+        let idx_t = Tensor::<1, Int>::from_data(
+            TensorData::new(idx.iter().map(|&i| i as i64).collect::<Vec<_>>(), [24]),
+            &device,
+        );
+        let one = Tensor::<1>::from_data(TensorData::new(vec![1.0f32], [1]), &device);
+        let (diagnostics, mut grads) = device::minibatch(
+            learner.model(),
+            learner.adam.slots(),
+            &cfg,
+            &burn_batch,
+            idx_t,
+            one,
+            &device,
+        );
+        let want_grad: Vec<f32> = learner
+            .adam
+            .flat_grads(&mut grads, &device)
+            .try_into_vec_as()
+            .unwrap();
+        let want_diag: Vec<f32> = diagnostics.try_into_vec_as().unwrap();
+        let params = learner.model().flat_params().unwrap();
+        let mut work = HostWork::default();
+        let diag = work.minibatch(&net, &cfg, &params, &host_batch, &idx);
+        // The gradient's pieces cover every parameter once.
+        let mut grad = vec![f32::NAN; params.len()];
+        for (offset, g) in work.gradient(&net) {
+            for (i, &v) in g.iter().enumerate() {
+                assert!(grad[offset + i].is_nan(), "parameter {} twice", offset + i);
+                grad[offset + i] = v;
+            }
+        }
+        let what = format!("{activation:?} clip_vf {clip_vf:?} normalise {normalize}");
+        close(&grad, &want_grad, 2e-5, &format!("{what}: gradient"));
+        close(&diag, &want_diag, 2e-5, &format!("{what}: diagnostics"));
+        // The case exercises both branches of each clip.
+        assert!(
+            diag[5] > 0.0 && diag[5] < 1.0,
+            "{what}: clipfrac {}",
+            diag[5]
+        );
+    }
+}
+
+/// Whole updates (several epochs of minibatches, a short last one, Adam from zero
+/// moments, then from the first update's), with and without `target_kl`: the host path
+/// follows the burn path.
+#[test]
+fn a_host_update_follows_the_burn_path() {
+    let device = Device::flex().autodiff();
+    let (d, a, s) = (9, 2, 56);
+    for target_kl in [None, Some(0.5), Some(1e-4)] {
+        let cfg = config(ActivationKind::Tanh, Some(0.2), true).with_target_kl(target_kl);
+        let (burn_batch, _) = batch(s, d, a, &device);
+        let mut runs = Vec::new();
+        for host in [true, false] {
+            let model = cfg.policy.init(d, a, 5, &device);
+            let mut learner = Learner::new(model, &cfg, &device);
+            learner.set_host_update(host);
+            assert_eq!(learner.uses_host_update(), host);
+            let mut stats = Vec::new();
+            for update in 0..2 {
+                let ride = Tensor::<1>::from_data(TensorData::new(vec![4.0f32], [1]), &device);
+                let mut seen = Vec::new();
+                let (st, extra) = learner
+                    .update(&burn_batch, 1e-3, update, ride, &mut |x| {
+                        seen.extend_from_slice(x);
+                        Ok(())
+                    })
+                    .unwrap();
+                assert_eq!((extra, seen), (vec![4.0], vec![4.0]));
+                stats.push(st);
+            }
+            runs.push((
+                learner.model().flat_params().unwrap(),
+                stats,
+                learner.adam.time,
+            ));
+        }
+        let (host, burn) = (&runs[0], &runs[1]);
+        let what = format!("target_kl {target_kl:?}");
+        assert_eq!(host.2, burn.2, "{what}: Adam steps");
+        for (h, b) in host.1.iter().zip(&burn.1) {
+            assert_eq!((h.steps, h.epochs), (b.steps, b.epochs), "{what}");
+            close(
+                &[
+                    h.policy_loss,
+                    h.value_loss,
+                    h.entropy,
+                    h.approx_kl,
+                    h.clipfrac,
+                    h.grad_norm,
+                ],
+                &[
+                    b.policy_loss,
+                    b.value_loss,
+                    b.entropy,
+                    b.approx_kl,
+                    b.clipfrac,
+                    b.grad_norm,
+                ],
+                1e-4,
+                &format!("{what}: diagnostics"),
+            );
+        }
+        // Adam normalises each step to about lr per parameter, so compare the moves.
+        let start = cfg.policy.init(d, a, 5, &device).flat_params().unwrap();
+        let moved = |p: &[f32]| p.iter().zip(&start).map(|(p, s)| p - s).collect::<Vec<_>>();
+        close(
+            &moved(&host.0),
+            &moved(&burn.0),
+            1e-3,
+            &format!("{what}: parameters"),
+        );
+    }
+}
+
+/// Adam's state the host path leaves is burn's format: saved, loaded into a burn-path
+/// learner, the next update matches the host learner's.
+#[test]
+fn the_host_path_saves_and_resumes_adam() {
+    let device = Device::flex().autodiff();
+    let (d, a, s) = (9, 2, 48);
+    let cfg = config(ActivationKind::Tanh, None, true);
+    let (burn_batch, _) = batch(s, d, a, &device);
+    let empty = || Tensor::<1>::zeros([0], &device);
+    let mut host = Learner::new(cfg.policy.init(d, a, 8, &device), &cfg, &device);
+    host.update(&burn_batch, 1e-3, 0, empty(), &mut |_| Ok(()))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("adam.bpk");
+    host.save_optimizer(&path).unwrap();
+    let mut resumed = Learner::new(cfg.policy.init(d, a, 8, &device), &cfg, &device);
+    resumed.set_model(host.model().clone());
+    resumed.load_optimizer(&path).unwrap();
+    resumed.set_host_update(false);
+    assert_eq!(resumed.adam.time, host.adam.time);
+    host.update(&burn_batch, 1e-3, 1, empty(), &mut |_| Ok(()))
+        .unwrap();
+    resumed
+        .update(&burn_batch, 1e-3, 1, empty(), &mut |_| Ok(()))
+        .unwrap();
+    let (h, r) = (
+        host.model().flat_params().unwrap(),
+        resumed.model().flat_params().unwrap(),
+    );
+    close(&h, &r, 1e-4, "parameters after a resumed update");
+}
+
+/// A non-finite loss stops the host update with an error, before any step reaches the
+/// model.
+#[test]
+fn a_diverging_host_update_leaves_the_model_as_it_was() {
+    let device = Device::flex().autodiff();
+    let (d, a, s) = (9, 2, 48);
+    let cfg = config(ActivationKind::Tanh, None, true);
+    let (mut burn_batch, _) = batch(s, d, a, &device);
+    // Every minibatch, the first included, has a non-finite value target.
+    let returns = vec![f32::NAN; s];
+    burn_batch.returns = Tensor::from_data(TensorData::new(returns, [s]), &device);
+    let mut learner = Learner::new(cfg.policy.init(d, a, 8, &device), &cfg, &device);
+    let before = learner.model().flat_params().unwrap();
+    let err = learner
+        .update(
+            &burn_batch,
+            1e-3,
+            3,
+            Tensor::zeros([0], &device),
+            &mut |_| Ok(()),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(&err, PpoError::Diverged { update: 3, what } if what.contains("not finite") || what.contains("NaN")),
+        "{err}"
+    );
+    assert_eq!(learner.model().flat_params().unwrap(), before);
+    assert_eq!(learner.adam.time, 0);
+}
