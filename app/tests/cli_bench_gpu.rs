@@ -179,25 +179,10 @@ fn bench_gpu_runs_each_placement_and_precision() {
 /// A peer that logs its arguments to `args.log` beside it and prints a fixed result of the GPU
 /// peer's protocol (the result is the last line).
 fn fake_torch_peer(dir: &Path) -> std::path::PathBuf {
-    let path = dir.join("fake-python");
-    let log = dir.join("args.log");
-    std::fs::write(
-        &path,
-        format!(
-            "#!/bin/sh\n\
-             test -f \"$1\" && echo \"script-exists $*\" >> '{log}'\n\
-             echo 'warming up'\n\
-             echo '{{\"peer\": \"cleanrl-style\", \"device\": \"Fake GPU\", \"precision\": \"x\", \"cold_update_seconds\": 2.5, \"versions\": {{\"torch\": \"0.0-fake\"}}, \"threads\": 1, \"samples\": 256, \"seconds\": 0.256, \"samples_per_second\": 1000.0}}'\n",
-            log = log.display()
-        ),
+    common::fake_peer(
+        dir,
+        "{\"peer\": \"cleanrl-style\", \"device\": \"Fake GPU\", \"precision\": \"x\", \"cold_update_seconds\": 2.5, \"versions\": {\"torch\": \"0.0-fake\"}, \"threads\": 1, \"samples\": 256, \"seconds\": 0.256, \"samples_per_second\": 1000.0}",
     )
-    .unwrap();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    path
 }
 
 /// `--peer PYTHON` runs the built-in CleanRL-style script on each configuration, on torch's

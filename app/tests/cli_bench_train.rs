@@ -12,25 +12,10 @@ use common::{scratch, text, tradetune};
 /// A peer that logs its arguments to `args.log` beside it and prints a fixed result after a
 /// line of chatter (the result is the last line).
 fn fake_peer(dir: &Path) -> std::path::PathBuf {
-    let path = dir.join("fake-python");
-    let log = dir.join("args.log");
-    std::fs::write(
-        &path,
-        format!(
-            "#!/bin/sh\n\
-             test -f \"$1\" && echo \"script-exists $*\" >> '{log}'\n\
-             echo 'Using cpu device'\n\
-             echo '{{\"peer\": \"fake-sb3\", \"versions\": {{\"torch\": \"0.0-fake\"}}, \"threads\": 1, \"samples\": 256, \"seconds\": 0.256, \"samples_per_second\": 1000.0}}'\n",
-            log = log.display()
-        ),
+    common::fake_peer(
+        dir,
+        "{\"peer\": \"fake-sb3\", \"versions\": {\"torch\": \"0.0-fake\"}, \"threads\": 1, \"samples\": 256, \"seconds\": 0.256, \"samples_per_second\": 1000.0}",
     )
-    .unwrap();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    path
 }
 
 #[test]

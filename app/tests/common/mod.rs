@@ -47,3 +47,29 @@ pub fn wgpu_here(test: &str) -> bool {
         }
     }
 }
+
+/// A stand-in for a peer's Python (torch is not in CI): a shell script that logs its
+/// arguments to `args.log` beside it (prefixed `script-exists` when its first argument, the
+/// peer script, exists), prints a line of chatter, then `result` as its last line, as the
+/// peer protocol of `benches/peers/README.md` says.
+pub fn fake_peer(dir: &std::path::Path, result: &str) -> PathBuf {
+    let path = dir.join("fake-python");
+    let log = dir.join("args.log");
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\n\
+             test -f \"$1\" && echo \"script-exists $*\" >> '{log}'\n\
+             echo 'Using cpu device'\n\
+             echo '{result}'\n",
+            log = log.display()
+        ),
+    )
+    .unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    path
+}

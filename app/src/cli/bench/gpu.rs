@@ -181,18 +181,8 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.updates != Some(0), "--updates must be at least 1");
     let spec: DeviceSpec = args.device.parse()?;
     let device = open(spec)?;
-    let configs = args
-        .configs
-        .iter()
-        .map(|name| {
-            TrainBenchConfig::named(name.trim()).ok_or_else(|| {
-                anyhow::anyhow!(
-                    "--configs: unknown configuration '{name}' (valid: {})",
-                    TrainBenchConfig::NAMES.join(", ")
-                )
-            })
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let configs = TrainBenchConfig::all_named(&args.configs)
+        .map_err(|e| anyhow::anyhow!("--configs: {e}"))?;
     let placements = args
         .placements
         .iter()

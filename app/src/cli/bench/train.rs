@@ -196,19 +196,8 @@ pub(super) fn bench_train(args: TrainArgs) -> anyhow::Result<()> {
         .map_err(|e: String| anyhow::anyhow!("--precision: {e}"))?;
     let spec: DeviceSpec = args.device.parse()?;
     let device = open(spec)?;
-    let configs = args
-        .configs
-        .iter()
-        .map(|name| {
-            TrainBenchConfig::named(name.trim()).ok_or_else(|| {
-                anyhow::anyhow!(
-                    "--configs: unknown configuration '{}' (valid: {})",
-                    name.trim(),
-                    TrainBenchConfig::NAMES.join(", ")
-                )
-            })
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let configs = TrainBenchConfig::all_named(&args.configs)
+        .map_err(|e| anyhow::anyhow!("--configs: {e}"))?;
     anyhow::ensure!(args.updates != Some(0), "--updates must be at least 1");
     anyhow::ensure!(args.repeat > 0, "--repeat must be at least 1");
     anyhow::ensure!(

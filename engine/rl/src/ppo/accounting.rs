@@ -303,11 +303,10 @@ mod tests {
 
     #[test]
     fn a_tally_charges_launches_to_parts_per_step_and_minibatch() {
-        let mut t = Tally {
+        let t = Tally {
             last: 0,
             counts: [40, 80, 8, 30, 120],
         };
-        t.last = kernels::counts().dispatches;
         let p = t.profile(8, 12);
         assert_eq!(p.per_policy_step, 5.0);
         assert_eq!(p.per_env_step, 10.0);

@@ -124,27 +124,39 @@ impl TrainBenchConfig {
         }
     }
 
-    /// The names [`TrainBenchConfig::named`] knows.
-    pub const NAMES: [&'static str; 6] = [
-        "small",
-        "large",
-        "tiny_rollout",
-        "rtx4080",
-        "rx7900gre",
-        "tiny",
-    ];
+    /// Every named configuration, in the order help texts list them.
+    pub fn all() -> [Self; 6] {
+        [
+            Self::small(),
+            Self::large(),
+            Self::tiny_rollout(),
+            Self::rtx4080(),
+            Self::rx7900gre(),
+            Self::tiny(),
+        ]
+    }
 
-    /// The configuration named `name` (small, large, tiny_rollout, rtx4080, rx7900gre, tiny).
+    /// The configuration named `name` (one of [`TrainBenchConfig::all`]'s names).
     pub fn named(name: &str) -> Option<Self> {
-        match name {
-            "small" => Some(Self::small()),
-            "large" => Some(Self::large()),
-            "tiny_rollout" => Some(Self::tiny_rollout()),
-            "rtx4080" => Some(Self::rtx4080()),
-            "rx7900gre" => Some(Self::rx7900gre()),
-            "tiny" => Some(Self::tiny()),
-            _ => None,
-        }
+        Self::all().into_iter().find(|c| c.name == name)
+    }
+
+    /// The configurations named in `names` (surrounding spaces ignored), or the first unknown
+    /// name with the valid ones.
+    pub fn all_named<S: AsRef<str>>(names: &[S]) -> Result<Vec<Self>, String> {
+        names
+            .iter()
+            .map(|name| {
+                let name = name.as_ref().trim();
+                Self::named(name).ok_or_else(|| {
+                    let valid: Vec<&str> = Self::all().iter().map(|c| c.name).collect();
+                    format!(
+                        "unknown configuration '{name}' (valid: {})",
+                        valid.join(", ")
+                    )
+                })
+            })
+            .collect()
     }
 
     /// The user's large nets: pi = vf = [2048, 1024, 512], batch 1024.
@@ -438,6 +450,7 @@ pub fn matmul_probe_shapes(
         let once = || -> Result<f64, PpoError> {
             let t = Instant::now();
             let c = a.clone().matmul(b.clone());
+            // Reading one element back waits for the product.
             let _: Vec<f32> = c
                 .slice([0..1, 0..1])
                 .try_into_vec_as()
@@ -454,29 +467,15 @@ pub fn matmul_probe_shapes(
 /// back before the next starts, and reports the best rate: the peak the update's achieved
 /// GFLOP/s is held against.
 pub fn matmul_probe(device: &Device) -> Result<MatmulProbe, PpoError> {
-    use burn::tensor::{Tensor, TensorData};
     use std::time::Instant;
     let start = Instant::now();
-    let mut sizes = Vec::new();
-    for n in [256usize, 512, 1024] {
-        let values: Vec<f32> = (0..n * n)
-            .map(|i| ((i % 97) as f32 - 48.0) / 97.0)
-            .collect();
-        let a = Tensor::<2>::from_data(TensorData::new(values.clone(), [n, n]), device);
-        let b = Tensor::<2>::from_data(TensorData::new(values, [n, n]), device);
-        let once = || -> Result<f64, PpoError> {
-            let t = Instant::now();
-            let c = a.clone().matmul(b.clone());
-            // Reading one element back waits for the product.
-            let _: Vec<f32> = c
-                .slice([0..1, 0..1])
-                .try_into_vec_as()
-                .map_err(|e| PpoError::read("matmul probe", e))?;
-            Ok(t.elapsed().as_secs_f64())
-        };
-        let flops = 2.0 * (n * n * n) as f64;
-        sizes.push((n, flops / best_seconds(once)? / 1e9));
-    }
+    let sizes: Vec<(usize, f64)> = matmul_probe_shapes(
+        device,
+        &[[256, 256, 256], [512, 512, 512], [1024, 1024, 1024]],
+    )?
+    .into_iter()
+    .map(|([n, ..], rate)| (n, rate))
+    .collect();
     let mut host_sizes = Vec::new();
     if device.clone().without_autodiff() == Device::flex() {
         for n in [256usize, 512, 1024] {
