@@ -15,13 +15,15 @@ use std::time::{Duration, Instant};
 use crate::common::{self, ui};
 use egui_kittest::{Harness, SnapshotError};
 use tradetune_app::ui::TradeTuneApp;
-use tradetune_app::ui::command::Command;
+use tradetune_app::ui::context::DataState;
 use tradetune_app::ui::draft::Draft;
+use tradetune_app::ui::panels::compare::Action as CompareAction;
+use tradetune_app::ui::panels::run::{LiveTrial, StudyEnd, WorkerView};
+use tradetune_app::ui::panels::studies::Action as StudyAction;
 use tradetune_app::ui::panels::studies::PlotTab;
 use tradetune_app::ui::presets::UserPreset;
-use tradetune_app::ui::state::{
-    BacktestResult, DataState, LiveTrial, Settings, StudyEnd, Tab, WorkerView,
-};
+use tradetune_app::ui::settings::{Settings, Tab};
+use tradetune_app::ui::tasks::BacktestResult;
 use tradetune_engine::device::DeviceInfo;
 use tradetune_engine::device::precision::Precision;
 use tradetune_engine::eval::metrics::Curve;
@@ -97,7 +99,7 @@ fn step_until(h: &mut Harness<'_, TradeTuneApp>, what: &str, done: impl Fn(&Trad
 }
 
 fn data_loaded(app: &TradeTuneApp) -> bool {
-    matches!(app.state.data, DataState::Ready(_) | DataState::Failed(_))
+    matches!(app.cx.data, DataState::Ready(_) | DataState::Failed(_))
 }
 
 /// Takes the snapshot; where no wgpu adapter exists (no GPU and no Mesa lavapipe) says so and
@@ -170,7 +172,7 @@ fn run_with_live_charts() {
     step_until(&mut h, "the bundled data", data_loaded);
     // A study's figures, fixed so the picture is the same everywhere (the live path is
     // tested in ui.rs with a real study).
-    let run = &mut h.state_mut().state.run;
+    let run = &mut h.state_mut().panels.run;
     run.study = "cpu".into();
     run.db = Some(PathBuf::from("studies.db"));
     run.n_trials = 6;
@@ -273,8 +275,8 @@ fn opened_reference_db(dir: &Path, tab: Tab) -> Harness<'static, TradeTuneApp> {
         ..Settings::default()
     };
     let mut h = harness(settings, Some(db.clone()));
-    h.state_mut().handle(Command::OpenDatabase(db));
-    step_until(&mut h, "the database", |a| a.state.studies.db.is_some());
+    h.state_mut().handle(StudyAction::OpenDatabase(db));
+    step_until(&mut h, "the database", |a| a.panels.studies.db.is_some());
     h
 }
 
@@ -284,20 +286,22 @@ fn studies_of_the_optuna_reference_database() {
     let mut h = opened_reference_db(dir.path(), Tab::Studies);
     let group = h
         .state()
-        .state
+        .panels
         .studies
         .groups
         .iter()
         .find(|g| g.members.len() > 1)
         .map(|g| g.name.clone())
         .expect("an aggregated group");
-    h.state_mut().handle(Command::SelectStudy(group));
-    step_until(&mut h, "the trials", |a| !a.state.studies.rows.is_empty());
+    h.state_mut().handle(StudyAction::SelectStudy(group));
+    step_until(&mut h, "the trials", |a| {
+        !a.panels.studies.table.rows.is_empty()
+    });
     // The path is a temp dir: hide it from the picture.
-    if let Some(d) = h.state_mut().state.studies.db.as_mut() {
+    if let Some(d) = h.state_mut().panels.studies.db.as_mut() {
         d.path = PathBuf::from("optuna-reference.db");
     }
-    h.state_mut().state.notices.clear();
+    h.state_mut().cx.notices.clear();
     h.run_steps(4);
     snapshot(&mut h, "studies");
 }
@@ -309,42 +313,56 @@ fn studies_of_the_optuna_reference_database() {
 fn studies_parallel_coordinates_contour_and_intermediate_values() {
     let dir = tempfile::tempdir().unwrap();
     let mut h = opened_reference_db(dir.path(), Tab::Studies);
-    h.state_mut().state.studies.live = false;
+    h.state_mut().panels.studies.live.on = false;
     h.state_mut()
-        .handle(Command::SelectStudy("x_aggressive".into()));
-    step_until(&mut h, "the trials", |a| !a.state.studies.rows.is_empty());
-    if let Some(d) = h.state_mut().state.studies.db.as_mut() {
+        .handle(StudyAction::SelectStudy("x_aggressive".into()));
+    step_until(&mut h, "the trials", |a| {
+        !a.panels.studies.table.rows.is_empty()
+    });
+    if let Some(d) = h.state_mut().panels.studies.db.as_mut() {
         d.path = PathBuf::from("optuna-reference.db");
     }
-    h.state_mut().state.notices.clear();
+    h.state_mut().cx.notices.clear();
     h.state_mut()
-        .handle(Command::ShowPlot(PlotTab::ParallelCoordinates));
-    h.state_mut()
-        .handle(Command::BrushAxis("activation".into(), Some((0.5, 1.5))));
+        .handle(StudyAction::ShowPlot(PlotTab::ParallelCoordinates));
+    h.state_mut().handle(StudyAction::BrushAxis(
+        "activation".into(),
+        Some((0.5, 1.5)),
+    ));
     h.run_steps(4);
     snapshot(&mut h, "studies_parallel");
-    h.state_mut().handle(Command::ShowPlot(PlotTab::Contour));
     h.state_mut()
-        .handle(Command::ContourParams("lr".into(), "gamma".into()));
+        .handle(StudyAction::ShowPlot(PlotTab::Contour));
+    h.state_mut()
+        .handle(StudyAction::ContourParams("lr".into(), "gamma".into()));
     h.run_steps(4);
     snapshot(&mut h, "studies_contour");
     h.state_mut()
-        .handle(Command::SelectStudy("ref_single_max".into()));
+        .handle(StudyAction::SelectStudy("ref_single_max".into()));
     step_until(&mut h, "the trials", |a| {
-        a.state
+        a.panels
             .studies
+            .table
             .rows
             .iter()
             .any(|r| r.study == "ref_single_max")
     });
     h.state_mut()
-        .handle(Command::ShowPlot(PlotTab::Intermediate));
+        .handle(StudyAction::ShowPlot(PlotTab::Intermediate));
     h.run_steps(4);
     snapshot(&mut h, "studies_intermediate");
 
     // Workers across machines: labels as `tradetune worker` stores them (the reference study
     // was written by Optuna, which records none), then the hosts table and the timeline.
-    for (i, r) in h.state_mut().state.studies.rows.iter_mut().enumerate() {
+    for (i, r) in h
+        .state_mut()
+        .panels
+        .studies
+        .table
+        .rows
+        .iter_mut()
+        .enumerate()
+    {
         let (worker, device) = match i % 3 {
             0 => ("gpu-box#4711/worker-0", "wgpu:0"),
             1 => ("gpu-box#4711/worker-1", "wgpu:0"),
@@ -353,7 +371,8 @@ fn studies_parallel_coordinates_contour_and_intermediate_values() {
         r.worker = worker.into();
         r.device = device.into();
     }
-    h.state_mut().handle(Command::ShowPlot(PlotTab::Workers));
+    h.state_mut()
+        .handle(StudyAction::ShowPlot(PlotTab::Workers));
     h.run_steps(4);
     h.get_by_label("gpu-box");
     h.get_by_label("laptop");
@@ -365,18 +384,18 @@ fn studies_parallel_coordinates_contour_and_intermediate_values() {
 fn compare_two_parallel_studies() {
     let dir = tempfile::tempdir().unwrap();
     let mut h = opened_reference_db(dir.path(), Tab::Compare);
-    h.state_mut().state.compare.a = "x_aggressive_1".into();
-    h.state_mut().state.compare.b = "x_aggressive_2".into();
-    h.state_mut().handle(Command::Compare(
+    h.state_mut().panels.compare.a = "x_aggressive_1".into();
+    h.state_mut().panels.compare.b = "x_aggressive_2".into();
+    h.state_mut().handle(CompareAction::Compare(
         "x_aggressive_1".into(),
         "x_aggressive_2".into(),
     ));
     h.run_steps(2);
-    step_until(&mut h, "the comparison", |a| !a.state.compare.loading);
-    if let Some(d) = h.state_mut().state.studies.db.as_mut() {
+    step_until(&mut h, "the comparison", |a| !a.panels.compare.loading);
+    if let Some(d) = h.state_mut().panels.studies.db.as_mut() {
         d.path = PathBuf::from("optuna-reference.db");
     }
-    h.state_mut().state.notices.clear();
+    h.state_mut().cx.notices.clear();
     h.run_steps(4);
     snapshot(&mut h, "compare");
 }
@@ -442,7 +461,7 @@ fn backtest_of_a_checkpoint() {
         timestamps,
     };
     let checkpoint = PathBuf::from("checkpoints/cpu/trial-3");
-    let view = &mut h.state_mut().state.backtest;
+    let view = &mut h.state_mut().panels.backtest;
     view.checkpoint = Some(checkpoint.clone());
     view.result = Some(BacktestResult::of(
         format!(
@@ -451,7 +470,7 @@ fn backtest_of_a_checkpoint() {
         ),
         &report,
     ));
-    h.state_mut().state.notices.clear();
+    h.state_mut().cx.notices.clear();
     h.run_steps(4);
     snapshot(&mut h, "backtest");
 }
@@ -501,21 +520,21 @@ fn studies_report() {
         ..Settings::default()
     };
     let mut h = ui::harness(app(settings, None), [1280.0, 1500.0]);
-    h.state_mut().handle(Command::OpenDatabase(db));
-    step_until(&mut h, "the database", |a| a.state.studies.db.is_some());
-    h.state_mut().handle(Command::SelectStudy("cv".into()));
+    h.state_mut().handle(StudyAction::OpenDatabase(db));
+    step_until(&mut h, "the database", |a| a.panels.studies.db.is_some());
+    h.state_mut().handle(StudyAction::SelectStudy("cv".into()));
     step_until(&mut h, "the trials", |a| {
-        a.state.studies.rows.len() == 6 && !a.state.studies.loading_trials
+        a.panels.studies.table.rows.len() == 6 && !a.panels.studies.table.loading
     });
-    h.state_mut().handle(Command::ShowReport(true));
+    h.state_mut().handle(StudyAction::ShowReport(true));
     step_until(&mut h, "the report", |a| {
-        a.state.studies.report.shown.is_some() && a.state.studies.report.computing.is_none()
+        a.panels.studies.report.shown.is_some() && a.panels.studies.report.computing.is_none()
     });
     // The path is a temp dir: hide it from the picture.
-    if let Some(d) = h.state_mut().state.studies.db.as_mut() {
+    if let Some(d) = h.state_mut().panels.studies.db.as_mut() {
         d.path = PathBuf::from("cv.db");
     }
-    h.state_mut().state.notices.clear();
+    h.state_mut().cx.notices.clear();
     h.run_steps(4);
     snapshot(&mut h, "studies_report");
 }
@@ -526,18 +545,20 @@ fn studies_report() {
 fn studies_slice_and_edf() {
     let dir = tempfile::tempdir().unwrap();
     let mut h = opened_reference_db(dir.path(), Tab::Studies);
-    h.state_mut().state.studies.live = false;
+    h.state_mut().panels.studies.live.on = false;
     h.state_mut()
-        .handle(Command::SelectStudy("x_aggressive".into()));
-    step_until(&mut h, "the trials", |a| !a.state.studies.rows.is_empty());
-    if let Some(d) = h.state_mut().state.studies.db.as_mut() {
+        .handle(StudyAction::SelectStudy("x_aggressive".into()));
+    step_until(&mut h, "the trials", |a| {
+        !a.panels.studies.table.rows.is_empty()
+    });
+    if let Some(d) = h.state_mut().panels.studies.db.as_mut() {
         d.path = PathBuf::from("optuna-reference.db");
     }
-    h.state_mut().state.notices.clear();
-    h.state_mut().handle(Command::ShowPlot(PlotTab::Slice));
+    h.state_mut().cx.notices.clear();
+    h.state_mut().handle(StudyAction::ShowPlot(PlotTab::Slice));
     h.run_steps(4);
     snapshot(&mut h, "studies_slice");
-    h.state_mut().handle(Command::ShowPlot(PlotTab::Edf));
+    h.state_mut().handle(StudyAction::ShowPlot(PlotTab::Edf));
     h.run_steps(4);
     snapshot(&mut h, "studies_edf");
 }
@@ -622,7 +643,7 @@ fn hardware_device_view_with_fake_samples() {
         ..Settings::default()
     };
     let mut hardware = app(settings, None);
-    hardware.state.gpus = vec![GpuInfo {
+    hardware.cx.gpus = vec![GpuInfo {
         vendor: GpuVendor::Nvidia,
         name: "NVIDIA GeForce RTX 4080".into(),
         pci_bus_id: "0000:01:00.0".parse().ok(),
@@ -630,10 +651,10 @@ fn hardware_device_view_with_fake_samples() {
         mem_total_bytes: Some(16_376 << 20),
         driver: Some("NVIDIA 560.35.03".into()),
     }];
-    hardware.state.telemetry = Some(core.handle());
+    hardware.cx.telemetry = Some(core.handle());
     let mut h = ui::harness(hardware, [1280.0, 1500.0]);
     step_until(&mut h, "the bundled data", data_loaded);
-    h.state_mut().state.notices.clear();
+    h.state_mut().cx.notices.clear();
     h.run_steps(4);
     h.get_by_label("held down by power cap");
     h.get_by_label("Xorg");
