@@ -45,6 +45,7 @@ mod ui_report;
 mod ui_run;
 mod ui_settings;
 mod ui_snapshots;
+mod ui_snapshots_studies;
 mod ui_studies;
 mod ui_studies_live;
 

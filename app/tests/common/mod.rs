@@ -4,6 +4,7 @@
 
 pub mod cv_study;
 pub mod panels;
+pub mod snapshots;
 pub mod ui;
 
 use std::path::PathBuf;
