@@ -10,8 +10,8 @@
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use egui_kittest::Harness;
 use tradetune_app::ui::panels;
-use tradetune_app::ui::panels::studies::{PlotTab, ReadRows, TrialColumn};
-use tradetune_app::ui::state::AppState;
+use tradetune_app::ui::panels::studies::PlotTab;
+use tradetune_app::ui::tasks::{ReadRows, TrialColumn};
 use tradetune_engine::telemetry::ring::PlotPoint;
 
 mod support;
@@ -43,8 +43,7 @@ fn frame(c: &mut Criterion) {
     let mut harness = Harness::builder()
         .with_size([1920.0, 1080.0])
         .build_ui_state(
-            move |ui, state: &mut AppState| {
-                let mut commands = Vec::new();
+            move |ui, state: &mut support::Studies| {
                 ui.columns(2, |cols| {
                     for (i, s) in lines.iter().enumerate() {
                         panels::run::chart(
@@ -54,7 +53,7 @@ fn frame(c: &mut Criterion) {
                             &[("v", s)],
                         );
                     }
-                    panels::studies::show(&mut cols[1], state, &mut commands);
+                    state.ui(&mut cols[1]);
                 });
             },
             state,
@@ -71,13 +70,7 @@ fn frame(c: &mut Criterion) {
     let state = support::studies_state(TRIALS, PC_PARAMS, PlotTab::ParallelCoordinates);
     let mut harness = Harness::builder()
         .with_size([1920.0, 1080.0])
-        .build_ui_state(
-            |ui, state: &mut AppState| {
-                let mut commands = Vec::new();
-                panels::studies::show(ui, state, &mut commands);
-            },
-            state,
-        );
+        .build_ui_state(|ui, state: &mut support::Studies| state.ui(ui), state);
     harness.run_steps(3);
     group.bench_function(
         format!(
@@ -100,7 +93,7 @@ fn frame(c: &mut Criterion) {
                 let range = if flip { (-4.5, -3.0) } else { (-4.0, -2.5) };
                 harness
                     .state_mut()
-                    .studies
+                    .view
                     .set_brush("ppo.learning_rate", Some(range));
                 support::frame(&mut harness)
             })
@@ -118,7 +111,7 @@ fn frame(c: &mut Criterion) {
             b.iter(|| {
                 harness
                     .state_mut()
-                    .studies
+                    .view
                     .merge(vec![support::row(next, PC_PARAMS)]);
                 next += 1;
                 support::frame(&mut harness)
@@ -148,7 +141,7 @@ fn frame(c: &mut Criterion) {
                 |rows| {
                     harness
                         .state_mut()
-                        .studies
+                        .view
                         .trials_read(vec!["bench".into()], Ok(rows));
                     support::frame(&mut harness)
                 },

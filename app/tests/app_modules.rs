@@ -1,24 +1,15 @@
 //! The app's module graph, as `engine/tests/module_layers.rs` keeps the engine's: the two front
 //! ends do not import each other (what both need is the engine's front door, or `launch`), and
-//! the files of each module directory import each other without cycles. The desktop app's
-//! `ui` tree still has its circle (issue 34, part 2: panels that own their state); it is left
-//! out here by name, and a test fails once it is gone so that it is checked too.
+//! the files of each module directory import each other without cycles, the desktop app's
+//! `ui` tree included; and in `ui` the jobs and the context sit below the panels, which sit
+//! below the app that composes them.
 
 use std::path::PathBuf;
 
 use crate::imports::{after, code, cycle, module_dirs, rs_files, sibling_modules};
 
-/// Module directories whose files still import each other in a cycle (and those below them).
-const STILL_CIRCULAR: &[&str] = &["ui"];
-
 fn src() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src")
-}
-
-fn exempt(module: &str) -> bool {
-    STILL_CIRCULAR
-        .iter()
-        .any(|m| module == *m || module.starts_with(&format!("{m}::")))
 }
 
 #[test]
@@ -43,11 +34,8 @@ fn the_front_ends_do_not_import_each_other() {
 
 #[test]
 fn the_files_of_each_module_import_each_other_without_cycles() {
-    let mut checked = 0;
+    let mut checked = Vec::new();
     for (dir, module) in module_dirs(&src()) {
-        if exempt(&module) {
-            continue;
-        }
         let prefix = if module.is_empty() {
             "crate::".to_string()
         } else {
@@ -60,26 +48,41 @@ fn the_files_of_each_module_import_each_other_without_cycles() {
                 c.join(" -> ")
             );
         }
-        checked += 1;
+        checked.push(module);
     }
-    assert!(checked >= 4, "only {checked} module directories checked");
+    for m in [
+        "",
+        "cli",
+        "ui",
+        "ui::panels",
+        "ui::panels::studies",
+        "ui::tasks",
+    ] {
+        assert!(
+            checked.iter().any(|c| c == m),
+            "app/src/{m} was not checked: {checked:?}"
+        );
+    }
 }
 
 #[test]
-fn the_modules_left_out_still_have_their_cycle() {
-    for m in STILL_CIRCULAR {
-        let root = src().join(m.replace("::", "/"));
-        let circular = module_dirs(&root).into_iter().any(|(dir, sub)| {
-            let module = if sub.is_empty() {
-                m.to_string()
-            } else {
-                format!("{m}::{sub}")
-            };
-            cycle(&sibling_modules(&dir, &format!("crate::{module}::"))).is_some()
-        });
-        assert!(
-            circular,
-            "app/src/{m} has no import cycle any more: remove it from STILL_CIRCULAR so it is checked"
-        );
+fn the_desktop_apps_jobs_and_context_sit_below_its_panels_and_the_app() {
+    let edges = sibling_modules(&src().join("ui"), "crate::ui::");
+    // What each layer may not import: the jobs define their own payloads, the context knows
+    // no panel, and a panel never reaches into the app that composes it.
+    for (module, above) in [
+        ("tasks", &["context", "panels", "app"][..]),
+        ("context", &["panels", "app"][..]),
+        ("panels", &["app"][..]),
+    ] {
+        let imports = edges
+            .get(module)
+            .unwrap_or_else(|| panic!("no module ui::{module}: {edges:?}"));
+        for a in above {
+            assert!(
+                !imports.contains(*a),
+                "ui::{module} imports ui::{a}, which sits above it ({imports:?})"
+            );
+        }
     }
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use crate::common::ui;
 use tradetune_app::ui::TradeTuneApp;
-use tradetune_app::ui::state::Settings;
+use tradetune_app::ui::settings::Settings;
 use tradetune_engine::telemetry::amdgpu::AmdGpuProbe;
 use tradetune_engine::telemetry::pci_names::NameDatabases;
 use tradetune_engine::telemetry::{
@@ -82,34 +82,29 @@ fn first_launch(discovery: GpuDiscovery) -> TradeTuneApp {
 }
 
 fn preset(app: &TradeTuneApp) -> Option<&str> {
-    app.state.settings.preset.as_deref()
+    app.cx.settings.preset.as_deref()
 }
 
 fn gpu_names(app: &TradeTuneApp) -> Vec<&str> {
-    app.state.gpus.iter().map(|g| g.name.as_str()).collect()
+    app.cx.gpus.iter().map(|g| g.name.as_str()).collect()
 }
 
 fn closest_notice(app: &TradeTuneApp) -> Option<&String> {
-    app.state.notices.iter().find(|n| n.contains("closest"))
+    app.cx.notices.iter().find(|n| n.contains("closest"))
 }
 
 #[test]
 fn nvml_rtx_4080_picks_rtx4080() {
     let app = first_launch(nvml_reports("NVIDIA GeForce RTX 4080"));
     assert_eq!(gpu_names(&app), ["NVIDIA GeForce RTX 4080"]);
-    assert_eq!(preset(&app), Some("rtx4080"), "{:?}", app.state.notices);
+    assert_eq!(preset(&app), Some("rtx4080"), "{:?}", app.cx.notices);
     assert_eq!(closest_notice(&app), None);
 }
 
 #[test]
 fn nvml_rtx_4080_laptop_picks_rtx4080_laptop() {
     let app = first_launch(nvml_reports("NVIDIA GeForce RTX 4080 Laptop GPU"));
-    assert_eq!(
-        preset(&app),
-        Some("rtx4080_laptop"),
-        "{:?}",
-        app.state.notices
-    );
+    assert_eq!(preset(&app), Some("rtx4080_laptop"), "{:?}", app.cx.notices);
     assert_eq!(closest_notice(&app), None);
 }
 
@@ -117,7 +112,7 @@ fn nvml_rtx_4080_laptop_picks_rtx4080_laptop() {
 fn amdgpu_rx_7900_gre_is_named_and_picks_rx7900gre() {
     let app = first_launch(amdgpu_fixture("rx7900gre"));
     assert_eq!(gpu_names(&app), ["AMD Radeon RX 7900 GRE"]);
-    assert_eq!(preset(&app), Some("rx7900gre"), "{:?}", app.state.notices);
+    assert_eq!(preset(&app), Some("rx7900gre"), "{:?}", app.cx.notices);
     assert_eq!(closest_notice(&app), None);
 }
 

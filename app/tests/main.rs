@@ -33,15 +33,20 @@ mod cli_train;
 mod cli_worker;
 mod gui_smoke;
 mod hardware_presets;
-mod ui;
 mod ui_close;
+mod ui_configure;
 mod ui_devices;
+mod ui_hardware;
 mod ui_importance;
 mod ui_notes;
 mod ui_parallel_load;
 mod ui_pruner;
 mod ui_report;
+mod ui_run;
+mod ui_settings;
 mod ui_snapshots;
+mod ui_snapshots_studies;
+mod ui_studies;
 mod ui_studies_live;
 
 #[test]

@@ -13,8 +13,9 @@ use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use tradetune_app::ui::TradeTuneApp;
 use tradetune_app::ui::close::{CANCEL, FINISH, STOP_NOW};
+use tradetune_app::ui::context::DataState;
 use tradetune_app::ui::draft::{Draft, SearchEntry};
-use tradetune_app::ui::state::{DataState, Settings, Tab};
+use tradetune_app::ui::settings::{Settings, Tab};
 use tradetune_engine::storage::Storage;
 use tradetune_engine::study::file::{PrunerKind, PrunerSection, SearchSpec};
 
@@ -54,10 +55,7 @@ fn started(db: PathBuf, name: &str) -> Harness<'static, TradeTuneApp> {
     );
     let mut h = ui::harness(app, [1280.0, 900.0]);
     let limit = Instant::now() + Duration::from_secs(120);
-    while matches!(
-        h.state().state.data,
-        DataState::Loading(_) | DataState::None
-    ) {
+    while matches!(h.state().cx.data, DataState::Loading(_) | DataState::None) {
         assert!(Instant::now() < limit, "the bundled data did not load");
         h.step();
         std::thread::sleep(Duration::from_millis(20));
@@ -66,7 +64,7 @@ fn started(db: PathBuf, name: &str) -> Harness<'static, TradeTuneApp> {
     h.state_mut().hold_jobs();
     h.get_by_role_and_label(Role::Button, "Start").click();
     h.run_steps(3);
-    assert!(h.state().state.run.running, "{:?}", h.state().state.notices);
+    assert!(h.state().panels.run.running, "{:?}", h.state().cx.notices);
     h
 }
 
@@ -101,7 +99,7 @@ fn closing_while_a_study_runs_asks_and_stop_now_closes() {
     h.run_steps(2);
     assert!(h.query_by_label("A study is running").is_none());
     assert!(!h.state().closing.confirmed);
-    assert!(h.state().state.run.running);
+    assert!(h.state().panels.run.running);
 
     request_close(&mut h);
     h.run_steps(2);
@@ -149,7 +147,7 @@ fn finish_running_trials_starts_no_new_one_and_closes_when_the_study_ends() {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let run = &h.state().state.run;
+    let run = &h.state().panels.run;
     assert!(!run.running);
     assert!(run.trials.is_empty(), "{} trials started", run.trials.len());
     assert!(run.end.as_ref().is_some_and(|e| e.stopped));

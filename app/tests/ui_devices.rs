@@ -10,7 +10,7 @@ use crate::common::ui;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use tradetune_app::ui::TradeTuneApp;
-use tradetune_app::ui::state::Settings;
+use tradetune_app::ui::settings::Settings;
 use tradetune_engine::telemetry::nvml::NvmlProbe;
 use tradetune_engine::telemetry::nvml_fake::FakeNvml;
 use tradetune_engine::telemetry::{
@@ -58,8 +58,8 @@ fn each_gpu_has_a_card_with_its_figures_processes_and_history() {
     let dir = tempfile::tempdir().unwrap();
     let (gpus, mut core) = fake_card(dir.path());
     let mut app = app();
-    app.state.gpus = gpus;
-    app.state.telemetry = Some(core.handle());
+    app.cx.gpus = gpus;
+    app.cx.telemetry = Some(core.handle());
     let mut h = harness(app);
     h.run_steps(2);
     // Before the first tick: the card, with no figures yet.
@@ -131,7 +131,7 @@ fn throttling_missing_figures_and_no_process_list_are_said_plainly() {
         SamplerCore::new(SamplerConfig::default(), vec![Box::new(HotCard)], None).unwrap();
     ticks(&mut core, 1);
     let mut app = app();
-    app.state.gpus = vec![GpuInfo {
+    app.cx.gpus = vec![GpuInfo {
         vendor: GpuVendor::Amd,
         name: "AMD Radeon RX 7900 GRE".into(),
         pci_bus_id: None,
@@ -139,7 +139,7 @@ fn throttling_missing_figures_and_no_process_list_are_said_plainly() {
         mem_total_bytes: None,
         driver: None,
     }];
-    app.state.telemetry = Some(core.handle());
+    app.cx.telemetry = Some(core.handle());
     let mut h = harness(app);
     h.run_steps(3);
     h.get_by_label("held down by power cap, thermal (hardware)");
@@ -151,7 +151,7 @@ fn throttling_missing_figures_and_no_process_list_are_said_plainly() {
 #[test]
 fn without_a_gpu_the_view_says_so() {
     let mut app = app();
-    app.state.no_gpu_reason = Some(
+    app.cx.no_gpu_reason = Some(
         "no GPU present (NVIDIA: library not found; AMD: no amdgpu cards under /sys/class/drm)"
             .into(),
     );

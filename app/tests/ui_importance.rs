@@ -8,7 +8,7 @@ use crate::common::ui::{self, step_until};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use tradetune_app::ui::TradeTuneApp;
-use tradetune_app::ui::command::Command;
+use tradetune_app::ui::panels::studies::Action as StudyAction;
 use tradetune_engine::front::format::significant;
 use tradetune_engine::storage::{
     CategoricalChoice, NewTrial, OptunaDistribution, Storage, StudyDirection, TrialState,
@@ -44,9 +44,10 @@ fn add_trials(storage: &mut Storage, study: i64, from: usize, n: usize) {
 
 fn computations(h: &Harness<'_, TradeTuneApp>) -> u64 {
     h.state()
-        .state
+        .panels
         .studies
         .importance
+        .shown
         .as_ref()
         .map_or(0, |i| i.computations)
 }
@@ -69,12 +70,12 @@ fn the_open_study_shows_its_parameter_importances() {
     h.run_steps(4);
     h.get_by_label("Open database…").click();
     step_until(&mut h, "the database", |a| {
-        a.state.studies.db.is_some() || a.state.studies.error.is_some()
+        a.panels.studies.db.is_some() || a.panels.studies.error.is_some()
     });
-    assert_eq!(h.state().state.studies.error, None);
+    assert_eq!(h.state().panels.studies.error, None);
     h.get_by_label("importance").click();
     step_until(&mut h, "the trials and their importances", |a| {
-        a.state.studies.rows.len() == 40 && a.state.studies.importance.is_some()
+        a.panels.studies.table.rows.len() == 40 && a.panels.studies.importance.shown.is_some()
     });
 
     // What the engine computes from the same file, shown beside the chart.
@@ -89,7 +90,7 @@ fn the_open_study_shows_its_parameter_importances() {
         );
         h.get_by_label(&significant(p.importance, 4));
     }
-    let shown = h.state().state.studies.importance.clone().unwrap();
+    let shown = h.state().panels.studies.importance.shown.clone().unwrap();
     assert_eq!(shown.result.as_ref().unwrap(), &want);
 
     // Not recomputed while drawing, nor when the same trials are read again.
@@ -97,18 +98,18 @@ fn the_open_study_shows_its_parameter_importances() {
     h.run_steps(20);
     assert_eq!(computations(&h), 1, "recomputed by drawing frames");
     h.state_mut()
-        .handle(Command::SelectStudy("importance".into()));
+        .handle(StudyAction::SelectStudy("importance".into()));
     step_until(&mut h, "the same trials read again", |a| {
-        !a.state.studies.loading_trials
+        !a.panels.studies.table.loading
     });
     assert_eq!(computations(&h), 1, "recomputed for the same trial count");
 
     // A trial more: recomputed, and the chart says so.
     add_trials(&mut storage, study, 40, 1);
     h.state_mut()
-        .handle(Command::SelectStudy("importance".into()));
+        .handle(StudyAction::SelectStudy("importance".into()));
     step_until(&mut h, "the new trial", |a| {
-        a.state.studies.rows.len() == 41
+        a.panels.studies.table.rows.len() == 41
     });
     assert_eq!(computations(&h), 2);
     h.get_by_label("parameter importance (PED-ANOVA): top 5 of 41 COMPLETE trials");
@@ -116,9 +117,10 @@ fn the_open_study_shows_its_parameter_importances() {
     // A study with one COMPLETE trial: why there is no chart.
     h.get_by_label("too_few").click();
     step_until(&mut h, "the other study", |a| {
-        a.state
+        a.panels
             .studies
             .importance
+            .shown
             .as_ref()
             .is_some_and(|i| i.group == "too_few")
     });

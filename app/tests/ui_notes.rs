@@ -7,7 +7,7 @@ use egui::accesskit::Role;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use tradetune_app::ui::TradeTuneApp;
-use tradetune_app::ui::command::Command;
+use tradetune_app::ui::panels::studies::Action as StudyAction;
 use tradetune_engine::storage::{NewTrial, Storage, StudyDirection, TrialState};
 use tradetune_engine::study::notes::{read_note, save_note};
 
@@ -41,9 +41,11 @@ fn study_and_trial_notes_show_edit_and_save() {
     let mut h = ui::studies(&db, [1400.0, 1100.0]);
     h.run_steps(4);
     h.get_by_label("Open database…").click();
-    step_until(&mut h, "the database", |a| a.state.studies.db.is_some());
+    step_until(&mut h, "the database", |a| a.panels.studies.db.is_some());
     h.get_by_label("noted").click();
-    step_until(&mut h, "the trials", |a| a.state.studies.rows.len() == 2);
+    step_until(&mut h, "the trials", |a| {
+        a.panels.studies.table.rows.len() == 2
+    });
     h.get_by_label("written elsewhere");
 
     // The study's note, edited and saved.
@@ -62,13 +64,14 @@ fn study_and_trial_notes_show_edit_and_save() {
     // Trial 1's note, from its details.
     let i = h
         .state()
-        .state
+        .panels
         .studies
+        .table
         .rows
         .iter()
         .position(|r| r.number == 1)
         .unwrap();
-    h.state_mut().handle(Command::ShowTrial(i));
+    h.state_mut().handle(StudyAction::ShowTrial(i));
     h.run_steps(3);
     h.get_by_label("no note of trial 1");
     h.get_by_label("Edit note of trial 1").click();

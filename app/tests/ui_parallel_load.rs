@@ -7,10 +7,7 @@ use std::time::{Duration, Instant};
 
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-use tradetune_app::ui::command::Command;
-use tradetune_app::ui::panels;
 use tradetune_app::ui::panels::studies::{PcAxes, PlotTab, pc_axes_id};
-use tradetune_app::ui::state::AppState;
 
 #[path = "../benches/support/mod.rs"]
 mod support;
@@ -26,16 +23,8 @@ fn parallel_coordinates_over_10000_trials_by_8_parameters() {
     let mut h = Harness::builder()
         .with_size([1920.0, 1080.0])
         .build_ui_state(
-            |ui, state: &mut AppState| {
-                let mut commands = Vec::new();
-                panels::studies::show(ui, state, &mut commands);
-                // The panel's own commands (a brush) are carried out as the app does.
-                for c in commands {
-                    if let Command::BrushAxis(name, range) = c {
-                        state.studies.set_brush(&name, range);
-                    }
-                }
-            },
+            // The panel carries out its own actions (a brush) as in the app.
+            |ui, state: &mut support::Studies| state.ui(ui),
             state,
         );
     h.run_steps(3);
@@ -64,10 +53,10 @@ fn parallel_coordinates_over_10000_trials_by_8_parameters() {
 
     // A brush on the integer env count keeps the trials with 8 or 16 envs: half of them.
     h.state_mut()
-        .studies
+        .view
         .set_brush("env.n_envs", Some((7.0, 17.0)));
     h.run_steps(2);
-    assert_eq!(h.state().studies.visible.len(), TRIALS / 2);
+    assert_eq!(h.state().view.table.visible.len(), TRIALS / 2);
     // The plot's lines are kept across frames and rebuilt when the brush changes them.
     h.get_by_label_contains(&format!(
         "parallel coordinates: {} of {TRIALS} complete trials",
@@ -76,12 +65,12 @@ fn parallel_coordinates_over_10000_trials_by_8_parameters() {
 
     // A live poll merges two more trials (8 and 16 envs: the brush keeps both); the table and
     // the plot take them in.
-    h.state_mut().studies.merge(vec![
+    h.state_mut().view.merge(vec![
         support::row(TRIALS, PARAMS),
         support::row(TRIALS + 1, PARAMS),
     ]);
     h.run_steps(1);
-    assert_eq!(h.state().studies.visible.len(), TRIALS / 2 + 2);
+    assert_eq!(h.state().view.table.visible.len(), TRIALS / 2 + 2);
     h.get_by_label_contains(&format!(
         "parallel coordinates: {} of {} complete trials",
         TRIALS / 2 + 2,
@@ -90,18 +79,19 @@ fn parallel_coordinates_over_10000_trials_by_8_parameters() {
     // At 10,000 trials the importances are computed on a background thread (the merge above
     // started it): frames go on meanwhile, and the result reaches the view.
     assert!(
-        h.state().studies.importance_job.is_some(),
+        h.state().view.importance.job.is_some(),
         "PED-ANOVA over {TRIALS} trials runs in the background"
     );
     let waited = Instant::now();
-    while h.state().studies.importance.is_none() && waited.elapsed() < Duration::from_secs(120) {
+    while h.state().view.importance.shown.is_none() && waited.elapsed() < Duration::from_secs(120) {
         std::thread::sleep(Duration::from_millis(20));
         h.step();
     }
     let importance = h
         .state()
-        .studies
+        .view
         .importance
+        .shown
         .as_ref()
         .expect("the background importances arrived");
     assert_eq!(importance.n_complete, TRIALS + 2);
@@ -110,11 +100,11 @@ fn parallel_coordinates_over_10000_trials_by_8_parameters() {
         Ok(PARAMS),
         "an importance per parameter"
     );
-    assert!(h.state().studies.importance_job.is_none());
+    assert!(h.state().view.importance.job.is_none());
 
     // A trial with a ninth parameter adds its axis; a brush on it keeps that trial alone.
     h.state_mut()
-        .studies
+        .view
         .merge(vec![support::row(TRIALS + 4, PARAMS + 1)]);
     h.run_steps(1);
     let axes: PcAxes = h
@@ -122,11 +112,9 @@ fn parallel_coordinates_over_10000_trials_by_8_parameters() {
         .data(|d| d.get_temp(pc_axes_id()))
         .expect("the plot stored its axes");
     assert_eq!(axes.0.len(), PARAMS + 1, "the new parameter's axis");
-    h.state_mut()
-        .studies
-        .set_brush("p8.float", Some((-1.0, 2.0)));
+    h.state_mut().view.set_brush("p8.float", Some((-1.0, 2.0)));
     h.run_steps(1);
-    let v = &h.state().studies;
+    let v = &h.state().view.table;
     assert_eq!(v.visible.len(), 1);
     assert_eq!(v.rows[v.visible[0]].number, (TRIALS + 4) as i64);
 }
@@ -136,7 +124,7 @@ fn parallel_coordinates_over_10000_trials_by_8_parameters() {
 /// the union of the user attributes; the rows sorted as asked.
 #[test]
 fn a_read_derives_every_column_and_position_whatever_the_rows_list() {
-    use tradetune_app::ui::panels::studies::{ReadRows, TrialColumn};
+    use tradetune_app::ui::tasks::{ReadRows, TrialColumn};
     let mut rows: Vec<_> = (0..6).map(|i| support::row(i, 3)).collect();
     // Row 1 lists its parameters in reverse order, row 3 lacks the third one, row 4 brings a
     // fourth; rows 2 and 5 carry user attributes in different orders.

@@ -8,9 +8,9 @@ use crate::common::ui;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use tradetune_app::ui::TradeTuneApp;
-use tradetune_app::ui::command::Command;
+use tradetune_app::ui::panels::studies::Action as StudyAction;
 use tradetune_app::ui::panels::studies::PlotTab;
-use tradetune_app::ui::state::{Settings, Tab};
+use tradetune_app::ui::settings::{Settings, Tab};
 use tradetune_engine::storage::Storage;
 use tradetune_engine::study::file::{PRUNER_ATTR, PrunerKind, PrunerSection};
 
@@ -38,7 +38,7 @@ fn intermediate_plot(db: PathBuf) -> Harness<'static, TradeTuneApp> {
     };
     let app = TradeTuneApp::new(settings, ui::no_dialogs(), Vec::new());
     let mut h = ui::harness(app, [1280.0, 900.0]);
-    h.state_mut().handle(Command::OpenDatabase(db));
+    h.state_mut().handle(StudyAction::OpenDatabase(db));
     let limit = Instant::now() + Duration::from_secs(120);
     let step = |h: &mut Harness<'_, TradeTuneApp>, done: &dyn Fn(&TradeTuneApp) -> bool| {
         while !done(h.state()) {
@@ -47,19 +47,20 @@ fn intermediate_plot(db: PathBuf) -> Harness<'static, TradeTuneApp> {
             std::thread::sleep(Duration::from_millis(20));
         }
     };
-    step(&mut h, &|a| a.state.studies.db.is_some());
-    h.state_mut().state.studies.live = false;
+    step(&mut h, &|a| a.panels.studies.db.is_some());
+    h.state_mut().panels.studies.live.on = false;
     h.state_mut()
-        .handle(Command::SelectStudy("ref_single_max".into()));
+        .handle(StudyAction::SelectStudy("ref_single_max".into()));
     step(&mut h, &|a| {
-        a.state
+        a.panels
             .studies
+            .table
             .rows
             .iter()
             .any(|r| r.study == "ref_single_max")
     });
     h.state_mut()
-        .handle(Command::ShowPlot(PlotTab::Intermediate));
+        .handle(StudyAction::ShowPlot(PlotTab::Intermediate));
     h.run_steps(4);
     h
 }

@@ -15,7 +15,7 @@ use common::cv_study::{add_cv_trial, database};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use tradetune_app::ui::TradeTuneApp;
-use tradetune_app::ui::command::Command;
+use tradetune_app::ui::panels::studies::Action as StudyAction;
 use tradetune_app::ui::panels::studies::report::{PARTITIONS, histogram_heading, spread_heading};
 use tradetune_engine::front::report::study_report;
 use tradetune_engine::front::reseed::{RESEED_KEY, SeedResult, SeedSpread};
@@ -25,21 +25,21 @@ fn open_report(h: &mut Harness<'_, TradeTuneApp>, study: &str, trials: usize) {
     h.run_steps(4);
     h.get_by_label("Open database…").click();
     step_until(h, "the database", |a| {
-        a.state.studies.db.is_some() || a.state.studies.error.is_some()
+        a.panels.studies.db.is_some() || a.panels.studies.error.is_some()
     });
-    assert_eq!(h.state().state.studies.error, None);
+    assert_eq!(h.state().panels.studies.error, None);
     h.get_by_label(study).click();
     step_until(h, "the trials", |a| {
-        a.state.studies.rows.len() == trials && !a.state.studies.loading_trials
+        a.panels.studies.table.rows.len() == trials && !a.panels.studies.table.loading
     });
     h.get_by_label("Report").click();
     step_until(h, "the report", |a| {
-        a.state.studies.report.shown.is_some() && a.state.studies.report.computing.is_none()
+        a.panels.studies.report.shown.is_some() && a.panels.studies.report.computing.is_none()
     });
 }
 
 fn computations(h: &Harness<'_, TradeTuneApp>) -> u64 {
-    h.state().state.studies.report.computations
+    h.state().panels.studies.report.computations
 }
 
 #[test]
@@ -72,7 +72,7 @@ fn the_report_shows_pbo_with_its_histogram_and_the_deflated_sharpe() {
     h.get_by_label_contains("mean of 4 folds");
     h.get_by_label_contains("trial #5 was cross-validated");
     h.get_by_label_contains("no seed spread yet");
-    let shown = h.state().state.studies.report.shown.clone().unwrap();
+    let shown = h.state().panels.studies.report.shown.clone().unwrap();
     let shown = shown.result.unwrap();
     assert_eq!(shown.pbo.histogram, want.pbo.histogram);
     assert_eq!(shown.pbo.result.as_ref().map(|p| p.pbo), Some(p.pbo));
@@ -83,9 +83,9 @@ fn the_report_shows_pbo_with_its_histogram_and_the_deflated_sharpe() {
     assert_eq!(computations(&h), 1, "recomputed by drawing frames");
     let cv = storage.study("cv").unwrap().study_id;
     add_cv_trial(&mut storage, cv, 6);
-    h.state_mut().handle(Command::RefreshTrials);
+    h.state_mut().handle(StudyAction::RefreshTrials);
     step_until(&mut h, "the new trial's report", |a| {
-        a.state.studies.report.shown.as_ref().is_some_and(|s| {
+        a.panels.studies.report.shown.as_ref().is_some_and(|s| {
             s.result
                 .as_ref()
                 .is_ok_and(|r| r.pbo.result.as_ref().is_some_and(|p| p.strategies == 7))
@@ -100,11 +100,11 @@ fn the_report_shows_pbo_with_its_histogram_and_the_deflated_sharpe() {
     h.run_steps(2);
     h.get_by_label("holdout").click();
     step_until(&mut h, "the holdout trials", |a| {
-        a.state.studies.rows.len() == 2 && !a.state.studies.loading_trials
+        a.panels.studies.table.rows.len() == 2 && !a.panels.studies.table.loading
     });
     h.get_by_label("Report").click();
     step_until(&mut h, "the holdout report", |a| {
-        a.state
+        a.panels
             .studies
             .report
             .shown
@@ -162,15 +162,15 @@ fn a_stored_seed_spread_shows_as_a_table_and_a_re_run_says_what_is_missing() {
     h.get_by_label("median");
     assert_eq!(h.query_all_by_label("0.300").count(), 2);
     assert_eq!(h.query_all_by_label("4.00 %").count(), 2);
-    let shown = h.state().state.studies.report.shown.clone().unwrap();
+    let shown = h.state().panels.studies.report.shown.clone().unwrap();
     assert_eq!(shown.result.unwrap().seeds, Some(spread));
-    assert_eq!(h.state().state.studies.report.seeds, 5, "K defaults to 5");
+    assert_eq!(h.state().panels.studies.report.seeds, 5, "K defaults to 5");
 
     // This study was not recorded with `study create` and Configure describes another one:
     // the re-run says so instead of training anything.
     h.get_by_label("Re-run best trial").click();
     step_until(&mut h, "the re-run's answer", |a| {
-        a.state.studies.report.reseed.is_none() && a.state.studies.report.reseed_error.is_some()
+        a.panels.studies.report.reseed.is_none() && a.panels.studies.report.reseed_error.is_some()
     });
     h.get_by_label_contains("study cv has no recorded study file");
 }
@@ -234,16 +234,16 @@ fn re_running_the_best_trial_with_k_seeds_stores_the_spread_and_can_be_cancelled
     h.state_mut().hold_jobs();
     h.get_by_label("Re-run best trial").click();
     h.run_steps(2);
-    assert!(h.state().state.studies.report.reseed.is_some());
+    assert!(h.state().panels.studies.report.reseed.is_some());
     h.get_by_label("loading the data…");
     h.get_by_label("Cancel").click();
     h.run_steps(2);
     h.get_by_label("cancelling…");
     assert_eq!(h.state_mut().release_jobs(), 1);
     step_until(&mut h, "the cancelled re-run", |a| {
-        a.state.studies.report.reseed.is_none()
+        a.panels.studies.report.reseed.is_none()
     });
-    let e = h.state().state.studies.report.reseed_error.clone();
+    let e = h.state().panels.studies.report.reseed_error.clone();
     assert!(
         e.as_deref().is_some_and(|e| e.contains("cancelled")),
         "{e:?}"
@@ -255,17 +255,17 @@ fn re_running_the_best_trial_with_k_seeds_stores_the_spread_and_can_be_cancelled
     assert_eq!(stored(&db), None);
 
     // K = 2: two other seeds trained and backtested, the spread stored with the study and shown.
-    h.state_mut().handle(Command::SetReseedSeeds(2));
+    h.state_mut().handle(StudyAction::SetReseedSeeds(2));
     h.get_by_label("Re-run best trial").click();
     h.run_steps(2);
     step_until(&mut h, "the re-run", |a| {
-        a.state.studies.report.reseed.is_none()
+        a.panels.studies.report.reseed.is_none()
     });
-    let e = h.state().state.studies.report.reseed_error.clone();
+    let e = h.state().panels.studies.report.reseed_error.clone();
     assert_eq!(e, None);
     let spread = stored(&db).expect("the spread stored with the study");
     assert_eq!(spread.seeds.len(), 2);
-    let shown = h.state().state.studies.report.shown.clone().unwrap();
+    let shown = h.state().panels.studies.report.shown.clone().unwrap();
     assert_eq!(shown.result.unwrap().seeds.as_ref(), Some(&spread));
     h.get_by_label_contains("recorded with the study");
     h.get_by_label(&spread_heading(&spread));
@@ -278,8 +278,9 @@ fn re_running_the_best_trial_with_k_seeds_stores_the_spread_and_can_be_cancelled
 #[test]
 fn re_running_an_app_started_study_finds_its_recorded_file() {
     use std::time::{Duration, Instant};
+    use tradetune_app::ui::context::DataState;
     use tradetune_app::ui::draft::{Draft, SearchEntry};
-    use tradetune_app::ui::state::{DataState, Settings, Tab};
+    use tradetune_app::ui::settings::{Settings, Tab};
     use tradetune_engine::front::launch::RecordedStudy;
     use tradetune_engine::study::file::{PrunerKind, SearchSpec};
 
@@ -309,10 +310,7 @@ fn re_running_an_app_started_study_finds_its_recorded_file() {
     };
     let mut h = ui::harness(ui::app(settings, ui::no_dialogs()), [1280.0, 900.0]);
     let limit = Instant::now() + Duration::from_secs(120);
-    while matches!(
-        h.state().state.data,
-        DataState::Loading(_) | DataState::None
-    ) {
+    while matches!(h.state().cx.data, DataState::Loading(_) | DataState::None) {
         assert!(Instant::now() < limit, "the bundled data did not load");
         h.step();
         std::thread::sleep(Duration::from_millis(20));
@@ -322,11 +320,11 @@ fn re_running_an_app_started_study_finds_its_recorded_file() {
         .click();
     h.run_steps(2);
     step_until(&mut h, "the study's end", |a| {
-        !a.state.run.running && a.state.run.end.is_some()
+        !a.panels.run.running && a.panels.run.end.is_some()
     });
-    let notices = format!("{:?}", h.state().state.notices);
+    let notices = format!("{:?}", h.state().cx.notices);
     assert_eq!(
-        h.state().state.run.end.as_ref().map(|e| e.counts[0]),
+        h.state().panels.run.end.as_ref().map(|e| e.counts[0]),
         Some(2),
         "{notices}"
     );
@@ -346,16 +344,16 @@ fn re_running_an_app_started_study_finds_its_recorded_file() {
 
     // A new session, whose Configure panel holds the default study, not this one.
     let mut h = ui::studies(&db, [1400.0, 1400.0]);
-    assert_ne!(h.state().state.settings.draft.study.name, "from_app");
+    assert_ne!(h.state().cx.settings.draft.study.name, "from_app");
     open_report(&mut h, "from_app", 2);
-    h.state_mut().handle(Command::SetReseedSeeds(1));
+    h.state_mut().handle(StudyAction::SetReseedSeeds(1));
     h.get_by_label("Re-run best trial").click();
     h.run_steps(2);
     step_until(&mut h, "the re-run", |a| {
-        a.state.studies.report.reseed.is_none()
+        a.panels.studies.report.reseed.is_none()
     });
-    assert_eq!(h.state().state.studies.report.reseed_error, None);
-    let source = h.state().state.studies.report.reseed_source.clone();
+    assert_eq!(h.state().panels.studies.report.reseed_error, None);
+    let source = h.state().panels.studies.report.reseed_source.clone();
     assert_eq!(
         source.as_deref(),
         Some("the Configure panel, recorded with the study")

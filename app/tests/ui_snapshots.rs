@@ -1,120 +1,29 @@
 //! Pictures of each panel (egui_kittest snapshots rendered through wgpu; on machines without a
 //! GPU, Mesa's lavapipe). They are committed under `app/tests/snapshots/` and shown in the
 //! README; a change in how a panel draws fails here until the images are renewed with
-//! `UPDATE_SNAPSHOTS=true cargo test --workspace --test app -- ui_snapshots::`.
+//! `UPDATE_SNAPSHOTS=true cargo test --workspace --test app -- ui_snapshots`
+//! (this file and `ui_snapshots_studies`, whose helpers are in `common/snapshots.rs`).
 //!
 //! Everything machine-specific is fixed (the device list) so the pictures are the same on
 //! every machine of this class.
 
-use egui_kittest::kittest::Queryable;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::common::{self, ui};
-use egui_kittest::{Harness, SnapshotError};
-use tradetune_app::ui::TradeTuneApp;
-use tradetune_app::ui::command::Command;
+use crate::common::snapshots::*;
+use crate::common::ui;
+use egui_kittest::kittest::Queryable;
 use tradetune_app::ui::draft::Draft;
-use tradetune_app::ui::panels::studies::PlotTab;
+use tradetune_app::ui::panels::compare::Action as CompareAction;
+use tradetune_app::ui::panels::run::{LiveTrial, StudyEnd, WorkerView};
 use tradetune_app::ui::presets::UserPreset;
-use tradetune_app::ui::state::{
-    BacktestResult, DataState, LiveTrial, Settings, StudyEnd, Tab, WorkerView,
-};
-use tradetune_engine::device::DeviceInfo;
-use tradetune_engine::device::precision::Precision;
+use tradetune_app::ui::settings::{Settings, Tab};
+use tradetune_app::ui::tasks::BacktestResult;
 use tradetune_engine::eval::metrics::Curve;
 use tradetune_engine::eval::{EvalReport, Metrics, Objective};
 use tradetune_engine::storage::TrialState;
 use tradetune_engine::telemetry::ring::PlotPoint;
-
-/// The Vulkan adapter of an RTX 4080, as wgpu describes it.
-fn rtx4080() -> tradetune_engine::device::adapters::Adapter {
-    tradetune_engine::device::adapters::Adapter {
-        name: "NVIDIA GeForce RTX 4080".into(),
-        kind: tradetune_engine::device::adapters::AdapterKind::DiscreteGpu,
-        index: 0,
-        api: "Vulkan".into(),
-        driver: "NVIDIA 560.35.03".into(),
-        vendor: 0x10de,
-        device: 0x2704,
-        pci_bus_id: "0000:01:00.0".into(),
-        shader_f16: true,
-        memory_bytes: Some(16 << 30),
-    }
-}
-
-fn devices() -> Vec<DeviceInfo> {
-    vec![
-        DeviceInfo {
-            name: "cpu".into(),
-            backend: "flex".into(),
-            available: true,
-            detail: "burn-flex on 16 threads (SIMD, rayon)".into(),
-            memory_bytes: Some(32 << 30),
-            precisions: vec![Precision::F32, Precision::Bf16, Precision::F16],
-            reports_pool_usage: false,
-            adapter: None,
-        },
-        DeviceInfo {
-            name: "wgpu".into(),
-            backend: "wgpu".into(),
-            available: true,
-            detail: "default adapter, wgpu:0: NVIDIA GeForce RTX 4080 (discrete GPU, Vulkan)"
-                .into(),
-            memory_bytes: Some(16 << 30),
-            precisions: vec![Precision::F32, Precision::F16],
-            reports_pool_usage: true,
-            adapter: Some(rtx4080()),
-        },
-        DeviceInfo {
-            name: "wgpu:0".into(),
-            backend: "wgpu".into(),
-            available: true,
-            detail: "NVIDIA GeForce RTX 4080 (discrete GPU, Vulkan)".into(),
-            memory_bytes: Some(16 << 30),
-            precisions: vec![Precision::F32, Precision::F16],
-            reports_pool_usage: true,
-            adapter: Some(rtx4080()),
-        },
-    ]
-}
-
-/// The app over [`devices`], the database dialog answered with `db`.
-fn app(settings: Settings, db: Option<PathBuf>) -> TradeTuneApp {
-    TradeTuneApp::new(settings, Arc::new(ui::OpenThis(db)), devices())
-}
-
-fn harness(settings: Settings, db: Option<PathBuf>) -> Harness<'static, TradeTuneApp> {
-    ui::harness(app(settings, db), [1280.0, 900.0])
-}
-
-/// [`ui::step_until`] and one frame more: the pictures are taken after four settling frames.
-fn step_until(h: &mut Harness<'_, TradeTuneApp>, what: &str, done: impl Fn(&TradeTuneApp) -> bool) {
-    ui::step_until(h, what, done);
-    h.run_steps(1);
-}
-
-fn data_loaded(app: &TradeTuneApp) -> bool {
-    matches!(app.state.data, DataState::Ready(_) | DataState::Failed(_))
-}
-
-/// Takes the snapshot; where no wgpu adapter exists (no GPU and no Mesa lavapipe) says so and
-/// skips, unless `TRADETUNE_REQUIRE_GUI=1` (CI installs mesa-vulkan-drivers and sets it).
-fn snapshot(h: &mut Harness<'_, TradeTuneApp>, name: &str) {
-    match h.try_snapshot(name) {
-        Ok(()) => {}
-        Err(SnapshotError::RenderError { err }) => {
-            let required = std::env::var("TRADETUNE_REQUIRE_GUI").is_ok_and(|v| v == "1");
-            assert!(!required, "no renderer for the {name} snapshot: {err}");
-            eprintln!(
-                "skipped the {name} snapshot: no wgpu adapter ({err}); apt install mesa-vulkan-drivers"
-            );
-        }
-        Err(e) => panic!("{e}"),
-    }
-}
 
 #[test]
 fn hardware_and_presets() {
@@ -170,7 +79,7 @@ fn run_with_live_charts() {
     step_until(&mut h, "the bundled data", data_loaded);
     // A study's figures, fixed so the picture is the same everywhere (the live path is
     // tested in ui.rs with a real study).
-    let run = &mut h.state_mut().state.run;
+    let run = &mut h.state_mut().panels.run;
     run.study = "cpu".into();
     run.db = Some(PathBuf::from("studies.db"));
     run.n_trials = 6;
@@ -262,121 +171,22 @@ fn snapshot_metrics(n: u64) -> BTreeMap<String, Vec<PlotPoint>> {
     m
 }
 
-/// A harness on `tab` with a copy (in `dir`) of the Optuna reference database open.
-fn opened_reference_db(dir: &Path, tab: Tab) -> Harness<'static, TradeTuneApp> {
-    let src =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/tests/testdata/optuna-reference.db");
-    let db = dir.join("optuna-reference.db");
-    std::fs::copy(&src, &db).unwrap();
-    let settings = Settings {
-        tab,
-        ..Settings::default()
-    };
-    let mut h = harness(settings, Some(db.clone()));
-    h.state_mut().handle(Command::OpenDatabase(db));
-    step_until(&mut h, "the database", |a| a.state.studies.db.is_some());
-    h
-}
-
-#[test]
-fn studies_of_the_optuna_reference_database() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut h = opened_reference_db(dir.path(), Tab::Studies);
-    let group = h
-        .state()
-        .state
-        .studies
-        .groups
-        .iter()
-        .find(|g| g.members.len() > 1)
-        .map(|g| g.name.clone())
-        .expect("an aggregated group");
-    h.state_mut().handle(Command::SelectStudy(group));
-    step_until(&mut h, "the trials", |a| !a.state.studies.rows.is_empty());
-    // The path is a temp dir: hide it from the picture.
-    if let Some(d) = h.state_mut().state.studies.db.as_mut() {
-        d.path = PathBuf::from("optuna-reference.db");
-    }
-    h.state_mut().state.notices.clear();
-    h.run_steps(4);
-    snapshot(&mut h, "studies");
-}
-
-/// The parallel coordinates of the reference database's aggregated study (log, categorical
-/// and mixed-choice axes), one axis brushed; its contour over a log and a linear parameter;
-/// and the intermediate values of its other study.
-#[test]
-fn studies_parallel_coordinates_contour_and_intermediate_values() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut h = opened_reference_db(dir.path(), Tab::Studies);
-    h.state_mut().state.studies.live = false;
-    h.state_mut()
-        .handle(Command::SelectStudy("x_aggressive".into()));
-    step_until(&mut h, "the trials", |a| !a.state.studies.rows.is_empty());
-    if let Some(d) = h.state_mut().state.studies.db.as_mut() {
-        d.path = PathBuf::from("optuna-reference.db");
-    }
-    h.state_mut().state.notices.clear();
-    h.state_mut()
-        .handle(Command::ShowPlot(PlotTab::ParallelCoordinates));
-    h.state_mut()
-        .handle(Command::BrushAxis("activation".into(), Some((0.5, 1.5))));
-    h.run_steps(4);
-    snapshot(&mut h, "studies_parallel");
-    h.state_mut().handle(Command::ShowPlot(PlotTab::Contour));
-    h.state_mut()
-        .handle(Command::ContourParams("lr".into(), "gamma".into()));
-    h.run_steps(4);
-    snapshot(&mut h, "studies_contour");
-    h.state_mut()
-        .handle(Command::SelectStudy("ref_single_max".into()));
-    step_until(&mut h, "the trials", |a| {
-        a.state
-            .studies
-            .rows
-            .iter()
-            .any(|r| r.study == "ref_single_max")
-    });
-    h.state_mut()
-        .handle(Command::ShowPlot(PlotTab::Intermediate));
-    h.run_steps(4);
-    snapshot(&mut h, "studies_intermediate");
-
-    // Workers across machines: labels as `tradetune worker` stores them (the reference study
-    // was written by Optuna, which records none), then the hosts table and the timeline.
-    for (i, r) in h.state_mut().state.studies.rows.iter_mut().enumerate() {
-        let (worker, device) = match i % 3 {
-            0 => ("gpu-box#4711/worker-0", "wgpu:0"),
-            1 => ("gpu-box#4711/worker-1", "wgpu:0"),
-            _ => ("laptop#815/worker-0", "cpu"),
-        };
-        r.worker = worker.into();
-        r.device = device.into();
-    }
-    h.state_mut().handle(Command::ShowPlot(PlotTab::Workers));
-    h.run_steps(4);
-    h.get_by_label("gpu-box");
-    h.get_by_label("laptop");
-    assert!(h.get_all_by_label("wgpu:0").next().is_some());
-    snapshot(&mut h, "studies_workers");
-}
-
 #[test]
 fn compare_two_parallel_studies() {
     let dir = tempfile::tempdir().unwrap();
     let mut h = opened_reference_db(dir.path(), Tab::Compare);
-    h.state_mut().state.compare.a = "x_aggressive_1".into();
-    h.state_mut().state.compare.b = "x_aggressive_2".into();
-    h.state_mut().handle(Command::Compare(
+    h.state_mut().panels.compare.a = "x_aggressive_1".into();
+    h.state_mut().panels.compare.b = "x_aggressive_2".into();
+    h.state_mut().handle(CompareAction::Compare(
         "x_aggressive_1".into(),
         "x_aggressive_2".into(),
     ));
     h.run_steps(2);
-    step_until(&mut h, "the comparison", |a| !a.state.compare.loading);
-    if let Some(d) = h.state_mut().state.studies.db.as_mut() {
+    step_until(&mut h, "the comparison", |a| !a.panels.compare.loading);
+    if let Some(d) = h.state_mut().panels.studies.db.as_mut() {
         d.path = PathBuf::from("optuna-reference.db");
     }
-    h.state_mut().state.notices.clear();
+    h.state_mut().cx.notices.clear();
     h.run_steps(4);
     snapshot(&mut h, "compare");
 }
@@ -442,7 +252,7 @@ fn backtest_of_a_checkpoint() {
         timestamps,
     };
     let checkpoint = PathBuf::from("checkpoints/cpu/trial-3");
-    let view = &mut h.state_mut().state.backtest;
+    let view = &mut h.state_mut().panels.backtest;
     view.checkpoint = Some(checkpoint.clone());
     view.result = Some(BacktestResult::of(
         format!(
@@ -451,95 +261,9 @@ fn backtest_of_a_checkpoint() {
         ),
         &report,
     ));
-    h.state_mut().state.notices.clear();
+    h.state_mut().cx.notices.clear();
     h.run_steps(4);
     snapshot(&mut h, "backtest");
-}
-
-/// The Report view of a cross-validated study built without training (six trials with stored
-/// fold returns, common/cv_study.rs), with a stored seed spread: the best trial and its
-/// folds, PBO with its logit histogram, the deflated Sharpe, the seed spread's box plots.
-#[test]
-fn studies_report() {
-    use tradetune_engine::front::reseed::{RESEED_KEY, SeedResult, SeedSpread};
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("cv.db");
-    let mut storage = common::cv_study::database(&db, 6);
-    let spread = SeedSpread {
-        trial: 5,
-        bars: 480,
-        seeds: [
-            (0.41, 0.112),
-            (0.18, 0.061),
-            (0.77, 0.183),
-            (-0.05, 0.004),
-            (0.52, 0.139),
-        ]
-        .iter()
-        .enumerate()
-        .map(|(k, &(sharpe, total_return))| SeedResult {
-            seed: 43 + k as u64,
-            sharpe,
-            total_return,
-            objective: total_return,
-        })
-        .collect(),
-        equal_weight_sharpe: 1.14,
-        equal_weight_total_return: 0.249,
-    };
-    let cv = storage.study("cv").unwrap().study_id;
-    storage
-        .set_study_system_attr(
-            cv,
-            RESEED_KEY,
-            &tradetune_engine::storage::JsonValue::from(serde_json::to_value(&spread).unwrap()),
-        )
-        .unwrap();
-    drop(storage);
-    let settings = Settings {
-        tab: Tab::Studies,
-        ..Settings::default()
-    };
-    let mut h = ui::harness(app(settings, None), [1280.0, 1500.0]);
-    h.state_mut().handle(Command::OpenDatabase(db));
-    step_until(&mut h, "the database", |a| a.state.studies.db.is_some());
-    h.state_mut().handle(Command::SelectStudy("cv".into()));
-    step_until(&mut h, "the trials", |a| {
-        a.state.studies.rows.len() == 6 && !a.state.studies.loading_trials
-    });
-    h.state_mut().handle(Command::ShowReport(true));
-    step_until(&mut h, "the report", |a| {
-        a.state.studies.report.shown.is_some() && a.state.studies.report.computing.is_none()
-    });
-    // The path is a temp dir: hide it from the picture.
-    if let Some(d) = h.state_mut().state.studies.db.as_mut() {
-        d.path = PathBuf::from("cv.db");
-    }
-    h.state_mut().state.notices.clear();
-    h.run_steps(4);
-    snapshot(&mut h, "studies_report");
-}
-
-/// The slice plots (objective against each parameter) and the empirical distribution function
-/// of the reference database's aggregated study.
-#[test]
-fn studies_slice_and_edf() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut h = opened_reference_db(dir.path(), Tab::Studies);
-    h.state_mut().state.studies.live = false;
-    h.state_mut()
-        .handle(Command::SelectStudy("x_aggressive".into()));
-    step_until(&mut h, "the trials", |a| !a.state.studies.rows.is_empty());
-    if let Some(d) = h.state_mut().state.studies.db.as_mut() {
-        d.path = PathBuf::from("optuna-reference.db");
-    }
-    h.state_mut().state.notices.clear();
-    h.state_mut().handle(Command::ShowPlot(PlotTab::Slice));
-    h.run_steps(4);
-    snapshot(&mut h, "studies_slice");
-    h.state_mut().handle(Command::ShowPlot(PlotTab::Edf));
-    h.run_steps(4);
-    snapshot(&mut h, "studies_edf");
 }
 
 /// A made-up RTX 4080 over a minute of training: utilisation swinging, memory growing, the
@@ -622,7 +346,7 @@ fn hardware_device_view_with_fake_samples() {
         ..Settings::default()
     };
     let mut hardware = app(settings, None);
-    hardware.state.gpus = vec![GpuInfo {
+    hardware.cx.gpus = vec![GpuInfo {
         vendor: GpuVendor::Nvidia,
         name: "NVIDIA GeForce RTX 4080".into(),
         pci_bus_id: "0000:01:00.0".parse().ok(),
@@ -630,10 +354,10 @@ fn hardware_device_view_with_fake_samples() {
         mem_total_bytes: Some(16_376 << 20),
         driver: Some("NVIDIA 560.35.03".into()),
     }];
-    hardware.state.telemetry = Some(core.handle());
+    hardware.cx.telemetry = Some(core.handle());
     let mut h = ui::harness(hardware, [1280.0, 1500.0]);
     step_until(&mut h, "the bundled data", data_loaded);
-    h.state_mut().state.notices.clear();
+    h.state_mut().cx.notices.clear();
     h.run_steps(4);
     h.get_by_label("held down by power cap");
     h.get_by_label("Xorg");

@@ -13,9 +13,10 @@ use egui::accesskit::Role;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use tradetune_app::ui::TradeTuneApp;
-use tradetune_app::ui::command::Command;
+use tradetune_app::ui::panels::studies::Action as StudyAction;
 use tradetune_app::ui::panels::studies::{PcAxes, TrialMarkers, pc_axes_id, plot_points_id};
-use tradetune_app::ui::state::{Settings, Tab, TrialColumn};
+use tradetune_app::ui::settings::{Settings, Tab};
+use tradetune_app::ui::tasks::TrialColumn;
 use tradetune_engine::storage::{
     CategoricalChoice, JsonValue, NewTrial, OptunaDistribution, Storage, StudyDirection, TrialState,
 };
@@ -85,18 +86,24 @@ fn study_db(path: &Path) -> i64 {
 fn opened(db: &Path) -> Harness<'static, TradeTuneApp> {
     let mut h = harness(db);
     step_until(&mut h, "the database", |a| {
-        a.state.studies.db.is_some() || a.state.studies.error.is_some()
+        a.panels.studies.db.is_some() || a.panels.studies.error.is_some()
     });
-    assert_eq!(h.state().state.studies.error, None);
+    assert_eq!(h.state().panels.studies.error, None);
     h.get_by_label("tuning").click();
-    step_until(&mut h, "the trials", |a| a.state.studies.rows.len() == 7);
+    step_until(&mut h, "the trials", |a| {
+        a.panels.studies.table.rows.len() == 7
+    });
     h
 }
 
 /// The numbers of the visible rows, in order.
 fn shown_numbers(h: &Harness<'_, TradeTuneApp>) -> Vec<i64> {
-    let v = &h.state().state.studies;
-    v.visible.iter().map(|&i| v.rows[i].number).collect()
+    let v = &h.state().panels.studies;
+    v.table
+        .visible
+        .iter()
+        .map(|&i| v.table.rows[i].number)
+        .collect()
 }
 
 #[test]
@@ -106,7 +113,7 @@ fn parameters_are_sortable_hideable_columns_and_new_trials_appear_live() {
     let running = study_db(&db);
     let mut h = opened(&db);
     // Long polls only: this test asks for reads itself until it tries the timer.
-    h.state_mut().state.studies.poll_every = Duration::from_secs(3600);
+    h.state_mut().panels.studies.live.poll_every = Duration::from_secs(3600);
 
     // A column per parameter; 4 significant digits; the categorical one by its choices.
     for name in ["ppo.learning_rate", "ppo.batch_size", "ppo.gamma"] {
@@ -116,7 +123,7 @@ fn parameters_are_sortable_hideable_columns_and_new_trials_appear_live() {
     assert!(h.query_by_label_contains("1.23456789").is_none());
     assert!(h.query_all_by_label("256").count() >= 2, "choice labels");
     // The trial detail keeps every digit.
-    h.state_mut().handle(Command::ShowTrial(0));
+    h.state_mut().handle(StudyAction::ShowTrial(0));
     h.run_steps(3);
     h.get_by_label_contains("ppo.learning_rate=0.000123456789");
 
@@ -137,7 +144,7 @@ fn parameters_are_sortable_hideable_columns_and_new_trials_appear_live() {
 
     // Hide a parameter column; show a user attribute's.
     h.state_mut()
-        .handle(Command::ToggleColumn(TrialColumn::Param(
+        .handle(StudyAction::ToggleColumn(TrialColumn::Param(
             "ppo.learning_rate".into(),
         )));
     h.run_steps(3);
@@ -148,14 +155,16 @@ fn parameters_are_sortable_hideable_columns_and_new_trials_appear_live() {
     assert!(h.query_by_label("1.235e-4").is_none());
     assert!(h.query_by_label("host-a/0").is_none());
     h.state_mut()
-        .handle(Command::ToggleColumn(TrialColumn::Attr("worker".into())));
+        .handle(StudyAction::ToggleColumn(TrialColumn::Attr(
+            "worker".into(),
+        )));
     h.run_steps(3);
     h.get_by_role_and_label(Role::Button, "worker");
     assert_eq!(h.query_all_by_label("host-a/0").count(), 5);
 
     // The running trial finishes and a new one starts: a refresh reads just those.
     h.state_mut()
-        .handle(Command::SortTrials(TrialColumn::Number));
+        .handle(StudyAction::SortTrials(TrialColumn::Number));
     {
         let mut s = Storage::open(&db).unwrap();
         s.complete_trial(running, &[0.05]).unwrap();
@@ -164,12 +173,19 @@ fn parameters_are_sortable_hideable_columns_and_new_trials_appear_live() {
         t.params = params(7);
         s.add_trial(study, &t).unwrap();
     }
-    let polls = h.state().state.studies.polls;
+    let polls = h.state().panels.studies.live.polls;
     h.get_by_label("Refresh").click();
-    step_until(&mut h, "the refresh", |a| a.state.studies.polls > polls);
-    let v = &h.state().state.studies;
-    assert_eq!(v.rows.len(), 8);
-    let states: Vec<TrialState> = v.visible.iter().map(|&i| v.rows[i].state).collect();
+    step_until(&mut h, "the refresh", |a| {
+        a.panels.studies.live.polls > polls
+    });
+    let v = &h.state().panels.studies;
+    assert_eq!(v.table.rows.len(), 8);
+    let states: Vec<TrialState> = v
+        .table
+        .visible
+        .iter()
+        .map(|&i| v.table.rows[i].state)
+        .collect();
     assert_eq!(states[6], TrialState::Complete, "{states:?}");
     assert_eq!(states[7], TrialState::Running, "{states:?}");
     h.get_by_label("8 of 8 trials");
@@ -186,9 +202,9 @@ fn parameters_are_sortable_hideable_columns_and_new_trials_appear_live() {
         t.params = params(8);
         s.add_trial(study, &t).unwrap();
     }
-    h.state_mut().state.studies.poll_every = Duration::from_millis(50);
+    h.state_mut().panels.studies.live.poll_every = Duration::from_millis(50);
     step_until(&mut h, "the timed read", |a| {
-        a.state.studies.rows.len() == 9
+        a.panels.studies.table.rows.len() == 9
     });
     h.get_by_label("9 of 9 trials");
 }
@@ -199,14 +215,19 @@ fn plots_of_a_study_with_log_and_categorical_parameters() {
     let db = dir.path().join("studies.db");
     study_db(&db);
     let mut h = opened(&db);
-    h.state_mut().state.studies.live = false;
+    h.state_mut().panels.studies.live.on = false;
 
     // The history first; slice plots: one per parameter, log and categorical axes named.
     h.get_by_label_contains("optimisation history (complete trials; best so far");
     // A click on trial 3's point opens its details.
     let id = {
-        let v = &h.state().state.studies;
-        v.rows.iter().find(|r| r.number == 3).unwrap().trial_id
+        let v = &h.state().panels.studies;
+        v.table
+            .rows
+            .iter()
+            .find(|r| r.number == 3)
+            .unwrap()
+            .trial_id
     };
     let markers: TrialMarkers = h
         .ctx
@@ -223,7 +244,7 @@ fn plots_of_a_study_with_log_and_categorical_parameters() {
     h.get_by_label("slice").click();
     h.run_steps(3);
     h.get_by_label("slice: objective against");
-    let axes = &h.state().state.studies.param_axes;
+    let axes = &h.state().panels.studies.table.param_axes;
     let scale = |name: &str| {
         axes.iter()
             .find(|a| a.name == name)
@@ -232,15 +253,11 @@ fn plots_of_a_study_with_log_and_categorical_parameters() {
     };
     assert_eq!(
         scale("ppo.learning_rate"),
-        tradetune_app::ui::panels::studies::Scale::Log
+        tradetune_app::ui::tasks::Scale::Log
     );
     assert_eq!(
         scale("ppo.batch_size"),
-        tradetune_app::ui::panels::studies::Scale::Choices(vec![
-            "32".into(),
-            "64".into(),
-            "256".into()
-        ])
+        tradetune_app::ui::tasks::Scale::Choices(vec!["32".into(), "64".into(), "256".into()])
     );
     h.get_by_label("EDF").click();
     h.run_steps(3);
@@ -251,7 +268,7 @@ fn plots_of_a_study_with_log_and_categorical_parameters() {
     h.get_by_label("parallel coordinates").click();
     h.run_steps(3);
     h.get_by_label_contains("parallel coordinates: 5 of 5 complete trials");
-    h.state_mut().handle(Command::BrushAxis(
+    h.state_mut().handle(StudyAction::BrushAxis(
         "ppo.batch_size".into(),
         Some((0.5, 2.5)),
     ));
@@ -263,7 +280,7 @@ fn plots_of_a_study_with_log_and_categorical_parameters() {
     h.get_by_label("4 of 7 trials");
     // On the log axis: log10 units, 10^-3.5..10^-3 keeps learning rates from 3.2e-4 to 1e-3
     // (trials 2 to 6; of those, 2, 4 and 5 have the brushed batch sizes).
-    h.state_mut().handle(Command::BrushAxis(
+    h.state_mut().handle(StudyAction::BrushAxis(
         "ppo.learning_rate".into(),
         Some((-3.5, -3.0)),
     ));
@@ -298,7 +315,7 @@ fn plots_of_a_study_with_log_and_categorical_parameters() {
     }
     h.drop_at(at(1.05));
     h.run_steps(3);
-    let brush = h.state().state.studies.brush.clone();
+    let brush = h.state().panels.studies.plots.brush.clone();
     assert_eq!(brush.len(), 1, "{brush:?}");
     let (name, lo, hi) = &brush[0];
     assert_eq!(name, "ppo.batch_size");
@@ -314,7 +331,7 @@ fn plots_of_a_study_with_log_and_categorical_parameters() {
     h.get_by_label(
         "contour of the objective over ppo.batch_size and ppo.gamma (5 complete trials)",
     );
-    h.state_mut().handle(Command::ContourParams(
+    h.state_mut().handle(StudyAction::ContourParams(
         "ppo.learning_rate".into(),
         "ppo.gamma".into(),
     ));
@@ -344,12 +361,12 @@ fn the_database_the_run_panel_writes_to_opens_on_launch() {
     };
     let mut h = launch(&db);
     step_until(&mut h, "the database", |a| {
-        a.state.studies.db.is_some() || a.state.studies.error.is_some()
+        a.panels.studies.db.is_some() || a.panels.studies.error.is_some()
     });
-    assert_eq!(h.state().state.studies.error, None);
+    assert_eq!(h.state().panels.studies.error, None);
     h.get_by_label("tuning");
     // Opened, not remembered as the user's choice.
-    assert_eq!(h.state().state.settings.database, None);
+    assert_eq!(h.state().cx.settings.database, None);
 
     // No file there yet (a first run has not started): nothing is opened or created.
     let missing = dir.path().join("none.db");

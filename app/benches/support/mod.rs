@@ -1,17 +1,20 @@
 //! The Studies panel's state at load, shared by the frame benchmark (`benches/frame.rs`) and
 //! the test that draws parallel coordinates at that load (`tests/ui_parallel_load.rs`): a study
 //! of `trials` COMPLETE trials over `params` parameters, held as the panel holds them after
-//! reading a database.
+//! reading a database, with the context it draws with.
 
 #![allow(dead_code)] // each user takes what it needs
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use egui_kittest::Harness;
 
-use tradetune_app::ui::panels::studies::{ParamCell, PlotTab, sig4};
-use tradetune_app::ui::state::{AppState, Settings, StudyGroup, Tab, TrialColumn, TrialRow};
-use tradetune_app::ui::tasks::DbContents;
+use tradetune_app::ui::context::Context;
+use tradetune_app::ui::dialog::{FileDialogs, Pick};
+use tradetune_app::ui::panels::studies::{PlotTab, StudiesView, StudyGroup};
+use tradetune_app::ui::settings::{Settings, Tab};
+use tradetune_app::ui::tasks::{DbContents, ParamCell, Tasks, TrialColumn, TrialRow, sig4};
 use tradetune_engine::storage::{OptunaDistribution, TrialParam, TrialState};
 
 /// Parameter `k` of trial `i`: its name, distribution and value. The first two are the
@@ -42,17 +45,43 @@ fn param(k: usize, i: usize) -> (String, OptunaDistribution, f64) {
     }
 }
 
+/// Dialogs that are all cancelled.
+struct NoDialogs;
+
+impl FileDialogs for NoDialogs {
+    fn pick(&self, _: &Pick) -> Vec<PathBuf> {
+        Vec::new()
+    }
+}
+
+/// The Studies panel and the context it draws with (the jobs' answers are not read).
+pub struct Studies {
+    pub cx: Context,
+    pub view: StudiesView,
+    _tasks: Tasks,
+}
+
+impl Studies {
+    /// Draws the panel into `ui` and carries out what was clicked (a brush), as the app does.
+    pub fn ui(&mut self, ui: &mut egui::Ui) {
+        let mut commands = Vec::new();
+        self.view.ui(ui, &self.cx, &mut commands);
+    }
+}
+
 /// The Studies panel with `trials` COMPLETE trials over `params` parameters, sorted by value,
 /// showing `plot`.
-pub fn studies_state(trials: usize, params: usize, plot: PlotTab) -> AppState {
-    let mut state = AppState::new(
+pub fn studies_state(trials: usize, params: usize, plot: PlotTab) -> Studies {
+    let tasks = Tasks::new(Arc::new(NoDialogs));
+    let cx = Context::new(
         Settings {
             tab: Tab::Studies,
             ..Settings::default()
         },
         Vec::new(),
+        tasks.jobs().clone(),
     );
-    let v = &mut state.studies;
+    let mut v = StudiesView::new();
     v.db = Some(DbContents {
         path: "bench.db".into(),
         studies: Vec::new(),
@@ -65,18 +94,22 @@ pub fn studies_state(trials: usize, params: usize, plot: PlotTab) -> AppState {
         minimize: true,
     }];
     v.selected = Some("bench".into());
-    v.rows = (0..trials).map(|i| row(i, params)).collect();
-    v.sort = (TrialColumn::Value, false);
-    v.plot_tab = plot;
-    v.update_columns();
-    v.refresh();
-    state
+    v.table.rows = (0..trials).map(|i| row(i, params)).collect();
+    v.table.sort = (TrialColumn::Value, false);
+    v.plots.tab = plot;
+    v.table.update_columns();
+    v.table.refresh(&v.plots.brush);
+    Studies {
+        cx,
+        view: v,
+        _tasks: tasks,
+    }
 }
 
 /// One frame as the desktop program draws it: the UI pass, then the tessellation of its shapes
 /// into triangles (what eframe does before handing them to the GPU; the harness alone stops
 /// after the pass). Returns the triangles' vertex count.
-pub fn frame(harness: &mut Harness<'_, AppState>) -> usize {
+pub fn frame(harness: &mut Harness<'_, Studies>) -> usize {
     harness.step();
     let out = harness.output();
     harness

@@ -1,7 +1,8 @@
 //! The frame loop: drain background events once, draw the tab bar and the current panel,
-//! then carry out the commands the panels produced. Commands and the jobs' answers are routed
-//! to the panel modules that own them; what several panels share (the data, the telemetry
-//! sampler, the clipboard) stays here and in [`Cx`].
+//! then carry out the commands the panels produced. The app composes the panels
+//! ([`Panels`]) over one [`Context`]; it routes each job's answer to the panel that asked and
+//! carries out the app-level [`Command`]s (effects reaching beyond one panel). A panel's own
+//! actions stay in it; [`Action`] names any of them, so a test can send each one.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,21 +13,55 @@ use tradetune_engine::telemetry::{
 };
 
 use super::close::{self, Choice, Closing};
-use super::command::{Command, Cx};
+use super::context::{Command, Context};
 use super::dialog::{FileDialogs, Pick};
-use super::panels::studies::{Export, report};
-use super::panels::{self, backtest, compare, configure, hardware, run, studies};
+use super::panels::studies::Export;
+use super::panels::{self, Panels, backtest, compare, configure, hardware, run, studies};
 use super::presets;
-use super::state::{AppState, Settings};
-use super::tasks::{DeviceProbe, TaskEvent, Tasks};
+use super::settings::Settings;
+use super::tasks::{self, DeviceProbe, TaskEvent, Tasks};
+
+/// Any action of any panel, or an app-level command: what [`TradeTuneApp::handle`] takes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// An effect for the app itself.
+    App(Command),
+    /// The Hardware & presets panel's.
+    Hardware(hardware::Action),
+    /// The Configure panel's.
+    Configure(configure::Action),
+    /// The Run panel's.
+    Run(run::Action),
+    /// The Studies panel's.
+    Studies(studies::Action),
+    /// The Compare panel's.
+    Compare(compare::Action),
+    /// The Backtest panel's.
+    Backtest(backtest::Action),
+}
+
+macro_rules! action_from {
+    ($($variant:ident: $ty:ty),*) => {
+        $(impl From<$ty> for Action {
+            fn from(a: $ty) -> Self {
+                Action::$variant(a)
+            }
+        })*
+    };
+}
+action_from!(App: Command, Hardware: hardware::Action, Configure: configure::Action,
+    Run: run::Action, Studies: studies::Action, Compare: compare::Action,
+    Backtest: backtest::Action);
 
 /// Where eframe keeps the settings.
 pub const SETTINGS_KEY: &str = "tradetune-settings";
 
 /// The desktop program.
 pub struct TradeTuneApp {
-    /// What it knows.
-    pub state: AppState,
+    /// The context below the panels.
+    pub cx: Context,
+    /// The panels, each with its own state.
+    pub panels: Panels,
     tasks: Tasks,
     started: bool,
     frames: u64,
@@ -47,14 +82,16 @@ impl TradeTuneApp {
         dialogs: Arc<dyn FileDialogs>,
         devices: Vec<DeviceInfo>,
     ) -> Self {
-        let mut state = AppState::new(settings, devices);
+        let tasks = Tasks::new(dialogs);
+        let mut cx = Context::new(settings, devices, tasks.jobs().clone());
         match presets::bundled() {
-            Ok(p) => state.presets = p,
-            Err(e) => state.notice(format!("the bundled presets could not be read: {e}")),
+            Ok(p) => cx.presets = p,
+            Err(e) => cx.notice(format!("the bundled presets could not be read: {e}")),
         }
         TradeTuneApp {
-            state,
-            tasks: Tasks::new(dialogs),
+            cx,
+            panels: Panels::default(),
+            tasks,
             started: false,
             frames: 0,
             clipboard: None,
@@ -68,15 +105,15 @@ impl TradeTuneApp {
     /// GPU (`gpu_names` as the probes report them), or the CPU one; says so when the card has
     /// no preset of its own and the closest was taken.
     pub fn apply_hardware_preset(&mut self, gpu_names: &[String]) {
-        if self.state.settings.preset.is_some() {
+        if self.cx.settings.preset.is_some() {
             return;
         }
         let found = presets::match_hardware(gpu_names);
         self.handle(Command::ApplyPreset(found.preset.to_owned()));
         if let (Some(card), Some(why)) = (&found.card, found.closest_because)
-            && self.state.settings.preset.as_deref() == Some(found.preset)
+            && self.cx.settings.preset.as_deref() == Some(found.preset)
         {
-            self.state.notice(format!(
+            self.cx.notice(format!(
                 "no bundled preset was written for the {card}; {} is the closest: {why}",
                 found.preset
             ));
@@ -107,12 +144,12 @@ impl TradeTuneApp {
     /// Queues background jobs (data, databases, trials, exports, …) instead of starting them,
     /// until [`Self::release_jobs`]: tests step frames while a job is certainly in flight.
     pub fn hold_jobs(&mut self) {
-        self.tasks.hold();
+        self.tasks.jobs().hold();
     }
 
     /// Starts the jobs queued since [`Self::hold_jobs`]; returns how many.
     pub fn release_jobs(&mut self) -> usize {
-        self.tasks.release()
+        self.tasks.jobs().release()
     }
 
     /// Starts the live telemetry sampler (CPU, process and whatever GPUs answer) at 1 s;
@@ -125,11 +162,11 @@ impl TradeTuneApp {
     /// [`Self::start_telemetry`] over the probes `discovery` found (tests give their own).
     pub fn start_telemetry_with(&mut self, discovery: GpuDiscovery) -> Vec<String> {
         let pid = std::process::id();
-        self.state.gpus = discovery.devices();
-        self.state.no_gpu_reason = discovery.no_gpu_reason();
-        let gpus: Vec<String> = self.state.gpus.iter().map(|g| g.name.clone()).collect();
-        if let Some(why) = &self.state.no_gpu_reason {
-            self.state
+        self.cx.gpus = discovery.devices();
+        self.cx.no_gpu_reason = discovery.no_gpu_reason();
+        let gpus: Vec<String> = self.cx.gpus.iter().map(|g| g.name.clone()).collect();
+        if let Some(why) = &self.cx.no_gpu_reason {
+            self.cx
                 .notice(format!("telemetry: {why}; CPU and process figures only"));
         }
         let started = SysinfoHostProbe::new(Some(pid))
@@ -143,17 +180,17 @@ impl TradeTuneApp {
             .and_then(Sampler::start);
         match started {
             Ok(sampler) => {
-                self.state.telemetry = Some(sampler.handle());
+                self.cx.telemetry = Some(sampler.handle());
                 self._sampler = Some(sampler);
             }
-            Err(e) => self.state.notice(format!("telemetry is off: {e}")),
+            Err(e) => self.cx.notice(format!("telemetry is off: {e}")),
         }
         gpus
     }
 
     /// Draws one frame into `ui` (the whole window).
     pub fn frame(&mut self, ui: &mut egui::Ui) {
-        self.tasks.waker().set(ui.ctx());
+        self.tasks.jobs().waker().set(ui.ctx());
         if !self.started {
             self.started = true;
             self.first_frame();
@@ -162,18 +199,18 @@ impl TradeTuneApp {
             self.on_event(event);
         }
         self.close_request(ui.ctx());
+        self.cx.run = self.panels.run.status();
+        self.cx.form_problems = self.panels.configure.form_problems();
         let mut commands = Vec::new();
-        panels::draw(ui, &mut self.state, &mut commands);
-        for command in commands {
-            self.handle(command);
-        }
+        panels::draw(ui, &mut self.panels, &mut self.cx, &mut commands);
+        self.run_commands(commands);
         if let Some(text) = self.clipboard.take() {
             ui.ctx().copy_text(text);
         }
-        if self.state.run.running || self.state.studies.opening || self.state.studies.loading_trials
-        {
+        let studies = &self.panels.studies;
+        if self.panels.run.running || studies.opening || studies.table.loading {
             ui.ctx().request_repaint_after(Duration::from_millis(250));
-        } else if self.state.telemetry.is_some() {
+        } else if self.cx.telemetry.is_some() {
             // Live telemetry charts move once a second.
             ui.ctx().request_repaint_after(Duration::from_secs(1));
         }
@@ -192,7 +229,7 @@ impl TradeTuneApp {
         let running = self.tasks.running();
         self.closing.on_request(ctx, running);
         let trials = self
-            .state
+            .panels
             .run
             .workers
             .iter()
@@ -204,7 +241,7 @@ impl TradeTuneApp {
                 tasks.finish_running_trials();
             });
             if choice == Choice::Finish {
-                self.state.notice(
+                self.cx.notice(
                     "finishing the running trials: no new trial starts, and the window closes \
                      when they end",
                 );
@@ -213,125 +250,135 @@ impl TradeTuneApp {
         self.closing.when_finished(ctx, running);
     }
 
-    /// What a command or a job's answer is carried out with.
-    fn cx(&mut self) -> Cx<'_> {
-        Cx {
-            state: &mut self.state,
-            tasks: &mut self.tasks,
-            clipboard: &mut self.clipboard,
-        }
-    }
-
     fn first_frame(&mut self) {
-        let mut cx = self.cx();
-        cx.reload_data();
-        if let Some(db) = cx.state.settings.database.clone() {
-            studies::open_database(&mut cx, db);
-        } else if let Some(db) = studies::launch_database(&cx.state.settings) {
+        self.cx.reload_data();
+        let mut out = Vec::new();
+        if let Some(db) = self.cx.settings.database.clone() {
+            self.panels
+                .studies
+                .handle(studies::Action::OpenDatabase(db), &self.cx, &mut out);
+        } else if let Some(db) = studies::launch_database(&self.cx.settings) {
             // The database the Run panel writes to, when it exists: a study running from
             // another window or the command line shows at once.
-            studies::open_unremembered(&mut cx, db);
+            self.panels.studies.open_unremembered(&self.cx, db);
+        }
+        self.run_commands(out);
+    }
+
+    /// Carries out one action of a panel, or an app-level command (a button, a shortcut and
+    /// a test all come here).
+    pub fn handle(&mut self, action: impl Into<Action>) {
+        let mut out = Vec::new();
+        let (p, cx) = (&mut self.panels, &mut self.cx);
+        match action.into() {
+            Action::App(c) => out.push(c),
+            Action::Hardware(a) => p.hardware.handle(a, cx, &mut out),
+            Action::Configure(a) => p.configure.handle(a, cx, &mut out),
+            Action::Run(a) => p.run.handle(a, &mut out),
+            Action::Studies(a) => p.studies.handle(a, cx, &mut out),
+            Action::Compare(a) => p.compare.handle(a, cx, p.studies.db.as_ref()),
+            Action::Backtest(a) => p.backtest.handle(a, cx, &mut out),
+        }
+        self.run_commands(out);
+    }
+
+    /// Carries out app-level commands, and those they lead to (a backtest of a trial shows its
+    /// panel: a round or two; the bound only keeps a mistake from looping).
+    fn run_commands(&mut self, mut commands: Vec<Command>) {
+        let mut rounds = 0;
+        while !commands.is_empty() && rounds < 16 {
+            rounds += 1;
+            let mut out = Vec::new();
+            for c in commands {
+                self.command(c, &mut out);
+            }
+            commands = out;
         }
     }
 
-    /// Carries out one user action: routes it to the panel that owns it.
-    pub fn handle(&mut self, command: Command) {
-        let mut cx = self.cx();
-        let cx = &mut cx;
+    /// Carries out one app-level command.
+    fn command(&mut self, command: Command, out: &mut Vec<Command>) {
+        let (p, cx) = (&mut self.panels, &mut self.cx);
         match command {
-            Command::SetTab(tab) => cx.state.settings.tab = tab,
-            // Hardware & presets.
-            Command::RefreshDevices => hardware::refresh_devices(cx),
-            Command::ApplyPreset(name) => hardware::apply_preset(cx, &name),
-            Command::DeletePreset(name) => hardware::delete_preset(cx.state, &name),
-            Command::InstallLauncher { on_desktop } => {
-                hardware::install_launcher(cx.state, on_desktop)
+            Command::SetTab(tab) => cx.settings.tab = tab,
+            Command::Notice(n) => cx.notice(n),
+            Command::Copy(text) => self.clipboard = Some(text),
+            Command::UseData(paths) => {
+                cx.settings.data_files = paths.clone();
+                cx.load_data(paths);
             }
-            // Configure.
-            Command::SavePreset(name) => configure::save_preset(cx.state, &name),
-            Command::UseBundledData => configure::use_data(cx, Vec::new()),
-            Command::UseDataFiles(paths) => configure::use_data(cx, paths),
-            Command::PickDataFiles => cx.tasks.pick(Pick::DataFiles),
             Command::ReloadData => cx.reload_data(),
-            Command::AddSearch(name) => configure::add_search(cx.state, &name),
-            Command::RemoveSearch(name) => configure::remove_search(cx.state, &name),
-            Command::AddDevice(name) => configure::add_device(cx.state, &name),
-            Command::RemoveDevice(i) => configure::remove_device(cx.state, i),
-            // Run.
-            Command::Start => run::start(cx),
-            Command::Stop => run::stop(cx),
-            Command::StopTrial(number) => run::stop_trial(cx, number),
-            Command::SelectRunTrial(number) => cx.state.run.selected = Some(number),
-            Command::ShowRunInStudies => run::show_in_studies(cx),
-            // Studies.
-            Command::PickDatabase => cx.tasks.pick(Pick::Database),
-            Command::OpenDatabase(path) => studies::open_database(cx, path),
-            Command::SelectStudy(name) => studies::select(cx, &name),
-            Command::SortTrials(column) => cx.state.studies.sort_by(column),
-            Command::ToggleColumn(column) => cx.state.studies.toggle_column(column),
-            Command::RefreshTrials => studies::live::poll(cx),
-            Command::SetLive(on) => cx.state.studies.live = on,
-            Command::BrushAxis(name, range) => cx.state.studies.set_brush(&name, range),
-            Command::ShowPlot(tab) => cx.state.studies.plot_tab = tab,
-            Command::ContourParams(x, y) => cx.state.studies.contour = Some((x, y)),
-            Command::ShowTrial(i) => studies::show_trial(cx, i),
-            Command::ShowReport(open) => report::show_report(cx, open),
-            Command::ReportStudy(name) => report::report_study(cx, name),
-            Command::RefreshReport => report::refresh(cx),
-            Command::Reseed(seeds) => report::start_reseed(cx, seeds),
-            Command::SetReseedSeeds(seeds) => cx.state.studies.report.seeds = seeds,
-            Command::CancelReseed => report::cancel_reseed(cx),
-            Command::FilterTrials(filter) => cx.state.studies.filter(filter),
-            Command::ExportTrials => studies::ask_export(cx, Export::Trials),
-            Command::ExportTelemetry => studies::ask_export(cx, Export::Telemetry),
-            Command::CopyTrials => studies::copy_visible(cx),
-            // Compare.
-            Command::Compare(a, b) => compare::compare(cx, a, b),
-            // Backtest.
-            Command::PickCheckpoint => cx.tasks.pick(Pick::Checkpoint),
-            Command::Backtest => backtest::run(cx),
-            Command::BacktestTrial(dir) => backtest::run_trial(cx, dir),
+            Command::Pick(pick) => cx.jobs.pick(pick),
+            Command::ApplyPreset(name) => hardware::apply_preset(cx, &name),
+            Command::Start => p.run.start(cx, &mut self.tasks),
+            Command::Stop => {
+                self.tasks.stop_study();
+                cx.notice("stopping the study: running trials end now, no new ones start");
+            }
+            Command::StopTrial(number) => {
+                if self.tasks.stop_trial(number) {
+                    cx.notice(format!("stopping trial {number}"));
+                } else {
+                    cx.notice(format!("trial {number} is not running"));
+                }
+            }
+            Command::ShowInStudies { db, study } => p.studies.reveal(cx, db, study),
+            Command::RememberDatabase(label) => cx.settings.database = Some(label),
+            Command::BacktestTrial(dir) => {
+                p.backtest
+                    .handle(backtest::Action::BacktestTrial(dir), cx, out)
+            }
         }
     }
 
     /// Takes in one background job's answer: routes it to the panel that asked.
     fn on_event(&mut self, event: TaskEvent) {
-        let mut cx = self.cx();
-        let cx = &mut cx;
+        let mut out = Vec::new();
+        let (p, cx) = (&mut self.panels, &mut self.cx);
         match event {
-            TaskEvent::Devices(devices) => hardware::devices_listed(cx.state, devices),
-            TaskEvent::Data { request, result } => cx.state.data_loaded(request, result),
-            TaskEvent::Database(result) => studies::database_opened(cx, result),
-            TaskEvent::Trials { studies, result } => cx.state.studies.trials_read(studies, result),
-            TaskEvent::Polled(polled) => studies::live::polled(cx, *polled),
-            TaskEvent::Curve(trial_id, result) => cx.state.studies.curve_read(trial_id, result),
-            TaskEvent::Report(key, result) => report::computed(&mut cx.state.studies, key, result),
-            TaskEvent::Reseed(msg) => report::on_reseed(cx, msg),
-            TaskEvent::Study(msg) => run::on_study(cx, msg),
+            TaskEvent::Devices(devices) => hardware::devices_listed(cx, devices),
+            TaskEvent::Data { request, result } => cx.data_loaded(request, result),
+            TaskEvent::Database(result) => p.studies.database_opened(cx, result, &mut out),
+            TaskEvent::Trials { studies, result } => p.studies.trials_read(studies, result),
+            TaskEvent::Polled(polled) => p.studies.polled(cx, *polled, &mut out),
+            TaskEvent::Curve(trial_id, result) => p.studies.curve_read(trial_id, result),
+            TaskEvent::Report(key, result) => p.studies.report_computed(key, result),
+            TaskEvent::Reseed(msg) => p.studies.on_reseed(msg, &mut out),
+            TaskEvent::Study(msg) => {
+                if matches!(msg, tasks::StudyMsg::Done(_)) {
+                    self.tasks.study_finished();
+                }
+                let idle = p.studies.db.is_none() && !p.studies.opening;
+                p.run.on_study(msg, idle, &mut out);
+                cx.run = p.run.status();
+            }
             TaskEvent::Picked(pick, paths) => {
                 let first = paths.first().cloned();
                 match pick {
-                    Pick::DataFiles if !paths.is_empty() => configure::use_data(cx, paths),
+                    Pick::DataFiles if !paths.is_empty() => out.push(Command::UseData(paths)),
                     Pick::DataFiles => {}
                     Pick::Database => {
                         if let Some(path) = first {
-                            studies::open_database(cx, path);
+                            p.studies
+                                .handle(studies::Action::OpenDatabase(path), cx, &mut out);
                         }
                     }
-                    Pick::TrialsCsv(_) => studies::export_to(cx, Export::Trials, first),
-                    Pick::TelemetryCsv(_) => studies::export_to(cx, Export::Telemetry, first),
-                    Pick::Checkpoint => cx.state.backtest.checkpoint_picked(first),
+                    Pick::TrialsCsv(_) => p.studies.export_to(cx, Export::Trials, first),
+                    Pick::TelemetryCsv(_) => p.studies.export_to(cx, Export::Telemetry, first),
+                    Pick::Checkpoint => {
+                        p.backtest
+                            .handle(backtest::Action::CheckpointPicked(first), cx, &mut out)
+                    }
                 }
             }
-            TaskEvent::Backtested(result) => cx.state.backtest.finished(result),
-            TaskEvent::Compared(result) => cx.state.compare.finished(result),
+            TaskEvent::Backtested(result) => p.backtest.finished(result),
+            TaskEvent::Compared(result) => p.compare.finished(result),
             TaskEvent::Exported(what, path, result) => match result {
-                Ok(rows) => cx
-                    .state
-                    .notice(format!("wrote {rows} {what} to {}", path.display())),
-                Err(e) => cx.state.notice(format!("export failed: {e}")),
+                Ok(rows) => cx.notice(format!("wrote {rows} {what} to {}", path.display())),
+                Err(e) => cx.notice(format!("export failed: {e}")),
             },
         }
+        self.run_commands(out);
     }
 }
 
@@ -341,7 +388,7 @@ impl eframe::App for TradeTuneApp {
     }
 
     fn save(&mut self, storage: &mut dyn eframe::Storage) {
-        eframe::set_value(storage, SETTINGS_KEY, &self.state.settings);
+        eframe::set_value(storage, SETTINGS_KEY, &self.cx.settings);
     }
 
     /// The window is closing: a running study is interrupted and given time to store its

@@ -1,22 +1,24 @@
 //! The desktop program: `tradetune` with no arguments.
 //!
-//! Shape (after rerun's viewer): an [`AppState`](state::AppState) apart from drawing code; user
-//! actions as [`Command`](command::Command) values routed in one place ([`app`]) to the panel
-//! that owns them; engine work on background threads ([`tasks`]) that report over a channel and
-//! wake the UI; one module per panel, holding its view state and its commands. Settings persist
-//! through eframe ([`settings`]).
+//! Shape (after rerun's viewer and egui's demo app): a read-mostly [`Context`](context::Context)
+//! at the bottom (settings, devices, data, telemetry, the jobs' handle) with app-level
+//! [`Command`](context::Command)s for effects only; one struct per panel ([`panels`]) that owns
+//! its state and its actions and draws with `ui(&mut self, ui, &Context, &mut Vec<Command>)`;
+//! the app ([`app`]) composes them and never reaches into one for another; engine work on
+//! background threads ([`tasks`]) that define what they answer, report over a channel and wake
+//! the UI. Settings persist through eframe ([`settings`]). Layers, bottom-up: draft, settings,
+//! presets, dialog → tasks → context → panels → app.
 
 pub mod allocator;
 pub mod app;
 pub mod background;
 pub mod close;
-pub mod command;
+pub mod context;
 pub mod dialog;
 pub mod draft;
 pub mod panels;
 pub mod presets;
 pub mod settings;
-pub mod state;
 pub mod tasks;
 
 use std::sync::Arc;

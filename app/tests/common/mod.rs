@@ -3,6 +3,8 @@
 #![allow(dead_code)] // each test file uses its own subset
 
 pub mod cv_study;
+pub mod panels;
+pub mod snapshots;
 pub mod ui;
 
 use std::path::PathBuf;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use egui_kittest::Harness;
 use tradetune_app::ui::TradeTuneApp;
 use tradetune_app::ui::dialog::{FileDialogs, Pick};
-use tradetune_app::ui::state::{Settings, Tab};
+use tradetune_app::ui::settings::{Settings, Tab};
 
 /// Answers the database dialog with the test's file (none: every dialog is cancelled).
 pub struct OpenThis(pub Option<PathBuf>);

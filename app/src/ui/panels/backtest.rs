@@ -6,44 +6,22 @@ use egui_plot::{Legend, Line, Plot, PlotPoints};
 
 use std::path::PathBuf;
 
-use tradetune_engine::eval::EvalReport;
-
 use super::widgets;
-use crate::ui::command::{Command, Cx};
-use crate::ui::state::{AppState, Tab};
+use crate::ui::context::{Command, Context};
+use crate::ui::settings::Tab;
+use crate::ui::tasks::BacktestResult;
 
-/// A backtest as shown: the text parts and the two equity curves.
+/// What the Backtest panel does (a button, or a test).
 #[derive(Debug, Clone, PartialEq)]
-pub struct BacktestResult {
-    /// Checkpoint, samples, split and data, for people.
-    pub about: String,
-    /// The metrics table.
-    pub table: String,
-    /// (days since the first bar, equity) of the agent.
-    pub agent: Vec<[f64; 2]>,
-    /// The same for equal weight.
-    pub equal_weight: Vec<[f64; 2]>,
-}
-
-impl BacktestResult {
-    /// The panel's view of `report`, introduced by `about`.
-    pub fn of(about: String, report: &EvalReport) -> BacktestResult {
-        let t0 = report.timestamps.first().copied().unwrap_or(0);
-        let curve = |equity: &[f64]| -> Vec<[f64; 2]> {
-            report
-                .timestamps
-                .iter()
-                .zip(equity)
-                .map(|(&t, &e)| [(t - t0) as f64 / 86_400.0, e])
-                .collect()
-        };
-        BacktestResult {
-            about,
-            table: tradetune_engine::front::backtest::table(report),
-            agent: curve(&report.agent_equity),
-            equal_weight: curve(&report.equal_weight_equity),
-        }
-    }
+pub enum Action {
+    /// Pick a checkpoint directory with a native dialog.
+    PickCheckpoint,
+    /// The checkpoint dialog was answered (nothing when cancelled).
+    CheckpointPicked(Option<PathBuf>),
+    /// Backtest the chosen checkpoint on the chosen split.
+    Backtest,
+    /// Show this panel and backtest a trial's saved policy (its checkpoint directory).
+    BacktestTrial(PathBuf),
 }
 
 /// The Backtest panel.
@@ -93,80 +71,98 @@ impl BacktestView {
     }
 }
 
-/// [`Command::Backtest`]: backtests the chosen checkpoint on the chosen split.
-pub fn run(cx: &mut Cx) {
-    let view = &mut cx.state.backtest;
-    if let Some(dir) = view.checkpoint.clone() {
-        view.running = true;
-        view.error = None;
-        cx.tasks.backtest(dir, view.split.clone());
+impl BacktestView {
+    /// Carries out one of the panel's actions.
+    pub fn handle(&mut self, action: Action, cx: &Context, out: &mut Vec<Command>) {
+        match action {
+            Action::PickCheckpoint => out.push(Command::Pick(crate::ui::dialog::Pick::Checkpoint)),
+            Action::CheckpointPicked(dir) => self.checkpoint_picked(dir),
+            Action::Backtest => self.run(cx),
+            Action::BacktestTrial(dir) => {
+                self.checkpoint = Some(dir);
+                self.result = None;
+                out.push(Command::SetTab(Tab::Backtest));
+                self.run(cx);
+            }
+        }
+    }
+
+    /// Backtests the chosen checkpoint on the chosen split.
+    fn run(&mut self, cx: &Context) {
+        if let Some(dir) = self.checkpoint.clone() {
+            self.running = true;
+            self.error = None;
+            cx.jobs.backtest(dir, self.split.clone());
+        }
+    }
+
+    /// Draws the panel.
+    pub fn ui(&mut self, ui: &mut egui::Ui, cx: &Context, out: &mut Vec<Command>) {
+        let mut actions = Vec::new();
+        self.draw(ui, &mut actions);
+        for a in actions {
+            self.handle(a, cx, out);
+        }
     }
 }
 
-/// [`Command::BacktestTrial`]: shows this panel and backtests a trial's saved policy.
-pub fn run_trial(cx: &mut Cx, dir: PathBuf) {
-    cx.state.backtest.checkpoint = Some(dir);
-    cx.state.backtest.result = None;
-    cx.state.settings.tab = Tab::Backtest;
-    run(cx);
-}
-
-/// Draws the panel.
-pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>) {
-    let view = &mut state.backtest;
-    ui.horizontal(|ui| {
-        if ui.button("Choose checkpoint…").clicked() {
-            commands.push(Command::PickCheckpoint);
-        }
-        match &view.checkpoint {
-            Some(p) => ui.label(p.display().to_string()),
-            None => ui.label("a directory written by `tradetune train --out DIR`"),
-        };
-    });
-    ui.horizontal(|ui| {
-        let l = ui.label("split");
-        egui::ComboBox::from_id_salt("backtest_split")
-            .selected_text(view.split.clone())
-            .show_ui(ui, |ui| {
-                for s in ["test", "validation", "train"] {
-                    ui.selectable_value(&mut view.split, s.to_owned(), s);
-                }
-            })
-            .response
-            .labelled_by(l.id);
-        if ui
-            .add_enabled(
-                view.checkpoint.is_some() && !view.running,
-                egui::Button::new("Run backtest"),
-            )
-            .clicked()
-        {
-            commands.push(Command::Backtest);
-        }
-        if view.running {
-            ui.spinner();
-        }
-    });
-    if let Some(e) = &view.error {
-        ui.colored_label(widgets::WARN, e.as_str());
-    }
-    let Some(r) = &view.result else {
-        return;
-    };
-    ui.separator();
-    ui.label(&r.about);
-    ui.monospace(&r.table);
-    ui.label("equity: agent against equal weight (days since the split's first bar)");
-    Plot::new("backtest_equity")
-        .height(260.0)
-        .legend(Legend::default())
-        .x_axis_label("days since the split's first bar")
-        .y_axis_label("equity")
-        .show(ui, |plot| {
-            plot.line(Line::new("agent", PlotPoints::new(r.agent.clone())));
-            plot.line(Line::new(
-                "equal weight",
-                PlotPoints::new(r.equal_weight.clone()),
-            ));
+impl BacktestView {
+    fn draw(&mut self, ui: &mut egui::Ui, commands: &mut Vec<Action>) {
+        let view = self;
+        ui.horizontal(|ui| {
+            if ui.button("Choose checkpoint…").clicked() {
+                commands.push(Action::PickCheckpoint);
+            }
+            match &view.checkpoint {
+                Some(p) => ui.label(p.display().to_string()),
+                None => ui.label("a directory written by `tradetune train --out DIR`"),
+            };
         });
+        ui.horizontal(|ui| {
+            let l = ui.label("split");
+            egui::ComboBox::from_id_salt("backtest_split")
+                .selected_text(view.split.clone())
+                .show_ui(ui, |ui| {
+                    for s in ["test", "validation", "train"] {
+                        ui.selectable_value(&mut view.split, s.to_owned(), s);
+                    }
+                })
+                .response
+                .labelled_by(l.id);
+            if ui
+                .add_enabled(
+                    view.checkpoint.is_some() && !view.running,
+                    egui::Button::new("Run backtest"),
+                )
+                .clicked()
+            {
+                commands.push(Action::Backtest);
+            }
+            if view.running {
+                ui.spinner();
+            }
+        });
+        if let Some(e) = &view.error {
+            ui.colored_label(widgets::WARN, e.as_str());
+        }
+        let Some(r) = &view.result else {
+            return;
+        };
+        ui.separator();
+        ui.label(&r.about);
+        ui.monospace(&r.table);
+        ui.label("equity: agent against equal weight (days since the split's first bar)");
+        Plot::new("backtest_equity")
+            .height(260.0)
+            .legend(Legend::default())
+            .x_axis_label("days since the split's first bar")
+            .y_axis_label("equity")
+            .show(ui, |plot| {
+                plot.line(Line::new("agent", PlotPoints::new(r.agent.clone())));
+                plot.line(Line::new(
+                    "equal weight",
+                    PlotPoints::new(r.equal_weight.clone()),
+                ));
+            });
+    }
 }

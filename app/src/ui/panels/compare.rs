@@ -5,22 +5,14 @@
 use egui_plot::{Legend, Plot, PlotPoints, Points};
 
 use super::widgets;
-use crate::ui::command::{Command, Cx};
-use crate::ui::state::AppState;
+use crate::ui::context::Context;
+use crate::ui::tasks::{Comparison, DbContents};
 
-/// A comparison as computed: the table and each side's values by trial number.
+/// What the Compare panel does (a button, or a test).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Comparison {
-    /// Side A as typed.
-    pub a: String,
-    /// Side B as typed.
-    pub b: String,
-    /// The side-by-side table (as `tradetune compare` prints it).
-    pub table: String,
-    /// (trial number, value) of A's complete trials.
-    pub a_values: Vec<[f64; 2]>,
-    /// Same for B.
-    pub b_values: Vec<[f64; 2]>,
+pub enum Action {
+    /// Compare two studies or trials (`study`, `study#N`) of the open database.
+    Compare(String, String),
 }
 
 /// The Compare panel.
@@ -49,79 +41,96 @@ impl CompareView {
     }
 }
 
-/// [`Command::Compare`]: compares `a` with `b` in the open database (nothing without one).
-pub fn compare(cx: &mut Cx, a: String, b: String) {
-    let state = &mut *cx.state;
-    if let Some(db) = &state.studies.db {
-        state.compare.loading = true;
-        state.compare.error = None;
-        cx.tasks.compare(db.path.clone(), a, b);
+impl CompareView {
+    /// Carries out one of the panel's actions in the database `db` the Studies panel has open
+    /// (nothing without one).
+    pub fn handle(&mut self, action: Action, cx: &Context, db: Option<&DbContents>) {
+        match action {
+            Action::Compare(a, b) => {
+                if let Some(db) = db {
+                    self.loading = true;
+                    self.error = None;
+                    cx.jobs.compare(db.path.clone(), a, b);
+                }
+            }
+        }
+    }
+
+    /// Draws the panel over the database `db` the Studies panel has open.
+    pub fn ui(&mut self, ui: &mut egui::Ui, cx: &Context, db: Option<&DbContents>) {
+        let mut actions = Vec::new();
+        self.draw(ui, db, &mut actions);
+        for a in actions {
+            self.handle(a, cx, db);
+        }
     }
 }
 
-/// Draws the panel.
-pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>) {
-    let Some(db) = &state.studies.db else {
-        ui.label("Open a study database in Studies first.");
-        return;
-    };
-    ui.label(format!("database: {}", db.path.display()));
-    let names: Vec<String> = db.studies.iter().map(|s| s.study.name.clone()).collect();
-    let view = &mut state.compare;
-    for (label, value) in [("A", &mut view.a), ("B", &mut view.b)] {
-        ui.horizontal(|ui| {
-            let l = ui.label(label);
-            ui.add(
-                egui::TextEdit::singleline(value)
-                    .hint_text("study or study#N")
-                    .desired_width(260.0),
-            )
-            .labelled_by(l.id);
-            egui::ComboBox::from_id_salt(format!("compare_{label}"))
-                .selected_text("pick a study")
-                .show_ui(ui, |ui| {
-                    for n in &names {
-                        if ui.selectable_label(value == n, n).clicked() {
-                            *value = n.clone();
+impl CompareView {
+    fn draw(&mut self, ui: &mut egui::Ui, db: Option<&DbContents>, commands: &mut Vec<Action>) {
+        let Some(db) = db else {
+            ui.label("Open a study database in Studies first.");
+            return;
+        };
+        ui.label(format!("database: {}", db.path.display()));
+        let names: Vec<String> = db.studies.iter().map(|s| s.study.name.clone()).collect();
+        let view = self;
+        for (label, value) in [("A", &mut view.a), ("B", &mut view.b)] {
+            ui.horizontal(|ui| {
+                let l = ui.label(label);
+                ui.add(
+                    egui::TextEdit::singleline(value)
+                        .hint_text("study or study#N")
+                        .desired_width(260.0),
+                )
+                .labelled_by(l.id);
+                egui::ComboBox::from_id_salt(format!("compare_{label}"))
+                    .selected_text("pick a study")
+                    .show_ui(ui, |ui| {
+                        for n in &names {
+                            if ui.selectable_label(value == n, n).clicked() {
+                                *value = n.clone();
+                            }
                         }
-                    }
-                })
-                .response
-                .on_hover_text(format!("pick a study for {label}"));
-        });
-    }
-    let ready = !view.a.trim().is_empty() && !view.b.trim().is_empty();
-    if ui
-        .add_enabled(
-            ready && !view.loading,
-            egui::Button::new("Compare A with B"),
-        )
-        .clicked()
-    {
-        commands.push(Command::Compare(view.a.trim().into(), view.b.trim().into()));
-    }
-    if view.loading {
-        ui.spinner();
-    }
-    if let Some(e) = &view.error {
-        ui.colored_label(widgets::WARN, e.as_str());
-    }
-    if let Some(result) = &view.result {
-        ui.separator();
-        ui.monospace(&result.table);
-        ui.label("optimisation histories: each complete trial's value by trial number");
-        Plot::new("compare_history")
-            .height(220.0)
-            .legend(Legend::default())
-            .x_axis_label("trial number")
-            .y_axis_label("objective")
-            .show(ui, |plot| {
-                for (name, points) in [(&result.a, &result.a_values), (&result.b, &result.b_values)]
-                {
-                    plot.points(
-                        Points::new(name.as_str(), PlotPoints::new(points.clone())).radius(3.0),
-                    );
-                }
+                    })
+                    .response
+                    .on_hover_text(format!("pick a study for {label}"));
             });
+        }
+        let ready = !view.a.trim().is_empty() && !view.b.trim().is_empty();
+        if ui
+            .add_enabled(
+                ready && !view.loading,
+                egui::Button::new("Compare A with B"),
+            )
+            .clicked()
+        {
+            commands.push(Action::Compare(view.a.trim().into(), view.b.trim().into()));
+        }
+        if view.loading {
+            ui.spinner();
+        }
+        if let Some(e) = &view.error {
+            ui.colored_label(widgets::WARN, e.as_str());
+        }
+        if let Some(result) = &view.result {
+            ui.separator();
+            ui.monospace(&result.table);
+            ui.label("optimisation histories: each complete trial's value by trial number");
+            Plot::new("compare_history")
+                .height(220.0)
+                .legend(Legend::default())
+                .x_axis_label("trial number")
+                .y_axis_label("objective")
+                .show(ui, |plot| {
+                    for (name, points) in
+                        [(&result.a, &result.a_values), (&result.b, &result.b_values)]
+                    {
+                        plot.points(
+                            Points::new(name.as_str(), PlotPoints::new(points.clone())).radius(3.0),
+                        );
+                    }
+                });
+        }
     }
 }

@@ -16,7 +16,7 @@ use tradetune_engine::telemetry::{
 
 use super::run::{chart, clock_time};
 use super::widgets;
-use crate::ui::state::AppState;
+use crate::ui::context::Context;
 
 /// Amber: near a limit.
 const NEAR: Color32 = Color32::from_rgb(0xd0, 0x90, 0x20);
@@ -70,7 +70,7 @@ impl CardFigures {
 }
 
 /// Draws the device view: the no-GPU sentence, or a card and history per GPU.
-pub fn show(ui: &mut egui::Ui, state: &AppState) {
+pub fn show(ui: &mut egui::Ui, state: &Context) {
     ui.heading("GPUs");
     if state.gpus.is_empty() {
         let why = state

@@ -7,12 +7,55 @@ use tradetune_engine::device::memory::fmt_bytes;
 use tradetune_engine::device::DeviceInfo;
 
 use super::widgets;
-use crate::ui::command::{Command, Cx};
+use crate::ui::context::{Command, Context};
 use crate::ui::presets;
-use crate::ui::state::AppState;
+
+/// What the Hardware & presets panel does (a button, or a test).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Ask wgpu for its adapters again and list the devices anew (a card plugged in, a driver
+    /// installed).
+    RefreshDevices,
+    /// Apply the preset with this name to the draft.
+    ApplyPreset(String),
+    /// Delete the user preset with this name.
+    DeletePreset(String),
+    /// Install the desktop launcher and icon for this user (`tradetune install-desktop`).
+    InstallLauncher {
+        /// Also on the desktop.
+        on_desktop: bool,
+    },
+}
+
+/// The Hardware & presets panel: the devices, the GPUs' live figures, the presets and the
+/// memory estimate. It keeps no state of its own; it edits the draft's device and presets in
+/// the context.
+#[derive(Debug, Clone, Default)]
+pub struct HardwareView;
+
+impl HardwareView {
+    /// Draws the panel.
+    pub fn ui(&mut self, ui: &mut egui::Ui, cx: &mut Context, out: &mut Vec<Command>) {
+        let mut actions = Vec::new();
+        show(ui, cx, &mut actions);
+        for a in actions {
+            self.handle(a, cx, out);
+        }
+    }
+
+    /// Carries out one of the panel's actions.
+    pub fn handle(&mut self, action: Action, cx: &mut Context, out: &mut Vec<Command>) {
+        match action {
+            Action::RefreshDevices => refresh_devices(cx),
+            Action::ApplyPreset(name) => out.push(Command::ApplyPreset(name)),
+            Action::DeletePreset(name) => delete_preset(cx, &name),
+            Action::InstallLauncher { on_desktop } => install_launcher(cx, on_desktop),
+        }
+    }
+}
 
 /// Draws the panel.
-pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>) {
+fn show(ui: &mut egui::Ui, state: &mut Context, commands: &mut Vec<Action>) {
     ui.horizontal(|ui| {
         ui.heading("Devices");
         let refreshing = state.refreshing_devices;
@@ -21,7 +64,7 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
             .on_hover_text("ask the graphics drivers again for their adapters")
             .clicked()
         {
-            commands.push(Command::RefreshDevices);
+            commands.push(Action::RefreshDevices);
         }
         if refreshing {
             ui.spinner();
@@ -103,7 +146,7 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
                         }
                     });
                     if ui.button(format!("Apply {}", p.name)).clicked() {
-                        commands.push(Command::ApplyPreset(p.name.clone()));
+                        commands.push(Action::ApplyPreset(p.name.clone()));
                     }
                     ui.small(&p.about);
                     if let Some(m) = p.memory_bytes {
@@ -126,7 +169,7 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
                         p.draft.search.len()
                     ));
                     if p.user && ui.small_button(format!("delete {}", p.name)).clicked() {
-                        commands.push(Command::DeletePreset(p.name.clone()));
+                        commands.push(Action::DeletePreset(p.name.clone()));
                     }
                 });
             });
@@ -135,10 +178,10 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
 
     ui.horizontal(|ui| {
         if ui.button("Install launcher").clicked() {
-            commands.push(Command::InstallLauncher { on_desktop: false });
+            commands.push(Action::InstallLauncher { on_desktop: false });
         }
         if ui.button("Install launcher on the desktop").clicked() {
-            commands.push(Command::InstallLauncher { on_desktop: true });
+            commands.push(Action::InstallLauncher { on_desktop: true });
         }
     });
 
@@ -161,16 +204,16 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
     }
 }
 
-/// [`Command::RefreshDevices`]: lists the devices anew (once at a time).
-pub fn refresh_devices(cx: &mut Cx) {
-    if !cx.state.refreshing_devices {
-        cx.state.refreshing_devices = true;
-        cx.tasks.refresh_devices();
+/// [`Action::RefreshDevices`]: lists the devices anew (once at a time).
+fn refresh_devices(cx: &mut Context) {
+    if !cx.refreshing_devices {
+        cx.refreshing_devices = true;
+        cx.jobs.refresh_devices();
     }
 }
 
 /// The devices were listed anew.
-pub fn devices_listed(state: &mut AppState, devices: Vec<DeviceInfo>) {
+pub fn devices_listed(state: &mut Context, devices: Vec<DeviceInfo>) {
     state.refreshing_devices = false;
     let usable = devices.iter().filter(|d| d.available).count();
     state.notice(format!(
@@ -182,8 +225,8 @@ pub fn devices_listed(state: &mut AppState, devices: Vec<DeviceInfo>) {
 
 /// [`Command::ApplyPreset`]: the preset's draft replaces the draft (the data reloads when its
 /// lookback differs).
-pub fn apply_preset(cx: &mut Cx, name: &str) {
-    let state = &mut *cx.state;
+pub fn apply_preset(cx: &mut Context, name: &str) {
+    let state = &mut *cx;
     let all = presets::all(&state.presets, &state.settings.user_presets);
     let Some(p) = all.into_iter().find(|p| p.name == name) else {
         state.notice(format!("no preset named {name}"));
@@ -198,14 +241,14 @@ pub fn apply_preset(cx: &mut Cx, name: &str) {
     }
 }
 
-/// [`Command::DeletePreset`]: forgets a preset the user saved.
-pub fn delete_preset(state: &mut AppState, name: &str) {
+/// [`Action::DeletePreset`]: forgets a preset the user saved.
+fn delete_preset(state: &mut Context, name: &str) {
     state.settings.user_presets.retain(|p| p.name != name);
 }
 
-/// [`Command::InstallLauncher`]: installs the desktop launcher and icon (two small files:
+/// [`Action::InstallLauncher`]: installs the desktop launcher and icon (two small files:
 /// quick enough for the UI thread).
-pub fn install_launcher(state: &mut AppState, on_desktop: bool) {
+fn install_launcher(state: &mut Context, on_desktop: bool) {
     match crate::install::default_plan(on_desktop).and_then(|p| crate::install::install(&p)) {
         Ok(done) => {
             let files: Vec<String> = done.files.iter().map(|f| f.display().to_string()).collect();

@@ -1,6 +1,8 @@
-//! One module per panel. Each holds its own view state (`StudiesView`, `RunView`, …, kept in
-//! [`AppState`]), draws it, edits the draft in place, pushes [`Command`]s for actions and
-//! carries out the commands and job answers that concern it (the app routes them there).
+//! One module per panel. Each is a struct with its own state (`StudiesView`, `RunView`, …) and
+//! its own actions (`studies::Action`, …, values a test can send too), drawn with
+//! `ui(&mut self, ui, &Context, &mut Vec<Command>)`: it reads the [`Context`] below it and
+//! pushes app-level [`Command`]s for effects beyond itself. [`Panels`] is the set the app
+//! composes; the app routes the jobs' answers to the panel that asked.
 
 pub mod backtest;
 pub mod compare;
@@ -11,11 +13,40 @@ pub mod run;
 pub mod studies;
 pub mod widgets;
 
-use super::command::Command;
-use super::state::{AppState, Tab};
+use super::context::{Command, Context};
+use super::settings::Tab;
+
+/// Every panel, each with its own state.
+#[derive(Debug, Clone)]
+pub struct Panels {
+    pub hardware: hardware::HardwareView,
+    pub configure: configure::ConfigureView,
+    pub run: run::RunView,
+    pub studies: studies::StudiesView,
+    pub compare: compare::CompareView,
+    pub backtest: backtest::BacktestView,
+}
+
+impl Default for Panels {
+    fn default() -> Self {
+        Panels {
+            hardware: Default::default(),
+            configure: Default::default(),
+            run: Default::default(),
+            studies: studies::StudiesView::new(),
+            compare: Default::default(),
+            backtest: Default::default(),
+        }
+    }
+}
 
 /// The whole window: tab bar, status bar, the current panel.
-pub fn draw(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>) {
+pub fn draw(
+    ui: &mut egui::Ui,
+    panels: &mut Panels,
+    state: &mut Context,
+    commands: &mut Vec<Command>,
+) {
     egui::Panel::top("tabs").show(ui, |ui| {
         ui.horizontal(|ui| {
             ui.heading("TradeTune");
@@ -32,17 +63,7 @@ pub fn draw(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
     });
     egui::Panel::bottom("status").show(ui, |ui| {
         ui.horizontal(|ui| {
-            let running = if state.run.running {
-                format!(
-                    "study {} running: {} of {} trials finished",
-                    state.run.study,
-                    state.run.finished(),
-                    state.run.n_trials
-                )
-            } else {
-                "idle".to_owned()
-            };
-            ui.label(running);
+            ui.label(&state.run.line);
             ui.separator();
             if let Some(last) = state.notices.last() {
                 ui.label(last);
@@ -53,18 +74,22 @@ pub fn draw(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
         // The trial table scrolls itself (only visible rows are laid out); the other panels
         // scroll as a whole.
         if state.settings.tab == Tab::Studies {
-            studies::show(ui, state, commands);
+            panels.studies.ui(ui, state, commands);
             return;
         }
         egui::ScrollArea::vertical()
             .id_salt("panel")
             .auto_shrink(false)
             .show(ui, |ui| match state.settings.tab {
-                Tab::Hardware => hardware::show(ui, state, commands),
-                Tab::Configure => configure::show(ui, state, commands),
-                Tab::Compare => compare::show(ui, state, commands),
-                Tab::Backtest => backtest::show(ui, state, commands),
-                Tab::Run | Tab::Studies => run::show(ui, state, commands),
+                Tab::Hardware => panels.hardware.ui(ui, state, commands),
+                Tab::Configure => panels.configure.ui(ui, state, commands),
+                Tab::Compare => panels.compare.ui(ui, state, panels.studies.db.as_ref()),
+                Tab::Backtest => panels.backtest.ui(ui, state, commands),
+                Tab::Run | Tab::Studies => {
+                    panels
+                        .run
+                        .ui(ui, state, &panels.studies.table.rows, commands)
+                }
             });
     });
 }

@@ -11,10 +11,31 @@ use tradetune_engine::front::reseed::{SeedSpread, reseed_until};
 use tradetune_engine::storage::Storage;
 use tradetune_engine::study::file::StudyFile;
 
-use super::{TaskEvent, Tasks};
-use crate::ui::panels::studies::report::{ReportKey, ReseedMsg};
+use super::{Jobs, TaskEvent};
 
-impl Tasks {
+/// What a report was computed at: the study, the view's generation (opens and selections) and
+/// the study's trial counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReportKey {
+    pub study: String,
+    pub generation: u64,
+    /// Trials read (any state), and COMPLETE ones among them.
+    pub trials: usize,
+    pub complete: usize,
+}
+
+/// What a re-run reports.
+#[derive(Debug)]
+pub enum ReseedMsg {
+    /// Where the study file came from.
+    Source(String),
+    /// Seed `.0` of `.1` started.
+    Progress(usize, usize),
+    /// It ended for this study: the spread (stored with the study), or why not.
+    Done(String, Result<SeedSpread, String>),
+}
+
+impl Jobs {
     /// Computes the report of `key.study` in the database `path` (PBO with `partitions`); the
     /// answer arrives as [`TaskEvent::Report`].
     pub fn study_report(&self, path: PathBuf, key: ReportKey, partitions: usize) {

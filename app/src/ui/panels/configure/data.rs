@@ -1,19 +1,17 @@
 //! The data source in Configure: the bundled sample or files picked with a native dialog, with
 //! the inspect summary or the input error inline, and the split.
 
-use std::path::PathBuf;
-
-use super::split;
-use crate::ui::command::{Command, Cx};
+use super::{Action, split};
+use crate::ui::context::{Command, Context, DataState};
+use crate::ui::dialog::Pick;
 use crate::ui::draft::Problem;
 use crate::ui::panels::widgets;
-use crate::ui::state::{AppState, DataState};
 
 pub(super) fn section(
     ui: &mut egui::Ui,
-    state: &mut AppState,
+    state: &mut Context,
     problems: &[Problem],
-    commands: &mut Vec<Command>,
+    commands: &mut Vec<Action>,
 ) {
     ui.heading("Data");
     ui.horizontal(|ui| {
@@ -21,10 +19,10 @@ pub(super) fn section(
             .selectable_label(state.settings.data_files.is_empty(), "Bundled sample")
             .clicked()
         {
-            commands.push(Command::UseBundledData);
+            commands.push(Command::UseData(Vec::new()).into());
         }
         if ui.button("Choose files…").clicked() {
-            commands.push(Command::PickDataFiles);
+            commands.push(Command::Pick(Pick::DataFiles).into());
         }
     });
     match &state.data {
@@ -60,11 +58,4 @@ pub(super) fn section(
         .map_or(&[][..], |d| &d.dataset.timestamps[..]);
     split::editor(ui, &mut state.settings.draft, timestamps, problems);
     super::evaluation::editor(ui, &mut state.settings.draft, timestamps, problems);
-}
-
-/// [`Command::UseBundledData`] (no `paths`), [`Command::UseDataFiles`]: trains on `paths`
-/// from now on and loads them.
-pub fn use_files(cx: &mut Cx, paths: Vec<PathBuf>) {
-    cx.state.settings.data_files = paths.clone();
-    cx.load_data(paths);
 }

@@ -5,7 +5,7 @@ use tradetune_engine::device::{DeviceInfo, DeviceSpec};
 use tradetune_engine::study::file::StudySection;
 use tradetune_engine::study::runner::{DeviceSlot, assign, label_slots};
 
-use crate::ui::command::Command;
+use super::Action;
 
 /// The study's devices, one line each with the workers bound to it (the engine's own
 /// assignment), and "add device" among those this build can use here; a device may be listed
@@ -16,7 +16,7 @@ pub fn editor(
     study: &StudySection,
     devices: &[DeviceInfo],
     new_device: &mut String,
-    commands: &mut Vec<Command>,
+    commands: &mut Vec<Action>,
 ) {
     // Which worker runs where, as the runner will bind them (None when a name does not parse;
     // the engine's check flags it below).
@@ -66,7 +66,7 @@ pub fn editor(
                 .small_button(format!("remove device {}", i + 1))
                 .clicked()
             {
-                commands.push(Command::RemoveDevice(i));
+                commands.push(Action::RemoveDevice(i));
             }
             ui.end_row();
         }
@@ -83,7 +83,7 @@ pub fn editor(
             .response
             .labelled_by(l.id);
         if ui.button("Add device").clicked() {
-            commands.push(Command::AddDevice(new_device.clone()));
+            commands.push(Action::AddDevice(new_device.clone()));
         }
     });
 }

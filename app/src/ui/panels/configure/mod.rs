@@ -15,15 +15,33 @@ use std::collections::HashMap;
 
 use self::search_form::SearchForm;
 use super::widgets;
-use crate::ui::command::Command;
+use crate::ui::context::{Command, Context};
+use crate::ui::draft::Problem;
 use crate::ui::presets::UserPreset;
-use crate::ui::state::AppState;
 use tradetune_engine::study::file::SearchSpec;
 
-pub use data::use_files as use_data;
-pub use search::{
-    add as add_search, form_problems as search_form_problems, remove as remove_search,
-};
+/// What the Configure panel does (a button, or a test).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Save the draft as a user preset under this name.
+    SavePreset(String),
+    /// Search this parameter, starting from a range around its fixed value.
+    AddSearch(String),
+    /// Stop searching this parameter (it keeps its fixed value).
+    RemoveSearch(String),
+    /// Add this device to the study's devices (a device listed twice takes two workers' slots).
+    AddDevice(String),
+    /// Remove the study's device at this index.
+    RemoveDevice(usize),
+    /// An effect beyond the panel (the data, a dialog, Start and Stop).
+    App(Command),
+}
+
+impl From<Command> for Action {
+    fn from(c: Command) -> Self {
+        Action::App(c)
+    }
+}
 
 /// What the Configure panel keeps between frames besides the draft.
 #[derive(Debug, Clone)]
@@ -62,15 +80,48 @@ pub struct SearchRow {
     pub error: Option<String>,
 }
 
-/// Draws the panel.
-pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>) {
+impl ConfigureView {
+    /// Draws the panel; it edits the context's draft in place.
+    pub fn ui(&mut self, ui: &mut egui::Ui, cx: &mut Context, out: &mut Vec<Command>) {
+        cx.form_problems = self.form_problems();
+        let mut actions = Vec::new();
+        show(ui, self, cx, &mut actions);
+        for a in actions {
+            self.handle(a, cx, out);
+        }
+    }
+
+    /// Carries out one of the panel's actions.
+    pub fn handle(&mut self, action: Action, cx: &mut Context, out: &mut Vec<Command>) {
+        match action {
+            Action::SavePreset(name) => save_preset(cx, &name),
+            Action::AddSearch(name) => search::add(&mut cx.settings.draft, self, &name),
+            Action::RemoveSearch(name) => search::remove(&mut cx.settings.draft, &name),
+            Action::AddDevice(name) => add_device(cx, &name),
+            Action::RemoveDevice(i) => remove_device(cx, i),
+            Action::App(c) => out.push(c),
+        }
+    }
+
+    /// The searched parameters whose form text does not make a range, as problems on their
+    /// field (the app keeps them in the context: they block Start).
+    pub fn form_problems(&self) -> Vec<Problem> {
+        search::form_problems(&self.search_forms)
+    }
+}
+
+fn show(
+    ui: &mut egui::Ui,
+    view: &mut ConfigureView,
+    state: &mut Context,
+    commands: &mut Vec<Action>,
+) {
     let problems = state.problems();
     data::section(ui, state, &problems, commands);
     ui.separator();
 
     let lookback_before = state.settings.draft.env.lookback;
     let draft = &mut state.settings.draft;
-    let view = &mut state.configure;
     let machine = &state.devices;
     ui.columns(2, |cols| {
         let [left, right] = cols else {
@@ -95,7 +146,7 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
     });
 
     ui.separator();
-    search::section(ui, state, &problems, commands);
+    search::section(ui, &mut state.settings.draft, view, &problems, commands);
     ui.separator();
     if let Some(data) = state.data.ready() {
         let check = state
@@ -105,26 +156,26 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
         widgets::memory_bar(ui, &check);
         let draft = &state.settings.draft;
         let folds = draft.fold_count(&data.dataset.timestamps).ok().flatten();
-        let samples_per_s = state.run.samples_per_second.last().map(|p| p.v);
+        let samples_per_s = state.run.samples_per_s;
         ui.label(evaluation::work_estimate(draft, folds, samples_per_s));
     }
     ui.horizontal(|ui| {
         let l = ui.label("preset name");
-        ui.text_edit_singleline(&mut state.configure.new_preset_name)
+        ui.text_edit_singleline(&mut view.new_preset_name)
             .labelled_by(l.id);
         if ui.button("Save as preset").clicked() {
-            commands.push(Command::SavePreset(state.configure.new_preset_name.clone()));
+            commands.push(Action::SavePreset(view.new_preset_name.clone()));
         }
     });
     super::run::start_stop(ui, state, commands);
     if state.settings.draft.env.lookback != lookback_before {
         // The observation window changes which bars are usable: reload.
-        commands.push(Command::ReloadData);
+        commands.push(Command::ReloadData.into());
     }
 }
 
-/// [`Command::SavePreset`]: saves the draft as a user preset (replacing one of that name).
-pub fn save_preset(state: &mut AppState, name: &str) {
+/// [`Action::SavePreset`]: saves the draft as a user preset (replacing one of that name).
+fn save_preset(state: &mut Context, name: &str) {
     let name = name.trim().to_owned();
     if name.is_empty() {
         state.notice("a preset needs a name");
@@ -143,16 +194,16 @@ pub fn save_preset(state: &mut AppState, name: &str) {
     state.notice(format!("saved preset {name}"));
 }
 
-/// [`Command::AddDevice`]: another slot on `name` (a device listed twice takes two workers).
-pub fn add_device(state: &mut AppState, name: &str) {
+/// [`Action::AddDevice`]: another slot on `name` (a device listed twice takes two workers).
+fn add_device(state: &mut Context, name: &str) {
     let name = name.trim();
     if !name.is_empty() {
         state.settings.draft.study.devices.push(name.to_owned());
     }
 }
 
-/// [`Command::RemoveDevice`]: removes the study's device at `i`.
-pub fn remove_device(state: &mut AppState, i: usize) {
+/// [`Action::RemoveDevice`]: removes the study's device at `i`.
+fn remove_device(state: &mut Context, i: usize) {
     let devices = &mut state.settings.draft.study.devices;
     if i < devices.len() {
         devices.remove(i);

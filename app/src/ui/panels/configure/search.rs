@@ -1,13 +1,11 @@
 //! The searched parameters in Configure: each a dotted name and its distribution, edited as
 //! fields; "search parameter" adds one among the names the field table lists.
 
-use super::SearchRow;
 use super::fields;
 use super::search_form::{FormKind, SearchForm};
-use crate::ui::command::Command;
-use crate::ui::draft::{Problem, SearchEntry};
+use super::{Action, ConfigureView, SearchRow};
+use crate::ui::draft::{Draft, Problem, SearchEntry};
 use crate::ui::panels::widgets;
-use crate::ui::state::AppState;
 use tradetune_engine::study::file::SearchSpec;
 
 /// Searched parameters: each a dotted name and its distribution, edited as fields (kind, low,
@@ -16,17 +14,17 @@ use tradetune_engine::study::file::SearchSpec;
 /// fixed one above in each trial.
 pub(super) fn section(
     ui: &mut egui::Ui,
-    state: &mut AppState,
+    draft: &mut Draft,
+    view: &mut ConfigureView,
     problems: &[Problem],
-    commands: &mut Vec<Command>,
+    commands: &mut Vec<Action>,
 ) {
     ui.heading("Searched parameters");
     ui.label(
         "Each trial samples these; the fixed value above is used for every other field. \
          Choices are separated by commas; a list value is written in brackets: [512, 256].",
     );
-    let draft = &mut state.settings.draft;
-    let forms = &mut state.configure.search_forms;
+    let forms = &mut view.search_forms;
     forms.retain(|name, _| draft.search.iter().any(|e| &e.name == name));
     egui::Grid::new("search").striped(true).show(ui, |ui| {
         for e in &mut draft.search {
@@ -55,7 +53,7 @@ pub(super) fn section(
                 }
             }
             if ui.small_button(format!("fix {}", e.name)).clicked() {
-                commands.push(Command::RemoveSearch(e.name.clone()));
+                commands.push(Action::RemoveSearch(e.name.clone()));
             }
             ui.end_row();
             let field = format!("search.{}", e.name);
@@ -71,7 +69,7 @@ pub(super) fn section(
         .filter(|n| !draft.search.iter().any(|e| e.name == *n))
         .collect();
     ui.horizontal(|ui| {
-        let name = &mut state.configure.new_search;
+        let name = &mut view.new_search;
         let l = ui.label("search parameter");
         ui.add(
             egui::TextEdit::singleline(name)
@@ -101,7 +99,7 @@ pub(super) fn section(
             .add_enabled(!name.trim().is_empty(), egui::Button::new("Add"))
             .clicked()
         {
-            commands.push(Command::AddSearch(name.trim().to_owned()));
+            commands.push(Action::AddSearch(name.trim().to_owned()));
         }
     });
 }
@@ -144,10 +142,9 @@ fn distribution(ui: &mut egui::Ui, name: &str, form: &mut SearchForm) -> bool {
     changed
 }
 
-/// [`Command::AddSearch`]: searches `name`, starting from a range around its fixed value.
-pub fn add(state: &mut AppState, name: &str) {
+/// [`Action::AddSearch`]: searches `name`, starting from a range around its fixed value.
+pub fn add(draft: &mut Draft, view: &mut ConfigureView, name: &str) {
     let name = name.trim().to_owned();
-    let draft = &mut state.settings.draft;
     if !draft.search.iter().any(|e| e.name == name) {
         // An unknown name still gets a row: the study-file check then names it and lists the
         // valid ones.
@@ -163,7 +160,7 @@ pub fn add(state: &mut AppState, name: &str) {
             .unwrap_or(unit);
         draft.search.push(SearchEntry { name, spec });
     }
-    state.configure.new_search.clear();
+    view.new_search.clear();
 }
 
 /// The searched parameters whose form text does not make a range, as problems on their field.
@@ -181,7 +178,7 @@ pub fn form_problems(forms: &std::collections::HashMap<String, SearchRow>) -> Ve
     out
 }
 
-/// [`Command::RemoveSearch`]: `name` keeps its fixed value.
-pub fn remove(state: &mut AppState, name: &str) {
-    state.settings.draft.search.retain(|e| e.name != name);
+/// [`Action::RemoveSearch`]: `name` keeps its fixed value.
+pub fn remove(draft: &mut Draft, name: &str) {
+    draft.search.retain(|e| e.name != name);
 }

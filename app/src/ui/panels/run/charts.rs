@@ -6,7 +6,7 @@ use tradetune_engine::telemetry::ring::{PlotPoint, decimate_min_max};
 use tradetune_engine::telemetry::{DeviceTag, Metric};
 
 use super::view::LiveTrial;
-use crate::ui::state::AppState;
+use crate::ui::context::Context;
 
 /// Height of one chart.
 const CHART_HEIGHT: f32 = 140.0;
@@ -132,7 +132,7 @@ fn phase_name(metric: &str) -> String {
         .replace('_', " ")
 }
 
-pub(super) fn telemetry_charts(ui: &mut egui::Ui, state: &AppState) {
+pub(super) fn telemetry_charts(ui: &mut egui::Ui, state: &Context) {
     let Some(handle) = &state.telemetry else {
         ui.label("telemetry is off (see the status bar)");
         return;

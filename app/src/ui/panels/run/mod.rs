@@ -11,12 +11,84 @@ use tradetune_engine::storage::TrialState;
 pub use self::charts::{chart, clock_time};
 pub use self::view::{LiveTrial, RunView, StudyEnd, WorkerView};
 use super::widgets;
-use crate::ui::command::{Command, Cx};
-use crate::ui::state::{AppState, Tab};
-use crate::ui::tasks::StudyMsg;
+use crate::ui::context::{Command, Context, RunStatus};
+use crate::ui::settings::Tab;
+use crate::ui::tasks::{StudyMsg, Tasks, TrialRow};
 use charts::{telemetry_charts, trial_metrics};
+
+/// What the Run panel does (a button, or a test).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Show this trial's curve.
+    SelectTrial(u64),
+    /// Open the running (or last) study in the Studies panel.
+    ShowInStudies,
+    /// An effect beyond the panel (Start, Stop, Stop one trial).
+    App(Command),
+}
+
+impl From<Command> for Action {
+    fn from(c: Command) -> Self {
+        Action::App(c)
+    }
+}
+
+impl RunView {
+    /// Draws the panel; `rows` are the Studies panel's, where the verdict of the study's latest
+    /// finished trial is.
+    pub fn ui(
+        &mut self,
+        ui: &mut egui::Ui,
+        cx: &Context,
+        rows: &[TrialRow],
+        out: &mut Vec<Command>,
+    ) {
+        let mut actions = Vec::new();
+        show(ui, self, cx, rows, &mut actions);
+        for a in actions {
+            self.handle(a, out);
+        }
+    }
+
+    /// Carries out one of the panel's actions.
+    pub fn handle(&mut self, action: Action, out: &mut Vec<Command>) {
+        match action {
+            Action::SelectTrial(number) => self.selected = Some(number),
+            Action::ShowInStudies => self.show_in_studies(out),
+            Action::App(c) => out.push(c),
+        }
+    }
+
+    /// What every panel may know of the run.
+    pub fn status(&self) -> RunStatus {
+        RunStatus {
+            running: self.running,
+            line: if self.running {
+                format!(
+                    "study {} running: {} of {} trials finished",
+                    self.study,
+                    self.finished(),
+                    self.n_trials
+                )
+            } else {
+                "idle".to_owned()
+            },
+            samples_per_s: self.samples_per_second.last().map(|p| p.v),
+        }
+    }
+
+    /// Opens the run's study in the Studies panel (also when it ends).
+    fn show_in_studies(&self, out: &mut Vec<Command>) {
+        if let Some(db) = self.db.clone() {
+            out.push(Command::ShowInStudies {
+                db,
+                study: self.study.clone(),
+            });
+        }
+    }
+}
 /// Start (disabled, with the reason, while the draft has a problem) and Stop.
-pub fn start_stop(ui: &mut egui::Ui, state: &AppState, commands: &mut Vec<Command>) {
+pub fn start_stop<A: From<Command>>(ui: &mut egui::Ui, state: &Context, commands: &mut Vec<A>) {
     let data = state.data.ready();
     let problems = state.problems();
     let over = data.is_some_and(|d| {
@@ -45,13 +117,13 @@ pub fn start_stop(ui: &mut egui::Ui, state: &AppState, commands: &mut Vec<Comman
     ui.horizontal(|ui| {
         let start = ui.add_enabled(blocked.is_none(), egui::Button::new("Start"));
         if start.clicked() {
-            commands.push(Command::Start);
+            commands.push(Command::Start.into());
         }
         if ui
             .add_enabled(state.run.running, egui::Button::new("Stop"))
             .clicked()
         {
-            commands.push(Command::Stop);
+            commands.push(Command::Stop.into());
         }
         if let Some(why) = &blocked
             && !state.run.running
@@ -62,9 +134,14 @@ pub fn start_stop(ui: &mut egui::Ui, state: &AppState, commands: &mut Vec<Comman
 }
 
 /// Draws the panel.
-pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>) {
+fn show(
+    ui: &mut egui::Ui,
+    run: &RunView,
+    state: &Context,
+    rows: &[TrialRow],
+    commands: &mut Vec<Action>,
+) {
     start_stop(ui, state, commands);
-    let run = &state.run;
     if run.started.is_some() {
         ui.horizontal(|ui| {
             ui.strong(format!("study {}", run.study));
@@ -72,7 +149,7 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
                 ui.label(format!("in {}", crate::launch::db_label(db)));
             }
             if ui.button("Show in Studies").clicked() {
-                commands.push(Command::ShowRunInStudies);
+                commands.push(Action::ShowInStudies);
             }
         });
         let done = run.finished();
@@ -111,9 +188,7 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
         ));
     }
     // The verdict of the study's latest finished trial (stored with its telemetry summary).
-    if let Some(r) = state
-        .studies
-        .rows
+    if let Some(r) = rows
         .iter()
         .filter(|r| r.study == run.study && r.verdict.is_some())
         .max_by_key(|r| r.number)
@@ -159,7 +234,7 @@ pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>
     telemetry_charts(ui, state);
 }
 /// A progress bar per worker with its trial, device and ETA, and a button to stop that trial.
-fn workers(ui: &mut egui::Ui, run: &RunView, commands: &mut Vec<Command>) {
+fn workers(ui: &mut egui::Ui, run: &RunView, commands: &mut Vec<Action>) {
     for w in &run.workers {
         ui.horizontal(|ui| {
             let what = match w.trial {
@@ -198,7 +273,7 @@ fn workers(ui: &mut egui::Ui, run: &RunView, commands: &mut Vec<Command>) {
                 && run.running
                 && ui.button(format!("Stop trial {n}")).clicked()
             {
-                commands.push(Command::StopTrial(n));
+                commands.push(Command::StopTrial(n).into());
             }
         });
     }
@@ -241,7 +316,7 @@ fn timeline(ui: &mut egui::Ui, run: &RunView) {
         });
 }
 
-fn trial_grid(ui: &mut egui::Ui, run: &RunView, commands: &mut Vec<Command>) {
+fn trial_grid(ui: &mut egui::Ui, run: &RunView, commands: &mut Vec<Action>) {
     egui::Grid::new("live_trials").striped(true).show(ui, |ui| {
         for h in [
             "trial",
@@ -261,7 +336,7 @@ fn trial_grid(ui: &mut egui::Ui, run: &RunView, commands: &mut Vec<Command>) {
                 .selectable_label(run.selected == Some(t.number), format!("#{}", t.number))
                 .clicked()
             {
-                commands.push(Command::SelectRunTrial(t.number));
+                commands.push(Action::SelectTrial(t.number));
             }
             ui.label(t.worker.to_string());
             ui.label(&t.device);
@@ -277,132 +352,107 @@ fn trial_grid(ui: &mut egui::Ui, run: &RunView, commands: &mut Vec<Command>) {
     });
 }
 
-/// [`Command::Start`]: starts the study the draft describes, unless something is wrong with it
-/// (the notice says what), and shows this panel.
-pub fn start(cx: &mut Cx) {
-    let state = &mut *cx.state;
-    if cx.tasks.running() {
-        state.notice("a study is already running");
-        return;
-    }
-    let Some(data) = state.data.ready().cloned() else {
-        state.notice("the data is not loaded yet");
-        return;
-    };
-    let draft = state.settings.draft.clone();
-    let files = state.settings.data_files.clone();
-    if let Some(p) = state.problems().first() {
-        state.notice(format!("cannot start: {}", p.message));
-        return;
-    }
-    let memory = draft.memory(data.shape, state.device_bytes());
-    if memory.over_budget() {
-        state.notice(format!("cannot start: needs {}", memory.label()));
-        return;
-    }
-    let file = match draft.study_file(&files) {
-        Ok(f) => f,
-        Err(e) => {
-            state.notice(format!("cannot start: {e}"));
+impl RunView {
+    /// [`Command::Start`]: starts the study the draft describes through `tasks`, unless
+    /// something is wrong with it (the notice says what), and shows this panel.
+    pub fn start(&mut self, cx: &mut Context, tasks: &mut Tasks) {
+        let state = cx;
+        if tasks.running() {
+            state.notice("a study is already running");
             return;
         }
-    };
-    let db = match &state.settings.study_db {
-        Some(p) => p.clone(),
-        None => match crate::launch::default_db() {
-            Ok(p) => p,
+        let Some(data) = state.data.ready().cloned() else {
+            state.notice("the data is not loaded yet");
+            return;
+        };
+        let draft = state.settings.draft.clone();
+        let files = state.settings.data_files.clone();
+        if let Some(p) = state.problems().first() {
+            state.notice(format!("cannot start: {}", p.message));
+            return;
+        }
+        let memory = draft.memory(data.shape, state.device_bytes());
+        if memory.over_budget() {
+            state.notice(format!("cannot start: needs {}", memory.label()));
+            return;
+        }
+        let file = match draft.study_file(&files) {
+            Ok(f) => f,
             Err(e) => {
-                state.notice(format!("cannot start: {e:#}"));
+                state.notice(format!("cannot start: {e}"));
                 return;
             }
-        },
-    };
-    state.run = RunView {
-        running: true,
-        study: draft.study.name.clone(),
-        db: Some(db.clone()),
-        n_trials: draft.study.n_trials,
-        started: Some(std::time::Instant::now()),
-        ..RunView::default()
-    };
-    state.settings.tab = Tab::Run;
-    state.notice(format!(
-        "study {} starting in {}",
-        draft.study.name,
-        crate::launch::db_label(&db)
-    ));
-    cx.tasks.start_study(file, db);
-}
-
-/// [`Command::Stop`]: running trials end now, no new ones start.
-pub fn stop(cx: &mut Cx) {
-    cx.tasks.stop_study();
-    cx.state
-        .notice("stopping the study: running trials end now, no new ones start");
-}
-
-/// [`Command::StopTrial`]: stops one running trial; the study goes on.
-pub fn stop_trial(cx: &mut Cx, number: u64) {
-    if cx.tasks.stop_trial(number) {
-        cx.state.notice(format!("stopping trial {number}"));
-    } else {
-        cx.state.notice(format!("trial {number} is not running"));
-    }
-}
-
-/// [`Command::ShowRunInStudies`]: opens the run's study in the Studies panel (also when it
-/// ends).
-pub fn show_in_studies(cx: &mut Cx) {
-    let run = &cx.state.run;
-    if let Some(db) = run.db.clone() {
-        let study = run.study.clone();
-        super::studies::reveal(cx, db, study);
-    }
-}
-
-/// What the running study reported.
-pub fn on_study(cx: &mut Cx, msg: StudyMsg) {
-    let state = &mut *cx.state;
-    match msg {
-        StudyMsg::Ready => {
-            // The study is in its database now: the Studies panel shows it live, unless the
-            // user has a database open there.
-            if state.studies.db.is_none() && !state.studies.opening {
-                show_in_studies(cx);
-            }
-        }
-        StudyMsg::Event(e) => state.run.apply(e),
-        StudyMsg::Notice(n) => state.notice(n),
-        StudyMsg::Done(result) => {
-            cx.tasks.study_finished();
-            state.run.running = false;
-            for w in &mut state.run.workers {
-                w.trial = None;
-            }
-            match result {
-                Ok(()) => {
-                    let notice = match &state.run.end {
-                        Some(e) => format!(
-                            "study {} {}: {} complete, {} pruned, {} failed{}",
-                            state.run.study,
-                            if e.stopped { "stopped" } else { "finished" },
-                            e.counts[0],
-                            e.counts[1],
-                            e.counts[2],
-                            e.best.map_or(String::new(), |(n, v)| format!(
-                                "; best trial #{n} = {v:.6}"
-                            ))
-                        ),
-                        None => format!("study {} ended", state.run.study),
-                    };
-                    state.notice(notice);
-                }
+        };
+        let db = match &state.settings.study_db {
+            Some(p) => p.clone(),
+            None => match crate::launch::default_db() {
+                Ok(p) => p,
                 Err(e) => {
-                    state.notice(format!("study failed: {e}"));
-                    state.run.error = Some(e);
+                    state.notice(format!("cannot start: {e:#}"));
+                    return;
+                }
+            },
+        };
+        *self = RunView {
+            running: true,
+            study: draft.study.name.clone(),
+            db: Some(db.clone()),
+            n_trials: draft.study.n_trials,
+            started: Some(std::time::Instant::now()),
+            ..RunView::default()
+        };
+        state.run = self.status();
+        state.settings.tab = Tab::Run;
+        state.notice(format!(
+            "study {} starting in {}",
+            draft.study.name,
+            crate::launch::db_label(&db)
+        ));
+        tasks.start_study(file, db);
+    }
+
+    /// What the running study reported; `studies_idle`: the Studies panel has no database
+    /// open and none opening (then the study shows there once it is in its database).
+    pub fn on_study(&mut self, msg: StudyMsg, studies_idle: bool, out: &mut Vec<Command>) {
+        let run = self;
+        match msg {
+            StudyMsg::Ready => {
+                if studies_idle {
+                    run.show_in_studies(out);
                 }
             }
-            show_in_studies(cx);
+            StudyMsg::Event(e) => run.apply(e),
+            StudyMsg::Notice(n) => out.push(Command::Notice(n)),
+            StudyMsg::Done(result) => {
+                run.running = false;
+                for w in &mut run.workers {
+                    w.trial = None;
+                }
+                match result {
+                    Ok(()) => {
+                        let notice = match &run.end {
+                            Some(e) => format!(
+                                "study {} {}: {} complete, {} pruned, {} failed{}",
+                                run.study,
+                                if e.stopped { "stopped" } else { "finished" },
+                                e.counts[0],
+                                e.counts[1],
+                                e.counts[2],
+                                e.best.map_or(String::new(), |(n, v)| format!(
+                                    "; best trial #{n} = {v:.6}"
+                                ))
+                            ),
+                            None => format!("study {} ended", run.study),
+                        };
+                        out.push(Command::Notice(notice));
+                    }
+                    Err(e) => {
+                        out.push(Command::Notice(format!("study failed: {e}")));
+                        run.error = Some(e);
+                    }
+                }
+                run.show_in_studies(out);
+            }
         }
     }
 }

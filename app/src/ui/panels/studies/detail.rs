@@ -3,9 +3,10 @@
 
 use egui_plot::{Legend, Line, Plot, PlotPoints};
 
-use super::view::{Curves, TrialRow};
-use crate::ui::command::Command;
+use super::Action;
+use crate::ui::context::Command;
 use crate::ui::panels::widgets;
+use crate::ui::tasks::{Curves, TrialRow};
 
 const PLOT_HEIGHT: f32 = 150.0;
 
@@ -13,7 +14,7 @@ pub(super) fn detail(
     ui: &mut egui::Ui,
     row: &TrialRow,
     curve: Option<&Result<Curves, String>>,
-    commands: &mut Vec<Command>,
+    commands: &mut Vec<Action>,
 ) {
     egui::Frame::group(ui.style()).show(ui, |ui| {
         ui.strong(format!(
@@ -35,7 +36,7 @@ pub(super) fn detail(
                 .button(format!("Backtest trial {}", row.number))
                 .clicked()
         {
-            commands.push(Command::BacktestTrial(dir.clone()));
+            commands.push(Command::BacktestTrial(dir.clone()).into());
         }
         if let Some(reason) = &row.fail_reason {
             ui.colored_label(widgets::WARN, format!("failed: {reason}"));

@@ -4,12 +4,18 @@
 //! important on top, with the values beside it to 4 significant digits.
 //!
 //! They are computed when the study's trials are read and only when their count changed
-//! (see [`super::StudiesView::update_importance`]), never while drawing a frame.
+//! (see [`Importance::update`]), never while drawing a frame.
+
+use std::sync::{Arc, OnceLock};
 
 use egui_plot::{Bar, BarChart, Plot, PlotPoint, Text};
-use tradetune_engine::study::importance::Importances;
+use tradetune_engine::storage::{StudyDirection, TrialParam, TrialState};
+use tradetune_engine::study::importance::{ImportanceTrial, Importances, PedAnova};
 
 use tradetune_engine::front::format::significant;
+
+use super::list::StudyGroup;
+use super::table::TrialTable;
 
 /// The importances of the selected study (group) and the trial counts they were computed at.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,12 +34,169 @@ pub struct ImportanceView {
 
 impl ImportanceView {
     /// The trial counts they were computed at.
-    pub fn key(&self) -> super::view::ImportanceKey {
-        super::view::ImportanceKey {
+    pub fn key(&self) -> ImportanceKey {
+        ImportanceKey {
             group: self.group.clone(),
             n_rows: self.n_rows,
             n_complete: self.n_complete,
         }
+    }
+}
+
+/// From this many COMPLETE trials on, importances are computed on a background thread
+/// (PED-ANOVA over 10,000 trials takes about 28 ms on a 2-CPU VM in release: more than a frame).
+pub const IMPORTANCE_IN_BACKGROUND: usize = 2_000;
+
+/// The trial counts importances are computed at (see [`ImportanceView`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportanceKey {
+    pub group: String,
+    pub n_rows: usize,
+    pub n_complete: usize,
+}
+
+/// Importances computed on a background thread: what for, and where the result lands.
+#[derive(Debug, Clone)]
+pub struct ImportanceJob {
+    pub key: ImportanceKey,
+    pub slot: Arc<OnceLock<Result<Importances, String>>>,
+}
+/// The selected group's parameter importances (PED-ANOVA) and their computation.
+#[derive(Debug, Clone, Default)]
+pub struct Importance {
+    /// The importances shown.
+    pub shown: Option<ImportanceView>,
+    /// Importances being computed on a background thread (large studies, see
+    /// [`IMPORTANCE_IN_BACKGROUND`]).
+    pub job: Option<ImportanceJob>,
+    /// Whether the trial counts changed while [`Self::job`] ran.
+    pub stale: bool,
+}
+
+impl Importance {
+    /// Computes the selected group's parameter importances (PED-ANOVA over the COMPLETE
+    /// trials of all its studies, in the group's direction), unless they were computed for the
+    /// same group at the same trial counts.
+    pub fn update(&mut self, table: &TrialTable, group: Option<&StudyGroup>) {
+        let Some(group) = group else {
+            self.shown = None;
+            self.job = None;
+            return;
+        };
+        let n_complete = table
+            .rows
+            .iter()
+            .filter(|r| r.state == TrialState::Complete)
+            .count();
+        let key = ImportanceKey {
+            group: group.name.clone(),
+            n_rows: table.rows.len(),
+            n_complete,
+        };
+        if self.shown.as_ref().is_some_and(|p| p.key() == key) {
+            return;
+        }
+        match &self.job {
+            // Another group's: its result would be dropped anyway.
+            Some(job) if job.key.group != key.group => self.job = None,
+            // One computation at a time: a newer count is computed when this one ends.
+            Some(job) => {
+                if job.key != key {
+                    self.stale = true;
+                }
+                return;
+            }
+            None => {}
+        }
+        let direction = if group.minimize {
+            StudyDirection::Minimize
+        } else {
+            StudyDirection::Maximize
+        };
+        if n_complete < IMPORTANCE_IN_BACKGROUND {
+            let trials: Vec<ImportanceTrial<'_>> = table
+                .rows
+                .iter()
+                .map(|r| ImportanceTrial {
+                    number: r.number,
+                    state: r.state,
+                    value: r.value,
+                    params: &r.stored_params,
+                })
+                .collect();
+            let result = PedAnova::default()
+                .evaluate(&key.group, direction, &trials)
+                .map_err(|e| e.to_string());
+            self.set(key, result);
+            return;
+        }
+        // Thousands of trials: tens of milliseconds, too long for a frame. The thread gets its
+        // own handle on what PED-ANOVA reads (the parameters are shared, not copied); the chart
+        // keeps the last importances meanwhile.
+        type Input = (i64, TrialState, Option<f64>, Arc<[TrialParam]>);
+        let rows: Vec<Input> = table
+            .rows
+            .iter()
+            .map(|r| (r.number, r.state, r.value, r.stored_params.clone()))
+            .collect();
+        let slot = Arc::new(OnceLock::new());
+        let done = slot.clone();
+        let name = key.group.clone();
+        let spawned = std::thread::Builder::new()
+            .name("importance".into())
+            .spawn(move || {
+                crate::ui::background::give_way();
+                let trials: Vec<ImportanceTrial<'_>> = rows
+                    .iter()
+                    .map(|(number, state, value, params)| ImportanceTrial {
+                        number: *number,
+                        state: *state,
+                        value: *value,
+                        params,
+                    })
+                    .collect();
+                let result = PedAnova::default()
+                    .evaluate(&name, direction, &trials)
+                    .map_err(|e| e.to_string());
+                let _ = done.set(result);
+            });
+        match spawned {
+            Ok(_) => self.job = Some(ImportanceJob { key, slot }),
+            Err(e) => self.set(key, Err(format!("could not start a thread: {e}"))),
+        }
+    }
+
+    /// Takes the background computation's importances once they are ready (called every
+    /// frame); returns whether one is still running.
+    pub fn poll(&mut self, table: &TrialTable, group: Option<&StudyGroup>) -> bool {
+        let Some(job) = &self.job else {
+            return false;
+        };
+        let Some(result) = job.slot.get().cloned() else {
+            return true;
+        };
+        let key = job.key.clone();
+        self.job = None;
+        // Kept only if the same group is still selected.
+        if group.is_some_and(|g| g.name == key.group) {
+            self.set(key, result);
+        }
+        if std::mem::take(&mut self.stale) {
+            self.update(table, group);
+        }
+        self.job.is_some()
+    }
+
+    /// Shows importances computed for `key`.
+    fn set(&mut self, key: ImportanceKey, result: Result<Importances, String>) {
+        let computations = self.shown.as_ref().map_or(0, |p| p.computations) + 1;
+        self.shown = Some(ImportanceView {
+            group: key.group,
+            n_rows: key.n_rows,
+            n_complete: key.n_complete,
+            result,
+            computations,
+        });
     }
 }
 

@@ -1,35 +1,55 @@
 //! A live study: the open database is read again on a timer, off the UI thread, and only what
-//! changed comes back (like optuna-dashboard's `after` cursor): per study, the trials above the
-//! largest trial id the table holds and those it holds as RUNNING or WAITING
-//! ([`Storage::trials_since`]), with the study list's counts.
+//! changed comes back (the job is [`crate::ui::tasks::live`]); merged here.
 
-use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use tradetune_engine::storage::{Storage, StudySummary, TrialState};
+use tradetune_engine::storage::TrialState;
 
-use super::view::{StudiesView, TrialRow, aggregate};
-use crate::ui::command::Cx;
+use super::StudiesView;
+use super::list::aggregate;
+use crate::ui::context::{Command, Context};
+use crate::ui::tasks::{LiveRequest, Polled};
 
-/// What an incremental read asks for: per member study of the selected group, the largest
-/// trial id held and the ids held unfinished.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LiveRequest {
-    /// The view's generation when asked (see [`StudiesView::generation`]).
-    pub generation: u64,
-    /// (study, largest trial id held, trial ids held as RUNNING or WAITING).
-    pub studies: Vec<(String, i64, Vec<i64>)>,
+/// How often the open study is read again while live.
+pub const POLL_EVERY: Duration = Duration::from_secs(2);
+
+/// The live reading's state.
+#[derive(Debug, Clone)]
+pub struct Live {
+    /// Whether the open study is read again every [`Self::poll_every`] (trials that finished
+    /// or started since).
+    pub on: bool,
+    /// How often a live study is read again.
+    pub poll_every: Duration,
+    /// When the last read (full or incremental) ended.
+    pub last_read: Option<Instant>,
+    /// Whether an incremental read is in flight.
+    pub polling: bool,
+    /// Incremental reads merged so far (each one reads only what changed).
+    pub polls: u64,
 }
 
-/// What an incremental read found.
-#[derive(Debug)]
-pub struct Polled {
-    /// The generation it was asked in.
-    pub generation: u64,
-    /// The studies whose trials were read.
-    pub studies: Vec<String>,
-    /// Every study's counts, and the changed trials of the ones asked for; or why not.
-    pub result: Result<(Vec<StudySummary>, Vec<TrialRow>), String>,
+impl Default for Live {
+    fn default() -> Self {
+        Live {
+            on: true,
+            poll_every: POLL_EVERY,
+            last_read: None,
+            polling: false,
+            polls: 0,
+        }
+    }
+}
+
+impl Live {
+    /// What another database keeps: whether live, and how often.
+    pub fn keeping(&self) -> Live {
+        Live {
+            on: self.on,
+            poll_every: self.poll_every,
+            ..Live::default()
+        }
+    }
 }
 
 /// The request for the view's open database and selected group.
@@ -39,7 +59,7 @@ pub fn request(view: &StudiesView) -> LiveRequest {
         .unwrap_or_default()
         .iter()
         .map(|name| {
-            let mine = view.rows.iter().filter(|r| &r.study == name);
+            let mine = view.table.rows.iter().filter(|r| &r.study == name);
             let after = mine.clone().map(|r| r.trial_id).max().unwrap_or(0);
             let again = mine
                 .filter(|r| matches!(r.state, TrialState::Running | TrialState::Waiting))
@@ -54,73 +74,46 @@ pub fn request(view: &StudiesView) -> LiveRequest {
     }
 }
 
-/// Reads what `request` asks for from `path` (on a background thread).
-pub fn read(path: &Path, request: LiveRequest) -> Polled {
-    let studies: Vec<String> = request.studies.iter().map(|s| s.0.clone()).collect();
-    let result = (|| {
-        let storage = Storage::open_read_only(path)?;
-        let summaries = storage.study_summaries()?;
-        let mut rows = Vec::new();
-        for (name, after, again) in &request.studies {
-            let id = storage.study_id(name)?;
-            rows.extend(
-                storage
-                    .trials_since(id, *after, again)?
-                    .iter()
-                    .map(|t| TrialRow::of(name, t)),
-            );
-        }
-        Ok::<_, tradetune_engine::storage::StorageError>((summaries, rows))
-    })()
-    .map_err(|e| format!("{}: {e}", crate::launch::db_label(path)));
-    Polled {
-        generation: request.generation,
-        studies,
-        result,
-    }
-}
-
 /// Whether the open study is due to be read again now.
 pub fn due(view: &StudiesView) -> bool {
-    view.live
+    let live = &view.live;
+    live.on
         && view.source.is_some()
         && view.db.is_some()
         && !view.opening
-        && !view.loading_trials
-        && !view.polling
-        && view
+        && !view.table.loading
+        && !live.polling
+        && live
             .last_read
-            .is_none_or(|t| t.elapsed() >= view.poll_every)
+            .is_none_or(|t| t.elapsed() >= live.poll_every)
 }
 
-/// [`crate::ui::command::Command::RefreshTrials`]: reads what changed in the open database
-/// (unless a read is in flight).
-pub fn poll(cx: &mut Cx) {
-    let view = &mut cx.state.studies;
+/// [`super::Action::RefreshTrials`]: reads what changed in the open database (unless a read
+/// is in flight).
+pub fn poll(view: &mut StudiesView, cx: &Context) {
     let Some(path) = view.source.clone() else {
         return;
     };
-    if view.polling || view.opening || view.loading_trials {
+    if view.live.polling || view.opening || view.table.loading {
         return;
     }
-    view.polling = true;
+    view.live.polling = true;
     let request = request(view);
-    cx.tasks.poll_trials(path, request);
+    cx.jobs.poll_trials(path, request);
 }
 
 /// An incremental read finished: the study list's counts and the changed trials are merged in
 /// (dropped when another database or study was chosen meanwhile).
-pub fn polled(cx: &mut Cx, polled: Polled) {
-    let view = &mut cx.state.studies;
+pub fn polled(view: &mut StudiesView, cx: &Context, polled: Polled, out: &mut Vec<Command>) {
     if polled.generation != view.generation {
         return;
     }
-    view.polling = false;
-    view.last_read = Some(Instant::now());
+    view.live.polling = false;
+    view.live.last_read = Some(Instant::now());
     match polled.result {
         Ok((summaries, rows)) => {
             view.error = None;
-            view.polls += 1;
+            view.live.polls += 1;
             let groups = aggregate(&summaries);
             if groups != view.groups {
                 view.groups = groups;
@@ -131,15 +124,7 @@ pub fn polled(cx: &mut Cx, polled: Polled) {
             if view.selected_members() == Some(polled.studies.as_slice()) {
                 view.merge(rows);
             }
-            if let Some(name) = view.pending_select.clone()
-                && view
-                    .groups
-                    .iter()
-                    .any(|g| g.name == name || g.members.contains(&name))
-            {
-                view.pending_select = None;
-                super::select(cx, &name);
-            }
+            view.select_pending(cx, out);
         }
         Err(e) => view.error = Some(e),
     }

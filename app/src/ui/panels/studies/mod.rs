@@ -7,271 +7,384 @@
 //! "did this study find anything?" (PBO, deflated Sharpe, test split, seed spread; see
 //! [`report`]).
 
-mod contour;
 mod detail;
-mod importance;
+mod draw;
+pub mod importance;
+pub mod list;
 pub mod live;
-mod notes;
-mod parallel;
+pub mod notes;
 pub mod plots;
 pub mod report;
-mod row;
-mod table;
-pub mod timeline;
-mod view;
+pub mod table;
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::Instant;
 
 use tradetune_engine::storage::TrialState;
 
-pub use self::importance::ImportanceView;
-pub use self::live::{LiveRequest, Polled};
-pub use self::plots::{PcAxes, TrialMarkers, pc_axes_id, plot_points_id};
-pub use self::table::visible_csv;
-pub use self::view::{
-    Columns, Curves, NoteEdit, ParamAxis, ParamCell, PlotTab, ReadRows, Scale, StudiesView,
-    StudyGroup, TrialColumn, TrialRow, aggregate, sig4,
-};
+pub use self::importance::{Importance, ImportanceView};
+pub use self::list::{StudyGroup, aggregate};
+pub use self::live::{Live, POLL_EVERY};
+pub use self::notes::{NoteEdit, Notes};
+pub use self::plots::{PcAxes, PlotTab, Plots, TrialMarkers, pc_axes_id, plot_points_id};
+pub use self::report::ReportState;
+pub use self::table::{TrialTable, visible_csv};
 use super::widgets;
-use crate::ui::command::{Command, Cx};
+use crate::ui::context::{Command, Context};
 use crate::ui::dialog::Pick;
 use crate::ui::settings::Settings;
-use crate::ui::state::AppState;
-use crate::ui::tasks::DbContents;
-use detail::detail;
-use table::trial_table;
+use crate::ui::tasks::{Curves, DbContents, Polled, ReadRows, ReseedMsg, TrialColumn, TrialRow};
 
-/// How often the open study is read again while live.
-pub const POLL_EVERY: Duration = Duration::from_secs(2);
+/// What the Studies panel does (a button, a shortcut, or a test).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Open this study database (and remember it for the next launch).
+    OpenDatabase(PathBuf),
+    /// Show the trials of this study (or aggregated group).
+    SelectStudy(String),
+    /// Sort the trial table by this column (again: reverse).
+    SortTrials(TrialColumn),
+    /// Show or hide a column of the trial table.
+    ToggleColumn(TrialColumn),
+    /// Read what changed in the open study now (the table and plots also refresh on a timer
+    /// while live).
+    RefreshTrials,
+    /// Read the open study again on a timer (or stop).
+    SetLive(bool),
+    /// Keep only trials whose parameter lies in this range on its parallel-coordinates axis
+    /// (plotted units; None: clear the axis's brush).
+    BrushAxis(String, Option<(f64, f64)>),
+    /// Show this plot of the selected study.
+    ShowPlot(PlotTab),
+    /// Draw the contour plot over these two parameters (x, y).
+    ContourParams(String, String),
+    /// Show the details of this row of the trial table (an index into its rows).
+    ShowTrial(usize),
+    /// Show only trials in this state (None: all).
+    FilterTrials(Option<TrialState>),
+    /// Show the selected study's Report view (true) or its trials and plots (false).
+    ShowReport(bool),
+    /// Report this member of the selected group.
+    ReportStudy(String),
+    /// Compute the report again if the study changed since (the view asks when it is stale).
+    RefreshReport,
+    /// Train the reported study's best trial again with this many seeds (in the background).
+    Reseed(usize),
+    /// The K of "Re-run best trial with K seeds".
+    SetReseedSeeds(usize),
+    /// Stop the re-run with other seeds.
+    CancelReseed,
+    /// Save the shown study's trials as CSV (dialog first).
+    ExportTrials,
+    /// Save the shown study's telemetry as CSV (dialog first).
+    ExportTelemetry,
+    /// Copy the visible trial table as CSV to the clipboard.
+    CopyTrials,
+    /// An effect beyond the panel (a dialog, a backtest).
+    App(Command),
+}
 
-/// Draws the panel.
-pub fn show(ui: &mut egui::Ui, state: &mut AppState, commands: &mut Vec<Command>) {
-    let view = &mut state.studies;
-    if view.poll_importance() {
-        // A large study's importances are computed on a background thread: look again soon.
-        ui.ctx()
-            .request_repaint_after(std::time::Duration::from_millis(100));
+impl From<Command> for Action {
+    fn from(c: Command) -> Self {
+        Action::App(c)
     }
-    ui.horizontal(|ui| {
-        if ui.button("Open database…").clicked() {
-            commands.push(Command::PickDatabase);
+}
+
+/// The Studies panel: the open database and its study list, and one state per feature — the
+/// trial table, the plots and their brush, the importances, the live reading, the notes and
+/// the report.
+#[derive(Debug, Clone, Default)]
+pub struct StudiesView {
+    /// The open database.
+    pub db: Option<DbContents>,
+    /// The PostgreSQL URL typed beside "Open database…".
+    pub url_input: String,
+    /// Its studies, parallel ones aggregated.
+    pub groups: Vec<StudyGroup>,
+    /// Whether a database is being opened.
+    pub opening: bool,
+    /// Why the last open or read failed.
+    pub error: Option<String>,
+    /// The group shown in the trial table.
+    pub selected: Option<String>,
+    /// A study to select once the database it is in has opened (the run's, after it ends).
+    pub pending_select: Option<String>,
+    /// Where the open database is read from (polls read it again).
+    pub source: Option<PathBuf>,
+    /// Counts opens and selections: a read answers for the generation it was asked in, and is
+    /// dropped after another open or selection.
+    pub generation: u64,
+    /// The selected group's trials.
+    pub table: TrialTable,
+    /// The plots and the brush.
+    pub plots: Plots,
+    /// The parameter importances.
+    pub importance: Importance,
+    /// Reading the open study again while it runs.
+    pub live: Live,
+    /// Notes of studies and trials.
+    pub notes: Notes,
+    /// The Report view: PBO, deflated Sharpe, seed spread (see [`report`]).
+    pub report: ReportState,
+}
+
+impl StudiesView {
+    /// The panel of a first launch: sorted by trial number, live.
+    pub fn new() -> Self {
+        StudiesView {
+            table: TrialTable {
+                sort: (TrialColumn::Number, true),
+                ..TrialTable::default()
+            },
+            ..StudiesView::default()
         }
-        // A PostgreSQL study (workers on several machines): its URL; the password comes from
-        // ~/.pgpass (or PGPASSWORD) and is never shown or saved.
-        let field = ui.add(
-            egui::TextEdit::singleline(&mut view.url_input)
-                .hint_text("postgresql://user@host/dbname")
-                .desired_width(260.0),
-        );
-        let entered = field.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
-        let url = view.url_input.trim().to_owned();
-        if (ui.button("Connect").clicked() || entered) && !url.is_empty() {
-            commands.push(Command::OpenDatabase(PathBuf::from(url)));
+    }
+
+    /// Draws the panel and carries out what was clicked.
+    pub fn ui(&mut self, ui: &mut egui::Ui, cx: &Context, out: &mut Vec<Command>) {
+        let mut actions = Vec::new();
+        draw::show(ui, self, &mut actions);
+        for a in actions {
+            self.handle(a, cx, out);
         }
-        match &view.db {
-            Some(db) => ui.label(crate::launch::db_label(&db.path)),
-            None => ui.label("no database open"),
+    }
+
+    /// Carries out one of the panel's actions.
+    pub fn handle(&mut self, action: Action, cx: &Context, out: &mut Vec<Command>) {
+        match action {
+            Action::OpenDatabase(path) => self.open_database(cx, path, out),
+            Action::SelectStudy(name) => self.select(cx, &name, out),
+            Action::SortTrials(column) => self.table.sort_by(column, &self.plots.brush),
+            Action::ToggleColumn(column) => self.table.toggle_column(column),
+            Action::RefreshTrials => live::poll(self, cx),
+            Action::SetLive(on) => self.live.on = on,
+            Action::BrushAxis(name, range) => self.set_brush(&name, range),
+            Action::ShowPlot(tab) => self.plots.tab = tab,
+            Action::ContourParams(x, y) => self.plots.contour = Some((x, y)),
+            Action::ShowTrial(i) => self.show_trial(cx, i),
+            Action::FilterTrials(filter) => self.table.filter(filter, &self.plots.brush),
+            Action::ShowReport(open) => report::show_report(self, cx, open),
+            Action::ReportStudy(name) => report::report_study(self, cx, name),
+            Action::RefreshReport => report::refresh(self, cx),
+            Action::Reseed(seeds) => report::start_reseed(self, cx, seeds),
+            Action::SetReseedSeeds(seeds) => self.report.seeds = seeds,
+            Action::CancelReseed => report::cancel_reseed(self),
+            Action::ExportTrials => self.ask_export(Export::Trials, out),
+            Action::ExportTelemetry => self.ask_export(Export::Telemetry, out),
+            Action::CopyTrials => {
+                out.push(Command::Copy(visible_csv(&self.table)));
+                let n = self.table.visible.len();
+                out.push(Command::Notice(format!("copied {n} rows as CSV")));
+            }
+            Action::App(c) => out.push(c),
+        }
+    }
+
+    /// The selected group.
+    pub fn selected_group(&self) -> Option<&StudyGroup> {
+        self.groups
+            .iter()
+            .find(|g| Some(&g.name) == self.selected.as_ref())
+    }
+
+    /// The members of the selected group.
+    pub fn selected_members(&self) -> Option<&[String]> {
+        self.groups
+            .iter()
+            .find(|g| Some(&g.name) == self.selected.as_ref())
+            .map(|g| g.members.as_slice())
+    }
+
+    /// Keeps only trials whose parameter `name` lies in `range` (plotted units; None: the
+    /// axis is no longer brushed).
+    pub fn set_brush(&mut self, name: &str, range: Option<(f64, f64)>) {
+        self.plots.set_brush(name, range);
+        self.table.refresh(&self.plots.brush);
+    }
+
+    /// The trials of `studies` were read (dropped when another study was selected meanwhile).
+    pub fn trials_read(&mut self, studies: Vec<String>, result: Result<ReadRows, String>) {
+        if self.selected_members() != Some(studies.as_slice()) {
+            return;
+        }
+        self.table.loading = false;
+        match result {
+            Ok(read) => {
+                let table = &mut self.table;
+                table::discard_rows(std::mem::replace(&mut table.rows, read.rows));
+                table.param_axes = read.columns.param_axes;
+                table.attr_keys = read.columns.attr_keys;
+                table.refresh(&self.plots.brush);
+                self.update_importance();
+                self.live.last_read = Some(Instant::now());
+            }
+            Err(e) => self.error = Some(e),
+        }
+    }
+
+    /// Merges the rows an incremental read found (see [`TrialTable::merge`]); the importances
+    /// follow when anything changed.
+    pub fn merge(&mut self, rows: Vec<TrialRow>) {
+        if self.table.merge(rows, &self.plots.brush) {
+            self.update_importance();
+        }
+    }
+
+    /// A trial's curves were read (kept only while that trial's details are shown).
+    pub fn curve_read(&mut self, trial_id: i64, result: Result<Curves, String>) {
+        self.table.curve_read(trial_id, result);
+    }
+
+    /// Computes the selected group's importances unless they are current (see
+    /// [`Importance::update`]).
+    pub fn update_importance(&mut self) {
+        let group = self.selected_group().cloned();
+        self.importance.update(&self.table, group.as_ref());
+    }
+
+    /// Takes the background computation's importances once they are ready (called every
+    /// frame); returns whether one is still running.
+    pub fn poll_importance(&mut self) -> bool {
+        let group = self.selected_group().cloned();
+        self.importance.poll(&self.table, group.as_ref())
+    }
+
+    /// An incremental read finished (see [`live::polled`]).
+    pub fn polled(&mut self, cx: &Context, polled: Polled, out: &mut Vec<Command>) {
+        live::polled(self, cx, polled, out);
+    }
+
+    /// A report was computed (see [`report::computed`]).
+    pub fn report_computed(
+        &mut self,
+        key: crate::ui::tasks::ReportKey,
+        result: Result<Box<tradetune_engine::front::report::StudyReport>, String>,
+    ) {
+        report::computed(self, key, result);
+    }
+
+    /// A re-run's message arrived (see [`report::on_reseed`]).
+    pub fn on_reseed(&mut self, msg: ReseedMsg, out: &mut Vec<Command>) {
+        report::on_reseed(self, msg, out);
+    }
+
+    /// Opens `path` without remembering it for the next launch (the default database on
+    /// launch).
+    pub fn open_unremembered(&mut self, cx: &Context, path: PathBuf) {
+        self.open(cx, path);
+    }
+
+    /// [`Action::OpenDatabase`]: opens `path` and remembers it for the next launch.
+    /// A PostgreSQL URL is remembered without its password.
+    fn open_database(&mut self, cx: &Context, path: PathBuf, out: &mut Vec<Command>) {
+        out.push(Command::RememberDatabase(PathBuf::from(
+            crate::launch::db_label(&path),
+        )));
+        self.open(cx, path);
+    }
+
+    /// Opens `path` (the view starts over, keeping its sort order, columns, plot, live
+    /// setting, report and the study to select).
+    fn open(&mut self, cx: &Context, path: PathBuf) {
+        let view = self;
+        *view = StudiesView {
+            opening: true,
+            pending_select: view.pending_select.take(),
+            url_input: std::mem::take(&mut view.url_input),
+            table: view.table.keeping(),
+            live: view.live.keeping(),
+            plots: Plots {
+                tab: view.plots.tab,
+                ..Plots::default()
+            },
+            report: view.report.carried(),
+            generation: view.generation + 1,
+            source: Some(path.clone()),
+            ..StudiesView::default()
         };
-        if view.opening {
-            ui.spinner();
-        }
-        if view.db.is_some() {
-            let mut live = view.live;
-            if ui
-                .checkbox(&mut live, "live")
-                .on_hover_text(format!(
-                    "read the open study again every {} s: trials that started or finished",
-                    view.poll_every.as_secs_f32()
-                ))
-                .changed()
-            {
-                commands.push(Command::SetLive(live));
-            }
-            if ui.button("Refresh").clicked() {
-                commands.push(Command::RefreshTrials);
-            }
-        }
-    });
-    if live::due(view) {
-        commands.push(Command::RefreshTrials);
-    }
-    if view.live && view.db.is_some() {
-        ui.ctx().request_repaint_after(view.poll_every);
-    }
-    if let Some(e) = &view.error {
-        ui.colored_label(widgets::WARN, e.as_str());
-    }
-    if view.db.is_none() {
-        return;
+        cx.jobs.open_database(path);
     }
 
-    ui.heading("Studies");
-    egui::Grid::new("study_list").striped(true).show(ui, |ui| {
-        for h in [
-            "study",
-            "trials",
-            "complete",
-            "pruned",
-            "failed",
-            "running",
-            "best",
-            "parallel studies",
-        ] {
-            ui.strong(h);
-        }
-        ui.end_row();
-        for g in &view.groups {
-            let selected = view.selected.as_deref() == Some(g.name.as_str());
-            if ui.selectable_label(selected, &g.name).clicked() {
-                commands.push(Command::SelectStudy(g.name.clone()));
-            }
-            ui.label(g.n_trials().to_string());
-            ui.label(g.n(TrialState::Complete).to_string());
-            ui.label(g.n(TrialState::Pruned).to_string());
-            ui.label(g.n(TrialState::Fail).to_string());
-            ui.label(g.n(TrialState::Running).to_string());
-            ui.label(g.best.map_or(String::new(), sig4));
-            ui.label(if g.members.len() > 1 {
-                g.members.join(", ")
-            } else {
-                String::new()
-            });
-            ui.end_row();
-        }
-    });
+    /// Opens the database `db` and selects `study` in it once it is open (the run's study,
+    /// after it ends or on "Show in Studies"); the database is not remembered for the next
+    /// launch.
+    pub fn reveal(&mut self, cx: &Context, db: PathBuf, study: String) {
+        self.selected = None;
+        self.pending_select = Some(study);
+        self.open(cx, db);
+    }
 
-    let Some(selected) = view.selected.clone() else {
-        return;
-    };
-    ui.separator();
-    ui.horizontal(|ui| {
-        ui.heading(format!("Trials of {selected}"));
-        ui.separator();
-        let open = state.studies.report.open;
-        if ui.selectable_label(!open, "Trials").clicked() && open {
-            commands.push(Command::ShowReport(false));
+    /// The database asked for has opened (or failed to).
+    pub fn database_opened(
+        &mut self,
+        cx: &Context,
+        result: Result<DbContents, String>,
+        out: &mut Vec<Command>,
+    ) {
+        self.opening = false;
+        self.live.last_read = Some(Instant::now());
+        match result {
+            Ok(db) => {
+                self.groups = aggregate(&db.studies);
+                out.push(Command::Notice(format!(
+                    "{}: {} studies",
+                    db.path.display(),
+                    db.studies.len()
+                )));
+                self.db = Some(db);
+                self.error = None;
+                self.select_pending(cx, out);
+            }
+            Err(e) => self.error = Some(e),
         }
-        if ui
-            .selectable_label(open, "Report")
-            .on_hover_text(
-                "did this study find anything? PBO, deflated Sharpe, the test split, seed spread",
-            )
-            .clicked()
-            && !open
+    }
+
+    /// Selects the study asked for before its database opened once the study list has it (a
+    /// run that has only just started is found by a later live read).
+    pub fn select_pending(&mut self, cx: &Context, out: &mut Vec<Command>) {
+        if let Some(name) = self.pending_select.clone()
+            && self
+                .groups
+                .iter()
+                .any(|g| g.name == name || g.members.contains(&name))
         {
-            commands.push(Command::ShowReport(true));
+            self.pending_select = None;
+            self.select(cx, &name, out);
         }
-    });
-    notes::study_notes(ui, &mut state.studies);
-    let view = &state.studies;
-    if view.loading_trials {
-        ui.horizontal(|ui| {
-            ui.spinner();
-            ui.label("reading trials…");
-        });
     }
-    if view.report.open {
-        report::report_view(ui, view, commands);
-        return;
+
+    /// [`Action::SelectStudy`]: shows the trials of a study, or of the group it was aggregated
+    /// into.
+    pub fn select(&mut self, cx: &Context, name: &str, out: &mut Vec<Command>) {
+        let Some(db) = &self.db else { return };
+        let Some(group) = self
+            .groups
+            .iter()
+            .find(|g| g.name == name || g.members.iter().any(|m| m == name))
+        else {
+            out.push(Command::Notice(format!("no study {name} in this database")));
+            return;
+        };
+        let path = self.source.clone().unwrap_or_else(|| db.path.clone());
+        let (group, members) = (group.name.clone(), group.members.clone());
+        self.selected = Some(group);
+        self.table.clear();
+        self.plots.brush.clear();
+        self.table.loading = true;
+        self.generation += 1;
+        self.live.polling = false;
+        let sort = self.table.sort.clone();
+        cx.jobs.load_trials(path, members, sort);
     }
-    ui.horizontal_wrapped(|ui| {
-        let l = ui.label("state");
-        let filter = view.state_filter;
-        egui::ComboBox::from_id_salt("state_filter")
-            .selected_text(filter.map_or("all".to_owned(), |s| s.to_string()))
-            .show_ui(ui, |ui| {
-                if ui.selectable_label(filter.is_none(), "all").clicked() {
-                    commands.push(Command::FilterTrials(None));
-                }
-                for s in TrialState::ALL {
-                    if ui
-                        .selectable_label(filter == Some(s), s.to_string())
-                        .clicked()
-                    {
-                        commands.push(Command::FilterTrials(Some(s)));
-                    }
-                }
-            })
-            .response
-            .labelled_by(l.id);
-        if ui.button("Export trials CSV…").clicked() {
-            commands.push(Command::ExportTrials);
+
+    /// [`Action::ShowTrial`]: opens the details of row `i` and reads its training curves.
+    fn show_trial(&mut self, cx: &Context, i: usize) {
+        let table = &mut self.table;
+        table.detail = Some(i);
+        table.curve = None;
+        if let (Some(row), Some(db)) = (table.rows.get(i), &self.db) {
+            cx.jobs.load_curve(db.path.clone(), row.trial_id);
         }
-        if ui.button("Copy table as CSV").clicked() {
-            commands.push(Command::CopyTrials);
-        }
-        if ui.button("Export telemetry CSV…").clicked() {
-            commands.push(Command::ExportTelemetry);
-        }
-        ui.label(format!(
-            "{} of {} trials",
-            view.visible.len(),
-            view.rows.len()
-        ));
-        ui.menu_button("Columns", |ui| {
-            for c in TrialColumn::ALL.into_iter().chain(
-                view.param_axes
-                    .iter()
-                    .map(|a| TrialColumn::Param(a.name.clone())),
-            ) {
-                let mut shown = view.is_shown(&c);
-                if ui.checkbox(&mut shown, c.label()).changed() {
-                    commands.push(Command::ToggleColumn(c));
-                }
-            }
-            if !view.attr_keys.is_empty() {
-                ui.separator();
-                ui.label("user attributes");
-                for k in &view.attr_keys {
-                    let c = TrialColumn::Attr(k.clone());
-                    let mut shown = view.is_shown(&c);
-                    if ui.checkbox(&mut shown, k).changed() {
-                        commands.push(Command::ToggleColumn(c));
-                    }
-                }
-            }
-        });
-        if !view.brush.is_empty() && ui.button("Clear brushes").clicked() {
-            for (name, _, _) in &view.brush {
-                commands.push(Command::BrushAxis(name.clone(), None));
-            }
-        }
-    });
-    if let Some(i) = view.detail
-        && let Some(row) = view.rows.get(i)
-    {
-        let curve = view
-            .curve
-            .as_ref()
-            .filter(|(id, _)| *id == row.trial_id)
-            .map(|(_, c)| c);
-        detail(ui, row, curve, commands);
-        notes::trial_note(ui, &mut state.studies, i);
-    }
-    let view = &state.studies;
-    let mut plot_param = view.plot_param.clone();
-    egui::CollapsingHeader::new("Plots")
-        .default_open(true)
-        .show(ui, |ui| {
-            // The plots scroll in half the height left; the trial table keeps the rest.
-            egui::ScrollArea::vertical()
-                .id_salt("study_plots")
-                .max_height((ui.available_height() * 0.55).max(200.0))
-                .show(ui, |ui| {
-                    plots::plots(ui, view, &mut plot_param, commands);
-                    let importance = view
-                        .importance
-                        .as_ref()
-                        .filter(|i| view.selected.as_ref() == Some(&i.group));
-                    importance::importance_plot(ui, importance);
-                });
-        });
-    let clicked = trial_table(ui, view, commands);
-    let view = &mut state.studies;
-    view.plot_param = plot_param;
-    if let Some(i) = clicked {
-        commands.push(Command::ShowTrial(i));
     }
 }
 
@@ -286,124 +399,6 @@ pub fn launch_database(settings: &Settings) -> Option<PathBuf> {
     (url || db.is_file()).then_some(db)
 }
 
-/// Opens `path` without remembering it for the next launch (the default database on launch).
-pub fn open_unremembered(cx: &mut Cx, path: PathBuf) {
-    open(cx, path);
-}
-
-/// [`Command::OpenDatabase`]: opens `path` and remembers it for the next launch.
-/// A PostgreSQL URL is remembered without its password.
-pub fn open_database(cx: &mut Cx, path: PathBuf) {
-    cx.state.settings.database = Some(PathBuf::from(crate::launch::db_label(&path)));
-    open(cx, path);
-}
-
-/// Opens `path` (the view starts over, keeping its sort order and the study to select).
-fn open(cx: &mut Cx, path: PathBuf) {
-    let view = &mut cx.state.studies;
-    *view = StudiesView {
-        opening: true,
-        sort: view.sort.clone(),
-        pending_select: view.pending_select.take(),
-        url_input: std::mem::take(&mut view.url_input),
-        live: view.live,
-        poll_every: view.poll_every,
-        hidden: std::mem::take(&mut view.hidden),
-        shown_attrs: std::mem::take(&mut view.shown_attrs),
-        plot_tab: view.plot_tab,
-        report: view.report.carried(),
-        generation: view.generation + 1,
-        source: Some(path.clone()),
-        ..StudiesView::default()
-    };
-    cx.tasks.open_database(path);
-}
-
-/// Opens the database `db` and selects `study` in it once it is open (the run's study, after
-/// it ends or on "Show in Studies"); the database is not remembered for the next launch.
-pub fn reveal(cx: &mut Cx, db: PathBuf, study: String) {
-    cx.state.studies.selected = None;
-    cx.state.studies.pending_select = Some(study);
-    open(cx, db);
-}
-
-/// The database asked for has opened (or failed to).
-pub fn database_opened(cx: &mut Cx, result: Result<DbContents, String>) {
-    let state = &mut *cx.state;
-    state.studies.opening = false;
-    state.studies.last_read = Some(std::time::Instant::now());
-    match result {
-        Ok(db) => {
-            state.studies.groups = aggregate(&db.studies);
-            state.notice(format!(
-                "{}: {} studies",
-                db.path.display(),
-                db.studies.len()
-            ));
-            state.studies.db = Some(db);
-            state.studies.error = None;
-            // A study not there yet (a run that has only just started) is selected once a
-            // live read finds it.
-            if let Some(name) = state.studies.pending_select.clone()
-                && state
-                    .studies
-                    .groups
-                    .iter()
-                    .any(|g| g.name == name || g.members.contains(&name))
-            {
-                state.studies.pending_select = None;
-                select(cx, &name);
-            }
-        }
-        Err(e) => state.studies.error = Some(e),
-    }
-}
-
-/// [`Command::SelectStudy`]: shows the trials of a study, or of the group it was aggregated
-/// into.
-pub fn select(cx: &mut Cx, name: &str) {
-    let state = &mut *cx.state;
-    let Some(db) = &state.studies.db else { return };
-    let Some(group) = state
-        .studies
-        .groups
-        .iter()
-        .find(|g| g.name == name || g.members.iter().any(|m| m == name))
-    else {
-        state.notice(format!("no study {name} in this database"));
-        return;
-    };
-    let path = state
-        .studies
-        .source
-        .clone()
-        .unwrap_or_else(|| db.path.clone());
-    let (group, members) = (group.name.clone(), group.members.clone());
-    let view = &mut state.studies;
-    view.selected = Some(group);
-    view::discard_rows(std::mem::take(&mut view.rows));
-    view.visible.clear();
-    view.param_axes.clear();
-    view.attr_keys.clear();
-    view.brush.clear();
-    view.detail = None;
-    view.loading_trials = true;
-    view.generation += 1;
-    view.polling = false;
-    let sort = view.sort.clone();
-    cx.tasks.load_trials(path, members, sort);
-}
-
-/// [`Command::ShowTrial`]: opens the details of row `i` and reads its training curves.
-pub fn show_trial(cx: &mut Cx, i: usize) {
-    let view = &mut cx.state.studies;
-    view.detail = Some(i);
-    view.curve = None;
-    if let (Some(row), Some(db)) = (view.rows.get(i), &view.db) {
-        cx.tasks.load_curve(db.path.clone(), row.trial_id);
-    }
-}
-
 /// What an export writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Export {
@@ -413,35 +408,28 @@ pub enum Export {
     Telemetry,
 }
 
-/// [`Command::ExportTrials`], [`Command::ExportTelemetry`]: asks where to save the selected
-/// study's CSV.
-pub fn ask_export(cx: &mut Cx, what: Export) {
-    if let Some(name) = &cx.state.studies.selected {
-        cx.tasks.pick(match what {
-            Export::Trials => Pick::TrialsCsv(format!("{name}_trials.csv")),
-            Export::Telemetry => Pick::TelemetryCsv(format!("{name}_telemetry.csv")),
-        });
+impl StudiesView {
+    /// [`Action::ExportTrials`], [`Action::ExportTelemetry`]: asks where to save the selected
+    /// study's CSV.
+    fn ask_export(&self, what: Export, out: &mut Vec<Command>) {
+        if let Some(name) = &self.selected {
+            out.push(Command::Pick(match what {
+                Export::Trials => Pick::TrialsCsv(format!("{name}_trials.csv")),
+                Export::Telemetry => Pick::TelemetryCsv(format!("{name}_telemetry.csv")),
+            }));
+        }
     }
-}
 
-/// The save dialog of an export was answered: writes the selected group's CSV to `out`
-/// (nothing when cancelled).
-pub fn export_to(cx: &mut Cx, what: Export, out: Option<PathBuf>) {
-    let view = &cx.state.studies;
-    let (Some(out), Some(db), Some(members)) = (out, &view.db, view.selected_members()) else {
-        return;
-    };
-    let (db, members) = (db.path.clone(), members.to_vec());
-    match what {
-        Export::Trials => cx.tasks.export_trials(db, members, out),
-        Export::Telemetry => cx.tasks.export_telemetry(db, members, out),
+    /// The save dialog of an export was answered: writes the selected group's CSV to `out`
+    /// (nothing when cancelled).
+    pub fn export_to(&self, cx: &Context, what: Export, out: Option<PathBuf>) {
+        let (Some(out), Some(db), Some(members)) = (out, &self.db, self.selected_members()) else {
+            return;
+        };
+        let (db, members) = (db.path.clone(), members.to_vec());
+        match what {
+            Export::Trials => cx.jobs.export_trials(db, members, out),
+            Export::Telemetry => cx.jobs.export_telemetry(db, members, out),
+        }
     }
-}
-
-/// [`Command::CopyTrials`]: the visible rows as CSV, onto the clipboard.
-pub fn copy_visible(cx: &mut Cx) {
-    let view = &cx.state.studies;
-    *cx.clipboard = Some(visible_csv(view));
-    let n = view.visible.len();
-    cx.state.notice(format!("copied {n} rows as CSV"));
 }

@@ -6,8 +6,28 @@
 use tradetune_engine::storage::Storage;
 use tradetune_engine::study::notes::{note_from_attrs, save_note};
 
-use super::view::{NoteEdit, StudiesView};
+use super::StudiesView;
 use crate::ui::panels::widgets;
+
+/// A note being edited: whose, the text so far and the version it started from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NoteEdit {
+    /// The study (a member of the selected group).
+    pub study: String,
+    /// The trial (storage id, number), or None for the study's note.
+    pub trial: Option<(i64, i64)>,
+    pub text: String,
+    pub version: i64,
+}
+
+/// The notes feature's state: the note being edited and why the last save failed.
+#[derive(Debug, Clone, Default)]
+pub struct Notes {
+    /// The note being edited, if any.
+    pub edit: Option<NoteEdit>,
+    /// Why the last note could not be saved.
+    pub error: Option<String>,
+}
 
 /// The notes of every study of the selected group.
 pub(super) fn study_notes(ui: &mut egui::Ui, view: &mut StudiesView) {
@@ -32,7 +52,9 @@ pub(super) fn study_notes(ui: &mut egui::Ui, view: &mut StudiesView) {
 
 /// The note of the trial in row `i`.
 pub(super) fn trial_note(ui: &mut egui::Ui, view: &mut StudiesView, i: usize) {
-    let Some(row) = view.rows.get(i) else { return };
+    let Some(row) = view.table.rows.get(i) else {
+        return;
+    };
     let (study, trial) = (row.study.clone(), (row.trial_id, row.number));
     note(ui, view, &study, Some(trial));
 }
@@ -55,20 +77,21 @@ fn note(ui: &mut egui::Ui, view: &mut StudiesView, study: &str, trial: Option<(i
     };
     let path = db.path.clone();
     let editing = view
-        .note_edit
+        .notes
+        .edit
         .as_mut()
         .filter(|e| e.study == study && e.trial == trial);
     let Some(edit) = editing else {
         ui.horizontal(|ui| {
             ui.strong(&title);
             if ui.button(format!("Edit {title}")).clicked() {
-                view.note_edit = Some(NoteEdit {
+                view.notes.edit = Some(NoteEdit {
                     study: study.to_owned(),
                     trial,
                     text: stored.body.clone(),
                     version: stored.version,
                 });
-                view.note_error = None;
+                view.notes.error = None;
             }
         });
         if stored.body.is_empty() {
@@ -91,8 +114,8 @@ fn note(ui: &mut egui::Ui, view: &mut StudiesView, study: &str, trial: Option<(i
         cancel = ui.button("Cancel").clicked();
     });
     if cancel {
-        view.note_edit = None;
-        view.note_error = None;
+        view.notes.edit = None;
+        view.notes.error = None;
     } else if save {
         let edit = edit.clone();
         match write(&path, &edit) {
@@ -102,13 +125,13 @@ fn note(ui: &mut egui::Ui, view: &mut StudiesView, study: &str, trial: Option<(i
                 {
                     s.study = record;
                 }
-                view.note_edit = None;
-                view.note_error = None;
+                view.notes.edit = None;
+                view.notes.error = None;
             }
-            Err(e) => view.note_error = Some(e),
+            Err(e) => view.notes.error = Some(e),
         }
     }
-    if let Some(e) = &view.note_error {
+    if let Some(e) = &view.notes.error {
         ui.colored_label(widgets::WARN, e.as_str());
     }
 }

@@ -16,11 +16,86 @@ use egui_plot::{
 };
 use tradetune_engine::storage::TrialState;
 
-pub use super::parallel::{PcAxes, pc_axes_id};
-use super::view::{ParamAxis, PlotTab, Scale, StudiesView, TrialRow, sig4};
-
+mod contour;
+mod parallel;
 mod thresholds;
-use crate::ui::command::Command;
+pub mod timeline;
+
+pub use self::parallel::{PcAxes, pc_axes_id};
+use super::{Action, StudiesView};
+use crate::ui::tasks::{ParamAxis, Scale, TrialRow, sig4};
+
+/// The plots' state: which plot, the slice plot's parameter, the contour's, and the ranges
+/// brushed on the parallel coordinates (which filter the trial table too).
+#[derive(Debug, Clone, Default)]
+pub struct Plots {
+    /// Which plot the plot area shows.
+    pub tab: PlotTab,
+    /// The parameter on the x axis of the parameter-vs-objective plot.
+    pub param: Option<String>,
+    /// The parameters of the contour plot (x, y); None: the first two.
+    pub contour: Option<(String, String)>,
+    /// Parallel coordinates: the range kept on each brushed axis (in the axis's plotted units:
+    /// log10 for a log axis, the choice's index for a categorical one).
+    pub brush: Vec<(String, f64, f64)>,
+}
+
+impl Plots {
+    /// Keeps only trials whose parameter `name` lies in `range` (plotted units; None: the
+    /// axis is no longer brushed).
+    pub fn set_brush(&mut self, name: &str, range: Option<(f64, f64)>) {
+        self.brush.retain(|(n, _, _)| n != name);
+        if let Some((a, b)) = range {
+            self.brush.push((name.to_owned(), a.min(b), a.max(b)));
+        }
+    }
+}
+
+/// The plots the Studies panel draws, one at a time (the importances show below each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PlotTab {
+    /// Each complete trial's value by number, and the best so far.
+    #[default]
+    History,
+    /// Objective against each parameter.
+    Slice,
+    /// One axis per parameter, a line per trial coloured by objective.
+    ParallelCoordinates,
+    /// The intermediate values of every trial.
+    Intermediate,
+    /// The empirical distribution function of the values.
+    Edf,
+    /// The objective over two chosen parameters.
+    Contour,
+    /// The hosts and workers, and the trials per worker over time.
+    Workers,
+}
+
+impl PlotTab {
+    /// Every plot, in the order of the tabs.
+    pub const ALL: [PlotTab; 7] = [
+        PlotTab::History,
+        PlotTab::Slice,
+        PlotTab::ParallelCoordinates,
+        PlotTab::Contour,
+        PlotTab::Intermediate,
+        PlotTab::Edf,
+        PlotTab::Workers,
+    ];
+
+    /// Tab text.
+    pub fn label(self) -> &'static str {
+        match self {
+            PlotTab::History => "history",
+            PlotTab::Slice => "slice",
+            PlotTab::ParallelCoordinates => "parallel coordinates",
+            PlotTab::Intermediate => "intermediate values",
+            PlotTab::Edf => "EDF",
+            PlotTab::Contour => "contour",
+            PlotTab::Workers => "workers",
+        }
+    }
+}
 
 pub(super) const PLOT_HEIGHT: f32 = 170.0;
 pub(super) const SLICE_HEIGHT: f32 = 150.0;
@@ -29,9 +104,10 @@ pub(super) const SLICES_PER_ROW: usize = 3;
 
 /// The complete trials with a finite value, by number.
 pub(super) fn complete(view: &StudiesView) -> Vec<&TrialRow> {
-    view.complete
+    view.table
+        .complete
         .iter()
-        .filter_map(|&i| view.rows.get(i))
+        .filter_map(|&i| view.table.rows.get(i))
         .collect()
 }
 
@@ -48,29 +124,27 @@ pub(super) fn plots(
     ui: &mut egui::Ui,
     view: &StudiesView,
     plot_param: &mut Option<String>,
-    commands: &mut Vec<Command>,
+    commands: &mut Vec<Action>,
 ) {
     let done = complete(view);
     ui.horizontal(|ui| {
         for tab in PlotTab::ALL {
             if ui
-                .selectable_label(view.plot_tab == tab, tab.label())
+                .selectable_label(view.plots.tab == tab, tab.label())
                 .clicked()
             {
-                commands.push(Command::ShowPlot(tab));
+                commands.push(Action::ShowPlot(tab));
             }
         }
     });
-    match view.plot_tab {
+    match view.plots.tab {
         PlotTab::History => history(ui, view, &done, commands),
         PlotTab::Slice => slices(ui, view, &done, plot_param, commands),
-        PlotTab::ParallelCoordinates => {
-            super::parallel::parallel_coordinates(ui, view, &done, commands)
-        }
+        PlotTab::ParallelCoordinates => parallel::parallel_coordinates(ui, view, &done, commands),
         PlotTab::Intermediate => intermediate(ui, view),
         PlotTab::Edf => edf(ui, &done),
-        PlotTab::Contour => super::contour::contour(ui, view, &done, commands),
-        PlotTab::Workers => super::timeline::timeline(ui, view),
+        PlotTab::Contour => contour::contour(ui, view, &done, commands),
+        PlotTab::Workers => timeline::timeline(ui, view),
     }
 }
 
@@ -79,7 +153,7 @@ pub(super) fn history(
     ui: &mut egui::Ui,
     view: &StudiesView,
     done: &[&TrialRow],
-    commands: &mut Vec<Command>,
+    commands: &mut Vec<Action>,
 ) {
     let minimize = minimize(view);
     let picked: Vec<(i64, [f64; 2])> = done
@@ -128,7 +202,7 @@ pub(super) fn open_clicked(
     response: &egui_plot::PlotResponse<()>,
     name: &str,
     points: &[(i64, [f64; 2])],
-    commands: &mut Vec<Command>,
+    commands: &mut Vec<Action>,
 ) {
     let t = &response.transform;
     let screen: Vec<(i64, egui::Pos2)> = points
@@ -141,9 +215,9 @@ pub(super) fn open_clicked(
             .iter()
             .filter(|(_, p)| p.distance(at) <= 8.0)
             .min_by(|a, b| a.1.distance(at).total_cmp(&b.1.distance(at)))
-        && let Some(i) = view.rows.iter().position(|r| r.trial_id == *id)
+        && let Some(i) = view.table.rows.iter().position(|r| r.trial_id == *id)
     {
-        commands.push(Command::ShowTrial(i));
+        commands.push(Action::ShowTrial(i));
     }
     ui.data_mut(|d| d.insert_temp(plot_points_id(name), TrialMarkers(screen)));
 }
@@ -205,13 +279,16 @@ pub(super) fn slices(
     view: &StudiesView,
     done: &[&TrialRow],
     plot_param: &mut Option<String>,
-    commands: &mut Vec<Command>,
+    commands: &mut Vec<Action>,
 ) {
-    if view.param_axes.is_empty() {
+    if view.table.param_axes.is_empty() {
         ui.label("the study has no parameters");
         return;
     }
-    if plot_param.as_ref().is_some_and(|p| view.axis(p).is_none()) {
+    if plot_param
+        .as_ref()
+        .is_some_and(|p| view.table.axis(p).is_none())
+    {
         *plot_param = None;
     }
     ui.horizontal(|ui| {
@@ -220,7 +297,7 @@ pub(super) fn slices(
             .selected_text(plot_param.clone().unwrap_or("every parameter".into()))
             .show_ui(ui, |ui| {
                 ui.selectable_value(plot_param, None, "every parameter");
-                for a in &view.param_axes {
+                for a in &view.table.param_axes {
                     ui.selectable_value(plot_param, Some(a.name.clone()), &a.name);
                 }
             })
@@ -228,8 +305,8 @@ pub(super) fn slices(
             .labelled_by(l.id);
     });
     let axes: Vec<(usize, &ParamAxis)> = match plot_param {
-        Some(p) => view.axis_at(p).into_iter().collect(),
-        None => view.param_axes.iter().enumerate().collect(),
+        Some(p) => view.table.axis_at(p).into_iter().collect(),
+        None => view.table.param_axes.iter().enumerate().collect(),
     };
     let per_row = if axes.len() == 1 { 1 } else { SLICES_PER_ROW };
     for chunk in axes.chunks(per_row) {
@@ -247,7 +324,7 @@ pub(super) fn slice(
     at: usize,
     axis: &ParamAxis,
     done: &[&TrialRow],
-    commands: &mut Vec<Command>,
+    commands: &mut Vec<Action>,
 ) {
     // Each row's position on the axis, by the axis's place (`at`) among the view's: no
     // search by name per row and frame.
@@ -280,6 +357,7 @@ pub(super) fn slice(
 /// and the pruner's thresholds (see [`thresholds`]).
 pub(super) fn intermediate(ui: &mut egui::Ui, view: &StudiesView) {
     let with: Vec<&TrialRow> = view
+        .table
         .rows
         .iter()
         .filter(|r| !r.intermediate.is_empty())
@@ -385,7 +463,7 @@ pub(super) fn index_label(names: &[String], value: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use crate::ui::panels::studies::contour::interpolate;
+    use super::contour::interpolate;
 
     #[test]
     fn the_contour_grid_follows_the_nearest_trials() {

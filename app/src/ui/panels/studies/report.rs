@@ -4,7 +4,7 @@
 //! trial's deflated and probabilistic Sharpe ratios, its policy against equal weight on the
 //! test split — and its seed spread, with "Re-run best trial with K seeds" (`front::reseed`).
 //!
-//! The report is computed on a background thread ([`crate::ui::tasks::Tasks::study_report`])
+//! The report is computed on a background thread ([`crate::ui::tasks::Jobs::study_report`])
 //! when the view opens and again only when the reported study's trial counts change (a live
 //! poll that brought new trials), never while drawing a frame.
 
@@ -18,12 +18,10 @@ use tradetune_engine::storage::TrialState;
 
 mod seeds;
 
-pub use self::seeds::{
-    ReseedMsg, box_spread, cancel_reseed, on_reseed, spread_heading, start_reseed,
-};
-use super::view::{StudiesView, sig4};
-use super::widgets;
-use crate::ui::command::{Command, Cx};
+pub use self::seeds::{box_spread, cancel_reseed, on_reseed, spread_heading, start_reseed};
+use super::{Action, StudiesView, widgets};
+use crate::ui::context::Context;
+use crate::ui::tasks::{ReportKey, sig4};
 
 /// S, the partitions of the PBO's CSCV (`tradetune study report`'s default).
 pub const PARTITIONS: usize = 16;
@@ -34,17 +32,6 @@ pub const DEFAULT_SEEDS: usize = 5;
 /// The colour of the study's own numbers (bars, boxes); equal weight and λ ≤ 0 are in
 /// [`widgets::WARN`].
 const AGENT: egui::Color32 = egui::Color32::from_rgb(0x4a, 0x90, 0xd9);
-
-/// What a report was computed at: the study, the view's generation (opens and selections) and
-/// the study's trial counts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReportKey {
-    pub study: String,
-    pub generation: u64,
-    /// Trials read (any state), and COMPLETE ones among them.
-    pub trials: usize,
-    pub complete: usize,
-}
 
 /// A computed report, or why it could not be.
 #[derive(Debug, Clone)]
@@ -131,11 +118,11 @@ pub fn reported_study(view: &StudiesView) -> Option<String> {
 
 /// What the report should be computed at now (None while the trials are read).
 pub fn wanted(view: &StudiesView) -> Option<ReportKey> {
-    if view.loading_trials {
+    if view.table.loading {
         return None;
     }
     let study = reported_study(view)?;
-    let rows = view.rows.iter().filter(|r| r.study == study);
+    let rows = view.table.rows.iter().filter(|r| r.study == study);
     Some(ReportKey {
         generation: view.generation,
         trials: rows.clone().count(),
@@ -151,21 +138,20 @@ pub fn stale(view: &StudiesView) -> bool {
         && wanted(view).is_some_and(|k| view.report.shown.as_ref().map(|s| &s.key) != Some(&k))
 }
 
-/// [`Command::ShowReport`]: shows the Report view (computing its report) or the trials.
-pub fn show_report(cx: &mut Cx, open: bool) {
-    cx.state.studies.report.open = open;
-    refresh(cx);
+/// [`Action::ShowReport`]: shows the Report view (computing its report) or the trials.
+pub fn show_report(view: &mut StudiesView, cx: &Context, open: bool) {
+    view.report.open = open;
+    refresh(view, cx);
 }
 
-/// [`Command::ReportStudy`]: reports another member of the selected group.
-pub fn report_study(cx: &mut Cx, study: String) {
-    cx.state.studies.report.study = Some(study);
-    refresh(cx);
+/// [`Action::ReportStudy`]: reports another member of the selected group.
+pub fn report_study(view: &mut StudiesView, cx: &Context, study: String) {
+    view.report.study = Some(study);
+    refresh(view, cx);
 }
 
-/// [`Command::RefreshReport`]: computes the report in the background when it is stale.
-pub fn refresh(cx: &mut Cx) {
-    let view = &mut cx.state.studies;
+/// [`Action::RefreshReport`]: computes the report in the background when it is stale.
+pub fn refresh(view: &mut StudiesView, cx: &Context) {
     if !stale(view) {
         return;
     }
@@ -173,7 +159,7 @@ pub fn refresh(cx: &mut Cx) {
         return;
     };
     view.report.computing = Some(key.clone());
-    cx.tasks.study_report(path, key, PARTITIONS);
+    cx.jobs.study_report(path, key, PARTITIONS);
 }
 
 /// Where the open database is read from.
@@ -198,9 +184,9 @@ pub fn computed(view: &mut StudiesView, key: ReportKey, result: Result<Box<Study
 }
 
 /// Draws the Report view of the selected study.
-pub(super) fn report_view(ui: &mut egui::Ui, view: &StudiesView, commands: &mut Vec<Command>) {
+pub(super) fn report_view(ui: &mut egui::Ui, view: &StudiesView, commands: &mut Vec<Action>) {
     if stale(view) {
-        commands.push(Command::RefreshReport);
+        commands.push(Action::RefreshReport);
     }
     let state = &view.report;
     let study = reported_study(view);
@@ -213,7 +199,7 @@ pub(super) fn report_view(ui: &mut egui::Ui, view: &StudiesView, commands: &mut 
                 .show_ui(ui, |ui| {
                     for m in members {
                         if ui.selectable_label(study.as_ref() == Some(m), m).clicked() {
-                            commands.push(Command::ReportStudy(m.clone()));
+                            commands.push(Action::ReportStudy(m.clone()));
                         }
                     }
                 })

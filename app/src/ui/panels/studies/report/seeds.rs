@@ -11,24 +11,25 @@ use tradetune_engine::front::report::StudyReport;
 use tradetune_engine::front::reseed::SeedSpread;
 
 use super::{AGENT, ReportState, ReportView, ReseedRun, database, reported_study};
-use crate::ui::command::{Command, Cx};
+use crate::ui::context::{Command, Context};
+use crate::ui::panels::studies::{Action, StudiesView};
 use crate::ui::panels::widgets;
+use crate::ui::tasks::ReseedMsg;
 
-/// [`Command::Reseed`]: trains the reported study's best trial again with `seeds` seeds in the
+/// [`Action::Reseed`]: trains the reported study's best trial again with `seeds` seeds in the
 /// background. The study file comes from the database (recorded with the study when it ran,
 /// from the app or the CLI, or by `tradetune study create`)
 /// or from the Configure panel when it describes the study.
-pub fn start_reseed(cx: &mut Cx, seeds: usize) {
-    let view = &mut cx.state.studies;
+pub fn start_reseed(view: &mut StudiesView, cx: &Context, seeds: usize) {
     if view.report.reseed.is_some() {
         return;
     }
     let (Some(study), Some(path)) = (reported_study(view), database(view)) else {
         return;
     };
-    let draft = &cx.state.settings.draft;
+    let draft = &cx.settings.draft;
     let from_draft = (draft.study.name == study)
-        .then(|| draft.study_file(&cx.state.settings.data_files).ok())
+        .then(|| draft.study_file(&cx.settings.data_files).ok())
         .flatten();
     let cancel = Arc::new(AtomicBool::new(false));
     view.report.seeds = seeds;
@@ -40,30 +41,19 @@ pub fn start_reseed(cx: &mut Cx, seeds: usize) {
         at: None,
         cancel: cancel.clone(),
     });
-    cx.tasks.reseed(path, study, from_draft, seeds, cancel);
+    cx.jobs.reseed(path, study, from_draft, seeds, cancel);
 }
 
-/// [`Command::CancelReseed`]: stops the re-run at the next update of the seed being trained.
-pub fn cancel_reseed(cx: &mut Cx) {
-    if let Some(run) = &cx.state.studies.report.reseed {
+/// [`Action::CancelReseed`]: stops the re-run at the next update of the seed being trained.
+pub fn cancel_reseed(view: &StudiesView) {
+    if let Some(run) = &view.report.reseed {
         run.cancel.store(true, Ordering::Relaxed);
     }
 }
 
-/// What a re-run reports.
-#[derive(Debug)]
-pub enum ReseedMsg {
-    /// Where the study file came from.
-    Source(String),
-    /// Seed `.0` of `.1` started.
-    Progress(usize, usize),
-    /// It ended for this study: the spread (stored with the study), or why not.
-    Done(String, Result<SeedSpread, String>),
-}
-
 /// A re-run's message arrived.
-pub fn on_reseed(cx: &mut Cx, msg: ReseedMsg) {
-    let report = &mut cx.state.studies.report;
+pub fn on_reseed(view: &mut StudiesView, msg: ReseedMsg, out: &mut Vec<Command>) {
+    let report = &mut view.report;
     match msg {
         ReseedMsg::Source(s) => report.reseed_source = Some(s),
         ReseedMsg::Progress(k, _) => {
@@ -83,9 +73,9 @@ pub fn on_reseed(cx: &mut Cx, msg: ReseedMsg) {
                     {
                         shown.seeds = Some(spread);
                     }
-                    cx.state.notice(format!(
+                    out.push(Command::Notice(format!(
                         "seed spread of study {study} stored with the study"
-                    ));
+                    )));
                 }
                 Err(e) => report.reseed_error = Some(e),
             }
@@ -97,7 +87,7 @@ pub(super) fn seeds(
     ui: &mut egui::Ui,
     state: &ReportState,
     report: &StudyReport,
-    commands: &mut Vec<Command>,
+    commands: &mut Vec<Action>,
 ) {
     ui.strong("Seed spread");
     ui.horizontal(|ui| {
@@ -111,13 +101,13 @@ pub(super) fn seeds(
             )
             .clicked()
         {
-            commands.push(Command::Reseed(k));
+            commands.push(Action::Reseed(k));
         }
         let l = ui.label("with seeds");
         ui.add_enabled(idle, egui::DragValue::new(&mut k).range(1..=50))
             .labelled_by(l.id);
         if k != state.seeds {
-            commands.push(Command::SetReseedSeeds(k));
+            commands.push(Action::SetReseedSeeds(k));
         }
     });
     if let Some(run) = &state.reseed {
@@ -134,7 +124,7 @@ pub(super) fn seeds(
             if run.cancel.load(Ordering::Relaxed) {
                 ui.label("cancelling…");
             } else if ui.button("Cancel").clicked() {
-                commands.push(Command::CancelReseed);
+                commands.push(Action::CancelReseed);
             }
         });
     }

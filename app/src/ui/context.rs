@@ -1,23 +1,62 @@
-//! What the app knows, apart from how it is drawn: the remembered settings, the machine's
-//! devices, the loaded data, the status bar, and each panel's own view state (defined in its
-//! panel module). Panels read it and edit the draft in place; actions go through
-//! [`super::command::Command`].
+//! What every panel draws with, below them all: the read-mostly [`Context`] (the remembered
+//! settings and the draft in them, the machine's devices and GPUs, the market data, the live
+//! telemetry, the status bar's notices, the presets, and the handle that starts background
+//! jobs) and the app-level [`Command`]s, effects a panel asks of the app because they reach
+//! beyond its own state (show a tab, load the data, open a dialog, start the study, show a
+//! study in the Studies panel, put text on the clipboard).
+//!
+//! Each panel owns its own state and its own actions (`panels::*::Action`); it reads the
+//! context and pushes commands. Only the Configure panel, which edits the draft, gets the
+//! context mutably.
+
+use std::path::PathBuf;
 
 use tradetune_engine::device::{DeviceInfo, DeviceSpec};
 use tradetune_engine::telemetry::{GpuInfo, SamplerHandle};
 
+use super::dialog::Pick;
 use super::draft::Problem;
 use super::presets::Preset;
-use super::tasks::{DataInfo, DataInfoMsg};
+use super::settings::{Settings, Tab};
+use super::tasks::{DataInfo, DataInfoMsg, Jobs};
 
-pub use super::panels::backtest::{BacktestResult, BacktestView};
-pub use super::panels::compare::{CompareView, Comparison};
-pub use super::panels::configure::ConfigureView;
-pub use super::panels::run::{LiveTrial, RunView, StudyEnd, WorkerView};
-pub use super::panels::studies::{
-    Curves, StudiesView, StudyGroup, TrialColumn, TrialRow, aggregate,
-};
-pub use super::settings::{Settings, Tab};
+/// An effect a panel asks of the app: what reaches beyond the panel's own state.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Show a panel.
+    SetTab(Tab),
+    /// Tell the user in the status bar.
+    Notice(String),
+    /// Put this text on the clipboard (at the end of the frame).
+    Copy(String),
+    /// Train on these files from now on (empty: the bundled sample) and load them.
+    UseData(Vec<PathBuf>),
+    /// Load the data files again (after a lookback change).
+    ReloadData,
+    /// Open this file dialog; the answer goes to the panel that asked.
+    Pick(Pick),
+    /// Apply the preset with this name to the draft (the data reloads when its lookback
+    /// differs).
+    ApplyPreset(String),
+    /// Start the study the draft describes.
+    Start,
+    /// Stop the study: running trials end, no new ones start.
+    Stop,
+    /// Stop one running trial of the study.
+    StopTrial(u64),
+    /// Open this database in the Studies panel and select this study once it is there (the
+    /// run's study; the database is not remembered).
+    ShowInStudies {
+        /// The database.
+        db: PathBuf,
+        /// The study.
+        study: String,
+    },
+    /// Remember this database (its label: a URL without its password) for the next launch.
+    RememberDatabase(PathBuf),
+    /// Backtest a trial's saved policy (its checkpoint directory) in the Backtest panel.
+    BacktestTrial(PathBuf),
+}
 
 /// The market data's state.
 #[derive(Clone, Default)]
@@ -43,9 +82,21 @@ impl DataState {
     }
 }
 
-/// Everything the app knows.
-pub struct AppState {
-    /// Remembered between launches.
+/// What every panel may know of the study the app runs (the Run panel owns the rest), kept
+/// current by the app each frame.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunStatus {
+    /// A study is running.
+    pub running: bool,
+    /// The status bar's words for it.
+    pub line: String,
+    /// The last samples per second it measured.
+    pub samples_per_s: Option<f64>,
+}
+
+/// The context below the panels.
+pub struct Context {
+    /// Remembered between launches (the draft is in it).
     pub settings: Settings,
     /// Devices this build can train on here (and why not others).
     pub devices: Vec<DeviceInfo>,
@@ -59,28 +110,25 @@ pub struct AppState {
     pub data: DataState,
     /// Load requests made so far (answers to older ones are dropped).
     pub data_requests: u64,
-    /// The current run.
-    pub run: RunView,
-    /// The Studies panel.
-    pub studies: StudiesView,
-    /// The Compare panel.
-    pub compare: CompareView,
-    /// The Backtest panel.
-    pub backtest: BacktestView,
     /// Live telemetry (None when the sampler could not start; the reason is in `notices`).
     pub telemetry: Option<SamplerHandle>,
     /// Messages for the status bar, newest last.
     pub notices: Vec<String>,
     /// The bundled presets.
     pub presets: Vec<Preset>,
-    /// The Configure panel.
-    pub configure: ConfigureView,
+    /// The running study, as every panel may see it.
+    pub run: RunStatus,
+    /// The problems of the Configure panel's forms that the draft cannot hold (a searched
+    /// range's text that does not parse), kept current by the app: Start stays disabled.
+    pub form_problems: Vec<Problem>,
+    /// Starts background jobs; their answers come back to the app, which routes them.
+    pub jobs: Jobs,
 }
 
-impl AppState {
-    /// The state of a first launch with `settings`.
-    pub fn new(settings: Settings, devices: Vec<DeviceInfo>) -> Self {
-        AppState {
+impl Context {
+    /// The context of a first launch with `settings`.
+    pub fn new(settings: Settings, devices: Vec<DeviceInfo>, jobs: Jobs) -> Self {
+        Context {
             settings,
             devices,
             refreshing_devices: false,
@@ -88,19 +136,12 @@ impl AppState {
             no_gpu_reason: None,
             data: DataState::None,
             data_requests: 0,
-            run: RunView::default(),
-            studies: StudiesView {
-                sort: (TrialColumn::Number, true),
-                live: true,
-                poll_every: crate::ui::panels::studies::POLL_EVERY,
-                ..StudiesView::default()
-            },
-            compare: CompareView::default(),
-            backtest: BacktestView::default(),
             telemetry: None,
             notices: Vec::new(),
             presets: Vec::new(),
-            configure: ConfigureView::default(),
+            run: RunStatus::default(),
+            form_problems: Vec::new(),
+            jobs,
         }
     }
 
@@ -110,6 +151,21 @@ impl AppState {
         if self.notices.len() > 50 {
             self.notices.remove(0);
         }
+    }
+
+    /// Loads the market data from `paths` (empty: the bundled sample) with the draft's
+    /// lookback; answers to older loads are dropped.
+    pub fn load_data(&mut self, paths: Vec<PathBuf>) {
+        self.data_requests += 1;
+        self.data = DataState::Loading(self.data_requests);
+        self.jobs
+            .load_data(self.data_requests, paths, &self.settings.draft);
+    }
+
+    /// Loads the data files of the settings again (the lookback changed).
+    pub fn reload_data(&mut self) {
+        let files = self.settings.data_files.clone();
+        self.load_data(files);
     }
 
     /// Market data load `request` finished (dropped when a newer load superseded it).
@@ -138,14 +194,15 @@ impl AppState {
         }
         out.extend(self.device_problems());
         out.extend(
-            crate::ui::panels::configure::search_form_problems(&self.configure.search_forms)
-                .into_iter()
+            self.form_problems
+                .iter()
                 .filter(|p| {
                     draft
                         .search
                         .iter()
                         .any(|e| p.field == format!("search.{}", e.name))
-                }),
+                })
+                .cloned(),
         );
         out
     }

@@ -5,9 +5,10 @@ use egui::Color32;
 use egui_plot::{Plot, PlotPoints, Points, Polygon};
 
 use super::parallel::{colour, ranges};
-use super::plots::*;
-use super::view::{StudiesView, TrialRow, sig4};
-use crate::ui::command::Command;
+use super::*;
+use crate::ui::panels::studies::Action;
+use crate::ui::panels::studies::StudiesView;
+use crate::ui::tasks::{TrialRow, sig4};
 
 /// Cells per side of the contour's grid.
 pub(super) const CONTOUR_CELLS: usize = 24;
@@ -21,17 +22,19 @@ pub(super) fn contour(
     ui: &mut egui::Ui,
     view: &StudiesView,
     done: &[&TrialRow],
-    commands: &mut Vec<Command>,
+    commands: &mut Vec<Action>,
 ) {
-    if view.param_axes.len() < 2 {
+    if view.table.param_axes.len() < 2 {
         ui.label("a contour needs two parameters");
         return;
     }
-    let (x, y) = match &view.contour {
-        Some((x, y)) if view.axis(x).is_some() && view.axis(y).is_some() => (x.clone(), y.clone()),
+    let (x, y) = match &view.plots.contour {
+        Some((x, y)) if view.table.axis(x).is_some() && view.table.axis(y).is_some() => {
+            (x.clone(), y.clone())
+        }
         _ => (
-            view.param_axes[0].name.clone(),
-            view.param_axes[1].name.clone(),
+            view.table.param_axes[0].name.clone(),
+            view.table.param_axes[1].name.clone(),
         ),
     };
     ui.horizontal(|ui| {
@@ -40,14 +43,14 @@ pub(super) fn contour(
             egui::ComboBox::from_id_salt(("contour", label))
                 .selected_text(current.as_str())
                 .show_ui(ui, |ui| {
-                    for a in &view.param_axes {
+                    for a in &view.table.param_axes {
                         if ui.selectable_label(&a.name == current, &a.name).clicked() {
                             let (nx, ny) = if is_x {
                                 (a.name.clone(), other.clone())
                             } else {
                                 (other.clone(), a.name.clone())
                             };
-                            commands.push(Command::ContourParams(nx, ny));
+                            commands.push(Action::ContourParams(nx, ny));
                         }
                     }
                 })
@@ -55,7 +58,7 @@ pub(super) fn contour(
                 .labelled_by(l.id);
         }
     });
-    let (Some((ix, ax)), Some((iy, ay))) = (view.axis_at(&x), view.axis_at(&y)) else {
+    let (Some((ix, ax)), Some((iy, ay))) = (view.table.axis_at(&x), view.table.axis_at(&y)) else {
         return;
     };
     let trials: Vec<([f64; 2], f64)> = done
@@ -74,7 +77,13 @@ pub(super) fn contour(
         return;
     }
     let r = ranges(&[(ix, ax), (iy, ay)], done);
-    let key = egui::Id::unique(("studies_contour", &x, &y, trials.len(), view.rows.len()));
+    let key = egui::Id::unique((
+        "studies_contour",
+        &x,
+        &y,
+        trials.len(),
+        view.table.rows.len(),
+    ));
     let grid: std::sync::Arc<Vec<f64>> = match ui.data(|d| d.get_temp(key)) {
         Some(g) => g,
         None => {

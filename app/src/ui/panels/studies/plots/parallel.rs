@@ -11,9 +11,11 @@ use egui_plot::{
     PlotTransform, Polygon, Text,
 };
 
-use super::plots::*;
-use super::view::{ParamAxis, Scale, StudiesView, TrialRow, brushes_keep, sig4};
-use crate::ui::command::Command;
+use super::*;
+use crate::ui::panels::studies::Action;
+use crate::ui::panels::studies::StudiesView;
+use crate::ui::panels::studies::table::brushes_keep;
+use crate::ui::tasks::{ParamAxis, Scale, TrialRow, sig4};
 
 /// A colour from dark blue (t = 0) to yellow (t = 1), as optuna-dashboard's scale.
 pub(super) fn colour(t: f64) -> Color32 {
@@ -54,7 +56,7 @@ pub(super) fn ranges(axes: &[(usize, &ParamAxis)], rows: &[&TrialRow]) -> Vec<(f
 /// objective's axis last), coloured by objective, grey when a brush leaves them out (those
 /// first, so the kept ones are drawn over them). Built when the view's rows change.
 pub(super) struct PcGeometry {
-    /// The [`StudiesView::revision`] it was built for.
+    /// The [`TrialTable::revision`](crate::ui::panels::studies::TrialTable::revision) it was built for.
     revision: u64,
     /// The complete trials it was built from.
     trials: usize,
@@ -74,7 +76,7 @@ pub(super) struct PcGeometry {
 impl PcGeometry {
     fn new(view: &StudiesView, axes: &[(usize, &ParamAxis)], done: &[&TrialRow]) -> Self {
         let n = axes.len();
-        let brushes = view.resolved_brushes();
+        let brushes = view.table.resolved_brushes(&view.plots.brush);
         // One pass over the rows (10,000 scattered structs): each one's positions (NaN where it
         // lacks the parameter), value and whether the brushes keep it, into flat arrays.
         let mut xs: Vec<f64> = Vec::with_capacity(done.len() * n);
@@ -100,7 +102,7 @@ impl PcGeometry {
         let vspan = if vhi > vlo { vhi - vlo } else { 1.0 };
         let unit = |v: f64, (lo, hi): (f64, f64)| ((v - lo) / (hi - lo)) as f32;
         let mut g = Self {
-            revision: view.revision,
+            revision: view.table.revision,
             trials: done.len(),
             ranges: Vec::new(),
             vlo,
@@ -342,9 +344,9 @@ pub(super) fn parallel_coordinates(
     ui: &mut egui::Ui,
     view: &StudiesView,
     done: &[&TrialRow],
-    commands: &mut Vec<Command>,
+    commands: &mut Vec<Action>,
 ) {
-    let axes: Vec<(usize, &ParamAxis)> = view.param_axes.iter().enumerate().collect();
+    let axes: Vec<(usize, &ParamAxis)> = view.table.param_axes.iter().enumerate().collect();
     if axes.is_empty() {
         ui.label("the study has no parameters");
         return;
@@ -354,7 +356,7 @@ pub(super) fn parallel_coordinates(
     let geometry_id = egui::Id::unique("studies_pc_geometry");
     let cached: Option<Arc<PcGeometry>> = ui.data(|d| d.get_temp(geometry_id));
     let geometry = match cached {
-        Some(g) if g.revision == view.revision && g.trials == done.len() => g,
+        Some(g) if g.revision == view.table.revision && g.trials == done.len() => g,
         _ => {
             let g = Arc::new(PcGeometry::new(view, &axes, done));
             ui.data_mut(|d| d.insert_temp(geometry_id, g.clone()));
@@ -431,7 +433,8 @@ pub(super) fn parallel_coordinates(
                             .color(ui_text_colour()),
                     );
                 }
-                if let Some((_, blo, bhi)) = view.brush.iter().find(|(b, _, _)| b == &a.name) {
+                if let Some((_, blo, bhi)) = view.plots.brush.iter().find(|(b, _, _)| b == &a.name)
+                {
                     let (y0, y1) = (unit(*blo, (lo, hi)), unit(*bhi, (lo, hi)));
                     plot.polygon(
                         Polygon::new(
@@ -506,7 +509,7 @@ pub(super) fn parallel_coordinates(
         if r.drag_stopped() {
             ui.data_mut(|m| m.remove::<Drag>(drag_id));
             let back = |u: f64| lo + u * (hi - lo);
-            commands.push(Command::BrushAxis(
+            commands.push(Action::BrushAxis(
                 axes[d.axis].1.name.clone(),
                 Some((back(d.from.min(to)), back(d.from.max(to)))),
             ));
@@ -519,7 +522,7 @@ pub(super) fn parallel_coordinates(
     {
         let i = p.x.round();
         if (p.x - i).abs() < 0.25 && i >= 0.0 && (i as usize) < n {
-            commands.push(Command::BrushAxis(axes[i as usize].1.name.clone(), None));
+            commands.push(Action::BrushAxis(axes[i as usize].1.name.clone(), None));
         }
     }
 }

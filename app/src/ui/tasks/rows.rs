@@ -1,13 +1,11 @@
-//! One trial as the Studies panel shows it: its row (formatted cells, attributes, times, the
+//! One trial as the trials jobs read it for the Studies panel: its row (formatted cells, attributes, times, the
 //! worker that ran it), the table's columns, and numbers to 4 significant digits.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::view::ParamAxis;
-
 use tradetune_engine::storage::{
-    CategoricalChoice, ParamValue, TrialParam, TrialRecord, TrialState,
+    CategoricalChoice, OptunaDistribution, ParamValue, TrialParam, TrialRecord, TrialState,
 };
 
 /// Columns of the trial table: the fixed ones, one per parameter and one per user attribute
@@ -357,5 +355,114 @@ pub(super) fn param_text(v: &ParamValue) -> String {
             CategoricalChoice::Float(x) => x.to_string(),
             CategoricalChoice::Str(s) => s.clone(),
         },
+    }
+}
+
+/// How a parameter's axis is scaled: as its distribution says.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Scale {
+    /// Evenly.
+    Linear,
+    /// log10 plotted, ticks labelled with the values.
+    Log,
+    /// The choice's index plotted, ticks labelled with the choices.
+    Choices(Vec<String>),
+}
+
+/// A parameter as a column and a plot axis.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParamAxis {
+    /// Its name.
+    pub name: String,
+    /// How it is scaled.
+    pub scale: Scale,
+}
+
+impl ParamAxis {
+    /// The axis of a parameter with `distribution`.
+    pub fn of(name: &str, distribution: &OptunaDistribution) -> ParamAxis {
+        let scale = match distribution {
+            OptunaDistribution::Float(f) if f.log => Scale::Log,
+            OptunaDistribution::Int(i) if i.log => Scale::Log,
+            OptunaDistribution::Categorical(c) => Scale::Choices(
+                c.choices
+                    .iter()
+                    .map(|c| param_text(&ParamValue::Choice(c.clone())))
+                    .collect(),
+            ),
+            _ => Scale::Linear,
+        };
+        ParamAxis {
+            name: name.to_owned(),
+            scale,
+        }
+    }
+
+    /// Where a value (a row's [`ParamCell::key`]) goes on the axis.
+    pub fn to_plot(&self, key: f64) -> f64 {
+        match self.scale {
+            Scale::Log => key.log10(),
+            _ => key,
+        }
+    }
+
+    /// The text of a tick at `x` (plotted units): the value behind it.
+    pub fn tick(&self, x: f64) -> String {
+        match &self.scale {
+            Scale::Linear => sig4(x),
+            Scale::Log => sig4(10f64.powf(x)),
+            Scale::Choices(c) => {
+                let i = x.round();
+                if (x - i).abs() < 1e-6 && i >= 0.0 {
+                    c.get(i as usize).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tradetune_engine::storage::{CategoricalChoice, OptunaDistribution};
+
+    use super::{ParamAxis, Scale};
+
+    #[test]
+    fn log_and_categorical_axes_label_their_ticks_with_values() {
+        let lr = ParamAxis::of(
+            "lr",
+            &OptunaDistribution::float(1e-5, 1e-2, true, None).unwrap(),
+        );
+        assert_eq!(lr.scale, Scale::Log);
+        assert!((lr.to_plot(1e-3) + 3.0).abs() < 1e-12);
+        assert_eq!(lr.tick(-4.0), "1e-4");
+        assert_eq!(lr.tick(-2.5), "0.003162");
+        let batch = ParamAxis::of(
+            "batch",
+            &OptunaDistribution::categorical(vec![
+                CategoricalChoice::Int(64),
+                CategoricalChoice::Str("auto".into()),
+            ])
+            .unwrap(),
+        );
+        assert_eq!(
+            batch.scale,
+            Scale::Choices(vec!["64".into(), "auto".into()])
+        );
+        assert_eq!(
+            (batch.tick(0.0), batch.tick(1.0)),
+            ("64".into(), "auto".into())
+        );
+        assert_eq!(batch.tick(0.5), "", "no label between choices");
+        let gamma = ParamAxis::of(
+            "gamma",
+            &OptunaDistribution::float(0.9, 0.999, false, None).unwrap(),
+        );
+        assert_eq!(
+            (gamma.scale.clone(), gamma.tick(0.95)),
+            (Scale::Linear, "0.95".into())
+        );
     }
 }

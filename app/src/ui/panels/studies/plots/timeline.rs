@@ -9,8 +9,9 @@ use egui::Color32;
 use egui_plot::{Line, Plot, PlotPoints};
 use tradetune_engine::storage::TrialState;
 
-use super::plots::index_label;
-use super::view::{StudiesView, TrialRow};
+use super::index_label;
+use crate::ui::panels::studies::StudiesView;
+use crate::ui::tasks::TrialRow;
 
 /// The host part of a worker label: before the `/` (and without the process id), or "this
 /// machine" for labels without one.
@@ -73,7 +74,7 @@ fn colour(s: TrialState) -> Color32 {
 
 /// The hosts table and the timeline of trials per worker.
 pub(super) fn timeline(ui: &mut egui::Ui, view: &StudiesView) {
-    let rows = &view.rows;
+    let rows = &view.table.rows;
     let hosts = hosts(rows);
     if hosts.is_empty() {
         ui.label("no trial records its worker yet");

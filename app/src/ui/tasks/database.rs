@@ -1,0 +1,148 @@
+//! The study database's jobs: open one, read a study's trials as table rows, a trial's
+//! learning curve, and export trials or telemetry as CSV.
+
+use std::path::{Path, PathBuf};
+
+use tradetune_engine::storage::{Storage, StudySummary, TrialRecord};
+
+use super::columns::{Curves, ReadRows};
+use super::rows::{TrialColumn, TrialRow};
+use super::{Jobs, TaskEvent};
+
+/// One study database as opened.
+#[derive(Debug, Clone)]
+pub struct DbContents {
+    /// The file.
+    pub path: PathBuf,
+    /// Every study with its counts.
+    pub studies: Vec<StudySummary>,
+}
+
+impl Jobs {
+    /// Opens a study database read-only and lists its studies.
+    pub fn open_database(&self, path: PathBuf) {
+        self.spawn("database", move |reply| {
+            let result = Storage::open_read_only(&path)
+                .and_then(|s| s.study_summaries())
+                .map(|studies| DbContents {
+                    path: path.clone(),
+                    studies,
+                })
+                .map_err(|e| format!("{}: {e}", path.display()));
+            reply.send(TaskEvent::Database(result));
+        });
+    }
+
+    /// Reads the learning curve of trial `trial_id` (empty for a database Optuna wrote).
+    pub fn load_curve(&self, path: PathBuf, trial_id: i64) {
+        self.spawn("learning curve", move |reply| {
+            let result = Storage::open_read_only(&path)
+                .and_then(|s| s.learning_curve(trial_id))
+                .map(|points| {
+                    let mut by_metric = Curves::new();
+                    for p in points {
+                        by_metric
+                            .entry(p.metric)
+                            .or_default()
+                            .push([p.env_steps as f64, p.value]);
+                    }
+                    by_metric
+                })
+                .map_err(|e| format!("{}: {e}", path.display()));
+            reply.send(TaskEvent::Curve(trial_id, result));
+        });
+    }
+
+    /// Reads the trials of `studies` (one study, or the members of an aggregated group) and
+    /// makes them into table rows here, off the UI thread: formatting 10,000 trials (each
+    /// applied configuration pretty-printed) takes longer than a frame.
+    /// Their columns are derived and they are sorted by `sort` here too (see [`ReadRows`]).
+    pub fn load_trials(&self, path: PathBuf, studies: Vec<String>, sort: (TrialColumn, bool)) {
+        self.spawn("trials", move |reply| {
+            let result = read_trials(&path, &studies)
+                .map(|trials| {
+                    let rows = trials.iter().map(|(s, t)| TrialRow::of(s, t)).collect();
+                    ReadRows::new(rows, &sort)
+                })
+                .map_err(|e| format!("{}: {e}", path.display()));
+            reply.send(TaskEvent::Trials { studies, result });
+        });
+    }
+
+    /// study to `out`; several (an aggregated group, whose parameters may differ) to one file
+    /// each beside it, `out`'s stem followed by `-<study>`.
+    pub fn export_trials(&self, db: PathBuf, studies: Vec<String>, out: PathBuf) {
+        self.spawn("export", move |reply| {
+            let result = if studies.len() == 1 {
+                export_trials(&db, &studies[0], &out)
+            } else {
+                let stem = out
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "trials".into());
+                studies.iter().try_fold(0, |rows, study| {
+                    let path = out.with_file_name(format!("{stem}-{study}.csv"));
+                    export_trials(&db, study, &path).map(|n| rows + n)
+                })
+            };
+            reply.send(TaskEvent::Exported("trials", out, result));
+        });
+    }
+
+    /// Writes the telemetry of `studies` as CSV, one row per sample (the columns of
+    /// `tradetune study export --telemetry`); several studies to one file each, as trials.
+    pub fn export_telemetry(&self, db: PathBuf, studies: Vec<String>, out: PathBuf) {
+        self.spawn("export", move |reply| {
+            let one = |study: &str, path: &Path| -> Result<usize, String> {
+                let storage = Storage::open_read_only(&db)
+                    .map_err(|e| format!("{}: {e}", crate::launch::db_label(&db)))?;
+                let record = storage.study(study).map_err(|e| e.to_string())?;
+                let trials = storage.trials(record.study_id).map_err(|e| e.to_string())?;
+                tradetune_engine::front::export::export_telemetry(&storage, &trials, path)
+                    .map(|out| out.rows)
+                    .map_err(|e| format!("{}: {e}", record.name))
+            };
+            let result = if studies.len() == 1 {
+                one(&studies[0], &out)
+            } else {
+                let stem = out
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "telemetry".into());
+                studies.iter().try_fold(0, |rows, study| {
+                    one(study, &out.with_file_name(format!("{stem}-{study}.csv"))).map(|n| rows + n)
+                })
+            };
+            reply.send(TaskEvent::Exported("telemetry rows", out, result));
+        });
+    }
+}
+
+fn read_trials(
+    path: &Path,
+    studies: &[String],
+) -> Result<Vec<(String, TrialRecord)>, tradetune_engine::storage::StorageError> {
+    let storage = Storage::open_read_only(path)?;
+    let mut rows = Vec::new();
+    for name in studies {
+        let id = storage.study_id(name)?;
+        rows.extend(storage.trials(id)?.into_iter().map(|t| (name.clone(), t)));
+    }
+    Ok(rows)
+}
+
+fn export_trials(db: &Path, study: &str, out: &Path) -> Result<usize, String> {
+    let storage =
+        Storage::open_read_only(db).map_err(|e| format!("{}: {e}", crate::launch::db_label(db)))?;
+    let mut bytes = Vec::new();
+    storage
+        .export_csv(study, &mut bytes)
+        .map_err(|e| format!("{study}: {e}"))?;
+    std::fs::write(out, &bytes).map_err(|e| format!("{}: {e}", out.display()))?;
+    // Rows = lines minus the header; a quoted field never holds a newline in this export.
+    Ok(bytes
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        .saturating_sub(1))
+}

@@ -1,0 +1,331 @@
+//! The Studies and Compare panels driven through egui_kittest: the Optuna reference database
+//! aggregated, sorted, filtered and exported, two studies compared, the table copied as CSV, and
+//! a study of 10,000 trials read while frames go on.
+
+use std::collections::HashMap;
+
+use crate::common::panels::*;
+use crate::common::ui::step_until;
+use egui::accesskit::Role;
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use tradetune_app::ui::TradeTuneApp;
+use tradetune_app::ui::settings::{Settings, Tab};
+use tradetune_engine::storage::TrialState;
+
+#[test]
+fn the_optuna_reference_database_opens_aggregated_sorts_filters_and_exports() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = reference_db(dir.path());
+    let csv = dir.path().join("export.csv");
+    let settings = Settings {
+        tab: Tab::Studies,
+        ..Settings::default()
+    };
+    let dialogs = TestDialogs {
+        database: Some(db.clone()),
+        save_as: Some(csv.clone()),
+    };
+    let mut h = harness(app_with(settings, dialogs));
+    settle(&mut h);
+    h.get_by_label("Open database…").click();
+    step_until(&mut h, "the database", |a| {
+        a.panels.studies.db.is_some() || a.panels.studies.error.is_some()
+    });
+    let studies = &h.state().panels.studies;
+    assert_eq!(studies.error, None);
+    let db_studies = studies.db.as_ref().unwrap().studies.len();
+    assert_eq!(db_studies, 4, "the reference database holds four studies");
+    let groups: HashMap<String, Vec<String>> = studies
+        .groups
+        .iter()
+        .map(|g| (g.name.clone(), g.members.clone()))
+        .collect();
+    assert_eq!(groups.len(), 3, "{groups:?}");
+    let (aggregated, members) = groups
+        .iter()
+        .find(|(_, m)| m.len() == 2)
+        .expect("the two x_aggressive_N studies are one entry");
+    assert!(aggregated.ends_with("aggressive"), "{aggregated}");
+    let total: usize = h
+        .state()
+        .panels
+        .studies
+        .groups
+        .iter()
+        .find(|g| &g.name == aggregated)
+        .map(|g| g.n_trials())
+        .unwrap();
+
+    h.get_by_label(aggregated.as_str()).click();
+    step_until(&mut h, "the trials", |a| {
+        !a.panels.studies.table.rows.is_empty()
+    });
+    let view = &h.state().panels.studies;
+    assert_eq!(view.table.rows.len(), total);
+    for m in members {
+        assert!(
+            view.table.rows.iter().any(|r| &r.study == m),
+            "no rows of {m}"
+        );
+    }
+
+    // Sort by value: the visible rows come out ordered, missing values last.
+    h.get_by_label("value").click();
+    settle(&mut h);
+    let values: Vec<Option<f64>> = {
+        let v = &h.state().panels.studies;
+        v.table
+            .visible
+            .iter()
+            .map(|&i| v.table.rows[i].value)
+            .collect()
+    };
+    let present: Vec<f64> = values.iter().flatten().copied().collect();
+    assert!(present.windows(2).all(|w| w[0] <= w[1]), "{values:?}");
+    h.get_by_label("value (asc)").click();
+    settle(&mut h);
+    let first = {
+        let v = &h.state().panels.studies;
+        v.table.rows[v.table.visible[0]].value
+    };
+    assert_eq!(
+        first,
+        present.last().copied(),
+        "descending puts the largest first"
+    );
+
+    // Columns can be hidden.
+    assert!(h.query_by_label("device").is_some());
+    h.state_mut()
+        .handle(tradetune_app::ui::panels::studies::Action::ToggleColumn(
+            tradetune_app::ui::tasks::TrialColumn::Device,
+        ));
+    settle(&mut h);
+    assert!(
+        h.query_by_label("device").is_none(),
+        "the device column is still shown"
+    );
+
+    // Filter by state.
+    let complete = view_count(&h, "COMPLETE");
+    h.state_mut()
+        .handle(tradetune_app::ui::panels::studies::Action::FilterTrials(
+            Some(TrialState::Complete),
+        ));
+    settle(&mut h);
+    assert_eq!(h.state().panels.studies.table.visible.len(), complete);
+    h.get_by_label_contains(&format!("{complete} of {total} trials"));
+
+    // Export through the (test) save dialog: one file per member of the group.
+    h.get_by_label("Export trials CSV…").click();
+    step_until(&mut h, "the export", |a| {
+        a.cx.notices
+            .iter()
+            .any(|n| n.starts_with("wrote ") || n.starts_with("export failed"))
+    });
+    let notice = h.state().cx.notices.last().cloned().unwrap();
+    assert!(
+        notice.starts_with(&format!("wrote {total} trials")),
+        "{notice}"
+    );
+    let mut rows = 0;
+    for m in members {
+        let path = dir.path().join(format!("export-{m}.csv"));
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let header = text.lines().next().unwrap_or_default();
+        assert!(
+            header.contains(",number,") && header.ends_with(",state"),
+            "{header}"
+        );
+        rows += text.lines().count() - 1;
+    }
+    assert_eq!(rows, total);
+}
+
+#[test]
+fn two_studies_compare_side_by_side_and_a_wrong_name_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = reference_db(dir.path());
+    let settings = Settings {
+        tab: Tab::Compare,
+        database: Some(db),
+        ..Settings::default()
+    };
+    let mut h = harness(app_with(settings, no_dialogs()));
+    step_until(&mut h, "the database", |a| a.panels.studies.db.is_some());
+    for (field, text) in [("A", "x_aggressive_1"), ("B", "x_aggressive_2")] {
+        h.get_by_role_and_label(Role::TextInput, field).click();
+        settle(&mut h);
+        h.get_by_role_and_label(Role::TextInput, field)
+            .type_text(text);
+        settle(&mut h);
+    }
+    h.get_by_label("Compare A with B").click();
+    settle(&mut h);
+    assert!(
+        h.state().panels.compare.loading || h.state().panels.compare.result.is_some(),
+        "the button did not start a comparison"
+    );
+    step_until(&mut h, "the comparison", |a| !a.panels.compare.loading);
+    let c = h
+        .state()
+        .panels
+        .compare
+        .result
+        .clone()
+        .unwrap_or_else(|| panic!("no comparison: {:?}", h.state().panels.compare));
+    assert_eq!(h.state().panels.compare.error, None);
+    assert!(
+        c.table.contains("x_aggressive_1") && c.table.contains("x_aggressive_2"),
+        "{}",
+        c.table
+    );
+    assert!(!c.a_values.is_empty() && !c.b_values.is_empty());
+    h.get_by_label_contains("samples/s");
+
+    h.state_mut()
+        .handle(tradetune_app::ui::panels::compare::Action::Compare(
+            "x_aggressive_1".into(),
+            "no_such_study".into(),
+        ));
+    step_until(&mut h, "the failed comparison", |a| {
+        !a.panels.compare.loading
+    });
+    let e = h.state().panels.compare.error.clone().expect("an error");
+    assert!(e.contains("no_such_study"), "{e}");
+}
+
+#[test]
+fn copy_table_as_csv_puts_the_visible_rows_on_the_clipboard() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = Settings {
+        tab: Tab::Studies,
+        database: Some(reference_db(dir.path())),
+        ..Settings::default()
+    };
+    let mut h = harness(app_with(settings, no_dialogs()));
+    step_until(&mut h, "the database", |a| a.panels.studies.db.is_some());
+    let group = h
+        .state()
+        .panels
+        .studies
+        .groups
+        .iter()
+        .find(|g| g.n(TrialState::Complete) > 0 && g.n(TrialState::Complete) < g.n_trials())
+        .map(|g| g.name.clone())
+        .expect("a study with complete and other trials");
+    h.get_by_label(group.as_str()).click();
+    step_until(&mut h, "the trials", |a| {
+        !a.panels.studies.table.rows.is_empty()
+    });
+    h.state_mut()
+        .handle(tradetune_app::ui::panels::studies::Action::FilterTrials(
+            Some(TrialState::Complete),
+        ));
+    settle(&mut h);
+
+    h.get_by_label("Copy table as CSV").click();
+    let mut copied = None;
+    for _ in 0..5 {
+        h.step();
+        copied = copied.or_else(|| {
+            h.output()
+                .platform_output
+                .commands
+                .iter()
+                .find_map(|c| match c {
+                    egui::OutputCommand::CopyText(t) => Some(t.clone()),
+                    _ => None,
+                })
+        });
+    }
+    let text = copied.expect("nothing was copied");
+    let view = &h.state().panels.studies;
+    let mut lines = text.lines();
+    // The fixed columns, then one per parameter (every digit).
+    let mut header = "study,number,state,value,duration_s,device".to_owned();
+    for a in &view.table.param_axes {
+        header.push(',');
+        header.push_str(&a.name);
+    }
+    assert_eq!(lines.next(), Some(header.as_str()));
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), view.table.visible.len(), "{text}");
+    assert!(
+        view.table.visible.len() < view.table.rows.len(),
+        "the filter hid nothing"
+    );
+    for (line, &i) in rows.iter().zip(&view.table.visible) {
+        let r = &view.table.rows[i];
+        assert!(
+            line.starts_with(&format!("{},{},COMPLETE,", r.study, r.number)),
+            "{line}"
+        );
+    }
+    h.get_by_label_contains(&format!("copied {} rows as CSV", rows.len()));
+}
+
+#[test]
+fn a_study_of_10000_trials_loads_while_frames_go_on_and_fills_the_table() {
+    const N: usize = 10_000;
+    const BEST: usize = 4321;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("many.db");
+    many_trials_db(&db, N, BEST);
+    let settings = Settings {
+        tab: Tab::Studies,
+        database: Some(db.clone()),
+        ..Settings::default()
+    };
+    let mut h = harness(app_with(settings, no_dialogs()));
+    step_until(&mut h, "the database", |a| a.panels.studies.db.is_some());
+    // The trials are read and made into rows on a background thread while the harness keeps
+    // stepping frames, and the panel says it is reading. The job is held back until the test
+    // lets it go, so "frames go on while it loads" holds however fast or loaded the machine is.
+    h.state_mut().hold_jobs();
+    h.get_by_label("many").click();
+    h.run_steps(2);
+    assert!(
+        h.state().panels.studies.table.loading,
+        "the click asked for no trials"
+    );
+    for _ in 0..5 {
+        h.step();
+        assert!(h.state().panels.studies.table.loading);
+        assert!(h.state().panels.studies.table.rows.is_empty());
+    }
+    h.get_by_label("reading trials…");
+    assert_eq!(h.state_mut().release_jobs(), 1, "one job reads the trials");
+    // The job sends the rows made (`TaskEvent::Trials` carries `TrialRow`s): no frame makes
+    // them.
+    step_until(&mut h, "the trials", |a| {
+        !a.panels.studies.table.rows.is_empty()
+    });
+    let view = &h.state().panels.studies;
+    assert_eq!(view.table.rows.len(), N);
+    assert_eq!(view.table.visible.len(), N);
+    assert!(!view.table.loading);
+    assert!(
+        view.table.rows.iter().all(|r| r.applied_config.is_some()),
+        "a row lost its applied configuration"
+    );
+    h.get_by_label(&format!("{N} of {N} trials"));
+    // Only the rows in view are laid out: the first numbers are there, the last are not.
+    h.get_by_role_and_label(Role::Link, "0");
+    h.get_by_role_and_label(Role::Link, "1");
+    assert!(h.query_by_role_and_label(Role::Link, "9999").is_none());
+
+    // The best trial is the one the table highlights, whatever the order.
+    let best_number = |h: &Harness<'_, TradeTuneApp>| {
+        let v = &h.state().panels.studies;
+        v.table
+            .best_row(v.selected_group().and_then(|g| g.best))
+            .map(|i| v.table.rows[i].number)
+    };
+    assert_eq!(best_number(&h), Some(BEST as i64));
+    h.get_by_label("value").click();
+    settle(&mut h);
+    assert_eq!(best_number(&h), Some(BEST as i64));
+}
