@@ -276,14 +276,14 @@ fn read_toml(path: &Path) -> anyhow::Result<TomlConfig> {
 /// Everything a run needs, after the config sources are combined.
 pub(crate) struct Run {
     pub(crate) device: DeviceSpec,
-    pub(crate) total_timesteps: usize,
     pub(crate) out: PathBuf,
     pub(crate) memory_fraction: f64,
     pub(crate) data: DataSource,
-    pub(crate) eval_every: usize,
     pub(crate) objective: Objective,
-    pub(crate) ppo: PpoConfig,
-    pub(crate) env: EnvConfig,
+    /// The environment, PPO and schedule (`train.total_timesteps`, `train.eval_every`), as a
+    /// trial's: what [`TrainingRun::build`](tradetune_engine::study::ppo_trial::TrainingRun)
+    /// builds the run from.
+    pub(crate) config: PpoTrialConfig,
 }
 
 impl Run {
@@ -377,17 +377,14 @@ impl Run {
         })?;
         Ok(Self {
             device: args.device.or(file.device).unwrap_or(DeviceSpec::Cpu),
-            total_timesteps,
             out,
             memory_fraction: args
                 .memory_fraction
                 .or(file.memory_fraction)
                 .unwrap_or(DEFAULT_MEMORY_FRACTION),
             data,
-            eval_every,
             objective,
-            ppo: config.ppo,
-            env: config.env,
+            config,
         })
     }
 }

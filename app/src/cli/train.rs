@@ -8,11 +8,10 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use tradetune_engine::device::memory::{MemoryBudget, host_memory_bytes};
 use tradetune_engine::device::{DeviceSpec, check_precision, describe_spec, open};
-use tradetune_engine::env::{CpuVecEnv, ResolvedPlacement, TensorVecEnv, VecEnv};
 use tradetune_engine::eval::EvalSplit;
 use tradetune_engine::ppo::checkpoint;
-use tradetune_engine::ppo::{HostEnv, PeriodicEval, RolloutEnv, TrainEvent, Trainer};
-use tradetune_engine::study::ppo_trial::dataset_bytes;
+use tradetune_engine::ppo::{PeriodicEval, TrainEvent, Trainer};
+use tradetune_engine::study::ppo_trial::{PlacedEnv, TrainingRun};
 
 pub use crate::cli::run_config::TrainArgs;
 use crate::cli::run_config::{DATA_FILE, ENV_FILE, LoadedData, Run};
@@ -20,85 +19,49 @@ use crate::cli::run_config::{DATA_FILE, ENV_FILE, LoadedData, Run};
 pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     let run = Run::from_args(&args)?;
     let spec = run.device;
+    let config = &run.config;
     // Refused before anything loads: a precision the device does not compute in.
-    check_precision(spec, run.ppo.precision)?;
+    check_precision(spec, config.ppo.precision)?;
     let device = open(spec)?;
-    let data = run.data.load(&run.env)?;
-    let placement = run.env.placement_on(spec == DeviceSpec::Cpu);
+    let data = run.data.load(&config.env)?;
     if !args.json {
         println!("data: {}", data.about);
         println!(
             "device: {spec} ({}), precision {}, environment on the {}",
             describe_spec(spec),
-            run.ppo.precision,
-            placement.name()
+            config.ppo.precision,
+            TrainingRun::placement_on(config, &device).name()
         );
     }
-    let env = CpuVecEnv::new(
-        run.env.clone(),
-        data.dataset.clone(),
-        data.split.train.clone(),
-    )?;
-
-    // Refuse a run that cannot fit before allocating anything large.
-    let estimate = run.ppo.memory_estimate(
-        env.n_envs(),
-        env.obs_dim(),
-        env.action_dim(),
-        match placement {
-            // The host env reads the dataset in place in host memory.
-            ResolvedPlacement::Host => 0,
-            ResolvedPlacement::Device => dataset_bytes(&data.dataset),
-        },
-    );
+    // On the CPU the run's share of the host's memory; the run is refused before the trainer
+    // allocates anything large when its estimate does not fit.
     let budget = match host_memory_bytes() {
         Some(bytes) if spec == DeviceSpec::Cpu => {
-            let budget = MemoryBudget::new(bytes, run.memory_fraction, 1)?;
-            budget.check(&estimate)?;
-            Some(budget)
+            Some(MemoryBudget::new(bytes, run.memory_fraction, 1)?)
         }
         _ => None,
     };
-
-    match placement {
-        ResolvedPlacement::Host => {
-            let trainer = Trainer::new(run.ppo.clone(), HostEnv::new(env, &device), &device)?;
-            train(&args, &run, &data, trainer, budget)
-        }
-        ResolvedPlacement::Device => {
-            drop(env);
-            // The market data goes to the device once; every step stays there.
-            let env = TensorVecEnv::new(
-                run.env.clone(),
-                &data.dataset,
-                data.split.train.clone(),
-                &device,
-            )?;
-            let trainer = Trainer::new(run.ppo.clone(), env, &device)?;
-            train(&args, &run, &data, trainer, budget)
-        }
-    }
+    let train_bars = data.split.train.clone();
+    let built = TrainingRun::build(config, &data.dataset, train_bars, &device, budget.as_ref())?;
+    train(&args, &run, &data, built.trainer)
 }
 
-/// The run itself, on either environment.
-fn train<E: RolloutEnv>(
+/// The run itself.
+fn train(
     args: &TrainArgs,
     run: &Run,
     data: &LoadedData,
-    mut trainer: Trainer<E>,
-    budget: Option<MemoryBudget>,
+    mut trainer: Trainer<PlacedEnv>,
 ) -> anyhow::Result<()> {
-    if let Some(b) = budget {
-        trainer = trainer.with_memory_budget(b);
-    }
-    if run.eval_every > 0 {
+    let config = &run.config;
+    if config.train.eval_every > 0 {
         trainer = trainer.with_evaluation(PeriodicEval {
-            every: run.eval_every,
+            every: config.train.eval_every,
             split: EvalSplit::new(
                 "validation",
                 data.dataset.clone(),
                 data.split.validation.clone(),
-                &run.env,
+                &config.env,
             ),
             objective: run.objective,
         })?;
@@ -115,7 +78,7 @@ fn train<E: RolloutEnv>(
     }
     let start_steps = trainer.timesteps();
     let bar = (!args.json).then(|| {
-        let bar = ProgressBar::new((start_steps + run.total_timesteps) as u64);
+        let bar = ProgressBar::new((start_steps + config.train.total_timesteps) as u64);
         bar.set_style(
             ProgressStyle::with_template("{bar:40} {pos}/{len} samples {msg}")
                 .unwrap_or_else(|_| ProgressStyle::default_bar()),
@@ -123,7 +86,7 @@ fn train<E: RolloutEnv>(
         bar.set_position(start_steps as u64);
         bar
     });
-    let report = trainer.learn(run.total_timesteps, &mut |event| {
+    let report = trainer.learn(config.train.total_timesteps, &mut |event| {
         if args.json {
             if let Ok(line) = serde_json::to_string(&event) {
                 println!("{line}");
@@ -142,7 +105,7 @@ fn train<E: RolloutEnv>(
         let path = run.out.join(name);
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
     };
-    write(ENV_FILE, serde_json::to_string_pretty(&run.env)?)?;
+    write(ENV_FILE, serde_json::to_string_pretty(&config.env)?)?;
     write(DATA_FILE, serde_json::to_string_pretty(&run.data)?)?;
     if args.json {
         println!("{}", serde_json::to_string(&report)?);

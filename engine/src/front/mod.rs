@@ -76,6 +76,19 @@ pub enum FrontError {
     Telemetry(#[from] crate::telemetry::TelemetryError),
 }
 
+/// A run that could not be built: the environment's refusal is a request that cannot be served
+/// as asked, the trainer's is its own.
+impl From<crate::study::ppo_trial::TrainingRunError> for FrontError {
+    fn from(e: crate::study::ppo_trial::TrainingRunError) -> Self {
+        use crate::study::ppo_trial::TrainingRunError;
+        match e {
+            TrainingRunError::Ppo(e) => FrontError::Ppo(e),
+            TrainingRunError::Env(e) => FrontError::Invalid(e.to_string()),
+            TrainingRunError::Memory(e) => FrontError::Invalid(e.to_string()),
+        }
+    }
+}
+
 impl FrontError {
     /// An error about the file `path`.
     pub fn file(path: &Path, message: impl std::fmt::Display) -> FrontError {

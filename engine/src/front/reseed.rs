@@ -8,13 +8,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde::{Deserialize, Serialize};
 
 use super::FrontError;
-use crate::env::CpuVecEnv;
+use crate::env::EnvPlacement;
 use crate::eval::EvalSplit;
 use crate::market::load::DatasetConfig;
-use crate::ppo::{HostEnv, Trainer, evaluate_trainer};
+use crate::ppo::evaluate_trainer;
 use crate::storage::{JsonValue, Storage};
 use crate::study::file::StudyFile;
-use crate::study::ppo_trial::PpoTrialConfig;
+use crate::study::ppo_trial::{PpoTrialConfig, TrainingRun};
 
 /// The study system attribute the spread is stored under (JSON).
 pub const RESEED_KEY: &str = "tradetune:reseed";
@@ -107,9 +107,10 @@ pub fn reseed_until(
         let seed = cfg.ppo.seed.wrapping_add(1 + k as u64);
         cfg.ppo.seed = seed;
         cfg.env.seed = cfg.env.seed.wrapping_add(1 + k as u64);
-        let env = CpuVecEnv::new(cfg.env.clone(), dataset.clone(), loaded.split.train.clone())
-            .map_err(|e| FrontError::Invalid(e.to_string()))?;
-        let mut trainer = Trainer::new(cfg.ppo.clone(), HostEnv::new(env, &device), &device)?;
+        // Every seed trains with the environment on the host, whatever the trial ran with.
+        cfg.env.placement = Some(EnvPlacement::Host);
+        let train = loaded.split.train.clone();
+        let mut trainer = TrainingRun::build(&cfg, &dataset, train, &device, None)?.trainer;
         let stop = trainer.stop_flag();
         trainer.learn(cfg.train.total_timesteps.max(1), &mut |_| {
             if cancel.load(Ordering::Relaxed) {

@@ -21,13 +21,11 @@ use serde::Serialize;
 
 use super::FrontError;
 use crate::device::{DeviceSpec, open};
-use crate::env::{CpuVecEnv, ResolvedPlacement, TensorVecEnv};
 use crate::market::Dataset;
 use crate::market::load::DatasetConfig;
-use crate::ppo::{HostEnv, RolloutEnv, Trainer};
 use crate::storage::{Storage, TrialRecord, TrialState};
 use crate::study::file::StudyFile;
-use crate::study::ppo_trial::PpoTrialConfig;
+use crate::study::ppo_trial::{PpoTrialConfig, TrainingRun};
 
 /// Below this share of the prediction a trial is "slower than its configuration".
 pub const SLOW_RATIO: f64 = 0.8;
@@ -227,9 +225,8 @@ pub fn speed(
                     Ok(spec) => match open(spec) {
                         Err(e) => (None, Some(format!("{} is not here: {e}", meta.device))),
                         Ok(device) => {
-                            let on_cpu = spec == DeviceSpec::Cpu;
                             let bars = train.clone();
-                            let rate = alone_rate(cfg, &dataset, bars, &device, on_cpu, updates)?;
+                            let rate = alone_rate(cfg, &dataset, bars, &device, updates)?;
                             (Some(rate), None)
                         }
                     },
@@ -316,31 +313,10 @@ fn alone_rate(
     data: &Arc<Dataset>,
     bars: Range<usize>,
     device: &burn::tensor::Device,
-    on_cpu: bool,
-    updates: usize,
-) -> Result<f64, FrontError> {
-    match cfg.env.placement_on(on_cpu) {
-        ResolvedPlacement::Host => {
-            let env = CpuVecEnv::new(cfg.env.clone(), data.clone(), bars)
-                .map_err(|e| FrontError::Invalid(e.to_string()))?;
-            timed(cfg, HostEnv::new(env, device), device, updates)
-        }
-        ResolvedPlacement::Device => {
-            let env = TensorVecEnv::new(cfg.env.clone(), data, bars, device)
-                .map_err(|e| FrontError::Invalid(e.to_string()))?;
-            timed(cfg, env, device, updates)
-        }
-    }
-}
-
-fn timed<E: RolloutEnv>(
-    cfg: &PpoTrialConfig,
-    env: E,
-    device: &burn::tensor::Device,
     updates: usize,
 ) -> Result<f64, FrontError> {
     let per_update = cfg.ppo.n_steps * cfg.env.n_envs;
-    let mut trainer = Trainer::new(cfg.ppo.clone(), env, device)?;
+    let mut trainer = TrainingRun::build(cfg, data, bars, device, None)?.trainer;
     trainer.learn(per_update, &mut |_| {})?;
     let report = trainer.learn(per_update * updates, &mut |_| {})?;
     Ok(report.samples_per_second)

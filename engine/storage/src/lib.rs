@@ -48,6 +48,7 @@ mod records;
 mod study_write;
 mod tradetune_schema;
 mod tradetune_tables;
+mod trial_create;
 mod trial_write;
 mod view_json;
 
@@ -71,5 +72,6 @@ pub use tradetune_tables::{
     APPLIED_CONFIG_KEY, CurvePoint, FoldReturn, RUN_ATTR_KEYS, RunMetadata,
     TRADETUNE_SCHEMA_VERSION, TelemetrySample,
 };
-pub use trial_write::{FAIL_REASON_KEY, FIXED_PARAMS_KEY};
+pub use trial_create::FIXED_PARAMS_KEY;
+pub use trial_write::FAIL_REASON_KEY;
 pub use view_json::{json_number, study_view_json, trial_view_json};

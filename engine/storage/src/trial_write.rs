@@ -1,11 +1,10 @@
-//! Creating trials and writing their parameters, values, attributes and state.
+//! Writing a trial's parameters, values, attributes and state (creating one is
+//! `trial_create`).
 //!
 //! Each call is one short transaction. The rules are Optuna's (`storages/_rdb/storage.py`):
 //! a trial's `number` is the count of earlier trials of its study, assigned inside the insert
 //! transaction; finished trials (COMPLETE, PRUNED, FAIL) are never modified; a parameter name
 //! keeps one kind of distribution across a study; ±inf values are stored as NULL plus a type.
-
-use chrono::NaiveDateTime;
 
 use super::datetime::now_utc;
 use super::db::{Dialect, args};
@@ -14,14 +13,11 @@ use super::json_value::JsonValue;
 use super::model::OptunaDistribution;
 use super::model::TrialState;
 use super::open::{Storage, Tx};
-use super::records::{NewTrial, TrialHandle};
+use super::records::TrialHandle;
 use super::study_write::require_study;
 
 /// System attribute holding why a trial failed (the key Optuna 2.x used for the same purpose).
 pub const FAIL_REASON_KEY: &str = "fail_reason";
-
-/// System attribute of an enqueued trial with its fixed parameters (Optuna's `enqueue_trial`).
-pub const FIXED_PARAMS_KEY: &str = "fixed_params";
 
 /// The columns of `trials` a write needs.
 #[derive(Debug, Clone, Copy)]
@@ -33,7 +29,7 @@ pub(super) struct TrialRow {
 }
 
 impl TrialRow {
-    fn handle(&self) -> TrialHandle {
+    pub(super) fn handle(&self) -> TrialHandle {
         TrialHandle {
             trial_id: self.trial_id,
             study_id: self.study_id,
@@ -91,38 +87,6 @@ fn updatable(tx: &mut Tx<'_>, trial_id: i64) -> Result<TrialRow, StorageError> {
     Ok(row)
 }
 
-fn insert_trial(
-    tx: &mut Tx<'_>,
-    study_id: i64,
-    state: TrialState,
-    start: Option<NaiveDateTime>,
-    complete: Option<NaiveDateTime>,
-) -> Result<TrialHandle, StorageError> {
-    // Inside the write transaction, with the study locked (SQLite: `BEGIN IMMEDIATE`;
-    // PostgreSQL: its row `FOR UPDATE`), so two writers can never get the same number; equals
-    // Optuna's `count_past_trials` because new trial ids are always the largest.
-    tx.lock_study(study_id)?;
-    let row = tx
-        .tx
-        .query_opt(
-            "INSERT INTO trials (number, study_id, state, datetime_start, datetime_complete) \
-             VALUES ((SELECT COUNT(*) FROM trials WHERE study_id = ?1), ?1, ?2, ?3, ?4) \
-             RETURNING trial_id, number",
-            args![study_id, state.as_str(), start, complete],
-        )
-        .map_err(tx.err())?;
-    let (trial_id, number) = row
-        .map(|r| Ok((r.i64(0)?, r.i64(1)?)))
-        .transpose()
-        .map_err(tx.err())?
-        .ok_or(StorageError::UnknownStudy(study_id))?;
-    Ok(TrialHandle {
-        trial_id,
-        study_id,
-        number,
-    })
-}
-
 /// Heartbeats use the database's clock (SQLite's `CURRENT_TIMESTAMP`, UTC; PostgreSQL's
 /// `LOCALTIMESTAMP`), exactly as Optuna's `record_heartbeat` does, so staleness is judged on
 /// one clock whoever wrote the beat, from whichever machine.
@@ -136,7 +100,7 @@ pub(super) fn upsert_heartbeat(tx: &mut Tx<'_>, trial_id: i64) -> Result<(), Sto
     Ok(())
 }
 
-fn insert_param(
+pub(super) fn insert_param(
     tx: &mut Tx<'_>,
     row: &TrialRow,
     name: &str,
@@ -217,7 +181,7 @@ fn insert_param(
 }
 
 /// Optuna's `value_to_stored_repr`: ±inf become NULL plus `INF_POS`/`INF_NEG`.
-fn upsert_value(
+pub(super) fn upsert_value(
     tx: &mut Tx<'_>,
     trial_id: i64,
     objective: usize,
@@ -241,7 +205,7 @@ fn upsert_value(
 }
 
 /// Optuna's `intermediate_value_to_stored_repr`: NaN and ±inf become NULL plus a type.
-fn upsert_intermediate(
+pub(super) fn upsert_intermediate(
     tx: &mut Tx<'_>,
     trial_id: i64,
     step: i64,
@@ -267,7 +231,7 @@ fn upsert_intermediate(
     Ok(())
 }
 
-fn upsert_trial_attr(
+pub(super) fn upsert_trial_attr(
     tx: &mut Tx<'_>,
     table: &'static str,
     trial_id: i64,
@@ -286,7 +250,7 @@ fn upsert_trial_attr(
 
 /// The values a trial may end with: one per objective and no NaN (Optuna fails NaN
 /// objectives); COMPLETE needs them, PRUNED may have them, the others have none.
-fn check_values(
+pub(super) fn check_values(
     number: i64,
     state: TrialState,
     values: Option<&[f64]>,
@@ -354,165 +318,6 @@ fn finish(
 }
 
 impl Storage {
-    /// Starts a new RUNNING trial (with a first heartbeat) and returns its number.
-    pub fn create_trial(&mut self, study_id: i64) -> Result<TrialHandle, StorageError> {
-        // Without a budget a trial is always created.
-        self.create_trial_within(study_id, None)?
-            .ok_or(StorageError::UnknownStudy(study_id))
-    }
-
-    /// Starts a new RUNNING trial unless the study already holds `budget` RUNNING, COMPLETE or
-    /// PRUNED trials (None: no limit); counted inside the transaction that numbers the trial,
-    /// with the study locked, so workers in several processes never overshoot a shared budget.
-    /// FAIL trials do not count: a crashed or interrupted trial is run again.
-    pub fn create_trial_within(
-        &mut self,
-        study_id: i64,
-        budget: Option<usize>,
-    ) -> Result<Option<TrialHandle>, StorageError> {
-        self.write("create trial", |tx| {
-            require_study(tx, study_id)?;
-            if let Some(budget) = budget {
-                tx.lock_study(study_id)?;
-                let used = tx
-                    .tx
-                    .query_opt(
-                        "SELECT COUNT(*) FROM trials WHERE study_id = ?1 \
-                         AND state IN ('RUNNING', 'COMPLETE', 'PRUNED')",
-                        args![study_id],
-                    )
-                    .and_then(|r| r.map(|r| r.i64(0)).transpose())
-                    .map_err(tx.err())?
-                    .unwrap_or(0);
-                if used >= budget as i64 {
-                    return Ok(None);
-                }
-            }
-            let handle = insert_trial(tx, study_id, TrialState::Running, Some(now_utc()), None)?;
-            upsert_heartbeat(tx, handle.trial_id)?;
-            Ok(Some(handle))
-        })
-    }
-
-    /// Enqueues a WAITING trial with fixed parameters (external values by name), as Optuna's
-    /// `study.enqueue_trial` does: they go to the system attribute `fixed_params`.
-    pub fn enqueue_trial(
-        &mut self,
-        study_id: i64,
-        fixed_params: &[(String, JsonValue)],
-        user_attrs: &[(String, JsonValue)],
-    ) -> Result<TrialHandle, StorageError> {
-        self.write("enqueue trial", |tx| {
-            require_study(tx, study_id)?;
-            let handle = insert_trial(tx, study_id, TrialState::Waiting, None, None)?;
-            let fixed = JsonValue::Object(fixed_params.to_vec());
-            upsert_trial_attr(
-                tx,
-                "trial_system_attributes",
-                handle.trial_id,
-                FIXED_PARAMS_KEY,
-                &fixed,
-            )?;
-            for (k, v) in user_attrs {
-                upsert_trial_attr(tx, "trial_user_attributes", handle.trial_id, k, v)?;
-            }
-            Ok(handle)
-        })
-    }
-
-    /// Takes the oldest WAITING trial of the study and makes it RUNNING, or returns None.
-    /// Atomic: two workers never take the same trial.
-    pub fn pop_waiting_trial(
-        &mut self,
-        study_id: i64,
-    ) -> Result<Option<TrialHandle>, StorageError> {
-        self.write("start enqueued trial", |tx| {
-            require_study(tx, study_id)?;
-            tx.lock_study(study_id)?;
-            let id = tx
-                .tx
-                .query_opt(
-                    "SELECT MIN(trial_id) FROM trials WHERE study_id = ?1 AND state = 'WAITING'",
-                    args![study_id],
-                )
-                .and_then(|r| r.map(|r| r.opt_i64(0)).transpose())
-                .map_err(tx.err())?
-                .flatten();
-            let Some(trial_id) = id else { return Ok(None) };
-            let row = trial_row(tx, trial_id)?;
-            tx.tx
-                .execute(
-                    "UPDATE trials SET state = 'RUNNING', datetime_start = ?2 WHERE trial_id = ?1",
-                    args![trial_id, now_utc()],
-                )
-                .map_err(tx.err())?;
-            upsert_heartbeat(tx, trial_id)?;
-            Ok(Some(row.handle()))
-        })
-    }
-
-    /// Stores a whole trial in one transaction (Optuna's `study.add_trial`): parameters,
-    /// values, intermediate values, attributes and the final state.
-    pub fn add_trial(
-        &mut self,
-        study_id: i64,
-        trial: &NewTrial,
-    ) -> Result<TrialHandle, StorageError> {
-        self.write("add trial", |tx| {
-            let n_objectives = require_study(tx, study_id)?;
-            let waiting = trial.state == TrialState::Waiting;
-            let start = if waiting {
-                trial.datetime_start
-            } else {
-                trial.datetime_start.or(Some(now_utc()))
-            };
-            let complete = if trial.state.is_finished() {
-                trial.datetime_complete.or(Some(now_utc()))
-            } else {
-                trial.datetime_complete
-            };
-            // Written RUNNING first, then switched, as Optuna does, so every check applies.
-            let handle = insert_trial(tx, study_id, TrialState::Running, start, complete)?;
-            check_values(
-                handle.number,
-                trial.state,
-                trial.values.as_deref(),
-                n_objectives,
-            )?;
-            let row = TrialRow {
-                trial_id: handle.trial_id,
-                study_id,
-                number: handle.number,
-                state: TrialState::Running,
-            };
-            for (name, internal, distribution) in &trial.params {
-                insert_param(tx, &row, name, *internal, distribution)?;
-            }
-            for (objective, v) in trial.values.iter().flatten().enumerate() {
-                upsert_value(tx, handle.trial_id, objective, *v)?;
-            }
-            for (step, v) in &trial.intermediate_values {
-                upsert_intermediate(tx, handle.trial_id, *step, *v)?;
-            }
-            for (k, v) in &trial.user_attrs {
-                upsert_trial_attr(tx, "trial_user_attributes", handle.trial_id, k, v)?;
-            }
-            for (k, v) in &trial.system_attrs {
-                upsert_trial_attr(tx, "trial_system_attributes", handle.trial_id, k, v)?;
-            }
-            tx.tx
-                .execute(
-                    "UPDATE trials SET state = ?2 WHERE trial_id = ?1",
-                    args![handle.trial_id, trial.state.as_str()],
-                )
-                .map_err(tx.err())?;
-            if trial.state == TrialState::Running {
-                upsert_heartbeat(tx, handle.trial_id)?;
-            }
-            Ok(handle)
-        })
-    }
-
     /// Stores one parameter: its internal value and distribution (see
     /// [`OptunaDistribution::to_internal`]). Fails if the value is outside the distribution,
     /// the name already has an incompatible distribution in this study, or it is already set.

@@ -6,11 +6,16 @@
 //! The trial configuration is `{ env: EnvConfig, ppo: PpoConfig, train: TrialSchedule }`; its
 //! leaves are the names a study fixes or searches (`env.n_envs`, `ppo.learning_rate`,
 //! `ppo.policy.net_arch.pi`, `train.total_timesteps`, …).
+//!
+//! - `check`: a configuration's problems and memory estimate, before anything runs.
+//! - `run`: [`TrainingRun`], the one way an environment is placed, the estimate checked and
+//!   the trainer built, for trials and for `tradetune train`, `study speed` and `study reseed`.
+//! - `learn`: a trial's training loop, its events turned into progress, curve and values.
+//! - `holdout` and `folds`: a trial scored on the validation split, or over
+//!   cross-validation folds.
 
-use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use serde::{Deserialize, Serialize};
 
@@ -19,21 +24,21 @@ use crate::runner::{DeviceSlot, Reporter, TrialError, TrialFunction, TrialInput,
 use tradetune_device::DeviceSpec;
 use tradetune_device::memory::MemoryEstimate;
 use tradetune_device::precision::Precision;
-use tradetune_env::{CpuVecEnv, EnvConfig, ResolvedPlacement, TensorVecEnv, VecEnv};
+use tradetune_env::{CpuVecEnv, EnvConfig, VecEnv};
 use tradetune_market::Dataset;
 use tradetune_market::load::DatasetConfig;
 use tradetune_market::split::{Fold, SplitSpec};
-use tradetune_rl::eval::{EvalSplit, Objective};
-use tradetune_rl::ppo::evaluate_trainer;
-use tradetune_rl::ppo::{
-    HostEnv, PeriodicEval, PhaseTimes, PpoConfig, RolloutEnv, TrainEvent, TrainReport, Trainer,
-};
-use tradetune_telemetry::{GpuWork, PhaseSplit};
+use tradetune_rl::eval::Objective;
+use tradetune_rl::ppo::PpoConfig;
 
 mod check;
 mod folds;
+mod holdout;
+mod learn;
+mod run;
 
 pub use check::{DataShape, Problem, setting_default};
+pub use run::{PlacedEnv, TrainingRun, TrainingRunError};
 
 /// How long a trial trains and how often it is evaluated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -251,18 +256,15 @@ impl PpoTrial {
     }
 
     /// The memory estimate on a device that is (`on_cpu`) or is not the CPU: an env placed on
-    /// the device holds the market data there.
+    /// the device holds the market data there ([`PpoTrialConfig::memory_estimate`], after the
+    /// environment's own checks of the configuration on this data).
     pub fn estimate_on(
         &self,
         cfg: &PpoTrialConfig,
         on_cpu: bool,
     ) -> Result<MemoryEstimate, TrialError> {
-        let (obs, act) = self.sizes(&cfg.env)?;
-        let dataset = match cfg.env.placement_on(on_cpu) {
-            ResolvedPlacement::Host => 0,
-            ResolvedPlacement::Device => dataset_bytes(&self.dataset),
-        };
-        Ok(cfg.ppo.memory_estimate(cfg.env.n_envs, obs, act, dataset))
+        self.sizes(&cfg.env)?;
+        Ok(cfg.memory_estimate(DataShape::of(&self.dataset), on_cpu))
     }
 }
 
@@ -270,40 +272,6 @@ impl PpoTrial {
 /// in f32.
 pub fn dataset_bytes(d: &Dataset) -> u64 {
     DataShape::of(d).device_bytes()
-}
-
-/// The trainer's phases in the telemetry's four: buffer writes count as inference (both are
-/// the rollout's non-env work), GAE as update.
-fn phase_split(p: &PhaseTimes) -> PhaseSplit {
-    PhaseSplit {
-        env_s: p.env_step,
-        inference_s: p.inference + p.buffer,
-        update_s: p.advantages + p.update,
-        eval_s: p.evaluation,
-        compile_s: p.compile,
-    }
-}
-
-/// The trainer's checkpoint plus the environment and the data source, as `tradetune train`
-/// writes them (`env.json`; `data.json` = `{"paths": [...]}`).
-fn save_checkpoint<E: tradetune_rl::ppo::RolloutEnv>(
-    dir: &std::path::Path,
-    trainer: &Trainer<E>,
-    env: &EnvConfig,
-    paths: &[std::path::PathBuf],
-) -> Result<(), TrialError> {
-    tradetune_rl::ppo::checkpoint::save(dir, trainer).map_err(TrialError::failed)?;
-    let write = |name: &str, value: serde_json::Value| {
-        let path = dir.join(name);
-        let text = serde_json::to_string_pretty(&value).map_err(TrialError::failed)?;
-        std::fs::write(&path, text)
-            .map_err(|e| TrialError::Failed(format!("writing {}: {e}", path.display())))
-    };
-    write(
-        "env.json",
-        serde_json::to_value(env).map_err(TrialError::failed)?,
-    )?;
-    write("data.json", serde_json::json!({ "paths": paths }))
 }
 
 impl TrialFunction for PpoTrial {
@@ -330,273 +298,11 @@ impl TrialFunction for PpoTrial {
         tradetune_device::check_precision(input.device.spec, cfg.ppo.precision)
             .map_err(TrialError::failed)?;
         let device = tradetune_device::open(input.device.spec).map_err(TrialError::failed)?;
-        let placement = cfg.env.placement_on(input.device.spec == DeviceSpec::Cpu);
+        let placement = TrainingRun::placement_on(cfg, &device);
         reporter.set_user_attr("env_placement", placement.name());
         match &self.folds {
-            None => {
-                let part = Part {
-                    data: self.dataset.clone(),
-                    range: self.train.clone(),
-                    fold: None,
-                };
-                self.with_env(cfg, &part, placement, &device, |env| {
-                    self.train_holdout(cfg, input, reporter, env, &device)
-                })?
-            }
-            Some(folds) => self.train_folds(cfg, input, reporter, folds, placement, &device),
+            None => self.train_holdout(cfg, input, reporter, &device),
+            Some(folds) => self.train_folds(cfg, input, reporter, folds, &device),
         }
     }
-}
-
-/// What one training run of a trial trains on: the data and its bar range, and which fold
-/// it is (index, count) when cross-validating.
-pub(crate) struct Part {
-    data: Arc<Dataset>,
-    range: Range<usize>,
-    fold: Option<(usize, usize)>,
-}
-
-impl PpoTrial {
-    /// Builds the environment of `part` where `placement` says and hands it to `f`.
-    fn with_env<T>(
-        &self,
-        cfg: &PpoTrialConfig,
-        part: &Part,
-        placement: ResolvedPlacement,
-        device: &burn::tensor::Device,
-        f: impl FnOnce(AnyEnv) -> T,
-    ) -> Result<T, TrialError> {
-        Ok(match placement {
-            ResolvedPlacement::Host => {
-                let env = CpuVecEnv::new(cfg.env.clone(), part.data.clone(), part.range.clone())
-                    .map_err(TrialError::failed)?;
-                f(AnyEnv::Host(Box::new(HostEnv::new(env, device))))
-            }
-            ResolvedPlacement::Device => {
-                // The market data goes to the device once; every step stays there.
-                let env =
-                    TensorVecEnv::new(cfg.env.clone(), &part.data, part.range.clone(), device)
-                        .map_err(TrialError::failed)?;
-                f(AnyEnv::Device(Box::new(env)))
-            }
-        })
-    }
-
-    /// Trains on `env` (on `device`) with the periodic validation evaluations as intermediate
-    /// values, and scores the trial on the validation split.
-    fn train_holdout(
-        &self,
-        cfg: &PpoTrialConfig,
-        input: &TrialInput<'_>,
-        reporter: &mut Reporter<'_>,
-        env: AnyEnv,
-        device: &burn::tensor::Device,
-    ) -> Result<f64, TrialError> {
-        match env {
-            AnyEnv::Host(env) => self.holdout_on(cfg, input, reporter, *env, device),
-            AnyEnv::Device(env) => self.holdout_on(cfg, input, reporter, *env, device),
-        }
-    }
-
-    fn holdout_on<E: RolloutEnv>(
-        &self,
-        cfg: &PpoTrialConfig,
-        input: &TrialInput<'_>,
-        reporter: &mut Reporter<'_>,
-        env: E,
-        device: &burn::tensor::Device,
-    ) -> Result<f64, TrialError> {
-        let split = EvalSplit::new(
-            "validation",
-            self.dataset.clone(),
-            self.validation.clone(),
-            &cfg.env,
-        );
-        let mut trainer = Trainer::new(cfg.ppo.clone(), env, device).map_err(TrialError::failed)?;
-        if let Some(budget) = &input.budget {
-            trainer = trainer.with_memory_budget(budget.clone());
-        }
-        if cfg.train.eval_every > 0 {
-            trainer = trainer
-                .with_evaluation(PeriodicEval {
-                    every: cfg.train.eval_every,
-                    split: split.clone(),
-                    objective: self.objective,
-                })
-                .map_err(TrialError::failed)?;
-        }
-        let mut done = Work::default();
-        let report = learn(&mut trainer, cfg, input, reporter, None, &mut done)?;
-        // The value is the policy after the last update: reuse the periodic evaluation when it
-        // fell on that update, else evaluate now.
-        let last = match report.last_evaluation {
-            Some(e)
-                if cfg.train.eval_every > 0
-                    && report.updates.is_multiple_of(cfg.train.eval_every) =>
-            {
-                e
-            }
-            _ => {
-                let e = evaluate_trainer(&trainer, &split, self.objective)
-                    .map_err(TrialError::failed)?
-                    .summary();
-                reporter.report_and_check(report.updates as u64, e.objective)?;
-                e
-            }
-        };
-        reporter.set_user_attr("objective", self.objective.name());
-        reporter.set_user_attr("val_total_return", last.agent.total_return);
-        reporter.set_user_attr("val_sharpe", last.agent.sharpe);
-        reporter.set_user_attr("val_max_drawdown", last.agent.max_drawdown);
-        reporter.set_user_attr(
-            "val_equal_weight_total_return",
-            last.equal_weight.total_return,
-        );
-        reporter.set_user_attr("val_equal_weight_sharpe", last.equal_weight.sharpe);
-        reporter.set_user_attr("train_timesteps", report.timesteps as i64);
-        reporter.set_user_attr("train_samples_per_s", report.samples_per_second);
-        if let Some(root) = &self.checkpoints {
-            let dir = root.join(format!("trial_{}", input.number));
-            save_checkpoint(&dir, &trainer, &cfg.env, &self.paths)?;
-            reporter.set_user_attr("checkpoint", dir.display().to_string());
-        }
-        Ok(last.objective)
-    }
-}
-
-/// A trial's environment on the host or on the device.
-pub(crate) enum AnyEnv {
-    Host(Box<HostEnv<CpuVecEnv>>),
-    Device(Box<TensorVecEnv>),
-}
-
-/// What a trial has trained so far, over its folds.
-#[derive(Default)]
-pub(crate) struct Work {
-    samples: u64,
-    updates: u64,
-    phases: PhaseSplit,
-    /// What the GPU runtime compiled and launched, on a GPU.
-    gpu: Option<GpuWork>,
-}
-
-/// Trains `trainer` for the trial's budget, turning its events into the trial's progress,
-/// learning curve and (for a hold-out) intermediate values; adds the run to `done` and
-/// records the total as the trial's work. `fold` is (index, count) when cross-validating: the
-/// progress spans all folds and the curve's updates continue from the previous fold's.
-pub(crate) fn learn<E: RolloutEnv>(
-    trainer: &mut Trainer<E>,
-    cfg: &PpoTrialConfig,
-    input: &TrialInput<'_>,
-    reporter: &mut Reporter<'_>,
-    fold: Option<(usize, usize)>,
-    done: &mut Work,
-) -> Result<TrainReport, TrialError> {
-    let total = cfg.train.total_timesteps.max(1);
-    let trainer_stop = trainer.stop_flag();
-    let user_stop = reporter.stop_flag();
-    let (update_offset, step_offset) = (done.updates, done.samples);
-    // Why the callback asked the trainer to stop: pruned at a step, or a storage error.
-    let mut ended: Option<TrialError> = None;
-    // One update's metrics, gathered from its events and sent with its `Progress`.
-    let mut metrics: BTreeMap<String, f64> = BTreeMap::new();
-    let report = trainer
-        .learn(total, &mut |event| {
-            if user_stop.is_set() {
-                trainer_stop.store(true, Ordering::Relaxed);
-            }
-            match event {
-                TrainEvent::Evaluation {
-                    update, summary, ..
-                } if ended.is_none() && fold.is_none() => {
-                    if let Err(e) = reporter.report_and_check(update as u64, summary.objective) {
-                        ended = Some(e);
-                        trainer_stop.store(true, Ordering::Relaxed);
-                    }
-                }
-                TrainEvent::Episodes(summary) => {
-                    metrics.extend(summary.metrics().map(|(k, v)| (k.to_owned(), v)));
-                }
-                TrainEvent::Update { update, stats } => {
-                    // NVML's figure for this process on the trial's card, against the
-                    // budget (the pool check runs in the trainer).
-                    if let (Some(budget), Some(bytes)) = (
-                        &input.budget,
-                        input.process_memory.as_ref().and_then(|m| m.bytes()),
-                    ) && let Err(e) =
-                        budget.check_in_use(bytes, update, "NVML per-process memory")
-                        && ended.is_none()
-                    {
-                        ended = Some(TrialError::Failed(e.to_string()));
-                        trainer_stop.store(true, Ordering::Relaxed);
-                    }
-                    metrics.extend(stats.metrics().map(|(k, v)| (k.to_owned(), v)));
-                }
-                TrainEvent::Progress {
-                    update,
-                    timesteps,
-                    samples_per_second,
-                    phases,
-                    ..
-                } => {
-                    let here = timesteps as f64 / total as f64;
-                    let (fraction, message) = match fold {
-                        None => (
-                            here,
-                            format!(
-                                "{timesteps}/{total} samples, {samples_per_second:.0} samples/s"
-                            ),
-                        ),
-                        Some((i, n)) => (
-                            (i as f64 + here) / n as f64,
-                            format!(
-                                "fold {}/{n}: {timesteps}/{total} samples, \
-                                 {samples_per_second:.0} samples/s",
-                                i + 1
-                            ),
-                        ),
-                    };
-                    reporter.progress(fraction, message);
-                    metrics.insert("charts/SPS".to_owned(), samples_per_second);
-                    metrics.extend(phases.metrics().map(|(k, v)| (k.to_owned(), v)));
-                    let values = std::mem::take(&mut metrics);
-                    if let Err(e) = reporter.metrics(
-                        update_offset + update as u64,
-                        step_offset + timesteps as u64,
-                        values,
-                    ) && ended.is_none()
-                    {
-                        ended = Some(e);
-                        trainer_stop.store(true, Ordering::Relaxed);
-                    }
-                }
-                _ => {}
-            }
-        })
-        .map_err(TrialError::failed)?;
-    let phases = phase_split(&report.phases);
-    done.samples += report.timesteps as u64;
-    done.updates += report.updates as u64;
-    done.phases.add(&phases);
-    reporter.set_work(done.samples, Some(done.phases));
-    if trainer.train_device().clone().without_autodiff() != burn::tensor::Device::flex() {
-        let mut gpu = done.gpu.unwrap_or_default();
-        gpu.kernels_compiled += report.kernels.compiled;
-        gpu.autotune_runs += report.kernels.autotune_runs;
-        if let Some(d) = report.dispatches {
-            gpu.dispatches_per_minibatch = Some(d.per_minibatch);
-            gpu.dispatches_per_env_step = Some(d.per_env_step);
-            gpu.syncs_per_update = d.syncs_per_update.or(gpu.syncs_per_update);
-        }
-        gpu.n_steps = Some(cfg.ppo.n_steps);
-        done.gpu = Some(gpu);
-        reporter.set_gpu_work(gpu);
-    }
-    if let Some(e) = ended {
-        return Err(e);
-    }
-    if report.stopped || user_stop.is_set() {
-        return Err(TrialError::Stopped);
-    }
-    Ok(report)
 }

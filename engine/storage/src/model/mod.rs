@@ -9,6 +9,7 @@
 
 pub(crate) mod decimal;
 mod distribution;
+mod repr;
 mod state;
 mod value;
 

@@ -53,6 +53,8 @@
 //! Every name in `[fixed]`, `[search]` and the sampler's lists is checked against the trial
 //! configuration before anything runs; errors name the file, the line and the key.
 
+mod build;
+mod checks;
 mod line;
 mod search_spec;
 mod sections;
@@ -74,15 +76,11 @@ pub use sections::{
 };
 use spec::{flatten, search_specs, set_fixed};
 
+use checks::check_study;
+
 use crate::config_path::{self, ConfigPathError};
-use crate::pruner::{
-    HyperbandPruner, NopPruner, PercentilePruner, Pruner, SuccessiveHalvingPruner,
-};
-use crate::runner::{DeviceSlot, RunnerConfig};
-use crate::sampler::{EnqueuedSampler, GridSampler, RandomSampler, Sampler, TpeConfig, TpeSampler};
-use crate::space::{OptunaDistribution, ParamValue, SearchSpace};
+use crate::space::{ParamValue, SearchSpace};
 use crate::trial::Direction;
-use tradetune_device::DeviceSpec;
 use tradetune_market::split::SplitSpec;
 
 /// A study file that cannot be used, with where the problem is.
@@ -409,26 +407,6 @@ impl StudyFile {
         set_fixed(&mut self.base_config, name, parsed).map_err(fail)
     }
 
-    /// Refuses a searched range that reaches past the range the
-    /// [`catalogue`](crate::catalogue) gives its setting, or a choice it refuses (a trial
-    /// would fail on it), naming the search's key; ends and choices are applied as a trial
-    /// applies them, so one of the wrong type is refused here too.
-    fn check_search_ranges(&self) -> Result<(), StudyFileError> {
-        for (name, values) in self.extreme_values() {
-            let key = format!("search.\"{name}\"");
-            for value in &values {
-                let mut trial = self.base_config.clone();
-                config_path::apply_value(&mut trial, &name, value)
-                    .map_err(|e| self.key_error(&key, e.to_string()))?;
-                if let Some(applied) = name.split('.').try_fold(&trial, |v, part| v.get(part)) {
-                    crate::catalogue::check(&name, applied)
-                        .map_err(|e| self.key_error(&key, e.to_string()))?;
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// An error about `key` of this file, with its line.
     pub fn key_error(&self, key: &str, message: String) -> StudyFileError {
         StudyFileError {
@@ -450,185 +428,12 @@ impl StudyFile {
     pub fn direction(&self) -> Direction {
         self.study.direction
     }
-
-    /// The sampler the file asks for (enqueued trials first when listed).
-    pub fn build_sampler(&self) -> Result<Box<dyn Sampler>, StudyFileError> {
-        let s = &self.sampler;
-        let inner: Box<dyn Sampler> = match s.kind {
-            SamplerKind::Random => Box::new(RandomSampler::new(s.seed)),
-            SamplerKind::Tpe => {
-                let d = TpeConfig::default();
-                let cfg = TpeConfig {
-                    seed: s.seed,
-                    n_startup_trials: s.n_startup_trials.unwrap_or(d.n_startup_trials),
-                    n_ei_candidates: s.n_ei_candidates.unwrap_or(d.n_ei_candidates),
-                    multivariate: s.multivariate.unwrap_or(d.multivariate),
-                    constant_liar: s.constant_liar.unwrap_or(d.constant_liar),
-                    ..d
-                };
-                Box::new(
-                    TpeSampler::new(cfg).map_err(|e| self.key_error("sampler", e.to_string()))?,
-                )
-            }
-            SamplerKind::Grid => Box::new(
-                GridSampler::new(self.grid.clone(), &self.space, s.seed)
-                    .map_err(|e| self.key_error("sampler.grid", e.to_string()))?,
-            ),
-        };
-        if self.enqueued.is_empty() {
-            return Ok(inner);
-        }
-        Ok(Box::new(
-            EnqueuedSampler::new(self.enqueued.clone(), &self.space, inner)
-                .map_err(|e| self.key_error("sampler.enqueue", e.to_string()))?,
-        ))
-    }
-
-    /// The pruner the file asks for.
-    pub fn build_pruner(&self) -> Result<Box<dyn Pruner>, StudyFileError> {
-        let p = &self.pruner;
-        let e = |e: crate::pruner::PrunerError| self.key_error("pruner", e.to_string());
-        Ok(match p.kind {
-            PrunerKind::None => Box::new(NopPruner),
-            PrunerKind::Median => Box::new(
-                PercentilePruner::median(p.n_startup_trials, p.n_warmup_steps, p.interval_steps)
-                    .map_err(e)?,
-            ),
-            PrunerKind::Percentile => Box::new(
-                PercentilePruner::new(
-                    p.percentile,
-                    p.n_startup_trials,
-                    p.n_warmup_steps,
-                    p.interval_steps,
-                    1,
-                )
-                .map_err(e)?,
-            ),
-            PrunerKind::SuccessiveHalving => Box::new(
-                SuccessiveHalvingPruner::new(p.min_resource, p.reduction_factor.unwrap_or(4), 0, 0)
-                    .map_err(e)?,
-            ),
-            PrunerKind::Hyperband => Box::new(
-                HyperbandPruner::new(
-                    p.min_resource.unwrap_or(1),
-                    p.max_resource,
-                    p.reduction_factor.unwrap_or(3),
-                    0,
-                )
-                .map_err(e)?,
-            ),
-        })
-    }
-
-    /// The devices of `[study] devices`, with their memory: the host's RAM for the CPU (the
-    /// file's `device_memory_gib` where it cannot be read), `device_memory_gib` for GPUs (None
-    /// when the file gives none: no budget check there, as their memory is not detected yet).
-    pub fn device_slots(&self, devices: &[String]) -> Result<Vec<DeviceSlot>, StudyFileError> {
-        let class = self
-            .study
-            .device_memory_gib
-            .map(|g| (g * (1u64 << 30) as f64) as u64);
-        devices
-            .iter()
-            .map(|d| {
-                let spec: DeviceSpec = d.parse().map_err(|e: tradetune_device::DeviceError| {
-                    self.key_error("study.devices", e.to_string())
-                })?;
-                let memory = match spec {
-                    DeviceSpec::Cpu => tradetune_device::memory::host_memory_bytes().or(class),
-                    _ => class,
-                };
-                Ok(DeviceSlot::new(spec, memory))
-            })
-            .collect()
-    }
-
-    /// The runner settings of this file, writing into `storage`.
-    pub fn runner_config(
-        &self,
-        storage: impl Into<PathBuf>,
-    ) -> Result<RunnerConfig, StudyFileError> {
-        let mut c = RunnerConfig::new(self.study.name.clone(), storage);
-        c.direction = self.direction();
-        c.n_trials = self.study.n_trials;
-        c.workers = self.study.workers;
-        c.devices = self.device_slots(&self.study.devices)?;
-        c.assignment = self.study.assignment;
-        c.gpu_sharing = self.study.gpu_sharing;
-        c.memory_fraction = self.study.memory_fraction;
-        Ok(c)
-    }
-
-    /// Every value each searched parameter can take at its ends: the bounds of ranges and
-    /// every choice of categoricals, for worst-case checks (memory of presets).
-    pub fn extreme_values(&self) -> Vec<(String, Vec<ParamValue>)> {
-        self.space
-            .iter()
-            .map(|(name, d)| {
-                let values = match d {
-                    OptunaDistribution::Float(f) => {
-                        vec![ParamValue::Float(f.low), ParamValue::Float(f.high)]
-                    }
-                    // The constructors refuse a `high` off the step grid.
-                    OptunaDistribution::Int(i) => {
-                        vec![ParamValue::Int(i.low), ParamValue::Int(i.high)]
-                    }
-                    OptunaDistribution::Categorical(c) => {
-                        c.choices.iter().cloned().map(ParamValue::Choice).collect()
-                    }
-                };
-                (name.to_owned(), values)
-            })
-            .collect()
-    }
-}
-
-fn check_study(
-    s: &StudySection,
-    err: &dyn Fn(Option<String>, String) -> StudyFileError,
-) -> Result<(), StudyFileError> {
-    if s.name.trim().is_empty() {
-        return Err(err(
-            Some("study.name".into()),
-            "the study needs a name".into(),
-        ));
-    }
-    if s.workers == 0 {
-        return Err(err(
-            Some("study.workers".into()),
-            "need at least one worker".into(),
-        ));
-    }
-    if s.devices.is_empty() {
-        return Err(err(
-            Some("study.devices".into()),
-            "list at least one device".into(),
-        ));
-    }
-    for d in &s.devices {
-        d.parse::<DeviceSpec>()
-            .map_err(|e| err(Some("study.devices".into()), e.to_string()))?;
-    }
-    if !(s.memory_fraction > 0.0 && s.memory_fraction <= 1.0) {
-        return Err(err(
-            Some("study.memory_fraction".into()),
-            format!("{}: must be in (0, 1]", s.memory_fraction),
-        ));
-    }
-    if let Some(g) = s.device_memory_gib
-        && !(g.is_finite() && g > 0.0)
-    {
-        return Err(err(
-            Some("study.device_memory_gib".into()),
-            format!("{g}: must be a positive number of GiB"),
-        ));
-    }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::space::OptunaDistribution;
     use serde_json::json;
 
     fn defaults() -> serde_json::Value {

@@ -5,12 +5,12 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::{AnyEnv, Part, PpoTrial, PpoTrialConfig, Work, learn};
+use super::learn::{Work, learn};
+use super::{PlacedEnv, PpoTrial, PpoTrialConfig, TrainingRun};
 use crate::runner::{Reporter, TrialError, TrialInput};
-use tradetune_env::ResolvedPlacement;
 use tradetune_market::split::Fold;
 use tradetune_rl::eval::EvalSplit;
-use tradetune_rl::ppo::{RolloutEnv, Trainer, evaluate_trainer};
+use tradetune_rl::ppo::{Trainer, evaluate_trainer};
 
 impl PpoTrial {
     /// Trains and scores a fresh policy on each fold in turn: its objective on the fold's
@@ -23,7 +23,6 @@ impl PpoTrial {
         input: &TrialInput<'_>,
         reporter: &mut Reporter<'_>,
         folds: &[Fold],
-        placement: ResolvedPlacement,
         device: &burn::tensor::Device,
     ) -> Result<f64, TrialError> {
         let mut done = Work::default();
@@ -32,20 +31,12 @@ impl PpoTrial {
             // A fold's training bars may be several blocks (CPCV): they are joined, as
             // FinRL_Crypto indexes its arrays by the training indices.
             let data = Arc::new(self.dataset.select(&fold.train));
-            let part = Part {
-                range: 0..data.n_bars(),
-                data,
-                fold: Some((i, folds.len())),
-            };
+            let run =
+                TrainingRun::build(cfg, &data, 0..data.n_bars(), device, input.budget.as_ref())
+                    .map_err(TrialError::failed)?;
+            let at = (i, folds.len());
             let (value, returns) =
-                self.with_env(cfg, &part, placement, device, |env| match env {
-                    AnyEnv::Host(env) => {
-                        self.fold_on(cfg, input, reporter, &part, fold, *env, device, &mut done)
-                    }
-                    AnyEnv::Device(env) => {
-                        self.fold_on(cfg, input, reporter, &part, fold, *env, device, &mut done)
-                    }
-                })??;
+                self.fold_on(cfg, input, reporter, at, fold, run.trainer, &mut done)?;
             reporter.fold_returns(i as u64, &returns)?;
             values.push(value);
             reporter.report_and_check(i as u64, value)?;
@@ -65,27 +56,23 @@ impl PpoTrial {
         Ok(mean)
     }
 
-    /// One fold: trains on `part`, then scores each contiguous block of the fold's test bars
-    /// (on the whole dataset, so each block's first observation window is its own bars). The
-    /// fold's objective is the blocks' objectives weighted by their bars; the returns are the
-    /// agent's per-bar simple returns over the blocks, in order.
+    /// One fold, `at` = (index, count): trains `trainer` (on the fold's training bars), then
+    /// scores each contiguous block of the fold's test bars (on the whole dataset, so each
+    /// block's first observation window is its own bars). The fold's objective is the blocks'
+    /// objectives weighted by their bars; the returns are the agent's per-bar simple returns
+    /// over the blocks, in order.
     #[allow(clippy::too_many_arguments)]
-    fn fold_on<E: RolloutEnv>(
+    fn fold_on(
         &self,
         cfg: &PpoTrialConfig,
         input: &TrialInput<'_>,
         reporter: &mut Reporter<'_>,
-        part: &Part,
+        at: (usize, usize),
         fold: &Fold,
-        env: E,
-        device: &burn::tensor::Device,
+        mut trainer: Trainer<PlacedEnv>,
         done: &mut Work,
     ) -> Result<(f64, Vec<(i64, f64)>), TrialError> {
-        let mut trainer = Trainer::new(cfg.ppo.clone(), env, device).map_err(TrialError::failed)?;
-        if let Some(budget) = &input.budget {
-            trainer = trainer.with_memory_budget(budget.clone());
-        }
-        learn(&mut trainer, cfg, input, reporter, part.fold, done)?;
+        learn(&mut trainer, cfg, input, reporter, Some(at), done)?;
         let (mut weighted, mut bars) = (0.0, 0usize);
         let mut returns = Vec::new();
         for block in merge_adjacent(&fold.test) {

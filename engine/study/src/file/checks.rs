@@ -1,0 +1,95 @@
+//! A study's checks beyond its tables' types: the `[study]` table's values, and searched
+//! ranges whose ends or choices a trial would refuse.
+
+use super::{StudyFile, StudyFileError, StudySection};
+use crate::config_path;
+use crate::space::{OptunaDistribution, ParamValue};
+use tradetune_device::DeviceSpec;
+
+impl StudyFile {
+    /// Refuses a searched range that reaches past the range the
+    /// [`catalogue`](crate::catalogue) gives its setting, or a choice it refuses (a trial
+    /// would fail on it), naming the search's key; ends and choices are applied as a trial
+    /// applies them, so one of the wrong type is refused here too.
+    pub(super) fn check_search_ranges(&self) -> Result<(), StudyFileError> {
+        for (name, values) in self.extreme_values() {
+            let key = format!("search.\"{name}\"");
+            for value in &values {
+                let mut trial = self.base_config.clone();
+                config_path::apply_value(&mut trial, &name, value)
+                    .map_err(|e| self.key_error(&key, e.to_string()))?;
+                if let Some(applied) = name.split('.').try_fold(&trial, |v, part| v.get(part)) {
+                    crate::catalogue::check(&name, applied)
+                        .map_err(|e| self.key_error(&key, e.to_string()))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every value each searched parameter can take at its ends: the bounds of ranges and
+    /// every choice of categoricals, for worst-case checks (memory of presets).
+    pub fn extreme_values(&self) -> Vec<(String, Vec<ParamValue>)> {
+        self.space
+            .iter()
+            .map(|(name, d)| {
+                let values = match d {
+                    OptunaDistribution::Float(f) => {
+                        vec![ParamValue::Float(f.low), ParamValue::Float(f.high)]
+                    }
+                    // The constructors refuse a `high` off the step grid.
+                    OptunaDistribution::Int(i) => {
+                        vec![ParamValue::Int(i.low), ParamValue::Int(i.high)]
+                    }
+                    OptunaDistribution::Categorical(c) => {
+                        c.choices.iter().cloned().map(ParamValue::Choice).collect()
+                    }
+                };
+                (name.to_owned(), values)
+            })
+            .collect()
+    }
+}
+
+pub(super) fn check_study(
+    s: &StudySection,
+    err: &dyn Fn(Option<String>, String) -> StudyFileError,
+) -> Result<(), StudyFileError> {
+    if s.name.trim().is_empty() {
+        return Err(err(
+            Some("study.name".into()),
+            "the study needs a name".into(),
+        ));
+    }
+    if s.workers == 0 {
+        return Err(err(
+            Some("study.workers".into()),
+            "need at least one worker".into(),
+        ));
+    }
+    if s.devices.is_empty() {
+        return Err(err(
+            Some("study.devices".into()),
+            "list at least one device".into(),
+        ));
+    }
+    for d in &s.devices {
+        d.parse::<DeviceSpec>()
+            .map_err(|e| err(Some("study.devices".into()), e.to_string()))?;
+    }
+    if !(s.memory_fraction > 0.0 && s.memory_fraction <= 1.0) {
+        return Err(err(
+            Some("study.memory_fraction".into()),
+            format!("{}: must be in (0, 1]", s.memory_fraction),
+        ));
+    }
+    if let Some(g) = s.device_memory_gib
+        && !(g.is_finite() && g > 0.0)
+    {
+        return Err(err(
+            Some("study.device_memory_gib".into()),
+            format!("{g}: must be a positive number of GiB"),
+        ));
+    }
+    Ok(())
+}

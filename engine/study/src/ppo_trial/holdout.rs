@@ -1,0 +1,106 @@
+//! A hold-out PPO trial: one policy trained on the train bars, evaluated on the validation
+//! split every `train.eval_every` updates (each an intermediate value for the pruner), scored
+//! by its evaluation after the last update, and saved as a checkpoint when the study keeps
+//! them.
+
+use super::learn::{Work, learn};
+use super::{PpoTrial, PpoTrialConfig, TrainingRun};
+use crate::runner::{Reporter, TrialError, TrialInput};
+use tradetune_env::EnvConfig;
+use tradetune_rl::eval::EvalSplit;
+use tradetune_rl::ppo::{PeriodicEval, RolloutEnv, Trainer, evaluate_trainer};
+
+impl PpoTrial {
+    /// Trains on the train bars (on `device`) with the periodic validation evaluations as
+    /// intermediate values, and scores the trial on the validation split.
+    pub(super) fn train_holdout(
+        &self,
+        cfg: &PpoTrialConfig,
+        input: &TrialInput<'_>,
+        reporter: &mut Reporter<'_>,
+        device: &burn::tensor::Device,
+    ) -> Result<f64, TrialError> {
+        let split = EvalSplit::new(
+            "validation",
+            self.dataset.clone(),
+            self.validation.clone(),
+            &cfg.env,
+        );
+        let run = TrainingRun::build(
+            cfg,
+            &self.dataset,
+            self.train.clone(),
+            device,
+            input.budget.as_ref(),
+        )
+        .map_err(TrialError::failed)?;
+        let mut trainer = run.trainer;
+        if cfg.train.eval_every > 0 {
+            trainer = trainer
+                .with_evaluation(PeriodicEval {
+                    every: cfg.train.eval_every,
+                    split: split.clone(),
+                    objective: self.objective,
+                })
+                .map_err(TrialError::failed)?;
+        }
+        let mut done = Work::default();
+        let report = learn(&mut trainer, cfg, input, reporter, None, &mut done)?;
+        // The value is the policy after the last update: reuse the periodic evaluation when it
+        // fell on that update, else evaluate now.
+        let last = match report.last_evaluation {
+            Some(e)
+                if cfg.train.eval_every > 0
+                    && report.updates.is_multiple_of(cfg.train.eval_every) =>
+            {
+                e
+            }
+            _ => {
+                let e = evaluate_trainer(&trainer, &split, self.objective)
+                    .map_err(TrialError::failed)?
+                    .summary();
+                reporter.report_and_check(report.updates as u64, e.objective)?;
+                e
+            }
+        };
+        reporter.set_user_attr("objective", self.objective.name());
+        reporter.set_user_attr("val_total_return", last.agent.total_return);
+        reporter.set_user_attr("val_sharpe", last.agent.sharpe);
+        reporter.set_user_attr("val_max_drawdown", last.agent.max_drawdown);
+        reporter.set_user_attr(
+            "val_equal_weight_total_return",
+            last.equal_weight.total_return,
+        );
+        reporter.set_user_attr("val_equal_weight_sharpe", last.equal_weight.sharpe);
+        reporter.set_user_attr("train_timesteps", report.timesteps as i64);
+        reporter.set_user_attr("train_samples_per_s", report.samples_per_second);
+        if let Some(root) = &self.checkpoints {
+            let dir = root.join(format!("trial_{}", input.number));
+            save_checkpoint(&dir, &trainer, &cfg.env, &self.paths)?;
+            reporter.set_user_attr("checkpoint", dir.display().to_string());
+        }
+        Ok(last.objective)
+    }
+}
+
+/// The trainer's checkpoint plus the environment and the data source, as `tradetune train`
+/// writes them (`env.json`; `data.json` = `{"paths": [...]}`).
+fn save_checkpoint<E: RolloutEnv>(
+    dir: &std::path::Path,
+    trainer: &Trainer<E>,
+    env: &EnvConfig,
+    paths: &[std::path::PathBuf],
+) -> Result<(), TrialError> {
+    tradetune_rl::ppo::checkpoint::save(dir, trainer).map_err(TrialError::failed)?;
+    let write = |name: &str, value: serde_json::Value| {
+        let path = dir.join(name);
+        let text = serde_json::to_string_pretty(&value).map_err(TrialError::failed)?;
+        std::fs::write(&path, text)
+            .map_err(|e| TrialError::Failed(format!("writing {}: {e}", path.display())))
+    };
+    write(
+        "env.json",
+        serde_json::to_value(env).map_err(TrialError::failed)?,
+    )?;
+    write("data.json", serde_json::json!({ "paths": paths }))
+}

@@ -1,0 +1,154 @@
+//! A trial's training loop: the trainer's events turned into the trial's progress, learning
+//! curve, intermediate values (hold-out) and memory checks, and the work done over its runs
+//! (one, or one per fold) recorded with the trial.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+
+use super::PpoTrialConfig;
+use crate::runner::{Reporter, TrialError, TrialInput};
+use tradetune_rl::ppo::{PhaseTimes, RolloutEnv, TrainEvent, TrainReport, Trainer};
+use tradetune_telemetry::{GpuWork, PhaseSplit};
+
+/// What a trial has trained so far, over its folds.
+#[derive(Default)]
+pub(super) struct Work {
+    pub(super) samples: u64,
+    pub(super) updates: u64,
+    pub(super) phases: PhaseSplit,
+    /// What the GPU runtime compiled and launched, on a GPU.
+    gpu: Option<GpuWork>,
+}
+
+/// Trains `trainer` for the trial's budget, turning its events into the trial's progress,
+/// learning curve and (for a hold-out) intermediate values; adds the run to `done` and
+/// records the total as the trial's work. `fold` is (index, count) when cross-validating: the
+/// progress spans all folds and the curve's updates continue from the previous fold's.
+pub(super) fn learn<E: RolloutEnv>(
+    trainer: &mut Trainer<E>,
+    cfg: &PpoTrialConfig,
+    input: &TrialInput<'_>,
+    reporter: &mut Reporter<'_>,
+    fold: Option<(usize, usize)>,
+    done: &mut Work,
+) -> Result<TrainReport, TrialError> {
+    let total = cfg.train.total_timesteps.max(1);
+    let trainer_stop = trainer.stop_flag();
+    let user_stop = reporter.stop_flag();
+    let (update_offset, step_offset) = (done.updates, done.samples);
+    // Why the callback asked the trainer to stop: pruned at a step, or a storage error.
+    let mut ended: Option<TrialError> = None;
+    // One update's metrics, gathered from its events and sent with its `Progress`.
+    let mut metrics: BTreeMap<String, f64> = BTreeMap::new();
+    let report = trainer
+        .learn(total, &mut |event| {
+            if user_stop.is_set() {
+                trainer_stop.store(true, Ordering::Relaxed);
+            }
+            match event {
+                TrainEvent::Evaluation {
+                    update, summary, ..
+                } if ended.is_none() && fold.is_none() => {
+                    if let Err(e) = reporter.report_and_check(update as u64, summary.objective) {
+                        ended = Some(e);
+                        trainer_stop.store(true, Ordering::Relaxed);
+                    }
+                }
+                TrainEvent::Episodes(summary) => {
+                    metrics.extend(summary.metrics().map(|(k, v)| (k.to_owned(), v)));
+                }
+                TrainEvent::Update { update, stats } => {
+                    // NVML's figure for this process on the trial's card, against the
+                    // budget (the pool check runs in the trainer).
+                    if let (Some(budget), Some(bytes)) = (
+                        &input.budget,
+                        input.process_memory.as_ref().and_then(|m| m.bytes()),
+                    ) && let Err(e) =
+                        budget.check_in_use(bytes, update, "NVML per-process memory")
+                        && ended.is_none()
+                    {
+                        ended = Some(TrialError::Failed(e.to_string()));
+                        trainer_stop.store(true, Ordering::Relaxed);
+                    }
+                    metrics.extend(stats.metrics().map(|(k, v)| (k.to_owned(), v)));
+                }
+                TrainEvent::Progress {
+                    update,
+                    timesteps,
+                    samples_per_second,
+                    phases,
+                    ..
+                } => {
+                    let here = timesteps as f64 / total as f64;
+                    let (fraction, message) = match fold {
+                        None => (
+                            here,
+                            format!(
+                                "{timesteps}/{total} samples, {samples_per_second:.0} samples/s"
+                            ),
+                        ),
+                        Some((i, n)) => (
+                            (i as f64 + here) / n as f64,
+                            format!(
+                                "fold {}/{n}: {timesteps}/{total} samples, \
+                                 {samples_per_second:.0} samples/s",
+                                i + 1
+                            ),
+                        ),
+                    };
+                    reporter.progress(fraction, message);
+                    metrics.insert("charts/SPS".to_owned(), samples_per_second);
+                    metrics.extend(phases.metrics().map(|(k, v)| (k.to_owned(), v)));
+                    let values = std::mem::take(&mut metrics);
+                    if let Err(e) = reporter.metrics(
+                        update_offset + update as u64,
+                        step_offset + timesteps as u64,
+                        values,
+                    ) && ended.is_none()
+                    {
+                        ended = Some(e);
+                        trainer_stop.store(true, Ordering::Relaxed);
+                    }
+                }
+                _ => {}
+            }
+        })
+        .map_err(TrialError::failed)?;
+    let phases = phase_split(&report.phases);
+    done.samples += report.timesteps as u64;
+    done.updates += report.updates as u64;
+    done.phases.add(&phases);
+    reporter.set_work(done.samples, Some(done.phases));
+    if trainer.train_device().clone().without_autodiff() != burn::tensor::Device::flex() {
+        let mut gpu = done.gpu.unwrap_or_default();
+        gpu.kernels_compiled += report.kernels.compiled;
+        gpu.autotune_runs += report.kernels.autotune_runs;
+        if let Some(d) = report.dispatches {
+            gpu.dispatches_per_minibatch = Some(d.per_minibatch);
+            gpu.dispatches_per_env_step = Some(d.per_env_step);
+            gpu.syncs_per_update = d.syncs_per_update.or(gpu.syncs_per_update);
+        }
+        gpu.n_steps = Some(cfg.ppo.n_steps);
+        done.gpu = Some(gpu);
+        reporter.set_gpu_work(gpu);
+    }
+    if let Some(e) = ended {
+        return Err(e);
+    }
+    if report.stopped || user_stop.is_set() {
+        return Err(TrialError::Stopped);
+    }
+    Ok(report)
+}
+
+/// The trainer's phases in the telemetry's four: buffer writes count as inference (both are
+/// the rollout's non-env work), GAE as update.
+fn phase_split(p: &PhaseTimes) -> PhaseSplit {
+    PhaseSplit {
+        env_s: p.env_step,
+        inference_s: p.inference + p.buffer,
+        update_s: p.advantages + p.update,
+        eval_s: p.evaluation,
+        compile_s: p.compile,
+    }
+}
