@@ -25,6 +25,8 @@ fn compare(
     let n = cfg.n_envs;
     let mut cpu = CpuVecEnv::new(cfg.clone(), data.clone(), 4..90).unwrap();
     let mut ten = TensorVecEnv::new(cfg.clone(), &data, 4..90, device).unwrap();
+    // On wgpu a step is the CubeCL kernel; on flex, the tensor program.
+    prop_assert_eq!(ten.steps_as_kernel(), *device != Device::flex());
     let od = cpu.obs_dim();
     prop_assert_eq!(od, ten.obs_dim());
     let (mut o1, mut o2) = (vec![0.0; n * od], vec![0.0; n * od]);
@@ -150,4 +152,28 @@ fn tensor_env_on_wgpu_matches_the_cpu_env() {
         .map(|i| ((i * 37 % 200) as f32 / 100.0) - 1.0)
         .collect();
     compare(&device, cfg, 3, 2, 1, 30, &actions).unwrap();
+}
+
+/// The kernel against the CPU env over the whole space of rules (compat mode, every reward,
+/// minimum orders, budgets), as the flex test checks the tensor program.
+#[cfg(feature = "wgpu")]
+#[test]
+fn the_step_kernel_matches_the_cpu_env_over_random_configs() {
+    let Some(device) =
+        common::wgpu_device("the_step_kernel_matches_the_cpu_env_over_random_configs")
+    else {
+        return;
+    };
+    let config = ProptestConfig {
+        cases: 16,
+        ..ProptestConfig::default()
+    };
+    let actions =
+        prop::collection::vec(prop_oneof![9 => -1.3f32..1.3, 1 => Just(f32::NAN)], 1..200);
+    proptest::test_runner::TestRunner::new(config)
+        .run(
+            &(arb_config(), 1usize..5, 1usize..3, 0u64..50, actions),
+            |(cfg, m, f, seed, actions)| compare(&device, cfg, m, f, seed, 40, &actions),
+        )
+        .unwrap();
 }

@@ -14,7 +14,7 @@ use ndarray::{Array2, Array3};
 use rayon::prelude::*;
 
 use crate::config::{EnvConfig, RewardKind};
-use crate::starts::StartTable;
+use crate::starts::{StartTable, check_range};
 use crate::{EnvError, EpisodeStats, VecEnv};
 use tradetune_market::Dataset;
 
@@ -139,16 +139,7 @@ impl CpuVecEnv {
     pub fn new(cfg: EnvConfig, data: Arc<Dataset>, range: Range<usize>) -> Result<Self, EnvError> {
         let m = data.n_assets();
         cfg.validate(m)?;
-        if range.end > data.n_bars() || range.start >= range.end {
-            return Err(EnvError::Config {
-                field: "range",
-                value: format!("{}..{}", range.start, range.end),
-                reason: format!(
-                    "must be a non-empty range within the dataset's {} bars",
-                    data.n_bars()
-                ),
-            });
-        }
+        check_range(&range, data.n_bars())?;
         let starts = StartTable::new(&cfg, range.clone())?;
         let n = cfg.n_envs;
         let obs_dim = cfg.obs_dim(m, data.n_features());

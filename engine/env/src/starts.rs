@@ -9,6 +9,18 @@ use std::ops::Range;
 use crate::EnvError;
 use crate::config::{EnvConfig, StartMode};
 
+/// Refuses a `range` of bars that is empty or runs past the dataset's `n_bars`.
+pub(crate) fn check_range(range: &Range<usize>, n_bars: usize) -> Result<(), EnvError> {
+    if range.end > n_bars || range.start >= range.end {
+        return Err(EnvError::Config {
+            field: "range",
+            value: format!("{}..{}", range.start, range.end),
+            reason: format!("must be a non-empty range within the dataset's {n_bars} bars"),
+        });
+    }
+    Ok(())
+}
+
 /// The bars an episode may use and the start bar of every (env, episode slot).
 #[derive(Debug, Clone, PartialEq)]
 pub struct StartTable {
