@@ -259,6 +259,17 @@ impl ActorCritic {
         (mean, value)
     }
 
+    /// Action means `[B, A]` only (f32, computed in `dtype`): a rollout step adds its noise to
+    /// them before the value network runs, so that burn can fuse the sampling into the mean
+    /// head's kernel.
+    pub fn action_mean(&self, obs: Tensor<2>, dtype: FloatDType) -> Tensor<2> {
+        let mut h = obs.cast(dtype);
+        for layer in &self.pi {
+            h = self.activation.apply(layer.forward(h, dtype));
+        }
+        self.mean.forward(h, dtype).cast(FloatDType::F32)
+    }
+
     /// Values `[B]` only (for bootstrapping the last step of a rollout).
     pub fn value(&self, obs: Tensor<2>, dtype: FloatDType) -> Tensor<1> {
         let mut h = obs.cast(dtype);
@@ -325,6 +336,21 @@ pub fn gaussian_log_prob(mean: Tensor<2>, log_std: Tensor<1>, actions: Tensor<2>
         .sub_scalar(a as f32 * LN_SQRT_2PI)
 }
 
+/// Log-densities `[T, N]` of the samples `μ + σ·ε` for the noise `noise` `[T, N, A]` (ε, standard
+/// normal) under N(μ, σ²) with σ = exp(`log_std`): [`gaussian_log_prob`]'s sum with z = ε, which
+/// does not depend on μ, so a rollout computes all its steps' at once.
+pub fn gaussian_log_prob_of_noise(noise: Tensor<3>, log_std: Tensor<1>) -> Tensor<2> {
+    let [t, n, a] = noise.dims();
+    let log_std = log_std.reshape([1, 1, a]);
+    noise
+        .square()
+        .mul_scalar(-0.5)
+        .sub(log_std)
+        .sum_dim(2)
+        .reshape([t, n])
+        .sub_scalar(a as f32 * LN_SQRT_2PI)
+}
+
 /// Entropy of the diagonal Gaussian (a scalar `[1]`; it does not depend on the state).
 pub fn gaussian_entropy(log_std: Tensor<1>) -> Tensor<1> {
     let a = log_std.dims()[0] as f32;
@@ -379,6 +405,28 @@ mod tests {
         // N(1; 0, 1) · N(1.5; 1, 0.5²): −0.5 − ln√2π  +  (−0.5 − ln 0.5 − ln√2π)
         let want = -0.5 - LN_SQRT_2PI + (-0.5 - 0.5f32.ln() - LN_SQRT_2PI);
         assert!((lp[0] - want).abs() < 1e-5, "{} vs {want}", lp[0]);
+        // From the noise: the same, for the sample μ + σ·ε of each ε (steps × envs = 2 × 1).
+        let noise =
+            Tensor::<3>::from_data(TensorData::new(vec![1.0f32, 1.0, 0.5, -2.0], [2, 1, 2]), &d);
+        let from_noise: Vec<f32> = gaussian_log_prob_of_noise(noise.clone(), log_std.clone())
+            .try_into_vec_as()
+            .unwrap();
+        assert!(
+            (from_noise[0] - want).abs() < 1e-5,
+            "{from_noise:?} vs {want}"
+        );
+        let mean = Tensor::<2>::from_data(TensorData::new(vec![0.3f32, -0.7], [1, 2]), &d);
+        let std = log_std.clone().exp().unsqueeze_dim::<2>(0);
+        let act = mean
+            .clone()
+            .add(noise.narrow(0, 1, 1).reshape([1, 2]).mul(std));
+        let lp: Vec<f32> = gaussian_log_prob(mean, log_std.clone(), act)
+            .try_into_vec_as()
+            .unwrap();
+        assert!(
+            (from_noise[1] - lp[0]).abs() < 1e-5,
+            "{from_noise:?} vs {lp:?}"
+        );
         let h: Vec<f32> = gaussian_entropy(log_std).try_into_vec_as().unwrap();
         let want = 2.0 * (0.5 + LN_SQRT_2PI) + 0.5f32.ln();
         assert!((h[0] - want).abs() < 1e-5);

@@ -14,7 +14,7 @@ use crate::ppo::error::PpoError;
 use crate::ppo::events::PhaseTimes;
 use crate::ppo::gae::compute_gae_device;
 use crate::ppo::host_policy::{HostPolicy, HostStep};
-use crate::ppo::model::gaussian_log_prob;
+use crate::ppo::model::gaussian_log_prob_of_noise;
 use crate::ppo::rollout_env::{EpisodeLog, RolloutEnv};
 use crate::ppo::update::{UpdateBatch, UpdateStats};
 use tradetune_env::EpisodeStats;
@@ -33,7 +33,6 @@ impl<E: RolloutEnv> Trainer<E> {
         let dtype = self.cfg.precision.compute_dtype();
         let (n, a) = (self.env.n_envs(), self.env.action_dim());
         let log_std = model.log_std();
-        let std = log_std.clone().exp().unsqueeze_dim::<2>(0);
         // This rollout's noise: keyed by the number of updates before it (see `stream_rng`).
         // Noise is drawn on the host from the run's seed (the device RNG is global and shared
         // with concurrent trials, so it would make runs irreproducible), all of the rollout's
@@ -46,13 +45,18 @@ impl<E: RolloutEnv> Trainer<E> {
             .collect();
         // On the CPU device in f32 each step's forward pass runs on the host, from a copy of
         // the weights (the model does not change during a rollout).
+        // On the device, the whole rollout's sampling work that does not depend on the
+        // observations runs here, once: the noise scaled by σ, and the log-probabilities of the
+        // samples, which are those of their noise (z = (x − μ)/σ = ε). A step then adds its
+        // scaled noise to the mean and clips: one elementwise kernel after the forward pass.
+        let mut log_probs = None;
         let mut inference = if self.host_inference {
             Inference::Host(HostPolicy::of(&model)?, HostStep::default(), noise)
         } else {
-            Inference::Device(Tensor::<3>::from_data(
-                TensorData::new(noise, [steps, n, a]),
-                &self.device,
-            ))
+            let noise = Tensor::<3>::from_data(TensorData::new(noise, [steps, n, a]), &self.device);
+            log_probs = Some(gaussian_log_prob_of_noise(noise.clone(), log_std.clone()));
+            let std = log_std.exp().reshape([1, 1, a]);
+            Inference::Device(noise.mul(std))
         };
         self.buffer.clear();
         self.env.begin_rollout(steps);
@@ -86,15 +90,27 @@ impl<E: RolloutEnv> Trainer<E> {
                         Tensor::<2>::from_data(TensorData::new(clipped, [n, a]), dev),
                     )
                 }
-                Inference::Device(noise) => {
-                    let (mean, value) = model.forward(obs.clone(), dtype);
-                    let eps: Tensor<2> = noise
+                Inference::Device(scaled_noise) => {
+                    let mean = model.action_mean(obs.clone(), dtype);
+                    let row = step_index..step_index + 1;
+                    let noise: Tensor<2> = scaled_noise
                         .clone()
-                        .slice([step_index..step_index + 1, 0..n, 0..a])
+                        .slice([row.clone(), 0..n, 0..a])
                         .reshape([n, a]);
-                    let actions = mean.clone().add(eps.mul(std.clone()));
-                    let log_prob = gaussian_log_prob(mean, log_std.clone(), actions.clone());
+                    let actions = mean.add(noise);
+                    let log_prob = log_probs
+                        .clone()
+                        .ok_or_else(|| {
+                            PpoError::config(
+                                "trainer",
+                                "no log-probabilities",
+                                "a device rollout computes them",
+                            )
+                        })?
+                        .slice([row, 0..n])
+                        .reshape([n]);
                     let clipped = actions.clone().clamp(-1.0, 1.0);
+                    let value = model.value(obs.clone(), dtype);
                     (actions, log_prob, value, clipped)
                 }
             };

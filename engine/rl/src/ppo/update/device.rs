@@ -8,7 +8,7 @@ use std::ops::Range;
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
-use super::flat_adam::{FlatAdam, Slot};
+use super::flat_adam::FlatAdam;
 use super::{Diagnostics, Factor, MinibatchEngine, Scale, UpdateBatch};
 use crate::ppo::config::PpoConfig;
 use crate::ppo::model::{ActorCritic, gaussian_entropy, gaussian_log_prob};
@@ -64,16 +64,16 @@ impl MinibatchEngine for DeviceEngine<'_> {
             Scale::Host(s) => Tensor::from_data(TensorData::new(vec![s], [1]), self.device),
             Scale::Device(s) => s.clone(),
         };
-        let (diagnostics, mut grads) = minibatch(
+        let (diagnostics, grad) = minibatch(
             self.model,
-            self.adam.slots(),
+            self.adam,
             self.cfg,
             self.batch,
             idx,
             scale,
             self.device,
         );
-        self.grad = Some(self.adam.flat_grads(&mut grads, self.device));
+        self.grad = Some(grad);
         Diagnostics::Device(diagnostics)
     }
 
@@ -100,19 +100,20 @@ impl MinibatchEngine for DeviceEngine<'_> {
     }
 }
 
-/// The losses and gradients of one minibatch (`idx` into `batch`), the loss scaled by `scale`
+/// The losses and gradient of one minibatch (`idx` into `batch`), the loss scaled by `scale`
 /// before the backward pass: `[7]` diagnostics (loss, policy loss, value loss, entropy,
-/// approx_kl, clipfrac, Σ‖g‖² of the scaled loss) and the gradients of the parameters
-/// `slots`. Everything is on the training device `device`.
+/// approx_kl, clipfrac, Σ‖g‖² of the scaled loss) and the gradient, flat in `adam`'s layout
+/// (its square sum is one reduction over that buffer, not one per parameter). Everything is
+/// on the training device `device`.
 pub(super) fn minibatch(
     model: &ActorCritic,
-    slots: &[Slot],
+    adam: &FlatAdam,
     cfg: &PpoConfig,
     batch: &UpdateBatch,
     idx: Tensor<1, Int>,
     scale: Tensor<1>,
     device: &Device,
-) -> (Tensor<1>, GradientsParams) {
+) -> (Tensor<1>, Tensor<1>) {
     let dtype = cfg.precision.compute_dtype();
     let b = idx.dims()[0];
     let obs = batch.obs.clone().select(0, idx.clone());
@@ -163,8 +164,9 @@ pub(super) fn minibatch(
     let clipfrac = ratio_d.sub_scalar(1.0).abs().greater_elem(c).float().mean();
 
     let grads = loss.clone().mul(scale).backward();
-    let grads = GradientsParams::from_grads(grads, model);
-    let grad_sq = grad_sq_sum(&grads, slots, device);
+    let mut grads = GradientsParams::from_grads(grads, model);
+    let grad = adam.flat_grads(&mut grads, device);
+    let grad_sq = grad.clone().square().sum();
     let diagnostics = Tensor::cat(
         vec![
             loss.detach(),
@@ -177,21 +179,5 @@ pub(super) fn minibatch(
         ],
         0,
     );
-    (diagnostics, grads)
-}
-
-/// Σ‖g‖² over the parameters `slots`, `[1]`.
-fn grad_sq_sum(grads: &GradientsParams, slots: &[Slot], device: &Device) -> Tensor<1> {
-    let parts: Vec<Tensor<1>> = slots
-        .iter()
-        .filter_map(|slot| match slot.shape.num_dims() {
-            1 => grads.get::<1>(slot.id).map(|g| g.square().sum()),
-            2 => grads.get::<2>(slot.id).map(|g| g.square().sum()),
-            _ => None,
-        })
-        .collect();
-    if parts.is_empty() {
-        return Tensor::zeros([1], device);
-    }
-    Tensor::cat(parts, 0).sum()
+    (diagnostics, grad)
 }

@@ -92,20 +92,16 @@ fn the_host_gradients_are_burns() {
             &device,
         );
         let one = Tensor::<1>::from_data(TensorData::new(vec![1.0f32], [1]), &device);
-        let (diagnostics, mut grads) = device::minibatch(
+        let (diagnostics, grad) = device::minibatch(
             learner.model(),
-            learner.adam.slots(),
+            &learner.adam,
             &cfg,
             &burn_batch,
             idx_t,
             one,
             &device,
         );
-        let want_grad: Vec<f32> = learner
-            .adam
-            .flat_grads(&mut grads, &device)
-            .try_into_vec_as()
-            .unwrap();
+        let want_grad: Vec<f32> = grad.try_into_vec_as().unwrap();
         let want_diag: Vec<f32> = diagnostics.try_into_vec_as().unwrap();
         let params = learner.model().flat_params().unwrap();
         let mut work = HostWork::default();
