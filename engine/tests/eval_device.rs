@@ -17,6 +17,9 @@ use tradetune_engine::market::DatasetConfig;
 use tradetune_engine::ppo::evaluate_policy as evaluate;
 use tradetune_engine::ppo::{HostEnv, PpoConfig, Trainer};
 
+/// Bars of the validation split evaluated on either device.
+const EVAL_BARS: usize = 80;
+
 #[test]
 fn a_device_evaluation_reads_once_and_scores_as_the_host_one() {
     // First, before anything allocates or reads: the read counter is process-wide.
@@ -39,12 +42,13 @@ fn a_device_evaluation_reads_once_and_scores_as_the_host_one() {
     let mut trainer = Trainer::new(ppo.clone(), HostEnv::new(env, &flex), &flex).unwrap();
     trainer.learn(3 * 4 * 64, &mut |_| {}).unwrap();
     let norm = trainer.normalization().unwrap();
-    let split = EvalSplit::new(
-        "validation",
-        data.clone(),
-        loaded.split.validation.clone(),
-        &env_cfg,
-    );
+    // The first 80 bars of the validation split: on Mesa's software Vulkan each bar costs
+    // ~90 ms on the device, and the read count and the bar-by-bar comparison say the same of 80
+    // bars as of the split's 314 (measured 2026-11-27, 2-core VM under load, caches empty: the
+    // test in 21 s instead of 44).
+    let validation = loaded.split.validation.start
+        ..(loaded.split.validation.start + EVAL_BARS).min(loaded.split.validation.end);
+    let split = EvalSplit::new("validation", data.clone(), validation, &env_cfg);
 
     readback::reset();
     let host = evaluate(
