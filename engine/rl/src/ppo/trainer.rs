@@ -86,10 +86,13 @@ pub use crate::ppo::normalize::NormalizationStats;
 
 /// How a rollout's steps evaluate the policy: on the host from a copy of the weights, with the
 /// rollout's noise (`[steps, n, a]`, row-major), or through burn on the device, with the noise
-/// uploaded there.
+/// uploaded there and scaled by σ, beside its samples' log-probabilities (`[steps, n]`).
 enum Inference {
     Host(HostPolicy, HostStep, Vec<f32>),
-    Device(Tensor<3>),
+    Device {
+        scaled_noise: Tensor<3>,
+        log_probs: Tensor<2>,
+    },
 }
 
 /// PPO on one environment batch and one device.

@@ -49,14 +49,16 @@ impl<E: RolloutEnv> Trainer<E> {
         // observations runs here, once: the noise scaled by σ, and the log-probabilities of the
         // samples, which are those of their noise (z = (x − μ)/σ = ε). A step then adds its
         // scaled noise to the mean and clips: one elementwise kernel after the forward pass.
-        let mut log_probs = None;
         let mut inference = if self.host_inference {
             Inference::Host(HostPolicy::of(&model)?, HostStep::default(), noise)
         } else {
             let noise = Tensor::<3>::from_data(TensorData::new(noise, [steps, n, a]), &self.device);
-            log_probs = Some(gaussian_log_prob_of_noise(noise.clone(), log_std.clone()));
+            let log_probs = gaussian_log_prob_of_noise(noise.clone(), log_std.clone());
             let std = log_std.exp().reshape([1, 1, a]);
-            Inference::Device(noise.mul(std))
+            Inference::Device {
+                scaled_noise: noise.mul(std),
+                log_probs,
+            }
         };
         self.buffer.clear();
         self.env.begin_rollout(steps);
@@ -90,7 +92,10 @@ impl<E: RolloutEnv> Trainer<E> {
                         Tensor::<2>::from_data(TensorData::new(clipped, [n, a]), dev),
                     )
                 }
-                Inference::Device(scaled_noise) => {
+                Inference::Device {
+                    scaled_noise,
+                    log_probs,
+                } => {
                     let mean = model.action_mean(obs.clone(), dtype);
                     let row = step_index..step_index + 1;
                     let noise: Tensor<2> = scaled_noise
@@ -98,17 +103,7 @@ impl<E: RolloutEnv> Trainer<E> {
                         .slice([row.clone(), 0..n, 0..a])
                         .reshape([n, a]);
                     let actions = mean.add(noise);
-                    let log_prob = log_probs
-                        .clone()
-                        .ok_or_else(|| {
-                            PpoError::config(
-                                "trainer",
-                                "no log-probabilities",
-                                "a device rollout computes them",
-                            )
-                        })?
-                        .slice([row, 0..n])
-                        .reshape([n]);
+                    let log_prob = log_probs.clone().slice([row, 0..n]).reshape([n]);
                     let clipped = actions.clone().clamp(-1.0, 1.0);
                     let value = model.value(obs.clone(), dtype);
                     (actions, log_prob, value, clipped)
