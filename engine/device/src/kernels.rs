@@ -14,6 +14,9 @@
 //! - **autotune runs**: every operation cubecl benchmarks to choose a kernel (one "Fastest
 //!   result" line of its autotune log at the minimal level).
 //!
+//! `TRADETUNE_TRACE_LAUNCHES=1` also writes each launch's kernel name to stderr (`launch
+//! <name>`), in launch order: what a step's count is made of.
+//!
 //! The counts are the whole process's (workers that share a process share them): read them
 //! before and after the work to attribute, as [`KernelCounts::since`] does. Logging lines are
 //! delivered by cubecl's logging task, a moment after the compilation they report: read the
@@ -189,10 +192,16 @@ mod runtime {
     const COMPILATION_TARGET: &str = "cubecl::compilation";
     const AUTOTUNE_TARGET: &str = "cubecl::autotune";
 
-    struct Launches;
+    /// Counts launches; with `trace`, also names each on stderr.
+    struct Launches {
+        trace: bool,
+    }
 
     impl LaunchObserver for Launches {
-        fn launched(&self, _kernel: &'static str) {
+        fn launched(&self, kernel: &'static str) {
+            if self.trace {
+                eprintln!("launch {kernel}");
+            }
             DISPATCHES.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -275,7 +284,8 @@ mod runtime {
             log::set_max_level(log::LevelFilter::Info);
             COUNTING_COMPILES.store(true, Ordering::Relaxed);
         }
-        OBSERVATION.get_or_init(|| LaunchObservation::new(Arc::new(Launches)));
+        let trace = std::env::var_os("TRADETUNE_TRACE_LAUNCHES").is_some_and(|v| v != "0");
+        OBSERVATION.get_or_init(|| LaunchObservation::new(Arc::new(Launches { trace })));
         COUNTING_DISPATCHES.store(true, Ordering::Relaxed);
     }
 }

@@ -20,7 +20,7 @@
 pub use crate::ppo::activation::ActivationKind;
 use crate::ppo::error::PpoError;
 use burn::config::Config;
-use burn::module::{Module, Param};
+use burn::module::{Module, ModuleMapper, Param};
 use burn::tensor::{Device, FloatDType, Tensor, TensorData};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -280,6 +280,23 @@ impl ActorCritic {
             .forward(h, dtype)
             .cast(FloatDType::F32)
             .squeeze_dim::<1>(1)
+    }
+
+    /// This model with every parameter stored in `dtype` (the model itself in f32): a
+    /// rollout's snapshot, whose forward passes then cast no weight (in f16 each step would
+    /// otherwise cast every parameter again, one kernel each). Only for inference: the casts
+    /// are not the trained parameters, and [`Self::log_std`] is in `dtype` too.
+    pub fn in_dtype(self, dtype: FloatDType) -> Self {
+        if dtype == FloatDType::F32 {
+            return self;
+        }
+        struct CastTo(FloatDType);
+        impl ModuleMapper for CastTo {
+            fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+                param.map(|t| t.cast(self.0))
+            }
+        }
+        self.map(&mut CastTo(dtype))
     }
 
     /// The `[A]` log standard deviations (f32).

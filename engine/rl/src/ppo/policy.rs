@@ -45,11 +45,13 @@ impl DeterministicPolicy {
             Some(s) => Some(RunningMeanStd::from_stats(s, &device)),
             None => None,
         };
+        let dtype = cfg.precision.compute_dtype();
         Ok(Self {
-            model,
+            // The weights in the compute dtype once, not at every step.
+            model: model.in_dtype(dtype),
             norm,
             clip_obs: cfg.clip_obs,
-            dtype: cfg.precision.compute_dtype(),
+            dtype,
             obs_dim,
         })
     }
@@ -69,8 +71,8 @@ impl Policy for DeterministicPolicy {
             Some(n) => n.normalize(obs, self.clip_obs),
             None => obs,
         };
-        let (mean, _) = self.model.forward(x, self.dtype);
-        mean.clamp(-1.0, 1.0)
+        // The actor only: evaluation needs no value.
+        self.model.action_mean(x, self.dtype).clamp(-1.0, 1.0)
     }
 }
 

@@ -60,6 +60,8 @@ impl<E: RolloutEnv> Trainer<E> {
                 log_probs,
             }
         };
+        // The weights in the compute dtype once per rollout, not once per step.
+        let model = model.in_dtype(dtype);
         self.buffer.clear();
         self.env.begin_rollout(steps);
         if timed {
@@ -96,7 +98,10 @@ impl<E: RolloutEnv> Trainer<E> {
                     scaled_noise,
                     log_probs,
                 } => {
-                    let mean = model.action_mean(obs.clone(), dtype);
+                    // The observations in the compute dtype once for both networks (the
+                    // networks' own casts are then no-ops).
+                    let x = obs.clone().cast(dtype);
+                    let mean = model.action_mean(x.clone(), dtype);
                     let row = step_index..step_index + 1;
                     let noise: Tensor<2> = scaled_noise
                         .clone()
@@ -105,7 +110,7 @@ impl<E: RolloutEnv> Trainer<E> {
                     let actions = mean.add(noise);
                     let log_prob = log_probs.clone().slice([row, 0..n]).reshape([n]);
                     let clipped = actions.clone().clamp(-1.0, 1.0);
-                    let value = model.value(obs.clone(), dtype);
+                    let value = model.value(x, dtype);
                     (actions, log_prob, value, clipped)
                 }
             };
