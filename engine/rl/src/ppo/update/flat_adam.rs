@@ -173,7 +173,9 @@ impl FlatAdam {
         });
     }
 
-    /// The gradients of all parameters as one flat buffer in the layout of [`FlatAdam`].
+    /// The gradients of all parameters (burn's autodiff) as one flat buffer in the layout of
+    /// [`FlatAdam`].
+    #[cfg(test)]
     pub fn flat_grads(&self, grads: &mut GradientsParams, device: &Device) -> Tensor<1> {
         let parts: Vec<Tensor<1>> = self
             .slots
@@ -188,6 +190,18 @@ impl FlatAdam {
                 g.unwrap_or_else(|| Tensor::zeros([slot.len], &device.clone().inner()))
             })
             .collect();
+        Tensor::cat(parts, 0)
+    }
+
+    /// The gradients `grads` (flat, by parameter) as one flat buffer in the layout of
+    /// [`FlatAdam`]; every parameter has one.
+    pub fn flat(&self, mut grads: HashMap<ParamId, Tensor<1>>) -> Tensor<1> {
+        let parts: Vec<Tensor<1>> = self
+            .slots
+            .iter()
+            .filter_map(|slot| grads.remove(&slot.id))
+            .collect();
+        debug_assert_eq!(parts.len(), self.slots.len(), "a gradient per parameter");
         Tensor::cat(parts, 0)
     }
 

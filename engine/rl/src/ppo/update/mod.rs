@@ -50,6 +50,9 @@
 mod device;
 mod flat_adam;
 mod host;
+mod manual;
+#[cfg(test)]
+mod manual_tests;
 mod stats;
 #[cfg(test)]
 mod tests;
@@ -101,6 +104,9 @@ pub struct Learner {
     cfg: PpoConfig,
     /// The training (autodiff) device.
     device: Device,
+    /// Tests: the device engine runs its minibatches through burn's autodiff (the reference).
+    #[cfg(test)]
+    autodiff_reference: bool,
 }
 
 impl Learner {
@@ -118,6 +124,8 @@ impl Learner {
             ),
             cfg: cfg.clone(),
             device: device.clone(),
+            #[cfg(test)]
+            autodiff_reference: false,
         }
     }
 
@@ -202,6 +210,8 @@ impl Learner {
             scaler,
             cfg,
             device,
+            #[cfg(test)]
+            autodiff_reference,
         } = self;
         let batch_size = cfg.batch_size;
         if host.runs() {
@@ -213,7 +223,12 @@ impl Learner {
             return run(engine, tally, &orders, batch_size, lr, check);
         }
         host.release(adam, device);
-        let engine = DeviceEngine::new(model, adam, cfg, device, batch);
+        #[allow(unused_mut)]
+        let mut engine = DeviceEngine::new(model, adam, cfg, device, batch);
+        #[cfg(test)]
+        if *autodiff_reference {
+            engine.autodiff = Some((device.clone(), batch));
+        }
         if cfg.target_kl.is_some() {
             let extra = rollout_values(ride_along, true)?;
             check(&extra)?;
