@@ -27,6 +27,8 @@ pub(super) struct DeviceEngine<'a> {
     order: Option<Tensor<1, Int>>,
     /// The last minibatch's gradient (of the scaled loss), flat in [`FlatAdam`]'s layout.
     grad: Option<Tensor<1>>,
+    /// The hand-written pass's index tensors.
+    picks: manual::Picks,
     /// Tests: the minibatch through burn's autodiff ([`minibatch`]) on the training device
     /// and the rollout as given, the reference the hand-written pass is held to.
     #[cfg(test)]
@@ -54,6 +56,7 @@ impl<'a> DeviceEngine<'a> {
             model,
             adam,
             cfg,
+            picks: manual::Picks::new(&device.clone().inner()),
             device: device.clone().inner(),
             batch,
             order: None,
@@ -72,6 +75,7 @@ impl MinibatchEngine for DeviceEngine<'_> {
     }
 
     fn minibatch(&mut self, rows: Range<usize>, scale: Scale<'_>) -> Diagnostics {
+        self.picks.cut();
         let order = self
             .order
             .clone()
@@ -90,13 +94,22 @@ impl MinibatchEngine for DeviceEngine<'_> {
             self.grad = Some(grad);
             return Diagnostics::Device(diagnostics);
         }
-        let (diagnostics, grad) =
-            manual::minibatch(self.model, self.adam, self.cfg, &self.batch, idx, scale);
+        let (diagnostics, grad) = manual::minibatch(
+            self.model,
+            self.adam,
+            self.cfg,
+            &self.batch,
+            idx,
+            scale,
+            &mut self.picks,
+        );
         self.grad = Some(grad);
+        self.picks.cut();
         Diagnostics::Device(diagnostics)
     }
 
     fn step(&mut self, lr: f64, factor: Factor) {
+        self.picks.cut();
         let mut grad = self.grad.take().expect("a minibatch before its step");
         match factor {
             Factor::Host(factor) => {
@@ -112,6 +125,7 @@ impl MinibatchEngine for DeviceEngine<'_> {
                 self.adam.step_model(self.model, lr, grad, gate);
             }
         }
+        self.picks.cut();
     }
 
     fn finish(self) {

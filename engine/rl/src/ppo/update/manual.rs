@@ -21,7 +21,7 @@
 use std::collections::HashMap;
 
 use burn::module::ParamId;
-use burn::tensor::{FloatDType, Int, Tensor, activation};
+use burn::tensor::{Device, FloatDType, Int, Tensor, TensorData, activation};
 
 use super::UpdateBatch;
 use super::flat_adam::FlatAdam;
@@ -160,7 +160,7 @@ fn derivative(
 /// The losses and gradient of one minibatch (`idx` into `batch`, on the inner device), the
 /// loss scaled by `scale` (`[1]`, inner device): `[7]` diagnostics (loss, policy loss, value
 /// loss, entropy, approx_kl, clipfrac, Σ‖g‖² of the scaled loss) and the gradient, flat in
-/// `adam`'s layout. `batch` holds inner tensors.
+/// `adam`'s layout. `batch` holds inner tensors; `picks` the index tensors of its gathers.
 pub(super) fn minibatch(
     model: &ActorCritic,
     adam: &FlatAdam,
@@ -168,10 +168,12 @@ pub(super) fn minibatch(
     batch: &UpdateBatch,
     idx: Tensor<1, Int>,
     scale: Tensor<1>,
+    picks: &mut Picks,
 ) -> (Tensor<1>, Tensor<1>) {
     let dtype = cfg.precision.compute_dtype();
     let act = model.activation();
     let b = idx.dims()[0];
+    let a = batch.actions.dims()[1];
     let obs = batch.obs.clone().select(0, idx.clone());
     let actions = batch.actions.clone().select(0, idx.clone());
     let old_logp = batch.log_probs.clone().select(0, idx.clone());
@@ -182,8 +184,8 @@ pub(super) fn minibatch(
     let x = obs.cast(dtype);
     let (mean, pi_trace) = forward(&model.pi, &model.mean, act, x.clone(), dtype);
     let (value, vf_trace) = forward(&model.vf, &model.value, act, x, dtype);
+    picks.cut();
     let value = value.squeeze_dim::<1>(1);
-    let a = mean.dims()[1];
 
     // The Gaussian log-probability: z = (a − μ)/σ, logp = Σ_j −½z² − log σ_j − A·ln√(2π).
     let log_std_flat = model.log_std().inner();
@@ -196,8 +198,11 @@ pub(super) fn minibatch(
         .mul_scalar(-0.5)
         .sub(log_std.clone())
         .sum_dim(1)
-        .squeeze_dim::<1>(1)
+        .reshape([b])
         .sub_scalar(a as f32 * LN_SQRT_2PI);
+    let entropy = log_std_flat
+        .sum()
+        .add_scalar(a as f32 * (0.5 + LN_SQRT_2PI));
     let log_ratio = logp.sub(old_logp);
     let ratio = log_ratio.clone().exp();
     if cfg.normalize_advantage && b > 1 {
@@ -215,38 +220,41 @@ pub(super) fn minibatch(
     let c = cfg.clip_range;
     let surrogate = adv.clone().neg().mul(ratio.clone());
     let clipped = adv.clone().neg().mul(ratio.clone().clamp(1.0 - c, 1.0 + c));
-    // The max's gradient reaches the ratio through the unclipped term.
-    let unclipped = surrogate.clone().greater_equal(clipped.clone());
-    let policy_i = surrogate.max_pair(clipped);
+    // The max's gradient reaches the ratio through the unclipped term. (Comparisons and
+    // masks rather than `max_pair`, `bool_not` and bool-to-float casts: burn's fusion fuses
+    // the former, not the latter.)
+    let clipped_larger = clipped.clone().greater(surrogate.clone());
+    let policy_i = surrogate.mask_where(clipped_larger.clone(), clipped);
     let kl_i = ratio.clone().sub_scalar(1.0).sub(log_ratio);
-    let clip_i = ratio.clone().sub_scalar(1.0).abs().greater_elem(c).float();
+    let clip_i = ratio
+        .clone()
+        .zeros_like()
+        .mask_fill(ratio.clone().sub_scalar(1.0).abs().greater_elem(c), 1.0);
     // ∂(scale·L)/∂logp: scale·(−Â/B)·ratio where the unclipped term is the max.
     let per_sample = scale.clone().div_scalar(b as f32);
     let d_logp = adv
         .neg()
         .mul(ratio)
         .mul(per_sample.clone())
-        .mask_fill(unclipped.bool_not(), 0.0)
+        .mask_fill(clipped_larger, 0.0)
         .unsqueeze_dim::<2>(1);
     let d_mean = d_logp.clone().mul(z.clone()).div(std);
     let d_log_std_i = d_logp.mul(z.square().sub_scalar(1.0));
 
-    let (v_pred, inside) = match cfg.clip_range_vf {
+    let (v_pred, outside) = match cfg.clip_range_vf {
         Some(cv) => {
             let delta = value.sub(old_values.clone());
-            let inside = delta
-                .clone()
-                .greater_equal_elem(-cv)
-                .bool_and(delta.clone().lower_equal_elem(cv));
-            (old_values.add(delta.clamp(-cv, cv)), Some(inside))
+            // clamp passes the gradient within [−ε, ε], bounds included.
+            let outside = delta.clone().abs().greater_elem(cv);
+            (old_values.add(delta.clamp(-cv, cv)), Some(outside))
         }
         None => (value, None),
     };
     let diff = returns.sub(v_pred);
     let value_i = diff.clone().square();
     let mut d_value = diff.mul(per_sample).mul_scalar(-2.0 * cfg.vf_coef);
-    if let Some(inside) = inside {
-        d_value = d_value.mask_fill(inside.bool_not(), 0.0);
+    if let Some(outside) = outside {
+        d_value = d_value.mask_fill(outside, 0.0);
     }
     let d_value = d_value.unsqueeze_dim::<2>(1);
 
@@ -261,18 +269,16 @@ pub(super) fn minibatch(
         ],
         1,
     );
-    let sums = columns.sum_dim(0).squeeze_dim::<1>(0);
-    let means = sums.clone().narrow(0, 0, 4).div_scalar(b as f32);
-    let entropy = log_std_flat
-        .sum()
-        .add_scalar(a as f32 * (0.5 + LN_SQRT_2PI));
-    let d_log_std = sums
-        .clone()
-        .narrow(0, 4, a)
-        .sub(scale.mul_scalar(cfg.ent_coef));
-    let mean_bias = sums.clone().narrow(0, 4 + a, a);
-    let value_bias = sums.narrow(0, 4 + 2 * a, 1);
+    let sums = columns.sum_dim(0).reshape([4 + 2 * a + 1]);
+    // Its pieces by gathers (fused; a slice is a kernel of its own where its offset is not
+    // aligned).
+    let mut pick = |range: std::ops::Range<usize>| sums.clone().select(0, picks.range(range));
+    let means = pick(0..4).div_scalar(b as f32);
+    let d_log_std = pick(4..4 + a).sub(scale.mul_scalar(cfg.ent_coef));
+    let mean_bias = pick(4 + a..4 + 2 * a);
+    let value_bias = pick(4 + 2 * a..4 + 2 * a + 1);
 
+    picks.cut();
     let mut grads = HashMap::new();
     backward(
         &model.pi,
@@ -295,25 +301,80 @@ pub(super) fn minibatch(
         &mut grads,
     );
     grads.insert(model.log_std.id, d_log_std);
-    let grad = adam.flat(grads);
+    let grad = adam.flat(grads, &mut |n| picks.zeros(n));
     let grad_sq = grad.clone().square().sum();
 
-    let policy_loss = means.clone().narrow(0, 0, 1);
-    let value_loss = means.clone().narrow(0, 1, 1);
-    let loss = policy_loss
+    // [policy, value, approx_kl, clipfrac] → [loss, policy, value, entropy, approx_kl,
+    // clipfrac, Σ‖g‖²].
+    let loss = means
         .clone()
-        .add(value_loss.clone().mul_scalar(cfg.vf_coef))
+        .select(0, picks.range(0..1))
+        .add(
+            means
+                .clone()
+                .select(0, picks.range(1..2))
+                .mul_scalar(cfg.vf_coef),
+        )
         .sub(entropy.clone().mul_scalar(cfg.ent_coef));
     let diagnostics = Tensor::cat(
         vec![
             loss,
-            policy_loss,
-            value_loss,
+            means.clone().select(0, picks.range(0..2)),
             entropy,
-            means.narrow(0, 2, 2),
+            means.select(0, picks.range(2..4)),
             grad_sq,
         ],
         0,
     );
     (diagnostics, grad)
+}
+
+/// Index tensors `start..end` and zero vectors on the engine's device, made once and reused from
+/// minibatch to minibatch (gathers with them fuse; narrowing an unaligned range launches a
+/// copy kernel, and so does each zero vector made).
+pub(super) struct Picks {
+    device: Device,
+    made: HashMap<(usize, usize), Tensor<1, Int>>,
+    zeros: HashMap<usize, Tensor<1>>,
+}
+
+impl Picks {
+    pub fn new(device: &Device) -> Self {
+        Self {
+            device: device.clone(),
+            made: HashMap::new(),
+            zeros: HashMap::new(),
+        }
+    }
+
+    /// Hands the operations queued so far to burn's fusion as one segment, without waiting
+    /// for the device: burn 0.22's fusion falls back to one kernel per operation for some
+    /// segments that mix a minibatch's phases (its "repair" of an unorderable plan: the
+    /// tally's decisions, Adam's step and the parameters' slices ran as 71 single kernels),
+    /// while the forward pass, the loss, the backward pass and the step each fuse on their
+    /// own. The device engine cuts before and after each minibatch and step.
+    pub fn cut(&self) {
+        // A device that cannot take more work fails at the update's read, with its reason.
+        let _ = self.device.flush();
+    }
+
+    /// Zeros `[n]`.
+    fn zeros(&mut self, n: usize) -> Tensor<1> {
+        let device = &self.device;
+        self.zeros
+            .entry(n)
+            .or_insert_with(|| Tensor::zeros([n], device))
+            .clone()
+    }
+
+    fn range(&mut self, range: std::ops::Range<usize>) -> Tensor<1, Int> {
+        let device = &self.device;
+        self.made
+            .entry((range.start, range.end))
+            .or_insert_with(|| {
+                let idx: Vec<i64> = range.clone().map(|i| i as i64).collect();
+                Tensor::from_data(TensorData::new(idx, [range.len()]), device)
+            })
+            .clone()
+    }
 }

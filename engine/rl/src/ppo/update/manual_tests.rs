@@ -118,7 +118,7 @@ fn the_hand_written_gradients_are_autodiffs() {
         ] {
             let cfg = config(activation, clip_vf, normalize, precision);
             let model = cfg.policy.init(d, a, 3, &device);
-            let adam = flat_adam::FlatAdam::new(&cfg, &model);
+            let adam = flat_adam::FlatAdam::new(&cfg, &model, flat_adam::GPU_ALIGN);
             let (want_diag, want_grad) = device::minibatch(
                 &model,
                 &adam,
@@ -135,6 +135,7 @@ fn the_hand_written_gradients_are_autodiffs() {
                 &on_inner,
                 idx_on(&inner),
                 scale(&inner),
+                &mut manual::Picks::new(&inner),
             );
             let what = format!(
                 "{device:?} {precision:?} {activation:?} clip_vf {clip_vf:?} normalise {normalize}"

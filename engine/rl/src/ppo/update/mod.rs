@@ -112,7 +112,13 @@ pub struct Learner {
 impl Learner {
     /// A learner for `model` (on the autodiff training device `device`).
     pub fn new(model: ActorCritic, cfg: &PpoConfig, device: &Device) -> Self {
-        let adam = FlatAdam::new(cfg, &model);
+        // Aligned slots where the parameters' slices would otherwise be copies (a GPU).
+        let align = if tradetune_device::reads_are_transfers(device) {
+            flat_adam::GPU_ALIGN
+        } else {
+            1
+        };
+        let adam = FlatAdam::new(cfg, &model, align);
         Self {
             host: HostSide::new(&model, adam.slots(), cfg, device),
             adam,

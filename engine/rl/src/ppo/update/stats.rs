@@ -2,7 +2,7 @@
 //! [`HostTally`] on host numbers, [`DeviceTally`] on device tensors (see the module docs of
 //! [`super`] for which runs when, and why there are two).
 
-use burn::tensor::{Bool, Device, Tensor, TensorData};
+use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
 use super::{Diagnostics, Factor, Scale, Tally, Verdict};
@@ -210,6 +210,9 @@ pub(super) struct DeviceTally<'a> {
     ride_along: Tensor<1>,
     /// The judged minibatch's diagnostics, gradient norm and finiteness, until recorded.
     pending: Option<(Tensor<1>, Tensor<1>, Tensor<1, Bool>)>,
+    /// Indices of the diagnostics' loss, square norm and first six (gathers fuse with what
+    /// follows them; a narrow of an unaligned range is a kernel of its own).
+    picks: [Tensor<1, Int>; 3],
 }
 
 impl<'a> DeviceTally<'a> {
@@ -237,6 +240,10 @@ impl<'a> DeviceTally<'a> {
             minibatches: 0,
             ride_along,
             pending: None,
+            picks: [0..1, 6..7, 0..6].map(|r: std::ops::Range<i64>| {
+                let n = r.clone().count();
+                Tensor::from_data(TensorData::new(r.collect::<Vec<_>>(), [n]), device)
+            }),
         }
     }
 }
@@ -250,16 +257,16 @@ impl Tally for DeviceTally<'_> {
         let diagnostics = diagnostics.on(&self.device);
         let max_norm = self.cfg.max_grad_norm;
         // The norm of the unscaled gradients.
+        let [loss, square_norm, _] = self.picks.clone();
         let norm = diagnostics
             .clone()
-            .narrow(0, 6, 1)
+            .select(0, square_norm)
             .sqrt()
             .div(self.scale.clone());
-        let finite = diagnostics
-            .clone()
-            .narrow(0, 0, 1)
-            .add(norm.clone())
-            .is_finite();
+        // Finite exactly where x − x is 0 (a comparison fuses; `is_finite`'s NaN and infinity
+        // tests and their boolean `and` do not).
+        let sum = diagnostics.clone().select(0, loss).add(norm.clone());
+        let finite = sum.clone().sub(sum).equal_elem(0.0);
         let mut factor = self.scale.clone().recip();
         if max_norm > 0.0 {
             // min(1, max / (‖g‖ + 1e-6)), as torch's `clip_grad_norm_`.
@@ -281,15 +288,16 @@ impl Tally for DeviceTally<'_> {
         let Some((diagnostics, norm, finite)) = self.pending.take() else {
             return self;
         };
-        let applied = Tensor::cat(vec![diagnostics.narrow(0, 0, 6), norm], 0);
+        let first_six = self.picks[2].clone();
+        let applied = Tensor::cat(vec![diagnostics.select(0, first_six), norm], 0);
         let row = if self.scaling {
             // Clean steps in a row; the scale halves on an overflow and doubles after
             // `interval` clean steps, within its bounds.
             let counted = self
                 .clean
                 .clone()
-                .add_scalar(1.0)
-                .mask_fill(finite.clone().bool_not(), 0.0);
+                .zeros_like()
+                .mask_where(finite.clone(), self.clean.clone().add_scalar(1.0));
             let grow = counted.clone().greater_equal_elem(self.interval);
             let grown = self.scale.clone().mul_scalar(2.0).clamp_max(MAX_LOSS_SCALE);
             let backed = self.scale.clone().mul_scalar(0.5).clamp_min(MIN_LOSS_SCALE);
@@ -300,9 +308,10 @@ impl Tally for DeviceTally<'_> {
         } else {
             applied
         };
-        self.sums = self
-            .sums
-            .add(Tensor::cat(vec![row, finite.bool_not().float()], 0));
+        self.sums = self.sums.add(Tensor::cat(
+            vec![row, Tensor::ones([1], &self.device).mask_fill(finite, 0.0)],
+            0,
+        ));
         self.minibatches += 1;
         self
     }
