@@ -37,6 +37,8 @@ struct Trace {
     inputs: Vec<Tensor<2>>,
     /// The pre-activations of each hidden layer, where the derivative needs them (SiLU).
     pre: Vec<Option<Tensor<2>>>,
+    /// Each layer's weight in the compute dtype, for `∂x = ∂y·Wᵀ` (one cast per step).
+    weights: Vec<Tensor<2>>,
 }
 
 /// A layer's weight and bias (inner device, f32) and their ids.
@@ -56,26 +58,33 @@ fn forward(
     let mut trace = Trace {
         inputs: Vec::with_capacity(hidden.len() + 1),
         pre: Vec::with_capacity(hidden.len()),
+        weights: Vec::with_capacity(hidden.len() + 1),
     };
     let mut h = x;
     for layer in hidden {
-        let y = affine(layer, h.clone(), dtype);
+        let y = affine(layer, h.clone(), dtype, &mut trace.weights);
         trace.inputs.push(h);
         trace
             .pre
             .push(act.derivative_needs_input().then(|| y.clone()));
         h = act.apply(y);
     }
-    let out = affine(head, h.clone(), dtype).cast(FloatDType::F32);
+    let out = affine(head, h.clone(), dtype, &mut trace.weights).cast(FloatDType::F32);
     trace.inputs.push(h);
     (out, trace)
 }
 
-/// `x·W + b` in `dtype`, as `Dense::forward`.
-fn affine(layer: &Dense, x: Tensor<2>, dtype: FloatDType) -> Tensor<2> {
+/// `x·W + b` in `dtype`, as `Dense::forward`; `W` in `dtype` pushed onto `weights`.
+fn affine(
+    layer: &Dense,
+    x: Tensor<2>,
+    dtype: FloatDType,
+    weights: &mut Vec<Tensor<2>>,
+) -> Tensor<2> {
     let (w, b) = params(layer);
-    x.matmul(w.cast(dtype))
-        .add(b.cast(dtype).unsqueeze_dim::<2>(0))
+    let w = w.cast(dtype);
+    weights.push(w.clone());
+    x.matmul(w).add(b.cast(dtype).unsqueeze_dim::<2>(0))
 }
 
 /// Back-propagates `d_out` (f32, the gradient at the head's output) through the network
@@ -116,8 +125,7 @@ fn backward(
         if l == 0 {
             break;
         }
-        let (w, _) = params(layer);
-        let dh = dz.matmul(w.cast(dtype).transpose());
+        let dh = dz.matmul(trace.weights[l].clone().transpose());
         let h = trace.inputs[l].clone();
         dz = derivative(act, dh, trace.pre[l - 1].clone(), h);
     }

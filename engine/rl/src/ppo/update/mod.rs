@@ -23,8 +23,9 @@
 //! [`Learner::update`] runs that loop, once, in `run`. Below it sit two **minibatch
 //! engines** (`MinibatchEngine`), which compute a minibatch's forward pass, losses and
 //! gradient and take Adam's step:
-//! - the device engine (`device`): burn's autodiff on every device and precision, Adam over
-//!   one flat parameter buffer (`flat_adam`);
+//! - the device engine (`device`): on every device and precision, the forward pass, loss and a
+//!   hand-written backward pass in burn tensor operations on the inner device (`manual`, held to
+//!   burn's autodiff by the tests), Adam over one flat parameter buffer (`flat_adam`);
 //! - the host engine (`host`; its math is [`crate::ppo::host_update`]): on the CPU device in
 //!   f32, host buffers with a hand-written backward pass, about twice as fast there and held
 //!   to the device engine by the tests (gradients, whole updates, Adam's saved state).
@@ -183,8 +184,8 @@ impl Learner {
         self.host.runs()
     }
 
-    /// Turns the host minibatch engine off (every update then runs through burn's autodiff,
-    /// as on other devices) or back on where it applies: for comparing the two engines.
+    /// Turns the host minibatch engine off (every update then runs the device engine, as on
+    /// other devices) or back on where it applies: for comparing the two engines.
     pub fn set_host_update(&mut self, on: bool) {
         self.host.allowed = on;
     }

@@ -263,10 +263,14 @@ impl Tally for DeviceTally<'_> {
             .select(0, square_norm)
             .sqrt()
             .div(self.scale.clone());
-        // Finite exactly where x − x is 0 (a comparison fuses; `is_finite`'s NaN and infinity
-        // tests and their boolean `and` do not).
-        let sum = diagnostics.clone().select(0, loss).add(norm.clone());
-        let finite = sum.clone().sub(sum).equal_elem(0.0);
+        // `is_finite` (NaN and infinity tests and their `and`, four kernels that burn does not
+        // fuse): arithmetic tests such as x − x == 0 are folded away by shader compilers that
+        // assume finite numbers (lavapipe's does), and then no overflow is ever seen.
+        let finite = diagnostics
+            .clone()
+            .select(0, loss)
+            .add(norm.clone())
+            .is_finite();
         let mut factor = self.scale.clone().recip();
         if max_norm > 0.0 {
             // min(1, max / (‖g‖ + 1e-6)), as torch's `clip_grad_norm_`.
@@ -299,12 +303,25 @@ impl Tally for DeviceTally<'_> {
                 .zeros_like()
                 .mask_where(finite.clone(), self.clean.clone().add_scalar(1.0));
             let grow = counted.clone().greater_equal_elem(self.interval);
-            let grown = self.scale.clone().mul_scalar(2.0).clamp_max(MAX_LOSS_SCALE);
-            let backed = self.scale.clone().mul_scalar(0.5).clamp_min(MIN_LOSS_SCALE);
+            // (`clamp` with an infinite bound: burn's fusion fuses it, not clamp_min/max.)
+            let grown = self
+                .scale
+                .clone()
+                .mul_scalar(2.0)
+                .clamp(f32::NEG_INFINITY, MAX_LOSS_SCALE);
+            let backed = self
+                .scale
+                .clone()
+                .mul_scalar(0.5)
+                .clamp(MIN_LOSS_SCALE, f32::INFINITY);
             self.scale =
                 backed.mask_where(finite.clone(), self.scale.mask_where(grow.clone(), grown));
             self.clean = counted.mask_fill(grow, 0.0);
-            Tensor::zeros([7], &self.device).mask_where(finite.clone().expand([7]), applied)
+            // The flag at each of the row's seven places, as a 0/1 number broadcast by an
+            // addition (an expanded bool mask is not fused).
+            let flag = Tensor::<1>::zeros([1], &self.device).mask_fill(finite.clone(), 1.0);
+            let at_each = applied.zeros_like().add(flag).equal_elem(1.0);
+            applied.zeros_like().mask_where(at_each, applied)
         } else {
             applied
         };
