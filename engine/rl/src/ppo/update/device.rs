@@ -1,30 +1,38 @@
-//! The device engine: a minibatch through burn's autodiff on the training device, in the
-//! run's compute precision, and [`FlatAdam`]'s step. Every device and precision runs it; the
-//! CPU device in f32 runs the host engine instead unless told otherwise
-//! ([`super::Learner::set_host_update`]).
+//! The device engine: a minibatch's forward pass, losses and hand-written backward pass in
+//! burn tensor operations on the training device's inner (non-autodiff) device, in the run's
+//! compute precision ([`super::manual`]), and [`FlatAdam`]'s step. Every device and precision
+//! runs it; the CPU device in f32 runs the host engine instead unless told otherwise
+//! ([`super::Learner::set_host_update`]). [`minibatch`], the same minibatch through burn's
+//! autodiff, is the tests' reference.
 
 use std::ops::Range;
 
-use burn::optim::GradientsParams;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use super::flat_adam::FlatAdam;
-use super::{Diagnostics, Factor, MinibatchEngine, Scale, UpdateBatch};
+use super::{Diagnostics, Factor, MinibatchEngine, Scale, UpdateBatch, manual};
 use crate::ppo::config::PpoConfig;
-use crate::ppo::model::{ActorCritic, gaussian_entropy, gaussian_log_prob};
+use crate::ppo::model::ActorCritic;
 
 /// The device engine over one update's rollout.
 pub(super) struct DeviceEngine<'a> {
     model: &'a mut ActorCritic,
     adam: &'a mut FlatAdam,
     cfg: &'a PpoConfig,
-    /// The training (autodiff) device.
-    device: &'a Device,
-    batch: &'a UpdateBatch,
+    /// The training device's inner (non-autodiff) device.
+    device: Device,
+    /// The rollout, on `device`.
+    batch: UpdateBatch,
     /// The epoch's shuffle, on the device.
     order: Option<Tensor<1, Int>>,
     /// The last minibatch's gradient (of the scaled loss), flat in [`FlatAdam`]'s layout.
     grad: Option<Tensor<1>>,
+    /// The hand-written pass's index tensors.
+    picks: manual::Picks,
+    /// Tests: the minibatch through burn's autodiff ([`minibatch`]) on the training device
+    /// and the rollout as given, the reference the hand-written pass is held to.
+    #[cfg(test)]
+    pub autodiff: Option<(Device, &'a UpdateBatch)>,
 }
 
 impl<'a> DeviceEngine<'a> {
@@ -35,14 +43,26 @@ impl<'a> DeviceEngine<'a> {
         device: &'a Device,
         batch: &'a UpdateBatch,
     ) -> Self {
+        let inner = |t: &Tensor<1>| t.clone().inner();
+        let batch = UpdateBatch {
+            obs: batch.obs.clone().inner(),
+            actions: batch.actions.clone().inner(),
+            log_probs: inner(&batch.log_probs),
+            values: inner(&batch.values),
+            advantages: inner(&batch.advantages),
+            returns: inner(&batch.returns),
+        };
         Self {
             model,
             adam,
             cfg,
-            device,
+            picks: manual::Picks::new(&device.clone().inner()),
+            device: device.clone().inner(),
             batch,
             order: None,
             grad: None,
+            #[cfg(test)]
+            autodiff: None,
         }
     }
 }
@@ -51,33 +71,45 @@ impl MinibatchEngine for DeviceEngine<'_> {
     fn shuffle(&mut self, order: &[usize]) {
         let order: Vec<i64> = order.iter().map(|&i| i as i64).collect();
         let n = order.len();
-        self.order = Some(Tensor::from_data(TensorData::new(order, [n]), self.device));
+        self.order = Some(Tensor::from_data(TensorData::new(order, [n]), &self.device));
     }
 
     fn minibatch(&mut self, rows: Range<usize>, scale: Scale<'_>) -> Diagnostics {
+        self.picks.cut();
         let order = self
             .order
             .clone()
             .expect("an epoch's shuffle before its minibatches");
         let idx = order.narrow(0, rows.start, rows.len());
         let scale = match scale {
-            Scale::Host(s) => Tensor::from_data(TensorData::new(vec![s], [1]), self.device),
-            Scale::Device(s) => s.clone(),
+            Scale::Host(s) => Tensor::from_data(TensorData::new(vec![s], [1]), &self.device),
+            Scale::Device(s) => s.clone().inner(),
         };
-        let (diagnostics, grad) = minibatch(
+        #[cfg(test)]
+        if let Some((device, batch)) = &self.autodiff {
+            let idx = Tensor::from_inner(idx);
+            let scale = Tensor::from_inner(scale);
+            let (diagnostics, grad) =
+                minibatch(self.model, self.adam, self.cfg, batch, idx, scale, device);
+            self.grad = Some(grad);
+            return Diagnostics::Device(diagnostics);
+        }
+        let (diagnostics, grad) = manual::minibatch(
             self.model,
             self.adam,
             self.cfg,
-            self.batch,
+            &self.batch,
             idx,
             scale,
-            self.device,
+            &mut self.picks,
         );
         self.grad = Some(grad);
+        self.picks.cut();
         Diagnostics::Device(diagnostics)
     }
 
     fn step(&mut self, lr: f64, factor: Factor) {
+        self.picks.cut();
         let mut grad = self.grad.take().expect("a minibatch before its step");
         match factor {
             Factor::Host(factor) => {
@@ -93,6 +125,7 @@ impl MinibatchEngine for DeviceEngine<'_> {
                 self.adam.step_model(self.model, lr, grad, gate);
             }
         }
+        self.picks.cut();
     }
 
     fn finish(self) {
@@ -100,11 +133,12 @@ impl MinibatchEngine for DeviceEngine<'_> {
     }
 }
 
-/// The losses and gradient of one minibatch (`idx` into `batch`), the loss scaled by `scale`
-/// before the backward pass: `[7]` diagnostics (loss, policy loss, value loss, entropy,
+/// The losses and gradient of one minibatch (`idx` into `batch`) through burn's autodiff, the
+/// reference [`manual::minibatch`] is held to: the loss scaled by `scale` before the backward pass: `[7]` diagnostics (loss, policy loss, value loss, entropy,
 /// approx_kl, clipfrac, Σ‖g‖² of the scaled loss) and the gradient, flat in `adam`'s layout
 /// (its square sum is one reduction over that buffer, not one per parameter). Everything is
 /// on the training device `device`.
+#[cfg(test)]
 pub(super) fn minibatch(
     model: &ActorCritic,
     adam: &FlatAdam,
@@ -114,6 +148,9 @@ pub(super) fn minibatch(
     scale: Tensor<1>,
     device: &Device,
 ) -> (Tensor<1>, Tensor<1>) {
+    use crate::ppo::model::{gaussian_entropy, gaussian_log_prob};
+    use burn::optim::GradientsParams;
+
     let dtype = cfg.precision.compute_dtype();
     let b = idx.dims()[0];
     let obs = batch.obs.clone().select(0, idx.clone());

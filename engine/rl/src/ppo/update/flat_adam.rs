@@ -11,6 +11,10 @@
 //! reaches them); the step counter, a host integer, counts it anyway, so the bias correction
 //! after a skip is that of one step later (as burn's Adam behind a gate).
 //!
+//! On a GPU each parameter's slot starts and ends at a multiple of [`GPU_ALIGN`] elements (the
+//! gaps are zeros that Adam leaves at zero): burn's slice of a buffer is then a view, where an
+//! unaligned one is a copy kernel per parameter per step. On the CPU the slots are packed.
+//!
 //! The host engine ([`super::host`]) runs the same arithmetic on host buffers
 //! ([`crate::ppo::host_update::HostAdamState`]) with this layout, β and ε, and this step
 //! counter; the moments move between the two as the engines change.
@@ -37,8 +41,14 @@ pub(super) struct Slot {
     pub len: usize,
 }
 
+/// The alignment of the slots on a GPU, in f32 elements: 256 bytes, wgpu's largest
+/// `min_storage_buffer_offset_alignment` and a multiple of the other backends' alignment.
+pub(super) const GPU_ALIGN: usize = 64;
+
 /// Adam's state over the model's parameters as one flat buffer (see the module docs).
 pub(super) struct FlatAdam {
+    /// Each slot's start and length are padded to a multiple of this (1: packed).
+    align: usize,
     beta_1: f32,
     beta_2: f32,
     epsilon: f32,
@@ -59,10 +69,12 @@ pub(super) struct FlatAdam {
 
 impl FlatAdam {
     /// β₁ = 0.9, β₂ = 0.999 (burn's and torch's defaults) and the config's ε, over the
-    /// parameters of `model`.
-    pub fn new(cfg: &PpoConfig, model: &ActorCritic) -> Self {
-        let (slots, slot_of) = layout(model);
+    /// parameters of `model`, each slot aligned to `align` elements (1: packed).
+    pub fn new(cfg: &PpoConfig, model: &ActorCritic, align: usize) -> Self {
+        let align = align.max(1);
+        let (slots, slot_of) = layout(model, align);
         Self {
+            align,
             beta_1: 0.9,
             beta_2: 0.999,
             epsilon: cfg.adam_eps,
@@ -76,13 +88,40 @@ impl FlatAdam {
 
     /// Takes the layout of a new model; the moments stay (as burn's Adam's would).
     pub fn relayout(&mut self, model: &ActorCritic) {
-        (self.slots, self.slot_of) = layout(model);
+        (self.slots, self.slot_of) = layout(model, self.align);
         self.flat_params = None;
     }
 
     /// The parameters' places, in the model's order.
     pub fn slots(&self) -> &[Slot] {
         &self.slots
+    }
+
+    /// The zeros after `slot` up to the next slot (or the end of the buffer).
+    fn gap(&self, slot: &Slot) -> usize {
+        slot.len.next_multiple_of(self.align) - slot.len
+    }
+
+    /// `parts` (one per slot, in order) as one flat buffer on `device`, the gaps zero.
+    fn join(&self, parts: Vec<Tensor<1>>, device: &Device) -> Tensor<1> {
+        self.join_with(parts, &mut |n| Tensor::zeros([n], device))
+    }
+
+    /// `parts` (one per slot, in order) as one flat buffer, the gaps `zeros(length)`.
+    fn join_with(
+        &self,
+        parts: Vec<Tensor<1>>,
+        zeros: &mut dyn FnMut(usize) -> Tensor<1>,
+    ) -> Tensor<1> {
+        let mut all = Vec::with_capacity(2 * parts.len());
+        for (slot, part) in self.slots.iter().zip(parts) {
+            all.push(part);
+            let gap = self.gap(slot);
+            if gap > 0 {
+                all.push(zeros(gap));
+            }
+        }
+        Tensor::cat(all, 0)
     }
 
     /// `(β₁, β₂, ε)`.
@@ -156,7 +195,11 @@ impl FlatAdam {
                     .iter()
                     .filter_map(|slot| values.0.remove(&slot.id))
                     .collect();
-                Tensor::cat(parts, 0)
+                let device = parts.first().map(|p| p.device());
+                match device {
+                    Some(device) => self.join(parts, &device),
+                    None => Tensor::cat(parts, 0),
+                }
             }
         };
         let stepped = self.step(lr, params, grad, gate);
@@ -173,7 +216,9 @@ impl FlatAdam {
         });
     }
 
-    /// The gradients of all parameters as one flat buffer in the layout of [`FlatAdam`].
+    /// The gradients of all parameters (burn's autodiff) as one flat buffer in the layout of
+    /// [`FlatAdam`].
+    #[cfg(test)]
     pub fn flat_grads(&self, grads: &mut GradientsParams, device: &Device) -> Tensor<1> {
         let parts: Vec<Tensor<1>> = self
             .slots
@@ -188,7 +233,23 @@ impl FlatAdam {
                 g.unwrap_or_else(|| Tensor::zeros([slot.len], &device.clone().inner()))
             })
             .collect();
-        Tensor::cat(parts, 0)
+        self.join(parts, &device.clone().inner())
+    }
+
+    /// The gradients `grads` (flat, by parameter) as one flat buffer in the layout of
+    /// [`FlatAdam`], the gaps `zeros(length)`; every parameter has one.
+    pub fn flat(
+        &self,
+        mut grads: HashMap<ParamId, Tensor<1>>,
+        zeros: &mut dyn FnMut(usize) -> Tensor<1>,
+    ) -> Tensor<1> {
+        let parts: Vec<Tensor<1>> = self
+            .slots
+            .iter()
+            .filter_map(|slot| grads.remove(&slot.id))
+            .collect();
+        debug_assert_eq!(parts.len(), self.slots.len(), "a gradient per parameter");
+        self.join_with(parts, zeros)
     }
 
     /// The model's parameters read to the host, flat (from [`Self::flat_params`] where the
@@ -205,6 +266,7 @@ impl FlatAdam {
                 Some(v) => out.extend(read(v, "parameters")?),
                 None => out.extend(std::iter::repeat_n(0.0, slot.len)),
             }
+            out.extend(std::iter::repeat_n(0.0, self.gap(slot)));
         }
         Ok(out)
     }
@@ -300,28 +362,31 @@ impl FlatAdam {
                 }
             }
         }
-        self.moments = Some((Tensor::cat(m1, 0), Tensor::cat(m2, 0)));
+        self.moments = Some((self.join(m1, &inner), self.join(m2, &inner)));
         self.time = time;
         Ok(())
     }
 }
 
 /// The slots of `model`'s parameters, by position and by id.
-fn layout(model: &ActorCritic) -> (Vec<Slot>, HashMap<ParamId, (usize, usize)>) {
-    let mut slots = Layout(Vec::new());
+fn layout(model: &ActorCritic, align: usize) -> (Vec<Slot>, HashMap<ParamId, (usize, usize)>) {
+    let mut slots = Layout(Vec::new(), align);
     model.visit(&mut slots);
     let by_id = slots.0.iter().map(|s| (s.id, (s.offset, s.len))).collect();
     (slots.0, by_id)
 }
 
-/// Collects every float parameter's slot in the flat layout.
-struct Layout(Vec<Slot>);
+/// Collects every float parameter's slot in the flat layout (slots aligned to `.1`).
+struct Layout(Vec<Slot>, usize);
 
 impl ModuleVisitor for Layout {
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
         let shape = param.shape();
         let len = shape.num_elements();
-        let offset = self.0.last().map_or(0, |s| s.offset + s.len);
+        let offset = self
+            .0
+            .last()
+            .map_or(0, |s| s.offset + s.len.next_multiple_of(self.1));
         self.0.push(Slot {
             id: param.id,
             shape,

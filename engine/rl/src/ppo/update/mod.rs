@@ -23,8 +23,9 @@
 //! [`Learner::update`] runs that loop, once, in `run`. Below it sit two **minibatch
 //! engines** (`MinibatchEngine`), which compute a minibatch's forward pass, losses and
 //! gradient and take Adam's step:
-//! - the device engine (`device`): burn's autodiff on every device and precision, Adam over
-//!   one flat parameter buffer (`flat_adam`);
+//! - the device engine (`device`): on every device and precision, the forward pass, loss and a
+//!   hand-written backward pass in burn tensor operations on the inner device (`manual`, held to
+//!   burn's autodiff by the tests), Adam over one flat parameter buffer (`flat_adam`);
 //! - the host engine (`host`; its math is [`crate::ppo::host_update`]): on the CPU device in
 //!   f32, host buffers with a hand-written backward pass, about twice as fast there and held
 //!   to the device engine by the tests (gradients, whole updates, Adam's saved state).
@@ -50,6 +51,9 @@
 mod device;
 mod flat_adam;
 mod host;
+mod manual;
+#[cfg(test)]
+mod manual_tests;
 mod stats;
 #[cfg(test)]
 mod tests;
@@ -101,12 +105,21 @@ pub struct Learner {
     cfg: PpoConfig,
     /// The training (autodiff) device.
     device: Device,
+    /// Tests: the device engine runs its minibatches through burn's autodiff (the reference).
+    #[cfg(test)]
+    autodiff_reference: bool,
 }
 
 impl Learner {
     /// A learner for `model` (on the autodiff training device `device`).
     pub fn new(model: ActorCritic, cfg: &PpoConfig, device: &Device) -> Self {
-        let adam = FlatAdam::new(cfg, &model);
+        // Aligned slots where the parameters' slices would otherwise be copies (a GPU).
+        let align = if tradetune_device::reads_are_transfers(device) {
+            flat_adam::GPU_ALIGN
+        } else {
+            1
+        };
+        let adam = FlatAdam::new(cfg, &model, align);
         Self {
             host: HostSide::new(&model, adam.slots(), cfg, device),
             adam,
@@ -118,6 +131,8 @@ impl Learner {
             ),
             cfg: cfg.clone(),
             device: device.clone(),
+            #[cfg(test)]
+            autodiff_reference: false,
         }
     }
 
@@ -169,8 +184,8 @@ impl Learner {
         self.host.runs()
     }
 
-    /// Turns the host minibatch engine off (every update then runs through burn's autodiff,
-    /// as on other devices) or back on where it applies: for comparing the two engines.
+    /// Turns the host minibatch engine off (every update then runs the device engine, as on
+    /// other devices) or back on where it applies: for comparing the two engines.
     pub fn set_host_update(&mut self, on: bool) {
         self.host.allowed = on;
     }
@@ -202,6 +217,8 @@ impl Learner {
             scaler,
             cfg,
             device,
+            #[cfg(test)]
+            autodiff_reference,
         } = self;
         let batch_size = cfg.batch_size;
         if host.runs() {
@@ -213,7 +230,12 @@ impl Learner {
             return run(engine, tally, &orders, batch_size, lr, check);
         }
         host.release(adam, device);
-        let engine = DeviceEngine::new(model, adam, cfg, device, batch);
+        #[allow(unused_mut)]
+        let mut engine = DeviceEngine::new(model, adam, cfg, device, batch);
+        #[cfg(test)]
+        if *autodiff_reference {
+            engine.autodiff = Some((device.clone(), batch));
+        }
         if cfg.target_kl.is_some() {
             let extra = rollout_values(ride_along, true)?;
             check(&extra)?;

@@ -2,7 +2,7 @@
 //! [`HostTally`] on host numbers, [`DeviceTally`] on device tensors (see the module docs of
 //! [`super`] for which runs when, and why there are two).
 
-use burn::tensor::{Bool, Device, Tensor, TensorData};
+use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
 use super::{Diagnostics, Factor, Scale, Tally, Verdict};
@@ -210,6 +210,9 @@ pub(super) struct DeviceTally<'a> {
     ride_along: Tensor<1>,
     /// The judged minibatch's diagnostics, gradient norm and finiteness, until recorded.
     pending: Option<(Tensor<1>, Tensor<1>, Tensor<1, Bool>)>,
+    /// Indices of the diagnostics' loss, square norm and first six (gathers fuse with what
+    /// follows them; a narrow of an unaligned range is a kernel of its own).
+    picks: [Tensor<1, Int>; 3],
 }
 
 impl<'a> DeviceTally<'a> {
@@ -237,6 +240,10 @@ impl<'a> DeviceTally<'a> {
             minibatches: 0,
             ride_along,
             pending: None,
+            picks: [0..1, 6..7, 0..6].map(|r: std::ops::Range<i64>| {
+                let n = r.clone().count();
+                Tensor::from_data(TensorData::new(r.collect::<Vec<_>>(), [n]), device)
+            }),
         }
     }
 }
@@ -250,14 +257,18 @@ impl Tally for DeviceTally<'_> {
         let diagnostics = diagnostics.on(&self.device);
         let max_norm = self.cfg.max_grad_norm;
         // The norm of the unscaled gradients.
+        let [loss, square_norm, _] = self.picks.clone();
         let norm = diagnostics
             .clone()
-            .narrow(0, 6, 1)
+            .select(0, square_norm)
             .sqrt()
             .div(self.scale.clone());
+        // `is_finite` (NaN and infinity tests and their `and`, four kernels that burn does not
+        // fuse): arithmetic tests such as x − x == 0 are folded away by shader compilers that
+        // assume finite numbers (lavapipe's does), and then no overflow is ever seen.
         let finite = diagnostics
             .clone()
-            .narrow(0, 0, 1)
+            .select(0, loss)
             .add(norm.clone())
             .is_finite();
         let mut factor = self.scale.clone().recip();
@@ -281,28 +292,43 @@ impl Tally for DeviceTally<'_> {
         let Some((diagnostics, norm, finite)) = self.pending.take() else {
             return self;
         };
-        let applied = Tensor::cat(vec![diagnostics.narrow(0, 0, 6), norm], 0);
+        let first_six = self.picks[2].clone();
+        let applied = Tensor::cat(vec![diagnostics.select(0, first_six), norm], 0);
         let row = if self.scaling {
             // Clean steps in a row; the scale halves on an overflow and doubles after
             // `interval` clean steps, within its bounds.
             let counted = self
                 .clean
                 .clone()
-                .add_scalar(1.0)
-                .mask_fill(finite.clone().bool_not(), 0.0);
+                .zeros_like()
+                .mask_where(finite.clone(), self.clean.clone().add_scalar(1.0));
             let grow = counted.clone().greater_equal_elem(self.interval);
-            let grown = self.scale.clone().mul_scalar(2.0).clamp_max(MAX_LOSS_SCALE);
-            let backed = self.scale.clone().mul_scalar(0.5).clamp_min(MIN_LOSS_SCALE);
+            // (`clamp` with an infinite bound: burn's fusion fuses it, not clamp_min/max.)
+            let grown = self
+                .scale
+                .clone()
+                .mul_scalar(2.0)
+                .clamp(f32::NEG_INFINITY, MAX_LOSS_SCALE);
+            let backed = self
+                .scale
+                .clone()
+                .mul_scalar(0.5)
+                .clamp(MIN_LOSS_SCALE, f32::INFINITY);
             self.scale =
                 backed.mask_where(finite.clone(), self.scale.mask_where(grow.clone(), grown));
             self.clean = counted.mask_fill(grow, 0.0);
-            Tensor::zeros([7], &self.device).mask_where(finite.clone().expand([7]), applied)
+            // The flag at each of the row's seven places, as a 0/1 number broadcast by an
+            // addition (an expanded bool mask is not fused).
+            let flag = Tensor::<1>::zeros([1], &self.device).mask_fill(finite.clone(), 1.0);
+            let at_each = applied.zeros_like().add(flag).equal_elem(1.0);
+            applied.zeros_like().mask_where(at_each, applied)
         } else {
             applied
         };
-        self.sums = self
-            .sums
-            .add(Tensor::cat(vec![row, finite.bool_not().float()], 0));
+        self.sums = self.sums.add(Tensor::cat(
+            vec![row, Tensor::ones([1], &self.device).mask_fill(finite, 0.0)],
+            0,
+        ));
         self.minibatches += 1;
         self
     }

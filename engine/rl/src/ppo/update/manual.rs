@@ -1,0 +1,388 @@
+//! The device engine's minibatch: forward pass, losses and a hand-written backward pass in
+//! burn tensor operations on the inner (non-autodiff) device, so that burn's fusion sees plain
+//! element-wise chains between the matrix products and fuses them, where burn's autodiff
+//! graph ran its backward pass as one or more kernels per operation.
+//!
+//! The arithmetic is that of burn's autodiff on [`crate::ppo::model::ActorCritic`] and the
+//! update's loss (`tests.rs` keeps that path, `reference`, and holds this one to it), term for
+//! term as [`crate::ppo::host_update`] documents each piece's derivative:
+//! - the matrix products, bias additions and activations in the run's compute dtype (a
+//!   parameter cast to it, its gradient cast back to f32), as `ActorCritic::forward`;
+//! - the loss in f32: the Gaussian log-probability, SB3's clipped surrogate, the (optionally
+//!   clipped) value loss, the entropy bonus and the per-minibatch advantage normalisation with
+//!   the unbiased std; its gradient in closed form, times the loss scale;
+//! - per layer, from the head down: `∂W = xᵀ·∂y`, `∂b = Σ_rows ∂y`, `∂x = ∂y·Wᵀ` (not for the
+//!   first layer), then the activation's derivative.
+//!
+//! Every per-sample quantity that is summed over the minibatch (the losses, approx_kl,
+//! clipfrac, `∂L/∂log σ`, the heads' bias gradients) is one column of one matrix, summed by
+//! one reduction.
+
+use std::collections::HashMap;
+
+use burn::module::ParamId;
+use burn::tensor::{Device, FloatDType, Int, Tensor, TensorData, activation};
+
+use super::UpdateBatch;
+use super::flat_adam::FlatAdam;
+use crate::ppo::config::PpoConfig;
+use crate::ppo::model::{ActivationKind, ActorCritic, Dense};
+
+/// `ln √(2π)`, as in [`crate::ppo::model::gaussian_log_prob`].
+const LN_SQRT_2PI: f32 = 0.918_938_5;
+
+/// One network's forward pass, kept for its backward pass (compute dtype).
+struct Trace {
+    /// The input of each layer (the observations for the first).
+    inputs: Vec<Tensor<2>>,
+    /// The pre-activations of each hidden layer, where the derivative needs them (SiLU).
+    pre: Vec<Option<Tensor<2>>>,
+    /// Each layer's weight in the compute dtype, for `∂x = ∂y·Wᵀ` (one cast per step).
+    weights: Vec<Tensor<2>>,
+}
+
+/// A layer's weight and bias (inner device, f32) and their ids.
+fn params(layer: &Dense) -> (Tensor<2>, Tensor<1>) {
+    (layer.weight.val().inner(), layer.bias.val().inner())
+}
+
+/// The network `hidden` + `head` on `x` (compute dtype `dtype`): the head's output in f32
+/// and the trace for [`backward`].
+fn forward(
+    hidden: &[Dense],
+    head: &Dense,
+    act: ActivationKind,
+    x: Tensor<2>,
+    dtype: FloatDType,
+) -> (Tensor<2>, Trace) {
+    let mut trace = Trace {
+        inputs: Vec::with_capacity(hidden.len() + 1),
+        pre: Vec::with_capacity(hidden.len()),
+        weights: Vec::with_capacity(hidden.len() + 1),
+    };
+    let mut h = x;
+    for layer in hidden {
+        let y = affine(layer, h.clone(), dtype, &mut trace.weights);
+        trace.inputs.push(h);
+        trace
+            .pre
+            .push(act.derivative_needs_input().then(|| y.clone()));
+        h = act.apply(y);
+    }
+    let out = affine(head, h.clone(), dtype, &mut trace.weights).cast(FloatDType::F32);
+    trace.inputs.push(h);
+    (out, trace)
+}
+
+/// `x·W + b` in `dtype`, as `Dense::forward`; `W` in `dtype` pushed onto `weights`.
+fn affine(
+    layer: &Dense,
+    x: Tensor<2>,
+    dtype: FloatDType,
+    weights: &mut Vec<Tensor<2>>,
+) -> Tensor<2> {
+    let (w, b) = params(layer);
+    let w = w.cast(dtype);
+    weights.push(w.clone());
+    x.matmul(w).add(b.cast(dtype).unsqueeze_dim::<2>(0))
+}
+
+/// Back-propagates `d_out` (f32, the gradient at the head's output) through the network
+/// whose forward pass is `trace`: each layer's `(∂W, ∂b)` (f32, flat) by parameter id into
+/// `grads`. `head_bias`, where given, is the head's bias gradient already summed.
+#[allow(clippy::too_many_arguments)]
+fn backward(
+    hidden: &[Dense],
+    head: &Dense,
+    act: ActivationKind,
+    trace: Trace,
+    d_out: Tensor<2>,
+    head_bias: Tensor<1>,
+    dtype: FloatDType,
+    grads: &mut HashMap<ParamId, Tensor<1>>,
+) {
+    let layers: Vec<&Dense> = hidden.iter().chain(std::iter::once(head)).collect();
+    let mut dz = d_out.cast(dtype);
+    let mut bias = Some(head_bias);
+    for (l, layer) in layers.iter().enumerate().rev() {
+        let input = trace.inputs[l].clone();
+        let [fan_in, fan_out] = layer.weight.shape().dims::<2>();
+        let gw = input
+            .transpose()
+            .matmul(dz.clone())
+            .cast(FloatDType::F32)
+            .reshape([fan_in * fan_out]);
+        let gb = match bias.take() {
+            Some(b) => b,
+            None => dz
+                .clone()
+                .sum_dim(0)
+                .cast(FloatDType::F32)
+                .reshape([fan_out]),
+        };
+        grads.insert(layer.weight.id, gw);
+        grads.insert(layer.bias.id, gb);
+        if l == 0 {
+            break;
+        }
+        let dh = dz.matmul(trace.weights[l].clone().transpose());
+        let h = trace.inputs[l].clone();
+        dz = derivative(act, dh, trace.pre[l - 1].clone(), h);
+    }
+}
+
+/// `dh ⊙ act'`, the activation's derivative at the pre-activation `pre` (kept for SiLU only)
+/// whose value is `h`, as burn's autodiff computes it through [`ActivationKind::apply`].
+fn derivative(
+    act: ActivationKind,
+    dh: Tensor<2>,
+    pre: Option<Tensor<2>>,
+    h: Tensor<2>,
+) -> Tensor<2> {
+    match (act, pre) {
+        // fast_tanh's `1 − y²`, from its f32 value.
+        (ActivationKind::Tanh, _) => {
+            let dtype: FloatDType = h.dtype().into();
+            let y = h.cast(FloatDType::F32);
+            let g = y.clone().mul(y).neg().add_scalar(1.0).cast(dtype);
+            dh.mul(g)
+        }
+        (ActivationKind::Relu, _) => dh.mask_fill(h.lower_equal_elem(0.0), 0.0),
+        // eˣ = y + 1 below 0.
+        (ActivationKind::Elu, _) => {
+            let positive = h.clone().greater_elem(0.0);
+            let g = h.add_scalar(1.0).mask_fill(positive, 1.0);
+            dh.mul(g)
+        }
+        (ActivationKind::Silu, Some(x)) => {
+            let s = activation::sigmoid(x.clone());
+            let g = s
+                .clone()
+                .mul(s.neg().add_scalar(1.0).mul(x).add_scalar(1.0));
+            dh.mul(g)
+        }
+        (ActivationKind::Silu, None) => unreachable!("SiLU's pre-activations are kept"),
+    }
+}
+
+/// The losses and gradient of one minibatch (`idx` into `batch`, on the inner device), the
+/// loss scaled by `scale` (`[1]`, inner device): `[7]` diagnostics (loss, policy loss, value
+/// loss, entropy, approx_kl, clipfrac, Σ‖g‖² of the scaled loss) and the gradient, flat in
+/// `adam`'s layout. `batch` holds inner tensors; `picks` the index tensors of its gathers.
+pub(super) fn minibatch(
+    model: &ActorCritic,
+    adam: &FlatAdam,
+    cfg: &PpoConfig,
+    batch: &UpdateBatch,
+    idx: Tensor<1, Int>,
+    scale: Tensor<1>,
+    picks: &mut Picks,
+) -> (Tensor<1>, Tensor<1>) {
+    let dtype = cfg.precision.compute_dtype();
+    let act = model.activation();
+    let b = idx.dims()[0];
+    let a = batch.actions.dims()[1];
+    let obs = batch.obs.clone().select(0, idx.clone());
+    let actions = batch.actions.clone().select(0, idx.clone());
+    let old_logp = batch.log_probs.clone().select(0, idx.clone());
+    let old_values = batch.values.clone().select(0, idx.clone());
+    let mut adv = batch.advantages.clone().select(0, idx.clone());
+    let returns = batch.returns.clone().select(0, idx);
+
+    let x = obs.cast(dtype);
+    let (mean, pi_trace) = forward(&model.pi, &model.mean, act, x.clone(), dtype);
+    let (value, vf_trace) = forward(&model.vf, &model.value, act, x, dtype);
+    picks.cut();
+    let value = value.squeeze_dim::<1>(1);
+
+    // The Gaussian log-probability: z = (a − μ)/σ, logp = Σ_j −½z² − log σ_j − A·ln√(2π).
+    let log_std_flat = model.log_std().inner();
+    let log_std = log_std_flat.clone().unsqueeze_dim::<2>(0);
+    let std = log_std.clone().exp();
+    let z = actions.sub(mean).div(std.clone());
+    let logp = z
+        .clone()
+        .square()
+        .mul_scalar(-0.5)
+        .sub(log_std.clone())
+        .sum_dim(1)
+        .reshape([b])
+        .sub_scalar(a as f32 * LN_SQRT_2PI);
+    let entropy = log_std_flat
+        .sum()
+        .add_scalar(a as f32 * (0.5 + LN_SQRT_2PI));
+    let log_ratio = logp.sub(old_logp);
+    let ratio = log_ratio.clone().exp();
+    if cfg.normalize_advantage && b > 1 {
+        // Unbiased std, as torch's `adv.std()` in SB3.
+        let m = adv.clone().mean();
+        let centred = adv.sub(m);
+        let std = centred
+            .clone()
+            .square()
+            .sum()
+            .div_scalar((b - 1) as f32)
+            .sqrt();
+        adv = centred.div(std.add_scalar(1e-8));
+    }
+    let c = cfg.clip_range;
+    let surrogate = adv.clone().neg().mul(ratio.clone());
+    let clipped = adv.clone().neg().mul(ratio.clone().clamp(1.0 - c, 1.0 + c));
+    // The max's gradient reaches the ratio through the unclipped term. (Comparisons and
+    // masks rather than `max_pair`, `bool_not` and bool-to-float casts: burn's fusion fuses
+    // the former, not the latter.)
+    let clipped_larger = clipped.clone().greater(surrogate.clone());
+    let policy_i = surrogate.mask_where(clipped_larger.clone(), clipped);
+    let kl_i = ratio.clone().sub_scalar(1.0).sub(log_ratio);
+    let clip_i = ratio
+        .clone()
+        .zeros_like()
+        .mask_fill(ratio.clone().sub_scalar(1.0).abs().greater_elem(c), 1.0);
+    // ∂(scale·L)/∂logp: scale·(−Â/B)·ratio where the unclipped term is the max.
+    let per_sample = scale.clone().div_scalar(b as f32);
+    let d_logp = adv
+        .neg()
+        .mul(ratio)
+        .mul(per_sample.clone())
+        .mask_fill(clipped_larger, 0.0)
+        .unsqueeze_dim::<2>(1);
+    let d_mean = d_logp.clone().mul(z.clone()).div(std);
+    let d_log_std_i = d_logp.mul(z.square().sub_scalar(1.0));
+
+    let (v_pred, outside) = match cfg.clip_range_vf {
+        Some(cv) => {
+            let delta = value.sub(old_values.clone());
+            // clamp passes the gradient within [−ε, ε], bounds included.
+            let outside = delta.clone().abs().greater_elem(cv);
+            (old_values.add(delta.clamp(-cv, cv)), Some(outside))
+        }
+        None => (value, None),
+    };
+    let diff = returns.sub(v_pred);
+    let value_i = diff.clone().square();
+    let mut d_value = diff.mul(per_sample).mul_scalar(-2.0 * cfg.vf_coef);
+    if let Some(outside) = outside {
+        d_value = d_value.mask_fill(outside, 0.0);
+    }
+    let d_value = d_value.unsqueeze_dim::<2>(1);
+
+    // One reduction over the rows: [policy, value, approx_kl, clipfrac | ∂log σ (A) |
+    // the policy head's bias (A) | the value head's bias (1)].
+    let columns = Tensor::cat(
+        vec![
+            Tensor::stack::<2>(vec![policy_i, value_i, kl_i, clip_i], 1),
+            d_log_std_i,
+            d_mean.clone(),
+            d_value.clone(),
+        ],
+        1,
+    );
+    let sums = columns.sum_dim(0).reshape([4 + 2 * a + 1]);
+    // Its pieces by gathers (fused; a slice is a kernel of its own where its offset is not
+    // aligned).
+    let mut pick = |range: std::ops::Range<usize>| sums.clone().select(0, picks.range(range));
+    let means = pick(0..4).div_scalar(b as f32);
+    let d_log_std = pick(4..4 + a).sub(scale.mul_scalar(cfg.ent_coef));
+    let mean_bias = pick(4 + a..4 + 2 * a);
+    let value_bias = pick(4 + 2 * a..4 + 2 * a + 1);
+
+    picks.cut();
+    let mut grads = HashMap::new();
+    backward(
+        &model.pi,
+        &model.mean,
+        act,
+        pi_trace,
+        d_mean,
+        mean_bias,
+        dtype,
+        &mut grads,
+    );
+    backward(
+        &model.vf,
+        &model.value,
+        act,
+        vf_trace,
+        d_value,
+        value_bias,
+        dtype,
+        &mut grads,
+    );
+    grads.insert(model.log_std.id, d_log_std);
+    let grad = adam.flat(grads, &mut |n| picks.zeros(n));
+    let grad_sq = grad.clone().square().sum();
+
+    // [policy, value, approx_kl, clipfrac] → [loss, policy, value, entropy, approx_kl,
+    // clipfrac, Σ‖g‖²].
+    let loss = means
+        .clone()
+        .select(0, picks.range(0..1))
+        .add(
+            means
+                .clone()
+                .select(0, picks.range(1..2))
+                .mul_scalar(cfg.vf_coef),
+        )
+        .sub(entropy.clone().mul_scalar(cfg.ent_coef));
+    let diagnostics = Tensor::cat(
+        vec![
+            loss,
+            means.clone().select(0, picks.range(0..2)),
+            entropy,
+            means.select(0, picks.range(2..4)),
+            grad_sq,
+        ],
+        0,
+    );
+    (diagnostics, grad)
+}
+
+/// Index tensors `start..end` and zero vectors on the engine's device, made once and reused from
+/// minibatch to minibatch (gathers with them fuse; narrowing an unaligned range launches a
+/// copy kernel, and so does each zero vector made).
+pub(super) struct Picks {
+    device: Device,
+    made: HashMap<(usize, usize), Tensor<1, Int>>,
+    zeros: HashMap<usize, Tensor<1>>,
+}
+
+impl Picks {
+    pub fn new(device: &Device) -> Self {
+        Self {
+            device: device.clone(),
+            made: HashMap::new(),
+            zeros: HashMap::new(),
+        }
+    }
+
+    /// Hands the operations queued so far to burn's fusion as one segment, without waiting
+    /// for the device: burn 0.22's fusion falls back to one kernel per operation for some
+    /// segments that mix a minibatch's phases (its "repair" of an unorderable plan: the
+    /// tally's decisions, Adam's step and the parameters' slices ran as 71 single kernels),
+    /// while the forward pass, the loss, the backward pass and the step each fuse on their
+    /// own. The device engine cuts before and after each minibatch and step.
+    pub fn cut(&self) {
+        // A device that cannot take more work fails at the update's read, with its reason.
+        let _ = self.device.flush();
+    }
+
+    /// Zeros `[n]`.
+    fn zeros(&mut self, n: usize) -> Tensor<1> {
+        let device = &self.device;
+        self.zeros
+            .entry(n)
+            .or_insert_with(|| Tensor::zeros([n], device))
+            .clone()
+    }
+
+    fn range(&mut self, range: std::ops::Range<usize>) -> Tensor<1, Int> {
+        let device = &self.device;
+        self.made
+            .entry((range.start, range.end))
+            .or_insert_with(|| {
+                let idx: Vec<i64> = range.clone().map(|i| i as i64).collect();
+                Tensor::from_data(TensorData::new(idx, [range.len()]), device)
+            })
+            .clone()
+    }
+}

@@ -1,0 +1,294 @@
+//! The device engine's hand-written backward pass ([`super::manual`]) against burn's autodiff
+//! (`device::minibatch`): one minibatch's gradient and diagnostics, and whole updates, on the
+//! CPU's flex device and, where wgpu finds an adapter, on wgpu in f32 and f16.
+
+use burn::tensor::Int;
+use tradetune_device::DeviceSpec;
+use tradetune_device::precision::Precision;
+
+use super::*;
+use crate::ppo::model::{ActivationKind, ActorCriticConfig, NetArch};
+
+/// A made-up rollout of `s` samples: values in ranges that clip some ratios and values.
+fn batch(s: usize, d: usize, a: usize, device: &Device) -> UpdateBatch {
+    let wave = |n: usize, k: usize, scale: f32, shift: f32| -> Vec<f32> {
+        (0..n)
+            .map(|i| (((i * k + 7) % 97) as f32 / 48.5 - 1.0) * scale + shift)
+            .collect()
+    };
+    let t1 = |v: Vec<f32>| Tensor::<1>::from_data(TensorData::new(v, [s]), device);
+    let t2 = |v: Vec<f32>, w: usize| Tensor::<2>::from_data(TensorData::new(v, [s, w]), device);
+    UpdateBatch {
+        obs: t2(wave(s * d, 31, 2.0, 0.0), d),
+        actions: t2(wave(s * a, 17, 1.5, 0.0), a),
+        log_probs: t1(wave(s, 13, 0.3, -1.8)),
+        values: t1(wave(s, 11, 0.5, 0.0)),
+        advantages: t1(wave(s, 29, 1.0, 0.2)),
+        returns: t1(wave(s, 7, 0.8, 0.0)),
+    }
+}
+
+fn config(
+    activation: ActivationKind,
+    clip_vf: Option<f32>,
+    normalize: bool,
+    precision: Precision,
+) -> PpoConfig {
+    PpoConfig::new()
+        .with_n_steps(16)
+        .with_batch_size(24)
+        .with_n_epochs(3)
+        .with_clip_range_vf(clip_vf)
+        .with_normalize_advantage(normalize)
+        .with_ent_coef(0.01)
+        .with_learning_rate(1e-3)
+        .with_precision(precision)
+        .with_policy(
+            ActorCriticConfig::new()
+                .with_net_arch(NetArch::new().with_pi(vec![32, 16]).with_vf(vec![24]))
+                .with_activation(activation)
+                .with_log_std_init(-0.4),
+        )
+}
+
+/// `got` within `tol` of `want`, relative to the largest of `want`.
+fn close(got: &[f32], want: &[f32], tol: f32, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    let scale = want.iter().fold(0f32, |m, w| m.max(w.abs()));
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= tol * (scale + w.abs()).max(1e-6),
+            "{what}[{i}]: hand-written {g}, autodiff {w} (largest {scale})"
+        );
+    }
+}
+
+/// The (autodiff) training devices to compare on, with their precisions and tolerances:
+/// flex in f32 and f16; wgpu in f32 and, where the adapter has it, f16 (skipped without an
+/// adapter unless `TRADETUNE_REQUIRE_GPU=1`).
+fn devices(test: &str) -> Vec<(Device, Precision, f32)> {
+    let mut out = vec![
+        (Device::flex().autodiff(), Precision::F32, 2e-5),
+        (Device::flex().autodiff(), Precision::F16, 2e-2),
+    ];
+    let spec = DeviceSpec::Wgpu(None);
+    match tradetune_device::open(spec) {
+        Ok(device) => {
+            let device = device.autodiff();
+            out.push((device.clone(), Precision::F32, 2e-5));
+            if tradetune_device::supported_precisions(spec)
+                .is_ok_and(|p| p.contains(&Precision::F16))
+            {
+                out.push((device, Precision::F16, 2e-2));
+            }
+        }
+        Err(e) => {
+            let required = std::env::var("TRADETUNE_REQUIRE_GPU").is_ok_and(|v| v == "1");
+            assert!(!required, "{test}: TRADETUNE_REQUIRE_GPU=1 but {e}");
+            eprintln!("SKIP {test} on wgpu: {e}");
+        }
+    }
+    out
+}
+
+fn read(t: Tensor<1>) -> Vec<f32> {
+    t.try_into_vec_as().expect("a read")
+}
+
+/// One minibatch's gradient (of the loss times a scale) and diagnostics: the hand-written
+/// pass against burn's autodiff, for every activation, with and without the value clipping
+/// and advantage normalisation.
+#[test]
+fn the_hand_written_gradients_are_autodiffs() {
+    let (d, a, s, b) = (9, 2, 48, 24);
+    for (device, precision, tol) in devices("the_hand_written_gradients_are_autodiffs") {
+        let inner = device.clone().inner();
+        let reference = batch(s, d, a, &device);
+        let on_inner = batch(s, d, a, &inner);
+        let idx: Vec<i64> = (0..b).map(|i| ((i * 5 + 3) % s) as i64).collect();
+        let idx_on =
+            |dev: &Device| Tensor::<1, Int>::from_data(TensorData::new(idx.clone(), [b]), dev);
+        let scale = |dev: &Device| Tensor::<1>::from_data(TensorData::new(vec![8.0f32], [1]), dev);
+        for (activation, clip_vf, normalize) in [
+            (ActivationKind::Tanh, None, true),
+            (ActivationKind::Tanh, Some(0.1), false),
+            (ActivationKind::Relu, Some(0.2), true),
+            (ActivationKind::Elu, None, true),
+            (ActivationKind::Silu, Some(0.05), true),
+        ] {
+            let cfg = config(activation, clip_vf, normalize, precision);
+            let model = cfg.policy.init(d, a, 3, &device);
+            let adam = flat_adam::FlatAdam::new(&cfg, &model, flat_adam::GPU_ALIGN);
+            let (want_diag, want_grad) = device::minibatch(
+                &model,
+                &adam,
+                &cfg,
+                &reference,
+                idx_on(&device),
+                scale(&device),
+                &device,
+            );
+            let (diag, grad) = manual::minibatch(
+                &model,
+                &adam,
+                &cfg,
+                &on_inner,
+                idx_on(&inner),
+                scale(&inner),
+                &mut manual::Picks::new(&inner),
+            );
+            let what = format!(
+                "{device:?} {precision:?} {activation:?} clip_vf {clip_vf:?} normalise {normalize}"
+            );
+            let (diag, want_diag) = (read(diag), read(want_diag));
+            close(
+                &read(grad),
+                &read(want_grad),
+                tol,
+                &format!("{what}: gradient"),
+            );
+            close(&diag, &want_diag, tol, &format!("{what}: diagnostics"));
+            // The case exercises both branches of each clip.
+            assert!(
+                diag[5] > 0.0 && diag[5] < 1.0,
+                "{what}: clipfrac {}",
+                diag[5]
+            );
+        }
+    }
+}
+
+/// Whole updates (epochs of minibatches, a short last one, Adam from zero moments, then from
+/// the first update's; the loss scale in f16), with and without `target_kl`: the hand-written
+/// engine follows the autodiff engine.
+#[test]
+fn a_hand_written_update_follows_autodiff() {
+    let (d, a, s) = (9, 2, 56);
+    for (device, precision, tol) in devices("a_hand_written_update_follows_autodiff") {
+        for target_kl in [None, Some(1e-4)] {
+            let cfg =
+                config(ActivationKind::Tanh, Some(0.2), true, precision).with_target_kl(target_kl);
+            let rollout = batch(s, d, a, &device);
+            let mut runs = Vec::new();
+            for autodiff in [false, true] {
+                let model = cfg.policy.init(d, a, 5, &device);
+                let mut learner = Learner::new(model, &cfg, &device);
+                learner.set_host_update(false);
+                learner.autodiff_reference = autodiff;
+                let mut stats = Vec::new();
+                for update in 0..2 {
+                    let ride = Tensor::<1>::from_data(TensorData::new(vec![4.0f32], [1]), &device);
+                    let (st, extra) = learner
+                        .update(&rollout, 1e-3, update, ride, &mut |_| Ok(()))
+                        .expect("an update");
+                    assert_eq!(extra, vec![4.0]);
+                    stats.push(st);
+                }
+                runs.push((
+                    learner.model().flat_params().expect("parameters"),
+                    stats,
+                    learner.adam.time,
+                ));
+            }
+            let (manual, reference) = (&runs[0], &runs[1]);
+            let what = format!("{device:?} {precision:?} target_kl {target_kl:?}");
+            assert_eq!(manual.2, reference.2, "{what}: Adam steps");
+            for (m, r) in manual.1.iter().zip(&reference.1) {
+                assert_eq!((m.steps, m.epochs), (r.steps, r.epochs), "{what}");
+                close(
+                    &[
+                        m.policy_loss,
+                        m.value_loss,
+                        m.entropy,
+                        m.approx_kl,
+                        m.clipfrac,
+                    ],
+                    &[
+                        r.policy_loss,
+                        r.value_loss,
+                        r.entropy,
+                        r.approx_kl,
+                        r.clipfrac,
+                    ],
+                    tol.max(1e-4),
+                    &format!("{what}: diagnostics"),
+                );
+                close(&[m.grad_norm], &[r.grad_norm], tol.max(1e-4), &what);
+            }
+            // Adam normalises each step to about lr per parameter, so compare the moves.
+            let start = cfg
+                .policy
+                .init(d, a, 5, &device)
+                .flat_params()
+                .expect("parameters");
+            let moved = |p: &[f32]| p.iter().zip(&start).map(|(p, s)| p - s).collect::<Vec<_>>();
+            close(
+                &moved(&manual.0),
+                &moved(&reference.0),
+                tol.max(1e-3),
+                &format!("{what}: parameters"),
+            );
+        }
+    }
+}
+
+/// Adam's flat buffer with its slots aligned (a GPU's layout) steps every parameter as the
+/// packed one does, and its saved state, per parameter, loads into a packed one and back.
+#[test]
+fn an_aligned_flat_adam_steps_saves_and_loads_as_a_packed_one() {
+    use flat_adam::{FlatAdam, GPU_ALIGN};
+    let device = Device::flex().autodiff();
+    let inner = device.clone().inner();
+    let cfg = config(ActivationKind::Tanh, None, true, Precision::F32);
+    let start = cfg.policy.init(9, 2, 3, &device);
+    let mut runs = Vec::new();
+    for align in [1, GPU_ALIGN] {
+        let mut model = start.clone();
+        let mut adam = FlatAdam::new(&cfg, &model, align);
+        for step in 0..2 {
+            // The same gradient in each layout: a pattern by parameter and index.
+            let grads = adam
+                .slots()
+                .iter()
+                .enumerate()
+                .map(|(k, slot)| {
+                    let g: Vec<f32> = (0..slot.len)
+                        .map(|i| ((i * 7 + k * 3 + step) % 11) as f32 / 5.0 - 1.0)
+                        .collect();
+                    (
+                        slot.id,
+                        Tensor::from_data(TensorData::new(g, [slot.len]), &inner),
+                    )
+                })
+                .collect();
+            let grad = adam.flat(grads, &mut |n| Tensor::zeros([n], &inner));
+            adam.step_model(&mut model, 1e-2, grad, None);
+        }
+        runs.push((model, adam));
+    }
+    let params = |m: &ActorCritic| m.flat_params().expect("parameters");
+    assert_eq!(
+        params(&runs[0].0),
+        params(&runs[1].0),
+        "parameters after two steps"
+    );
+    assert_ne!(
+        params(&runs[0].0),
+        params(&start),
+        "the steps moved the parameters"
+    );
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    for (from, to) in [(1, 0), (0, 1)] {
+        let path = dir.path().join(format!("adam{from}.bpk"));
+        let (model, adam) = &runs[from];
+        adam.save(model, adam.moments.clone(), &path)
+            .expect("saved");
+        let mut loaded = FlatAdam::new(&cfg, model, if to == 0 { 1 } else { GPU_ALIGN });
+        loaded.load(model, &path, &device).expect("loaded");
+        assert_eq!(loaded.time, 2);
+        let (m1, m2) = loaded.moments.expect("moments");
+        let (w1, w2) = runs[to].1.moments.clone().expect("moments");
+        assert_eq!(read(m1), read(w1), "first moments, {from} → {to}");
+        assert_eq!(read(m2), read(w2), "second moments, {from} → {to}");
+    }
+}
