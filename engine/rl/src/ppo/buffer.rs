@@ -86,12 +86,21 @@ impl RolloutBuffer {
         self.pos = 0;
     }
 
-    /// Writes one step of all envs.
+    /// The whole rollout's `[T, N]` log-probabilities at once (a device rollout has them from
+    /// its noise before its first step): one tensor instead of a write per step. Its steps then
+    /// push no log-probabilities.
+    pub fn set_log_probs(&mut self, log_probs: Tensor<2>) {
+        debug_assert_eq!(log_probs.dims(), [self.n_steps, self.n_envs]);
+        self.log_probs = log_probs;
+    }
+
+    /// Writes one step of all envs (`log_probs` `None`: set for the whole rollout by
+    /// [`Self::set_log_probs`]).
     pub fn push(
         &mut self,
         obs: Tensor<2>,
         actions: Tensor<2>,
-        log_probs: Tensor<1>,
+        log_probs: Option<Tensor<1>>,
         values: Tensor<1>,
         rewards: Tensor<1>,
         dones: Tensor<1>,
@@ -104,8 +113,10 @@ impl RolloutBuffer {
         self.obs = take(&mut self.obs, &dev).slice_assign([t..t + 1, 0..n, 0..d], row3(obs));
         self.actions =
             take(&mut self.actions, &dev).slice_assign([t..t + 1, 0..n, 0..a], row3(actions));
-        self.log_probs =
-            take(&mut self.log_probs, &dev).slice_assign([t..t + 1, 0..n], row2(log_probs));
+        if let Some(log_probs) = log_probs {
+            self.log_probs =
+                take(&mut self.log_probs, &dev).slice_assign([t..t + 1, 0..n], row2(log_probs));
+        }
         self.values = take(&mut self.values, &dev).slice_assign([t..t + 1, 0..n], row2(values));
         self.rewards = take(&mut self.rewards, &dev).slice_assign([t..t + 1, 0..n], row2(rewards));
         self.dones = take(&mut self.dones, &dev).slice_assign([t..t + 1, 0..n], row2(dones));
@@ -157,7 +168,7 @@ mod tests {
             buf.push(
                 v(0.0).unsqueeze_dim(1),
                 v(100.0).unsqueeze_dim(1),
-                v(200.0),
+                Some(v(200.0)),
                 v(300.0),
                 v(400.0),
                 v(500.0),

@@ -86,13 +86,11 @@ pub use crate::ppo::normalize::NormalizationStats;
 
 /// How a rollout's steps evaluate the policy: on the host from a copy of the weights, with the
 /// rollout's noise (`[steps, n, a]`, row-major), or through burn on the device, with the noise
-/// uploaded there and scaled by σ, beside its samples' log-probabilities (`[steps, n]`).
+/// uploaded there and scaled by σ (its samples' log-probabilities go to the rollout buffer at
+/// once, before the first step).
 enum Inference {
     Host(HostPolicy, HostStep, Vec<f32>),
-    Device {
-        scaled_noise: Tensor<3>,
-        log_probs: Tensor<2>,
-    },
+    Device { scaled_noise: Tensor<3> },
 }
 
 /// PPO on one environment batch and one device.

@@ -49,20 +49,21 @@ impl<E: RolloutEnv> Trainer<E> {
         // observations runs here, once: the noise scaled by σ, and the log-probabilities of the
         // samples, which are those of their noise (z = (x − μ)/σ = ε). A step then adds its
         // scaled noise to the mean and clips: one elementwise kernel after the forward pass.
+        self.buffer.clear();
         let mut inference = if self.host_inference {
             Inference::Host(HostPolicy::of(&model)?, HostStep::default(), noise)
         } else {
             let noise = Tensor::<3>::from_data(TensorData::new(noise, [steps, n, a]), &self.device);
-            let log_probs = gaussian_log_prob_of_noise(noise.clone(), log_std.clone());
+            // All of the rollout's log-probabilities into the buffer at once, not a row a step.
+            self.buffer
+                .set_log_probs(gaussian_log_prob_of_noise(noise.clone(), log_std.clone()));
             let std = log_std.exp().reshape([1, 1, a]);
             Inference::Device {
                 scaled_noise: noise.mul(std),
-                log_probs,
             }
         };
         // The weights in the compute dtype once per rollout, not once per step.
         let model = model.in_dtype(dtype);
-        self.buffer.clear();
         self.env.begin_rollout(steps);
         if timed {
             self.tally.begin();
@@ -89,15 +90,15 @@ impl<E: RolloutEnv> Trainer<E> {
                     let dev = &self.device;
                     (
                         Tensor::<2>::from_data(TensorData::new(out.actions.clone(), [n, a]), dev),
-                        Tensor::<1>::from_data(TensorData::new(out.log_probs.clone(), [n]), dev),
+                        Some(Tensor::<1>::from_data(
+                            TensorData::new(out.log_probs.clone(), [n]),
+                            dev,
+                        )),
                         Tensor::<1>::from_data(TensorData::new(out.values.clone(), [n]), dev),
                         Tensor::<2>::from_data(TensorData::new(clipped, [n, a]), dev),
                     )
                 }
-                Inference::Device {
-                    scaled_noise,
-                    log_probs,
-                } => {
+                Inference::Device { scaled_noise } => {
                     // The observations in the compute dtype once for both networks (the
                     // networks' own casts are then no-ops).
                     let x = obs.clone().cast(dtype);
@@ -108,10 +109,9 @@ impl<E: RolloutEnv> Trainer<E> {
                         .slice([row.clone(), 0..n, 0..a])
                         .reshape([n, a]);
                     let actions = mean.add(noise);
-                    let log_prob = log_probs.clone().slice([row, 0..n]).reshape([n]);
                     let clipped = actions.clone().clamp(-1.0, 1.0);
                     let value = model.value(x, dtype);
-                    (actions, log_prob, value, clipped)
+                    (actions, None, value, clipped)
                 }
             };
             if timed {
