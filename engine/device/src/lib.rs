@@ -377,6 +377,12 @@ pub fn supported_precisions(spec: DeviceSpec) -> Result<Vec<Precision>, DeviceEr
     }
 }
 
+/// Whether `device`, with or without autodiff, is the CPU (burn's flex backend): where the env
+/// stays on the host by default, the host engines run in f32 and nothing compiles kernels.
+pub fn is_cpu(device: &Device) -> bool {
+    device.clone().without_autodiff() == Device::flex()
+}
+
 /// Whether a read from `device` is a transfer the host waits for (a cubecl device: a GPU, or
 /// lavapipe standing in for one), as opposed to the flex CPU backend, whose tensors are host
 /// memory. Told by the memory pool: cubecl devices report one, flex does not.

@@ -367,7 +367,7 @@ fn measure<E: RolloutEnv>(
     let samples = per_update * cfg.updates;
     let sps = samples as f64 / seconds.max(1e-9);
     let steady_update_s = seconds / cfg.updates.max(1) as f64;
-    let counted = device.clone().without_autodiff() != Device::flex();
+    let counted = !tradetune_device::is_cpu(device);
     let counting = counted && kernels::counting_compiles();
     let dispatching = counted && kernels::counting_dispatches();
     let update_flops = cfg.update_flops() * cfg.updates as f64;
@@ -477,7 +477,7 @@ pub fn matmul_probe(device: &Device) -> Result<MatmulProbe, PpoError> {
     .map(|([n, ..], rate)| (n, rate))
     .collect();
     let mut host_sizes = Vec::new();
-    if device.clone().without_autodiff() == Device::flex() {
+    if tradetune_device::is_cpu(device) {
         for n in [256usize, 512, 1024] {
             let a: Vec<f32> = (0..n * n)
                 .map(|i| ((i % 97) as f32 - 48.0) / 97.0)

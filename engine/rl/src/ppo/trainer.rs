@@ -145,7 +145,7 @@ impl<E: RolloutEnv> Trainer<E> {
         }
         let train_device = device.clone().autodiff();
         let host_inference =
-            device == Device::flex() && cfg.precision.compute_dtype() == FloatDType::F32;
+            tradetune_device::is_cpu(&device) && cfg.precision.compute_dtype() == FloatDType::F32;
         let (n, d, a) = (env.n_envs(), env.obs_dim(), env.action_dim());
         let model = cfg.policy.init(d, a, cfg.seed, &train_device);
         let learner = Learner::new(model, &cfg, &train_device);
@@ -165,7 +165,7 @@ impl<E: RolloutEnv> Trainer<E> {
             phase_every: PHASE_SAMPLE_EVERY,
             last_timed: None,
             host_inference,
-            compiles: device != Device::flex(),
+            compiles: !tradetune_device::is_cpu(&device),
             compile_watch: CompileWatch::default(),
             tally: Tally::default(),
             dispatches: None,

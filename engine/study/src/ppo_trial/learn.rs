@@ -119,7 +119,7 @@ pub(super) fn learn<E: RolloutEnv>(
     done.updates += report.updates as u64;
     done.phases.add(&phases);
     reporter.set_work(done.samples, Some(done.phases));
-    if trainer.train_device().clone().without_autodiff() != burn::tensor::Device::flex() {
+    if !tradetune_device::is_cpu(trainer.train_device()) {
         let mut gpu = done.gpu.unwrap_or_default();
         gpu.kernels_compiled += report.kernels.compiled;
         gpu.autotune_runs += report.kernels.autotune_runs;

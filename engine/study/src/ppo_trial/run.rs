@@ -9,6 +9,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use burn::tensor::{Device, Tensor};
+use tradetune_device::is_cpu;
 use tradetune_device::memory::{MemoryBudget, MemoryError, MemoryEstimate};
 use tradetune_env::{CpuVecEnv, EnvError, ResolvedPlacement, TensorVecEnv};
 use tradetune_market::Dataset;
@@ -135,11 +136,6 @@ impl TrainingRun {
             estimate,
         })
     }
-}
-
-/// Whether `device` is the CPU (burn's flex backend), where `auto` keeps the env on the host.
-fn is_cpu(device: &Device) -> bool {
-    device.clone().without_autodiff() == Device::flex()
 }
 
 #[cfg(test)]

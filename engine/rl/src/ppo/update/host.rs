@@ -215,9 +215,7 @@ fn host_net(
     cfg: &PpoConfig,
     device: &Device,
 ) -> Option<HostNet> {
-    if device.clone().without_autodiff() != Device::flex()
-        || cfg.precision.compute_dtype() != FloatDType::F32
-    {
+    if !tradetune_device::is_cpu(device) || cfg.precision.compute_dtype() != FloatDType::F32 {
         return None;
     }
     let slot = |id| slots.iter().find(|s| s.id == id);
