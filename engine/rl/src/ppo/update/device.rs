@@ -134,8 +134,8 @@ impl MinibatchEngine for DeviceEngine<'_> {
 }
 
 /// The losses and gradient of one minibatch (`idx` into `batch`) through burn's autodiff, the
-/// reference [`manual::minibatch`] is held to: the loss scaled by `scale` before the backward pass: `[7]` diagnostics (loss, policy loss, value loss, entropy,
-/// approx_kl, clipfrac, Σ‖g‖² of the scaled loss) and the gradient, flat in `adam`'s layout
+/// reference [`manual::minibatch`] is held to: the loss scaled by `scale` before the backward
+/// pass: `[7]` diagnostics (loss, policy loss, value loss, entropy, approx_kl, clipfrac, Σ‖g‖² of the scaled loss) and the gradient, flat in `adam`'s layout
 /// (its square sum is one reduction over that buffer, not one per parameter). Everything is
 /// on the training device `device`.
 #[cfg(test)]
@@ -153,12 +153,14 @@ pub(super) fn minibatch(
 
     let dtype = cfg.precision.compute_dtype();
     let b = idx.dims()[0];
-    let obs = batch.obs.clone().select(0, idx.clone());
-    let actions = batch.actions.clone().select(0, idx.clone());
-    let old_logp = batch.log_probs.clone().select(0, idx.clone());
-    let old_values = batch.values.clone().select(0, idx.clone());
-    let mut adv = batch.advantages.clone().select(0, idx.clone());
-    let returns = batch.returns.clone().select(0, idx);
+    let UpdateBatch {
+        obs,
+        actions,
+        log_probs: old_logp,
+        values: old_values,
+        advantages: mut adv,
+        returns,
+    } = batch.rows(idx);
 
     let (mean, value) = model.forward(obs, dtype);
     let log_std = model.log_std();

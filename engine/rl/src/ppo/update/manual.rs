@@ -182,12 +182,14 @@ pub(super) fn minibatch(
     let act = model.activation();
     let b = idx.dims()[0];
     let a = batch.actions.dims()[1];
-    let obs = batch.obs.clone().select(0, idx.clone());
-    let actions = batch.actions.clone().select(0, idx.clone());
-    let old_logp = batch.log_probs.clone().select(0, idx.clone());
-    let old_values = batch.values.clone().select(0, idx.clone());
-    let mut adv = batch.advantages.clone().select(0, idx.clone());
-    let returns = batch.returns.clone().select(0, idx);
+    let UpdateBatch {
+        obs,
+        actions,
+        log_probs: old_logp,
+        values: old_values,
+        advantages: mut adv,
+        returns,
+    } = batch.rows(idx);
 
     let x = obs.cast(dtype);
     let (mean, pi_trace) = forward(&model.pi, &model.mean, act, x.clone(), dtype);

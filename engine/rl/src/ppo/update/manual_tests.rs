@@ -6,61 +6,23 @@ use burn::tensor::Int;
 use tradetune_device::DeviceSpec;
 use tradetune_device::precision::Precision;
 
+use super::tests::close;
 use super::*;
-use crate::ppo::model::{ActivationKind, ActorCriticConfig, NetArch};
+use crate::ppo::model::ActivationKind;
 
-/// A made-up rollout of `s` samples: values in ranges that clip some ratios and values.
+/// [`super::tests::batch`]'s rollout of `s` samples, on `device`.
 fn batch(s: usize, d: usize, a: usize, device: &Device) -> UpdateBatch {
-    let wave = |n: usize, k: usize, scale: f32, shift: f32| -> Vec<f32> {
-        (0..n)
-            .map(|i| (((i * k + 7) % 97) as f32 / 48.5 - 1.0) * scale + shift)
-            .collect()
-    };
-    let t1 = |v: Vec<f32>| Tensor::<1>::from_data(TensorData::new(v, [s]), device);
-    let t2 = |v: Vec<f32>, w: usize| Tensor::<2>::from_data(TensorData::new(v, [s, w]), device);
-    UpdateBatch {
-        obs: t2(wave(s * d, 31, 2.0, 0.0), d),
-        actions: t2(wave(s * a, 17, 1.5, 0.0), a),
-        log_probs: t1(wave(s, 13, 0.3, -1.8)),
-        values: t1(wave(s, 11, 0.5, 0.0)),
-        advantages: t1(wave(s, 29, 1.0, 0.2)),
-        returns: t1(wave(s, 7, 0.8, 0.0)),
-    }
+    super::tests::batch(s, d, a, device).0
 }
 
+/// [`super::tests::config`] in `precision`.
 fn config(
     activation: ActivationKind,
     clip_vf: Option<f32>,
     normalize: bool,
     precision: Precision,
 ) -> PpoConfig {
-    PpoConfig::new()
-        .with_n_steps(16)
-        .with_batch_size(24)
-        .with_n_epochs(3)
-        .with_clip_range_vf(clip_vf)
-        .with_normalize_advantage(normalize)
-        .with_ent_coef(0.01)
-        .with_learning_rate(1e-3)
-        .with_precision(precision)
-        .with_policy(
-            ActorCriticConfig::new()
-                .with_net_arch(NetArch::new().with_pi(vec![32, 16]).with_vf(vec![24]))
-                .with_activation(activation)
-                .with_log_std_init(-0.4),
-        )
-}
-
-/// `got` within `tol` of `want`, relative to the largest of `want`.
-fn close(got: &[f32], want: &[f32], tol: f32, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}");
-    let scale = want.iter().fold(0f32, |m, w| m.max(w.abs()));
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g - w).abs() <= tol * (scale + w.abs()).max(1e-6),
-            "{what}[{i}]: hand-written {g}, autodiff {w} (largest {scale})"
-        );
-    }
+    super::tests::config(activation, clip_vf, normalize).with_precision(precision)
 }
 
 /// The (autodiff) training devices to compare on, with their precisions and tolerances:

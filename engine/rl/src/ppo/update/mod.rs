@@ -60,7 +60,7 @@ mod tests;
 
 use std::ops::Range;
 
-use burn::tensor::{Bool, Device, Tensor, TensorData};
+use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
 use rand::seq::SliceRandom;
 
 use crate::ppo::config::PpoConfig;
@@ -90,6 +90,20 @@ pub struct UpdateBatch {
     pub advantages: Tensor<1>,
     /// `[S]` value targets (advantage + value).
     pub returns: Tensor<1>,
+}
+
+impl UpdateBatch {
+    /// The samples `idx` of every tensor (one gather each): a minibatch.
+    fn rows(&self, idx: Tensor<1, Int>) -> UpdateBatch {
+        UpdateBatch {
+            obs: self.obs.clone().select(0, idx.clone()),
+            actions: self.actions.clone().select(0, idx.clone()),
+            log_probs: self.log_probs.clone().select(0, idx.clone()),
+            values: self.values.clone().select(0, idx.clone()),
+            advantages: self.advantages.clone().select(0, idx.clone()),
+            returns: self.returns.clone().select(0, idx),
+        }
+    }
 }
 
 /// The learner: model, optimiser, loss scaler and the two minibatch engines' state.

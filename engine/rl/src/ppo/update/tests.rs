@@ -8,7 +8,7 @@ use crate::ppo::host_update::{HostBatch, HostWork};
 use crate::ppo::model::{ActivationKind, ActorCriticConfig, NetArch};
 
 /// A made-up rollout of `s` samples: values in ranges that clip some ratios and values.
-fn batch(s: usize, d: usize, a: usize, device: &Device) -> (UpdateBatch, HostBatch) {
+pub(super) fn batch(s: usize, d: usize, a: usize, device: &Device) -> (UpdateBatch, HostBatch) {
     let wave = |n: usize, k: usize, scale: f32| -> Vec<f32> {
         (0..n)
             .map(|i| (((i * k + 7) % 97) as f32 / 48.5 - 1.0) * scale)
@@ -36,7 +36,12 @@ fn batch(s: usize, d: usize, a: usize, device: &Device) -> (UpdateBatch, HostBat
     (burn, host)
 }
 
-fn config(activation: ActivationKind, clip_vf: Option<f32>, normalize: bool) -> PpoConfig {
+/// A small update over [`batch`]'s rollout (f32).
+pub(super) fn config(
+    activation: ActivationKind,
+    clip_vf: Option<f32>,
+    normalize: bool,
+) -> PpoConfig {
     PpoConfig::new()
         .with_n_steps(16)
         .with_batch_size(24)
@@ -53,13 +58,14 @@ fn config(activation: ActivationKind, clip_vf: Option<f32>, normalize: bool) -> 
         )
 }
 
-fn close(got: &[f32], want: &[f32], tol: f32, what: &str) {
+/// `got` within `tol` of `want`, relative to the largest of `want`.
+pub(super) fn close(got: &[f32], want: &[f32], tol: f32, what: &str) {
     assert_eq!(got.len(), want.len(), "{what}");
     let scale = want.iter().fold(0f32, |m, w| m.max(w.abs()));
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         assert!(
             (g - w).abs() <= tol * (scale + w.abs()).max(1e-6),
-            "{what}[{i}]: host {g}, burn {w} (largest {scale})"
+            "{what}[{i}]: got {g}, reference {w} (largest {scale})"
         );
     }
 }
