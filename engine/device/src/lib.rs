@@ -383,6 +383,23 @@ pub fn is_cpu(device: &Device) -> bool {
     device.clone().without_autodiff() == Device::flex()
 }
 
+/// Whether `t` lives on a cubecl device (a GPU, or lavapipe) without autodiff: where
+/// TradeTune's own CubeCL kernels run (the env step, the PPO loss and tally), which burn reaches
+/// through its backend extension API on the cubecl backends only.
+#[cfg(feature = "wgpu")]
+pub fn runs_cubecl_kernels<const D: usize>(t: &burn::tensor::Tensor<D>) -> bool {
+    use burn::backend::{BackendTensor, DispatchAutodiffContext, DispatchTensorKind};
+    let d = t.clone().into_dispatch();
+    matches!(d.autodiff, DispatchAutodiffContext::Disabled)
+        && matches!(d.kind, DispatchTensorKind::Cube(BackendTensor::Float(_)))
+}
+
+/// Whether `t` lives where TradeTune's own CubeCL kernels run: nowhere without `wgpu`.
+#[cfg(not(feature = "wgpu"))]
+pub fn runs_cubecl_kernels<const D: usize>(_t: &burn::tensor::Tensor<D>) -> bool {
+    false
+}
+
 /// Whether a read from `device` is a transfer the host waits for (a cubecl device: a GPU, or
 /// lavapipe standing in for one), as opposed to the flex CPU backend, whose tensors are host
 /// memory. Told by the memory pool: cubecl devices report one, flex does not.

@@ -17,10 +17,7 @@ use burn::backend::TensorMetadata;
 use burn::backend::cubecl::dtype_to_storage_type;
 use burn::backend::fusion::custom::TensorSpec;
 use burn::backend::tensor::{FloatTensor, IntTensor};
-use burn::backend::{
-    Backend, BackendTensor, Dispatch, DispatchAutodiffContext, DispatchTensorKind, ExtensionType,
-    backend_extension,
-};
+use burn::backend::{Backend, Dispatch, ExtensionType, backend_extension};
 use burn::tensor::{DType, Int, Tensor};
 use burn_cubecl::CubeBackend;
 use burn_cubecl::kernel::into_contiguous;
@@ -137,13 +134,6 @@ impl EnvStepOps for CubeBackend {
     }
 }
 
-/// Whether `t` lives on a cubecl device without autodiff, where the kernel runs.
-pub(crate) fn runs_on(t: &Tensor<2>) -> bool {
-    let d = t.clone().into_dispatch();
-    matches!(d.autodiff, DispatchAutodiffContext::Disabled)
-        && matches!(d.kind, DispatchTensorKind::Cube(BackendTensor::Float(_)))
-}
-
 /// The tensors of one kernel step, as [`super::TensorVecEnv`] holds them.
 pub(crate) struct StepTensors<'a> {
     pub actions: Tensor<2>,
@@ -167,7 +157,8 @@ pub(crate) struct StepTensorsOut {
     pub log: Tensor<3>,
 }
 
-/// One step through the kernel (call only where [`runs_on`] holds for the state).
+/// One step through the kernel (call only where `tradetune_device::runs_cubecl_kernels` holds
+/// for the state).
 pub(crate) fn step(t: StepTensors<'_>) -> StepTensorsOut {
     let dtype = t.fstate.dtype();
     let mut actions = t.actions.without_autodiff();

@@ -187,7 +187,7 @@ impl TensorVecEnv {
         let compat_units = row(units);
         let state = State::zeros(n, m, device);
         #[cfg(feature = "wgpu")]
-        let kernel = kernel::runs_on(&state.f);
+        let kernel = tradetune_device::runs_cubecl_kernels(&state.f);
         #[cfg(not(feature = "wgpu"))]
         let kernel = false;
         let mut env = Self {

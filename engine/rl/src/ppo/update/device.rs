@@ -10,7 +10,7 @@ use std::ops::Range;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use super::flat_adam::FlatAdam;
-use super::{Diagnostics, Factor, MinibatchEngine, Scale, UpdateBatch, manual};
+use super::{Diagnostics, Factor, MinibatchEngine, Scale, UpdateBatch, kernels_run, manual};
 use crate::ppo::config::PpoConfig;
 use crate::ppo::model::ActorCritic;
 
@@ -56,7 +56,7 @@ impl<'a> DeviceEngine<'a> {
             model,
             adam,
             cfg,
-            picks: manual::Picks::new(&device.clone().inner()),
+            picks: manual::Picks::new(&device.clone().inner(), kernels_run(&batch.log_probs)),
             device: device.clone().inner(),
             batch,
             order: None,
@@ -89,12 +89,12 @@ impl MinibatchEngine for DeviceEngine<'_> {
         if let Some((device, batch)) = &self.autodiff {
             let idx = Tensor::from_inner(idx);
             let scale = Tensor::from_inner(scale);
-            let (diagnostics, grad) =
+            let (losses, grad_sq, grad) =
                 minibatch(self.model, self.adam, self.cfg, batch, idx, scale, device);
             self.grad = Some(grad);
-            return Diagnostics::Device(diagnostics);
+            return Diagnostics::Device { losses, grad_sq };
         }
-        let (diagnostics, grad) = manual::minibatch(
+        let (losses, grad_sq, grad) = manual::minibatch(
             self.model,
             self.adam,
             self.cfg,
@@ -105,7 +105,7 @@ impl MinibatchEngine for DeviceEngine<'_> {
         );
         self.grad = Some(grad);
         self.picks.cut();
-        Diagnostics::Device(diagnostics)
+        Diagnostics::Device { losses, grad_sq }
     }
 
     fn step(&mut self, lr: f64, factor: Factor) {
@@ -135,9 +135,10 @@ impl MinibatchEngine for DeviceEngine<'_> {
 
 /// The losses and gradient of one minibatch (`idx` into `batch`) through burn's autodiff, the
 /// reference [`manual::minibatch`] is held to: the loss scaled by `scale` before the backward
-/// pass: `[7]` diagnostics (loss, policy loss, value loss, entropy, approx_kl, clipfrac, Σ‖g‖² of the scaled loss) and the gradient, flat in `adam`'s layout
-/// (its square sum is one reduction over that buffer, not one per parameter). Everything is
-/// on the training device `device`.
+/// pass: `[6]` losses (loss, policy loss, value loss, entropy, approx_kl, clipfrac), `[1]`
+/// Σ‖g‖² of the scaled loss's gradient, and that gradient, flat in `adam`'s layout (its square
+/// sum is one reduction over that buffer, not one per parameter). Everything is on the
+/// training device `device`.
 #[cfg(test)]
 pub(super) fn minibatch(
     model: &ActorCritic,
@@ -147,7 +148,7 @@ pub(super) fn minibatch(
     idx: Tensor<1, Int>,
     scale: Tensor<1>,
     device: &Device,
-) -> (Tensor<1>, Tensor<1>) {
+) -> (Tensor<1>, Tensor<1>, Tensor<1>) {
     use crate::ppo::model::{gaussian_entropy, gaussian_log_prob};
     use burn::optim::GradientsParams;
 
@@ -206,7 +207,7 @@ pub(super) fn minibatch(
     let mut grads = GradientsParams::from_grads(grads, model);
     let grad = adam.flat_grads(&mut grads, device);
     let grad_sq = grad.clone().square().sum();
-    let diagnostics = Tensor::cat(
+    let losses = Tensor::cat(
         vec![
             loss.detach(),
             policy_loss.detach(),
@@ -214,9 +215,8 @@ pub(super) fn minibatch(
             entropy.detach(),
             approx_kl,
             clipfrac,
-            grad_sq,
         ],
         0,
     );
-    (diagnostics, grad)
+    (losses, grad_sq, grad)
 }

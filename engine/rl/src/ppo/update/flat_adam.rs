@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::optim::{Adam, AdamState, AdaptiveMomentumState};
 use burn::optim::{GradientsParams, LearningRate, ModuleOptimizer, Optimizer};
-use burn::tensor::{Bool, Device, Shape, Tensor};
+use burn::tensor::{Device, Shape, Tensor};
 
 use crate::ppo::config::PpoConfig;
 use crate::ppo::error::PpoError;
@@ -129,13 +129,13 @@ impl FlatAdam {
         (self.beta_1, self.beta_2, self.epsilon)
     }
 
-    /// One step of `params` (flat) with `grad` (flat), kept only where `gate` is true.
+    /// One step of `params` (flat) with `grad` (flat), kept only where `gate` (`[1]`) is 1.
     fn step(
         &mut self,
         lr: LearningRate,
         params: Tensor<1>,
         grad: Tensor<1>,
-        gate: Option<Tensor<1, Bool>>,
+        gate: Option<Tensor<1>>,
     ) -> Tensor<1> {
         let (m1_old, m2_old) = match self.moments.take() {
             Some(m) => m,
@@ -166,7 +166,9 @@ impl FlatAdam {
                 stepped
             }
             Some(gate) => {
-                let apply = gate.expand([params.dims()[0]]);
+                // The gate broadcast by an addition and compared: burn's fusion fuses that
+                // mask into the step, not an expanded bool.
+                let apply = params.zeros_like().add(gate).greater_elem(0.5);
                 self.moments = Some((
                     m1_old.mask_where(apply.clone(), m1),
                     m2_old.mask_where(apply.clone(), m2),
@@ -177,13 +179,13 @@ impl FlatAdam {
     }
 
     /// One Adam step of all of `model`'s parameters with the flat gradient `grad`, kept only
-    /// where `gate` is true; the parameters become slices of the stepped flat buffer.
+    /// where `gate` (`[1]`) is 1; the parameters become slices of the stepped flat buffer.
     pub fn step_model(
         &mut self,
         model: &mut ActorCritic,
         lr: f64,
         grad: Tensor<1>,
-        gate: Option<Tensor<1, Bool>>,
+        gate: Option<Tensor<1>>,
     ) {
         let params = match self.flat_params.take() {
             Some(params) => params,

@@ -23,8 +23,10 @@ use std::collections::HashMap;
 use burn::module::ParamId;
 use burn::tensor::{Device, FloatDType, Int, Tensor, TensorData, activation};
 
-use super::UpdateBatch;
 use super::flat_adam::FlatAdam;
+#[cfg(feature = "wgpu")]
+use super::kernels;
+use super::{HeadGrads, UpdateBatch};
 use crate::ppo::config::PpoConfig;
 use crate::ppo::model::{ActivationKind, ActorCritic, Dense};
 
@@ -46,8 +48,8 @@ fn params(layer: &Dense) -> (Tensor<2>, Tensor<1>) {
     (layer.weight.val().inner(), layer.bias.val().inner())
 }
 
-/// The network `hidden` + `head` on `x` (compute dtype `dtype`): the head's output in f32
-/// and the trace for [`backward`].
+/// The network `hidden` + `head` on `x` (compute dtype `dtype`): the head's matrix product
+/// `h·W` before its bias (compute dtype) and the trace for [`backward`].
 fn forward(
     hidden: &[Dense],
     head: &Dense,
@@ -69,9 +71,18 @@ fn forward(
             .push(act.derivative_needs_input().then(|| y.clone()));
         h = act.apply(y);
     }
-    let out = affine(head, h.clone(), dtype, &mut trace.weights).cast(FloatDType::F32);
+    let w = head.weight.val().inner().cast(dtype);
+    trace.weights.push(w.clone());
+    let out = h.clone().matmul(w);
     trace.inputs.push(h);
     (out, trace)
+}
+
+/// The head's output `raw + b` in f32 (the bias added in the compute dtype, as `Dense`).
+fn biased(raw: Tensor<2>, head: &Dense) -> Tensor<2> {
+    let dtype: FloatDType = raw.dtype().into();
+    raw.add(head.bias.val().inner().cast(dtype).unsqueeze_dim::<2>(0))
+        .cast(FloatDType::F32)
 }
 
 /// `x·W + b` in `dtype`, as `Dense::forward`; `W` in `dtype` pushed onto `weights`.
@@ -87,7 +98,7 @@ fn affine(
     x.matmul(w).add(b.cast(dtype).unsqueeze_dim::<2>(0))
 }
 
-/// Back-propagates `d_out` (f32, the gradient at the head's output) through the network
+/// Back-propagates `d_out` (the gradient at the head's output, compute dtype) through the network
 /// whose forward pass is `trace`: each layer's `(∂W, ∂b)` (f32, flat) by parameter id into
 /// `grads`. `head_bias`, where given, is the head's bias gradient already summed.
 #[allow(clippy::too_many_arguments)]
@@ -98,11 +109,10 @@ fn backward(
     trace: Trace,
     d_out: Tensor<2>,
     head_bias: Tensor<1>,
-    dtype: FloatDType,
     grads: &mut HashMap<ParamId, Tensor<1>>,
 ) {
     let layers: Vec<&Dense> = hidden.iter().chain(std::iter::once(head)).collect();
-    let mut dz = d_out.cast(dtype);
+    let mut dz = d_out;
     let mut bias = Some(head_bias);
     for (l, layer) in layers.iter().enumerate().rev() {
         let input = trace.inputs[l].clone();
@@ -166,9 +176,11 @@ fn derivative(
 }
 
 /// The losses and gradient of one minibatch (`idx` into `batch`, on the inner device), the
-/// loss scaled by `scale` (`[1]`, inner device): `[7]` diagnostics (loss, policy loss, value
-/// loss, entropy, approx_kl, clipfrac, Σ‖g‖² of the scaled loss) and the gradient, flat in
-/// `adam`'s layout. `batch` holds inner tensors; `picks` the index tensors of its gathers.
+/// loss scaled by `scale` (`[1]`, inner device): `[6]` losses (loss, policy loss, value loss,
+/// entropy, approx_kl, clipfrac), `[1]` Σ‖g‖² of the scaled loss's gradient, and that gradient,
+/// flat in `adam`'s layout. `batch` holds inner tensors; `picks` the index tensors of its
+/// gathers. On a cubecl device the loss and its gradient at the heads are one kernel
+/// ([`kernels::loss`]); elsewhere they are [`loss`]'s tensor program.
 pub(super) fn minibatch(
     model: &ActorCritic,
     adam: &FlatAdam,
@@ -177,25 +189,105 @@ pub(super) fn minibatch(
     idx: Tensor<1, Int>,
     scale: Tensor<1>,
     picks: &mut Picks,
-) -> (Tensor<1>, Tensor<1>) {
+) -> (Tensor<1>, Tensor<1>, Tensor<1>) {
     let dtype = cfg.precision.compute_dtype();
     let act = model.activation();
-    let b = idx.dims()[0];
-    let a = batch.actions.dims()[1];
-    let UpdateBatch {
-        obs,
-        actions,
-        log_probs: old_logp,
-        values: old_values,
-        advantages: mut adv,
-        returns,
-    } = batch.rows(idx);
-
-    let x = obs.cast(dtype);
+    let x = batch.obs.clone().select(0, idx.clone()).cast(dtype);
     let (mean, pi_trace) = forward(&model.pi, &model.mean, act, x.clone(), dtype);
     let (value, vf_trace) = forward(&model.vf, &model.value, act, x, dtype);
     picks.cut();
-    let value = value.squeeze_dim::<1>(1);
+    let heads = match picks.kernels {
+        #[cfg(feature = "wgpu")]
+        true => kernel_loss(model, cfg, batch, idx, mean, value, scale),
+        _ => loss(model, cfg, batch, idx, mean, value, scale, picks),
+    };
+
+    picks.cut();
+    let mut grads = HashMap::new();
+    backward(
+        &model.pi,
+        &model.mean,
+        act,
+        pi_trace,
+        heads.d_mean,
+        heads.mean_bias,
+        &mut grads,
+    );
+    backward(
+        &model.vf,
+        &model.value,
+        act,
+        vf_trace,
+        heads.d_value,
+        heads.value_bias,
+        &mut grads,
+    );
+    grads.insert(model.log_std.id, heads.log_std);
+    let grad = adam.flat(grads, &mut |n| picks.zeros(n));
+    let grad_sq = grad.clone().square().sum();
+    (heads.losses, grad_sq, grad)
+}
+
+/// The loss and its gradient at the heads through [`kernels::loss`]: one launch.
+#[cfg(feature = "wgpu")]
+fn kernel_loss(
+    model: &ActorCritic,
+    cfg: &PpoConfig,
+    batch: &UpdateBatch,
+    idx: Tensor<1, Int>,
+    mean: Tensor<2>,
+    value: Tensor<2>,
+    scale: Tensor<1>,
+) -> HeadGrads {
+    kernels::loss(
+        kernels::LossInputs {
+            idx,
+            actions: &batch.actions,
+            old_log_probs: &batch.log_probs,
+            old_values: &batch.values,
+            advantages: &batch.advantages,
+            returns: &batch.returns,
+            mean,
+            value,
+            mean_bias: &model.mean.bias.val().inner(),
+            value_bias: &model.value.bias.val().inner(),
+            log_std: &model.log_std().inner(),
+            scale,
+        },
+        &kernels::LossCoefs {
+            clip: cfg.clip_range,
+            clip_vf: cfg.clip_range_vf.unwrap_or(-1.0),
+            vf_coef: cfg.vf_coef,
+            ent_coef: cfg.ent_coef,
+            normalize: cfg.normalize_advantage,
+        },
+    )
+}
+
+/// The loss, its per-minibatch sums and its gradient at the heads in burn tensor operations,
+/// where no kernel runs (see the module docs for the arithmetic).
+#[allow(clippy::too_many_arguments)]
+fn loss(
+    model: &ActorCritic,
+    cfg: &PpoConfig,
+    batch: &UpdateBatch,
+    idx: Tensor<1, Int>,
+    mean: Tensor<2>,
+    value: Tensor<2>,
+    scale: Tensor<1>,
+    picks: &mut Picks,
+) -> HeadGrads {
+    let dtype = cfg.precision.compute_dtype();
+    let b = idx.dims()[0];
+    let a = batch.actions.dims()[1];
+    let pick_rows = |t: &Tensor<1>| t.clone().select(0, idx.clone());
+    let actions = batch.actions.clone().select(0, idx.clone());
+    let old_logp = pick_rows(&batch.log_probs);
+    let old_values = pick_rows(&batch.values);
+    let mut adv = pick_rows(&batch.advantages);
+    let returns = pick_rows(&batch.returns);
+    let mean = biased(mean, &model.mean);
+    let value = biased(value, &model.value).squeeze_dim::<1>(1);
 
     // The Gaussian log-probability: z = (a − μ)/σ, logp = Σ_j −½z² − log σ_j − A·ln√(2π).
     let log_std_flat = model.log_std().inner();
@@ -284,38 +376,12 @@ pub(super) fn minibatch(
     // aligned).
     let mut pick = |range: std::ops::Range<usize>| sums.clone().select(0, picks.range(range));
     let means = pick(0..4).div_scalar(b as f32);
-    let d_log_std = pick(4..4 + a).sub(scale.mul_scalar(cfg.ent_coef));
+    let log_std = pick(4..4 + a).sub(scale.mul_scalar(cfg.ent_coef));
     let mean_bias = pick(4 + a..4 + 2 * a);
     let value_bias = pick(4 + 2 * a..4 + 2 * a + 1);
 
-    picks.cut();
-    let mut grads = HashMap::new();
-    backward(
-        &model.pi,
-        &model.mean,
-        act,
-        pi_trace,
-        d_mean,
-        mean_bias,
-        dtype,
-        &mut grads,
-    );
-    backward(
-        &model.vf,
-        &model.value,
-        act,
-        vf_trace,
-        d_value,
-        value_bias,
-        dtype,
-        &mut grads,
-    );
-    grads.insert(model.log_std.id, d_log_std);
-    let grad = adam.flat(grads, &mut |n| picks.zeros(n));
-    let grad_sq = grad.clone().square().sum();
-
     // [policy, value, approx_kl, clipfrac] → [loss, policy, value, entropy, approx_kl,
-    // clipfrac, Σ‖g‖²].
+    // clipfrac].
     let loss = means
         .clone()
         .select(0, picks.range(0..1))
@@ -326,17 +392,23 @@ pub(super) fn minibatch(
                 .mul_scalar(cfg.vf_coef),
         )
         .sub(entropy.clone().mul_scalar(cfg.ent_coef));
-    let diagnostics = Tensor::cat(
+    let losses = Tensor::cat(
         vec![
             loss,
             means.clone().select(0, picks.range(0..2)),
             entropy,
             means.select(0, picks.range(2..4)),
-            grad_sq,
         ],
         0,
     );
-    (diagnostics, grad)
+    HeadGrads {
+        d_mean: d_mean.cast(dtype),
+        d_value: d_value.cast(dtype),
+        log_std,
+        mean_bias,
+        value_bias,
+        losses,
+    }
 }
 
 /// Index tensors `start..end` and zero vectors on the engine's device, made once and reused from
@@ -344,14 +416,18 @@ pub(super) fn minibatch(
 /// copy kernel, and so does each zero vector made).
 pub(super) struct Picks {
     device: Device,
+    /// Whether the loss runs as [`kernels::loss`] (a cubecl device).
+    pub kernels: bool,
     made: HashMap<(usize, usize), Tensor<1, Int>>,
     zeros: HashMap<usize, Tensor<1>>,
 }
 
 impl Picks {
-    pub fn new(device: &Device) -> Self {
+    /// On `device`; `kernels`: whether [`kernels::loss`] runs there.
+    pub fn new(device: &Device, kernels: bool) -> Self {
         Self {
             device: device.clone(),
+            kernels,
             made: HashMap::new(),
             zeros: HashMap::new(),
         }

@@ -81,7 +81,7 @@ fn the_hand_written_gradients_are_autodiffs() {
             let cfg = config(activation, clip_vf, normalize, precision);
             let model = cfg.policy.init(d, a, 3, &device);
             let adam = flat_adam::FlatAdam::new(&cfg, &model, flat_adam::GPU_ALIGN);
-            let (want_diag, want_grad) = device::minibatch(
+            let (want_losses, want_sq, want_grad) = device::minibatch(
                 &model,
                 &adam,
                 &cfg,
@@ -90,32 +90,36 @@ fn the_hand_written_gradients_are_autodiffs() {
                 scale(&device),
                 &device,
             );
-            let (diag, grad) = manual::minibatch(
-                &model,
-                &adam,
-                &cfg,
-                &on_inner,
-                idx_on(&inner),
-                scale(&inner),
-                &mut manual::Picks::new(&inner),
-            );
-            let what = format!(
-                "{device:?} {precision:?} {activation:?} clip_vf {clip_vf:?} normalise {normalize}"
-            );
-            let (diag, want_diag) = (read(diag), read(want_diag));
-            close(
-                &read(grad),
-                &read(want_grad),
-                tol,
-                &format!("{what}: gradient"),
-            );
-            close(&diag, &want_diag, tol, &format!("{what}: diagnostics"));
-            // The case exercises both branches of each clip.
-            assert!(
-                diag[5] > 0.0 && diag[5] < 1.0,
-                "{what}: clipfrac {}",
-                diag[5]
-            );
+            let want_diag = read(Tensor::cat(vec![want_losses, want_sq], 0));
+            let want_grad = read(want_grad);
+            // The loss as one kernel where it runs (a cubecl device), and its tensor program
+            // everywhere.
+            let kernel = kernels_run(&on_inner.log_probs);
+            assert_eq!(kernel, !tradetune_device::is_cpu(&inner), "{device:?}");
+            for kernels in [false, true].into_iter().filter(|&k| !k || kernel) {
+                let (losses, grad_sq, grad) = manual::minibatch(
+                    &model,
+                    &adam,
+                    &cfg,
+                    &on_inner,
+                    idx_on(&inner),
+                    scale(&inner),
+                    &mut manual::Picks::new(&inner, kernels),
+                );
+                let what = format!(
+                    "{device:?} {precision:?} {activation:?} clip_vf {clip_vf:?} normalise \
+                     {normalize} kernel {kernels}"
+                );
+                let diag = read(Tensor::cat(vec![losses, grad_sq], 0));
+                close(&read(grad), &want_grad, tol, &format!("{what}: gradient"));
+                close(&diag, &want_diag, tol, &format!("{what}: diagnostics"));
+                // The case exercises both branches of each clip.
+                assert!(
+                    diag[5] > 0.0 && diag[5] < 1.0,
+                    "{what}: clipfrac {}",
+                    diag[5]
+                );
+            }
         }
     }
 }
@@ -252,5 +256,137 @@ fn an_aligned_flat_adam_steps_saves_and_loads_as_a_packed_one() {
         let (w1, w2) = runs[to].1.moments.clone().expect("moments");
         assert_eq!(read(m1), read(w1), "first moments, {from} → {to}");
         assert_eq!(read(m2), read(w2), "second moments, {from} → {to}");
+    }
+}
+
+/// The device tally as one kernel against its tensor program, on wgpu: each minibatch's factor
+/// (loss scale undone, clip) and gate, the loss scale's growth and back-off, the skips and the
+/// update's statistics (or its divergence), over minibatches that clip and that do not, that
+/// overflow (a NaN loss, an infinite gradient) and that grow the scale, with and without f16's
+/// loss scaling and the clip.
+#[test]
+fn the_tally_kernel_decides_as_its_tensor_program() {
+    let gpu: Vec<Device> = devices("the_tally_kernel_decides_as_its_tensor_program")
+        .into_iter()
+        .map(|(device, _, _)| device)
+        .filter(|device| !tradetune_device::is_cpu(device))
+        .take(1)
+        .collect();
+    let nan = f32::NAN;
+    let inf = f32::INFINITY;
+    // [loss, policy, value, entropy, approx_kl, clipfrac, Σ‖g‖² of the scaled loss].
+    let minibatches: [[f32; 7]; 7] = [
+        [0.5, 0.1, 0.8, 1.4, 0.01, 0.2, 4.0e6],
+        [0.4, 0.2, 0.6, 1.3, 0.02, 0.1, 1.0e-3],
+        [nan, 0.2, 0.6, 1.3, 0.02, 0.1, 1.0],
+        [0.3, 0.2, 0.5, 1.2, 0.03, 0.3, inf],
+        [0.3, 0.1, 0.5, 1.2, 0.01, 0.0, 2.5e5],
+        [0.2, 0.1, 0.4, 1.1, 0.01, 0.1, 9.0],
+        [0.1, 0.0, 0.3, 1.0, 0.04, 0.2, 0.04],
+    ];
+    for device in gpu {
+        for (precision, max_grad_norm, overflow) in [
+            (Precision::F16, 0.5, true),
+            (Precision::F16, 0.0, true),
+            (Precision::F32, 0.5, false),
+            (Precision::F32, 0.5, true),
+            (Precision::F32, 0.0, false),
+        ] {
+            let mut cfg = config(ActivationKind::Tanh, None, true, precision);
+            cfg.max_grad_norm = max_grad_norm;
+            cfg.initial_loss_scale = 1024.0;
+            cfg.loss_scale_growth_interval = 2;
+            let runs: Vec<_> = [true, false]
+                .into_iter()
+                .map(|kernel| {
+                    let mut scaler = LossScaler::new(precision, 1024.0, 2);
+                    let ride = Tensor::<1>::zeros([0], &device);
+                    let mut tally = DeviceTally::new(&cfg, &mut scaler, &device, 3, 1e-3, ride);
+                    assert!(tally.runs_kernel(), "{device:?}: the kernel runs on wgpu");
+                    if !kernel {
+                        tally = tally.without_kernel();
+                    }
+                    let mut decided = Vec::new();
+                    for d in minibatches
+                        .iter()
+                        .filter(|d| overflow || d.iter().all(|v| v.is_finite()))
+                    {
+                        let on = |v: &[f32]| {
+                            Tensor::<1>::from_data(TensorData::new(v.to_vec(), [v.len()]), &device)
+                        };
+                        let diagnostics = Diagnostics::Device {
+                            losses: on(&d[..6]),
+                            grad_sq: on(&d[6..]),
+                        };
+                        let Ok(Verdict::Step(Factor::Device { factor, gate })) =
+                            tally.judge(diagnostics)
+                        else {
+                            panic!("the device tally steps every minibatch");
+                        };
+                        decided.push((factor.map(read), gate.map(read)));
+                        tally = tally.record();
+                    }
+                    let outcome = tally.finish(2, &mut |_| Ok(()));
+                    (
+                        decided,
+                        outcome.map(|(stats, _)| stats).map_err(|e| e.to_string()),
+                        scaler.scale(),
+                        scaler.clean_steps(),
+                    )
+                })
+                .collect();
+            let what = format!("{precision:?} max_grad_norm {max_grad_norm} overflow {overflow}");
+            let (kernel, program) = (&runs[0], &runs[1]);
+            assert_eq!(kernel.0.len(), program.0.len());
+            for (i, (k, p)) in kernel.0.iter().zip(&program.0).enumerate() {
+                let what = format!("{what}, minibatch {i}");
+                assert_eq!(k.0.is_some(), p.0.is_some(), "{what}: factor");
+                if let (Some(k), Some(p)) = (&k.0, &p.0) {
+                    close(k, p, 1e-6, &format!("{what}: factor"));
+                }
+                assert_eq!(k.1, p.1, "{what}: gate");
+            }
+            assert_eq!(
+                (kernel.2, kernel.3),
+                (program.2, program.3),
+                "{what}: loss scale"
+            );
+            match (&kernel.1, &program.1) {
+                (Ok(k), Ok(p)) => {
+                    assert_eq!(
+                        (k.steps, k.skipped_steps),
+                        (p.steps, p.skipped_steps),
+                        "{what}"
+                    );
+                    close(
+                        &[
+                            k.policy_loss,
+                            k.value_loss,
+                            k.entropy,
+                            k.approx_kl,
+                            k.clipfrac,
+                            k.grad_norm,
+                        ],
+                        &[
+                            p.policy_loss,
+                            p.value_loss,
+                            p.entropy,
+                            p.approx_kl,
+                            p.clipfrac,
+                            p.grad_norm,
+                        ],
+                        1e-6,
+                        &format!("{what}: statistics"),
+                    );
+                }
+                (Err(k), Err(p)) => assert_eq!(k, p, "{what}"),
+                (k, p) => panic!("{what}: kernel {k:?}, tensor program {p:?}"),
+            }
+            if precision == Precision::F16 {
+                // The case exercises skips, back-off and growth.
+                let skipped = kernel.1.as_ref().map(|s| s.skipped_steps);
+                assert_eq!(skipped, Ok(2), "{what}");
+            }
+        }
     }
 }

@@ -51,6 +51,8 @@
 mod device;
 mod flat_adam;
 mod host;
+#[cfg(feature = "wgpu")]
+mod kernels;
 mod manual;
 #[cfg(test)]
 mod manual_tests;
@@ -60,7 +62,7 @@ mod tests;
 
 use std::ops::Range;
 
-use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
+use burn::tensor::{Device, Tensor, TensorData};
 use rand::seq::SliceRandom;
 
 use crate::ppo::config::PpoConfig;
@@ -74,6 +76,21 @@ use stats::{DeviceTally, HostTally};
 use tradetune_device::precision::LossScaler;
 
 pub use stats::UpdateStats;
+
+/// A minibatch's losses and its loss's gradient at the heads (inner device).
+pub(super) struct HeadGrads {
+    /// `[B, A]` ∂(s·L)/∂μ, the gradient at the policy head's output (compute dtype).
+    pub d_mean: Tensor<2>,
+    /// `[B, 1]` ∂(s·L)/∂V, at the value head's output (compute dtype).
+    pub d_value: Tensor<2>,
+    /// `[A]` ∂(s·L)/∂log σ (f32).
+    pub log_std: Tensor<1>,
+    /// `[A]` and `[1]` the heads' bias gradients (f32).
+    pub mean_bias: Tensor<1>,
+    pub value_bias: Tensor<1>,
+    /// `[6]` loss, policy loss, value loss, entropy, approx_kl, clipfrac.
+    pub losses: Tensor<1>,
+}
 
 /// A rollout prepared for the update: everything on the training (autodiff) device.
 #[derive(Debug, Clone)]
@@ -94,7 +111,8 @@ pub struct UpdateBatch {
 
 impl UpdateBatch {
     /// The samples `idx` of every tensor (one gather each): a minibatch.
-    fn rows(&self, idx: Tensor<1, Int>) -> UpdateBatch {
+    #[cfg(test)]
+    fn rows(&self, idx: Tensor<1, burn::tensor::Int>) -> UpdateBatch {
         UpdateBatch {
             obs: self.obs.clone().select(0, idx.clone()),
             actions: self.actions.clone().select(0, idx.clone()),
@@ -300,6 +318,12 @@ fn run(
     tally.finish(epochs, check)
 }
 
+/// Whether the device engine's kernels (`kernels`) run where `t` lives: a cubecl device, in a
+/// build with `wgpu`.
+fn kernels_run(t: &Tensor<1>) -> bool {
+    cfg!(feature = "wgpu") && tradetune_device::runs_cubecl_kernels(&t.clone().inner())
+}
+
 /// The update's shuffles: one of `0..samples` per epoch, from the stream keyed by the
 /// update's number (see [`crate::ppo::stream_rng`]).
 fn shuffled_orders(cfg: &PpoConfig, samples: usize, update: usize) -> Vec<Vec<usize>> {
@@ -371,8 +395,11 @@ enum Scale<'a> {
 #[allow(clippy::large_enum_variant)]
 enum Diagnostics {
     Host([f32; 7]),
-    /// `[7]`, on the training device.
-    Device(Tensor<1>),
+    /// On the training device: `[6]` the losses and `[1]` Σ‖g‖².
+    Device {
+        losses: Tensor<1>,
+        grad_sq: Tensor<1>,
+    },
 }
 
 impl Diagnostics {
@@ -380,20 +407,26 @@ impl Diagnostics {
     fn read(self) -> Result<[f32; 7], PpoError> {
         match self {
             Self::Host(d) => Ok(d),
-            Self::Device(t) => {
-                let read = tradetune_device::readback::read_f32(t, "update: diagnostics")
-                    .map_err(|e| PpoError::read("update diagnostics", e))?;
+            Self::Device { losses, grad_sq } => {
+                let read = tradetune_device::readback::read_f32(
+                    Tensor::cat(vec![losses, grad_sq], 0),
+                    "update: diagnostics",
+                )
+                .map_err(|e| PpoError::read("update diagnostics", e))?;
                 read.try_into()
                     .map_err(|_| PpoError::read("update diagnostics", "wrong length"))
             }
         }
     }
 
-    /// On `device`.
-    fn on(self, device: &Device) -> Tensor<1> {
+    /// On `device`: `[6]` the losses and `[1]` Σ‖g‖².
+    fn on(self, device: &Device) -> (Tensor<1>, Tensor<1>) {
         match self {
-            Self::Host(d) => Tensor::from_data(TensorData::new(d.to_vec(), [7]), device),
-            Self::Device(t) => t,
+            Self::Host(d) => (
+                Tensor::from_data(TensorData::new(d[..6].to_vec(), [6]), device),
+                Tensor::from_data(TensorData::new(vec![d[6]], [1]), device),
+            ),
+            Self::Device { losses, grad_sq } => (losses, grad_sq),
         }
     }
 }
@@ -405,10 +438,10 @@ enum Factor {
     /// Decided on the host.
     Host(f32),
     /// Decided on the device: the factor (`None`: 1) and, under f16's loss scaling, the gate
-    /// that discards a non-finite step.
+    /// (`[1]`, 0 or 1) that discards a non-finite step.
     Device {
         factor: Option<Tensor<1>>,
-        gate: Option<Tensor<1, Bool>>,
+        gate: Option<Tensor<1>>,
     },
 }
 

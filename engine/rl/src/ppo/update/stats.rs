@@ -5,7 +5,7 @@
 use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
-use super::{Diagnostics, Factor, Scale, Tally, Verdict};
+use super::{Diagnostics, Factor, Scale, Tally, Verdict, kernels_run};
 use crate::ppo::config::PpoConfig;
 use crate::ppo::error::PpoError;
 use tradetune_device::precision::{LossScaler, MAX_LOSS_SCALE, MIN_LOSS_SCALE, ScaleStep};
@@ -210,6 +210,11 @@ pub(super) struct DeviceTally<'a> {
     ride_along: Tensor<1>,
     /// The judged minibatch's diagnostics, gradient norm and finiteness, until recorded.
     pending: Option<(Tensor<1>, Tensor<1>, Tensor<1, Bool>)>,
+    /// Whether the judgement and count run as one kernel ([`super::kernels::tally`]: a cubecl
+    /// device; `scale`, `clean` and `sums` are then inner tensors), and the judged minibatch's
+    /// next `(scale, clean, sums)` from it, until recorded.
+    kernel: bool,
+    pending_kernel: Option<(Tensor<1>, Tensor<1>, Tensor<1>)>,
     /// Indices of the diagnostics' loss, square norm and first six (gathers fuse with what
     /// follows them; a narrow of an unaligned range is a kernel of its own).
     picks: [Tensor<1, Int>; 3],
@@ -226,25 +231,76 @@ impl<'a> DeviceTally<'a> {
         ride_along: Tensor<1>,
     ) -> Self {
         let one = |v: f32| Tensor::<1>::from_data(TensorData::new(vec![v], [1]), device);
+        let scale = one(scaler.scale());
+        let kernel = kernels_run(&scale);
+        let inner = |t: Tensor<1>| if kernel { t.inner() } else { t };
         Self {
             cfg,
             device: device.clone(),
             update,
             lr,
             scaling: cfg.precision.scales_loss(),
-            scale: one(scaler.scale()),
-            clean: one(scaler.clean_steps() as f32),
+            scale: inner(scale),
+            clean: inner(one(scaler.clean_steps() as f32)),
             interval: scaler.growth_interval() as f32,
             scaler,
-            sums: Tensor::<1>::zeros([8], device),
+            sums: inner(Tensor::<1>::zeros([8], device)),
             minibatches: 0,
             ride_along,
             pending: None,
+            kernel,
+            pending_kernel: None,
             picks: [0..1, 6..7, 0..6].map(|r: std::ops::Range<i64>| {
                 let n = r.clone().count();
                 Tensor::from_data(TensorData::new(r.collect::<Vec<_>>(), [n]), device)
             }),
         }
+    }
+}
+
+impl DeviceTally<'_> {
+    /// Tests: judges and counts with the tensor program even where the kernel runs.
+    #[cfg(test)]
+    pub fn without_kernel(mut self) -> Self {
+        self.kernel = false;
+        self
+    }
+
+    /// Whether the judgement and count run as [`super::kernels::tally`].
+    #[cfg(test)]
+    pub fn runs_kernel(&self) -> bool {
+        self.kernel
+    }
+
+    /// [`Tally::judge`] as one launch of [`super::kernels::tally`], which also computes what
+    /// [`Tally::record`] then takes: the same decisions and sums as the tensor program.
+    #[cfg(feature = "wgpu")]
+    fn judge_in_kernel(&mut self, losses: Tensor<1>, grad_sq: Tensor<1>) -> Verdict {
+        use super::kernels;
+        let max_norm = self.cfg.max_grad_norm;
+        let out = kernels::tally(
+            losses.inner(),
+            grad_sq.inner(),
+            &self.scale,
+            &self.clean,
+            &self.sums,
+            &kernels::TallyCoefs {
+                max_norm,
+                scaling: self.scaling,
+                interval: self.interval,
+                min_scale: MIN_LOSS_SCALE,
+                max_scale: MAX_LOSS_SCALE,
+            },
+        );
+        let factor = (self.scaling || max_norm > 0.0).then_some(out.factor);
+        let gate = self.scaling.then_some(out.gate);
+        self.pending_kernel = Some((out.scale, out.clean, out.sums));
+        Verdict::Step(Factor::Device { factor, gate })
+    }
+
+    #[cfg(not(feature = "wgpu"))]
+    fn judge_in_kernel(&mut self, _losses: Tensor<1>, _grad_sq: Tensor<1>) -> Verdict {
+        unreachable!("no tally kernel without the wgpu feature")
     }
 }
 
@@ -254,8 +310,12 @@ impl Tally for DeviceTally<'_> {
     }
 
     fn judge(&mut self, diagnostics: Diagnostics) -> Result<Verdict, PpoError> {
-        let diagnostics = diagnostics.on(&self.device);
+        let (losses, grad_sq) = diagnostics.on(&self.device);
         let max_norm = self.cfg.max_grad_norm;
+        if self.kernel {
+            return Ok(self.judge_in_kernel(losses, grad_sq));
+        }
+        let diagnostics = Tensor::cat(vec![losses, grad_sq], 0);
         // The norm of the unscaled gradients.
         let [loss, square_norm, _] = self.picks.clone();
         let norm = diagnostics
@@ -283,12 +343,19 @@ impl Tally for DeviceTally<'_> {
             factor = factor.mul(clip);
         }
         let factor = (self.scaling || max_norm > 0.0).then_some(factor);
-        let gate = self.scaling.then(|| finite.clone());
+        let gate = self
+            .scaling
+            .then(|| Tensor::<1>::zeros([1], &self.device).mask_fill(finite.clone(), 1.0));
         self.pending = Some((diagnostics, norm, finite));
         Ok(Verdict::Step(Factor::Device { factor, gate }))
     }
 
     fn record(mut self) -> Self {
+        if let Some((scale, clean, sums)) = self.pending_kernel.take() {
+            (self.scale, self.clean, self.sums) = (scale, clean, sums);
+            self.minibatches += 1;
+            return self;
+        }
         let Some((diagnostics, norm, finite)) = self.pending.take() else {
             return self;
         };

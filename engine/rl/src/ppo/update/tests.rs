@@ -98,7 +98,7 @@ fn the_host_gradients_are_burns() {
             &device,
         );
         let one = Tensor::<1>::from_data(TensorData::new(vec![1.0f32], [1]), &device);
-        let (diagnostics, grad) = device::minibatch(
+        let (losses, grad_sq, grad) = device::minibatch(
             learner.model(),
             &learner.adam,
             &cfg,
@@ -108,7 +108,9 @@ fn the_host_gradients_are_burns() {
             &device,
         );
         let want_grad: Vec<f32> = grad.try_into_vec_as().unwrap();
-        let want_diag: Vec<f32> = diagnostics.try_into_vec_as().unwrap();
+        let want_diag: Vec<f32> = Tensor::cat(vec![losses, grad_sq], 0)
+            .try_into_vec_as()
+            .unwrap();
         let params = learner.model().flat_params().unwrap();
         let mut work = HostWork::default();
         let diag = work.minibatch(&net, &cfg, &params, &host_batch, &idx);

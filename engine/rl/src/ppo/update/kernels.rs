@@ -1,0 +1,723 @@
+//! The device engine's loss and its gradient, and the update's tally, as CubeCL kernels on
+//! cubecl devices (a GPU, or lavapipe): issue 33's "the loss and its gradient are fused".
+//!
+//! - [`loss`]: one launch per minibatch, one cube, where burn's tensor operations took about
+//!   twenty (the five gathers of the minibatch's rollout rows, the head's bias, the advantages'
+//!   mean and std, the Gaussian log-probability, the clipped surrogate and value losses, their
+//!   closed-form gradients and one reduction of their per-sample columns, each a reduction or a
+//!   fused element-wise kernel of its own: burn fuses nothing across a reduction). It reads the
+//!   rollout by the minibatch's indices and the heads' raw outputs, and writes the gradients at
+//!   the heads' outputs (for the backward pass's matrix products), the gradients of log σ and
+//!   of the heads' biases, and the losses. The arithmetic is [`super::manual`]'s tensor program,
+//!   term for term (that program still runs where no kernel does: flex, and builds without
+//!   `wgpu`); sums run in another order, so results agree to rounding, and the tests hold the
+//!   kernel to burn's autodiff as they hold the tensor program.
+//! - [`tally`]: one single-thread launch per minibatch, where the device tally's decisions took
+//!   about seven (burn's `is_finite` alone is four kernels it does not fuse): the gradient norm,
+//!   its finiteness, the clip and loss-scale factor, the gate of f16's skipped steps, the loss
+//!   scale's growth and back-off, and the update's running sums, as [`super::stats`]'s
+//!   `DeviceTally` computes them in tensor operations.
+//!
+//! No buffer is written in place: each launch writes new tensors, so a tensor read from the old
+//! state stays valid. burn reaches the kernels through its backend extension API (the unfused
+//! cubecl backend implements each trait; `#[backend_extension]` derives the fused backend, a
+//! deferred custom operation in burn-fusion's stream, and the dispatch layer's routing), as the
+//! env step's kernel does (`tradetune_env`'s `tensor/kernel.rs`).
+#![allow(clippy::too_many_arguments)]
+
+use burn::backend::cubecl::dtype_to_storage_type;
+use burn::backend::fusion::custom::TensorSpec;
+use burn::backend::tensor::{FloatTensor, IntTensor};
+use burn::backend::{Backend, Dispatch, ExtensionType, backend_extension};
+use burn::tensor::{DType, Int, Tensor};
+use burn_cubecl::CubeBackend;
+use burn_cubecl::kernel::into_contiguous;
+use burn_cubecl::ops::numeric::empty_device_dtype;
+use cubecl::prelude::{CubeCount, CubeDim};
+
+use super::HeadGrads;
+
+/// What [`loss`] writes.
+#[derive(ExtensionType)]
+#[extension_type(fusion)]
+pub struct LossOutput<B: Backend> {
+    /// `[B, A]` ∂(s·L)/∂μ, the gradient at the policy head's output (compute dtype).
+    pub d_mean: FloatTensor<B>,
+    /// `[B, 1]` ∂(s·L)/∂V, at the value head's output (compute dtype).
+    pub d_value: FloatTensor<B>,
+    /// `[A]` ∂(s·L)/∂log σ.
+    pub log_std: FloatTensor<B>,
+    /// `[A]` the policy head's bias gradient.
+    pub mean_bias: FloatTensor<B>,
+    /// `[1]` the value head's bias gradient.
+    pub value_bias: FloatTensor<B>,
+    /// `[6]` loss, policy loss, value loss, entropy, approx_kl, clipfrac.
+    pub losses: FloatTensor<B>,
+    /// `[B, 2A + 5]` the per-sample columns the sums are taken over (the kernel's scratch).
+    pub columns: FloatTensor<B>,
+}
+
+fn loss_meta(
+    idx: &TensorSpec,
+    actions: &TensorSpec,
+    _old_log_probs: &TensorSpec,
+    _old_values: &TensorSpec,
+    _advantages: &TensorSpec,
+    _returns: &TensorSpec,
+    mean: &TensorSpec,
+    _value: &TensorSpec,
+    _mean_bias: &TensorSpec,
+    _value_bias: &TensorSpec,
+    _log_std: &TensorSpec,
+    _scale: &TensorSpec,
+    _clip: &f32,
+    _clip_vf: &f32,
+    _vf_coef: &f32,
+    _ent_coef: &f32,
+    _normalize: &bool,
+) -> LossOutputMetadata {
+    let b = idx.shape[0];
+    let a = actions.shape[1];
+    let f32s = |shape: Vec<usize>| TensorSpec::new(shape.into(), actions.dtype);
+    let compute = |shape: Vec<usize>| TensorSpec::new(shape.into(), mean.dtype);
+    LossOutputMetadata {
+        d_mean: compute(vec![b, a]),
+        d_value: compute(vec![b, 1]),
+        log_std: f32s(vec![a]),
+        mean_bias: f32s(vec![a]),
+        value_bias: f32s(vec![1]),
+        losses: f32s(vec![6]),
+        columns: f32s(vec![b, columns(a)]),
+    }
+}
+
+/// The per-sample columns: policy, value, approx_kl and clip terms, ∂log σ (A), ∂μ (A), ∂V.
+fn columns(a: usize) -> usize {
+    2 * a + 5
+}
+
+/// What [`tally`] writes.
+#[derive(ExtensionType)]
+#[extension_type(fusion)]
+pub struct TallyOutput<B: Backend> {
+    /// `[1]` what multiplies the gradient before Adam: the loss scale undone and the clip.
+    pub factor: FloatTensor<B>,
+    /// `[1]` 1 where the step is taken, 0 where it is skipped (a non-finite gradient).
+    pub gate: FloatTensor<B>,
+    /// `[1]` the next minibatch's loss scale.
+    pub scale: FloatTensor<B>,
+    /// `[1]` clean steps in a row.
+    pub clean: FloatTensor<B>,
+    /// `[8]` the update's sums (see `DeviceTally`).
+    pub sums: FloatTensor<B>,
+}
+
+fn tally_meta(
+    losses: &TensorSpec,
+    _grad_sq: &TensorSpec,
+    scale: &TensorSpec,
+    clean: &TensorSpec,
+    sums: &TensorSpec,
+    _max_norm: &f32,
+    _scaling: &bool,
+    _interval: &f32,
+    _min_scale: &f32,
+    _max_scale: &f32,
+) -> TallyOutputMetadata {
+    let one = TensorSpec::new(vec![1].into(), losses.dtype);
+    TallyOutputMetadata {
+        factor: one.clone(),
+        gate: one,
+        scale: scale.clone(),
+        clean: clean.clone(),
+        sums: sums.clone(),
+    }
+}
+
+/// The minibatch's loss and its gradient, and the update's tally, as backend operations.
+#[backend_extension(Cube, Fusion)]
+pub trait PpoKernelOps: Backend {
+    /// The loss of the minibatch `idx` `[B]` of the rollout (`actions` `[S, A]`, the rest
+    /// `[S]`) given the heads' outputs before their biases (`mean` `[B, A]`, `value` `[B, 1]`,
+    /// compute dtype), and its gradient times `scale` `[1]`. `clip_vf < 0`: no value clipping.
+    #[fusion(meta = loss_meta)]
+    fn ppo_loss(
+        idx: IntTensor<Self>,
+        actions: &FloatTensor<Self>,
+        old_log_probs: &FloatTensor<Self>,
+        old_values: &FloatTensor<Self>,
+        advantages: &FloatTensor<Self>,
+        returns: &FloatTensor<Self>,
+        mean: FloatTensor<Self>,
+        value: FloatTensor<Self>,
+        mean_bias: &FloatTensor<Self>,
+        value_bias: &FloatTensor<Self>,
+        log_std: &FloatTensor<Self>,
+        scale: FloatTensor<Self>,
+        clip: f32,
+        clip_vf: f32,
+        vf_coef: f32,
+        ent_coef: f32,
+        normalize: bool,
+    ) -> LossOutput<Self>;
+
+    /// One minibatch's judgement and count: `losses` `[6]` and `grad_sq` `[1]` (Σ‖g‖² of the
+    /// scaled loss's gradient) against the loss `scale` `[1]`, the `clean` steps `[1]` and the
+    /// update's `sums` `[8]`.
+    #[fusion(meta = tally_meta)]
+    fn ppo_tally(
+        losses: FloatTensor<Self>,
+        grad_sq: FloatTensor<Self>,
+        scale: &FloatTensor<Self>,
+        clean: &FloatTensor<Self>,
+        sums: &FloatTensor<Self>,
+        max_norm: f32,
+        scaling: bool,
+        interval: f32,
+        min_scale: f32,
+        max_scale: f32,
+    ) -> TallyOutput<Self>;
+}
+
+/// The largest power of two of units at most 256 (WebGPU's guaranteed minimum) within a
+/// device's `max` units per cube.
+fn units(max: u32) -> usize {
+    let max = max.clamp(1, 256) as usize;
+    1 << max.ilog2()
+}
+
+impl PpoKernelOps for CubeBackend {
+    fn ppo_loss(
+        idx: IntTensor<Self>,
+        actions: &FloatTensor<Self>,
+        old_log_probs: &FloatTensor<Self>,
+        old_values: &FloatTensor<Self>,
+        advantages: &FloatTensor<Self>,
+        returns: &FloatTensor<Self>,
+        mean: FloatTensor<Self>,
+        value: FloatTensor<Self>,
+        mean_bias: &FloatTensor<Self>,
+        value_bias: &FloatTensor<Self>,
+        log_std: &FloatTensor<Self>,
+        scale: FloatTensor<Self>,
+        clip: f32,
+        clip_vf: f32,
+        vf_coef: f32,
+        ent_coef: f32,
+        normalize: bool,
+    ) -> LossOutput<Self> {
+        let (fdt, rdt, idt) = (mean.dtype, actions.dtype, idx.dtype);
+        let b = idx.meta.shape()[0];
+        let a = actions.meta.shape()[1];
+        let (client, device) = (actions.client.clone(), actions.device.clone());
+        let empty = |shape: Vec<usize>, dtype: DType| {
+            empty_device_dtype(client.clone(), device.clone(), shape.into(), dtype)
+        };
+        let out: LossOutput<Self> = LossOutput {
+            d_mean: empty(vec![b, a], fdt),
+            d_value: empty(vec![b, 1], fdt),
+            log_std: empty(vec![a], rdt),
+            mean_bias: empty(vec![a], rdt),
+            value_bias: empty(vec![1], rdt),
+            losses: empty(vec![6], rdt),
+            columns: empty(vec![b, columns(a)], rdt),
+        };
+        let units = units(client.properties().hardware.max_units_per_cube);
+        code::ppo_loss_kernel::launch(
+            &client,
+            CubeCount::Static(1, 1, 1),
+            CubeDim::new_1d(units as u32),
+            into_contiguous(idx).into_tensor_arg(),
+            into_contiguous(actions.clone()).into_tensor_arg(),
+            into_contiguous(old_log_probs.clone()).into_tensor_arg(),
+            into_contiguous(old_values.clone()).into_tensor_arg(),
+            into_contiguous(advantages.clone()).into_tensor_arg(),
+            into_contiguous(returns.clone()).into_tensor_arg(),
+            into_contiguous(mean).into_tensor_arg(),
+            into_contiguous(value).into_tensor_arg(),
+            into_contiguous(mean_bias.clone()).into_tensor_arg(),
+            into_contiguous(value_bias.clone()).into_tensor_arg(),
+            into_contiguous(log_std.clone()).into_tensor_arg(),
+            into_contiguous(scale).into_tensor_arg(),
+            out.d_mean.clone().into_tensor_arg(),
+            out.d_value.clone().into_tensor_arg(),
+            out.log_std.clone().into_tensor_arg(),
+            out.mean_bias.clone().into_tensor_arg(),
+            out.value_bias.clone().into_tensor_arg(),
+            out.losses.clone().into_tensor_arg(),
+            out.columns.clone().into_tensor_arg(),
+            clip,
+            clip_vf,
+            vf_coef,
+            ent_coef,
+            u32::from(normalize && b > 1),
+            units,
+            [
+                dtype_to_storage_type(fdt),
+                dtype_to_storage_type(rdt),
+                dtype_to_storage_type(idt),
+            ],
+        );
+        out
+    }
+
+    fn ppo_tally(
+        losses: FloatTensor<Self>,
+        grad_sq: FloatTensor<Self>,
+        scale: &FloatTensor<Self>,
+        clean: &FloatTensor<Self>,
+        sums: &FloatTensor<Self>,
+        max_norm: f32,
+        scaling: bool,
+        interval: f32,
+        min_scale: f32,
+        max_scale: f32,
+    ) -> TallyOutput<Self> {
+        let rdt = losses.dtype;
+        let (client, device) = (losses.client.clone(), losses.device.clone());
+        let empty = |shape: Vec<usize>| {
+            empty_device_dtype(client.clone(), device.clone(), shape.into(), rdt)
+        };
+        let out: TallyOutput<Self> = TallyOutput {
+            factor: empty(vec![1]),
+            gate: empty(vec![1]),
+            scale: empty(vec![1]),
+            clean: empty(vec![1]),
+            sums: empty(sums.meta.shape().to_vec()),
+        };
+        code::ppo_tally_kernel::launch(
+            &client,
+            CubeCount::Static(1, 1, 1),
+            CubeDim::new_1d(1),
+            into_contiguous(losses).into_tensor_arg(),
+            into_contiguous(grad_sq).into_tensor_arg(),
+            into_contiguous(scale.clone()).into_tensor_arg(),
+            into_contiguous(clean.clone()).into_tensor_arg(),
+            into_contiguous(sums.clone()).into_tensor_arg(),
+            out.factor.clone().into_tensor_arg(),
+            out.gate.clone().into_tensor_arg(),
+            out.scale.clone().into_tensor_arg(),
+            out.clean.clone().into_tensor_arg(),
+            out.sums.clone().into_tensor_arg(),
+            max_norm,
+            u32::from(scaling),
+            interval,
+            min_scale,
+            max_scale,
+            dtype_to_storage_type(rdt),
+        );
+        out
+    }
+}
+
+/// The minibatch's rollout rows and heads' raw outputs for [`loss`] (inner device).
+pub(super) struct LossInputs<'a> {
+    pub idx: Tensor<1, Int>,
+    pub actions: &'a Tensor<2>,
+    pub old_log_probs: &'a Tensor<1>,
+    pub old_values: &'a Tensor<1>,
+    pub advantages: &'a Tensor<1>,
+    pub returns: &'a Tensor<1>,
+    /// `[B, A]` and `[B, 1]`, the heads' matrix products before their biases (compute dtype).
+    pub mean: Tensor<2>,
+    pub value: Tensor<2>,
+    pub mean_bias: &'a Tensor<1>,
+    pub value_bias: &'a Tensor<1>,
+    pub log_std: &'a Tensor<1>,
+    pub scale: Tensor<1>,
+}
+
+/// The loss coefficients [`loss`] takes from the config.
+pub(super) struct LossCoefs {
+    pub clip: f32,
+    /// Negative: no value clipping.
+    pub clip_vf: f32,
+    pub vf_coef: f32,
+    pub ent_coef: f32,
+    pub normalize: bool,
+}
+
+/// The minibatch's loss and its gradient in one launch (see the module docs).
+pub(super) fn loss(t: LossInputs<'_>, c: &LossCoefs) -> HeadGrads {
+    let out = <Dispatch as PpoKernelOps>::ppo_loss(
+        t.idx.into_dispatch(),
+        &t.actions.clone().into_dispatch(),
+        &t.old_log_probs.clone().into_dispatch(),
+        &t.old_values.clone().into_dispatch(),
+        &t.advantages.clone().into_dispatch(),
+        &t.returns.clone().into_dispatch(),
+        t.mean.into_dispatch(),
+        t.value.into_dispatch(),
+        &t.mean_bias.clone().into_dispatch(),
+        &t.value_bias.clone().into_dispatch(),
+        &t.log_std.clone().into_dispatch(),
+        t.scale.into_dispatch(),
+        c.clip,
+        c.clip_vf,
+        c.vf_coef,
+        c.ent_coef,
+        c.normalize,
+    );
+    HeadGrads {
+        d_mean: Tensor::from_dispatch(out.d_mean),
+        d_value: Tensor::from_dispatch(out.d_value),
+        log_std: Tensor::from_dispatch(out.log_std),
+        mean_bias: Tensor::from_dispatch(out.mean_bias),
+        value_bias: Tensor::from_dispatch(out.value_bias),
+        losses: Tensor::from_dispatch(out.losses),
+    }
+}
+
+/// The tally's state in and out (see [`TallyOutput`]).
+pub(super) struct TallyState {
+    pub factor: Tensor<1>,
+    pub gate: Tensor<1>,
+    pub scale: Tensor<1>,
+    pub clean: Tensor<1>,
+    pub sums: Tensor<1>,
+}
+
+/// The tally's settings.
+pub(super) struct TallyCoefs {
+    pub max_norm: f32,
+    pub scaling: bool,
+    pub interval: f32,
+    pub min_scale: f32,
+    pub max_scale: f32,
+}
+
+/// One minibatch's judgement and count in one launch (see the module docs).
+pub(super) fn tally(
+    losses: Tensor<1>,
+    grad_sq: Tensor<1>,
+    scale: &Tensor<1>,
+    clean: &Tensor<1>,
+    sums: &Tensor<1>,
+    c: &TallyCoefs,
+) -> TallyState {
+    let out = <Dispatch as PpoKernelOps>::ppo_tally(
+        losses.into_dispatch(),
+        grad_sq.into_dispatch(),
+        &scale.clone().into_dispatch(),
+        &clean.clone().into_dispatch(),
+        &sums.clone().into_dispatch(),
+        c.max_norm,
+        c.scaling,
+        c.interval,
+        c.min_scale,
+        c.max_scale,
+    );
+    TallyState {
+        factor: Tensor::from_dispatch(out.factor),
+        gate: Tensor::from_dispatch(out.gate),
+        scale: Tensor::from_dispatch(out.scale),
+        clean: Tensor::from_dispatch(out.clean),
+        sums: Tensor::from_dispatch(out.sums),
+    }
+}
+
+mod code {
+    use cubecl::prelude::*;
+
+    /// `ln √(2π)`, as in [`crate::ppo::model::gaussian_log_prob`].
+    const LN_SQRT_2PI: f32 = 0.918_938_5;
+
+    /// The sum of `acc[0..units]` (a power of two), in every unit; `acc` is garbage after.
+    #[cube]
+    fn cube_sum(acc: &mut Shared<[f32]>, unit: usize, #[comptime] units: usize) -> f32 {
+        sync_cube();
+        let mut active = units.runtime();
+        while active > 1 {
+            active /= 2;
+            if unit < active {
+                let other = acc[unit + active];
+                acc[unit] += other;
+            }
+            sync_cube();
+        }
+        let total = acc[0];
+        sync_cube();
+        total
+    }
+
+    #[cube]
+    fn get<F: Float>(t: &Tensor<F>, k: usize) -> f32 {
+        f32::cast_from(t[k])
+    }
+
+    #[cube]
+    fn cur<F: Float>(t: &mut Tensor<F>, k: usize) -> f32 {
+        f32::cast_from(t[k])
+    }
+
+    #[cube]
+    fn put<F: Float>(t: &mut Tensor<F>, k: usize, v: f32) {
+        t[k] = F::cast_from(v);
+    }
+
+    /// `(a − μ)/σ` of sample `i`'s action `j`, μ the head's output `r` plus its bias, added
+    /// in the compute dtype as the tensor program does.
+    #[cube]
+    fn z_of<F: Float, R: Float>(
+        actions: &Tensor<R>,
+        mean: &Tensor<F>,
+        mean_bias: &Tensor<R>,
+        log_std: &Tensor<R>,
+        i: usize,
+        r: usize,
+        j: usize,
+    ) -> f32 {
+        let a = log_std.len();
+        let mu = f32::cast_from(mean[r * a + j] + F::cast_from(mean_bias[j]));
+        (get(actions, i * a + j) - mu) / get(log_std, j).exp()
+    }
+
+    #[cube(launch)]
+    pub(super) fn ppo_loss_kernel<F: Float, R: Float, I: Numeric>(
+        idx: &Tensor<I>,
+        actions: &Tensor<R>,
+        old_log_probs: &Tensor<R>,
+        old_values: &Tensor<R>,
+        advantages: &Tensor<R>,
+        returns: &Tensor<R>,
+        mean: &Tensor<F>,
+        value: &Tensor<F>,
+        mean_bias: &Tensor<R>,
+        value_bias: &Tensor<R>,
+        log_std: &Tensor<R>,
+        scale: &Tensor<R>,
+        d_mean: &mut Tensor<F>,
+        d_value: &mut Tensor<F>,
+        g_log_std: &mut Tensor<R>,
+        g_mean_bias: &mut Tensor<R>,
+        g_value_bias: &mut Tensor<R>,
+        losses: &mut Tensor<R>,
+        columns: &mut Tensor<R>,
+        clip: f32,
+        clip_vf: f32,
+        vf_coef: f32,
+        ent_coef: f32,
+        normalize: u32,
+        #[comptime] units: usize,
+        #[define(F, R, I)] _dtypes: [ElemType; 3],
+    ) {
+        let unit = UNIT_POS_X as usize;
+        let b = idx.len();
+        let a = log_std.len();
+        let nc = 2 * a + 5;
+        let bf = f32::cast_from(b);
+        let mut acc = Shared::<[f32]>::new_slice(units);
+
+        // The advantages' mean and unbiased std over the minibatch (SB3's `adv.std()`).
+        let mut s = 0.0f32;
+        let mut r = unit;
+        while r < b {
+            s += get(advantages, usize::cast_from(idx[r]));
+            r += units;
+        }
+        acc[unit] = s;
+        let adv_mean = cube_sum(&mut acc, unit, units) / bf;
+        let mut s2 = 0.0f32;
+        r = unit;
+        while r < b {
+            let c = get(advantages, usize::cast_from(idx[r])) - adv_mean;
+            s2 += c * c;
+            r += units;
+        }
+        acc[unit] = s2;
+        let dof = f32::cast_from(b.max(2) - 1);
+        let adv_std = (cube_sum(&mut acc, unit, units) / dof).sqrt();
+
+        let s_loss = get(scale, 0);
+        let per_sample = s_loss / bf;
+        let a_ln = f32::cast_from(a) * LN_SQRT_2PI;
+        let value_bias_f = F::cast_from(value_bias[0]);
+        r = unit;
+        while r < b {
+            let i = usize::cast_from(idx[r]);
+            // logp = Σ_j −½z² − log σ_j − A·ln√(2π).
+            let mut logp = 0.0f32;
+            for j in 0..a {
+                let z = z_of(actions, mean, mean_bias, log_std, i, r, j);
+                logp += z * z * -0.5f32 - get(log_std, j);
+            }
+            let log_ratio = (logp - a_ln) - get(old_log_probs, i);
+            let ratio = log_ratio.exp();
+            let mut adv = get(advantages, i);
+            if normalize == 1u32 {
+                adv = (adv - adv_mean) / (adv_std + 1e-8f32);
+            }
+            let surrogate = -adv * ratio;
+            let clipped = -adv * ratio.clamp(1.0f32 - clip, 1.0f32 + clip);
+            // The max's gradient reaches the ratio through the unclipped term only.
+            let mut policy = surrogate;
+            let mut d_logp = -adv * ratio * per_sample;
+            if clipped > surrogate {
+                policy = clipped;
+                d_logp = 0.0f32;
+            }
+            let kl = (ratio - 1.0f32) - log_ratio;
+            let mut clipped_out = 0.0f32;
+            if (ratio - 1.0f32).abs() > clip {
+                clipped_out = 1.0f32;
+            }
+            let row = r * nc;
+            for j in 0..a {
+                let z = z_of(actions, mean, mean_bias, log_std, i, r, j);
+                let dm = d_logp * z / get(log_std, j).exp();
+                put(d_mean, r * a + j, dm);
+                put(columns, row + 4 + j, d_logp * (z * z - 1.0f32));
+                put(columns, row + 4 + a + j, dm);
+            }
+            let v = f32::cast_from(value[r] + value_bias_f);
+            let old_v = get(old_values, i);
+            let mut v_pred = v;
+            let mut inside = true;
+            if clip_vf >= 0.0f32 {
+                // clamp passes the gradient within [−ε, ε], bounds included.
+                let delta = v - old_v;
+                inside = delta.abs() <= clip_vf;
+                v_pred = old_v + delta.clamp(-clip_vf, clip_vf);
+            }
+            let diff = get(returns, i) - v_pred;
+            let mut dv = diff * per_sample * (-2.0f32 * vf_coef);
+            if !inside {
+                dv = 0.0f32;
+            }
+            put(d_value, r, dv);
+            put(columns, row, policy);
+            put(columns, row + 1, diff * diff);
+            put(columns, row + 2, kl);
+            put(columns, row + 3, clipped_out);
+            put(columns, row + 4 + 2 * a, dv);
+            r += units;
+        }
+        sync_storage();
+
+        // One column a unit, summed over the rows.
+        let mut c = unit;
+        while c < nc {
+            let mut sum = 0.0f32;
+            for q in 0..b {
+                sum += cur(columns, q * nc + c);
+            }
+            if c < 4 {
+                acc[c] = sum;
+            } else if c < 4 + a {
+                put(g_log_std, c - 4, sum - s_loss * ent_coef);
+            } else if c < 4 + 2 * a {
+                put(g_mean_bias, c - 4 - a, sum);
+            } else {
+                put(g_value_bias, 0, sum);
+            }
+            c += units;
+        }
+        sync_cube();
+        if unit == 0 {
+            let mut entropy = 0.0f32;
+            for j in 0..a {
+                entropy += get(log_std, j);
+            }
+            entropy += f32::cast_from(a) * (0.5f32 + LN_SQRT_2PI);
+            let policy = acc[0] / bf;
+            let value_loss = acc[1] / bf;
+            put(
+                losses,
+                0,
+                policy + value_loss * vf_coef - entropy * ent_coef,
+            );
+            put(losses, 1, policy);
+            put(losses, 2, value_loss);
+            put(losses, 3, entropy);
+            put(losses, 4, acc[2] / bf);
+            put(losses, 5, acc[3] / bf);
+        }
+    }
+
+    #[cube(launch)]
+    pub(super) fn ppo_tally_kernel<R: Float>(
+        losses: &Tensor<R>,
+        grad_sq: &Tensor<R>,
+        scale: &Tensor<R>,
+        clean: &Tensor<R>,
+        sums: &Tensor<R>,
+        factor: &mut Tensor<R>,
+        gate: &mut Tensor<R>,
+        scale_out: &mut Tensor<R>,
+        clean_out: &mut Tensor<R>,
+        sums_out: &mut Tensor<R>,
+        max_norm: f32,
+        scaling: u32,
+        interval: f32,
+        min_scale: f32,
+        max_scale: f32,
+        #[define(R)] _dtype: ElemType,
+    ) {
+        if ABSOLUTE_POS > 0 {
+            terminate!();
+        }
+        let s = get(scale, 0);
+        // The norm of the unscaled gradients; its finiteness and the loss's (bit tests: a
+        // shader compiler that assumes finite numbers folds x − x == 0 to true).
+        let norm = get(grad_sq, 0).sqrt() / s;
+        let probe = get(losses, 0) + norm;
+        let finite = !(probe.is_nan() || probe.is_inf());
+        let mut f = 1.0f32 / s;
+        if max_norm > 0.0f32 {
+            // min(1, max / (‖g‖ + 1e-6)), as torch's `clip_grad_norm_`.
+            f *= ((1.0f32 / (norm + 1e-6f32)) * max_norm).min(1.0f32);
+        }
+        put(factor, 0, f);
+        let mut counts = true;
+        if scaling == 1u32 {
+            // Clean steps in a row; the scale halves on an overflow and doubles after
+            // `interval` clean steps, within its bounds.
+            let mut counted = 0.0f32;
+            if finite {
+                counted = get(clean, 0) + 1.0f32;
+            }
+            let grow = counted >= interval;
+            let mut next = (s * 0.5f32).max(min_scale);
+            if finite {
+                next = s;
+                if grow {
+                    next = (s * 2.0f32).min(max_scale);
+                }
+            }
+            put(scale_out, 0, next);
+            if grow {
+                counted = 0.0f32;
+            }
+            put(clean_out, 0, counted);
+            let mut g = 0.0f32;
+            if finite {
+                g = 1.0f32;
+            }
+            put(gate, 0, g);
+            counts = finite;
+        } else {
+            put(scale_out, 0, s);
+            put(clean_out, 0, get(clean, 0));
+            put(gate, 0, 1.0f32);
+        }
+        // [loss, policy, value, entropy, approx_kl, clipfrac, norm] of the steps taken, and
+        // the non-finite minibatches.
+        for k in 0..6 {
+            let mut v = get(sums, k);
+            if counts {
+                v += get(losses, k);
+            }
+            put(sums_out, k, v);
+        }
+        let mut n = get(sums, 6);
+        if counts {
+            n += norm;
+        }
+        put(sums_out, 6, n);
+        let mut bad = get(sums, 7);
+        if !finite {
+            bad += 1.0f32;
+        }
+        put(sums_out, 7, bad);
+    }
+}
