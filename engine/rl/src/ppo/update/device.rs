@@ -116,20 +116,27 @@ impl MinibatchEngine for DeviceEngine<'_> {
                 if factor != 1.0 {
                     grad = grad.mul_scalar(factor);
                 }
-                self.adam.step_model(self.model, lr, grad, None);
+                self.adam.step_flat(self.model, lr, grad, None);
             }
             Factor::Device { factor, gate } => {
                 if let Some(factor) = factor {
                     grad = grad.mul(factor);
                 }
-                self.adam.step_model(self.model, lr, grad, gate);
+                self.adam.step_flat(self.model, lr, grad, gate);
             }
+        }
+        // The minibatches read the parameters from Adam's flat buffer; the reference reads
+        // the model's.
+        #[cfg(test)]
+        if self.autodiff.is_some() {
+            self.adam.place_into(self.model);
         }
         self.picks.cut();
     }
 
     fn finish(self) {
-        // The parameters are the model's after every step already.
+        // The parameters become the model's once an update (after its last step, or an error).
+        self.adam.place_into(self.model);
     }
 }
 

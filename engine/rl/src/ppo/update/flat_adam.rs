@@ -180,9 +180,25 @@ impl FlatAdam {
 
     /// One Adam step of all of `model`'s parameters with the flat gradient `grad`, kept only
     /// where `gate` (`[1]`) is 1; the parameters become slices of the stepped flat buffer.
+    #[cfg(test)]
     pub fn step_model(
         &mut self,
         model: &mut ActorCritic,
+        lr: f64,
+        grad: Tensor<1>,
+        gate: Option<Tensor<1>>,
+    ) {
+        self.step_flat(model, lr, grad, gate);
+        self.place_into(model);
+    }
+
+    /// [`Self::step_model`] without placing the parameters into `model`: they are
+    /// [`Self::flat_params`] (read with [`Self::current`]) until [`Self::place_into`]. Placing
+    /// slices every parameter, a copy kernel for each whose length is not a multiple of the
+    /// alignment (the heads' biases and log σ), so the device engine places once an update.
+    pub fn step_flat(
+        &mut self,
+        model: &ActorCritic,
         lr: f64,
         grad: Tensor<1>,
         gate: Option<Tensor<1>>,
@@ -204,9 +220,28 @@ impl FlatAdam {
                 }
             }
         };
-        let stepped = self.step(lr, params, grad, gate);
-        self.place(model, &stepped);
-        self.flat_params = Some(stepped);
+        self.flat_params = Some(self.step(lr, params, grad, gate));
+    }
+
+    /// Makes every parameter of `model` its slice of [`Self::flat_params`], where Adam has
+    /// stepped.
+    pub fn place_into(&self, model: &mut ActorCritic) {
+        if let Some(flat) = &self.flat_params {
+            self.place(model, flat);
+        }
+    }
+
+    /// The parameter `id` as Adam last left it: its slice of [`Self::flat_params`] (flat), or
+    /// `None` before a step (the model's own tensor is then current).
+    pub fn current(&self, id: ParamId) -> Option<Tensor<1>> {
+        let flat = self.flat_params.as_ref()?;
+        let &(offset, len) = self.slot_of.get(&id)?;
+        Some(flat.clone().narrow(0, offset, len))
+    }
+
+    /// Where parameter `id` starts in the flat buffers, and its length.
+    pub fn slot_of(&self, id: ParamId) -> Option<(usize, usize)> {
+        self.slot_of.get(&id).copied()
     }
 
     /// Replaces every parameter of `model` by its slice of `flat` (keeping its autodiff

@@ -66,9 +66,8 @@ fn loss_meta(
     _returns: &TensorSpec,
     mean: &TensorSpec,
     _value: &TensorSpec,
-    _mean_bias: &TensorSpec,
-    _value_bias: &TensorSpec,
-    _log_std: &TensorSpec,
+    _params: &TensorSpec,
+    _at: &[usize; 3],
     _scale: &TensorSpec,
     _clip: &f32,
     _clip_vf: &f32,
@@ -139,7 +138,8 @@ fn tally_meta(
 pub trait PpoKernelOps: Backend {
     /// The loss of the minibatch `idx` `[B]` of the rollout (`actions` `[S, A]`, the rest
     /// `[S]`) given the heads' outputs before their biases (`mean` `[B, A]`, `value` `[B, 1]`,
-    /// compute dtype), and its gradient times `scale` `[1]`. `clip_vf < 0`: no value clipping.
+    /// compute dtype), and its gradient times `scale` `[1]`. The policy head's bias, the value
+    /// head's bias and log σ lie in `params` at `at`. `clip_vf < 0`: no value clipping.
     #[fusion(meta = loss_meta)]
     fn ppo_loss(
         idx: IntTensor<Self>,
@@ -150,9 +150,8 @@ pub trait PpoKernelOps: Backend {
         returns: &FloatTensor<Self>,
         mean: FloatTensor<Self>,
         value: FloatTensor<Self>,
-        mean_bias: &FloatTensor<Self>,
-        value_bias: &FloatTensor<Self>,
-        log_std: &FloatTensor<Self>,
+        params: &FloatTensor<Self>,
+        at: [usize; 3],
         scale: FloatTensor<Self>,
         clip: f32,
         clip_vf: f32,
@@ -196,9 +195,8 @@ impl PpoKernelOps for CubeBackend {
         returns: &FloatTensor<Self>,
         mean: FloatTensor<Self>,
         value: FloatTensor<Self>,
-        mean_bias: &FloatTensor<Self>,
-        value_bias: &FloatTensor<Self>,
-        log_std: &FloatTensor<Self>,
+        params: &FloatTensor<Self>,
+        at: [usize; 3],
         scale: FloatTensor<Self>,
         clip: f32,
         clip_vf: f32,
@@ -235,9 +233,7 @@ impl PpoKernelOps for CubeBackend {
             into_contiguous(returns.clone()).into_tensor_arg(),
             into_contiguous(mean).into_tensor_arg(),
             into_contiguous(value).into_tensor_arg(),
-            into_contiguous(mean_bias.clone()).into_tensor_arg(),
-            into_contiguous(value_bias.clone()).into_tensor_arg(),
-            into_contiguous(log_std.clone()).into_tensor_arg(),
+            into_contiguous(params.clone()).into_tensor_arg(),
             into_contiguous(scale).into_tensor_arg(),
             out.d_mean.clone().into_tensor_arg(),
             out.d_value.clone().into_tensor_arg(),
@@ -251,6 +247,9 @@ impl PpoKernelOps for CubeBackend {
             vf_coef,
             ent_coef,
             u32::from(normalize && b > 1),
+            at[0] as u32,
+            at[1] as u32,
+            at[2] as u32,
             units,
             [
                 dtype_to_storage_type(fdt),
@@ -321,10 +320,14 @@ pub(super) struct LossInputs<'a> {
     /// `[B, A]` and `[B, 1]`, the heads' matrix products before their biases (compute dtype).
     pub mean: Tensor<2>,
     pub value: Tensor<2>,
-    pub mean_bias: &'a Tensor<1>,
-    pub value_bias: &'a Tensor<1>,
-    pub log_std: &'a Tensor<1>,
+    pub small: SmallParams,
     pub scale: Tensor<1>,
+}
+
+/// The policy head's bias, the value head's bias and log σ: where they lie in `buffer`.
+pub(super) struct SmallParams {
+    pub buffer: Tensor<1>,
+    pub at: [usize; 3],
 }
 
 /// The loss coefficients [`loss`] takes from the config.
@@ -348,9 +351,8 @@ pub(super) fn loss(t: LossInputs<'_>, c: &LossCoefs) -> HeadGrads {
         &t.returns.clone().into_dispatch(),
         t.mean.into_dispatch(),
         t.value.into_dispatch(),
-        &t.mean_bias.clone().into_dispatch(),
-        &t.value_bias.clone().into_dispatch(),
-        &t.log_std.clone().into_dispatch(),
+        &t.small.buffer.into_dispatch(),
+        t.small.at,
         t.scale.into_dispatch(),
         c.clip,
         c.clip_vf,
@@ -455,21 +457,22 @@ mod code {
         t[k] = F::cast_from(v);
     }
 
-    /// `(a − μ)/σ` of sample `i`'s action `j`, μ the head's output `r` plus its bias, added
-    /// in the compute dtype as the tensor program does.
+    /// `(a − μ)/σ` of sample `i`'s action `j`, μ the head's output `r` plus its bias (at `mb`
+    /// in `params`, log σ at `ls`), added in the compute dtype as the tensor program does.
     #[cube]
     fn z_of<F: Float, R: Float>(
         actions: &Tensor<R>,
         mean: &Tensor<F>,
-        mean_bias: &Tensor<R>,
-        log_std: &Tensor<R>,
+        params: &Tensor<R>,
+        mb: usize,
+        ls: usize,
         i: usize,
         r: usize,
         j: usize,
     ) -> f32 {
-        let a = log_std.len();
-        let mu = f32::cast_from(mean[r * a + j] + F::cast_from(mean_bias[j]));
-        (get(actions, i * a + j) - mu) / get(log_std, j).exp()
+        let a = actions.shape(1);
+        let mu = f32::cast_from(mean[r * a + j] + F::cast_from(params[mb + j]));
+        (get(actions, i * a + j) - mu) / get(params, ls + j).exp()
     }
 
     #[cube(launch)]
@@ -482,9 +485,7 @@ mod code {
         returns: &Tensor<R>,
         mean: &Tensor<F>,
         value: &Tensor<F>,
-        mean_bias: &Tensor<R>,
-        value_bias: &Tensor<R>,
-        log_std: &Tensor<R>,
+        params: &Tensor<R>,
         scale: &Tensor<R>,
         d_mean: &mut Tensor<F>,
         d_value: &mut Tensor<F>,
@@ -498,12 +499,17 @@ mod code {
         vf_coef: f32,
         ent_coef: f32,
         normalize: u32,
+        mean_bias_at: u32,
+        value_bias_at: u32,
+        log_std_at: u32,
         #[comptime] units: usize,
         #[define(F, R, I)] _dtypes: [ElemType; 3],
     ) {
         let unit = UNIT_POS_X as usize;
         let b = idx.len();
-        let a = log_std.len();
+        let a = actions.shape(1);
+        let mb = mean_bias_at as usize;
+        let ls = log_std_at as usize;
         let nc = 2 * a + 5;
         let bf = f32::cast_from(b);
         let mut acc = Shared::<[f32]>::new_slice(units);
@@ -531,15 +537,15 @@ mod code {
         let s_loss = get(scale, 0);
         let per_sample = s_loss / bf;
         let a_ln = f32::cast_from(a) * LN_SQRT_2PI;
-        let value_bias_f = F::cast_from(value_bias[0]);
+        let value_bias_f = F::cast_from(params[value_bias_at as usize]);
         r = unit;
         while r < b {
             let i = usize::cast_from(idx[r]);
             // logp = Σ_j −½z² − log σ_j − A·ln√(2π).
             let mut logp = 0.0f32;
             for j in 0..a {
-                let z = z_of(actions, mean, mean_bias, log_std, i, r, j);
-                logp += z * z * -0.5f32 - get(log_std, j);
+                let z = z_of(actions, mean, params, mb, ls, i, r, j);
+                logp += z * z * -0.5f32 - get(params, ls + j);
             }
             let log_ratio = (logp - a_ln) - get(old_log_probs, i);
             let ratio = log_ratio.exp();
@@ -563,8 +569,8 @@ mod code {
             }
             let row = r * nc;
             for j in 0..a {
-                let z = z_of(actions, mean, mean_bias, log_std, i, r, j);
-                let dm = d_logp * z / get(log_std, j).exp();
+                let z = z_of(actions, mean, params, mb, ls, i, r, j);
+                let dm = d_logp * z / get(params, ls + j).exp();
                 put(d_mean, r * a + j, dm);
                 put(columns, row + 4 + j, d_logp * (z * z - 1.0f32));
                 put(columns, row + 4 + a + j, dm);
@@ -616,7 +622,7 @@ mod code {
         if unit == 0 {
             let mut entropy = 0.0f32;
             for j in 0..a {
-                entropy += get(log_std, j);
+                entropy += get(params, ls + j);
             }
             entropy += f32::cast_from(a) * (0.5f32 + LN_SQRT_2PI);
             let policy = acc[0] / bf;

@@ -20,7 +20,7 @@
 
 use std::collections::HashMap;
 
-use burn::module::ParamId;
+use burn::module::{Param, ParamId};
 use burn::tensor::{Device, FloatDType, Int, Tensor, TensorData, activation};
 
 use super::flat_adam::FlatAdam;
@@ -43,14 +43,27 @@ struct Trace {
     weights: Vec<Tensor<2>>,
 }
 
-/// A layer's weight and bias (inner device, f32) and their ids.
-fn params(layer: &Dense) -> (Tensor<2>, Tensor<1>) {
-    (layer.weight.val().inner(), layer.bias.val().inner())
+/// Where a minibatch reads the parameters (inner device, f32): Adam's flat buffer once it has
+/// stepped (the device engine places them into the model once an update, see
+/// [`FlatAdam::step_flat`]), or the model's own tensors before the first step.
+struct Source<'a> {
+    model: &'a ActorCritic,
+    adam: &'a FlatAdam,
+}
+
+impl Source<'_> {
+    fn get<const D: usize>(&self, param: &Param<Tensor<D>>) -> Tensor<D> {
+        match self.adam.current(param.id) {
+            Some(flat) => flat.reshape(param.shape()),
+            None => param.val().inner(),
+        }
+    }
 }
 
 /// The network `hidden` + `head` on `x` (compute dtype `dtype`): the head's matrix product
 /// `h·W` before its bias (compute dtype) and the trace for [`backward`].
 fn forward(
+    src: &Source<'_>,
     hidden: &[Dense],
     head: &Dense,
     act: ActivationKind,
@@ -64,14 +77,14 @@ fn forward(
     };
     let mut h = x;
     for layer in hidden {
-        let y = affine(layer, h.clone(), dtype, &mut trace.weights);
+        let y = affine(src, layer, h.clone(), dtype, &mut trace.weights);
         trace.inputs.push(h);
         trace
             .pre
             .push(act.derivative_needs_input().then(|| y.clone()));
         h = act.apply(y);
     }
-    let w = head.weight.val().inner().cast(dtype);
+    let w = src.get(&head.weight).cast(dtype);
     trace.weights.push(w.clone());
     let out = h.clone().matmul(w);
     trace.inputs.push(h);
@@ -79,20 +92,21 @@ fn forward(
 }
 
 /// The head's output `raw + b` in f32 (the bias added in the compute dtype, as `Dense`).
-fn biased(raw: Tensor<2>, head: &Dense) -> Tensor<2> {
+fn biased(src: &Source<'_>, raw: Tensor<2>, head: &Dense) -> Tensor<2> {
     let dtype: FloatDType = raw.dtype().into();
-    raw.add(head.bias.val().inner().cast(dtype).unsqueeze_dim::<2>(0))
+    raw.add(src.get(&head.bias).cast(dtype).unsqueeze_dim::<2>(0))
         .cast(FloatDType::F32)
 }
 
 /// `x·W + b` in `dtype`, as `Dense::forward`; `W` in `dtype` pushed onto `weights`.
 fn affine(
+    src: &Source<'_>,
     layer: &Dense,
     x: Tensor<2>,
     dtype: FloatDType,
     weights: &mut Vec<Tensor<2>>,
 ) -> Tensor<2> {
-    let (w, b) = params(layer);
+    let (w, b) = (src.get(&layer.weight), src.get(&layer.bias));
     let w = w.cast(dtype);
     weights.push(w.clone());
     x.matmul(w).add(b.cast(dtype).unsqueeze_dim::<2>(0))
@@ -192,14 +206,15 @@ pub(super) fn minibatch(
 ) -> (Tensor<1>, Tensor<1>, Tensor<1>) {
     let dtype = cfg.precision.compute_dtype();
     let act = model.activation();
+    let src = Source { model, adam };
     let x = batch.obs.clone().select(0, idx.clone()).cast(dtype);
-    let (mean, pi_trace) = forward(&model.pi, &model.mean, act, x.clone(), dtype);
-    let (value, vf_trace) = forward(&model.vf, &model.value, act, x, dtype);
+    let (mean, pi_trace) = forward(&src, &model.pi, &model.mean, act, x.clone(), dtype);
+    let (value, vf_trace) = forward(&src, &model.vf, &model.value, act, x, dtype);
     picks.cut();
     let heads = match picks.kernels {
         #[cfg(feature = "wgpu")]
-        true => kernel_loss(model, cfg, batch, idx, mean, value, scale),
-        _ => loss(model, cfg, batch, idx, mean, value, scale, picks),
+        true => kernel_loss(&src, cfg, batch, idx, mean, value, scale),
+        _ => loss(&src, cfg, batch, idx, mean, value, scale, picks),
     };
 
     picks.cut();
@@ -231,7 +246,7 @@ pub(super) fn minibatch(
 /// The loss and its gradient at the heads through [`kernels::loss`]: one launch.
 #[cfg(feature = "wgpu")]
 fn kernel_loss(
-    model: &ActorCritic,
+    src: &Source<'_>,
     cfg: &PpoConfig,
     batch: &UpdateBatch,
     idx: Tensor<1, Int>,
@@ -249,9 +264,7 @@ fn kernel_loss(
             returns: &batch.returns,
             mean,
             value,
-            mean_bias: &model.mean.bias.val().inner(),
-            value_bias: &model.value.bias.val().inner(),
-            log_std: &model.log_std().inner(),
+            small: small_params(src),
             scale,
         },
         &kernels::LossCoefs {
@@ -264,11 +277,39 @@ fn kernel_loss(
     )
 }
 
+/// The policy head's bias, the value head's bias and log σ for [`kernels::loss`]: Adam's flat
+/// buffer and where they lie in it, or before Adam's first step, the three joined (a copy).
+#[cfg(feature = "wgpu")]
+fn small_params(src: &Source<'_>) -> kernels::SmallParams {
+    let model = src.model;
+    let ids = [model.mean.bias.id, model.value.bias.id, model.log_std.id];
+    if let Some(flat) = &src.adam.flat_params
+        && let [Some(m), Some(v), Some(l)] = ids.map(|id| src.adam.slot_of(id))
+    {
+        return kernels::SmallParams {
+            buffer: flat.clone(),
+            at: [m.0, v.0, l.0],
+        };
+    }
+    let a = model.log_std.shape().dims::<1>()[0];
+    kernels::SmallParams {
+        buffer: Tensor::cat(
+            vec![
+                src.get(&model.mean.bias),
+                src.get(&model.value.bias),
+                src.get(&model.log_std),
+            ],
+            0,
+        ),
+        at: [0, a, a + 1],
+    }
+}
+
 /// The loss, its per-minibatch sums and its gradient at the heads in burn tensor operations,
 /// where no kernel runs (see the module docs for the arithmetic).
 #[allow(clippy::too_many_arguments)]
 fn loss(
-    model: &ActorCritic,
+    src: &Source<'_>,
     cfg: &PpoConfig,
     batch: &UpdateBatch,
     idx: Tensor<1, Int>,
@@ -286,11 +327,12 @@ fn loss(
     let old_values = pick_rows(&batch.values);
     let mut adv = pick_rows(&batch.advantages);
     let returns = pick_rows(&batch.returns);
-    let mean = biased(mean, &model.mean);
-    let value = biased(value, &model.value).squeeze_dim::<1>(1);
+    let model = src.model;
+    let mean = biased(src, mean, &model.mean);
+    let value = biased(src, value, &model.value).squeeze_dim::<1>(1);
 
     // The Gaussian log-probability: z = (a − μ)/σ, logp = Σ_j −½z² − log σ_j − A·ln√(2π).
-    let log_std_flat = model.log_std().inner();
+    let log_std_flat = src.get(&model.log_std);
     let log_std = log_std_flat.clone().unsqueeze_dim::<2>(0);
     let std = log_std.clone().exp();
     let z = actions.sub(mean).div(std.clone());
