@@ -27,10 +27,9 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     if !args.json {
         println!("data: {}", data.about);
         println!(
-            "device: {spec} ({}), precision {}, environment on the {}",
+            "device: {spec} ({}), precision {}",
             describe_spec(spec),
             config.ppo.precision,
-            TrainingRun::placement_on(config, &device).name()
         );
     }
     // On the CPU the run's share of the host's memory; the run is refused before the trainer
@@ -43,6 +42,16 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     };
     let train_bars = data.split.train.clone();
     let built = TrainingRun::build(config, &data.dataset, train_bars, &device, budget.as_ref())?;
+    if !args.json {
+        match &built.auto {
+            Some(auto) => println!(
+                "environment on the {} ({})",
+                built.placement.name(),
+                auto.describe()
+            ),
+            None => println!("environment on the {}", built.placement.name()),
+        }
+    }
     train(&args, &run, &data, built.trainer)
 }
 

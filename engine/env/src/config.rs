@@ -40,7 +40,8 @@ pub enum StartMode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum EnvPlacement {
-    /// On the device for a GPU, on the host for the CPU.
+    /// On the host for the CPU; on a GPU where a rollout step measures cheaper (the trial
+    /// runner measures and keeps the decision: `tradetune_study`'s `ppo_trial::placement`).
     #[default]
     Auto,
     Device,
@@ -141,12 +142,14 @@ pub struct EnvConfig {
     #[config(default = false)]
     pub compat_finrl_crypto: bool,
     /// Where the environment steps: `auto` (also when absent, as in older checkpoints) on the
-    /// device for a GPU and on the host for the CPU, `device` or `host`.
+    /// host for the CPU and, on a GPU, where a rollout step measures cheaper; `device` or `host`.
     pub placement: Option<EnvPlacement>,
 }
 
 impl EnvConfig {
-    /// Where this environment steps on a device that is (`on_cpu`) or is not the CPU.
+    /// Where this environment steps on a device that is (`on_cpu`) or is not the CPU, by its
+    /// configuration alone: `auto` on a GPU is the device here (what a memory estimate assumes;
+    /// the trial runner measures the run's actual placement).
     pub fn placement_on(&self, on_cpu: bool) -> ResolvedPlacement {
         self.placement.unwrap_or_default().resolve(on_cpu)
     }

@@ -35,9 +35,11 @@ mod check;
 mod folds;
 mod holdout;
 mod learn;
+mod placement;
 mod run;
 
 pub use check::{DataShape, Problem, setting_default};
+pub use placement::AutoPlacement;
 pub use run::{PlacedEnv, TrainingRun, TrainingRunError};
 
 /// How long a trial trains and how often it is evaluated.
@@ -298,8 +300,6 @@ impl TrialFunction for PpoTrial {
         tradetune_device::check_precision(input.device.spec, cfg.ppo.precision)
             .map_err(TrialError::failed)?;
         let device = tradetune_device::open(input.device.spec).map_err(TrialError::failed)?;
-        let placement = TrainingRun::placement_on(cfg, &device);
-        reporter.set_user_attr("env_placement", placement.name());
         match &self.folds {
             None => self.train_holdout(cfg, input, reporter, &device),
             Some(folds) => self.train_folds(cfg, input, reporter, folds, &device),

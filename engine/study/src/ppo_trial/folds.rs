@@ -34,6 +34,11 @@ impl PpoTrial {
             let run =
                 TrainingRun::build(cfg, &data, 0..data.n_bars(), device, input.budget.as_ref())
                     .map_err(TrialError::failed)?;
+            if i == 0 {
+                for (key, value) in run.placement_attrs() {
+                    reporter.set_user_attr(key, value);
+                }
+            }
             let at = (i, folds.len());
             let (value, returns) =
                 self.fold_on(cfg, input, reporter, at, fold, run.trainer, &mut done)?;

@@ -34,6 +34,9 @@ impl PpoTrial {
             input.budget.as_ref(),
         )
         .map_err(TrialError::failed)?;
+        for (key, value) in run.placement_attrs() {
+            reporter.set_user_attr(key, value);
+        }
         let mut trainer = run.trainer;
         if cfg.train.eval_every > 0 {
             trainer = trainer

@@ -11,11 +11,12 @@ use std::sync::Arc;
 use burn::tensor::{Device, Tensor};
 use tradetune_device::is_cpu;
 use tradetune_device::memory::{MemoryBudget, MemoryError, MemoryEstimate};
-use tradetune_env::{CpuVecEnv, EnvError, ResolvedPlacement, TensorVecEnv};
+use tradetune_env::{CpuVecEnv, EnvError, EnvPlacement, ResolvedPlacement, TensorVecEnv};
 use tradetune_market::Dataset;
 use tradetune_rl::ppo::rollout_env::StepTensors;
 use tradetune_rl::ppo::{EpisodeLog, HostEnv, PpoError, RolloutEnv, Trainer};
 
+use super::placement::{self, AutoPlacement};
 use super::{DataShape, PpoTrialConfig};
 
 /// Why a training run could not be built: the environment refused its configuration or its
@@ -83,22 +84,29 @@ pub struct TrainingRun {
     pub trainer: Trainer<PlacedEnv>,
     /// Where the environment was placed.
     pub placement: ResolvedPlacement,
+    /// `auto`'s measured decision, on a GPU.
+    pub auto: Option<AutoPlacement>,
     /// What the run was estimated to need, checked against the budget before the trainer
     /// was built.
     pub estimate: MemoryEstimate,
 }
 
 impl TrainingRun {
-    /// Where `cfg`'s environment goes on `device`: its `env.placement`, `auto` being the host
-    /// on the CPU and the device elsewhere.
-    pub fn placement_on(cfg: &PpoTrialConfig, device: &Device) -> ResolvedPlacement {
-        cfg.env.placement_on(is_cpu(device))
+    /// The placement as a trial records it (user attributes): `env_placement` (`device` or
+    /// `host`) and, where `auto` measured, `env_placement_auto` (its decision in words).
+    pub fn placement_attrs(&self) -> Vec<(&'static str, String)> {
+        let mut out = vec![("env_placement", self.placement.name().to_owned())];
+        if let Some(auto) = &self.auto {
+            out.push(("env_placement_auto", auto.describe()));
+        }
+        out
     }
 
-    /// Builds `cfg`'s environment over `bars` of `data` where [`TrainingRun::placement_on`]
-    /// puts it (the environment checks its configuration and bars first), refuses the run when
-    /// its estimate does not fit `budget`, then builds the trainer on `device`, which watches
-    /// `budget` as it runs. The schedule (`cfg.train`) is the caller's to follow.
+    /// Builds `cfg`'s environment over `bars` of `data` where its `env.placement` puts it
+    /// (`auto`: the host on the CPU; on a GPU where a rollout step measured cheaper, see
+    /// [`super::placement`]; the environment checks its configuration and bars first), refuses
+    /// the run when its estimate does not fit `budget`, then builds the trainer on `device`,
+    /// which watches `budget` as it runs. The schedule (`cfg.train`) is the caller's to follow.
     pub fn build(
         cfg: &PpoTrialConfig,
         data: &Arc<Dataset>,
@@ -107,7 +115,15 @@ impl TrainingRun {
         budget: Option<&MemoryBudget>,
     ) -> Result<TrainingRun, TrainingRunError> {
         let on_cpu = is_cpu(device);
-        let placement = cfg.env.placement_on(on_cpu);
+        let auto = match cfg.env.placement.unwrap_or_default() {
+            EnvPlacement::Auto if !on_cpu => {
+                Some(placement::auto(cfg, data, bars.clone(), device)?)
+            }
+            _ => None,
+        };
+        let placement = auto
+            .as_ref()
+            .map_or_else(|| cfg.env.placement_on(on_cpu), |a| a.placement);
         let env = match placement {
             ResolvedPlacement::Host => {
                 let env = CpuVecEnv::new(cfg.env.clone(), data.clone(), bars)?;
@@ -133,6 +149,7 @@ impl TrainingRun {
         Ok(TrainingRun {
             trainer,
             placement,
+            auto,
             estimate,
         })
     }
@@ -141,7 +158,6 @@ impl TrainingRun {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tradetune_env::EnvPlacement;
     use tradetune_env::bench::bench_dataset;
     use tradetune_rl::eval::{EvalSplit, Objective};
     use tradetune_rl::ppo::{ActorCriticConfig, NetArch, evaluate_trainer};

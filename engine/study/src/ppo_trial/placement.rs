@@ -1,0 +1,301 @@
+//! `env.placement = "auto"` on a GPU: the environment goes where a rollout step costs less,
+//! measured, not assumed (issue 33). On a real card the device env's kernel is one thread per
+//! env looping over its assets, and the host env pays a read of the actions and an upload of
+//! the observations every step; which is cheaper depends on the card, its driver, the number of
+//! envs and assets and the network, so the run measures both.
+//!
+//! A measurement is a few rollout steps on each placement after a warm-up that compiles their
+//! kernels: the run's policy network (freshly initialised, in the run's compute precision)
+//! reads the observations, its action means go to the env, the env's observations come back,
+//! and the device is synchronised at the end. The host is chosen when its step is at least
+//! [`HOST_MARGIN`] cheaper (the device env keeps the CPU free and reads nothing per step, so a
+//! near-tie goes to the device).
+//!
+//! The decision is kept per adapter and driver (the GPU cache's environment, see
+//! `tradetune_device::kernels`) and per shape of the run, in `env-placement.json`: the trials of
+//! a study share one decision instead of each measuring (and possibly deciding otherwise on a
+//! near-tie), and the later ones pay nothing. Deleting the file measures again; with the GPU
+//! cache off (`TRADETUNE_GPU_CACHE=off`) every run measures.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use burn::tensor::{Device, Tensor};
+use serde::{Deserialize, Serialize};
+use tradetune_env::{CpuVecEnv, ResolvedPlacement, TensorVecEnv};
+use tradetune_market::Dataset;
+use tradetune_rl::ppo::{HostEnv, PpoError, RolloutEnv};
+
+use super::{DataShape, PpoTrialConfig, TrainingRunError};
+
+/// The host is chosen only where its step takes at most this share of the device's.
+pub const HOST_MARGIN: f64 = 0.9;
+/// Steps run on each placement before timing (kernel compilation, autotune, first uploads).
+const WARM_STEPS: usize = 3;
+/// Steps timed on each placement.
+const TIMED_STEPS: usize = 16;
+/// The decisions' file in the GPU cache's environment directory.
+const FILE: &str = "env-placement.json";
+
+/// Where `auto` put a run's environment, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AutoPlacement {
+    pub placement: ResolvedPlacement,
+    /// Milliseconds per rollout step (policy forward and env step) with the env on the device
+    /// and on the host.
+    pub device_ms: f64,
+    pub host_ms: f64,
+    /// When the measurement was taken (RFC 3339).
+    pub measured_at: String,
+    /// Whether this run took an earlier run's decision from the cache.
+    #[serde(skip)]
+    pub cached: bool,
+}
+
+impl AutoPlacement {
+    /// `auto: host, 0.41 ms a step against 0.93 on the device (measured)`.
+    pub fn describe(&self) -> String {
+        let (chosen, other, other_name) = match self.placement {
+            ResolvedPlacement::Host => (self.host_ms, self.device_ms, "device"),
+            ResolvedPlacement::Device => (self.device_ms, self.host_ms, "host"),
+        };
+        format!(
+            "auto: {}, {chosen:.2} ms a step against {other:.2} on the {other_name} ({})",
+            self.placement.name(),
+            if self.cached {
+                format!("as measured {}", self.measured_at)
+            } else {
+                "measured".to_owned()
+            }
+        )
+    }
+}
+
+/// The placement of a step costing `device_ms` with the env on the device and `host_ms` with
+/// it on the host.
+pub fn choose(device_ms: f64, host_ms: f64) -> ResolvedPlacement {
+    if host_ms < HOST_MARGIN * device_ms {
+        ResolvedPlacement::Host
+    } else {
+        ResolvedPlacement::Device
+    }
+}
+
+/// `auto`'s placement of `cfg`'s environment over `bars` of `data` on the GPU `device`: the
+/// cached decision for this adapter and shape, else a measurement (then cached).
+pub fn auto(
+    cfg: &PpoTrialConfig,
+    data: &Arc<Dataset>,
+    bars: Range<usize>,
+    device: &Device,
+) -> Result<AutoPlacement, TrainingRunError> {
+    let file = tradetune_device::kernels::cache_setting()
+        .and_then(|s| Some(s.root.as_ref()?.join(&s.environment).join(FILE)));
+    auto_with(cfg, data, bars, device, file.as_deref())
+}
+
+/// [`auto`] with the decisions kept in `file` (`None`: measured every time).
+pub fn auto_with(
+    cfg: &PpoTrialConfig,
+    data: &Arc<Dataset>,
+    bars: Range<usize>,
+    device: &Device,
+    file: Option<&Path>,
+) -> Result<AutoPlacement, TrainingRunError> {
+    let key = shape_key(cfg, data);
+    if let Some(mut known) = file.and_then(|f| read(f).remove(&key)) {
+        known.cached = true;
+        return Ok(known);
+    }
+    let measured = measure(cfg, data, bars, device)?;
+    if let Some(f) = file {
+        // A decision that cannot be kept is measured again next time; the run goes on.
+        let mut all = read(f);
+        all.insert(key, measured.clone());
+        if let Err(e) = write(f, &all) {
+            eprintln!("env placement: not kept in {}: {e}", f.display());
+        }
+    }
+    Ok(measured)
+}
+
+/// What a step's cost depends on: envs, assets, observation, network and precision.
+fn shape_key(cfg: &PpoTrialConfig, data: &Dataset) -> String {
+    let shape = DataShape::of(data);
+    let (m, f) = (shape.n_assets, shape.n_features);
+    let arch = &cfg.ppo.policy.net_arch;
+    format!(
+        "envs {} assets {m} obs {} pi {:?} vf {:?} {}",
+        cfg.env.n_envs,
+        cfg.env.obs_dim(m, f),
+        arch.pi,
+        arch.vf,
+        cfg.ppo.precision
+    )
+}
+
+/// Times rollout steps with the env on the device, then on the host.
+fn measure(
+    cfg: &PpoTrialConfig,
+    data: &Arc<Dataset>,
+    bars: Range<usize>,
+    device: &Device,
+) -> Result<AutoPlacement, TrainingRunError> {
+    let mut on_device = TensorVecEnv::new(cfg.env.clone(), data, bars.clone(), device)?;
+    let device_ms = time_steps(&mut on_device, cfg, device)?;
+    drop(on_device);
+    let host = CpuVecEnv::new(cfg.env.clone(), data.clone(), bars)?;
+    let host_ms = time_steps(&mut HostEnv::new(host, device), cfg, device)?;
+    Ok(AutoPlacement {
+        placement: choose(device_ms, host_ms),
+        device_ms,
+        host_ms,
+        measured_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        cached: false,
+    })
+}
+
+/// Milliseconds per rollout step of `env` driven by a fresh policy network of `cfg`'s shape.
+fn time_steps(
+    env: &mut dyn RolloutEnv,
+    cfg: &PpoTrialConfig,
+    device: &Device,
+) -> Result<f64, PpoError> {
+    let model = cfg
+        .ppo
+        .policy
+        .init(env.obs_dim(), env.action_dim(), cfg.ppo.seed, device);
+    let dtype = cfg.ppo.precision.compute_dtype();
+    let mut obs: Tensor<2> = env.reset()?;
+    let mut start = Instant::now();
+    for step in 0..WARM_STEPS + TIMED_STEPS {
+        if step == WARM_STEPS {
+            sync(device)?;
+            start = Instant::now();
+        }
+        let actions = model.action_mean(obs, dtype);
+        obs = env.step(actions)?.obs;
+    }
+    sync(device)?;
+    Ok(start.elapsed().as_secs_f64() * 1e3 / TIMED_STEPS as f64)
+}
+
+fn sync(device: &Device) -> Result<(), PpoError> {
+    device
+        .sync()
+        .map_err(|e| PpoError::read("placement measurement", format!("{e:?}")))
+}
+
+/// The decisions in `file`; none where it is missing or unreadable (it is then rewritten).
+fn read(file: &Path) -> BTreeMap<String, AutoPlacement> {
+    std::fs::read_to_string(file)
+        .ok()
+        .and_then(|s| serde_json::from_str(&s).ok())
+        .unwrap_or_default()
+}
+
+/// Writes `all` to `file` whole (a temporary file renamed over it: a reader never sees half).
+fn write(file: &Path, all: &BTreeMap<String, AutoPlacement>) -> std::io::Result<()> {
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp: PathBuf = file.with_extension(format!("json.{}.tmp", std::process::id()));
+    let text = serde_json::to_string_pretty(all).map_err(std::io::Error::other)?;
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ppo_trial::TrainingRun;
+    use tradetune_device::DeviceSpec;
+    use tradetune_env::EnvPlacement;
+    use tradetune_env::bench::bench_dataset;
+    use tradetune_rl::ppo::{ActorCriticConfig, NetArch};
+
+    #[test]
+    fn the_host_is_chosen_only_where_clearly_cheaper() {
+        assert_eq!(choose(1.0, 0.5), ResolvedPlacement::Host);
+        assert_eq!(choose(1.0, 0.89), ResolvedPlacement::Host);
+        assert_eq!(choose(1.0, 0.95), ResolvedPlacement::Device);
+        assert_eq!(choose(1.0, 3.0), ResolvedPlacement::Device);
+    }
+
+    /// On wgpu (lavapipe in CI): `auto` measures both placements, decides by the rule, keeps
+    /// the decision, and the next run of the same shape takes it without measuring; another
+    /// shape measures; an unreadable file is measured over and rewritten. A run built with
+    /// `auto` is placed where the decision says and carries it.
+    #[test]
+    fn auto_measures_decides_and_keeps_its_decision() {
+        let device = match tradetune_device::open(DeviceSpec::Wgpu(None)) {
+            Ok(d) => d,
+            Err(e) => {
+                let required = std::env::var("TRADETUNE_REQUIRE_GPU").is_ok_and(|v| v == "1");
+                assert!(!required, "TRADETUNE_REQUIRE_GPU=1 but {e}");
+                eprintln!("SKIP auto_measures_decides_and_keeps_its_decision: {e}");
+                return;
+            }
+        };
+        let data = bench_dataset(600, 3, 4, 1);
+        let mut cfg = PpoTrialConfig::default();
+        cfg.env.n_envs = 4;
+        cfg.env.episode_bars = 100;
+        cfg.ppo.policy = ActorCriticConfig::new()
+            .with_net_arch(NetArch::new().with_pi(vec![8]).with_vf(vec![8]));
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("env").join(FILE);
+
+        let first = auto_with(&cfg, &data, 0..400, &device, Some(&file)).unwrap();
+        assert!(!first.cached);
+        assert!(first.device_ms > 0.0 && first.host_ms > 0.0, "{first:?}");
+        assert_eq!(first.placement, choose(first.device_ms, first.host_ms));
+        assert!(
+            first.describe().contains("(measured)"),
+            "{}",
+            first.describe()
+        );
+
+        let again = auto_with(&cfg, &data, 0..400, &device, Some(&file)).unwrap();
+        assert!(again.cached);
+        assert_eq!(
+            (again.placement, again.device_ms, again.host_ms),
+            (first.placement, first.device_ms, first.host_ms)
+        );
+        assert!(
+            again.describe().contains("as measured"),
+            "{}",
+            again.describe()
+        );
+
+        let mut wider = cfg.clone();
+        wider.env.n_envs = 6;
+        assert!(
+            !auto_with(&wider, &data, 0..400, &device, Some(&file))
+                .unwrap()
+                .cached
+        );
+        assert_eq!(read(&file).len(), 2);
+
+        std::fs::write(&file, "{ not json").unwrap();
+        assert!(
+            !auto_with(&cfg, &data, 0..400, &device, Some(&file))
+                .unwrap()
+                .cached
+        );
+        assert_eq!(read(&file).len(), 1);
+
+        cfg.env.placement = Some(EnvPlacement::Auto);
+        let run = TrainingRun::build(&cfg, &data, 0..400, &device, None).unwrap();
+        let auto = run.auto.expect("auto's decision on a GPU");
+        assert_eq!(run.placement, auto.placement);
+        match (run.placement, run.trainer.env()) {
+            (ResolvedPlacement::Device, crate::ppo_trial::PlacedEnv::Device(_))
+            | (ResolvedPlacement::Host, crate::ppo_trial::PlacedEnv::Host(_)) => {}
+            _ => panic!("placed elsewhere than {:?}", run.placement),
+        }
+    }
+}
