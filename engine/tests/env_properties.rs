@@ -137,3 +137,56 @@ proptest! {
         }
     }
 }
+
+/// The case proptest found (`proptest-regressions/env_properties.txt`): in FinRL_Crypto's
+/// compatibility mode a buy of `units` and a sell of `units` left 0.0005 units in f32 (the
+/// position is `value / price`), and that dust kept the position open with its trailing-stop
+/// high, so the next buy of the asset was stopped out on the old high while the f64 reference
+/// held it. A sell order within a rounding of the position now sells all of it, everywhere.
+#[test]
+fn a_full_sell_leaves_no_dust_to_carry_an_old_trailing_high() {
+    let cfg = EnvConfig::new()
+        .with_n_envs(2)
+        .with_buy_fee(0.0)
+        .with_sell_fee(0.0)
+        .with_min_order_value(17076.098)
+        .with_max_buy_fraction(0.05)
+        .with_action_scale(79843.66)
+        .with_trailing_stop_pct(0.049607456)
+        .with_cooldown_bars(0)
+        .with_lookback(1)
+        .with_episode_bars(16)
+        .with_start(StartMode::Random)
+        .with_seed(407)
+        .with_compat_finrl_crypto(true);
+    let data = common::random_walk_dataset(80, 2, 1, 16);
+    let mut env = CpuVecEnv::new(cfg.clone(), data.clone(), 5..80).unwrap();
+    let mut reference = ReferenceEnv::new(&cfg, &data, 5..80, 0);
+    let od = env.obs_dim();
+    let (mut obs, mut rew, mut done) = (vec![0.0; 2 * od], vec![0.0; 2], vec![0.0; 2]);
+    env.reset(&mut obs);
+    for step in 0..15 {
+        let a = match step {
+            7 => 1.1155403,
+            8 => -1.1052,
+            12 => 1.0130228,
+            _ => 0.0,
+        };
+        let actions = [0.0, a, 0.0, a];
+        env.step(&actions, &mut obs, &mut rew, &mut done);
+        reference.step(&actions[..2]);
+        if step == 8 {
+            assert_eq!(env.holdings(0)[1], 0.0, "the sell left dust");
+        }
+        let (cash, ref_cash) = (env.cash(0) as f64, reference.cash);
+        assert!(
+            close(cash, ref_cash, 1e-4, 100.0),
+            "step {step}: cash {cash} vs {ref_cash}"
+        );
+        let (h, ref_h) = (env.holdings(0)[1] as f64, reference.holdings[1]);
+        assert!(
+            close(h, ref_h, 1e-4, 1e-3),
+            "step {step}: holding {h} vs {ref_h}"
+        );
+    }
+}

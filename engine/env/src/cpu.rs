@@ -403,6 +403,21 @@ fn write_obs(rules: &Rules<'_>, sc: &[f32], st: &[f32], clk: &[u32], obs: &mut [
 
 /// Sells `q` units at `price`: cash in net of the sell fee; returns the fee.
 #[inline]
+/// The units an agent's sell of `wanted` units takes from a position of `h`: all of it where the
+/// order covers it to within [`SELL_ALL_WITHIN`] (an order sized from the position's value,
+/// `value / price` in f32, misses it by a rounding; the dust it left kept the position open,
+/// with its trailing-stop high and holding clock, into the next buy).
+pub(crate) fn sold_units(h: f32, wanted: f32) -> f32 {
+    if wanted >= h * (1.0 - SELL_ALL_WITHIN) {
+        h
+    } else {
+        wanted
+    }
+}
+
+/// A sell order within this fraction of the position sells all of it ([`sold_units`]).
+pub const SELL_ALL_WITHIN: f32 = 1e-5;
+
 fn sell(cash: &mut f32, q: f32, price: f32, fee: f32) -> f32 {
     let gross = q * price;
     let f = gross * fee;
@@ -457,7 +472,7 @@ fn step_one(
                 if a < 0.0 && h > 0.0 {
                     let value = order_value(rules, k, -a, price);
                     if value >= rules.min_order[k] {
-                        let q = h.min(value / price);
+                        let q = sold_units(h, value / price);
                         fees += sell(&mut cash, q, price, rules.sell_fee);
                         h -= q;
                         held[k] = 0.0;

@@ -200,7 +200,14 @@ impl<'a> ReferenceEnv<'a> {
             if act[a] < 0.0 && self.holdings[a] > 0.0 {
                 let value = self.order_value(a, -act[a], price[a]);
                 if value >= self.min_order(a) {
-                    let q = self.holdings[a].min(value / price[a]);
+                    // An order covering the position to within a rounding sells all of it.
+                    let wanted = value / price[a];
+                    let within = 1.0 - crate::cpu::SELL_ALL_WITHIN as f64;
+                    let q = if wanted >= self.holdings[a] * within {
+                        self.holdings[a]
+                    } else {
+                        wanted
+                    };
                     let gross = q * price[a];
                     self.cash += gross * (1.0 - sell_fee);
                     fees += gross * sell_fee;

@@ -189,6 +189,8 @@ pub(crate) fn step(t: StepTensors<'_>) -> StepTensorsOut {
 mod code {
     use cubecl::prelude::*;
 
+    use crate::cpu::SELL_ALL_WITHIN;
+
     use super::super::state::{
         BAR, END, EP_FEES, EP_REWARD, EPISODE, EQW_START, GAMMA_RETURN, I_FIELDS, LAST_DONE,
         LAST_EQW_RETURN, LAST_FEES, LAST_RETURN, LAST_REWARD_SUM, LOG_FIELDS, PREV_EQW, PREV_VALUE,
@@ -325,7 +327,11 @@ mod code {
                 if a < 0.0f32 && h > 0.0f32 {
                     let value = order_value(compat, -a, units, action_scale, price);
                     if value >= min_order {
-                        let q = h.min(value / price);
+                        // Within a rounding of the position: all of it (`cpu::sold_units`).
+                        let mut q = value / price;
+                        if q >= h * (1.0f32 - SELL_ALL_WITHIN) {
+                            q = h;
+                        }
                         let gross = q * price;
                         let f = gross * sell_fee;
                         cash += gross - f;

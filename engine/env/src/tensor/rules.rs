@@ -129,10 +129,13 @@ impl Tables {
             .lower_elem(0.0)
             .bool_and(s.hold.clone().greater_elem(0.0))
             .bool_and(reaches_min(sell_value.clone()));
-        let q = s
-            .hold
+        // Within a rounding of the position: all of it (`cpu::sold_units`).
+        let wanted = sell_value.div(p.clone());
+        let all = wanted
             .clone()
-            .min_pair(sell_value.div(p.clone()))
+            .greater_equal(s.hold.clone().mul_scalar(1.0 - crate::cpu::SELL_ALL_WITHIN));
+        let q = wanted
+            .mask_where(all, s.hold.clone())
             .mask_fill(sell.clone().bool_not(), 0.0);
         let gross = q.clone().mul(p.clone());
         cash = cash.add(rowsum(gross.clone().mul_scalar(1.0 - sf)));
