@@ -125,8 +125,10 @@ impl MinibatchEngine for DeviceEngine<'_> {
                 self.adam.step_flat(self.model, lr, grad, gate);
             }
         }
-        // The minibatches read the parameters from Adam's flat buffer; the reference reads
-        // the model's.
+        // The minibatches read the parameters from Adam's flat buffer; the model takes the
+        // slices that are views (free), so that it holds no older buffer alive; the reference
+        // reads the model's.
+        self.adam.place_views_into(self.model);
         #[cfg(test)]
         if self.autodiff.is_some() {
             self.adam.place_into(self.model);

@@ -195,7 +195,8 @@ impl FlatAdam {
     /// [`Self::step_model`] without placing the parameters into `model`: they are
     /// [`Self::flat_params`] (read with [`Self::current`]) until [`Self::place_into`]. Placing
     /// slices every parameter, a copy kernel for each whose length is not a multiple of the
-    /// alignment (the heads' biases and log σ), so the device engine places once an update.
+    /// alignment (the heads' biases and log σ), so the device engine places those once an
+    /// update and the others, views, after every step ([`Self::place_views_into`]).
     pub fn step_flat(
         &mut self,
         model: &ActorCritic,
@@ -228,6 +229,25 @@ impl FlatAdam {
     pub fn place_into(&self, model: &mut ActorCritic) {
         if let Some(flat) = &self.flat_params {
             self.place(model, flat);
+        }
+    }
+
+    /// [`Self::place_into`] for the parameters whose slices are views (both ends aligned: no
+    /// copy, no launch); the others keep their tensors until [`Self::place_into`]. The model
+    /// then holds no earlier flat buffer alive beside the current one (its unaligned parameters
+    /// are copies, not views).
+    pub fn place_views_into(&self, model: &mut ActorCritic) {
+        if let Some(flat) = &self.flat_params {
+            let views: HashMap<ParamId, (usize, usize)> = self
+                .slot_of
+                .iter()
+                .filter(|(_, (_, len))| len % self.align == 0)
+                .map(|(&id, &slot)| (id, slot))
+                .collect();
+            *model = model.clone().map(&mut FromFlat {
+                flat,
+                slots: &views,
+            });
         }
     }
 
