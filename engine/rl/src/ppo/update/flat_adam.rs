@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::optim::{Adam, AdamState, AdaptiveMomentumState};
 use burn::optim::{GradientsParams, LearningRate, ModuleOptimizer, Optimizer};
-use burn::tensor::{Device, Shape, Tensor};
+use burn::tensor::{Device, FloatDType, Shape, Tensor};
 
 use crate::ppo::config::PpoConfig;
 use crate::ppo::error::PpoError;
@@ -41,9 +41,10 @@ pub(super) struct Slot {
     pub len: usize,
 }
 
-/// The alignment of the slots on a GPU, in f32 elements: 256 bytes, wgpu's largest
-/// `min_storage_buffer_offset_alignment` and a multiple of the other backends' alignment.
-pub(super) const GPU_ALIGN: usize = 64;
+/// The alignment of the slots on a GPU, in elements: 256 bytes in f16 (512 in f32), wgpu's
+/// largest `min_storage_buffer_offset_alignment` and a multiple of the other backends'
+/// alignment, so that slices of the f32 buffer and of its f16 copy are views alike.
+pub(super) const GPU_ALIGN: usize = 128;
 
 /// Adam's state over the model's parameters as one flat buffer (see the module docs).
 pub(super) struct FlatAdam {
@@ -65,6 +66,11 @@ pub(super) struct FlatAdam {
     /// the last step; `None` until a step (or after the model was replaced, or while the host
     /// engine holds the parameters).
     pub flat_params: Option<Tensor<1>>,
+    /// The run's compute dtype, and [`Self::flat_params`] cast to it where that is not f32
+    /// (made by each step, so that a minibatch's weights are its slices instead of a cast
+    /// kernel per weight; valid only beside `flat_params`).
+    compute: FloatDType,
+    flat_compute: Option<Tensor<1>>,
 }
 
 impl FlatAdam {
@@ -83,6 +89,8 @@ impl FlatAdam {
             slots,
             slot_of,
             flat_params: None,
+            compute: cfg.precision.compute_dtype(),
+            flat_compute: None,
         }
     }
 
@@ -221,7 +229,10 @@ impl FlatAdam {
                 }
             }
         };
-        self.flat_params = Some(self.step(lr, params, grad, gate));
+        let stepped = self.step(lr, params, grad, gate);
+        self.flat_compute =
+            (self.compute != FloatDType::F32).then(|| stepped.clone().cast(self.compute));
+        self.flat_params = Some(stepped);
     }
 
     /// Makes every parameter of `model` its slice of [`Self::flat_params`], where Adam has
@@ -255,6 +266,16 @@ impl FlatAdam {
     /// `None` before a step (the model's own tensor is then current).
     pub fn current(&self, id: ParamId) -> Option<Tensor<1>> {
         let flat = self.flat_params.as_ref()?;
+        let &(offset, len) = self.slot_of.get(&id)?;
+        Some(flat.clone().narrow(0, offset, len))
+    }
+
+    /// The parameter `id` as Adam last left it, in the compute dtype (flat): its slice of the
+    /// buffer's cast made by the step (a view where the slot is aligned); `None` in f32 or
+    /// before a step.
+    pub fn current_in_compute(&self, id: ParamId) -> Option<Tensor<1>> {
+        self.flat_params.as_ref()?;
+        let flat = self.flat_compute.as_ref()?;
         let &(offset, len) = self.slot_of.get(&id)?;
         Some(flat.clone().narrow(0, offset, len))
     }

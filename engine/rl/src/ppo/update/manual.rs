@@ -52,10 +52,20 @@ struct Source<'a> {
 }
 
 impl Source<'_> {
+    /// `param` in f32.
     fn get<const D: usize>(&self, param: &Param<Tensor<D>>) -> Tensor<D> {
         match self.adam.current(param.id) {
             Some(flat) => flat.reshape(param.shape()),
             None => param.val().inner(),
+        }
+    }
+
+    /// `param` in `dtype`, the run's compute dtype: from Adam's cast of the flat buffer where
+    /// there is one (f16), else cast here.
+    fn get_in<const D: usize>(&self, param: &Param<Tensor<D>>, dtype: FloatDType) -> Tensor<D> {
+        match self.adam.current_in_compute(param.id) {
+            Some(flat) => flat.reshape(param.shape()),
+            None => self.get(param).cast(dtype),
         }
     }
 }
@@ -84,7 +94,7 @@ fn forward(
             .push(act.derivative_needs_input().then(|| y.clone()));
         h = act.apply(y);
     }
-    let w = src.get(&head.weight).cast(dtype);
+    let w = src.get_in(&head.weight, dtype);
     trace.weights.push(w.clone());
     let out = h.clone().matmul(w);
     trace.inputs.push(h);
@@ -94,7 +104,7 @@ fn forward(
 /// The head's output `raw + b` in f32 (the bias added in the compute dtype, as `Dense`).
 fn biased(src: &Source<'_>, raw: Tensor<2>, head: &Dense) -> Tensor<2> {
     let dtype: FloatDType = raw.dtype().into();
-    raw.add(src.get(&head.bias).cast(dtype).unsqueeze_dim::<2>(0))
+    raw.add(src.get_in(&head.bias, dtype).unsqueeze_dim::<2>(0))
         .cast(FloatDType::F32)
 }
 
@@ -106,10 +116,12 @@ fn affine(
     dtype: FloatDType,
     weights: &mut Vec<Tensor<2>>,
 ) -> Tensor<2> {
-    let (w, b) = (src.get(&layer.weight), src.get(&layer.bias));
-    let w = w.cast(dtype);
+    let (w, b) = (
+        src.get_in(&layer.weight, dtype),
+        src.get_in(&layer.bias, dtype),
+    );
     weights.push(w.clone());
-    x.matmul(w).add(b.cast(dtype).unsqueeze_dim::<2>(0))
+    x.matmul(w).add(b.unsqueeze_dim::<2>(0))
 }
 
 /// Back-propagates `d_out` (the gradient at the head's output, compute dtype) through the network
