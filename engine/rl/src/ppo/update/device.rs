@@ -1,7 +1,10 @@
 //! The device engine: a minibatch's forward pass, losses and hand-written backward pass in
 //! burn tensor operations on the training device's inner (non-autodiff) device, in the run's
-//! compute precision ([`super::manual`]), and [`FlatAdam`]'s step. Every device and precision
-//! runs it; the CPU device in f32 runs the host engine instead unless told otherwise
+//! compute precision ([`super::manual`]; on a GPU the loss and its gradient at the heads are one
+//! CubeCL kernel), and [`FlatAdam`]'s step. During an update the parameters live in Adam's flat
+//! buffer: the minibatches read them there, and the model takes them once the update ends
+//! (the slices that are views, free, after every step). Every device and precision runs it;
+//! the CPU device in f32 runs the host engine instead unless told otherwise
 //! ([`super::Learner::set_host_update`]). [`minibatch`], the same minibatch through burn's
 //! autodiff, is the tests' reference.
 

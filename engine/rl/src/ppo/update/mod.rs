@@ -25,7 +25,9 @@
 //! gradient and take Adam's step:
 //! - the device engine (`device`): on every device and precision, the forward pass, loss and a
 //!   hand-written backward pass in burn tensor operations on the inner device (`manual`, held to
-//!   burn's autodiff by the tests), Adam over one flat parameter buffer (`flat_adam`);
+//!   burn's autodiff by the tests), the loss and its gradient at the heads as one CubeCL kernel
+//!   on a GPU (`kernels`; the same arithmetic in tensor operations elsewhere), Adam over one
+//!   flat parameter buffer that is the parameters' home during an update (`flat_adam`);
 //! - the host engine (`host`; its math is [`crate::ppo::host_update`]): on the CPU device in
 //!   f32, host buffers with a hand-written backward pass, about twice as fast there and held
 //!   to the device engine by the tests (gradients, whole updates, Adam's saved state).
@@ -38,7 +40,8 @@
 //!   `target_kl` needs each minibatch's approx_kl on the host before its step (one read per
 //!   minibatch, the rollout values read first);
 //! - `DeviceTally`, on device tensors: the device engine's otherwise, so that an
-//!   update reads the device once, at its end, with the rollout values riding along.
+//!   update reads the device once, at its end, with the rollout values riding along (on a GPU
+//!   its judgement and count are one single-thread kernel, `kernels::tally`).
 //!
 //! The two tallies mean the same decisions but are not one code: turning one into the other
 //! would change reads (a host decision needs a read per minibatch) or numbers (the device
