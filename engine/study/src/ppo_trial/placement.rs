@@ -204,8 +204,11 @@ fn write(file: &Path, all: &BTreeMap<String, AutoPlacement>) -> std::io::Result<
     }
     let tmp: PathBuf = file.with_extension(format!("json.{}.tmp", std::process::id()));
     let text = serde_json::to_string_pretty(all).map_err(std::io::Error::other)?;
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, file)
+    let written = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, file));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 #[cfg(test)]

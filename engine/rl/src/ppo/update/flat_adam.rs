@@ -62,6 +62,8 @@ pub(super) struct FlatAdam {
     slots: Vec<Slot>,
     /// `slots` by id: (offset, length).
     slot_of: HashMap<ParamId, (usize, usize)>,
+    /// The slots whose slices are views (both ends aligned), for [`Self::place_views_into`].
+    view_slots: HashMap<ParamId, (usize, usize)>,
     /// The model's parameters as one flat buffer (inner device), whose slices they are since
     /// the last step; `None` until a step (or after the model was replaced, or while the host
     /// engine holds the parameters).
@@ -87,6 +89,7 @@ impl FlatAdam {
             moments: None,
             time: 0,
             slots,
+            view_slots: views(&slot_of, align),
             slot_of,
             flat_params: None,
             compute: cfg.precision.compute_dtype(),
@@ -97,6 +100,7 @@ impl FlatAdam {
     /// Takes the layout of a new model; the moments stay (as burn's Adam's would).
     pub fn relayout(&mut self, model: &ActorCritic) {
         (self.slots, self.slot_of) = layout(model, self.align);
+        self.view_slots = views(&self.slot_of, self.align);
         self.flat_params = None;
     }
 
@@ -249,15 +253,9 @@ impl FlatAdam {
     /// are copies, not views).
     pub fn place_views_into(&self, model: &mut ActorCritic) {
         if let Some(flat) = &self.flat_params {
-            let views: HashMap<ParamId, (usize, usize)> = self
-                .slot_of
-                .iter()
-                .filter(|(_, (_, len))| len % self.align == 0)
-                .map(|(&id, &slot)| (id, slot))
-                .collect();
             *model = model.clone().map(&mut FromFlat {
                 flat,
-                slots: &views,
+                slots: &self.view_slots,
             });
         }
     }
@@ -452,6 +450,19 @@ fn layout(model: &ActorCritic, align: usize) -> (Vec<Slot>, HashMap<ParamId, (us
     model.visit(&mut slots);
     let by_id = slots.0.iter().map(|s| (s.id, (s.offset, s.len))).collect();
     (slots.0, by_id)
+}
+
+/// The slots of `slot_of` whose length is a multiple of `align` (they start at one): their
+/// slices are views.
+fn views(
+    slot_of: &HashMap<ParamId, (usize, usize)>,
+    align: usize,
+) -> HashMap<ParamId, (usize, usize)> {
+    slot_of
+        .iter()
+        .filter(|(_, (_, len))| len % align == 0)
+        .map(|(&id, &slot)| (id, slot))
+        .collect()
 }
 
 /// Collects every float parameter's slot in the flat layout (slots aligned to `.1`).

@@ -219,14 +219,22 @@ pub(super) fn minibatch(
     let dtype = cfg.precision.compute_dtype();
     let act = model.activation();
     let src = Source { model, adam };
-    let x = batch.obs.clone().select(0, idx.clone()).cast(dtype);
+    // The loss kernel gathers the rollout rows it reads; the tensor program takes them all here.
+    let rows = (!picks.kernels).then(|| batch.rows(idx.clone()));
+    let x = match &rows {
+        Some(rows) => rows.obs.clone(),
+        None => batch.obs.clone().select(0, idx.clone()),
+    }
+    .cast(dtype);
     let (mean, pi_trace) = forward(&src, &model.pi, &model.mean, act, x.clone(), dtype);
     let (value, vf_trace) = forward(&src, &model.vf, &model.value, act, x, dtype);
     picks.cut();
-    let heads = match picks.kernels {
+    let heads = match rows {
+        Some(rows) => loss(&src, cfg, rows, mean, value, scale, picks),
         #[cfg(feature = "wgpu")]
-        true => kernel_loss(&src, cfg, batch, idx, mean, value, scale),
-        _ => loss(&src, cfg, batch, idx, mean, value, scale, picks),
+        None => kernel_loss(&src, cfg, batch, idx, mean, value, scale),
+        #[cfg(not(feature = "wgpu"))]
+        None => unreachable!("the loss kernel runs only in builds with wgpu"),
     };
 
     picks.cut();
@@ -317,28 +325,27 @@ fn small_params(src: &Source<'_>) -> kernels::SmallParams {
     }
 }
 
-/// The loss, its per-minibatch sums and its gradient at the heads in burn tensor operations,
-/// where no kernel runs (see the module docs for the arithmetic).
-#[allow(clippy::too_many_arguments)]
+/// The loss, its per-minibatch sums and its gradient at the heads in burn tensor operations
+/// over the minibatch's `rows`, where no kernel runs (see the module docs for the arithmetic).
 fn loss(
     src: &Source<'_>,
     cfg: &PpoConfig,
-    batch: &UpdateBatch,
-    idx: Tensor<1, Int>,
+    rows: UpdateBatch,
     mean: Tensor<2>,
     value: Tensor<2>,
     scale: Tensor<1>,
     picks: &mut Picks,
 ) -> HeadGrads {
     let dtype = cfg.precision.compute_dtype();
-    let b = idx.dims()[0];
-    let a = batch.actions.dims()[1];
-    let pick_rows = |t: &Tensor<1>| t.clone().select(0, idx.clone());
-    let actions = batch.actions.clone().select(0, idx.clone());
-    let old_logp = pick_rows(&batch.log_probs);
-    let old_values = pick_rows(&batch.values);
-    let mut adv = pick_rows(&batch.advantages);
-    let returns = pick_rows(&batch.returns);
+    let [b, a] = rows.actions.dims();
+    let UpdateBatch {
+        actions,
+        log_probs: old_logp,
+        values: old_values,
+        advantages: mut adv,
+        returns,
+        ..
+    } = rows;
     let model = src.model;
     let mean = biased(src, mean, &model.mean);
     let value = biased(src, value, &model.value).squeeze_dim::<1>(1);

@@ -65,7 +65,7 @@ mod tests;
 
 use std::ops::Range;
 
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{Device, Int, Tensor, TensorData};
 use rand::seq::SliceRandom;
 
 use crate::ppo::config::PpoConfig;
@@ -114,8 +114,7 @@ pub struct UpdateBatch {
 
 impl UpdateBatch {
     /// The samples `idx` of every tensor (one gather each): a minibatch.
-    #[cfg(test)]
-    fn rows(&self, idx: Tensor<1, burn::tensor::Int>) -> UpdateBatch {
+    fn rows(&self, idx: Tensor<1, Int>) -> UpdateBatch {
         UpdateBatch {
             obs: self.obs.clone().select(0, idx.clone()),
             actions: self.actions.clone().select(0, idx.clone()),
