@@ -30,6 +30,9 @@ use common::{scratch, text, tradetune, wgpu_here};
 const MAX_DISPATCHES_PER_ENV_STEP: f64 = 3.0;
 const MAX_DISPATCHES_PER_POLICY_STEP: f64 = 12.0;
 const MAX_DISPATCHES_PER_MINIBATCH: f64 = 30.0;
+/// Writing a step's rows of the rollout buffer: one kernel for all of them (5 `slice_assign`s
+/// before).
+const MAX_DISPATCHES_PER_BUFFER_STEP: f64 = 1.0;
 const MAX_DISPATCHES_PER_MINIBATCH_F32: f64 = 24.0;
 
 /// The binary with the autotune cache in `cache`.
@@ -90,17 +93,19 @@ fn bench_gpu_runs_each_placement_and_precision() {
             assert!(res["kernels_compiled"].is_u64(), "{r}");
             assert!(res["autotune_runs"].is_u64(), "{r}");
             let d = |k: &str| res[k].as_f64().unwrap_or_else(|| panic!("{k}: {r}"));
-            let (env, policy, minibatch) = (
+            let (env, policy, buffer, minibatch) = (
                 d("dispatches_per_env_step"),
                 d("dispatches_per_policy_step"),
+                d("dispatches_per_buffer_step"),
                 d("dispatches_per_minibatch"),
             );
             eprintln!(
                 "{placement} {precision}: {env} launches per env step, {policy} per policy \
-                 step, {minibatch} per minibatch, {} syncs per update",
+                 step, {buffer} per buffer step, {minibatch} per minibatch, {} syncs per update",
                 res["syncs_per_update"]
             );
-            assert!(policy > 0.0 && minibatch > 0.0, "{r}");
+            assert!(policy > 0.0 && minibatch > 0.0 && buffer > 0.0, "{r}");
+            assert!(buffer <= MAX_DISPATCHES_PER_BUFFER_STEP, "{r}");
             assert!(policy <= MAX_DISPATCHES_PER_POLICY_STEP, "{r}");
             assert!(minibatch <= MAX_DISPATCHES_PER_MINIBATCH, "{r}");
             if precision == "f32" {

@@ -38,16 +38,7 @@ pub fn scratch(suite: &str, name: &str) -> PathBuf {
 /// loud SKIP, unless `TRADETUNE_REQUIRE_GPU=1` (CI, which installs Mesa's software Vulkan)
 /// makes that a failure.
 pub fn wgpu_here(test: &str) -> bool {
-    use tradetune_engine::device::{DeviceSpec, open};
-    match open(DeviceSpec::Wgpu(None)) {
-        Ok(_) => true,
-        Err(e) => {
-            let required = std::env::var("TRADETUNE_REQUIRE_GPU").is_ok_and(|v| v == "1");
-            assert!(!required, "{test}: TRADETUNE_REQUIRE_GPU=1 but {e}");
-            eprintln!("SKIP {test}: {e}");
-            false
-        }
-    }
+    tradetune_engine::device::wgpu_for_test(test).is_some()
 }
 
 /// A stand-in for a peer's Python (torch is not in CI): a shell script that logs its

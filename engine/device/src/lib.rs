@@ -171,6 +171,21 @@ impl FromStr for DeviceSpec {
     }
 }
 
+/// The wgpu device for a test that needs one, or `None` (with a loud SKIP naming `test`) on a
+/// machine where wgpu finds no adapter. CI installs Mesa's software Vulkan and sets
+/// `TRADETUNE_REQUIRE_GPU=1`, which turns the skip into a failure.
+pub fn wgpu_for_test(test: &str) -> Option<Device> {
+    match open(DeviceSpec::Wgpu(None)) {
+        Ok(device) => Some(device),
+        Err(e) => {
+            let required = std::env::var("TRADETUNE_REQUIRE_GPU").is_ok_and(|v| v == "1");
+            assert!(!required, "{test}: TRADETUNE_REQUIRE_GPU=1 but {e}");
+            eprintln!("SKIP {test}: {e}");
+            None
+        }
+    }
+}
+
 /// Opens `spec`, or says why this build or machine cannot.
 pub fn open(spec: DeviceSpec) -> Result<Device, DeviceError> {
     let unavailable = |reason: String| DeviceError::Unavailable {

@@ -43,13 +43,5 @@ pub fn random_walk_dataset(t: usize, m: usize, n_features: usize, seed: u64) -> 
 /// wgpu finds no adapter. CI installs Mesa's software Vulkan and sets
 /// `TRADETUNE_REQUIRE_GPU=1`, which turns the skip into a failure.
 pub fn wgpu_device(test: &str) -> Option<burn::tensor::Device> {
-    match tradetune_engine::device::open(tradetune_engine::device::DeviceSpec::Wgpu(None)) {
-        Ok(device) => Some(device),
-        Err(e) => {
-            let required = std::env::var("TRADETUNE_REQUIRE_GPU").is_ok_and(|v| v == "1");
-            assert!(!required, "{test}: TRADETUNE_REQUIRE_GPU=1 but {e}");
-            eprintln!("SKIP {test}: {e}");
-            None
-        }
-    }
+    tradetune_engine::device::wgpu_for_test(test)
 }

@@ -67,7 +67,7 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 
 fn header() {
     println!(
-        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} | {:>7} {:>7} {:>9} {:>9} {:>7} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>6} | {:>4} {:>4} {:>4} {:>4} {:>4} | {:>8} | gpus (util %, mem MiB)",
+        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} | {:>7} {:>7} {:>9} {:>9} {:>7} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>4} {:>4} {:>4} {:>4} {:>4} | {:>8} | gpus (util %, mem MiB)",
         "config",
         "envs",
         "steps",
@@ -84,6 +84,7 @@ fn header() {
         "tuned",
         "d/env",
         "d/pol",
+        "d/buf",
         "d/mb",
         "sync/u",
         "env%",
@@ -111,7 +112,7 @@ fn row(c: &TrainBenchConfig, r: &TrainBenchResult, seen: &[GpuSeen]) {
         })
         .collect();
     println!(
-        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} | {:>7.1} {:>7.1} {:>9.0} {:>9.0} {:>7.1} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>6} | {:>4.0} {:>4.0} {:>4.0} {:>4.0} {:>4.0} | {:>8} | {}",
+        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} | {:>7.1} {:>7.1} {:>9.0} {:>9.0} {:>7.1} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>4.0} {:>4.0} {:>4.0} {:>4.0} {:>4.0} | {:>8} | {}",
         c.name,
         c.n_envs,
         c.n_steps,
@@ -128,6 +129,7 @@ fn row(c: &TrainBenchConfig, r: &TrainBenchResult, seen: &[GpuSeen]) {
         r.autotune_runs.map_or("-".into(), |k| k.to_string()),
         opt(r.dispatches_per_env_step, 1),
         opt(r.dispatches_per_policy_step, 1),
+        opt(r.dispatches_per_buffer_step, 1),
         opt(r.dispatches_per_minibatch, 0),
         r.syncs_per_update.map_or("-".into(), |k| k.to_string()),
         pct(p.env_step),

@@ -291,6 +291,9 @@ pub struct TrainBenchResult {
     pub dispatches_per_env_step: Option<f64>,
     /// Kernel launches per policy step of a rollout.
     pub dispatches_per_policy_step: Option<f64>,
+    /// Kernel launches per step of writing the rollout buffer (and normalising the next
+    /// observation).
+    pub dispatches_per_buffer_step: Option<f64>,
     /// Kernel launches per minibatch of the update.
     pub dispatches_per_minibatch: Option<f64>,
     /// Host reads and synchronisations per (untimed) update.
@@ -386,6 +389,7 @@ fn measure<E: RolloutEnv>(
         autotune_runs: counting.then_some(cold_kernels.autotune_runs),
         dispatches_per_env_step: profile.filter(|_| dispatching).map(|p| p.per_env_step),
         dispatches_per_policy_step: profile.filter(|_| dispatching).map(|p| p.per_policy_step),
+        dispatches_per_buffer_step: profile.filter(|_| dispatching).map(|p| p.per_buffer_step),
         dispatches_per_minibatch: profile.filter(|_| dispatching).map(|p| p.per_minibatch),
         syncs_per_update: profile.and_then(|p| p.syncs_per_update),
         dispatch_profile: profile.filter(|_| dispatching),

@@ -215,7 +215,6 @@ fn write(file: &Path, all: &BTreeMap<String, AutoPlacement>) -> std::io::Result<
 mod tests {
     use super::*;
     use crate::ppo_trial::TrainingRun;
-    use tradetune_device::DeviceSpec;
     use tradetune_env::EnvPlacement;
     use tradetune_env::bench::bench_dataset;
     use tradetune_rl::ppo::{ActorCriticConfig, NetArch};
@@ -234,14 +233,9 @@ mod tests {
     /// `auto` is placed where the decision says and carries it.
     #[test]
     fn auto_measures_decides_and_keeps_its_decision() {
-        let device = match tradetune_device::open(DeviceSpec::Wgpu(None)) {
-            Ok(d) => d,
-            Err(e) => {
-                let required = std::env::var("TRADETUNE_REQUIRE_GPU").is_ok_and(|v| v == "1");
-                assert!(!required, "TRADETUNE_REQUIRE_GPU=1 but {e}");
-                eprintln!("SKIP auto_measures_decides_and_keeps_its_decision: {e}");
-                return;
-            }
+        let test = "auto_measures_decides_and_keeps_its_decision";
+        let Some(device) = tradetune_device::wgpu_for_test(test) else {
+            return;
         };
         let data = bench_dataset(600, 3, 4, 1);
         let mut cfg = PpoTrialConfig::default();

@@ -33,21 +33,13 @@ fn devices(test: &str) -> Vec<(Device, Precision, f32)> {
         (Device::flex().autodiff(), Precision::F32, 2e-5),
         (Device::flex().autodiff(), Precision::F16, 2e-2),
     ];
-    let spec = DeviceSpec::Wgpu(None);
-    match tradetune_device::open(spec) {
-        Ok(device) => {
-            let device = device.autodiff();
-            out.push((device.clone(), Precision::F32, 2e-5));
-            if tradetune_device::supported_precisions(spec)
-                .is_ok_and(|p| p.contains(&Precision::F16))
-            {
-                out.push((device, Precision::F16, 2e-2));
-            }
-        }
-        Err(e) => {
-            let required = std::env::var("TRADETUNE_REQUIRE_GPU").is_ok_and(|v| v == "1");
-            assert!(!required, "{test}: TRADETUNE_REQUIRE_GPU=1 but {e}");
-            eprintln!("SKIP {test} on wgpu: {e}");
+    if let Some(device) = tradetune_device::wgpu_for_test(test) {
+        let device = device.autodiff();
+        out.push((device.clone(), Precision::F32, 2e-5));
+        if tradetune_device::supported_precisions(DeviceSpec::Wgpu(None))
+            .is_ok_and(|p| p.contains(&Precision::F16))
+        {
+            out.push((device, Precision::F16, 2e-2));
         }
     }
     out

@@ -1,8 +1,12 @@
 //! The rollout buffer: `n_steps × n_envs × …` tensors on the rollout device, allocated once
 //! per run and overwritten in place each rollout (`slice_assign` on a uniquely held tensor
 //! writes into its storage), so a run's memory does not grow or fragment with its length.
+//! On a cubecl device a step's rows go in with one launch (`kernel.rs`), in place likewise.
 
-use burn::tensor::{Device, Tensor};
+use burn::tensor::{Device, FloatDType, Tensor};
+
+#[cfg(feature = "wgpu")]
+mod kernel;
 
 /// One rollout's samples, time outermost.
 #[derive(Debug)]
@@ -108,15 +112,35 @@ impl RolloutBuffer {
         assert!(self.pos < self.n_steps, "rollout buffer is full");
         let (t, n, d, a) = (self.pos, self.n_envs, self.obs_dim, self.action_dim);
         let dev = self.device.clone();
+        if let Some(log_probs) = log_probs {
+            self.log_probs = take(&mut self.log_probs, &dev)
+                .slice_assign([t..t + 1, 0..n], log_probs.unsqueeze_dim::<2>(0));
+        }
+        #[cfg(feature = "wgpu")]
+        if tradetune_device::runs_cubecl_kernels(&self.obs) {
+            // One launch for the five rows (the buffer is f32 throughout).
+            let f32s = |x: Tensor<1>| x.cast(FloatDType::F32);
+            let ([obs_buf, actions_buf], [values_buf, rewards_buf, dones_buf]) = kernel::write_rows(
+                [take(&mut self.obs, &dev), take(&mut self.actions, &dev)],
+                [
+                    take(&mut self.values, &dev),
+                    take(&mut self.rewards, &dev),
+                    take(&mut self.dones, &dev),
+                ],
+                [obs.cast(FloatDType::F32), actions.cast(FloatDType::F32)],
+                [f32s(values), f32s(rewards), f32s(dones)],
+                t,
+            );
+            (self.obs, self.actions) = (obs_buf, actions_buf);
+            (self.values, self.rewards, self.dones) = (values_buf, rewards_buf, dones_buf);
+            self.pos += 1;
+            return;
+        }
         let row3 = |x: Tensor<2>| x.unsqueeze_dim::<3>(0);
         let row2 = |x: Tensor<1>| x.unsqueeze_dim::<2>(0);
         self.obs = take(&mut self.obs, &dev).slice_assign([t..t + 1, 0..n, 0..d], row3(obs));
         self.actions =
             take(&mut self.actions, &dev).slice_assign([t..t + 1, 0..n, 0..a], row3(actions));
-        if let Some(log_probs) = log_probs {
-            self.log_probs =
-                take(&mut self.log_probs, &dev).slice_assign([t..t + 1, 0..n], row2(log_probs));
-        }
         self.values = take(&mut self.values, &dev).slice_assign([t..t + 1, 0..n], row2(values));
         self.rewards = take(&mut self.rewards, &dev).slice_assign([t..t + 1, 0..n], row2(rewards));
         self.dones = take(&mut self.dones, &dev).slice_assign([t..t + 1, 0..n], row2(dones));
@@ -183,5 +207,66 @@ mod tests {
         assert_eq!(r[4], 411.0, "[T, N] row-major: step 1, env 1");
         let dn: Vec<f32> = dn.try_into_vec_as().unwrap();
         assert_eq!(dn[0], 500.0);
+    }
+
+    /// Fills a 3-step buffer of 4 envs with distinct values, keeping a copy of the buffer's
+    /// tensors from before the second step: what it holds, and what the copy still holds.
+    fn fill(d: &Device) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
+        let (steps, n, od, ad) = (3, 4, 5, 2);
+        let mut buf = RolloutBuffer::new(steps, n, od, ad, d);
+        let mut before = None;
+        for t in 0..steps {
+            let vals = |k: f32, len: usize| -> Vec<f32> {
+                (0..len).map(|i| k + 1000.0 * t as f32 + i as f32).collect()
+            };
+            let m = |k: f32, cols: usize| {
+                Tensor::<2>::from_data(TensorData::new(vals(k, n * cols), [n, cols]), d)
+            };
+            let v = |k: f32| Tensor::<1>::from_data(TensorData::new(vals(k, n), [n]), d);
+            if t == 1 {
+                // Held elsewhere: the write must not reach this copy.
+                before = Some(buf.flat());
+            }
+            buf.push(m(0.0, od), m(100.0, ad), None, v(200.0), v(300.0), v(400.0));
+        }
+        let read2 = |t: Tensor<2>| -> Vec<f32> { t.try_into_vec_as().expect("a read") };
+        let read1 = |t: Tensor<1>| -> Vec<f32> { t.try_into_vec_as().expect("a read") };
+        let f = buf.flat();
+        let (r, v, dn) = buf.rewards_values_dones();
+        let after = vec![
+            read2(f.obs),
+            read2(f.actions),
+            read2(v),
+            read2(r),
+            read2(dn),
+        ];
+        let b = before.expect("taken at step 1");
+        (after, vec![read2(b.obs), read2(b.actions), read1(b.values)])
+    }
+
+    /// On a cubecl device the five rows go in with one kernel, in place: the buffer holds what
+    /// the flex device's `slice_assign`s write, and a copy of it taken before a step does not
+    /// see that step.
+    #[test]
+    fn the_row_kernel_writes_what_slice_assign_writes() {
+        let test = "the_row_kernel_writes_what_slice_assign_writes";
+        let Some(device) = tradetune_device::wgpu_for_test(test) else {
+            return;
+        };
+        assert!(
+            !cfg!(feature = "wgpu")
+                || tradetune_device::runs_cubecl_kernels(&Tensor::<1>::zeros([1], &device)),
+            "wgpu takes the kernel path"
+        );
+        let (flex, flex_before) = fill(&Device::flex());
+        let (gpu, gpu_before) = fill(&device);
+        assert_eq!(gpu, flex);
+        assert_eq!(gpu_before, flex_before);
+        assert_eq!(flex[0][4 * 5], 1000.0, "step 1, env 0, feature 0");
+        assert!(
+            flex_before[0][4 * 5..].iter().all(|&x| x == 0.0),
+            "the copy from before step 1 holds step 0 only"
+        );
+        assert_eq!(flex_before[0][..3], [0.0, 1.0, 2.0]);
     }
 }
