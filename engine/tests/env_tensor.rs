@@ -177,3 +177,66 @@ fn the_step_kernel_matches_the_cpu_env_over_random_configs() {
         )
         .unwrap();
 }
+
+/// The finished episodes the device env logs on the device (the kernel writes each step's row
+/// into the log in place on wgpu; the tensor program's row is copied in on flex), read in two
+/// takes of a rollout each, past the log's first 64 rows: the CPU env's episodes, in step order.
+#[test]
+fn the_device_episode_log_holds_the_cpu_envs_episodes() {
+    let mut devices = vec![Device::flex()];
+    devices.extend(common::wgpu_device(
+        "the_device_episode_log_holds_the_cpu_envs_episodes",
+    ));
+    let cfg = EnvConfig::new()
+        .with_n_envs(3)
+        .with_episode_bars(9)
+        .with_trailing_stop_pct(0.05);
+    let (m, n) = (2, cfg.n_envs);
+    let data = common::random_walk_dataset(90, m, 1, 7);
+    for device in devices {
+        let mut cpu = CpuVecEnv::new(cfg.clone(), data.clone(), 4..90).unwrap();
+        let mut ten = TensorVecEnv::new(cfg.clone(), &data, 4..90, &device).unwrap();
+        let (mut o, mut r, mut d) = (vec![0.0; n * cpu.obs_dim()], vec![0.0; n], vec![0.0; n]);
+        cpu.reset(&mut o);
+        ten.reset_tensors();
+        for take in [70, 80] {
+            let mut expected = Vec::new();
+            for s in 0..take {
+                let a: Vec<f32> = (0..n * m)
+                    .map(|k| (((s * 7 + k * 3) % 11) as f32 / 5.0) - 1.0)
+                    .collect();
+                cpu.step(&a, &mut o, &mut r, &mut d);
+                expected.extend(
+                    (0..n)
+                        .filter(|&i| d[i] == 1.0)
+                        .map(|i| cpu.episode_stats(i)),
+                );
+                let actions = burn::tensor::Tensor::<2>::from_data(
+                    burn::tensor::TensorData::new(a, [n, m]),
+                    &device,
+                );
+                ten.step_tensors(actions);
+                ten.log_episodes();
+            }
+            let log = ten.take_episode_log();
+            let host: Vec<f32> = log.values.clone().try_into_vec_as().unwrap();
+            let got = log.decode(&host).unwrap();
+            assert!(expected.len() > 10, "{} episodes", expected.len());
+            assert_eq!(
+                got.len(),
+                expected.len(),
+                "{device:?}, take of {take} steps"
+            );
+            for (g, e) in got.iter().zip(&expected) {
+                let e = e.expect("a finished episode has statistics");
+                assert_eq!(g.length, e.length, "{device:?}");
+                assert!(agree(g.total_return, e.total_return, 1e-5), "{g:?} {e:?}");
+                assert!(
+                    agree(g.fees, e.fees, 1e-5 * cfg.initial_cash),
+                    "{g:?} {e:?}"
+                );
+                assert!(agree(g.reward_sum, e.reward_sum, 1e-4), "{g:?} {e:?}");
+            }
+        }
+    }
+}

@@ -3,10 +3,12 @@
 //! sell, cooldown, shared-budget buys, valuation, reward, episode end and auto-reset) and writes
 //! the next observation and the episode log's row, so a step is one launch where the tensor
 //! program of [`super::rules`] costs about 70 (on lavapipe, the bench's tiny configuration: 74
-//! launches per env step before, 2 with the kernel and the log row's copy into the log).
+//! launches per env step before, 2 with the kernel and the log row's copy into the log, 1 now).
 //!
-//! The kernel reads the packed state of [`super::state`] and writes a new one (no buffer is
-//! written in place, so a tensor read from the old state stays valid). It computes in f32
+//! The kernel reads the packed state of [`super::state`] and writes a new one (the state is not
+//! written in place, so a tensor read from the old state stays valid). The episode log is: the
+//! step's row goes straight into the log's next row, as `slice_assign` would write it (into the
+//! log's storage where only the env holds it, else into a copy). It computes in f32
 //! whatever the state's float dtype. burn reaches it through its backend extension API: the
 //! [`EnvStepOps`] trait is implemented for the unfused cubecl backend, and the
 //! `#[backend_extension]` macro derives the fused backend (a deferred custom operation in
@@ -22,9 +24,8 @@ use burn::tensor::{DType, Int, Tensor};
 use burn_cubecl::CubeBackend;
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::ops::numeric::empty_device_dtype;
+use burn_cubecl::tensor::CubeTensor;
 use cubecl::{CubeDim, calculate_cube_count_elemwise};
-
-use super::state::LOG_FIELDS;
 
 /// What one step writes: the new packed state and the step's results.
 #[derive(ExtensionType)]
@@ -40,7 +41,8 @@ pub struct StepOutput<B: Backend> {
     pub reward: FloatTensor<B>,
     /// `[N]` 1.0 where an episode ended.
     pub done: FloatTensor<B>,
-    /// `[1, LOG_FIELDS, N]` the episode log's row of this step (the `LAST_*` fields).
+    /// `[C, LOG_FIELDS, N]` the episode log, this step's row (the `LAST_*` fields) written at
+    /// `log_row`, in place where the log was held only by the caller.
     pub log: FloatTensor<B>,
 }
 
@@ -52,6 +54,8 @@ fn step_meta(
     _params: &TensorSpec,
     fstate: &TensorSpec,
     istate: &TensorSpec,
+    log: &TensorSpec,
+    _log_row: &usize,
     obs_dim: &usize,
 ) -> StepOutputMetadata {
     let n = fstate.shape[0];
@@ -62,7 +66,7 @@ fn step_meta(
         obs: row(vec![n, *obs_dim]),
         reward: row(vec![n]),
         done: row(vec![n]),
-        log: row(vec![1, LOG_FIELDS, n]),
+        log: log.clone(),
     }
 }
 
@@ -70,7 +74,8 @@ fn step_meta(
 #[backend_extension(Cube, Fusion)]
 pub trait EnvStepOps: Backend {
     /// One step of every env: `actions` `[N, M]`, `prices` `[T, M]`, `features` `[T, M·F]`,
-    /// `starts` `[N·K]`, `params` (see [`super::state::params`]), the packed state.
+    /// `starts` `[N·K]`, `params` (see [`super::state::params`]), the packed state, and the
+    /// episode log `[C, LOG_FIELDS, N]` whose row `log_row` (< C) the step's row goes to.
     #[fusion(meta = step_meta)]
     fn env_step(
         actions: FloatTensor<Self>,
@@ -80,6 +85,8 @@ pub trait EnvStepOps: Backend {
         params: &FloatTensor<Self>,
         fstate: FloatTensor<Self>,
         istate: IntTensor<Self>,
+        log: FloatTensor<Self>,
+        log_row: usize,
         obs_dim: usize,
     ) -> StepOutput<Self>;
 }
@@ -93,6 +100,8 @@ impl EnvStepOps for CubeBackend {
         params: &FloatTensor<Self>,
         fstate: FloatTensor<Self>,
         istate: IntTensor<Self>,
+        log: FloatTensor<Self>,
+        log_row: usize,
         obs_dim: usize,
     ) -> StepOutput<Self> {
         let (fdt, idt) = (fstate.dtype, istate.dtype);
@@ -107,7 +116,7 @@ impl EnvStepOps for CubeBackend {
             obs: empty(vec![n, obs_dim], fdt),
             reward: empty(vec![n], fdt),
             done: empty(vec![n], fdt),
-            log: empty(vec![1, LOG_FIELDS, n], fdt),
+            log: writable_in_place(log),
         };
         let cube_dim = CubeDim::new(&client, n);
         let cube_count = calculate_cube_count_elemwise(&client, n, cube_dim);
@@ -128,6 +137,7 @@ impl EnvStepOps for CubeBackend {
             out.reward.clone().into_tensor_arg(),
             out.done.clone().into_tensor_arg(),
             out.log.clone().into_tensor_arg(),
+            log_row as u32,
             [dtype_to_storage_type(fdt), dtype_to_storage_type(idt)],
         );
         out
@@ -135,6 +145,18 @@ impl EnvStepOps for CubeBackend {
 }
 
 /// The tensors of one kernel step, as [`super::TensorVecEnv`] holds them.
+/// `t` itself where only the caller holds it and it is contiguous (then a kernel may write
+/// into its storage, as `slice_assign` does), else a contiguous copy that nobody else holds.
+pub fn writable_in_place(t: CubeTensor) -> CubeTensor {
+    if t.is_contiguous() && t.can_mut() {
+        t
+    } else if t.is_contiguous() {
+        t.copy()
+    } else {
+        into_contiguous(t)
+    }
+}
+
 pub(crate) struct StepTensors<'a> {
     pub actions: Tensor<2>,
     pub prices: &'a Tensor<2>,
@@ -143,6 +165,9 @@ pub(crate) struct StepTensors<'a> {
     pub params: &'a Tensor<1>,
     pub fstate: Tensor<2>,
     pub istate: Tensor<2, Int>,
+    /// `[C, LOG_FIELDS, N]`, written at row `log_row`.
+    pub log: Tensor<3>,
+    pub log_row: usize,
     pub obs_dim: usize,
 }
 
@@ -173,6 +198,8 @@ pub(crate) fn step(t: StepTensors<'_>) -> StepTensorsOut {
         &t.params.clone().into_dispatch(),
         t.fstate.into_dispatch(),
         t.istate.into_dispatch(),
+        t.log.into_dispatch(),
+        t.log_row,
         t.obs_dim,
     );
     StepTensorsOut {
@@ -261,6 +288,7 @@ mod code {
         reward: &mut Tensor<F>,
         done: &mut Tensor<F>,
         log: &mut Tensor<F>,
+        log_row: u32,
         #[define(F, I)] _dtypes: [ElemType; 2],
     ) {
         let env = ABSOLUTE_POS;
@@ -479,8 +507,9 @@ mod code {
         iout[ib + END] = I::cast_from(new_end);
         iout[ib + EPISODE] = I::cast_from(new_episode);
         let n = reward.len();
+        let row = log_row as usize * LOG_FIELDS;
         for c in 0..LOG_FIELDS {
-            log[c * n + env] = fout[base + LAST_DONE + c];
+            log[(row + c) * n + env] = fout[base + LAST_DONE + c];
         }
 
         // The observation at the (new) current bar.

@@ -21,6 +21,8 @@ use tradetune_market::Dataset;
 
 #[cfg(feature = "wgpu")]
 mod kernel;
+#[cfg(feature = "wgpu")]
+pub use kernel::writable_in_place;
 mod rules;
 mod state;
 
@@ -72,8 +74,9 @@ pub struct TensorVecEnv {
     state: Packed,
     /// Whether a step is the kernel (a cubecl device without autodiff).
     kernel: bool,
-    /// `[1, LOG_FIELDS, N]` the last step's episode log row, where the kernel wrote it.
-    log_row: Option<Tensor<3>>,
+    /// Whether the last step's kernel wrote its episode-log row into the log's next row
+    /// (row `log.len`), so that [`TensorVecEnv::log_episodes`] only has to count it.
+    row_in_log: bool,
     /// Finished-episode statistics of the steps since the last [`TensorVecEnv::take_episode_log`].
     log: EpisodeLog,
 }
@@ -209,7 +212,7 @@ impl TensorVecEnv {
             },
             state,
             kernel,
-            log_row: None,
+            row_in_log: false,
             log: EpisodeLog {
                 rows: Tensor::empty([0, LOG_FIELDS, n], device),
                 len: 0,
@@ -234,7 +237,7 @@ impl TensorVecEnv {
         s.last_done = Tensor::zeros([n], d);
         let obs = self.t.observe(&s);
         self.state = s.pack(self.t.m);
-        self.log_row = None;
+        self.row_in_log = false;
         obs
     }
 
@@ -242,7 +245,17 @@ impl TensorVecEnv {
     pub fn step_tensors(&mut self, actions: Tensor<2>) -> TensorStep {
         #[cfg(feature = "wgpu")]
         if self.kernel {
+            // The kernel writes the step's log row into the log's next row, in place: make
+            // room first (a step that is not logged leaves it to be overwritten).
+            let len = self.log.len;
+            if len == self.log.rows.dims()[0] {
+                self.reserve_episode_log((2 * len).max(64));
+            }
             let t = &self.t;
+            let log = std::mem::replace(
+                &mut self.log.rows,
+                Tensor::empty([0, LOG_FIELDS, t.n], &t.device),
+            );
             let out = kernel::step(kernel::StepTensors {
                 actions,
                 prices: &t.prices,
@@ -251,6 +264,8 @@ impl TensorVecEnv {
                 params: &t.params,
                 fstate: self.state.f.clone(),
                 istate: self.state.i.clone(),
+                log,
+                log_row: len,
                 obs_dim: self.obs_dim,
             });
             self.state = Packed {
@@ -258,14 +273,15 @@ impl TensorVecEnv {
                 i: out.istate,
                 m: t.m,
             };
-            self.log_row = Some(out.log);
+            self.log.rows = out.log;
+            self.row_in_log = true;
             return TensorStep {
                 obs: out.obs,
                 reward: out.reward,
                 done: out.done,
             };
         }
-        self.log_row = None;
+        self.row_in_log = false;
         let mut s = State::unpack(&self.state);
         let out = self.t.step(&mut s, actions);
         self.state = s.pack(self.t.m);
@@ -324,18 +340,21 @@ impl TensorVecEnv {
     /// Appends the last step's finished-episode statistics to the log on the device: no read.
     pub fn log_episodes(&mut self) {
         let (n, t) = (self.t.n, self.log.len);
+        if self.row_in_log {
+            // The kernel wrote it there (and made room before).
+            self.row_in_log = false;
+            self.log.len += 1;
+            return;
+        }
         if t == self.log.rows.dims()[0] {
             self.reserve_episode_log((2 * t).max(64));
         }
-        // The kernel wrote the row; else the `LAST_*` fields, adjacent in the row's order.
-        let row = match &self.log_row {
-            Some(row) => row.clone(),
-            None => self
-                .state
-                .cols(LAST_DONE, LOG_FIELDS)
-                .swap_dims(0, 1)
-                .unsqueeze_dim::<3>(0),
-        };
+        // The `LAST_*` fields, adjacent in the row's order.
+        let row = self
+            .state
+            .cols(LAST_DONE, LOG_FIELDS)
+            .swap_dims(0, 1)
+            .unsqueeze_dim::<3>(0);
         let rows = std::mem::replace(
             &mut self.log.rows,
             Tensor::empty([0, LOG_FIELDS, n], &self.t.device),

@@ -19,8 +19,8 @@ use burn::backend::{Backend, Dispatch, ExtensionType, backend_extension};
 use burn::tensor::Tensor;
 use burn_cubecl::CubeBackend;
 use burn_cubecl::kernel::into_contiguous;
-use burn_cubecl::tensor::CubeTensor;
 use cubecl::{CubeDim, calculate_cube_count_elemwise};
+use tradetune_env::tensor::writable_in_place;
 
 use code::rollout_rows_kernel;
 
@@ -78,18 +78,6 @@ pub trait RolloutRowOps: Backend {
     ) -> RowsOutput<Self>;
 }
 
-/// `t` itself where only the caller holds it and it is contiguous (then the write goes into
-/// its storage), else a contiguous copy.
-fn writable(t: CubeTensor) -> CubeTensor {
-    if t.is_contiguous() && t.can_mut() {
-        t
-    } else if t.is_contiguous() {
-        t.copy()
-    } else {
-        into_contiguous(t)
-    }
-}
-
 impl RolloutRowOps for CubeBackend {
     fn rollout_rows(
         obs: FloatTensor<Self>,
@@ -107,11 +95,11 @@ impl RolloutRowOps for CubeBackend {
         let dtype = obs.dtype;
         let client = obs.client.clone();
         let out: RowsOutput<Self> = RowsOutput {
-            obs: writable(obs),
-            actions: writable(actions),
-            values: writable(values),
-            rewards: writable(rewards),
-            dones: writable(dones),
+            obs: writable_in_place(obs),
+            actions: writable_in_place(actions),
+            values: writable_in_place(values),
+            rewards: writable_in_place(rewards),
+            dones: writable_in_place(dones),
         };
         let elements = obs_row.meta.shape().num_elements()
             + actions_row.meta.shape().num_elements()
