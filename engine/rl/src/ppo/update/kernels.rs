@@ -17,6 +17,8 @@
 //!   its finiteness, the clip and loss-scale factor, the gate of f16's skipped steps, the loss
 //!   scale's growth and back-off, and the update's running sums, as [`super::stats`]'s
 //!   `DeviceTally` computes them in tensor operations.
+//! - [`column_sums_f32`]: a hidden layer's bias gradient in f16, summed straight into f32 by
+//!   burn's own reduction (one launch where `sum_dim` and its cast were two).
 //!
 //! No buffer is written in place: each launch writes new tensors, so a tensor read from the old
 //! state stays valid. burn reaches the kernels through its backend extension API (the unfused
@@ -25,15 +27,18 @@
 //! env step's kernel does (`tradetune_env`'s `tensor/kernel.rs`).
 #![allow(clippy::too_many_arguments)]
 
-use burn::backend::cubecl::dtype_to_storage_type;
+use burn::backend::cubecl::{dtype_to_elem_type, dtype_to_storage_type};
 use burn::backend::fusion::custom::TensorSpec;
 use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{Backend, Dispatch, ExtensionType, backend_extension};
 use burn::tensor::{DType, Int, Tensor};
 use burn_cubecl::CubeBackend;
 use burn_cubecl::kernel::into_contiguous;
+use burn_cubecl::kernel::reduce::{autotune_reduce, init_reduce_output_dtype};
 use burn_cubecl::ops::numeric::empty_device_dtype;
 use cubecl::prelude::{CubeCount, CubeDim};
+use cubek::reduce::ReduceDtypes;
+use cubek::reduce::components::instructions::ReduceOperationConfig;
 
 use super::HeadGrads;
 
@@ -133,6 +138,20 @@ fn tally_meta(
     }
 }
 
+/// What [`column_sums_f32`] writes.
+#[derive(ExtensionType)]
+#[extension_type(fusion)]
+pub struct ColumnSums<B: Backend> {
+    /// `[1, C]` f32.
+    pub sums: FloatTensor<B>,
+}
+
+fn column_sums_meta(t: &TensorSpec) -> ColumnSumsMetadata {
+    ColumnSumsMetadata {
+        sums: TensorSpec::new(vec![1, t.shape[1]].into(), DType::F32),
+    }
+}
+
 /// The minibatch's loss and its gradient, and the update's tally, as backend operations.
 #[backend_extension(Cube, Fusion)]
 pub trait PpoKernelOps: Backend {
@@ -176,6 +195,11 @@ pub trait PpoKernelOps: Backend {
         min_scale: f32,
         max_scale: f32,
     ) -> TallyOutput<Self>;
+
+    /// The column sums of `t` `[R, C]` in f32 whatever `t`'s dtype: burn's reduction with an
+    /// f32 output, where `sum_dim` then `cast` launched a cast of its own after it.
+    #[fusion(meta = column_sums_meta)]
+    fn column_sums_f32(t: FloatTensor<Self>) -> ColumnSums<Self>;
 }
 
 /// The largest power of two of units at most 256 (WebGPU's guaranteed minimum) within a
@@ -307,6 +331,29 @@ impl PpoKernelOps for CubeBackend {
         );
         out
     }
+
+    fn column_sums_f32(t: FloatTensor<Self>) -> ColumnSums<Self> {
+        // burn's `sum_dim` keeps the input's dtype (cubek's `precision` ties a sum's output to
+        // its input); the reduction itself casts on its final write, as its Arg* outputs do.
+        let client = t.client.clone();
+        let sums =
+            init_reduce_output_dtype(&t, 0, DType::F32, 1).expect("a matrix has a dimension 0");
+        let f32s = dtype_to_elem_type(DType::F32);
+        let dtypes = ReduceDtypes {
+            input: dtype_to_elem_type(t.dtype),
+            output: f32s,
+            accumulation: f32s,
+        };
+        autotune_reduce(
+            &client,
+            t,
+            sums.clone(),
+            0,
+            ReduceOperationConfig::Sum,
+            dtypes,
+        );
+        ColumnSums { sums }
+    }
 }
 
 /// The minibatch's rollout rows and heads' raw outputs for [`loss`] (inner device).
@@ -416,6 +463,14 @@ pub(super) fn tally(
         clean: Tensor::from_dispatch(out.clean),
         sums: Tensor::from_dispatch(out.sums),
     }
+}
+
+/// `[C]` the column sums of `t` `[R, C]` in f32, in one launch (see
+/// [`PpoKernelOps::column_sums_f32`]).
+pub(super) fn column_sums_f32(t: Tensor<2>) -> Tensor<1> {
+    let c = t.dims()[1];
+    let out = <Dispatch as PpoKernelOps>::column_sums_f32(t.into_dispatch());
+    Tensor::<2>::from_dispatch(out.sums).reshape([c])
 }
 
 mod code;

@@ -150,11 +150,7 @@ fn backward(
             .reshape([fan_in * fan_out]);
         let gb = match bias.take() {
             Some(b) => b,
-            None => dz
-                .clone()
-                .sum_dim(0)
-                .cast(FloatDType::F32)
-                .reshape([fan_out]),
+            None => column_sums_f32(dz.clone()),
         };
         grads.insert(layer.weight.id, gw);
         grads.insert(layer.bias.id, gb);
@@ -165,6 +161,18 @@ fn backward(
         let h = trace.inputs[l].clone();
         dz = derivative(act, dh, trace.pre[l - 1].clone(), h);
     }
+}
+
+/// `[C]` the column sums of `dz` `[B, C]` in f32 (a bias's gradient). In f16 on a cubecl device
+/// one reduction with an f32 output ([`kernels::column_sums_f32`]), where `sum_dim` and its cast
+/// back to f32 were two launches; the sum is taken in f32 either way.
+fn column_sums_f32(dz: Tensor<2>) -> Tensor<1> {
+    let c = dz.dims()[1];
+    #[cfg(feature = "wgpu")]
+    if dz.dtype() != burn::tensor::DType::F32 && tradetune_device::runs_cubecl_kernels(&dz) {
+        return kernels::column_sums_f32(dz);
+    }
+    dz.sum_dim(0).cast(FloatDType::F32).reshape([c])
 }
 
 /// `dh ⊙ act'`, the activation's derivative at the pre-activation `pre` (kept for SiLU only)
