@@ -1,7 +1,9 @@
 //! A rollout step's rows of the buffer in one CubeCL launch (issue 33): the observations,
 //! actions, values, rewards and dones of every env written into row `t` of their `[T, N, …]`
 //! tensors, where `slice_assign` launched one kernel per tensor (five a step: a quarter of a
-//! device-env step's launches on the bench's tiny configuration).
+//! device-env step's launches on the bench's tiny configuration). The same launch writes the next
+//! step's observations in the run's compute dtype, for that step's forward pass: in f16 their
+//! cast was a launch of its own every step (in f32 it is a copy the forward pass reads instead).
 //!
 //! Unlike the env and update kernels, this one writes in place, as `slice_assign` does: a
 //! buffer tensor held only by the rollout buffer (it takes each out of its field first) is
@@ -16,15 +18,16 @@ use burn::backend::cubecl::dtype_to_storage_type;
 use burn::backend::fusion::custom::TensorSpec;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, Dispatch, ExtensionType, backend_extension};
-use burn::tensor::Tensor;
+use burn::tensor::{DType, FloatDType, Tensor};
 use burn_cubecl::CubeBackend;
 use burn_cubecl::kernel::into_contiguous;
+use burn_cubecl::ops::numeric::empty_device_dtype;
 use cubecl::{CubeDim, calculate_cube_count_elemwise};
 use tradetune_env::tensor::writable_in_place;
 
 use code::rollout_rows_kernel;
 
-/// The five buffer tensors after the write.
+/// The five buffer tensors after the write, and the next observations in the compute dtype.
 #[derive(ExtensionType)]
 #[extension_type(fusion)]
 pub struct RowsOutput<B: Backend> {
@@ -33,6 +36,8 @@ pub struct RowsOutput<B: Backend> {
     pub values: FloatTensor<B>,
     pub rewards: FloatTensor<B>,
     pub dones: FloatTensor<B>,
+    /// `[N, D]` the next observations in `dtype`.
+    pub next: FloatTensor<B>,
 }
 
 fn rows_meta(
@@ -46,7 +51,9 @@ fn rows_meta(
     _values_row: &TensorSpec,
     _rewards_row: &TensorSpec,
     _dones_row: &TensorSpec,
+    next_obs: &TensorSpec,
     _t: &usize,
+    dtype: &DType,
 ) -> RowsOutputMetadata {
     RowsOutputMetadata {
         obs: obs.clone(),
@@ -54,6 +61,7 @@ fn rows_meta(
         values: values.clone(),
         rewards: rewards.clone(),
         dones: dones.clone(),
+        next: TensorSpec::new(next_obs.shape.clone(), *dtype),
     }
 }
 
@@ -61,7 +69,9 @@ fn rows_meta(
 #[backend_extension(Cube, Fusion)]
 pub trait RolloutRowOps: Backend {
     /// Writes `obs_row` `[N, D]`, `actions_row` `[N, A]` and the `[N]` rows into row `t` of
-    /// `obs` `[T, N, D]`, `actions` `[T, N, A]` and the `[T, N]` tensors (all one dtype).
+    /// `obs` `[T, N, D]`, `actions` `[T, N, A]` and the `[T, N]` tensors (all one dtype), and
+    /// `next_obs` `[N, D]` (the next step's observations) in `dtype` for the next step's
+    /// forward pass (in f16 that cast was a launch of its own every step).
     #[fusion(meta = rows_meta)]
     fn rollout_rows(
         obs: FloatTensor<Self>,
@@ -74,7 +84,9 @@ pub trait RolloutRowOps: Backend {
         values_row: &FloatTensor<Self>,
         rewards_row: &FloatTensor<Self>,
         dones_row: &FloatTensor<Self>,
+        next_obs: &FloatTensor<Self>,
         t: usize,
+        dtype: DType,
     ) -> RowsOutput<Self>;
 }
 
@@ -90,20 +102,25 @@ impl RolloutRowOps for CubeBackend {
         values_row: &FloatTensor<Self>,
         rewards_row: &FloatTensor<Self>,
         dones_row: &FloatTensor<Self>,
+        next_obs: &FloatTensor<Self>,
         t: usize,
+        dtype: DType,
     ) -> RowsOutput<Self> {
-        let dtype = obs.dtype;
-        let client = obs.client.clone();
+        let fdt = obs.dtype;
+        let (client, device) = (obs.client.clone(), obs.device.clone());
+        let next_shape = next_obs.meta.shape().clone();
         let out: RowsOutput<Self> = RowsOutput {
             obs: writable_in_place(obs),
             actions: writable_in_place(actions),
             values: writable_in_place(values),
             rewards: writable_in_place(rewards),
             dones: writable_in_place(dones),
+            next: empty_device_dtype(client.clone(), device, next_shape.clone(), dtype),
         };
         let elements = obs_row.meta.shape().num_elements()
             + actions_row.meta.shape().num_elements()
-            + 3 * values_row.meta.shape().num_elements();
+            + 3 * values_row.meta.shape().num_elements()
+            + next_shape.num_elements();
         let cube_dim = CubeDim::new(&client, elements);
         let cube_count = calculate_cube_count_elemwise(&client, elements, cube_dim);
         rollout_rows_kernel::launch(
@@ -115,63 +132,81 @@ impl RolloutRowOps for CubeBackend {
             into_contiguous(values_row.clone()).into_tensor_arg(),
             into_contiguous(rewards_row.clone()).into_tensor_arg(),
             into_contiguous(dones_row.clone()).into_tensor_arg(),
+            into_contiguous(next_obs.clone()).into_tensor_arg(),
             out.obs.clone().into_tensor_arg(),
             out.actions.clone().into_tensor_arg(),
             out.values.clone().into_tensor_arg(),
             out.rewards.clone().into_tensor_arg(),
             out.dones.clone().into_tensor_arg(),
+            out.next.clone().into_tensor_arg(),
             t as u32,
-            dtype_to_storage_type(dtype),
+            [dtype_to_storage_type(fdt), dtype_to_storage_type(dtype)],
         );
         out
     }
 }
 
-/// The buffer's tensors after writing one step's rows into row `t` (see the module docs).
+/// The buffer's five tensors (`[T, N, D]`, `[T, N, A]`, then the `[T, N]` ones).
+pub(super) struct Buffers {
+    pub obs: Tensor<3>,
+    pub actions: Tensor<3>,
+    pub values: Tensor<2>,
+    pub rewards: Tensor<2>,
+    pub dones: Tensor<2>,
+}
+
+/// One step's rows (f32, as the buffer).
+pub(super) struct Rows {
+    pub obs: Tensor<2>,
+    pub actions: Tensor<2>,
+    pub values: Tensor<1>,
+    pub rewards: Tensor<1>,
+    pub dones: Tensor<1>,
+}
+
+/// The buffer after writing one step's `rows` into row `t`, and `next` (the next step's
+/// observations) in `dtype` (see the module docs).
 pub(super) fn write_rows(
-    bufs: [Tensor<3>; 2],
-    scalars: [Tensor<2>; 3],
-    rows: [Tensor<2>; 2],
-    scalar_rows: [Tensor<1>; 3],
+    bufs: Buffers,
+    rows: Rows,
     t: usize,
-) -> ([Tensor<3>; 2], [Tensor<2>; 3]) {
-    let [obs, actions] = bufs;
-    let [values, rewards, dones] = scalars;
-    let [obs_row, actions_row] = rows;
-    let [values_row, rewards_row, dones_row] = scalar_rows;
+    next: &Tensor<2>,
+    dtype: FloatDType,
+) -> (Buffers, Tensor<2>) {
     let out = <Dispatch as RolloutRowOps>::rollout_rows(
-        obs.into_dispatch(),
-        actions.into_dispatch(),
-        values.into_dispatch(),
-        rewards.into_dispatch(),
-        dones.into_dispatch(),
-        &obs_row.into_dispatch(),
-        &actions_row.into_dispatch(),
-        &values_row.into_dispatch(),
-        &rewards_row.into_dispatch(),
-        &dones_row.into_dispatch(),
+        bufs.obs.into_dispatch(),
+        bufs.actions.into_dispatch(),
+        bufs.values.into_dispatch(),
+        bufs.rewards.into_dispatch(),
+        bufs.dones.into_dispatch(),
+        &rows.obs.into_dispatch(),
+        &rows.actions.into_dispatch(),
+        &rows.values.into_dispatch(),
+        &rows.rewards.into_dispatch(),
+        &rows.dones.into_dispatch(),
+        &next.clone().into_dispatch(),
         t,
+        dtype.into(),
     );
-    (
-        [
-            Tensor::from_dispatch(out.obs),
-            Tensor::from_dispatch(out.actions),
-        ],
-        [
-            Tensor::from_dispatch(out.values),
-            Tensor::from_dispatch(out.rewards),
-            Tensor::from_dispatch(out.dones),
-        ],
-    )
+    let bufs = Buffers {
+        obs: Tensor::from_dispatch(out.obs),
+        actions: Tensor::from_dispatch(out.actions),
+        values: Tensor::from_dispatch(out.values),
+        rewards: Tensor::from_dispatch(out.rewards),
+        dones: Tensor::from_dispatch(out.dones),
+    };
+    (bufs, Tensor::from_dispatch(out.next))
 }
 
 mod code {
     use cubecl::prelude::*;
 
-    /// One element of one row per unit: the observations', then the actions', then the values',
-    /// rewards' and dones'.
-    #[cube(launch)]
-    pub(super) fn rollout_rows_kernel<F: Float>(
+    /// Element `k` of the step's rows (the observations', then the actions', then the
+    /// values', rewards' and dones') into row `t` of its buffer tensor.
+    #[cube]
+    fn write_row<F: Float>(
+        k: usize,
+        t: usize,
         obs_row: &Tensor<F>,
         actions_row: &Tensor<F>,
         values_row: &Tensor<F>,
@@ -182,12 +217,9 @@ mod code {
         values: &mut Tensor<F>,
         rewards: &mut Tensor<F>,
         dones: &mut Tensor<F>,
-        t: u32,
-        #[define(F)] _dtype: ElemType,
     ) {
-        let t = t as usize;
         let (no, na, n) = (obs_row.len(), actions_row.len(), values_row.len());
-        let mut k = ABSOLUTE_POS;
+        let mut k = k;
         if k < no {
             obs[t * no + k] = obs_row[k];
         } else {
@@ -204,6 +236,46 @@ mod code {
                     dones[t * n + k - 2 * n] = dones_row[k - 2 * n];
                 }
             }
+        }
+    }
+
+    /// One element of one row per unit, then one of the next observations' cast.
+    #[cube(launch)]
+    pub(super) fn rollout_rows_kernel<F: Float, C: Float>(
+        obs_row: &Tensor<F>,
+        actions_row: &Tensor<F>,
+        values_row: &Tensor<F>,
+        rewards_row: &Tensor<F>,
+        dones_row: &Tensor<F>,
+        next_obs: &Tensor<F>,
+        obs: &mut Tensor<F>,
+        actions: &mut Tensor<F>,
+        values: &mut Tensor<F>,
+        rewards: &mut Tensor<F>,
+        dones: &mut Tensor<F>,
+        next: &mut Tensor<C>,
+        t: u32,
+        #[define(F, C)] _dtypes: [ElemType; 2],
+    ) {
+        let rows = obs_row.len() + actions_row.len() + 3 * values_row.len();
+        let k = ABSOLUTE_POS;
+        if k < rows {
+            write_row::<F>(
+                k,
+                t as usize,
+                obs_row,
+                actions_row,
+                values_row,
+                rewards_row,
+                dones_row,
+                obs,
+                actions,
+                values,
+                rewards,
+                dones,
+            );
+        } else if k - rows < next.len() {
+            next[k - rows] = C::cast_from(next_obs[k - rows]);
         }
     }
 }

@@ -31,6 +31,23 @@ pub struct RolloutBuffer {
     pos: usize,
 }
 
+/// One step of all envs, as a rollout writes it into the buffer.
+#[derive(Debug)]
+pub struct StepRows {
+    /// `[N, obs_dim]` the observations the actions were chosen on.
+    pub obs: Tensor<2>,
+    /// `[N, action_dim]` unclipped samples.
+    pub actions: Tensor<2>,
+    /// `[N]`, or `None` where [`RolloutBuffer::set_log_probs`] set the rollout's at once.
+    pub log_probs: Option<Tensor<1>>,
+    /// `[N]` value estimates of `obs`.
+    pub values: Tensor<1>,
+    /// `[N]` rewards.
+    pub rewards: Tensor<1>,
+    /// `[N]` 1.0 where the episode ended with that step.
+    pub dones: Tensor<1>,
+}
+
 /// The flattened `[T·N, …]` view of a full buffer, for minibatch sampling.
 #[derive(Debug, Clone)]
 pub struct Flat {
@@ -99,43 +116,61 @@ impl RolloutBuffer {
     }
 
     /// Writes one step of all envs (`log_probs` `None`: set for the whole rollout by
-    /// [`Self::set_log_probs`]).
+    /// [`Self::set_log_probs`]). With `next` (the next step's observations and the compute
+    /// dtype), returns them in that dtype where the buffer's kernel wrote them in the same
+    /// launch (a cubecl device), `None` where the caller casts them itself.
     pub fn push(
         &mut self,
-        obs: Tensor<2>,
-        actions: Tensor<2>,
-        log_probs: Option<Tensor<1>>,
-        values: Tensor<1>,
-        rewards: Tensor<1>,
-        dones: Tensor<1>,
-    ) {
+        step: StepRows,
+        next: Option<(&Tensor<2>, FloatDType)>,
+    ) -> Option<Tensor<2>> {
         assert!(self.pos < self.n_steps, "rollout buffer is full");
         let (t, n, d, a) = (self.pos, self.n_envs, self.obs_dim, self.action_dim);
         let dev = self.device.clone();
+        let StepRows {
+            obs,
+            actions,
+            log_probs,
+            values,
+            rewards,
+            dones,
+        } = step;
         if let Some(log_probs) = log_probs {
             self.log_probs = take(&mut self.log_probs, &dev)
                 .slice_assign([t..t + 1, 0..n], log_probs.unsqueeze_dim::<2>(0));
         }
         #[cfg(feature = "wgpu")]
         if tradetune_device::runs_cubecl_kernels(&self.obs) {
-            // One launch for the five rows (the buffer is f32 throughout).
+            // One launch for the five rows (the buffer is f32 throughout) and the next step's
+            // observations in the compute dtype.
             let f32s = |x: Tensor<1>| x.cast(FloatDType::F32);
-            let ([obs_buf, actions_buf], [values_buf, rewards_buf, dones_buf]) = kernel::write_rows(
-                [take(&mut self.obs, &dev), take(&mut self.actions, &dev)],
-                [
-                    take(&mut self.values, &dev),
-                    take(&mut self.rewards, &dev),
-                    take(&mut self.dones, &dev),
-                ],
-                [obs.cast(FloatDType::F32), actions.cast(FloatDType::F32)],
-                [f32s(values), f32s(rewards), f32s(dones)],
-                t,
-            );
-            (self.obs, self.actions) = (obs_buf, actions_buf);
-            (self.values, self.rewards, self.dones) = (values_buf, rewards_buf, dones_buf);
+            let bufs = kernel::Buffers {
+                obs: take(&mut self.obs, &dev),
+                actions: take(&mut self.actions, &dev),
+                values: take(&mut self.values, &dev),
+                rewards: take(&mut self.rewards, &dev),
+                dones: take(&mut self.dones, &dev),
+            };
+            let rows = kernel::Rows {
+                obs: obs.cast(FloatDType::F32),
+                actions: actions.cast(FloatDType::F32),
+                values: f32s(values),
+                rewards: f32s(rewards),
+                dones: f32s(dones),
+            };
+            // Without a next step to cast for, the kernel copies this step's observations
+            // (in f32), and the copy is dropped.
+            let (next_obs, dtype) = match next {
+                Some((x, dtype)) => (x.clone(), dtype),
+                None => (rows.obs.clone(), FloatDType::F32),
+            };
+            let (bufs, cast) = kernel::write_rows(bufs, rows, t, &next_obs, dtype);
+            (self.obs, self.actions) = (bufs.obs, bufs.actions);
+            (self.values, self.rewards, self.dones) = (bufs.values, bufs.rewards, bufs.dones);
             self.pos += 1;
-            return;
+            return next.map(|_| cast);
         }
+        let _ = next;
         let row3 = |x: Tensor<2>| x.unsqueeze_dim::<3>(0);
         let row2 = |x: Tensor<1>| x.unsqueeze_dim::<2>(0);
         self.obs = take(&mut self.obs, &dev).slice_assign([t..t + 1, 0..n, 0..d], row3(obs));
@@ -145,6 +180,7 @@ impl RolloutBuffer {
         self.rewards = take(&mut self.rewards, &dev).slice_assign([t..t + 1, 0..n], row2(rewards));
         self.dones = take(&mut self.dones, &dev).slice_assign([t..t + 1, 0..n], row2(dones));
         self.pos += 1;
+        None
     }
 
     /// `[T, N]` rewards, values and dones, for GAE.
@@ -190,12 +226,15 @@ mod tests {
                 )
             };
             buf.push(
-                v(0.0).unsqueeze_dim(1),
-                v(100.0).unsqueeze_dim(1),
-                Some(v(200.0)),
-                v(300.0),
-                v(400.0),
-                v(500.0),
+                StepRows {
+                    obs: v(0.0).unsqueeze_dim(1),
+                    actions: v(100.0).unsqueeze_dim(1),
+                    log_probs: Some(v(200.0)),
+                    values: v(300.0),
+                    rewards: v(400.0),
+                    dones: v(500.0),
+                },
+                None,
             );
         }
         assert!(buf.is_full());
@@ -211,10 +250,13 @@ mod tests {
 
     /// Fills a 3-step buffer of 4 envs with distinct values, keeping a copy of the buffer's
     /// tensors from before the second step: what it holds, and what the copy still holds.
-    fn fill(d: &Device) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
+    /// With `dtype`, each step also hands the next observations over to be cast to it: the
+    /// third result holds them, cast (by the kernel where it did, else by burn), back in f32.
+    fn fill(d: &Device, dtype: Option<FloatDType>) -> (Vec<Vec<f32>>, Vec<Vec<f32>>, Vec<f32>) {
         let (steps, n, od, ad) = (3, 4, 5, 2);
         let mut buf = RolloutBuffer::new(steps, n, od, ad, d);
         let mut before = None;
+        let mut casts = Vec::new();
         for t in 0..steps {
             let vals = |k: f32, len: usize| -> Vec<f32> {
                 (0..len).map(|i| k + 1000.0 * t as f32 + i as f32).collect()
@@ -227,7 +269,26 @@ mod tests {
                 // Held elsewhere: the write must not reach this copy.
                 before = Some(buf.flat());
             }
-            buf.push(m(0.0, od), m(100.0, ad), None, v(200.0), v(300.0), v(400.0));
+            let rows = StepRows {
+                obs: m(0.0, od),
+                actions: m(100.0, ad),
+                log_probs: None,
+                values: v(200.0),
+                rewards: v(300.0),
+                dones: v(400.0),
+            };
+            // Values f16 rounds: the cast is seen to happen.
+            let next = m(0.1, od);
+            let cast = buf.push(rows, dtype.map(|dt| (&next, dt)));
+            if let Some(dt) = dtype {
+                let x = cast.unwrap_or_else(|| next.cast(dt));
+                assert_eq!(x.dtype(), dt.into());
+                casts.extend(
+                    x.cast(FloatDType::F32)
+                        .try_into_vec_as::<f32>()
+                        .expect("a read"),
+                );
+            }
         }
         let read2 = |t: Tensor<2>| -> Vec<f32> { t.try_into_vec_as().expect("a read") };
         let read1 = |t: Tensor<1>| -> Vec<f32> { t.try_into_vec_as().expect("a read") };
@@ -241,7 +302,11 @@ mod tests {
             read2(dn),
         ];
         let b = before.expect("taken at step 1");
-        (after, vec![read2(b.obs), read2(b.actions), read1(b.values)])
+        (
+            after,
+            vec![read2(b.obs), read2(b.actions), read1(b.values)],
+            casts,
+        )
     }
 
     /// On a cubecl device the five rows go in with one kernel, in place: the buffer holds what
@@ -258,10 +323,29 @@ mod tests {
                 || tradetune_device::runs_cubecl_kernels(&Tensor::<1>::zeros([1], &device)),
             "wgpu takes the kernel path"
         );
-        let (flex, flex_before) = fill(&Device::flex());
-        let (gpu, gpu_before) = fill(&device);
+        let (flex, flex_before, _) = fill(&Device::flex(), None);
+        let (gpu, gpu_before, _) = fill(&device, None);
         assert_eq!(gpu, flex);
         assert_eq!(gpu_before, flex_before);
+        // The same in f16 with the next observations cast in the same launch.
+        let spec = tradetune_device::DeviceSpec::Wgpu(None);
+        if tradetune_device::supported_precisions(spec)
+            .is_ok_and(|p| p.contains(&tradetune_device::precision::Precision::F16))
+        {
+            let f16 = Some(FloatDType::F16);
+            let (flex16, _, flex_casts) = fill(&Device::flex(), f16);
+            let (gpu16, _, gpu_casts) = fill(&device, f16);
+            assert_eq!(gpu16, flex);
+            assert_eq!(flex16, flex);
+            assert_eq!(gpu_casts, flex_casts);
+            assert_eq!(flex_casts.len(), 3 * 4 * 5);
+            // f16 holds 1000.1 as 1000: a cast, not a copy.
+            let raw: Vec<f32> = (0..3)
+                .flat_map(|t| (0..20).map(move |i| 0.1 + 1000.0 * t as f32 + i as f32))
+                .collect();
+            assert_ne!(flex_casts, raw);
+            assert_eq!(flex_casts[20], 1000.0);
+        }
         assert_eq!(flex[0][4 * 5], 1000.0, "step 1, env 0, feature 0");
         assert!(
             flex_before[0][4 * 5..].iter().all(|&x| x == 0.0),

@@ -10,6 +10,7 @@ use rand_distr::{Distribution, StandardNormal};
 
 use super::{Inference, Trainer};
 use crate::ppo::accounting::Part;
+use crate::ppo::buffer::StepRows;
 use crate::ppo::error::PpoError;
 use crate::ppo::events::PhaseTimes;
 use crate::ppo::gae::compute_gae_device;
@@ -65,6 +66,9 @@ impl<E: RolloutEnv> Trainer<E> {
         // The weights in the compute dtype once per rollout, not once per step.
         let model = model.in_dtype(dtype);
         self.env.begin_rollout(steps);
+        // The next step's observations in the compute dtype, where the buffer's kernel cast
+        // them in its launch (f16 on a cubecl device); else a step casts them itself.
+        let mut next_x: Option<Tensor<2>> = None;
         if timed {
             self.tally.begin();
         }
@@ -101,7 +105,7 @@ impl<E: RolloutEnv> Trainer<E> {
                 Inference::Device { scaled_noise } => {
                     // The observations in the compute dtype once for both networks (the
                     // networks' own casts are then no-ops).
-                    let x = obs.clone().cast(dtype);
+                    let x = next_x.take().unwrap_or_else(|| obs.clone().cast(dtype));
                     let mean = model.action_mean(x.clone(), dtype);
                     let row = step_index..step_index + 1;
                     let noise: Tensor<2> = scaled_noise
@@ -133,9 +137,19 @@ impl<E: RolloutEnv> Trainer<E> {
                 Some(rn) => rn.normalize(step.reward, step.done.clone()),
                 None => step.reward,
             };
-            self.buffer
-                .push(obs, actions, log_prob, value, reward, step.done);
             let next = self.observe(step.obs);
+            let rows = StepRows {
+                obs,
+                actions,
+                log_probs: log_prob,
+                values: value,
+                rewards: reward,
+                dones: step.done,
+            };
+            let device_inference = matches!(inference, Inference::Device { .. });
+            next_x = self
+                .buffer
+                .push(rows, device_inference.then_some((&next, dtype)));
             self.obs = Some(next);
             if timed {
                 self.sync("sync: buffer")?;
