@@ -66,8 +66,8 @@ impl<E: RolloutEnv> Trainer<E> {
         // The weights in the compute dtype once per rollout, not once per step.
         let model = model.in_dtype(dtype);
         self.env.begin_rollout(steps);
-        // The next step's observations in the compute dtype, where the buffer's kernel cast
-        // them in its launch (f16 on a cubecl device); else a step casts them itself.
+        // The next step's observations in the compute dtype, where the buffer's kernel wrote
+        // them in its launch (a cubecl device); else a step casts them itself.
         let mut next_x: Option<Tensor<2>> = None;
         if timed {
             self.tally.begin();
