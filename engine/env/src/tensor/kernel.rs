@@ -217,6 +217,7 @@ mod code {
     use cubecl::prelude::*;
 
     use crate::cpu::SELL_ALL_WITHIN;
+    use crate::tensor::cube_io::{cur, get, put};
 
     use super::super::state::{
         BAR, END, EP_FEES, EP_REWARD, EPISODE, EQW_START, GAMMA_RETURN, I_FIELDS, LAST_DONE,
@@ -253,22 +254,6 @@ mod code {
     #[cube]
     fn param<F: Float>(params: &Tensor<F>, k: usize) -> f32 {
         f32::cast_from(params[k])
-    }
-
-    #[cube]
-    fn get<F: Float>(t: &Tensor<F>, k: usize) -> f32 {
-        f32::cast_from(t[k])
-    }
-
-    /// A value of the state being written.
-    #[cube]
-    fn cur<F: Float>(t: &mut Tensor<F>, k: usize) -> f32 {
-        f32::cast_from(t[k])
-    }
-
-    #[cube]
-    fn put<F: Float>(t: &mut Tensor<F>, k: usize, v: f32) {
-        t[k] = F::cast_from(v);
     }
 
     /// One env per thread; `fout` starts as a copy of the env's `fstate` row and is updated in

@@ -20,6 +20,8 @@ use crate::{EnvError, EpisodeStats, VecEnv};
 use tradetune_market::Dataset;
 
 #[cfg(feature = "wgpu")]
+pub mod cube_io;
+#[cfg(feature = "wgpu")]
 mod kernel;
 #[cfg(feature = "wgpu")]
 pub use kernel::writable_in_place;

@@ -2,6 +2,7 @@
 //! and the update's tally (one thread).
 
 use cubecl::prelude::*;
+use tradetune_env::tensor::cube_io::{cur, get, put};
 
 /// `ln √(2π)`, as in [`crate::ppo::model::gaussian_log_prob`].
 const LN_SQRT_2PI: f32 = 0.918_938_5;
@@ -22,21 +23,6 @@ fn cube_sum(acc: &mut Shared<[f32]>, unit: usize, #[comptime] units: usize) -> f
     let total = acc[0];
     sync_cube();
     total
-}
-
-#[cube]
-fn get<F: Float>(t: &Tensor<F>, k: usize) -> f32 {
-    f32::cast_from(t[k])
-}
-
-#[cube]
-fn cur<F: Float>(t: &mut Tensor<F>, k: usize) -> f32 {
-    f32::cast_from(t[k])
-}
-
-#[cube]
-fn put<F: Float>(t: &mut Tensor<F>, k: usize, v: f32) {
-    t[k] = F::cast_from(v);
 }
 
 /// `(a − μ)/σ` of sample `i`'s action `j`, μ the head's output `r` plus its bias (at `mb`
