@@ -19,6 +19,9 @@
 //!   `DeviceTally` computes them in tensor operations.
 //! - [`column_sums_f32`]: a hidden layer's bias gradient in f16, summed straight into f32 by
 //!   burn's own reduction (one launch where `sum_dim` and its cast were two).
+//! - [`matmul_f32`]: a weight's gradient xᵀ·∂y in f16, written straight in f32 by burn's own
+//!   (autotuned) matmul (one launch where `matmul` and its cast were two, wherever burn did not
+//!   fuse the cast into something else).
 //!
 //! No buffer is written in place: each launch writes new tensors, so a tensor read from the old
 //! state stays valid. burn reaches the kernels through its backend extension API (the unfused
@@ -34,6 +37,7 @@ use burn::backend::{Backend, Dispatch, ExtensionType, backend_extension};
 use burn::tensor::{DType, Int, Tensor};
 use burn_cubecl::CubeBackend;
 use burn_cubecl::kernel::into_contiguous;
+use burn_cubecl::kernel::matmul::{MatmulStrategy, matmul};
 use burn_cubecl::kernel::reduce::{autotune_reduce, init_reduce_output_dtype};
 use burn_cubecl::ops::numeric::empty_device_dtype;
 use cubecl::prelude::{CubeCount, CubeDim};
@@ -152,6 +156,20 @@ fn column_sums_meta(t: &TensorSpec) -> ColumnSumsMetadata {
     }
 }
 
+/// What [`matmul_f32`] writes.
+#[derive(ExtensionType)]
+#[extension_type(fusion)]
+pub struct MatmulF32<B: Backend> {
+    /// `[M, N]` f32.
+    pub out: FloatTensor<B>,
+}
+
+fn matmul_f32_meta(lhs: &TensorSpec, rhs: &TensorSpec) -> MatmulF32Metadata {
+    MatmulF32Metadata {
+        out: TensorSpec::new(vec![lhs.shape[0], rhs.shape[1]].into(), DType::F32),
+    }
+}
+
 /// The minibatch's loss and its gradient, and the update's tally, as backend operations.
 #[backend_extension(Cube, Fusion)]
 pub trait PpoKernelOps: Backend {
@@ -200,6 +218,11 @@ pub trait PpoKernelOps: Backend {
     /// f32 output, where `sum_dim` then `cast` launched a cast of its own after it.
     #[fusion(meta = column_sums_meta)]
     fn column_sums_f32(t: FloatTensor<Self>) -> ColumnSums<Self>;
+
+    /// `lhs` `[M, K]` · `rhs` `[K, N]` written in f32 whatever their dtype: burn's (autotuned)
+    /// matmul with an f32 output, where `matmul` then `cast` launched a cast after it.
+    #[fusion(meta = matmul_f32_meta)]
+    fn matmul_f32(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> MatmulF32<Self>;
 }
 
 /// The largest power of two of units at most 256 (WebGPU's guaranteed minimum) within a
@@ -354,6 +377,12 @@ impl PpoKernelOps for CubeBackend {
         );
         ColumnSums { sums }
     }
+
+    fn matmul_f32(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> MatmulF32<Self> {
+        let out = matmul(lhs, rhs, None, MatmulStrategy::default(), DType::F32)
+            .expect("a matrix product of compatible shapes");
+        MatmulF32 { out }
+    }
 }
 
 /// The minibatch's rollout rows and heads' raw outputs for [`loss`] (inner device).
@@ -471,6 +500,12 @@ pub(super) fn column_sums_f32(t: Tensor<2>) -> Tensor<1> {
     let c = t.dims()[1];
     let out = <Dispatch as PpoKernelOps>::column_sums_f32(t.into_dispatch());
     Tensor::<2>::from_dispatch(out.sums).reshape([c])
+}
+
+/// `[M, N]` `lhs` · `rhs` in f32, in one launch (see [`PpoKernelOps::matmul_f32`]).
+pub(super) fn matmul_f32(lhs: Tensor<2>, rhs: Tensor<2>) -> Tensor<2> {
+    let out = <Dispatch as PpoKernelOps>::matmul_f32(lhs.into_dispatch(), rhs.into_dispatch());
+    Tensor::from_dispatch(out.out)
 }
 
 mod code;

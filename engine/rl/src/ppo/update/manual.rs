@@ -143,11 +143,7 @@ fn backward(
     for (l, layer) in layers.iter().enumerate().rev() {
         let input = trace.inputs[l].clone();
         let [fan_in, fan_out] = layer.weight.shape().dims::<2>();
-        let gw = input
-            .transpose()
-            .matmul(dz.clone())
-            .cast(FloatDType::F32)
-            .reshape([fan_in * fan_out]);
+        let gw = matmul_f32(input.transpose(), dz.clone()).reshape([fan_in * fan_out]);
         let gb = match bias.take() {
             Some(b) => b,
             None => column_sums_f32(dz.clone()),
@@ -161,6 +157,16 @@ fn backward(
         let h = trace.inputs[l].clone();
         dz = derivative(act, dh, trace.pre[l - 1].clone(), h);
     }
+}
+
+/// `x` · `y` in f32 (a weight's gradient). In f16 on a cubecl device one matmul with an f32
+/// output ([`kernels::matmul_f32`]); elsewhere the product in the inputs' dtype, cast.
+fn matmul_f32(x: Tensor<2>, y: Tensor<2>) -> Tensor<2> {
+    #[cfg(feature = "wgpu")]
+    if y.dtype() != burn::tensor::DType::F32 && tradetune_device::runs_cubecl_kernels(&y) {
+        return kernels::matmul_f32(x, y);
+    }
+    x.matmul(y).cast(FloatDType::F32)
 }
 
 /// `[C]` the column sums of `dz` `[B, C]` in f32 (a bias's gradient). In f16 on a cubecl device
