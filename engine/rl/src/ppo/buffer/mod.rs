@@ -29,6 +29,8 @@ pub struct RolloutBuffer {
     /// `[T, N]` 1.0 where the episode ended with that step.
     dones: Tensor<2>,
     pos: usize,
+    /// Whether a step's rows go in with the buffer's kernel (a cubecl device).
+    kernel: bool,
 }
 
 /// One step of all envs, as a rollout writes it into the buffer.
@@ -76,13 +78,15 @@ impl RolloutBuffer {
         action_dim: usize,
         device: &Device,
     ) -> Self {
+        let obs = Tensor::zeros([n_steps, n_envs, obs_dim], device);
         Self {
+            kernel: cfg!(feature = "wgpu") && tradetune_device::runs_cubecl_kernels(&obs),
             n_steps,
             n_envs,
             obs_dim,
             action_dim,
             device: device.clone(),
-            obs: Tensor::zeros([n_steps, n_envs, obs_dim], device),
+            obs,
             actions: Tensor::zeros([n_steps, n_envs, action_dim], device),
             log_probs: Tensor::zeros([n_steps, n_envs], device),
             values: Tensor::zeros([n_steps, n_envs], device),
@@ -140,7 +144,7 @@ impl RolloutBuffer {
                 .slice_assign([t..t + 1, 0..n], log_probs.unsqueeze_dim::<2>(0));
         }
         #[cfg(feature = "wgpu")]
-        if tradetune_device::runs_cubecl_kernels(&self.obs) {
+        if self.kernel {
             // One launch for the five rows (the buffer is f32 throughout) and the next step's
             // observations in the compute dtype.
             let f32s = |x: Tensor<1>| x.cast(FloatDType::F32);

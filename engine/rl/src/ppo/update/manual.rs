@@ -126,7 +126,8 @@ fn affine(
 
 /// Back-propagates `d_out` (the gradient at the head's output, compute dtype) through the network
 /// whose forward pass is `trace`: each layer's `(∂W, ∂b)` (f32, flat) by parameter id into
-/// `grads`. `head_bias`, where given, is the head's bias gradient already summed.
+/// `grads`. `head_bias`, where given, is the head's bias gradient already summed. `f32_out`:
+/// the gradients come out of the matmul and the sum in f32 (our kernels run, in f16).
 #[allow(clippy::too_many_arguments)]
 fn backward(
     hidden: &[Dense],
@@ -135,6 +136,7 @@ fn backward(
     trace: Trace,
     d_out: Tensor<2>,
     head_bias: Tensor<1>,
+    f32_out: bool,
     grads: &mut HashMap<ParamId, Tensor<1>>,
 ) {
     let layers: Vec<&Dense> = hidden.iter().chain(std::iter::once(head)).collect();
@@ -143,10 +145,10 @@ fn backward(
     for (l, layer) in layers.iter().enumerate().rev() {
         let input = trace.inputs[l].clone();
         let [fan_in, fan_out] = layer.weight.shape().dims::<2>();
-        let gw = matmul_f32(input.transpose(), dz.clone()).reshape([fan_in * fan_out]);
+        let gw = matmul_f32(input.transpose(), dz.clone(), f32_out).reshape([fan_in * fan_out]);
         let gb = match bias.take() {
             Some(b) => b,
-            None => column_sums_f32(dz.clone()),
+            None => column_sums_f32(dz.clone(), f32_out),
         };
         grads.insert(layer.weight.id, gw);
         grads.insert(layer.bias.id, gb);
@@ -159,25 +161,27 @@ fn backward(
     }
 }
 
-/// `x` · `y` in f32 (a weight's gradient). In f16 on a cubecl device one matmul with an f32
-/// output ([`kernels::matmul_f32`]); elsewhere the product in the inputs' dtype, cast.
-fn matmul_f32(x: Tensor<2>, y: Tensor<2>) -> Tensor<2> {
+/// `x` · `y` in f32 (a weight's gradient). With `f32_out` (f16 on a cubecl device) one matmul
+/// with an f32 output ([`kernels::matmul_f32`]); else the product in the inputs' dtype, cast.
+fn matmul_f32(x: Tensor<2>, y: Tensor<2>, f32_out: bool) -> Tensor<2> {
     #[cfg(feature = "wgpu")]
-    if y.dtype() != burn::tensor::DType::F32 && tradetune_device::runs_cubecl_kernels(&y) {
+    if f32_out {
         return kernels::matmul_f32(x, y);
     }
+    let _ = f32_out;
     x.matmul(y).cast(FloatDType::F32)
 }
 
-/// `[C]` the column sums of `dz` `[B, C]` in f32 (a bias's gradient). In f16 on a cubecl device
-/// one reduction with an f32 output ([`kernels::column_sums_f32`]), where `sum_dim` and its cast
-/// back to f32 were two launches; the sum is taken in f32 either way.
-fn column_sums_f32(dz: Tensor<2>) -> Tensor<1> {
+/// `[C]` the column sums of `dz` `[B, C]` in f32 (a bias's gradient). With `f32_out` (f16 on a
+/// cubecl device) one reduction with an f32 output ([`kernels::column_sums_f32`]), where
+/// `sum_dim` and its cast back to f32 were two launches; the sum is taken in f32 either way.
+fn column_sums_f32(dz: Tensor<2>, f32_out: bool) -> Tensor<1> {
     let c = dz.dims()[1];
     #[cfg(feature = "wgpu")]
-    if dz.dtype() != burn::tensor::DType::F32 && tradetune_device::runs_cubecl_kernels(&dz) {
+    if f32_out {
         return kernels::column_sums_f32(dz);
     }
+    let _ = f32_out;
     dz.sum_dim(0).cast(FloatDType::F32).reshape([c])
 }
 
@@ -252,6 +256,8 @@ pub(super) fn minibatch(
     };
 
     picks.cut();
+    // Our kernels write f16's gradients in f32 (no cast launches); in f32 nothing is cast.
+    let f32_out = picks.kernels && dtype != FloatDType::F32;
     let mut grads = HashMap::new();
     backward(
         &model.pi,
@@ -260,6 +266,7 @@ pub(super) fn minibatch(
         pi_trace,
         heads.d_mean,
         heads.mean_bias,
+        f32_out,
         &mut grads,
     );
     backward(
@@ -269,6 +276,7 @@ pub(super) fn minibatch(
         vf_trace,
         heads.d_value,
         heads.value_bias,
+        f32_out,
         &mut grads,
     );
     grads.insert(model.log_std.id, heads.log_std);
