@@ -268,3 +268,79 @@ fn bench_gpu_runs_the_pytorch_peer_in_the_same_run() {
         "{out}"
     );
 }
+
+/// `tradetune bench matmul` (no timing assertion): the routines it knows, its refusals, and
+/// on wgpu one routine beside burn's autotuned matmul on every product of the tiny
+/// configuration's minibatch, each answer checked, and the minibatch's products summed.
+#[test]
+fn bench_matmul_measures_each_routine_on_the_update_products() {
+    let list = tradetune(&["bench", "matmul", "--list"]);
+    assert!(list.status.success(), "{}", text(&list.stderr));
+    let names = text(&list.stdout);
+    assert!(names.lines().any(|l| l == "matmul_naive"), "{names}");
+    assert!(names.lines().any(|l| l.contains("cmma")), "{names}");
+
+    let o = tradetune(&["bench", "matmul", "--routines", "matmul_nope"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o.stderr).contains("--routines: unknown routine 'matmul_nope'"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = tradetune(&["bench", "matmul", "--device", "cpu"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o.stderr).contains("wgpu device"),
+        "{}",
+        text(&o.stderr)
+    );
+
+    if !wgpu_here("bench_matmul on wgpu") {
+        return;
+    }
+    let dir = scratch("cli_bench_gpu", "bench_matmul");
+    let args = [
+        "bench",
+        "matmul",
+        "--configs",
+        "tiny",
+        "--precisions",
+        "f32",
+        "--routines",
+        "matmul_naive",
+        "--json",
+    ];
+    let v = json(&bench(&dir.join("cache"), &args));
+    assert!(
+        v["features"]["runtime"]
+            .as_str()
+            .unwrap()
+            .starts_with("wgpu"),
+        "{v}"
+    );
+    let sweeps = v["sweeps"].as_array().unwrap();
+    // nets [16], 7 assets: per network its hidden layer's forward and weight gradient and its
+    // head's forward, weight and input gradient; the hidden layer's are one product for both.
+    assert_eq!(sweeps.len(), 8, "{v}");
+    for s in sweeps {
+        assert!(s["autotune"]["gflops"].as_f64().unwrap() > 0.0, "{s}");
+        let routines = s["routines"].as_array().unwrap();
+        assert_eq!(routines.len(), 1, "{s}");
+        assert_eq!(routines[0]["name"], "matmul_naive");
+        assert!(routines[0]["error"].is_null(), "{s}");
+        assert!(routines[0]["rel_err"].as_f64().unwrap() < 1e-4, "{s}");
+    }
+    let m = &v["minibatches"][0];
+    assert_eq!(m["config"], "tiny");
+    let products = m["products"].as_array().unwrap();
+    let per_minibatch: u64 = products
+        .iter()
+        .map(|p| p["per_minibatch"].as_u64().unwrap())
+        .sum();
+    assert_eq!(per_minibatch, 10, "{m}");
+    let (auto, best) = (
+        m["minibatch_ms_at_autotune"].as_f64().unwrap(),
+        m["minibatch_ms_at_best"].as_f64().unwrap(),
+    );
+    assert!(best > 0.0 && best <= auto, "{m}");
+}

@@ -1,4 +1,4 @@
-//! `tradetune bench env|sampler|train|gpu|storage`: throughput of the hot paths and the sampler's quality,
+//! `tradetune bench env|sampler|train|gpu|matmul|storage`: throughput of the hot paths and the sampler's quality,
 //! printed with their configuration.
 
 use std::time::Duration;
@@ -6,6 +6,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use tradetune_engine::env::bench::EnvBenchResult;
 mod gpu;
+mod matmul;
 mod storage;
 mod train;
 
@@ -35,6 +36,36 @@ pub enum BenchCommand {
     /// probe, the device's memory pool and the GPU utilisation and memory sampled meanwhile
     /// (NVML or amdgpu); with --peer, a PyTorch peer on the same shapes in the same run.
     Gpu(GpuArgs),
+    /// Every matmul routine burn's autotune chooses among (cubek's naive, unit, gemm, vector
+    /// and cooperative-matrix routines), and the autotuned choice, on each product an update
+    /// of the configurations runs (forward, weight and input gradients, in their layouts):
+    /// GFLOP/s with products queued back to back, the first call's compile time, each answer
+    /// checked against autotune's; then what one minibatch's products take at autotune's rates
+    /// against the best routines', and what the device offers them (planes, cooperative
+    /// matrices).
+    Matmul(MatmulArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct MatmulArgs {
+    /// Device: wgpu (wgpu's default adapter) or wgpu:N (the N-th discrete GPU).
+    #[arg(long, default_value = "wgpu")]
+    pub device: String,
+    /// Configurations whose update products are measured (as `bench gpu`'s).
+    #[arg(long, value_delimiter = ',', default_value = "rtx4080,rx7900gre")]
+    pub configs: Vec<String>,
+    /// Precisions (those the device lacks are skipped with a note).
+    #[arg(long, value_delimiter = ',', default_value = "f32,f16")]
+    pub precisions: Vec<String>,
+    /// Only these routines (names as `--list` prints them); all by default.
+    #[arg(long, value_delimiter = ',')]
+    pub routines: Vec<String>,
+    /// Print the routines' names and exit.
+    #[arg(long)]
+    pub list: bool,
+    /// Print JSON (the device's features, every product's sweep, the minibatch summaries).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -163,6 +194,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Train(args) => train::bench_train(args),
         BenchCommand::Storage(args) => storage::bench_storage(args),
         BenchCommand::Gpu(args) => gpu::bench_gpu(args),
+        BenchCommand::Matmul(args) => matmul::bench_matmul(args),
     }
 }
 

@@ -173,9 +173,36 @@ fn peer_row(c: &TrainBenchConfig, precision: &str, run: &PeerRun, ours_best: Opt
     );
 }
 
+/// The `--precisions` asked for that `spec` computes in; each other one is skipped with a note
+/// on stderr (unless `quiet`), and none at all is an error.
+pub(super) fn device_precisions(
+    spec: DeviceSpec,
+    names: &[String],
+    quiet: bool,
+) -> anyhow::Result<Vec<Precision>> {
+    let mut precisions = Vec::new();
+    for p in names {
+        let p: Precision = p
+            .trim()
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!("--precisions: {e}"))?;
+        match tradetune_engine::device::check_precision(spec, p) {
+            Ok(()) => precisions.push(p),
+            Err(e) if !quiet => eprintln!("skipping {p}: {e}"),
+            Err(_) => {}
+        }
+    }
+    anyhow::ensure!(
+        !precisions.is_empty(),
+        "no precision this device supports was asked for"
+    );
+    Ok(precisions)
+}
+
 pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
-    use tradetune_engine::device::{check_precision, describe_spec};
+    use tradetune_engine::device::describe_spec;
     use tradetune_engine::env::ResolvedPlacement;
+    use tradetune_engine::ppo::bench::matmul::autotuned_rates;
     use tradetune_engine::ppo::bench::{matmul_probe, matmul_probe_shapes};
     use tradetune_engine::telemetry::{
         DRM_ROOT, GpuDiscovery, Sampler, SamplerConfig, SamplerCore, source,
@@ -196,22 +223,7 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
             )),
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let mut precisions = Vec::new();
-    for p in &args.precisions {
-        let p: Precision = p
-            .trim()
-            .parse()
-            .map_err(|e: String| anyhow::anyhow!("--precisions: {e}"))?;
-        match check_precision(spec, p) {
-            Ok(()) => precisions.push(p),
-            Err(e) if !args.json => eprintln!("skipping {p}: {e}"),
-            Err(_) => {}
-        }
-    }
-    anyhow::ensure!(
-        !precisions.is_empty(),
-        "no precision this device supports was asked for"
-    );
+    let precisions = device_precisions(spec, &args.precisions, args.json)?;
     // The peer's scripts, written out before anything is measured (a failure is told first).
     let scripts = match &args.peer {
         Some(_) => Some(peer_scripts()?),
@@ -245,12 +257,25 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
             );
         }
     }
-    // The matmul probe: square sizes, and each configuration's own update shapes.
+    // The matmul probe: square sizes, and each configuration's own update products in their
+    // layouts (on a GPU: burn's autotuned matmul, products queued back to back).
     let probe = matmul_probe(&device)?;
     let mut shape_rates = Vec::new();
     for c in &configs {
-        let rates = matmul_probe_shapes(&device, &c.update_shapes())?;
-        shape_rates.push(serde_json::json!({ "config": c.name, "shapes": rates }));
+        let cases = c.update_matmuls();
+        let rates: Vec<serde_json::Value> = if tradetune_engine::device::is_cpu(&device) {
+            let shapes: Vec<[usize; 3]> = cases.iter().map(|c| [c.m, c.k, c.n]).collect();
+            matmul_probe_shapes(&device, &shapes)?
+                .into_iter()
+                .zip(&cases)
+                .map(|((_, g), c)| serde_json::json!({ "product": c, "gflops": g }))
+                .collect()
+        } else {
+            autotuned_rates(&device, &cases, Precision::F32)?
+                .into_iter()
+                .map(|(c, g)| serde_json::json!({ "product": c, "gflops": g }))
+                .collect()
+        };
         if !args.json {
             let square: Vec<String> = probe
                 .sizes
@@ -259,15 +284,22 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
                 .collect();
             let own: Vec<String> = rates
                 .iter()
-                .map(|([m, k, n], g)| format!("{m}×{k}·{k}×{n}: {g:.0}"))
+                .zip(&cases)
+                .map(|(r, c)| {
+                    let g = r["gflops"].as_f64().unwrap_or(0.0);
+                    let digits = if g < 10.0 { 1 } else { 0 };
+                    format!("{}: {g:.digits$}", c.label())
+                })
                 .collect();
             println!(
-                "matmul probe, f32 GFLOP/s: square {}; {}'s update shapes {}",
+                "matmul probe, f32 GFLOP/s: square {}; {}'s update products {} (`tradetune bench \
+                 matmul` measures every routine on them)",
                 square.join(", "),
                 c.name,
                 own.join(", ")
             );
         }
+        shape_rates.push(serde_json::json!({ "config": c.name, "shapes": rates }));
     }
     if !args.json {
         header();

@@ -42,6 +42,9 @@ pub enum PpoError {
         #[source]
         source: Box<crate::eval::EvalError>,
     },
+    /// `bench matmul` was asked for a matmul routine cubek does not have.
+    #[error("unknown matmul routine '{name}': the routines are {known}")]
+    UnknownRoutine { name: String, known: String },
     /// Saving or loading a checkpoint failed.
     #[error("checkpoint {path}: {reason}")]
     Checkpoint { path: String, reason: String },

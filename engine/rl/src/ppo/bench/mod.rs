@@ -7,6 +7,10 @@
 use burn::tensor::Device;
 use serde::Serialize;
 
+pub mod matmul;
+#[cfg(feature = "wgpu")]
+mod routines;
+
 use crate::ppo::config::PpoConfig;
 use crate::ppo::error::PpoError;
 use crate::ppo::events::{PhaseTimes, TrainEvent};
@@ -435,15 +439,34 @@ fn best_seconds(mut once: impl FnMut() -> Result<f64, PpoError>) -> Result<f64, 
     Ok(best.max(1e-12))
 }
 
-/// GFLOP/s of f32 matmuls of the given `[m, k, n]` shapes on `device` (best of about 0.1 s
-/// each, each product read back before the next starts): the update's own shapes, whose rate
-/// can be far below the square probe's on a GPU (small `m`, one launch per product).
+/// GFLOP/s of f32 matmuls of the given `[m, k, n]` shapes on `device`: on a cubecl device, burn's
+/// autotuned matmul queued back to back ([`matmul::autotuned_rates`]: no host round-trip per
+/// product, which held an H100's 256² to 90 GFLOP/s); on the CPU, each product read back before
+/// the next starts (best of about 0.1 s each), where a read costs nothing.
 pub fn matmul_probe_shapes(
     device: &Device,
     shapes: &[[usize; 3]],
 ) -> Result<Vec<([usize; 3], f64)>, PpoError> {
     use burn::tensor::{Tensor, TensorData};
     use std::time::Instant;
+    if cfg!(feature = "wgpu") && tradetune_device::reads_are_transfers(device) {
+        let cases: Vec<matmul::MatmulCase> = shapes
+            .iter()
+            .map(|&[m, k, n]| matmul::MatmulCase {
+                m,
+                k,
+                n,
+                lhs_transposed: false,
+                rhs_transposed: false,
+                role: "probe",
+                per_minibatch: 1,
+            })
+            .collect();
+        return Ok(matmul::autotuned_rates(device, &cases, Precision::F32)?
+            .into_iter()
+            .map(|(c, gflops)| ([c.m, c.k, c.n], gflops))
+            .collect());
+    }
     let mut out = Vec::new();
     for &[m, k, n] in shapes {
         let fill = |len: usize| -> Vec<f32> {
@@ -467,9 +490,8 @@ pub fn matmul_probe_shapes(
     Ok(out)
 }
 
-/// Times f32 matmuls of a few square sizes on `device` (about 0.1 s per size), each product read
-/// back before the next starts, and reports the best rate: the peak the update's achieved
-/// GFLOP/s is held against.
+/// Times f32 matmuls of a few square sizes on `device` ([`matmul_probe_shapes`]) and reports
+/// the best rate: the peak the update's achieved GFLOP/s is held against.
 pub fn matmul_probe(device: &Device) -> Result<MatmulProbe, PpoError> {
     use std::time::Instant;
     let start = Instant::now();
