@@ -8,6 +8,7 @@ use burn::tensor::Device;
 use serde::Serialize;
 
 pub mod matmul;
+mod products;
 #[cfg(feature = "wgpu")]
 mod routines;
 

@@ -1,8 +1,8 @@
-//! burn's and cubek's matmuls launched directly on a cubecl device for [`super::matmul`]: the
+//! burn's and cubek's matmuls launched directly on a cubecl device for `super::matmul`: the
 //! routines burn's autotune tries, the autotuned choice, the operands in the update's layouts
 //! and what the device offers the routines.
 
-use super::matmul::{MatmulCase, MatmulFeatures};
+use super::products::{MatmulCase, MatmulFeatures};
 use crate::ppo::error::PpoError;
 use burn::backend::ops::FloatTensorOps;
 use burn::backend::{Backend, DispatchDevice};
