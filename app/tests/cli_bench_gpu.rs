@@ -344,3 +344,96 @@ fn bench_matmul_measures_each_routine_on_the_update_products() {
     );
     assert!(best > 0.0 && best <= auto, "{m}");
 }
+
+/// `benches/gpu/run.sh`, the one script for whoever holds a GPU, over a stand-in for the
+/// binary that logs how it is called: the machine file, the three steps in order (cold, on the
+/// warm cache, the routines) with the run's own cache and the peer passed on, and a budget
+/// that skips the steps it has no room for, as it says.
+#[test]
+fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
+    use std::os::unix::fs::PermissionsExt;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../benches/gpu/run.sh");
+    let dir = scratch("cli_bench_gpu", "gpu_script");
+    let log = dir.join("calls.log");
+    let fake = dir.join("tradetune");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\necho \"$* cache=$TRADETUNE_GPU_CACHE\" >> '{}'\n\
+             if [ \"$1\" = --version ]; then echo 'tradetune 9.9.9'; fi\n\
+             if [ \"$1\" = bench ]; then echo \"table of $2\"; echo progress >&2; fi\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    let python = dir.join("python");
+    std::fs::write(&python, "#!/bin/sh\nexit 0\n").unwrap();
+    for f in [&fake, &python] {
+        std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let run = |out: &Path, extra: &[&str]| {
+        Command::new("bash")
+            .arg(&script)
+            .args(["--tradetune", fake.to_str().unwrap(), "--out"])
+            .arg(out)
+            .args(extra)
+            .output()
+            .expect("bash runs the script")
+    };
+
+    let out = dir.join("report");
+    let o = run(&out, &["--peer", python.to_str().unwrap()]);
+    assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
+    let machine = std::fs::read_to_string(out.join("machine.txt")).unwrap();
+    assert!(machine.starts_with("date: "), "{machine}");
+    assert!(machine.contains("tradetune: tradetune 9.9.9"), "{machine}");
+    let cache = format!("cache={}", out.join("gpu-cache").display());
+    let calls: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("bench"))
+        .map(|l| l.to_string())
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            format!("bench gpu --peer {} {cache}", python.display()),
+            format!("bench gpu --configs rtx4080 --json {cache}"),
+            format!("bench matmul --configs rtx4080 {cache}"),
+        ]
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("bench-matmul.txt")).unwrap(),
+        "table of matmul\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("bench-gpu.err")).unwrap(),
+        "progress\n"
+    );
+    let steps = std::fs::read_to_string(out.join("steps.txt")).unwrap();
+    assert_eq!(steps.matches("   done in ").count(), 3, "{steps}");
+
+    // A budget under a minute has room for nothing: every step says it was skipped.
+    std::fs::remove_file(&log).unwrap();
+    let out = dir.join("short");
+    let o = run(&out, &["--budget", "30"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let steps = std::fs::read_to_string(out.join("steps.txt")).unwrap();
+    assert_eq!(
+        steps
+            .matches("skipped, under a minute of the 30s budget left")
+            .count(),
+        3,
+        "{steps}"
+    );
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert!(!calls.lines().any(|l| l.starts_with("bench")), "{calls}");
+
+    // Refusals name what is wrong.
+    let o = run(&dir.join("bad"), &["--budget", "soon"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("--budget 'soon' is not a whole number"));
+    let o = run(&dir.join("bad"), &["--peer", "/nonexistent/python"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("has no torch"));
+}

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# benches/gpu/run.sh: what a GPU owner runs once, on the card, to see where its time goes, with
+# the card, driver and date written beside every figure (issue 32: "whenever a GPU is at hand,
+# run it"). Everything lands in one folder:
+#
+#   machine.txt           the date (UTC), the card and driver (nvidia-smi, rocm-smi), `tradetune devices`
+#   bench-gpu.txt         `tradetune bench gpu` on a fresh autotune cache: cold first updates, steady
+#                         samples/s, launches, phase split, probe, GPU busy %; the PyTorch peer with --peer
+#   bench-gpu-cached.json the RTX 4080 configuration again in a second process on the cache the first
+#                         left: what the next trial of the same shapes pays before it trains
+#   bench-matmul.txt      `tradetune bench matmul --configs rtx4080`: every matmul routine on the
+#                         update's products, which one autotune picks, the card's planes and
+#                         cooperative matrices
+#   *.err                 each step's progress and errors
+#
+# Usage: benches/gpu/run.sh [--tradetune BIN] [--peer PYTHON] [--out DIR] [--budget SECONDS]
+#   --tradetune  the binary (default: `tradetune` on PATH, else target/release/tradetune)
+#   --peer       a Python with torch for the CleanRL-style peer (benches/peers/README.md)
+#   --out        the folder (default gpu-report-<UTC time>)
+#   --budget     seconds for the whole run: each step gets what is left, a step that would
+#                start with under a minute left is skipped and says so (default: no limit)
+set -uo pipefail
+
+bin=""
+peer=""
+out="gpu-report-$(date -u +%Y%m%dT%H%M%SZ)"
+budget=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --tradetune) bin="${2:?--tradetune needs a path}"; shift 2 ;;
+    --peer) peer="${2:?--peer needs a Python interpreter}"; shift 2 ;;
+    --out) out="${2:?--out needs a folder}"; shift 2 ;;
+    --budget) budget="${2:?--budget needs seconds}"; shift 2 ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+case "$budget" in
+  ''|*[!0-9]*) echo "run.sh: --budget '$budget' is not a whole number of seconds" >&2; exit 2 ;;
+esac
+if [ -z "$bin" ]; then
+  if command -v tradetune >/dev/null 2>&1; then
+    bin=$(command -v tradetune)
+  elif [ -x target/release/tradetune ]; then
+    bin=target/release/tradetune
+  else
+    echo "run.sh: no tradetune binary: pass --tradetune, put it on PATH, or build target/release/tradetune" >&2
+    exit 2
+  fi
+fi
+if ! "$bin" --version >/dev/null 2>&1; then
+  echo "run.sh: '$bin' does not run as tradetune" >&2
+  exit 2
+fi
+if [ -n "$peer" ] && ! "$peer" -c 'import torch' >/dev/null 2>&1; then
+  echo "run.sh: '$peer' has no torch (benches/peers/README.md says how to make one)" >&2
+  exit 2
+fi
+mkdir -p "$out" || exit 2
+# A fresh autotune cache of the run's own: the first bench is cold, the second finds it warm.
+export TRADETUNE_GPU_CACHE="$out/gpu-cache"
+start=$(date +%s)
+failed=0
+
+# The seconds a step may take, or nothing when the budget is spent (under a minute left).
+left() {
+  if [ "$budget" = 0 ]; then echo 86400; return; fi
+  local rest=$(( budget - ($(date +%s) - start) ))
+  if [ "$rest" -lt 60 ]; then echo ""; else echo "$rest"; fi
+}
+
+# step NAME FILE COMMAND...: runs COMMAND into FILE (stderr into FILE's .err) within the budget.
+step() {
+  local name="$1" file="$2"; shift 2
+  local limit
+  limit=$(left)
+  if [ -z "$limit" ]; then
+    echo "== $name: skipped, under a minute of the ${budget}s budget left" | tee -a "$out/steps.txt"
+    return
+  fi
+  echo "== $name ($(date -u +%H:%M:%S) UTC)" | tee -a "$out/steps.txt"
+  local t0=$(date +%s)
+  timeout "$limit" "$@" >"$out/$file" 2>"$out/${file%.*}.err"
+  local status=$?
+  local took=$(( $(date +%s) - t0 ))
+  if [ "$status" = 124 ]; then
+    echo "   stopped at the budget after ${took}s (what it printed is in $file)" | tee -a "$out/steps.txt"
+    failed=1
+  elif [ "$status" != 0 ]; then
+    echo "   failed (exit $status) after ${took}s: $(tail -n 1 "$out/${file%.*}.err")" | tee -a "$out/steps.txt"
+    failed=1
+  else
+    echo "   done in ${took}s" | tee -a "$out/steps.txt"
+  fi
+}
+
+{
+  echo "date: $(date -u '+%Y-%m-%d %H:%M:%S') UTC"
+  echo "host: $(uname -srm), $(nproc) CPUs"
+  echo "tradetune: $("$bin" --version 2>&1)"
+  if command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,clocks.max.sm \
+      --format=csv 2>&1
+  fi
+  if command -v rocm-smi >/dev/null 2>&1; then
+    rocm-smi --showproductname --showdriverversion 2>&1
+  fi
+  echo
+  "$bin" devices 2>&1
+} >"$out/machine.txt"
+cat "$out/machine.txt"
+
+peer_args=()
+if [ -n "$peer" ]; then peer_args=(--peer "$peer"); fi
+step "bench gpu, cold" bench-gpu.txt "$bin" bench gpu "${peer_args[@]}"
+step "bench gpu, rtx4080 on the warm cache" bench-gpu-cached.json \
+  "$bin" bench gpu --configs rtx4080 --json
+step "bench matmul, rtx4080" bench-matmul.txt "$bin" bench matmul --configs rtx4080
+
+echo "== $(( $(date +%s) - start ))s in all; the report is in $out/" | tee -a "$out/steps.txt"
+exit "$failed"
