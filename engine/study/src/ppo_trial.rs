@@ -270,12 +270,6 @@ impl PpoTrial {
     }
 }
 
-/// Bytes of the market data a device env uploads: prices `[T, M]` and features `[T, M·F]`
-/// in f32.
-pub fn dataset_bytes(d: &Dataset) -> u64 {
-    DataShape::of(d).device_bytes()
-}
-
 impl TrialFunction for PpoTrial {
     type Config = PpoTrialConfig;
 

@@ -33,7 +33,11 @@ pub(crate) fn cube_device(device: &Device) -> Result<CubeDevice, PpoError> {
         DispatchDevice::Cube(d) => Ok(d.clone()),
         _ => Err(PpoError::Device(
             tradetune_device::DeviceError::Unavailable {
-                name: format!("{device:?}"),
+                name: if tradetune_device::is_cpu(device) {
+                    "cpu".into()
+                } else {
+                    format!("{device:?}")
+                },
                 reason: "the matmul routines run on cubecl devices (wgpu); the CPU's products \
                      are measured by `bench train`'s probe"
                     .into(),
