@@ -330,9 +330,29 @@ fn gpu_trial(compile_s: f64, util: f64) -> VerdictInput {
             dispatches_per_env_step: Some(60.0),
             syncs_per_update: Some(1),
             n_steps: Some(256),
+            driver_shader_cache_off: None,
         }),
         ..Default::default()
     }
+}
+
+#[test]
+fn compile_time_names_a_driver_shader_cache_that_is_off() {
+    let mut input = gpu_trial(49.0, 18.0);
+    let v = verdicts(&input);
+    assert!(!v[0].message.contains("shader cache"), "{}", v[0].message);
+    if let Some(w) = &mut input.gpu_work {
+        w.driver_shader_cache_off = Some("MESA_SHADER_CACHE_DISABLE");
+    }
+    let v = verdicts(&input);
+    assert_eq!(v[0].kind, VerdictKind::CompileBound);
+    assert!(
+        v[0].message.ends_with(
+            "; the GPU driver's shader cache is off (MESA_SHADER_CACHE_DISABLE), so every process compiles every pipeline again: unset it"
+        ),
+        "{}",
+        v[0].message
+    );
 }
 
 #[test]

@@ -113,6 +113,9 @@ pub struct GpuWork {
     /// Host reads and synchronisations per update, and the rollout's steps per update.
     pub syncs_per_update: Option<u64>,
     pub n_steps: Option<usize>,
+    /// The variable that turned the GPU driver's own shader cache off, if one did
+    /// (`tradetune_device::kernels::driver_shader_cache_off`).
+    pub driver_shader_cache_off: Option<&'static str>,
 }
 
 /// Workers sharing the host's cores (CPU workers of one process share one thread pool).
@@ -211,9 +214,15 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
             say(
                 VerdictKind::CompileBound,
                 format!(
-                    "compiling kernels for these shapes took {:.1} s, {} of wall time{counted}: a new configuration pays it once — later trials of the same shapes reuse the autotune cache, and a longer trial spreads the rest",
+                    "compiling kernels for these shapes took {:.1} s, {} of wall time{counted}: a new configuration pays it once — later trials of the same shapes reuse the autotune cache, and a longer trial spreads the rest{}",
                     p.compile_s,
-                    pct(compile)
+                    pct(compile),
+                    match input.gpu_work.and_then(|w| w.driver_shader_cache_off) {
+                        Some(var) => format!(
+                            "; the GPU driver's shader cache is off ({var}), so every process compiles every pipeline again: unset it"
+                        ),
+                        None => String::new(),
+                    }
                 ),
             );
         }

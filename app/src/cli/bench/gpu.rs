@@ -251,6 +251,16 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
             ),
             None => println!("autotune cache: none (the CPU compiles nothing)"),
         }
+        if cache.is_some() {
+            match tradetune_engine::device::kernels::driver_shader_cache_off() {
+                Some(var) => println!(
+                    "driver shader cache: off ({var}): every process compiles every pipeline again"
+                ),
+                None => println!(
+                    "driver shader cache: the driver's default (a second process reuses its compiled pipelines where the driver keeps them)"
+                ),
+            }
+        }
         if cfg!(debug_assertions) {
             eprintln!(
                 "note: this is a debug build; measure with `cargo run --release -p tradetune -- bench gpu`"
@@ -362,6 +372,7 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
             "device": spec.to_string(),
             "adapter": describe_spec(spec),
             "autotune_cache": cache,
+            "driver_shader_cache_off": tradetune_engine::device::kernels::driver_shader_cache_off(),
             "probe": { "square": probe, "update_shapes": shape_rates },
             "runs": results,
             "peer": peers,

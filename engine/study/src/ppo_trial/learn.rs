@@ -129,6 +129,7 @@ pub(super) fn learn<E: RolloutEnv>(
             gpu.syncs_per_update = d.syncs_per_update.or(gpu.syncs_per_update);
         }
         gpu.n_steps = Some(cfg.ppo.n_steps);
+        gpu.driver_shader_cache_off = tradetune_device::kernels::driver_shader_cache_off();
         done.gpu = Some(gpu);
         reporter.set_gpu_work(gpu);
     }
