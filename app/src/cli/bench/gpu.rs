@@ -202,8 +202,7 @@ pub(super) fn device_precisions(
 pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
     use tradetune_engine::device::describe_spec;
     use tradetune_engine::env::ResolvedPlacement;
-    use tradetune_engine::ppo::bench::matmul::autotuned_rates;
-    use tradetune_engine::ppo::bench::{matmul_probe, matmul_probe_shapes};
+    use tradetune_engine::ppo::bench::{matmul_probe, matmul_probe_products};
     use tradetune_engine::telemetry::{
         DRM_ROOT, GpuDiscovery, Sampler, SamplerConfig, SamplerCore, source,
     };
@@ -273,19 +272,11 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
     let mut shape_rates = Vec::new();
     for c in &configs {
         let cases = c.update_matmuls();
-        let rates: Vec<serde_json::Value> = if tradetune_engine::device::is_cpu(&device) {
-            let shapes: Vec<[usize; 3]> = cases.iter().map(|c| [c.m, c.k, c.n]).collect();
-            matmul_probe_shapes(&device, &shapes)?
-                .into_iter()
-                .zip(&cases)
-                .map(|((_, g), c)| serde_json::json!({ "product": c, "gflops": g }))
-                .collect()
-        } else {
-            autotuned_rates(&device, &cases, Precision::F32)?
-                .into_iter()
-                .map(|(c, g)| serde_json::json!({ "product": c, "gflops": g }))
-                .collect()
-        };
+        let rates: Vec<serde_json::Value> = matmul_probe_products(&device, &cases)?
+            .into_iter()
+            .zip(&cases)
+            .map(|(g, c)| serde_json::json!({ "product": c, "gflops": g }))
+            .collect();
         if !args.json {
             let square: Vec<String> = probe
                 .sizes

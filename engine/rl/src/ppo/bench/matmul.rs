@@ -53,6 +53,20 @@ pub struct CaseSweep {
     pub routines: Vec<RoutineRate>,
 }
 
+impl RoutineRate {
+    /// A routine that ran `case` at `gflops`, its first call taking `first_s`.
+    fn ran(name: String, case: &MatmulCase, (gflops, first_s): (f64, f64), rel_err: f64) -> Self {
+        RoutineRate {
+            name,
+            gflops: Some(gflops),
+            ms: Some(case.flops() / gflops / 1e6),
+            first_s: Some(first_s),
+            rel_err: Some(rel_err),
+            error: None,
+        }
+    }
+}
+
 impl CaseSweep {
     /// The fastest routine that ran and gave the right answer.
     pub fn best(&self) -> Option<&RoutineRate> {
@@ -201,17 +215,9 @@ pub fn sweep(
             progress(case);
             let (lhs, rhs) = routines::operands(case, dtype, &d);
             let reference = routines::output(&lhs, &rhs, dtype);
-            let autotune = match rate(case, || routines::autotuned(&lhs, &rhs, &reference), &sync) {
-                Ok((gflops, first_s)) => RoutineRate {
-                    name: "autotune".into(),
-                    gflops: Some(gflops),
-                    ms: Some(case.flops() / gflops / 1e6),
-                    first_s: Some(first_s),
-                    rel_err: Some(0.0),
-                    error: None,
-                },
-                Err(e) => return Err(PpoError::read("the autotuned matmul", e)),
-            };
+            let measured = rate(case, || routines::autotuned(&lhs, &rhs, &reference), &sync)
+                .map_err(|e| PpoError::read("the autotuned matmul", e))?;
+            let autotune = RoutineRate::ran("autotune".into(), case, measured, 0.0);
             let expected = routines::read(reference).map_err(|e| PpoError::read("a matmul", e))?;
             let scale = expected.iter().fold(0f64, |m, v| m.max(v.abs() as f64));
             let mut routines = Vec::new();
@@ -226,34 +232,31 @@ pub fn sweep(
                     || routines::routine(&strategy, &lhs, &rhs, &out),
                     &sync,
                 );
-                let mut r = RoutineRate {
-                    name,
-                    gflops: None,
-                    ms: None,
-                    first_s: None,
-                    rel_err: None,
-                    error: None,
-                };
-                match measured {
-                    Ok((gflops, first_s)) => {
+                let r = match measured {
+                    Ok(measured) => {
                         let got = routines::read(out).map_err(|e| PpoError::read("a matmul", e))?;
                         let err = got
                             .iter()
                             .zip(&expected)
                             .fold(0f64, |m, (a, b)| m.max((a - b).abs() as f64))
                             / scale.max(1e-30);
-                        r.gflops = Some(gflops);
-                        r.ms = Some(case.flops() / gflops / 1e6);
-                        r.first_s = Some(first_s);
-                        r.rel_err = Some(err);
+                        let mut r = RoutineRate::ran(name, case, measured, err);
                         if err.is_nan() || err > tolerance(precision) {
                             r.error = Some(format!(
                                 "wrong result: off by {err:.2e} of the product's largest value"
                             ));
                         }
+                        r
                     }
-                    Err(e) => r.error = Some(e),
-                }
+                    Err(e) => RoutineRate {
+                        name,
+                        gflops: None,
+                        ms: None,
+                        first_s: None,
+                        rel_err: None,
+                        error: Some(e),
+                    },
+                };
                 routines.push(r);
             }
             sweeps.push(CaseSweep {

@@ -440,69 +440,65 @@ fn best_seconds(mut once: impl FnMut() -> Result<f64, PpoError>) -> Result<f64, 
     Ok(best.max(1e-12))
 }
 
-/// GFLOP/s of f32 matmuls of the given `[m, k, n]` shapes on `device`: on a cubecl device, burn's
+/// GFLOP/s of f32 matmuls of `cases` on `device`, each in its layout: on a cubecl device, burn's
 /// autotuned matmul queued back to back ([`matmul::autotuned_rates`]: no host round-trip per
 /// product, which held an H100's 256² to 90 GFLOP/s); on the CPU, each product read back before
 /// the next starts (best of about 0.1 s each), where a read costs nothing.
-pub fn matmul_probe_shapes(
+pub fn matmul_probe_products(
     device: &Device,
-    shapes: &[[usize; 3]],
-) -> Result<Vec<([usize; 3], f64)>, PpoError> {
+    cases: &[matmul::MatmulCase],
+) -> Result<Vec<f64>, PpoError> {
     use burn::tensor::{Tensor, TensorData};
     use std::time::Instant;
     if cfg!(feature = "wgpu") && tradetune_device::reads_are_transfers(device) {
-        let cases: Vec<matmul::MatmulCase> = shapes
-            .iter()
-            .map(|&[m, k, n]| matmul::MatmulCase {
-                m,
-                k,
-                n,
-                lhs_transposed: false,
-                rhs_transposed: false,
-                role: "probe",
-                per_minibatch: 1,
-            })
-            .collect();
-        return Ok(matmul::autotuned_rates(device, &cases, Precision::F32)?
-            .into_iter()
-            .map(|(c, gflops)| ([c.m, c.k, c.n], gflops))
-            .collect());
+        let rates = matmul::autotuned_rates(device, cases, Precision::F32)?;
+        return Ok(rates.into_iter().map(|(_, gflops)| gflops).collect());
     }
     let mut out = Vec::new();
-    for &[m, k, n] in shapes {
-        let fill = |len: usize| -> Vec<f32> {
-            (0..len).map(|i| ((i % 97) as f32 - 48.0) / 97.0).collect()
+    for c in cases {
+        // A `[rows, cols]` side, or the transpose of a row-major `[cols, rows]` one.
+        let side = |rows: usize, cols: usize, transposed: bool| {
+            let fill = (0..rows * cols)
+                .map(|i| ((i % 97) as f32 - 48.0) / 97.0)
+                .collect();
+            match transposed {
+                true => {
+                    Tensor::<2>::from_data(TensorData::new(fill, [cols, rows]), device).transpose()
+                }
+                false => Tensor::<2>::from_data(TensorData::new(fill, [rows, cols]), device),
+            }
         };
-        let a = Tensor::<2>::from_data(TensorData::new(fill(m * k), [m, k]), device);
-        let b = Tensor::<2>::from_data(TensorData::new(fill(k * n), [k, n]), device);
+        let a = side(c.m, c.k, c.lhs_transposed);
+        let b = side(c.k, c.n, c.rhs_transposed);
         let once = || -> Result<f64, PpoError> {
             let t = Instant::now();
-            let c = a.clone().matmul(b.clone());
+            let product = a.clone().matmul(b.clone());
             // Reading one element back waits for the product.
-            let _: Vec<f32> = c
+            let _: Vec<f32> = product
                 .slice([0..1, 0..1])
                 .try_into_vec_as()
                 .map_err(|e| PpoError::read("matmul probe", e))?;
             Ok(t.elapsed().as_secs_f64())
         };
-        let flops = 2.0 * (m * k * n) as f64;
-        out.push(([m, k, n], flops / best_seconds(once)? / 1e9));
+        out.push(c.flops() / best_seconds(once)? / 1e9);
     }
     Ok(out)
 }
 
-/// Times f32 matmuls of a few square sizes on `device` ([`matmul_probe_shapes`]) and reports
-/// the best rate: the peak the update's achieved GFLOP/s is held against.
+/// Times f32 matmuls of a few square sizes on `device` ([`matmul_probe_products`]) and
+/// reports the best rate: the peak the update's achieved GFLOP/s is held against.
 pub fn matmul_probe(device: &Device) -> Result<MatmulProbe, PpoError> {
     use std::time::Instant;
     let start = Instant::now();
-    let sizes: Vec<(usize, f64)> = matmul_probe_shapes(
-        device,
-        &[[256, 256, 256], [512, 512, 512], [1024, 1024, 1024]],
-    )?
-    .into_iter()
-    .map(|([n, ..], rate)| (n, rate))
-    .collect();
+    let square = [256, 512, 1024];
+    let cases: Vec<_> = square
+        .iter()
+        .map(|&n| matmul::MatmulCase::plain(n, n, n))
+        .collect();
+    let sizes: Vec<(usize, f64)> = square
+        .into_iter()
+        .zip(matmul_probe_products(device, &cases)?)
+        .collect();
     let mut host_sizes = Vec::new();
     if tradetune_device::is_cpu(device) {
         for n in [256usize, 512, 1024] {

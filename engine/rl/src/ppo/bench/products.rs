@@ -23,6 +23,19 @@ pub struct MatmulCase {
 }
 
 impl MatmulCase {
+    /// `[m, k] · [k, n]`, both sides row-major (a probe's product).
+    pub fn plain(m: usize, k: usize, n: usize) -> Self {
+        MatmulCase {
+            m,
+            k,
+            n,
+            lhs_transposed: false,
+            rhs_transposed: false,
+            role: "probe",
+            per_minibatch: 1,
+        }
+    }
+
     /// `m×k·k×n`, with `ᵀ` on a transposed side.
     pub fn label(&self) -> String {
         let t = |on: bool| if on { "ᵀ" } else { "" };
