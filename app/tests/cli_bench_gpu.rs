@@ -39,6 +39,10 @@ const MAX_DISPATCHES_PER_MINIBATCH: f64 = 24.0;
 /// before).
 const MAX_DISPATCHES_PER_BUFFER_STEP: f64 = 1.0;
 
+/// The matmul probe's square sizes in these tests: 1024² (the default's largest) is most of a
+/// cold run's time on a software adapter, autotuned and timed for nothing these tests check.
+const PROBE_SIZES: &str = "64,128,256";
+
 /// The binary with the autotune cache in `cache`.
 fn bench(cache: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tradetune"))
@@ -69,6 +73,8 @@ fn bench_gpu_runs_each_placement_and_precision() {
             device,
             "--configs",
             "tiny",
+            "--probe-sizes",
+            PROBE_SIZES,
             "--json",
         ],
     ));
@@ -137,7 +143,13 @@ fn bench_gpu_runs_each_placement_and_precision() {
         ]
     );
     // The probe: square sizes and the configuration's own update shapes.
-    assert_eq!(v["probe"]["square"]["sizes"].as_array().unwrap().len(), 3);
+    let sizes: Vec<u64> = v["probe"]["square"]["sizes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s[0].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes, [64, 128, 256], "{v}");
     assert!(
         !v["probe"]["update_shapes"][0]["shapes"]
             .as_array()
@@ -169,6 +181,8 @@ fn bench_gpu_runs_each_placement_and_precision() {
                 "host",
                 "--precisions",
                 "f32",
+                "--probe-sizes",
+                PROBE_SIZES,
                 "--json",
             ],
         ));
@@ -188,10 +202,18 @@ fn bench_gpu_runs_each_placement_and_precision() {
         );
     }
 
-    // A configuration it does not know is refused by name.
+    // A configuration it does not know is refused by name, and so is a probe size out of range.
     let o = tradetune(&["bench", "gpu", "--device", device, "--configs", "huge"]);
     assert!(!o.status.success());
     assert!(text(&o.stderr).contains("unknown configuration 'huge'"));
+    for (sizes, says) in [
+        ("8", "--probe-sizes: 8 is outside 16..=8192"),
+        ("256,9000", "--probe-sizes: 9000 is outside 16..=8192"),
+    ] {
+        let o = tradetune(&["bench", "gpu", "--device", device, "--probe-sizes", sizes]);
+        assert!(!o.status.success());
+        assert!(text(&o.stderr).contains(says), "{}", text(&o.stderr));
+    }
 }
 
 /// A peer that logs its arguments to `args.log` beside it and prints a fixed result of the GPU

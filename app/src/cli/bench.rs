@@ -95,6 +95,10 @@ pub struct GpuArgs {
     /// The peer's torch device (default cuda; `cpu` where torch has no GPU).
     #[arg(long, default_value = "cuda")]
     pub peer_device: String,
+    /// The matmul probe's square sizes: n×n by n×n products in f32, whose best rate is the
+    /// peak the update's GFLOP/s is held against (smaller sizes probe faster on a slow device).
+    #[arg(long, value_delimiter = ',', default_value = "256,512,1024")]
+    pub probe_sizes: Vec<usize>,
     /// Print JSON (an object: the device, the matmul probe, the runs and the peer's runs)
     /// instead of a table.
     #[arg(long)]
@@ -118,6 +122,10 @@ pub struct TrainArgs {
     /// tiny_rollout).
     #[arg(long)]
     pub updates: Option<usize>,
+    /// The matmul probe's square sizes: n×n by n×n products in f32, whose best rate is the
+    /// peak the update's GFLOP/s is held against (smaller sizes probe faster on a slow device).
+    #[arg(long, value_delimiter = ',', default_value = "256,512,1024")]
+    pub probe_sizes: Vec<usize>,
     /// Runs of each configuration (each side), reported as min/median/max.
     #[arg(long, default_value_t = 3)]
     pub repeat: usize,
@@ -388,4 +396,14 @@ fn stderr_tail(out: &std::process::Output, n: usize) -> String {
 /// The last non-empty line of a peer's output: its JSON result.
 fn last_line(stdout: &str) -> Option<&str> {
     stdout.lines().rev().find(|l| !l.trim().is_empty())
+}
+
+/// `--probe-sizes` checked: at least one size, each from 16 to 8192 (a 8192² product is a
+/// terabyte-scale second on a fast card, and a minute's wait on a slow one).
+fn probe_sizes(sizes: &[usize]) -> anyhow::Result<&[usize]> {
+    anyhow::ensure!(!sizes.is_empty(), "--probe-sizes: give at least one size");
+    if let Some(n) = sizes.iter().find(|n| !(16..=8192).contains(*n)) {
+        anyhow::bail!("--probe-sizes: {n} is outside 16..=8192");
+    }
+    Ok(sizes)
 }

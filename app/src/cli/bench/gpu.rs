@@ -207,6 +207,7 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
         DRM_ROOT, GpuDiscovery, Sampler, SamplerConfig, SamplerCore, source,
     };
     anyhow::ensure!(args.updates != Some(0), "--updates must be at least 1");
+    let probe_sizes = super::probe_sizes(&args.probe_sizes)?;
     let spec: DeviceSpec = args.device.parse()?;
     let device = open(spec)?;
     let configs = TrainBenchConfig::all_named(&args.configs)
@@ -268,7 +269,7 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
     }
     // The matmul probe: square sizes, and each configuration's own update products in their
     // layouts (on a GPU: burn's autotuned matmul, products queued back to back).
-    let probe = matmul_probe(&device)?;
+    let probe = matmul_probe(&device, probe_sizes)?;
     let mut shape_rates = Vec::new();
     for c in &configs {
         let cases = c.update_matmuls();

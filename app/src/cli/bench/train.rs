@@ -200,6 +200,7 @@ pub(super) fn bench_train(args: TrainArgs) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("--configs: {e}"))?;
     anyhow::ensure!(args.updates != Some(0), "--updates must be at least 1");
     anyhow::ensure!(args.repeat > 0, "--repeat must be at least 1");
+    let probe_sizes = super::probe_sizes(&args.probe_sizes)?;
     anyhow::ensure!(
         args.peer_threads != Some(0),
         "--peer-threads must be at least 1"
@@ -225,7 +226,7 @@ pub(super) fn bench_train(args: TrainArgs) -> anyhow::Result<()> {
         "release build"
     };
     let load_before = load_average();
-    let probe = matmul_probe(&device)?;
+    let probe = matmul_probe(&device, probe_sizes)?;
     if !args.json {
         if cfg!(debug_assertions) {
             eprintln!(

@@ -485,23 +485,27 @@ pub fn matmul_probe_products(
     Ok(out)
 }
 
-/// Times f32 matmuls of a few square sizes on `device` ([`matmul_probe_products`]) and
-/// reports the best rate: the peak the update's achieved GFLOP/s is held against.
-pub fn matmul_probe(device: &Device) -> Result<MatmulProbe, PpoError> {
+/// The probe's square sizes unless told otherwise.
+pub const PROBE_SIZES: [usize; 3] = [256, 512, 1024];
+
+/// Times f32 matmuls of the square sizes `square` ([`PROBE_SIZES`] by default) on `device`
+/// ([`matmul_probe_products`]) and reports the best rate: the peak the update's achieved
+/// GFLOP/s is held against.
+pub fn matmul_probe(device: &Device, square: &[usize]) -> Result<MatmulProbe, PpoError> {
     use std::time::Instant;
     let start = Instant::now();
-    let square = [256, 512, 1024];
     let cases: Vec<_> = square
         .iter()
         .map(|&n| matmul::MatmulCase::plain(n, n, n))
         .collect();
     let sizes: Vec<(usize, f64)> = square
-        .into_iter()
+        .iter()
+        .copied()
         .zip(matmul_probe_products(device, &cases)?)
         .collect();
     let mut host_sizes = Vec::new();
     if tradetune_device::is_cpu(device) {
-        for n in [256usize, 512, 1024] {
+        for &n in square {
             let a: Vec<f32> = (0..n * n)
                 .map(|i| ((i % 97) as f32 - 48.0) / 97.0)
                 .collect();
@@ -585,7 +589,7 @@ mod tests {
 
     #[test]
     fn the_matmul_probe_measures_a_positive_rate() {
-        let p = matmul_probe(&Device::flex()).unwrap();
+        let p = matmul_probe(&Device::flex(), &PROBE_SIZES).unwrap();
         assert_eq!(p.sizes.len(), 3);
         // The CPU device also times the host update's kernels; the peak is the best of all.
         assert_eq!(p.host_sizes.len(), 3);
