@@ -5,7 +5,8 @@
 #
 #   machine.txt           the date (UTC), the card and driver (nvidia-smi, rocm-smi), `tradetune devices`
 #   bench-gpu.txt         `tradetune bench gpu` on a fresh autotune cache: cold first updates, steady
-#                         samples/s, launches, phase split, probe, GPU busy %; the PyTorch peer with --peer
+#                         samples/s, launches, phase split, the probe (256², 1024², 4096²), GPU busy %;
+#                         the PyTorch peer with --peer
 #   bench-gpu-cached.json the RTX 4080 configuration again in a second process on the cache the first
 #                         left: what the next trial of the same shapes pays before it trains
 #   bench-matmul.txt      `tradetune bench matmul --configs rtx4080`: every matmul routine on the
@@ -112,9 +113,12 @@ cat "$out/machine.txt"
 
 peer_args=()
 if [ -n "$peer" ]; then peer_args=(--peer "$peer"); fi
-step "bench gpu, cold" bench-gpu.txt "$bin" bench gpu "${peer_args[@]}"
+# A card's f32 peak needs products larger than the default probe's 1024² (the H100's 1024² ran at
+# 4,740 GFLOP/s of about 60,000): the update's GFLOP/s is held against the best of these.
+probe=(--probe-sizes 256,1024,4096)
+step "bench gpu, cold" bench-gpu.txt "$bin" bench gpu "${probe[@]}" "${peer_args[@]}"
 step "bench gpu, rtx4080 on the warm cache" bench-gpu-cached.json \
-  "$bin" bench gpu --configs rtx4080 --json
+  "$bin" bench gpu --configs rtx4080 "${probe[@]}" --json
 step "bench matmul, rtx4080" bench-matmul.txt "$bin" bench matmul --configs rtx4080
 
 echo "== $(( $(date +%s) - start ))s in all; the report is in $out/" | tee -a "$out/steps.txt"
