@@ -398,8 +398,8 @@ fn last_line(stdout: &str) -> Option<&str> {
     stdout.lines().rev().find(|l| !l.trim().is_empty())
 }
 
-/// `--probe-sizes` checked: at least one size, each from 16 to 8192 (a 8192² product is a
-/// terabyte-scale second on a fast card, and a minute's wait on a slow one).
+/// `--probe-sizes` checked: at least one size, each from 16 to 8192 (an 8192² product is 1.1
+/// TFLOP: milliseconds on a card, minutes of autotune on a software adapter).
 fn probe_sizes(sizes: &[usize]) -> anyhow::Result<&[usize]> {
     anyhow::ensure!(!sizes.is_empty(), "--probe-sizes: give at least one size");
     if let Some(n) = sizes.iter().find(|n| !(16..=8192).contains(*n)) {

@@ -485,7 +485,8 @@ pub fn matmul_probe_products(
     Ok(out)
 }
 
-/// The probe's square sizes unless told otherwise.
+/// The probe's square sizes unless told otherwise (the default of `bench gpu`'s and `bench
+/// train`'s `--probe-sizes`).
 pub const PROBE_SIZES: [usize; 3] = [256, 512, 1024];
 
 /// Times f32 matmuls of the square sizes `square` ([`PROBE_SIZES`] by default) on `device`
