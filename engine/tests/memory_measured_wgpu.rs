@@ -113,8 +113,10 @@ fn cases() -> Vec<(&'static str, PpoConfig, usize)> {
 
 /// Set in a child process of this test: the index of the one case it measures.
 const CASE_VAR: &str = "TRADETUNE_MEMORY_WGPU_CASE";
-/// The line a child prints its figures on: `<prefix> <grown bytes> <estimated bytes>`.
-const RESULT_PREFIX: &str = "memory-wgpu-case-result";
+/// What a child's lines start with: its figures, `<FIGURES> <grown bytes> <estimated bytes>`, and
+/// each line of its report, `<REPORT> <line>` (libtest may have printed `test NAME ... ` first).
+const FIGURES: &str = "memory-wgpu-case-figures";
+const REPORT: &str = "memory-wgpu-case-report";
 const TEST_NAME: &str = "memory_measured_wgpu::estimate_bounds_the_wgpu_pool_peak";
 
 /// Measures case `index` on this process's own wgpu device and prints the figures.
@@ -126,15 +128,17 @@ fn child(index: &str) {
     let started = std::time::Instant::now();
     let (grown, estimate) = measure(&device, cfg, n_envs);
     let est = estimate.total();
-    // On a line of its own: libtest has printed `test NAME ... ` without a line break.
-    println!(
-        "\n{name}, {n_envs} envs: pool grew {:.2} MiB, estimate {:.2} MiB (×{:.2}) ({:.1} s)\n{estimate}",
+    let report = format!(
+        "{name}, {n_envs} envs: pool grew {:.2} MiB, estimate {:.2} MiB (×{:.2}) ({:.1} s)\n{estimate}",
         grown as f64 / 1048576.0,
         est as f64 / 1048576.0,
         est as f64 / grown.max(1) as f64,
         started.elapsed().as_secs_f64(),
     );
-    println!("{RESULT_PREFIX} {grown} {est}");
+    for line in report.lines() {
+        println!("{REPORT} {line}");
+    }
+    println!("{FIGURES} {grown} {est}");
 }
 
 /// Each case runs in a process of its own (this test binary again, [`CASE_VAR`] naming the
@@ -176,9 +180,14 @@ fn estimate_bounds_the_wgpu_pool_peak() {
             "{name}: the child failed:\n{stdout}\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let figures = stdout
-            .lines()
-            .find_map(|l| l.strip_prefix(RESULT_PREFIX))
+        let tagged = |tag: &'static str| {
+            stdout.lines().filter_map(move |l| {
+                l.split_once(tag)
+                    .map(|(_, rest)| rest.strip_prefix(' ').unwrap_or(rest))
+            })
+        };
+        let figures = tagged(FIGURES)
+            .next()
             .unwrap_or_else(|| panic!("{name}: no figures from the child:\n{stdout}"));
         let [grown, est]: [u64; 2] = figures
             .split_whitespace()
@@ -186,16 +195,9 @@ fn estimate_bounds_the_wgpu_pool_peak() {
             .collect::<Vec<_>>()
             .try_into()
             .expect("two figures");
-        // The child's report, without its figures line and libtest's own lines.
-        for line in stdout.lines() {
-            let libtest = ["running ", "test ", "successes:", "failures:"];
-            if !matches!(line.trim(), "" | "ok")
-                && !line.starts_with(RESULT_PREFIX)
-                && !libtest.iter().any(|p| line.starts_with(p))
-            {
-                report.push_str(line);
-                report.push('\n');
-            }
+        for line in tagged(REPORT) {
+            report.push_str(line);
+            report.push('\n');
         }
         checks.push((name, grown, est, est as f64 / grown.max(1) as f64));
     }
