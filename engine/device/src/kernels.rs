@@ -14,6 +14,11 @@
 //! - **autotune runs**: every operation cubecl benchmarks to choose a kernel (one "Fastest
 //!   result" line of its autotune log at the minimal level).
 //!
+//! Of the launches, the **layout copies** are also counted on their own: cubecl's kernels
+//! that make a strided (transposed) tensor contiguous (`cubecl_std::tensor::contiguous`),
+//! which some matmul routines need before they run. Whether a step has any depends on the
+//! routines the autotune cache picked, not on the code that asked for the product.
+//!
 //! `TRADETUNE_TRACE_LAUNCHES=1` also writes each launch's kernel name to stderr (`launch
 //! <name>`), in launch order: what a step's count is made of.
 //!
@@ -46,6 +51,9 @@ pub struct KernelCounts {
     pub compiled: u64,
     /// Operations autotuned (benchmarked to choose among candidate kernels).
     pub autotune_runs: u64,
+    /// Of the launches, those that made a strided tensor contiguous ([`is_layout_copy`]).
+    #[serde(default)]
+    pub layout_copies: u64,
 }
 
 impl KernelCounts {
@@ -55,6 +63,7 @@ impl KernelCounts {
             dispatches: self.dispatches.saturating_sub(earlier.dispatches),
             compiled: self.compiled.saturating_sub(earlier.compiled),
             autotune_runs: self.autotune_runs.saturating_sub(earlier.autotune_runs),
+            layout_copies: self.layout_copies.saturating_sub(earlier.layout_copies),
         }
     }
 
@@ -67,6 +76,7 @@ impl KernelCounts {
 static DISPATCHES: AtomicU64 = AtomicU64::new(0);
 static COMPILED: AtomicU64 = AtomicU64::new(0);
 static AUTOTUNED: AtomicU64 = AtomicU64::new(0);
+static LAYOUT_COPIES: AtomicU64 = AtomicU64::new(0);
 /// Whether compilations and autotune runs are being counted (the logger installed).
 static COUNTING_COMPILES: AtomicBool = AtomicBool::new(false);
 /// Whether launches are being counted (the observer installed).
@@ -78,7 +88,16 @@ pub fn counts() -> KernelCounts {
         dispatches: DISPATCHES.load(Ordering::Relaxed),
         compiled: COMPILED.load(Ordering::Relaxed),
         autotune_runs: AUTOTUNED.load(Ordering::Relaxed),
+        layout_copies: LAYOUT_COPIES.load(Ordering::Relaxed),
     }
+}
+
+/// Whether the kernel named `kernel` (as cubecl's launch observer names it: the kernel type's
+/// path) makes a strided tensor contiguous: `cubecl_std::tensor::contiguous::base::copy_kernel::
+/// CopyKernel` and its packing variants, the copies a matmul routine that needs contiguous
+/// operands launches before it runs.
+pub fn is_layout_copy(kernel: &str) -> bool {
+    kernel.starts_with("cubecl_std::tensor::contiguous::")
 }
 
 /// Whether [`counts`] sees compilations and autotune runs (a GPU device was opened in this
@@ -213,7 +232,9 @@ mod runtime {
     use cubecl_runtime::config::{CubeClRuntimeConfig, RuntimeConfig};
     use cubecl_runtime::logging::{LaunchObservation, LaunchObserver};
 
-    use super::{AUTOTUNED, COMPILED, COUNTING_COMPILES, COUNTING_DISPATCHES, DISPATCHES};
+    use super::{
+        AUTOTUNED, COMPILED, COUNTING_COMPILES, COUNTING_DISPATCHES, DISPATCHES, LAYOUT_COPIES,
+    };
 
     const COMPILATION_TARGET: &str = "cubecl::compilation";
     const AUTOTUNE_TARGET: &str = "cubecl::autotune";
@@ -229,6 +250,9 @@ mod runtime {
                 eprintln!("launch {kernel}");
             }
             DISPATCHES.fetch_add(1, Ordering::Relaxed);
+            if super::is_layout_copy(kernel) {
+                LAYOUT_COPIES.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 
@@ -367,15 +391,39 @@ mod tests {
             dispatches: 10,
             compiled: 3,
             autotune_runs: 1,
+            layout_copies: 4,
         };
         let b = KernelCounts {
             dispatches: 25,
             compiled: 3,
             autotune_runs: 2,
+            layout_copies: 6,
         };
         let d = b.since(&a);
-        assert_eq!((d.dispatches, d.compiled, d.autotune_runs), (15, 0, 1));
+        assert_eq!(
+            (d.dispatches, d.compiled, d.autotune_runs, d.layout_copies),
+            (15, 0, 1, 2)
+        );
         assert!(d.compiled_anything());
         assert_eq!(a.since(&b), KernelCounts::default());
+    }
+
+    #[test]
+    fn layout_copies_are_cubecls_contiguous_kernels_only() {
+        // Names as the launch observer gave them (TRADETUNE_TRACE_LAUNCHES=1, bench matmul on
+        // lavapipe, 2026-11-28).
+        for copy in [
+            "cubecl_std::tensor::contiguous::base::copy_kernel::CopyKernel",
+            "cubecl_std::tensor::contiguous::base::copy_kernel_pack::CopyKernelPack",
+        ] {
+            assert!(is_layout_copy(copy), "{copy}");
+        }
+        for other in [
+            "burn_cubecl::kernel::unary_numeric::unary_numeric::UnaryNumeric<burn_cubecl::tensor::base::CubeTensor::copy::Copy>",
+            "cubek_matmul::multi_level::components::batch::naive::matmul::matmul_entry::MatmulEntry<cubek_matmul::multi_level::args::TensorArgs>",
+            "cubecl_std::throughput::runners::launch_overhead::launch_overhead::LaunchOverhead",
+        ] {
+            assert!(!is_layout_copy(other), "{other}");
+        }
     }
 }

@@ -65,6 +65,19 @@ fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or("-".into(), |v| format!("{v:.digits$}"))
 }
 
+/// A step's launches, `own+copies` where some were layout copies (see [`COPIES_NOTE`]).
+fn launches(total: Option<f64>, copies: Option<f64>, digits: usize) -> String {
+    match (total, copies) {
+        (Some(t), Some(c)) if c > 0.0 => format!("{:.digits$}+{c:.digits$}", t - c),
+        _ => opt(total, digits),
+    }
+}
+
+/// Printed under the table when a row's launches include layout copies.
+const COPIES_NOTE: &str = "d/pol, d/mb as a+b: the step's own launches + layout copies (contiguous \
+     copies of a transposed operand that the matmul routines this autotune cache picked launch \
+     first; TRADETUNE_TRACE_LAUNCHES=1 names every launch)";
+
 fn header() {
     println!(
         "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} | {:>7} {:>7} {:>9} {:>9} {:>7} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>4} {:>4} {:>4} {:>4} {:>4} | {:>8} | gpus (util %, mem MiB)",
@@ -128,9 +141,13 @@ fn row(c: &TrainBenchConfig, r: &TrainBenchResult, seen: &[GpuSeen]) {
         r.kernels_compiled.map_or("-".into(), |k| k.to_string()),
         r.autotune_runs.map_or("-".into(), |k| k.to_string()),
         opt(r.dispatches_per_env_step, 1),
-        opt(r.dispatches_per_policy_step, 1),
+        launches(
+            r.dispatches_per_policy_step,
+            r.layout_copies_per_policy_step,
+            1
+        ),
         opt(r.dispatches_per_buffer_step, 1),
-        opt(r.dispatches_per_minibatch, 0),
+        launches(r.dispatches_per_minibatch, r.layout_copies_per_minibatch, 0),
         r.syncs_per_update.map_or("-".into(), |k| k.to_string()),
         pct(p.env_step),
         pct(p.inference),
@@ -308,6 +325,7 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
     }
     let mut results = Vec::new();
     let mut peers = Vec::new();
+    let mut copies_seen = false;
     for cfg in &configs {
         let mut best: Option<f64> = None;
         for &precision in &precisions {
@@ -328,6 +346,8 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
                 if !args.json {
                     row(&c, &r, &seen);
                 }
+                copies_seen |= r.layout_copies_per_policy_step.unwrap_or(0.0) > 0.0
+                    || r.layout_copies_per_minibatch.unwrap_or(0.0) > 0.0;
                 results.push(serde_json::json!({ "result": r, "gpus": seen }));
             }
         }
@@ -359,6 +379,9 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
         }
     }
     drop(sampler);
+    if copies_seen && !args.json {
+        println!("{COPIES_NOTE}");
+    }
     if args.json {
         let out = serde_json::json!({
             "device": spec.to_string(),

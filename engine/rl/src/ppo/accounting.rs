@@ -37,6 +37,13 @@ pub struct DispatchProfile {
     /// `update / minibatches`: one minibatch's forward, loss, backward, clip and optimiser
     /// step, with the update's once-per-update work spread over them.
     pub per_minibatch: f64,
+    /// Of `per_policy_step`, the layout copies ([`kernels::is_layout_copy`]): launched by the
+    /// matmul routines the autotune cache picked, not asked for by the policy step.
+    #[serde(default)]
+    pub copies_per_policy_step: f64,
+    /// Of `per_minibatch`, the layout copies.
+    #[serde(default)]
+    pub copies_per_minibatch: f64,
     /// Host reads and explicit synchronisations of an untimed update (the timed one adds a
     /// synchronisation per phase of each step to time it), when one has run.
     pub syncs_per_update: Option<u64>,
@@ -52,24 +59,28 @@ pub(crate) enum Part {
     Update,
 }
 
-/// Launch counts of the timed update in progress.
+/// Launch counts of the timed update in progress, and of them the layout copies.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Tally {
-    last: u64,
+    last: KernelCounts,
     counts: [u64; 5],
+    copies: [u64; 5],
 }
 
 impl Tally {
     /// Starts counting from now (after the synchronisation that ends what came before).
     pub(crate) fn begin(&mut self) {
-        self.last = kernels::counts().dispatches;
+        self.last = kernels::counts();
         self.counts = [0; 5];
+        self.copies = [0; 5];
     }
 
     /// Charges the launches since the last mark to `part` (call after its synchronisation).
     pub(crate) fn charge(&mut self, part: Part) {
-        let now = kernels::counts().dispatches;
-        self.counts[part as usize] += now.saturating_sub(self.last);
+        let now = kernels::counts();
+        let delta = now.since(&self.last);
+        self.counts[part as usize] += delta.dispatches;
+        self.copies[part as usize] += delta.layout_copies;
         self.last = now;
     }
 
@@ -77,6 +88,7 @@ impl Tally {
     pub(crate) fn profile(&self, steps: usize, minibatches: usize) -> DispatchProfile {
         let per_step = |p: Part| self.counts[p as usize] as f64 / steps.max(1) as f64;
         let update = self.counts[Part::Update as usize];
+        let minibatches_f = minibatches.max(1) as f64;
         DispatchProfile {
             per_env_step: per_step(Part::EnvStep),
             per_policy_step: per_step(Part::Inference),
@@ -84,7 +96,10 @@ impl Tally {
             advantages: self.counts[Part::Advantages as usize],
             update,
             minibatches,
-            per_minibatch: update as f64 / minibatches.max(1) as f64,
+            per_minibatch: update as f64 / minibatches_f,
+            copies_per_policy_step: self.copies[Part::Inference as usize] as f64
+                / steps.max(1) as f64,
+            copies_per_minibatch: self.copies[Part::Update as usize] as f64 / minibatches_f,
             syncs_per_update: None,
         }
     }
@@ -242,6 +257,7 @@ mod tests {
             compiled: 181,
             autotune_runs: 51,
             dispatches: 900,
+            layout_copies: 0,
         });
         w.end(vec![progress(1, cold)], 10.0, &cold, compiled, &mut |e| {
             out.push(e)
@@ -304,10 +320,15 @@ mod tests {
     #[test]
     fn a_tally_charges_launches_to_parts_per_step_and_minibatch() {
         let t = Tally {
-            last: 0,
+            last: KernelCounts::default(),
             counts: [40, 80, 8, 30, 120],
+            copies: [8, 0, 0, 0, 36],
         };
         let p = t.profile(8, 12);
+        assert_eq!(
+            (p.copies_per_policy_step, p.copies_per_minibatch),
+            (1.0, 3.0)
+        );
         assert_eq!(p.per_policy_step, 5.0);
         assert_eq!(p.per_env_step, 10.0);
         assert_eq!(p.per_buffer_step, 1.0);

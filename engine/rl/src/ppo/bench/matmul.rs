@@ -324,6 +324,16 @@ mod tests {
             }
             assert!(s.best().is_some());
         }
+        // The naive routine reads its operands contiguous: a transposed one is copied first,
+        // and the launch counters tell that copy from the product (issue 33's launch caps).
+        if tradetune_device::kernels::counting_dispatches() {
+            let before = tradetune_device::kernels::counts();
+            let naive = ["matmul_naive".to_owned()];
+            sweep(&device, &cases[1..], Precision::F32, &naive, &mut |_| ()).unwrap();
+            let d = tradetune_device::kernels::counts().since(&before);
+            assert!(d.layout_copies >= 1, "{d:?}");
+            assert!(d.layout_copies < d.dispatches, "{d:?}");
+        }
         let f = matmul_features(&device).unwrap();
         assert!(f.runtime.starts_with("wgpu"), "{f:?}");
         assert!(f.max_units_per_cube >= 64);

@@ -301,6 +301,12 @@ pub struct TrainBenchResult {
     pub dispatches_per_buffer_step: Option<f64>,
     /// Kernel launches per minibatch of the update.
     pub dispatches_per_minibatch: Option<f64>,
+    /// Of `dispatches_per_policy_step`, the layout copies: contiguous copies of a transposed
+    /// operand that the matmul routines the autotune cache picked launch first
+    /// ([`tradetune_device::kernels::is_layout_copy`]).
+    pub layout_copies_per_policy_step: Option<f64>,
+    /// Of `dispatches_per_minibatch`, the layout copies.
+    pub layout_copies_per_minibatch: Option<f64>,
     /// Host reads and synchronisations per (untimed) update.
     pub syncs_per_update: Option<u64>,
     /// The launches of a steady, timed update by part.
@@ -396,6 +402,12 @@ fn measure<E: RolloutEnv>(
         dispatches_per_policy_step: profile.filter(|_| dispatching).map(|p| p.per_policy_step),
         dispatches_per_buffer_step: profile.filter(|_| dispatching).map(|p| p.per_buffer_step),
         dispatches_per_minibatch: profile.filter(|_| dispatching).map(|p| p.per_minibatch),
+        layout_copies_per_policy_step: profile
+            .filter(|_| dispatching)
+            .map(|p| p.copies_per_policy_step),
+        layout_copies_per_minibatch: profile
+            .filter(|_| dispatching)
+            .map(|p| p.copies_per_minibatch),
         syncs_per_update: profile.and_then(|p| p.syncs_per_update),
         dispatch_profile: profile.filter(|_| dispatching),
         update_flops,
