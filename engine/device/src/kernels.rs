@@ -20,7 +20,9 @@
 //! routines the autotune cache picked, not on the code that asked for the product.
 //!
 //! `TRADETUNE_TRACE_LAUNCHES=1` also writes each launch's kernel name to stderr (`launch
-//! <name>`), in launch order: what a step's count is made of.
+//! <name>`), in launch order: what a step's count is made of; and each compilation and
+//! autotuned operation as cubecl logs it (`compiled <line>`, `autotuned <line>`): what a new
+//! configuration's compile time is made of.
 //!
 //! The counts are the whole process's (workers that share a process share them): read them
 //! before and after the work to attribute, as [`KernelCounts::since`] does. Logging lines are
@@ -257,8 +259,11 @@ mod runtime {
     }
 
     /// Counts cubecl's compilation and autotune lines; everything else is dropped (TradeTune
-    /// installs no other logger).
-    struct Lines;
+    /// installs no other logger). With `trace`, also writes each counted line to stderr
+    /// (`compiled <line>`, `autotuned <line>`), among the launches.
+    struct Lines {
+        trace: std::sync::atomic::AtomicBool,
+    }
 
     impl log::Log for Lines {
         fn enabled(&self, metadata: &log::Metadata) -> bool {
@@ -269,6 +274,9 @@ mod runtime {
             match record.target() {
                 COMPILATION_TARGET => {
                     COMPILED.fetch_add(1, Ordering::Relaxed);
+                    if self.trace.load(Ordering::Relaxed) {
+                        eprintln!("compiled {}", record.args());
+                    }
                 }
                 AUTOTUNE_TARGET => {
                     // One line per autotuned operation at the minimal level; the full level
@@ -276,6 +284,9 @@ mod runtime {
                     let line = record.args().to_string();
                     if line.starts_with("Fastest result") {
                         AUTOTUNED.fetch_add(1, Ordering::Relaxed);
+                        if self.trace.load(Ordering::Relaxed) {
+                            eprintln!("autotuned {line}");
+                        }
                     }
                 }
                 _ => {}
@@ -285,7 +296,9 @@ mod runtime {
         fn flush(&self) {}
     }
 
-    static LINES: Lines = Lines;
+    static LINES: Lines = Lines {
+        trace: std::sync::atomic::AtomicBool::new(false),
+    };
     static OBSERVATION: std::sync::OnceLock<LaunchObservation> = std::sync::OnceLock::new();
 
     pub(super) fn configure(setting: &super::CacheSetting) {
@@ -335,6 +348,7 @@ mod runtime {
             COUNTING_COMPILES.store(true, Ordering::Relaxed);
         }
         let trace = std::env::var_os("TRADETUNE_TRACE_LAUNCHES").is_some_and(|v| v != "0");
+        LINES.trace.store(trace, Ordering::Relaxed);
         OBSERVATION.get_or_init(|| LaunchObservation::new(Arc::new(Launches { trace })));
         COUNTING_DISPATCHES.store(true, Ordering::Relaxed);
     }
