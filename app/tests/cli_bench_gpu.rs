@@ -143,6 +143,30 @@ fn bench_gpu_runs_each_placement_and_precision() {
                 "{r}"
             );
             assert!(minibatch_copies <= LAYOUT_COPIES_PER_MINIBATCH, "{r}");
+            // An update of its own timed each kernel on the device: as many kernels per part as
+            // the profile's launches (steady updates launch the same), all of them measured,
+            // and the device busy for no longer than their sum.
+            let profile = &res["dispatch_profile"];
+            let kt = &profile["kernel_time"];
+            let part = |k: &str| &kt[k];
+            let mut kernels = 0;
+            let mut sum_s = 0.0;
+            for k in ["env_step", "inference", "buffer", "advantages", "update"] {
+                assert_eq!(part(k)["unmeasured"], 0, "{k}: {kt}");
+                kernels += part(k)["kernels"].as_u64().unwrap();
+                sum_s += part(k)["sum_s"].as_f64().unwrap();
+            }
+            assert_eq!(part("update")["kernels"], profile["update"], "{kt}");
+            assert_eq!(part("advantages")["kernels"], profile["advantages"], "{kt}");
+            assert!(kernels > 0 && sum_s > 0.0, "{kt}");
+            let busy = kt["busy_s"].as_f64().unwrap();
+            assert!(busy > 0.0 && busy <= sum_s + 1e-6, "{kt}");
+            let busy_pct = d("kernel_busy_pct");
+            assert!(busy_pct > 0.0, "{r}");
+            eprintln!(
+                "{placement} {precision}: the device ran its kernels {busy_pct:.0} % of a steady \
+                 update ({kernels} kernels, {busy:.4} s)"
+            );
             let syncs = res["syncs_per_update"].as_u64().unwrap();
             if placement == "device" {
                 assert!(env > 0.0 && env <= MAX_DISPATCHES_PER_ENV_STEP, "{r}");
@@ -154,6 +178,7 @@ fn bench_gpu_runs_each_placement_and_precision() {
             }
         } else {
             assert!(res["kernels_compiled"].is_null(), "{r}");
+            assert!(res["kernel_busy_pct"].is_null(), "{r}");
         }
         seen.push((placement, precision));
     }

@@ -223,7 +223,7 @@ pub fn configure(adapter: &str, driver: &str) -> &'static CacheSetting {
 }
 
 #[cfg(feature = "wgpu")]
-mod runtime {
+pub(crate) mod runtime {
     use std::sync::Arc;
     use std::sync::atomic::Ordering;
 
@@ -241,20 +241,27 @@ mod runtime {
     const COMPILATION_TARGET: &str = "cubecl::compilation";
     const AUTOTUNE_TARGET: &str = "cubecl::autotune";
 
-    /// Counts launches; with `trace`, also names each on stderr.
-    struct Launches {
-        trace: bool,
+    /// Whether launches, compilations and autotune runs are named on stderr.
+    static TRACE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+    /// Counts a launch of `kernel` (and names it on stderr when tracing): what every observer
+    /// TradeTune installs does first (`crate::kernel_timing`'s too).
+    pub(crate) fn note_launch(kernel: &'static str) {
+        if TRACE.load(Ordering::Relaxed) {
+            eprintln!("launch {kernel}");
+        }
+        DISPATCHES.fetch_add(1, Ordering::Relaxed);
+        if super::is_layout_copy(kernel) {
+            LAYOUT_COPIES.fetch_add(1, Ordering::Relaxed);
+        }
     }
+
+    /// Counts launches.
+    struct Launches;
 
     impl LaunchObserver for Launches {
         fn launched(&self, kernel: &'static str) {
-            if self.trace {
-                eprintln!("launch {kernel}");
-            }
-            DISPATCHES.fetch_add(1, Ordering::Relaxed);
-            if super::is_layout_copy(kernel) {
-                LAYOUT_COPIES.fetch_add(1, Ordering::Relaxed);
-            }
+            note_launch(kernel);
         }
     }
 
@@ -349,7 +356,8 @@ mod runtime {
         }
         let trace = std::env::var_os("TRADETUNE_TRACE_LAUNCHES").is_some_and(|v| v != "0");
         LINES.trace.store(trace, Ordering::Relaxed);
-        OBSERVATION.get_or_init(|| LaunchObservation::new(Arc::new(Launches { trace })));
+        TRACE.store(trace, Ordering::Relaxed);
+        OBSERVATION.get_or_init(|| LaunchObservation::new(Arc::new(Launches)));
         COUNTING_DISPATCHES.store(true, Ordering::Relaxed);
     }
 }

@@ -80,7 +80,7 @@ const COPIES_NOTE: &str = "d/pol, d/mb as a+b: the step's own launches + layout 
 
 fn header() {
     println!(
-        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} | {:>7} {:>7} {:>9} {:>9} {:>7} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>4} {:>4} {:>4} {:>4} {:>4} | {:>8} | gpus (util %, mem MiB)",
+        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} | {:>7} {:>7} {:>9} {:>9} {:>7} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>4} {:>4} {:>4} {:>4} {:>4} | {:>5} | {:>8} | gpus (util %, mem MiB)",
         "config",
         "envs",
         "steps",
@@ -105,6 +105,7 @@ fn header() {
         "buf%",
         "gae%",
         "upd%",
+        "krn%",
         "pool MiB",
     );
 }
@@ -125,7 +126,7 @@ fn row(c: &TrainBenchConfig, r: &TrainBenchResult, seen: &[GpuSeen]) {
         })
         .collect();
     println!(
-        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} | {:>7.1} {:>7.1} {:>9.0} {:>9.0} {:>7.1} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>4.0} {:>4.0} {:>4.0} {:>4.0} {:>4.0} | {:>8} | {}",
+        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} | {:>7.1} {:>7.1} {:>9.0} {:>9.0} {:>7.1} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>4.0} {:>4.0} {:>4.0} {:>4.0} {:>4.0} | {:>5} | {:>8} | {}",
         c.name,
         c.n_envs,
         c.n_steps,
@@ -154,6 +155,7 @@ fn row(c: &TrainBenchConfig, r: &TrainBenchResult, seen: &[GpuSeen]) {
         pct(p.buffer),
         pct(p.advantages),
         pct(p.update),
+        opt(r.kernel_busy_pct, 0),
         r.pool_reserved_bytes
             .map_or("-".into(), |b| format!("{:.0}", b as f64 / 1048576.0)),
         if gpus.is_empty() {

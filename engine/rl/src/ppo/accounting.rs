@@ -17,6 +17,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::ppo::events::{PhaseTimes, TrainEvent};
+use tradetune_device::kernel_timing::{KernelTime, KernelTimer};
 use tradetune_device::kernels::{self, KernelCounts};
 
 /// Kernel launches and host round-trips of one update, by part.
@@ -47,6 +48,40 @@ pub struct DispatchProfile {
     /// Host reads and explicit synchronisations of an untimed update (the timed one adds a
     /// synchronisation per phase of each step to time it), when one has run.
     pub syncs_per_update: Option<u64>,
+    /// The device's own time for the kernels of each part, where the update was timed kernel
+    /// by kernel ([`Tally::time_kernels`]).
+    #[serde(default)]
+    pub kernel_time: Option<KernelTimeProfile>,
+}
+
+/// How long the device ran the kernels of one update, by part (see
+/// [`tradetune_device::kernel_timing`]).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct KernelTimeProfile {
+    pub env_step: KernelTime,
+    pub inference: KernelTime,
+    pub buffer: KernelTime,
+    pub advantages: KernelTime,
+    pub update: KernelTime,
+    /// Seconds the device was busy with the update's kernels (the union of their intervals).
+    pub busy_s: f64,
+}
+
+impl KernelTimeProfile {
+    /// All the update's kernels.
+    pub fn total(&self) -> KernelTime {
+        let mut t = KernelTime::default();
+        for part in [
+            &self.env_step,
+            &self.inference,
+            &self.buffer,
+            &self.advantages,
+            &self.update,
+        ] {
+            t.add(part);
+        }
+        t
+    }
 }
 
 /// The parts a timed update's launches are charged to.
@@ -59,12 +94,18 @@ pub(crate) enum Part {
     Update,
 }
 
-/// Launch counts of the timed update in progress, and of them the layout copies.
-#[derive(Debug, Clone, Default)]
+/// Launch counts of the timed update in progress, and of them the layout copies; with
+/// [`Tally::time_kernels`], the device's time for them.
+#[derive(Debug, Default)]
 pub(crate) struct Tally {
     last: KernelCounts,
     counts: [u64; 5],
     copies: [u64; 5],
+    /// Whether the next timed updates time each kernel on the device (a benchmark's choice:
+    /// it costs a round trip to the device's server per launch).
+    pub(crate) time_kernels: bool,
+    timer: Option<KernelTimer>,
+    kernel: [KernelTime; 5],
 }
 
 impl Tally {
@@ -73,6 +114,12 @@ impl Tally {
         self.last = kernels::counts();
         self.counts = [0; 5];
         self.copies = [0; 5];
+        self.kernel = [KernelTime::default(); 5];
+        // A timer left by an update that stopped half way stops first.
+        self.timer = None;
+        if self.time_kernels {
+            self.timer = KernelTimer::start();
+        }
     }
 
     /// Charges the launches since the last mark to `part` (call after its synchronisation).
@@ -82,10 +129,25 @@ impl Tally {
         self.counts[part as usize] += delta.dispatches;
         self.copies[part as usize] += delta.layout_copies;
         self.last = now;
+        if let Some(timer) = &mut self.timer {
+            self.kernel[part as usize].add(&timer.take());
+        }
     }
 
-    /// The profile of a timed update of `steps` steps that ran `minibatches` minibatches.
-    pub(crate) fn profile(&self, steps: usize, minibatches: usize) -> DispatchProfile {
+    /// The profile of a timed update of `steps` steps that ran `minibatches` minibatches (the
+    /// kernel timer, if one ran, stops).
+    pub(crate) fn profile(&mut self, steps: usize, minibatches: usize) -> DispatchProfile {
+        let kernel_time = self.timer.take().map(|timer| {
+            let k = |p: Part| self.kernel[p as usize];
+            KernelTimeProfile {
+                env_step: k(Part::EnvStep),
+                inference: k(Part::Inference),
+                buffer: k(Part::Buffer),
+                advantages: k(Part::Advantages),
+                update: k(Part::Update),
+                busy_s: timer.busy_s(),
+            }
+        });
         let per_step = |p: Part| self.counts[p as usize] as f64 / steps.max(1) as f64;
         let update = self.counts[Part::Update as usize];
         let minibatches_f = minibatches.max(1) as f64;
@@ -101,6 +163,7 @@ impl Tally {
                 / steps.max(1) as f64,
             copies_per_minibatch: self.copies[Part::Update as usize] as f64 / minibatches_f,
             syncs_per_update: None,
+            kernel_time,
         }
     }
 }
@@ -319,10 +382,11 @@ mod tests {
 
     #[test]
     fn a_tally_charges_launches_to_parts_per_step_and_minibatch() {
-        let t = Tally {
+        let mut t = Tally {
             last: KernelCounts::default(),
             counts: [40, 80, 8, 30, 120],
             copies: [8, 0, 0, 0, 36],
+            ..Tally::default()
         };
         let p = t.profile(8, 12);
         assert_eq!(
@@ -334,5 +398,6 @@ mod tests {
         assert_eq!(p.per_buffer_step, 1.0);
         assert_eq!(p.advantages, 30);
         assert_eq!((p.update, p.minibatches, p.per_minibatch), (120, 12, 10.0));
+        assert!(p.kernel_time.is_none(), "no kernel timer ran");
     }
 }

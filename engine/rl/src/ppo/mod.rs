@@ -27,7 +27,7 @@ pub mod sanity_env;
 pub mod trainer;
 pub mod update;
 
-pub use accounting::DispatchProfile;
+pub use accounting::{DispatchProfile, KernelTimeProfile};
 pub use config::{LrSchedule, PpoConfig};
 pub use error::PpoError;
 pub use events::{EpisodeSummary, PhaseTimes, TrainEvent};

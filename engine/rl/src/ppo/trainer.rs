@@ -216,6 +216,14 @@ impl<E: RolloutEnv> Trainer<E> {
         self.phase_every = every.max(1);
     }
 
+    /// Whether the timed updates also time each kernel on the device (its timestamps), so the
+    /// [`DispatchProfile`] says how long the device itself ran each part
+    /// ([`tradetune_device::kernel_timing`]). For a benchmark: it costs a round trip to the
+    /// device's server per launch, and it times every launch of the process.
+    pub fn set_kernel_timing(&mut self, on: bool) {
+        self.tally.time_kernels = on;
+    }
+
     /// Launches and round-trips of the last timed update, by part, once one has run.
     pub fn dispatch_profile(&self) -> Option<DispatchProfile> {
         self.dispatches

@@ -309,6 +309,10 @@ pub struct TrainBenchResult {
     pub layout_copies_per_minibatch: Option<f64>,
     /// Host reads and synchronisations per (untimed) update.
     pub syncs_per_update: Option<u64>,
+    /// The device's busy time with an update's kernels (timed kernel by kernel in an update
+    /// of its own) against a steady update's wall time, in percent: what a GPU's utilisation
+    /// gauge would show for this run alone, from the device's own clock where it has one.
+    pub kernel_busy_pct: Option<f64>,
     /// The launches of a steady, timed update by part.
     pub dispatch_profile: Option<crate::ppo::DispatchProfile>,
     /// FLOPs of the measured updates' matmuls ([`TrainBenchConfig::update_flops`] × updates).
@@ -365,6 +369,16 @@ fn measure<E: RolloutEnv>(
     // the launches of each part.
     trainer.learn(per_update, &mut |_| {})?;
     let profile = trainer.dispatch_profile();
+    // One more timed update with every kernel timed on the device: how long the device itself
+    // ran each part (on its own: the timing costs the host a round trip per launch).
+    let kernel_time = if tradetune_device::is_cpu(device) {
+        None
+    } else {
+        trainer.set_kernel_timing(true);
+        trainer.learn(per_update, &mut |_| {})?;
+        trainer.set_kernel_timing(false);
+        trainer.dispatch_profile().and_then(|p| p.kernel_time)
+    };
     // The measured updates, untimed: the steady rate, split as the timed one was.
     trainer.set_phase_sampling(usize::MAX);
     let mut phases = PhaseTimes::default();
@@ -375,6 +389,7 @@ fn measure<E: RolloutEnv>(
     })?;
     let profile = profile.map(|mut p| {
         p.syncs_per_update = report.dispatches.and_then(|d| d.syncs_per_update);
+        p.kernel_time = kernel_time;
         p
     });
     let seconds = report.elapsed_s;
@@ -409,6 +424,7 @@ fn measure<E: RolloutEnv>(
             .filter(|_| dispatching)
             .map(|p| p.copies_per_minibatch),
         syncs_per_update: profile.and_then(|p| p.syncs_per_update),
+        kernel_busy_pct: kernel_time.map(|k| 100.0 * k.busy_s / steady_update_s.max(1e-9)),
         dispatch_profile: profile.filter(|_| dispatching),
         update_flops,
         update_gflops_per_second: update_flops / phases.update.max(1e-9) / 1e9,
