@@ -78,9 +78,15 @@ const COPIES_NOTE: &str = "d/pol, d/mb as a+b: the step's own launches + layout 
      copies of a transposed operand that the matmul routines this autotune cache picked launch \
      first; TRADETUNE_TRACE_LAUNCHES=1 names every launch)";
 
+/// Printed under the table when the kernels were timed on the device.
+const KERNEL_NOTE: &str = "krn%: the device busy with this run's kernels, in % of a steady \
+     update (each kernel timed on the device's clock in an update of its own); idle/l: the \
+     device's idle time per kernel launched, in µs (the host's cost per launch: building, \
+     submitting, synchronising)";
+
 fn header() {
     println!(
-        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} | {:>7} {:>7} {:>9} {:>9} {:>7} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>4} {:>4} {:>4} {:>4} {:>4} | {:>5} | {:>8} | gpus (util %, mem MiB)",
+        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} | {:>7} {:>7} {:>9} {:>9} {:>7} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>4} {:>4} {:>4} {:>4} {:>4} | {:>5} {:>6} | {:>8} | gpus (util %, mem MiB)",
         "config",
         "envs",
         "steps",
@@ -106,6 +112,7 @@ fn header() {
         "gae%",
         "upd%",
         "krn%",
+        "idle/l",
         "pool MiB",
     );
 }
@@ -126,7 +133,7 @@ fn row(c: &TrainBenchConfig, r: &TrainBenchResult, seen: &[GpuSeen]) {
         })
         .collect();
     println!(
-        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} | {:>7.1} {:>7.1} {:>9.0} {:>9.0} {:>7.1} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>4.0} {:>4.0} {:>4.0} {:>4.0} {:>4.0} | {:>5} | {:>8} | {}",
+        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} | {:>7.1} {:>7.1} {:>9.0} {:>9.0} {:>7.1} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>4.0} {:>4.0} {:>4.0} {:>4.0} {:>4.0} | {:>5} {:>6} | {:>8} | {}",
         c.name,
         c.n_envs,
         c.n_steps,
@@ -156,6 +163,7 @@ fn row(c: &TrainBenchConfig, r: &TrainBenchResult, seen: &[GpuSeen]) {
         pct(p.advantages),
         pct(p.update),
         opt(r.kernel_busy_pct, 0),
+        opt(r.device_idle_us_per_launch, 0),
         r.pool_reserved_bytes
             .map_or("-".into(), |b| format!("{:.0}", b as f64 / 1048576.0)),
         if gpus.is_empty() {
@@ -328,6 +336,7 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
     let mut results = Vec::new();
     let mut peers = Vec::new();
     let mut copies_seen = false;
+    let mut kernels_timed = false;
     for cfg in &configs {
         let mut best: Option<f64> = None;
         for &precision in &precisions {
@@ -348,6 +357,7 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
                 if !args.json {
                     row(&c, &r, &seen);
                 }
+                kernels_timed |= r.kernel_busy_pct.is_some();
                 copies_seen |= r.layout_copies_per_policy_step.unwrap_or(0.0) > 0.0
                     || r.layout_copies_per_minibatch.unwrap_or(0.0) > 0.0;
                 results.push(serde_json::json!({ "result": r, "gpus": seen }));
@@ -381,6 +391,9 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
         }
     }
     drop(sampler);
+    if kernels_timed && !args.json {
+        println!("{KERNEL_NOTE}");
+    }
     if copies_seen && !args.json {
         println!("{COPIES_NOTE}");
     }

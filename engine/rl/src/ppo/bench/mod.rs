@@ -313,6 +313,10 @@ pub struct TrainBenchResult {
     /// of its own) against a steady update's wall time, in percent: what a GPU's utilisation
     /// gauge would show for this run alone, from the device's own clock where it has one.
     pub kernel_busy_pct: Option<f64>,
+    /// The device's idle time in a steady update (its wall time less the kernels' busy time)
+    /// per kernel launched, in microseconds: the host's cost per launch (building, submitting,
+    /// synchronising, and a host env's own work) where the device waits for it.
+    pub device_idle_us_per_launch: Option<f64>,
     /// The launches of a steady, timed update by part.
     pub dispatch_profile: Option<crate::ppo::DispatchProfile>,
     /// FLOPs of the measured updates' matmuls ([`TrainBenchConfig::update_flops`] × updates).
@@ -425,6 +429,8 @@ fn measure<E: RolloutEnv>(
             .map(|p| p.copies_per_minibatch),
         syncs_per_update: profile.and_then(|p| p.syncs_per_update),
         kernel_busy_pct: kernel_time.map(|k| 100.0 * k.busy_s / steady_update_s.max(1e-9)),
+        device_idle_us_per_launch: kernel_time
+            .map(|k| 1e6 * (steady_update_s - k.busy_s).max(0.0) / k.total().kernels.max(1) as f64),
         dispatch_profile: profile.filter(|_| dispatching),
         update_flops,
         update_gflops_per_second: update_flops / phases.update.max(1e-9) / 1e9,
