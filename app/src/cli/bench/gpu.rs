@@ -75,8 +75,8 @@ fn launches(total: Option<f64>, copies: Option<f64>, digits: usize) -> String {
 
 /// Printed under the table when a row's launches include layout copies.
 const COPIES_NOTE: &str = "d/pol, d/mb as a+b: the step's own launches + layout copies (contiguous \
-     copies of a transposed operand that the matmul routines this autotune cache picked launch \
-     first; TRADETUNE_TRACE_LAUNCHES=1 names every launch)";
+     copies of an operand that the matmul routine this autotune cache picked wants in another \
+     layout; TRADETUNE_TRACE_LAUNCHES=1 names every launch)";
 
 /// Printed under the table when the kernels were timed on the device.
 const KERNEL_NOTE: &str = "krn%: the device busy with this run's kernels, in % of a steady \

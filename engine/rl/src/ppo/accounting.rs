@@ -49,7 +49,7 @@ pub struct DispatchProfile {
     /// synchronisation per phase of each step to time it), when one has run.
     pub syncs_per_update: Option<u64>,
     /// The device's own time for the kernels of each part, where the update was timed kernel
-    /// by kernel ([`Tally::time_kernels`]).
+    /// by kernel ([`crate::ppo::Trainer::set_kernel_timing`]).
     #[serde(default)]
     pub kernel_time: Option<KernelTimeProfile>,
 }
@@ -95,7 +95,7 @@ pub(crate) enum Part {
 }
 
 /// Launch counts of the timed update in progress, and of them the layout copies; with
-/// [`Tally::time_kernels`], the device's time for them.
+/// `time_kernels`, the device's time for them.
 #[derive(Debug, Default)]
 pub(crate) struct Tally {
     last: KernelCounts,

@@ -304,8 +304,8 @@ pub struct TrainBenchResult {
     pub dispatches_per_buffer_step: Option<f64>,
     /// Kernel launches per minibatch of the update.
     pub dispatches_per_minibatch: Option<f64>,
-    /// Of `dispatches_per_policy_step`, the layout copies: contiguous copies of a transposed
-    /// operand that the matmul routines the autotune cache picked launch first
+    /// Of `dispatches_per_policy_step`, the layout copies: contiguous copies of an operand that
+    /// the matmul routine the autotune cache picked wants in another layout, launched first
     /// ([`tradetune_device::kernels::is_layout_copy`]).
     pub layout_copies_per_policy_step: Option<f64>,
     /// Of `dispatches_per_minibatch`, the layout copies.
