@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tradetune_engine::device::precision::Precision;
 use tradetune_engine::device::{DeviceSpec, open};
+use tradetune_engine::ppo::KernelTimeProfile;
 use tradetune_engine::ppo::bench::{TrainBenchConfig, TrainBenchResult};
 
 use super::GpuArgs;
@@ -77,6 +78,36 @@ fn launches(total: Option<f64>, copies: Option<f64>, digits: usize) -> String {
 const COPIES_NOTE: &str = "d/pol, d/mb as a+b: the step's own launches + layout copies (contiguous \
      copies of an operand that the matmul routine this autotune cache picked wants in another \
      layout; TRADETUNE_TRACE_LAUNCHES=1 names every launch)";
+
+/// What the device ran in one update of `c`, by part, as a line under the table.
+fn kernel_line(c: &TrainBenchConfig, k: &KernelTimeProfile) -> String {
+    let ms = |t: &tradetune_engine::device::kernel_timing::KernelTime| 1e3 * t.sum_s;
+    let total = k.total();
+    let clock = if total.device_clock {
+        "device clock"
+    } else {
+        "host clock around each kernel: an upper bound"
+    };
+    let unmeasured = if total.unmeasured > 0 {
+        format!(", {} unmeasured", total.unmeasured)
+    } else {
+        String::new()
+    };
+    format!(
+        "  {} {} {}: env {:.1}, inference {:.1}, buffer {:.1}, gae {:.1}, update {:.1}; busy \
+         {:.1} ms with {} kernels ({clock}{unmeasured})",
+        c.name,
+        c.precision,
+        c.placement.name(),
+        ms(&k.env_step),
+        ms(&k.inference),
+        ms(&k.buffer),
+        ms(&k.advantages),
+        ms(&k.update),
+        1e3 * k.busy_s,
+        total.kernels,
+    )
+}
 
 /// Printed under the table when the kernels were timed on the device.
 const KERNEL_NOTE: &str = "krn%: the device busy with this run's kernels, in % of a steady \
@@ -336,7 +367,7 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
     let mut results = Vec::new();
     let mut peers = Vec::new();
     let mut copies_seen = false;
-    let mut kernels_timed = false;
+    let mut kernel_lines = Vec::new();
     for cfg in &configs {
         let mut best: Option<f64> = None;
         for &precision in &precisions {
@@ -357,7 +388,9 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
                 if !args.json {
                     row(&c, &r, &seen);
                 }
-                kernels_timed |= r.kernel_busy_pct.is_some();
+                if let Some(k) = r.dispatch_profile.and_then(|p| p.kernel_time) {
+                    kernel_lines.push(kernel_line(&c, &k));
+                }
                 copies_seen |= r.layout_copies_per_policy_step.unwrap_or(0.0) > 0.0
                     || r.layout_copies_per_minibatch.unwrap_or(0.0) > 0.0;
                 results.push(serde_json::json!({ "result": r, "gpus": seen }));
@@ -391,8 +424,12 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
         }
     }
     drop(sampler);
-    if kernels_timed && !args.json {
+    if !kernel_lines.is_empty() && !args.json {
         println!("{KERNEL_NOTE}");
+        println!("the device's ms per update, by part (each kernel timed):");
+        for line in &kernel_lines {
+            println!("{line}");
+        }
     }
     if copies_seen && !args.json {
         println!("{COPIES_NOTE}");
@@ -410,4 +447,46 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&out)?);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tradetune_engine::device::kernel_timing::KernelTime;
+
+    #[test]
+    fn a_kernel_line_gives_each_parts_device_time_and_says_which_clock() {
+        let part = |kernels, ms: f64, device_clock| KernelTime {
+            kernels,
+            unmeasured: 0,
+            sum_s: ms / 1e3,
+            device_clock,
+        };
+        let mut k = KernelTimeProfile {
+            env_step: part(32, 2.4, true),
+            inference: part(229, 33.6, true),
+            buffer: part(32, 2.6, true),
+            advantages: part(35, 2.2, true),
+            update: part(94, 23.3, true),
+            busy_s: 0.064,
+        };
+        let c = TrainBenchConfig::tiny();
+        let line = kernel_line(&c, &k);
+        assert_eq!(
+            line,
+            format!(
+                "  tiny {} {}: env 2.4, inference 33.6, buffer 2.6, gae 2.2, update 23.3; busy \
+                 64.0 ms with 422 kernels (device clock)",
+                c.precision,
+                c.placement.name()
+            )
+        );
+        k.update = part(94, 23.3, false);
+        k.update.unmeasured = 2;
+        let line = kernel_line(&c, &k);
+        assert!(
+            line.ends_with("(host clock around each kernel: an upper bound, 2 unmeasured)"),
+            "{line}"
+        );
+    }
 }
