@@ -125,6 +125,7 @@ impl KernelTimer {
 
 #[cfg(feature = "wgpu")]
 mod imp {
+    use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::{Arc, Mutex};
 
     use cubecl_runtime::logging::{
@@ -145,16 +146,14 @@ mod imp {
 
     #[derive(Default)]
     struct Timed {
-        launched: Mutex<u64>,
+        launched: AtomicU64,
         measured: Mutex<Vec<Measured>>,
     }
 
     impl LaunchObserver for Timed {
         fn launched(&self, kernel: &'static str) {
             crate::kernels::runtime::note_launch(kernel);
-            if let Ok(mut n) = self.launched.lock() {
-                *n += 1;
-            }
+            self.launched.fetch_add(1, Ordering::Relaxed);
         }
 
         fn timing(&self) -> TimingRequest {
@@ -206,12 +205,7 @@ mod imp {
         }
 
         pub(super) fn take(&mut self) -> KernelTime {
-            let launched = self
-                .observer
-                .launched
-                .lock()
-                .map(|mut n| std::mem::take(&mut *n))
-                .unwrap_or(0);
+            let launched = self.observer.launched.swap(0, Ordering::Relaxed);
             let measured = self
                 .observer
                 .measured

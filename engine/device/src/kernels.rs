@@ -266,11 +266,9 @@ pub(crate) mod runtime {
     }
 
     /// Counts cubecl's compilation and autotune lines; everything else is dropped (TradeTune
-    /// installs no other logger). With `trace`, also writes each counted line to stderr
+    /// installs no other logger). When tracing, also writes each counted line to stderr
     /// (`compiled <line>`, `autotuned <line>`), among the launches.
-    struct Lines {
-        trace: std::sync::atomic::AtomicBool,
-    }
+    struct Lines;
 
     impl log::Log for Lines {
         fn enabled(&self, metadata: &log::Metadata) -> bool {
@@ -281,7 +279,7 @@ pub(crate) mod runtime {
             match record.target() {
                 COMPILATION_TARGET => {
                     COMPILED.fetch_add(1, Ordering::Relaxed);
-                    if self.trace.load(Ordering::Relaxed) {
+                    if TRACE.load(Ordering::Relaxed) {
                         eprintln!("compiled {}", record.args());
                     }
                 }
@@ -291,7 +289,7 @@ pub(crate) mod runtime {
                     let line = record.args().to_string();
                     if line.starts_with("Fastest result") {
                         AUTOTUNED.fetch_add(1, Ordering::Relaxed);
-                        if self.trace.load(Ordering::Relaxed) {
+                        if TRACE.load(Ordering::Relaxed) {
                             eprintln!("autotuned {line}");
                         }
                     }
@@ -303,9 +301,7 @@ pub(crate) mod runtime {
         fn flush(&self) {}
     }
 
-    static LINES: Lines = Lines {
-        trace: std::sync::atomic::AtomicBool::new(false),
-    };
+    static LINES: Lines = Lines;
     static OBSERVATION: std::sync::OnceLock<LaunchObservation> = std::sync::OnceLock::new();
 
     pub(super) fn configure(setting: &super::CacheSetting) {
@@ -355,7 +351,6 @@ pub(crate) mod runtime {
             COUNTING_COMPILES.store(true, Ordering::Relaxed);
         }
         let trace = std::env::var_os("TRADETUNE_TRACE_LAUNCHES").is_some_and(|v| v != "0");
-        LINES.trace.store(trace, Ordering::Relaxed);
         TRACE.store(trace, Ordering::Relaxed);
         OBSERVATION.get_or_init(|| LaunchObservation::new(Arc::new(Launches)));
         COUNTING_DISPATCHES.store(true, Ordering::Relaxed);
