@@ -56,7 +56,21 @@ fn a_tiny_study_on_the_cpu_runs_live_and_its_trials_complete_in_the_table() {
             t.number
         );
     }
-    h.get_by_label_contains("finished: 2 complete, 0 pruned, 0 failed");
+    // The Run panel's line is exactly the end's summary; the status bar says it after the study's
+    // name, and may still show it (or a later notice) at this frame, so neither is matched by a
+    // substring (CI caught the two at once).
+    let summary = end.summary();
+    assert!(
+        summary.starts_with("finished: 2 complete, 0 pruned, 0 failed; best trial #"),
+        "{summary}"
+    );
+    h.get_by_label(&summary);
+    let notice = format!("study ui_tiny {summary}");
+    assert!(
+        h.state().cx.notices.contains(&notice),
+        "no notice {notice:?} in {:?}",
+        h.state().cx.notices
+    );
     // Each update's losses, samples/s and phase times arrived live (256 samples at 64 per
     // update: 4 updates) and the selected trial shows them.
     for t in &run.trials {

@@ -176,16 +176,7 @@ fn show(
         ui.colored_label(widgets::WARN, format!("the study failed: {e}"));
     }
     if let Some(end) = &run.end {
-        ui.label(format!(
-            "{}: {} complete, {} pruned, {} failed{}",
-            if end.stopped { "stopped" } else { "finished" },
-            end.counts[0],
-            end.counts[1],
-            end.counts[2],
-            end.best.map_or(String::new(), |(n, v)| format!(
-                "; best trial #{n} = {v:.6}"
-            ))
-        ));
+        ui.label(end.summary());
     }
     // The verdict of the study's latest finished trial (stored with its telemetry summary).
     if let Some(r) = rows
@@ -431,17 +422,7 @@ impl RunView {
                 match result {
                     Ok(()) => {
                         let notice = match &run.end {
-                            Some(e) => format!(
-                                "study {} {}: {} complete, {} pruned, {} failed{}",
-                                run.study,
-                                if e.stopped { "stopped" } else { "finished" },
-                                e.counts[0],
-                                e.counts[1],
-                                e.counts[2],
-                                e.best.map_or(String::new(), |(n, v)| format!(
-                                    "; best trial #{n} = {v:.6}"
-                                ))
-                            ),
+                            Some(e) => format!("study {} {}", run.study, e.summary()),
                             None => format!("study {} ended", run.study),
                         };
                         out.push(Command::Notice(notice));

@@ -96,6 +96,23 @@ pub struct StudyEnd {
     pub best: Option<(u64, f64)>,
 }
 
+impl StudyEnd {
+    /// "finished: 2 complete, 0 pruned, 0 failed; best trial #0 = -1.062708": the Run panel's
+    /// line, and the status bar's after the study's name.
+    pub fn summary(&self) -> String {
+        format!(
+            "{}: {} complete, {} pruned, {} failed{}",
+            if self.stopped { "stopped" } else { "finished" },
+            self.counts[0],
+            self.counts[1],
+            self.counts[2],
+            self.best.map_or(String::new(), |(n, v)| format!(
+                "; best trial #{n} = {v:.6}"
+            ))
+        )
+    }
+}
+
 /// The study being run (or the last one).
 #[derive(Debug, Clone, Default)]
 pub struct RunView {
