@@ -10,7 +10,9 @@
 //! Eigen uses for `float` (coefficients from Eigen's `generic_fast_tanh_float`; max error
 //! ≈ 1.2e-7 against libm, one ulp), with only multiplies, adds, one divide and a clamp — all
 //! vectorised by burn-flex — and attaches the exact derivative `1 − y²` from the value it
-//! computed, so the backward pass does no transcendental work either (see [`fast_tanh`]).
+//! computed, so the backward pass does no transcendental work either (see [`fast_tanh`]). On a
+//! GPU the value is the device's own tanh instead, which is one operation where the
+//! approximation is two dozen (`tanh_f32`).
 
 use burn::tensor::{FloatDType, Tensor, activation};
 use serde::{Deserialize, Serialize};
@@ -216,6 +218,26 @@ fn rational_tanh(x: Tensor<2>) -> Tensor<2> {
     p.mul(x).div(q)
 }
 
+/// tanh of a tensor without autodiff, in f32: the rational approximation on the CPU device, the
+/// device's own `tanh` of the same clamped input on a GPU.
+///
+/// On a GPU the rational approximation is about 24 element-wise operations, which burn's
+/// fusion joins into one kernel in the rollout's forward pass but not always in the update's:
+/// with three hidden layers (the GPU presets' depth) the device engine's minibatch launched
+/// 117.5 kernels in f32 and 123.5 in f16, most of them one multiply or add each, against 48.5
+/// and 54.5 with the device's tanh (`bench gpu --configs tiny` with nets [16, 16, 16],
+/// lavapipe, 2026-11-28; the rollout's policy step is 11.2 either way). A GPU's tanh is one
+/// instruction or a few; the clamp (one operation: `clamp_min` and `clamp_max` are two each)
+/// keeps it off the large inputs where a driver computing it from exponentials would overflow,
+/// and saturates as the CPU's approximation does.
+fn tanh_f32(x: Tensor<2>) -> Tensor<2> {
+    if tradetune_device::is_cpu(&x.device()) {
+        rational_tanh(x)
+    } else {
+        activation::tanh(x.clamp(-CLAMP, CLAMP))
+    }
+}
+
 /// tanh, fast on the CPU device, with the exact gradient `1 − tanh²`.
 ///
 /// The value `y` is computed off the autodiff graph (in f32 whatever the compute dtype, so the
@@ -227,7 +249,7 @@ fn rational_tanh(x: Tensor<2>) -> Tensor<2> {
 pub fn fast_tanh(x: Tensor<2>) -> Tensor<2> {
     let dtype: FloatDType = x.dtype().into();
     let constant = x.clone().without_autodiff();
-    let y = rational_tanh(constant.clone().cast(FloatDType::F32));
+    let y = tanh_f32(constant.clone().cast(FloatDType::F32));
     if !x.is_autodiff() {
         return y.cast(dtype);
     }
