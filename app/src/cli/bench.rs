@@ -74,7 +74,8 @@ pub struct GpuArgs {
     #[arg(long, default_value = "wgpu")]
     pub device: String,
     /// Configurations: rtx4080 (32 envs, [2048, 1024, 512], batch 1024), rx7900gre (16 envs,
-    /// [768, 768, 768], batch 4096), both with 256-step rollouts; small, large, tiny.
+    /// [768, 768, 768], batch 4096), both with 256-step rollouts; small, large, tiny, tiny_deep
+    /// (tiny with the presets' three hidden layers).
     #[arg(long, value_delimiter = ',', default_value = "rtx4080,rx7900gre")]
     pub configs: Vec<String>,
     /// Environment placements to compare: host, device.
@@ -115,7 +116,8 @@ pub struct TrainArgs {
     pub precision: String,
     /// Configurations: small (nets 64-64, 8 envs, n_steps 256, batch 256, 4 epochs), large
     /// (pi = vf = [2048, 1024, 512], batch 1024), tiny_rollout (nets 64-64, 8 envs, n_steps 32,
-    /// batch 256, 20 epochs), tiny (a smoke test), comma-separated.
+    /// batch 256, 20 epochs), tiny (a smoke test), tiny_deep (tiny with three hidden layers),
+    /// comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "small,large")]
     pub configs: Vec<String>,
     /// Updates measured per run, after one warm-up update (default: 3 small, 1 large, 12

@@ -120,6 +120,17 @@ impl TrainBenchConfig {
         }
     }
 
+    /// The tiny configuration at the GPU presets' depth: nets [16, 16, 16], three hidden layers
+    /// as both presets have, for what each layer adds to a step's launches on a software
+    /// adapter.
+    pub fn tiny_deep() -> Self {
+        Self {
+            name: "tiny_deep",
+            net: vec![16, 16, 16],
+            ..Self::tiny()
+        }
+    }
+
     /// SB3 zoo's regime for small control tasks: tiny rollouts (n_steps 32, 8 envs), batch
     /// 256, 20 epochs, nets 64-64.
     pub fn tiny_rollout() -> Self {
@@ -133,7 +144,7 @@ impl TrainBenchConfig {
     }
 
     /// Every named configuration, in the order help texts list them.
-    pub fn all() -> [Self; 6] {
+    pub fn all() -> [Self; 7] {
         [
             Self::small(),
             Self::large(),
@@ -141,6 +152,7 @@ impl TrainBenchConfig {
             Self::rtx4080(),
             Self::rx7900gre(),
             Self::tiny(),
+            Self::tiny_deep(),
         ]
     }
 
