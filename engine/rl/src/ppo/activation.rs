@@ -45,9 +45,9 @@ impl ActivationKind {
 }
 
 impl ActivationKind {
-    /// The activation of one number, as [`Self::apply`] computes it in f32 (tanh through the
-    /// same rational approximation, [`fast_tanh`]); for the host-side forward pass of
-    /// [`crate::ppo::host_policy`].
+    /// The activation of one number, as [`Self::apply`] computes it in f32 on the CPU device
+    /// (tanh through the same rational approximation, [`fast_tanh`]; a GPU's own tanh may differ
+    /// from it in the last bits); for the host-side forward pass of [`crate::ppo::host_policy`].
     pub fn apply_scalar(self, x: f32) -> f32 {
         match self {
             ActivationKind::Tanh => rational_tanh_scalar(x),
