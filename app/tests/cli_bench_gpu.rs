@@ -60,6 +60,51 @@ const MAX_DISPATCHES_PER_BUFFER_STEP: f64 = 1.0;
 /// cold run's time on a software adapter, autotuned and timed for nothing these tests check.
 const PROBE_SIZES: &str = "64,128,256";
 
+/// What a configuration's launches are held to: its own launches per policy step and per
+/// minibatch, and the layout copies apart (per policy step, plus [`LAYOUT_COPIES_PER_ROLLOUT`]
+/// once a rollout).
+struct LaunchCaps {
+    policy: f64,
+    policy_copies: f64,
+    minibatch: f64,
+    minibatch_copies: f64,
+}
+
+/// The tiny configuration's caps (nets [16]).
+const TINY_CAPS: LaunchCaps = LaunchCaps {
+    policy: MAX_DISPATCHES_PER_POLICY_STEP,
+    policy_copies: LAYOUT_COPIES_PER_POLICY_STEP,
+    minibatch: MAX_DISPATCHES_PER_MINIBATCH,
+    minibatch_copies: LAYOUT_COPIES_PER_MINIBATCH,
+};
+
+/// Holds run `r`'s launches per policy step and per minibatch to `caps` (own launches and
+/// layout copies apart); returns them, copies included, and the copies:
+/// `(policy, policy_copies, minibatch, minibatch_copies)`.
+fn hold_launches(r: &serde_json::Value, caps: &LaunchCaps) -> (f64, f64, f64, f64) {
+    let res = &r["result"];
+    let d = |k: &str| res[k].as_f64().unwrap_or_else(|| panic!("{k}: {r}"));
+    let (policy, policy_copies) = (
+        d("dispatches_per_policy_step"),
+        d("layout_copies_per_policy_step"),
+    );
+    let (minibatch, minibatch_copies) = (
+        d("dispatches_per_minibatch"),
+        d("layout_copies_per_minibatch"),
+    );
+    assert!((0.0..=policy).contains(&policy_copies), "{r}");
+    assert!((0.0..=minibatch).contains(&minibatch_copies), "{r}");
+    assert!(policy - policy_copies <= caps.policy, "{r}");
+    let steps = res["config"]["n_steps"].as_f64().unwrap();
+    assert!(
+        policy_copies <= caps.policy_copies + LAYOUT_COPIES_PER_ROLLOUT / steps,
+        "{r}"
+    );
+    assert!(minibatch - minibatch_copies <= caps.minibatch, "{r}");
+    assert!(minibatch_copies <= caps.minibatch_copies, "{r}");
+    (policy, policy_copies, minibatch, minibatch_copies)
+}
+
 /// The binary with the autotune cache in `cache`.
 fn bench(cache: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tradetune"))
@@ -120,16 +165,11 @@ fn bench_gpu_runs_each_placement_and_precision() {
             assert!(res["kernels_compiled"].is_u64(), "{r}");
             assert!(res["autotune_runs"].is_u64(), "{r}");
             let d = |k: &str| res[k].as_f64().unwrap_or_else(|| panic!("{k}: {r}"));
-            let (env, policy, buffer, minibatch) = (
+            let (env, buffer) = (
                 d("dispatches_per_env_step"),
-                d("dispatches_per_policy_step"),
                 d("dispatches_per_buffer_step"),
-                d("dispatches_per_minibatch"),
             );
-            let (policy_copies, minibatch_copies) = (
-                d("layout_copies_per_policy_step"),
-                d("layout_copies_per_minibatch"),
-            );
+            let (policy, policy_copies, minibatch, minibatch_copies) = hold_launches(r, &TINY_CAPS);
             eprintln!(
                 "{placement} {precision}: {env} launches per env step, {policy} per policy \
                  step ({policy_copies} layout copies), {buffer} per buffer step, {minibatch} \
@@ -138,22 +178,6 @@ fn bench_gpu_runs_each_placement_and_precision() {
             );
             assert!(policy > 0.0 && minibatch > 0.0 && buffer > 0.0, "{r}");
             assert!(buffer <= MAX_DISPATCHES_PER_BUFFER_STEP, "{r}");
-            assert!((0.0..=policy).contains(&policy_copies), "{r}");
-            assert!((0.0..=minibatch).contains(&minibatch_copies), "{r}");
-            assert!(
-                policy - policy_copies <= MAX_DISPATCHES_PER_POLICY_STEP,
-                "{r}"
-            );
-            let steps = res["config"]["n_steps"].as_f64().unwrap();
-            assert!(
-                policy_copies <= LAYOUT_COPIES_PER_POLICY_STEP + LAYOUT_COPIES_PER_ROLLOUT / steps,
-                "{r}"
-            );
-            assert!(
-                minibatch - minibatch_copies <= MAX_DISPATCHES_PER_MINIBATCH,
-                "{r}"
-            );
-            assert!(minibatch_copies <= LAYOUT_COPIES_PER_MINIBATCH, "{r}");
             // An update of its own timed each kernel on the device: as many kernels per part as
             // the profile's launches (steady updates launch the same), all of them measured,
             // and the device busy for no longer than their sum.
@@ -290,12 +314,15 @@ fn bench_gpu_runs_each_placement_and_precision() {
 ///   device's tanh, before each network's forward pass became a fusion segment of its own
 ///   (burn's fusion search explores at most 5 independent blocks of a segment and launches
 ///   what it left one operation at a time).
-const DEEP_MAX_DISPATCHES_PER_POLICY_STEP: f64 = 12.0;
-const DEEP_MAX_DISPATCHES_PER_MINIBATCH: f64 = 36.0 + 10.0 / 4.0;
-/// Layout copies at that depth, capped at what the products allow as for the tiny
-/// configuration: 8 forward products (4 a network) with one each, 8 weight gradients with two.
-const DEEP_LAYOUT_COPIES_PER_POLICY_STEP: f64 = 8.0;
-const DEEP_LAYOUT_COPIES_PER_MINIBATCH: f64 = 8.0 + 2.0 * 8.0;
+///
+/// The layout copies are capped at what the products allow, as for the tiny configuration:
+/// 8 forward products (4 a network) with one each, 8 weight gradients with two.
+const DEEP_CAPS: LaunchCaps = LaunchCaps {
+    policy: 12.0,
+    policy_copies: 8.0,
+    minibatch: 36.0 + 10.0 / 4.0,
+    minibatch_copies: 8.0 + 2.0 * 8.0,
+};
 
 #[test]
 fn bench_gpu_holds_the_launches_at_the_presets_depth() {
@@ -322,38 +349,14 @@ fn bench_gpu_holds_the_launches_at_the_presets_depth() {
     for r in runs {
         let res = &r["result"];
         assert_eq!(res["config"]["net"], serde_json::json!([16, 16, 16]), "{r}");
-        let d = |k: &str| res[k].as_f64().unwrap_or_else(|| panic!("{k}: {r}"));
         let precision = res["config"]["precision"].as_str().unwrap();
-        let (policy, policy_copies) = (
-            d("dispatches_per_policy_step"),
-            d("layout_copies_per_policy_step"),
-        );
-        let (minibatch, minibatch_copies) = (
-            d("dispatches_per_minibatch"),
-            d("layout_copies_per_minibatch"),
-        );
+        let (policy, policy_copies, minibatch, minibatch_copies) = hold_launches(r, &DEEP_CAPS);
         eprintln!(
             "{precision}, nets [16, 16, 16]: {policy} launches per policy step ({policy_copies} \
              layout copies), {minibatch} per minibatch ({minibatch_copies} layout copies)"
         );
-        assert!(
-            d("dispatches_per_env_step") <= MAX_DISPATCHES_PER_ENV_STEP,
-            "{r}"
-        );
-        assert!(
-            policy - policy_copies <= DEEP_MAX_DISPATCHES_PER_POLICY_STEP,
-            "{r}"
-        );
-        let steps = res["config"]["n_steps"].as_f64().unwrap();
-        assert!(
-            policy_copies <= DEEP_LAYOUT_COPIES_PER_POLICY_STEP + LAYOUT_COPIES_PER_ROLLOUT / steps,
-            "{r}"
-        );
-        assert!(
-            minibatch - minibatch_copies <= DEEP_MAX_DISPATCHES_PER_MINIBATCH,
-            "{r}"
-        );
-        assert!(minibatch_copies <= DEEP_LAYOUT_COPIES_PER_MINIBATCH, "{r}");
+        let env = res["dispatches_per_env_step"].as_f64().unwrap();
+        assert!(env > 0.0 && env <= MAX_DISPATCHES_PER_ENV_STEP, "{r}");
         // Deeper, not more: a minibatch still reads nothing back, one read an update.
         assert_eq!(res["syncs_per_update"].as_u64(), Some(1), "{r}");
     }
