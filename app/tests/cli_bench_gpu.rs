@@ -212,9 +212,25 @@ fn bench_gpu_runs_each_placement_and_precision() {
                 // The host env reads each step's actions: 32 steps, and the update's read.
                 assert_eq!(syncs, 33, "{r}");
             }
+            // The trained policy step replayed from a graph captured once: wgpu replays the
+            // recorded launches, and their outputs are the step's own, bit for bit (the same
+            // kernels on the same input). Its wall times are printed, not held.
+            let replay = &res["policy_replay"];
+            assert_eq!(replay["hardware"], true, "{r}");
+            assert_eq!(replay["max_abs_diff"].as_f64(), Some(0.0), "{r}");
+            assert!(replay["launches_per_step"].as_f64().unwrap() >= 1.0, "{r}");
+            assert!(replay["steps"].as_u64().unwrap() >= 16, "{r}");
+            assert!(replay["replay_us_per_step"].as_f64().unwrap() > 0.0, "{r}");
+            let us = |k: &str| replay[k].as_f64().unwrap();
+            eprintln!(
+                "{placement} {precision}: policy step {:.0} µs direct, {:.0} µs replayed",
+                us("direct_us_per_step"),
+                us("replay_us_per_step")
+            );
         } else {
             assert!(res["kernels_compiled"].is_null(), "{r}");
             assert!(res["kernel_busy_pct"].is_null(), "{r}");
+            assert!(res["policy_replay"].is_null(), "{r}");
         }
         seen.push((placement, precision));
     }

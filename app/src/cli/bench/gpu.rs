@@ -9,7 +9,7 @@ use std::time::Duration;
 use tradetune_engine::device::precision::Precision;
 use tradetune_engine::device::{DeviceSpec, open};
 use tradetune_engine::ppo::KernelTimeProfile;
-use tradetune_engine::ppo::bench::{TrainBenchConfig, TrainBenchResult};
+use tradetune_engine::ppo::bench::{ReplayProbe, TrainBenchConfig, TrainBenchResult};
 
 use super::GpuArgs;
 use super::train::{PeerRun, peer_scripts, run_peer};
@@ -108,6 +108,36 @@ fn kernel_line(c: &TrainBenchConfig, k: &KernelTimeProfile) -> String {
         total.kernels,
     )
 }
+
+/// A run's policy step, direct and replayed, as a line under the table.
+fn replay_line(c: &TrainBenchConfig, p: &ReplayProbe) -> String {
+    let how = if !p.hardware {
+        "; this backend has no graphs, so a replay ran the step again".to_string()
+    } else if p.max_abs_diff == 0.0 {
+        "; the same outputs".to_string()
+    } else {
+        format!("; outputs differ by up to {:.2e}", p.max_abs_diff)
+    };
+    format!(
+        "  {} {} {}: {:.1} launches a step, {:.0} µs direct, {:.0} µs replayed ({:.1} µs a \
+         launch saved; capture {:.0} ms; {} steps each way{how})",
+        c.name,
+        c.precision,
+        c.placement.name(),
+        p.launches_per_step,
+        p.direct_us_per_step,
+        p.replay_us_per_step,
+        p.saved_us_per_launch(),
+        p.capture_ms,
+        p.steps,
+    )
+}
+
+/// Printed above the replay lines.
+const REPLAY_NOTE: &str = "the policy step replayed: the trained model's policy step (both \
+     networks, the noise, the clip) run directly and replayed from a graph captured once \
+     (burn::tensor::capture), steps queued back to back, the host's wall time per step: what a \
+     rollout built on replays would save";
 
 /// Printed under the table when the kernels were timed on the device.
 const KERNEL_NOTE: &str = "krn%: the device busy with this run's kernels, in % of a steady \
@@ -368,6 +398,7 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
     let mut peers = Vec::new();
     let mut copies_seen = false;
     let mut kernel_lines = Vec::new();
+    let mut replay_lines = Vec::new();
     for cfg in &configs {
         let mut best: Option<f64> = None;
         for &precision in &precisions {
@@ -390,6 +421,9 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
                 }
                 if let Some(k) = r.dispatch_profile.and_then(|p| p.kernel_time) {
                     kernel_lines.push(kernel_line(&c, &k));
+                }
+                if let Some(p) = &r.policy_replay {
+                    replay_lines.push(replay_line(&c, p));
                 }
                 copies_seen |= r.layout_copies_per_policy_step.unwrap_or(0.0) > 0.0
                     || r.layout_copies_per_minibatch.unwrap_or(0.0) > 0.0;
@@ -428,6 +462,12 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
         println!("{KERNEL_NOTE}");
         println!("the device's ms per update, by part (each kernel timed):");
         for line in &kernel_lines {
+            println!("{line}");
+        }
+    }
+    if !replay_lines.is_empty() && !args.json {
+        println!("{REPLAY_NOTE}");
+        for line in &replay_lines {
             println!("{line}");
         }
     }

@@ -10,10 +10,12 @@ use serde::Serialize;
 pub mod matmul;
 mod probe;
 mod products;
+mod replay;
 #[cfg(feature = "wgpu")]
 mod routines;
 
 pub use probe::{MatmulProbe, PROBE_SIZES, matmul_probe, matmul_probe_products};
+pub use replay::{ReplayProbe, replay_probe};
 
 use crate::ppo::config::PpoConfig;
 use crate::ppo::error::PpoError;
@@ -342,6 +344,9 @@ pub struct TrainBenchResult {
     pub phases: PhaseTimes,
     /// The device's memory pool after the run (bytes reserved), where the device reports one.
     pub pool_reserved_bytes: Option<u64>,
+    /// On a GPU, the trained model's policy step run directly and replayed from a captured
+    /// graph ([`replay_probe`]): what a rollout built on replays would save per step.
+    pub policy_replay: Option<ReplayProbe>,
 }
 
 /// Trains `cfg.updates` updates (after a warm-up update that is not counted) on a random-walk
@@ -411,6 +416,18 @@ fn measure<E: RolloutEnv>(
         p.kernel_time = kernel_time;
         p
     });
+    let policy_replay = if tradetune_device::is_cpu(device) {
+        None
+    } else {
+        let dtype = cfg.precision.compute_dtype();
+        Some(replay_probe(
+            trainer.model(),
+            cfg.n_envs,
+            cfg.obs_dim(),
+            dtype,
+            device,
+        )?)
+    };
     let seconds = report.elapsed_s;
     let samples = per_update * cfg.updates;
     let sps = samples as f64 / seconds.max(1e-9);
@@ -451,6 +468,7 @@ fn measure<E: RolloutEnv>(
         update_gflops_per_second: update_flops / phases.update.max(1e-9) / 1e9,
         phases,
         pool_reserved_bytes: device.memory_pool_usage().map(|u| u.bytes_reserved),
+        policy_replay,
     })
 }
 

@@ -1,0 +1,162 @@
+//! The replay probe: what a rollout's policy step costs the host launch by launch, against the
+//! same kernels replayed as one captured graph.
+//!
+//! On a GPU a policy step is a few small kernels on `n_envs` rows, so its time is what each
+//! launch costs on the host (burn's fusion, cubecl's launch preparation, wgpu's bind groups and
+//! encoding), not arithmetic. burn 0.22 can record a closure's launches once and replay them
+//! ([`burn::tensor::capture`]; on wgpu, cubecl 0.11 keeps each recorded launch's pipeline, bind
+//! group and workgroup count, and a replay only encodes them again). A rollout built on replays
+//! would need its per-step inputs written in place into the captured buffers; this probe says
+//! first, on the device at hand, what it would save: the trained model's policy step (both
+//! networks' forward passes on `n_envs` observations in the run's compute dtype, the noise
+//! added and the action clipped), run both ways on the same input, the results compared.
+
+use std::time::Instant;
+
+use burn::module::Module;
+use burn::tensor::{Device, FloatDType, Tensor, TensorData, capture};
+use serde::Serialize;
+
+use crate::ppo::error::PpoError;
+use crate::ppo::model::ActorCritic;
+use tradetune_device::kernels;
+
+/// What the replay probe measured on one configuration's policy step.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct ReplayProbe {
+    /// Policy steps timed each way.
+    pub steps: usize,
+    /// Kernel launches of one step run directly (each one a launch the host prepares).
+    pub launches_per_step: f64,
+    /// Host wall time of a step run directly, in µs (the steps queued back to back, one
+    /// synchronisation after them).
+    pub direct_us_per_step: f64,
+    /// Host wall time of a step replayed from the captured graph, in µs (likewise).
+    pub replay_us_per_step: f64,
+    /// Milliseconds the capture took (three warm-up runs of the step and the recorded one).
+    pub capture_ms: f64,
+    /// Whether the device replays recorded launches (false: the backend has no graphs and a
+    /// replay runs the step again, so the two figures measure the same thing).
+    pub hardware: bool,
+    /// The largest difference between a replay's outputs and a direct step's (0 expected: the
+    /// same kernels on the same input).
+    pub max_abs_diff: f64,
+}
+
+impl ReplayProbe {
+    /// Host µs a replay saves per launch of the step.
+    pub fn saved_us_per_launch(&self) -> f64 {
+        (self.direct_us_per_step - self.replay_us_per_step) / self.launches_per_step.max(1.0)
+    }
+}
+
+/// One policy step's outputs: the actions, the clipped actions and the values (f32).
+type StepOut = (Tensor<2>, Tensor<2>, Tensor<1>);
+
+/// The outputs as one host vector (a synchronising read).
+fn read(out: &StepOut) -> Result<Vec<f32>, PpoError> {
+    let mut all: Vec<f32> = Vec::new();
+    for t in [
+        out.0.clone().flatten::<1>(0, 1),
+        out.1.clone().flatten(0, 1),
+        out.2.clone(),
+    ] {
+        let v: Vec<f32> = t
+            .try_into_vec_as()
+            .map_err(|e| PpoError::read("replay probe", e))?;
+        all.extend(v);
+    }
+    Ok(all)
+}
+
+/// Runs `model`'s policy step on `n_envs` observations of `obs_dim` values in `dtype`, directly
+/// and replayed from a captured graph, about a quarter of a second each way.
+pub fn replay_probe(
+    model: &ActorCritic,
+    n_envs: usize,
+    obs_dim: usize,
+    dtype: FloatDType,
+    device: &Device,
+) -> Result<ReplayProbe, PpoError> {
+    // A snapshot without autodiff in the compute dtype, as a rollout takes it.
+    let model = model.valid().in_dtype(dtype);
+    let action_dim = model.log_std().dims()[0];
+    let fill = |len: usize, k: usize| -> Vec<f32> {
+        (0..len)
+            .map(|i| (((i * k) % 101) as f32 - 50.0) / 50.0)
+            .collect()
+    };
+    let obs = Tensor::<2>::from_data(
+        TensorData::new(fill(n_envs * obs_dim, 7), [n_envs, obs_dim]),
+        device,
+    );
+    let noise = Tensor::<2>::from_data(
+        TensorData::new(fill(n_envs * action_dim, 13), [n_envs, action_dim]),
+        device,
+    )
+    .mul_scalar(0.3);
+    let step = move || -> StepOut {
+        let x = obs.clone().cast(dtype);
+        let actions = model.action_mean(x.clone(), dtype).add(noise.clone());
+        let clipped = actions.clone().clamp(-1.0, 1.0);
+        let value = model.value(x, dtype);
+        (actions, clipped, value)
+    };
+    let sync = || device.sync().map_err(|e| PpoError::read("replay probe", e));
+
+    // Direct: warm, size the run to about a quarter of a second, then time it. Each step's
+    // outputs are held until the synchronisation (a lazy backend skips work nobody holds).
+    let direct = step.clone();
+    let reference = read(&direct())?;
+    let t = Instant::now();
+    let warm: Vec<StepOut> = (0..8).map(|_| direct()).collect();
+    sync()?;
+    drop(warm);
+    let per_step = t.elapsed().as_secs_f64() / 8.0;
+    let steps = ((0.25 / per_step.max(1e-7)) as usize).clamp(16, 4_000);
+    kernels::settle();
+    let before = kernels::counts();
+    let t = Instant::now();
+    let held: Vec<StepOut> = (0..steps).map(|_| direct()).collect();
+    sync()?;
+    let direct_s = t.elapsed().as_secs_f64();
+    let launches = kernels::counts().since(&before).dispatches;
+    drop(held);
+
+    let t = Instant::now();
+    let mut graph = capture(device, step);
+    sync()?;
+    let capture_ms = 1e3 * t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    for _ in 0..steps {
+        // SAFETY: everything the captured step reads or writes (the model's weights, the
+        // observations, the noise and the outputs) is owned by the graph's closure or by the
+        // graph, so it lives as long as the graph; nothing else uses those tensors; the replays
+        // and the read below are issued from this thread, on the stream of the capture.
+        unsafe {
+            graph.replay();
+        }
+    }
+    sync()?;
+    let replay_s = t.elapsed().as_secs_f64();
+    let replayed = read(graph.output())?;
+    let max_abs_diff = replayed
+        .iter()
+        .zip(&reference)
+        .map(|(a, b)| f64::from((a - b).abs()))
+        .fold(0.0, f64::max)
+        .max(if replayed.len() == reference.len() {
+            0.0
+        } else {
+            f64::INFINITY
+        });
+    Ok(ReplayProbe {
+        steps,
+        launches_per_step: launches as f64 / steps as f64,
+        direct_us_per_step: 1e6 * direct_s / steps as f64,
+        replay_us_per_step: 1e6 * replay_s / steps as f64,
+        capture_ms,
+        hardware: graph.is_hardware(),
+        max_abs_diff,
+    })
+}
