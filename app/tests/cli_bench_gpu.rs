@@ -213,11 +213,16 @@ fn bench_gpu_runs_each_placement_and_precision() {
                 assert_eq!(syncs, 33, "{r}");
             }
             // The trained policy step replayed from a graph captured once: wgpu replays the
-            // recorded launches, and their outputs are the step's own, bit for bit (the same
-            // kernels on the same input). Its wall times are printed, not held.
+            // recorded launches, and their outputs are the step's own to within rounding (the
+            // same operations on the same input; burn's fusion may cut a step queued among
+            // others into other kernels than a step alone: 7.5e-9 apart in f32 once). A replay
+            // of stale or wrong buffers is off by the size of the outputs (about 1). Its wall
+            // times are printed, not held.
             let replay = &res["policy_replay"];
+            assert!(res["policy_replay_error"].is_null(), "{r}");
             assert_eq!(replay["hardware"], true, "{r}");
-            assert_eq!(replay["max_abs_diff"].as_f64(), Some(0.0), "{r}");
+            let tolerance = if precision == "f32" { 1e-5 } else { 1e-2 };
+            assert!(replay["max_abs_diff"].as_f64().unwrap() <= tolerance, "{r}");
             assert!(replay["launches_per_step"].as_f64().unwrap() >= 1.0, "{r}");
             assert!(replay["steps"].as_u64().unwrap() >= 16, "{r}");
             assert!(replay["replay_us_per_step"].as_f64().unwrap() > 0.0, "{r}");

@@ -425,6 +425,14 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
                 if let Some(p) = &r.policy_replay {
                     replay_lines.push(replay_line(&c, p));
                 }
+                if let Some(e) = &r.policy_replay_error {
+                    replay_lines.push(format!(
+                        "  {} {} {}: the replay probe failed: {e}",
+                        c.name,
+                        c.precision,
+                        c.placement.name()
+                    ));
+                }
                 copies_seen |= r.layout_copies_per_policy_step.unwrap_or(0.0) > 0.0
                     || r.layout_copies_per_minibatch.unwrap_or(0.0) > 0.0;
                 results.push(serde_json::json!({ "result": r, "gpus": seen }));

@@ -15,7 +15,7 @@ mod replay;
 mod routines;
 
 pub use probe::{MatmulProbe, PROBE_SIZES, matmul_probe, matmul_probe_products};
-pub use replay::{ReplayProbe, replay_probe};
+pub use replay::{ReplayProbe, replay_probe, try_replay_probe};
 
 use crate::ppo::config::PpoConfig;
 use crate::ppo::error::PpoError;
@@ -347,6 +347,8 @@ pub struct TrainBenchResult {
     /// On a GPU, the trained model's policy step run directly and replayed from a captured
     /// graph ([`replay_probe`]): what a rollout built on replays would save per step.
     pub policy_replay: Option<ReplayProbe>,
+    /// Why the replay probe has no figures, where it failed (the run's own figures stand).
+    pub policy_replay_error: Option<String>,
 }
 
 /// Trains `cfg.updates` updates (after a warm-up update that is not counted) on a random-walk
@@ -416,17 +418,16 @@ fn measure<E: RolloutEnv>(
         p.kernel_time = kernel_time;
         p
     });
-    let policy_replay = if tradetune_device::is_cpu(device) {
-        None
+    // The pool as the training left it, before the probe below allocates its own.
+    let pool_reserved_bytes = device.memory_pool_usage().map(|u| u.bytes_reserved);
+    let (policy_replay, policy_replay_error) = if tradetune_device::is_cpu(device) {
+        (None, None)
     } else {
         let dtype = cfg.precision.compute_dtype();
-        Some(replay_probe(
-            trainer.model(),
-            cfg.n_envs,
-            cfg.obs_dim(),
-            dtype,
-            device,
-        )?)
+        match try_replay_probe(trainer.model(), cfg.n_envs, cfg.obs_dim(), dtype, device) {
+            Ok(probe) => (Some(probe), None),
+            Err(e) => (None, Some(e)),
+        }
     };
     let seconds = report.elapsed_s;
     let samples = per_update * cfg.updates;
@@ -467,8 +468,9 @@ fn measure<E: RolloutEnv>(
         update_flops,
         update_gflops_per_second: update_flops / phases.update.max(1e-9) / 1e9,
         phases,
-        pool_reserved_bytes: device.memory_pool_usage().map(|u| u.bytes_reserved),
+        pool_reserved_bytes,
         policy_replay,
+        policy_replay_error,
     })
 }
 

@@ -38,8 +38,9 @@ pub struct ReplayProbe {
     /// Whether the device replays recorded launches (false: the backend has no graphs and a
     /// replay runs the step again, so the two figures measure the same thing).
     pub hardware: bool,
-    /// The largest difference between a replay's outputs and a direct step's (0 expected: the
-    /// same kernels on the same input).
+    /// The largest difference between a replay's outputs and a direct step's: rounding at most
+    /// (the same operations on the same input, though burn's fusion may cut a step queued among
+    /// others into other kernels than a step alone).
     pub max_abs_diff: f64,
 }
 
@@ -67,6 +68,29 @@ fn read(out: &StepOut) -> Result<Vec<f32>, PpoError> {
         all.extend(v);
     }
     Ok(all)
+}
+
+/// [`replay_probe`], its failure (an error, or a panic in burn's capture or replay) as a message
+/// instead: a benchmark reports it beside the figures it already has instead of losing them.
+pub fn try_replay_probe(
+    model: &ActorCritic,
+    n_envs: usize,
+    obs_dim: usize,
+    dtype: FloatDType,
+    device: &Device,
+) -> Result<ReplayProbe, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        replay_probe(model, n_envs, obs_dim, dtype, device)
+    }))
+    .map_err(|panic| {
+        let text = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "no message".into());
+        format!("panicked: {text}")
+    })?
+    .map_err(|e| e.to_string())
 }
 
 /// Runs `model`'s policy step on `n_envs` observations of `obs_dim` values in `dtype`, directly
