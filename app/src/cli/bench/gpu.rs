@@ -118,9 +118,12 @@ fn replay_line(c: &TrainBenchConfig, p: &ReplayProbe) -> String {
     } else {
         format!("; outputs differ by up to {:.2e}", p.max_abs_diff)
     };
+    // What the policy steps of one rollout of this configuration would cost each way.
+    let rollout_ms = |us: f64| us * c.n_steps as f64 / 1e3;
     format!(
         "  {} {} {}: {:.1} launches a step, {:.0} µs direct, {:.0} µs replayed ({:.1} µs a \
-         launch saved; capture {:.0} ms; {} steps each way{how})",
+         launch saved; a rollout's {} policy steps {:.1} ms direct, {:.1} ms replayed; capture \
+         {:.0} ms; {} steps each way{how})",
         c.name,
         c.precision,
         c.placement.name(),
@@ -128,6 +131,9 @@ fn replay_line(c: &TrainBenchConfig, p: &ReplayProbe) -> String {
         p.direct_us_per_step,
         p.replay_us_per_step,
         p.saved_us_per_launch(),
+        c.n_steps,
+        rollout_ms(p.direct_us_per_step),
+        rollout_ms(p.replay_us_per_step),
         p.capture_ms,
         p.steps,
     )
@@ -535,6 +541,43 @@ mod tests {
         assert!(
             line.ends_with("(host clock around each kernel: an upper bound, 2 unmeasured)"),
             "{line}"
+        );
+    }
+
+    #[test]
+    fn a_replay_line_gives_a_step_and_a_rollout_each_way_and_what_a_launch_saves() {
+        let mut p = ReplayProbe {
+            steps: 122,
+            launches_per_step: 8.0,
+            direct_us_per_step: 1868.0,
+            replay_us_per_step: 726.0,
+            capture_ms: 9.2,
+            hardware: true,
+            max_abs_diff: 0.0,
+        };
+        let c = TrainBenchConfig::tiny();
+        assert_eq!(
+            replay_line(&c, &p),
+            format!(
+                "  tiny {} {}: 8.0 launches a step, 1868 µs direct, 726 µs replayed (142.8 µs a \
+                 launch saved; a rollout's 32 policy steps 59.8 ms direct, 23.2 ms replayed; \
+                 capture 9 ms; 122 steps each way; the same outputs)",
+                c.precision,
+                c.placement.name()
+            )
+        );
+        p.max_abs_diff = 7.45e-9;
+        assert!(
+            replay_line(&c, &p).ends_with("; outputs differ by up to 7.45e-9)"),
+            "{}",
+            replay_line(&c, &p)
+        );
+        p.hardware = false;
+        assert!(
+            replay_line(&c, &p)
+                .ends_with("; this backend has no graphs, so a replay ran the step again)"),
+            "{}",
+            replay_line(&c, &p)
         );
     }
 }
