@@ -184,3 +184,60 @@ pub fn replay_probe(
         max_abs_diff,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    use burn::tensor::{Tensor, TensorData, capture};
+
+    /// What a rollout built on replays would rely on (the probe's doc): a replay reads its
+    /// captured input's buffer as it is now, so an input refreshed in place (`slice_assign` on
+    /// a tensor nothing else holds, which burn runs in place) is what the next replay computes
+    /// on. Held here so that a burn or cubecl upgrade that changes it says so.
+    #[test]
+    fn a_replay_reads_its_input_as_refreshed_in_place() {
+        let Some(device) = tradetune_device::wgpu_for_test("replay of a refreshed input") else {
+            return;
+        };
+        let (n, width) = (4, 8);
+        let pattern = |len: usize, k: usize| -> Vec<f32> {
+            (0..len)
+                .map(|i| ((i + 7 * k) % 11) as f32 / 5.0 - 1.0)
+                .collect()
+        };
+        let w = Tensor::<2>::from_data(
+            TensorData::new(pattern(width * width, 9), [width, width]),
+            &device,
+        )
+        .mul_scalar(0.3);
+        // The graph's closure holds the input only while it runs: between replays the tensor
+        // is held by the cell alone, so it can be written in place.
+        let x = Rc::new(RefCell::new(Tensor::<2>::zeros([n, width], &device)));
+        let step = {
+            let (x, w) = (x.clone(), w.clone());
+            move || x.borrow().clone().matmul(w.clone()).tanh()
+        };
+        let mut graph = capture(&device, step);
+        assert!(graph.is_hardware(), "wgpu records the launches");
+        for k in 0..3 {
+            let fresh =
+                Tensor::<2>::from_data(TensorData::new(pattern(n * width, k), [n, width]), &device);
+            x.borrow_mut()
+                .inplace(|t| t.slice_assign([0..n, 0..width], fresh.clone()));
+            // SAFETY: the input and the weight are held by the closure's cell and clone, the
+            // output by the graph; this thread alone uses them, on the capture's stream.
+            unsafe {
+                graph.replay();
+            }
+            let got: Vec<f32> = graph.output().clone().try_into_vec_as().unwrap();
+            let want: Vec<f32> = fresh.matmul(w.clone()).tanh().try_into_vec_as().unwrap();
+            assert_eq!(got, want, "refresh {k}");
+            assert!(
+                got.iter().any(|v| v.abs() > 0.1),
+                "not the zeros captured: {got:?}"
+            );
+        }
+    }
+}
