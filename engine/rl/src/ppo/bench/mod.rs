@@ -15,7 +15,7 @@ mod replay;
 mod routines;
 
 pub use probe::{MatmulProbe, PROBE_SIZES, matmul_probe, matmul_probe_products};
-pub use replay::{ReplayProbe, replay_probe, try_replay_probe};
+pub use replay::{ReplayProbe, try_replay_probe};
 
 use crate::ppo::config::PpoConfig;
 use crate::ppo::error::PpoError;
@@ -345,7 +345,7 @@ pub struct TrainBenchResult {
     /// The device's memory pool after the run (bytes reserved), where the device reports one.
     pub pool_reserved_bytes: Option<u64>,
     /// On a GPU, the trained model's policy step run directly and replayed from a captured
-    /// graph ([`replay_probe`]): what a rollout built on replays would save per step.
+    /// graph ([`try_replay_probe`]): what a rollout built on replays would save per step.
     pub policy_replay: Option<ReplayProbe>,
     /// Why the replay probe has no figures, where it failed (the run's own figures stand).
     pub policy_replay_error: Option<String>,
@@ -472,6 +472,15 @@ fn measure<E: RolloutEnv>(
         policy_replay,
         policy_replay_error,
     })
+}
+
+/// A caught panic's message (a `String` or `&str` payload), for a probe that reports a panic in
+/// burn or cubecl instead of ending the benchmark.
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> Option<String> {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
 }
 
 /// Threads of the rayon pool the CPU device and the env compute with.

@@ -223,11 +223,7 @@ pub(crate) fn routine(
         )
     }))
     .map_err(|panic| {
-        panic
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "the routine panicked".into())
+        super::panic_text(panic.as_ref()).unwrap_or_else(|| "the routine panicked".into())
     })?
     .map_err(|e| format!("{e:?}"))
 }
