@@ -369,13 +369,19 @@ fn bench_gpu_holds_the_launches_at_the_presets_depth() {
             "tiny_deep",
             "--placements",
             "device",
+            "--policy-steps",
+            "direct,replay",
             "--probe-sizes",
             "64",
             "--json",
         ],
     ));
     let runs = v["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 2, "{v}");
+    // f32 then f16, each direct then replayed.
+    assert_eq!(runs.len(), 4, "{v}");
+    for pair in runs.chunks(2) {
+        check_replayed(&pair[0], &pair[1]);
+    }
     for r in runs {
         let res = &r["result"];
         assert_eq!(res["config"]["net"], serde_json::json!([16, 16, 16]), "{r}");
@@ -390,6 +396,66 @@ fn bench_gpu_holds_the_launches_at_the_presets_depth() {
         // Deeper, not more: a minibatch still reads nothing back, one read an update.
         assert_eq!(res["syncs_per_update"].as_u64(), Some(1), "{r}");
     }
+}
+
+/// Run `replay` of `bench gpu --policy-steps direct,replay` against run `direct`, the same
+/// configuration with its rollouts' policy step launched directly (issue 33,
+/// `TRADETUNE_REPLAY_POLICY`): the replayed run's policy step still runs its forward passes'
+/// kernels (counted as replayed), and the host prepares one launch a step (the noise added and
+/// the action clipped; the buffer's kernel writes the next observations into the graph's
+/// input) plus the capture, once a rollout: four runs of the step (three warm-ups, the
+/// recorded one) and the input's first write. Measured on lavapipe (2026-11-29, tiny_deep, 32
+/// steps), launches a policy step: f32 13.2 direct, 15.4 replayed of which 12.6 replayed and
+/// 2.8 prepared by the host; f16 12.3 direct, 14.7 replayed, 11.6 and 3.1. That the replayed rollout learns what the direct one learns is
+/// `engine/tests/ppo_replay.rs`.
+fn check_replayed(direct: &serde_json::Value, replay: &serde_json::Value) {
+    let profile = |run: &serde_json::Value, replayed: bool| {
+        let r = &run["result"];
+        assert_eq!(r["config"]["replay_policy"], replayed, "{r}");
+        let p = &r["dispatch_profile"];
+        let f = |k: &str| p[k].as_f64().unwrap_or_else(|| panic!("{k}: {r}"));
+        (f("per_policy_step"), f("replayed_per_policy_step"))
+    };
+    let (direct_total, direct_replayed) = profile(direct, false);
+    let (total, replayed) = profile(replay, true);
+    let r = &replay["result"];
+    let steps = r["config"]["n_steps"].as_f64().unwrap();
+    let host = total - replayed;
+    eprintln!(
+        "{} policy step: {direct_total:.2} launches direct; replayed {total:.2}, of which \
+         {replayed:.2} replayed and {host:.2} prepared by the host",
+        r["config"]["precision"]
+    );
+    assert_eq!(
+        direct_replayed, 0.0,
+        "nothing is replayed without the graph"
+    );
+    // Steps 1.. of each rollout replay what the capture recorded: at least the forward
+    // passes' products (4 a network at this depth).
+    let recorded = replayed * steps / (steps - 1.0);
+    assert!(recorded >= 8.0, "{recorded} launches a replay: {r}");
+    // The host: the sampling's launch a step, and once a rollout the capture (four runs of a
+    // step that launches what a replay does, the first one's fusion build allowed one more for
+    // each of its kernels, and the input's first write) and, in f16, the weights' casts, as
+    // without the graph (a weight and a bias a layer, two networks).
+    let layers = r["config"]["net"].as_array().unwrap().len() as f64 + 1.0;
+    let casts = if r["config"]["precision"] == "f16" {
+        2.0 * 2.0 * layers
+    } else {
+        0.0
+    };
+    let cap = 1.0 + (5.0 * recorded + 2.0 + casts) / steps;
+    assert!(
+        host <= cap,
+        "{host} launches prepared by the host a step (cap {cap}): {r}"
+    );
+    assert!(
+        host < 0.4 * direct_total,
+        "{host} against {direct_total} directly: {r}"
+    );
+    // The replayed run's own figures are the run's: no replay probe beside them.
+    assert!(r["policy_replay"].is_null(), "{r}");
+    assert!(direct["result"]["policy_replay"].is_object(), "{direct}");
 }
 
 /// A peer that logs its arguments to `args.log` beside it and prints a fixed result of the GPU

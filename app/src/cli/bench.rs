@@ -84,6 +84,11 @@ pub struct GpuArgs {
     /// Precisions to compare (those the device lacks are skipped with a note).
     #[arg(long, value_delimiter = ',', default_value = "f32,f16")]
     pub precisions: Vec<String>,
+    /// How a rollout runs its policy steps, to compare: direct (each step's launches prepared
+    /// one by one), replay (captured once a rollout and replayed, as
+    /// `TRADETUNE_REPLAY_POLICY=1` makes trials do).
+    #[arg(long, value_delimiter = ',', default_value = "direct")]
+    pub policy_steps: Vec<String>,
     /// Updates measured per run, after one warm-up update (default 1).
     #[arg(long)]
     pub updates: Option<usize>,

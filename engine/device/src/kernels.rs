@@ -56,6 +56,11 @@ pub struct KernelCounts {
     /// Of the launches, those that made a strided tensor contiguous ([`is_layout_copy`]).
     #[serde(default)]
     pub layout_copies: u64,
+    /// Of the launches, those replayed from a captured graph ([`crate::graph`]): the device runs
+    /// them, but the host only encodes them again (the launch observer does not see them; each
+    /// replay adds its recording's launches here and to `dispatches`).
+    #[serde(default)]
+    pub replayed: u64,
 }
 
 impl KernelCounts {
@@ -66,6 +71,7 @@ impl KernelCounts {
             compiled: self.compiled.saturating_sub(earlier.compiled),
             autotune_runs: self.autotune_runs.saturating_sub(earlier.autotune_runs),
             layout_copies: self.layout_copies.saturating_sub(earlier.layout_copies),
+            replayed: self.replayed.saturating_sub(earlier.replayed),
         }
     }
 
@@ -79,6 +85,7 @@ static DISPATCHES: AtomicU64 = AtomicU64::new(0);
 static COMPILED: AtomicU64 = AtomicU64::new(0);
 static AUTOTUNED: AtomicU64 = AtomicU64::new(0);
 static LAYOUT_COPIES: AtomicU64 = AtomicU64::new(0);
+static REPLAYED: AtomicU64 = AtomicU64::new(0);
 /// Whether compilations and autotune runs are being counted (the logger installed).
 static COUNTING_COMPILES: AtomicBool = AtomicBool::new(false);
 /// Whether launches are being counted (the observer installed).
@@ -91,7 +98,16 @@ pub fn counts() -> KernelCounts {
         compiled: COMPILED.load(Ordering::Relaxed),
         autotune_runs: AUTOTUNED.load(Ordering::Relaxed),
         layout_copies: LAYOUT_COPIES.load(Ordering::Relaxed),
+        replayed: REPLAYED.load(Ordering::Relaxed),
     }
+}
+
+/// Counts one replay of a graph whose recorded run launched `recorded` (its dispatches and
+/// layout copies): they are launches the device runs again, and replayed ones.
+pub(crate) fn count_replayed(recorded: &KernelCounts) {
+    DISPATCHES.fetch_add(recorded.dispatches, Ordering::Relaxed);
+    LAYOUT_COPIES.fetch_add(recorded.layout_copies, Ordering::Relaxed);
+    REPLAYED.fetch_add(recorded.dispatches, Ordering::Relaxed);
 }
 
 /// Whether the kernel named `kernel` (as cubecl's launch observer names it: the kernel type's
@@ -409,17 +425,25 @@ mod tests {
             compiled: 3,
             autotune_runs: 1,
             layout_copies: 4,
+            replayed: 0,
         };
         let b = KernelCounts {
             dispatches: 25,
             compiled: 3,
             autotune_runs: 2,
             layout_copies: 6,
+            replayed: 7,
         };
         let d = b.since(&a);
         assert_eq!(
-            (d.dispatches, d.compiled, d.autotune_runs, d.layout_copies),
-            (15, 0, 1, 2)
+            (
+                d.dispatches,
+                d.compiled,
+                d.autotune_runs,
+                d.layout_copies,
+                d.replayed
+            ),
+            (15, 0, 1, 2, 7)
         );
         assert!(d.compiled_anything());
         assert_eq!(a.since(&b), KernelCounts::default());

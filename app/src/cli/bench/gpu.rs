@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tradetune_engine::device::precision::Precision;
 use tradetune_engine::device::{DeviceSpec, open};
+use tradetune_engine::ppo::DispatchProfile;
 use tradetune_engine::ppo::KernelTimeProfile;
 use tradetune_engine::ppo::bench::{ReplayProbe, TrainBenchConfig, TrainBenchResult};
 
@@ -79,6 +80,38 @@ const COPIES_NOTE: &str = "d/pol, d/mb as a+b: the step's own launches + layout 
      copies of an operand that the matmul routine this autotune cache picked wants in another \
      layout; TRADETUNE_TRACE_LAUNCHES=1 names every launch)";
 
+/// `name precision placement`, and `replayed` where the rollouts replay their policy step: how
+/// the lines under the table name a run.
+fn run_label(c: &TrainBenchConfig) -> String {
+    let replayed = if c.replay_policy { " replayed" } else { "" };
+    format!(
+        "{} {} {}{replayed}",
+        c.name,
+        c.precision,
+        c.placement.name()
+    )
+}
+
+/// A policy step's steady launches in a run whose rollouts replay it, as a line under the table.
+fn replayed_line(c: &TrainBenchConfig, p: &DispatchProfile) -> String {
+    format!(
+        "  {}: {:.2} launches a policy step, {:.2} replayed from the rollout's captured step and \
+         {:.2} prepared one by one (the capture's four runs of the step included, once a \
+         rollout of {} steps)",
+        run_label(c),
+        p.per_policy_step,
+        p.replayed_per_policy_step,
+        p.per_policy_step - p.replayed_per_policy_step,
+        c.n_steps,
+    )
+}
+
+/// Printed above the lines of the runs whose rollouts replay their policy step.
+const REPLAYED_NOTE: &str = "pol replay: each rollout captures its policy step once (both \
+     networks' forward passes) and replays the recorded launches at each later step, the step's \
+     observations written into the captured input in place and its noise added outside \
+     (TRADETUNE_REPLAY_POLICY=1 does this in trials); d/pol counts the replayed launches too";
+
 /// What the device ran in one update of `c`, by part, as a line under the table.
 fn kernel_line(c: &TrainBenchConfig, k: &KernelTimeProfile) -> String {
     let ms = |t: &tradetune_engine::device::kernel_timing::KernelTime| 1e3 * t.sum_s;
@@ -94,11 +127,9 @@ fn kernel_line(c: &TrainBenchConfig, k: &KernelTimeProfile) -> String {
         String::new()
     };
     format!(
-        "  {} {} {}: env {:.1}, inference {:.1}, buffer {:.1}, gae {:.1}, update {:.1}; busy \
+        "  {}: env {:.1}, inference {:.1}, buffer {:.1}, gae {:.1}, update {:.1}; busy \
          {:.1} ms with {} kernels ({clock}{unmeasured})",
-        c.name,
-        c.precision,
-        c.placement.name(),
+        run_label(c),
         ms(&k.env_step),
         ms(&k.inference),
         ms(&k.buffer),
@@ -121,12 +152,10 @@ fn replay_line(c: &TrainBenchConfig, p: &ReplayProbe) -> String {
     // What the policy steps of one rollout of this configuration would cost each way.
     let rollout_ms = |us: f64| us * c.n_steps as f64 / 1e3;
     format!(
-        "  {} {} {}: {:.1} launches a step, {:.0} µs direct, {:.0} µs replayed ({:.1} µs a \
+        "  {}: {:.1} launches a step, {:.0} µs direct, {:.0} µs replayed ({:.1} µs a \
          launch saved; a rollout's {} policy steps {:.1} ms direct, {:.1} ms replayed; capture \
          {:.0} ms; {} steps each way{how})",
-        c.name,
-        c.precision,
-        c.placement.name(),
+        run_label(c),
         p.launches_per_step,
         p.direct_us_per_step,
         p.replay_us_per_step,
@@ -153,7 +182,7 @@ const KERNEL_NOTE: &str = "krn%: the device busy with this run's kernels, in % o
 
 fn header() {
     println!(
-        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} | {:>7} {:>7} {:>9} {:>9} {:>7} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>4} {:>4} {:>4} {:>4} {:>4} | {:>5} {:>6} | {:>8} | gpus (util %, mem MiB)",
+        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} {:<6} | {:>7} {:>7} {:>9} {:>9} {:>7} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>4} {:>4} {:>4} {:>4} {:>4} | {:>5} {:>6} | {:>8} | gpus (util %, mem MiB)",
         "config",
         "envs",
         "steps",
@@ -161,6 +190,7 @@ fn header() {
         "net",
         "prec",
         "env",
+        "pol",
         "cold s",
         "comp s",
         "steady/s",
@@ -200,7 +230,7 @@ fn row(c: &TrainBenchConfig, r: &TrainBenchResult, seen: &[GpuSeen]) {
         })
         .collect();
     println!(
-        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} | {:>7.1} {:>7.1} {:>9.0} {:>9.0} {:>7.1} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>4.0} {:>4.0} {:>4.0} {:>4.0} {:>4.0} | {:>5} {:>6} | {:>8} | {}",
+        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} {:<6} | {:>7.1} {:>7.1} {:>9.0} {:>9.0} {:>7.1} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>4.0} {:>4.0} {:>4.0} {:>4.0} {:>4.0} | {:>5} {:>6} | {:>8} | {}",
         c.name,
         c.n_envs,
         c.n_steps,
@@ -208,6 +238,7 @@ fn row(c: &TrainBenchConfig, r: &TrainBenchResult, seen: &[GpuSeen]) {
         format!("{:?}", c.net),
         c.precision.to_string(),
         c.placement.name(),
+        if c.replay_policy { "replay" } else { "direct" },
         r.cold_update_s,
         r.compile_s,
         r.samples_per_second,
@@ -250,7 +281,7 @@ fn peer_row(c: &TrainBenchConfig, precision: &str, run: &PeerRun, ours_best: Opt
         )
     });
     println!(
-        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} | {:>7} {:>7} {:>9.0} {:>9} | peer: {} on {}{ratio}",
+        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} {:<6} | {:>7} {:>7} {:>9.0} {:>9} | peer: {} on {}{ratio}",
         c.name,
         c.n_envs,
         c.n_steps,
@@ -258,6 +289,7 @@ fn peer_row(c: &TrainBenchConfig, precision: &str, run: &PeerRun, ours_best: Opt
         format!("{:?}", c.net),
         precision,
         "host",
+        "-",
         opt(run.cold_update_seconds, 1),
         "-",
         run.samples_per_second(),
@@ -314,6 +346,17 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
             "device" => Ok(ResolvedPlacement::Device),
             other => Err(anyhow::anyhow!(
                 "--placements: unknown placement '{other}' (valid: host, device)"
+            )),
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let policy_steps = args
+        .policy_steps
+        .iter()
+        .map(|p| match p.trim() {
+            "direct" => Ok(false),
+            "replay" => Ok(true),
+            other => Err(anyhow::anyhow!(
+                "--policy-steps: unknown way '{other}' (valid: direct, replay)"
             )),
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
@@ -405,13 +448,18 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
     let mut copies_seen = false;
     let mut kernel_lines = Vec::new();
     let mut replay_lines = Vec::new();
+    let mut replayed_lines = Vec::new();
     for cfg in &configs {
         let mut best: Option<f64> = None;
         for &precision in &precisions {
-            for &placement in &placements {
+            for (&placement, &replay_policy) in placements
+                .iter()
+                .flat_map(|p| policy_steps.iter().map(move |r| (p, r)))
+            {
                 let mut c = cfg.clone();
                 c.precision = precision;
                 c.placement = placement;
+                c.replay_policy = replay_policy;
                 if let Some(u) = args.updates {
                     c.updates = u;
                 }
@@ -428,16 +476,14 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
                 if let Some(k) = r.dispatch_profile.and_then(|p| p.kernel_time) {
                     kernel_lines.push(kernel_line(&c, &k));
                 }
+                if let Some(p) = r.dispatch_profile.filter(|_| c.replay_policy) {
+                    replayed_lines.push(replayed_line(&c, &p));
+                }
                 if let Some(p) = &r.policy_replay {
                     replay_lines.push(replay_line(&c, p));
                 }
                 if let Some(e) = &r.policy_replay_error {
-                    replay_lines.push(format!(
-                        "  {} {} {}: the replay probe failed: {e}",
-                        c.name,
-                        c.precision,
-                        c.placement.name()
-                    ));
+                    replay_lines.push(format!("  {}: the replay probe failed: {e}", run_label(&c)));
                 }
                 copies_seen |= r.layout_copies_per_policy_step.unwrap_or(0.0) > 0.0
                     || r.layout_copies_per_minibatch.unwrap_or(0.0) > 0.0;
@@ -476,6 +522,12 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
         println!("{KERNEL_NOTE}");
         println!("the device's ms per update, by part (each kernel timed):");
         for line in &kernel_lines {
+            println!("{line}");
+        }
+    }
+    if !replayed_lines.is_empty() && !args.json {
+        println!("{REPLAYED_NOTE}");
+        for line in &replayed_lines {
             println!("{line}");
         }
     }

@@ -45,6 +45,11 @@ pub struct DispatchProfile {
     /// Of `per_minibatch`, the layout copies.
     #[serde(default)]
     pub copies_per_minibatch: f64,
+    /// Of `per_policy_step`, the launches replayed from the rollout's captured policy step
+    /// (`ppo.replay_policy`): run by the device, only encoded again by the host. The rest are
+    /// launches the host prepares one by one.
+    #[serde(default)]
+    pub replayed_per_policy_step: f64,
     /// Host reads and explicit synchronisations of an untimed update (the timed one adds a
     /// synchronisation per phase of each step to time it), when one has run.
     pub syncs_per_update: Option<u64>,
@@ -101,6 +106,7 @@ pub(crate) struct Tally {
     last: KernelCounts,
     counts: [u64; 5],
     copies: [u64; 5],
+    replayed: [u64; 5],
     /// Whether the next timed updates time each kernel on the device (a benchmark's choice:
     /// it costs a round trip to the device's server per launch).
     pub(crate) time_kernels: bool,
@@ -114,6 +120,7 @@ impl Tally {
         self.last = kernels::counts();
         self.counts = [0; 5];
         self.copies = [0; 5];
+        self.replayed = [0; 5];
         self.kernel = [KernelTime::default(); 5];
         // A timer left by an update that stopped half way stops first.
         self.timer = None;
@@ -128,6 +135,7 @@ impl Tally {
         let delta = now.since(&self.last);
         self.counts[part as usize] += delta.dispatches;
         self.copies[part as usize] += delta.layout_copies;
+        self.replayed[part as usize] += delta.replayed;
         self.last = now;
         if let Some(timer) = &mut self.timer {
             self.kernel[part as usize].add(&timer.take());
@@ -162,6 +170,8 @@ impl Tally {
             copies_per_policy_step: self.copies[Part::Inference as usize] as f64
                 / steps.max(1) as f64,
             copies_per_minibatch: self.copies[Part::Update as usize] as f64 / minibatches_f,
+            replayed_per_policy_step: self.replayed[Part::Inference as usize] as f64
+                / steps.max(1) as f64,
             syncs_per_update: None,
             kernel_time,
         }
@@ -321,6 +331,7 @@ mod tests {
             autotune_runs: 51,
             dispatches: 900,
             layout_copies: 0,
+            replayed: 0,
         });
         w.end(vec![progress(1, cold)], 10.0, &cold, compiled, &mut |e| {
             out.push(e)

@@ -26,6 +26,7 @@ use crate::ppo::update::{Learner, UpdateStats};
 use tradetune_device::kernels::KernelCounts;
 use tradetune_device::memory::MemoryBudget;
 
+mod policy_graph;
 mod step;
 
 /// What a finished (or stopped) run returns.
@@ -93,6 +94,13 @@ enum Inference {
     Device { scaled_noise: Tensor<3> },
 }
 
+/// `TRADETUNE_REPLAY_POLICY`: `1`, `on` or `true` turns [`Trainer::set_replay_policy`] on.
+fn replay_policy_from_env() -> bool {
+    std::env::var("TRADETUNE_REPLAY_POLICY")
+        .map(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "on" | "true"))
+        .unwrap_or(false)
+}
+
 /// PPO on one environment batch and one device.
 pub struct Trainer<E: RolloutEnv> {
     cfg: PpoConfig,
@@ -120,6 +128,9 @@ pub struct Trainer<E: RolloutEnv> {
     /// Whether a rollout step's forward pass runs on the host (the CPU device in f32; see
     /// [`crate::ppo::host_policy`]).
     host_inference: bool,
+    /// Whether a rollout replays its policy step from a graph captured once per rollout
+    /// ([`Trainer::set_replay_policy`]).
+    replay_policy: bool,
     /// Whether the device compiles kernels (every device but the CPU's).
     compiles: bool,
     /// The compile phase's accounting.
@@ -165,6 +176,7 @@ impl<E: RolloutEnv> Trainer<E> {
             phase_every: PHASE_SAMPLE_EVERY,
             last_timed: None,
             host_inference,
+            replay_policy: replay_policy_from_env(),
             compiles: !tradetune_device::is_cpu(&device),
             compile_watch: CompileWatch::default(),
             tally: Tally::default(),
@@ -222,6 +234,16 @@ impl<E: RolloutEnv> Trainer<E> {
     /// device's server per launch, and it times every launch of the process.
     pub fn set_kernel_timing(&mut self, on: bool) {
         self.tally.time_kernels = on;
+    }
+
+    /// Whether each rollout captures its policy step once and replays it for the later steps
+    /// (issue 33; `trainer/policy_graph.rs`): one launch to write a step's observations and one
+    /// replay instead of the forward passes' launches, each prepared by the host. The results are
+    /// the direct step's up to rounding. Off by default until a card's figures say it pays;
+    /// `TRADETUNE_REPLAY_POLICY=1` turns it on for every trainer of the process. Only where the
+    /// policy step runs on the device (not the CPU's host forward pass in f32).
+    pub fn set_replay_policy(&mut self, on: bool) {
+        self.replay_policy = on;
     }
 
     /// Launches and round-trips of the last timed update, by part, once one has run.

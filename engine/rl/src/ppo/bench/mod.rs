@@ -57,6 +57,9 @@ pub struct TrainBenchConfig {
     /// CPU device in f32; see [`crate::ppo::host_update`]): the path other devices take, for
     /// comparing the two.
     pub burn_update: bool,
+    /// Whether each rollout replays its policy step from a graph captured once
+    /// ([`Trainer::set_replay_policy`]).
+    pub replay_policy: bool,
 }
 
 impl TrainBenchConfig {
@@ -75,6 +78,7 @@ impl TrainBenchConfig {
             precision: Precision::F32,
             placement: ResolvedPlacement::Host,
             burn_update: false,
+            replay_policy: false,
         }
     }
 
@@ -383,6 +387,7 @@ fn measure<E: RolloutEnv>(
     if cfg.burn_update {
         trainer.learner_mut().set_host_update(false);
     }
+    trainer.set_replay_policy(cfg.replay_policy);
     let per_update = cfg.n_steps * cfg.n_envs;
     // The cold update: what a new configuration compiles and autotunes before it trains.
     trainer.set_phase_sampling(1);
@@ -396,12 +401,16 @@ fn measure<E: RolloutEnv>(
     trainer.learn(per_update, &mut |_| {})?;
     let profile = trainer.dispatch_profile();
     // One more timed update with every kernel timed on the device: how long the device itself
-    // ran each part (on its own: the timing costs the host a round trip per launch).
+    // ran each part (on its own: the timing costs the host a round trip per launch). The timer
+    // sees launches, not replays, so this update runs its policy steps directly: the same
+    // kernels.
     let kernel_time = if tradetune_device::is_cpu(device) {
         None
     } else {
         trainer.set_kernel_timing(true);
+        trainer.set_replay_policy(false);
         trainer.learn(per_update, &mut |_| {})?;
+        trainer.set_replay_policy(cfg.replay_policy);
         trainer.set_kernel_timing(false);
         trainer.dispatch_profile().and_then(|p| p.kernel_time)
     };
@@ -420,15 +429,17 @@ fn measure<E: RolloutEnv>(
     });
     // The pool as the training left it, before the probe below allocates its own.
     let pool_reserved_bytes = device.memory_pool_usage().map(|u| u.bytes_reserved);
-    let (policy_replay, policy_replay_error) = if tradetune_device::is_cpu(device) {
-        (None, None)
-    } else {
-        let dtype = cfg.precision.compute_dtype();
-        match try_replay_probe(trainer.model(), cfg.n_envs, cfg.obs_dim(), dtype, device) {
-            Ok(probe) => (Some(probe), None),
-            Err(e) => (None, Some(e)),
-        }
-    };
+    // (Not in a run whose rollouts replay their policy step: it measured that itself.)
+    let (policy_replay, policy_replay_error) =
+        if tradetune_device::is_cpu(device) || cfg.replay_policy {
+            (None, None)
+        } else {
+            let dtype = cfg.precision.compute_dtype();
+            match try_replay_probe(trainer.model(), cfg.n_envs, cfg.obs_dim(), dtype, device) {
+                Ok(probe) => (Some(probe), None),
+                Err(e) => (None, Some(e)),
+            }
+        };
     let seconds = report.elapsed_s;
     let samples = per_update * cfg.updates;
     let sps = samples as f64 / seconds.max(1e-9);

@@ -18,10 +18,9 @@ use burn::backend::cubecl::dtype_to_storage_type;
 use burn::backend::fusion::custom::TensorSpec;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, Dispatch, ExtensionType, backend_extension};
-use burn::tensor::{DType, FloatDType, Tensor};
+use burn::tensor::Tensor;
 use burn_cubecl::CubeBackend;
 use burn_cubecl::kernel::into_contiguous;
-use burn_cubecl::ops::numeric::empty_device_dtype;
 use cubecl::{CubeDim, calculate_cube_count_elemwise};
 use tradetune_env::tensor::writable_in_place;
 
@@ -51,9 +50,9 @@ fn rows_meta(
     _values_row: &TensorSpec,
     _rewards_row: &TensorSpec,
     _dones_row: &TensorSpec,
-    next_obs: &TensorSpec,
+    _next_obs: &TensorSpec,
+    next: &TensorSpec,
     _t: &usize,
-    dtype: &DType,
 ) -> RowsOutputMetadata {
     RowsOutputMetadata {
         obs: obs.clone(),
@@ -61,7 +60,7 @@ fn rows_meta(
         values: values.clone(),
         rewards: rewards.clone(),
         dones: dones.clone(),
-        next: TensorSpec::new(next_obs.shape.clone(), *dtype),
+        next: next.clone(),
     }
 }
 
@@ -70,8 +69,9 @@ fn rows_meta(
 pub trait RolloutRowOps: Backend {
     /// Writes `obs_row` `[N, D]`, `actions_row` `[N, A]` and the `[N]` rows into row `t` of
     /// `obs` `[T, N, D]`, `actions` `[T, N, A]` and the `[T, N]` tensors (all one dtype), and
-    /// `next_obs` `[N, D]` (the next step's observations) in `dtype` for the next step's
-    /// forward pass (in f16 that cast was a launch of its own every step).
+    /// `next_obs` `[N, D]` (the next step's observations) into `next` `[N, D]`, in its dtype,
+    /// for the next step's forward pass (in f16 that cast was a launch of its own every step;
+    /// where the rollout replays its policy step, `next` is the captured graph's input).
     #[fusion(meta = rows_meta)]
     fn rollout_rows(
         obs: FloatTensor<Self>,
@@ -85,8 +85,8 @@ pub trait RolloutRowOps: Backend {
         rewards_row: &FloatTensor<Self>,
         dones_row: &FloatTensor<Self>,
         next_obs: &FloatTensor<Self>,
+        next: FloatTensor<Self>,
         t: usize,
-        dtype: DType,
     ) -> RowsOutput<Self>;
 }
 
@@ -103,11 +103,11 @@ impl RolloutRowOps for CubeBackend {
         rewards_row: &FloatTensor<Self>,
         dones_row: &FloatTensor<Self>,
         next_obs: &FloatTensor<Self>,
+        next: FloatTensor<Self>,
         t: usize,
-        dtype: DType,
     ) -> RowsOutput<Self> {
-        let fdt = obs.dtype;
-        let (client, device) = (obs.client.clone(), obs.device.clone());
+        let (fdt, dtype) = (obs.dtype, next.dtype);
+        let client = obs.client.clone();
         let next_shape = next_obs.meta.shape().clone();
         let out: RowsOutput<Self> = RowsOutput {
             obs: writable_in_place(obs),
@@ -115,7 +115,7 @@ impl RolloutRowOps for CubeBackend {
             values: writable_in_place(values),
             rewards: writable_in_place(rewards),
             dones: writable_in_place(dones),
-            next: empty_device_dtype(client.clone(), device, next_shape.clone(), dtype),
+            next: writable_in_place(next),
         };
         let elements = obs_row.meta.shape().num_elements()
             + actions_row.meta.shape().num_elements()
@@ -164,14 +164,15 @@ pub(super) struct Rows {
     pub dones: Tensor<1>,
 }
 
-/// The buffer after writing one step's `rows` into row `t`, and `next` (the next step's
-/// observations) in `dtype` (see the module docs).
+/// The buffer after writing one step's `rows` into row `t`, and `next_obs` (the next step's
+/// observations) written into `into` `[N, D]` in its dtype (see the module docs): in place
+/// where only the caller held `into`.
 pub(super) fn write_rows(
     bufs: Buffers,
     rows: Rows,
     t: usize,
-    next: &Tensor<2>,
-    dtype: FloatDType,
+    next_obs: &Tensor<2>,
+    into: Tensor<2>,
 ) -> (Buffers, Tensor<2>) {
     let out = <Dispatch as RolloutRowOps>::rollout_rows(
         bufs.obs.into_dispatch(),
@@ -184,9 +185,9 @@ pub(super) fn write_rows(
         &rows.values.into_dispatch(),
         &rows.rewards.into_dispatch(),
         &rows.dones.into_dispatch(),
-        &next.clone().into_dispatch(),
+        &next_obs.clone().into_dispatch(),
+        into.into_dispatch(),
         t,
-        dtype.into(),
     );
     let bufs = Buffers {
         obs: Tensor::from_dispatch(out.obs),

@@ -106,6 +106,12 @@ impl RolloutBuffer {
         self.pos == self.n_steps
     }
 
+    /// Whether [`Self::push`] writes the next observations in the compute dtype itself (with
+    /// the rows, in one launch: a cubecl device), into the tensor it is given if any.
+    pub fn writes_next(&self) -> bool {
+        self.kernel
+    }
+
     /// Starts a new rollout (rows are overwritten).
     pub fn clear(&mut self) {
         self.pos = 0;
@@ -122,11 +128,14 @@ impl RolloutBuffer {
     /// Writes one step of all envs (`log_probs` `None`: set for the whole rollout by
     /// [`Self::set_log_probs`]). With `next` (the next step's observations and the compute
     /// dtype), returns them in that dtype where the buffer's kernel wrote them in the same
-    /// launch (a cubecl device), `None` where the caller casts them itself.
+    /// launch (a cubecl device), `None` where the caller casts them itself. With `into` too
+    /// (`[N, D]` in that dtype), the kernel writes them there, in place where only the caller
+    /// held it: a rollout that replays its policy step passes the captured graph's input.
     pub fn push(
         &mut self,
         step: StepRows,
         next: Option<(&Tensor<2>, FloatDType)>,
+        into: Option<Tensor<2>>,
     ) -> Option<Tensor<2>> {
         assert!(self.pos < self.n_steps, "rollout buffer is full");
         let (t, n, d, a) = (self.pos, self.n_envs, self.obs_dim, self.action_dim);
@@ -168,13 +177,17 @@ impl RolloutBuffer {
                 Some((x, dtype)) => (x.clone(), dtype),
                 None => (rows.obs.clone(), FloatDType::F32),
             };
-            let (bufs, cast) = kernel::write_rows(bufs, rows, t, &next_obs, dtype);
+            let into = match into {
+                Some(into) if next.is_some() => into,
+                _ => Tensor::empty([n, d], (&dev, dtype.into())),
+            };
+            let (bufs, cast) = kernel::write_rows(bufs, rows, t, &next_obs, into);
             (self.obs, self.actions) = (bufs.obs, bufs.actions);
             (self.values, self.rewards, self.dones) = (bufs.values, bufs.rewards, bufs.dones);
             self.pos += 1;
             return next.map(|_| cast);
         }
-        let _ = next;
+        let _ = (next, into);
         let row3 = |x: Tensor<2>| x.unsqueeze_dim::<3>(0);
         let row2 = |x: Tensor<1>| x.unsqueeze_dim::<2>(0);
         self.obs = take(&mut self.obs, &dev).slice_assign([t..t + 1, 0..n, 0..d], row3(obs));
@@ -239,6 +252,7 @@ mod tests {
                     dones: v(500.0),
                 },
                 None,
+                None,
             );
         }
         assert!(buf.is_full());
@@ -283,7 +297,7 @@ mod tests {
             };
             // Values f16 rounds: the cast is seen to happen.
             let next = m(0.1, od);
-            let cast = buf.push(rows, dtype.map(|dt| (&next, dt)));
+            let cast = buf.push(rows, dtype.map(|dt| (&next, dt)), None);
             if let Some(dt) = dtype {
                 let x = cast.unwrap_or_else(|| next.cast(dt));
                 assert_eq!(x.dtype(), dt.into());

@@ -8,6 +8,7 @@ use burn::module::Module;
 use burn::tensor::{Tensor, TensorData};
 use rand_distr::{Distribution, StandardNormal};
 
+use super::policy_graph::PolicyGraph;
 use super::{Inference, Trainer};
 use crate::ppo::accounting::Part;
 use crate::ppo::buffer::StepRows;
@@ -69,6 +70,9 @@ impl<E: RolloutEnv> Trainer<E> {
         // The next step's observations in the compute dtype, where the buffer's kernel wrote
         // them in its launch (a cubecl device); else a step casts them itself.
         let mut next_x: Option<Tensor<2>> = None;
+        // The captured policy step, from the first step on, where the rollout replays it.
+        let mut graph: Option<PolicyGraph> = None;
+        let replay = self.replay_policy && !self.host_inference;
         if timed {
             self.tally.begin();
         }
@@ -106,16 +110,32 @@ impl<E: RolloutEnv> Trainer<E> {
                     // The observations in the compute dtype once for both networks (the
                     // networks' own casts are then no-ops).
                     let x = next_x.take().unwrap_or_else(|| obs.clone().cast(dtype));
-                    let mean = model.action_mean(x.clone(), dtype);
                     let row = step_index..step_index + 1;
                     let noise: Tensor<2> = scaled_noise
                         .clone()
                         .slice([row.clone(), 0..n, 0..a])
                         .reshape([n, a]);
-                    let actions = mean.add(noise);
-                    let clipped = actions.clone().clamp(-1.0, 1.0);
-                    let value = model.value(x, dtype);
-                    (actions, None, value, clipped)
+                    if replay {
+                        let g = match &mut graph {
+                            Some(g) => g,
+                            None => graph.insert(PolicyGraph::capture(
+                                model.clone(),
+                                x.clone(),
+                                dtype,
+                                &self.device,
+                            )),
+                        };
+                        let (mean, value) = g.step(x)?;
+                        let actions = mean.add(noise);
+                        let clipped = actions.clone().clamp(-1.0, 1.0);
+                        (actions, None, value, clipped)
+                    } else {
+                        let mean = model.action_mean(x.clone(), dtype);
+                        let actions = mean.add(noise);
+                        let clipped = actions.clone().clamp(-1.0, 1.0);
+                        let value = model.value(x, dtype);
+                        (actions, None, value, clipped)
+                    }
                 }
             };
             if timed {
@@ -147,9 +167,15 @@ impl<E: RolloutEnv> Trainer<E> {
                 dones: step.done,
             };
             let device_inference = matches!(inference, Inference::Device { .. });
+            // Where the rollout replays its policy step, the buffer's kernel writes the next
+            // observations straight into the captured graph's input.
+            let into = match &mut graph {
+                Some(g) if self.buffer.writes_next() => Some(g.lend_input()?),
+                _ => None,
+            };
             next_x = self
                 .buffer
-                .push(rows, device_inference.then_some((&next, dtype)));
+                .push(rows, device_inference.then_some((&next, dtype)), into);
             self.obs = Some(next);
             if timed {
                 self.sync("sync: buffer")?;

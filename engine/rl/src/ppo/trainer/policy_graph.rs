@@ -1,0 +1,129 @@
+//! The rollout's policy step replayed from a graph captured once per rollout (issue 33), where
+//! the trainer is asked to ([`super::Trainer::set_replay_policy`], `TRADETUNE_REPLAY_POLICY=1`).
+//!
+//! A policy step is both networks' forward passes on `n_envs` observations: a few small kernels,
+//! whose cost on a GPU is what each launch costs the host (burn's fusion, cubecl's launch
+//! preparation, wgpu's bind groups), not arithmetic. `bench gpu`'s replay probe measured a
+//! replayed step at a third of a direct one's host time on lavapipe. Here the rollout's own step
+//! runs that way: the weights do not change during a rollout, so its first step captures the
+//! forward passes ([`tradetune_device::graph`]) and each later step writes its observations in
+//! place into the captured input and replays the recorded launches. The step's noise is added
+//! and the action clipped outside the graph (the noise row changes every step); the graph's
+//! outputs are read by those kernels and by the buffer's before the next replay overwrites them.
+//!
+//! Per step that is one launch to write the observations, the replay, and the sampling's launch,
+//! against the direct step's forward-pass launches (with the sampling fused into the mean head's
+//! kernel). The capture itself runs the step four times (three warm-ups and the recorded run,
+//! whose outputs are the first step's).
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use burn::tensor::{Device, FloatDType, Tensor};
+
+use crate::ppo::error::PpoError;
+use crate::ppo::model::ActorCritic;
+use tradetune_device::graph::{self, Graph};
+
+/// Action means `[N, A]` and values `[N]` (f32).
+type Out = (Tensor<2>, Tensor<1>);
+
+/// A rollout's captured policy step.
+pub(super) struct PolicyGraph {
+    /// The captured input `[N, D]` in the compute dtype, written in place each step. Held here
+    /// and, while it runs, by the graph's closure: between replays by nothing else, so that
+    /// burn writes its buffer in place instead of copying it.
+    x: Rc<RefCell<Tensor<2>>>,
+    graph: Graph<Out, Box<dyn FnMut() -> Out>>,
+    /// Whether the graph's outputs are those of the observations in `x` (the capture's run, not
+    /// yet handed out).
+    fresh: bool,
+    /// Whether the input is lent out ([`Self::lend_input`]) to be written and given back.
+    lent: bool,
+}
+
+impl PolicyGraph {
+    /// Captures `model`'s policy step (a rollout's snapshot, in `dtype`) on the first step's
+    /// observations `x0` `[N, D]` in `dtype`.
+    pub(super) fn capture(
+        model: ActorCritic,
+        x0: Tensor<2>,
+        dtype: FloatDType,
+        device: &Device,
+    ) -> Self {
+        let [n, d] = x0.dims();
+        // A buffer of its own: `x0` may share its buffer with the rollout's observations (a cast
+        // to the dtype they already have is no copy), and the graph reads the cell's buffer.
+        let cell = Tensor::<2>::empty([n, d], (device, dtype.into()));
+        let x = Rc::new(RefCell::new(cell));
+        x.borrow_mut().inplace(|t| t.slice_assign([0..n, 0..d], x0));
+        let step: Box<dyn FnMut() -> Out> = {
+            let x = x.clone();
+            Box::new(move || {
+                let x = x.borrow().clone();
+                (model.action_mean(x.clone(), dtype), model.value(x, dtype))
+            })
+        };
+        Self {
+            graph: graph::capture(device, step),
+            x,
+            fresh: true,
+            lent: false,
+        }
+    }
+
+    /// The captured input, lent out to be written in place with the next step's observations
+    /// (the rollout buffer's kernel writes them in its launch: no launch of its own) and given
+    /// back to [`Self::step`]. An error where burn would copy it instead of writing it (another
+    /// holder): the replay would read the captured buffer, not the new observations.
+    pub(super) fn lend_input(&mut self) -> Result<Tensor<2>, PpoError> {
+        let mut x = self.x.borrow_mut();
+        self.writable(&x)?;
+        let placeholder = Tensor::empty([0, 0], &x.device());
+        self.lent = true;
+        Ok(std::mem::replace(&mut *x, placeholder))
+    }
+
+    /// The step on observations `x` `[N, D]` in the compute dtype: the action means and the
+    /// values. The first step's are the capture's outputs (it captured on them); a later step's
+    /// `x` is the lent input, written, or else it is written into the input in place (one
+    /// launch). Then the recorded launches are replayed.
+    pub(super) fn step(&mut self, x: Tensor<2>) -> Result<Out, PpoError> {
+        if self.fresh {
+            self.fresh = false;
+            return Ok(self.graph.output().clone());
+        }
+        if self.lent {
+            *self.x.borrow_mut() = x;
+            self.lent = false;
+        } else {
+            let mut input = self.x.borrow_mut();
+            self.writable(&input)?;
+            let [n, d] = x.dims();
+            input.inplace(|t| t.slice_assign([0..n, 0..d], x));
+        }
+        // SAFETY: everything the captured step reads or writes is held for the graph's life: the
+        // weights by its closure, the input by its closure and `self.x`, the outputs by the graph.
+        // Nothing else writes them: the input is written in place (above, or by the buffer's
+        // kernel) on this thread's stream, ordered after the previous replay's reads; the
+        // outputs are only read, by kernels this thread queues after the replay (burn's fusion
+        // drains its queue before a replay, so they run before the next one overwrites them).
+        // The trainer's rollout issues all of it from one thread.
+        let out =
+            unsafe { self.graph.replay() }.map_err(|e| PpoError::read("rollout policy step", e))?;
+        Ok(out.clone())
+    }
+
+    /// An error where the captured input could not be written in place (see
+    /// [`Self::lend_input`]); without a recording any input will do.
+    fn writable(&self, x: &Tensor<2>) -> Result<(), PpoError> {
+        if self.graph.is_hardware() && !x.can_mut() {
+            return Err(PpoError::read(
+                "rollout policy step",
+                "the captured graph's input is held elsewhere, so it cannot be written in \
+                 place (set TRADETUNE_REPLAY_POLICY=0)",
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,145 @@
+//! Issue 33, a rollout's policy step replayed from a graph captured once per rollout
+//! (`Trainer::set_replay_policy`, `TRADETUNE_REPLAY_POLICY=1`): on wgpu (lavapipe in CI) a run
+//! with it learns what the same run without it learns, update by update, and its timed update
+//! says the policy step's launches were replayed.
+//!
+//! The two runs differ only in how burn cuts the step into kernels (the direct step fuses the
+//! noise into the mean head's kernel; the replayed one adds it in a launch of its own), so they
+//! agree to rounding. A replay that read stale observations (the captured ones, not each step's)
+//! would sample every step's actions from the first step's state, and the losses would part.
+
+use crate::common;
+
+use burn::tensor::{Device, FloatDType};
+use tradetune_engine::device::precision::Precision;
+use tradetune_engine::env::bench::bench_dataset;
+use tradetune_engine::env::{CpuVecEnv, EnvConfig, TensorVecEnv};
+use tradetune_engine::ppo::{
+    ActorCriticConfig, DispatchProfile, HostEnv, NetArch, PpoConfig, RolloutEnv, TrainEvent,
+    Trainer, UpdateStats,
+};
+
+const N_ENVS: usize = 4;
+const N_STEPS: usize = 24;
+const UPDATES: usize = 2;
+
+fn env_cfg() -> EnvConfig {
+    EnvConfig::new()
+        .with_n_envs(N_ENVS)
+        .with_episode_bars(10)
+        .with_seed(3)
+}
+
+fn ppo_cfg(precision: Precision) -> PpoConfig {
+    PpoConfig::new()
+        .with_n_steps(N_STEPS)
+        .with_batch_size(48)
+        .with_n_epochs(2)
+        .with_seed(17)
+        .with_precision(precision)
+        .with_policy(
+            ActorCriticConfig::new()
+                .with_net_arch(NetArch::new().with_pi(vec![16]).with_vf(vec![16])),
+        )
+}
+
+/// Each update's statistics, the final weights and the first (timed) update's launch profile.
+fn train<E: RolloutEnv>(
+    env: E,
+    device: &Device,
+    precision: Precision,
+    replay: bool,
+) -> (Vec<UpdateStats>, Vec<f32>, Option<DispatchProfile>) {
+    let mut trainer = Trainer::new(ppo_cfg(precision), env, device)
+        .unwrap()
+        .with_phase_sampling(100);
+    trainer.set_replay_policy(replay);
+    let mut stats = Vec::new();
+    trainer
+        .learn(UPDATES * N_ENVS * N_STEPS, &mut |e| {
+            if let TrainEvent::Update { stats: s, .. } = e {
+                stats.push(s);
+            }
+        })
+        .unwrap();
+    let profile = trainer.dispatch_profile();
+    (stats, trainer.model().flat_params().unwrap(), profile)
+}
+
+fn assert_same_learning(
+    what: &str,
+    (a, pa, _): &(Vec<UpdateStats>, Vec<f32>, Option<DispatchProfile>),
+    (b, pb, _): &(Vec<UpdateStats>, Vec<f32>, Option<DispatchProfile>),
+    tol: f32,
+) {
+    assert_eq!(a.len(), UPDATES, "{what}");
+    assert_eq!(b.len(), UPDATES, "{what}");
+    let close = |x: f32, y: f32| (x - y).abs() <= tol * x.abs().max(y.abs()).max(1e-2);
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        for (name, u, v) in [
+            ("policy_loss", x.policy_loss, y.policy_loss),
+            ("value_loss", x.value_loss, y.value_loss),
+            ("approx_kl", x.approx_kl, y.approx_kl),
+            ("entropy", x.entropy, y.entropy),
+        ] {
+            assert!(
+                close(u, v),
+                "{what}, update {}: {name} {u} (direct) vs {v} (replayed)",
+                i + 1
+            );
+        }
+    }
+    let worst = pa
+        .iter()
+        .zip(pb)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0f32, f32::max);
+    assert!(worst <= tol, "{what}: weights differ by up to {worst}");
+}
+
+#[test]
+fn a_rollout_on_a_replayed_policy_step_learns_as_the_direct_one() {
+    let Some(device) = common::wgpu_device("a rollout on a replayed policy step") else {
+        return;
+    };
+    let data = bench_dataset(300, 3, 4, 1);
+    let tensor = || TensorVecEnv::new(env_cfg(), &data, 0..300, &device).unwrap();
+    let mut precisions = vec![(Precision::F32, 1e-3)];
+    if device.supports_dtype(FloatDType::F16) {
+        precisions.push((Precision::F16, 2e-2));
+    }
+    for (precision, tol) in precisions {
+        let what = format!("env on the device, {precision:?}");
+        let direct = train(tensor(), &device, precision, false);
+        let replayed = train(tensor(), &device, precision, true);
+        assert_same_learning(&what, &direct, &replayed, tol);
+        // The first update's phases are timed, its launches counted by part: without the graph
+        // nothing is replayed; with it most of a policy step's launches are (the replays of
+        // steps 1.. against the capture's three warm-ups and recorded run at step 0).
+        let d = direct.2.expect("a timed update");
+        let r = replayed.2.expect("a timed update");
+        eprintln!(
+            "{what}: policy step {:.2} launches (direct), {:.2} of which {:.2} replayed",
+            d.per_policy_step, r.per_policy_step, r.replayed_per_policy_step
+        );
+        assert_eq!(d.replayed_per_policy_step, 0.0, "{what}");
+        assert!(
+            r.replayed_per_policy_step >= 0.5 * d.per_policy_step,
+            "{what}: {:.2} of {:.2} replayed",
+            r.replayed_per_policy_step,
+            r.per_policy_step
+        );
+    }
+    // The host env on the same device: its steps read the actions back, and the policy step
+    // still runs on the device, replayed.
+    let host = || {
+        HostEnv::new(
+            CpuVecEnv::new(env_cfg(), data.clone(), 0..300).unwrap(),
+            &device,
+        )
+    };
+    let direct = train(host(), &device, Precision::F32, false);
+    let replayed = train(host(), &device, Precision::F32, true);
+    assert_same_learning("env on the host, F32", &direct, &replayed, 1e-3);
+    assert!(replayed.2.expect("a timed update").replayed_per_policy_step > 0.0);
+}
