@@ -665,7 +665,10 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
                 "bench gpu --probe-sizes 256,1024,4096 --peer {} {cache}",
                 python.display()
             ),
-            format!("bench gpu --configs rtx4080 --probe-sizes 256,1024,4096 --json {cache}"),
+            format!(
+                "bench gpu --configs rtx4080 --policy-steps direct,replay --probe-sizes \
+                 256,1024,4096 --json {cache}"
+            ),
             format!("bench matmul --configs rtx4080 {cache}"),
         ]
     );

@@ -8,7 +8,8 @@
 #                         samples/s, launches, phase split, the probe (256², 1024², 4096²), GPU busy %;
 #                         the PyTorch peer with --peer
 #   bench-gpu-cached.json the RTX 4080 configuration again in a second process on the cache the first
-#                         left: what the next trial of the same shapes pays before it trains
+#                         left: what the next trial of the same shapes pays before it trains; each
+#                         run twice, its rollouts' policy step direct and replayed
 #   bench-matmul.txt      `tradetune bench matmul --configs rtx4080`: every matmul routine on the
 #                         update's products, which one autotune picks, the card's planes and
 #                         cooperative matrices
@@ -117,8 +118,10 @@ if [ -n "$peer" ]; then peer_args=(--peer "$peer"); fi
 # 4,740 GFLOP/s of about 60,000): the update's GFLOP/s is held against the best of these.
 probe=(--probe-sizes 256,1024,4096)
 step "bench gpu, cold" bench-gpu.txt "$bin" bench gpu "${probe[@]}" "${peer_args[@]}"
-step "bench gpu, rtx4080 on the warm cache" bench-gpu-cached.json \
-  "$bin" bench gpu --configs rtx4080 "${probe[@]}" --json
+# On the warm cache each run is short, so this one also replays the rollouts' policy step
+# (issue 33, TRADETUNE_REPLAY_POLICY): whether a replayed step pays on the card, run by run.
+step "bench gpu, rtx4080 on the warm cache, policy steps direct and replayed" bench-gpu-cached.json \
+  "$bin" bench gpu --configs rtx4080 --policy-steps direct,replay "${probe[@]}" --json
 step "bench matmul, rtx4080" bench-matmul.txt "$bin" bench matmul --configs rtx4080
 
 echo "== $(( $(date +%s) - start ))s in all; the report is in $out/" | tee -a "$out/steps.txt"
