@@ -1,7 +1,8 @@
 //! Issue 33, a rollout's policy step replayed from a graph captured once per rollout
 //! (`Trainer::set_replay_policy`, `TRADETUNE_REPLAY_POLICY=1`): on wgpu (lavapipe in CI) a run
 //! with it learns what the same run without it learns, update by update, and its timed update
-//! says the policy step's launches were replayed.
+//! says the policy step's launches were replayed; so do two such runs at once on two threads,
+//! as a study's workers share a card.
 //!
 //! The two runs differ only in how burn cuts the step into kernels (the direct step fuses the
 //! noise into the mean head's kernel; the replayed one adds it in a launch of its own), so they
@@ -108,6 +109,7 @@ fn a_rollout_on_a_replayed_policy_step_learns_as_the_direct_one() {
     if device.supports_dtype(FloatDType::F16) {
         precisions.push((Precision::F16, 2e-2));
     }
+    let mut reference = None;
     for (precision, tol) in precisions {
         let what = format!("env on the device, {precision:?}");
         let direct = train(tensor(), &device, precision, false);
@@ -129,6 +131,23 @@ fn a_rollout_on_a_replayed_policy_step_learns_as_the_direct_one() {
             r.replayed_per_policy_step,
             r.per_policy_step
         );
+        reference.get_or_insert(direct);
+    }
+    // Two trials on one card, as a study's workers run them: threads of one process, each
+    // capturing and replaying its own graph on its own stream while the other does. Each learns
+    // what the direct run learnt alone.
+    let reference = reference.expect("f32 ran");
+    let together: Vec<_> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..2)
+            .map(|_| scope.spawn(|| train(tensor(), &device, Precision::F32, true)))
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("a worker"))
+            .collect()
+    });
+    for (i, run) in together.iter().enumerate() {
+        assert_same_learning(&format!("worker {i} of 2"), &reference, run, 1e-3);
     }
     // The host env on the same device: its steps read the actions back, and the policy step
     // still runs on the device, replayed.

@@ -237,9 +237,10 @@ impl<E: RolloutEnv> Trainer<E> {
     }
 
     /// Whether each rollout captures its policy step once and replays it for the later steps
-    /// (issue 33; `trainer/policy_graph.rs`): one launch to write a step's observations and one
-    /// replay instead of the forward passes' launches, each prepared by the host. The results are
-    /// the direct step's up to rounding. Off by default until a card's figures say it pays;
+    /// (issue 33; `trainer/policy_graph.rs`): a replay and one launch (the sampling) a step
+    /// instead of the forward passes' launches, each prepared by the host; the buffer's kernel
+    /// writes the next observations into the captured input. The results are the direct step's
+    /// up to rounding. Off by default until a card's figures say it pays;
     /// `TRADETUNE_REPLAY_POLICY=1` turns it on for every trainer of the process. Only where the
     /// policy step runs on the device (not the CPU's host forward pass in f32).
     pub fn set_replay_policy(&mut self, on: bool) {

@@ -11,10 +11,13 @@
 //! and the action clipped outside the graph (the noise row changes every step); the graph's
 //! outputs are read by those kernels and by the buffer's before the next replay overwrites them.
 //!
-//! Per step that is one launch to write the observations, the replay, and the sampling's launch,
-//! against the direct step's forward-pass launches (with the sampling fused into the mean head's
-//! kernel). The capture itself runs the step four times (three warm-ups and the recorded run,
-//! whose outputs are the first step's).
+//! Per step the host then prepares one launch of the policy step (the noise added and the
+//! action clipped; the buffer's kernel writes the next observations into the captured input in
+//! its own launch, [`PolicyGraph::lend_input`]) and one replay, against the direct step's
+//! forward-pass launches (9 for nets [16] on lavapipe, 13 for [16, 16, 16]). Once a rollout
+//! the capture runs the step four times (three warm-ups and the recorded run, whose outputs are
+//! the first step's). The device runs the same kernels either way, and one more a step (the
+//! sampling, which the direct step fuses into the mean head's kernel).
 
 use std::cell::RefCell;
 use std::rc::Rc;
