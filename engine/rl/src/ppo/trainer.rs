@@ -241,8 +241,8 @@ impl<E: RolloutEnv> Trainer<E> {
     /// instead of the forward passes' launches, each prepared by the host; the buffer's kernel
     /// writes the next observations into the captured input. The results are the direct step's
     /// up to rounding. Off by default until a card's figures say it pays;
-    /// `TRADETUNE_REPLAY_POLICY=1` turns it on for every trainer of the process. Only where the
-    /// policy step runs on the device (not the CPU's host forward pass in f32).
+    /// `TRADETUNE_REPLAY_POLICY=1` turns it on for every trainer of the process. Only on a GPU
+    /// (the CPU's backend has no graphs).
     pub fn set_replay_policy(&mut self, on: bool) {
         self.replay_policy = on;
     }

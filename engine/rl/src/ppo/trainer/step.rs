@@ -72,7 +72,8 @@ impl<E: RolloutEnv> Trainer<E> {
         let mut next_x: Option<Tensor<2>> = None;
         // The captured policy step, from the first step on, where the rollout replays it.
         let mut graph: Option<PolicyGraph> = None;
-        let replay = self.replay_policy && !self.host_inference;
+        // Only on a GPU: the CPU's backend has no graphs (a replay would run the step again).
+        let replay = self.replay_policy && !self.host_inference && self.compiles;
         if timed {
             self.tally.begin();
         }
