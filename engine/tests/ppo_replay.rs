@@ -44,13 +44,11 @@ fn ppo_cfg(precision: Precision) -> PpoConfig {
         )
 }
 
-/// Each update's statistics, the final weights and the first (timed) update's launch profile.
-fn train<E: RolloutEnv>(
-    env: E,
-    device: &Device,
-    precision: Precision,
-    replay: bool,
-) -> (Vec<UpdateStats>, Vec<f32>, Option<DispatchProfile>) {
+/// A run's updates' statistics, final weights and first (timed) update's launch profile.
+type Run = (Vec<UpdateStats>, Vec<f32>, Option<DispatchProfile>);
+
+/// Trains [`UPDATES`] updates, the policy step replayed or not.
+fn train<E: RolloutEnv>(env: E, device: &Device, precision: Precision, replay: bool) -> Run {
     let mut trainer = Trainer::new(ppo_cfg(precision), env, device)
         .unwrap()
         .with_phase_sampling(100);
@@ -67,35 +65,20 @@ fn train<E: RolloutEnv>(
     (stats, trainer.model().flat_params().unwrap(), profile)
 }
 
-fn assert_same_learning(
-    what: &str,
-    (a, pa, _): &(Vec<UpdateStats>, Vec<f32>, Option<DispatchProfile>),
-    (b, pb, _): &(Vec<UpdateStats>, Vec<f32>, Option<DispatchProfile>),
-    tol: f32,
-) {
-    assert_eq!(a.len(), UPDATES, "{what}");
-    assert_eq!(b.len(), UPDATES, "{what}");
-    let close = |x: f32, y: f32| (x - y).abs() <= tol * x.abs().max(y.abs()).max(1e-2);
-    for (i, (x, y)) in a.iter().zip(b).enumerate() {
-        for (name, u, v) in [
-            ("policy_loss", x.policy_loss, y.policy_loss),
-            ("value_loss", x.value_loss, y.value_loss),
-            ("approx_kl", x.approx_kl, y.approx_kl),
-            ("entropy", x.entropy, y.entropy),
-        ] {
-            assert!(
-                close(u, v),
-                "{what}, update {}: {name} {u} (direct) vs {v} (replayed)",
-                i + 1
-            );
-        }
-    }
-    let worst = pa
-        .iter()
-        .zip(pb)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0f32, f32::max);
-    assert!(worst <= tol, "{what}: weights differ by up to {worst}");
+/// Asserts that runs `a` (direct) and `b` (replayed) learnt the same to `tol`.
+fn assert_same_learning(what: &str, a: &Run, b: &Run, tol: f32) {
+    assert_eq!(a.0.len(), UPDATES, "{what}");
+    let direct = common::Learnt {
+        name: "direct",
+        stats: &a.0,
+        weights: &a.1,
+    };
+    let replayed = common::Learnt {
+        name: "replayed",
+        stats: &b.0,
+        weights: &b.1,
+    };
+    common::assert_same_learning(what, &direct, &replayed, tol, 1e-2);
 }
 
 #[test]

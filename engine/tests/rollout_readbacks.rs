@@ -203,25 +203,15 @@ fn a_device_rollout_and_update_read_once_and_learn_as_the_host_one() {
     let (a, pa, _) = train(HostEnv::new(host, &device), &device, 3);
     let (b, pb, _) = train(tensor, &device, 3);
     assert_eq!(a.len(), 3);
-    assert_eq!(b.len(), 3);
-    let close = |x: f32, y: f32| (x - y).abs() <= 1e-3 * x.abs().max(y.abs()).max(1e-3);
-    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
-        for (what, u, v) in [
-            ("policy_loss", x.policy_loss, y.policy_loss),
-            ("value_loss", x.value_loss, y.value_loss),
-            ("entropy", x.entropy, y.entropy),
-        ] {
-            assert!(
-                close(u, v),
-                "update {}: {what} {u} (host) vs {v} (device)",
-                i + 1
-            );
-        }
-    }
-    let worst = pa
-        .iter()
-        .zip(&pb)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0f32, f32::max);
-    assert!(worst <= 1e-3, "weights differ by up to {worst}");
+    let host = common::Learnt {
+        name: "host",
+        stats: &a,
+        weights: &pa,
+    };
+    let device = common::Learnt {
+        name: "device",
+        stats: &b,
+        weights: &pb,
+    };
+    common::assert_same_learning("either placement", &host, &device, 1e-3, 1e-3);
 }

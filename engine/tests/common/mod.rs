@@ -45,3 +45,42 @@ pub fn random_walk_dataset(t: usize, m: usize, n_features: usize, seed: u64) -> 
 pub fn wgpu_device(test: &str) -> Option<burn::tensor::Device> {
     tradetune_engine::device::wgpu_for_test(test)
 }
+
+/// One run's learning, for [`assert_same_learning`]: each update's statistics and the final
+/// weights, and the run's name in a failure's message.
+pub struct Learnt<'a> {
+    pub name: &'a str,
+    pub stats: &'a [tradetune_engine::ppo::UpdateStats],
+    pub weights: &'a [f32],
+}
+
+/// Asserts that two runs of the same seeds learnt the same to rounding: as many updates, each
+/// update's policy loss, value loss and entropy within `tol` of each other relative to the larger
+/// (at least `floor`), and the final weights within `tol`.
+pub fn assert_same_learning(what: &str, a: &Learnt, b: &Learnt, tol: f32, floor: f32) {
+    assert_eq!(a.stats.len(), b.stats.len(), "{what}: updates");
+    assert!(!a.stats.is_empty(), "{what}: no update");
+    let close = |x: f32, y: f32| (x - y).abs() <= tol * x.abs().max(y.abs()).max(floor);
+    for (i, (x, y)) in a.stats.iter().zip(b.stats).enumerate() {
+        for (stat, u, v) in [
+            ("policy_loss", x.policy_loss, y.policy_loss),
+            ("value_loss", x.value_loss, y.value_loss),
+            ("entropy", x.entropy, y.entropy),
+        ] {
+            assert!(
+                close(u, v),
+                "{what}, update {}: {stat} {u} ({}) vs {v} ({})",
+                i + 1,
+                a.name,
+                b.name
+            );
+        }
+    }
+    let worst = a
+        .weights
+        .iter()
+        .zip(b.weights)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0f32, f32::max);
+    assert!(worst <= tol, "{what}: weights differ by up to {worst}");
+}
