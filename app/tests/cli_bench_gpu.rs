@@ -453,7 +453,9 @@ fn check_replayed(direct: &serde_json::Value, replay: &serde_json::Value) {
         host < 0.4 * direct_total,
         "{host} against {direct_total} directly: {r}"
     );
-    // The replayed run's own figures are the run's: no replay probe beside them.
+    // wgpu recorded the launches (no fallback to running each step again), and the replayed
+    // run's own figures are the run's: no replay probe beside them.
+    assert!(r["replay_fallback"].is_null(), "{r}");
     assert!(r["policy_replay"].is_null(), "{r}");
     assert!(direct["result"]["policy_replay"].is_object(), "{direct}");
 }

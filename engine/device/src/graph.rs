@@ -147,3 +147,87 @@ where
         self.recorded.dispatches
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use burn::tensor::{Device, Tensor, TensorData};
+
+    use super::capture;
+    use crate::kernels;
+
+    /// The closure's result on `x`: a product and a tanh, a few launches.
+    fn step(x: &Tensor<2>, w: &Tensor<2>) -> Tensor<2> {
+        x.clone().matmul(w.clone()).tanh()
+    }
+
+    fn inputs(device: &Device) -> (Tensor<2>, Tensor<2>) {
+        let v = |len: usize, k: usize| -> Vec<f32> {
+            (0..len).map(|i| ((i * k) % 7) as f32 / 7.0 - 0.5).collect()
+        };
+        (
+            Tensor::from_data(TensorData::new(v(12, 3), [3, 4]), device),
+            Tensor::from_data(TensorData::new(v(20, 5), [4, 5]), device),
+        )
+    }
+
+    /// Where the backend has no graphs (the CPU's), the graph says why and each replay runs the
+    /// closure again: the right result, no launches counted as replayed.
+    #[test]
+    fn without_graphs_a_replay_runs_the_closure_again() {
+        let device = Device::flex();
+        let (x, w) = inputs(&device);
+        let mut runs = 0;
+        let mut graph = capture(&device, || {
+            runs += 1;
+            step(&x, &w)
+        });
+        assert!(!graph.is_hardware());
+        assert!(
+            graph
+                .fallback()
+                .is_some_and(|why| why.starts_with("start:"))
+        );
+        assert_eq!(graph.launches(), 0);
+        // SAFETY: no recording: the closure runs again.
+        let out = unsafe { graph.replay() }.expect("a replay").clone();
+        let want: Vec<f32> = step(&x, &w).try_into_vec_as().unwrap();
+        assert_eq!(out.try_into_vec_as::<f32>().unwrap(), want);
+        drop(graph);
+        // The capture's three warm-ups, its run once the recording was refused, the replay.
+        assert_eq!(runs, 5);
+    }
+
+    /// On wgpu the recorded run's launches are counted once, and each replay adds them to the
+    /// process's launches as replayed ones (the launch observer does not see a replay).
+    #[test]
+    fn a_replay_counts_its_recorded_launches() {
+        let Some(device) = crate::wgpu_for_test("a replay counts its recorded launches") else {
+            return;
+        };
+        let (x, w) = inputs(&device);
+        let mut graph = capture(&device, || step(&x, &w));
+        assert!(graph.is_hardware(), "{:?}", graph.fallback());
+        let launches = graph.launches();
+        assert!(launches >= 1, "the product at least");
+        if !kernels::counting_dispatches() {
+            return;
+        }
+        let before = kernels::counts();
+        for _ in 0..3 {
+            // SAFETY: the inputs are held by the closure's borrows, which outlive the graph; the
+            // output by the graph; this thread alone uses them.
+            unsafe { graph.replay() }.expect("a replay");
+        }
+        let out: Vec<f32> = graph.output().clone().try_into_vec_as().unwrap();
+        let counted = kernels::counts().since(&before);
+        assert_eq!(counted.replayed, 3 * launches);
+        assert!(counted.dispatches >= 3 * launches);
+        let want: Vec<f32> = step(&x, &w).try_into_vec_as().unwrap();
+        let worst = out
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        assert!(worst <= 1e-6, "replayed output off by {worst}");
+    }
+}

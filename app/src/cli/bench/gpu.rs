@@ -476,7 +476,13 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
                 if let Some(k) = r.dispatch_profile.and_then(|p| p.kernel_time) {
                     kernel_lines.push(kernel_line(&c, &k));
                 }
-                if let Some(p) = r.dispatch_profile.filter(|_| c.replay_policy) {
+                if let Some(why) = &r.replay_fallback {
+                    replayed_lines.push(format!(
+                        "  {}: not replayed, each step ran directly (the capture recorded no \
+                         launches: {why})",
+                        run_label(&c)
+                    ));
+                } else if let Some(p) = r.dispatch_profile.filter(|_| c.replay_policy) {
                     replayed_lines.push(replayed_line(&c, &p));
                 }
                 if let Some(p) = &r.policy_replay {

@@ -131,6 +131,9 @@ pub struct Trainer<E: RolloutEnv> {
     /// Whether a rollout replays its policy step from a graph captured once per rollout
     /// ([`Trainer::set_replay_policy`]).
     replay_policy: bool,
+    /// Why the last rollout's captured policy step was not replayed from recorded launches,
+    /// where it was not ([`Trainer::replay_fallback`]).
+    replay_fallback: Option<String>,
     /// Whether the device compiles kernels (every device but the CPU's).
     compiles: bool,
     /// The compile phase's accounting.
@@ -177,6 +180,7 @@ impl<E: RolloutEnv> Trainer<E> {
             last_timed: None,
             host_inference,
             replay_policy: replay_policy_from_env(),
+            replay_fallback: None,
             compiles: !tradetune_device::is_cpu(&device),
             compile_watch: CompileWatch::default(),
             tally: Tally::default(),
@@ -245,6 +249,13 @@ impl<E: RolloutEnv> Trainer<E> {
     /// (the CPU's backend has no graphs).
     pub fn set_replay_policy(&mut self, on: bool) {
         self.replay_policy = on;
+    }
+
+    /// Where the rollouts replay their policy step ([`Self::set_replay_policy`]) but the last
+    /// one could not record its launches, why (the backend has no graphs, or burn's capture
+    /// failed): its steps ran the forward passes again instead, correct and as slow as without.
+    pub fn replay_fallback(&self) -> Option<&str> {
+        self.replay_fallback.as_deref()
     }
 
     /// Launches and round-trips of the last timed update, by part, once one has run.

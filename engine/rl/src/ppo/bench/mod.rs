@@ -353,6 +353,9 @@ pub struct TrainBenchResult {
     pub policy_replay: Option<ReplayProbe>,
     /// Why the replay probe has no figures, where it failed (the run's own figures stand).
     pub policy_replay_error: Option<String>,
+    /// Where the rollouts replay their policy step (`replay_policy`) but could not record its
+    /// launches, why ([`Trainer::replay_fallback`]): the run's figures are then direct steps'.
+    pub replay_fallback: Option<String>,
 }
 
 /// Trains `cfg.updates` updates (after a warm-up update that is not counted) on a random-walk
@@ -427,6 +430,7 @@ fn measure<E: RolloutEnv>(
         p.kernel_time = kernel_time;
         p
     });
+    let replay_fallback = trainer.replay_fallback().map(str::to_owned);
     // The pool as the training left it, before the probe below allocates its own.
     let pool_reserved_bytes = device.memory_pool_usage().map(|u| u.bytes_reserved);
     // (Not in a run whose rollouts replay their policy step: it measured that itself.)
@@ -482,6 +486,7 @@ fn measure<E: RolloutEnv>(
         pool_reserved_bytes,
         policy_replay,
         policy_replay_error,
+        replay_fallback,
     })
 }
 

@@ -75,6 +75,12 @@ impl PolicyGraph {
         }
     }
 
+    /// Why the step is not replayed from recorded launches, where it is not (the backend has no
+    /// graphs, or the capture failed): each step then runs the forward passes again.
+    pub(super) fn fallback(&self) -> Option<&str> {
+        self.graph.fallback()
+    }
+
     /// The captured input, lent out to be written in place with the next step's observations
     /// (the rollout buffer's kernel writes them in its launch: no launch of its own) and given
     /// back to [`Self::step`]. An error where burn would copy it instead of writing it (another

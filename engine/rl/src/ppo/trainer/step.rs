@@ -184,6 +184,7 @@ impl<E: RolloutEnv> Trainer<E> {
                 self.tally.charge(Part::Buffer);
             }
         }
+        self.replay_fallback = graph.and_then(|g| g.fallback().map(str::to_owned));
         Ok(Some(self.env.take_episodes()))
     }
 
