@@ -201,6 +201,7 @@ mod tests {
     /// process's launches as replayed ones (the launch observer does not see a replay).
     #[test]
     fn a_replay_counts_its_recorded_launches() {
+        let _alone = crate::gpu_test_alone();
         let Some(device) = crate::wgpu_for_test("a replay counts its recorded launches") else {
             return;
         };

@@ -264,6 +264,7 @@ mod tests {
     #[test]
     fn a_timer_times_each_kernel_launched_while_it_lives() {
         use burn::tensor::{Tensor, TensorData};
+        let _alone = crate::gpu_test_alone();
         let Some(device) = crate::wgpu_for_test("kernel timer") else {
             return;
         };

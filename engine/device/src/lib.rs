@@ -173,6 +173,17 @@ impl FromStr for DeviceSpec {
     }
 }
 
+/// Held by this crate's tests that launch kernels on wgpu, one at a time: the kernel timer's
+/// test times every launch of the process, and a graph's capture records launches that do not
+/// run then (the timer would count them unmeasured).
+#[cfg(test)]
+pub(crate) fn gpu_test_alone() -> std::sync::MutexGuard<'static, ()> {
+    static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ALONE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// The wgpu device for a test that needs one, or `None` (with a loud SKIP naming `test`) on a
 /// machine where wgpu finds no adapter. CI installs Mesa's software Vulkan and sets
 /// `TRADETUNE_REQUIRE_GPU=1`, which turns the skip into a failure.
