@@ -183,6 +183,39 @@ fn inference_and_eval_heavy() {
         kinds(&input),
         [VerdictKind::InferenceHeavy, VerdictKind::EvalHeavy]
     );
+    // Without what a GPU launched (a CPU trial here), the fix is the envs alone.
+    let inference = |input: &VerdictInput| {
+        verdicts(input)
+            .into_iter()
+            .find(|v| v.kind == VerdictKind::InferenceHeavy)
+            .expect("inference-heavy")
+            .message
+    };
+    assert_eq!(
+        inference(&input),
+        "policy inference is 40 % of wall time: raise n_envs so each forward pass serves more environments"
+    );
+    // On a GPU whose rollouts launched each policy step directly, replaying it is named too,
+    // with the command that measures it on the card; where they replayed it, it is not.
+    let mut on_gpu = VerdictInput {
+        gpu_work: Some(GpuWork::default()),
+        ..input
+    };
+    assert!(
+        inference(&on_gpu).ends_with(
+            "environments, or replay the policy step from a graph captured once a rollout (TRADETUNE_REPLAY_POLICY=1; `tradetune bench gpu --policy-steps direct,replay` measures what it saves on this card)"
+        ),
+        "{}",
+        inference(&on_gpu)
+    );
+    if let Some(w) = &mut on_gpu.gpu_work {
+        w.policy_steps_replayed = true;
+    }
+    assert!(
+        inference(&on_gpu).ends_with("serves more environments"),
+        "{}",
+        inference(&on_gpu)
+    );
 }
 
 #[test]
@@ -331,6 +364,7 @@ fn gpu_trial(compile_s: f64, util: f64) -> VerdictInput {
             syncs_per_update: Some(1),
             n_steps: Some(256),
             driver_shader_cache_off: None,
+            policy_steps_replayed: false,
         }),
         ..Default::default()
     }

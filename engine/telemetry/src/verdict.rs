@@ -116,6 +116,9 @@ pub struct GpuWork {
     /// The variable that turned the GPU driver's own shader cache off, if one did
     /// (`tradetune_device::kernels::driver_shader_cache_off`).
     pub driver_shader_cache_off: Option<&'static str>,
+    /// Whether the rollouts replayed their policy step from a captured graph
+    /// (`TRADETUNE_REPLAY_POLICY`).
+    pub policy_steps_replayed: bool,
 }
 
 /// Workers sharing the host's cores (CPU workers of one process share one thread pool).
@@ -330,10 +333,18 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
         }
         let inference = p.fraction(Phase::Inference);
         if inference >= INFERENCE_HEAVY {
+            // On a GPU a small forward pass is its launches' host cost: a replayed step saves
+            // most of it (measured on a software adapter, not yet on a card: the bench says).
+            let replay = match input.gpu_work {
+                Some(w) if !w.policy_steps_replayed => {
+                    ", or replay the policy step from a graph captured once a rollout (TRADETUNE_REPLAY_POLICY=1; `tradetune bench gpu --policy-steps direct,replay` measures what it saves on this card)"
+                }
+                _ => "",
+            };
             say(
                 VerdictKind::InferenceHeavy,
                 format!(
-                    "policy inference is {} of wall time: raise n_envs so each forward pass serves more environments",
+                    "policy inference is {} of wall time: raise n_envs so each forward pass serves more environments{replay}",
                     pct(inference)
                 ),
             );

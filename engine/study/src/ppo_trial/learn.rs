@@ -127,6 +127,7 @@ pub(super) fn learn<E: RolloutEnv>(
             gpu.dispatches_per_minibatch = Some(d.per_minibatch);
             gpu.dispatches_per_env_step = Some(d.per_env_step);
             gpu.syncs_per_update = d.syncs_per_update.or(gpu.syncs_per_update);
+            gpu.policy_steps_replayed = d.replayed_per_policy_step > 0.0;
         }
         gpu.n_steps = Some(cfg.ppo.n_steps);
         gpu.driver_shader_cache_off = tradetune_device::kernels::driver_shader_cache_off();
