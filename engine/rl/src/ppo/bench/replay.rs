@@ -4,21 +4,22 @@
 //! On a GPU a policy step is a few small kernels on `n_envs` rows, so its time is what each
 //! launch costs on the host (burn's fusion, cubecl's launch preparation, wgpu's bind groups and
 //! encoding), not arithmetic. burn 0.22 can record a closure's launches once and replay them
-//! ([`burn::tensor::capture`]; on wgpu, cubecl 0.11 keeps each recorded launch's pipeline, bind
-//! group and workgroup count, and a replay only encodes them again). A rollout built on replays
-//! would need its per-step inputs written in place into the captured buffers; this probe says
-//! first, on the device at hand, what it would save: the trained model's policy step (both
+//! ([`tradetune_device::graph`], burn's capture with its launches counted; on wgpu, cubecl 0.11
+//! keeps each recorded launch's pipeline, bind group and workgroup count, and a replay only
+//! encodes them again). A rollout can run that way (`TRADETUNE_REPLAY_POLICY`); this probe says,
+//! on the device at hand and in every `bench gpu` run, what it saves: the trained model's policy step (both
 //! networks' forward passes on `n_envs` observations in the run's compute dtype, the noise
 //! added and the action clipped), run both ways on the same input, the results compared.
 
 use std::time::Instant;
 
 use burn::module::Module;
-use burn::tensor::{Device, FloatDType, Tensor, TensorData, capture};
+use burn::tensor::{Device, FloatDType, Tensor, TensorData};
 use serde::Serialize;
 
 use crate::ppo::error::PpoError;
 use crate::ppo::model::ActorCritic;
+use tradetune_device::graph::capture;
 use tradetune_device::kernels;
 
 /// What the replay probe measured on one configuration's policy step.
@@ -70,9 +71,9 @@ fn read(out: &StepOut) -> Result<Vec<f32>, PpoError> {
     Ok(all)
 }
 
-/// The replay probe (`replay_probe` below), its failure (an error, or a panic in burn's capture
-/// or replay) as a message instead: a benchmark reports it beside the figures it already has
-/// instead of losing them.
+/// The replay probe (`replay_probe` below), its failure (an error, a failed replay among them,
+/// or a panic in burn or cubecl during the capture) as a message instead: a benchmark reports it
+/// beside the figures it already has instead of losing them.
 pub fn try_replay_probe(
     model: &ActorCritic,
     n_envs: usize,
@@ -155,9 +156,7 @@ fn replay_probe(
         // observations, the noise and the outputs) is owned by the graph's closure or by the
         // graph, so it lives as long as the graph; nothing else uses those tensors; the replays
         // and the read below are issued from this thread, on the stream of the capture.
-        unsafe {
-            graph.replay();
-        }
+        unsafe { graph.replay() }.map_err(|e| PpoError::read("replay probe", e))?;
     }
     sync()?;
     let replay_s = t.elapsed().as_secs_f64();
@@ -183,7 +182,8 @@ mod tests {
     use std::cell::RefCell;
     use std::rc::Rc;
 
-    use burn::tensor::{Tensor, TensorData, capture};
+    use burn::tensor::{Tensor, TensorData};
+    use tradetune_device::graph::capture;
 
     /// What a rollout built on replays would rely on (the probe's doc): a replay reads its
     /// captured input's buffer as it is now, so an input refreshed in place (`slice_assign` on
@@ -221,9 +221,7 @@ mod tests {
                 .inplace(|t| t.slice_assign([0..n, 0..width], fresh.clone()));
             // SAFETY: the input and the weight are held by the closure's cell and clone, the
             // output by the graph; this thread alone uses them, on the capture's stream.
-            unsafe {
-                graph.replay();
-            }
+            unsafe { graph.replay() }.expect("a replay");
             let got: Vec<f32> = graph.output().clone().try_into_vec_as().unwrap();
             let want: Vec<f32> = fresh.matmul(w.clone()).tanh().try_into_vec_as().unwrap();
             assert_eq!(got, want, "refresh {k}");
