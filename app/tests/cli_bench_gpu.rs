@@ -611,10 +611,10 @@ fn bench_matmul_measures_each_routine_on_the_update_products() {
     assert!(best > 0.0 && best <= auto, "{m}");
 }
 
-/// `benches/gpu/run.sh`, the one script for whoever holds a GPU, over a stand-in for the
-/// binary that logs how it is called: the machine file, the three steps in order (cold, on the
-/// warm cache, the routines) with the run's own cache and the peer passed on, and a budget
-/// that skips the steps it has no room for, as it says.
+/// `benches/gpu/run.sh`, the one script for whoever holds a GPU, over stand-ins for the
+/// binaries that log how they are called: the machine file, the steps in order (cold, on the
+/// warm cache, the SPIR-V build's routines and run, the routines) with the run's own cache and
+/// the peer passed on, and a budget that skips the steps it has no room for, as it says.
 #[test]
 fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
     use std::os::unix::fs::PermissionsExt;
@@ -632,9 +632,20 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
         ),
     )
     .unwrap();
+    let spirv = dir.join("tradetune-spirv");
+    std::fs::write(
+        &spirv,
+        format!(
+            "#!/bin/sh\necho \"spirv $* cache=$TRADETUNE_GPU_CACHE\" >> '{}'\n\
+             if [ \"$1\" = --version ]; then echo 'tradetune 9.9.9 (GPU: wgpu, SPIR-V kernels)'; fi\n\
+             if [ \"$1\" = bench ]; then echo \"spirv table of $2\"; fi\n",
+            log.display()
+        ),
+    )
+    .unwrap();
     let python = dir.join("python");
     std::fs::write(&python, "#!/bin/sh\nexit 0\n").unwrap();
-    for f in [&fake, &python] {
+    for f in [&fake, &spirv, &python] {
         std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     let run = |out: &Path, extra: &[&str]| {
@@ -648,16 +659,28 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
     };
 
     let out = dir.join("report");
-    let o = run(&out, &["--peer", python.to_str().unwrap()]);
+    let o = run(
+        &out,
+        &[
+            "--peer",
+            python.to_str().unwrap(),
+            "--spirv",
+            spirv.to_str().unwrap(),
+        ],
+    );
     assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
     let machine = std::fs::read_to_string(out.join("machine.txt")).unwrap();
     assert!(machine.starts_with("date: "), "{machine}");
     assert!(machine.contains("tradetune: tradetune 9.9.9"), "{machine}");
+    assert!(
+        machine.contains("tradetune (SPIR-V): tradetune 9.9.9 (GPU: wgpu, SPIR-V kernels)"),
+        "{machine}"
+    );
     let cache = format!("cache={}", out.join("gpu-cache").display());
     let calls: Vec<String> = std::fs::read_to_string(&log)
         .unwrap()
         .lines()
-        .filter(|l| l.starts_with("bench"))
+        .filter(|l| l.starts_with("bench") || l.starts_with("spirv bench"))
         .map(|l| l.to_string())
         .collect();
     assert_eq!(
@@ -671,8 +694,14 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
                 "bench gpu --configs rtx4080 --policy-steps direct,replay --probe-sizes \
                  256,1024,4096 --json {cache}"
             ),
+            format!("spirv bench matmul --configs rtx4080 {cache}"),
+            format!("spirv bench gpu --configs rtx4080 --probe-sizes 256,1024,4096 --json {cache}"),
             format!("bench matmul --configs rtx4080 {cache}"),
         ]
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("bench-matmul-spirv.txt")).unwrap(),
+        "spirv table of matmul\n"
     );
     assert_eq!(
         std::fs::read_to_string(out.join("bench-matmul.txt")).unwrap(),
@@ -683,7 +712,7 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
         "progress\n"
     );
     let steps = std::fs::read_to_string(out.join("steps.txt")).unwrap();
-    assert_eq!(steps.matches("   done in ").count(), 3, "{steps}");
+    assert_eq!(steps.matches("   done in ").count(), 5, "{steps}");
 
     // A budget under a minute has room for nothing: every step says it was skipped.
     std::fs::remove_file(&log).unwrap();
@@ -708,4 +737,11 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
     let o = run(&dir.join("bad"), &["--peer", "/nonexistent/python"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("has no torch"));
+    let o = run(&dir.join("bad"), &["--spirv", fake.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("is not a tradetune built with --features vulkan"),
+        "{}",
+        text(&o.stderr)
+    );
 }

@@ -59,6 +59,28 @@ fn devices_lists_every_adapter_with_its_type_memory_and_driver() {
 }
 
 /// The error names the device, says it is not there and lists what is.
+/// `--version` says which language this build compiles GPU kernels to (`benches/gpu/run.sh`
+/// tells a `vulkan` build by it): WGSL in the default build, whose `devices` list no adapter
+/// with SPIR-V kernels.
+#[test]
+fn the_version_names_the_language_of_the_gpu_kernels() {
+    let o = tradetune(&["--version"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let version = text(&o.stdout);
+    assert_eq!(
+        version.trim(),
+        format!("tradetune {}", tradetune_app::cli::VERSION)
+    );
+    if adapters::SPIRV_BUILD {
+        assert!(version.contains("SPIR-V kernels"), "{version}");
+    } else {
+        assert!(version.contains("(GPU: wgpu, WGSL kernels)"), "{version}");
+        let o = tradetune(&["devices"]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        assert!(!text(&o.stdout).contains("SPIR-V"), "{}", text(&o.stdout));
+    }
+}
+
 fn assert_clear_error(o: &std::process::Output, what: &str) {
     let err = text(&o.stderr);
     assert!(!o.status.success(), "{what} succeeded");

@@ -13,10 +13,15 @@
 #   bench-matmul.txt      `tradetune bench matmul --configs rtx4080`: every matmul routine on the
 #                         update's products, which one autotune picks, the card's planes and
 #                         cooperative matrices
+#   *-spirv.*             with --spirv, the same binary built with `--features vulkan` (SPIR-V
+#                         kernels, cooperative matrices): `bench matmul` (does the card offer them
+#                         through Vulkan, and at what rate) and `bench gpu` for the RTX 4080 shape
 #   *.err                 each step's progress and errors
 #
-# Usage: benches/gpu/run.sh [--tradetune BIN] [--peer PYTHON] [--out DIR] [--budget SECONDS]
+# Usage: benches/gpu/run.sh [--tradetune BIN] [--spirv BIN] [--peer PYTHON] [--out DIR]
+#                           [--budget SECONDS]
 #   --tradetune  the binary (default: `tradetune` on PATH, else target/release/tradetune)
+#   --spirv      a second binary, built with `cargo build --release -p tradetune --features vulkan`
 #   --peer       a Python with torch for the CleanRL-style peer (benches/peers/README.md)
 #   --out        the folder (default gpu-report-<UTC time>)
 #   --budget     seconds for the whole run: each step gets what is left, a step that would
@@ -24,16 +29,18 @@
 set -uo pipefail
 
 bin=""
+spirv=""
 peer=""
 out="gpu-report-$(date -u +%Y%m%dT%H%M%SZ)"
 budget=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --tradetune) bin="${2:?--tradetune needs a path}"; shift 2 ;;
+    --spirv) spirv="${2:?--spirv needs a path}"; shift 2 ;;
     --peer) peer="${2:?--peer needs a Python interpreter}"; shift 2 ;;
     --out) out="${2:?--out needs a folder}"; shift 2 ;;
     --budget) budget="${2:?--budget needs seconds}"; shift 2 ;;
-    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -53,6 +60,14 @@ fi
 if ! "$bin" --version >/dev/null 2>&1; then
   echo "run.sh: '$bin' does not run as tradetune" >&2
   exit 2
+fi
+if [ -n "$spirv" ]; then
+  spirv_version=$("$spirv" --version 2>/dev/null)
+  case "$spirv_version" in
+    *SPIR-V*) ;;
+    *) echo "run.sh: --spirv '$spirv' is not a tradetune built with --features vulkan (its --version: '$spirv_version')" >&2
+       exit 2 ;;
+  esac
 fi
 if [ -n "$peer" ] && ! "$peer" -c 'import torch' >/dev/null 2>&1; then
   echo "run.sh: '$peer' has no torch (benches/peers/README.md says how to make one)" >&2
@@ -109,6 +124,11 @@ step() {
   fi
   echo
   "$bin" devices 2>&1
+  if [ -n "$spirv" ]; then
+    echo
+    echo "tradetune (SPIR-V): $("$spirv" --version 2>&1)"
+    "$spirv" devices 2>&1
+  fi
 } >"$out/machine.txt"
 cat "$out/machine.txt"
 
@@ -122,6 +142,14 @@ step "bench gpu, cold" bench-gpu.txt "$bin" bench gpu "${probe[@]}" "${peer_args
 # (issue 33, TRADETUNE_REPLAY_POLICY): whether a replayed step pays on the card, run by run.
 step "bench gpu, rtx4080 on the warm cache, policy steps direct and replayed" bench-gpu-cached.json \
   "$bin" bench gpu --configs rtx4080 --policy-steps direct,replay "${probe[@]}" --json
+# The SPIR-V build keeps its autotune answers apart (its environment ends in -spirv), so its
+# first run here is cold too.
+if [ -n "$spirv" ]; then
+  step "bench matmul, rtx4080, SPIR-V build" bench-matmul-spirv.txt \
+    "$spirv" bench matmul --configs rtx4080
+  step "bench gpu, rtx4080, SPIR-V build" bench-gpu-spirv.json \
+    "$spirv" bench gpu --configs rtx4080 "${probe[@]}" --json
+fi
 step "bench matmul, rtx4080" bench-matmul.txt "$bin" bench matmul --configs rtx4080
 
 echo "== $(( $(date +%s) - start ))s in all; the report is in $out/" | tee -a "$out/steps.txt"

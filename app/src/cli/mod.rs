@@ -15,9 +15,22 @@ pub mod worker;
 
 use clap::{Parser, Subcommand};
 
+/// The version, and the GPU kernels' language this build compiles (`benches/gpu/run.sh` reads
+/// it to tell a `vulkan` build from a default one).
+pub const VERSION: &str = if cfg!(feature = "vulkan") {
+    concat!(
+        env!("CARGO_PKG_VERSION"),
+        " (GPU: wgpu, SPIR-V kernels on Vulkan adapters, feature `vulkan`)"
+    )
+} else if cfg!(feature = "wgpu") {
+    concat!(env!("CARGO_PKG_VERSION"), " (GPU: wgpu, WGSL kernels)")
+} else {
+    concat!(env!("CARGO_PKG_VERSION"), " (no GPU backend)")
+};
+
 /// TradeTune: train and tune reinforcement-learning trading agents on one machine.
 #[derive(Debug, Parser)]
-#[command(name = "tradetune", version, about, long_about = None)]
+#[command(name = "tradetune", version = VERSION, about, long_about = None)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,

@@ -89,6 +89,72 @@ pub struct Adapter {
     pub memory_bytes: Option<u64>,
 }
 
+/// Whether this build compiles the kernels of a Vulkan adapter to SPIR-V: the `vulkan` feature,
+/// cubecl's SPIR-V compiler, the only path to cooperative matrices (tensor cores) on wgpu.
+/// Without it every adapter's kernels are WGSL, which naga translates for the driver.
+pub const SPIRV_BUILD: bool = cfg!(feature = "vulkan");
+
+/// The variable that lets a `vulkan` build try a software renderer anyway (see [`Compiler`]).
+pub const SPIRV_SOFTWARE_VAR: &str = "TRADETUNE_SPIRV_SOFTWARE";
+
+/// The shader language this build gives an adapter's kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Compiler {
+    /// WGSL, translated by wgpu's naga for the driver: every adapter of a default build.
+    Wgsl,
+    /// SPIR-V handed to the Vulkan driver as is: a Vulkan adapter in a `vulkan` build, unless
+    /// cubecl finds the adapter lacks what its SPIR-V needs (then it falls back to WGSL, and
+    /// `bench matmul`'s first line says `wgpu<wgsl>`).
+    Spirv,
+}
+
+impl Compiler {
+    /// What this build compiles `adapter`'s kernels to.
+    pub fn of(adapter: &Adapter) -> Compiler {
+        Compiler::in_build(adapter, SPIRV_BUILD)
+    }
+
+    /// What a build with or without the `vulkan` feature compiles `adapter`'s kernels to.
+    pub fn in_build(adapter: &Adapter, spirv_build: bool) -> Compiler {
+        if spirv_build && adapter.api == "Vulkan" {
+            Compiler::Spirv
+        } else {
+            Compiler::Wgsl
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Compiler::Wgsl => "WGSL",
+            Compiler::Spirv => "SPIR-V",
+        }
+    }
+}
+
+/// Why this build cannot run kernels on `adapter` although burn could open it: a software
+/// renderer given SPIR-V. cubecl's SPIR-V path takes every Vulkan adapter that has the
+/// extensions it asks for, lavapipe included, and lavapipe then crashes the process (Mesa
+/// 22.3.6). `allow_software` ([`SPIRV_SOFTWARE_VAR`]`=1`) tries anyway, for a newer Mesa.
+pub fn spirv_refusal(adapter: &Adapter, spirv_build: bool, allow_software: bool) -> Option<String> {
+    let spirv = Compiler::in_build(adapter, spirv_build) == Compiler::Spirv;
+    (spirv && adapter.kind == AdapterKind::Cpu && !allow_software).then(|| {
+        format!(
+            "{} is a software renderer, and this build (feature `vulkan`) compiles kernels to \
+             SPIR-V, which a software renderer cannot run (Mesa 22.3.6's lavapipe crashes); use \
+             a build without `--features vulkan` on it, or set {SPIRV_SOFTWARE_VAR}=1 to try \
+             anyway",
+            adapter.name
+        )
+    })
+}
+
+/// [`spirv_refusal`] for this build and environment.
+pub fn spirv_refusal_here(adapter: &Adapter) -> Option<String> {
+    let allow = std::env::var(SPIRV_SOFTWARE_VAR).is_ok_and(|v| v == "1");
+    spirv_refusal(adapter, SPIRV_BUILD, allow)
+}
+
 /// The adapters as last probed; `None` until the first probe.
 static ADAPTERS: Mutex<Option<Arc<[Adapter]>>> = Mutex::new(None);
 
@@ -296,6 +362,27 @@ mod tests {
             got,
             [("iGPU", 0), ("4080", 0), ("lavapipe", 0), ("7900", 1)]
         );
+    }
+
+    /// A `vulkan` build gives a Vulkan adapter SPIR-V and refuses it on a software renderer,
+    /// unless told to try; a default build gives every adapter WGSL and refuses none.
+    #[test]
+    fn a_spirv_build_refuses_software_renderers() {
+        let mut lavapipe = adapter("llvmpipe (LLVM 15.0.6, 256 bits)", AdapterKind::Cpu);
+        let card = adapter("NVIDIA GeForce RTX 4080", AdapterKind::DiscreteGpu);
+        assert_eq!(Compiler::in_build(&card, true), Compiler::Spirv);
+        assert_eq!(Compiler::in_build(&card, false), Compiler::Wgsl);
+        assert_eq!(spirv_refusal(&card, true, false), None);
+        assert_eq!(spirv_refusal(&lavapipe, false, false), None);
+        let why = spirv_refusal(&lavapipe, true, false).expect("refused");
+        assert!(why.starts_with("llvmpipe (LLVM 15.0.6, 256 bits) is a software renderer"));
+        assert!(why.contains("--features vulkan") && why.contains(SPIRV_SOFTWARE_VAR));
+        assert_eq!(spirv_refusal(&lavapipe, true, true), None);
+        // Metal and DX12 adapters keep WGSL in a `vulkan` build.
+        lavapipe.api = "Metal".into();
+        assert_eq!(Compiler::in_build(&lavapipe, true), Compiler::Wgsl);
+        assert_eq!(spirv_refusal(&lavapipe, true, false), None);
+        assert_eq!(Compiler::of(&card), Compiler::in_build(&card, SPIRV_BUILD));
     }
 
     /// A refresh replaces what `adapters()` answers (the same machine gives the same list).

@@ -222,16 +222,29 @@ pub fn cache_setting() -> Option<&'static CacheSetting> {
     SETTING.get()
 }
 
+/// The environment `adapter`'s autotune answers (and `auto`'s env placements) are kept in: its
+/// name and driver, and `-spirv` where this build compiles its kernels to SPIR-V. cubecl keys
+/// an answer by the operation's shapes and the candidates' list, not by the shader language, and
+/// a routine's speed depends on it (cooperative matrices exist only through SPIR-V), so the
+/// two builds on one card keep apart.
+pub fn environment_of(adapter: &crate::adapters::Adapter) -> String {
+    let plain = environment_name(&adapter.name, &adapter.driver);
+    match crate::adapters::Compiler::of(adapter) {
+        crate::adapters::Compiler::Wgsl => plain,
+        crate::adapters::Compiler::Spirv => format!("{plain}-spirv"),
+    }
+}
+
 /// Configures cubecl for this process before its first device opens: the persistent autotune
-/// cache under [`cache_root`] in the environment of `adapter` and `driver`, and the counters.
-/// Only the first call configures (cubecl's settings are fixed once read); later calls return
-/// the first one's setting.
+/// cache under [`cache_root`] in `adapter`'s environment ([`environment_of`]), and the
+/// counters. Only the first call configures (cubecl's settings are fixed once read); later
+/// calls return the first one's setting.
 #[cfg(feature = "wgpu")]
-pub fn configure(adapter: &str, driver: &str) -> &'static CacheSetting {
+pub fn configure(adapter: &crate::adapters::Adapter) -> &'static CacheSetting {
     SETTING.get_or_init(|| {
         let setting = CacheSetting {
             root: cache_root(),
-            environment: environment_name(adapter, driver),
+            environment: environment_of(adapter),
         };
         runtime::configure(&setting);
         setting

@@ -248,7 +248,9 @@ pub fn wgpu_adapter(spec: DeviceSpec) -> Result<adapters::Adapter, String> {
 }
 
 /// Why burn cannot open `a` by its name, if it cannot: burn 0.22's `DeviceKind` has no
-/// "other" adapter type, and its `Cpu` kind opens the first software renderer only.
+/// "other" adapter type, and its `Cpu` kind opens the first software renderer only; and why
+/// this build cannot run on it (a software renderer in a `vulkan` build:
+/// [`adapters::spirv_refusal`]).
 fn unopenable(a: &adapters::Adapter) -> Option<String> {
     match a.kind {
         adapters::AdapterKind::Other => Some(format!(
@@ -260,7 +262,7 @@ fn unopenable(a: &adapters::Adapter) -> Option<String> {
             "{} is software renderer number {}; burn 0.22 opens only the first (`wgpu:cpu`)",
             a.name, a.index
         )),
-        _ => None,
+        _ => adapters::spirv_refusal_here(a),
     }
 }
 
@@ -273,7 +275,7 @@ fn open_wgpu(spec: DeviceSpec) -> Result<Device, String> {
     }
     // Before cubecl reads its settings: the autotune cache of this adapter and driver, and
     // the kernel counters.
-    kernels::configure(&adapter.name, &adapter.driver);
+    kernels::configure(&adapter);
     let kind = match spec {
         DeviceSpec::Wgpu(None) => DeviceKind::DefaultDevice,
         _ => match adapter.kind {
@@ -447,12 +449,18 @@ pub fn physical_device(spec: DeviceSpec) -> String {
     spec.to_string()
 }
 
-/// What a device is, for messages: `flex on the CPU`, `wgpu on NVIDIA GeForce RTX 4080`.
+/// What a device is, for messages: `flex on the CPU`, `wgpu on NVIDIA GeForce RTX 4080,
+/// discrete GPU` (`…, SPIR-V kernels` in a `vulkan` build).
 pub fn describe_spec(spec: DeviceSpec) -> String {
     match spec {
         DeviceSpec::Cpu => "flex on the CPU".into(),
         DeviceSpec::Wgpu(_) | DeviceSpec::WgpuOf(..) => match wgpu_adapter(spec) {
-            Ok(a) => format!("wgpu on {}, {}", a.name, a.kind.label()),
+            Ok(a) => match adapters::Compiler::of(&a) {
+                adapters::Compiler::Wgsl => format!("wgpu on {}, {}", a.name, a.kind.label()),
+                adapters::Compiler::Spirv => {
+                    format!("wgpu on {}, {}, SPIR-V kernels", a.name, a.kind.label())
+                }
+            },
             Err(_) => "wgpu".into(),
         },
         DeviceSpec::Cuda(n) => format!("CUDA device {n}"),
@@ -573,10 +581,14 @@ fn describe_wgpu() -> Vec<DeviceInfo> {
             detail: match why_not {
                 Some(why) => why,
                 None => format!(
-                    "{what}{} ({}, {}{})",
+                    "{what}{} ({}, {}{}{})",
                     a.name,
                     a.kind.label(),
                     a.api,
+                    match adapters::Compiler::of(a) {
+                        adapters::Compiler::Spirv => " with SPIR-V kernels",
+                        adapters::Compiler::Wgsl => "",
+                    },
                     if a.kind == adapters::AdapterKind::Cpu {
                         "; slow, for checks only"
                     } else {

@@ -550,6 +550,9 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
         let out = serde_json::json!({
             "device": spec.to_string(),
             "adapter": describe_spec(spec),
+            "compiler": tradetune_engine::device::wgpu_adapter(spec)
+                .ok()
+                .map(|a| tradetune_engine::device::adapters::Compiler::of(&a)),
             "autotune_cache": cache,
             "driver_shader_cache_off": tradetune_engine::device::kernels::driver_shader_cache_off(),
             "probe": { "square": probe, "update_shapes": shape_rates },
