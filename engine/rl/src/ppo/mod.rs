@@ -34,7 +34,7 @@ pub use events::{EpisodeSummary, PhaseTimes, TrainEvent};
 pub use model::{ActivationKind, ActorCritic, ActorCriticConfig, NetArch};
 pub use policy::{DeterministicPolicy, evaluate_policy};
 pub use rollout_env::{EpisodeLog, HostEnv, RolloutEnv};
-pub use trainer::{PeriodicEval, TrainReport, Trainer, evaluate_trainer};
+pub use trainer::{PeriodicEval, TrainReport, Trainer, evaluate_trainer, replay_policy_from_env};
 pub use update::UpdateStats;
 
 use rand::SeedableRng;

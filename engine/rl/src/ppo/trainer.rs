@@ -94,8 +94,9 @@ enum Inference {
     Device { scaled_noise: Tensor<3> },
 }
 
-/// `TRADETUNE_REPLAY_POLICY`: `1`, `on` or `true` turns [`Trainer::set_replay_policy`] on.
-fn replay_policy_from_env() -> bool {
+/// Whether `TRADETUNE_REPLAY_POLICY` (`1`, `on` or `true`) asks every trainer of the process to
+/// replay its rollouts' policy step ([`Trainer::set_replay_policy`]).
+pub fn replay_policy_from_env() -> bool {
     std::env::var("TRADETUNE_REPLAY_POLICY")
         .map(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "on" | "true"))
         .unwrap_or(false)
@@ -249,6 +250,11 @@ impl<E: RolloutEnv> Trainer<E> {
     /// (the CPU's backend has no graphs).
     pub fn set_replay_policy(&mut self, on: bool) {
         self.replay_policy = on;
+    }
+
+    /// Whether the rollouts replay their policy step ([`Self::set_replay_policy`]; on a GPU).
+    pub fn replays_policy(&self) -> bool {
+        self.replay_policy && self.compiles && !self.host_inference
     }
 
     /// Where the rollouts replay their policy step ([`Self::set_replay_policy`]) but the last

@@ -21,22 +21,25 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
 
-use burn::tensor::{Device, Tensor};
+use burn::tensor::Device;
 use serde::{Deserialize, Serialize};
 use tradetune_env::{CpuVecEnv, ResolvedPlacement, TensorVecEnv};
 use tradetune_market::Dataset;
-use tradetune_rl::ppo::{HostEnv, PpoError, RolloutEnv};
+use tradetune_rl::ppo::{HostEnv, PpoError, RolloutEnv, Trainer};
 
 use super::{DataShape, PpoTrialConfig, TrainingRunError};
 
 /// The host is chosen only where its step takes at most this share of the device's.
 pub const HOST_MARGIN: f64 = 0.9;
-/// Steps run on each placement before timing (kernel compilation, autotune, first uploads).
-const WARM_STEPS: usize = 3;
-/// Steps timed on each placement.
-const TIMED_STEPS: usize = 16;
+/// The rollouts' length on each placement: the run's own `n_steps`, at most this (a replayed
+/// rollout captures its policy step once, so a rollout this long pays that about as the run's
+/// do).
+const MAX_STEPS: usize = 64;
+/// Rollouts run on each placement before timing (kernel compilation, autotune, first uploads).
+const WARM_ROLLOUTS: usize = 1;
+/// Rollouts timed on each placement.
+const TIMED_ROLLOUTS: usize = 1;
 /// The decisions' file in the GPU cache's environment directory.
 const FILE: &str = "env-placement.json";
 
@@ -44,10 +47,15 @@ const FILE: &str = "env-placement.json";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AutoPlacement {
     pub placement: ResolvedPlacement,
-    /// Milliseconds per rollout step (policy forward and env step) with the env on the device
-    /// and on the host.
+    /// Milliseconds per rollout step (the trainer's: policy step, env step, the buffer's rows)
+    /// with the env on the device and on the host.
     pub device_ms: f64,
     pub host_ms: f64,
+    /// Whether the rollouts measured replayed their policy step (`TRADETUNE_REPLAY_POLICY`), as
+    /// the run's do: a replayed step costs the host less, and more so with the env on the
+    /// device, so the two are decided apart.
+    #[serde(default)]
+    pub replayed: bool,
     /// When the measurement was taken (RFC 3339).
     pub measured_at: String,
     /// Whether this run took an earlier run's decision from the cache.
@@ -56,19 +64,25 @@ pub struct AutoPlacement {
 }
 
 impl AutoPlacement {
-    /// `auto: host, 0.41 ms a step against 0.93 on the device (measured)`.
+    /// `auto: host, 0.41 ms a step against 0.93 on the device (measured)`; `… (measured, the
+    /// policy step replayed)` where the rollouts replay it.
     pub fn describe(&self) -> String {
         let (chosen, other, other_name) = match self.placement {
             ResolvedPlacement::Host => (self.host_ms, self.device_ms, "device"),
             ResolvedPlacement::Device => (self.device_ms, self.host_ms, "host"),
         };
         format!(
-            "auto: {}, {chosen:.2} ms a step against {other:.2} on the {other_name} ({})",
+            "auto: {}, {chosen:.2} ms a step against {other:.2} on the {other_name} ({}{})",
             self.placement.name(),
             if self.cached {
                 format!("as measured {}", self.measured_at)
             } else {
                 "measured".to_owned()
+            },
+            if self.replayed {
+                ", the policy step replayed"
+            } else {
+                ""
             }
         )
     }
@@ -94,23 +108,26 @@ pub fn auto(
 ) -> Result<AutoPlacement, TrainingRunError> {
     let file = tradetune_device::kernels::cache_setting()
         .and_then(|s| Some(s.root.as_ref()?.join(&s.environment).join(FILE)));
-    auto_with(cfg, data, bars, device, file.as_deref())
+    let replay = tradetune_rl::ppo::replay_policy_from_env();
+    auto_with(cfg, data, bars, device, file.as_deref(), replay)
 }
 
-/// [`auto`] with the decisions kept in `file` (`None`: measured every time).
+/// [`auto`] with the decisions kept in `file` (`None`: measured every time), for rollouts that
+/// replay their policy step or not (`replay`).
 pub fn auto_with(
     cfg: &PpoTrialConfig,
     data: &Arc<Dataset>,
     bars: Range<usize>,
     device: &Device,
     file: Option<&Path>,
+    replay: bool,
 ) -> Result<AutoPlacement, TrainingRunError> {
-    let key = shape_key(cfg, data);
+    let key = shape_key(cfg, data, replay);
     if let Some(mut known) = file.and_then(|f| read(f).remove(&key)) {
         known.cached = true;
         return Ok(known);
     }
-    let measured = measure(cfg, data, bars, device)?;
+    let measured = measure(cfg, data, bars, device, replay)?;
     if let Some(f) = file {
         // A decision that cannot be kept is measured again next time; the run goes on.
         let mut all = read(f);
@@ -122,71 +139,59 @@ pub fn auto_with(
     Ok(measured)
 }
 
-/// What a step's cost depends on: envs, assets, observation, network and precision.
-fn shape_key(cfg: &PpoTrialConfig, data: &Dataset) -> String {
+/// What a step's cost depends on: envs, assets, observation, network and precision, and
+/// whether the policy step is replayed.
+fn shape_key(cfg: &PpoTrialConfig, data: &Dataset, replay: bool) -> String {
     let shape = DataShape::of(data);
     let (m, f) = (shape.n_assets, shape.n_features);
     let arch = &cfg.ppo.policy.net_arch;
     format!(
-        "envs {} assets {m} obs {} pi {:?} vf {:?} {}",
+        "envs {} assets {m} obs {} pi {:?} vf {:?} {}{}",
         cfg.env.n_envs,
         cfg.env.obs_dim(m, f),
         arch.pi,
         arch.vf,
-        cfg.ppo.precision
+        cfg.ppo.precision,
+        if replay { " replayed" } else { "" }
     )
 }
 
-/// Times rollout steps with the env on the device, then on the host.
+/// Times the run's rollouts with the env on the device, then on the host.
 fn measure(
     cfg: &PpoTrialConfig,
     data: &Arc<Dataset>,
     bars: Range<usize>,
     device: &Device,
+    replay: bool,
 ) -> Result<AutoPlacement, TrainingRunError> {
-    let mut on_device = TensorVecEnv::new(cfg.env.clone(), data, bars.clone(), device)?;
-    let device_ms = time_steps(&mut on_device, cfg, device)?;
-    drop(on_device);
+    let on_device = TensorVecEnv::new(cfg.env.clone(), data, bars.clone(), device)?;
+    let device_ms = time_rollouts(on_device, cfg, device, replay)?;
     let host = CpuVecEnv::new(cfg.env.clone(), data.clone(), bars)?;
-    let host_ms = time_steps(&mut HostEnv::new(host, device), cfg, device)?;
+    let host_ms = time_rollouts(HostEnv::new(host, device), cfg, device, replay)?;
     Ok(AutoPlacement {
         placement: choose(device_ms, host_ms),
         device_ms,
         host_ms,
+        replayed: replay,
         measured_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         cached: false,
     })
 }
 
-/// Milliseconds per rollout step of `env` driven by a fresh policy network of `cfg`'s shape.
-fn time_steps(
-    env: &mut dyn RolloutEnv,
+/// Milliseconds per rollout step of `env` under a trainer of `cfg`'s shape (its network,
+/// precision and normalisation; rollouts of at most [`MAX_STEPS`]), nothing trained.
+fn time_rollouts<E: RolloutEnv>(
+    env: E,
     cfg: &PpoTrialConfig,
     device: &Device,
+    replay: bool,
 ) -> Result<f64, PpoError> {
-    let model = cfg
-        .ppo
-        .policy
-        .init(env.obs_dim(), env.action_dim(), cfg.ppo.seed, device);
-    let dtype = cfg.ppo.precision.compute_dtype();
-    let mut obs: Tensor<2> = env.reset()?;
-    let mut start = Instant::now();
-    for step in 0..WARM_STEPS + TIMED_STEPS {
-        if step == WARM_STEPS {
-            sync(device)?;
-            start = Instant::now();
-        }
-        let actions = model.action_mean(obs, dtype);
-        obs = env.step(actions)?.obs;
-    }
-    sync(device)?;
-    Ok(start.elapsed().as_secs_f64() * 1e3 / TIMED_STEPS as f64)
-}
-
-fn sync(device: &Device) -> Result<(), PpoError> {
-    device
-        .sync()
-        .map_err(|e| PpoError::read("placement measurement", format!("{e:?}")))
+    let mut ppo = cfg.ppo.clone();
+    ppo.n_steps = ppo.n_steps.clamp(1, MAX_STEPS);
+    ppo.batch_size = ppo.batch_size.clamp(1, ppo.n_steps * env.n_envs());
+    let mut trainer = Trainer::new(ppo, env, device)?;
+    trainer.set_replay_policy(replay);
+    trainer.time_rollout_steps(WARM_ROLLOUTS, TIMED_ROLLOUTS)
 }
 
 /// The decisions in `file`; none where it is missing or unreadable (it is then rewritten).
@@ -246,7 +251,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("env").join(FILE);
 
-        let first = auto_with(&cfg, &data, 0..400, &device, Some(&file)).unwrap();
+        let first = auto_with(&cfg, &data, 0..400, &device, Some(&file), false).unwrap();
         assert!(!first.cached);
         assert!(first.device_ms > 0.0 && first.host_ms > 0.0, "{first:?}");
         assert_eq!(first.placement, choose(first.device_ms, first.host_ms));
@@ -256,7 +261,7 @@ mod tests {
             first.describe()
         );
 
-        let again = auto_with(&cfg, &data, 0..400, &device, Some(&file)).unwrap();
+        let again = auto_with(&cfg, &data, 0..400, &device, Some(&file), false).unwrap();
         assert!(again.cached);
         assert_eq!(
             (again.placement, again.device_ms, again.host_ms),
@@ -268,18 +273,37 @@ mod tests {
             again.describe()
         );
 
+        // Rollouts that replay their policy step are measured so, and decided apart.
+        let replayed = auto_with(&cfg, &data, 0..400, &device, Some(&file), true).unwrap();
+        assert!(!replayed.cached && replayed.replayed, "{replayed:?}");
+        assert!(!first.replayed, "{first:?}");
+        assert_eq!(
+            replayed.placement,
+            choose(replayed.device_ms, replayed.host_ms)
+        );
+        assert!(
+            replayed
+                .describe()
+                .ends_with("(measured, the policy step replayed)"),
+            "{}",
+            replayed.describe()
+        );
+        assert_eq!(read(&file).len(), 2);
+        let again = auto_with(&cfg, &data, 0..400, &device, Some(&file), true).unwrap();
+        assert!(again.cached && again.replayed, "{again:?}");
+
         let mut wider = cfg.clone();
         wider.env.n_envs = 6;
         assert!(
-            !auto_with(&wider, &data, 0..400, &device, Some(&file))
+            !auto_with(&wider, &data, 0..400, &device, Some(&file), false)
                 .unwrap()
                 .cached
         );
-        assert_eq!(read(&file).len(), 2);
+        assert_eq!(read(&file).len(), 3);
 
         std::fs::write(&file, "{ not json").unwrap();
         assert!(
-            !auto_with(&cfg, &data, 0..400, &device, Some(&file))
+            !auto_with(&cfg, &data, 0..400, &device, Some(&file), false)
                 .unwrap()
                 .cached
         );

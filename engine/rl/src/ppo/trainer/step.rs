@@ -22,6 +22,35 @@ use crate::ppo::update::{UpdateBatch, UpdateStats};
 use tradetune_env::EpisodeStats;
 
 impl<E: RolloutEnv> Trainer<E> {
+    /// Milliseconds per step of this trainer's rollouts, nothing trained: `warm` rollouts
+    /// (compilation, autotune, the first uploads), then `timed` ones with one synchronisation
+    /// after them. What `env.placement = "auto"` compares: the trainer's own rollout, its policy
+    /// step replayed where it replays it, the buffer's rows written, the env stepped. Each
+    /// rollout is `n_steps` long (a replayed one captures its step once a rollout).
+    pub fn time_rollout_steps(&mut self, warm: usize, timed: usize) -> Result<f64, PpoError> {
+        if self.obs.is_none() {
+            let raw = self.env.reset()?;
+            self.obs = Some(self.observe(raw));
+        }
+        let mut start = Instant::now();
+        for i in 0..warm + timed.max(1) {
+            if i == warm {
+                self.sync("sync: rollout timing")?;
+                start = Instant::now();
+            }
+            if self.rollout(false, &mut PhaseTimes::default())?.is_none() {
+                return Err(PpoError::config(
+                    "n_steps",
+                    self.cfg.n_steps,
+                    "the trainer was stopped before its rollouts were timed",
+                ));
+            }
+        }
+        self.sync("sync: rollout timing")?;
+        let steps = timed.max(1) * self.cfg.n_steps;
+        Ok(start.elapsed().as_secs_f64() * 1e3 / steps as f64)
+    }
+
     /// Collects `n_steps` steps of every env into the buffer: the episodes that ended during
     /// it, or `None` when stopped mid-way. Nothing is read back here (a host env reads its
     /// actions, necessarily); `timed` synchronises after each phase of each step to time it.
