@@ -49,10 +49,25 @@ type Run = (Vec<UpdateStats>, Vec<f32>, Option<DispatchProfile>);
 
 /// Trains [`UPDATES`] updates, the policy step replayed or not.
 fn train<E: RolloutEnv>(env: E, device: &Device, precision: Precision, replay: bool) -> Run {
+    train_failing(env, device, precision, replay, None).0
+}
+
+/// [`train`], the replay after `fail_after` replays of a rollout failing as a driver's would;
+/// with the trainer's reason for not replaying, if it has one.
+fn train_failing<E: RolloutEnv>(
+    env: E,
+    device: &Device,
+    precision: Precision,
+    replay: bool,
+    fail_after: Option<usize>,
+) -> (Run, Option<String>) {
     let mut trainer = Trainer::new(ppo_cfg(precision), env, device)
         .unwrap()
         .with_phase_sampling(100);
     trainer.set_replay_policy(replay);
+    if let Some(n) = fail_after {
+        trainer.fail_replay_after(n);
+    }
     let mut stats = Vec::new();
     trainer
         .learn(UPDATES * N_ENVS * N_STEPS, &mut |e| {
@@ -62,7 +77,11 @@ fn train<E: RolloutEnv>(env: E, device: &Device, precision: Precision, replay: b
         })
         .unwrap();
     let profile = trainer.dispatch_profile();
-    (stats, trainer.model().flat_params().unwrap(), profile)
+    let why = trainer.replay_fallback().map(str::to_owned);
+    (
+        (stats, trainer.model().flat_params().unwrap(), profile),
+        why,
+    )
 }
 
 /// Asserts that runs `a` (direct) and `b` (replayed) learnt the same to `tol`.
@@ -132,6 +151,22 @@ fn a_rollout_on_a_replayed_policy_step_learns_as_the_direct_one() {
     for (i, run) in together.iter().enumerate() {
         assert_same_learning(&format!("worker {i} of 2"), &reference, run, 1e-3);
     }
+    // A replay the driver refuses (the fifth of the first rollout): that step and the rest of
+    // the run launch the policy step directly, the run learns what the direct one learnt, and
+    // the trainer says where and why.
+    let (failing, why) = train_failing(tensor(), &device, Precision::F32, true, Some(4));
+    assert_same_learning("a replay refused mid-rollout", &reference, &failing, 1e-3);
+    let why = why.expect("the trainer says why it stopped replaying");
+    assert!(
+        why.contains("failed at step 5 of a rollout") && why.contains("directly from there on"),
+        "{why}"
+    );
+    let profile = failing.2.expect("a timed update");
+    assert!(
+        profile.replayed_per_policy_step > 0.0
+            && profile.replayed_per_policy_step < 0.5 * profile.per_policy_step,
+        "{profile:?}"
+    );
     // The host env on the same device: its steps read the actions back, and the policy step
     // still runs on the device, replayed.
     let host = || {

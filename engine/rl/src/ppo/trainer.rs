@@ -135,6 +135,8 @@ pub struct Trainer<E: RolloutEnv> {
     /// Why the last rollout's captured policy step was not replayed from recorded launches,
     /// where it was not ([`Trainer::replay_fallback`]).
     replay_fallback: Option<String>,
+    /// Replays per rollout before one fails, where a test asks for it.
+    fail_replay_after: Option<usize>,
     /// Whether the device compiles kernels (every device but the CPU's).
     compiles: bool,
     /// The compile phase's accounting.
@@ -182,6 +184,7 @@ impl<E: RolloutEnv> Trainer<E> {
             host_inference,
             replay_policy: replay_policy_from_env(),
             replay_fallback: None,
+            fail_replay_after: None,
             compiles: !tradetune_device::is_cpu(&device),
             compile_watch: CompileWatch::default(),
             tally: Tally::default(),
@@ -257,9 +260,19 @@ impl<E: RolloutEnv> Trainer<E> {
         self.replay_policy && self.compiles && !self.host_inference
     }
 
+    /// For tests of the fallback below: the replay after `replays` more fails, as a driver's
+    /// would (each rollout's graph counts from its capture).
+    #[doc(hidden)]
+    pub fn fail_replay_after(&mut self, replays: usize) {
+        self.fail_replay_after = Some(replays);
+    }
+
     /// Where the rollouts replay their policy step ([`Self::set_replay_policy`]) but the last
     /// one could not record its launches, why (the backend has no graphs, or burn's capture
     /// failed): its steps ran the forward passes again instead, correct and as slow as without.
+    /// A replay that fails (the driver refuses it) turns the replay off for the rest of the
+    /// run: that step and every later one launch the forward passes directly, and this says
+    /// at which step and why.
     pub fn replay_fallback(&self) -> Option<&str> {
         self.replay_fallback.as_deref()
     }

@@ -43,6 +43,9 @@ pub(super) struct PolicyGraph {
     fresh: bool,
     /// Whether the input is lent out ([`Self::lend_input`]) to be written and given back.
     lent: bool,
+    /// Replays left before one fails as a driver's would, where a test asks for it
+    /// ([`super::Trainer::fail_replay_after`]).
+    fail_after: Option<usize>,
 }
 
 impl PolicyGraph {
@@ -72,7 +75,20 @@ impl PolicyGraph {
             x,
             fresh: true,
             lent: false,
+            fail_after: None,
         }
+    }
+
+    /// Makes the replay after `replays` more fail (a test of the rollout's fallback).
+    pub(super) fn fail_after(mut self, replays: Option<usize>) -> Self {
+        self.fail_after = replays;
+        self
+    }
+
+    /// The captured input as last written: the step's observations, for a direct step where
+    /// its replay failed.
+    pub(super) fn input(&self) -> Tensor<2> {
+        self.x.borrow().clone()
     }
 
     /// Why the step is not replayed from recorded launches, where it is not (the backend has no
@@ -110,6 +126,15 @@ impl PolicyGraph {
             self.writable(&input)?;
             let [n, d] = x.dims();
             input.inplace(|t| t.slice_assign([0..n, 0..d], x));
+        }
+        if let Some(left) = &mut self.fail_after {
+            if *left == 0 {
+                return Err(PpoError::read(
+                    "rollout policy step",
+                    "replay refused (a failure the test asked for)",
+                ));
+            }
+            *left -= 1;
         }
         // SAFETY: everything the captured step reads or writes is held for the graph's life: the
         // weights by its closure, the input by its closure and `self.x`, the outputs by the graph.

@@ -102,7 +102,15 @@ impl<E: RolloutEnv> Trainer<E> {
         // The captured policy step, from the first step on, where the rollout replays it.
         let mut graph: Option<PolicyGraph> = None;
         // Only on a GPU: the CPU's backend has no graphs (a replay would run the step again).
-        let replay = self.replay_policy && !self.host_inference && self.compiles;
+        let mut replay = self.replays_policy();
+        // The direct step: both networks' forward passes launched, the noise added, clipped.
+        let direct = |x: Tensor<2>, noise: Tensor<2>| {
+            let mean = model.action_mean(x.clone(), dtype);
+            let actions = mean.add(noise);
+            let clipped = actions.clone().clamp(-1.0, 1.0);
+            let value = model.value(x, dtype);
+            (actions, None, value, clipped)
+        };
         if timed {
             self.tally.begin();
         }
@@ -148,23 +156,34 @@ impl<E: RolloutEnv> Trainer<E> {
                     if replay {
                         let g = match &mut graph {
                             Some(g) => g,
-                            None => graph.insert(PolicyGraph::capture(
-                                model.clone(),
-                                x.clone(),
-                                dtype,
-                                &self.device,
-                            )),
+                            None => graph.insert(
+                                PolicyGraph::capture(model.clone(), x.clone(), dtype, &self.device)
+                                    .fail_after(self.fail_replay_after),
+                            ),
                         };
-                        let (mean, value) = g.step(x)?;
-                        let actions = mean.add(noise);
-                        let clipped = actions.clone().clamp(-1.0, 1.0);
-                        (actions, None, value, clipped)
+                        match g.step(x) {
+                            Ok((mean, value)) => {
+                                let actions = mean.add(noise);
+                                let clipped = actions.clone().clamp(-1.0, 1.0);
+                                (actions, None, value, clipped)
+                            }
+                            // A replay the driver refused: this step and the rest of the run
+                            // launch the forward passes directly, and say why.
+                            Err(e) => {
+                                let x = g.input();
+                                graph = None;
+                                replay = false;
+                                self.replay_policy = false;
+                                self.replay_fallback = Some(format!(
+                                    "the replay of the captured policy step failed at step \
+                                     {step_index} of a rollout ({e}); the rollouts launch it \
+                                     directly from there on"
+                                ));
+                                direct(x, noise)
+                            }
+                        }
                     } else {
-                        let mean = model.action_mean(x.clone(), dtype);
-                        let actions = mean.add(noise);
-                        let clipped = actions.clone().clamp(-1.0, 1.0);
-                        let value = model.value(x, dtype);
-                        (actions, None, value, clipped)
+                        direct(x, noise)
                     }
                 }
             };
@@ -213,7 +232,9 @@ impl<E: RolloutEnv> Trainer<E> {
                 self.tally.charge(Part::Buffer);
             }
         }
-        self.replay_fallback = graph.and_then(|g| g.fallback().map(str::to_owned));
+        if let Some(g) = graph {
+            self.replay_fallback = g.fallback().map(str::to_owned);
+        }
         Ok(Some(self.env.take_episodes()))
     }
 
