@@ -216,6 +216,18 @@ fn inference_and_eval_heavy() {
         "{}",
         inference(&on_gpu)
     );
+    // Where a replay failed on the card, replaying is not offered again: the verdict says it
+    // failed and where the reason is.
+    if let Some(w) = &mut on_gpu.gpu_work {
+        w.policy_replay_failed = true;
+    }
+    assert!(
+        inference(&on_gpu).ends_with(
+            "environments (the replayed policy step failed on this card, so the rest of the run launched it directly: the trial's user attribute policy_replay_fallback says why)"
+        ),
+        "{}",
+        inference(&on_gpu)
+    );
 }
 
 #[test]
@@ -365,6 +377,7 @@ fn gpu_trial(compile_s: f64, util: f64) -> VerdictInput {
             n_steps: Some(256),
             driver_shader_cache_off: None,
             policy_steps_replayed: false,
+            policy_replay_failed: false,
         }),
         ..Default::default()
     }

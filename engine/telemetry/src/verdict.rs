@@ -119,6 +119,9 @@ pub struct GpuWork {
     /// Whether the rollouts replayed their policy step from a captured graph
     /// (`TRADETUNE_REPLAY_POLICY`).
     pub policy_steps_replayed: bool,
+    /// Whether a replay of the policy step failed on this card (the driver refused it), so the
+    /// rest of the run launched it directly.
+    pub policy_replay_failed: bool,
 }
 
 /// Workers sharing the host's cores (CPU workers of one process share one thread pool).
@@ -336,6 +339,9 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
             // On a GPU a small forward pass is its launches' host cost: a replayed step saves
             // most of it (measured on a software adapter, not yet on a card: the bench says).
             let replay = match input.gpu_work {
+                Some(w) if w.policy_replay_failed => {
+                    " (the replayed policy step failed on this card, so the rest of the run launched it directly: the trial's user attribute policy_replay_fallback says why)"
+                }
                 Some(w) if !w.policy_steps_replayed => {
                     ", or replay the policy step from a graph captured once a rollout (TRADETUNE_REPLAY_POLICY=1; `tradetune bench gpu --policy-steps direct,replay` measures what it saves on this card)"
                 }

@@ -137,6 +137,8 @@ pub struct Trainer<E: RolloutEnv> {
     replay_fallback: Option<String>,
     /// Replays per rollout before one fails, where a test asks for it.
     fail_replay_after: Option<usize>,
+    /// Whether a replay failed, which turned the replay off for the rest of the run.
+    replay_failed: bool,
     /// Whether the device compiles kernels (every device but the CPU's).
     compiles: bool,
     /// The compile phase's accounting.
@@ -185,6 +187,7 @@ impl<E: RolloutEnv> Trainer<E> {
             replay_policy: replay_policy_from_env(),
             replay_fallback: None,
             fail_replay_after: None,
+            replay_failed: false,
             compiles: !tradetune_device::is_cpu(&device),
             compile_watch: CompileWatch::default(),
             tally: Tally::default(),
@@ -275,6 +278,12 @@ impl<E: RolloutEnv> Trainer<E> {
     /// at which step and why.
     pub fn replay_fallback(&self) -> Option<&str> {
         self.replay_fallback.as_deref()
+    }
+
+    /// Whether a replay of the policy step failed during the run (the driver refused it), which
+    /// turned the replay off for the rest of it ([`Self::replay_fallback`] says where and why).
+    pub fn replay_failed(&self) -> bool {
+        self.replay_failed
     }
 
     /// Launches and round-trips of the last timed update, by part, once one has run.

@@ -174,6 +174,7 @@ impl<E: RolloutEnv> Trainer<E> {
                                 graph = None;
                                 replay = false;
                                 self.replay_policy = false;
+                                self.replay_failed = true;
                                 self.replay_fallback = Some(format!(
                                     "the replay of the captured policy step failed at step \
                                      {step_index} of a rollout ({e}); the rollouts launch it \
