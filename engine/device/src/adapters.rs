@@ -123,13 +123,6 @@ impl Compiler {
             Compiler::Wgsl
         }
     }
-
-    pub fn label(self) -> &'static str {
-        match self {
-            Compiler::Wgsl => "WGSL",
-            Compiler::Spirv => "SPIR-V",
-        }
-    }
 }
 
 /// Why this build cannot run kernels on `adapter` although burn could open it: a software

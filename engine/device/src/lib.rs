@@ -455,12 +455,15 @@ pub fn describe_spec(spec: DeviceSpec) -> String {
     match spec {
         DeviceSpec::Cpu => "flex on the CPU".into(),
         DeviceSpec::Wgpu(_) | DeviceSpec::WgpuOf(..) => match wgpu_adapter(spec) {
-            Ok(a) => match adapters::Compiler::of(&a) {
-                adapters::Compiler::Wgsl => format!("wgpu on {}, {}", a.name, a.kind.label()),
-                adapters::Compiler::Spirv => {
-                    format!("wgpu on {}, {}, SPIR-V kernels", a.name, a.kind.label())
+            Ok(a) => format!(
+                "wgpu on {}, {}{}",
+                a.name,
+                a.kind.label(),
+                match adapters::Compiler::of(&a) {
+                    adapters::Compiler::Spirv => ", SPIR-V kernels",
+                    adapters::Compiler::Wgsl => "",
                 }
-            },
+            ),
             Err(_) => "wgpu".into(),
         },
         DeviceSpec::Cuda(n) => format!("CUDA device {n}"),
