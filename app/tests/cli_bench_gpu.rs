@@ -460,6 +460,70 @@ fn check_replayed(direct: &serde_json::Value, replay: &serde_json::Value) {
     assert!(direct["result"]["policy_replay"].is_object(), "{direct}");
 }
 
+/// `bench gpu --minibatches direct,replay` (issue 33, `TRADETUNE_REPLAY_UPDATE`): the replayed
+/// run's minibatches still run their kernels on the device (counted as replayed, with the
+/// captured state's copies), while the host prepares a few launches a minibatch instead of all
+/// of them: the indices', the step inputs' and the state's writes, and once an update the
+/// rollout's and the state's. Measured on lavapipe (2026-11-29, tiny_deep f32, replayed policy
+/// step, the steady update's 8 minibatches): 40 launches a minibatch direct; replayed 54.25,
+/// of which 46 replayed and 8.25 prepared by the host. That the replayed update learns what the
+/// direct one learns is `engine/tests/ppo_replay.rs`.
+#[test]
+fn bench_gpu_replays_the_minibatches() {
+    if !wgpu_here("bench_gpu with replayed minibatches") {
+        return;
+    }
+    let cache = scratch("cli_bench_gpu_minibatches", "cache");
+    let v = json(&bench(
+        &cache,
+        &[
+            "bench",
+            "gpu",
+            "--configs",
+            "tiny_deep",
+            "--placements",
+            "device",
+            "--precisions",
+            "f32",
+            "--policy-steps",
+            "replay",
+            "--minibatches",
+            "direct,replay",
+            "--probe-sizes",
+            "64",
+            "--json",
+        ],
+    ));
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{v}");
+    let profile = |run: &serde_json::Value, replayed: bool| {
+        let r = &run["result"];
+        assert_eq!(r["config"]["replay_update"], replayed, "{r}");
+        assert!(r["update_replay_fallback"].is_null(), "{r}");
+        let p = &r["dispatch_profile"];
+        let f = |k: &str| p[k].as_f64().unwrap_or_else(|| panic!("{k}: {r}"));
+        (f("per_minibatch"), f("replayed_per_minibatch"))
+    };
+    let (direct, none) = profile(&runs[0], false);
+    let (total, replayed) = profile(&runs[1], true);
+    let host = total - replayed;
+    eprintln!(
+        "minibatch: {direct:.2} launches direct; replayed {total:.2}, of which {replayed:.2} \
+         replayed and {host:.2} prepared by the host"
+    );
+    assert_eq!(none, 0.0, "nothing is replayed without the graph");
+    // Every minibatch of the steady update replays what the capture recorded: at least the
+    // direct minibatch's kernels, less its layout copies' and the tally's own.
+    assert!(replayed >= 0.75 * direct, "{replayed} of {direct}");
+    // The host: three writes a minibatch, and once an update the rollout's six and the state's
+    // writes and hand-back (their share of each of the update's minibatches), the update's
+    // diagnostics read as without the graph.
+    assert!(host <= 12.0, "{host} launches prepared by the host a minibatch");
+    assert!(host < 0.4 * direct, "{host} against {direct} directly");
+    // The replayed run reads nothing more back: one read an update.
+    assert_eq!(runs[1]["result"]["syncs_per_update"].as_u64(), Some(1), "{v}");
+}
+
 /// A peer that logs its arguments to `args.log` beside it and prints a fixed result of the GPU
 /// peer's protocol (the result is the last line).
 fn fake_torch_peer(dir: &Path) -> std::path::PathBuf {

@@ -180,3 +180,79 @@ fn a_rollout_on_a_replayed_policy_step_learns_as_the_direct_one() {
     assert_same_learning("env on the host, F32", &direct, &replayed, 1e-3);
     assert!(replayed.2.expect("a timed update").replayed_per_policy_step > 0.0);
 }
+
+/// Trains [`UPDATES`] updates on the device env, the update's minibatches replayed from a graph
+/// captured once an update or not (`Learner::set_replay_update`), the replay after
+/// `fail_after` failing; with the learner's reason for not replaying, if it has one.
+fn train_update(
+    device: &Device,
+    precision: Precision,
+    replay: bool,
+    fail_after: Option<usize>,
+) -> (Run, f64, Option<String>) {
+    let data = bench_dataset(300, 3, 4, 1);
+    let env = TensorVecEnv::new(env_cfg(), &data, 0..300, device).unwrap();
+    let mut trainer = Trainer::new(ppo_cfg(precision), env, device)
+        .unwrap()
+        .with_phase_sampling(100);
+    trainer.learner_mut().set_replay_update(replay);
+    trainer.learner_mut().fail_replay_after(fail_after);
+    let mut stats = Vec::new();
+    trainer
+        .learn(UPDATES * N_ENVS * N_STEPS, &mut |e| {
+            if let TrainEvent::Update { stats: s, .. } = e {
+                stats.push(s);
+            }
+        })
+        .unwrap();
+    let profile = trainer.dispatch_profile();
+    let replayed = profile.map_or(0.0, |p| p.replayed_per_minibatch);
+    let why = trainer.learner().replay_fallback().map(str::to_owned);
+    (
+        (stats, trainer.model().flat_params().unwrap(), profile),
+        replayed,
+        why,
+    )
+}
+
+/// The update's minibatches replayed (`TRADETUNE_REPLAY_UPDATE`): each update captures its first
+/// minibatch (the forward and backward pass, the tally's judgement, Adam's step, the count) and
+/// replays the recorded launches for the others, its indices and Adam's bias corrections
+/// written in place. A replay that read stale indices would train on the first minibatch's
+/// samples again, one with stale corrections would step as Adam's first step, one whose state
+/// was not carried would lose the steps before it: each parts the losses or the weights from
+/// the direct run's.
+#[test]
+fn an_update_on_replayed_minibatches_learns_as_the_direct_one() {
+    let Some(device) = common::wgpu_device("an update on replayed minibatches") else {
+        return;
+    };
+    let mut precisions = vec![(Precision::F32, 1e-3)];
+    if device.supports_dtype(FloatDType::F16) {
+        precisions.push((Precision::F16, 2e-2));
+    }
+    for (precision, tol) in precisions {
+        let what = format!("{precision:?}");
+        let (direct, none, _) = train_update(&device, precision, false, None);
+        let (replayed, share, why) = train_update(&device, precision, true, None);
+        assert_same_learning(&what, &direct, &replayed, tol);
+        assert_eq!(why, None, "{what}");
+        assert_eq!(none, 0.0, "{what}");
+        let d = direct.2.expect("a timed update");
+        eprintln!(
+            "{what}: a minibatch {:.2} launches (direct), {:.2} of which {share:.2} replayed",
+            d.per_minibatch,
+            replayed.2.expect("a timed update").per_minibatch
+        );
+        // Four minibatches an update: the first captured, three replayed.
+        assert!(share >= 0.5 * d.per_minibatch, "{what}: {share:.2} replayed");
+    }
+    // A replay the driver refuses (the second of the first update): that minibatch and the rest
+    // of the run's run directly, from the state the replays left, and the learner says why.
+    let (direct, _, _) = train_update(&device, Precision::F32, false, None);
+    let (failing, share, why) = train_update(&device, Precision::F32, true, Some(1));
+    assert_same_learning("a replay refused mid-update", &direct, &failing, 1e-3);
+    let why = why.expect("the learner says why it stopped replaying");
+    assert!(why.contains("directly from there on"), "{why}");
+    assert!(share > 0.0, "the first update replayed before the refusal");
+}

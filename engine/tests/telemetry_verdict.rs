@@ -378,6 +378,8 @@ fn gpu_trial(compile_s: f64, util: f64) -> VerdictInput {
             driver_shader_cache_off: None,
             policy_steps_replayed: false,
             policy_replay_failed: false,
+            minibatches_replayed: false,
+            minibatch_replay_failed: false,
         }),
         ..Default::default()
     }
@@ -435,6 +437,38 @@ fn a_gpu_under_half_busy_with_a_busy_submitter_is_dispatch_bound_not_short_of_ba
         d.message.contains("95 launches per minibatch"),
         "{}",
         d.message
+    );
+    // The update is most of this trial: replaying its minibatches is named, with the command
+    // that measures it on the card; where they were replayed it is not; where a replay failed
+    // the verdict says so and where the reason is.
+    let dispatch = |input: &VerdictInput| {
+        verdicts(input)
+            .into_iter()
+            .find(|v| v.kind == VerdictKind::DispatchBound)
+            .expect("dispatch-bound")
+            .message
+    };
+    assert!(
+        d.message.ends_with(
+            "does not by itself; the update's minibatches can be replayed from a graph captured once (TRADETUNE_REPLAY_UPDATE=1; `tradetune bench gpu --minibatches direct,replay` measures what it saves on this card)"
+        ),
+        "{}",
+        d.message
+    );
+    let mut replayed = input.clone();
+    if let Some(w) = &mut replayed.gpu_work {
+        w.minibatches_replayed = true;
+    }
+    assert!(dispatch(&replayed).ends_with("does not by itself"), "{}", dispatch(&replayed));
+    if let Some(w) = &mut replayed.gpu_work {
+        w.minibatch_replay_failed = true;
+    }
+    assert!(
+        dispatch(&replayed).ends_with(
+            "does not by itself (the replayed minibatches failed on this card, so the rest of the run launched them directly: the trial's user attribute update_replay_fallback says why)"
+        ),
+        "{}",
+        dispatch(&replayed)
     );
     assert!(
         !v.iter().any(|v| v.message.contains("raise batch_size")),

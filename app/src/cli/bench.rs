@@ -89,6 +89,11 @@ pub struct GpuArgs {
     /// `TRADETUNE_REPLAY_POLICY=1` makes trials do).
     #[arg(long, value_delimiter = ',', default_value = "direct")]
     pub policy_steps: Vec<String>,
+    /// How an update runs its minibatches, to compare: direct (each minibatch's launches
+    /// prepared one by one), replay (captured once a run and replayed, as
+    /// `TRADETUNE_REPLAY_UPDATE=1` makes trials do).
+    #[arg(long, value_delimiter = ',', default_value = "direct")]
+    pub minibatches: Vec<String>,
     /// Updates measured per run, after one warm-up update (default 1).
     #[arg(long)]
     pub updates: Option<usize>,

@@ -122,6 +122,10 @@ pub struct GpuWork {
     /// Whether a replay of the policy step failed on this card (the driver refused it), so the
     /// rest of the run launched it directly.
     pub policy_replay_failed: bool,
+    /// Whether the updates replayed their minibatches from a captured graph
+    /// (`TRADETUNE_REPLAY_UPDATE`), and whether a replay of them failed on this card.
+    pub minibatches_replayed: bool,
+    pub minibatch_replay_failed: bool,
 }
 
 /// Workers sharing the host's cores (CPU workers of one process share one thread pool).
@@ -268,10 +272,21 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
                 .map_or(String::new(), |n| {
                     format!(", {n:.0} launches per minibatch")
                 });
+            // Where the update is a large part, replaying its minibatches saves most of their
+            // launches' host cost (measured on a software adapter, not yet on a card).
+            let replay = match input.gpu_work {
+                Some(w) if update >= PHASE_BOUND && w.minibatch_replay_failed => {
+                    " (the replayed minibatches failed on this card, so the rest of the run launched them directly: the trial's user attribute update_replay_fallback says why)"
+                }
+                Some(w) if update >= PHASE_BOUND && !w.minibatches_replayed => {
+                    "; the update's minibatches can be replayed from a graph captured once (TRADETUNE_REPLAY_UPDATE=1; `tradetune bench gpu --minibatches direct,replay` measures what it saves on this card)"
+                }
+                _ => "",
+            };
             say(
                 VerdictKind::DispatchBound,
                 format!(
-                    "dispatch-bound: {} only {u:.0} % busy while the thread feeding it was busy ({:.0} % of a core{per}): the cost is per kernel launch and per round-trip, not per FLOP — fewer, larger launches help (more envs per step, the environment on the device); a larger batch_size does not by itself",
+                    "dispatch-bound: {} only {u:.0} % busy while the thread feeding it was busy ({:.0} % of a core{per}): the cost is per kernel launch and per round-trip, not per FLOP — fewer, larger launches help (more envs per step, the environment on the device); a larger batch_size does not by itself{replay}",
                     d.device,
                     input.process_cpu_pct.unwrap_or(0.0)
                 ),

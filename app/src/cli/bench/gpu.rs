@@ -80,16 +80,30 @@ const COPIES_NOTE: &str = "d/pol, d/mb as a+b: the step's own launches + layout 
      copies of an operand that the matmul routine this autotune cache picked wants in another \
      layout; TRADETUNE_TRACE_LAUNCHES=1 names every launch)";
 
-/// `name precision placement`, and `replayed` where the rollouts replay their policy step: how
-/// the lines under the table name a run.
+/// `name precision placement`, `replayed` where the rollouts replay their policy step and
+/// `minibatches replayed` where the updates replay theirs: how the lines under the table name
+/// a run.
 fn run_label(c: &TrainBenchConfig) -> String {
     let replayed = if c.replay_policy { " replayed" } else { "" };
+    let minibatches = if c.replay_update {
+        " minibatches replayed"
+    } else {
+        ""
+    };
     format!(
-        "{} {} {}{replayed}",
+        "{} {} {}{replayed}{minibatches}",
         c.name,
         c.precision,
         c.placement.name()
     )
+}
+
+/// The table's `pol` column: how the policy step runs (direct, replay), `+mb` where the
+/// minibatches are replayed too.
+fn pol_column(c: &TrainBenchConfig) -> String {
+    let pol = if c.replay_policy { "replay" } else { "direct" };
+    let mb = if c.replay_update { "+mb" } else { "" };
+    format!("{pol}{mb}")
 }
 
 /// A policy step's steady launches in a run whose rollouts replay it, as a line under the table.
@@ -111,6 +125,26 @@ const REPLAYED_NOTE: &str = "pol replay: each rollout captures its policy step o
      networks' forward passes) and replays the recorded launches at each later step, the step's \
      observations written into the captured input in place and its noise added outside \
      (TRADETUNE_REPLAY_POLICY=1 does this in trials); d/pol counts the replayed launches too";
+
+/// A minibatch's steady launches in a run whose updates replay them, as a line under the table.
+fn minibatch_line(c: &TrainBenchConfig, p: &DispatchProfile) -> String {
+    format!(
+        "  {}: {:.2} launches a minibatch, {:.2} replayed from the captured minibatch and {:.2} \
+         prepared one by one (the inputs' and the state's writes; once an update the rollout's \
+         and the state's)",
+        run_label(c),
+        p.per_minibatch,
+        p.replayed_per_minibatch,
+        p.per_minibatch - p.replayed_per_minibatch,
+    )
+}
+
+/// Printed above the lines of the runs whose updates replay their minibatches.
+const MINIBATCHES_NOTE: &str = "+mb: the first update captures a minibatch once (forward and \
+     backward passes, the tally, Adam's step) and every later minibatch of the run replays the \
+     recorded launches, its indices, bias corrections and learning rate written into the \
+     captured inputs and the state carried in one buffer (TRADETUNE_REPLAY_UPDATE=1 does this in \
+     trials); d/mb counts the replayed launches too";
 
 /// What the device ran in one update of `c`, by part, as a line under the table.
 fn kernel_line(c: &TrainBenchConfig, k: &KernelTimeProfile) -> String {
@@ -182,7 +216,7 @@ const KERNEL_NOTE: &str = "krn%: the device busy with this run's kernels, in % o
 
 fn header() {
     println!(
-        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} {:<6} | {:>7} {:>7} {:>9} {:>9} {:>7} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>4} {:>4} {:>4} {:>4} {:>4} | {:>5} {:>6} | {:>8} | gpus (util %, mem MiB)",
+        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} {:<9} | {:>7} {:>7} {:>9} {:>9} {:>7} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>4} {:>4} {:>4} {:>4} {:>4} | {:>5} {:>6} | {:>8} | gpus (util %, mem MiB)",
         "config",
         "envs",
         "steps",
@@ -230,7 +264,7 @@ fn row(c: &TrainBenchConfig, r: &TrainBenchResult, seen: &[GpuSeen]) {
         })
         .collect();
     println!(
-        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} {:<6} | {:>7.1} {:>7.1} {:>9.0} {:>9.0} {:>7.1} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>4.0} {:>4.0} {:>4.0} {:>4.0} {:>4.0} | {:>5} {:>6} | {:>8} | {}",
+        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} {:<9} | {:>7.1} {:>7.1} {:>9.0} {:>9.0} {:>7.1} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>4.0} {:>4.0} {:>4.0} {:>4.0} {:>4.0} | {:>5} {:>6} | {:>8} | {}",
         c.name,
         c.n_envs,
         c.n_steps,
@@ -238,7 +272,7 @@ fn row(c: &TrainBenchConfig, r: &TrainBenchResult, seen: &[GpuSeen]) {
         format!("{:?}", c.net),
         c.precision.to_string(),
         c.placement.name(),
-        if c.replay_policy { "replay" } else { "direct" },
+        pol_column(c),
         r.cold_update_s,
         r.compile_s,
         r.samples_per_second,
@@ -281,7 +315,7 @@ fn peer_row(c: &TrainBenchConfig, precision: &str, run: &PeerRun, ours_best: Opt
         )
     });
     println!(
-        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} {:<6} | {:>7} {:>7} {:>9.0} {:>9} | peer: {} on {}{ratio}",
+        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} {:<9} | {:>7} {:>7} {:>9.0} {:>9} | peer: {} on {}{ratio}",
         c.name,
         c.n_envs,
         c.n_steps,
@@ -349,17 +383,27 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
             )),
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let policy_steps = args
-        .policy_steps
-        .iter()
-        .map(|p| match p.trim() {
-            "direct" => Ok(false),
-            "replay" => Ok(true),
-            other => Err(anyhow::anyhow!(
-                "--policy-steps: unknown way '{other}' (valid: direct, replay)"
-            )),
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let ways = |flag: &str, values: &[String]| {
+        values
+            .iter()
+            .map(|p| match p.trim() {
+                "direct" => Ok(false),
+                "replay" => Ok(true),
+                other => Err(anyhow::anyhow!(
+                    "--{flag}: unknown way '{other}' (valid: direct, replay)"
+                )),
+            })
+            .collect::<anyhow::Result<Vec<_>>>()
+    };
+    let policy_steps = ways("policy-steps", &args.policy_steps)?;
+    let minibatches = ways("minibatches", &args.minibatches)?;
+    // Each placement, each way of running the policy step, each way of running the minibatches.
+    let mut runs: Vec<(ResolvedPlacement, bool, bool)> = Vec::new();
+    for &p in &placements {
+        for &r in &policy_steps {
+            runs.extend(minibatches.iter().map(|&m| (p, r, m)));
+        }
+    }
     let precisions = device_precisions(spec, &args.precisions, args.json)?;
     // The peer's scripts, written out before anything is measured (a failure is told first).
     let scripts = match &args.peer {
@@ -449,17 +493,16 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
     let mut kernel_lines = Vec::new();
     let mut replay_lines = Vec::new();
     let mut replayed_lines = Vec::new();
+    let mut minibatch_lines = Vec::new();
     for cfg in &configs {
         let mut best: Option<f64> = None;
         for &precision in &precisions {
-            for (&placement, &replay_policy) in placements
-                .iter()
-                .flat_map(|p| policy_steps.iter().map(move |r| (p, r)))
-            {
+            for &(placement, replay_policy, replay_update) in &runs {
                 let mut c = cfg.clone();
                 c.precision = precision;
                 c.placement = placement;
                 c.replay_policy = replay_policy;
+                c.replay_update = replay_update;
                 if let Some(u) = args.updates {
                     c.updates = u;
                 }
@@ -484,6 +527,11 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
                     ));
                 } else if let Some(p) = r.dispatch_profile.filter(|_| c.replay_policy) {
                     replayed_lines.push(replayed_line(&c, &p));
+                }
+                if let Some(why) = &r.update_replay_fallback {
+                    minibatch_lines.push(format!("  {}: {why}", run_label(&c)));
+                } else if let Some(p) = r.dispatch_profile.filter(|_| c.replay_update) {
+                    minibatch_lines.push(minibatch_line(&c, &p));
                 }
                 if let Some(p) = &r.policy_replay {
                     replay_lines.push(replay_line(&c, p));
@@ -534,6 +582,12 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
     if !replayed_lines.is_empty() && !args.json {
         println!("{REPLAYED_NOTE}");
         for line in &replayed_lines {
+            println!("{line}");
+        }
+    }
+    if !minibatch_lines.is_empty() && !args.json {
+        println!("{MINIBATCHES_NOTE}");
+        for line in &minibatch_lines {
             println!("{line}");
         }
     }

@@ -50,6 +50,10 @@ pub struct DispatchProfile {
     /// launches the host prepares one by one.
     #[serde(default)]
     pub replayed_per_policy_step: f64,
+    /// Of `per_minibatch`, the launches replayed from the update's captured minibatch
+    /// (`TRADETUNE_REPLAY_UPDATE`); the rest the host prepares one by one.
+    #[serde(default)]
+    pub replayed_per_minibatch: f64,
     /// Host reads and explicit synchronisations of an untimed update (the timed one adds a
     /// synchronisation per phase of each step to time it), when one has run.
     pub syncs_per_update: Option<u64>,
@@ -172,6 +176,7 @@ impl Tally {
             copies_per_minibatch: self.copies[Part::Update as usize] as f64 / minibatches_f,
             replayed_per_policy_step: self.replayed[Part::Inference as usize] as f64
                 / steps.max(1) as f64,
+            replayed_per_minibatch: self.replayed[Part::Update as usize] as f64 / minibatches_f,
             syncs_per_update: None,
             kernel_time,
         }

@@ -128,12 +128,17 @@ pub(super) fn learn<E: RolloutEnv>(
             gpu.dispatches_per_env_step = Some(d.per_env_step);
             gpu.syncs_per_update = d.syncs_per_update.or(gpu.syncs_per_update);
             gpu.policy_steps_replayed = d.replayed_per_policy_step > 0.0;
+            gpu.minibatches_replayed = d.replayed_per_minibatch > 0.0;
         }
         if trainer.replay_failed() {
             gpu.policy_replay_failed = true;
             if let Some(why) = trainer.replay_fallback() {
                 reporter.set_user_attr("policy_replay_fallback", why.to_owned());
             }
+        }
+        if let Some(why) = trainer.learner().replay_fallback() {
+            gpu.minibatch_replay_failed = true;
+            reporter.set_user_attr("update_replay_fallback", why.to_owned());
         }
         gpu.n_steps = Some(cfg.ppo.n_steps);
         gpu.driver_shader_cache_off = tradetune_device::kernels::driver_shader_cache_off();

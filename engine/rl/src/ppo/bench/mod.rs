@@ -60,6 +60,9 @@ pub struct TrainBenchConfig {
     /// Whether each rollout replays its policy step from a graph captured once
     /// ([`Trainer::set_replay_policy`]).
     pub replay_policy: bool,
+    /// Whether the updates replay their minibatches from a graph captured once
+    /// (`Learner::set_replay_update`).
+    pub replay_update: bool,
 }
 
 impl TrainBenchConfig {
@@ -79,6 +82,7 @@ impl TrainBenchConfig {
             placement: ResolvedPlacement::Host,
             burn_update: false,
             replay_policy: false,
+            replay_update: false,
         }
     }
 
@@ -356,6 +360,9 @@ pub struct TrainBenchResult {
     /// Where the rollouts replay their policy step (`replay_policy`) but could not record its
     /// launches, why ([`Trainer::replay_fallback`]): the run's figures are then direct steps'.
     pub replay_fallback: Option<String>,
+    /// Where the updates replay their minibatches (`replay_update`) but a capture or replay
+    /// failed, why (`Learner::replay_fallback`): the minibatches from there on ran directly.
+    pub update_replay_fallback: Option<String>,
 }
 
 /// Trains `cfg.updates` updates (after a warm-up update that is not counted) on a random-walk
@@ -391,6 +398,7 @@ fn measure<E: RolloutEnv>(
         trainer.learner_mut().set_host_update(false);
     }
     trainer.set_replay_policy(cfg.replay_policy);
+    trainer.learner_mut().set_replay_update(cfg.replay_update);
     let per_update = cfg.n_steps * cfg.n_envs;
     // The cold update: what a new configuration compiles and autotunes before it trains.
     trainer.set_phase_sampling(1);
@@ -405,15 +413,17 @@ fn measure<E: RolloutEnv>(
     let profile = trainer.dispatch_profile();
     // One more timed update with every kernel timed on the device: how long the device itself
     // ran each part (on its own: the timing costs the host a round trip per launch). The timer
-    // sees launches, not replays, so this update runs its policy steps directly: the same
-    // kernels.
+    // sees launches, not replays, so this update runs its policy steps and minibatches
+    // directly: the same kernels.
     let kernel_time = if tradetune_device::is_cpu(device) {
         None
     } else {
         trainer.set_kernel_timing(true);
         trainer.set_replay_policy(false);
+        trainer.learner_mut().set_replay_update(false);
         trainer.learn(per_update, &mut |_| {})?;
         trainer.set_replay_policy(cfg.replay_policy);
+        trainer.learner_mut().set_replay_update(cfg.replay_update);
         trainer.set_kernel_timing(false);
         trainer.dispatch_profile().and_then(|p| p.kernel_time)
     };
@@ -431,6 +441,7 @@ fn measure<E: RolloutEnv>(
         p
     });
     let replay_fallback = trainer.replay_fallback().map(str::to_owned);
+    let update_replay_fallback = trainer.learner().replay_fallback().map(str::to_owned);
     // The pool as the training left it, before the probe below allocates its own.
     let pool_reserved_bytes = device.memory_pool_usage().map(|u| u.bytes_reserved);
     // (Not in a run whose rollouts replay their policy step: it measured that itself.)
@@ -487,6 +498,7 @@ fn measure<E: RolloutEnv>(
         policy_replay,
         policy_replay_error,
         replay_fallback,
+        update_replay_fallback,
     })
 }
 

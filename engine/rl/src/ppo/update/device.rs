@@ -13,6 +13,7 @@ use std::ops::Range;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use super::flat_adam::FlatAdam;
+use super::stats::Carried;
 use super::{Diagnostics, Factor, MinibatchEngine, Scale, UpdateBatch, kernels_run, manual};
 use crate::ppo::config::PpoConfig;
 use crate::ppo::model::ActorCritic;
@@ -32,6 +33,18 @@ pub(super) struct DeviceEngine<'a> {
     grad: Option<Tensor<1>>,
     /// The hand-written pass's index tensors.
     picks: manual::Picks,
+    /// Whether the minibatches are replayed from a graph ([`super::replay`]), and the graph
+    /// once the first full minibatch captured it.
+    replays: bool,
+    /// The learner's captured minibatch, where it replays them, and whether it holds this
+    /// update's state (from the first replayed minibatch until [`MinibatchEngine::settle`]).
+    #[cfg(feature = "wgpu")]
+    graph: Option<&'a mut Option<super::replay::MinibatchGraph>>,
+    holding: bool,
+    /// Replays before one fails (tests).
+    fail_replay_after: Option<usize>,
+    /// Where to say why the minibatches stopped being replayed (a capture or replay failed).
+    replay_fallback: Option<&'a mut Option<String>>,
     /// Tests: the minibatch through burn's autodiff ([`minibatch`]) on the training device
     /// and the rollout as given, the reference the hand-written pass is held to.
     #[cfg(test)]
@@ -64,13 +77,113 @@ impl<'a> DeviceEngine<'a> {
             batch,
             order: None,
             grad: None,
+            replays: false,
+            #[cfg(feature = "wgpu")]
+            graph: None,
+            holding: false,
+            fail_replay_after: None,
+            replay_fallback: None,
             #[cfg(test)]
             autodiff: None,
         }
     }
 }
 
+impl<'a> DeviceEngine<'a> {
+    /// Replays the minibatches from a graph captured at the update's first full one, where the
+    /// loss and tally run as kernels (a cubecl device); the replay after `fail_after` more
+    /// fails (tests).
+    #[cfg(feature = "wgpu")]
+    pub fn replay_minibatches(
+        &mut self,
+        graph: &'a mut Option<super::replay::MinibatchGraph>,
+        fail_after: Option<usize>,
+        fallback: &'a mut Option<String>,
+    ) {
+        self.replays = self.picks.kernels;
+        self.graph = Some(graph);
+        self.fail_replay_after = fail_after;
+        self.replay_fallback = Some(fallback);
+    }
+}
+
 impl MinibatchEngine for DeviceEngine<'_> {
+    #[cfg(feature = "wgpu")]
+    fn replayed(&mut self, rows: Range<usize>, lr: f64, tally: Option<Carried<'_>>) -> bool {
+        use super::replay::MinibatchGraph;
+        let Some(mut tally) = tally else {
+            return false;
+        };
+        if !self.replays || rows.len() != self.cfg.batch_size {
+            self.settle(Some(tally));
+            return false;
+        }
+        let (Some(order), Some(slot)) = (&self.order, self.graph.as_deref_mut()) else {
+            return false;
+        };
+        let idx = order.clone().narrow(0, rows.start, rows.len());
+        let [factor, epsilon] = self.adam.corrections(self.adam.time + 1);
+        let inputs = [factor, epsilon, lr as f32];
+        let outcome = match slot {
+            Some(graph) if self.holding => graph.replay(idx, inputs),
+            Some(graph) if graph.fits(&self.batch, rows.len(), self.adam) => graph
+                .begin(self.model, self.adam, &tally, &self.batch)
+                .map(|()| self.holding = true)
+                .and_then(|()| graph.replay(idx, inputs)),
+            _ => MinibatchGraph::capture(
+                self.model,
+                self.adam,
+                self.cfg,
+                &self.batch,
+                &tally,
+                idx,
+                inputs,
+                &self.device,
+            )
+            .map(|graph| {
+                *slot = Some(graph.fail_after(self.fail_replay_after.take()));
+                self.holding = true;
+            }),
+        };
+        match outcome {
+            Ok(()) => {
+                self.adam.time += 1;
+                *tally.minibatches += 1;
+                true
+            }
+            // This minibatch runs directly, on the state before it.
+            Err(e) => {
+                if let Some(graph) = slot.take()
+                    && self.holding
+                {
+                    graph.release(self.adam, &mut tally);
+                }
+                self.holding = false;
+                self.replays = false;
+                if let Some(fallback) = &mut self.replay_fallback {
+                    **fallback = Some(format!(
+                        "replaying the update's minibatches failed ({e}); they run directly \
+                         from there on"
+                    ));
+                }
+                false
+            }
+        }
+    }
+
+    #[cfg(feature = "wgpu")]
+    fn settle(&mut self, tally: Option<Carried<'_>>) {
+        let (Some(mut tally), Some(Some(graph))) = (tally, self.graph.as_deref()) else {
+            return;
+        };
+        if self.holding {
+            graph.release(self.adam, &mut tally);
+            self.holding = false;
+            // As after a direct step: the model holds no older buffer alive.
+            self.adam.place_views_into(self.model);
+        }
+    }
+
     fn shuffle(&mut self, order: &[usize]) {
         let order: Vec<i64> = order.iter().map(|&i| i as i64).collect();
         let n = order.len();

@@ -41,12 +41,28 @@ pub(super) struct Slot {
     pub len: usize,
 }
 
+/// Adam's bias corrections for a step ([`FlatAdam::corrections`]), and its learning rate.
+// One per step, moved once: boxing the tensors would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Corrections {
+    /// On the host, as kernel arguments, with the learning rate.
+    Host([f32; 2], LearningRate),
+    /// `[1]` each, on the device, the learning rate with them: a step whose number the device
+    /// holds (a replayed one).
+    Device {
+        factor: Tensor<1>,
+        epsilon: Tensor<1>,
+        lr: Tensor<1>,
+    },
+}
+
 /// The alignment of the slots on a GPU, in elements: 256 bytes in f16 (512 in f32), wgpu's
 /// largest `min_storage_buffer_offset_alignment` and a multiple of the other backends'
 /// alignment, so that slices of the f32 buffer and of its f16 copy are views alike.
 pub(super) const GPU_ALIGN: usize = 128;
 
 /// Adam's state over the model's parameters as one flat buffer (see the module docs).
+#[derive(Clone)]
 pub(super) struct FlatAdam {
     /// Each slot's start and length are padded to a multiple of this (1: packed).
     align: usize,
@@ -141,6 +157,18 @@ impl FlatAdam {
         (self.beta_1, self.beta_2, self.epsilon)
     }
 
+    /// Adam's bias corrections for its step number `time` (1 for the first):
+    /// `[√(1 − β₂ᵗ) / (1 − β₁ᵗ), ε·√(1 − β₂ᵗ)]`, what multiplies the first moment and what is
+    /// added to the second's root.
+    pub fn corrections(&self, time: usize) -> [f32; 2] {
+        let time = time as i32;
+        let bias_correction2_sqrt = (1.0 - self.beta_2.powi(time)).sqrt();
+        [
+            bias_correction2_sqrt / (1.0 - self.beta_1.powi(time)),
+            self.epsilon * bias_correction2_sqrt,
+        ]
+    }
+
     /// One step of `params` (flat) with `grad` (flat), kept only where `gate` (`[1]`) is 1.
     fn step(
         &mut self,
@@ -154,6 +182,25 @@ impl FlatAdam {
             // Zero moments give burn's first step exactly (0·β + x = x).
             None => (params.zeros_like(), params.zeros_like()),
         };
+        self.time += 1;
+        let corrections = Corrections::Host(self.corrections(self.time), lr);
+        let (stepped, m1, m2) = self.stepped(params, m1_old, m2_old, grad, gate, corrections);
+        self.moments = Some((m1, m2));
+        stepped
+    }
+
+    /// Adam's step as a function: the parameters and both moments after one step of `params`
+    /// with `grad` from the moments `m1_old` and `m2_old` (all flat), kept only where `gate`
+    /// (`[1]`) is 1, with the bias `corrections` of the step's number and its learning rate.
+    pub fn stepped(
+        &self,
+        params: Tensor<1>,
+        m1_old: Tensor<1>,
+        m2_old: Tensor<1>,
+        grad: Tensor<1>,
+        gate: Option<Tensor<1>>,
+        corrections: Corrections,
+    ) -> (Tensor<1>, Tensor<1>, Tensor<1>) {
         let m1 = m1_old
             .clone()
             .mul_scalar(self.beta_1)
@@ -162,30 +209,35 @@ impl FlatAdam {
             .clone()
             .mul_scalar(self.beta_2)
             .add(grad.square().mul_scalar(1.0 - self.beta_2));
-        self.time += 1;
-        let time = self.time as i32;
-        let bias_correction2_sqrt = (1.0 - self.beta_2.powi(time)).sqrt();
-        let combined_factor = bias_correction2_sqrt / (1.0 - self.beta_1.powi(time));
-        let delta = m1.clone().mul_scalar(combined_factor).div(
-            m2.clone()
-                .sqrt()
-                .add_scalar(self.epsilon * bias_correction2_sqrt),
-        );
-        let stepped = params.clone().sub(delta.mul_scalar(lr));
-        match gate {
-            None => {
-                self.moments = Some((m1, m2));
-                stepped
+        let stepped = match corrections {
+            Corrections::Host([combined_factor, epsilon], lr) => {
+                let delta = m1
+                    .clone()
+                    .mul_scalar(combined_factor)
+                    .div(m2.clone().sqrt().add_scalar(epsilon));
+                params.clone().sub(delta.mul_scalar(lr))
             }
+            // The same arithmetic, the factors read from the device.
+            Corrections::Device {
+                factor,
+                epsilon,
+                lr,
+            } => {
+                let delta = m1.clone().mul(factor).div(m2.clone().sqrt().add(epsilon));
+                params.clone().sub(delta.mul(lr))
+            }
+        };
+        match gate {
+            None => (stepped, m1, m2),
             Some(gate) => {
                 // The gate broadcast by an addition and compared: burn's fusion fuses that
                 // mask into the step, not an expanded bool.
                 let apply = params.zeros_like().add(gate).greater_elem(0.5);
-                self.moments = Some((
+                (
+                    params.mask_where(apply.clone(), stepped),
                     m1_old.mask_where(apply.clone(), m1),
-                    m2_old.mask_where(apply.clone(), m2),
-                ));
-                params.mask_where(apply, stepped)
+                    m2_old.mask_where(apply, m2),
+                )
             }
         }
     }
@@ -218,25 +270,54 @@ impl FlatAdam {
     ) {
         let params = match self.flat_params.take() {
             Some(params) => params,
-            None => {
-                let mut values = FlatValues(HashMap::new());
-                model.visit(&mut values);
-                let parts: Vec<Tensor<1>> = self
-                    .slots
-                    .iter()
-                    .filter_map(|slot| values.0.remove(&slot.id))
-                    .collect();
-                let device = parts.first().map(|p| p.device());
-                match device {
-                    Some(device) => self.join(parts, &device),
-                    None => Tensor::cat(parts, 0),
-                }
-            }
+            None => self.joined(model),
         };
         let stepped = self.step(lr, params, grad, gate);
+        self.set_params(stepped);
+    }
+
+    /// The model's parameters as one flat buffer in this layout (their current values).
+    fn joined(&self, model: &ActorCritic) -> Tensor<1> {
+        let mut values = FlatValues(HashMap::new());
+        model.visit(&mut values);
+        let parts: Vec<Tensor<1>> = self
+            .slots
+            .iter()
+            .filter_map(|slot| values.0.remove(&slot.id))
+            .collect();
+        let device = parts.first().map(|p| p.device());
+        match device {
+            Some(device) => self.join(parts, &device),
+            None => Tensor::cat(parts, 0),
+        }
+    }
+
+    /// Makes `flat` the parameters ([`Self::flat_params`], and its cast to the compute dtype).
+    pub fn set_params(&mut self, flat: Tensor<1>) {
         self.flat_compute =
-            (self.compute != FloatDType::F32).then(|| stepped.clone().cast(self.compute));
-        self.flat_params = Some(stepped);
+            (self.compute != FloatDType::F32).then(|| flat.clone().cast(self.compute));
+        self.flat_params = Some(flat);
+    }
+
+    /// The parameters and both moments as Adam's step reads them (flat): the current
+    /// parameters (the model's, joined, before a step), and zero moments before the first step.
+    pub fn state(&self, model: &ActorCritic) -> (Tensor<1>, Tensor<1>, Tensor<1>) {
+        let params = match &self.flat_params {
+            Some(params) => params.clone(),
+            None => self.joined(model),
+        };
+        let (m1, m2) = match &self.moments {
+            Some(m) => m.clone(),
+            None => (params.zeros_like(), params.zeros_like()),
+        };
+        (params, m1, m2)
+    }
+
+    /// The length of the flat buffers.
+    pub fn flat_len(&self) -> usize {
+        self.slots
+            .last()
+            .map_or(0, |s| (s.offset + s.len).next_multiple_of(self.align))
     }
 
     /// Makes every parameter of `model` its slice of [`Self::flat_params`], where Adam has

@@ -59,6 +59,8 @@ mod kernels;
 mod manual;
 #[cfg(test)]
 mod manual_tests;
+#[cfg(feature = "wgpu")]
+mod replay;
 mod stats;
 #[cfg(test)]
 mod tests;
@@ -75,7 +77,7 @@ use crate::ppo::model::ActorCritic;
 use device::DeviceEngine;
 use flat_adam::FlatAdam;
 use host::HostSide;
-use stats::{DeviceTally, HostTally};
+use stats::{Carried, DeviceTally, HostTally};
 use tradetune_device::precision::LossScaler;
 
 pub use stats::UpdateStats;
@@ -139,9 +141,25 @@ pub struct Learner {
     cfg: PpoConfig,
     /// The training (autodiff) device.
     device: Device,
+    /// Whether the device engine replays its minibatches from a graph captured once an update
+    /// (`replay`; [`Self::set_replay_update`]), and why it stopped, where a replay failed.
+    replay_update: bool,
+    replay_fallback: Option<String>,
+    /// The captured minibatch, once the first replayed update captured it.
+    #[cfg(feature = "wgpu")]
+    minibatch_graph: Option<replay::MinibatchGraph>,
+    /// Replays before one fails, for tests of the fallback.
+    fail_replay_after: Option<usize>,
     /// Tests: the device engine runs its minibatches through burn's autodiff (the reference).
     #[cfg(test)]
     autodiff_reference: bool,
+}
+
+/// Whether `TRADETUNE_REPLAY_UPDATE` (`1`, `on` or `true`) asks every learner of the process to
+/// replay its update's minibatches from a graph captured once an update (issue 33).
+pub fn replay_update_from_env() -> bool {
+    std::env::var("TRADETUNE_REPLAY_UPDATE")
+        .is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "on" | "true"))
 }
 
 impl Learner {
@@ -165,9 +183,47 @@ impl Learner {
             ),
             cfg: cfg.clone(),
             device: device.clone(),
+            replay_update: replay_update_from_env(),
+            replay_fallback: None,
+            #[cfg(feature = "wgpu")]
+            minibatch_graph: None,
+            fail_replay_after: None,
             #[cfg(test)]
             autodiff_reference: false,
         }
+    }
+
+    /// Replays the device engine's minibatches from a graph captured once an update (where the
+    /// loss and tally are kernels: a GPU, lavapipe included; and without `target_kl`), or stops.
+    /// `TRADETUNE_REPLAY_UPDATE=1` turns it on for every learner of the process.
+    pub fn set_replay_update(&mut self, on: bool) {
+        self.replay_update = on;
+    }
+
+    /// Whether the minibatches are to be replayed (see [`Self::set_replay_update`]).
+    pub fn replays_update(&self) -> bool {
+        self.replay_update
+    }
+
+    /// Why the minibatches stopped being replayed, where a capture or replay failed (the rest
+    /// of the run then runs them directly).
+    pub fn replay_fallback(&self) -> Option<&str> {
+        self.replay_fallback.as_deref()
+    }
+
+    /// Drops the captured minibatch (a new model or optimiser state: the next update captures
+    /// its own).
+    fn forget_minibatch_graph(&mut self) {
+        #[cfg(feature = "wgpu")]
+        {
+            self.minibatch_graph = None;
+        }
+    }
+
+    /// Makes the replay after `replays` more fail, as a driver's would (tests of the fallback).
+    #[doc(hidden)]
+    pub fn fail_replay_after(&mut self, replays: Option<usize>) {
+        self.fail_replay_after = replays;
     }
 
     /// The model being trained.
@@ -179,6 +235,7 @@ impl Learner {
     pub fn set_model(&mut self, model: ActorCritic) {
         // Adam's moments stay (as burn's Adam's would); the parameters are the new model's.
         self.host.release(&mut self.adam, &self.device);
+        self.forget_minibatch_graph();
         self.adam.relayout(&model);
         self.host
             .relayout(&model, self.adam.slots(), &self.cfg, &self.device);
@@ -199,6 +256,7 @@ impl Learner {
     pub fn load_optimizer(&mut self, path: &std::path::Path) -> Result<(), PpoError> {
         // The moments read replace those held on the host (the next host update reads them).
         self.host.release(&mut self.adam, &self.device);
+        self.forget_minibatch_graph();
         self.adam.load(&self.model, path, &self.device)
     }
 
@@ -251,6 +309,11 @@ impl Learner {
             scaler,
             cfg,
             device,
+            replay_update,
+            replay_fallback,
+            #[cfg(feature = "wgpu")]
+            minibatch_graph,
+            fail_replay_after,
             #[cfg(test)]
             autodiff_reference,
         } = self;
@@ -276,6 +339,18 @@ impl Learner {
             let tally = HostTally::new(cfg, scaler, update, lr, extra);
             run(engine, tally, &orders, batch_size, lr, check)
         } else {
+            #[cfg(test)]
+            let reference = *autodiff_reference;
+            #[cfg(not(test))]
+            let reference = false;
+            #[cfg(feature = "wgpu")]
+            if *replay_update && replay_fallback.is_none() && !reference {
+                engine.replay_minibatches(
+                    minibatch_graph,
+                    fail_replay_after.take(),
+                    replay_fallback,
+                );
+            }
             let tally = DeviceTally::new(cfg, scaler, device, update, lr, ride_along);
             run(engine, tally, &orders, batch_size, lr, check)
         }
@@ -298,6 +373,11 @@ fn run(
             engine.shuffle(order);
             for start in (0..order.len()).step_by(batch_size) {
                 let rows = start..(start + batch_size).min(order.len());
+                // The four calls below at once, replayed from a graph captured at the update's
+                // first minibatch, where the engine replays them (`replay`).
+                if engine.replayed(rows.clone(), lr, tally.carried()) {
+                    continue;
+                }
                 // Ratio, clipped surrogate, (clipped) value loss, entropy bonus; the gradient
                 // of the loss times the loss scale.
                 let diagnostics = engine.minibatch(rows, tally.scale());
@@ -315,6 +395,7 @@ fn run(
         Ok(())
     };
     // The steps taken stay taken, also before an error.
+    engine.settle(tally.carried());
     engine.finish();
     outcome?;
     tally.finish(epochs, check)
@@ -364,12 +445,25 @@ trait MinibatchEngine {
     fn step(&mut self, lr: f64, factor: Factor);
     /// Ends the update, after its last step or an error: the parameters are the model's.
     fn finish(self);
+    /// The minibatch `order[rows]`, its judgement, Adam's step (learning rate `lr`) and its
+    /// count at once, replayed from a captured graph, where this engine replays minibatches
+    /// and `tally` lends it its state: whether it did (if not, the loop makes the calls).
+    fn replayed(&mut self, _rows: Range<usize>, _lr: f64, _tally: Option<Carried<'_>>) -> bool {
+        false
+    }
+    /// Hands the state a replay carries back to Adam and `tally`, once the minibatches end.
+    fn settle(&mut self, _tally: Option<Carried<'_>>) {}
 }
 
 /// Where the update's decisions are made and its diagnostics summed ([`stats`]).
 trait Tally {
     /// The loss scale for the next minibatch.
     fn scale(&self) -> Scale<'_>;
+    /// The running state, lent to a replayed minibatch, where it is on the device and the
+    /// judgement is a kernel's (`None`: the minibatches run directly).
+    fn carried(&mut self) -> Option<Carried<'_>> {
+        None
+    }
     /// Judges a minibatch's diagnostics before its step.
     fn judge(&mut self, diagnostics: Diagnostics) -> Result<Verdict, PpoError>;
     /// Counts the minibatch judged last, after its step (by value: the device's sums and

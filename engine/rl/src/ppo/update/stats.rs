@@ -276,24 +276,15 @@ impl DeviceTally<'_> {
     /// [`Tally::record`] then takes: the same decisions and sums as the tensor program.
     #[cfg(feature = "wgpu")]
     fn judge_in_kernel(&mut self, losses: Tensor<1>, grad_sq: Tensor<1>) -> Verdict {
-        use super::kernels;
-        let max_norm = self.cfg.max_grad_norm;
-        let out = kernels::tally(
+        let out = super::kernels::tally(
             losses.inner(),
             grad_sq.inner(),
             &self.scale,
             &self.clean,
             &self.sums,
-            &kernels::TallyCoefs {
-                max_norm,
-                scaling: self.scaling,
-                interval: self.interval,
-                min_scale: MIN_LOSS_SCALE,
-                max_scale: MAX_LOSS_SCALE,
-            },
+            &tally_coefs(self.cfg, self.interval),
         );
-        let factor = (self.scaling || max_norm > 0.0).then_some(out.factor);
-        let gate = self.scaling.then_some(out.gate);
+        let (factor, gate) = kernel_factor(self.cfg, out.factor, out.gate);
         self.pending_kernel = Some((out.scale, out.clean, out.sums));
         Verdict::Step(Factor::Device { factor, gate })
     }
@@ -304,9 +295,60 @@ impl DeviceTally<'_> {
     }
 }
 
+/// The tally kernel's settings for `cfg`, the loss scale growing after `interval` clean steps.
+#[cfg(feature = "wgpu")]
+pub(super) fn tally_coefs(cfg: &PpoConfig, interval: f32) -> super::kernels::TallyCoefs {
+    super::kernels::TallyCoefs {
+        max_norm: cfg.max_grad_norm,
+        scaling: cfg.precision.scales_loss(),
+        interval,
+        min_scale: MIN_LOSS_SCALE,
+        max_scale: MAX_LOSS_SCALE,
+    }
+}
+
+/// What of the tally kernel's factor and gate Adam's step takes under `cfg`: the factor where
+/// the loss is scaled or the gradient clipped, the gate where the loss is scaled.
+#[cfg(feature = "wgpu")]
+pub(super) fn kernel_factor(
+    cfg: &PpoConfig,
+    factor: Tensor<1>,
+    gate: Tensor<1>,
+) -> (Option<Tensor<1>>, Option<Tensor<1>>) {
+    let scaling = cfg.precision.scales_loss();
+    (
+        (scaling || cfg.max_grad_norm > 0.0).then_some(factor),
+        scaling.then_some(gate),
+    )
+}
+
+/// The device tally's running state, lent to a replayed minibatch (`super::replay`), which
+/// carries it on the device through its graph and hands it back.
+pub(super) struct Carried<'a> {
+    /// `[1]` the loss scale, `[1]` clean steps in a row, `[8]` the sums (inner tensors).
+    pub scale: &'a mut Tensor<1>,
+    pub clean: &'a mut Tensor<1>,
+    pub sums: &'a mut Tensor<1>,
+    /// Minibatches counted.
+    pub minibatches: &'a mut usize,
+    /// Clean steps before the loss scale grows.
+    pub interval: f32,
+}
+
 impl Tally for DeviceTally<'_> {
     fn scale(&self) -> Scale<'_> {
         Scale::Device(&self.scale)
+    }
+
+    fn carried(&mut self) -> Option<Carried<'_>> {
+        // Only the kernel's state (inner tensors), between minibatches.
+        (self.kernel && self.pending_kernel.is_none()).then_some(Carried {
+            scale: &mut self.scale,
+            clean: &mut self.clean,
+            sums: &mut self.sums,
+            minibatches: &mut self.minibatches,
+            interval: self.interval,
+        })
     }
 
     fn judge(&mut self, diagnostics: Diagnostics) -> Result<Verdict, PpoError> {

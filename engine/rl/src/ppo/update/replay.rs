@@ -1,0 +1,308 @@
+//! The update's minibatches replayed from a graph captured once a learner (issue 33), where the
+//! learner is asked to ([`super::Learner::set_replay_update`], `TRADETUNE_REPLAY_UPDATE=1`).
+//!
+//! A minibatch on a GPU is, like the rollout's policy step, a few dozen small launches (20 with
+//! one hidden layer, 38 with three, on lavapipe) whose cost is what each costs the host: burn's
+//! fusion, cubecl's launch preparation, wgpu's bind groups. The update's loop makes four calls
+//! a minibatch (the device engine's forward and backward pass, the device tally's judgement,
+//! Adam's step, the tally's count), and with the tally's kernel they depend on the minibatch
+//! only through its sample indices, Adam's bias corrections (its step's number) and the
+//! learning rate, and change only the parameters, Adam's moments and the tally's loss scale,
+//! clean steps and sums. So the first full minibatch captures the four calls
+//! ([`tradetune_device::graph`]) as a pure function of device buffers: the state `[parameters |
+//! m | v | loss scale, clean steps, sums]` (f32, one buffer), the rollout, the minibatch's
+//! indices, and `[bias factor, ε term, learning rate]`. Each later minibatch writes its indices
+//! and those three numbers into the captured inputs in place, replays the recorded launches,
+//! and copies the graph's output, the next state, into the captured state. Each update writes
+//! its rollout and the state it starts from into the captured buffers (seven copies), and
+//! hands the state back at its end (one). The host then prepares three launches a minibatch
+//! (the two inputs' writes and the state's copy) and one replay, where a direct minibatch
+//! prepares every launch; the device runs the same kernels and those copies. Held to the direct
+//! update by `engine/tests/ppo_replay.rs`.
+//!
+//! The capture runs the minibatch four times (three warm-ups, each synchronised, and the
+//! recorded run, whose output is the first minibatch's next state): pure runs, which write
+//! only buffers of their own, once a learner. A minibatch of another length (the last, where
+//! the batch size does not divide the rollout) runs directly on the state handed back
+//! ([`MinibatchGraph::release`]). Only where the tally runs as its kernel on the device (a
+//! cubecl device, no `target_kl`, whose early stop reads each minibatch on the host).
+
+use std::cell::RefCell;
+use std::ops::Range;
+use std::rc::Rc;
+
+use burn::tensor::{Device, Int, Tensor, TensorData};
+
+use super::flat_adam::{Corrections, FlatAdam};
+use super::stats::{Carried, kernel_factor, tally_coefs};
+use super::{UpdateBatch, kernels, manual};
+use crate::ppo::config::PpoConfig;
+use crate::ppo::error::PpoError;
+use crate::ppo::model::ActorCritic;
+use tradetune_device::graph::{self, Graph};
+
+/// The tally's sums (see `DeviceTally`).
+const SUMS: usize = 8;
+
+/// `[bias factor, ε term, learning rate]` of a minibatch's step.
+pub(super) type StepInputs = [f32; 3];
+
+type Step = Box<dyn FnMut() -> Tensor<1>>;
+
+/// A learner's captured minibatch (see the module docs).
+pub(super) struct MinibatchGraph {
+    /// `[3P + 2 + 8]` the state the graph reads: the parameters, Adam's two moments, the loss
+    /// scale, the clean steps and the tally's sums. Each captured input is held here and by the
+    /// graph's closure, between replays by nothing else, so that burn writes it in place.
+    state: Rc<RefCell<Tensor<1>>>,
+    /// `[B]` the minibatch's sample indices.
+    idx: Rc<RefCell<Tensor<1, Int>>>,
+    /// `[3]` the minibatch's [`StepInputs`].
+    inputs: Rc<RefCell<Tensor<1>>>,
+    /// The update's rollout.
+    batch: Rc<RefCell<UpdateBatch>>,
+    graph: Graph<Tensor<1>, Step>,
+    /// P, the flat buffers' length.
+    params: usize,
+    /// Replays left before one fails as a driver's would, where a test asks for it.
+    fail_after: Option<usize>,
+}
+
+impl MinibatchGraph {
+    /// Captures the minibatch `idx` of `batch` (inner tensors) with `inputs`, from `adam`'s
+    /// parameters and moments and `tally`'s state, and takes the capture's output as the state
+    /// (the minibatch stepped): the graph holds the state until [`Self::release`]. `model` gives
+    /// the networks' shapes.
+    #[allow(clippy::too_many_arguments)]
+    pub fn capture(
+        model: &ActorCritic,
+        adam: &FlatAdam,
+        cfg: &PpoConfig,
+        batch: &UpdateBatch,
+        tally: &Carried<'_>,
+        idx: Tensor<1, Int>,
+        inputs: StepInputs,
+        device: &Device,
+    ) -> Result<Self, PpoError> {
+        let state = pack(model, adam, tally);
+        let p = adam.flat_len();
+        let state = Rc::new(RefCell::new(own(state)?));
+        let idx = Rc::new(RefCell::new(own(idx)?));
+        let inputs = Rc::new(RefCell::new(own(Tensor::<1>::from_data(
+            TensorData::new(inputs.to_vec(), [3]),
+            device,
+        ))?));
+        let batch = Rc::new(RefCell::new(UpdateBatch {
+            obs: own(batch.obs.clone())?,
+            actions: own(batch.actions.clone())?,
+            log_probs: own(batch.log_probs.clone())?,
+            values: own(batch.values.clone())?,
+            advantages: own(batch.advantages.clone())?,
+            returns: own(batch.returns.clone())?,
+        }));
+        let step: Step = {
+            let (state, idx, inputs, batch) =
+                (state.clone(), idx.clone(), inputs.clone(), batch.clone());
+            let model = model.clone();
+            let cfg = cfg.clone();
+            let weights = adam.clone();
+            let coefs = tally_coefs(&cfg, tally.interval);
+            let mut picks = manual::Picks::new(device, true);
+            let pick = |i: i64| Tensor::<1, Int>::from_data(TensorData::new(vec![i], [1]), device);
+            let at = [pick(0), pick(1), pick(2)];
+            Box::new(move || {
+                let s = state.borrow().clone();
+                let part = |at: usize, len: usize| s.clone().narrow(0, at, len);
+                let (params, m1, m2) = (part(0, p), part(p, p), part(2 * p, p));
+                let (scale, clean, sums) = (
+                    part(3 * p, 1),
+                    part(3 * p + 1, 1),
+                    part(3 * p + 2, SUMS),
+                );
+                let mut weights = weights.clone();
+                weights.set_params(params.clone());
+                // The direct minibatch's segments (see `manual::Picks::cut`).
+                picks.cut();
+                let (losses, grad_sq, grad) = manual::minibatch(
+                    &model,
+                    &weights,
+                    &cfg,
+                    &batch.borrow(),
+                    idx.borrow().clone(),
+                    scale.clone(),
+                    &mut picks,
+                );
+                picks.cut();
+                let out = kernels::tally(losses, grad_sq, &scale, &clean, &sums, &coefs);
+                picks.cut();
+                let (factor, gate) = kernel_factor(&cfg, out.factor, out.gate);
+                let grad = match factor {
+                    Some(factor) => grad.mul(factor),
+                    None => grad,
+                };
+                let x = inputs.borrow().clone();
+                let [factor, epsilon, lr] = at.clone().map(|i| x.clone().select(0, i));
+                let corrections = Corrections::Device {
+                    factor,
+                    epsilon,
+                    lr,
+                };
+                let (params, m1, m2) = weights.stepped(params, m1, m2, grad, gate, corrections);
+                picks.cut();
+                Tensor::cat(vec![params, m1, m2, out.scale, out.clean, out.sums], 0)
+            })
+        };
+        let mut this = Self {
+            state,
+            idx,
+            inputs,
+            batch,
+            graph: graph::capture(device, step),
+            params: p,
+            fail_after: None,
+        };
+        // Where the capture failed, the minibatch is not taken: the caller runs it directly.
+        if let Some(why) = this.graph.fallback() {
+            return Err(PpoError::read(
+                "update minibatch",
+                format!("the capture failed ({why})"),
+            ));
+        }
+        this.adopt()?;
+        Ok(this)
+    }
+
+    /// Makes the replay after `replays` more fail (a test of the update's fallback).
+    pub fn fail_after(mut self, replays: Option<usize>) -> Self {
+        self.fail_after = replays;
+        self
+    }
+
+    /// Whether the graph was captured for minibatches of `rows` samples of a rollout shaped as
+    /// `batch`, and flat buffers as `adam`'s.
+    pub fn fits(&self, batch: &UpdateBatch, rows: usize, adam: &FlatAdam) -> bool {
+        let mine = self.batch.borrow();
+        mine.obs.dims() == batch.obs.dims()
+            && mine.actions.dims() == batch.actions.dims()
+            && self.idx.borrow().dims()[0] == rows
+            && self.params == adam.flat_len()
+    }
+
+    /// Starts an update: its rollout `batch` and the state it starts from (`adam`'s parameters
+    /// and moments, `tally`'s state) written into the captured buffers. On an error nothing
+    /// was taken from `adam` or `tally`.
+    pub fn begin(
+        &mut self,
+        model: &ActorCritic,
+        adam: &FlatAdam,
+        tally: &Carried<'_>,
+        batch: &UpdateBatch,
+    ) -> Result<(), PpoError> {
+        {
+            let mut mine = self.batch.borrow_mut();
+            write(&mut mine.obs, batch.obs.clone())?;
+            write(&mut mine.actions, batch.actions.clone())?;
+            write(&mut mine.log_probs, batch.log_probs.clone())?;
+            write(&mut mine.values, batch.values.clone())?;
+            write(&mut mine.advantages, batch.advantages.clone())?;
+            write(&mut mine.returns, batch.returns.clone())?;
+        }
+        write(&mut self.state.borrow_mut(), pack(model, adam, tally))
+    }
+
+    /// The next minibatch: its indices `idx` and `inputs` written into the captured inputs,
+    /// the recorded launches replayed, the next state taken. On an error the state is the one
+    /// before this minibatch (the graph writes only its own output).
+    pub fn replay(&mut self, idx: Tensor<1, Int>, inputs: StepInputs) -> Result<(), PpoError> {
+        write(&mut self.idx.borrow_mut(), idx)?;
+        {
+            let mut cell = self.inputs.borrow_mut();
+            let device = cell.device();
+            let value = Tensor::<1>::from_data(TensorData::new(inputs.to_vec(), [3]), &device);
+            write(&mut cell, value)?;
+        }
+        if let Some(left) = &mut self.fail_after {
+            if *left == 0 {
+                return Err(PpoError::read(
+                    "update minibatch",
+                    "replay refused (a failure the test asked for)",
+                ));
+            }
+            *left -= 1;
+        }
+        // SAFETY: everything the captured minibatch reads or writes is held for the graph's
+        // life: the model's shapes, Adam's layout and the index tensors by its closure, the
+        // captured inputs by its closure and `self`, the output by the graph. Nothing else
+        // writes them: the inputs are written in place above, by `begin` and by `adopt`, on
+        // this thread's stream, ordered after the previous replay's reads; the output is read
+        // only by `adopt`'s copy, queued after the replay and before the next one. The update's
+        // loop issues all of it from one thread.
+        unsafe { self.graph.replay() }.map_err(|e| PpoError::read("update minibatch", e))?;
+        self.adopt()
+    }
+
+    /// The graph's output, the next state, copied into the captured state (one launch).
+    fn adopt(&mut self) -> Result<(), PpoError> {
+        let out = self.graph.output().clone();
+        write(&mut self.state.borrow_mut(), out)
+    }
+
+    /// Hands the state back, a copy of it (one launch; the captured buffer stays the graph's):
+    /// the parameters and moments to `adam`, the loss scale, clean steps and sums to `tally`.
+    pub fn release(&self, adam: &mut FlatAdam, tally: &mut Carried<'_>) {
+        let p = self.params;
+        let s = self.state.borrow().clone().mul_scalar(1.0);
+        let part = |at: usize, len: usize| s.clone().narrow(0, at, len);
+        adam.set_params(part(0, p));
+        adam.moments = Some((part(p, p), part(2 * p, p)));
+        *tally.scale = part(3 * p, 1);
+        *tally.clean = part(3 * p + 1, 1);
+        *tally.sums = part(3 * p + 2, SUMS);
+    }
+}
+
+/// `[parameters | m | v | loss scale, clean steps, sums]`: `adam`'s (the model's parameters and
+/// zero moments before Adam's first step) and `tally`'s.
+fn pack(model: &ActorCritic, adam: &FlatAdam, tally: &Carried<'_>) -> Tensor<1> {
+    let (params, m1, m2) = adam.state(model);
+    Tensor::cat(
+        vec![
+            params,
+            m1,
+            m2,
+            tally.scale.clone(),
+            tally.clean.clone(),
+            tally.sums.clone(),
+        ],
+        0,
+    )
+}
+
+/// A buffer of its own holding `value` (the value may share its buffer with other tensors).
+fn own<const D: usize, K>(value: Tensor<D, K>) -> Result<Tensor<D, K>, PpoError>
+where
+    K: burn::tensor::kind::Basic,
+{
+    let mut cell = value.empty_like();
+    write(&mut cell, value)?;
+    Ok(cell)
+}
+
+/// Writes `value` into `cell` in place (one launch), or an error where burn would copy it
+/// instead (another holder): the replay would read the captured buffer, not the new values.
+fn write<const D: usize, K>(cell: &mut Tensor<D, K>, value: Tensor<D, K>) -> Result<(), PpoError>
+where
+    K: burn::tensor::kind::Basic,
+{
+    if !cell.can_mut() {
+        return Err(PpoError::read(
+            "update minibatch",
+            "the captured graph's input is held elsewhere, so it cannot be written in place \
+             (set TRADETUNE_REPLAY_UPDATE=0)",
+        ));
+    }
+    let dims = value.dims();
+    let ranges: [Range<usize>; D] = std::array::from_fn(|i| 0..dims[i]);
+    cell.inplace(|t| t.slice_assign(ranges, value));
+    Ok(())
+}
