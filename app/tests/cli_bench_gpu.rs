@@ -758,6 +758,10 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
                 "bench gpu --configs rtx4080 --policy-steps direct,replay --probe-sizes \
                  256,1024,4096 --json {cache}"
             ),
+            format!(
+                "bench gpu --configs rtx4080 --placements device --precisions f32 --policy-steps \
+                 replay --minibatches direct,replay --probe-sizes 256,1024,4096 --json {cache}"
+            ),
             format!("spirv bench matmul --configs rtx4080 {cache}"),
             format!("spirv bench gpu --configs rtx4080 --probe-sizes 256,1024,4096 --json {cache}"),
             format!("bench matmul --configs rtx4080 {cache}"),
@@ -776,7 +780,7 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
         "progress\n"
     );
     let steps = std::fs::read_to_string(out.join("steps.txt")).unwrap();
-    assert_eq!(steps.matches("   done in ").count(), 5, "{steps}");
+    assert_eq!(steps.matches("   done in ").count(), 6, "{steps}");
 
     // A budget under a minute has room for nothing: every step says it was skipped.
     std::fs::remove_file(&log).unwrap();
@@ -788,7 +792,7 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
         steps
             .matches("skipped, under a minute of the 30s budget left")
             .count(),
-        3,
+        4,
         "{steps}"
     );
     let calls = std::fs::read_to_string(&log).unwrap();

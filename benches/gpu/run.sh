@@ -10,6 +10,8 @@
 #   bench-gpu-cached.json the RTX 4080 configuration again in a second process on the cache the first
 #                         left: what the next trial of the same shapes pays before it trains; each
 #                         run twice, its rollouts' policy step direct and replayed
+#   bench-gpu-minibatches.json  the RTX 4080 configuration, env on the device, f32, policy step
+#                         replayed, its updates' minibatches direct and replayed
 #   bench-matmul.txt      `tradetune bench matmul --configs rtx4080`: every matmul routine on the
 #                         update's products, which one autotune picks, the card's planes and
 #                         cooperative matrices
@@ -40,7 +42,7 @@ while [ $# -gt 0 ]; do
     --peer) peer="${2:?--peer needs a Python interpreter}"; shift 2 ;;
     --out) out="${2:?--out needs a folder}"; shift 2 ;;
     --budget) budget="${2:?--budget needs seconds}"; shift 2 ;;
-    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -142,6 +144,10 @@ step "bench gpu, cold" bench-gpu.txt "$bin" bench gpu "${probe[@]}" "${peer_args
 # (issue 33, TRADETUNE_REPLAY_POLICY): whether a replayed step pays on the card, run by run.
 step "bench gpu, rtx4080 on the warm cache, policy steps direct and replayed" bench-gpu-cached.json \
   "$bin" bench gpu --configs rtx4080 --policy-steps direct,replay "${probe[@]}" --json
+# The update's minibatches replayed too (TRADETUNE_REPLAY_UPDATE): whether that pays on the card.
+step "bench gpu, rtx4080, minibatches direct and replayed" bench-gpu-minibatches.json \
+  "$bin" bench gpu --configs rtx4080 --placements device --precisions f32 --policy-steps replay \
+  --minibatches direct,replay "${probe[@]}" --json
 # The SPIR-V build keeps its autotune answers apart (its environment ends in -spirv), so its
 # first run here is cold too.
 if [ -n "$spirv" ]; then
