@@ -518,10 +518,17 @@ fn bench_gpu_replays_the_minibatches() {
     // The host: three writes a minibatch, and once an update the rollout's six and the state's
     // writes and hand-back (their share of each of the update's minibatches), the update's
     // diagnostics read as without the graph.
-    assert!(host <= 12.0, "{host} launches prepared by the host a minibatch");
+    assert!(
+        host <= 12.0,
+        "{host} launches prepared by the host a minibatch"
+    );
     assert!(host < 0.4 * direct, "{host} against {direct} directly");
     // The replayed run reads nothing more back: one read an update.
-    assert_eq!(runs[1]["result"]["syncs_per_update"].as_u64(), Some(1), "{v}");
+    assert_eq!(
+        runs[1]["result"]["syncs_per_update"].as_u64(),
+        Some(1),
+        "{v}"
+    );
 }
 
 /// A peer that logs its arguments to `args.log` beside it and prints a fixed result of the GPU

@@ -245,7 +245,10 @@ fn an_update_on_replayed_minibatches_learns_as_the_direct_one() {
             replayed.2.expect("a timed update").per_minibatch
         );
         // Four minibatches an update: the first captured, three replayed.
-        assert!(share >= 0.5 * d.per_minibatch, "{what}: {share:.2} replayed");
+        assert!(
+            share >= 0.5 * d.per_minibatch,
+            "{what}: {share:.2} replayed"
+        );
     }
     // A replay the driver refuses (the second of the first update): that minibatch and the rest
     // of the run's run directly, from the state the replays left, and the learner says why.

@@ -459,7 +459,11 @@ fn a_gpu_under_half_busy_with_a_busy_submitter_is_dispatch_bound_not_short_of_ba
     if let Some(w) = &mut replayed.gpu_work {
         w.minibatches_replayed = true;
     }
-    assert!(dispatch(&replayed).ends_with("does not by itself"), "{}", dispatch(&replayed));
+    assert!(
+        dispatch(&replayed).ends_with("does not by itself"),
+        "{}",
+        dispatch(&replayed)
+    );
     if let Some(w) = &mut replayed.gpu_work {
         w.minibatch_replay_failed = true;
     }

@@ -105,7 +105,7 @@ impl MinibatchGraph {
                 (state.clone(), idx.clone(), inputs.clone(), batch.clone());
             let model = model.clone();
             let cfg = cfg.clone();
-            let weights = adam.clone();
+            let weights = adam.layout_only();
             let coefs = tally_coefs(&cfg, tally.interval);
             let mut picks = manual::Picks::new(device, true);
             let pick = |i: i64| Tensor::<1, Int>::from_data(TensorData::new(vec![i], [1]), device);
@@ -114,11 +114,8 @@ impl MinibatchGraph {
                 let s = state.borrow().clone();
                 let part = |at: usize, len: usize| s.clone().narrow(0, at, len);
                 let (params, m1, m2) = (part(0, p), part(p, p), part(2 * p, p));
-                let (scale, clean, sums) = (
-                    part(3 * p, 1),
-                    part(3 * p + 1, 1),
-                    part(3 * p + 2, SUMS),
-                );
+                let (scale, clean, sums) =
+                    (part(3 * p, 1), part(3 * p + 1, 1), part(3 * p + 2, SUMS));
                 let mut weights = weights.clone();
                 weights.set_params(params.clone());
                 // The direct minibatch's segments (see `manual::Picks::cut`).

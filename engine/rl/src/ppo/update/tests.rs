@@ -268,3 +268,54 @@ fn a_diverging_host_update_leaves_the_model_as_it_was() {
     assert_eq!(learner.model().flat_params().unwrap(), before);
     assert_eq!(learner.adam.time, 0);
 }
+
+/// Adam's step with its bias corrections and learning rate read from the device (a replayed
+/// minibatch's, `replay`) is the host-argument step's arithmetic exactly: the same parameters
+/// and moments, bit for bit, at the first step and at a later one, gated or not.
+#[test]
+fn adams_step_with_device_corrections_is_the_host_steps() {
+    use super::flat_adam::Corrections;
+    let device = Device::flex();
+    let cfg = config(ActivationKind::Tanh, None, true);
+    let model = cfg.policy.init(5, 2, 3, &device);
+    let adam = FlatAdam::new(&cfg, &model, 1);
+    let (params, _, _) = adam.state(&model);
+    let n = params.dims()[0];
+    let wave = |k: usize, scale: f32| -> Tensor<1> {
+        let v: Vec<f32> = (0..n)
+            .map(|i| (((i * k + 3) % 89) as f32 / 44.5 - 1.0) * scale)
+            .collect();
+        Tensor::from_data(TensorData::new(v, [n]), &device)
+    };
+    let (m1, m2, grad) = (wave(7, 0.01), wave(11, 1e-4).abs(), wave(13, 0.5));
+    let one = |v: f32| Tensor::<1>::from_data(TensorData::new(vec![v], [1]), &device);
+    let lr = 3e-4;
+    for (time, gate) in [(1, None), (37, None), (37, Some(0.0)), (37, Some(1.0))] {
+        let [factor, epsilon] = adam.corrections(time);
+        let run = |corrections| {
+            let (p, a, b) = adam.stepped(
+                params.clone(),
+                m1.clone(),
+                m2.clone(),
+                grad.clone(),
+                gate.map(one),
+                corrections,
+            );
+            [p, a, b].map(|t| t.try_into_vec_as::<f32>().unwrap())
+        };
+        let host = run(Corrections::Host([factor, epsilon], lr));
+        let on_device = run(Corrections::Device {
+            factor: one(factor),
+            epsilon: one(epsilon),
+            lr: one(lr as f32),
+        });
+        assert_eq!(host, on_device, "step {time}, gate {gate:?}");
+        // The step moved the parameters (ungated or gated open) or left them (gated shut).
+        let before: Vec<f32> = params.clone().try_into_vec_as().unwrap();
+        assert_eq!(
+            host[0] == before,
+            gate == Some(0.0),
+            "step {time}, gate {gate:?}"
+        );
+    }
+}
