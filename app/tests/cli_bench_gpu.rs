@@ -465,8 +465,8 @@ fn check_replayed(direct: &serde_json::Value, replay: &serde_json::Value) {
 /// captured state's copies), while the host prepares a few launches a minibatch instead of all
 /// of them: the indices', the step inputs' and the state's writes, and once an update the
 /// rollout's and the state's. Measured on lavapipe (2026-11-29, tiny_deep f32, replayed policy
-/// step, the steady update's 8 minibatches): 40 launches a minibatch direct; replayed 54.25,
-/// of which 46 replayed and 8.25 prepared by the host. That the replayed update learns what the
+/// step, the steady update's 8 minibatches): 38.5 launches a minibatch direct; replayed 52.25,
+/// of which 44 replayed and 8.25 prepared by the host. That the replayed update learns what the
 /// direct one learns is `engine/tests/ppo_replay.rs`.
 #[test]
 fn bench_gpu_replays_the_minibatches() {

@@ -68,6 +68,13 @@ fn train_failing<E: RolloutEnv>(
     if let Some(n) = fail_after {
         trainer.fail_replay_after(n);
     }
+    let (run, trainer) = learn(trainer);
+    let why = trainer.replay_fallback().map(str::to_owned);
+    (run, why)
+}
+
+/// Trains [`UPDATES`] updates with `trainer`: the run, and the trainer after it.
+fn learn<E: RolloutEnv>(mut trainer: Trainer<E>) -> (Run, Trainer<E>) {
     let mut stats = Vec::new();
     trainer
         .learn(UPDATES * N_ENVS * N_STEPS, &mut |e| {
@@ -77,11 +84,8 @@ fn train_failing<E: RolloutEnv>(
         })
         .unwrap();
     let profile = trainer.dispatch_profile();
-    let why = trainer.replay_fallback().map(str::to_owned);
-    (
-        (stats, trainer.model().flat_params().unwrap(), profile),
-        why,
-    )
+    let weights = trainer.model().flat_params().unwrap();
+    ((stats, weights, profile), trainer)
 }
 
 /// Asserts that runs `a` (direct) and `b` (replayed) learnt the same to `tol`.
@@ -197,22 +201,10 @@ fn train_update(
         .with_phase_sampling(100);
     trainer.learner_mut().set_replay_update(replay);
     trainer.learner_mut().fail_replay_after(fail_after);
-    let mut stats = Vec::new();
-    trainer
-        .learn(UPDATES * N_ENVS * N_STEPS, &mut |e| {
-            if let TrainEvent::Update { stats: s, .. } = e {
-                stats.push(s);
-            }
-        })
-        .unwrap();
-    let profile = trainer.dispatch_profile();
-    let replayed = profile.map_or(0.0, |p| p.replayed_per_minibatch);
+    let (run, trainer) = learn(trainer);
+    let replayed = run.2.map_or(0.0, |p| p.replayed_per_minibatch);
     let why = trainer.learner().replay_fallback().map(str::to_owned);
-    (
-        (stats, trainer.model().flat_params().unwrap(), profile),
-        replayed,
-        why,
-    )
+    (run, replayed, why)
 }
 
 /// The update's minibatches replayed (`TRADETUNE_REPLAY_UPDATE`): each update captures its first
