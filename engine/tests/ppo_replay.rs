@@ -194,9 +194,19 @@ fn train_update(
     replay: bool,
     fail_after: Option<usize>,
 ) -> (Run, f64, Option<String>) {
+    train_update_in(device, ppo_cfg(precision), replay, fail_after)
+}
+
+/// [`train_update`] with the configuration `cfg`.
+fn train_update_in(
+    device: &Device,
+    cfg: PpoConfig,
+    replay: bool,
+    fail_after: Option<usize>,
+) -> (Run, f64, Option<String>) {
     let data = bench_dataset(300, 3, 4, 1);
     let env = TensorVecEnv::new(env_cfg(), &data, 0..300, device).unwrap();
-    let mut trainer = Trainer::new(ppo_cfg(precision), env, device)
+    let mut trainer = Trainer::new(cfg, env, device)
         .unwrap()
         .with_phase_sampling(100);
     trainer.learner_mut().set_replay_update(replay);
@@ -242,6 +252,14 @@ fn an_update_on_replayed_minibatches_learns_as_the_direct_one() {
             "{what}: {share:.2} replayed"
         );
     }
+    // Minibatches of 40 of the rollout's 96 samples: the epoch's short last one (16) runs
+    // directly on the state handed back, and the next epoch's carry on replayed from there.
+    let short = ppo_cfg(Precision::F32).with_batch_size(40);
+    let (direct, _, _) = train_update_in(&device, short.clone(), false, None);
+    let (replayed, share, why) = train_update_in(&device, short, true, None);
+    assert_same_learning("batch 40 of 96", &direct, &replayed, 1e-3);
+    assert_eq!(why, None);
+    assert!(share > 0.0, "{share}");
     // A replay the driver refuses (the second of the first update): that minibatch and the rest
     // of the run's run directly, from the state the replays left, and the learner says why.
     let (direct, _, _) = train_update(&device, Precision::F32, false, None);

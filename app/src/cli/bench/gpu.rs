@@ -130,8 +130,8 @@ const REPLAYED_NOTE: &str = "pol replay: each rollout captures its policy step o
 fn minibatch_line(c: &TrainBenchConfig, p: &DispatchProfile) -> String {
     format!(
         "  {}: {:.2} launches a minibatch, {:.2} replayed from the captured minibatch and {:.2} \
-         prepared one by one (the inputs' and the state's writes; once an update the rollout's \
-         and the state's)",
+         prepared one by one (the state's copy; once an update the rollout's, the plan's and the \
+         state's writes and the state handed back)",
         run_label(c),
         p.per_minibatch,
         p.replayed_per_minibatch,
@@ -142,9 +142,9 @@ fn minibatch_line(c: &TrainBenchConfig, p: &DispatchProfile) -> String {
 /// Printed above the lines of the runs whose updates replay their minibatches.
 const MINIBATCHES_NOTE: &str = "+mb: the first update captures a minibatch once (forward and \
      backward passes, the tally, Adam's step) and every later minibatch of the run replays the \
-     recorded launches, its indices, bias corrections and learning rate written into the \
-     captured inputs and the state carried in one buffer (TRADETUNE_REPLAY_UPDATE=1 does this in \
-     trials); d/mb counts the replayed launches too";
+     recorded launches, reading its indices, bias corrections and learning rate from a plan \
+     uploaded once an update, the state carried in one buffer (TRADETUNE_REPLAY_UPDATE=1 does \
+     this in trials); d/mb counts the replayed launches too";
 
 /// What the device ran in one update of `c`, by part, as a line under the table.
 fn kernel_line(c: &TrainBenchConfig, k: &KernelTimeProfile) -> String {

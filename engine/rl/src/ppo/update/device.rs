@@ -16,6 +16,8 @@ use super::flat_adam::FlatAdam;
 use super::stats::Carried;
 use super::{Diagnostics, Factor, MinibatchEngine, Scale, UpdateBatch, kernels_run, manual};
 use crate::ppo::config::PpoConfig;
+#[cfg(feature = "wgpu")]
+use crate::ppo::error::PpoError;
 use crate::ppo::model::ActorCritic;
 
 /// The device engine over one update's rollout.
@@ -41,6 +43,14 @@ pub(super) struct DeviceEngine<'a> {
     #[cfg(feature = "wgpu")]
     graph: Option<&'a mut Option<super::replay::MinibatchGraph>>,
     holding: bool,
+    /// The update's replayed minibatches, made before it starts.
+    #[cfg(feature = "wgpu")]
+    plan: Option<super::replay::Plan>,
+    /// Epochs started (shuffles seen).
+    epochs: usize,
+    /// Whether the graph holds this update's rollout and plan (written at its first replayed
+    /// minibatch).
+    begun: bool,
     /// Replays before one fails (tests).
     fail_replay_after: Option<usize>,
     /// Where to say why the minibatches stopped being replayed (a capture or replay failed).
@@ -81,6 +91,10 @@ impl<'a> DeviceEngine<'a> {
             #[cfg(feature = "wgpu")]
             graph: None,
             holding: false,
+            #[cfg(feature = "wgpu")]
+            plan: None,
+            epochs: 0,
+            begun: false,
             fail_replay_after: None,
             replay_fallback: None,
             #[cfg(test)]
@@ -90,17 +104,25 @@ impl<'a> DeviceEngine<'a> {
 }
 
 impl<'a> DeviceEngine<'a> {
-    /// Replays the minibatches from a graph captured at the update's first full one, where the
-    /// loss and tally run as kernels (a cubecl device); the replay after `fail_after` more
-    /// fails (tests).
+    /// Replays the minibatches of the epochs shuffled as `orders` (learning rate `lr`) from
+    /// `graph`, captured at the first full one where there is none yet, where the loss and tally
+    /// run as kernels (a cubecl device); the replay after `fail_after` more fails (tests).
     #[cfg(feature = "wgpu")]
     pub fn replay_minibatches(
         &mut self,
         graph: &'a mut Option<super::replay::MinibatchGraph>,
+        orders: &[Vec<usize>],
+        lr: f64,
         fail_after: Option<usize>,
         fallback: &'a mut Option<String>,
     ) {
         self.replays = self.picks.kernels;
+        self.plan = Some(super::replay::Plan::new(
+            orders,
+            self.cfg.batch_size,
+            self.adam,
+            lr,
+        ));
         self.graph = Some(graph);
         self.fail_replay_after = fail_after;
         self.replay_fallback = Some(fallback);
@@ -109,7 +131,7 @@ impl<'a> DeviceEngine<'a> {
 
 impl MinibatchEngine for DeviceEngine<'_> {
     #[cfg(feature = "wgpu")]
-    fn replayed(&mut self, rows: Range<usize>, lr: f64, tally: Option<Carried<'_>>) -> bool {
+    fn replayed(&mut self, rows: Range<usize>, tally: Option<Carried<'_>>) -> bool {
         use super::replay::MinibatchGraph;
         let Some(mut tally) = tally else {
             return false;
@@ -118,35 +140,48 @@ impl MinibatchEngine for DeviceEngine<'_> {
             self.settle(Some(tally));
             return false;
         }
-        let (Some(order), Some(slot)) = (&self.order, self.graph.as_deref_mut()) else {
+        let (Some(plan), Some(slot)) = (&mut self.plan, self.graph.as_deref_mut()) else {
             return false;
         };
-        let idx = order.clone().narrow(0, rows.start, rows.len());
-        let [factor, epsilon] = self.adam.corrections(self.adam.time + 1);
-        let inputs = [factor, epsilon, lr as f32];
-        let outcome = match slot {
-            Some(graph) if self.holding => graph.replay(idx, inputs),
-            Some(graph) if graph.fits(&self.batch, rows.len(), self.adam) => graph
-                .begin(self.model, self.adam, &tally, &self.batch)
-                .map(|()| self.holding = true)
-                .and_then(|()| graph.replay(idx, inputs)),
-            _ => MinibatchGraph::capture(
-                self.model,
-                self.adam,
-                self.cfg,
-                &self.batch,
-                &tally,
-                idx,
-                inputs,
-                &self.device,
-            )
-            .map(|graph| {
-                *slot = Some(graph.fail_after(self.fail_replay_after.take()));
-                self.holding = true;
-            }),
+        let epoch = self.epochs.saturating_sub(1);
+        let outcome = if !plan.expects(epoch, rows.start) {
+            Err(PpoError::read(
+                "update minibatch",
+                format!(
+                    "minibatch {} of epoch {epoch} is not the next one planned",
+                    rows.start
+                ),
+            ))
+        } else {
+            match slot {
+                Some(graph) if self.holding => graph.replay(),
+                // After a minibatch that ran directly (the epoch's short last one).
+                Some(graph) if self.begun => graph
+                    .resume(self.model, self.adam, &tally, plan)
+                    .map(|()| self.holding = true)
+                    .and_then(|()| graph.replay()),
+                Some(graph) if graph.fits(&self.batch, plan, self.adam) => graph
+                    .begin(self.model, self.adam, &tally, &self.batch, plan)
+                    .map(|()| (self.holding, self.begun) = (true, true))
+                    .and_then(|()| graph.replay()),
+                _ => MinibatchGraph::capture(
+                    self.model,
+                    self.adam,
+                    self.cfg,
+                    &self.batch,
+                    &tally,
+                    plan,
+                    &self.device,
+                )
+                .map(|graph| {
+                    *slot = Some(graph.fail_after(self.fail_replay_after.take()));
+                    (self.holding, self.begun) = (true, true);
+                }),
+            }
         };
         match outcome {
             Ok(()) => {
+                plan.done += 1;
                 self.adam.time += 1;
                 *tally.minibatches += 1;
                 true
@@ -185,6 +220,7 @@ impl MinibatchEngine for DeviceEngine<'_> {
     }
 
     fn shuffle(&mut self, order: &[usize]) {
+        self.epochs += 1;
         let order: Vec<i64> = order.iter().map(|&i| i as i64).collect();
         let n = order.len();
         self.order = Some(Tensor::from_data(TensorData::new(order, [n]), &self.device));

@@ -347,6 +347,8 @@ impl Learner {
             if *replay_update && replay_fallback.is_none() && !reference {
                 engine.replay_minibatches(
                     minibatch_graph,
+                    &orders,
+                    lr,
                     fail_replay_after.take(),
                     replay_fallback,
                 );
@@ -375,7 +377,7 @@ fn run(
                 let rows = start..(start + batch_size).min(order.len());
                 // The four calls below at once, replayed from a graph captured at the update's
                 // first minibatch, where the engine replays them (`replay`).
-                if engine.replayed(rows.clone(), lr, tally.carried()) {
+                if engine.replayed(rows.clone(), tally.carried()) {
                     continue;
                 }
                 // Ratio, clipped surrogate, (clipped) value loss, entropy bonus; the gradient
@@ -445,10 +447,10 @@ trait MinibatchEngine {
     fn step(&mut self, lr: f64, factor: Factor);
     /// Ends the update, after its last step or an error: the parameters are the model's.
     fn finish(self);
-    /// The minibatch `order[rows]`, its judgement, Adam's step (learning rate `lr`) and its
-    /// count at once, replayed from a captured graph, where this engine replays minibatches
-    /// and `tally` lends it its state: whether it did (if not, the loop makes the calls).
-    fn replayed(&mut self, _rows: Range<usize>, _lr: f64, _tally: Option<Carried<'_>>) -> bool {
+    /// The minibatch `order[rows]`, its judgement, Adam's step and its count at once, replayed
+    /// from a captured graph, where this engine replays minibatches and `tally` lends it its
+    /// state: whether it did (if not, the loop makes the calls).
+    fn replayed(&mut self, _rows: Range<usize>, _tally: Option<Carried<'_>>) -> bool {
         false
     }
     /// Hands the state a replay carries back to Adam and `tally`, once the minibatches end.

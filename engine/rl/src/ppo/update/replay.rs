@@ -8,24 +8,27 @@
 //! Adam's step, the tally's count), and with the tally's kernel they depend on the minibatch
 //! only through its sample indices, Adam's bias corrections (its step's number) and the
 //! learning rate, and change only the parameters, Adam's moments and the tally's loss scale,
-//! clean steps and sums. So the first full minibatch captures the four calls
-//! ([`tradetune_device::graph`]) as a pure function of device buffers: the state `[parameters |
-//! m | v | loss scale, clean steps, sums]` (f32, one buffer), the rollout, the minibatch's
-//! indices, and `[bias factor, ε term, learning rate]`. Each later minibatch writes its indices
-//! and those three numbers into the captured inputs in place, replays the recorded launches,
-//! and copies the graph's output, the next state, into the captured state. Each update writes
-//! its rollout and the state it starts from into the captured buffers (seven copies), and
-//! hands the state back at its end (one). The host then prepares three launches a minibatch
-//! (the two inputs' writes and the state's copy) and one replay, where a direct minibatch
-//! prepares every launch; the device runs the same kernels and those copies. Held to the direct
-//! update by `engine/tests/ppo_replay.rs`.
+//! clean steps and sums. Every minibatch steps once (a non-finite one is gated on the device,
+//! its step still counted), so each one's indices and step inputs are known before the update
+//! starts: its [`Plan`], uploaded once an update as two tables. The first full minibatch
+//! captures the four calls ([`tradetune_device::graph`]) as a pure function of device buffers:
+//! the state `[parameters | m | v | loss scale, clean steps, sums | k]` (f32, one buffer), the
+//! rollout and the plan's tables, whose row `k` (the minibatches replayed so far) the
+//! minibatch reads; its output is the next state, `k + 1` with it. Each later minibatch replays
+//! the recorded launches and copies the output into the captured state. Each update writes its
+//! rollout, its plan and the state it starts from into the captured buffers, and hands a copy of
+//! the state back at its end. The host then prepares one launch a minibatch (the state's copy)
+//! and one replay, where a direct minibatch prepares every launch; the device runs the same
+//! kernels, the state's assembly (burn's `cat` is one launch a part), the row's gathers and
+//! that copy. Held to the direct update by `engine/tests/ppo_replay.rs`.
 //!
 //! The capture runs the minibatch four times (three warm-ups, each synchronised, and the
 //! recorded run, whose output is the first minibatch's next state): pure runs, which write
 //! only buffers of their own, once a learner. A minibatch of another length (the last, where
 //! the batch size does not divide the rollout) runs directly on the state handed back
-//! ([`MinibatchGraph::release`]). Only where the tally runs as its kernel on the device (a
-//! cubecl device, no `target_kl`, whose early stop reads each minibatch on the host).
+//! ([`MinibatchGraph::release`]) and is not in the plan. Only where the tally runs as its kernel
+//! on the device (a cubecl device, no `target_kl`, whose early stop reads each minibatch on the
+//! host).
 
 use std::cell::RefCell;
 use std::ops::Range;
@@ -44,21 +47,81 @@ use tradetune_device::graph::{self, Graph};
 /// The tally's sums (see `DeviceTally`).
 const SUMS: usize = 8;
 
-/// `[bias factor, ε term, learning rate]` of a minibatch's step.
-pub(super) type StepInputs = [f32; 3];
+/// The state's tail after the moments: loss scale, clean steps, the sums, the plan's row.
+const TAIL: usize = 2 + SUMS + 1;
 
 type Step = Box<dyn FnMut() -> Tensor<1>>;
 
+/// An update's replayed minibatches in the loop's order, made before it starts (see the module
+/// docs): each one's place, sample indices and `[bias factor, ε term, learning rate]`.
+pub(super) struct Plan {
+    /// `(epoch, first row)` of each.
+    at: Vec<(usize, usize)>,
+    /// `[K · B]` the indices; the step inputs, each `[K]`.
+    idx: Vec<i64>,
+    inputs: [Vec<f32>; 3],
+    batch: usize,
+    /// Minibatches replayed so far this update.
+    pub done: usize,
+}
+
+impl Plan {
+    /// The full minibatches of `orders` (one shuffle an epoch) in `batch`-sample minibatches,
+    /// Adam's step count at `adam.time` before the first, learning rate `lr`.
+    pub fn new(orders: &[Vec<usize>], batch: usize, adam: &FlatAdam, lr: f64) -> Self {
+        let mut plan = Self {
+            at: Vec::new(),
+            idx: Vec::new(),
+            inputs: Default::default(),
+            batch,
+            done: 0,
+        };
+        let mut time = adam.time;
+        for (epoch, order) in orders.iter().enumerate() {
+            for start in (0..order.len()).step_by(batch.max(1)) {
+                time += 1;
+                let Some(rows) = order.get(start..start + batch) else {
+                    continue;
+                };
+                plan.at.push((epoch, start));
+                plan.idx.extend(rows.iter().map(|&i| i as i64));
+                let [factor, epsilon] = adam.corrections(time);
+                for (column, v) in plan.inputs.iter_mut().zip([factor, epsilon, lr as f32]) {
+                    column.push(v);
+                }
+            }
+        }
+        plan
+    }
+
+    /// Whether the minibatch starting at row `start` of epoch `epoch` is the next one planned.
+    pub fn expects(&self, epoch: usize, start: usize) -> bool {
+        self.at.get(self.done) == Some(&(epoch, start))
+    }
+
+    /// `[K, B]` the indices and the step inputs, each `[K]`, on `device`.
+    fn tables(&self, device: &Device) -> (Tensor<2, Int>, [Tensor<1>; 3]) {
+        let k = self.at.len();
+        (
+            Tensor::from_data(TensorData::new(self.idx.clone(), [k, self.batch]), device),
+            self.inputs
+                .clone()
+                .map(|column| Tensor::from_data(TensorData::new(column, [k]), device)),
+        )
+    }
+}
+
 /// A learner's captured minibatch (see the module docs).
 pub(super) struct MinibatchGraph {
-    /// `[3P + 2 + 8]` the state the graph reads: the parameters, Adam's two moments, the loss
-    /// scale, the clean steps and the tally's sums. Each captured input is held here and by the
-    /// graph's closure, between replays by nothing else, so that burn writes it in place.
+    /// `[3P + TAIL]` the state the graph reads: the parameters, Adam's two moments, the loss
+    /// scale, the clean steps, the tally's sums and the plan's row. Each captured input is held
+    /// here and by the graph's closure, between replays by nothing else, so that burn writes it
+    /// in place.
     state: Rc<RefCell<Tensor<1>>>,
-    /// `[B]` the minibatch's sample indices.
-    idx: Rc<RefCell<Tensor<1, Int>>>,
-    /// `[3]` the minibatch's [`StepInputs`].
-    inputs: Rc<RefCell<Tensor<1>>>,
+    /// `[K, B]` the plan's indices and its step inputs, each `[K]` (apart, so that their
+    /// gathers fuse into Adam's step).
+    idx: Rc<RefCell<Tensor<2, Int>>>,
+    inputs: Rc<RefCell<[Tensor<1>; 3]>>,
     /// The update's rollout.
     batch: Rc<RefCell<UpdateBatch>>,
     graph: Graph<Tensor<1>, Step>,
@@ -69,10 +132,10 @@ pub(super) struct MinibatchGraph {
 }
 
 impl MinibatchGraph {
-    /// Captures the minibatch `idx` of `batch` (inner tensors) with `inputs`, from `adam`'s
-    /// parameters and moments and `tally`'s state, and takes the capture's output as the state
-    /// (the minibatch stepped): the graph holds the state until [`Self::release`]. `model` gives
-    /// the networks' shapes.
+    /// Captures the plan's next minibatch of `batch` (inner tensors), from `adam`'s parameters
+    /// and moments and `tally`'s state, and takes the capture's output as the state (the
+    /// minibatch stepped): the graph holds the state until [`Self::release`]. `model` gives the
+    /// networks' shapes.
     #[allow(clippy::too_many_arguments)]
     pub fn capture(
         model: &ActorCritic,
@@ -80,18 +143,17 @@ impl MinibatchGraph {
         cfg: &PpoConfig,
         batch: &UpdateBatch,
         tally: &Carried<'_>,
-        idx: Tensor<1, Int>,
-        inputs: StepInputs,
+        plan: &Plan,
         device: &Device,
     ) -> Result<Self, PpoError> {
-        let state = pack(model, adam, tally);
+        let state = pack(model, adam, tally, plan);
         let p = adam.flat_len();
+        let b = plan.batch;
+        let (idx, inputs) = plan.tables(device);
         let state = Rc::new(RefCell::new(own(state)?));
         let idx = Rc::new(RefCell::new(own(idx)?));
-        let inputs = Rc::new(RefCell::new(own(Tensor::<1>::from_data(
-            TensorData::new(inputs.to_vec(), [3]),
-            device,
-        ))?));
+        let [a, b_, c] = inputs;
+        let inputs = Rc::new(RefCell::new([own(a)?, own(b_)?, own(c)?]));
         let batch = Rc::new(RefCell::new(UpdateBatch {
             obs: own(batch.obs.clone())?,
             actions: own(batch.actions.clone())?,
@@ -108,14 +170,16 @@ impl MinibatchGraph {
             let weights = adam.layout_only();
             let coefs = tally_coefs(&cfg, tally.interval);
             let mut picks = manual::Picks::new(device, true);
-            let pick = |i: i64| Tensor::<1, Int>::from_data(TensorData::new(vec![i], [1]), device);
-            let at = [pick(0), pick(1), pick(2)];
             Box::new(move || {
                 let s = state.borrow().clone();
                 let part = |at: usize, len: usize| s.clone().narrow(0, at, len);
                 let (params, m1, m2) = (part(0, p), part(p, p), part(2 * p, p));
                 let (scale, clean, sums) =
                     (part(3 * p, 1), part(3 * p + 1, 1), part(3 * p + 2, SUMS));
+                // The plan's row `k`: this minibatch's indices and step inputs.
+                let k = part(3 * p + 2 + SUMS, 1);
+                let row = k.clone().int();
+                let idx = idx.borrow().clone().select(0, row.clone()).reshape([b]);
                 let mut weights = weights.clone();
                 weights.set_params(params.clone());
                 // The direct minibatch's segments (see `manual::Picks::cut`).
@@ -125,7 +189,7 @@ impl MinibatchGraph {
                     &weights,
                     &cfg,
                     &batch.borrow(),
-                    idx.borrow().clone(),
+                    idx,
                     scale.clone(),
                     &mut picks,
                 );
@@ -137,8 +201,10 @@ impl MinibatchGraph {
                     Some(factor) => grad.mul(factor),
                     None => grad,
                 };
-                let x = inputs.borrow().clone();
-                let [factor, epsilon, lr] = at.clone().map(|i| x.clone().select(0, i));
+                let [factor, epsilon, lr] = inputs
+                    .borrow()
+                    .clone()
+                    .map(|column| column.select(0, row.clone()));
                 let corrections = Corrections::Device {
                     factor,
                     epsilon,
@@ -146,7 +212,11 @@ impl MinibatchGraph {
                 };
                 let (params, m1, m2) = weights.stepped(params, m1, m2, grad, gate, corrections);
                 picks.cut();
-                Tensor::cat(vec![params, m1, m2, out.scale, out.clean, out.sums], 0)
+                let next = k.add_scalar(1.0);
+                Tensor::cat(
+                    vec![params, m1, m2, out.scale, out.clean, out.sums, next],
+                    0,
+                )
             })
         };
         let mut this = Self {
@@ -175,25 +245,26 @@ impl MinibatchGraph {
         self
     }
 
-    /// Whether the graph was captured for minibatches of `rows` samples of a rollout shaped as
-    /// `batch`, and flat buffers as `adam`'s.
-    pub fn fits(&self, batch: &UpdateBatch, rows: usize, adam: &FlatAdam) -> bool {
+    /// Whether the graph was captured for a rollout shaped as `batch`, a plan shaped as `plan`
+    /// and flat buffers as `adam`'s.
+    pub fn fits(&self, batch: &UpdateBatch, plan: &Plan, adam: &FlatAdam) -> bool {
         let mine = self.batch.borrow();
         mine.obs.dims() == batch.obs.dims()
             && mine.actions.dims() == batch.actions.dims()
-            && self.idx.borrow().dims()[0] == rows
+            && self.idx.borrow().dims() == [plan.at.len(), plan.batch]
             && self.params == adam.flat_len()
     }
 
-    /// Starts an update: its rollout `batch` and the state it starts from (`adam`'s parameters
-    /// and moments, `tally`'s state) written into the captured buffers. On an error nothing
-    /// was taken from `adam` or `tally`.
+    /// Starts an update: its rollout `batch`, its `plan` and the state (`adam`'s parameters and
+    /// moments, `tally`'s state, the plan's next row) written into the captured buffers. On an error nothing was taken from `adam`
+    /// or `tally`.
     pub fn begin(
         &mut self,
         model: &ActorCritic,
         adam: &FlatAdam,
         tally: &Carried<'_>,
         batch: &UpdateBatch,
+        plan: &Plan,
     ) -> Result<(), PpoError> {
         {
             let mut mine = self.batch.borrow_mut();
@@ -204,20 +275,30 @@ impl MinibatchGraph {
             write(&mut mine.advantages, batch.advantages.clone())?;
             write(&mut mine.returns, batch.returns.clone())?;
         }
-        write(&mut self.state.borrow_mut(), pack(model, adam, tally))
+        let device = self.state.borrow().device();
+        let (idx, inputs) = plan.tables(&device);
+        write(&mut self.idx.borrow_mut(), idx)?;
+        for (cell, column) in self.inputs.borrow_mut().iter_mut().zip(inputs) {
+            write(cell, column)?;
+        }
+        self.resume(model, adam, tally, plan)
     }
 
-    /// The next minibatch: its indices `idx` and `inputs` written into the captured inputs,
-    /// the recorded launches replayed, the next state taken. On an error the state is the one
-    /// before this minibatch (the graph writes only its own output).
-    pub fn replay(&mut self, idx: Tensor<1, Int>, inputs: StepInputs) -> Result<(), PpoError> {
-        write(&mut self.idx.borrow_mut(), idx)?;
-        {
-            let mut cell = self.inputs.borrow_mut();
-            let device = cell.device();
-            let value = Tensor::<1>::from_data(TensorData::new(inputs.to_vec(), [3]), &device);
-            write(&mut cell, value)?;
-        }
+    /// Carries on with this update after a minibatch that ran directly: the state written into
+    /// the captured buffer (the rollout and plan are the update's already).
+    pub fn resume(
+        &mut self,
+        model: &ActorCritic,
+        adam: &FlatAdam,
+        tally: &Carried<'_>,
+        plan: &Plan,
+    ) -> Result<(), PpoError> {
+        write(&mut self.state.borrow_mut(), pack(model, adam, tally, plan))
+    }
+
+    /// The plan's next minibatch: the recorded launches replayed, the next state taken. On an
+    /// error the state is the one before this minibatch (the graph writes only its own output).
+    pub fn replay(&mut self) -> Result<(), PpoError> {
         if let Some(left) = &mut self.fail_after {
             if *left == 0 {
                 return Err(PpoError::read(
@@ -230,10 +311,10 @@ impl MinibatchGraph {
         // SAFETY: everything the captured minibatch reads or writes is held for the graph's
         // life: the model's shapes, Adam's layout and the index tensors by its closure, the
         // captured inputs by its closure and `self`, the output by the graph. Nothing else
-        // writes them: the inputs are written in place above, by `begin` and by `adopt`, on
-        // this thread's stream, ordered after the previous replay's reads; the output is read
-        // only by `adopt`'s copy, queued after the replay and before the next one. The update's
-        // loop issues all of it from one thread.
+        // writes them: the inputs are written in place by `begin` and `adopt`, on this thread's
+        // stream, ordered after the previous replay's reads; the output is read only by
+        // `adopt`'s copy, queued after the replay and before the next one. The update's loop
+        // issues all of it from one thread.
         unsafe { self.graph.replay() }.map_err(|e| PpoError::read("update minibatch", e))?;
         self.adopt()
     }
@@ -249,6 +330,7 @@ impl MinibatchGraph {
     pub fn release(&self, adam: &mut FlatAdam, tally: &mut Carried<'_>) {
         let p = self.params;
         let s = self.state.borrow().clone().mul_scalar(1.0);
+        debug_assert_eq!(s.dims()[0], 3 * p + TAIL);
         let part = |at: usize, len: usize| s.clone().narrow(0, at, len);
         adam.set_params(part(0, p));
         adam.moments = Some((part(p, p), part(2 * p, p)));
@@ -258,10 +340,12 @@ impl MinibatchGraph {
     }
 }
 
-/// `[parameters | m | v | loss scale, clean steps, sums]`: `adam`'s (the model's parameters and
-/// zero moments before Adam's first step) and `tally`'s.
-fn pack(model: &ActorCritic, adam: &FlatAdam, tally: &Carried<'_>) -> Tensor<1> {
+/// `[parameters | m | v | loss scale, clean steps, sums | k]`: `adam`'s (the model's parameters
+/// and zero moments before Adam's first step), `tally`'s and the plan's next row.
+fn pack(model: &ActorCritic, adam: &FlatAdam, tally: &Carried<'_>, plan: &Plan) -> Tensor<1> {
     let (params, m1, m2) = adam.state(model);
+    let device = params.device();
+    let k = Tensor::<1>::from_data(TensorData::new(vec![plan.done as f32], [1]), &device);
     Tensor::cat(
         vec![
             params,
@@ -270,6 +354,7 @@ fn pack(model: &ActorCritic, adam: &FlatAdam, tally: &Carried<'_>) -> Tensor<1> 
             tally.scale.clone(),
             tally.clean.clone(),
             tally.sums.clone(),
+            k,
         ],
         0,
     )
