@@ -32,6 +32,11 @@
 //!   f32, host buffers with a hand-written backward pass, about twice as fast there and held
 //!   to the device engine by the tests (gradients, whole updates, Adam's saved state).
 //!
+//! Where the learner is asked to (`TRADETUNE_REPLAY_UPDATE=1`, [`Learner::set_replay_update`]),
+//! the device engine replays each full minibatch's four calls (forward and backward pass,
+//! judgement, step, count) from a graph captured once (`replay`): the loop offers it each
+//! minibatch first, and makes the calls itself where the engine declines.
+//!
 //! Between a minibatch's backward pass and its step the loop decides: stop early
 //! (`target_kl`), skip or give up on a non-finite loss or gradient (f16's loss scale), and by
 //! how much to clip; and it sums the diagnostics. A `Tally` makes those decisions where the
