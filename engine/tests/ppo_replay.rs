@@ -186,7 +186,7 @@ fn a_rollout_on_a_replayed_policy_step_learns_as_the_direct_one() {
 }
 
 /// Trains [`UPDATES`] updates on the device env, the update's minibatches replayed from a graph
-/// captured once an update or not (`Learner::set_replay_update`), the replay after
+/// captured once or not (`Learner::set_replay_update`), the replay after
 /// `fail_after` failing; with the learner's reason for not replaying, if it has one.
 fn train_update(
     device: &Device,

@@ -35,26 +35,11 @@ pub(super) struct DeviceEngine<'a> {
     grad: Option<Tensor<1>>,
     /// The hand-written pass's index tensors.
     picks: manual::Picks,
-    /// Whether the minibatches are replayed from a graph ([`super::replay`]), and the graph
-    /// once the first full minibatch captured it.
-    replays: bool,
-    /// The learner's captured minibatch, where it replays them, and whether it holds this
-    /// update's state (from the first replayed minibatch until [`MinibatchEngine::settle`]).
+    /// Where the minibatches are replayed from a graph ([`super::replay`]): what that needs.
     #[cfg(feature = "wgpu")]
-    graph: Option<&'a mut Option<super::replay::MinibatchGraph>>,
-    holding: bool,
-    /// The update's replayed minibatches, made before it starts.
-    #[cfg(feature = "wgpu")]
-    plan: Option<super::replay::Plan>,
+    replay: Option<Replaying<'a>>,
     /// Epochs started (shuffles seen).
     epochs: usize,
-    /// Whether the graph holds this update's rollout and plan (written at its first replayed
-    /// minibatch).
-    begun: bool,
-    /// Replays before one fails (tests).
-    fail_replay_after: Option<usize>,
-    /// Where to say why the minibatches stopped being replayed (a capture or replay failed).
-    replay_fallback: Option<&'a mut Option<String>>,
     /// Tests: the minibatch through burn's autodiff ([`minibatch`]) on the training device
     /// and the rollout as given, the reference the hand-written pass is held to.
     #[cfg(test)]
@@ -87,27 +72,38 @@ impl<'a> DeviceEngine<'a> {
             batch,
             order: None,
             grad: None,
-            replays: false,
             #[cfg(feature = "wgpu")]
-            graph: None,
-            holding: false,
-            #[cfg(feature = "wgpu")]
-            plan: None,
+            replay: None,
             epochs: 0,
-            begun: false,
-            fail_replay_after: None,
-            replay_fallback: None,
             #[cfg(test)]
             autodiff: None,
         }
     }
 }
 
+/// A device engine's replayed minibatches (see [`DeviceEngine::replay_minibatches`]).
+#[cfg(feature = "wgpu")]
+struct Replaying<'a> {
+    /// The learner's captured minibatch, `None` until the first full minibatch captures it.
+    graph: &'a mut Option<super::replay::MinibatchGraph>,
+    /// The update's replayed minibatches, made before it starts.
+    plan: super::replay::Plan,
+    /// Whether the graph holds the update's state (from a replayed minibatch until
+    /// [`MinibatchEngine::settle`] or a minibatch that runs directly), and its rollout and plan
+    /// (from the first replayed minibatch on).
+    holding: bool,
+    begun: bool,
+    /// Replays before one fails (tests).
+    fail_after: Option<usize>,
+    /// Where to say why the minibatches stopped being replayed (a capture or replay failed).
+    fallback: &'a mut Option<String>,
+}
+
+#[cfg(feature = "wgpu")]
 impl<'a> DeviceEngine<'a> {
     /// Replays the minibatches of the epochs shuffled as `orders` (learning rate `lr`) from
     /// `graph`, captured at the first full one where there is none yet, where the loss and tally
     /// run as kernels (a cubecl device); the replay after `fail_after` more fails (tests).
-    #[cfg(feature = "wgpu")]
     pub fn replay_minibatches(
         &mut self,
         graph: &'a mut Option<super::replay::MinibatchGraph>,
@@ -116,16 +112,18 @@ impl<'a> DeviceEngine<'a> {
         fail_after: Option<usize>,
         fallback: &'a mut Option<String>,
     ) {
-        self.replays = self.picks.kernels;
-        self.plan = Some(super::replay::Plan::new(
-            orders,
-            self.cfg.batch_size,
-            self.adam,
-            lr,
-        ));
-        self.graph = Some(graph);
-        self.fail_replay_after = fail_after;
-        self.replay_fallback = Some(fallback);
+        if !self.picks.kernels {
+            return;
+        }
+        let plan = super::replay::Plan::new(orders, self.cfg.batch_size, self.adam, lr);
+        self.replay = Some(Replaying {
+            graph,
+            plan,
+            holding: false,
+            begun: false,
+            fail_after,
+            fallback,
+        });
     }
 }
 
@@ -136,15 +134,15 @@ impl MinibatchEngine for DeviceEngine<'_> {
         let Some(mut tally) = tally else {
             return false;
         };
-        if !self.replays || rows.len() != self.cfg.batch_size {
+        if self.replay.is_none() || rows.len() != self.cfg.batch_size {
             self.settle(Some(tally));
             return false;
         }
-        let (Some(plan), Some(slot)) = (&mut self.plan, self.graph.as_deref_mut()) else {
+        let Some(r) = &mut self.replay else {
             return false;
         };
         let epoch = self.epochs.saturating_sub(1);
-        let outcome = if !plan.expects(epoch, rows.start) {
+        let outcome = if !r.plan.expects(epoch, rows.start) {
             Err(PpoError::read(
                 "update minibatch",
                 format!(
@@ -153,16 +151,16 @@ impl MinibatchEngine for DeviceEngine<'_> {
                 ),
             ))
         } else {
-            match slot {
-                Some(graph) if self.holding => graph.replay(),
+            match r.graph {
+                Some(graph) if r.holding => graph.replay(),
                 // After a minibatch that ran directly (the epoch's short last one).
-                Some(graph) if self.begun => graph
-                    .resume(self.model, self.adam, &tally, plan)
-                    .map(|()| self.holding = true)
+                Some(graph) if r.begun => graph
+                    .resume(self.model, self.adam, &tally, &r.plan)
+                    .map(|()| r.holding = true)
                     .and_then(|()| graph.replay()),
-                Some(graph) if graph.fits(&self.batch, plan, self.adam) => graph
-                    .begin(self.model, self.adam, &tally, &self.batch, plan)
-                    .map(|()| (self.holding, self.begun) = (true, true))
+                Some(graph) if graph.fits(&self.batch, &r.plan, self.adam) => graph
+                    .begin(self.model, self.adam, &tally, &self.batch, &r.plan)
+                    .map(|()| (r.holding, r.begun) = (true, true))
                     .and_then(|()| graph.replay()),
                 _ => MinibatchGraph::capture(
                     self.model,
@@ -170,37 +168,34 @@ impl MinibatchEngine for DeviceEngine<'_> {
                     self.cfg,
                     &self.batch,
                     &tally,
-                    plan,
+                    &r.plan,
                     &self.device,
                 )
                 .map(|graph| {
-                    *slot = Some(graph.fail_after(self.fail_replay_after.take()));
-                    (self.holding, self.begun) = (true, true);
+                    *r.graph = Some(graph.fail_after(r.fail_after.take()));
+                    (r.holding, r.begun) = (true, true);
                 }),
             }
         };
         match outcome {
             Ok(()) => {
-                plan.done += 1;
+                r.plan.done += 1;
                 self.adam.time += 1;
                 *tally.minibatches += 1;
                 true
             }
-            // This minibatch runs directly, on the state before it.
+            // This minibatch and the rest run directly, on the state before it.
             Err(e) => {
-                if let Some(graph) = slot.take()
-                    && self.holding
+                if let Some(graph) = r.graph.take()
+                    && r.holding
                 {
                     graph.release(self.adam, &mut tally);
                 }
-                self.holding = false;
-                self.replays = false;
-                if let Some(fallback) = &mut self.replay_fallback {
-                    **fallback = Some(format!(
-                        "replaying the update's minibatches failed ({e}); they run directly \
-                         from there on"
-                    ));
-                }
+                *r.fallback = Some(format!(
+                    "replaying the update's minibatches failed ({e}); they run directly from \
+                     there on"
+                ));
+                self.replay = None;
                 false
             }
         }
@@ -208,12 +203,12 @@ impl MinibatchEngine for DeviceEngine<'_> {
 
     #[cfg(feature = "wgpu")]
     fn settle(&mut self, tally: Option<Carried<'_>>) {
-        let (Some(mut tally), Some(Some(graph))) = (tally, self.graph.as_deref()) else {
+        let (Some(mut tally), Some(r)) = (tally, &mut self.replay) else {
             return;
         };
-        if self.holding {
+        if let (true, Some(graph)) = (r.holding, r.graph.as_ref()) {
             graph.release(self.adam, &mut tally);
-            self.holding = false;
+            r.holding = false;
             // As after a direct step: the model holds no older buffer alive.
             self.adam.place_views_into(self.model);
         }

@@ -146,7 +146,7 @@ pub struct Learner {
     cfg: PpoConfig,
     /// The training (autodiff) device.
     device: Device,
-    /// Whether the device engine replays its minibatches from a graph captured once an update
+    /// Whether the device engine replays its minibatches from a graph captured once
     /// (`replay`; [`Self::set_replay_update`]), and why it stopped, where a replay failed.
     replay_update: bool,
     replay_fallback: Option<String>,
@@ -161,7 +161,7 @@ pub struct Learner {
 }
 
 /// Whether `TRADETUNE_REPLAY_UPDATE` (`1`, `on` or `true`) asks every learner of the process to
-/// replay its update's minibatches from a graph captured once an update (issue 33).
+/// replay its updates' minibatches from a graph captured once (issue 33).
 pub fn replay_update_from_env() -> bool {
     std::env::var("TRADETUNE_REPLAY_UPDATE")
         .is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "on" | "true"))
@@ -198,16 +198,11 @@ impl Learner {
         }
     }
 
-    /// Replays the device engine's minibatches from a graph captured once an update (where the
-    /// loss and tally are kernels: a GPU, lavapipe included; and without `target_kl`), or stops.
+    /// Replays the device engine's minibatches from a graph captured once (where the loss and
+    /// tally are kernels: a GPU, lavapipe included; and without `target_kl`), or stops.
     /// `TRADETUNE_REPLAY_UPDATE=1` turns it on for every learner of the process.
     pub fn set_replay_update(&mut self, on: bool) {
         self.replay_update = on;
-    }
-
-    /// Whether the minibatches are to be replayed (see [`Self::set_replay_update`]).
-    pub fn replays_update(&self) -> bool {
-        self.replay_update
     }
 
     /// Why the minibatches stopped being replayed, where a capture or replay failed (the rest
@@ -380,8 +375,8 @@ fn run(
             engine.shuffle(order);
             for start in (0..order.len()).step_by(batch_size) {
                 let rows = start..(start + batch_size).min(order.len());
-                // The four calls below at once, replayed from a graph captured at the update's
-                // first minibatch, where the engine replays them (`replay`).
+                // The four calls below at once, replayed from a graph captured once, where the
+                // engine replays them (`replay`).
                 if engine.replayed(rows.clone(), tally.carried()) {
                     continue;
                 }

@@ -152,8 +152,8 @@ impl MinibatchGraph {
         let (idx, inputs) = plan.tables(device);
         let state = Rc::new(RefCell::new(own(state)?));
         let idx = Rc::new(RefCell::new(own(idx)?));
-        let [a, b_, c] = inputs;
-        let inputs = Rc::new(RefCell::new([own(a)?, own(b_)?, own(c)?]));
+        let [factor, epsilon, lr] = inputs.map(own);
+        let inputs = Rc::new(RefCell::new([factor?, epsilon?, lr?]));
         let batch = Rc::new(RefCell::new(UpdateBatch {
             obs: own(batch.obs.clone())?,
             actions: own(batch.actions.clone())?,
@@ -256,8 +256,8 @@ impl MinibatchGraph {
     }
 
     /// Starts an update: its rollout `batch`, its `plan` and the state (`adam`'s parameters and
-    /// moments, `tally`'s state, the plan's next row) written into the captured buffers. On an error nothing was taken from `adam`
-    /// or `tally`.
+    /// moments, `tally`'s state, the plan's next row) written into the captured buffers. On an
+    /// error nothing was taken from `adam` or `tally`.
     pub fn begin(
         &mut self,
         model: &ActorCritic,
