@@ -23,7 +23,6 @@ mod market_bad_input;
 mod module_layers;
 mod ppo_hyperparameters;
 mod ppo_learning;
-mod ppo_replay;
 mod ppo_resume;
 mod ppo_trading;
 mod storage_api;

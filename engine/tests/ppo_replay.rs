@@ -8,6 +8,9 @@
 //! noise into the mean head's kernel; the replayed one adds it in a launch of its own), so they
 //! agree to rounding. A replay that read stale observations (the captured ones, not each step's)
 //! would sample every step's actions from the first step's state, and the losses would part.
+//!
+//! In the `process_wide` binary, each test holding its lock: the replayed shares it asserts are
+//! read from the process's launch counts, which another test's launches beside it would swell.
 
 use crate::common;
 
@@ -106,6 +109,7 @@ fn assert_same_learning(what: &str, a: &Run, b: &Run, tol: f32) {
 
 #[test]
 fn a_rollout_on_a_replayed_policy_step_learns_as_the_direct_one() {
+    let _alone = crate::alone();
     let Some(device) = common::wgpu_device("a rollout on a replayed policy step") else {
         return;
     };
@@ -226,6 +230,7 @@ fn train_update_in(
 /// the direct run's.
 #[test]
 fn an_update_on_replayed_minibatches_learns_as_the_direct_one() {
+    let _alone = crate::alone();
     let Some(device) = common::wgpu_device("an update on replayed minibatches") else {
         return;
     };

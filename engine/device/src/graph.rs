@@ -76,12 +76,17 @@ where
         let output = closure();
         return unrecorded(closure, output, format!("start: {e}"));
     }
+    kernels::trace_mark(format_args!("capture: the recorded run starts"));
     let before = kernels::counts();
     let output = closure();
     // A lazy backend launches the recorded run here (burn's fusion drains its queue onto the
     // capturing stream before closing it), so the launches are counted after the stop.
     let stopped = Dispatch::graph_stop_capture(dispatch);
     let recorded = kernels::counts().since(&before);
+    kernels::trace_mark(format_args!(
+        "capture: the recorded run ends ({} launches)",
+        recorded.dispatches
+    ));
     match stopped {
         Ok(graph) => Graph {
             device: device.clone(),
@@ -119,6 +124,10 @@ where
                 unsafe { Dispatch::graph_replay(self.device.as_dispatch(), graph) }
                     .map_err(|e| GraphError(e.to_string()))?;
                 kernels::count_replayed(&self.recorded);
+                kernels::trace_mark(format_args!(
+                    "replay ({} launches)",
+                    self.recorded.dispatches
+                ));
             }
             None => self.output = (self.closure)(),
         }

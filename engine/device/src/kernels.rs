@@ -20,7 +20,8 @@
 //! routines the autotune cache picked, not on the code that asked for the product.
 //!
 //! `TRADETUNE_TRACE_LAUNCHES=1` also writes each launch's kernel name to stderr (`launch
-//! <name>`), in launch order: what a step's count is made of; and each compilation and
+//! <name>`), in launch order: what a step's count is made of (`mark` lines bracket a captured
+//! graph's recorded run and note each replay); and each compilation and
 //! autotuned operation as cubecl logs it (`compiled <line>`, `autotuned <line>`): what a new
 //! configuration's compile time is made of.
 //!
@@ -251,6 +252,15 @@ pub fn configure(adapter: &crate::adapters::Adapter) -> &'static CacheSetting {
     })
 }
 
+/// Writes `mark <what>` to stderr among the launches `TRADETUNE_TRACE_LAUNCHES=1` names (where
+/// a captured graph's recorded run starts and ends, and each replay): nothing otherwise.
+pub fn trace_mark(what: std::fmt::Arguments<'_>) {
+    #[cfg(feature = "wgpu")]
+    runtime::trace_mark(what);
+    #[cfg(not(feature = "wgpu"))]
+    let _ = what;
+}
+
 #[cfg(feature = "wgpu")]
 pub(crate) mod runtime {
     use std::sync::Arc;
@@ -282,6 +292,13 @@ pub(crate) mod runtime {
         DISPATCHES.fetch_add(1, Ordering::Relaxed);
         if super::is_layout_copy(kernel) {
             LAYOUT_COPIES.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Writes `mark <what>` among the traced launches, when tracing.
+    pub(crate) fn trace_mark(what: std::fmt::Arguments<'_>) {
+        if TRACE.load(Ordering::Relaxed) {
+            eprintln!("mark {what}");
         }
     }
 

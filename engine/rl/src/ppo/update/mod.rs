@@ -65,6 +65,8 @@ mod manual;
 #[cfg(test)]
 mod manual_tests;
 #[cfg(feature = "wgpu")]
+mod packing;
+#[cfg(feature = "wgpu")]
 mod replay;
 mod stats;
 #[cfg(test)]

@@ -16,11 +16,12 @@
 //! rollout and the plan's tables, whose row `k` (the minibatches replayed so far) the
 //! minibatch reads; its output is the next state, `k + 1` with it. Each later minibatch replays
 //! the recorded launches and copies the output into the captured state. Each update writes its
-//! rollout, its plan and the state it starts from into the captured buffers, and hands a copy of
-//! the state back at its end. The host then prepares one launch a minibatch (the state's copy)
-//! and one replay, where a direct minibatch prepares every launch; the device runs the same
-//! kernels, the state's assembly (burn's `cat` is one launch a part), the row's gathers and
-//! that copy. Held to the direct update by `engine/tests/ppo_replay.rs`.
+//! rollout, its plan and the state it starts from into the captured buffers, and hands the
+//! state's parts back at its end, copied out. The host then prepares one launch a minibatch (the
+//! state's copy) and one replay, where a direct minibatch prepares every launch; the device runs
+//! the same kernels, two more (the state taken apart with the row's indices and step inputs, and
+//! the next state put together: [`super::packing`]) and that copy. Held to the direct update by
+//! `engine/tests/ppo_replay.rs`.
 //!
 //! The capture runs the minibatch four times (three warm-ups, each synchronised, and the
 //! recorded run, whose output is the first minibatch's next state): pure runs, which write
@@ -37,18 +38,13 @@ use std::rc::Rc;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use super::flat_adam::{Corrections, FlatAdam};
+use super::packing::{self, TAIL};
 use super::stats::{Carried, kernel_factor, tally_coefs};
 use super::{UpdateBatch, kernels, manual};
 use crate::ppo::config::PpoConfig;
 use crate::ppo::error::PpoError;
 use crate::ppo::model::ActorCritic;
 use tradetune_device::graph::{self, Graph};
-
-/// The tally's sums (see `DeviceTally`).
-const SUMS: usize = 8;
-
-/// The state's tail after the moments: loss scale, clean steps, the sums, the plan's row.
-const TAIL: usize = 2 + SUMS + 1;
 
 type Step = Box<dyn FnMut() -> Tensor<1>>;
 
@@ -148,7 +144,6 @@ impl MinibatchGraph {
     ) -> Result<Self, PpoError> {
         let state = pack(model, adam, tally, plan);
         let p = adam.flat_len();
-        let b = plan.batch;
         let (idx, inputs) = plan.tables(device);
         let state = Rc::new(RefCell::new(own(state)?));
         let idx = Rc::new(RefCell::new(own(idx)?));
@@ -172,16 +167,9 @@ impl MinibatchGraph {
             let mut picks = manual::Picks::new(device, true);
             Box::new(move || {
                 let s = state.borrow().clone();
-                let part = |at: usize, len: usize| s.clone().narrow(0, at, len);
-                let (params, m1, m2) = (part(0, p), part(p, p), part(2 * p, p));
-                let (scale, clean, sums) =
-                    (part(3 * p, 1), part(3 * p + 1, 1), part(3 * p + 2, SUMS));
-                // The plan's row `k`: this minibatch's indices and step inputs.
-                let k = part(3 * p + 2 + SUMS, 1);
-                let row = k.clone().int();
-                let idx = idx.borrow().clone().select(0, row.clone()).reshape([b]);
+                let parts = packing::unpack(&s, &idx.borrow(), &inputs.borrow(), p, true);
                 let mut weights = weights.clone();
-                weights.set_params(params.clone());
+                weights.set_params(parts.params.clone());
                 // The direct minibatch's segments (see `manual::Picks::cut`).
                 picks.cut();
                 let (losses, grad_sq, grad) = manual::minibatch(
@@ -189,33 +177,45 @@ impl MinibatchGraph {
                     &weights,
                     &cfg,
                     &batch.borrow(),
-                    idx,
-                    scale.clone(),
+                    parts.idx,
+                    parts.scale.clone(),
                     &mut picks,
                 );
                 picks.cut();
-                let out = kernels::tally(losses, grad_sq, &scale, &clean, &sums, &coefs);
+                let out = kernels::tally(
+                    losses,
+                    grad_sq,
+                    &parts.scale,
+                    &parts.clean,
+                    &parts.sums,
+                    &coefs,
+                );
                 picks.cut();
-                let (factor, gate) = kernel_factor(&cfg, out.factor, out.gate);
-                let grad = match factor {
-                    Some(factor) => grad.mul(factor),
+                let (clip, gate) = kernel_factor(&cfg, out.factor, out.gate);
+                let grad = match clip {
+                    Some(clip) => grad.mul(clip),
                     None => grad,
                 };
-                let [factor, epsilon, lr] = inputs
-                    .borrow()
-                    .clone()
-                    .map(|column| column.select(0, row.clone()));
+                let [factor, epsilon, lr] = parts.inputs;
                 let corrections = Corrections::Device {
                     factor,
                     epsilon,
                     lr,
                 };
-                let (params, m1, m2) = weights.stepped(params, m1, m2, grad, gate, corrections);
+                let (params, m1, m2) =
+                    weights.stepped(parts.params, parts.m1, parts.m2, grad, gate, corrections);
                 picks.cut();
-                let next = k.add_scalar(1.0);
-                Tensor::cat(
-                    vec![params, m1, m2, out.scale, out.clean, out.sums, next],
-                    0,
+                // The next state, `k + 1` with it.
+                packing::pack(
+                    params,
+                    m1,
+                    m2,
+                    out.scale,
+                    out.clean,
+                    out.sums,
+                    &s,
+                    3 * p + TAIL - 1,
+                    1.0,
                 )
             })
         };
@@ -325,18 +325,22 @@ impl MinibatchGraph {
         write(&mut self.state.borrow_mut(), out)
     }
 
-    /// Hands the state back, a copy of it (one launch; the captured buffer stays the graph's):
-    /// the parameters and moments to `adam`, the loss scale, clean steps and sums to `tally`.
+    /// Hands the state back, its parts copied out (one launch; the captured buffer stays the
+    /// graph's): the parameters and moments to `adam`, the loss scale, clean steps and sums to
+    /// `tally`.
     pub fn release(&self, adam: &mut FlatAdam, tally: &mut Carried<'_>) {
-        let p = self.params;
-        let s = self.state.borrow().clone().mul_scalar(1.0);
-        debug_assert_eq!(s.dims()[0], 3 * p + TAIL);
-        let part = |at: usize, len: usize| s.clone().narrow(0, at, len);
-        adam.set_params(part(0, p));
-        adam.moments = Some((part(p, p), part(2 * p, p)));
-        *tally.scale = part(3 * p, 1);
-        *tally.clean = part(3 * p + 1, 1);
-        *tally.sums = part(3 * p + 2, SUMS);
+        let parts = packing::unpack(
+            &self.state.borrow(),
+            &self.idx.borrow(),
+            &self.inputs.borrow(),
+            self.params,
+            false,
+        );
+        adam.set_params(parts.params);
+        adam.moments = Some((parts.m1, parts.m2));
+        *tally.scale = parts.scale;
+        *tally.clean = parts.clean;
+        *tally.sums = parts.sums;
     }
 }
 
@@ -346,17 +350,16 @@ fn pack(model: &ActorCritic, adam: &FlatAdam, tally: &Carried<'_>, plan: &Plan) 
     let (params, m1, m2) = adam.state(model);
     let device = params.device();
     let k = Tensor::<1>::from_data(TensorData::new(vec![plan.done as f32], [1]), &device);
-    Tensor::cat(
-        vec![
-            params,
-            m1,
-            m2,
-            tally.scale.clone(),
-            tally.clean.clone(),
-            tally.sums.clone(),
-            k,
-        ],
+    packing::pack(
+        params,
+        m1,
+        m2,
+        tally.scale.clone(),
+        tally.clean.clone(),
+        tally.sums.clone(),
+        &k,
         0,
+        0.0,
     )
 }
 
