@@ -9,7 +9,7 @@
 
 use crate::common;
 
-use common::{scratch, text, tradetune, wgpu_here};
+use common::{scratch, text, tradetune, tradetune_with, wgpu_here};
 use tradetune_engine::storage::{JsonValue, Storage, TrialState};
 
 fn attr(attrs: &[(String, JsonValue)], key: &str) -> String {
@@ -23,10 +23,24 @@ fn attr(attrs: &[(String, JsonValue)], key: &str) -> String {
 /// Runs `preset` for one trial on `device` with a rollout of `n_envs × n_steps` samples (at
 /// least the preset's enqueued batch size) and checks the stored trial.
 fn run_preset(preset: &str, device: &str, n_envs: usize, n_steps: usize, precision: &str) {
+    run_preset_with(preset, device, n_envs, n_steps, precision, &[], preset);
+}
+
+/// [`run_preset`] with environment variables `vars` set for the process, the study named
+/// `name`; returns the trial's user attributes.
+fn run_preset_with(
+    preset: &str,
+    device: &str,
+    n_envs: usize,
+    n_steps: usize,
+    precision: &str,
+    vars: &[(&str, &str)],
+    name: &str,
+) -> Vec<(String, JsonValue)> {
     // The CPU preset searches its network sizes (`--set` refuses searched values); the GPU
     // presets fix theirs, shrunk here.
     let nets_fixed = preset != "cpu";
-    let dir = scratch("cli_presets_device", preset);
+    let dir = scratch("cli_presets_device", name);
     let db = dir.join("studies.db");
     let rollout = n_envs * n_steps;
     let mut sets = vec![
@@ -53,21 +67,21 @@ fn run_preset(preset: &str, device: &str, n_envs: usize, n_steps: usize, precisi
         "--db",
         db.to_str().unwrap(),
         "--name",
-        preset,
+        name,
         "--telemetry-interval",
         "0",
     ];
     for s in &sets {
         args.extend(["--set", s.as_str()]);
     }
-    let o = tradetune(&args);
+    let o = tradetune_with(&args, vars);
     let (out, err) = (text(&o.stdout), text(&o.stderr));
     assert!(
         o.status.success(),
         "{preset}: stdout:\n{out}\nstderr:\n{err}"
     );
     let st = Storage::open_read_only(&db).unwrap();
-    let trials = st.trials(st.study_id(preset).unwrap()).unwrap();
+    let trials = st.trials(st.study_id(name).unwrap()).unwrap();
     assert_eq!(trials.len(), 1, "{preset}: {out}");
     let t = &trials[0];
     assert_eq!(
@@ -92,6 +106,7 @@ fn run_preset(preset: &str, device: &str, n_envs: usize, n_steps: usize, precisi
             "{preset}: {placement} {measured}"
         );
     }
+    t.user_attrs.clone()
 }
 
 #[test]
@@ -107,6 +122,40 @@ fn the_rtx4080_presets_complete_on_wgpu_in_f16() {
     // Enqueued batch 1024: one rollout of 8 × 128.
     run_preset("rtx4080", "wgpu", 8, 128, "f16");
     run_preset("rtx4080_laptop", "wgpu", 8, 128, "f16");
+}
+
+/// The replays a user opts into for trials (`TRADETUNE_REPLAY_POLICY=1`,
+/// `TRADETUNE_REPLAY_UPDATE=1`, issue 33) reach a study's trial: the rtx4080 preset's trial in
+/// f16 (its policy step replayed from a graph captured each rollout, its minibatches from one
+/// captured once) completes, records that both replayed, and records no fallback. Without them
+/// a trial records neither.
+#[test]
+fn a_trial_replays_its_policy_step_and_minibatches_when_asked() {
+    if !wgpu_here("a_trial_replays_its_policy_step_and_minibatches_when_asked") {
+        return;
+    }
+    let has = |attrs: &[(String, JsonValue)], key: &str| attrs.iter().any(|(k, _)| k == key);
+    let vars = [
+        ("TRADETUNE_REPLAY_POLICY", "1"),
+        ("TRADETUNE_REPLAY_UPDATE", "1"),
+    ];
+    // One rollout of 8 × 128 in a minibatch of 1024 an epoch (4 to 16 epochs): the first
+    // minibatch captured, the others replayed.
+    let attrs = run_preset_with("rtx4080", "wgpu", 8, 128, "f16", &vars, "replayed");
+    for key in ["policy_steps_replayed", "minibatches_replayed"] {
+        assert_eq!(attr(&attrs, key), "true", "{attrs:?}");
+    }
+    for key in ["policy_replay_fallback", "update_replay_fallback"] {
+        assert!(!has(&attrs, key), "{key}: {attrs:?}");
+    }
+    let off = [
+        ("TRADETUNE_REPLAY_POLICY", "0"),
+        ("TRADETUNE_REPLAY_UPDATE", "0"),
+    ];
+    let attrs = run_preset_with("rtx4080", "wgpu", 8, 128, "f16", &off, "direct");
+    for key in ["policy_steps_replayed", "minibatches_replayed"] {
+        assert!(!has(&attrs, key), "{key}: {attrs:?}");
+    }
 }
 
 #[test]

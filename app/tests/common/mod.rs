@@ -13,8 +13,14 @@ use std::process::{Command, Output};
 /// Runs the real binary from a directory outside the checkout, so nothing it reads by default
 /// (the bundled sample, presets) may depend on the working directory.
 pub fn tradetune(args: &[&str]) -> Output {
+    tradetune_with(args, &[])
+}
+
+/// [`tradetune`] with the environment variables `vars` set for the process.
+pub fn tradetune_with(args: &[&str], vars: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tradetune"))
         .args(args)
+        .envs(vars.iter().copied())
         .current_dir(std::env::temp_dir())
         .output()
         .expect("the tradetune binary runs")

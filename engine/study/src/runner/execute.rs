@@ -262,6 +262,16 @@ impl Runner {
                 "autotune_runs".into(),
                 JsonValue::from(w.autotune_runs as i64),
             ));
+            // Which steps ran replayed from a captured graph (TRADETUNE_REPLAY_POLICY,
+            // TRADETUNE_REPLAY_UPDATE), so that trials' samples/s compare like with like.
+            for (key, replayed) in [
+                ("policy_steps_replayed", w.policy_steps_replayed),
+                ("minibatches_replayed", w.minibatches_replayed),
+            ] {
+                if replayed {
+                    attrs.push((key.into(), JsonValue::from(true)));
+                }
+            }
         }
         for (k, v) in &attrs {
             storage.set_trial_user_attr(trial_id, k, v)?;
