@@ -4,10 +4,13 @@
 //! says the policy step's launches were replayed; so do two such runs at once on two threads,
 //! as a study's workers share a card.
 //!
-//! The two runs differ only in how burn cuts the step into kernels (the direct step fuses the
-//! noise into the mean head's kernel; the replayed one adds it in a launch of its own), so they
-//! agree to rounding. A replay that read stale observations (the captured ones, not each step's)
-//! would sample every step's actions from the first step's state, and the losses would part.
+//! The two runs differ only in how burn cuts the step into kernels (the direct step slices its
+//! noise row; the replayed one reads it in a kernel of its own, by a step counter on the
+//! device), so they agree to rounding. A replay that read stale observations (the captured
+//! ones, not each step's) would sample every step's actions from the first step's state, and one
+//! that read the wrong noise row (a counter not advanced, or not set back to the first row
+//! after the capture's runs) would sample other actions than the direct run's: either way the
+//! losses would part.
 //!
 //! In the `process_wide` binary, each test holding its lock: the replayed shares it asserts are
 //! read from the process's launch counts, which another test's launches beside it would swell.
@@ -159,14 +162,14 @@ fn a_rollout_on_a_replayed_policy_step_learns_as_the_direct_one() {
     for (i, run) in together.iter().enumerate() {
         assert_same_learning(&format!("worker {i} of 2"), &reference, run, 1e-3);
     }
-    // A replay the driver refuses (the fifth of the first rollout): that step and the rest of
-    // the run launch the policy step directly, the run learns what the direct one learnt, and
-    // the trainer says where and why.
+    // A replay the driver refuses (the fifth of the first rollout, at its step 4: the first
+    // step replays too): that step and the rest of the run launch the policy step directly, the
+    // run learns what the direct one learnt, and the trainer says where and why.
     let (failing, why) = train_failing(tensor(), &device, Precision::F32, true, Some(4));
     assert_same_learning("a replay refused mid-rollout", &reference, &failing, 1e-3);
     let why = why.expect("the trainer says why it stopped replaying");
     assert!(
-        why.contains("failed at step 5 of a rollout") && why.contains("directly from there on"),
+        why.contains("failed at step 4 of a rollout") && why.contains("directly from there on"),
         "{why}"
     );
     let profile = failing.2.expect("a timed update");

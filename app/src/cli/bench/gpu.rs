@@ -122,9 +122,10 @@ fn replayed_line(c: &TrainBenchConfig, p: &DispatchProfile) -> String {
 
 /// Printed above the lines of the runs whose rollouts replay their policy step.
 const REPLAYED_NOTE: &str = "pol replay: each rollout captures its policy step once (both \
-     networks' forward passes) and replays the recorded launches at each later step, the step's \
-     observations written into the captured input in place and its noise added outside \
-     (TRADETUNE_REPLAY_POLICY=1 does this in trials); d/pol counts the replayed launches too";
+     networks' forward passes, the noise added and the action clipped) and replays the recorded \
+     launches at each step, the step's observations written into the captured input in place and \
+     its noise row read by a step counter on the device (TRADETUNE_REPLAY_POLICY=1 does this in \
+     trials); d/pol counts the replayed launches too";
 
 /// A minibatch's steady launches in a run whose updates replay them, as a line under the table.
 fn minibatch_line(c: &TrainBenchConfig, p: &DispatchProfile) -> String {

@@ -26,6 +26,8 @@ use crate::ppo::update::{Learner, UpdateStats};
 use tradetune_device::kernels::KernelCounts;
 use tradetune_device::memory::MemoryBudget;
 
+#[cfg(feature = "wgpu")]
+mod noise_rows;
 mod policy_graph;
 mod step;
 

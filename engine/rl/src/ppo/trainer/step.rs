@@ -148,29 +148,36 @@ impl<E: RolloutEnv> Trainer<E> {
                     // The observations in the compute dtype once for both networks (the
                     // networks' own casts are then no-ops).
                     let x = next_x.take().unwrap_or_else(|| obs.clone().cast(dtype));
-                    let row = step_index..step_index + 1;
-                    let noise: Tensor<2> = scaled_noise
-                        .clone()
-                        .slice([row.clone(), 0..n, 0..a])
-                        .reshape([n, a]);
+                    // This step's row of the noise, for a step launched directly (a replayed
+                    // step reads it inside its graph).
+                    let noise = || -> Tensor<2> {
+                        scaled_noise
+                            .clone()
+                            .slice([step_index..step_index + 1, 0..n, 0..a])
+                            .reshape([n, a])
+                    };
                     if replay {
-                        let g = match &mut graph {
-                            Some(g) => g,
-                            None => graph.insert(
-                                PolicyGraph::capture(model.clone(), x.clone(), dtype, &self.device)
-                                    .fail_after(self.fail_replay_after),
-                            ),
+                        let stepped = match &mut graph {
+                            Some(g) => g.step(x).map_err(|e| (e, g.input())),
+                            None => match PolicyGraph::capture(
+                                model.clone(),
+                                x.clone(),
+                                scaled_noise.clone(),
+                                dtype,
+                                &self.device,
+                            ) {
+                                Ok(g) => {
+                                    let g = graph.insert(g.fail_after(self.fail_replay_after));
+                                    g.step(x).map_err(|e| (e, g.input()))
+                                }
+                                Err(e) => Err((e, x)),
+                            },
                         };
-                        match g.step(x) {
-                            Ok((mean, value)) => {
-                                let actions = mean.add(noise);
-                                let clipped = actions.clone().clamp(-1.0, 1.0);
-                                (actions, None, value, clipped)
-                            }
-                            // A replay the driver refused: this step and the rest of the run
-                            // launch the forward passes directly, and say why.
-                            Err(e) => {
-                                let x = g.input();
+                        match stepped {
+                            Ok((actions, clipped, value)) => (actions, None, value, clipped),
+                            // A capture or replay the driver refused: this step and the rest of
+                            // the run launch the forward passes directly, and say why.
+                            Err((e, x)) => {
                                 graph = None;
                                 replay = false;
                                 self.replay_policy = false;
@@ -180,11 +187,11 @@ impl<E: RolloutEnv> Trainer<E> {
                                      {step_index} of a rollout ({e}); the rollouts launch it \
                                      directly from there on"
                                 ));
-                                direct(x, noise)
+                                direct(x, noise())
                             }
                         }
                     } else {
-                        direct(x, noise)
+                        direct(x, noise())
                     }
                 }
             };
