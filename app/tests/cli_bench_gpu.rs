@@ -382,6 +382,20 @@ fn bench_gpu_holds_the_launches_at_the_presets_depth() {
     for pair in runs.chunks(2) {
         check_replayed(&pair[0], &pair[1]);
     }
+    // What the replay gained, from the runs' own figures: each replayed run against its
+    // direct one, precision by precision.
+    let gains = v["replay_gains"].as_array().unwrap();
+    assert_eq!(gains.len(), 2, "{v}");
+    for (g, pair) in gains.iter().zip(runs.chunks(2)) {
+        let rate = |run: &serde_json::Value| run["result"]["samples_per_second"].clone();
+        assert_eq!(g["replayed"], "policy_step", "{g}");
+        assert_eq!(
+            g["precision"], pair[1]["result"]["config"]["precision"],
+            "{g}"
+        );
+        assert_eq!(g["samples_per_second"], rate(&pair[1]), "{g}");
+        assert_eq!(g["counterpart_samples_per_second"], rate(&pair[0]), "{g}");
+    }
     for r in runs {
         let res = &r["result"];
         assert_eq!(res["config"]["net"], serde_json::json!([16, 16, 16]), "{r}");
@@ -537,6 +551,14 @@ fn bench_gpu_replays_the_minibatches() {
     assert_eq!(
         runs[1]["result"]["syncs_per_update"].as_u64(),
         Some(1),
+        "{v}"
+    );
+    // Its gain is measured against the run that replays only the policy step.
+    let gains = v["replay_gains"].as_array().unwrap();
+    assert_eq!(gains.len(), 1, "{v}");
+    assert_eq!(gains[0]["replayed"], "minibatches", "{v}");
+    assert_eq!(
+        gains[0]["counterpart_samples_per_second"], runs[0]["result"]["samples_per_second"],
         "{v}"
     );
 }

@@ -15,6 +15,9 @@ use tradetune_engine::ppo::bench::{ReplayProbe, TrainBenchConfig, TrainBenchResu
 use super::GpuArgs;
 use super::train::{PeerRun, peer_scripts, run_peer};
 
+mod replay_gains;
+use replay_gains::{GAINS_NOTE, replay_gains};
+
 /// What the GPU probes saw of one run: per card, mean utilisation and peak memory used.
 #[derive(Debug, Clone, serde::Serialize)]
 struct GpuSeen {
@@ -495,6 +498,8 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
     let mut replay_lines = Vec::new();
     let mut replayed_lines = Vec::new();
     let mut minibatch_lines = Vec::new();
+    // Each run's configuration and steady samples/s, for the replays' gains.
+    let mut steady = Vec::new();
     for cfg in &configs {
         let mut best: Option<f64> = None;
         for &precision in &precisions {
@@ -542,6 +547,7 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
                 }
                 copies_seen |= r.layout_copies_per_policy_step.unwrap_or(0.0) > 0.0
                     || r.layout_copies_per_minibatch.unwrap_or(0.0) > 0.0;
+                steady.push((c.clone(), r.samples_per_second));
                 results.push(serde_json::json!({ "result": r, "gpus": seen }));
             }
         }
@@ -598,6 +604,13 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
             println!("{line}");
         }
     }
+    let gains = replay_gains(&steady);
+    if !gains.is_empty() && !args.json {
+        println!("{GAINS_NOTE}");
+        for g in &gains {
+            println!("{}", g.line());
+        }
+    }
     if copies_seen && !args.json {
         println!("{COPIES_NOTE}");
     }
@@ -612,6 +625,7 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
             "driver_shader_cache_off": tradetune_engine::device::kernels::driver_shader_cache_off(),
             "probe": { "square": probe, "update_shapes": shape_rates },
             "runs": results,
+            "replay_gains": gains,
             "peer": peers,
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
