@@ -152,10 +152,12 @@ pub fn spirv_refusal_here(adapter: &Adapter) -> Option<String> {
 static ADAPTERS: Mutex<Option<Arc<[Adapter]>>> = Mutex::new(None);
 
 /// Held while a Vulkan instance is created or dropped by TradeTune (see the module's notes).
+#[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
 static INSTANCES: Mutex<()> = Mutex::new(());
 
 /// Serialises Vulkan instance creation: held by every probe and by [`super::open`] while
 /// burn's runtime starts on a wgpu device.
+#[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
 pub(crate) fn instance_lock() -> MutexGuard<'static, ()> {
     // A panic while holding it (a broken driver inside the loader) leaves nothing to repair.
     INSTANCES.lock().unwrap_or_else(|e| e.into_inner())
@@ -209,6 +211,7 @@ pub fn discrete(n: usize) -> Option<Adapter> {
 }
 
 /// Numbers each adapter within its kind, in wgpu's order (as cubecl counts them).
+#[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
 fn number(mut list: Vec<Adapter>) -> Vec<Adapter> {
     let mut seen: Vec<AdapterKind> = Vec::new();
     for a in &mut list {

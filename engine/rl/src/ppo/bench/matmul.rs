@@ -55,6 +55,7 @@ pub struct CaseSweep {
 
 impl RoutineRate {
     /// A routine that ran `case` at `gflops`, its first call taking `first_s`.
+    #[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
     fn ran(name: String, case: &MatmulCase, (gflops, first_s): (f64, f64), rel_err: f64) -> Self {
         RoutineRate {
             name,
@@ -81,6 +82,7 @@ impl CaseSweep {
 
 /// The tolerance of a routine's answer against the autotuned one's, relative to the product's
 /// largest magnitude: f16 rounds every partial sum.
+#[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
 fn tolerance(precision: Precision) -> f64 {
     match precision {
         Precision::F32 => 1e-3,
@@ -89,11 +91,13 @@ fn tolerance(precision: Precision) -> f64 {
 }
 
 /// Products queued in a timed batch are doubled until the batch takes this long.
+#[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
 const BATCH_SECONDS: f64 = 0.02;
 
 /// The rate of `launch` (products queued back to back, one synchronisation after them): the
 /// best of three batches of a size that takes about [`BATCH_SECONDS`], after a first call
 /// that compiles.
+#[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
 fn rate(
     case: &MatmulCase,
     mut launch: impl FnMut() -> Result<(), String>,

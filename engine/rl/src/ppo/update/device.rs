@@ -13,6 +13,7 @@ use std::ops::Range;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use super::flat_adam::FlatAdam;
+#[cfg(feature = "wgpu")]
 use super::stats::Carried;
 use super::{Diagnostics, Factor, MinibatchEngine, Scale, UpdateBatch, kernels_run, manual};
 use crate::ppo::config::PpoConfig;

@@ -49,6 +49,7 @@ pub(super) enum Corrections {
     Host([f32; 2], LearningRate),
     /// `[1]` each, on the device, the learning rate with them: a step whose number the device
     /// holds (a replayed one).
+    #[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
     Device {
         factor: Tensor<1>,
         epsilon: Tensor<1>,
@@ -301,6 +302,7 @@ impl FlatAdam {
 
     /// The parameters and both moments as Adam's step reads them (flat): the current
     /// parameters (the model's, joined, before a step), and zero moments before the first step.
+    #[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
     pub fn state(&self, model: &ActorCritic) -> (Tensor<1>, Tensor<1>, Tensor<1>) {
         let params = match &self.flat_params {
             Some(params) => params.clone(),
@@ -315,6 +317,7 @@ impl FlatAdam {
 
     /// This layout, β and ε without any tensor: what a captured minibatch keeps (it reads the
     /// parameters and moments from its own state, and holds no older buffer alive).
+    #[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
     pub fn layout_only(&self) -> Self {
         Self {
             moments: None,
@@ -325,6 +328,7 @@ impl FlatAdam {
     }
 
     /// The length of the flat buffers.
+    #[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
     pub fn flat_len(&self) -> usize {
         self.slots
             .last()
@@ -371,6 +375,7 @@ impl FlatAdam {
     }
 
     /// Where parameter `id` starts in the flat buffers, and its length.
+    #[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
     pub fn slot_of(&self, id: ParamId) -> Option<(usize, usize)> {
         self.slot_of.get(&id).copied()
     }

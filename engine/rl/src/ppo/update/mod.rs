@@ -341,20 +341,25 @@ impl Learner {
             let tally = HostTally::new(cfg, scaler, update, lr, extra);
             run(engine, tally, &orders, batch_size, lr, check)
         } else {
-            #[cfg(test)]
-            let reference = *autodiff_reference;
-            #[cfg(not(test))]
-            let reference = false;
             #[cfg(feature = "wgpu")]
-            if *replay_update && replay_fallback.is_none() && !reference {
-                engine.replay_minibatches(
-                    minibatch_graph,
-                    &orders,
-                    lr,
-                    fail_replay_after.take(),
-                    replay_fallback,
-                );
+            {
+                #[cfg(test)]
+                let reference = *autodiff_reference;
+                #[cfg(not(test))]
+                let reference = false;
+                if *replay_update && replay_fallback.is_none() && !reference {
+                    engine.replay_minibatches(
+                        minibatch_graph,
+                        &orders,
+                        lr,
+                        fail_replay_after.take(),
+                        replay_fallback,
+                    );
+                }
             }
+            // Without cubecl devices nothing is replayed.
+            #[cfg(not(feature = "wgpu"))]
+            let _ = (replay_update, replay_fallback, fail_replay_after);
             let tally = DeviceTally::new(cfg, scaler, device, update, lr, ride_along);
             run(engine, tally, &orders, batch_size, lr, check)
         }

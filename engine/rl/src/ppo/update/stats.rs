@@ -324,6 +324,7 @@ pub(super) fn kernel_factor(
 
 /// The device tally's running state, lent to a replayed minibatch (`super::replay`), which
 /// carries it on the device through its graph and hands it back.
+#[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
 pub(super) struct Carried<'a> {
     /// `[1]` the loss scale, `[1]` clean steps in a row, `[8]` the sums (inner tensors).
     pub scale: &'a mut Tensor<1>,
