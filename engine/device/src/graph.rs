@@ -69,7 +69,8 @@ where
     }
     for _ in 0..WARMUP_RUNS {
         let out = closure();
-        let _ = Dispatch::sync(dispatch);
+        // A host round-trip like any other: counted with the trainer's (`sync: graph capture`).
+        let _ = crate::readback::sync(device, "sync: graph capture");
         drop(out);
     }
     if let Err(e) = Dispatch::graph_start_capture(dispatch) {

@@ -128,7 +128,8 @@ const REPLAYED_NOTE: &str = "pol replay: each rollout captures its policy step o
      networks' forward passes, the noise added and the action clipped) and replays the recorded \
      launches at each step, the step's observations written into the captured input in place and \
      its noise row read by a step counter on the device (TRADETUNE_REPLAY_POLICY=1 does this in \
-     trials); d/pol counts the replayed launches too";
+     trials); d/pol counts the replayed launches too, sync/u the capture's three synchronised \
+     warm-ups, once a rollout";
 
 /// A minibatch's steady launches in a run whose updates replay them, as a line under the table.
 fn minibatch_line(c: &TrainBenchConfig, p: &DispatchProfile) -> String {
