@@ -1,7 +1,8 @@
 //! What replaying saved on the device at hand: each `bench gpu` run that replays a step against
 //! the run of the same configuration one replay fewer, both measured in the same `bench gpu`
 //! run (the policy step against the direct run; the minibatches against the run that replays
-//! only the policy step). The replays are opt-in for trials (`TRADETUNE_REPLAY_POLICY=1`,
+//! only the policy step, or against the direct run where the policy step is not replayed). The
+//! replays are opt-in for trials (`TRADETUNE_REPLAY_POLICY=1`,
 //! `TRADETUNE_REPLAY_UPDATE=1`) until a card's figures say they pay; this says it for the card.
 
 use serde::Serialize;
