@@ -1,6 +1,7 @@
-//! Issue 33, a rollout's policy step replayed from a graph captured once per rollout
-//! (`Trainer::set_replay_policy`, `TRADETUNE_REPLAY_POLICY=1`): on wgpu (lavapipe in CI) a run
-//! with it learns what the same run without it learns, update by update, and its timed update
+//! Issue 33, a rollout's policy step replayed from a graph captured once a run and rewritten in
+//! place each rollout (`Trainer::set_replay_policy`, `TRADETUNE_REPLAY_POLICY=1`): on wgpu
+//! (lavapipe in CI) a run with it learns what the same run without it learns, update by update
+//! (the second rollout on the first's graph, its weights written in place), and its timed update
 //! says the policy step's launches were replayed; so do two such runs at once on two threads,
 //! as a study's workers share a card.
 //!
@@ -19,6 +20,7 @@ use crate::common;
 
 use burn::tensor::{Device, FloatDType};
 use tradetune_engine::device::precision::Precision;
+use tradetune_engine::device::readback;
 use tradetune_engine::env::bench::bench_dataset;
 use tradetune_engine::env::{CpuVecEnv, EnvConfig, TensorVecEnv};
 use tradetune_engine::ppo::{
@@ -29,6 +31,8 @@ use tradetune_engine::ppo::{
 const N_ENVS: usize = 4;
 const N_STEPS: usize = 24;
 const UPDATES: usize = 2;
+/// The host round-trips of a graph's capture (`tradetune_device::graph`'s three warm-up runs).
+const CAPTURE_SYNCS: u64 = 3;
 
 fn env_cfg() -> EnvConfig {
     EnvConfig::new()
@@ -126,8 +130,18 @@ fn a_rollout_on_a_replayed_policy_step_learns_as_the_direct_one() {
     for (precision, tol) in precisions {
         let what = format!("env on the device, {precision:?}");
         let direct = train(tensor(), &device, precision, false);
+        let captures = || readback::counts().get("sync: graph capture").copied();
+        let before = captures().unwrap_or(0);
         let replayed = train(tensor(), &device, precision, true);
         assert_same_learning(&what, &direct, &replayed, tol);
+        // One capture a run, not one a rollout: its three synchronised warm-ups, once. The
+        // second rollout replays the same graph, its weights and noise written in place (stale
+        // weights would part the second update's losses from the direct run's).
+        assert_eq!(
+            captures().unwrap_or(0) - before,
+            CAPTURE_SYNCS,
+            "{what}: {UPDATES} rollouts"
+        );
         // The first update's phases are timed, its launches counted by part: without the graph
         // nothing is replayed; with it most of a policy step's launches are (the replays of
         // steps 1.. against the capture's three warm-ups and recorded run at step 0).

@@ -203,7 +203,7 @@ fn inference_and_eval_heavy() {
     };
     assert!(
         inference(&on_gpu).ends_with(
-            "environments, or replay the policy step from a graph captured once a rollout (TRADETUNE_REPLAY_POLICY=1; `tradetune bench gpu --policy-steps direct,replay` measures what it saves on this card)"
+            "environments, or replay the policy step from a graph captured once a run (TRADETUNE_REPLAY_POLICY=1; `tradetune bench gpu --policy-steps direct,replay` measures what it saves on this card)"
         ),
         "{}",
         inference(&on_gpu)

@@ -85,7 +85,7 @@ pub struct GpuArgs {
     #[arg(long, value_delimiter = ',', default_value = "f32,f16")]
     pub precisions: Vec<String>,
     /// How a rollout runs its policy steps, to compare: direct (each step's launches prepared
-    /// one by one), replay (captured once a rollout and replayed, as
+    /// one by one), replay (captured once a run and replayed, as
     /// `TRADETUNE_REPLAY_POLICY=1` makes trials do).
     #[arg(long, value_delimiter = ',', default_value = "direct")]
     pub policy_steps: Vec<String>,

@@ -358,7 +358,7 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
                     " (the replayed policy step failed on this card, so the rest of the run launched it directly: the trial's user attribute policy_replay_fallback says why)"
                 }
                 Some(w) if !w.policy_steps_replayed => {
-                    ", or replay the policy step from a graph captured once a rollout (TRADETUNE_REPLAY_POLICY=1; `tradetune bench gpu --policy-steps direct,replay` measures what it saves on this card)"
+                    ", or replay the policy step from a graph captured once a run (TRADETUNE_REPLAY_POLICY=1; `tradetune bench gpu --policy-steps direct,replay` measures what it saves on this card)"
                 }
                 _ => "",
             };

@@ -112,9 +112,9 @@ fn pol_column(c: &TrainBenchConfig) -> String {
 /// A policy step's steady launches in a run whose rollouts replay it, as a line under the table.
 fn replayed_line(c: &TrainBenchConfig, p: &DispatchProfile) -> String {
     format!(
-        "  {}: {:.2} launches a policy step, {:.2} replayed from the rollout's captured step and \
-         {:.2} prepared one by one (the capture's four runs of the step included, once a \
-         rollout of {} steps)",
+        "  {}: {:.2} launches a policy step, {:.2} replayed from the run's captured step and \
+         {:.2} prepared one by one (the weights' and noise's writes into the graph included, \
+         once a rollout of {} steps)",
         run_label(c),
         p.per_policy_step,
         p.replayed_per_policy_step,
@@ -124,12 +124,12 @@ fn replayed_line(c: &TrainBenchConfig, p: &DispatchProfile) -> String {
 }
 
 /// Printed above the lines of the runs whose rollouts replay their policy step.
-const REPLAYED_NOTE: &str = "pol replay: each rollout captures its policy step once (both \
-     networks' forward passes, the noise added and the action clipped) and replays the recorded \
-     launches at each step, the step's observations written into the captured input in place and \
-     its noise row read by a step counter on the device (TRADETUNE_REPLAY_POLICY=1 does this in \
-     trials); d/pol counts the replayed launches too, sync/u the capture's three synchronised \
-     warm-ups, once a rollout";
+const REPLAYED_NOTE: &str = "pol replay: the run captures its policy step once (both networks' \
+     forward passes, the noise added and the action clipped) and replays the recorded launches \
+     at each step, the step's observations written into the captured input in place and its noise \
+     row read by a step counter on the device; each rollout writes its weights and noise into the \
+     graph's buffers in place (TRADETUNE_REPLAY_POLICY=1 does this in trials); d/pol counts the \
+     replayed launches too";
 
 /// A minibatch's steady launches in a run whose updates replay them, as a line under the table.
 fn minibatch_line(c: &TrainBenchConfig, p: &DispatchProfile) -> String {

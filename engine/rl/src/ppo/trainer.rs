@@ -31,6 +31,8 @@ mod noise_rows;
 mod policy_graph;
 mod step;
 
+use policy_graph::PolicyGraph;
+
 /// What a finished (or stopped) run returns.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrainReport {
@@ -131,13 +133,16 @@ pub struct Trainer<E: RolloutEnv> {
     /// Whether a rollout step's forward pass runs on the host (the CPU device in f32; see
     /// [`crate::ppo::host_policy`]).
     host_inference: bool,
-    /// Whether a rollout replays its policy step from a graph captured once per rollout
+    /// Whether a rollout replays its policy step from a graph captured once a run
     /// ([`Trainer::set_replay_policy`]).
     replay_policy: bool,
     /// Why the last rollout's captured policy step was not replayed from recorded launches,
     /// where it was not ([`Trainer::replay_fallback`]).
     replay_fallback: Option<String>,
-    /// Replays per rollout before one fails, where a test asks for it.
+    /// The policy step captured by the first replayed rollout, rewritten in place by each
+    /// later one ([`policy_graph`]).
+    policy_graph: Option<PolicyGraph>,
+    /// Replays before one fails, where a test asks for it ([`Self::fail_replay_after`]).
     fail_replay_after: Option<usize>,
     /// Whether a replay failed, which turned the replay off for the rest of the run.
     replay_failed: bool,
@@ -188,6 +193,7 @@ impl<E: RolloutEnv> Trainer<E> {
             host_inference,
             replay_policy: replay_policy_from_env(),
             replay_fallback: None,
+            policy_graph: None,
             fail_replay_after: None,
             replay_failed: false,
             compiles: !tradetune_device::is_cpu(&device),
@@ -249,11 +255,11 @@ impl<E: RolloutEnv> Trainer<E> {
         self.tally.time_kernels = on;
     }
 
-    /// Whether each rollout captures its policy step once and replays it for the later steps
-    /// (issue 33; `trainer/policy_graph.rs`): a replay and one launch (the sampling) a step
-    /// instead of the forward passes' launches, each prepared by the host; the buffer's kernel
-    /// writes the next observations into the captured input. The results are the direct step's
-    /// up to rounding. Off by default until a card's figures say it pays;
+    /// Whether the rollouts replay their policy step from a graph the first one captures (issue
+    /// 33; `trainer/policy_graph.rs`): a replay a step instead of the forward passes' launches,
+    /// each prepared by the host; the buffer's kernel writes the next observations into the
+    /// captured input, and each rollout writes its weights and noise into the graph's buffers
+    /// in place. The results are the direct step's up to rounding. Off by default until a card's figures say it pays;
     /// `TRADETUNE_REPLAY_POLICY=1` turns it on for every trainer of the process. Only on a GPU
     /// (the CPU's backend has no graphs).
     pub fn set_replay_policy(&mut self, on: bool) {
@@ -266,7 +272,7 @@ impl<E: RolloutEnv> Trainer<E> {
     }
 
     /// For tests of the fallback below: the replay after `replays` more fails, as a driver's
-    /// would (each rollout's graph counts from its capture).
+    /// would (counted from the graph's capture, across the run's rollouts).
     #[doc(hidden)]
     pub fn fail_replay_after(&mut self, replays: usize) {
         self.fail_replay_after = Some(replays);

@@ -57,7 +57,7 @@ pub struct TrainBenchConfig {
     /// CPU device in f32; see [`crate::ppo::host_update`]): the path other devices take, for
     /// comparing the two.
     pub burn_update: bool,
-    /// Whether each rollout replays its policy step from a graph captured once
+    /// Whether each rollout replays its policy step from a graph captured once a run
     /// ([`Trainer::set_replay_policy`]).
     pub replay_policy: bool,
     /// Whether the updates replay their minibatches from a graph captured once

@@ -1,30 +1,37 @@
-//! The rollout's policy step replayed from a graph captured once per rollout (issue 33), where
-//! the trainer is asked to ([`super::Trainer::set_replay_policy`], `TRADETUNE_REPLAY_POLICY=1`).
+//! The rollouts' policy step replayed from a graph captured once a run (issue 33), where the
+//! trainer is asked to ([`super::Trainer::set_replay_policy`], `TRADETUNE_REPLAY_POLICY=1`).
 //!
 //! A policy step is both networks' forward passes on `n_envs` observations: a few small kernels,
 //! whose cost on a GPU is what each launch costs the host (burn's fusion, cubecl's launch
 //! preparation, wgpu's bind groups), not arithmetic. `bench gpu`'s replay probe measured a
 //! replayed step at a third of a direct one's host time on lavapipe. Here the rollout's own step
-//! runs that way: the weights do not change during a rollout, so its first step captures the
-//! forward passes ([`tradetune_device::graph`]) and each later step writes its observations in
-//! place into the captured input and replays the recorded launches. The step's noise is added
-//! and the action clipped inside the graph too: it reads its row of the rollout's noise table
-//! by a step counter on the device, and its last launch advances the counter in place
+//! runs that way: the first rollout's first step captures the forward passes
+//! ([`tradetune_device::graph`]) and each later step writes its observations in place into the
+//! captured input and replays the recorded launches. The step's noise is added and the action
+//! clipped inside the graph too: it reads its row of the rollout's noise table by a step
+//! counter on the device, and its last launch advances the counter in place
 //! ([`super::noise_rows`]). The graph's outputs (the actions, the clipped actions, the values)
 //! are read by the env's and the buffer's kernels before the next replay overwrites them.
+//!
+//! The graph reads buffers of its own, never the learner's: its copy of the weights in the
+//! compute dtype, its noise table, its input and its counter. The weights change only between
+//! rollouts, so each later rollout writes the learner's new weights (cast) and its noise into
+//! those buffers in place, sets the counter back to the first row, and replays the same
+//! recording ([`PolicyGraph::begin`]): the capture's four runs of the step and its three host
+//! round-trips are paid once a run, not once a rollout.
 //!
 //! Per step the host then prepares no launch of the policy step (the buffer's kernel writes the
 //! next observations into the captured input in its own launch, [`PolicyGraph::lend_input`]),
 //! one replay, against the direct step's forward-pass launches (9 for nets [16] on lavapipe, 13
-//! for [16, 16, 16]). Once a rollout the capture runs the step four times (three warm-ups and
-//! the recorded run) and the counter is set back to the first row (a launch). The device runs
-//! the same kernels either way, and two or three more a step (the noise row's read, the
-//! counter's advance, and the sampling, which the direct step fuses into the mean head's
-//! kernel).
+//! for [16, 16, 16]); once a rollout a launch a weight (its cast and write), the noise's write,
+//! the counter's reset and the first step's input. The device runs the same kernels either way,
+//! and two or three more a step (the noise row's read, the counter's advance, and the sampling,
+//! which the direct step fuses into the mean head's kernel).
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::tensor::{Device, FloatDType, Tensor};
 
 use crate::ppo::error::PpoError;
@@ -51,16 +58,23 @@ fn advance(at: Tensor<1>, rows: usize) -> Tensor<1> {
 /// The actions `[N, A]`, the actions clipped to [−1, 1] and the values `[N]` (f32).
 type Out = (Tensor<2>, Tensor<2>, Tensor<1>);
 
-/// A rollout's captured policy step.
+/// A learner's captured policy step, rewritten in place for each rollout ([`Self::begin`]).
 pub(super) struct PolicyGraph {
     /// The captured input `[N, D]` in the compute dtype, written in place each step. Held here
     /// and, while it runs, by the graph's closure: between replays by nothing else, so that
     /// burn writes its buffer in place instead of copying it.
     x: Rc<RefCell<Tensor<2>>>,
+    /// The weights the graph reads, in the compute dtype: buffers of the graph's own, written
+    /// in place with each rollout's snapshot. Held as the input is (`None` only while
+    /// rewritten).
+    model: Rc<RefCell<Option<ActorCritic>>>,
+    /// `[T, N, A]` the rollout's noise, scaled by σ, written in place each rollout.
+    noise: Rc<RefCell<Tensor<3>>>,
     /// `[1]` the step counter: the noise table's row the next replay reads. Held here between
     /// the graph's runs, taken by each run and given back advanced (in place).
     counter: Rc<RefCell<Option<Tensor<1>>>>,
     graph: Graph<Out, Box<dyn FnMut() -> Out>>,
+    dtype: FloatDType,
     /// Whether the input is lent out ([`Self::lend_input`]) to be written and given back.
     lent: bool,
     /// Replays left before one fails as a driver's would, where a test asks for it
@@ -69,11 +83,12 @@ pub(super) struct PolicyGraph {
 }
 
 impl PolicyGraph {
-    /// Captures `model`'s policy step (a rollout's snapshot, in `dtype`) on the first step's
-    /// observations `x0` `[N, D]` in `dtype`, its noise read from `noise` `[T, N, A]` (the
-    /// rollout's, scaled by σ), row by row from the first. The first step replays too.
+    /// Captures `model`'s policy step (a rollout's snapshot, in f32; the graph reads copies of
+    /// its weights in `dtype`) on the first step's observations `x0` `[N, D]` in `dtype`, its
+    /// noise read from `noise` `[T, N, A]` (the rollout's, scaled by σ), row by row from the
+    /// first. The first step replays too.
     pub(super) fn capture(
-        model: ActorCritic,
+        model: &ActorCritic,
         x0: Tensor<2>,
         noise: Tensor<3>,
         dtype: FloatDType,
@@ -81,21 +96,29 @@ impl PolicyGraph {
     ) -> Result<Self, PpoError> {
         let [n, d] = x0.dims();
         let rows = noise.dims()[0];
-        let zero = || Tensor::<1>::zeros([1], device);
-        let counter = Rc::new(RefCell::new(Some(zero())));
-        // A buffer of its own: `x0` may share its buffer with the rollout's observations (a cast
-        // to the dtype they already have is no copy), and the graph reads the cell's buffer.
+        let counter = Rc::new(RefCell::new(Some(Tensor::<1>::zeros([1], device))));
+        // Buffers of the graph's own: `x0` may share its buffer with the rollout's observations
+        // (a cast to the dtype they already have is no copy), the weights theirs with the
+        // learner's parameters, and the graph reads these buffers in every later rollout.
         let cell = Tensor::<2>::empty([n, d], (device, dtype.into()));
         let x = Rc::new(RefCell::new(cell));
         x.borrow_mut().inplace(|t| t.slice_assign([0..n, 0..d], x0));
+        let weights = Rc::new(RefCell::new(Some(
+            model.clone().map(&mut OwnCopy { dtype, device }),
+        )));
+        let noise = Rc::new(RefCell::new(own_copy(noise, FloatDType::F32, device)));
         let step: Box<dyn FnMut() -> Out> = {
-            let (x, counter) = (x.clone(), counter.clone());
+            let (x, weights, noise, counter) =
+                (x.clone(), weights.clone(), noise.clone(), counter.clone());
             Box::new(move || {
                 let x = x.borrow().clone();
-                let Some(at) = counter.borrow_mut().take() else {
-                    unreachable!("the counter is given back by every run")
+                let (Some(model), Some(at)) = (&*weights.borrow(), counter.borrow_mut().take())
+                else {
+                    unreachable!("the weights and the counter are given back before every run")
                 };
-                let actions = model.action_mean(x.clone(), dtype).add(row(&noise, &at));
+                let actions = model
+                    .action_mean(x.clone(), dtype)
+                    .add(row(&noise.borrow(), &at));
                 let clipped = actions.clone().clamp(-1.0, 1.0);
                 let value = model.value(x, dtype);
                 *counter.borrow_mut() = Some(advance(at, rows));
@@ -105,20 +128,84 @@ impl PolicyGraph {
         let this = Self {
             graph: graph::capture(device, step),
             x,
+            model: weights,
+            noise,
             counter,
+            dtype,
             lent: false,
             fail_after: None,
         };
         // The capture's runs advanced the counter: the first step reads the first row.
-        {
-            let mut counter = this.counter.borrow_mut();
-            let Some(at) = counter.as_mut() else {
-                unreachable!("the counter is given back by every run")
-            };
-            this.writable(at)?;
-            at.inplace(|t| t.slice_assign(0..1, zero()));
-        }
+        this.rewind()?;
         Ok(this)
+    }
+
+    /// Makes the graph a new rollout's: its weights `model`'s (a snapshot, in f32) and its
+    /// noise `noise` `[T, N, A]`, both written in place (a launch a parameter and one for the
+    /// noise), and the counter set back to the first row. Nothing is captured again: the
+    /// weights do not change during a rollout, only between rollouts, and the graph reads them
+    /// from its own buffers. An error where a buffer could not be written in place (another
+    /// holder) or the shapes differ from the captured ones.
+    pub(super) fn begin(&mut self, model: &ActorCritic, noise: Tensor<3>) -> Result<(), PpoError> {
+        if self.lent {
+            return Err(PpoError::read(
+                "rollout policy step",
+                "the captured graph's input was lent out and not given back",
+            ));
+        }
+        let mut values = Snapshot(Vec::new());
+        model.visit(&mut values);
+        let captured = self.model.borrow_mut().take();
+        let Some(captured) = captured else {
+            unreachable!("the weights are given back after every rewrite")
+        };
+        let skip = captured.log_std.id;
+        let mut write = WriteInPlace {
+            values: values.0.into_iter(),
+            skip,
+            dtype: self.dtype,
+            refused: None,
+            strict: self.graph.is_hardware(),
+        };
+        let captured = captured.map(&mut write);
+        *self.model.borrow_mut() = Some(captured);
+        if let Some(why) = write.refused.or_else(|| {
+            write
+                .values
+                .next()
+                .map(|_| "the model has more parameters than the captured one".to_owned())
+        }) {
+            return Err(PpoError::read("rollout policy step", why));
+        }
+        {
+            let mut table = self.noise.borrow_mut();
+            if table.dims() != noise.dims() {
+                return Err(PpoError::read(
+                    "rollout policy step",
+                    format!(
+                        "the rollout's noise is {:?}, the captured graph's {:?}",
+                        noise.dims(),
+                        table.dims()
+                    ),
+                ));
+            }
+            self.writable(&table)?;
+            let [t, n, a] = noise.dims();
+            table.inplace(|table| table.slice_assign([0..t, 0..n, 0..a], noise));
+        }
+        self.rewind()
+    }
+
+    /// Sets the step counter back to the first row (after the capture's runs, or a rollout's).
+    fn rewind(&self) -> Result<(), PpoError> {
+        let mut counter = self.counter.borrow_mut();
+        let Some(at) = counter.as_mut() else {
+            unreachable!("the counter is given back by every run")
+        };
+        self.writable(at)?;
+        let zero = Tensor::<1>::zeros([1], &at.device());
+        at.inplace(|t| t.slice_assign(0..1, zero));
+        Ok(())
     }
 
     /// Makes the replay after `replays` more fail (a test of the rollout's fallback).
@@ -197,5 +284,87 @@ impl PolicyGraph {
             ));
         }
         Ok(())
+    }
+}
+
+/// A buffer of the graph's own holding `t` in `dtype` (a launch).
+fn own_copy<const D: usize>(t: Tensor<D>, dtype: FloatDType, device: &Device) -> Tensor<D> {
+    let dims = t.dims();
+    let mut copy = Tensor::<D>::empty(dims, (device, dtype.into()));
+    copy.inplace(|c| c.slice_assign(dims.map(|n| 0..n), t.cast(dtype)));
+    copy
+}
+
+/// Maps a model to copies of its parameters in buffers of their own, in `dtype`.
+struct OwnCopy<'a> {
+    dtype: FloatDType,
+    device: &'a Device,
+}
+
+impl ModuleMapper for OwnCopy<'_> {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        param.map(|t| own_copy(t, self.dtype, self.device))
+    }
+}
+
+/// A snapshot's parameters, flattened, in the order a module visits them.
+struct Snapshot(Vec<Tensor<1>>);
+
+impl ModuleVisitor for Snapshot {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let t = param.val();
+        let len = t.shape().num_elements();
+        self.0.push(t.reshape([len]));
+    }
+}
+
+/// Writes a snapshot's parameters, in visiting order, into the captured model's buffers in
+/// place (cast to `dtype`), all but `skip` (the log standard deviations, which the graph does
+/// not read: the noise is scaled outside it). The first refusal is kept in `refused` and the
+/// parameters after it left as they are.
+struct WriteInPlace {
+    values: std::vec::IntoIter<Tensor<1>>,
+    skip: ParamId,
+    dtype: FloatDType,
+    refused: Option<String>,
+    /// Whether a write that would copy is refused (where the graph replays recorded launches;
+    /// a graph that runs its closure again reads whatever the model holds).
+    strict: bool,
+}
+
+impl ModuleMapper for WriteInPlace {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        let Some(value) = self.values.next() else {
+            self.refused.get_or_insert_with(|| {
+                "the model has fewer parameters than the captured one".into()
+            });
+            return param;
+        };
+        if param.id == self.skip || self.refused.is_some() {
+            return param;
+        }
+        let dtype = self.dtype;
+        let mut refused = None;
+        let param = param.map(|mut t| {
+            let dims = t.dims();
+            if value.dims()[0] != dims.iter().product::<usize>() {
+                refused = Some(format!(
+                    "a parameter of {} values where the captured one is {dims:?}",
+                    value.dims()[0]
+                ));
+            } else if self.strict && !t.can_mut() {
+                refused = Some(
+                    "the captured graph's weights are held elsewhere, so they cannot be \
+                     written in place (set TRADETUNE_REPLAY_POLICY=0)"
+                        .to_owned(),
+                );
+            } else {
+                let value = value.reshape(dims).cast(dtype);
+                t.inplace(|t| t.slice_assign(dims.map(|n| 0..n), value));
+            }
+            t
+        });
+        self.refused = self.refused.take().or(refused);
+        param
     }
 }

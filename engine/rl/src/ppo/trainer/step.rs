@@ -1,6 +1,7 @@
 //! One rollout and the update on its buffer: the two halves of [`Trainer::learn`]'s loop, with
 //! their phase timing and launch counting.
 
+use std::cell::OnceCell;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -8,7 +9,7 @@ use burn::module::Module;
 use burn::tensor::{Tensor, TensorData};
 use rand_distr::{Distribution, StandardNormal};
 
-use super::policy_graph::PolicyGraph;
+use super::PolicyGraph;
 use super::{Inference, Trainer};
 use crate::ppo::accounting::Part;
 use crate::ppo::buffer::StepRows;
@@ -26,7 +27,7 @@ impl<E: RolloutEnv> Trainer<E> {
     /// (compilation, autotune, the first uploads), then `timed` ones with one synchronisation
     /// after them. What `env.placement = "auto"` compares: the trainer's own rollout, its policy
     /// step replayed where it replays it, the buffer's rows written, the env stepped. Each
-    /// rollout is `n_steps` long (a replayed one captures its step once a rollout).
+    /// rollout is `n_steps` long (a replayed one captures its step once a run, in the first).
     pub fn time_rollout_steps(&mut self, warm: usize, timed: usize) -> Result<f64, PpoError> {
         if self.obs.is_none() {
             let raw = self.env.reset()?;
@@ -93,18 +94,33 @@ impl<E: RolloutEnv> Trainer<E> {
                 scaled_noise: noise.mul(std),
             }
         };
-        // The weights in the compute dtype once per rollout, not once per step.
-        let model = model.in_dtype(dtype);
         self.env.begin_rollout(steps);
         // The next step's observations in the compute dtype, where the buffer's kernel wrote
         // them in its launch (a cubecl device); else a step casts them itself.
         let mut next_x: Option<Tensor<2>> = None;
-        // The captured policy step, from the first step on, where the rollout replays it.
-        let mut graph: Option<PolicyGraph> = None;
         // Only on a GPU: the CPU's backend has no graphs (a replay would run the step again).
         let mut replay = self.replays_policy();
+        // The learner's captured policy step, made this rollout's (its weights and noise
+        // written in place); captured at the first step where there is none yet. A rollout
+        // that does not replay (a benchmark's kernel-timed one) leaves it for the next.
+        let mut graph = if replay {
+            self.policy_graph.take()
+        } else {
+            None
+        };
+        if let (Some(g), Inference::Device { scaled_noise }) = (&mut graph, &inference)
+            && let Err(e) = g.begin(&model, scaled_noise.clone())
+        {
+            graph = None;
+            self.replay_refused(0, &e);
+            replay = false;
+        }
+        // The weights in the compute dtype once per rollout, not once per step, where a step
+        // is launched directly.
+        let direct_model = OnceCell::new();
         // The direct step: both networks' forward passes launched, the noise added, clipped.
         let direct = |x: Tensor<2>, noise: Tensor<2>| {
+            let model = direct_model.get_or_init(|| model.clone().in_dtype(dtype));
             let mean = model.action_mean(x.clone(), dtype);
             let actions = mean.add(noise);
             let clipped = actions.clone().clamp(-1.0, 1.0);
@@ -160,7 +176,7 @@ impl<E: RolloutEnv> Trainer<E> {
                         let stepped = match &mut graph {
                             Some(g) => g.step(x).map_err(|e| (e, g.input())),
                             None => match PolicyGraph::capture(
-                                model.clone(),
+                                &model,
                                 x.clone(),
                                 scaled_noise.clone(),
                                 dtype,
@@ -180,13 +196,7 @@ impl<E: RolloutEnv> Trainer<E> {
                             Err((e, x)) => {
                                 graph = None;
                                 replay = false;
-                                self.replay_policy = false;
-                                self.replay_failed = true;
-                                self.replay_fallback = Some(format!(
-                                    "the replay of the captured policy step failed at step \
-                                     {step_index} of a rollout ({e}); the rollouts launch it \
-                                     directly from there on"
-                                ));
+                                self.replay_refused(step_index, &e);
                                 direct(x, noise())
                             }
                         }
@@ -225,9 +235,12 @@ impl<E: RolloutEnv> Trainer<E> {
             };
             let device_inference = matches!(inference, Inference::Device { .. });
             // Where the rollout replays its policy step, the buffer's kernel writes the next
-            // observations straight into the captured graph's input.
+            // observations straight into the captured graph's input (but for the last step's:
+            // the graph keeps its input between rollouts, and the next one writes its first).
             let into = match &mut graph {
-                Some(g) if self.buffer.writes_next() => Some(g.lend_input()?),
+                Some(g) if self.buffer.writes_next() && step_index + 1 < steps => {
+                    Some(g.lend_input()?)
+                }
                 _ => None,
             };
             next_x = self
@@ -242,8 +255,21 @@ impl<E: RolloutEnv> Trainer<E> {
         }
         if let Some(g) = graph {
             self.replay_fallback = g.fallback().map(str::to_owned);
+            self.policy_graph = Some(g);
         }
         Ok(Some(self.env.take_episodes()))
+    }
+
+    /// Turns the policy step's replay off for the rest of the run after a capture, a replay or
+    /// a rollout's rewrite of the graph failed at step `step_index`, saying why.
+    fn replay_refused(&mut self, step_index: usize, e: &PpoError) {
+        self.policy_graph = None;
+        self.replay_policy = false;
+        self.replay_failed = true;
+        self.replay_fallback = Some(format!(
+            "the replay of the captured policy step failed at step {step_index} of a rollout \
+             ({e}); the rollouts launch it directly from there on"
+        ));
     }
 
     /// GAE on the device, then the update on the autodiff device; the rollout's diagnostics
