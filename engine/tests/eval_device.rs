@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use burn::module::Module;
 use burn::tensor::Device;
-use tradetune_engine::device::readback;
+use tradetune_engine::device::{kernels, readback};
 use tradetune_engine::env::{CpuVecEnv, EnvConfig};
 use tradetune_engine::eval::{EvalSplit, Objective};
 use tradetune_engine::market::DatasetConfig;
@@ -116,4 +116,24 @@ fn a_device_evaluation_reads_once_and_scores_as_the_host_one() {
     ] {
         assert!(close(a, b, 1e-3), "{what}: {a} (host) vs {b} (device)");
     }
+
+    // What a bar costs the device evaluation in launches, counted on a second run (the first
+    // compiled and autotuned its kernels, whose benchmark launches count too): the policy's
+    // step and two, the env's kernel and the state log's write; the host prices the trades
+    // from the logged holdings. Computing each bar's row on the device took 16 launches a bar
+    // (nets [64, 64]; 11 more than now, measured with `TRADETUNE_TRACE_LAUNCHES=1`).
+    assert!(kernels::counting_dispatches());
+    let before = kernels::counts();
+    let again = evaluate(&on_gpu, &norm, &ppo, &split, Objective::SharpeExcess).unwrap();
+    let launches = kernels::counts().since(&before).dispatches as f64;
+    assert_eq!(again.agent_equity, device.agent_equity);
+    let per_bar = launches / (device.bars - 1) as f64;
+    // Layers: the policy's two hidden ones and its mean head; a policy step's target is
+    // 2 · layers + 4 (issue 33).
+    let layers = 3.0;
+    eprintln!("device evaluation: {launches} launches, {per_bar:.2} a bar");
+    assert!(
+        per_bar <= 2.0 * layers + 4.0 + 2.0,
+        "{per_bar:.2} launches a bar ({launches} in all)"
+    );
 }

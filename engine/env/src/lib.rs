@@ -27,7 +27,7 @@ pub mod tensor;
 
 pub use config::{EnvConfig, EnvPlacement, ResolvedPlacement, RewardKind, StartMode};
 pub use cpu::CpuVecEnv;
-pub use tensor::{DeviceEpisodes, TensorVecEnv};
+pub use tensor::{DeviceEpisodes, LoggedState, StateLog, TensorVecEnv};
 
 /// A batch of environments stepped together, writing into caller-provided buffers.
 ///

@@ -27,6 +27,9 @@ mod kernel;
 pub use kernel::writable_in_place;
 mod rules;
 mod state;
+mod state_log;
+
+pub use state_log::{LoggedState, StateLog};
 
 use state::{
     CASH, LAST_DONE, LAST_EQW_RETURN, LAST_FEES, LAST_RETURN, LAST_REWARD_SUM, LOG_FIELDS,

@@ -30,6 +30,10 @@ pub(crate) const LAST_FEES: usize = 12;
 pub(crate) const LOG_FIELDS: usize = 5;
 /// Per-env scalars before the per-asset blocks.
 pub(crate) const SCALARS: usize = 13;
+/// The float row's length with `m` assets: the scalars, then the four per-asset blocks.
+pub(crate) fn state_width(m: usize) -> usize {
+    SCALARS + 4 * m
+}
 /// Per-asset blocks, in order, after the scalars.
 const HOLD: usize = 0;
 const TRAIL: usize = 1;
@@ -163,7 +167,7 @@ pub(crate) struct State {
 impl State {
     /// All zeros, for `n` envs and `m` assets.
     pub fn zeros(n: usize, m: usize, device: &burn::tensor::Device) -> Packed {
-        let f = Tensor::zeros([n, SCALARS + 4 * m], device);
+        let f = Tensor::zeros([n, state_width(m)], device);
         let i = Tensor::<2, Int>::zeros([n, I_FIELDS], device);
         Packed { f, i, m }
     }
@@ -233,7 +237,7 @@ mod tests {
     fn pack_and_unpack_keep_every_field_in_its_place() {
         let d = Device::flex();
         let (n, m) = (3, 2);
-        let width = SCALARS + 4 * m;
+        let width = state_width(m);
         let values: Vec<f32> = (0..n * width).map(|v| v as f32).collect();
         let f = Tensor::<2>::from_data(TensorData::new(values.clone(), [n, width]), &d);
         let ints: Vec<i64> = (0..(n * I_FIELDS) as i64).collect();

@@ -322,16 +322,16 @@ fn ended_early(split: &EvalSplit, bar: usize) -> EvalError {
 }
 
 /// The evaluation on a device whose reads are transfers (a GPU): the split is traded by a
-/// [`TensorVecEnv`] of one env on the policy's device, each bar's values are written to a log
-/// on the device, and the whole log is read back once at the end, instead of one read of the
-/// action per bar. Same rules and formulas as the host env (the env tests hold them equal).
+/// [`TensorVecEnv`] of one env on the policy's device, its state after each bar is written to a
+/// log on the device ([`tradetune_env::StateLog`]: a launch a bar), and the whole log is read
+/// back once at the end, instead of one read of the action per bar; the host then prices each
+/// bar's trades from the logged holdings, as the host evaluation does. A bar costs the policy's
+/// launches, the env's kernel and the log's write. Same rules and formulas as the host env (the
+/// env tests hold them equal).
 struct DeviceRun<'a> {
     policy: &'a dyn Policy,
     steps: usize,
 }
-
-/// Values per bar in the device log: agent value, equal-weight value, traded value, fees, done.
-const DEVICE_LOG: usize = 5;
 
 impl DeviceRun<'_> {
     fn curves(
@@ -343,42 +343,41 @@ impl DeviceRun<'_> {
         let mut env = TensorVecEnv::new(split.env_config(), padded, 0..padded.n_bars(), device)
             .map_err(|e| split.err(e.to_string()))?;
         let mut obs = env.reset_tensors();
-        let (v0, e0) = env.values();
-        let start = Tensor::cat(vec![v0, e0], 0);
-        let mut log = Tensor::<2>::zeros([self.steps, DEVICE_LOG], device);
+        let mut log = env.state_log(self.steps + 1);
         for t in 0..self.steps {
-            let before = env.holdings();
-            let step = env.step_tensors(self.policy.act(obs));
-            let traded = env
-                .holdings()
-                .sub(before)
-                .abs()
-                .mul(env.current_prices())
-                .sum_dim(1)
-                .reshape([1]);
-            let (value, eqw) = env.values();
-            let row = Tensor::cat(vec![value, eqw, traded, env.last_step_fees(), step.done], 0);
-            log = log.slice_assign([t..t + 1, 0..DEVICE_LOG], row.unsqueeze_dim::<2>(0));
-            obs = step.obs;
+            obs = env.step_tensors(self.policy.act(obs)).obs;
+            env.log_state(&mut log, t + 1);
         }
-        let host = tradetune_device::readback::read_f32(
-            Tensor::cat(vec![start, log.reshape([self.steps * DEVICE_LOG])], 0),
-            "evaluation: curves",
-        )
-        .map_err(|e| split.err(format!("reading the evaluation's curves: {e}")))?;
-        let (start, rows) = host.split_at(2);
+        let host = tradetune_device::readback::read_f32(log.values(), "evaluation: curves")
+            .map_err(|e| split.err(format!("reading the evaluation's curves: {e}")))?;
+        let states = log
+            .decode(&host)
+            .map_err(|e| split.err(format!("reading the evaluation's curves: {e}")))?;
+        let Some((start, stepped)) = states.split_first() else {
+            return Err(split.err("the evaluation logged no state"));
+        };
         let mut c = Curves::with_capacity(self.steps);
-        c.agent_equity.push(start[0] as f64);
-        c.ew_equity.push(start[1] as f64);
-        for (t, row) in rows.chunks_exact(DEVICE_LOG).enumerate() {
-            if row[4] > 0.5 {
+        c.agent_equity.push(start.value as f64);
+        c.ew_equity.push(start.equal_weight_value as f64);
+        let mut before = &start.holdings;
+        for (t, state) in stepped.iter().enumerate() {
+            if state.done {
                 let first = split.env.lookback.max(1) - 1;
                 return Err(ended_early(split, split.range.start + first + t + 1));
             }
-            c.agent_equity.push(row[0] as f64);
-            c.ew_equity.push(row[1] as f64);
-            c.traded.push(row[2] as f64);
-            c.fees.push(row[3] as f64);
+            let prices = padded.prices.row(state.bar);
+            let traded: f64 = state
+                .holdings
+                .iter()
+                .zip(before)
+                .zip(prices)
+                .map(|((after, before), price)| ((after - before).abs() * price) as f64)
+                .sum();
+            c.traded.push(traded);
+            c.fees.push(state.fees as f64);
+            c.agent_equity.push(state.value as f64);
+            c.ew_equity.push(state.equal_weight_value as f64);
+            before = &state.holdings;
         }
         Ok(c)
     }
