@@ -207,6 +207,27 @@ fn replay_line(c: &TrainBenchConfig, p: &ReplayProbe) -> String {
     )
 }
 
+/// Printed above the evaluation lines.
+const EVAL_NOTE: &str = "evaluation: the trained policy's deterministic evaluation on the \
+     market's last bars, one env stepped bar by bar as a trial's periodic evaluation steps its \
+     validation split (each bar the policy's launches, the env's kernel and the state log's \
+     write; the curves read once), the second of two runs";
+
+/// An evaluation probe's figures, as a line under the table.
+fn eval_line(c: &TrainBenchConfig, e: &tradetune_engine::ppo::bench::EvalProbe) -> String {
+    let launches = e
+        .launches_per_bar
+        .map(|l| format!(", {l:.1} launches a bar"))
+        .unwrap_or_default();
+    format!(
+        "  {}: {} bars in {:.3} s ({:.0} bars/s){launches}",
+        run_label(c),
+        e.bars,
+        e.seconds,
+        e.bars_per_second
+    )
+}
+
 /// Printed above the replay lines.
 const REPLAY_NOTE: &str = "the policy step replayed: the trained model's policy step (both \
      networks, the noise, the clip) run directly and replayed from a graph captured once \
@@ -499,6 +520,7 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
     let mut replay_lines = Vec::new();
     let mut replayed_lines = Vec::new();
     let mut minibatch_lines = Vec::new();
+    let mut eval_lines = Vec::new();
     // Each run's configuration and steady samples/s, for the replays' gains.
     let mut steady = Vec::new();
     for cfg in &configs {
@@ -545,6 +567,12 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
                 }
                 if let Some(e) = &r.policy_replay_error {
                     replay_lines.push(format!("  {}: the replay probe failed: {e}", run_label(&c)));
+                }
+                if let Some(e) = &r.evaluation {
+                    eval_lines.push(eval_line(&c, e));
+                }
+                if let Some(e) = &r.evaluation_error {
+                    eval_lines.push(format!("  {}: the evaluation failed: {e}", run_label(&c)));
                 }
                 copies_seen |= r.layout_copies_per_policy_step.unwrap_or(0.0) > 0.0
                     || r.layout_copies_per_minibatch.unwrap_or(0.0) > 0.0;
@@ -602,6 +630,12 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
     if !replay_lines.is_empty() && !args.json {
         println!("{REPLAY_NOTE}");
         for line in &replay_lines {
+            println!("{line}");
+        }
+    }
+    if !eval_lines.is_empty() && !args.json {
+        println!("{EVAL_NOTE}");
+        for line in &eval_lines {
             println!("{line}");
         }
     }

@@ -4,9 +4,12 @@
 //! port of the env, `benches/peers/`) is measured by `tradetune bench train --peer`, in the same
 //! run: there are no stored baselines.
 
+use std::sync::Arc;
+
 use burn::tensor::Device;
 use serde::Serialize;
 
+mod evaluation;
 pub mod matmul;
 mod probe;
 mod products;
@@ -14,6 +17,7 @@ mod replay;
 #[cfg(feature = "wgpu")]
 mod routines;
 
+pub use evaluation::{EVAL_PROBE_BARS, EvalProbe, eval_probe};
 pub use probe::{MatmulProbe, PROBE_SIZES, matmul_probe, matmul_probe_products};
 pub use replay::{ReplayProbe, try_replay_probe};
 
@@ -26,6 +30,7 @@ use crate::ppo::trainer::Trainer;
 use tradetune_device::precision::Precision;
 use tradetune_env::bench::bench_dataset;
 use tradetune_env::{CpuVecEnv, EnvConfig, ResolvedPlacement, TensorVecEnv};
+use tradetune_market::Dataset;
 
 /// One benchmark configuration.
 #[derive(Debug, Clone, Serialize)]
@@ -363,6 +368,10 @@ pub struct TrainBenchResult {
     /// Where the updates replay their minibatches (`replay_update`) but a capture or replay
     /// failed, why (`Learner::replay_fallback`): the minibatches from there on ran directly.
     pub update_replay_fallback: Option<String>,
+    /// On a GPU, the trained policy's evaluation on [`EVAL_PROBE_BARS`] bars ([`eval_probe`]).
+    pub evaluation: Option<EvalProbe>,
+    /// Why the evaluation probe has no figures, where it failed.
+    pub evaluation_error: Option<String>,
 }
 
 /// Trains `cfg.updates` updates (after a warm-up update that is not counted) on a random-walk
@@ -374,24 +383,28 @@ pub fn run(cfg: &TrainBenchConfig, device: &Device) -> Result<TrainBenchResult, 
         .with_episode_bars(1_000);
     match cfg.placement {
         ResolvedPlacement::Host => {
-            let env = CpuVecEnv::new(env_cfg, data.clone(), 0..data.n_bars())?;
-            measure(
-                cfg,
-                Trainer::new(cfg.ppo(), HostEnv::new(env, device), device)?,
-                device,
-            )
+            let env = CpuVecEnv::new(env_cfg.clone(), data.clone(), 0..data.n_bars())?;
+            let trainer = Trainer::new(cfg.ppo(), HostEnv::new(env, device), device)?;
+            measure(cfg, trainer, device, (&data, &env_cfg))
         }
         ResolvedPlacement::Device => {
-            let env = TensorVecEnv::new(env_cfg, &data, 0..data.n_bars(), device)?;
-            measure(cfg, Trainer::new(cfg.ppo(), env, device)?, device)
+            let env = TensorVecEnv::new(env_cfg.clone(), &data, 0..data.n_bars(), device)?;
+            measure(
+                cfg,
+                Trainer::new(cfg.ppo(), env, device)?,
+                device,
+                (&data, &env_cfg),
+            )
         }
     }
 }
 
+/// Measures `trainer` as `cfg` says; the evaluation probe trades `market`'s last bars.
 fn measure<E: RolloutEnv>(
     cfg: &TrainBenchConfig,
     mut trainer: Trainer<E>,
     device: &Device,
+    market: (&Arc<Dataset>, &EnvConfig),
 ) -> Result<TrainBenchResult, PpoError> {
     use tradetune_device::kernels;
     if cfg.burn_update {
@@ -455,6 +468,18 @@ fn measure<E: RolloutEnv>(
                 Err(e) => (None, Some(e)),
             }
         };
+    let (evaluation, evaluation_error) = if tradetune_device::is_cpu(device) {
+        (None, None)
+    } else {
+        let probe = trainer
+            .normalization()
+            .map_err(|e| e.to_string())
+            .and_then(|norm| eval_probe(trainer.model(), &norm, &cfg.ppo(), market.0, market.1));
+        match probe {
+            Ok(probe) => (Some(probe), None),
+            Err(e) => (None, Some(e)),
+        }
+    };
     let seconds = report.elapsed_s;
     let samples = per_update * cfg.updates;
     let sps = samples as f64 / seconds.max(1e-9);
@@ -499,6 +524,8 @@ fn measure<E: RolloutEnv>(
         policy_replay_error,
         replay_fallback,
         update_replay_fallback,
+        evaluation,
+        evaluation_error,
     })
 }
 

@@ -1,0 +1,66 @@
+//! The trained policy's evaluation, timed on the benchmark's device: a trial evaluates its
+//! policy on the validation split every `eval_every` updates, one env stepped bar by bar, so on
+//! a GPU each bar costs a few small launches ([`crate::eval`]'s device run: the policy's, the
+//! env's kernel and the state log's write) and a long split costs as much as a rollout.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::eval::{EvalSplit, Objective};
+use crate::ppo::config::PpoConfig;
+use crate::ppo::model::ActorCritic;
+use crate::ppo::normalize::NormalizationStats;
+use crate::ppo::policy::evaluate_policy;
+use tradetune_device::kernels;
+use tradetune_env::EnvConfig;
+use tradetune_market::Dataset;
+
+/// Bars the probe evaluates: a short validation split's.
+pub const EVAL_PROBE_BARS: usize = 256;
+
+/// What one evaluation of the trained policy took (the second of two: the first compiled).
+#[derive(Debug, Clone, Serialize)]
+pub struct EvalProbe {
+    /// Bars of the split evaluated.
+    pub bars: usize,
+    /// Wall time of the evaluation, its one read included.
+    pub seconds: f64,
+    pub bars_per_second: f64,
+    /// Kernel launches per bar, where the device counts them.
+    pub launches_per_bar: Option<f64>,
+}
+
+/// Evaluates `model` (with `norm` and `ppo`'s precision) on the last [`EVAL_PROBE_BARS`] bars
+/// of `data` with `env`'s rules, twice, and times the second: an error's text where an
+/// evaluation fails (the run's own figures stand).
+pub fn eval_probe(
+    model: &ActorCritic,
+    norm: &NormalizationStats,
+    ppo: &PpoConfig,
+    data: &Arc<Dataset>,
+    env: &EnvConfig,
+) -> Result<EvalProbe, String> {
+    let n = data.n_bars();
+    let range = n.saturating_sub(EVAL_PROBE_BARS)..n;
+    let split = EvalSplit::new("benchmark", data.clone(), range, env);
+    let evaluate = || {
+        evaluate_policy(model, norm, ppo, &split, Objective::SharpeExcess)
+            .map_err(|e| e.to_string())
+    };
+    evaluate()?;
+    kernels::settle();
+    let before = kernels::counts();
+    let start = Instant::now();
+    let report = evaluate()?;
+    let seconds = start.elapsed().as_secs_f64();
+    let launches = kernels::counts().since(&before).dispatches as f64;
+    let bars = report.bars;
+    Ok(EvalProbe {
+        bars,
+        seconds,
+        bars_per_second: bars as f64 / seconds.max(1e-9),
+        launches_per_bar: kernels::counting_dispatches().then(|| launches / bars.max(1) as f64),
+    })
+}
