@@ -45,9 +45,9 @@ pub struct DispatchProfile {
     /// Of `per_minibatch`, the layout copies.
     #[serde(default)]
     pub copies_per_minibatch: f64,
-    /// Of `per_policy_step`, the launches replayed from the rollout's captured policy step
-    /// (`ppo.replay_policy`): run by the device, only encoded again by the host. The rest are
-    /// launches the host prepares one by one.
+    /// Of `per_policy_step`, the launches replayed from the run's captured policy step
+    /// (`TRADETUNE_REPLAY_POLICY`): run by the device, only encoded again by the host. The rest
+    /// are launches the host prepares one by one.
     #[serde(default)]
     pub replayed_per_policy_step: f64,
     /// Of `per_minibatch`, the launches replayed from the update's captured minibatch

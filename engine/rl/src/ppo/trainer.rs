@@ -136,7 +136,7 @@ pub struct Trainer<E: RolloutEnv> {
     /// Whether a rollout replays its policy step from a graph captured once a run
     /// ([`Trainer::set_replay_policy`]).
     replay_policy: bool,
-    /// Why the last rollout's captured policy step was not replayed from recorded launches,
+    /// Why the run's captured policy step was not replayed from recorded launches,
     /// where it was not ([`Trainer::replay_fallback`]).
     replay_fallback: Option<String>,
     /// The policy step captured by the first replayed rollout, rewritten in place by each
