@@ -191,7 +191,7 @@ pub fn evaluate(
     let n_bars = padded.n_bars();
     let mut env = CpuVecEnv::new(split.env_config(), padded.clone(), 0..n_bars)
         .map_err(|e| split.err(e.to_string()))?;
-    let (d, m) = (env.obs_dim(), env.action_dim());
+    let d = env.obs_dim();
     let policy_dim = policy.obs_dim();
     if policy_dim != d {
         return Err(EvalError::Shape {
@@ -233,13 +233,9 @@ pub fn evaluate(
             if done[0] > 0.5 {
                 return Err(ended_early(split, env.bar(0)));
             }
-            let bar = env.bar(0);
             let after = env.holdings(0);
-            let prices = padded.prices.row(bar);
-            let value: f64 = (0..m)
-                .map(|k| ((after[k] - before[k]).abs() * prices[k]) as f64)
-                .sum();
-            c.traded.push(value);
+            c.traded
+                .push(traded_value(&before, &after, &padded, env.bar(0)));
             c.fees.push(env.last_step_fees(0) as f64);
             c.agent_equity.push(env.value(0) as f64);
             c.ew_equity.push(env.equal_weight_value(0) as f64);
@@ -315,6 +311,17 @@ impl Curves {
     }
 }
 
+/// The value traded by a step that took the holdings from `before` to `after` (units per
+/// asset), at the prices of `bar`: both evaluations' turnover.
+fn traded_value(before: &[f32], after: &[f32], data: &Dataset, bar: usize) -> f64 {
+    after
+        .iter()
+        .zip(before)
+        .zip(data.prices.row(bar))
+        .map(|((after, before), price)| ((after - before).abs() * price) as f64)
+        .sum()
+}
+
 fn ended_early(split: &EvalSplit, bar: usize) -> EvalError {
     split.err(format!(
         "the episode ended at bar {bar} before the split's end; this is a bug"
@@ -365,15 +372,8 @@ impl DeviceRun<'_> {
                 let first = split.env.lookback.max(1) - 1;
                 return Err(ended_early(split, split.range.start + first + t + 1));
             }
-            let prices = padded.prices.row(state.bar);
-            let traded: f64 = state
-                .holdings
-                .iter()
-                .zip(before)
-                .zip(prices)
-                .map(|((after, before), price)| ((after - before).abs() * price) as f64)
-                .sum();
-            c.traded.push(traded);
+            c.traded
+                .push(traded_value(before, &state.holdings, padded, state.bar));
             c.fees.push(state.fees as f64);
             c.agent_equity.push(state.value as f64);
             c.ew_equity.push(state.equal_weight_value as f64);

@@ -102,7 +102,7 @@ impl PolicyGraph {
         // learner's parameters, and the graph reads these buffers in every later rollout.
         let cell = Tensor::<2>::empty([n, d], (device, dtype.into()));
         let x = Rc::new(RefCell::new(cell));
-        x.borrow_mut().inplace(|t| t.slice_assign([0..n, 0..d], x0));
+        overwrite(&mut x.borrow_mut(), x0);
         let weights = Rc::new(RefCell::new(Some(
             model.clone().map(&mut OwnCopy { dtype, device }),
         )));
@@ -190,8 +190,7 @@ impl PolicyGraph {
                 ));
             }
             self.writable(&table)?;
-            let [t, n, a] = noise.dims();
-            table.inplace(|table| table.slice_assign([0..t, 0..n, 0..a], noise));
+            overwrite(&mut table, noise);
         }
         self.rewind()
     }
@@ -204,7 +203,7 @@ impl PolicyGraph {
         };
         self.writable(at)?;
         let zero = Tensor::<1>::zeros([1], &at.device());
-        at.inplace(|t| t.slice_assign(0..1, zero));
+        overwrite(at, zero);
         Ok(())
     }
 
@@ -248,8 +247,7 @@ impl PolicyGraph {
         } else {
             let mut input = self.x.borrow_mut();
             self.writable(&input)?;
-            let [n, d] = x.dims();
-            input.inplace(|t| t.slice_assign([0..n, 0..d], x));
+            overwrite(&mut input, x);
         }
         if let Some(left) = &mut self.fail_after {
             if *left == 0 {
@@ -287,11 +285,18 @@ impl PolicyGraph {
     }
 }
 
+/// Writes `value` (of `dst`'s shape) into `dst`'s buffer: in place where nothing else holds
+/// `dst` (burn copies it first otherwise; the callers refuse that case where it matters). A
+/// launch.
+fn overwrite<const D: usize>(dst: &mut Tensor<D>, value: Tensor<D>) {
+    let dims = dst.dims();
+    dst.inplace(|t| t.slice_assign(dims.map(|n| 0..n), value));
+}
+
 /// A buffer of the graph's own holding `t` in `dtype` (a launch).
 fn own_copy<const D: usize>(t: Tensor<D>, dtype: FloatDType, device: &Device) -> Tensor<D> {
-    let dims = t.dims();
-    let mut copy = Tensor::<D>::empty(dims, (device, dtype.into()));
-    copy.inplace(|c| c.slice_assign(dims.map(|n| 0..n), t.cast(dtype)));
+    let mut copy = Tensor::<D>::empty(t.dims(), (device, dtype.into()));
+    overwrite(&mut copy, t.cast(dtype));
     copy
 }
 
@@ -359,8 +364,7 @@ impl ModuleMapper for WriteInPlace {
                         .to_owned(),
                 );
             } else {
-                let value = value.reshape(dims).cast(dtype);
-                t.inplace(|t| t.slice_assign(dims.map(|n| 0..n), value));
+                overwrite(&mut t, value.reshape(dims).cast(dtype));
             }
             t
         });
