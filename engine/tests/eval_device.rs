@@ -14,8 +14,8 @@ use tradetune_engine::device::{kernels, readback};
 use tradetune_engine::env::{CpuVecEnv, EnvConfig};
 use tradetune_engine::eval::{EvalSplit, Objective};
 use tradetune_engine::market::DatasetConfig;
-use tradetune_engine::ppo::evaluate_policy as evaluate;
 use tradetune_engine::ppo::{HostEnv, PpoConfig, Trainer};
+use tradetune_engine::ppo::{evaluate_policy as evaluate, evaluate_policy_timed};
 
 /// Bars of the validation split evaluated on either device.
 const EVAL_BARS: usize = 80;
@@ -62,8 +62,18 @@ fn a_device_evaluation_reads_once_and_scores_as_the_host_one() {
     let host_reads = readback::counts();
     let on_gpu = trainer.model().clone().to_device(&wgpu);
     readback::reset();
-    let device = evaluate(&on_gpu, &norm, &ppo, &split, Objective::SharpeExcess).unwrap();
+    let first = kernels::counts();
+    let timed =
+        evaluate_policy_timed(&on_gpu, &norm, &ppo, &split, Objective::SharpeExcess).unwrap();
     let device_reads = readback::counts();
+    // What the first evaluation on the device compiled, and the time its first bars took
+    // beyond its pace: a training run's compile phase takes it from the evaluation phase.
+    eprintln!(
+        "first device evaluation: {:?}, slow start {:.3} s",
+        kernels::counts().since(&first),
+        timed.slow_start_s
+    );
+    let device = timed.report;
     eprintln!("host: {host_reads:?}\ndevice: {device_reads:?}");
     // The host evaluation reads every bar's action (flex: host memory, a copy); the device one
     // reads its curves once.
@@ -124,8 +134,15 @@ fn a_device_evaluation_reads_once_and_scores_as_the_host_one() {
     // (nets [64, 64]; 11 more than now, measured with `TRADETUNE_TRACE_LAUNCHES=1`).
     assert!(kernels::counting_dispatches());
     let before = kernels::counts();
-    let again = evaluate(&on_gpu, &norm, &ppo, &split, Objective::SharpeExcess).unwrap();
+    let again =
+        evaluate_policy_timed(&on_gpu, &norm, &ppo, &split, Objective::SharpeExcess).unwrap();
     let launches = kernels::counts().since(&before).dispatches as f64;
+    eprintln!(
+        "second device evaluation: {:?}, slow start {:.3} s",
+        kernels::counts().since(&before),
+        again.slow_start_s
+    );
+    let again = again.report;
     assert_eq!(again.agent_equity, device.agent_equity);
     let per_bar = launches / (device.bars - 1) as f64;
     // Layers: the policy's two hidden ones and its mean head; a policy step's target is

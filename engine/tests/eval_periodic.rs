@@ -49,6 +49,8 @@ fn evaluates_every_n_updates_as_its_own_phase() {
             }
             TrainEvent::Progress { update, phases, .. } => {
                 eval_phase.push((update, phases.evaluation > 0.0));
+                // The CPU compiles nothing: no evaluation's time is taken for compilation.
+                assert_eq!(phases.compile, 0.0, "update {update}: {phases:?}");
             }
             _ => {}
         })

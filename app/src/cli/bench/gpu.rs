@@ -211,7 +211,9 @@ fn replay_line(c: &TrainBenchConfig, p: &ReplayProbe) -> String {
 const EVAL_NOTE: &str = "evaluation: the trained policy's deterministic evaluation on the \
      market's last bars, one env stepped bar by bar as a trial's periodic evaluation steps its \
      validation split (each bar the policy's launches, the env's kernel and the state log's \
-     write; the curves read once), the second of two runs";
+     write; the curves read once), the second of two runs; cold: the first run, what it \
+     compiled and autotuned, and its first half's time beyond its pace (a trial's compile \
+     phase takes that from its first evaluation)";
 
 /// An evaluation probe's figures, as a line under the table.
 fn eval_line(c: &TrainBenchConfig, e: &tradetune_engine::ppo::bench::EvalProbe) -> String {
@@ -219,12 +221,18 @@ fn eval_line(c: &TrainBenchConfig, e: &tradetune_engine::ppo::bench::EvalProbe) 
         .launches_per_bar
         .map(|l| format!(", {l:.1} launches a bar"))
         .unwrap_or_default();
+    let compiled = e
+        .first_compiled
+        .map(|k| format!(", {k} compiled or autotuned"))
+        .unwrap_or_default();
     format!(
-        "  {}: {} bars in {:.3} s ({:.0} bars/s){launches}",
+        "  {}: {} bars in {:.3} s ({:.0} bars/s){launches}; cold {:.3} s{compiled}, slow start {:.3} s",
         run_label(c),
         e.bars,
         e.seconds,
-        e.bars_per_second
+        e.bars_per_second,
+        e.first_seconds,
+        e.first_slow_start_s
     )
 }
 

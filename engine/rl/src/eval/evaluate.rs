@@ -9,6 +9,7 @@
 
 use std::ops::Range;
 use std::sync::Arc;
+use std::time::Instant;
 
 use burn::tensor::{Device, Tensor, TensorData};
 use ndarray::{Axis, concatenate};
@@ -184,6 +185,27 @@ pub fn evaluate(
     split: &EvalSplit,
     objective: Objective,
 ) -> Result<EvalReport, EvalError> {
+    evaluate_timed(policy, split, objective).map(|timed| timed.report)
+}
+
+/// An evaluation's report, and how much longer its start took than its pace.
+#[derive(Debug, Clone)]
+pub struct TimedEval {
+    /// The report, as [`evaluate`] gives it.
+    pub report: EvalReport,
+    /// Seconds the first half of the bars (the env's set-up and reset counted with the first)
+    /// took beyond the second half's pace ([`BarClock::slow_start`]): on a GPU's first
+    /// evaluation in a run, about what compiling and autotuning its kernels cost; about 0
+    /// where nothing compiled.
+    pub slow_start_s: f64,
+}
+
+/// [`evaluate`], with how much longer its start took than its pace ([`TimedEval`]).
+pub fn evaluate_timed(
+    policy: &dyn Policy,
+    split: &EvalSplit,
+    objective: Objective,
+) -> Result<TimedEval, EvalError> {
     let per_year = periods_per_year(&split.dataset).ok_or_else(|| {
         split.err("the dataset has fewer than two bars, so no bar length to annualise with")
     })?;
@@ -212,11 +234,13 @@ pub fn evaluate(
             split.env.lookback
         )));
     }
+    let mut clock = BarClock::default();
     let curves = if tradetune_device::reads_are_transfers(&device) {
         drop(env);
         let run = DeviceRun { policy, steps };
-        run.curves(split, &padded, &device)?
+        run.curves(split, &padded, &device, &mut clock)?
     } else {
+        clock.start();
         let mut obs = vec![0f32; d];
         env.reset(&mut obs);
         let (mut reward, mut done) = ([0f32], [0f32]);
@@ -239,6 +263,7 @@ pub fn evaluate(
             c.fees.push(env.last_step_fees(0) as f64);
             c.agent_equity.push(env.value(0) as f64);
             c.ew_equity.push(env.equal_weight_value(0) as f64);
+            clock.lap();
         }
         c
     };
@@ -278,7 +303,7 @@ pub fn evaluate(
         return Err(split.err(format!("objective {objective} is {value}")));
     }
     let start = split.range.start + first;
-    Ok(EvalReport {
+    let report = EvalReport {
         split: split.name.clone(),
         bars: agent_equity.len(),
         periods_per_year: per_year,
@@ -289,7 +314,52 @@ pub fn evaluate(
         timestamps: split.dataset.timestamps[start..start + agent_equity.len()].to_vec(),
         agent_equity,
         equal_weight_equity: ew_equity,
+    };
+    Ok(TimedEval {
+        report,
+        slow_start_s: clock.slow_start(),
     })
+}
+
+/// The host's time per bar of an evaluation, the first from just before the env's set-up.
+#[derive(Debug, Default)]
+struct BarClock {
+    last: Option<Instant>,
+    bars: Vec<f64>,
+}
+
+impl BarClock {
+    /// Starts the first bar's time.
+    fn start(&mut self) {
+        self.last = Some(Instant::now());
+    }
+
+    /// Ends a bar (and starts the next).
+    fn lap(&mut self) {
+        let now = Instant::now();
+        let secs = self.last.map_or(0.0, |t| (now - t).as_secs_f64());
+        self.last = Some(now);
+        self.bars.push(secs);
+    }
+
+    /// How much longer the first half of the bars took than the second half's pace: a GPU's
+    /// evaluation compiles and autotunes its kernels in its first bars (the policy at one row,
+    /// the env's kernel at one env, the state log's write: not all at the first bar, since
+    /// burn's fusion compiles a fused kernel when its stream runs it, some bars later), and
+    /// runs at a steady pace after. The pace is the halves' mean, not a typical bar's: a bar's
+    /// host time is its launches' unless the device's queue is full, when the host waits for
+    /// the device, so a bar in two or three takes several times the median (lavapipe), as
+    /// many in an evaluation that compiles as in one that does not. Never negative; about 0,
+    /// give or take the host's jitter, where nothing compiled.
+    fn slow_start(&self) -> f64 {
+        let half = self.bars.len() / 2;
+        if half == 0 {
+            return 0.0;
+        }
+        let (early, late) = self.bars.split_at(half);
+        let pace = late.iter().sum::<f64>() / late.len() as f64;
+        (early.iter().sum::<f64>() - pace * half as f64).max(0.0)
+    }
 }
 
 /// The series an evaluation scores.
@@ -346,7 +416,9 @@ impl DeviceRun<'_> {
         split: &EvalSplit,
         padded: &Dataset,
         device: &burn::tensor::Device,
+        clock: &mut BarClock,
     ) -> Result<Curves, EvalError> {
+        clock.start();
         let mut env = TensorVecEnv::new(split.env_config(), padded, 0..padded.n_bars(), device)
             .map_err(|e| split.err(e.to_string()))?;
         let mut obs = env.reset_tensors();
@@ -354,6 +426,7 @@ impl DeviceRun<'_> {
         for t in 0..self.steps {
             obs = env.step_tensors(self.policy.act(obs)).obs;
             env.log_state(&mut log, t + 1);
+            clock.lap();
         }
         let host = tradetune_device::readback::read_f32(log.values(), "evaluation: curves")
             .map_err(|e| split.err(format!("reading the evaluation's curves: {e}")))?;
@@ -380,5 +453,50 @@ impl DeviceRun<'_> {
             before = &state.holdings;
         }
         Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BarClock;
+
+    fn slow_start(bars: &[f64]) -> f64 {
+        BarClock {
+            last: None,
+            bars: bars.to_vec(),
+        }
+        .slow_start()
+    }
+
+    #[test]
+    fn the_slow_start_is_the_first_halfs_time_beyond_the_second_halfs_pace() {
+        // Bars of 1 ms and 3 ms in turn (every second one waits for the device's queue), two
+        // of the first slowed by compilations: their time beyond the pace (2 ms a bar) counts.
+        let mut bars: Vec<f64> = (0..20).map(|i| [0.001, 0.003][i % 2]).collect();
+        bars[0] += 0.5;
+        bars[3] += 0.25;
+        assert!(
+            (slow_start(&bars) - 0.75).abs() < 1e-12,
+            "{}",
+            slow_start(&bars)
+        );
+        // A steady evaluation: nothing beyond its pace.
+        let steady: Vec<f64> = (0..100).map(|i| [0.001, 0.003][i % 2]).collect();
+        assert!(slow_start(&steady).abs() < 1e-12);
+        // Never negative (a start faster than the pace), and nothing to compare with under
+        // two bars.
+        assert_eq!(slow_start(&[0.001, 0.002, 0.003, 0.004]), 0.0);
+        assert_eq!(slow_start(&[3.0]), 0.0);
+        assert_eq!(slow_start(&[]), 0.0);
+    }
+
+    #[test]
+    fn laps_time_every_bar_from_the_start() {
+        let mut c = BarClock::default();
+        c.start();
+        for _ in 0..3 {
+            c.lap();
+        }
+        assert_eq!(c.bars.len(), 3);
     }
 }

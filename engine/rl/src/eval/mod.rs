@@ -21,7 +21,9 @@ pub mod metrics;
 pub mod objective;
 pub mod pbo;
 
-pub use evaluate::{EvalReport, EvalSplit, EvalSummary, Policy, evaluate};
+pub use evaluate::{
+    EvalReport, EvalSplit, EvalSummary, Policy, TimedEval, evaluate, evaluate_timed,
+};
 pub use metrics::{Metrics, periods_per_year};
 pub use objective::Objective;
 

@@ -183,6 +183,17 @@ impl Tally {
     }
 }
 
+/// The sums of the counters that [`CompileWatch`] keeps (`layout_copies` and `replayed`
+/// are the launches', not a compilation's, and stay 0).
+fn add(a: KernelCounts, b: KernelCounts) -> KernelCounts {
+    KernelCounts {
+        dispatches: a.dispatches + b.dispatches,
+        compiled: a.compiled + b.compiled,
+        autotune_runs: a.autotune_runs + b.autotune_runs,
+        ..KernelCounts::default()
+    }
+}
+
 /// Host reads and synchronisations counted so far in this process.
 pub(crate) fn round_trips() -> u64 {
     tradetune_device::readback::counts().values().sum()
@@ -206,7 +217,11 @@ pub(crate) struct CompileWatch {
     start: KernelCounts,
     /// Updates finished by this trainer.
     cycles: usize,
-    /// What the updates that compiled compiled.
+    /// Periodic evaluations run by this trainer.
+    evaluations: usize,
+    /// What the update in progress's evaluation launched and compiled: not the update's.
+    evaluated: KernelCounts,
+    /// What the updates and evaluations that compiled compiled.
     pub(crate) compiled: KernelCounts,
 }
 
@@ -220,13 +235,36 @@ impl CompileWatch {
             kernels::settle();
         }
         self.start = kernels::counts();
+        self.evaluated = KernelCounts::default();
+    }
+
+    /// Takes a periodic evaluation's counters (`delta`, from its start to its end) out of the
+    /// update in progress, and says whether it compiled: by the counters, or, where they are
+    /// not counting, when it is the run's first evaluation on a device that compiles. An
+    /// evaluation's compilations are timed by the evaluation itself (its first bars against
+    /// its pace), since the next evaluation, which would give its steady time, may be many
+    /// updates away.
+    pub(crate) fn evaluated(&mut self, delta: KernelCounts, compiles: bool) -> bool {
+        let first = self.evaluations == 0;
+        self.evaluations += 1;
+        self.evaluated = add(self.evaluated, delta);
+        let compiled = compiles
+            && if kernels::counting_compiles() {
+                delta.compiled_anything()
+            } else {
+                first
+            };
+        if compiled {
+            self.compiled = add(self.compiled, delta);
+        }
+        compiled
     }
 
     /// What the update that just ended compiled, if it compiled: by the counters, or, where
     /// they are not counting (another `log` logger came first), the first update on a device
     /// that compiles. `compiles`: whether the device compiles kernels at all (not the CPU).
     pub(crate) fn compiled_now(&mut self, compiles: bool) -> Option<KernelCounts> {
-        let delta = kernels::counts().since(&self.start);
+        let delta = kernels::counts().since(&self.start).since(&self.evaluated);
         let first = self.cycles == 0;
         self.cycles += 1;
         if !compiles {
@@ -241,7 +279,8 @@ impl CompileWatch {
 
     /// Ends an update: its `events` (its `Progress` among them) are delivered to `deliver`
     /// now, or, when it `compiled`, once an update that compiled nothing gives the overhead.
-    /// `wall` is its rollout and update's wall time.
+    /// `wall` is its rollout and update's wall time; its `phases` hold its evaluation's
+    /// compile time, if any ([`CompileWatch::evaluated`]), which is kept.
     pub(crate) fn end(
         &mut self,
         events: Vec<TrainEvent>,
@@ -251,9 +290,7 @@ impl CompileWatch {
         deliver: &mut dyn FnMut(TrainEvent),
     ) {
         if let Some(delta) = compiled {
-            self.compiled.dispatches += delta.dispatches;
-            self.compiled.compiled += delta.compiled;
-            self.compiled.autotune_runs += delta.autotune_runs;
+            self.compiled = add(self.compiled, delta);
             self.held.push(Held { events, wall });
             if self.steady.is_some() {
                 self.release(deliver);
@@ -262,6 +299,7 @@ impl CompileWatch {
         }
         let mut split = *phases;
         split.evaluation = 0.0;
+        split.compile = 0.0;
         self.steady = Some((wall, split));
         self.release(deliver);
         events.into_iter().for_each(deliver);
@@ -283,10 +321,10 @@ impl CompileWatch {
                 if let (TrainEvent::Progress { phases, .. }, Some((compile, steady_split))) =
                     (&mut event, fix)
                 {
-                    let evaluation = phases.evaluation;
+                    let (evaluation, evaluation_compile) = (phases.evaluation, phases.compile);
                     *phases = steady_split;
                     phases.evaluation = evaluation;
-                    phases.compile = compile;
+                    phases.compile = compile + evaluation_compile;
                 }
                 deliver(event);
             }
@@ -361,6 +399,79 @@ mod tests {
         assert!((p[0].evaluation - 0.5).abs() < 1e-9);
         assert_eq!(p[1], steady);
         assert_eq!((w.compiled.compiled, w.compiled.autotune_runs), (181, 51));
+    }
+
+    /// A periodic evaluation's compile time (its slow start, put in the update's
+    /// `compile` by the trainer) stays the update's when the update is held, and is not taken
+    /// for a steady update's overhead.
+    #[test]
+    fn an_evaluations_compile_time_is_kept_beside_the_updates() {
+        let mut w = CompileWatch::default();
+        let mut out = Vec::new();
+        // The first update compiled, and so did its evaluation (a slow start of 0.25 s).
+        let cold = PhaseTimes {
+            update: 9.0,
+            evaluation: 0.5,
+            compile: 0.25,
+            ..PhaseTimes::default()
+        };
+        w.begin();
+        let some = Some(KernelCounts {
+            compiled: 10,
+            ..KernelCounts::default()
+        });
+        w.end(vec![progress(1, cold)], 9.0, &cold, some, &mut |e| {
+            out.push(e)
+        });
+        assert!(out.is_empty());
+        // The second compiled nothing, but its evaluation did (a first evaluation after two
+        // updates): it is delivered at once, its own compile time kept.
+        let steady = PhaseTimes {
+            update: 1.0,
+            evaluation: 0.5,
+            compile: 0.125,
+            ..PhaseTimes::default()
+        };
+        w.begin();
+        w.end(vec![progress(2, steady)], 1.0, &steady, None, &mut |e| {
+            out.push(e)
+        });
+        let p = phases_of(&out);
+        assert_eq!(p.len(), 2);
+        assert!((p[0].compile - 8.25).abs() < 1e-9, "{p:?}");
+        assert!((p[0].update - 1.0).abs() < 1e-9, "{p:?}");
+        assert!((p[0].evaluation - 0.5).abs() < 1e-9, "{p:?}");
+        assert_eq!(p[1], steady);
+        // A later update that compiled is split as the steady one was, without its
+        // evaluation's compile time.
+        w.begin();
+        let late = PhaseTimes {
+            update: 3.0,
+            ..PhaseTimes::default()
+        };
+        w.end(vec![progress(3, late)], 3.0, &late, some, &mut |e| {
+            out.push(e)
+        });
+        let p = phases_of(&out);
+        assert_eq!(p.len(), 3);
+        assert!((p[2].compile - 2.0).abs() < 1e-9, "{p:?}");
+        assert!((p[2].update - 1.0).abs() < 1e-9, "{p:?}");
+        assert_eq!(w.compiled.compiled, 20);
+    }
+
+    /// Without compile counters (another logger came first), the run's first evaluation on a
+    /// device that compiles is the one that compiled; on the CPU none did.
+    #[test]
+    fn the_first_evaluation_compiled_where_nothing_counts() {
+        if kernels::counting_compiles() {
+            return;
+        }
+        let mut w = CompileWatch::default();
+        let none = KernelCounts::default();
+        assert!(w.evaluated(none, true));
+        assert!(!w.evaluated(none, true));
+        let mut cpu = CompileWatch::default();
+        assert!(!cpu.evaluated(none, false));
     }
 
     #[test]

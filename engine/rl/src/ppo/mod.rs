@@ -32,7 +32,7 @@ pub use config::{LrSchedule, PpoConfig};
 pub use error::PpoError;
 pub use events::{EpisodeSummary, PhaseTimes, TrainEvent};
 pub use model::{ActivationKind, ActorCritic, ActorCriticConfig, NetArch};
-pub use policy::{DeterministicPolicy, evaluate_policy};
+pub use policy::{DeterministicPolicy, evaluate_policy, evaluate_policy_timed};
 pub use rollout_env::{EpisodeLog, HostEnv, RolloutEnv};
 pub use trainer::{PeriodicEval, TrainReport, Trainer, evaluate_trainer, replay_policy_from_env};
 pub use update::UpdateStats;

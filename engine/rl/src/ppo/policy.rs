@@ -6,7 +6,7 @@
 use burn::module::Module;
 use burn::tensor::{Device, FloatDType, Tensor};
 
-use crate::eval::{EvalError, EvalReport, EvalSplit, Objective, Policy, evaluate};
+use crate::eval::{EvalError, EvalReport, EvalSplit, Objective, Policy, TimedEval, evaluate_timed};
 use crate::ppo::config::PpoConfig;
 use crate::ppo::error::PpoError;
 use crate::ppo::model::ActorCritic;
@@ -76,7 +76,8 @@ impl Policy for DeterministicPolicy {
     }
 }
 
-/// [`evaluate`] of `model` with `normalization` and `cfg` (see [`DeterministicPolicy`]).
+/// [`crate::eval::evaluate`] of `model` with `normalization` and `cfg` (see
+/// [`DeterministicPolicy`]).
 pub fn evaluate_policy(
     model: &ActorCritic,
     normalization: &NormalizationStats,
@@ -84,10 +85,21 @@ pub fn evaluate_policy(
     split: &EvalSplit,
     objective: Objective,
 ) -> Result<EvalReport, EvalError> {
+    evaluate_policy_timed(model, normalization, cfg, split, objective).map(|t| t.report)
+}
+
+/// [`evaluate_policy`], with how much longer its start took than its pace ([`TimedEval`]).
+pub fn evaluate_policy_timed(
+    model: &ActorCritic,
+    normalization: &NormalizationStats,
+    cfg: &PpoConfig,
+    split: &EvalSplit,
+    objective: Objective,
+) -> Result<TimedEval, EvalError> {
     let policy =
         DeterministicPolicy::new(model, normalization, cfg).map_err(|e| EvalError::Policy {
             split: split.name.clone(),
             reason: e.to_string(),
         })?;
-    evaluate(&policy, split, objective)
+    evaluate_timed(&policy, split, objective)
 }

@@ -10,7 +10,7 @@ use burn::tensor::{Device, FloatDType, Tensor};
 use rand::rngs::StdRng;
 use serde::{Deserialize, Serialize};
 
-use crate::eval::{EvalError, EvalReport};
+use crate::eval::{EvalError, EvalReport, TimedEval};
 use crate::eval::{EvalSplit, EvalSummary, Objective};
 use crate::ppo::accounting::{CompileWatch, DispatchProfile, Tally, round_trips};
 use crate::ppo::buffer::RolloutBuffer;
@@ -20,10 +20,10 @@ use crate::ppo::events::{EpisodeSummary, PhaseTimes, TrainEvent};
 use crate::ppo::host_policy::{HostPolicy, HostStep};
 use crate::ppo::model::ActorCritic;
 use crate::ppo::normalize::{RewardNormalizer, RunningMeanStd};
-use crate::ppo::policy::evaluate_policy;
+use crate::ppo::policy::evaluate_policy_timed;
 use crate::ppo::rollout_env::RolloutEnv;
 use crate::ppo::update::{Learner, UpdateStats};
-use tradetune_device::kernels::KernelCounts;
+use tradetune_device::kernels::{self, KernelCounts};
 use tradetune_device::memory::MemoryBudget;
 
 #[cfg(feature = "wgpu")]
@@ -388,11 +388,19 @@ impl<E: RolloutEnv> Trainer<E> {
         split: &EvalSplit,
         objective: Objective,
     ) -> Result<EvalReport, EvalError> {
+        self.evaluate_timed(split, objective).map(|t| t.report)
+    }
+
+    fn evaluate_timed(
+        &self,
+        split: &EvalSplit,
+        objective: Objective,
+    ) -> Result<TimedEval, EvalError> {
         let norm = self.normalization().map_err(|e| EvalError::Policy {
             split: split.name.clone(),
             reason: e.to_string(),
         })?;
-        evaluate_policy(self.model(), &norm, &self.cfg, split, objective)
+        evaluate_policy_timed(self.model(), &norm, &self.cfg, split, objective)
     }
 
     fn observe(&mut self, raw: Tensor<2>) -> Tensor<2> {
@@ -537,9 +545,11 @@ impl<E: RolloutEnv> Trainer<E> {
         })
     }
 
-    /// The periodic evaluation due after this update, if any, timed as the evaluation phase.
+    /// The periodic evaluation due after this update, if any, timed as the evaluation phase;
+    /// where it compiled kernels (a GPU's first evaluation: the policy at one row, the env at
+    /// one env), the time its first bars took beyond its pace is the compile phase's.
     fn periodic_evaluation(
-        &self,
+        &mut self,
         phases: &mut PhaseTimes,
     ) -> Result<Option<EvalSummary>, PpoError> {
         let Some(pe) = &self.evaluation else {
@@ -548,16 +558,25 @@ impl<E: RolloutEnv> Trainer<E> {
         if !self.updates.is_multiple_of(pe.every) {
             return Ok(None);
         }
+        let before = kernels::counts();
         let t = Instant::now();
-        let report = self
-            .evaluate(&pe.split, pe.objective)
-            .map_err(|e| PpoError::Evaluation {
-                update: self.updates,
-                source: Box::new(e),
-            })?;
+        let timed =
+            self.evaluate_timed(&pe.split, pe.objective)
+                .map_err(|e| PpoError::Evaluation {
+                    update: self.updates,
+                    source: Box::new(e),
+                })?;
         self.sync("sync: evaluation")?;
-        phases.evaluation += t.elapsed().as_secs_f64();
-        Ok(Some(report.summary()))
+        let wall = t.elapsed().as_secs_f64();
+        let compiled = kernels::counts().since(&before);
+        let compile = if self.compile_watch.evaluated(compiled, self.compiles) {
+            timed.slow_start_s.min(wall)
+        } else {
+            0.0
+        };
+        phases.evaluation += wall - compile;
+        phases.compile += compile;
+        Ok(Some(timed.report.summary()))
     }
 
     fn check_memory(&self) -> Result<(), PpoError> {

@@ -12,7 +12,7 @@ use crate::eval::{EvalSplit, Objective};
 use crate::ppo::config::PpoConfig;
 use crate::ppo::model::ActorCritic;
 use crate::ppo::normalize::NormalizationStats;
-use crate::ppo::policy::evaluate_policy;
+use crate::ppo::policy::evaluate_policy_timed;
 use tradetune_device::kernels;
 use tradetune_env::EnvConfig;
 use tradetune_market::Dataset;
@@ -30,6 +30,12 @@ pub struct EvalProbe {
     pub bars_per_second: f64,
     /// Kernel launches per bar, where the device counts them.
     pub launches_per_bar: Option<f64>,
+    /// The first run: its wall time, what it compiled and autotuned (where the device counts
+    /// them), and the time its first half of bars took beyond its pace, which a training run
+    /// counts as compile time where the evaluation compiled ([`crate::eval::TimedEval`]).
+    pub first_seconds: f64,
+    pub first_compiled: Option<u64>,
+    pub first_slow_start_s: f64,
 }
 
 /// Evaluates `model` (with `norm` and `ppo`'s precision) on the last [`EVAL_PROBE_BARS`] bars
@@ -46,14 +52,18 @@ pub fn eval_probe(
     let range = n.saturating_sub(EVAL_PROBE_BARS)..n;
     let split = EvalSplit::new("benchmark", data.clone(), range, env);
     let evaluate = || {
-        evaluate_policy(model, norm, ppo, &split, Objective::SharpeExcess)
+        evaluate_policy_timed(model, norm, ppo, &split, Objective::SharpeExcess)
             .map_err(|e| e.to_string())
     };
-    evaluate()?;
+    let cold = kernels::counts();
+    let start = Instant::now();
+    let first = evaluate()?;
+    let first_seconds = start.elapsed().as_secs_f64();
     kernels::settle();
     let before = kernels::counts();
+    let compiled = before.since(&cold);
     let start = Instant::now();
-    let report = evaluate()?;
+    let report = evaluate()?.report;
     let seconds = start.elapsed().as_secs_f64();
     let launches = kernels::counts().since(&before).dispatches as f64;
     let bars = report.bars;
@@ -62,5 +72,9 @@ pub fn eval_probe(
         seconds,
         bars_per_second: bars as f64 / seconds.max(1e-9),
         launches_per_bar: kernels::counting_dispatches().then(|| launches / bars.max(1) as f64),
+        first_seconds,
+        first_compiled: kernels::counting_compiles()
+            .then_some(compiled.compiled + compiled.autotune_runs),
+        first_slow_start_s: first.slow_start_s,
     })
 }
