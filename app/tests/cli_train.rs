@@ -38,6 +38,9 @@ fn trains_on_the_bundled_sample_and_writes_a_checkpoint() {
     assert!(stdout.contains("train bars"), "{stdout}");
     // 1024 samples = 2 updates of 64 steps x 8 envs, each with its diagnostics line.
     assert_eq!(stdout.matches("approx_kl").count(), 2, "{stdout}");
+    // Where the time went; the CPU compiles nothing.
+    assert!(stdout.contains("time by phase: env_step"), "{stdout}");
+    assert!(!stdout.contains("compiling:"), "{stdout}");
     for f in ["model.bpk", "ppo.json", "state.json", "env.json"] {
         assert!(out.join(f).is_file(), "{f} missing in {}", out.display());
     }

@@ -6,11 +6,12 @@
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
+use tradetune_engine::device::kernels::{self, KernelCounts};
 use tradetune_engine::device::memory::{MemoryBudget, host_memory_bytes};
 use tradetune_engine::device::{DeviceSpec, check_precision, describe_spec, open};
 use tradetune_engine::eval::EvalSplit;
 use tradetune_engine::ppo::checkpoint;
-use tradetune_engine::ppo::{PeriodicEval, TrainEvent, Trainer};
+use tradetune_engine::ppo::{PeriodicEval, PhaseTimes, TrainEvent, Trainer};
 use tradetune_engine::study::ppo_trial::{PlacedEnv, TrainingRun};
 
 pub use crate::cli::run_config::TrainArgs;
@@ -120,16 +121,86 @@ fn train(
         println!("{}", serde_json::to_string(&report)?);
     } else {
         println!(
-            "trained {} samples ({} in total) in {} updates, {:.1} s ({:.0} samples/s); checkpoint in {}",
+            "trained {} samples ({} in total) in {} updates, {} ({:.0} samples/s); checkpoint in {}",
             report.timesteps - start_steps,
             report.timesteps,
             report.updates,
-            report.elapsed_s,
+            seconds(report.elapsed_s),
             report.samples_per_second,
             run.out.display()
         );
+        for line in time_lines(
+            &report.phases,
+            &report.kernels,
+            report.steady_samples_per_second,
+            kernels::driver_shader_cache_off(),
+        ) {
+            println!("{line}");
+        }
     }
     Ok(())
+}
+
+/// Where a run's time went, as lines under its summary: each phase's seconds and share of the
+/// run and, where kernels were compiled (a GPU), what compiling them cost and the rate without
+/// it (`steady`, samples/s), and what a next run pays: `driver_cache_off` names the variable
+/// that turns the driver's shader cache off, if one does.
+fn time_lines(
+    phases: &PhaseTimes,
+    kernels: &KernelCounts,
+    steady: f64,
+    driver_cache_off: Option<&str>,
+) -> Vec<String> {
+    let total = phases.total();
+    let mut lines = Vec::new();
+    if total <= 0.0 {
+        return lines;
+    }
+    let parts: Vec<String> = phases
+        .metrics()
+        .iter()
+        .filter(|(_, secs)| *secs > 0.0)
+        .map(|(name, secs)| {
+            let name = name.trim_start_matches("time/").trim_end_matches("_s");
+            format!("{name} {} ({:.0} %)", seconds(*secs), 100.0 * secs / total)
+        })
+        .collect();
+    lines.push(format!("time by phase: {}", parts.join(", ")));
+    if phases.compile > 0.0 || kernels.compiled_anything() {
+        let autotune = if kernels.autotune_runs > 0 {
+            "a next run of the same shapes autotunes nothing (TradeTune's GPU cache keeps the \
+             answers)"
+        } else {
+            "nothing was autotuned (TradeTune's GPU cache had the answers)"
+        };
+        let driver = match driver_cache_off {
+            Some(var) => {
+                format!("{var} turns the driver's shader cache off, so every run compiles again")
+            }
+            None => "a next run compiles from the driver's shader cache where it keeps one".into(),
+        };
+        lines.push(format!(
+            "compiling: {} ({} kernels compiled, {} operations autotuned); {steady:.0} samples/s \
+             without it; {autotune}; {driver}",
+            seconds(phases.compile),
+            kernels.compiled,
+            kernels.autotune_runs
+        ));
+    }
+    lines
+}
+
+/// Seconds with the digits that matter: `42 s`, `3.5 s`, `0.35 s`, `4.2 ms`.
+fn seconds(s: f64) -> String {
+    if s >= 10.0 {
+        format!("{s:.0} s")
+    } else if s >= 1.0 {
+        format!("{s:.1} s")
+    } else if s >= 0.01 {
+        format!("{s:.2} s")
+    } else {
+        format!("{:.1} ms", s * 1e3)
+    }
 }
 
 /// One event on the progress bar.
@@ -189,5 +260,65 @@ fn show(bar: &ProgressBar, event: TrainEvent) {
             summary.split
         )),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_time_lines_give_each_phase_and_what_compiling_cost() {
+        let phases = PhaseTimes {
+            env_step: 1.0,
+            inference: 2.0,
+            update: 4.0,
+            evaluation: 1.0,
+            compile: 12.0,
+            ..PhaseTimes::default()
+        };
+        let kernels = KernelCounts {
+            compiled: 181,
+            autotune_runs: 51,
+            ..KernelCounts::default()
+        };
+        let lines = time_lines(&phases, &kernels, 950.0, None);
+        assert_eq!(
+            lines[0],
+            "time by phase: env_step 1.0 s (5 %), inference 2.0 s (10 %), update 4.0 s (20 %), \
+             evaluation 1.0 s (5 %), compile 12 s (60 %)"
+        );
+        assert!(
+            lines[1].starts_with(
+                "compiling: 12 s (181 kernels compiled, 51 operations autotuned); 950 samples/s \
+                 without it; a next run of the same shapes autotunes nothing"
+            ),
+            "{lines:?}"
+        );
+        // A run that found its autotune answers kept, where the driver keeps no shader cache.
+        let kept = KernelCounts {
+            autotune_runs: 0,
+            ..kernels
+        };
+        let lines = time_lines(&phases, &kept, 950.0, Some("MESA_SHADER_CACHE_DISABLE"));
+        assert!(lines[1].contains("nothing was autotuned"), "{lines:?}");
+        assert!(
+            lines[1].ends_with(
+                "MESA_SHADER_CACHE_DISABLE turns the driver's shader cache off, so every run \
+                 compiles again"
+            ),
+            "{lines:?}"
+        );
+        // The CPU compiles nothing: the phases only.
+        let cpu = PhaseTimes {
+            compile: 0.0,
+            ..phases
+        };
+        let lines = time_lines(&cpu, &KernelCounts::default(), 400.0, None);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(!lines[0].contains("compile"), "{lines:?}");
+        assert!(time_lines(&PhaseTimes::default(), &kernels, 1.0, None).is_empty());
+        let shown: Vec<String> = [42.4, 3.46, 0.354, 0.00421].map(seconds).into();
+        assert_eq!(shown, ["42 s", "3.5 s", "0.35 s", "4.2 ms"]);
     }
 }

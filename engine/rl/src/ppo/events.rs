@@ -27,7 +27,8 @@ pub struct PhaseTimes {
     pub evaluation: f64,
     /// Compiling and autotuning kernels: the excess of an update that compiled new kernels over
     /// the next update that compiled none (the first update's overhead on a GPU, and any later
-    /// one's, such as a new evaluation shape's). Zero on the CPU, which compiles nothing.
+    /// one's), and, where a periodic evaluation compiled (a GPU run's first), the time its
+    /// first half of bars took beyond its pace. Zero on the CPU, which compiles nothing.
     #[serde(default)]
     pub compile: f64,
 }
