@@ -875,3 +875,159 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
         text(&o.stderr)
     );
 }
+
+/// `benches/gpu/carry.sh` in a repository of its own, over stand-ins for cargo, strip and
+/// apt-get: the binaries built (the SPIR-V one with `--features vulkan`), stripped and packed,
+/// the loader's package fetched, the folder kept out of commits, the size checked, and the one
+/// command it prints runs `run.sh` on the unpacked binaries (the loader's unpacking left out:
+/// it writes to `/`).
+#[test]
+fn the_carry_script_packs_the_binaries_and_prints_the_command_that_runs_them() {
+    use std::os::unix::fs::PermissionsExt;
+    let benches = Path::new(env!("CARGO_MANIFEST_DIR")).join("../benches/gpu");
+    let dir = scratch("cli_bench_gpu", "carry");
+    let repo = dir.join("repo");
+    std::fs::create_dir_all(repo.join("benches/gpu")).unwrap();
+    for f in ["carry.sh", "run.sh"] {
+        std::fs::copy(benches.join(f), repo.join("benches/gpu").join(f)).unwrap();
+    }
+    let git = |args: &[&str]| {
+        let o = Command::new("git")
+            .args(args)
+            .current_dir(&repo)
+            .output()
+            .expect("git runs");
+        assert!(o.status.success(), "git {args:?}: {}", text(&o.stderr));
+    };
+    git(&["init", "-q"]);
+    git(&["add", "."]);
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = dir.join("calls.log");
+    // The stand-in tradetune that the stand-in cargo "builds": it says which build it is.
+    let cargo = format!(
+        "#!/bin/sh\necho \"cargo $*\" >> '{log}'\nmkdir -p \"$CARGO_TARGET_DIR/release\"\n\
+         kind=default; case \"$*\" in *vulkan*) kind=spirv;; esac\n\
+         out=\"$CARGO_TARGET_DIR/release/tradetune\"\n\
+         printf '#!/bin/sh\\necho \"%s $* cache=$TRADETUNE_GPU_CACHE\" >> {log}\\n\
+         if [ \"$1\" = --version ]; then echo \"tradetune 9.9.9 (%s)\"; fi\\n' \
+         \"$kind\" \"$kind\" > \"$out\"\n\
+         [ $kind = spirv ] && sed -i 's/(spirv)/(GPU: wgpu, SPIR-V kernels)/' \"$out\"\n\
+         chmod +x \"$out\"\n",
+        log = log.display()
+    );
+    let strip = "#!/bin/sh\n[ \"$1\" = -o ] && cp \"$3\" \"$2\"\n";
+    let apt = format!(
+        "#!/bin/sh\necho \"apt-get $*\" >> '{}'\n\
+         case \"$*\" in *download*) touch libvulkan1_1.0_amd64.deb;; esac\n",
+        log.display()
+    );
+    for (name, body) in [
+        ("cargo", cargo.as_str()),
+        ("strip", strip),
+        ("apt-get", &apt),
+    ] {
+        let f = bin.join(name);
+        std::fs::write(&f, body).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let target = dir.join("target");
+    let carry = |args: &[&str]| {
+        Command::new("bash")
+            .arg("benches/gpu/carry.sh")
+            .args(args)
+            .current_dir(&repo)
+            .env("PATH", &path)
+            .env("CARGO_TARGET_DIR", &target)
+            .output()
+            .expect("bash runs the script")
+    };
+
+    let bad = carry(&["--budget", "soon"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        text(&bad.stderr).contains("--budget 'soon' is not a whole number of seconds"),
+        "{}",
+        text(&bad.stderr)
+    );
+
+    let o = carry(&["--spirv", "--budget", "300"]);
+    let stdout = text(&o.stdout);
+    assert!(o.status.success(), "{stdout}{}", text(&o.stderr));
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        calls.contains("cargo build --release -p tradetune\n")
+            && calls.contains("cargo build --release -p tradetune --features vulkan\n"),
+        "{calls}"
+    );
+    assert!(calls.contains("download libvulkan1"), "{calls}");
+    let packed = repo.join(".gpu-carry");
+    for f in [
+        "tradetune.xz",
+        "tradetune-spirv.xz",
+        "libvulkan1_1.0_amd64.deb",
+    ] {
+        assert!(packed.join(f).is_file(), "{f} not packed: {stdout}");
+    }
+    let exclude = std::fs::read_to_string(repo.join(".git/info/exclude")).unwrap();
+    assert_eq!(exclude.matches("/.gpu-carry/").count(), 1, "{exclude}");
+    assert!(stdout.contains("MiB of the 64 a call carries"), "{stdout}");
+    assert!(
+        stdout.contains("with carry [\".gpu-carry\"] and timeout_s 360"),
+        "{stdout}"
+    );
+    let command = stdout
+        .lines()
+        .find(|l| l.contains("benches/gpu/run.sh"))
+        .unwrap_or_else(|| panic!("no command printed: {stdout}"));
+    assert!(
+        command.ends_with(
+            "benches/gpu/run.sh --tradetune .gpu-carry/tradetune --spirv \
+             .gpu-carry/tradetune-spirv --peer python3 --out $OUT/gpu --budget 300"
+        ),
+        "{command}"
+    );
+    // A second run packs again without a second exclude line.
+    let o = carry(&[]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        !packed.join("tradetune-spirv.xz").exists(),
+        "a stale SPIR-V binary left"
+    );
+    let exclude = std::fs::read_to_string(repo.join(".git/info/exclude")).unwrap();
+    assert_eq!(exclude.matches("/.gpu-carry/").count(), 1, "{exclude}");
+    let command = text(&o.stdout)
+        .lines()
+        .find(|l| l.contains("benches/gpu/run.sh"))
+        .unwrap()
+        .to_string();
+
+    // The printed command, from the unpacking on, as the GPU machine runs it (with a python
+    // for the peer that says it has torch).
+    let python = bin.join("python3");
+    std::fs::write(&python, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let from = command.find("xz -df").unwrap();
+    let out = dir.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::remove_file(&log).unwrap();
+    let o = Command::new("bash")
+        .args(["-c", &command[from..]])
+        .current_dir(&repo)
+        .env("PATH", &path)
+        .env("OUT", &out)
+        .output()
+        .expect("bash runs the command");
+    assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
+    let machine = std::fs::read_to_string(out.join("gpu/machine.txt")).unwrap();
+    assert!(
+        machine.contains("tradetune: tradetune 9.9.9 (default)"),
+        "{machine}"
+    );
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        calls.contains("default bench gpu --probe-sizes 256,1024,4096 --peer python3"),
+        "{calls}"
+    );
+}

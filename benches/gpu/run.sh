@@ -28,6 +28,9 @@
 #   --out        the folder (default gpu-report-<UTC time>)
 #   --budget     seconds for the whole run: each step gets what is left, a step that would
 #                start with under a minute left is skipped and says so (default: no limit)
+#
+# benches/gpu/carry.sh packs the binaries and the Vulkan loader for a machine without Rust and
+# prints the command that runs this script there.
 set -uo pipefail
 
 bin=""
@@ -42,7 +45,7 @@ while [ $# -gt 0 ]; do
     --peer) peer="${2:?--peer needs a Python interpreter}"; shift 2 ;;
     --out) out="${2:?--out needs a folder}"; shift 2 ;;
     --budget) budget="${2:?--budget needs seconds}"; shift 2 ;;
-    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
