@@ -7,6 +7,9 @@
 //!   workers of one process share one thread pool, so each gets a share of the cores;
 //! - **evaluation cost**: the periodic validation evaluations took a large share of the trial
 //!   (the achieved figure counts them; the prediction does not);
+//! - **compile time**: on a GPU, compiling and autotuning the configuration's kernels took a
+//!   large share of a short trial (the achieved figure counts it; the prediction, after its
+//!   warm-up update, does not), with the trial's steady rate beside it;
 //! - **tiny minibatches**: every minibatch pays a fixed per-operation cost, so batches under
 //!   [`SMALL_BATCH`] spend their time in overhead rather than arithmetic (then the prediction is
 //!   low too: the configuration itself is slow).
@@ -31,6 +34,8 @@ use crate::study::ppo_trial::{PpoTrialConfig, TrainingRun};
 pub const SLOW_RATIO: f64 = 0.8;
 /// Evaluation at or above this share of a trial's timed phases is named as a cause.
 pub const EVAL_SHARE: f64 = 0.25;
+/// Compiling at or above this share of a trial's phases is named as a cause.
+pub const COMPILE_SHARE: f64 = 0.25;
 /// Minibatches smaller than this are named as a cause.
 pub const SMALL_BATCH: usize = 128;
 
@@ -53,6 +58,11 @@ pub struct TrialSpeed {
     pub concurrent: usize,
     /// Share of the trial's timed phases spent evaluating, where its telemetry recorded them.
     pub eval_share: Option<f64>,
+    /// Share of the trial's phases spent compiling and autotuning kernels (a GPU's first
+    /// updates and first evaluation), where it compiled.
+    pub compile_share: Option<f64>,
+    /// Training samples/s without the compile phase, where there was one.
+    pub steady: Option<f64>,
     /// The likely causes of a gap (or of a slow configuration), each with its fix.
     pub causes: Vec<String>,
 }
@@ -248,42 +258,27 @@ pub fn speed(
             }
             _ => None,
         };
+        // Compiling, against every phase (a trial recorded before the compile phase has none).
+        let compile = phase("compile").filter(|c| *c > 0.0).map(|c| {
+            let rest: f64 = ["env", "inference", "update", "eval"]
+                .iter()
+                .filter_map(|p| phase(p))
+                .sum();
+            (c, c / (c + rest))
+        });
+        let steady = user_number(t, "steady_samples_per_s");
         let concurrent = concurrent_at_midpoint(t, &workers);
         let ratio = rate.map(|p| achieved / p);
-        let mut causes = Vec::new();
-        if let Some(why) = not_here {
-            causes.push(format!("not measured: {why}"));
-        }
-        let slow = ratio.is_some_and(|r| r < SLOW_RATIO);
-        if slow && concurrent > 1 {
-            causes.push(format!(
-                "oversubscribed: {concurrent} trials trained at once on this host, sharing its \
-                 cores — run fewer workers per device (alone it reaches {:.0} samples/s)",
-                rate.unwrap_or(f64::NAN)
-            ));
-        }
-        if let Some(e) = eval_share.filter(|e| *e >= EVAL_SHARE) {
-            causes.push(format!(
-                "evaluation took {:.0} % of the trial — evaluate less often (train.eval_every) \
-                 or on a shorter validation split",
-                e * 100.0
-            ));
-        }
-        if cfg.ppo.batch_size < SMALL_BATCH {
-            let calls = (cfg.ppo.n_steps * cfg.env.n_envs).div_ceil(cfg.ppo.batch_size.max(1));
-            causes.push(format!(
-                "tiny minibatches: batch_size {} makes {calls} minibatches per epoch, each paying \
-                 a fixed per-operation cost — a batch of 256 or more spends the time on arithmetic",
-                cfg.ppo.batch_size
-            ));
-        }
-        if slow && causes.is_empty() {
-            causes.push(
-                "slower than its configuration alone, with no cause in the records: was the \
-                 machine busy with something else?"
-                    .into(),
-            );
-        }
+        let causes = causes(&Evidence {
+            not_here: not_here.as_deref(),
+            rate,
+            ratio,
+            concurrent,
+            eval_share,
+            compile,
+            steady,
+            cfg,
+        });
         out.push(TrialSpeed {
             number: t.number,
             worker: meta.worker.clone(),
@@ -295,6 +290,8 @@ pub fn speed(
             ratio,
             concurrent,
             eval_share,
+            compile_share: compile.map(|(_, share)| share),
+            steady,
             causes,
         });
     }
@@ -304,6 +301,84 @@ pub fn speed(
         updates,
         trials: out,
     })
+}
+
+/// What a trial's records say of its speed.
+struct Evidence<'a> {
+    /// Why its configuration could not be measured here, if it could not.
+    not_here: Option<&'a str>,
+    /// Its configuration's samples/s alone here.
+    rate: Option<f64>,
+    /// Achieved against `rate`.
+    ratio: Option<f64>,
+    /// Trials of its host training at its midpoint, itself included.
+    concurrent: usize,
+    eval_share: Option<f64>,
+    /// Seconds compiling, and their share of the trial.
+    compile: Option<(f64, f64)>,
+    /// Samples/s without the compile phase.
+    steady: Option<f64>,
+    cfg: &'a PpoTrialConfig,
+}
+
+/// The likely causes of a trial's gap to its configuration alone (or of a slow
+/// configuration), each with its fix.
+fn causes(e: &Evidence<'_>) -> Vec<String> {
+    let mut causes = Vec::new();
+    if let Some(why) = e.not_here {
+        causes.push(format!("not measured: {why}"));
+    }
+    let slow = e.ratio.is_some_and(|r| r < SLOW_RATIO);
+    if slow && e.concurrent > 1 {
+        causes.push(format!(
+            "oversubscribed: {} trials trained at once on this host, sharing its \
+             cores — run fewer workers per device (alone it reaches {:.0} samples/s)",
+            e.concurrent,
+            e.rate.unwrap_or(f64::NAN)
+        ));
+    }
+    if let Some(share) = e.eval_share.filter(|s| *s >= EVAL_SHARE) {
+        causes.push(format!(
+            "evaluation took {:.0} % of the trial — evaluate less often (train.eval_every) \
+             or on a shorter validation split",
+            share * 100.0
+        ));
+    }
+    if let Some((secs, share)) = e.compile.filter(|(_, s)| *s >= COMPILE_SHARE) {
+        let steady = match (e.steady, e.rate) {
+            (Some(steady), Some(rate)) if rate > 0.0 => format!(
+                "; without it {steady:.0} samples/s, {:.0} % of its configuration alone",
+                100.0 * steady / rate
+            ),
+            (Some(steady), _) => format!("; without it {steady:.0} samples/s"),
+            _ => String::new(),
+        };
+        causes.push(format!(
+            "compiling kernels took {:.0} % of the trial ({secs:.1} s){steady} — a GPU compiles \
+             and autotunes a configuration's kernels in its first updates and evaluation: the \
+             next trial of the same shapes autotunes nothing (TradeTune's GPU cache) and \
+             compiles from the driver's shader cache where it keeps one; a longer trial \
+             (train.total_timesteps) spreads it",
+            share * 100.0
+        ));
+    }
+    let (ppo, env) = (&e.cfg.ppo, &e.cfg.env);
+    if ppo.batch_size < SMALL_BATCH {
+        let calls = (ppo.n_steps * env.n_envs).div_ceil(ppo.batch_size.max(1));
+        causes.push(format!(
+            "tiny minibatches: batch_size {} makes {calls} minibatches per epoch, each paying \
+             a fixed per-operation cost — a batch of 256 or more spends the time on arithmetic",
+            ppo.batch_size
+        ));
+    }
+    if slow && causes.is_empty() {
+        causes.push(
+            "slower than its configuration alone, with no cause in the records: was the \
+             machine busy with something else?"
+                .into(),
+        );
+    }
+    causes
 }
 
 /// Samples/s of `cfg` trained alone on `device` over `bars` of `data`: one warm-up update, then
@@ -331,6 +406,39 @@ mod tests {
         assert_eq!(host_of(Some("box#12/worker-1")), "box#12");
         assert_eq!(host_of(Some("worker-0")), "");
         assert_eq!(host_of(None), "");
+    }
+
+    /// A short GPU trial whose compile phase was most of it: that is the cause named, with its
+    /// steady rate against its configuration alone, not "no cause in the records".
+    #[test]
+    fn a_trial_mostly_compiling_is_told_so_with_its_steady_rate() {
+        let mut cfg = PpoTrialConfig::default();
+        cfg.ppo.batch_size = 256;
+        let evidence = |compile| Evidence {
+            not_here: None,
+            rate: Some(1000.0),
+            ratio: Some(0.3),
+            concurrent: 1,
+            eval_share: Some(0.05),
+            compile,
+            steady: Some(950.0),
+            cfg: &cfg,
+        };
+        let named = causes(&evidence(Some((21.0, 0.7))));
+        assert_eq!(named.len(), 1, "{named:?}");
+        assert!(
+            named[0].starts_with(
+                "compiling kernels took 70 % of the trial (21.0 s); without it 950 samples/s, 95 \
+                 % of its configuration alone — a GPU compiles"
+            ),
+            "{named:?}"
+        );
+        // Under the share, and where nothing compiled, the old verdict stands.
+        for compile in [Some((2.0, 0.1)), None] {
+            let named = causes(&evidence(compile));
+            assert_eq!(named.len(), 1, "{named:?}");
+            assert!(named[0].contains("no cause in the records"), "{named:?}");
+        }
     }
 
     #[test]
