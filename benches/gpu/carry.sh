@@ -14,7 +14,8 @@
 #
 # Usage: benches/gpu/carry.sh [--spirv] [--budget SECONDS]
 #   --spirv   also build and pack the SPIR-V binary (run.sh --spirv runs it beside the default)
-#   --budget  the seconds the printed command gives run.sh (default 500, under a 600 s call)
+#   --budget  the seconds the printed command gives run.sh (default 500; at most 540, a minute
+#             under the 600 s a call may run)
 set -euo pipefail
 
 spirv=0
@@ -30,6 +31,10 @@ done
 case "$budget" in
   ''|*[!0-9]*) echo "carry.sh: --budget '$budget' is not a whole number of seconds" >&2; exit 2 ;;
 esac
+if [ "$budget" -gt 540 ]; then
+  echo "carry.sh: --budget $budget leaves no minute under the 600 s a call may run; at most 540" >&2
+  exit 2
+fi
 if [ "$(uname -m)" != x86_64 ]; then
   echo "carry.sh: this machine is $(uname -m); the GPU machine runs x86-64 builds only" >&2
   exit 2
@@ -55,6 +60,7 @@ build() {
   env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS cargo build --release -p tradetune "$@"
 }
 
+rm -f "$dir"/tradetune*
 echo "building the release binary (target directory $target)"
 build
 pack tradetune
@@ -62,8 +68,6 @@ if [ "$spirv" = 1 ]; then
   echo "building the SPIR-V binary (--features vulkan)"
   build --features vulkan
   pack tradetune-spirv
-else
-  rm -f "$dir/tradetune-spirv.xz"
 fi
 
 echo "downloading the Vulkan loader (x86-64)"
@@ -78,8 +82,10 @@ elif ! (cd "$dir" && apt-get "${apt[@]}" download libvulkan1 >"$lists/download.l
 fi
 rm -rf "$lists"
 
-# What one call carries: the checkout's files and the folder, 64 MiB together.
-tracked=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -n 1 | cut -f1)
+# What one call carries: the checkout's files (tracked, and untracked ones not ignored) and the
+# folder, 64 MiB together.
+tracked=$(git ls-files -z --cached --others --exclude-standard \
+  | xargs -0 -r stat -c %s 2>/dev/null | awk '{s += $1} END {print s + 0}' || true)
 packed=$(du -cb "$dir" | tail -n 1 | cut -f1)
 total=$(( tracked + packed ))
 echo "the checkout ($(( tracked / 1048576 )) MiB) and $dir ($(( packed / 1048576 )) MiB): $(( total / 1048576 )) MiB of the 64 a call carries"

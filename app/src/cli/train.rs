@@ -133,6 +133,7 @@ fn train(
             &report.phases,
             &report.kernels,
             report.steady_samples_per_second,
+            kernels::counting_compiles(),
             kernels::driver_shader_cache_off(),
         ) {
             println!("{line}");
@@ -143,12 +144,14 @@ fn train(
 
 /// Where a run's time went, as lines under its summary: each phase's seconds and share of the
 /// run and, where kernels were compiled (a GPU), what compiling them cost and the rate without
-/// it (`steady`, samples/s), and what a next run pays: `driver_cache_off` names the variable
-/// that turns the driver's shader cache off, if one does.
+/// it (`steady`, samples/s), and what a next run pays: `counting` says whether cubecl's
+/// compilations were counted (`kernels`), `driver_cache_off` names the variable that turns the
+/// driver's shader cache off, if one does.
 fn time_lines(
     phases: &PhaseTimes,
     kernels: &KernelCounts,
     steady: f64,
+    counting: bool,
     driver_cache_off: Option<&str>,
 ) -> Vec<String> {
     let total = phases.total();
@@ -167,25 +170,42 @@ fn time_lines(
         .collect();
     lines.push(format!("time by phase: {}", parts.join(", ")));
     if phases.compile > 0.0 || kernels.compiled_anything() {
-        let autotune = if kernels.autotune_runs > 0 {
-            "a next run of the same shapes autotunes nothing (TradeTune's GPU cache keeps the \
-             answers)"
+        let counted = if counting {
+            format!(
+                "{} kernels compiled, {} operations autotuned",
+                kernels.compiled, kernels.autotune_runs
+            )
         } else {
-            "nothing was autotuned (TradeTune's GPU cache had the answers)"
+            "kernels not counted: another logger came first".into()
         };
-        let driver = match driver_cache_off {
+        let cost = if phases.compile > 0.0 {
+            format!(
+                "{} ({counted}); {steady:.0} samples/s without it",
+                seconds(phases.compile)
+            )
+        } else {
+            format!(
+                "not measured apart, since every update compiled and none gave a steady time to \
+                 compare with ({counted})"
+            )
+        };
+        let mut next = Vec::new();
+        if counting && kernels.autotune_runs > 0 {
+            next.push(
+                "a next run of the same shapes autotunes nothing (TradeTune's GPU cache keeps the \
+                 answers)"
+                    .to_string(),
+            );
+        } else if counting {
+            next.push("nothing was autotuned (TradeTune's GPU cache had the answers)".into());
+        }
+        next.push(match driver_cache_off {
             Some(var) => {
                 format!("{var} turns the driver's shader cache off, so every run compiles again")
             }
             None => "a next run compiles from the driver's shader cache where it keeps one".into(),
-        };
-        lines.push(format!(
-            "compiling: {} ({} kernels compiled, {} operations autotuned); {steady:.0} samples/s \
-             without it; {autotune}; {driver}",
-            seconds(phases.compile),
-            kernels.compiled,
-            kernels.autotune_runs
-        ));
+        });
+        lines.push(format!("compiling: {cost}; {}", next.join("; ")));
     }
     lines
 }
@@ -282,7 +302,7 @@ mod tests {
             autotune_runs: 51,
             ..KernelCounts::default()
         };
-        let lines = time_lines(&phases, &kernels, 950.0, None);
+        let lines = time_lines(&phases, &kernels, 950.0, true, None);
         assert_eq!(
             lines[0],
             "time by phase: env_step 1.0 s (5 %), inference 2.0 s (10 %), update 4.0 s (20 %), \
@@ -300,7 +320,13 @@ mod tests {
             autotune_runs: 0,
             ..kernels
         };
-        let lines = time_lines(&phases, &kept, 950.0, Some("MESA_SHADER_CACHE_DISABLE"));
+        let lines = time_lines(
+            &phases,
+            &kept,
+            950.0,
+            true,
+            Some("MESA_SHADER_CACHE_DISABLE"),
+        );
         assert!(lines[1].contains("nothing was autotuned"), "{lines:?}");
         assert!(
             lines[1].ends_with(
@@ -314,10 +340,30 @@ mod tests {
             compile: 0.0,
             ..phases
         };
-        let lines = time_lines(&cpu, &KernelCounts::default(), 400.0, None);
+        let lines = time_lines(&cpu, &KernelCounts::default(), 400.0, false, None);
         assert_eq!(lines.len(), 1, "{lines:?}");
         assert!(!lines[0].contains("compile"), "{lines:?}");
-        assert!(time_lines(&PhaseTimes::default(), &kernels, 1.0, None).is_empty());
+        assert!(time_lines(&PhaseTimes::default(), &kernels, 1.0, true, None).is_empty());
+        // Every update compiled (a one-update run): no steady time, so no compile time apart.
+        let held = PhaseTimes {
+            compile: 0.0,
+            ..phases
+        };
+        let lines = time_lines(&held, &kernels, 40.0, true, None);
+        assert!(
+            lines[1].starts_with("compiling: not measured apart, since every update compiled"),
+            "{lines:?}"
+        );
+        assert!(!lines[1].contains("samples/s without it"), "{lines:?}");
+        // The counters off (another logger first): the compile time, not the counts.
+        let lines = time_lines(&phases, &KernelCounts::default(), 950.0, false, None);
+        assert!(
+            lines[1].starts_with(
+                "compiling: 12 s (kernels not counted: another logger came first); 950"
+            ),
+            "{lines:?}"
+        );
+        assert!(!lines[1].contains("autotuned"), "{lines:?}");
         let shown: Vec<String> = [42.4, 3.46, 0.354, 0.00421].map(seconds).into();
         assert_eq!(shown, ["42 s", "3.5 s", "0.35 s", "4.2 ms"]);
     }

@@ -314,7 +314,8 @@ struct Evidence<'a> {
     /// Trials of its host training at its midpoint, itself included.
     concurrent: usize,
     eval_share: Option<f64>,
-    /// Seconds compiling, and their share of the trial.
+    /// Seconds compiling, and their share of all the trial's phases (`eval_share` leaves
+    /// compiling out of its base).
     compile: Option<(f64, f64)>,
     /// Samples/s without the compile phase.
     steady: Option<f64>,
@@ -347,10 +348,13 @@ fn causes(e: &Evidence<'_>) -> Vec<String> {
     if let Some((secs, share)) = e.compile.filter(|(_, s)| *s >= COMPILE_SHARE) {
         let steady = match (e.steady, e.rate) {
             (Some(steady), Some(rate)) if rate > 0.0 => format!(
-                "; without it {steady:.0} samples/s, {:.0} % of its configuration alone",
+                "; without it {steady:.0} samples/s (its evaluations still in), {:.0} % of its \
+                 configuration alone",
                 100.0 * steady / rate
             ),
-            (Some(steady), _) => format!("; without it {steady:.0} samples/s"),
+            (Some(steady), _) => {
+                format!("; without it {steady:.0} samples/s (its evaluations still in)")
+            }
             _ => String::new(),
         };
         causes.push(format!(
@@ -428,8 +432,8 @@ mod tests {
         assert_eq!(named.len(), 1, "{named:?}");
         assert!(
             named[0].starts_with(
-                "compiling kernels took 70 % of the trial (21.0 s); without it 950 samples/s, 95 \
-                 % of its configuration alone — a GPU compiles"
+                "compiling kernels took 70 % of the trial (21.0 s); without it 950 samples/s (its \
+                 evaluations still in), 95 % of its configuration alone — a GPU compiles"
             ),
             "{named:?}"
         );

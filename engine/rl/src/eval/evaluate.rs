@@ -193,8 +193,8 @@ pub fn evaluate(
 pub struct TimedEval {
     /// The report, as [`evaluate`] gives it.
     pub report: EvalReport,
-    /// Seconds the first half of the bars (the env's set-up and reset counted with the first)
-    /// took beyond the second half's pace ([`BarClock::slow_start`]): on a GPU's first
+    /// Seconds the first half of the bars (the env's reset counted with the first)
+    /// took beyond the second half's pace (`BarClock::slow_start`): on a GPU's first
     /// evaluation in a run, about what compiling and autotuning its kernels cost; about 0
     /// where nothing compiled.
     pub slow_start_s: f64,
@@ -321,7 +321,8 @@ pub fn evaluate_timed(
     })
 }
 
-/// The host's time per bar of an evaluation, the first from just before the env's set-up.
+/// The host's time per bar of an evaluation, the first from just before the env's reset (its
+/// set-up, the split's upload, is every evaluation's and is left out).
 #[derive(Debug, Default)]
 struct BarClock {
     last: Option<Instant>,
@@ -418,9 +419,9 @@ impl DeviceRun<'_> {
         device: &burn::tensor::Device,
         clock: &mut BarClock,
     ) -> Result<Curves, EvalError> {
-        clock.start();
         let mut env = TensorVecEnv::new(split.env_config(), padded, 0..padded.n_bars(), device)
             .map_err(|e| split.err(e.to_string()))?;
+        clock.start();
         let mut obs = env.reset_tensors();
         let mut log = env.state_log(self.steps + 1);
         for t in 0..self.steps {

@@ -245,11 +245,16 @@ impl CompileWatch {
     /// its pace), since the next evaluation, which would give its steady time, may be many
     /// updates away.
     pub(crate) fn evaluated(&mut self, delta: KernelCounts, compiles: bool) -> bool {
+        self.evaluated_counting(delta, compiles, kernels::counting_compiles())
+    }
+
+    /// [`CompileWatch::evaluated`], `counting` saying whether the counters count compilations.
+    fn evaluated_counting(&mut self, delta: KernelCounts, compiles: bool, counting: bool) -> bool {
         let first = self.evaluations == 0;
         self.evaluations += 1;
         self.evaluated = add(self.evaluated, delta);
         let compiled = compiles
-            && if kernels::counting_compiles() {
+            && if counting {
                 delta.compiled_anything()
             } else {
                 first
@@ -463,15 +468,21 @@ mod tests {
     /// device that compiles is the one that compiled; on the CPU none did.
     #[test]
     fn the_first_evaluation_compiled_where_nothing_counts() {
-        if kernels::counting_compiles() {
-            return;
-        }
         let mut w = CompileWatch::default();
         let none = KernelCounts::default();
-        assert!(w.evaluated(none, true));
-        assert!(!w.evaluated(none, true));
+        assert!(w.evaluated_counting(none, true, false));
+        assert!(!w.evaluated_counting(none, true, false));
         let mut cpu = CompileWatch::default();
-        assert!(!cpu.evaluated(none, false));
+        assert!(!cpu.evaluated_counting(none, false, false));
+        // Where the counters count, by what they counted.
+        let mut gpu = CompileWatch::default();
+        assert!(!gpu.evaluated_counting(none, true, true));
+        let compiled = KernelCounts {
+            compiled: 3,
+            ..none
+        };
+        assert!(gpu.evaluated_counting(compiled, true, true));
+        assert_eq!(gpu.compiled.compiled, 3);
     }
 
     #[test]

@@ -558,8 +558,16 @@ impl<E: RolloutEnv> Trainer<E> {
         if !self.updates.is_multiple_of(pe.every) {
             return Ok(None);
         }
-        let before = kernels::counts();
+        // The compilation log's lines arrive a moment after the compilations: let the
+        // update's in before the evaluation's window opens, and the evaluation's before it
+        // closes (on a GPU whose compilations are counted only; 20 ms or more each).
+        // The waits are timed with the evaluation, so that the phases still sum to the run.
+        let settle = self.compiles && kernels::counting_compiles();
         let t = Instant::now();
+        if settle {
+            kernels::settle();
+        }
+        let before = kernels::counts();
         let timed =
             self.evaluate_timed(&pe.split, pe.objective)
                 .map_err(|e| PpoError::Evaluation {
@@ -567,6 +575,9 @@ impl<E: RolloutEnv> Trainer<E> {
                     source: Box::new(e),
                 })?;
         self.sync("sync: evaluation")?;
+        if settle {
+            kernels::settle();
+        }
         let wall = t.elapsed().as_secs_f64();
         let compiled = kernels::counts().since(&before);
         let compile = if self.compile_watch.evaluated(compiled, self.compiles) {
