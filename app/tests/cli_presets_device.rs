@@ -91,6 +91,23 @@ fn run_preset_with(
         t.system_attr("fail_reason")
     );
     assert_eq!(attr(&t.user_attrs, "device"), format!("\"{device}\""));
+    // The trial's line says what compiling cost where it recorded a compile phase (a GPU's).
+    let compiled = t
+        .user_attr("phase_compile_s")
+        .and_then(|v| serde_json::Value::from(v).as_f64())
+        .is_some_and(|c| c > 0.0);
+    let line = out
+        .lines()
+        .find(|l| l.contains(" COMPLETE "))
+        .unwrap_or_default();
+    assert_eq!(
+        line.ends_with(" s compiling)"),
+        compiled,
+        "{preset}: {line}"
+    );
+    if device == "cpu" {
+        assert!(!compiled, "{preset}: the CPU compiles nothing");
+    }
     assert_eq!(attr(&t.user_attrs, "precision"), format!("\"{precision}\""));
     // `auto`: the host on the CPU; on a GPU where a rollout step measured cheaper, the
     // measurement recorded beside it.

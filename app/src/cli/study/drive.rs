@@ -122,8 +122,10 @@ fn event_lines(e: &StudyEvent) -> Vec<String> {
             device,
             value,
             duration_s,
+            compile_s,
         } => out.push(format!(
-            "trial {number:>4} COMPLETE  value {value:>10.5}  worker {worker} on {device}  {duration_s:.1} s"
+            "trial {number:>4} COMPLETE  value {value:>10.5}  worker {worker} on {device}  {duration_s:.1} s{}",
+            compiling(*compile_s)
         )),
         StudyEvent::TrialPruned {
             number,
@@ -133,9 +135,11 @@ fn event_lines(e: &StudyEvent) -> Vec<String> {
             value,
             reason,
             duration_s,
+            compile_s,
         } => out.push(format!(
-            "trial {number:>4} PRUNED    value {:>10}  worker {worker} on {device}  {duration_s:.1} s  ({reason}{})",
+            "trial {number:>4} PRUNED    value {:>10}  worker {worker} on {device}  {duration_s:.1} s{}  ({reason}{})",
             value.map_or("-".into(), |v| format!("{v:.5}")),
+            compiling(*compile_s),
             step.map_or(String::new(), |s| format!(" at step {s}"))
         )),
         StudyEvent::TrialFailed {
@@ -160,4 +164,53 @@ fn event_lines(e: &StudyEvent) -> Vec<String> {
         _ => {}
     }
     out
+}
+
+/// A trial's compile time as its line shows it: " (12.3 s compiling)" on a GPU that compiled,
+/// nothing elsewhere.
+fn compiling(compile_s: Option<f64>) -> String {
+    compile_s.map_or(String::new(), |c| format!(" ({c:.1} s compiling)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trial_line_shows_its_compile_time_where_it_compiled() {
+        let done = |compile_s| StudyEvent::TrialCompleted {
+            number: 3,
+            worker: 1,
+            device: "wgpu:0".into(),
+            value: 0.5,
+            duration_s: 42.0,
+            compile_s,
+        };
+        assert_eq!(
+            event_lines(&done(Some(30.25))),
+            [
+                "trial    3 COMPLETE  value    0.50000  worker 1 on wgpu:0  42.0 s (30.2 s compiling)"
+            ]
+        );
+        assert_eq!(
+            event_lines(&done(None)),
+            ["trial    3 COMPLETE  value    0.50000  worker 1 on wgpu:0  42.0 s"]
+        );
+        let pruned = StudyEvent::TrialPruned {
+            number: 4,
+            worker: 0,
+            device: "wgpu:0".into(),
+            step: Some(2),
+            value: None,
+            reason: "pruned by the pruner".into(),
+            duration_s: 20.0,
+            compile_s: Some(15.0),
+        };
+        assert_eq!(
+            event_lines(&pruned),
+            [
+                "trial    4 PRUNED    value          -  worker 0 on wgpu:0  20.0 s (15.0 s compiling)  (pruned by the pruner at step 2)"
+            ]
+        );
+    }
 }

@@ -78,6 +78,9 @@ pub enum StudyEvent {
         device: String,
         value: f64,
         duration_s: f64,
+        /// Of `duration_s`, the seconds spent compiling kernels (a GPU trial's compile phase),
+        /// where it recorded one.
+        compile_s: Option<f64>,
     },
     /// PRUNED (by the pruner, or stopped by the user after it had reported values); `value` is
     /// the last intermediate value Optuna keeps as the trial's value.
@@ -89,6 +92,8 @@ pub enum StudyEvent {
         value: Option<f64>,
         reason: String,
         duration_s: f64,
+        /// As for [`StudyEvent::TrialCompleted`].
+        compile_s: Option<f64>,
     },
     /// FAIL with the reason (also stored as the `fail_reason` system attribute).
     TrialFailed {

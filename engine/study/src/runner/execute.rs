@@ -8,8 +8,10 @@ use std::time::Instant;
 use crate::trial::TrialState;
 use tradetune_device::DeviceSpec;
 use tradetune_device::memory::MemoryBudget;
-use tradetune_storage::{HeartbeatThread, JsonValue, RunMetadata, Storage, TrialHandle};
-use tradetune_telemetry::CpuSharing;
+use tradetune_storage::{
+    HeartbeatThread, JsonValue, RunMetadata, Storage, TrialHandle, TrialRecord,
+};
+use tradetune_telemetry::{CpuSharing, Phase};
 
 use super::devices::DeviceSlot;
 use super::events::StudyEvent;
@@ -303,12 +305,14 @@ impl Runner {
         match outcome {
             Ok(value) => {
                 storage.complete_trial(trial_id, &[value])?;
+                let compile_s = compile_of(&storage.trial(trial_id)?);
                 let _ = events.send(StudyEvent::TrialCompleted {
                     number,
                     worker,
                     device: slot.label.clone(),
                     value,
                     duration_s,
+                    compile_s,
                 });
                 Ok(TrialOutcome {
                     number,
@@ -344,8 +348,9 @@ impl Runner {
             &JsonValue::from(reason.as_str()),
         )?;
         storage.prune_trial(handle.trial_id)?;
-        let value = storage.trial(handle.trial_id)?.value();
+        let record = storage.trial(handle.trial_id)?;
         let number = handle.number.max(0) as u64;
+        let value = record.value();
         let _ = events.send(StudyEvent::TrialPruned {
             number,
             worker,
@@ -354,6 +359,7 @@ impl Runner {
             value,
             reason: reason.clone(),
             duration_s,
+            compile_s: compile_of(&record),
         });
         Ok(TrialOutcome {
             number,
@@ -403,4 +409,14 @@ fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> String {
         .map(|s| (*s).to_owned())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a panic without a message".to_owned())
+}
+
+/// The seconds a trial spent compiling kernels, where it recorded a compile phase (a GPU
+/// trial's telemetry summary, `phase_compile_s`) and it was not zero.
+fn compile_of(record: &TrialRecord) -> Option<f64> {
+    let key = format!("phase_{}_s", Phase::Compile.name());
+    match record.user_attr(&key)? {
+        JsonValue::Float(s) if *s > 0.0 => Some(*s),
+        _ => None,
+    }
 }
