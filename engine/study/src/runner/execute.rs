@@ -8,9 +8,7 @@ use std::time::Instant;
 use crate::trial::TrialState;
 use tradetune_device::DeviceSpec;
 use tradetune_device::memory::MemoryBudget;
-use tradetune_storage::{
-    HeartbeatThread, JsonValue, RunMetadata, Storage, TrialHandle, TrialRecord,
-};
+use tradetune_storage::{HeartbeatThread, JsonValue, RunMetadata, Storage, TrialHandle};
 use tradetune_telemetry::{CpuSharing, Phase};
 
 use super::devices::DeviceSlot;
@@ -278,6 +276,7 @@ impl Runner {
         for (k, v) in &attrs {
             storage.set_trial_user_attr(trial_id, k, v)?;
         }
+        let compile_s = compile_of(&attrs);
 
         let stopped = stop.is_set();
         let interrupted = self.stop.interrupted();
@@ -294,6 +293,7 @@ impl Runner {
                     step.or(pruned_at).or(last_step),
                     "pruned by the pruner".into(),
                     duration_s,
+                    compile_s,
                     events,
                 );
             }
@@ -305,7 +305,6 @@ impl Runner {
         match outcome {
             Ok(value) => {
                 storage.complete_trial(trial_id, &[value])?;
-                let compile_s = compile_of(&storage.trial(trial_id)?);
                 let _ = events.send(StudyEvent::TrialCompleted {
                     number,
                     worker,
@@ -324,7 +323,7 @@ impl Runner {
                 })
             }
             Err(reason) if stopped && !interrupted && last_step.is_some() => self.prune(
-                storage, s.handle, worker, slot, last_step, reason, duration_s, events,
+                storage, s.handle, worker, slot, last_step, reason, duration_s, compile_s, events,
             ),
             Err(reason) => self.fail(storage, s.handle, worker, slot, reason, duration_s, events),
         }
@@ -340,6 +339,7 @@ impl Runner {
         step: Option<u64>,
         reason: String,
         duration_s: f64,
+        compile_s: Option<f64>,
         events: &Sender<StudyEvent>,
     ) -> Result<TrialOutcome, RunnerError> {
         storage.set_trial_system_attr(
@@ -348,9 +348,8 @@ impl Runner {
             &JsonValue::from(reason.as_str()),
         )?;
         storage.prune_trial(handle.trial_id)?;
-        let record = storage.trial(handle.trial_id)?;
+        let value = storage.trial(handle.trial_id)?.value();
         let number = handle.number.max(0) as u64;
-        let value = record.value();
         let _ = events.send(StudyEvent::TrialPruned {
             number,
             worker,
@@ -359,7 +358,7 @@ impl Runner {
             value,
             reason: reason.clone(),
             duration_s,
-            compile_s: compile_of(&record),
+            compile_s,
         });
         Ok(TrialOutcome {
             number,
@@ -411,12 +410,12 @@ fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_else(|| "a panic without a message".to_owned())
 }
 
-/// The seconds a trial spent compiling kernels, where it recorded a compile phase (a GPU
-/// trial's telemetry summary, `phase_compile_s`) and it was not zero.
-fn compile_of(record: &TrialRecord) -> Option<f64> {
+/// The seconds a trial spent compiling kernels, from the user attributes it stores, where
+/// they hold a compile phase (a GPU trial's telemetry summary, `phase_compile_s`) above zero.
+fn compile_of(attrs: &[(String, JsonValue)]) -> Option<f64> {
     let key = format!("phase_{}_s", Phase::Compile.name());
-    match record.user_attr(&key)? {
-        JsonValue::Float(s) if *s > 0.0 => Some(*s),
+    attrs.iter().find_map(|(k, v)| match v {
+        JsonValue::Float(s) if *k == key && *s > 0.0 => Some(*s),
         _ => None,
-    }
+    })
 }
