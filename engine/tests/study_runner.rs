@@ -716,6 +716,76 @@ fn a_cpu_trial_gets_the_hosts_telemetry_not_the_gpus() {
     assert!(rows.iter().all(|r| r.source == "host"), "{rows:?}");
 }
 
+/// Issue 32: a study run without telemetry (`--telemetry-interval 0`) still stores the trial's
+/// own accounting (wall time, samples/s end to end and steady, the phase split with its compile
+/// phase) and the verdict the phases give, and no device figure it did not sample.
+#[test]
+fn a_trial_without_telemetry_keeps_its_phases_and_compile_time() {
+    use tradetune_engine::telemetry::{GpuWork, PhaseSplit};
+    let name = "no_telemetry";
+    let path = db(name);
+    let f = Synthetic {
+        plan: f32_plan,
+        run: |_: &TrialInput<'_>, r: &mut Reporter<'_>| {
+            std::thread::sleep(Duration::from_millis(50));
+            r.set_work(
+                12_000,
+                Some(PhaseSplit {
+                    env_s: 0.004,
+                    inference_s: 0.003,
+                    update_s: 0.003,
+                    eval_s: 0.0,
+                    compile_s: 0.03,
+                }),
+            );
+            r.set_gpu_work(GpuWork {
+                kernels_compiled: 90,
+                autotune_runs: 4,
+                ..GpuWork::default()
+            });
+            Ok(1.0)
+        },
+    };
+    let mut cfg = config(name, &path, 1, 1);
+    cfg.devices = vec![DeviceSlot::new(DeviceSpec::Cuda(0), None)];
+    let runner = Runner::new(
+        cfg,
+        space(),
+        base(),
+        Box::new(RandomSampler::new(0)),
+        Box::new(NopPruner),
+        Arc::new(f),
+    )
+    .unwrap();
+    let (tx, _rx) = mpsc::channel();
+    runner.run(&tx).unwrap();
+    let t = trials(&path, name).remove(0);
+    assert_eq!(t.state, TrialState::Complete, "{:?}", t.system_attrs);
+    let num = |k: &str| t.user_attr(k).and_then(JsonValue::as_f64);
+    let wall = num("wall_s").expect("wall_s stored without telemetry");
+    assert!(wall >= 0.05, "{wall}");
+    assert_eq!(num("phase_compile_s"), Some(0.03));
+    assert_eq!(num("phase_env_s"), Some(0.004));
+    let end_to_end = num("samples_per_s").expect("samples_per_s");
+    let steady = num("steady_samples_per_s").expect("steady_samples_per_s");
+    assert!(steady > end_to_end, "{steady} against {end_to_end}");
+    assert_eq!(num("kernels_compiled"), Some(90.0));
+    // Nothing sampled, so nothing of a device or of the host's load is claimed.
+    assert_eq!(t.user_attr("telemetry_device"), None);
+    assert!(
+        !t.user_attrs
+            .iter()
+            .any(|(k, _)| k.starts_with("gpu0_") || k.starts_with("host_")),
+        "{:?}",
+        t.user_attrs
+    );
+    // Compiling was 75 % of the phases: the verdict says so from the phases alone.
+    match t.user_attr("verdict") {
+        Some(JsonValue::Str(v)) => assert!(v.starts_with("compiling kernels"), "{v}"),
+        other => panic!("no verdict attribute: {other:?}"),
+    }
+}
+
 /// Issue 32: workers bound to one GPU take turns on it by default (trials sharing a card wait
 /// for each other's kernels at every synchronisation), saying why; `gpu_sharing = "shared"`
 /// runs them at once. No GPU is opened: the runner decides by the slot's device.

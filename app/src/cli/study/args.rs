@@ -56,7 +56,8 @@ pub struct LivenessArgs {
     /// process (or worker) and is marked FAIL before the next trial starts.
     #[arg(long, default_value_t = 60.0)]
     pub stale_after: f64,
-    /// Seconds between telemetry samples stored with the study (0 = no telemetry).
+    /// Seconds between telemetry samples stored with the study (0 = no device sampling; each
+    /// trial's phases, samples/s and verdict are stored either way).
     #[arg(long, default_value_t = 1.0)]
     pub telemetry_interval: f64,
 }

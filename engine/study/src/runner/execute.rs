@@ -197,7 +197,9 @@ impl Runner {
         // The beat stops before the trial is finished: a finished trial refuses heartbeats.
         let _ = heartbeat.stop();
         self.stop.unregister(number);
-        if let Some(t) = &self.telemetry {
+        // The summary: the trial's own wall time, samples/s and phases always (telemetry off
+        // included), the sampled device figures where telemetry is on.
+        {
             let on_device_env = attrs
                 .iter()
                 .any(|(k, v)| k == "env_placement" && *v == JsonValue::from("device"));
@@ -228,7 +230,7 @@ impl Runner {
                 },
             };
             let s = summary::summarise(
-                t,
+                self.telemetry.as_ref(),
                 (started_at, ended_at),
                 telemetry_device,
                 wall,
@@ -238,7 +240,7 @@ impl Runner {
             );
             attrs.extend(s);
             // Which telemetry device (`gpu0`, `host`) this trial's slot (`wgpu:0`) is.
-            if let Some(d) = telemetry_device {
+            if let Some(d) = telemetry_device.filter(|_| self.telemetry.is_some()) {
                 attrs.push(("telemetry_device".into(), JsonValue::from(d.to_string())));
             }
         }

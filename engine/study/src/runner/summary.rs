@@ -1,5 +1,9 @@
 //! A trial's telemetry summary, from the sampler's ring buffers over the trial's time window.
 //!
+//! Its wall time, samples/s and phase split are the trainer's own accounting, not sampled: a
+//! study run without telemetry (`--telemetry-interval 0`) stores them too, with the verdicts the
+//! phases alone can give (a compile phase, an env-bound split), and no device figures.
+//!
 //! The ring buffers are read rather than the database rows because the sampler hands rows to
 //! the database in batches (every 10 ticks by default): at the moment a trial ends its last
 //! rows may not be stored yet, while the rings hold every tick up to now. With several workers
@@ -42,8 +46,9 @@ pub(super) struct TrialShape {
 /// host's are summarised, so a CPU trial on a machine with an idle GPU is not told the GPU was
 /// idle. `None` (a card the probes cannot tell) keeps every device. `on_device_env` says the
 /// environment stepped on the device (the verdicts then do not blame host env stepping).
+/// Without a sampler (telemetry off) the summary has the trial's own facts only.
 pub(super) fn summarise(
-    sampler: &SamplerHandle,
+    sampler: Option<&SamplerHandle>,
     window: (DateTime<Utc>, DateTime<Utc>),
     device: Option<DeviceTag>,
     wall: Duration,
@@ -59,11 +64,13 @@ pub(super) fn summarise(
         None => true,
         Some(mine) => d == mine || d == DeviceTag::Host,
     };
-    for (device, metric) in sampler.series_keys() {
+    let keys = sampler.map(|s| s.series_keys()).unwrap_or_default();
+    for (device, metric) in keys {
         if !keep(device) {
             continue;
         }
-        for p in sampler.series(device, metric, ALL_POINTS) {
+        let points = sampler.map(|s| s.series(device, metric, ALL_POINTS));
+        for p in points.unwrap_or_default() {
             if p.t < from || p.t > to {
                 continue;
             }
