@@ -89,6 +89,20 @@ fn update_bound_but_underfed_and_update_bound_on_cpu() {
         ..Default::default()
     };
     assert_eq!(kinds(&cpu), [VerdictKind::UpdateBoundCpu]);
+    // A GPU trial whose card nobody sampled (telemetry off, or none for this card) is not
+    // told to train on a GPU: it is told how to find out what limits it there.
+    let unsampled = VerdictInput {
+        gpu_work: Some(GpuWork {
+            dispatches_per_minibatch: Some(20.5),
+            ..GpuWork::default()
+        }),
+        ..cpu.clone()
+    };
+    assert_eq!(kinds(&unsampled), [VerdictKind::UpdateBoundGpuUnmeasured]);
+    let m = &verdicts(&unsampled)[0].message;
+    assert!(!m.contains("training on a GPU would help"), "{m}");
+    assert!(m.contains("not sampled") && m.contains("20 launches per minibatch"), "{m}");
+    assert!(m.contains("tradetune bench gpu"), "{m}");
     // Between the two thresholds: update-bound, GPU fairly busy — nothing to say about it.
     let middle = VerdictInput {
         phases: split(10.0, 5.0, 80.0, 5.0),

@@ -45,6 +45,9 @@ pub enum VerdictKind {
     UpdateBoundDeviceLimit,
     UpdateBoundUnderfed,
     UpdateBoundCpu,
+    /// Update-bound on a GPU whose load nobody sampled (no telemetry for the card, or
+    /// telemetry off): the figures cannot tell the card's arithmetic from its launches.
+    UpdateBoundGpuUnmeasured,
     InferenceHeavy,
     EvalHeavy,
     ThermalThrottling,
@@ -329,6 +332,21 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
                     )
                 }
                 Some(_) => {}
+                None if input.gpu_work.is_some() => {
+                    let per = input
+                        .gpu_work
+                        .and_then(|w| w.dispatches_per_minibatch)
+                        .map_or(String::new(), |n| {
+                            format!(" ({n:.0} launches per minibatch)")
+                        });
+                    say(
+                        VerdictKind::UpdateBoundGpuUnmeasured,
+                        format!(
+                            "the update is {} of wall time on a GPU whose load was not sampled (no telemetry for this card, or telemetry off){per}: `tradetune bench gpu` on this card tells its arithmetic from its launches (the update's GFLOP/s against the matmul probe, the launches per minibatch)",
+                            pct(update)
+                        ),
+                    )
+                }
                 None => say(
                     VerdictKind::UpdateBoundCpu,
                     format!(
