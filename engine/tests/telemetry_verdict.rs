@@ -101,7 +101,10 @@ fn update_bound_but_underfed_and_update_bound_on_cpu() {
     assert_eq!(kinds(&unsampled), [VerdictKind::UpdateBoundGpuUnmeasured]);
     let m = &verdicts(&unsampled)[0].message;
     assert!(!m.contains("training on a GPU would help"), "{m}");
-    assert!(m.contains("not sampled") && m.contains("20 launches per minibatch"), "{m}");
+    assert!(
+        m.contains("not sampled") && m.contains("20 launches per minibatch"),
+        "{m}"
+    );
     assert!(m.contains("tradetune bench gpu"), "{m}");
     // Between the two thresholds: update-bound, GPU fairly busy — nothing to say about it.
     let middle = VerdictInput {
