@@ -738,8 +738,9 @@ fn bench_matmul_measures_each_routine_on_the_update_products() {
 }
 
 /// `benches/gpu/run.sh`, the one script for whoever holds a GPU, over stand-ins for the
-/// binaries that log how they are called: the machine file, the steps in order (cold, on the
-/// warm cache, the SPIR-V build's routines and run, the routines) with the run's own cache and
+/// binaries that log how they are called: the machine file, the steps in order (cold, the
+/// study of two trials and its export, on the warm cache, the SPIR-V build's routines and run,
+/// the routines) with the run's own cache and
 /// the peer passed on, and a budget that skips the steps it has no room for, as it says.
 #[test]
 fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
@@ -806,7 +807,9 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
     let calls: Vec<String> = std::fs::read_to_string(&log)
         .unwrap()
         .lines()
-        .filter(|l| l.starts_with("bench") || l.starts_with("spirv bench"))
+        .filter(|l| {
+            l.starts_with("bench") || l.starts_with("spirv bench") || l.starts_with("study")
+        })
         .map(|l| l.to_string())
         .collect();
     assert_eq!(
@@ -815,6 +818,17 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
             format!(
                 "bench gpu --probe-sizes 256,1024,4096 --peer {} {cache}",
                 python.display()
+            ),
+            format!(
+                "study run --preset rtx4080 --trials 2 --workers 1 --devices wgpu --db {db} \
+                 --set ppo.n_steps=256 --set train.total_timesteps=32768 --telemetry-interval 0.25 \
+                 {cache}",
+                db = out.join("study.db").display()
+            ),
+            format!(
+                "study export rtx4080 --db {} --trials {} {cache}",
+                out.join("study.db").display(),
+                out.join("study-trials.csv").display()
             ),
             format!(
                 "bench gpu --configs rtx4080 --policy-steps direct,replay --probe-sizes \
@@ -842,7 +856,7 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
         "progress\n"
     );
     let steps = std::fs::read_to_string(out.join("steps.txt")).unwrap();
-    assert_eq!(steps.matches("   done in ").count(), 6, "{steps}");
+    assert_eq!(steps.matches("   done in ").count(), 8, "{steps}");
 
     // A budget under a minute has room for nothing: every step says it was skipped.
     std::fs::remove_file(&log).unwrap();
@@ -854,11 +868,16 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
         steps
             .matches("skipped, under a minute of the 30s budget left")
             .count(),
-        4,
+        6,
         "{steps}"
     );
     let calls = std::fs::read_to_string(&log).unwrap();
-    assert!(!calls.lines().any(|l| l.starts_with("bench")), "{calls}");
+    assert!(
+        !calls
+            .lines()
+            .any(|l| l.starts_with("bench") || l.starts_with("study")),
+        "{calls}"
+    );
 
     // Refusals name what is wrong.
     let o = run(&dir.join("bad"), &["--budget", "soon"]);

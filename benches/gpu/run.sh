@@ -7,6 +7,10 @@
 #   bench-gpu.txt         `tradetune bench gpu` on a fresh autotune cache: cold first updates, steady
 #                         samples/s, launches, phase split, the probe (256², 1024², 4096²), GPU busy %;
 #                         the PyTorch peer with --peer
+#   study.txt             a study of the RTX 4080 preset's shape (rollouts of 256 steps), two trials
+#                         in one process on that cache: how long the first takes before it trains,
+#                         whether the second's phase split agrees with the first's steady one, the
+#                         verdict beside the card's busy %; study-trials.csv: every trial attribute
 #   bench-gpu-cached.json the RTX 4080 configuration again in a second process on the cache the first
 #                         left: what the next trial of the same shapes pays before it trains; each
 #                         run twice, its rollouts' policy step direct and replayed
@@ -45,7 +49,7 @@ while [ $# -gt 0 ]; do
     --peer) peer="${2:?--peer needs a Python interpreter}"; shift 2 ;;
     --out) out="${2:?--out needs a folder}"; shift 2 ;;
     --budget) budget="${2:?--budget needs seconds}"; shift 2 ;;
-    -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -143,6 +147,15 @@ if [ -n "$peer" ]; then peer_args=(--peer "$peer"); fi
 # 4,740 GFLOP/s of about 60,000): the update's GFLOP/s is held against the best of these.
 probe=(--probe-sizes 256,1024,4096)
 step "bench gpu, cold" bench-gpu.txt "$bin" bench gpu "${probe[@]}" "${peer_args[@]}"
+# What a user's study sees on the card (issue 32's checks beyond the bench): the first trial of a
+# shape in a process, cold but for the autotune answers the bench left (its compile phase, "N s
+# compiling"); a second trial of the same shape, which compiles nothing (its phases against the
+# first's); each trial's verdict beside the card's busy % sampled every 0.25 s.
+step "study, rtx4080 preset, two trials of one shape" study.txt \
+  "$bin" study run --preset rtx4080 --trials 2 --workers 1 --devices wgpu --db "$out/study.db" \
+  --set ppo.n_steps=256 --set train.total_timesteps=32768 --telemetry-interval 0.25
+step "study, its trials' attributes" study-export.txt \
+  "$bin" study export rtx4080 --db "$out/study.db" --trials "$out/study-trials.csv"
 # On the warm cache each run is short, so this one also replays the rollouts' policy step
 # (issue 33, TRADETUNE_REPLAY_POLICY): whether a replayed step pays on the card, run by run.
 step "bench gpu, rtx4080 on the warm cache, policy steps direct and replayed" bench-gpu-cached.json \
