@@ -820,13 +820,12 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
                 python.display()
             ),
             format!(
-                "study run --preset rtx4080 --trials 2 --workers 1 --devices wgpu --db {db} \
-                 --set ppo.n_steps=256 --set train.total_timesteps=32768 --telemetry-interval 0.25 \
-                 {cache}",
-                db = out.join("study.db").display()
+                "study run {} --db {} --telemetry-interval 0.25 {cache}",
+                out.join("study.toml").display(),
+                out.join("study.db").display()
             ),
             format!(
-                "study export rtx4080 --db {} --trials {} {cache}",
+                "study export rtx4080_shape --db {} --trials {} {cache}",
                 out.join("study.db").display(),
                 out.join("study-trials.csv").display()
             ),
@@ -857,6 +856,22 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
     );
     let steps = std::fs::read_to_string(out.join("steps.txt")).unwrap();
     assert_eq!(steps.matches("   done in ").count(), 8, "{steps}");
+    // The study file the script writes is one TradeTune takes (recorded, not run: the
+    // shape is the RTX 4080 preset's, for a card).
+    let check = dir.join("study-check.db");
+    let o = tradetune(&[
+        "study",
+        "create",
+        out.join("study.toml").to_str().unwrap(),
+        "--storage",
+        check.to_str().unwrap(),
+    ]);
+    assert!(
+        o.status.success() && text(&o.stdout).contains("study 'rtx4080_shape' recorded"),
+        "{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
 
     // A budget under a minute has room for nothing: every step says it was skipped.
     std::fs::remove_file(&log).unwrap();

@@ -7,7 +7,7 @@
 #   bench-gpu.txt         `tradetune bench gpu` on a fresh autotune cache: cold first updates, steady
 #                         samples/s, launches, phase split, the probe (256², 1024², 4096²), GPU busy %;
 #                         the PyTorch peer with --peer
-#   study.txt             a study of the RTX 4080 preset's shape (rollouts of 256 steps), two trials
+#   study.txt             a study (study.toml) of the RTX 4080 preset's shape (256-step rollouts), two trials
 #                         in one process on that cache: how long the first takes before it trains,
 #                         whether the second's phase split agrees with the first's steady one, the
 #                         verdict beside the card's busy %; study-trials.csv: every trial attribute
@@ -151,11 +151,40 @@ step "bench gpu, cold" bench-gpu.txt "$bin" bench gpu "${probe[@]}" "${peer_args
 # shape in a process, cold but for the autotune answers the bench left (its compile phase, "N s
 # compiling"); a second trial of the same shape, which compiles nothing (its phases against the
 # first's); each trial's verdict beside the card's busy % sampled every 0.25 s.
-step "study, rtx4080 preset, two trials of one shape" study.txt \
-  "$bin" study run --preset rtx4080 --trials 2 --workers 1 --devices wgpu --db "$out/study.db" \
-  --set ppo.n_steps=256 --set train.total_timesteps=32768 --telemetry-interval 0.25
+# The preset searches the minibatch and the epochs too: this study fixes them at the bench's shape
+# and searches the learning rate alone, so both trials run the same kernels.
+cat >"$out/study.toml" <<'TOML'
+[study]
+name = "rtx4080_shape"
+description = "benches/gpu/run.sh: the RTX 4080 preset's shape with 256-step rollouts, twice"
+direction = "maximize"
+objective = "sharpe_excess"
+n_trials = 2
+workers = 1
+devices = ["wgpu"]
+
+[fixed]
+env.n_envs = 32
+ppo.n_steps = 256
+ppo.batch_size = 1024
+ppo.n_epochs = 4
+ppo.policy.net_arch.pi = [2048, 1024, 512]
+ppo.policy.net_arch.vf = [2048, 1024, 512]
+ppo.precision = "f16"
+train.total_timesteps = 32768
+train.eval_every = 2
+
+[search]
+"ppo.learning_rate" = { low = 1e-5, high = 1e-3, log = true }
+
+[sampler]
+kind = "random"
+seed = 42
+TOML
+step "study, the rtx4080 shape, two trials" study.txt \
+  "$bin" study run "$out/study.toml" --db "$out/study.db" --telemetry-interval 0.25
 step "study, its trials' attributes" study-export.txt \
-  "$bin" study export rtx4080 --db "$out/study.db" --trials "$out/study-trials.csv"
+  "$bin" study export rtx4080_shape --db "$out/study.db" --trials "$out/study-trials.csv"
 # On the warm cache each run is short, so this one also replays the rollouts' policy step
 # (issue 33, TRADETUNE_REPLAY_POLICY): whether a replayed step pays on the card, run by run.
 step "bench gpu, rtx4080 on the warm cache, policy steps direct and replayed" bench-gpu-cached.json \

@@ -102,10 +102,14 @@ fn count_in<E: RolloutEnv>(
             episodes += s.count;
         }
     };
-    // The first (timed) update, then the reads of the others. (Not on the first update's
+    // The first (timed) update, and any the trainer times again because the timed one
+    // compiled (a GPU's first), then the reads of the others. (Not on the first update's
     // event: on a GPU the events of an update that compiled arrive an update late, with its
     // compile phase.)
     trainer.learn(N_ENVS * n_steps, &mut on_event).unwrap();
+    while trainer.retiming() {
+        trainer.learn(N_ENVS * n_steps, &mut on_event).unwrap();
+    }
     readback::reset();
     trainer
         .learn((updates - 1) * N_ENVS * n_steps, &mut on_event)
@@ -145,8 +149,11 @@ fn check_reads_of_one_rollout(device: &Device, name: &str) {
                 scales.push(stats.loss_scale);
             }
         };
-        // The first update is timed; count the three after it.
+        // The first update is timed (and the next where it compiled); count the three after.
         trainer.learn(N_ENVS * N_STEPS, &mut on_event).unwrap();
+        while trainer.retiming() {
+            trainer.learn(N_ENVS * N_STEPS, &mut on_event).unwrap();
+        }
         readback::reset();
         trainer.learn(3 * N_ENVS * N_STEPS, &mut on_event).unwrap();
         let reads = readback::counts();

@@ -29,9 +29,11 @@ use tradetune_device::memory::MemoryBudget;
 #[cfg(feature = "wgpu")]
 mod noise_rows;
 mod policy_graph;
+mod sampling;
 mod step;
 
 use policy_graph::PolicyGraph;
+use sampling::PhaseSampling;
 
 /// What a finished (or stopped) run returns.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -126,10 +128,8 @@ pub struct Trainer<E: RolloutEnv> {
     stop: Arc<AtomicBool>,
     budget: Option<MemoryBudget>,
     evaluation: Option<PeriodicEval>,
-    /// Updates between timed (synchronised) phase samples.
-    phase_every: usize,
-    /// The phase split of the last timed update, spread over the untimed ones.
-    last_timed: Option<PhaseTimes>,
+    /// Which updates time their phases (synchronised), and the split of the others.
+    sampling: PhaseSampling,
     /// Whether a rollout step's forward pass runs on the host (the CPU device in f32; see
     /// [`crate::ppo::host_policy`]).
     host_inference: bool,
@@ -188,8 +188,7 @@ impl<E: RolloutEnv> Trainer<E> {
             stop: Arc::new(AtomicBool::new(false)),
             budget: None,
             evaluation: None,
-            phase_every: PHASE_SAMPLE_EVERY,
-            last_timed: None,
+            sampling: PhaseSampling::new(PHASE_SAMPLE_EVERY),
             host_inference,
             replay_policy: replay_policy_from_env(),
             replay_fallback: None,
@@ -229,7 +228,8 @@ impl<E: RolloutEnv> Trainer<E> {
         Ok(self)
     }
 
-    /// Times the phases of one update in `every` (≥ 1; 1 = all), the first included.
+    /// Times the phases of one update in `every` (≥ 1; 1 = all), the first included, and the
+    /// update after a timed one that compiled ([`Trainer::retiming`]).
     ///
     /// Timing a phase needs the device to finish it: a synchronisation after each phase of
     /// each step, `3·n_steps + 2` per update, the latency the GPU would idle on. The other
@@ -237,14 +237,22 @@ impl<E: RolloutEnv> Trainer<E> {
     /// the rollout's episode statistics), and their wall time is split between the phases in
     /// the proportions last timed. On the CPU the split is as measured either way.
     pub fn with_phase_sampling(mut self, every: usize) -> Self {
-        self.phase_every = every.max(1);
+        self.sampling.set_every(every);
         self
     }
 
     /// [`Trainer::with_phase_sampling`] on a trainer already built (a benchmark times its
     /// warm-up and one steady update, then none).
     pub fn set_phase_sampling(&mut self, every: usize) {
-        self.phase_every = every.max(1);
+        self.sampling.set_every(every);
+    }
+
+    /// Whether the next update is timed because the last timed one compiled kernels (a GPU's
+    /// first update): its split, taken while it compiled, would misstate the steady updates'
+    /// (the phases that compiled most, the update's, swollen; the env's and the buffer's
+    /// shrunk), so the first timed update that compiles nothing gives the split.
+    pub fn retiming(&self) -> bool {
+        self.sampling.retiming()
     }
 
     /// Whether the timed updates also time each kernel on the device (its timestamps), so the
@@ -447,7 +455,7 @@ impl<E: RolloutEnv> Trainer<E> {
                 stopped = true;
                 break;
             }
-            let timed = self.updates.is_multiple_of(self.phase_every);
+            let timed = self.sampling.timed(self.updates);
             let cycle = Instant::now();
             self.compile_watch.begin();
             let trips = round_trips();
@@ -468,20 +476,15 @@ impl<E: RolloutEnv> Trainer<E> {
             let lr = self.cfg.learning_rate_at(progress);
             let (stats, episodes) = self.train_on_buffer(lr, timed, &mut phases, log)?;
             let wall = cycle.elapsed().as_secs_f64();
+            phases = self.sampling.split(timed, phases, wall);
             if timed {
-                self.last_timed = Some(phases);
                 let minibatches = stats.steps + stats.skipped_steps;
                 let syncs = self.dispatches.and_then(|d| d.syncs_per_update);
                 let mut profile = self.tally.profile(self.cfg.n_steps, minibatches);
                 profile.syncs_per_update = syncs;
                 self.dispatches = Some(profile);
-            } else {
-                if let Some(split) = &self.last_timed {
-                    phases = split.scaled_to(wall);
-                }
-                if let Some(d) = &mut self.dispatches {
-                    d.syncs_per_update = Some(round_trips().saturating_sub(trips));
-                }
+            } else if let Some(d) = &mut self.dispatches {
+                d.syncs_per_update = Some(round_trips().saturating_sub(trips));
             }
             self.check_memory()?;
             if let Some(summary) = EpisodeSummary::of(&episodes) {
@@ -509,6 +512,7 @@ impl<E: RolloutEnv> Trainer<E> {
                 phases,
             });
             let compiled = self.compile_watch.compiled_now(self.compiles);
+            self.sampling.compiled(timed, compiled.is_some());
             self.compile_watch
                 .end(events, wall, &phases, compiled, &mut |e| {
                     if let TrainEvent::Progress { phases, .. } = &e {

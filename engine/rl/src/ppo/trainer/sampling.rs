@@ -1,0 +1,116 @@
+//! Which updates time their phases, and the split the others are given (issue 32: "the phase
+//! split of identical configurations agrees").
+//!
+//! Timing a phase needs a device synchronisation after it, so one update in `every` is timed
+//! and the others' wall time is split in the proportions it measured. The first update is
+//! timed, and on a GPU the first update compiles: its phases hold the compilation of their own
+//! kernels, the update's most of all, so its proportions are not the steady ones. Spread over
+//! the updates after it, they made a trial's first run in a process report an update phase
+//! 3.5× and an env phase 15× off the same configuration's next trial (lavapipe, 2026-11-29,
+//! host env, 8 envs × 256 steps: env 0.009 s against 0.14 s an update). So a timed update that
+//! compiled has the next one timed too, until one compiles nothing.
+
+use crate::ppo::events::PhaseTimes;
+
+/// The phase sampling of one trainer.
+#[derive(Debug, Clone)]
+pub(super) struct PhaseSampling {
+    every: usize,
+    /// The last timed update compiled: the next one is timed too.
+    retime: bool,
+    /// The split of the last timed update.
+    last: Option<PhaseTimes>,
+}
+
+impl PhaseSampling {
+    pub(super) fn new(every: usize) -> Self {
+        PhaseSampling {
+            every: every.max(1),
+            retime: false,
+            last: None,
+        }
+    }
+
+    /// One update in `every` from now on (a benchmark sets it around the updates it measures,
+    /// and nothing is timed again behind its back).
+    pub(super) fn set_every(&mut self, every: usize) {
+        self.every = every.max(1);
+        self.retime = false;
+    }
+
+    /// Whether the update numbered `update` (from 0) is timed.
+    pub(super) fn timed(&self, update: usize) -> bool {
+        self.retime || update.is_multiple_of(self.every)
+    }
+
+    /// Whether the next update is timed because the last timed one compiled.
+    pub(super) fn retiming(&self) -> bool {
+        self.retime
+    }
+
+    /// An update's rollout and update ran in `wall` seconds: a timed one's measured `phases`
+    /// become the split; an untimed one's are the split scaled to its `wall` (as measured,
+    /// none, before any timed update).
+    pub(super) fn split(&mut self, timed: bool, phases: PhaseTimes, wall: f64) -> PhaseTimes {
+        if timed {
+            self.last = Some(phases);
+            phases
+        } else {
+            self.last.map_or(phases, |split| split.scaled_to(wall))
+        }
+    }
+
+    /// Whether the update that just ended `compiled` (its rollout and update, not its
+    /// evaluation): a timed one that did has the next update timed too.
+    pub(super) fn compiled(&mut self, timed: bool, compiled: bool) {
+        if timed {
+            self.retime = compiled;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(env_step: f64, update: f64) -> PhaseTimes {
+        PhaseTimes {
+            env_step,
+            update,
+            ..PhaseTimes::default()
+        }
+    }
+
+    #[test]
+    fn a_timed_update_that_compiled_has_the_next_one_timed_and_does_not_give_the_split() {
+        let mut s = PhaseSampling::new(8);
+        assert!(s.timed(0) && !s.timed(1) && s.timed(8));
+        // The first update compiled: its update phase swollen by the compilation.
+        s.split(true, split(0.1, 9.9), 10.0);
+        s.compiled(true, true);
+        assert!(s.retiming() && s.timed(1) && s.timed(2));
+        // The next, timed, compiled nothing: its split is the steady one, and spreads.
+        s.split(true, split(0.5, 0.5), 1.0);
+        s.compiled(true, false);
+        assert!(!s.retiming() && !s.timed(2) && s.timed(8));
+        let spread = s.split(false, PhaseTimes::default(), 2.0);
+        assert_eq!((spread.env_step, spread.update), (1.0, 1.0));
+        // An untimed update that compiles (a late fusion) does not change which update is
+        // timed.
+        s.compiled(false, true);
+        assert!(!s.retiming());
+    }
+
+    #[test]
+    fn a_benchmark_setting_the_sampling_is_not_timed_again_behind_its_back() {
+        let mut s = PhaseSampling::new(1);
+        s.split(true, split(1.0, 1.0), 2.0);
+        s.compiled(true, true);
+        s.set_every(usize::MAX);
+        assert!(!s.retiming() && !s.timed(1) && s.timed(0));
+        // Before any timed update, an untimed one keeps what it measured.
+        let mut fresh = PhaseSampling::new(usize::MAX);
+        let kept = fresh.split(false, split(0.0, 3.0), 3.0);
+        assert_eq!(kept.update, 3.0);
+    }
+}
