@@ -10,7 +10,8 @@
 #   study.txt             a study (study.toml) of the RTX 4080 preset's shape (256-step rollouts), two trials
 #                         in one process on that cache: how long the first takes before it trains,
 #                         whether the second's phase split agrees with the first's steady one, the
-#                         verdict beside the card's busy %; study-trials.csv: every trial attribute
+#                         verdict beside the card's busy % (three minutes at most); study.db the
+#                         study, study-trials.csv every trial attribute (study-export.txt its line)
 #   bench-gpu-cached.json the RTX 4080 configuration again in a second process on the cache the first
 #                         left: what the next trial of the same shapes pays before it trains; each
 #                         run twice, its rollouts' policy step direct and replayed
@@ -49,7 +50,7 @@ while [ $# -gt 0 ]; do
     --peer) peer="${2:?--peer needs a Python interpreter}"; shift 2 ;;
     --out) out="${2:?--out needs a folder}"; shift 2 ;;
     --budget) budget="${2:?--budget needs seconds}"; shift 2 ;;
-    -h|--help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -100,6 +101,8 @@ step() {
   local name="$1" file="$2"; shift 2
   local limit
   limit=$(left)
+  # A step that may not take all that is left (cap=SECONDS before the call).
+  if [ -n "$limit" ] && [ -n "${cap:-}" ] && [ "$limit" -gt "$cap" ]; then limit=$cap; fi
   if [ -z "$limit" ]; then
     echo "== $name: skipped, under a minute of the ${budget}s budget left" | tee -a "$out/steps.txt"
     return
@@ -181,7 +184,10 @@ train.eval_every = 2
 kind = "random"
 seed = 42
 TOML
-step "study, the rtx4080 shape, two trials" study.txt \
+# A report folder used again starts the study afresh; the study may take three minutes at most,
+# so the bench steps after it keep their time.
+rm -f "$out/study.db" "$out/study.db-wal" "$out/study.db-shm"
+cap=180 step "study, the rtx4080 shape, two trials" study.txt \
   "$bin" study run "$out/study.toml" --db "$out/study.db" --telemetry-interval 0.25
 step "study, its trials' attributes" study-export.txt \
   "$bin" study export rtx4080_shape --db "$out/study.db" --trials "$out/study-trials.csv"

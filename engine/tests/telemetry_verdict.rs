@@ -93,7 +93,7 @@ fn update_bound_but_underfed_and_update_bound_on_cpu() {
     // told to train on a GPU: it is told how to find out what limits it there.
     let unsampled = VerdictInput {
         gpu_work: Some(GpuWork {
-            dispatches_per_minibatch: Some(20.5),
+            dispatches_per_minibatch: Some(20.4),
             ..GpuWork::default()
         }),
         ..cpu.clone()

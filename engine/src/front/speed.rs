@@ -385,8 +385,9 @@ fn causes(e: &Evidence<'_>) -> Vec<String> {
     causes
 }
 
-/// Samples/s of `cfg` trained alone on `device` over `bars` of `data`: one warm-up update, then
-/// `updates` timed updates without evaluation.
+/// Samples/s of `cfg` trained alone on `device` over `bars` of `data`: one warm-up update (and
+/// those the trainer times again after it compiled), then `updates` timed updates without
+/// evaluation.
 fn alone_rate(
     cfg: &PpoTrialConfig,
     data: &Arc<Dataset>,
@@ -397,6 +398,11 @@ fn alone_rate(
     let per_update = cfg.ppo.n_steps * cfg.env.n_envs;
     let mut trainer = TrainingRun::build(cfg, data, bars, device, None)?.trainer;
     trainer.learn(per_update, &mut |_| {})?;
+    // Where the warm-up compiled (a GPU's), the trainer times the next update's phases too
+    // (a synchronisation after each): that one is warm-up as well, not the rate measured.
+    while trainer.retiming() {
+        trainer.learn(per_update, &mut |_| {})?;
+    }
     let report = trainer.learn(per_update * updates, &mut |_| {})?;
     Ok(report.samples_per_second)
 }

@@ -227,7 +227,7 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
             say(
                 VerdictKind::CompileBound,
                 format!(
-                    "compiling kernels for these shapes took {:.1} s, {} of wall time{counted}: a new configuration pays it once — a later trial of the same shapes in this process compiles nothing, a later process autotunes nothing (the GPU cache), and a longer trial spreads the rest{}",
+                    "compiling kernels for these shapes took {:.1} s, {} of wall time{counted}: a new configuration pays it once — a later trial of the same shapes in this process compiles nothing, a later process autotunes nothing where TradeTune's GPU cache is on, and a longer trial spreads the rest{}",
                     p.compile_s,
                     pct(compile),
                     match input.gpu_work.and_then(|w| w.driver_shader_cache_off) {
@@ -337,12 +337,12 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
                         .gpu_work
                         .and_then(|w| w.dispatches_per_minibatch)
                         .map_or(String::new(), |n| {
-                            format!("; {n:.0} launches per minibatch")
+                            format!(" ({n:.0} launches per minibatch)")
                         });
                     say(
                         VerdictKind::UpdateBoundGpuUnmeasured,
                         format!(
-                            "the update is {} of wall time on a GPU whose load was not sampled (no telemetry for this card, or telemetry off{per}): `tradetune bench gpu` on this card tells its arithmetic from its launches (the update's GFLOP/s against the matmul probe, the launches per minibatch)",
+                            "the update is {} of wall time{per} on a GPU whose load was not sampled (no telemetry for this card, telemetry off, or a trial shorter than a sample): `tradetune bench gpu` on this card tells its arithmetic from its launches (the update's GFLOP/s against the matmul probe, the launches per minibatch)",
                             pct(update)
                         ),
                     )

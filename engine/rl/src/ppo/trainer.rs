@@ -86,7 +86,8 @@ pub struct PeriodicEval {
 }
 
 /// By default the phases of one rollout and update in this many are timed with a device
-/// synchronisation after each phase (the first one included); see [`Trainer::with_phase_sampling`].
+/// synchronisation after each phase (the first one included, and the one after a timed update
+/// that compiled); see [`Trainer::with_phase_sampling`].
 pub const PHASE_SAMPLE_EVERY: usize = 8;
 
 pub use crate::ppo::normalize::NormalizationStats;
@@ -476,7 +477,10 @@ impl<E: RolloutEnv> Trainer<E> {
             let lr = self.cfg.learning_rate_at(progress);
             let (stats, episodes) = self.train_on_buffer(lr, timed, &mut phases, log)?;
             let wall = cycle.elapsed().as_secs_f64();
-            phases = self.sampling.split(timed, phases, wall);
+            // An update whose kernels are timed one by one (a round trip each) does not give
+            // the split: its launch-heavy phases are swollen by the timing.
+            let measured = timed && !self.tally.time_kernels;
+            phases = self.sampling.split(measured, phases, wall);
             if timed {
                 let minibatches = stats.steps + stats.skipped_steps;
                 let syncs = self.dispatches.and_then(|d| d.syncs_per_update);

@@ -8,9 +8,14 @@
 //! the updates after it, they made a trial's first run in a process report an update phase
 //! 3.5× and an env phase 15× off the same configuration's next trial (lavapipe, 2026-11-29,
 //! host env, 8 envs × 256 steps: env 0.009 s against 0.14 s an update). So a timed update that
-//! compiled has the next one timed too, until one compiles nothing.
+//! compiled has the next one timed too, until one compiles nothing, [`MAX_RETIMES`] in a row at
+//! most: the compile counters are the process's, and another trial compiling on another card
+//! must not have this one synchronise every step of every update.
 
 use crate::ppo::events::PhaseTimes;
+
+/// Updates timed again in a row, at most, because the timed one before compiled.
+pub(super) const MAX_RETIMES: usize = 3;
 
 /// The phase sampling of one trainer.
 #[derive(Debug, Clone)]
@@ -18,6 +23,8 @@ pub(super) struct PhaseSampling {
     every: usize,
     /// The last timed update compiled: the next one is timed too.
     retime: bool,
+    /// Updates timed again in a row so far.
+    retimes: usize,
     /// The split of the last timed update.
     last: Option<PhaseTimes>,
 }
@@ -27,6 +34,7 @@ impl PhaseSampling {
         PhaseSampling {
             every: every.max(1),
             retime: false,
+            retimes: 0,
             last: None,
         }
     }
@@ -36,6 +44,7 @@ impl PhaseSampling {
     pub(super) fn set_every(&mut self, every: usize) {
         self.every = every.max(1);
         self.retime = false;
+        self.retimes = 0;
     }
 
     /// Whether the update numbered `update` (from 0) is timed.
@@ -61,11 +70,14 @@ impl PhaseSampling {
     }
 
     /// Whether the update that just ended `compiled` (its rollout and update, not its
-    /// evaluation): a timed one that did has the next update timed too.
+    /// evaluation): a timed one that did has the next update timed too, [`MAX_RETIMES`] in a
+    /// row at most.
     pub(super) fn compiled(&mut self, timed: bool, compiled: bool) {
-        if timed {
-            self.retime = compiled;
+        if !timed {
+            return;
         }
+        self.retime = compiled && self.retimes < MAX_RETIMES;
+        self.retimes = if self.retime { self.retimes + 1 } else { 0 };
     }
 }
 
@@ -99,6 +111,16 @@ mod tests {
         // timed.
         s.compiled(false, true);
         assert!(!s.retiming());
+        // Updates that keep compiling (another trial's kernels counted, on another card) are
+        // timed again a few times in a row, not for ever.
+        let mut s = PhaseSampling::new(8);
+        let mut timed = 0;
+        for update in 0..8 {
+            let t = s.timed(update);
+            timed += usize::from(t);
+            s.compiled(t, true);
+        }
+        assert_eq!(timed, 1 + MAX_RETIMES);
     }
 
     #[test]
