@@ -121,6 +121,17 @@ fn count_in<E: RolloutEnv>(
     (readback::counts(), episodes)
 }
 
+/// The round-trips an update reports of itself (`DispatchProfile::syncs_per_update`) after two
+/// updates, both timed.
+fn own_round_trips<E: RolloutEnv>(env: E, device: &Device) -> Option<u64> {
+    let mut trainer = Trainer::new(ppo_cfg(), env, device)
+        .unwrap()
+        .with_phase_sampling(1);
+    trainer.learner_mut().set_host_update(false);
+    trainer.learn(2 * N_ENVS * N_STEPS, &mut |_| {}).unwrap();
+    trainer.dispatch_profile().and_then(|p| p.syncs_per_update)
+}
+
 fn check_reads_of_one_rollout(device: &Device, name: &str) {
     let data = bench_dataset(400, 3, 4, 1);
     let tensor = |d: &Device| TensorVecEnv::new(env_cfg(), &data, 0..400, d).unwrap();
@@ -190,6 +201,26 @@ fn check_reads_of_one_rollout(device: &Device, name: &str) {
     assert_eq!(reads.get("sync: advantages"), Some(&1), "{reads:?}");
     assert_eq!(reads.get("sync: update"), Some(&1), "{reads:?}");
     assert_eq!(reads.get("update: diagnostics"), Some(&1), "{reads:?}");
+    // Such a run (a GPU trial of two updates, both timed because the first compiled) still
+    // says what an update's own round-trips are, the timing's synchronisations left out: one
+    // read with the env on the device, and a read of the actions a step more on the host.
+    let host = || {
+        HostEnv::new(
+            CpuVecEnv::new(env_cfg(), data.clone(), 0..400).unwrap(),
+            device,
+        )
+    };
+    for (what, syncs) in [
+        ("env on the device", own_round_trips(tensor(device), device)),
+        ("env on the host", own_round_trips(host(), device)),
+    ] {
+        let want = if what == "env on the device" {
+            1
+        } else {
+            N_STEPS as u64 + 1
+        };
+        assert_eq!(syncs, Some(want), "{name}, {what}, every update timed");
+    }
 
     // The host env, for contrast: the actions come back every step.
     let host = CpuVecEnv::new(env_cfg(), data.clone(), 0..400).unwrap();

@@ -55,7 +55,9 @@ pub struct DispatchProfile {
     #[serde(default)]
     pub replayed_per_minibatch: f64,
     /// Host reads and explicit synchronisations of an untimed update (the timed one adds a
-    /// synchronisation per phase of each step to time it), when one has run.
+    /// synchronisation per phase of each step to time it, left out here): the last untimed
+    /// update's, or a timed one's where no untimed update has run (a run of two updates on a
+    /// GPU, both timed).
     pub syncs_per_update: Option<u64>,
     /// The device's own time for the kernels of each part, where the update was timed kernel
     /// by kernel ([`crate::ppo::Trainer::set_kernel_timing`]).
@@ -194,9 +196,24 @@ fn add(a: KernelCounts, b: KernelCounts) -> KernelCounts {
     }
 }
 
-/// Host reads and synchronisations counted so far in this process.
+/// The synchronisations a timed update adds after each phase to time it
+/// (`Trainer::with_phase_sampling`): not the update's own round-trips.
+const PHASE_TIMING_SYNCS: [&str; 5] = [
+    "sync: inference",
+    "sync: env step",
+    "sync: buffer",
+    "sync: advantages",
+    "sync: update",
+];
+
+/// Host reads and synchronisations counted so far in this process, but for those that time
+/// the phases of a timed update: an update's round-trips, whether it was timed or not.
 pub(crate) fn round_trips() -> u64 {
-    tradetune_device::readback::counts().values().sum()
+    tradetune_device::readback::counts()
+        .iter()
+        .filter(|(what, _)| !PHASE_TIMING_SYNCS.contains(what))
+        .map(|(_, n)| n)
+        .sum()
 }
 
 /// An update whose events wait for its compile overhead to be known.

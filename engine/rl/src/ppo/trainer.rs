@@ -483,9 +483,13 @@ impl<E: RolloutEnv> Trainer<E> {
             phases = self.sampling.split(measured, phases, wall);
             if timed {
                 let minibatches = stats.steps + stats.skipped_steps;
-                let syncs = self.dispatches.and_then(|d| d.syncs_per_update);
+                // An untimed update's round-trips where one has run, else this one's.
+                let syncs = self
+                    .dispatches
+                    .and_then(|d| d.syncs_per_update)
+                    .unwrap_or_else(|| round_trips().saturating_sub(trips));
                 let mut profile = self.tally.profile(self.cfg.n_steps, minibatches);
-                profile.syncs_per_update = syncs;
+                profile.syncs_per_update = Some(syncs);
                 self.dispatches = Some(profile);
             } else if let Some(d) = &mut self.dispatches {
                 d.syncs_per_update = Some(round_trips().saturating_sub(trips));
