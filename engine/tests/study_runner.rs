@@ -81,6 +81,20 @@ where
     }
 }
 
+/// A runner of `f` over [`space`] from [`base`], sampling at random from `seed`, pruning
+/// nothing.
+fn random_runner<F: TrialFunction + 'static>(cfg: RunnerConfig, seed: u64, f: F) -> Runner {
+    Runner::new(
+        cfg,
+        space(),
+        base(),
+        Box::new(RandomSampler::new(seed)),
+        Box::new(NopPruner),
+        Arc::new(f),
+    )
+    .unwrap()
+}
+
 fn f32_plan(_: &TrialInput<'_>) -> Result<TrialPlan, TrialError> {
     Ok(TrialPlan {
         precision: "f32".into(),
@@ -135,15 +149,7 @@ fn workers_stay_on_the_devices_they_were_assigned() {
                 Ok(x_of(input))
             },
         };
-        let runner = Runner::new(
-            cfg,
-            space(),
-            base(),
-            Box::new(RandomSampler::new(3)),
-            Box::new(NopPruner),
-            Arc::new(f),
-        )
-        .unwrap();
+        let runner = random_runner(cfg, 3, f);
         let binding = assign(workers, &devices, how);
         let (tx, _rx) = mpsc::channel();
         let report = runner.run(&tx).unwrap();
@@ -210,15 +216,7 @@ fn errors_panics_and_nan_become_fail_and_the_study_goes_on() {
             _ => Ok(2.5),
         },
     };
-    let runner = Runner::new(
-        config("isolation", &path, 5, 1),
-        space(),
-        base(),
-        Box::new(RandomSampler::new(1)),
-        Box::new(NopPruner),
-        Arc::new(f),
-    )
-    .unwrap();
+    let runner = random_runner(config("isolation", &path, 5, 1), 1, f);
     let (tx, rx) = mpsc::channel();
     let report = runner.run(&tx).unwrap();
     let stored = trials(&path, "isolation");
@@ -270,15 +268,7 @@ fn an_over_budget_trial_fails_before_it_starts() {
             Ok(x_of(input))
         },
     };
-    let runner = Runner::new(
-        config("budget", &path, 8, 1),
-        space(),
-        base(),
-        Box::new(RandomSampler::new(11)),
-        Box::new(NopPruner),
-        Arc::new(f),
-    )
-    .unwrap();
+    let runner = random_runner(config("budget", &path, 8, 1), 11, f);
     let (tx, _rx) = mpsc::channel();
     runner.run(&tx).unwrap();
     let stored = trials(&path, "budget");
@@ -324,15 +314,7 @@ fn stopping_a_trial_or_the_study_is_recorded_as_documented() {
             Err(TrialError::Stopped)
         },
     };
-    let runner = Runner::new(
-        config("stop", &path, 5, 1),
-        space(),
-        base(),
-        Box::new(RandomSampler::new(2)),
-        Box::new(NopPruner),
-        Arc::new(f),
-    )
-    .unwrap();
+    let runner = random_runner(config("stop", &path, 5, 1), 2, f);
     let stop = runner.stop_handle();
     let (tx, rx) = mpsc::channel();
     let report = std::thread::scope(|s| {
@@ -391,15 +373,7 @@ fn finishing_running_trials_completes_them_and_starts_no_more() {
             Ok(1.0)
         },
     };
-    let runner = Runner::new(
-        config("finish", &path, 10, 2),
-        space(),
-        base(),
-        Box::new(RandomSampler::new(2)),
-        Box::new(NopPruner),
-        Arc::new(f),
-    )
-    .unwrap();
+    let runner = random_runner(config("finish", &path, 10, 2), 2, f);
     let stop = runner.stop_handle();
     let (tx, rx) = mpsc::channel();
     let report = std::thread::scope(|s| {
@@ -535,15 +509,7 @@ fn heartbeats_while_running_and_stale_trials_fail_on_start() {
     };
     let mut cfg = config("hb", &path, 1, 1);
     cfg.stale_after = Duration::from_secs(1);
-    let runner = Runner::new(
-        cfg,
-        space(),
-        base(),
-        Box::new(RandomSampler::new(0)),
-        Box::new(NopPruner),
-        Arc::new(f),
-    )
-    .unwrap();
+    let runner = random_runner(cfg, 0, f);
     let (tx, _rx) = mpsc::channel();
     let report = runner.run(&tx).unwrap();
     assert_eq!(report.recovered, vec![0]);
@@ -635,16 +601,7 @@ fn telemetry_trial_of(
     };
     let mut cfg = config(name, &path, 1, workers);
     cfg.devices = vec![slot];
-    let runner = Runner::new(
-        cfg,
-        space(),
-        base(),
-        Box::new(RandomSampler::new(0)),
-        Box::new(NopPruner),
-        Arc::new(f),
-    )
-    .unwrap()
-    .with_telemetry(handle);
+    let runner = random_runner(cfg, 0, f).with_telemetry(handle);
     let (tx, _rx) = mpsc::channel();
     runner.run(&tx).unwrap();
     let stats = sampler.stop();
@@ -748,15 +705,7 @@ fn a_trial_without_telemetry_keeps_its_phases_and_compile_time() {
     };
     let mut cfg = config(name, &path, 1, 1);
     cfg.devices = vec![DeviceSlot::new(DeviceSpec::Cuda(0), None)];
-    let runner = Runner::new(
-        cfg,
-        space(),
-        base(),
-        Box::new(RandomSampler::new(0)),
-        Box::new(NopPruner),
-        Arc::new(f),
-    )
-    .unwrap();
+    let runner = random_runner(cfg, 0, f);
     let (tx, _rx) = mpsc::channel();
     runner.run(&tx).unwrap();
     let t = trials(&path, name).remove(0);
@@ -816,15 +765,7 @@ fn workers_on_one_gpu_take_turns_unless_asked_to_share() {
                 Ok(x_of(input))
             },
         };
-        let runner = Runner::new(
-            cfg,
-            space(),
-            base(),
-            Box::new(RandomSampler::new(3)),
-            Box::new(NopPruner),
-            Arc::new(f),
-        )
-        .unwrap();
+        let runner = random_runner(cfg, 3, f);
         let (tx, rx) = mpsc::channel();
         let report = runner.run(&tx).unwrap();
         assert_eq!(report.trials.len(), 6);
