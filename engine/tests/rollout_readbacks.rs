@@ -121,14 +121,17 @@ fn count_in<E: RolloutEnv>(
     (readback::counts(), episodes)
 }
 
-/// The round-trips an update reports of itself (`DispatchProfile::syncs_per_update`) after two
-/// updates, both timed.
+/// The round-trips an update reports of itself (`DispatchProfile::syncs_per_update`) after three
+/// updates, all timed.
 fn own_round_trips<E: RolloutEnv>(env: E, device: &Device) -> Option<u64> {
     let mut trainer = Trainer::new(ppo_cfg(), env, device)
         .unwrap()
         .with_phase_sampling(1);
     trainer.learner_mut().set_host_update(false);
-    trainer.learn(2 * N_ENVS * N_STEPS, &mut |_| {}).unwrap();
+    // Directly launched, whatever TRADETUNE_REPLAY_* say (a capture synchronises too).
+    trainer.set_replay_policy(false);
+    trainer.learner_mut().set_replay_update(false);
+    trainer.learn(3 * N_ENVS * N_STEPS, &mut |_| {}).unwrap();
     trainer.dispatch_profile().and_then(|p| p.syncs_per_update)
 }
 

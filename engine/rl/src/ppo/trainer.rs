@@ -131,6 +131,8 @@ pub struct Trainer<E: RolloutEnv> {
     evaluation: Option<PeriodicEval>,
     /// Which updates time their phases (synchronised), and the split of the others.
     sampling: PhaseSampling,
+    /// Round-trips of the last untimed update.
+    untimed_syncs: Option<u64>,
     /// Whether a rollout step's forward pass runs on the host (the CPU device in f32; see
     /// [`crate::ppo::host_policy`]).
     host_inference: bool,
@@ -190,6 +192,7 @@ impl<E: RolloutEnv> Trainer<E> {
             budget: None,
             evaluation: None,
             sampling: PhaseSampling::new(PHASE_SAMPLE_EVERY),
+            untimed_syncs: None,
             host_inference,
             replay_policy: replay_policy_from_env(),
             replay_fallback: None,
@@ -483,16 +486,18 @@ impl<E: RolloutEnv> Trainer<E> {
             phases = self.sampling.split(measured, phases, wall);
             if timed {
                 let minibatches = stats.steps + stats.skipped_steps;
-                // An untimed update's round-trips where one has run, else this one's.
-                let syncs = self
-                    .dispatches
-                    .and_then(|d| d.syncs_per_update)
-                    .unwrap_or_else(|| round_trips().saturating_sub(trips));
+                // The last untimed update's round-trips where one has run, else this one's
+                // (the latest timed one: not the first, which may have captured graphs).
+                let own = round_trips().saturating_sub(trips);
                 let mut profile = self.tally.profile(self.cfg.n_steps, minibatches);
-                profile.syncs_per_update = Some(syncs);
+                profile.syncs_per_update = Some(self.untimed_syncs.unwrap_or(own));
                 self.dispatches = Some(profile);
-            } else if let Some(d) = &mut self.dispatches {
-                d.syncs_per_update = Some(round_trips().saturating_sub(trips));
+            } else {
+                let own = round_trips().saturating_sub(trips);
+                self.untimed_syncs = Some(own);
+                if let Some(d) = &mut self.dispatches {
+                    d.syncs_per_update = Some(own);
+                }
             }
             self.check_memory()?;
             if let Some(summary) = EpisodeSummary::of(&episodes) {
