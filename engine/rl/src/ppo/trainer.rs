@@ -10,7 +10,7 @@ use burn::tensor::{Device, FloatDType, Tensor};
 use rand::rngs::StdRng;
 use serde::{Deserialize, Serialize};
 
-use crate::eval::{EvalError, EvalReport, TimedEval};
+use crate::eval::{EvalError, EvalReport};
 use crate::eval::{EvalSplit, EvalSummary, Objective};
 use crate::ppo::accounting::{CompileWatch, DispatchProfile, Tally, round_trips};
 use crate::ppo::buffer::RolloutBuffer;
@@ -20,10 +20,9 @@ use crate::ppo::events::{EpisodeSummary, PhaseTimes, TrainEvent};
 use crate::ppo::host_policy::{HostPolicy, HostStep};
 use crate::ppo::model::ActorCritic;
 use crate::ppo::normalize::{RewardNormalizer, RunningMeanStd};
-use crate::ppo::policy::evaluate_policy_timed;
 use crate::ppo::rollout_env::RolloutEnv;
 use crate::ppo::update::{Learner, UpdateStats};
-use tradetune_device::kernels::{self, KernelCounts};
+use tradetune_device::kernels::KernelCounts;
 use tradetune_device::memory::MemoryBudget;
 
 #[cfg(feature = "wgpu")]

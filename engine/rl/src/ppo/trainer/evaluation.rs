@@ -37,7 +37,7 @@ impl<E: RolloutEnv> Trainer<E> {
     /// The periodic evaluation due after this update, if any, timed as the evaluation phase;
     /// where it compiled kernels (a GPU's first evaluation: the policy at one row, the env at
     /// one env), the time its first bars took beyond its pace is the compile phase's.
-    fn periodic_evaluation(
+    pub(super) fn periodic_evaluation(
         &mut self,
         phases: &mut PhaseTimes,
     ) -> Result<Option<EvalSummary>, PpoError> {
