@@ -25,8 +25,8 @@ use crate::ppo::update::{Learner, UpdateStats};
 use tradetune_device::kernels::KernelCounts;
 use tradetune_device::memory::MemoryBudget;
 
-#[cfg(feature = "wgpu")]
 mod evaluation;
+#[cfg(feature = "wgpu")]
 mod noise_rows;
 mod policy_graph;
 mod sampling;
@@ -463,16 +463,15 @@ impl<E: RolloutEnv> Trainer<E> {
             // the split: its launch-heavy phases are swollen by the timing.
             let measured = timed && !self.tally.time_kernels;
             phases = self.sampling.split(measured, phases, wall);
+            let own = round_trips().saturating_sub(trips);
             if timed {
                 let minibatches = stats.steps + stats.skipped_steps;
                 // The last untimed update's round-trips where one has run, else this one's
                 // (the latest timed one: not the first, which may have captured graphs).
-                let own = round_trips().saturating_sub(trips);
                 let mut profile = self.tally.profile(self.cfg.n_steps, minibatches);
                 profile.syncs_per_update = Some(self.untimed_syncs.unwrap_or(own));
                 self.dispatches = Some(profile);
             } else {
-                let own = round_trips().saturating_sub(trips);
                 self.untimed_syncs = Some(own);
                 if let Some(d) = &mut self.dispatches {
                     d.syncs_per_update = Some(own);

@@ -64,13 +64,15 @@ pub(super) fn summarise(
         None => true,
         Some(mine) => d == mine || d == DeviceTag::Host,
     };
-    let keys = sampler.map(|s| s.series_keys()).unwrap_or_default();
-    for (device, metric) in keys {
+    // Without a sampler there is nothing sampled: the summary has the trial's own facts.
+    for (device, metric) in sampler.iter().flat_map(|s| s.series_keys()) {
         if !keep(device) {
             continue;
         }
-        let points = sampler.map(|s| s.series(device, metric, ALL_POINTS));
-        for p in points.unwrap_or_default() {
+        for p in sampler
+            .iter()
+            .flat_map(|s| s.series(device, metric, ALL_POINTS))
+        {
             if p.t < from || p.t > to {
                 continue;
             }

@@ -21,9 +21,8 @@ pub(super) const MAX_RETIMES: usize = 3;
 #[derive(Debug, Clone)]
 pub(super) struct PhaseSampling {
     every: usize,
-    /// The last timed update compiled: the next one is timed too.
-    retime: bool,
-    /// Updates timed again in a row so far.
+    /// Updates timed again in a row so far, because the timed one before compiled: above 0,
+    /// the next update is timed too.
     retimes: usize,
     /// The split of the last timed update.
     last: Option<PhaseTimes>,
@@ -33,7 +32,6 @@ impl PhaseSampling {
     pub(super) fn new(every: usize) -> Self {
         PhaseSampling {
             every: every.max(1),
-            retime: false,
             retimes: 0,
             last: None,
         }
@@ -43,18 +41,17 @@ impl PhaseSampling {
     /// and nothing is timed again behind its back).
     pub(super) fn set_every(&mut self, every: usize) {
         self.every = every.max(1);
-        self.retime = false;
         self.retimes = 0;
     }
 
     /// Whether the update numbered `update` (from 0) is timed.
     pub(super) fn timed(&self, update: usize) -> bool {
-        self.retime || update.is_multiple_of(self.every)
+        self.retiming() || update.is_multiple_of(self.every)
     }
 
     /// Whether the next update is timed because the last timed one compiled.
     pub(super) fn retiming(&self) -> bool {
-        self.retime
+        self.retimes > 0
     }
 
     /// An update's rollout and update ran in `wall` seconds: a timed one's measured `phases`
@@ -76,8 +73,11 @@ impl PhaseSampling {
         if !timed {
             return;
         }
-        self.retime = compiled && self.retimes < MAX_RETIMES;
-        self.retimes = if self.retime { self.retimes + 1 } else { 0 };
+        self.retimes = if compiled && self.retimes < MAX_RETIMES {
+            self.retimes + 1
+        } else {
+            0
+        };
     }
 }
 
