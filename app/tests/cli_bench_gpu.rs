@@ -408,9 +408,10 @@ fn bench_gpu_holds_the_launches_at_the_presets_depth() {
         let env = res["dispatches_per_env_step"].as_f64().unwrap();
         assert!(env > 0.0 && env <= MAX_DISPATCHES_PER_ENV_STEP, "{r}");
         // The trained policy's evaluation, a bar at a time: the actor's launches (at most a
-        // policy step's target, 2 · layers + 4 with layers = 4) and two, the env's kernel and
-        // the state log's write (on lavapipe 2026-11-29: 7.3 in f32, 9.3 in f16, whose actor casts
-        // its input and output; 16 at tiny before the log).
+        // policy step's target, 2 · layers + 4 with layers = 4) and one, the env's kernel, which
+        // writes the state log's row (on lavapipe 2026-11-29: 7.3 in f32, 9.3 in f16, whose
+        // actor casts its input and output, with the log's write a launch of its own; 16 at
+        // tiny before the log).
         let eval = &res["evaluation"];
         let per_bar = eval["launches_per_bar"]
             .as_f64()
@@ -427,7 +428,7 @@ fn bench_gpu_holds_the_launches_at_the_presets_depth() {
              autotuned {first_compiled}, slow start {slow_start:.3} s"
         );
         assert!(eval["bars"].as_u64().unwrap() > 200, "{r}");
-        assert!(per_bar > 1.0 && per_bar <= 2.0 * 4.0 + 4.0 + 2.0, "{r}");
+        assert!(per_bar > 1.0 && per_bar <= 2.0 * 4.0 + 4.0 + 1.0, "{r}");
         assert!(res["evaluation_error"].is_null(), "{r}");
         // Deeper, not more: a minibatch still reads nothing back, one read an update, and a
         // rollout on a replayed policy step none (its capture's synchronised warm-ups are once

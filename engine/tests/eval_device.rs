@@ -1,17 +1,17 @@
 //! Issue 20: evaluation on a GPU device trades the split with the on-device env and reads its
 //! curves back once, not the action of every bar, and scores what the host evaluation scores.
 //!
-//! One test function, in the `process_wide` binary and holding its lock (`crate::alone`): the
-//! read counter is process-wide.
+//! In the `process_wide` binary, each test holding its lock (`crate::alone`): the read and
+//! launch counters are process-wide.
 
 use crate::common;
 
 use std::sync::Arc;
 
 use burn::module::Module;
-use burn::tensor::Device;
+use burn::tensor::{Device, Tensor, TensorData};
 use tradetune_engine::device::{kernels, readback};
-use tradetune_engine::env::{CpuVecEnv, EnvConfig};
+use tradetune_engine::env::{CpuVecEnv, EnvConfig, TensorVecEnv};
 use tradetune_engine::eval::{EvalSplit, Objective};
 use tradetune_engine::market::DatasetConfig;
 use tradetune_engine::ppo::{HostEnv, PpoConfig, Trainer};
@@ -129,9 +129,10 @@ fn a_device_evaluation_reads_once_and_scores_as_the_host_one() {
 
     // What a bar costs the device evaluation in launches, counted on a second run (the first
     // compiled and autotuned its kernels, whose benchmark launches count too): the policy's
-    // step and two, the env's kernel and the state log's write; the host prices the trades
-    // from the logged holdings. Computing each bar's row on the device took 16 launches a bar
-    // (nets [64, 64]; 11 more than now, measured with `TRADETUNE_TRACE_LAUNCHES=1`).
+    // step and one, the env's kernel, which writes the state log's row itself; the host prices
+    // the trades from the logged holdings. Computing each bar's row on the device took 16
+    // launches a bar (nets [64, 64]; 11 more than with a launch for the log's write, measured
+    // with `TRADETUNE_TRACE_LAUNCHES=1`), the log's write a launch of its own one more.
     assert!(kernels::counting_dispatches());
     let before = kernels::counts();
     let again =
@@ -150,7 +151,78 @@ fn a_device_evaluation_reads_once_and_scores_as_the_host_one() {
     let layers = 3.0;
     eprintln!("device evaluation: {launches} launches, {per_bar:.2} a bar");
     assert!(
-        per_bar <= 2.0 * layers + 4.0 + 2.0,
+        per_bar <= 2.0 * layers + 4.0 + 1.0,
         "{per_bar:.2} launches a bar ({launches} in all)"
+    );
+}
+
+/// The env's kernel writes an evaluation's state log itself: stepping with
+/// `step_logging_state` logs what a step and `log_state` (the log's write, a launch of its own,
+/// two with env 0's row sliced out of several) log, to the bit, episode ends and auto-resets
+/// included, and launches one a step: the kernel. Three envs, so the log is env 0's row and not
+/// another's.
+#[test]
+fn the_env_kernel_writes_the_state_log_in_its_own_launch() {
+    let _alone = crate::alone();
+    let Some(device) = common::wgpu_device("the_env_kernel_writes_the_state_log") else {
+        return;
+    };
+    let cfg = EnvConfig::new()
+        .with_n_envs(3)
+        .with_episode_bars(9)
+        .with_trailing_stop_pct(0.05)
+        .with_seed(3);
+    let (m, n, steps) = (2, cfg.n_envs, 24);
+    let data = common::random_walk_dataset(90, m, 1, 5);
+    // The steps' states, the launches they took and the log's host copy, logged by the kernel
+    // or by a launch of its own.
+    let run = |by_kernel: bool| {
+        let mut env = TensorVecEnv::new(cfg.clone(), &data, 4..90, &device).unwrap();
+        assert!(env.steps_as_kernel());
+        env.reset_tensors();
+        let mut log = env.state_log(steps + 1);
+        // The episode log's room (the steps without the state log write their rows there), the
+        // log's first row and everything before them run before the count starts.
+        env.reserve_episode_log(steps);
+        readback::read_f32(log.values(), "test").unwrap();
+        kernels::settle();
+        let before = kernels::counts();
+        for s in 0..steps {
+            let a: Vec<f32> = (0..n * m)
+                .map(|k| (((s * 5 + k * 3) % 11) as f32 / 5.0) - 1.0)
+                .collect();
+            let actions = Tensor::<2>::from_data(TensorData::new(a, [n, m]), &device);
+            if by_kernel {
+                env.step_logging_state(actions, &mut log, s + 1);
+            } else {
+                env.step_tensors(actions);
+                env.log_state(&mut log, s + 1);
+            }
+        }
+        let host = readback::read_f32(log.values(), "test").unwrap();
+        let launches = kernels::counts().since(&before).dispatches;
+        // What the read launches of itself (the log's values concatenated), again.
+        let before = kernels::counts();
+        readback::read_f32(log.values(), "test").unwrap();
+        let read = kernels::counts().since(&before).dispatches;
+        (log.decode(&host).unwrap(), launches - read)
+    };
+    run(false);
+    let (apart, apart_launches) = run(false);
+    let (by_kernel, kernel_launches) = run(true);
+    assert_eq!(by_kernel, apart);
+    assert!(
+        by_kernel.iter().any(|s| s.done) && by_kernel.iter().any(|s| !s.done),
+        "the steps end an episode and go on: {by_kernel:?}"
+    );
+    assert!(
+        by_kernel
+            .iter()
+            .any(|s| s.holdings.iter().any(|&h| h > 0.0))
+    );
+    assert_eq!(kernel_launches, steps as u64, "launches of the steps");
+    assert!(
+        apart_launches >= kernel_launches + steps as u64,
+        "{apart_launches} launches with the log's write apart, {kernel_launches} without"
     );
 }

@@ -210,8 +210,8 @@ fn replay_line(c: &TrainBenchConfig, p: &ReplayProbe) -> String {
 /// Printed above the evaluation lines.
 const EVAL_NOTE: &str = "evaluation: the trained policy's deterministic evaluation on the \
      market's last bars, one env stepped bar by bar as a trial's periodic evaluation steps its \
-     validation split (each bar the policy's launches, the env's kernel and the state log's \
-     write; the curves read once), the second of two runs; cold: the first run, what it \
+     validation split (each bar the policy's launches and the env's kernel, which writes the \
+     state log's row; the curves read once), the second of two runs; cold: the first run, what it \
      compiled and autotuned, and its first half's time beyond its pace (a trial's compile \
      phase takes that from its first evaluation)";
 

@@ -6,9 +6,12 @@
 //! launches per env step before, 2 with the kernel and the log row's copy into the log, 1 now).
 //!
 //! The kernel reads the packed state of [`super::state`] and writes a new one (the state is not
-//! written in place, so a tensor read from the old state stays valid). The episode log is: the
-//! step's row goes straight into the log's next row, as `slice_assign` would write it (into the
-//! log's storage where only the env holds it, else into a copy). It computes in f32
+//! written in place, so a tensor read from the old state stays valid). The step's log row goes
+//! straight into the log's next row, as `slice_assign` would write it (into the log's storage
+//! where only the env holds it, else into a copy): the episode log's `LAST_*` fields of every
+//! env in a rollout, or env 0's whole new state in an evaluation's state log
+//! ([`super::StateLog`]), whose bars then cost one launch each for the env where the log's
+//! write was a second. It computes in f32
 //! whatever the state's float dtype. burn reaches it through its backend extension API: the
 //! [`EnvStepOps`] trait is implemented for the unfused cubecl backend, and the
 //! `#[backend_extension]` macro derives the fused backend (a deferred custom operation in
@@ -56,6 +59,7 @@ fn step_meta(
     istate: &TensorSpec,
     log: &TensorSpec,
     _log_row: &usize,
+    _log_state: &bool,
     obs_dim: &usize,
 ) -> StepOutputMetadata {
     let n = fstate.shape[0];
@@ -75,7 +79,9 @@ fn step_meta(
 pub trait EnvStepOps: Backend {
     /// One step of every env: `actions` `[N, M]`, `prices` `[T, M]`, `features` `[T, M·F]`,
     /// `starts` `[N·K]`, `params` (see [`super::state::params`]), the packed state, and the
-    /// episode log `[C, LOG_FIELDS, N]` whose row `log_row` (< C) the step's row goes to.
+    /// log whose row `log_row` (< C) the step's row goes to: the episode log
+    /// `[C, LOG_FIELDS, N]`, or where `log_state` a state log `[C, SCALARS + 4M, 1]` (env 0's
+    /// new state).
     #[fusion(meta = step_meta)]
     fn env_step(
         actions: FloatTensor<Self>,
@@ -87,6 +93,7 @@ pub trait EnvStepOps: Backend {
         istate: IntTensor<Self>,
         log: FloatTensor<Self>,
         log_row: usize,
+        log_state: bool,
         obs_dim: usize,
     ) -> StepOutput<Self>;
 }
@@ -102,6 +109,7 @@ impl EnvStepOps for CubeBackend {
         istate: IntTensor<Self>,
         log: FloatTensor<Self>,
         log_row: usize,
+        log_state: bool,
         obs_dim: usize,
     ) -> StepOutput<Self> {
         let (fdt, idt) = (fstate.dtype, istate.dtype);
@@ -138,6 +146,7 @@ impl EnvStepOps for CubeBackend {
             out.done.clone().into_tensor_arg(),
             out.log.clone().into_tensor_arg(),
             log_row as u32,
+            u32::from(log_state),
             [dtype_to_storage_type(fdt), dtype_to_storage_type(idt)],
         );
         out
@@ -165,9 +174,11 @@ pub(crate) struct StepTensors<'a> {
     pub params: &'a Tensor<1>,
     pub fstate: Tensor<2>,
     pub istate: Tensor<2, Int>,
-    /// `[C, LOG_FIELDS, N]`, written at row `log_row`.
+    /// `[C, LOG_FIELDS, N]`, or `[C, SCALARS + 4M, 1]` where `log_state`, written at row
+    /// `log_row`.
     pub log: Tensor<3>,
     pub log_row: usize,
+    pub log_state: bool,
     pub obs_dim: usize,
 }
 
@@ -178,7 +189,7 @@ pub(crate) struct StepTensorsOut {
     pub obs: Tensor<2>,
     pub reward: Tensor<1>,
     pub done: Tensor<1>,
-    /// `[1, LOG_FIELDS, N]` the episode log's row.
+    /// The log, its row `log_row` written.
     pub log: Tensor<3>,
 }
 
@@ -200,6 +211,7 @@ pub(crate) fn step(t: StepTensors<'_>) -> StepTensorsOut {
         t.istate.into_dispatch(),
         t.log.into_dispatch(),
         t.log_row,
+        t.log_state,
         t.obs_dim,
     );
     StepTensorsOut {
@@ -274,6 +286,7 @@ mod code {
         done: &mut Tensor<F>,
         log: &mut Tensor<F>,
         log_row: u32,
+        log_state: u32,
         #[define(F, I)] _dtypes: [ElemType; 2],
     ) {
         let env = ABSOLUTE_POS;
@@ -491,10 +504,17 @@ mod code {
         iout[ib + BAR] = I::cast_from(new_bar);
         iout[ib + END] = I::cast_from(new_end);
         iout[ib + EPISODE] = I::cast_from(new_episode);
-        let n = reward.len();
-        let row = log_row as usize * LOG_FIELDS;
-        for c in 0..LOG_FIELDS {
-            log[(row + c) * n + env] = fout[base + LAST_DONE + c];
+        if log_state == 0 {
+            let n = reward.len();
+            let row = log_row as usize * LOG_FIELDS;
+            for c in 0..LOG_FIELDS {
+                log[(row + c) * n + env] = fout[base + LAST_DONE + c];
+            }
+        } else if env == 0 {
+            let row = log_row as usize * sf;
+            for c in 0..sf {
+                log[row + c] = fout[c];
+            }
         }
 
         // The observation at the (new) current bar.

@@ -256,41 +256,57 @@ impl TensorVecEnv {
             if len == self.log.rows.dims()[0] {
                 self.reserve_episode_log((2 * len).max(64));
             }
-            let t = &self.t;
             let log = std::mem::replace(
                 &mut self.log.rows,
-                Tensor::empty([0, LOG_FIELDS, t.n], &t.device),
+                Tensor::empty([0, LOG_FIELDS, self.t.n], &self.t.device),
             );
-            let out = kernel::step(kernel::StepTensors {
-                actions,
-                prices: &t.prices,
-                features: &t.features,
-                starts: &t.starts,
-                params: &t.params,
-                fstate: self.state.f.clone(),
-                istate: self.state.i.clone(),
-                log,
-                log_row: len,
-                obs_dim: self.obs_dim,
-            });
-            self.state = Packed {
-                f: out.fstate,
-                i: out.istate,
-                m: t.m,
-            };
-            self.log.rows = out.log;
+            let (step, log) = self.kernel_step(actions, log, len, false);
+            self.log.rows = log;
             self.row_in_log = true;
-            return TensorStep {
-                obs: out.obs,
-                reward: out.reward,
-                done: out.done,
-            };
+            return step;
         }
         self.row_in_log = false;
         let mut s = State::unpack(&self.state);
         let out = self.t.step(&mut s, actions);
         self.state = s.pack(self.t.m);
         out
+    }
+
+    /// One step as the kernel, its log row written into row `log_row` of `log` (the episode
+    /// log, or a state log where `log_state`): the step and the log.
+    #[cfg(feature = "wgpu")]
+    fn kernel_step(
+        &mut self,
+        actions: Tensor<2>,
+        log: Tensor<3>,
+        log_row: usize,
+        log_state: bool,
+    ) -> (TensorStep, Tensor<3>) {
+        let t = &self.t;
+        let out = kernel::step(kernel::StepTensors {
+            actions,
+            prices: &t.prices,
+            features: &t.features,
+            starts: &t.starts,
+            params: &t.params,
+            fstate: self.state.f.clone(),
+            istate: self.state.i.clone(),
+            log,
+            log_row,
+            log_state,
+            obs_dim: self.obs_dim,
+        });
+        self.state = Packed {
+            f: out.fstate,
+            i: out.istate,
+            m: t.m,
+        };
+        let step = TensorStep {
+            obs: out.obs,
+            reward: out.reward,
+            done: out.done,
+        };
+        (step, out.log)
     }
 
     /// Whether a step runs as one CubeCL kernel (a cubecl device without autodiff, in a build

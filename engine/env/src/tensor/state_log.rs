@@ -2,23 +2,25 @@
 //! evaluation's curves are made of (its agent and equal-weight values, the fees and the units
 //! held, from which the host prices the trades).
 //!
-//! A step of the log is one launch, the state's row written in place into the log's next row,
-//! where computing the curves on the device took a dozen small ones a step (the holdings before
-//! and after, their difference priced and summed, the values and fees sliced out and
-//! concatenated into a row): on a GPU each launch costs the host more than its arithmetic, and
-//! an evaluation steps one env over every bar of its split.
+//! A logged step is one launch, the env's kernel writing the new state's row into the log's
+//! next row itself ([`TensorVecEnv::step_logging_state`]; a second launch, the row's copy, where
+//! the step is not the kernel), where computing the curves on the device took a dozen small ones
+//! a step (the holdings before and after, their difference priced and summed, the values and
+//! fees sliced out and concatenated into a row): on a GPU each launch costs the host more than
+//! its arithmetic, and an evaluation steps one env over every bar of its split.
 
 use burn::tensor::Tensor;
 
-use super::TensorVecEnv;
 use super::state::{LAST_DONE, PREV_EQW, PREV_VALUE, SCALARS, STEP_FEES, state_width};
+use super::{TensorStep, TensorVecEnv};
 use crate::EnvError;
 
 /// Env 0's float state, a row a logged step, on the device ([`TensorVecEnv::state_log`]).
 #[derive(Debug, Clone)]
 pub struct StateLog {
-    /// `[rows, width]`, written in place.
-    rows: Tensor<2>,
+    /// `[rows, width, 1]`, written in place: the episode log's layout (a row's fields, then
+    /// its envs) with the whole state as the fields of one env, as the env's kernel writes it.
+    rows: Tensor<3>,
     /// `[1]` env 0's bar when the log was made (as f32: bars are exact below 2²⁴).
     bar: Tensor<1>,
     m: usize,
@@ -46,7 +48,7 @@ impl TensorVecEnv {
     pub fn state_log(&self, rows: usize) -> StateLog {
         let width = state_width(self.t.m);
         let mut log = StateLog {
-            rows: Tensor::zeros([rows.max(1), width], &self.t.device),
+            rows: Tensor::zeros([rows.max(1), width, 1], &self.t.device),
             bar: self.state.icol(super::state::BAR).slice(0..1).float(),
             m: self.t.m,
         };
@@ -61,8 +63,37 @@ impl TensorVecEnv {
             1 => self.state.f.clone(),
             _ => self.state.f.clone().slice([0..1, 0..width]),
         };
-        log.rows
-            .inplace(|rows| rows.slice_assign([row..row + 1, 0..width], state));
+        // Written as `[rows, width]`: a slice of a state of several envs is not reshaped
+        // without a copy, the whole log is.
+        log.rows.inplace(|rows| {
+            let [n, w, _] = rows.dims();
+            rows.reshape([n, w])
+                .slice_assign([row..row + 1, 0..width], state)
+                .reshape([n, w, 1])
+        });
+    }
+
+    /// [`Self::step_tensors`], then env 0's new state written into row `row` of `log`, as
+    /// [`Self::log_state`] would, but by the step's own kernel where the step is one: a launch
+    /// for both. The episode log is left as it was (the step's episode statistics are not
+    /// logged).
+    pub fn step_logging_state(
+        &mut self,
+        actions: Tensor<2>,
+        log: &mut StateLog,
+        row: usize,
+    ) -> TensorStep {
+        #[cfg(feature = "wgpu")]
+        if self.kernel && row < log.rows.dims()[0] {
+            let rows = std::mem::replace(&mut log.rows, Tensor::empty([0, 0, 1], &self.t.device));
+            let (step, rows) = self.kernel_step(actions, rows, row, true);
+            log.rows = rows;
+            self.row_in_log = false;
+            return step;
+        }
+        let step = self.step_tensors(actions);
+        self.log_state(log, row);
+        step
     }
 }
 
@@ -70,7 +101,7 @@ impl StateLog {
     /// Everything to read back, `[1 + rows · width]`: the first bar, then the rows (alone or
     /// concatenated with other values, to pay one read).
     pub fn values(&self) -> Tensor<1> {
-        let [rows, width] = self.rows.dims();
+        let [rows, width, _] = self.rows.dims();
         Tensor::cat(
             vec![self.bar.clone(), self.rows.clone().reshape([rows * width])],
             0,
@@ -81,7 +112,7 @@ impl StateLog {
     /// row's plus `t` (a step advances one bar; a state after an episode's end is logged with
     /// `done` set and its bar then means nothing).
     pub fn decode(&self, host: &[f32]) -> Result<Vec<LoggedState>, EnvError> {
-        let [rows, width] = self.rows.dims();
+        let [rows, width, _] = self.rows.dims();
         if host.len() != 1 + rows * width {
             return Err(EnvError::Tensor(format!(
                 "state log: {} values read back, expected {}",

@@ -345,7 +345,7 @@ impl BarClock {
 
     /// How much longer the first half of the bars took than the second half's pace: a GPU's
     /// evaluation compiles and autotunes its kernels in its first bars (the policy at one row,
-    /// the env's kernel at one env, the state log's write: not all at the first bar, since
+    /// the env's kernel at one env writing the state log's row: not all at the first bar, since
     /// burn's fusion compiles a fused kernel when its stream runs it, some bars later), and
     /// runs at a steady pace after. The pace is the halves' mean, not a typical bar's: a bar's
     /// host time is its launches' unless the device's queue is full, when the host waits for
@@ -401,11 +401,12 @@ fn ended_early(split: &EvalSplit, bar: usize) -> EvalError {
 
 /// The evaluation on a device whose reads are transfers (a GPU): the split is traded by a
 /// [`TensorVecEnv`] of one env on the policy's device, its state after each bar is written to a
-/// log on the device ([`tradetune_env::StateLog`]: a launch a bar), and the whole log is read
-/// back once at the end, instead of one read of the action per bar; the host then prices each
-/// bar's trades from the logged holdings, as the host evaluation does. A bar costs the policy's
-/// launches, the env's kernel and the log's write. Same rules and formulas as the host env (the
-/// env tests hold them equal).
+/// log on the device ([`tradetune_env::StateLog`], by the env's own kernel), and the whole log
+/// is read back once at the end, instead of one read of the action per bar; the host then prices
+/// each bar's trades from the logged holdings, as the host evaluation does. A bar costs the
+/// policy's launches and the env's kernel (and the log's write, a launch of its own, where the
+/// env's step is not the kernel). Same rules and formulas as the host env (the env tests hold
+/// them equal).
 struct DeviceRun<'a> {
     policy: &'a dyn Policy,
     steps: usize,
@@ -425,8 +426,9 @@ impl DeviceRun<'_> {
         let mut obs = env.reset_tensors();
         let mut log = env.state_log(self.steps + 1);
         for t in 0..self.steps {
-            obs = env.step_tensors(self.policy.act(obs)).obs;
-            env.log_state(&mut log, t + 1);
+            obs = env
+                .step_logging_state(self.policy.act(obs), &mut log, t + 1)
+                .obs;
             clock.lap();
         }
         let host = tradetune_device::readback::read_f32(log.values(), "evaluation: curves")

@@ -1,7 +1,7 @@
 //! The trained policy's evaluation, timed on the benchmark's device: a trial evaluates its
 //! policy on the validation split every `eval_every` updates, one env stepped bar by bar, so on
-//! a GPU each bar costs a few small launches ([`crate::eval`]'s device run: the policy's, the
-//! env's kernel and the state log's write) and a long split costs as much as a rollout.
+//! a GPU each bar costs a few small launches ([`crate::eval`]'s device run: the policy's and the
+//! env's kernel, which writes the state log's row) and a long split costs as much as a rollout.
 
 use std::sync::Arc;
 use std::time::Instant;
