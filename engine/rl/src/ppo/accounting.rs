@@ -222,6 +222,9 @@ struct Held {
     events: Vec<TrainEvent>,
     /// Wall time of its rollout and update (evaluation excluded).
     wall: f64,
+    /// Time the next update's start waited for this one's late compilation lines
+    /// ([`CompileWatch::begin`]): part of its compile time.
+    waited: f64,
 }
 
 /// The compile accounting of one trainer.
@@ -245,11 +248,23 @@ pub(crate) struct CompileWatch {
 impl CompileWatch {
     /// Marks the start of an update. While an update that compiled is held, the compilation
     /// log's late lines (delivered by cubecl's logging task) are let in first, so they are not
-    /// taken for this update's: a few milliseconds, only in the updates after one that
-    /// compiled.
+    /// taken for this update's: 20 ms or more, only in the updates after one that compiled.
+    /// The wait is the held update's compile time, not this update's: the trainer starts this
+    /// update's clock after it, so a steady update an overhead is measured against does not
+    /// count it, and the phases still sum to the run.
     pub(crate) fn begin(&mut self) {
-        if !self.held.is_empty() {
+        self.begin_after(|| {
+            let t = std::time::Instant::now();
             kernels::settle();
+            t.elapsed().as_secs_f64()
+        });
+    }
+
+    /// [`CompileWatch::begin`], `settle` letting the late lines in and returning the seconds it
+    /// waited.
+    fn begin_after(&mut self, settle: impl FnOnce() -> f64) {
+        if let Some(last) = self.held.last_mut() {
+            last.waited += settle();
         }
         self.start = kernels::counts();
         self.evaluated = KernelCounts::default();
@@ -313,7 +328,11 @@ impl CompileWatch {
     ) {
         if let Some(delta) = compiled {
             self.compiled = add(self.compiled, delta);
-            self.held.push(Held { events, wall });
+            self.held.push(Held {
+                events,
+                wall,
+                waited: 0.0,
+            });
             if self.steady.is_some() {
                 self.release(deliver);
             }
@@ -340,13 +359,14 @@ impl CompileWatch {
                 (compile, split.scaled_to(held.wall - compile))
             });
             for mut event in held.events {
-                if let (TrainEvent::Progress { phases, .. }, Some((compile, steady_split))) =
-                    (&mut event, fix)
-                {
-                    let (evaluation, evaluation_compile) = (phases.evaluation, phases.compile);
-                    *phases = steady_split;
-                    phases.evaluation = evaluation;
-                    phases.compile = compile + evaluation_compile;
+                if let TrainEvent::Progress { phases, .. } = &mut event {
+                    if let Some((compile, steady_split)) = fix {
+                        let (evaluation, evaluation_compile) = (phases.evaluation, phases.compile);
+                        *phases = steady_split;
+                        phases.evaluation = evaluation;
+                        phases.compile = compile + evaluation_compile;
+                    }
+                    phases.compile += held.waited;
                 }
                 deliver(event);
             }
@@ -357,6 +377,12 @@ impl CompileWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`CompileWatch::begin`] as a unit test needs it: with no wait for compilation lines,
+    /// which another test opening a GPU in this process would otherwise make real.
+    fn begin(w: &mut CompileWatch) {
+        w.begin_after(|| 0.0);
+    }
 
     fn progress(update: usize, phases: PhaseTimes) -> TrainEvent {
         TrainEvent::Progress {
@@ -390,7 +416,7 @@ mod tests {
             evaluation: 0.5,
             ..PhaseTimes::default()
         };
-        w.begin();
+        begin(&mut w);
         let compiled = Some(KernelCounts {
             compiled: 181,
             autotune_runs: 51,
@@ -408,7 +434,7 @@ mod tests {
             update: 0.5,
             ..PhaseTimes::default()
         };
-        w.begin();
+        begin(&mut w);
         w.end(vec![progress(2, steady)], 2.0, &steady, None, &mut |e| {
             out.push(e)
         });
@@ -421,6 +447,52 @@ mod tests {
         assert!((p[0].evaluation - 0.5).abs() < 1e-9);
         assert_eq!(p[1], steady);
         assert_eq!((w.compiled.compiled, w.compiled.autotune_runs), (181, 51));
+    }
+
+    /// The wait for a held update's late compilation lines, taken before the next update's
+    /// clock starts, is the held update's compile time: the steady update is not slowed by it,
+    /// and the phases still hold all the time spent, whether a steady update came or not.
+    #[test]
+    fn the_wait_for_late_compilation_lines_is_the_held_updates_compile_time() {
+        let cold = PhaseTimes {
+            update: 10.0,
+            ..PhaseTimes::default()
+        };
+        let steady = PhaseTimes {
+            update: 2.0,
+            ..PhaseTimes::default()
+        };
+        let some = Some(KernelCounts {
+            compiled: 3,
+            ..KernelCounts::default()
+        });
+        for steady_comes in [true, false] {
+            let mut w = CompileWatch::default();
+            let mut out = Vec::new();
+            begin(&mut w);
+            w.end(vec![progress(1, cold)], 10.0, &cold, some, &mut |e| {
+                out.push(e)
+            });
+            // 30 ms waiting for the first update's late compilation lines.
+            w.begin_after(|| 0.03);
+            if steady_comes {
+                w.end(vec![progress(2, steady)], 2.0, &steady, None, &mut |e| {
+                    out.push(e)
+                });
+            } else {
+                w.flush(&mut |e| out.push(e));
+            }
+            let p = phases_of(&out);
+            let first = p[0];
+            if steady_comes {
+                assert!((first.compile - 8.03).abs() < 1e-9, "{p:?}");
+                assert!((first.update - 2.0).abs() < 1e-9, "{p:?}");
+                assert_eq!(p[1], steady);
+            } else {
+                assert!((first.compile - 0.03).abs() < 1e-9, "{p:?}");
+                assert!((first.update - 10.0).abs() < 1e-9, "{p:?}");
+            }
+        }
     }
 
     /// A periodic evaluation's compile time (its slow start, put in the update's
@@ -437,7 +509,7 @@ mod tests {
             compile: 0.25,
             ..PhaseTimes::default()
         };
-        w.begin();
+        begin(&mut w);
         let some = Some(KernelCounts {
             compiled: 10,
             ..KernelCounts::default()
@@ -454,7 +526,7 @@ mod tests {
             compile: 0.125,
             ..PhaseTimes::default()
         };
-        w.begin();
+        begin(&mut w);
         w.end(vec![progress(2, steady)], 1.0, &steady, None, &mut |e| {
             out.push(e)
         });
@@ -466,7 +538,7 @@ mod tests {
         assert_eq!(p[1], steady);
         // A later update that compiled is split as the steady one was, without its
         // evaluation's compile time.
-        w.begin();
+        begin(&mut w);
         let late = PhaseTimes {
             update: 3.0,
             ..PhaseTimes::default()
@@ -510,7 +582,7 @@ mod tests {
             update: 1.0,
             ..PhaseTimes::default()
         };
-        w.begin();
+        begin(&mut w);
         let compiled = w.compiled_now(false);
         assert_eq!(compiled, None, "the CPU compiles nothing");
         w.end(vec![progress(1, p)], 1.0, &p, compiled, &mut |e| {
@@ -527,7 +599,7 @@ mod tests {
             update: 7.0,
             ..PhaseTimes::default()
         };
-        w.begin();
+        begin(&mut w);
         let some = Some(KernelCounts::default());
         w.end(vec![progress(1, p)], 7.0, &p, some, &mut |e| out.push(e));
         assert!(out.is_empty());

@@ -439,8 +439,12 @@ impl<E: RolloutEnv> Trainer<E> {
                 break;
             }
             let timed = self.sampling.timed(self.updates);
-            let cycle = Instant::now();
+            // Before the update's clock starts: after an update that compiled, `begin` waits
+            // for the compilation log's late lines (20 ms or more), the compiling update's
+            // time, which this update's wall (the steady one its overhead is measured against)
+            // must not hold.
             self.compile_watch.begin();
+            let cycle = Instant::now();
             let trips = round_trips();
             let mut phases = PhaseTimes::default();
             // This update's events, delivered by the compile accounting (late when it
