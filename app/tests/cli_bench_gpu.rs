@@ -46,6 +46,12 @@ const MAX_DISPATCHES_PER_MINIBATCH: f64 = 24.0;
 /// one operand a routine may copy, and 4 weight gradients `xᵀ·∂y` with two; its input gradients
 /// `∂y·Wᵀ` come in the layouts those routines want. Seen on lavapipe with fresh caches
 /// (2026-11-28): 1 a policy step (the action head's weight, `gemm`) and 0, 2 or 3 a minibatch.
+/// Since 2026-11-29 (session 28) a rollout's snapshot of the weights is K-major
+/// (`ActorCritic::k_major`): a copy a weight once a rollout (3 at tiny, 0.09 a step over 32
+/// steps), and no copy a step where `gemm` was picked (tiny with session 27's cache: 8.16
+/// launches a policy step, 1.0 of them copies, in f32 and 9.38, 2.0, in f16; 7.25 and 7.47 with
+/// 0.09 after). A routine may still copy a K-major operand it wants row-major, so the caps stay
+/// what the products allow.
 const LAYOUT_COPIES_PER_POLICY_STEP: f64 = 4.0;
 const LAYOUT_COPIES_PER_MINIBATCH: f64 = 4.0 + 2.0 * 4.0;
 /// And once a rollout: its first step casts the observations it starts from itself (the later

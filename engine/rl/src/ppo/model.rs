@@ -299,6 +299,37 @@ impl ActorCritic {
         self.map(&mut CastTo(dtype))
     }
 
+    /// This model with each weight `[in, out]` laid out K-major (its columns contiguous: the
+    /// transposed matrix's rows), a view of the same shape: one copy a weight. A product
+    /// `x · W` whose routine wants its right side K-contiguous (cubek-matmul's `gemm` and
+    /// `naive`; the tiled routines take either layout) then copies nothing first, where a
+    /// row-major weight is copied at every product: for a rollout's snapshot, a copy a weight
+    /// once a rollout instead of once a step (on lavapipe the action head's, every policy
+    /// step). Weights with a dimension of 1 stay as they are. Only for inference: the trained
+    /// parameters stay as they are.
+    pub fn k_major(self) -> Self {
+        struct KMajor;
+        impl ModuleMapper for KMajor {
+            fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+                // A vector's two layouts are one (and a `[K, 1]` view with K-major strides is
+                // taken for a transposed matrix and copied by the routines that want it
+                // row-major, as the value head's was on lavapipe): only matrices.
+                if D != 2 || param.val().dims().contains(&1) {
+                    return param;
+                }
+                param.map(|t| {
+                    let mut transposed = t.dims();
+                    transposed.swap(0, 1);
+                    let n = transposed.iter().product::<usize>();
+                    // A reshape of the transposed view copies it into the transposed matrix's
+                    // row-major order.
+                    t.transpose().reshape([n]).reshape(transposed).transpose()
+                })
+            }
+        }
+        self.map(&mut KMajor)
+    }
+
     /// The `[A]` log standard deviations (f32).
     pub fn log_std(&self) -> Tensor<1> {
         self.log_std.val()
@@ -447,6 +478,41 @@ mod tests {
         let h: Vec<f32> = gaussian_entropy(log_std).try_into_vec_as().unwrap();
         let want = 2.0 * (0.5 + LN_SQRT_2PI) + 0.5f32.ln();
         assert!((h[0] - want).abs() < 1e-5);
+    }
+
+    /// The K-major snapshot holds the same weights in the same logical order (only their
+    /// layout changes) and computes what the model computes.
+    #[test]
+    fn the_k_major_snapshot_is_the_same_model() {
+        let device = Device::flex();
+        let cfg = ActorCriticConfig::new().with_net_arch(NetArch {
+            pi: vec![8, 4],
+            vf: vec![6],
+        });
+        let model = cfg.init(5, 3, 7, &device);
+        let snapshot = model.clone().k_major();
+        assert_eq!(
+            snapshot.flat_params().unwrap(),
+            model.flat_params().unwrap()
+        );
+        let obs = Tensor::<2>::from_data(
+            TensorData::new((0..20).map(|i| (i as f32 * 0.37).sin()).collect(), [4, 5]),
+            &device,
+        );
+        let (m1, v1) = model.forward(obs.clone(), FloatDType::F32);
+        let (m2, v2) = snapshot.forward(obs, FloatDType::F32);
+        let close = |a: Tensor<1>, b: Tensor<1>| {
+            let (a, b) = (
+                a.to_data().try_to_vec::<f32>().unwrap(),
+                b.to_data().try_to_vec::<f32>().unwrap(),
+            );
+            assert_eq!(a.len(), b.len());
+            for (x, y) in a.iter().zip(&b) {
+                assert!((x - y).abs() <= 1e-6 * x.abs().max(1.0), "{a:?} vs {b:?}");
+            }
+        };
+        close(m1.reshape([12]), m2.reshape([12]));
+        close(v1, v2);
     }
 
     #[test]

@@ -115,12 +115,12 @@ impl<E: RolloutEnv> Trainer<E> {
             self.replay_refused(0, &e);
             replay = false;
         }
-        // The weights in the compute dtype once per rollout, not once per step, where a step
-        // is launched directly.
+        // The weights in the compute dtype and K-major once per rollout, not once per step,
+        // where a step is launched directly.
         let direct_model = OnceCell::new();
         // The direct step: both networks' forward passes launched, the noise added, clipped.
         let direct = |x: Tensor<2>, noise: Tensor<2>| {
-            let model = direct_model.get_or_init(|| model.clone().in_dtype(dtype));
+            let model = direct_model.get_or_init(|| model.clone().in_dtype(dtype).k_major());
             let mean = model.action_mean(x.clone(), dtype);
             let actions = mean.add(noise);
             let clipped = actions.clone().clamp(-1.0, 1.0);
