@@ -9,7 +9,7 @@ use crate::common;
 use std::sync::Arc;
 
 use burn::module::Module;
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{Device, FloatDType, Tensor, TensorData};
 use tradetune_engine::device::{kernels, readback};
 use tradetune_engine::env::{CpuVecEnv, EnvConfig, TensorVecEnv};
 use tradetune_engine::eval::{EvalSplit, Objective};
@@ -159,8 +159,9 @@ fn a_device_evaluation_reads_once_and_scores_as_the_host_one() {
 /// The env's kernel writes an evaluation's state log itself: stepping with
 /// `step_logging_state` logs what a step and `log_state` (the log's write, a launch of its own,
 /// two with env 0's row sliced out of several) log, to the bit, episode ends and auto-resets
-/// included, and launches one a step: the kernel. Three envs, so the log is env 0's row and not
-/// another's.
+/// included, and launches one a step: the kernel. Its observations in f16 (an f16 policy's
+/// input, `set_obs_dtype`) are the f32 ones rounded, in the same one launch: the policy casts
+/// nothing. Three envs, so the log is env 0's row and not another's.
 #[test]
 fn the_env_kernel_writes_the_state_log_in_its_own_launch() {
     let _alone = crate::alone();
@@ -174,11 +175,12 @@ fn the_env_kernel_writes_the_state_log_in_its_own_launch() {
         .with_seed(3);
     let (m, n, steps) = (2, cfg.n_envs, 24);
     let data = common::random_walk_dataset(90, m, 1, 5);
-    // The steps' states, the launches they took and the log's host copy, logged by the kernel
-    // or by a launch of its own.
-    let run = |by_kernel: bool| {
+    // The logged states, the launches of the steps and each step's observations (as f32),
+    // logged by the kernel or by a launch of its own, the observations in `obs_dtype`.
+    let run = |by_kernel: bool, obs_dtype: FloatDType| {
         let mut env = TensorVecEnv::new(cfg.clone(), &data, 4..90, &device).unwrap();
         assert!(env.steps_as_kernel());
+        env.set_obs_dtype(obs_dtype);
         env.reset_tensors();
         let mut log = env.state_log(steps + 1);
         // The episode log's room (the steps without the state log write their rows there), the
@@ -187,17 +189,21 @@ fn the_env_kernel_writes_the_state_log_in_its_own_launch() {
         readback::read_f32(log.values(), "test").unwrap();
         kernels::settle();
         let before = kernels::counts();
+        let mut obs = Vec::new();
         for s in 0..steps {
             let a: Vec<f32> = (0..n * m)
                 .map(|k| (((s * 5 + k * 3) % 11) as f32 / 5.0) - 1.0)
                 .collect();
             let actions = Tensor::<2>::from_data(TensorData::new(a, [n, m]), &device);
-            if by_kernel {
-                env.step_logging_state(actions, &mut log, s + 1);
+            let step = if by_kernel {
+                env.step_logging_state(actions, &mut log, s + 1)
             } else {
-                env.step_tensors(actions);
+                let step = env.step_tensors(actions);
                 env.log_state(&mut log, s + 1);
-            }
+                step
+            };
+            assert_eq!(step.obs.dtype(), obs_dtype.into());
+            obs.push(step.obs);
         }
         let host = readback::read_f32(log.values(), "test").unwrap();
         let launches = kernels::counts().since(&before).dispatches;
@@ -205,11 +211,15 @@ fn the_env_kernel_writes_the_state_log_in_its_own_launch() {
         let before = kernels::counts();
         readback::read_f32(log.values(), "test").unwrap();
         let read = kernels::counts().since(&before).dispatches;
-        (log.decode(&host).unwrap(), launches - read)
+        (log.decode(&host).unwrap(), launches - read, obs)
     };
-    run(false);
-    let (apart, apart_launches) = run(false);
-    let (by_kernel, kernel_launches) = run(true);
+    let f32_obs = |obs: Vec<Tensor<2>>| -> Vec<f32> {
+        let all = Tensor::cat(obs, 0).cast(FloatDType::F32);
+        readback::read_f32(all, "test").unwrap()
+    };
+    run(false, FloatDType::F32);
+    let (apart, apart_launches, _) = run(false, FloatDType::F32);
+    let (by_kernel, kernel_launches, obs) = run(true, FloatDType::F32);
     assert_eq!(by_kernel, apart);
     assert!(
         by_kernel.iter().any(|s| s.done) && by_kernel.iter().any(|s| !s.done),
@@ -224,5 +234,24 @@ fn the_env_kernel_writes_the_state_log_in_its_own_launch() {
     assert!(
         apart_launches >= kernel_launches + steps as u64,
         "{apart_launches} launches with the log's write apart, {kernel_launches} without"
+    );
+    // The observations in f16: the f32 ones rounded, the states the same, a launch a step.
+    let rounded: Vec<Tensor<2>> = obs
+        .iter()
+        .map(|o| o.clone().cast(FloatDType::F16))
+        .collect();
+    let rounded = f32_obs(rounded);
+    run(true, FloatDType::F16);
+    let (in_f16, f16_launches, obs16) = run(true, FloatDType::F16);
+    assert_eq!(in_f16, by_kernel);
+    assert_eq!(
+        f16_launches, steps as u64,
+        "launches of the steps with f16 observations"
+    );
+    let obs16 = f32_obs(obs16);
+    assert_eq!(obs16, rounded);
+    assert!(
+        obs16.iter().any(|&x| x != 0.0 && x.fract() != 0.0),
+        "{obs16:?}"
     );
 }

@@ -23,7 +23,7 @@ use burn::backend::cubecl::dtype_to_storage_type;
 use burn::backend::fusion::custom::TensorSpec;
 use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{Backend, Dispatch, ExtensionType, backend_extension};
-use burn::tensor::{DType, Int, Tensor};
+use burn::tensor::{DType, FloatDType, Int, Tensor};
 use burn_cubecl::CubeBackend;
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::ops::numeric::empty_device_dtype;
@@ -61,13 +61,14 @@ fn step_meta(
     _log_row: &usize,
     _log_state: &bool,
     obs_dim: &usize,
+    obs_dtype: &DType,
 ) -> StepOutputMetadata {
     let n = fstate.shape[0];
     let row = |shape: Vec<usize>| TensorSpec::new(shape.into(), fstate.dtype);
     StepOutputMetadata {
         fstate: fstate.clone(),
         istate: istate.clone(),
-        obs: row(vec![n, *obs_dim]),
+        obs: TensorSpec::new(vec![n, *obs_dim].into(), *obs_dtype),
         reward: row(vec![n]),
         done: row(vec![n]),
         log: log.clone(),
@@ -81,7 +82,7 @@ pub trait EnvStepOps: Backend {
     /// `starts` `[N·K]`, `params` (see [`super::state::params`]), the packed state, and the
     /// log whose row `log_row` (< C) the step's row goes to: the episode log
     /// `[C, LOG_FIELDS, N]`, or where `log_state` a state log `[C, SCALARS + 4M, 1]` (env 0's
-    /// new state).
+    /// new state). The next observations are written in `obs_dtype` (a float dtype).
     #[fusion(meta = step_meta)]
     fn env_step(
         actions: FloatTensor<Self>,
@@ -95,6 +96,7 @@ pub trait EnvStepOps: Backend {
         log_row: usize,
         log_state: bool,
         obs_dim: usize,
+        obs_dtype: DType,
     ) -> StepOutput<Self>;
 }
 
@@ -111,6 +113,7 @@ impl EnvStepOps for CubeBackend {
         log_row: usize,
         log_state: bool,
         obs_dim: usize,
+        obs_dtype: DType,
     ) -> StepOutput<Self> {
         let (fdt, idt) = (fstate.dtype, istate.dtype);
         let n = fstate.meta.shape()[0];
@@ -121,7 +124,7 @@ impl EnvStepOps for CubeBackend {
         let out: StepOutput<Self> = StepOutput {
             fstate: empty(fstate.shape().to_vec(), fdt),
             istate: empty(istate.shape().to_vec(), idt),
-            obs: empty(vec![n, obs_dim], fdt),
+            obs: empty(vec![n, obs_dim], obs_dtype),
             reward: empty(vec![n], fdt),
             done: empty(vec![n], fdt),
             log: writable_in_place(log),
@@ -147,7 +150,11 @@ impl EnvStepOps for CubeBackend {
             out.log.clone().into_tensor_arg(),
             log_row as u32,
             u32::from(log_state),
-            [dtype_to_storage_type(fdt), dtype_to_storage_type(idt)],
+            [
+                dtype_to_storage_type(fdt),
+                dtype_to_storage_type(idt),
+                dtype_to_storage_type(obs_dtype),
+            ],
         );
         out
     }
@@ -180,6 +187,7 @@ pub(crate) struct StepTensors<'a> {
     pub log_row: usize,
     pub log_state: bool,
     pub obs_dim: usize,
+    pub obs_dtype: FloatDType,
 }
 
 /// The kernel's outputs as tensors.
@@ -213,6 +221,7 @@ pub(crate) fn step(t: StepTensors<'_>) -> StepTensorsOut {
         t.log_row,
         t.log_state,
         t.obs_dim,
+        t.obs_dtype.into(),
     );
     StepTensorsOut {
         fstate: Tensor::from_dispatch(out.fstate),
@@ -271,7 +280,7 @@ mod code {
     /// One env per thread; `fout` starts as a copy of the env's `fstate` row and is updated in
     /// place, as [`crate::cpu`] updates its state arrays.
     #[cube(launch)]
-    pub(super) fn env_step_kernel<F: Float, I: Numeric>(
+    pub(super) fn env_step_kernel<F: Float, I: Numeric, O: Float>(
         actions: &Tensor<F>,
         prices: &Tensor<F>,
         features: &Tensor<F>,
@@ -281,13 +290,13 @@ mod code {
         istate: &Tensor<I>,
         fout: &mut Tensor<F>,
         iout: &mut Tensor<I>,
-        obs: &mut Tensor<F>,
+        obs: &mut Tensor<O>,
         reward: &mut Tensor<F>,
         done: &mut Tensor<F>,
         log: &mut Tensor<F>,
         log_row: u32,
         log_state: u32,
-        #[define(F, I)] _dtypes: [ElemType; 2],
+        #[define(F, I, O)] _dtypes: [ElemType; 3],
     ) {
         let env = ABSOLUTE_POS;
         if env >= reward.len() {
@@ -540,7 +549,7 @@ mod code {
             let src = (new_bar - lag) * mf;
             let dst = ob + 1 + m + lag * mf;
             for c in 0..mf {
-                obs[dst + c] = features[src + c];
+                obs[dst + c] = O::cast_from(features[src + c]);
             }
         }
     }

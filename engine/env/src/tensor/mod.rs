@@ -12,7 +12,7 @@
 
 use std::ops::Range;
 
-use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
+use burn::tensor::{Bool, Device, FloatDType, Int, Tensor, TensorData};
 
 use crate::config::EnvConfig;
 use crate::starts::{StartTable, check_range};
@@ -79,6 +79,8 @@ pub struct TensorVecEnv {
     state: Packed,
     /// Whether a step is the kernel (a cubecl device without autodiff).
     kernel: bool,
+    /// The float dtype of the observations the tensor API returns ([`TensorVecEnv::set_obs_dtype`]).
+    obs_dtype: FloatDType,
     /// Whether the last step's kernel wrote its episode-log row into the log's next row
     /// (row `log.len`), so that [`TensorVecEnv::log_episodes`] only has to count it.
     row_in_log: bool,
@@ -217,6 +219,7 @@ impl TensorVecEnv {
             },
             state,
             kernel,
+            obs_dtype: FloatDType::F32,
             row_in_log: false,
             log: EpisodeLog {
                 rows: Tensor::empty([0, LOG_FIELDS, n], device),
@@ -232,6 +235,15 @@ impl TensorVecEnv {
         &self.t.device
     }
 
+    /// Has [`Self::reset_tensors`], [`Self::step_tensors`] and [`Self::step_logging_state`]
+    /// return their observations in `dtype` (f32 until then): a policy's input dtype, so that a
+    /// policy computing in f16 casts nothing a step (the step's kernel writes them in it, a
+    /// step of tensor operations casts them; the values are the f32 ones rounded, as a cast
+    /// rounds them). The host API ([`VecEnv`]) reads them back as f32 either way.
+    pub fn set_obs_dtype(&mut self, dtype: FloatDType) {
+        self.obs_dtype = dtype;
+    }
+
     /// Resets every env to episode 0 and returns the first observations `[N, obs_dim]`.
     pub fn reset_tensors(&mut self) -> Tensor<2> {
         let (n, d) = (self.t.n, &self.t.device);
@@ -243,7 +255,7 @@ impl TensorVecEnv {
         let obs = self.t.observe(&s);
         self.state = s.pack(self.t.m);
         self.row_in_log = false;
-        obs
+        obs.cast(self.obs_dtype)
     }
 
     /// Applies `actions` `[N, M]` (clipped to [-1, 1]; NaN = no order) and advances one bar.
@@ -267,8 +279,9 @@ impl TensorVecEnv {
         }
         self.row_in_log = false;
         let mut s = State::unpack(&self.state);
-        let out = self.t.step(&mut s, actions);
+        let mut out = self.t.step(&mut s, actions);
         self.state = s.pack(self.t.m);
+        out.obs = out.obs.cast(self.obs_dtype);
         out
     }
 
@@ -295,6 +308,7 @@ impl TensorVecEnv {
             log_row,
             log_state,
             obs_dim: self.obs_dim,
+            obs_dtype: self.obs_dtype,
         });
         self.state = Packed {
             f: out.fstate,

@@ -11,7 +11,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{Device, FloatDType, Tensor, TensorData};
 use ndarray::{Axis, concatenate};
 use serde::{Deserialize, Serialize};
 
@@ -165,7 +165,6 @@ impl EvalReport {
     }
 }
 
-/// Number of observation values `model` takes.
 /// What an evaluation needs of a policy: its input size, its device, and deterministic actions
 /// in [-1, 1] for raw observations (normalised inside, as the policy was trained). The PPO
 /// learner's policy is `crate::ppo::DeterministicPolicy`; evaluation knows nothing of PPO.
@@ -176,6 +175,11 @@ pub trait Policy {
     fn device(&self) -> Device;
     /// Actions `[B, A]` in [-1, 1] for raw observations `[B, obs_dim]`; no autodiff graph.
     fn act(&self, obs: Tensor<2>) -> Tensor<2>;
+    /// The float dtype the policy takes its observations in without casting them (an
+    /// evaluation on the device has its env write them in it): f32 unless said otherwise.
+    fn obs_dtype(&self) -> FloatDType {
+        FloatDType::F32
+    }
 }
 
 /// Runs `policy` over `split` and scores it and the equal-weight buy-and-hold with
@@ -422,6 +426,7 @@ impl DeviceRun<'_> {
     ) -> Result<Curves, EvalError> {
         let mut env = TensorVecEnv::new(split.env_config(), padded, 0..padded.n_bars(), device)
             .map_err(|e| split.err(e.to_string()))?;
+        env.set_obs_dtype(self.policy.obs_dtype());
         clock.start();
         let mut obs = env.reset_tensors();
         let mut log = env.state_log(self.steps + 1);

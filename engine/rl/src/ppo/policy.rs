@@ -74,6 +74,16 @@ impl Policy for DeterministicPolicy {
         // The actor only: evaluation needs no value.
         self.model.action_mean(x, self.dtype).clamp(-1.0, 1.0)
     }
+
+    /// The compute dtype where nothing normalises the observations (the actor's first cast
+    /// is then theirs); f32 where the normalisation takes them (its kernel casts them, and
+    /// normalises at f32's precision, as the rollouts did).
+    fn obs_dtype(&self) -> FloatDType {
+        match self.norm {
+            Some(_) => FloatDType::F32,
+            None => self.dtype,
+        }
+    }
 }
 
 /// [`crate::eval::evaluate`] of `model` with `normalization` and `cfg` (see
