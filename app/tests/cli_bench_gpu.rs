@@ -416,8 +416,9 @@ fn bench_gpu_holds_the_launches_at_the_presets_depth() {
         // The trained policy's evaluation, a bar at a time: the actor's launches (at most a
         // policy step's target, 2 · layers + 4 with layers = 4) and one, the env's kernel, which
         // writes the state log's row (on lavapipe 2026-11-29: 7.3 in f32, 9.3 in f16, whose
-        // actor casts its input and output, with the log's write a launch of its own; 16 at
-        // tiny before the log).
+        // actor then cast its input, with the log's write a launch of its own; 16 at tiny before
+        // the log; since the env writes an f16 actor's observations in f16, tiny's f16 bar is
+        // 4.35 where it was 6.34).
         let eval = &res["evaluation"];
         let per_bar = eval["launches_per_bar"]
             .as_f64()

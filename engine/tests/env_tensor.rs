@@ -240,3 +240,49 @@ fn the_device_episode_log_holds_the_cpu_envs_episodes() {
         }
     }
 }
+
+/// Observations asked for in f16 (`set_obs_dtype`, an f16 policy's evaluation) where a step is
+/// the tensor program (flex): reset's and each step's are f16, the f32 ones rounded, and the
+/// states stay those of an env left in f32. (On wgpu the kernel writes them: `eval_device.rs`.)
+#[test]
+fn observations_asked_in_f16_are_the_f32_ones_rounded_on_flex() {
+    use burn::tensor::{FloatDType, Tensor, TensorData};
+    let device = Device::flex();
+    let cfg = EnvConfig::new().with_n_envs(2).with_episode_bars(6);
+    let (m, n) = (2, cfg.n_envs);
+    let data = common::random_walk_dataset(40, m, 1, 3);
+    let mut in_f32 = TensorVecEnv::new(cfg.clone(), &data, 4..40, &device).unwrap();
+    let mut in_f16 = TensorVecEnv::new(cfg, &data, 4..40, &device).unwrap();
+    in_f16.set_obs_dtype(FloatDType::F16);
+    let rounded = |t: Tensor<2>| -> Vec<f32> {
+        t.cast(FloatDType::F16)
+            .cast(FloatDType::F32)
+            .into_data()
+            .try_to_vec::<f32>()
+            .unwrap()
+    };
+    let read = |t: Tensor<2>| -> Vec<f32> {
+        assert_eq!(t.dtype(), FloatDType::F16.into());
+        t.cast(FloatDType::F32)
+            .into_data()
+            .try_to_vec::<f32>()
+            .unwrap()
+    };
+    assert_eq!(
+        read(in_f16.reset_tensors()),
+        rounded(in_f32.reset_tensors())
+    );
+    for s in 0..10 {
+        let a: Vec<f32> = (0..n * m)
+            .map(|k| ((s + k) % 5) as f32 / 2.0 - 1.0)
+            .collect();
+        let actions = || Tensor::<2>::from_data(TensorData::new(a.clone(), [n, m]), &device);
+        let (o16, o32) = (
+            in_f16.step_tensors(actions()),
+            in_f32.step_tensors(actions()),
+        );
+        assert_eq!(read(o16.obs), rounded(o32.obs), "step {s}");
+        let host = |t: Tensor<1>| t.into_data().try_to_vec::<f32>().unwrap();
+        assert_eq!(host(o16.reward), host(o32.reward), "step {s}");
+    }
+}

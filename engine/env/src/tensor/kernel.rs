@@ -38,14 +38,15 @@ pub struct StepOutput<B: Backend> {
     pub fstate: FloatTensor<B>,
     /// `[N, I_FIELDS]` bar, end and episode of each env.
     pub istate: IntTensor<B>,
-    /// `[N, obs_dim]` next observations.
+    /// `[N, obs_dim]` next observations, in the dtype asked for.
     pub obs: FloatTensor<B>,
     /// `[N]` rewards.
     pub reward: FloatTensor<B>,
     /// `[N]` 1.0 where an episode ended.
     pub done: FloatTensor<B>,
-    /// `[C, LOG_FIELDS, N]` the episode log, this step's row (the `LAST_*` fields) written at
-    /// `log_row`, in place where the log was held only by the caller.
+    /// The log, this step's row written at `log_row` (in place where the log was held only by
+    /// the caller): the episode log `[C, LOG_FIELDS, N]` (each env's `LAST_*` fields), or a
+    /// state log `[C, SCALARS + 4M, 1]` (env 0's new state).
     pub log: FloatTensor<B>,
 }
 

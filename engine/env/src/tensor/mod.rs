@@ -239,7 +239,9 @@ impl TensorVecEnv {
     /// return their observations in `dtype` (f32 until then): a policy's input dtype, so that a
     /// policy computing in f16 casts nothing a step (the step's kernel writes them in it, a
     /// step of tensor operations casts them; the values are the f32 ones rounded, as a cast
-    /// rounds them). The host API ([`VecEnv`]) reads them back as f32 either way.
+    /// rounds them). The host API ([`VecEnv`]) reads them back as f32 either way. For a policy's
+    /// own steps (an evaluation): a training env's observations feed the normalisation
+    /// statistics and the rollout buffer, which take f32.
     pub fn set_obs_dtype(&mut self, dtype: FloatDType) {
         self.obs_dtype = dtype;
     }

@@ -44,7 +44,7 @@ pub struct LoggedState {
 
 impl TensorVecEnv {
     /// A log of `rows` states of env 0, its first row the current state (one launch, and two
-    /// for its bar). [`Self::log_state`] writes the others.
+    /// for its bar). [`Self::step_logging_state`] (or [`Self::log_state`]) writes the others.
     pub fn state_log(&self, rows: usize) -> StateLog {
         let width = state_width(self.t.m);
         let mut log = StateLog {
@@ -83,8 +83,20 @@ impl TensorVecEnv {
         log: &mut StateLog,
         row: usize,
     ) -> TensorStep {
+        // A log of another env's width, or a row past its end, is a caller's mistake: said
+        // here, not left to the kernel's writes.
+        assert_eq!(
+            log.m, self.t.m,
+            "a state log of {} assets stepped by an env of {}",
+            log.m, self.t.m
+        );
+        assert!(
+            row < log.rows.dims()[0],
+            "state log row {row} of {}",
+            log.rows.dims()[0]
+        );
         #[cfg(feature = "wgpu")]
-        if self.kernel && row < log.rows.dims()[0] {
+        if self.kernel {
             let rows = std::mem::replace(&mut log.rows, Tensor::empty([0, 0, 1], &self.t.device));
             let (step, rows) = self.kernel_step(actions, rows, row, true);
             log.rows = rows;

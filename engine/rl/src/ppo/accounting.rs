@@ -248,7 +248,8 @@ pub(crate) struct CompileWatch {
 impl CompileWatch {
     /// Marks the start of an update. While an update that compiled is held, the compilation
     /// log's late lines (delivered by cubecl's logging task) are let in first, so they are not
-    /// taken for this update's: 20 ms or more, only in the updates after one that compiled.
+    /// taken for this update's: 20 ms or more where compilations are counted (a GPU), only in
+    /// the updates after one that compiled.
     /// The wait is the held update's compile time, not this update's: the trainer starts this
     /// update's clock after it, so a steady update an overhead is measured against does not
     /// count it, and the phases still sum to the run.

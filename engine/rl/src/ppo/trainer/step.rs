@@ -116,7 +116,8 @@ impl<E: RolloutEnv> Trainer<E> {
             replay = false;
         }
         // The weights in the compute dtype and K-major once per rollout, not once per step,
-        // where a step is launched directly.
+        // where a step is launched directly (a replayed step's graph keeps the learner's
+        // layout: the two may run different matmul routines, equal to rounding).
         let direct_model = OnceCell::new();
         // The direct step: both networks' forward passes launched, the noise added, clipped.
         let direct = |x: Tensor<2>, noise: Tensor<2>| {
