@@ -18,9 +18,8 @@ use crate::EnvError;
 /// Env 0's float state, a row a logged step, on the device ([`TensorVecEnv::state_log`]).
 #[derive(Debug, Clone)]
 pub struct StateLog {
-    /// `[rows, width, 1]`, written in place: the episode log's layout (a row's fields, then
-    /// its envs) with the whole state as the fields of one env, as the env's kernel writes it.
-    rows: Tensor<3>,
+    /// `[rows, width]`, written in place.
+    rows: Tensor<2>,
     /// `[1]` env 0's bar when the log was made (as f32: bars are exact below 2²⁴).
     bar: Tensor<1>,
     m: usize,
@@ -48,7 +47,7 @@ impl TensorVecEnv {
     pub fn state_log(&self, rows: usize) -> StateLog {
         let width = state_width(self.t.m);
         let mut log = StateLog {
-            rows: Tensor::zeros([rows.max(1), width, 1], &self.t.device),
+            rows: Tensor::zeros([rows.max(1), width], &self.t.device),
             bar: self.state.icol(super::state::BAR).slice(0..1).float(),
             m: self.t.m,
         };
@@ -63,14 +62,8 @@ impl TensorVecEnv {
             1 => self.state.f.clone(),
             _ => self.state.f.clone().slice([0..1, 0..width]),
         };
-        // Written as `[rows, width]`: a slice of a state of several envs is not reshaped
-        // without a copy, the whole log is.
-        log.rows.inplace(|rows| {
-            let [n, w, _] = rows.dims();
-            rows.reshape([n, w])
-                .slice_assign([row..row + 1, 0..width], state)
-                .reshape([n, w, 1])
-        });
+        log.rows
+            .inplace(|rows| rows.slice_assign([row..row + 1, 0..width], state));
     }
 
     /// [`Self::step_tensors`], then env 0's new state written into row `row` of `log`, as
@@ -97,9 +90,12 @@ impl TensorVecEnv {
         );
         #[cfg(feature = "wgpu")]
         if self.kernel {
-            let rows = std::mem::replace(&mut log.rows, Tensor::empty([0, 0, 1], &self.t.device));
-            let (step, rows) = self.kernel_step(actions, rows, row, true);
-            log.rows = rows;
+            // The kernel's log is `[C, fields, envs]`: the whole state as the fields of one env
+            // (a reshape of the log, no copy).
+            let rows = std::mem::replace(&mut log.rows, Tensor::empty([0, 0], &self.t.device));
+            let [n, width] = rows.dims();
+            let (step, rows) = self.kernel_step(actions, rows.reshape([n, width, 1]), row, true);
+            log.rows = rows.reshape([n, width]);
             self.row_in_log = false;
             return step;
         }
@@ -113,7 +109,7 @@ impl StateLog {
     /// Everything to read back, `[1 + rows · width]`: the first bar, then the rows (alone or
     /// concatenated with other values, to pay one read).
     pub fn values(&self) -> Tensor<1> {
-        let [rows, width, _] = self.rows.dims();
+        let [rows, width] = self.rows.dims();
         Tensor::cat(
             vec![self.bar.clone(), self.rows.clone().reshape([rows * width])],
             0,
@@ -124,7 +120,7 @@ impl StateLog {
     /// row's plus `t` (a step advances one bar; a state after an episode's end is logged with
     /// `done` set and its bar then means nothing).
     pub fn decode(&self, host: &[f32]) -> Result<Vec<LoggedState>, EnvError> {
-        let [rows, width, _] = self.rows.dims();
+        let [rows, width] = self.rows.dims();
         if host.len() != 1 + rows * width {
             return Err(EnvError::Tensor(format!(
                 "state log: {} values read back, expected {}",
