@@ -2,7 +2,7 @@
 
 use crate::common;
 
-use common::{scratch, text, tradetune};
+use common::{scratch, text, tradetune, wgpu_here};
 
 use std::path::PathBuf;
 
@@ -150,6 +150,11 @@ n_envs = 4
         .filter(|e| e["event"] == "evaluation")
         .collect();
     assert_eq!(evals.len(), 4, "{stdout}");
+    // The CPU compiles nothing: no live compile line.
+    assert!(
+        !events.iter().any(|e| e["event"] == "compiling"),
+        "{stdout}"
+    );
     assert_eq!(evals[0]["summary"]["split"], "validation");
     assert_eq!(evals[0]["summary"]["objective_name"], "total_return");
     let report = events.last().unwrap();
@@ -269,4 +274,81 @@ fn resuming_a_checkpoint_continues_its_sample_count() {
     ]);
     assert!(!o.status.success());
     assert!(text(&o.stderr).contains("ppo.json"), "{}", text(&o.stderr));
+}
+
+/// Issue 32, "compile once, and say so": while a GPU run's first update compiles its kernels
+/// (tens of seconds on a card, no sample trained yet), `train --json` says so as it happens, a
+/// `compiling` event about once a second before the first progress, and the totals when it
+/// stops, which are the kernels the run reports as compiled in its summary.
+#[test]
+fn a_gpu_run_says_it_is_compiling_before_its_first_update_ends() {
+    if !wgpu_here("a_gpu_run_says_it_is_compiling_before_its_first_update_ends") {
+        return;
+    }
+    let dir = scratch("cli_train", "compiling");
+    let ppo = dir.join("ppo.json");
+    std::fs::write(
+        &ppo,
+        r#"{"n_steps": 32, "batch_size": 64, "n_epochs": 1, "seed": 3,
+            "policy": {"net_arch": {"pi": [16], "vf": [16]}}}"#,
+    )
+    .unwrap();
+    let env = dir.join("env.json");
+    std::fs::write(&env, r#"{"n_envs": 4, "placement": "host"}"#).unwrap();
+    let out = dir.join("run");
+    let o = tradetune(&[
+        "train",
+        "--device",
+        "wgpu",
+        "--ppo",
+        ppo.to_str().unwrap(),
+        "--env",
+        env.to_str().unwrap(),
+        "--total-timesteps",
+        "256",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let events: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let first_progress = events
+        .iter()
+        .position(|e| e["event"] == "progress")
+        .expect("progress events");
+    let compiling: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["event"] == "compiling")
+        .collect();
+    // Said while the first update was still going: before any progress.
+    let first = events
+        .iter()
+        .position(|e| e["event"] == "compiling")
+        .expect("a compiling event");
+    assert!(first < first_progress, "{stdout}");
+    assert_eq!(compiling[0]["active"], true, "{stdout}");
+    assert!(compiling[0]["kernels_compiled"].as_u64().unwrap() > 0);
+    // Each compiling ends with its totals (the last one at the latest when the run ends),
+    // and together they hold the kernels the run's updates counted as theirs.
+    let totals: Vec<&&serde_json::Value> =
+        compiling.iter().filter(|e| e["active"] == false).collect();
+    assert!(!totals.is_empty(), "{stdout}");
+    assert_eq!(compiling.last().unwrap()["active"], false, "{stdout}");
+    let compiled: u64 = totals
+        .iter()
+        .map(|e| e["kernels_compiled"].as_u64().unwrap())
+        .sum();
+    let report = events.last().unwrap();
+    let counted = report["kernels"]["compiled"].as_u64().unwrap();
+    assert!(
+        counted > 0 && compiled >= counted,
+        "{compiled} < {counted}: {stdout}"
+    );
+    for e in &totals {
+        assert!(e["seconds"].as_f64().unwrap() >= 0.0);
+    }
 }

@@ -333,3 +333,48 @@ fn start_runs_the_split_and_the_devices_set_in_configure() {
         app.cx.notices
     );
 }
+
+/// Issue 32, "compile once, and say so": while the GPU compiles a new configuration's kernels
+/// (tens of seconds in which no trial moves), the Run panel says so with a spinner, and once it
+/// has stopped, what it compiled.
+#[test]
+fn the_run_panel_shows_the_gpus_compiling_and_then_what_it_compiled() {
+    use tradetune_app::ui::tasks::StudyMsg;
+    use tradetune_engine::device::compiling::CompileStatus;
+    let settings = Settings {
+        tab: Tab::Run,
+        ..Settings::default()
+    };
+    let app = TradeTuneApp::new(settings, Arc::new(no_dialogs()), cpu_only(32 << 30));
+    let mut h = harness(app);
+    settle(&mut h);
+    let mut status = CompileStatus {
+        active: true,
+        kernels_compiled: 45,
+        autotune_runs: 12,
+        seconds: 18.2,
+    };
+    {
+        let run = &mut h.state_mut().panels.run;
+        run.running = true;
+        run.study = "gpu".into();
+        run.started = Some(std::time::Instant::now());
+        run.on_study(StudyMsg::Compiling(status), false, &mut Vec::new());
+    }
+    settle(&mut h);
+    h.get_by_label("compiling GPU kernels for 18 s: 45 compiled, 12 operations autotuned");
+    status.active = false;
+    status.kernels_compiled = 94;
+    status.autotune_runs = 22;
+    status.seconds = 43.46;
+    h.state_mut()
+        .panels
+        .run
+        .on_study(StudyMsg::Compiling(status), false, &mut Vec::new());
+    settle(&mut h);
+    assert!(
+        h.query_by_label_contains("compiling GPU kernels").is_none(),
+        "the live line stays after the compiling stopped"
+    );
+    h.get_by_label("compiled 94 GPU kernels and autotuned 22 operations in 43.5 s");
+}

@@ -48,7 +48,7 @@ fn follow(
             LaunchEvent::Ready { .. } => {
                 ready_first.get_or_insert(study.is_empty());
             }
-            LaunchEvent::Notice(_) => {}
+            LaunchEvent::Notice(_) | LaunchEvent::Compiling(_) => {}
             LaunchEvent::Study(e) => study.push(e),
             LaunchEvent::Finished(r) => return (ready_first == Some(true), study, r),
         }

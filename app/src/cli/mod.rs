@@ -71,6 +71,44 @@ pub enum Command {
     Eval(eval::EvalCommand),
 }
 
+/// A [`CompileStatus`](tradetune_engine::device::compiling::CompileStatus) as a JSON line of
+/// `train --json` and `study run --json`: `{"event":"compiling","active":true,
+/// "kernels_compiled":45,"autotune_runs":12,"seconds":18.0}`.
+pub(crate) fn compiling_json(
+    status: &tradetune_engine::device::compiling::CompileStatus,
+) -> String {
+    #[derive(serde::Serialize)]
+    #[serde(tag = "event", rename_all = "snake_case")]
+    enum Live<'a> {
+        Compiling(&'a tradetune_engine::device::compiling::CompileStatus),
+    }
+    serde_json::to_string(&Live::Compiling(status)).unwrap_or_default()
+}
+
+/// Which compile statuses become lines where the output is not a terminal (no live line to
+/// update): the first of a compiling, one every 10 s while it goes on, and its totals.
+#[derive(Debug, Default)]
+pub(crate) struct CompileLines {
+    said: Option<std::time::Instant>,
+}
+
+impl CompileLines {
+    /// Whether `status` is to be printed.
+    pub(crate) fn due(
+        &mut self,
+        status: &tradetune_engine::device::compiling::CompileStatus,
+    ) -> bool {
+        let due = !status.active
+            || self
+                .said
+                .is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(10));
+        if due {
+            self.said = status.active.then(std::time::Instant::now);
+        }
+        due
+    }
+}
+
 /// Runs one subcommand.
 pub fn run(command: Command) -> anyhow::Result<()> {
     match command {

@@ -6,6 +6,7 @@
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
+use tradetune_engine::device::compiling::{CompileStatus, CompileTicker};
 use tradetune_engine::device::kernels::{self, KernelCounts};
 use tradetune_engine::device::memory::{MemoryBudget, host_memory_bytes};
 use tradetune_engine::device::{DeviceSpec, check_precision, describe_spec, open};
@@ -89,13 +90,15 @@ fn train(
     let start_steps = trainer.timesteps();
     let bar = (!args.json).then(|| {
         let bar = ProgressBar::new((start_steps + config.train.total_timesteps) as u64);
+        // `prefix` holds the live compile line, after the samples/s message.
         bar.set_style(
-            ProgressStyle::with_template("{bar:40} {pos}/{len} samples {msg}")
+            ProgressStyle::with_template("{bar:40} {pos}/{len} samples {msg}{prefix}")
                 .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         bar.set_position(start_steps as u64);
         bar
     });
+    let ticker = compile_ticker(args.json, bar.clone());
     let report = trainer.learn(config.train.total_timesteps, &mut |event| {
         if args.json {
             if let Ok(line) = serde_json::to_string(&event) {
@@ -106,7 +109,10 @@ fn train(
         if let Some(bar) = &bar {
             show(bar, event);
         }
-    })?;
+    });
+    // What a compiling still going on compiled is said before the summary.
+    ticker.stop();
+    let report = report?;
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
@@ -140,6 +146,36 @@ fn train(
         }
     }
     Ok(())
+}
+
+/// The live compile line (issue 32: compile once, and say so) while the GPU compiles, from a
+/// thread of its own (the trainer's waits on the device): on the bar after the samples/s, and
+/// its totals above the bar once it stops; with `--json`, a `compiling` event a second and one
+/// with the totals; where the output is not a terminal, a line when it begins, every 10 s and
+/// the totals.
+fn compile_ticker(json: bool, bar: Option<ProgressBar>) -> CompileTicker {
+    let mut lines = crate::cli::CompileLines::default();
+    CompileTicker::start(move |status: CompileStatus| {
+        if json {
+            println!("{}", crate::cli::compiling_json(&status));
+            return;
+        }
+        let Some(bar) = &bar else {
+            return;
+        };
+        if !bar.is_hidden() {
+            if status.active {
+                bar.set_prefix(format!("  {status}"));
+            } else {
+                bar.set_prefix("");
+                bar.println(status.to_string());
+            }
+            return;
+        }
+        if lines.due(&status) {
+            println!("{status}");
+        }
+    })
 }
 
 /// Where a run's time went, as lines under its summary: each phase's seconds and share of the

@@ -26,6 +26,9 @@ pub fn drive(
             let _ = multi.println(line);
         }
     };
+    // The live compile line on a terminal, under the workers' bars.
+    let mut compile_bar: Option<ProgressBar> = None;
+    let mut compile_lines = crate::cli::CompileLines::default();
     let mut result = None;
     for event in events.iter() {
         let event = match event {
@@ -41,6 +44,32 @@ pub fn drive(
             }
             LaunchEvent::Finished(r) => {
                 result = Some(r);
+                continue;
+            }
+            LaunchEvent::Compiling(status) => {
+                if json {
+                    println!("{}", crate::cli::compiling_json(&status));
+                } else if multi.is_hidden() {
+                    if compile_lines.due(&status) {
+                        println!("{status}");
+                    }
+                } else if status.active {
+                    let bar = compile_bar.get_or_insert_with(|| {
+                        let bar = multi.add(ProgressBar::new_spinner());
+                        bar.set_style(
+                            ProgressStyle::with_template("{msg}")
+                                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                        );
+                        bar
+                    });
+                    bar.set_message(status.to_string());
+                } else {
+                    if let Some(bar) = compile_bar.take() {
+                        bar.finish_and_clear();
+                        multi.remove(&bar);
+                    }
+                    let _ = multi.println(status.to_string());
+                }
                 continue;
             }
             LaunchEvent::Study(e) => e,
@@ -77,7 +106,7 @@ pub fn drive(
             say(line);
         }
     }
-    for bar in bars.values() {
+    for bar in bars.values().chain(compile_bar.as_ref()) {
         bar.finish_and_clear();
     }
     match result {

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use tradetune_engine::device::compiling::CompileStatus;
 use tradetune_engine::front::launch::{LaunchEvent, StudyLaunch};
 use tradetune_engine::study::file::StudyFile;
 use tradetune_engine::study::runner::StudyEvent;
@@ -20,6 +21,8 @@ pub enum StudyMsg {
     Event(StudyEvent),
     /// Something to tell the user (telemetry could not start, …).
     Notice(String),
+    /// The process is compiling GPU kernels (about once a second), or has stopped (its totals).
+    Compiling(CompileStatus),
     /// The study ended, or why it could not run.
     Done(Result<(), String>),
 }
@@ -113,6 +116,7 @@ impl Tasks {
                 }
                 LaunchEvent::Notice(n) => StudyMsg::Notice(n),
                 LaunchEvent::Study(e) => StudyMsg::Event(e),
+                LaunchEvent::Compiling(c) => StudyMsg::Compiling(c),
                 LaunchEvent::Finished(r) => {
                     StudyMsg::Done(r.map(|_| ()).map_err(|e| e.to_string()))
                 }

@@ -82,6 +82,8 @@ impl Default for Liveness {
     }
 }
 
+use crate::device::compiling::CompileStatus;
+
 /// What a launched study reports, in order: `Ready` once, then notices and the runner's
 /// events, and `Finished` last (also when it could not start).
 #[derive(Debug)]
@@ -93,6 +95,10 @@ pub enum LaunchEvent {
     Notice(String),
     /// An event of the runner.
     Study(StudyEvent),
+    /// The process is compiling GPU kernels (a trial's first update, or its first evaluation):
+    /// about once a second while it goes on, and its totals once it stops
+    /// ([`crate::device::compiling`]; the process's count, all trials running together).
+    Compiling(CompileStatus),
     /// The study ended (its report), or why it could not run.
     Finished(Result<StudyReport, FrontError>),
 }

@@ -6,11 +6,12 @@ use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use super::{LaunchEvent, StudyHandle, StudyLaunch};
+use crate::device::compiling::{CompileActivity, CompileTicker};
 use crate::front::FrontError;
 use crate::storage::{Storage, StorageError, StorageOptions, is_postgres_url};
 use crate::study::file::StudyFile;
 use crate::study::ppo_trial::{PpoTrial, PpoTrialConfig, check_devices};
-use crate::study::runner::{Runner, RunnerConfig, StudyReport};
+use crate::study::runner::{Runner, RunnerConfig, StudyEvent, StudyReport};
 use crate::telemetry::{
     DRM_ROOT, GpuDiscovery, GpuInfo, Sampler, SamplerConfig, SamplerCore, StorageSink,
     SysinfoHostProbe, source,
@@ -112,14 +113,35 @@ fn run(
     };
     handle.attach(runner.stop_handle());
     let (tx, rx) = mpsc::channel();
+    // The process's compiling, said while the runner's events wait (a trial's first update
+    // sends nothing until it is done).
+    let mut compiling = CompileActivity::new();
     let result = std::thread::scope(|scope| {
         let running = scope.spawn(|| {
             let r = runner.run(&tx);
             drop(tx);
             r
         });
-        for event in rx.iter() {
-            on_event(LaunchEvent::Study(event));
+        loop {
+            match rx.recv_timeout(CompileTicker::POLL) {
+                Ok(event) => {
+                    // Its totals before the study's last word.
+                    if matches!(event, StudyEvent::StudyFinished { .. })
+                        && let Some(status) = compiling.finish()
+                    {
+                        on_event(LaunchEvent::Compiling(status));
+                    }
+                    on_event(LaunchEvent::Study(event));
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+            if let Some(status) = compiling.poll() {
+                on_event(LaunchEvent::Compiling(status));
+            }
+        }
+        if let Some(status) = compiling.finish() {
+            on_event(LaunchEvent::Compiling(status));
         }
         match running.join() {
             Ok(r) => r.map_err(FrontError::from),

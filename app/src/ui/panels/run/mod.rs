@@ -190,6 +190,18 @@ fn show(
         });
     }
     workers(ui, run, commands);
+    // The GPU's compiling while it goes on (a new configuration's first update), then its
+    // totals: what the phase bar's compile segment is made of.
+    if let Some(c) = &run.compiling {
+        ui.horizontal(|ui| {
+            if c.active && run.running {
+                ui.spinner();
+                ui.label(c.to_string());
+            } else if !c.active {
+                ui.weak(c.to_string());
+            }
+        });
+    }
     if !run.trials.is_empty() {
         ui.separator();
         ui.heading("Trials");
@@ -414,6 +426,7 @@ impl RunView {
             }
             StudyMsg::Event(e) => run.apply(e),
             StudyMsg::Notice(n) => out.push(Command::Notice(n)),
+            StudyMsg::Compiling(c) => run.compiling = Some(c),
             StudyMsg::Done(result) => {
                 run.running = false;
                 for w in &mut run.workers {

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use tradetune_engine::device::compiling::CompileStatus;
 use tradetune_engine::ppo::PhaseTimes;
 use tradetune_engine::storage::TrialState;
 use tradetune_engine::study::runner::StudyEvent;
@@ -143,6 +144,8 @@ pub struct RunView {
     pub end: Option<StudyEnd>,
     /// Why it could not run.
     pub error: Option<String>,
+    /// The process's GPU compiling: going on, or the totals of the last.
+    pub compiling: Option<CompileStatus>,
 }
 
 impl RunView {
