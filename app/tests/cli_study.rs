@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{scratch, text, tradetune};
+use common::{json_events, scratch, text, tradetune};
 use tradetune_engine::storage::{JsonValue, Storage, TrialState};
 use tradetune_engine::study::catalogue;
 
@@ -53,15 +53,6 @@ kind = "none"
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
-}
-
-/// The events of a successful `study run --json`, one JSON object per line.
-fn json_events(o: &std::process::Output) -> Vec<serde_json::Value> {
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    text(&o.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 #[test]

@@ -2,7 +2,7 @@
 
 use crate::common;
 
-use common::{scratch, text, tradetune, wgpu_here};
+use common::{json_events, scratch, text, tradetune, wgpu_here};
 
 use std::path::PathBuf;
 
@@ -138,13 +138,9 @@ n_envs = 4
     )
     .unwrap();
     let o = tradetune(&["train", "--config", cfg.to_str().unwrap(), "--json"]);
-    let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
-    assert!(o.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let stdout = text(&o.stdout);
     // 256 samples = 4 updates of 16 steps x 4 envs, each followed by an evaluation.
-    let events: Vec<serde_json::Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let events = json_events(&o);
     let evals: Vec<&serde_json::Value> = events
         .iter()
         .filter(|e| e["event"] == "evaluation")
@@ -241,11 +237,8 @@ fn resuming_a_checkpoint_continues_its_sample_count() {
         "512",
         "--json",
     ]);
-    let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
-    assert!(o.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
-    let progress: Vec<u64> = stdout
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+    let progress: Vec<u64> = json_events(&o)
+        .into_iter()
         .filter(|e| e["event"] == "progress")
         .map(|e| e["timesteps"].as_u64().unwrap())
         .collect();
@@ -310,12 +303,8 @@ fn a_gpu_run_says_it_is_compiling_before_its_first_update_ends() {
         out.to_str().unwrap(),
         "--json",
     ]);
-    let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
-    assert!(o.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
-    let events: Vec<serde_json::Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let stdout = text(&o.stdout);
+    let events = json_events(&o);
     let first_progress = events
         .iter()
         .position(|e| e["event"] == "progress")

@@ -31,6 +31,17 @@ pub fn text(b: &[u8]) -> String {
 }
 
 /// A fresh directory `suite/name` under cargo's per-target temp dir for a test's files.
+/// The output of a successful `--json` command, one JSON object per line (its output in the
+/// message where it failed or a line is not JSON).
+pub fn json_events(o: &Output) -> Vec<serde_json::Value> {
+    let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
 pub fn scratch(suite: &str, name: &str) -> PathBuf {
     let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(suite)
