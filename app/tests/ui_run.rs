@@ -353,6 +353,7 @@ fn the_run_panel_shows_the_gpus_compiling_and_then_what_it_compiled() {
         kernels_compiled: 45,
         autotune_runs: 12,
         seconds: 18.2,
+        idle_s: 0.0,
     };
     {
         let run = &mut h.state_mut().panels.run;
@@ -376,5 +377,32 @@ fn the_run_panel_shows_the_gpus_compiling_and_then_what_it_compiled() {
         h.query_by_label_contains("compiling GPU kernels").is_none(),
         "the live line stays after the compiling stopped"
     );
+    h.get_by_label("compiled 94 GPU kernels and autotuned 22 operations in 43.5 s");
+    // An evaluation's first kernel: said while it compiles, and the first update's totals
+    // stay once it is done.
+    let blip = CompileStatus {
+        active: true,
+        kernels_compiled: 1,
+        autotune_runs: 0,
+        seconds: 0.0,
+        idle_s: 0.0,
+    };
+    for status in [
+        blip,
+        CompileStatus {
+            active: false,
+            ..blip
+        },
+    ] {
+        h.state_mut()
+            .panels
+            .run
+            .on_study(StudyMsg::Compiling(status), false, &mut Vec::new());
+        settle(&mut h);
+        if status.active {
+            h.get_by_label("compiling GPU kernels for 0 s: 1 compiled, 0 operations autotuned");
+        }
+    }
+    assert!(h.query_by_label_contains("compiling GPU kernels").is_none());
     h.get_by_label("compiled 94 GPU kernels and autotuned 22 operations in 43.5 s");
 }

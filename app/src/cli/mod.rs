@@ -86,9 +86,11 @@ pub(crate) fn compiling_json(
 }
 
 /// Which compile statuses become lines where the output is not a terminal (no live line to
-/// update): the first of a compiling, one every 10 s while it goes on, and its totals.
+/// update): one every 10 s of a compiling that goes on that long, and the totals of one that
+/// took a second or more, or was said while it went on.
 #[derive(Debug, Default)]
 pub(crate) struct CompileLines {
+    /// When this compiling was last said, if it was.
     said: Option<std::time::Instant>,
 }
 
@@ -98,12 +100,15 @@ impl CompileLines {
         &mut self,
         status: &tradetune_engine::device::compiling::CompileStatus,
     ) -> bool {
-        let due = !status.active
-            || self
+        if !status.active {
+            return self.said.take().is_some() || status.worth_a_line();
+        }
+        let due = status.seconds >= 10.0
+            && self
                 .said
                 .is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(10));
         if due {
-            self.said = status.active.then(std::time::Instant::now);
+            self.said = Some(std::time::Instant::now());
         }
         due
     }

@@ -150,9 +150,9 @@ fn train(
 
 /// The live compile line (issue 32: compile once, and say so) while the GPU compiles, from a
 /// thread of its own (the trainer's waits on the device): on the bar after the samples/s, and
-/// its totals above the bar once it stops; with `--json`, a `compiling` event a second and one
-/// with the totals; where the output is not a terminal, a line when it begins, every 10 s and
-/// the totals.
+/// its totals above the bar once it stops (where it took a second or more); with `--json`, a
+/// `compiling` event a second and one with the totals; where the output is not a terminal, a
+/// line every 10 s of a long compiling and its totals ([`crate::cli::CompileLines`]).
 fn compile_ticker(json: bool, bar: Option<ProgressBar>) -> CompileTicker {
     let mut lines = crate::cli::CompileLines::default();
     CompileTicker::start(move |status: CompileStatus| {
@@ -165,10 +165,12 @@ fn compile_ticker(json: bool, bar: Option<ProgressBar>) -> CompileTicker {
         };
         if !bar.is_hidden() {
             if status.active {
-                bar.set_prefix(format!("  {status}"));
+                bar.set_prefix(format!("  {}", status.short()));
             } else {
                 bar.set_prefix("");
-                bar.println(status.to_string());
+                if status.worth_a_line() {
+                    bar.println(status.to_string());
+                }
             }
             return;
         }

@@ -5,22 +5,21 @@
 //! before it trains: tens of seconds on a card's driver (the H100 of 2026-11-27), about a
 //! minute on lavapipe, while a progress bar would sit at zero samples. [`CompileActivity`]
 //! reads the process's counters ([`crate::kernels::counts`]) each time it is polled and says,
-//! about once a second while kernels are being compiled, how many since the compiling began
-//! and for how long, and once more when it has stopped ([`CompileStatus::active`] false, with
-//! the totals): what `tradetune train`'s bar, `tradetune study run`'s lines and the desktop
+//! about once a second while kernels are being compiled, how many since the compiling began,
+//! for how long and, where nothing new has been counted for a second or more, since when; and
+//! once more when it has stopped ([`CompileStatus::active`] false, with the totals): what `tradetune train`'s bar, `tradetune study run`'s lines and the desktop
 //! app's Run panel show. [`CompileTicker`] polls it on a thread of its own, for a caller whose
 //! thread is the one waiting on the device.
 //!
 //! The counters are the process's: with trials running at once it is their compiling
 //! together. A kernel is counted when cubecl logs it, before the driver compiles it, and an
 //! autotuned operation when its benchmarks are done: a long driver compilation or benchmark
-//! adds nothing to either for a while, so the compiling is over only after
-//! [`CompileActivity::QUIET`] without a new count. On a device that compiles nothing (the CPU)
+//! adds nothing to either for a while (on lavapipe, 7 s for one matmul candidate of the tiny
+//! bench configuration), so the compiling is over only after [`CompileActivity::QUIET`] without
+//! a new count, and the live line says how long nothing new has come. On a device that compiles nothing (the CPU)
 //! nothing is ever said.
 
 use std::fmt;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -38,31 +37,67 @@ pub struct CompileStatus {
     pub autotune_runs: u64,
     /// Seconds since it began; once stopped, from its first new count to its last.
     pub seconds: f64,
+    /// Seconds since its last new count (a driver compiling one large kernel, or a benchmark,
+    /// counts nothing new for a while); 0 once stopped.
+    #[serde(default)]
+    pub idle_s: f64,
+}
+
+impl CompileStatus {
+    /// Whether stopped totals are worth a line of their own among a run's lines: compiling
+    /// that took a second or more (a new configuration's first update; not an evaluation's
+    /// one or two kernels). The `--json` events give every one.
+    pub fn worth_a_line(&self) -> bool {
+        !self.active && self.seconds >= 1.0
+    }
+
+    /// The live line in few words, for a progress bar's end: `compiling 18 s: 45 kernels, 12
+    /// autotuned` (with `, none new for 3 s` while nothing new is counted).
+    pub fn short(&self) -> String {
+        format!(
+            "compiling {}: {} kernels, {} autotuned{}",
+            whole_seconds(self.seconds),
+            self.kernels_compiled,
+            self.autotune_runs,
+            self.idle()
+        )
+    }
+
+    /// `, none new for 3 s` where the last new count is a second old or more.
+    fn idle(&self) -> String {
+        if self.active && self.idle_s >= 1.0 {
+            format!(", none new for {}", whole_seconds(self.idle_s))
+        } else {
+            String::new()
+        }
+    }
 }
 
 impl fmt::Display for CompileStatus {
-    /// `compiling GPU kernels for 18 s: 45 compiled, 12 operations autotuned` while active,
-    /// `compiled 94 GPU kernels and autotuned 22 operations in 43.5 s` once stopped.
+    /// `compiling GPU kernels for 18 s: 45 compiled, 12 operations autotuned` while active (with
+    /// `, none new for 3 s` while nothing new is counted), `compiled 94 GPU kernels and
+    /// autotuned 22 operations in 43.5 s` once stopped.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kernels = plural(self.kernels_compiled, "GPU kernel");
         let operations = plural(self.autotune_runs, "operation");
         if self.active {
-            write!(
+            return write!(
                 f,
-                "compiling GPU kernels for {}: {} compiled, {operations} autotuned",
+                "compiling GPU kernels for {}: {} compiled, {operations} autotuned{}",
                 whole_seconds(self.seconds),
                 self.kernels_compiled,
-            )
-        } else {
-            write!(f, "compiled {kernels}")?;
-            if self.autotune_runs > 0 {
-                write!(f, " and autotuned {operations}")?;
-            }
-            if self.seconds >= 0.1 {
-                write!(f, " in {:.1} s", self.seconds)?;
-            }
-            Ok(())
+                self.idle()
+            );
         }
+        match (self.kernels_compiled, self.autotune_runs) {
+            (_, 0) => write!(f, "compiled {kernels}")?,
+            (0, _) => write!(f, "autotuned {operations}")?,
+            _ => write!(f, "compiled {kernels} and autotuned {operations}")?,
+        }
+        if self.seconds >= 0.1 {
+            write!(f, " in {:.1} s", self.seconds)?;
+        }
+        Ok(())
     }
 }
 
@@ -103,7 +138,7 @@ struct Burst {
 
 impl CompileActivity {
     /// Without a new count for this long, the compiling is over.
-    pub const QUIET: Duration = Duration::from_secs(4);
+    pub const QUIET: Duration = Duration::from_secs(10);
     /// How often an ongoing compiling is reported.
     pub const EVERY: Duration = Duration::from_secs(1);
 
@@ -180,6 +215,7 @@ impl CompileActivity {
             kernels_compiled: since.compiled,
             autotune_runs: since.autotune_runs,
             seconds: until.saturating_duration_since(b.start).as_secs_f64(),
+            idle_s: until.saturating_duration_since(b.last_change).as_secs_f64(),
         }
     }
 }
@@ -192,10 +228,10 @@ impl Default for CompileActivity {
 
 /// A thread polling a [`CompileActivity`] four times a second and handing what it says to a
 /// callback, for a caller whose own thread waits on the device (a trainer inside its first
-/// update). Dropping it (or [`CompileTicker::stop`]) stops the thread and hands over the
-/// totals of a compiling still going on.
+/// update). Dropping it (or [`CompileTicker::stop`]) wakes and stops the thread, which first
+/// hands over the totals of a compiling still going on, counted up to that moment.
 pub struct CompileTicker {
-    stop: Arc<AtomicBool>,
+    stop: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -204,20 +240,31 @@ impl CompileTicker {
     pub const POLL: Duration = Duration::from_millis(250);
 
     /// Starts watching from the process's counts now; `on_status` runs on the ticker's thread.
-    /// Without a thread (the system refused one), nothing is said.
+    /// Where nothing is compiled (no GPU opened in this process, so no compilation counted)
+    /// or the system refuses a thread, there is no thread and nothing is said.
     pub fn start(mut on_status: impl FnMut(CompileStatus) + Send + 'static) -> CompileTicker {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
+        if !kernels::counting_compiles() {
+            return CompileTicker {
+                stop: None,
+                thread: None,
+            };
+        }
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let mut activity = CompileActivity::new();
         let thread = std::thread::Builder::new()
             .name("compile-ticker".into())
             .spawn(move || {
                 loop {
-                    std::thread::sleep(Self::POLL);
+                    // Stopping wakes it at once (the sender dropped); the counts are read
+                    // after that, so what was compiled up to the stop is in the totals.
+                    let stopping = !matches!(
+                        stopped.recv_timeout(Self::POLL),
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+                    );
                     if let Some(status) = activity.poll() {
                         on_status(status);
                     }
-                    if flag.load(Ordering::Relaxed) {
+                    if stopping {
                         if let Some(status) = activity.finish() {
                             on_status(status);
                         }
@@ -226,7 +273,10 @@ impl CompileTicker {
                 }
             })
             .ok();
-        CompileTicker { stop, thread }
+        CompileTicker {
+            stop: Some(stop),
+            thread,
+        }
     }
 
     /// Stops the thread, after it has handed over what is left to say.
@@ -235,7 +285,7 @@ impl CompileTicker {
     }
 
     fn halt(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        drop(self.stop.take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -281,7 +331,8 @@ mod tests {
                 active: true,
                 kernels_compiled: 3,
                 autotune_runs: 0,
-                seconds: 0.0
+                seconds: 0.0,
+                idle_s: 0.0,
             }
         );
         // Within a second of the last report: nothing new to say.
@@ -298,20 +349,31 @@ mod tests {
         // still said every second.
         let waiting = a.observe(counts(12, 3), at(4.5)).expect("still compiling");
         assert!(waiting.active && a.active());
-        assert_eq!(waiting.seconds, 4.0);
-        // QUIET (4 s) after its last new count (1.5 s), it is over: its totals, timed from
-        // its first new count to its last.
+        assert_eq!((waiting.seconds, waiting.idle_s), (4.0, 3.0));
+        assert_eq!(
+            waiting.to_string(),
+            "compiling GPU kernels for 4 s: 7 compiled, 2 operations autotuned, none new for 3 s"
+        );
+        assert_eq!(
+            waiting.short(),
+            "compiling 4 s: 7 kernels, 2 autotuned, none new for 3 s"
+        );
         assert_eq!(a.observe(counts(12, 3), at(5.0)), None);
-        let done = a.observe(counts(12, 3), at(5.5)).expect("it stopped");
+        // QUIET (10 s) after its last new count (1.5 s), it is over: its totals, timed from
+        // its first new count to its last.
+        assert!(a.observe(counts(12, 3), at(11.0)).is_some_and(|s| s.active));
+        let done = a.observe(counts(12, 3), at(11.5)).expect("it stopped");
         assert_eq!(
             done,
             CompileStatus {
                 active: false,
                 kernels_compiled: 7,
                 autotune_runs: 2,
-                seconds: 1.0
+                seconds: 1.0,
+                idle_s: 0.0,
             }
         );
+        assert!(done.worth_a_line());
         assert_eq!(
             done.to_string(),
             "compiled 7 GPU kernels and autotuned 2 operations in 1.0 s"
@@ -324,6 +386,10 @@ mod tests {
         let ended = a.finish().expect("a run that ends says what it compiled");
         assert!(!ended.active);
         assert_eq!(ended.to_string(), "compiled 1 GPU kernel");
+        assert!(
+            !ended.worth_a_line(),
+            "an evaluation's one kernel is no line of its own"
+        );
         assert_eq!(a.finish(), None);
     }
 
@@ -351,18 +417,30 @@ mod tests {
             kernels_compiled: 1,
             autotune_runs: 1,
             seconds: 18.9,
+            idle_s: 0.4,
         };
         assert_eq!(
             s.to_string(),
             "compiling GPU kernels for 18 s: 1 compiled, 1 operation autotuned"
         );
+        assert_eq!(s.short(), "compiling 18 s: 1 kernels, 1 autotuned");
+        assert!(!s.worth_a_line(), "a live status is the live line's");
         let s = CompileStatus {
             active: false,
             kernels_compiled: 94,
             autotune_runs: 0,
             seconds: 43.46,
+            idle_s: 0.0,
         };
         assert_eq!(s.to_string(), "compiled 94 GPU kernels in 43.5 s");
+        // A compiling split by a long benchmark can be autotuning alone.
+        let tuned = CompileStatus {
+            kernels_compiled: 0,
+            autotune_runs: 1,
+            seconds: 6.21,
+            ..s
+        };
+        assert_eq!(tuned.to_string(), "autotuned 1 operation in 6.2 s");
         let json = serde_json::to_value(s).unwrap();
         assert_eq!(json["kernels_compiled"], 94);
         assert_eq!(json["active"], false);

@@ -68,7 +68,9 @@ pub fn drive(
                         bar.finish_and_clear();
                         multi.remove(&bar);
                     }
-                    let _ = multi.println(status.to_string());
+                    if status.worth_a_line() {
+                        let _ = multi.println(status.to_string());
+                    }
                 }
                 continue;
             }

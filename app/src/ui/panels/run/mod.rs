@@ -192,15 +192,17 @@ fn show(
     workers(ui, run, commands);
     // The GPU's compiling while it goes on (a new configuration's first update), then its
     // totals: what the phase bar's compile segment is made of.
-    if let Some(c) = &run.compiling {
-        ui.horizontal(|ui| {
-            if c.active && run.running {
+    match (&run.compiling, &run.compiled) {
+        (Some(c), _) if run.running => {
+            ui.horizontal(|ui| {
                 ui.spinner();
                 ui.label(c.to_string());
-            } else if !c.active {
-                ui.weak(c.to_string());
-            }
-        });
+            });
+        }
+        (_, Some(c)) => {
+            ui.weak(c.to_string());
+        }
+        _ => {}
     }
     if !run.trials.is_empty() {
         ui.separator();
@@ -426,7 +428,7 @@ impl RunView {
             }
             StudyMsg::Event(e) => run.apply(e),
             StudyMsg::Notice(n) => out.push(Command::Notice(n)),
-            StudyMsg::Compiling(c) => run.compiling = Some(c),
+            StudyMsg::Compiling(c) => run.on_compiling(c),
             StudyMsg::Done(result) => {
                 run.running = false;
                 for w in &mut run.workers {

@@ -144,11 +144,27 @@ pub struct RunView {
     pub end: Option<StudyEnd>,
     /// Why it could not run.
     pub error: Option<String>,
-    /// The process's GPU compiling: going on, or the totals of the last.
+    /// The process's GPU compiling while it goes on.
     pub compiling: Option<CompileStatus>,
+    /// The totals of the last compiling that took a second or more.
+    pub compiled: Option<CompileStatus>,
 }
 
 impl RunView {
+    /// Takes in a compile status: the live one while it goes on; once it stops, its totals
+    /// where they are worth a line (an evaluation's one kernel does not replace the first
+    /// update's minute).
+    pub fn on_compiling(&mut self, status: CompileStatus) {
+        if status.active {
+            self.compiling = Some(status);
+        } else {
+            self.compiling = None;
+            if status.worth_a_line() {
+                self.compiled = Some(status);
+            }
+        }
+    }
+
     /// Seconds since the study started.
     pub fn now_s(&self) -> f64 {
         self.started.map_or(0.0, |s| s.elapsed().as_secs_f64())
