@@ -545,7 +545,9 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
                 }
                 handle.sample_now();
                 let from = now_s();
-                let r = tradetune_engine::ppo::bench::run(&c, &device)?;
+                let r = crate::cli::while_running(run_label(&c), || {
+                    tradetune_engine::ppo::bench::run(&c, &device)
+                })?;
                 handle.sample_now();
                 let seen = gpu_seen(&handle, from, now_s());
                 best =

@@ -189,7 +189,13 @@ impl ConfigRuns {
 }
 
 pub(super) fn bench_train(args: TrainArgs) -> anyhow::Result<()> {
-    use tradetune_engine::ppo::bench::{matmul_probe, rayon_threads, run as run_ours};
+    use tradetune_engine::ppo::bench::{matmul_probe, rayon_threads};
+    // One run of ours, with a line on stderr while it goes (when the GPU compiles, saying so).
+    let run_ours = |c: &TrainBenchConfig, device| {
+        crate::cli::while_running(format!("{} {}", c.name, c.precision), || {
+            tradetune_engine::ppo::bench::run(c, device)
+        })
+    };
     let precision: Precision = args
         .precision
         .parse()
