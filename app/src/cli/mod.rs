@@ -163,3 +163,42 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Eval(c) => eval::run(c),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tradetune_engine::device::compiling::CompileStatus;
+
+    fn status(active: bool, seconds: f64) -> CompileStatus {
+        CompileStatus {
+            active,
+            kernels_compiled: 40,
+            autotune_runs: 3,
+            seconds,
+            idle_s: 0.0,
+        }
+    }
+
+    /// Where the output is no terminal: a long compiling said every 10 s and its totals; a
+    /// short one only by its totals where it took a second or more; an evaluation's kernel
+    /// not at all.
+    #[test]
+    fn compile_lines_say_long_compiling_and_totals_worth_a_line() {
+        let mut lines = CompileLines::default();
+        assert!(!lines.due(&status(true, 0.0)), "a compiling just begun");
+        assert!(!lines.due(&status(true, 9.0)));
+        assert!(lines.due(&status(true, 10.0)), "ten seconds in");
+        assert!(!lines.due(&status(true, 11.0)), "not again within 10 s");
+        // Totals of a compiling that was said, even a short one split off a long one.
+        assert!(lines.due(&status(false, 0.5)));
+        // A new short compiling: said by its totals only, and those only from a second on.
+        assert!(!lines.due(&status(true, 0.0)));
+        assert!(!lines.due(&status(false, 0.2)));
+        assert!(lines.due(&status(false, 2.5)));
+        let json: serde_json::Value =
+            serde_json::from_str(&compiling_json(&status(false, 2.5))).unwrap();
+        assert_eq!(json["event"], "compiling");
+        assert_eq!(json["active"], false);
+        assert_eq!(json["kernels_compiled"], 40);
+    }
+}

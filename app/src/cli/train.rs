@@ -43,26 +43,67 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         _ => None,
     };
     let train_bars = data.split.train.clone();
-    let built = TrainingRun::build(config, &data.dataset, train_bars, &device, budget.as_ref())?;
-    if !args.json {
-        match &built.auto {
-            Some(auto) => println!(
+    // The bar and the live compile line from here: `auto`'s placement measures both
+    // placements before the trainer exists, and on a GPU's first run of a shape that is
+    // mostly compiling (50 s on lavapipe for a [48]-net run).
+    let bar = (!args.json).then(|| {
+        let bar = ProgressBar::new(config.train.total_timesteps as u64);
+        // `prefix` holds the live compile line, after the samples/s message.
+        bar.set_style(
+            ProgressStyle::with_template("{bar:40} {pos}/{len} samples {msg}{prefix}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar
+    });
+    let ticker = compile_ticker(args.json, bar.clone());
+    let built = TrainingRun::build(config, &data.dataset, train_bars, &device, budget.as_ref());
+    let built = match built {
+        Ok(b) => b,
+        Err(e) => {
+            ticker.stop();
+            if let Some(bar) = &bar {
+                bar.finish_and_clear();
+            }
+            return Err(e.into());
+        }
+    };
+    if let Some(bar) = &bar {
+        let line = match &built.auto {
+            Some(auto) => format!(
                 "environment on the {} ({})",
                 built.placement.name(),
                 auto.describe()
             ),
-            None => println!("environment on the {}", built.placement.name()),
-        }
+            None => format!("environment on the {}", built.placement.name()),
+        };
+        say(bar, line);
     }
-    train(&args, &run, &data, built.trainer)
+    let result = train(&args, &run, &data, built.trainer, bar.as_ref(), ticker);
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    result
 }
 
-/// The run itself.
+/// A line above the bar (printed directly where the bar is hidden: indicatif drops `println`
+/// on a hidden bar, output not a terminal).
+fn say(bar: &ProgressBar, line: String) {
+    if bar.is_hidden() {
+        println!("{line}");
+    } else {
+        bar.println(line);
+    }
+}
+
+/// The run itself, on `bar` (none with `--json`) with the live compile line `ticker`, which
+/// it stops before its summary.
 fn train(
     args: &TrainArgs,
     run: &Run,
     data: &LoadedData,
     mut trainer: Trainer<PlacedEnv>,
+    bar: Option<&ProgressBar>,
+    ticker: CompileTicker,
 ) -> anyhow::Result<()> {
     let config = &run.config;
     if config.train.eval_every > 0 {
@@ -79,26 +120,22 @@ fn train(
     }
     if let Some(dir) = &args.resume {
         checkpoint::resume(dir, &mut trainer)?;
-        if !args.json {
-            println!(
-                "resuming {} at {} samples",
-                dir.display(),
-                trainer.timesteps()
+        if let Some(bar) = bar {
+            say(
+                bar,
+                format!(
+                    "resuming {} at {} samples",
+                    dir.display(),
+                    trainer.timesteps()
+                ),
             );
         }
     }
     let start_steps = trainer.timesteps();
-    let bar = (!args.json).then(|| {
-        let bar = ProgressBar::new((start_steps + config.train.total_timesteps) as u64);
-        // `prefix` holds the live compile line, after the samples/s message.
-        bar.set_style(
-            ProgressStyle::with_template("{bar:40} {pos}/{len} samples {msg}{prefix}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
+    if let Some(bar) = bar {
+        bar.set_length((start_steps + config.train.total_timesteps) as u64);
         bar.set_position(start_steps as u64);
-        bar
-    });
-    let ticker = compile_ticker(args.json, bar.clone());
+    }
     let report = trainer.learn(config.train.total_timesteps, &mut |event| {
         if args.json {
             if let Ok(line) = serde_json::to_string(&event) {
@@ -106,7 +143,7 @@ fn train(
             }
             return;
         }
-        if let Some(bar) = &bar {
+        if let Some(bar) = bar {
             show(bar, event);
         }
     });
@@ -263,14 +300,7 @@ fn seconds(s: f64) -> String {
 
 /// One event on the progress bar.
 fn show(bar: &ProgressBar, event: TrainEvent) {
-    // indicatif drops `println` on a hidden bar (output not a terminal): print directly.
-    let say = |line: String| {
-        if bar.is_hidden() {
-            println!("{line}");
-        } else {
-            bar.println(line);
-        }
-    };
+    let say = |line: String| say(bar, line);
     match event {
         TrainEvent::Progress {
             timesteps,

@@ -58,14 +58,19 @@ pub struct AutoPlacement {
     pub replayed: bool,
     /// When the measurement was taken (RFC 3339).
     pub measured_at: String,
+    /// Seconds the measurement took, its kernels' compilation included (the first run of a
+    /// shape on a GPU compiles both placements' kernels here, before the run trains).
+    #[serde(default)]
+    pub measure_s: f64,
     /// Whether this run took an earlier run's decision from the cache.
     #[serde(skip)]
     pub cached: bool,
 }
 
 impl AutoPlacement {
-    /// `auto: host, 0.41 ms a step against 0.93 on the device (measured)`; `… (measured, the
-    /// policy step replayed)` where the rollouts replay it.
+    /// `auto: host, 0.41 ms a step against 0.93 on the device (measured in 12 s)`; `…
+    /// (measured in 12 s, the policy step replayed)` where the rollouts replay it; `… (as
+    /// measured 2026-11-29T…)` where an earlier run's decision was taken.
     pub fn describe(&self) -> String {
         let (chosen, other, other_name) = match self.placement {
             ResolvedPlacement::Host => (self.host_ms, self.device_ms, "device"),
@@ -77,7 +82,7 @@ impl AutoPlacement {
             if self.cached {
                 format!("as measured {}", self.measured_at)
             } else {
-                "measured".to_owned()
+                format!("measured in {}", seconds(self.measure_s))
             },
             if self.replayed {
                 ", the policy step replayed"
@@ -85,6 +90,17 @@ impl AutoPlacement {
                 ""
             }
         )
+    }
+}
+
+/// `12 s`, `3.4 s`, `0.25 s`.
+fn seconds(s: f64) -> String {
+    if s >= 10.0 {
+        format!("{s:.0} s")
+    } else if s >= 1.0 {
+        format!("{s:.1} s")
+    } else {
+        format!("{s:.2} s")
     }
 }
 
@@ -164,6 +180,7 @@ fn measure(
     device: &Device,
     replay: bool,
 ) -> Result<AutoPlacement, TrainingRunError> {
+    let started = std::time::Instant::now();
     let on_device = TensorVecEnv::new(cfg.env.clone(), data, bars.clone(), device)?;
     let device_ms = time_rollouts(on_device, cfg, device, replay)?;
     let host = CpuVecEnv::new(cfg.env.clone(), data.clone(), bars)?;
@@ -174,6 +191,7 @@ fn measure(
         host_ms,
         replayed: replay,
         measured_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        measure_s: started.elapsed().as_secs_f64(),
         cached: false,
     })
 }
@@ -255,8 +273,11 @@ mod tests {
         assert!(!first.cached);
         assert!(first.device_ms > 0.0 && first.host_ms > 0.0, "{first:?}");
         assert_eq!(first.placement, choose(first.device_ms, first.host_ms));
+        // How long measuring took (both placements' kernels compiled): the run waited for it.
+        assert!(first.measure_s > 0.0, "{first:?}");
         assert!(
-            first.describe().contains("(measured)"),
+            first.describe().contains(" (measured in ")
+                && first.describe().ends_with(" s)"),
             "{}",
             first.describe()
         );
@@ -282,9 +303,8 @@ mod tests {
             choose(replayed.device_ms, replayed.host_ms)
         );
         assert!(
-            replayed
-                .describe()
-                .ends_with("(measured, the policy step replayed)"),
+            replayed.describe().contains(" (measured in ")
+                && replayed.describe().ends_with(" s, the policy step replayed)"),
             "{}",
             replayed.describe()
         );
