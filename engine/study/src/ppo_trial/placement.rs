@@ -276,8 +276,7 @@ mod tests {
         // How long measuring took (both placements' kernels compiled): the run waited for it.
         assert!(first.measure_s > 0.0, "{first:?}");
         assert!(
-            first.describe().contains(" (measured in ")
-                && first.describe().ends_with(" s)"),
+            first.describe().contains(" (measured in ") && first.describe().ends_with(" s)"),
             "{}",
             first.describe()
         );
@@ -304,7 +303,9 @@ mod tests {
         );
         assert!(
             replayed.describe().contains(" (measured in ")
-                && replayed.describe().ends_with(" s, the policy step replayed)"),
+                && replayed
+                    .describe()
+                    .ends_with(" s, the policy step replayed)"),
             "{}",
             replayed.describe()
         );
