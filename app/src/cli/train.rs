@@ -45,7 +45,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     let train_bars = data.split.train.clone();
     // The bar and the live compile line from here: `auto`'s placement measures both
     // placements before the trainer exists, and on a GPU's first run of a shape that is
-    // mostly compiling (50 s on lavapipe for a [48]-net run).
+    // mostly compiling (24 s on lavapipe for a [48]-net run).
     let bar = (!args.json).then(|| {
         let bar = ProgressBar::new(config.train.total_timesteps as u64);
         // `prefix` holds the live compile line, after the samples/s message.
@@ -85,14 +85,9 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     result
 }
 
-/// A line above the bar (printed directly where the bar is hidden: indicatif drops `println`
-/// on a hidden bar, output not a terminal).
+/// A line on stdout, above the bar where it is drawn (stdout redirected to a log keeps it).
 fn say(bar: &ProgressBar, line: String) {
-    if bar.is_hidden() {
-        println!("{line}");
-    } else {
-        bar.println(line);
-    }
+    bar.suspend(|| println!("{line}"));
 }
 
 /// The run itself, on `bar` (none with `--json`) with the live compile line `ticker`, which
@@ -300,7 +295,14 @@ fn seconds(s: f64) -> String {
 
 /// One event on the progress bar.
 fn show(bar: &ProgressBar, event: TrainEvent) {
-    let say = |line: String| say(bar, line);
+    // indicatif drops `println` on a hidden bar (output not a terminal): print directly.
+    let say = |line: String| {
+        if bar.is_hidden() {
+            println!("{line}");
+        } else {
+            bar.println(line);
+        }
+    };
     match event {
         TrainEvent::Progress {
             timesteps,

@@ -242,6 +242,32 @@ mod tests {
     use tradetune_env::bench::bench_dataset;
     use tradetune_rl::ppo::{ActorCriticConfig, NetArch};
 
+    /// A decision kept before measuring's time was (`env-placement.json` of an earlier
+    /// version) is still read, not dropped and measured again.
+    #[test]
+    fn a_decision_kept_without_its_measuring_time_is_still_read() {
+        let kept = AutoPlacement {
+            placement: ResolvedPlacement::Device,
+            device_ms: 1.0,
+            host_ms: 2.0,
+            replayed: false,
+            measured_at: "2026-11-28T10:00:00Z".into(),
+            measure_s: 12.0,
+            cached: false,
+        };
+        let mut entry = serde_json::to_value(&kept).unwrap();
+        assert!(entry.as_object_mut().unwrap().remove("measure_s").is_some());
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(FILE);
+        std::fs::write(&file, serde_json::json!({ "shape": entry }).to_string()).unwrap();
+        let all = read(&file);
+        let old = all.get("shape").expect("the old entry is read");
+        assert_eq!(
+            (old.placement, old.device_ms, old.host_ms, old.measure_s),
+            (ResolvedPlacement::Device, 1.0, 2.0, 0.0)
+        );
+    }
+
     #[test]
     fn the_host_is_chosen_only_where_clearly_cheaper() {
         assert_eq!(choose(1.0, 0.5), ResolvedPlacement::Host);
