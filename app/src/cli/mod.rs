@@ -95,6 +95,20 @@ pub(crate) struct CompileLines {
 }
 
 impl CompileLines {
+    /// What to print of `status` where there is no live line to update: every status as a JSON
+    /// event with `json`, else the text of those [`Self::due`].
+    pub(crate) fn plain(
+        &mut self,
+        status: &tradetune_engine::device::compiling::CompileStatus,
+        json: bool,
+    ) -> Option<String> {
+        if json {
+            Some(compiling_json(status))
+        } else {
+            self.due(status).then(|| status.to_string())
+        }
+    }
+
     /// Whether `status` is to be printed.
     pub(crate) fn due(
         &mut self,
@@ -200,5 +214,12 @@ mod tests {
         assert_eq!(json["event"], "compiling");
         assert_eq!(json["active"], false);
         assert_eq!(json["kernels_compiled"], 40);
+        // With --json every status is an event; without, the text of those due.
+        assert!(lines.plain(&status(true, 0.0), true).is_some());
+        assert_eq!(lines.plain(&status(true, 0.0), false), None);
+        assert_eq!(
+            lines.plain(&status(false, 2.5), false).as_deref(),
+            Some("compiled 40 GPU kernels and autotuned 3 operations in 2.5 s")
+        );
     }
 }

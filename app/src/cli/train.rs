@@ -79,7 +79,8 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         say(bar, line);
     }
     let result = train(&args, &run, &data, built.trainer, bar.as_ref(), ticker);
-    if let Some(bar) = &bar {
+    // A run that failed before its summary leaves no bar behind (`train` clears it before).
+    if let (Err(_), Some(bar)) = (&result, &bar) {
         bar.finish_and_clear();
     }
     result
@@ -187,15 +188,8 @@ fn train(
 /// line every 10 s of a long compiling and its totals ([`crate::cli::CompileLines`]).
 fn compile_ticker(json: bool, bar: Option<ProgressBar>) -> CompileTicker {
     let mut lines = crate::cli::CompileLines::default();
-    CompileTicker::start(move |status: CompileStatus| {
-        if json {
-            println!("{}", crate::cli::compiling_json(&status));
-            return;
-        }
-        let Some(bar) = &bar else {
-            return;
-        };
-        if !bar.is_hidden() {
+    CompileTicker::start(move |status: CompileStatus| match &bar {
+        Some(bar) if !bar.is_hidden() => {
             if status.active {
                 bar.set_prefix(format!("  {}", status.short()));
             } else {
@@ -204,10 +198,11 @@ fn compile_ticker(json: bool, bar: Option<ProgressBar>) -> CompileTicker {
                     bar.println(status.to_string());
                 }
             }
-            return;
         }
-        if lines.due(&status) {
-            println!("{status}");
+        _ => {
+            if let Some(line) = lines.plain(&status, json) {
+                println!("{line}");
+            }
         }
     })
 }

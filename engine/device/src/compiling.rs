@@ -7,17 +7,18 @@
 //! reads the process's counters ([`crate::kernels::counts`]) each time it is polled and says,
 //! about once a second while kernels are being compiled, how many since the compiling began,
 //! for how long and, where nothing new has been counted for a second or more, since when; and
-//! once more when it has stopped ([`CompileStatus::active`] false, with the totals): what `tradetune train`'s bar, `tradetune study run`'s lines and the desktop
-//! app's Run panel show. [`CompileTicker`] polls it on a thread of its own, for a caller whose
-//! thread is the one waiting on the device.
+//! once more when it has stopped ([`CompileStatus::active`] false, with the totals): what
+//! `tradetune train`'s bar, `tradetune study run`'s lines and the desktop app's Run panel show.
+//! [`CompileTicker`] polls it on a thread of its own, for a caller whose thread is the one
+//! waiting on the device.
 //!
 //! The counters are the process's: with trials running at once it is their compiling
 //! together. A kernel is counted when cubecl logs it, before the driver compiles it, and an
 //! autotuned operation when its benchmarks are done: a long driver compilation or benchmark
 //! adds nothing to either for a while (on lavapipe, 7 s for one matmul candidate of the tiny
 //! bench configuration), so the compiling is over only after [`CompileActivity::QUIET`] without
-//! a new count, and the live line says how long nothing new has come. On a device that compiles nothing (the CPU)
-//! nothing is ever said.
+//! a new count, and the live line says how long nothing new has come. On a device that
+//! compiles nothing (the CPU) nothing is ever said.
 
 use std::fmt;
 use std::time::{Duration, Instant};

@@ -47,11 +47,9 @@ pub fn drive(
                 continue;
             }
             LaunchEvent::Compiling(status) => {
-                if json {
-                    println!("{}", crate::cli::compiling_json(&status));
-                } else if multi.is_hidden() {
-                    if compile_lines.due(&status) {
-                        println!("{status}");
+                if json || multi.is_hidden() {
+                    if let Some(line) = compile_lines.plain(&status, json) {
+                        println!("{line}");
                     }
                 } else if status.active {
                     let bar = compile_bar.get_or_insert_with(|| {

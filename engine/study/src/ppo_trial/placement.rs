@@ -82,7 +82,8 @@ impl AutoPlacement {
             if self.cached {
                 format!("as measured {}", self.measured_at)
             } else {
-                format!("measured in {}", seconds(self.measure_s))
+                let digits = if self.measure_s >= 10.0 { 0 } else { 1 };
+                format!("measured in {:.digits$} s", self.measure_s)
             },
             if self.replayed {
                 ", the policy step replayed"
@@ -90,17 +91,6 @@ impl AutoPlacement {
                 ""
             }
         )
-    }
-}
-
-/// `12 s`, `3.4 s`, `0.25 s`.
-fn seconds(s: f64) -> String {
-    if s >= 10.0 {
-        format!("{s:.0} s")
-    } else if s >= 1.0 {
-        format!("{s:.1} s")
-    } else {
-        format!("{s:.2} s")
     }
 }
 
