@@ -92,10 +92,10 @@ fn run_preset_with(
     );
     assert_eq!(attr(&t.user_attrs, "device"), format!("\"{device}\""));
     // The trial's line says what compiling cost where it recorded a compile phase (a GPU's).
-    let compiled = t
+    let compile_s = t
         .user_attr("phase_compile_s")
-        .and_then(|v| serde_json::Value::from(v).as_f64())
-        .is_some_and(|c| c > 0.0);
+        .and_then(|v| serde_json::Value::from(v).as_f64());
+    let compiled = compile_s.is_some_and(|c| c > 0.0);
     let line = out
         .lines()
         .find(|l| l.contains(" COMPLETE "))
@@ -132,6 +132,20 @@ fn run_preset_with(
             measured.contains(&format!("auto: {chosen}, ")) && measured.contains(" ms a step"),
             "{preset}: {placement} {measured}"
         );
+        // Where it measured (not a decision kept from an earlier run), the trial waited for
+        // it before training: its compile phase holds it (the words round to 0.1 s, or 1 s
+        // from 10 s on).
+        if let Some(rest) = measured.split(" (measured in ").nth(1) {
+            let secs: f64 = rest
+                .split(" s")
+                .next()
+                .and_then(|n| n.parse().ok())
+                .unwrap();
+            assert!(
+                compile_s.is_some_and(|c| c >= secs - 0.5),
+                "{preset}: {measured}, compile phase {compile_s:?}"
+            );
+        }
     }
     t.user_attrs.clone()
 }

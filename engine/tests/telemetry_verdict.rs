@@ -397,6 +397,7 @@ fn gpu_trial(compile_s: f64, util: f64) -> VerdictInput {
             policy_replay_failed: false,
             minibatches_replayed: false,
             minibatch_replay_failed: false,
+            placement_measure_s: None,
         }),
         ..Default::default()
     }
@@ -435,6 +436,30 @@ fn compile_time_is_named_with_what_was_compiled() {
     // Under the threshold it is not worth a word.
     let short = gpu_trial(COMPILE_HEAVY * 20.0 / (1.0 - COMPILE_HEAVY) * 0.9, 95.0);
     assert!(!kinds(&short).contains(&VerdictKind::CompileBound));
+}
+
+/// `env.placement = "auto"`'s measuring before the first update is part of the compile phase
+/// it names, and said as such.
+#[test]
+fn compile_time_says_what_autos_placement_measuring_took_of_it() {
+    let mut input = gpu_trial(49.0, 18.0);
+    if let Some(w) = &mut input.gpu_work {
+        w.placement_measure_s = Some(24.04);
+    }
+    let v = verdicts(&input);
+    assert_eq!(v[0].kind, VerdictKind::CompileBound);
+    assert!(
+        v[0].message.starts_with(
+            "compiling kernels for these shapes took 49.0 s, 71 % of wall time (181 kernels compiled, 51 operations autotuned), 24.0 s of it measuring where the environment steps faster (env.placement = \"auto\": the decision is kept for later trials of these shapes): a new configuration pays it once"
+        ),
+        "{}",
+        v[0].message
+    );
+    // A kept decision measured nothing.
+    if let Some(w) = &mut input.gpu_work {
+        w.placement_measure_s = None;
+    }
+    assert!(!verdicts(&input)[0].message.contains("measuring"));
 }
 
 #[test]

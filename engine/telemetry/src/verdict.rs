@@ -129,6 +129,9 @@ pub struct GpuWork {
     /// (`TRADETUNE_REPLAY_UPDATE`), and whether a replay of them failed on this card.
     pub minibatches_replayed: bool,
     pub minibatch_replay_failed: bool,
+    /// Seconds `env.placement = "auto"` spent measuring both placements before the trial
+    /// trained (counted in its compile phase), where it measured.
+    pub placement_measure_s: Option<f64>,
 }
 
 /// Workers sharing the host's cores (CPU workers of one process share one thread pool).
@@ -224,10 +227,17 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
                 ),
                 _ => String::new(),
             };
+            // `auto`'s measuring compiles both placements' kernels before the first update.
+            let measuring = match input.gpu_work.and_then(|w| w.placement_measure_s) {
+                Some(m) if m > 0.0 => format!(
+                    ", {m:.1} s of it measuring where the environment steps faster (env.placement = \"auto\": the decision is kept for later trials of these shapes)"
+                ),
+                _ => String::new(),
+            };
             say(
                 VerdictKind::CompileBound,
                 format!(
-                    "compiling kernels for these shapes took {:.1} s, {} of wall time{counted}: a new configuration pays it once — a later trial of the same shapes in this process compiles nothing, a later process autotunes nothing where TradeTune's GPU cache is on, and a longer trial spreads the rest{}",
+                    "compiling kernels for these shapes took {:.1} s, {} of wall time{counted}{measuring}: a new configuration pays it once — a later trial of the same shapes in this process compiles nothing, a later process autotunes nothing where TradeTune's GPU cache is on, and a longer trial spreads the rest{}",
                     p.compile_s,
                     pct(compile),
                     match input.gpu_work.and_then(|w| w.driver_shader_cache_off) {

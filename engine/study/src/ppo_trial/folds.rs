@@ -39,6 +39,8 @@ impl PpoTrial {
                     reporter.set_user_attr(key, value);
                 }
             }
+            // Each fold's measuring, where the decision was not kept (the GPU cache off).
+            done.add_placement(run.auto.as_ref());
             let at = (i, folds.len());
             let (value, returns) =
                 self.fold_on(cfg, input, reporter, at, fold, run.trainer, &mut done)?;

@@ -37,6 +37,8 @@ impl PpoTrial {
         for (key, value) in run.placement_attrs() {
             reporter.set_user_attr(key, value);
         }
+        let mut done = Work::default();
+        done.add_placement(run.auto.as_ref());
         let mut trainer = run.trainer;
         if cfg.train.eval_every > 0 {
             trainer = trainer
@@ -47,7 +49,6 @@ impl PpoTrial {
                 })
                 .map_err(TrialError::failed)?;
         }
-        let mut done = Work::default();
         let report = learn(&mut trainer, cfg, input, reporter, None, &mut done)?;
         // The value is the policy after the last update: reuse the periodic evaluation when it
         // fell on that update, else evaluate now.

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
 use super::PpoTrialConfig;
+use super::placement::AutoPlacement;
 use crate::runner::{Reporter, TrialError, TrialInput};
 use tradetune_rl::ppo::{PhaseTimes, RolloutEnv, TrainEvent, TrainReport, Trainer};
 use tradetune_telemetry::{GpuWork, PhaseSplit};
@@ -18,6 +19,24 @@ pub(super) struct Work {
     pub(super) phases: PhaseSplit,
     /// What the GPU runtime compiled and launched, on a GPU.
     gpu: Option<GpuWork>,
+}
+
+impl Work {
+    /// `auto`'s measuring of where the environment runs, where the run measured before it
+    /// trained (a shape's first run on a GPU: both placements' kernels compiled, rollouts timed
+    /// on each): overhead the run paid before its first update, so it counts in the compile
+    /// phase, and what it compiled in the trial's kernels.
+    pub(super) fn add_placement(&mut self, auto: Option<&AutoPlacement>) {
+        let Some((seconds, counted)) = auto.and_then(AutoPlacement::overhead) else {
+            return;
+        };
+        self.phases.compile_s += seconds;
+        let mut gpu = self.gpu.unwrap_or_default();
+        gpu.kernels_compiled += counted.compiled;
+        gpu.autotune_runs += counted.autotune_runs;
+        *gpu.placement_measure_s.get_or_insert(0.0) += seconds;
+        self.gpu = Some(gpu);
+    }
 }
 
 /// Trains `trainer` for the trial's budget, turning its events into the trial's progress,
@@ -163,5 +182,49 @@ fn phase_split(p: &PhaseTimes) -> PhaseSplit {
         update_s: p.advantages + p.update,
         eval_s: p.evaluation,
         compile_s: p.compile,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tradetune_device::kernels::KernelCounts;
+    use tradetune_env::ResolvedPlacement;
+
+    /// `auto`'s measuring is the trial's compile phase and kernels where it measured (each
+    /// fold's, where the decision was not kept), and nothing where it took a kept decision.
+    #[test]
+    fn autos_measuring_counts_in_the_compile_phase_where_it_measured() {
+        let mut auto = AutoPlacement {
+            placement: ResolvedPlacement::Device,
+            device_ms: 1.0,
+            host_ms: 2.0,
+            replayed: false,
+            measured_at: "2026-11-29T10:00:00Z".into(),
+            measure_s: 24.0,
+            measure_kernels: KernelCounts {
+                compiled: 51,
+                autotune_runs: 4,
+                ..KernelCounts::default()
+            },
+            cached: false,
+        };
+        let mut done = Work::default();
+        done.add_placement(None);
+        assert_eq!(done.phases, PhaseSplit::default());
+        assert!(done.gpu.is_none());
+        done.add_placement(Some(&auto));
+        done.add_placement(Some(&auto));
+        assert_eq!(done.phases.compile_s, 48.0);
+        assert_eq!(done.phases.total_s(), 48.0);
+        let gpu = done.gpu.expect("measuring ran on a GPU");
+        assert_eq!((gpu.kernels_compiled, gpu.autotune_runs), (102, 8));
+        assert_eq!(gpu.placement_measure_s, Some(48.0));
+
+        auto.cached = true;
+        let mut kept = Work::default();
+        kept.add_placement(Some(&auto));
+        assert_eq!(kept.phases.compile_s, 0.0);
+        assert!(kept.gpu.is_none());
     }
 }

@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 use burn::tensor::Device;
 use serde::{Deserialize, Serialize};
+use tradetune_device::kernels::{self, KernelCounts};
 use tradetune_env::{CpuVecEnv, ResolvedPlacement, TensorVecEnv};
 use tradetune_market::Dataset;
 use tradetune_rl::ppo::{HostEnv, PpoError, RolloutEnv, Trainer};
@@ -62,12 +63,22 @@ pub struct AutoPlacement {
     /// shape on a GPU compiles both placements' kernels here, before the run trains).
     #[serde(default)]
     pub measure_s: f64,
+    /// What the process compiled and autotuned while measuring (its counters: where trials run
+    /// at once, theirs too).
+    #[serde(default)]
+    pub measure_kernels: KernelCounts,
     /// Whether this run took an earlier run's decision from the cache.
     #[serde(skip)]
     pub cached: bool,
 }
 
 impl AutoPlacement {
+    /// What measuring cost this run before it trained: seconds and kernels, where it measured
+    /// (none where it took an earlier run's decision).
+    pub fn overhead(&self) -> Option<(f64, KernelCounts)> {
+        (!self.cached).then_some((self.measure_s, self.measure_kernels))
+    }
+
     /// `auto: host, 0.41 ms a step against 0.93 on the device (measured in 12 s)`; `…
     /// (measured in 12 s, the policy step replayed)` where the rollouts replay it; `… (as
     /// measured 2026-11-29T…)` where an earlier run's decision was taken.
@@ -171,6 +182,7 @@ fn measure(
     replay: bool,
 ) -> Result<AutoPlacement, TrainingRunError> {
     let started = std::time::Instant::now();
+    let counted = kernels::counts();
     let on_device = TensorVecEnv::new(cfg.env.clone(), data, bars.clone(), device)?;
     let device_ms = time_rollouts(on_device, cfg, device, replay)?;
     let host = CpuVecEnv::new(cfg.env.clone(), data.clone(), bars)?;
@@ -182,6 +194,7 @@ fn measure(
         replayed: replay,
         measured_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         measure_s: started.elapsed().as_secs_f64(),
+        measure_kernels: kernels::counts().since(&counted),
         cached: false,
     })
 }
@@ -243,6 +256,7 @@ mod tests {
             replayed: false,
             measured_at: "2026-11-28T10:00:00Z".into(),
             measure_s: 12.0,
+            measure_kernels: KernelCounts::default(),
             cached: false,
         };
         let mut entry = serde_json::to_value(&kept).unwrap();
@@ -291,6 +305,10 @@ mod tests {
         assert_eq!(first.placement, choose(first.device_ms, first.host_ms));
         // How long measuring took (both placements' kernels compiled): the run waited for it.
         assert!(first.measure_s > 0.0, "{first:?}");
+        assert_eq!(
+            first.overhead(),
+            Some((first.measure_s, first.measure_kernels))
+        );
         assert!(
             first.describe().contains(" (measured in ") && first.describe().ends_with(" s)"),
             "{}",
@@ -299,6 +317,11 @@ mod tests {
 
         let again = auto_with(&cfg, &data, 0..400, &device, Some(&file), false).unwrap();
         assert!(again.cached);
+        assert_eq!(
+            again.overhead(),
+            None,
+            "a kept decision costs the run nothing"
+        );
         assert_eq!(
             (again.placement, again.device_ms, again.host_ms),
             (first.placement, first.device_ms, first.host_ms)
