@@ -398,6 +398,7 @@ fn gpu_trial(compile_s: f64, util: f64) -> VerdictInput {
             minibatches_replayed: false,
             minibatch_replay_failed: false,
             placement_measure_s: None,
+            auto_step_ms: None,
         }),
         ..Default::default()
     }
@@ -578,6 +579,22 @@ fn a_host_env_on_a_gpu_is_told_its_round_trips() {
         trips.message
     );
     assert!(trips.message.contains("env.placement = \"device\""));
+    // Where `auto` measured the device's environment slower, moving it is no fix.
+    if let Some(w) = &mut input.gpu_work {
+        w.auto_step_ms = Some((1.97, 3.28));
+    }
+    let v = verdicts(&input);
+    let trips = v
+        .iter()
+        .find(|v| v.kind == VerdictKind::HostEnvRoundTrips)
+        .unwrap();
+    assert!(
+        trips.message.ends_with(
+            "and each waits for the card — env.placement = \"auto\" measured the environment on the device slower here (3.28 ms a step against 1.97 on the host), so raise n_envs: each round-trip then serves more environments"
+        ),
+        "{}",
+        trips.message
+    );
     // On the device, or on the CPU, it is not said.
     input.on_device_env = true;
     assert!(!kinds(&input).contains(&VerdictKind::HostEnvRoundTrips));

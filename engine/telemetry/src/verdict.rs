@@ -132,6 +132,9 @@ pub struct GpuWork {
     /// Seconds `env.placement = "auto"` spent measuring both placements before the trial
     /// trained (counted in its compile phase), where it measured.
     pub placement_measure_s: Option<f64>,
+    /// Where `env.placement = "auto"` placed the trial's environment: its measured rollout
+    /// step, milliseconds with the environment on the host and on the device.
+    pub auto_step_ms: Option<(f64, f64)>,
 }
 
 /// Workers sharing the host's cores (CPU workers of one process share one thread pool).
@@ -258,10 +261,18 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
             && let (Some(syncs), Some(steps)) = (w.syncs_per_update, w.n_steps)
             && syncs as usize >= steps
         {
+            // Where `auto` measured the device's environment slower on this card, moving it
+            // there is no fix: fewer, fuller round-trips are.
+            let fix = match w.auto_step_ms {
+                Some((host, device)) if host < device => format!(
+                    "env.placement = \"auto\" measured the environment on the device slower here ({device:.2} ms a step against {host:.2} on the host), so raise n_envs: each round-trip then serves more environments"
+                ),
+                _ => "put the environment on the device (env.placement = \"device\")".to_owned(),
+            };
             say(
                 VerdictKind::HostEnvRoundTrips,
                 format!(
-                    "the rollout is {} of wall time with the environment on the host: each of its {steps} steps reads the actions back from the GPU ({syncs} round-trips per update), and each waits for the card — put the environment on the device (env.placement = \"device\")",
+                    "the rollout is {} of wall time with the environment on the host: each of its {steps} steps reads the actions back from the GPU ({syncs} round-trips per update), and each waits for the card — {fix}",
                     pct(rollout)
                 ),
             );

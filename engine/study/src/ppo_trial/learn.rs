@@ -22,19 +22,22 @@ pub(super) struct Work {
 }
 
 impl Work {
-    /// `auto`'s measuring of where the environment runs, where the run measured before it
-    /// trained (a shape's first run on a GPU: both placements' kernels compiled, rollouts timed
-    /// on each): overhead the run paid before its first update, so it counts in the compile
-    /// phase, and what it compiled in the trial's kernels.
+    /// `auto`'s placement of the run's environment, on a GPU: its measured step costs (for
+    /// the verdict), and, where the run measured before it trained (a shape's first run: both
+    /// placements' kernels compiled, rollouts timed on each), that overhead, paid before its
+    /// first update, in the compile phase and what it compiled in the trial's kernels.
     pub(super) fn add_placement(&mut self, auto: Option<&AutoPlacement>) {
-        let Some((seconds, counted)) = auto.and_then(AutoPlacement::overhead) else {
+        let Some(auto) = auto else {
             return;
         };
-        self.phases.compile_s += seconds;
         let mut gpu = self.gpu.unwrap_or_default();
-        gpu.kernels_compiled += counted.compiled;
-        gpu.autotune_runs += counted.autotune_runs;
-        *gpu.placement_measure_s.get_or_insert(0.0) += seconds;
+        gpu.auto_step_ms = Some((auto.host_ms, auto.device_ms));
+        if let Some((seconds, counted)) = auto.overhead() {
+            self.phases.compile_s += seconds;
+            gpu.kernels_compiled += counted.compiled;
+            gpu.autotune_runs += counted.autotune_runs;
+            *gpu.placement_measure_s.get_or_insert(0.0) += seconds;
+        }
         self.gpu = Some(gpu);
     }
 }
@@ -220,11 +223,14 @@ mod tests {
         let gpu = done.gpu.expect("measuring ran on a GPU");
         assert_eq!((gpu.kernels_compiled, gpu.autotune_runs), (102, 8));
         assert_eq!(gpu.placement_measure_s, Some(48.0));
+        assert_eq!(gpu.auto_step_ms, Some((2.0, 1.0)));
 
         auto.cached = true;
         let mut kept = Work::default();
         kept.add_placement(Some(&auto));
         assert_eq!(kept.phases.compile_s, 0.0);
-        assert!(kept.gpu.is_none());
+        let gpu = kept.gpu.expect("the decision's costs, for the verdict");
+        assert_eq!((gpu.kernels_compiled, gpu.placement_measure_s), (0, None));
+        assert_eq!(gpu.auto_step_ms, Some((2.0, 1.0)));
     }
 }

@@ -370,6 +370,22 @@ mod tests {
         assert_eq!(read(&file).len(), 1);
 
         cfg.env.placement = Some(EnvPlacement::Auto);
+        // A configuration the trainer refuses is refused before anything is measured: no
+        // decision kept for its shape (seven envs: no other test's).
+        let mut refused = cfg.clone();
+        refused.env.n_envs = 7;
+        refused.ppo.batch_size = 7 * refused.ppo.n_steps + 1;
+        let err = TrainingRun::build(&refused, &data, 0..400, &device, None).err();
+        assert!(
+            matches!(&err, Some(TrainingRunError::Ppo(e)) if e.to_string().contains("batch_size")),
+            "{err:?}"
+        );
+        if let Some(kept) = tradetune_device::kernels::cache_setting()
+            .and_then(|s| Some(s.root.as_ref()?.join(&s.environment).join(FILE)))
+        {
+            let key = shape_key(&refused, &data, tradetune_rl::ppo::replay_policy_from_env());
+            assert!(!read(&kept).contains_key(&key), "measured for {key}");
+        }
         let run = TrainingRun::build(&cfg, &data, 0..400, &device, None).unwrap();
         let auto = run.auto.expect("auto's decision on a GPU");
         assert_eq!(run.placement, auto.placement);

@@ -115,6 +115,10 @@ impl TrainingRun {
         budget: Option<&MemoryBudget>,
     ) -> Result<TrainingRun, TrainingRunError> {
         let on_cpu = is_cpu(device);
+        // A configuration the environment or the trainer would refuse is refused before `auto`
+        // spends seconds measuring (and compiling) both placements for it.
+        cfg.env.validate(DataShape::of(data).n_assets)?;
+        cfg.ppo.validate(cfg.env.n_envs)?;
         let auto = match cfg.env.placement.unwrap_or_default() {
             EnvPlacement::Auto if !on_cpu => {
                 Some(placement::auto(cfg, data, bars.clone(), device)?)
