@@ -1,10 +1,11 @@
 //! Generalised advantage estimation (Schulman et al. 2016, arXiv:1506.02438, eq. 16).
 //!
-//! [`compute_gae`] is the reference, on the host. The trainer runs [`compute_gae_device`] on
-//! the rollout's device, so the rollout is never read back for it: the backwards recurrence is
-//! solved in blocks of [`GAE_BLOCK`] steps (inside a block, a triangular weighting of the TD
-//! errors; across blocks, one carry per block), a few dozen kernels instead of a loop of
-//! `n_steps` tiny ones.
+//! [`compute_gae`] is the reference, on the host. The trainer computes GAE on the rollout's
+//! device, so the rollout is never read back for it: in one kernel where TradeTune's kernels
+//! run (`gae_kernel`: one unit per env walks its rollout backwards), else with
+//! [`compute_gae_device`], which solves the backwards recurrence in blocks of [`GAE_BLOCK`]
+//! steps (inside a block, a triangular weighting of the TD errors; across blocks, one carry
+//! per block), a few dozen kernels instead of a loop of `n_steps` tiny ones.
 
 use burn::tensor::{Tensor, TensorData};
 

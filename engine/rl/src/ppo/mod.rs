@@ -16,6 +16,8 @@ pub mod config;
 pub mod error;
 pub mod events;
 pub mod gae;
+#[cfg(feature = "wgpu")]
+pub(crate) mod gae_kernel;
 pub mod host_policy;
 pub(crate) mod host_update;
 pub mod memory_estimate;

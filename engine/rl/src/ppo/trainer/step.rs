@@ -291,8 +291,8 @@ impl<E: RolloutEnv> Trainer<E> {
             .ok_or_else(|| PpoError::config("trainer", "no observation", "reset first"))?;
         let last_values = self.learner.model().valid().value(last_obs, dtype);
         let (r, v, d) = self.buffer.rewards_values_dones();
-        let (adv, returns) =
-            compute_gae_device(r, v, d, last_values, self.cfg.gamma, self.cfg.gae_lambda);
+        let (adv, returns, bad) =
+            advantages(r, v, d, last_values, self.cfg.gamma, self.cfg.gae_lambda);
         let flat = self.buffer.flat();
         let len = flat.values.dims()[0];
         let adv = adv.reshape([len]);
@@ -304,7 +304,7 @@ impl<E: RolloutEnv> Trainer<E> {
             x.sub(m.expand([len])).square().mean()
         };
         let mut ride = vec![
-            adv.clone().is_finite().bool_not().float().sum(),
+            bad,
             var(returns.clone()),
             var(returns.clone().sub(flat.values.clone())),
         ];
@@ -365,4 +365,26 @@ impl<E: RolloutEnv> Trainer<E> {
         }
         Ok((stats, episodes))
     }
+}
+
+/// The rollout's advantages and returns (`[T, N]`, on its device, nothing read back), and how
+/// many advantages are not finite (`[1]`): one kernel where TradeTune's kernels run
+/// (`gae_kernel`), else the blocked tensor program and burn's `is_finite`.
+fn advantages(
+    rewards: Tensor<2>,
+    values: Tensor<2>,
+    dones: Tensor<2>,
+    last_values: Tensor<1>,
+    gamma: f32,
+    gae_lambda: f32,
+) -> (Tensor<2>, Tensor<2>, Tensor<1>) {
+    #[cfg(feature = "wgpu")]
+    if tradetune_device::runs_cubecl_kernels(&rewards) {
+        let (adv, returns, bad) =
+            crate::ppo::gae_kernel::gae(rewards, values, dones, last_values, gamma, gae_lambda);
+        return (adv, returns, bad.sum());
+    }
+    let (adv, returns) = compute_gae_device(rewards, values, dones, last_values, gamma, gae_lambda);
+    let bad = adv.clone().is_finite().bool_not().float().sum();
+    (adv, returns, bad)
 }
