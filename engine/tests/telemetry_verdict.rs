@@ -399,6 +399,7 @@ fn gpu_trial(compile_s: f64, util: f64) -> VerdictInput {
             minibatch_replay_failed: false,
             placement_measure_s: None,
             auto_step_ms: None,
+            compile_not_apart: false,
         }),
         ..Default::default()
     }
@@ -437,6 +438,42 @@ fn compile_time_is_named_with_what_was_compiled() {
     // Under the threshold it is not worth a word.
     let short = gpu_trial(COMPILE_HEAVY * 20.0 / (1.0 - COMPILE_HEAVY) * 0.9, 95.0);
     assert!(!kinds(&short).contains(&VerdictKind::CompileBound));
+}
+
+/// A trial whose every update compiled has no compile phase to show: the verdict says the
+/// other phases hold it, before what those would otherwise suggest.
+#[test]
+fn compiling_inside_every_update_is_said_before_the_phases() {
+    let mut input = gpu_trial(0.0, 18.0);
+    input.phases = split(2.0, 3.0, 15.0, 0.0);
+    assert!(
+        !verdicts(&input)
+            .iter()
+            .any(|v| v.message.starts_with("every update compiled"))
+    );
+    if let Some(w) = &mut input.gpu_work {
+        w.compile_not_apart = true;
+    }
+    let v = verdicts(&input);
+    assert_eq!(v[0].kind, VerdictKind::CompileBound);
+    assert_eq!(
+        v[0].message,
+        "every update compiled kernels (181 compiled, 51 operations autotuned), so no update gave a steady time to measure compiling against: it is inside the other phases' times, whose shares are not the steady state's — a trial with more updates tells them apart"
+    );
+    // What the phases suggest still follows it.
+    input.batch_size = Some(256);
+    let v = verdicts(&input);
+    assert_eq!(v[0].kind, VerdictKind::CompileBound);
+    assert_eq!(v[1].kind, VerdictKind::UpdateBoundUnderfed, "{v:?}");
+    // Nothing compiled (the counters off): nothing to say.
+    if let Some(w) = &mut input.gpu_work {
+        w.kernels_compiled = 0;
+    }
+    assert!(
+        !verdicts(&input)
+            .iter()
+            .any(|v| v.message.starts_with("every update compiled"))
+    );
 }
 
 /// `env.placement = "auto"`'s measuring before the first update is part of the compile phase

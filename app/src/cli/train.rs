@@ -174,6 +174,7 @@ fn train(
             report.steady_samples_per_second,
             kernels::counting_compiles(),
             kernels::driver_shader_cache_off(),
+            report.compile_not_apart,
         ) {
             println!("{line}");
         }
@@ -211,13 +212,15 @@ fn compile_ticker(json: bool, bar: Option<ProgressBar>) -> CompileTicker {
 /// run and, where kernels were compiled (a GPU), what compiling them cost and the rate without
 /// it (`steady`, samples/s), and what a next run pays: `counting` says whether cubecl's
 /// compilations were counted (`kernels`), `driver_cache_off` names the variable that turns the
-/// driver's shader cache off, if one does.
+/// driver's shader cache off, if one does, and `not_apart` says that every update compiled (no
+/// steady update to measure compiling against).
 fn time_lines(
     phases: &PhaseTimes,
     kernels: &KernelCounts,
     steady: f64,
     counting: bool,
     driver_cache_off: Option<&str>,
+    not_apart: bool,
 ) -> Vec<String> {
     let total = phases.total();
     let mut lines = Vec::new();
@@ -243,7 +246,8 @@ fn time_lines(
         } else {
             "kernels not counted: another logger came first".into()
         };
-        let cost = if phases.compile > 0.0 {
+        // Every update compiled: a compile phase holds only an evaluation's, if any.
+        let cost = if phases.compile > 0.0 && !not_apart {
             format!(
                 "{} ({counted}); {steady:.0} samples/s without it",
                 seconds(phases.compile)
@@ -367,7 +371,7 @@ mod tests {
             autotune_runs: 51,
             ..KernelCounts::default()
         };
-        let lines = time_lines(&phases, &kernels, 950.0, true, None);
+        let lines = time_lines(&phases, &kernels, 950.0, true, None, false);
         assert_eq!(
             lines[0],
             "time by phase: env_step 1.0 s (5 %), inference 2.0 s (10 %), update 4.0 s (20 %), \
@@ -391,6 +395,7 @@ mod tests {
             950.0,
             true,
             Some("MESA_SHADER_CACHE_DISABLE"),
+            false,
         );
         assert!(lines[1].contains("nothing was autotuned"), "{lines:?}");
         assert!(
@@ -405,23 +410,23 @@ mod tests {
             compile: 0.0,
             ..phases
         };
-        let lines = time_lines(&cpu, &KernelCounts::default(), 400.0, false, None);
+        let lines = time_lines(&cpu, &KernelCounts::default(), 400.0, false, None, false);
         assert_eq!(lines.len(), 1, "{lines:?}");
         assert!(!lines[0].contains("compile"), "{lines:?}");
-        assert!(time_lines(&PhaseTimes::default(), &kernels, 1.0, true, None).is_empty());
+        assert!(time_lines(&PhaseTimes::default(), &kernels, 1.0, true, None, false).is_empty());
         // Every update compiled (a one-update run): no steady time, so no compile time apart.
-        let held = PhaseTimes {
-            compile: 0.0,
-            ..phases
-        };
-        let lines = time_lines(&held, &kernels, 40.0, true, None);
-        assert!(
-            lines[1].starts_with("compiling: not measured apart, since every update compiled"),
-            "{lines:?}"
-        );
-        assert!(!lines[1].contains("samples/s without it"), "{lines:?}");
+        // An evaluation's compile time in the phase does not make the updates' measured.
+        for compile in [0.0, 0.16] {
+            let held = PhaseTimes { compile, ..phases };
+            let lines = time_lines(&held, &kernels, 40.0, true, None, true);
+            assert!(
+                lines[1].starts_with("compiling: not measured apart, since every update compiled"),
+                "{lines:?}"
+            );
+            assert!(!lines[1].contains("samples/s without it"), "{lines:?}");
+        }
         // The counters off (another logger first): the compile time, not the counts.
-        let lines = time_lines(&phases, &KernelCounts::default(), 950.0, false, None);
+        let lines = time_lines(&phases, &KernelCounts::default(), 950.0, false, None, false);
         assert!(
             lines[1].starts_with(
                 "compiling: 12 s (kernels not counted: another logger came first); 950"

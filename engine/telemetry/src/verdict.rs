@@ -135,6 +135,10 @@ pub struct GpuWork {
     /// Where `env.placement = "auto"` placed the trial's environment: its measured rollout
     /// step, milliseconds with the environment on the host and on the device.
     pub auto_step_ms: Option<(f64, f64)>,
+    /// Whether every update of a run compiled kernels (a one-update trial, say), so that no
+    /// update gave a steady time to measure compiling against: its time is then inside the
+    /// other phases, not in the compile phase.
+    pub compile_not_apart: bool,
 }
 
 /// Workers sharing the host's cores (CPU workers of one process share one thread pool).
@@ -249,6 +253,19 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
                         ),
                         None => String::new(),
                     }
+                ),
+            );
+        }
+        // Where no update ran without compiling, the other phases hold the compiling.
+        if let Some(w) = input.gpu_work
+            && w.compile_not_apart
+            && w.kernels_compiled > 0
+        {
+            say(
+                VerdictKind::CompileBound,
+                format!(
+                    "every update compiled kernels ({} compiled, {} operations autotuned), so no update gave a steady time to measure compiling against: it is inside the other phases' times, whose shares are not the steady state's — a trial with more updates tells them apart",
+                    w.kernels_compiled, w.autotune_runs
                 ),
             );
         }

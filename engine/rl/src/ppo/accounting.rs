@@ -243,6 +243,9 @@ pub(crate) struct CompileWatch {
     evaluated: KernelCounts,
     /// What the updates and evaluations that compiled compiled.
     pub(crate) compiled: KernelCounts,
+    /// Whether updates that compiled were delivered as measured, no update having compiled
+    /// nothing to measure their overhead against (every update of the run compiled).
+    pub(crate) not_apart: bool,
 }
 
 impl CompileWatch {
@@ -350,6 +353,9 @@ impl CompileWatch {
     /// Delivers what is held, as measured where no update has given the overhead yet (the
     /// run ended first).
     pub(crate) fn flush(&mut self, deliver: &mut dyn FnMut(TrainEvent)) {
+        if self.steady.is_none() && !self.held.is_empty() {
+            self.not_apart = true;
+        }
         self.release(deliver);
     }
 
@@ -483,6 +489,9 @@ mod tests {
             } else {
                 w.flush(&mut |e| out.push(e));
             }
+            // Without a steady update, the run says its compiling was not measured apart.
+            w.flush(&mut |e| out.push(e));
+            assert_eq!(w.not_apart, !steady_comes);
             let p = phases_of(&out);
             let first = p[0];
             if steady_comes {

@@ -59,6 +59,11 @@ pub struct TrainReport {
     /// What the updates that compiled compiled and autotuned (zero on the CPU).
     #[serde(default)]
     pub kernels: KernelCounts,
+    /// Whether every update compiled, so that none gave a steady time to measure their
+    /// compiling against: it is then in their other phases, not in `phases.compile` (which
+    /// may still hold an evaluation's).
+    #[serde(default)]
+    pub compile_not_apart: bool,
     /// Launches and round-trips of the last timed update, by part (see [`DispatchProfile`]).
     #[serde(default)]
     pub dispatches: Option<DispatchProfile>,
@@ -535,6 +540,7 @@ impl<E: RolloutEnv> Trainer<E> {
             samples_per_second: samples / elapsed.max(1e-9),
             steady_samples_per_second: samples / (elapsed - phases_total.compile).max(1e-9),
             kernels: self.compile_watch.compiled,
+            compile_not_apart: self.compile_watch.not_apart,
             dispatches: self.dispatches,
             phases: phases_total,
             last_update,

@@ -145,6 +145,8 @@ pub(super) fn learn<E: RolloutEnv>(
         let mut gpu = done.gpu.unwrap_or_default();
         gpu.kernels_compiled += report.kernels.compiled;
         gpu.autotune_runs += report.kernels.autotune_runs;
+        // Every update compiled: the run's compiling is in its other phases.
+        gpu.compile_not_apart |= report.compile_not_apart;
         if let Some(d) = report.dispatches {
             gpu.dispatches_per_minibatch = Some(d.per_minibatch);
             gpu.dispatches_per_env_step = Some(d.per_env_step);
