@@ -595,6 +595,15 @@ fn trials_sharing_a_card_are_told_to_take_turns() {
     assert!(!kinds(&input).contains(&VerdictKind::SharedDevice));
 }
 
+/// The message of `input`'s verdict of `kind` (there must be one).
+fn said(input: &VerdictInput, kind: VerdictKind) -> String {
+    verdicts(input)
+        .into_iter()
+        .find(|v| v.kind == kind)
+        .unwrap_or_else(|| panic!("no {kind:?} verdict in {:?}", verdicts(input)))
+        .message
+}
+
 #[test]
 fn a_host_env_on_a_gpu_is_told_its_round_trips() {
     let mut input = gpu_trial(0.0, 30.0);
@@ -603,34 +612,26 @@ fn a_host_env_on_a_gpu_is_told_its_round_trips() {
     if let Some(w) = &mut input.gpu_work {
         w.syncs_per_update = Some(257);
     }
-    let v = verdicts(&input);
-    let trips = v
-        .iter()
-        .find(|v| v.kind == VerdictKind::HostEnvRoundTrips)
-        .unwrap();
+    let trips = said(&input, VerdictKind::HostEnvRoundTrips);
     assert!(
-        trips.message.contains(
+        trips.contains(
             "each of its 256 steps reads the actions back from the GPU (257 round-trips per update)"
         ),
         "{}",
-        trips.message
+        trips
     );
-    assert!(trips.message.contains("env.placement = \"device\""));
+    assert!(trips.contains("env.placement = \"device\""));
     // Where `auto` measured the device's environment slower, moving it is no fix.
     if let Some(w) = &mut input.gpu_work {
         w.auto_step_ms = Some((1.97, 3.28));
     }
-    let v = verdicts(&input);
-    let trips = v
-        .iter()
-        .find(|v| v.kind == VerdictKind::HostEnvRoundTrips)
-        .unwrap();
+    let trips = said(&input, VerdictKind::HostEnvRoundTrips);
     assert!(
-        trips.message.ends_with(
+        trips.ends_with(
             "and each waits for the card — env.placement = \"auto\" measured the environment on the device slower here (3.28 ms a step against 1.97 on the host), so raise n_envs: each round-trip then serves more environments"
         ),
         "{}",
-        trips.message
+        trips
     );
     // On the device, or on the CPU, it is not said.
     input.on_device_env = true;
