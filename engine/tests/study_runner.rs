@@ -673,6 +673,54 @@ fn a_cpu_trial_gets_the_hosts_telemetry_not_the_gpus() {
     assert!(rows.iter().all(|r| r.source == "host"), "{rows:?}");
 }
 
+/// A trial whose every update compiled (`GpuWork::compile_not_apart`) stores no steady
+/// samples/s (its compile phase holds none of the updates' compiling, only an evaluation's),
+/// and its verdict says where the compiling is.
+#[test]
+fn a_trial_whose_every_update_compiled_claims_no_steady_rate() {
+    use tradetune_engine::telemetry::{GpuWork, PhaseSplit};
+    let name = "not_apart";
+    let path = db(name);
+    let f = Synthetic {
+        plan: f32_plan,
+        run: |_: &TrialInput<'_>, r: &mut Reporter<'_>| {
+            std::thread::sleep(Duration::from_millis(50));
+            r.set_work(
+                12_000,
+                Some(PhaseSplit {
+                    env_s: 0.004,
+                    inference_s: 0.003,
+                    update_s: 0.03,
+                    eval_s: 0.002,
+                    compile_s: 0.001,
+                }),
+            );
+            r.set_gpu_work(GpuWork {
+                kernels_compiled: 85,
+                compile_not_apart: true,
+                ..GpuWork::default()
+            });
+            Ok(1.0)
+        },
+    };
+    let mut cfg = config(name, &path, 1, 1);
+    cfg.devices = vec![DeviceSlot::new(DeviceSpec::Cuda(0), None)];
+    let runner = random_runner(cfg, 0, f);
+    let (tx, _rx) = mpsc::channel();
+    runner.run(&tx).unwrap();
+    let t = trials(&path, name).remove(0);
+    assert_eq!(t.state, TrialState::Complete, "{:?}", t.system_attrs);
+    assert!(t.user_attr("samples_per_s").is_some());
+    assert_eq!(t.user_attr("steady_samples_per_s"), None);
+    let verdict = t.user_attr("verdict").map(|v| v.dumps());
+    assert!(
+        verdict
+            .as_deref()
+            .is_some_and(|v| v.starts_with("\"every update compiled kernels, so no update")),
+        "{verdict:?}"
+    );
+}
+
 /// Issue 32: a study run without telemetry (`--telemetry-interval 0`) still stores the trial's
 /// own accounting (wall time, samples/s end to end and steady, the phase split with its compile
 /// phase) and the verdict the phases give, and no device figure it did not sample.

@@ -246,17 +246,20 @@ fn time_lines(
         } else {
             "kernels not counted: another logger came first".into()
         };
-        // Every update compiled: a compile phase holds only an evaluation's, if any.
-        let cost = if phases.compile > 0.0 && !not_apart {
+        // Every update compiled: a compile phase holds only an evaluation's compiling and the
+        // wait for late compilation lines, if anything.
+        let cost = if not_apart {
+            format!(
+                "not measured apart, since every update compiled and none gave a steady time to \
+                 compare with ({counted})"
+            )
+        } else if phases.compile > 0.0 {
             format!(
                 "{} ({counted}); {steady:.0} samples/s without it",
                 seconds(phases.compile)
             )
         } else {
-            format!(
-                "not measured apart, since every update compiled and none gave a steady time to \
-                 compare with ({counted})"
-            )
+            format!("too short to measure apart from the steady updates ({counted})")
         };
         let mut next = Vec::new();
         if counting && kernels.autotune_runs > 0 {
@@ -425,6 +428,16 @@ mod tests {
             );
             assert!(!lines[1].contains("samples/s without it"), "{lines:?}");
         }
+        // Updates that compiled no slower than a steady one: nothing to take apart.
+        let none = PhaseTimes {
+            compile: 0.0,
+            ..phases
+        };
+        let lines = time_lines(&none, &kernels, 40.0, true, None, false);
+        assert!(
+            lines[1].starts_with("compiling: too short to measure apart from the steady updates"),
+            "{lines:?}"
+        );
         // The counters off (another logger first): the compile time, not the counts.
         let lines = time_lines(&phases, &KernelCounts::default(), 950.0, false, None, false);
         assert!(

@@ -132,6 +132,9 @@ pub struct GpuWork {
     /// Seconds `env.placement = "auto"` spent measuring both placements before the trial
     /// trained (counted in its compile phase), where it measured.
     pub placement_measure_s: Option<f64>,
+    /// Whether `auto`'s decision is kept for later trials of the shape (TradeTune's GPU cache
+    /// on and written).
+    pub placement_kept: bool,
     /// Where `env.placement = "auto"` placed the trial's environment: its measured rollout
     /// step, milliseconds with the environment on the host and on the device.
     pub auto_step_ms: Option<(f64, f64)>,
@@ -235,9 +238,15 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
                 _ => String::new(),
             };
             // `auto`'s measuring compiles both placements' kernels before the first update.
-            let measuring = match input.gpu_work.and_then(|w| w.placement_measure_s) {
-                Some(m) if m > 0.0 => format!(
-                    ", {m:.1} s of it measuring where the environment steps faster (env.placement = \"auto\": the decision is kept for later trials of these shapes)"
+            let measuring = match input.gpu_work {
+                Some(w) if w.placement_measure_s.is_some_and(|m| m > 0.0) => format!(
+                    ", {:.1} s of it measuring where the environment steps faster (env.placement = \"auto\": {})",
+                    w.placement_measure_s.unwrap_or_default(),
+                    if w.placement_kept {
+                        "the decision is kept for later trials of these shapes"
+                    } else {
+                        "measured again by every trial, since TradeTune's GPU cache is off or could not keep the decision"
+                    }
                 ),
                 _ => String::new(),
             };
@@ -257,16 +266,10 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
             );
         }
         // Where no update ran without compiling, the other phases hold the compiling.
-        if let Some(w) = input.gpu_work
-            && w.compile_not_apart
-            && w.kernels_compiled > 0
-        {
+        if input.gpu_work.is_some_and(|w| w.compile_not_apart) {
             say(
                 VerdictKind::CompileBound,
-                format!(
-                    "every update compiled kernels ({} compiled, {} operations autotuned), so no update gave a steady time to measure compiling against: it is inside the other phases' times, whose shares are not the steady state's — a trial with more updates tells them apart",
-                    w.kernels_compiled, w.autotune_runs
-                ),
+                "every update compiled kernels, so no update gave a steady time to measure compiling against: it is inside the other phases' times, whose shares are not the steady state's — a trial with more updates tells them apart".to_owned(),
             );
         }
         let env = p.fraction(Phase::Env);

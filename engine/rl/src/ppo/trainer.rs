@@ -59,9 +59,9 @@ pub struct TrainReport {
     /// What the updates that compiled compiled and autotuned (zero on the CPU).
     #[serde(default)]
     pub kernels: KernelCounts,
-    /// Whether every update compiled, so that none gave a steady time to measure their
-    /// compiling against: it is then in their other phases, not in `phases.compile` (which
-    /// may still hold an evaluation's).
+    /// Whether every update of this call compiled, so that none gave a steady time to measure
+    /// their compiling against: it is then in their other phases, not in `phases.compile`
+    /// (which may still hold an evaluation's and the wait for late compilation lines).
     #[serde(default)]
     pub compile_not_apart: bool,
     /// Launches and round-trips of the last timed update, by part (see [`DispatchProfile`]).
@@ -428,6 +428,8 @@ impl<E: RolloutEnv> Trainer<E> {
         let mut last_episodes = None;
         let mut last_evaluation = None;
         let per_rollout = self.cfg.n_steps * self.env.n_envs();
+        // Said of this call's updates (a trainer may learn again, after a warm-up say).
+        self.compile_watch.not_apart = false;
         on_event(TrainEvent::Started {
             device: format!("{:?}", self.device),
             n_params: self.learner.model().num_params(),

@@ -55,8 +55,9 @@ impl PpoTrial {
         reporter.set_user_attr("folds", values.len() as i64);
         reporter.set_user_attr("fold_std", std);
         reporter.set_user_attr("train_timesteps", done.samples as i64);
-        // Over every fold's timed phases (evaluation included), as a hold-out trial's figure.
-        let seconds = done.phases.total_s();
+        // Over every fold's timed phases (evaluation included), as a hold-out trial's figure:
+        // `auto`'s measuring before a fold trained is not training.
+        let seconds = done.phases.total_s() - done.placement_s;
         if seconds > 0.0 {
             reporter.set_user_attr("train_samples_per_s", done.samples as f64 / seconds);
         }

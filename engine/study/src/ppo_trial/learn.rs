@@ -17,6 +17,8 @@ pub(super) struct Work {
     pub(super) samples: u64,
     pub(super) updates: u64,
     pub(super) phases: PhaseSplit,
+    /// Of the compile phase, the seconds `auto` spent measuring before the runs trained.
+    pub(super) placement_s: f64,
     /// What the GPU runtime compiled and launched, on a GPU.
     gpu: Option<GpuWork>,
 }
@@ -32,8 +34,10 @@ impl Work {
         };
         let mut gpu = self.gpu.unwrap_or_default();
         gpu.auto_step_ms = Some((auto.host_ms, auto.device_ms));
+        gpu.placement_kept = auto.kept;
         if let Some((seconds, counted)) = auto.overhead() {
             self.phases.compile_s += seconds;
+            self.placement_s += seconds;
             gpu.kernels_compiled += counted.compiled;
             gpu.autotune_runs += counted.autotune_runs;
             *gpu.placement_measure_s.get_or_insert(0.0) += seconds;
@@ -145,8 +149,9 @@ pub(super) fn learn<E: RolloutEnv>(
         let mut gpu = done.gpu.unwrap_or_default();
         gpu.kernels_compiled += report.kernels.compiled;
         gpu.autotune_runs += report.kernels.autotune_runs;
-        // Every update compiled: the run's compiling is in its other phases.
-        gpu.compile_not_apart |= report.compile_not_apart;
+        // Every update of every run so far compiled: their compiling is in their other phases.
+        gpu.compile_not_apart =
+            report.compile_not_apart && (update_offset == 0 || gpu.compile_not_apart);
         if let Some(d) = report.dispatches {
             gpu.dispatches_per_minibatch = Some(d.per_minibatch);
             gpu.dispatches_per_env_step = Some(d.per_env_step);
@@ -207,6 +212,7 @@ mod tests {
             replayed: false,
             measured_at: "2026-11-29T10:00:00Z".into(),
             measure_s: 24.0,
+            kept: true,
             measure_kernels: KernelCounts {
                 compiled: 51,
                 autotune_runs: 4,
@@ -222,10 +228,12 @@ mod tests {
         done.add_placement(Some(&auto));
         assert_eq!(done.phases.compile_s, 48.0);
         assert_eq!(done.phases.total_s(), 48.0);
+        assert_eq!(done.placement_s, 48.0);
         let gpu = done.gpu.expect("measuring ran on a GPU");
         assert_eq!((gpu.kernels_compiled, gpu.autotune_runs), (102, 8));
         assert_eq!(gpu.placement_measure_s, Some(48.0));
         assert_eq!(gpu.auto_step_ms, Some((2.0, 1.0)));
+        assert!(gpu.placement_kept);
 
         auto.cached = true;
         let mut kept = Work::default();

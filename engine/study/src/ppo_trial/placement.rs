@@ -70,6 +70,10 @@ pub struct AutoPlacement {
     /// Whether this run took an earlier run's decision from the cache.
     #[serde(skip)]
     pub cached: bool,
+    /// Whether the decision is kept for later runs of the shape (taken from the cache, or
+    /// written to it): not where TradeTune's GPU cache is off or could not be written.
+    #[serde(skip)]
+    pub kept: bool,
 }
 
 impl AutoPlacement {
@@ -142,15 +146,17 @@ pub fn auto_with(
     let key = shape_key(cfg, data, replay);
     if let Some(mut known) = file.and_then(|f| read(f).remove(&key)) {
         known.cached = true;
+        known.kept = true;
         return Ok(known);
     }
-    let measured = measure(cfg, data, bars, device, replay)?;
+    let mut measured = measure(cfg, data, bars, device, replay)?;
     if let Some(f) = file {
         // A decision that cannot be kept is measured again next time; the run goes on.
         let mut all = read(f);
         all.insert(key, measured.clone());
-        if let Err(e) = write(f, &all) {
-            eprintln!("env placement: not kept in {}: {e}", f.display());
+        match write(f, &all) {
+            Ok(()) => measured.kept = true,
+            Err(e) => eprintln!("env placement: not kept in {}: {e}", f.display()),
         }
     }
     Ok(measured)
@@ -194,8 +200,13 @@ fn measure(
         replayed: replay,
         measured_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         measure_s: started.elapsed().as_secs_f64(),
-        measure_kernels: kernels::counts().since(&counted),
+        measure_kernels: {
+            // The compilation log's late lines are the measuring's, not the first update's.
+            kernels::settle();
+            kernels::counts().since(&counted)
+        },
         cached: false,
+        kept: false,
     })
 }
 
@@ -258,6 +269,7 @@ mod tests {
             measure_s: 12.0,
             measure_kernels: KernelCounts::default(),
             cached: false,
+            kept: false,
         };
         let mut entry = serde_json::to_value(&kept).unwrap();
         assert!(entry.as_object_mut().unwrap().remove("measure_s").is_some());
@@ -300,7 +312,9 @@ mod tests {
         let file = dir.path().join("env").join(FILE);
 
         let first = auto_with(&cfg, &data, 0..400, &device, Some(&file), false).unwrap();
-        assert!(!first.cached);
+        assert!(!first.cached && first.kept, "{first:?}");
+        let unkept = auto_with(&cfg, &data, 0..400, &device, None, false).unwrap();
+        assert!(!unkept.cached && !unkept.kept, "{unkept:?}");
         assert!(first.device_ms > 0.0 && first.host_ms > 0.0, "{first:?}");
         assert_eq!(first.placement, choose(first.device_ms, first.host_ms));
         // How long measuring took (both placements' kernels compiled): the run waited for it.
@@ -316,7 +330,7 @@ mod tests {
         );
 
         let again = auto_with(&cfg, &data, 0..400, &device, Some(&file), false).unwrap();
-        assert!(again.cached);
+        assert!(again.cached && again.kept);
         assert_eq!(
             again.overhead(),
             None,

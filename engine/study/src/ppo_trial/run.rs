@@ -115,10 +115,16 @@ impl TrainingRun {
         budget: Option<&MemoryBudget>,
     ) -> Result<TrainingRun, TrainingRunError> {
         let on_cpu = is_cpu(device);
-        // A configuration the environment or the trainer would refuse is refused before `auto`
-        // spends seconds measuring (and compiling) both placements for it.
+        // A configuration the environment, the budget or the trainer would refuse is refused
+        // before `auto` spends seconds measuring (and compiling) both placements for it.
         cfg.env.validate(DataShape::of(data).n_assets)?;
         cfg.ppo.validate(cfg.env.n_envs)?;
+        // Refused before the measuring, and before the trainer allocates its networks and
+        // buffers (the estimate is the configuration's, wherever `auto` then puts the env).
+        let estimate = cfg.memory_estimate(DataShape::of(data), on_cpu);
+        if let Some(budget) = budget {
+            budget.check(&estimate)?;
+        }
         let auto = match cfg.env.placement.unwrap_or_default() {
             EnvPlacement::Auto if !on_cpu => {
                 Some(placement::auto(cfg, data, bars.clone(), device)?)
@@ -141,11 +147,6 @@ impl TrainingRun {
                 device,
             )?)),
         };
-        // Refused before the trainer allocates its networks and buffers.
-        let estimate = cfg.memory_estimate(DataShape::of(data), on_cpu);
-        if let Some(budget) = budget {
-            budget.check(&estimate)?;
-        }
         let mut trainer = Trainer::new(cfg.ppo.clone(), env, device)?;
         if let Some(budget) = budget {
             trainer = trainer.with_memory_budget(budget.clone());

@@ -105,6 +105,11 @@ pub(super) fn summarise(
         .into_iter()
         .map(|(k, v)| (k, JsonValue::from(v)))
         .collect();
+    // Every update compiled: the compile phase holds none of their compiling, so the rate
+    // without it is no steady rate.
+    if shape.gpu_work.is_some_and(|w| w.compile_not_apart) {
+        attrs.retain(|(k, _)| k != "steady_samples_per_s");
+    }
     // The bottleneck verdict with its suggestion, most pressing first, so Optuna's tools and
     // the desktop app show what limited this trial.
     let input = VerdictInput {
