@@ -706,12 +706,25 @@ fn a_trial_whose_every_update_compiled_claims_no_steady_rate() {
     let mut cfg = config(name, &path, 1, 1);
     cfg.devices = vec![DeviceSlot::new(DeviceSpec::Cuda(0), None)];
     let runner = random_runner(cfg, 0, f);
-    let (tx, _rx) = mpsc::channel();
+    let (tx, rx) = mpsc::channel();
     runner.run(&tx).unwrap();
+    // The trial's line claims no compile time its phase does not hold.
+    let said: Vec<Option<f64>> = drain(&rx)
+        .into_iter()
+        .filter_map(|e| match e {
+            StudyEvent::TrialCompleted { compile_s, .. } => Some(compile_s),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(said, vec![None]);
     let t = trials(&path, name).remove(0);
     assert_eq!(t.state, TrialState::Complete, "{:?}", t.system_attrs);
     assert!(t.user_attr("samples_per_s").is_some());
     assert_eq!(t.user_attr("steady_samples_per_s"), None);
+    assert_eq!(
+        t.user_attr("compile_not_apart"),
+        Some(&JsonValue::from(true))
+    );
     let verdict = t.user_attr("verdict").map(|v| v.dumps());
     assert!(
         verdict

@@ -264,6 +264,10 @@ impl Runner {
                 "autotune_runs".into(),
                 JsonValue::from(w.autotune_runs as i64),
             ));
+            // Every update compiled: `phase_compile_s` holds none of their compiling.
+            if w.compile_not_apart {
+                attrs.push(("compile_not_apart".into(), JsonValue::from(true)));
+            }
             // Which steps ran replayed from a captured graph (TRADETUNE_REPLAY_POLICY,
             // TRADETUNE_REPLAY_UPDATE), so that trials' samples/s compare like with like.
             for (key, replayed) in [
@@ -413,8 +417,13 @@ fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> String {
 }
 
 /// The seconds a trial spent compiling kernels, from the user attributes it stores, where
-/// they hold a compile phase (a GPU trial's telemetry summary, `phase_compile_s`) above zero.
+/// they hold a compile phase (a GPU trial's telemetry summary, `phase_compile_s`) above zero;
+/// none where every update compiled (`compile_not_apart`), whose compiling the phase does not
+/// hold.
 fn compile_of(attrs: &[(String, JsonValue)]) -> Option<f64> {
+    if attrs.iter().any(|(k, _)| k == "compile_not_apart") {
+        return None;
+    }
     let key = format!("phase_{}_s", Phase::Compile.name());
     attrs.iter().find_map(|(k, v)| match v {
         JsonValue::Float(s) if *k == key && *s > 0.0 => Some(*s),
