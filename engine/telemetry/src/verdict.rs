@@ -238,11 +238,13 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
                 _ => String::new(),
             };
             // `auto`'s measuring compiles both placements' kernels before the first update.
-            let measuring = match input.gpu_work {
-                Some(w) if w.placement_measure_s.is_some_and(|m| m > 0.0) => format!(
-                    ", {:.1} s of it measuring where the environment steps faster (env.placement = \"auto\": {})",
-                    w.placement_measure_s.unwrap_or_default(),
-                    if w.placement_kept {
+            let measured = input
+                .gpu_work
+                .and_then(|w| Some((w.placement_measure_s?, w.placement_kept)));
+            let measuring = match measured {
+                Some((m, kept)) if m > 0.0 => format!(
+                    ", {m:.1} s of it measuring where the environment steps faster (env.placement = \"auto\": {})",
+                    if kept {
                         "the decision is kept for later trials of these shapes"
                     } else {
                         "measured again by every trial, since TradeTune's GPU cache is off or could not keep the decision"
