@@ -2,7 +2,7 @@
 
 use crate::common;
 
-use common::{json_events, scratch, text, tradetune, wgpu_here};
+use common::{json_events, scratch, text, tradetune, tradetune_with, wgpu_here};
 
 use std::path::PathBuf;
 
@@ -340,4 +340,89 @@ fn a_gpu_run_says_it_is_compiling_before_its_first_update_ends() {
     for e in &totals {
         assert!(e["seconds"].as_f64().unwrap() >= 0.0);
     }
+}
+
+/// Issue 32, "keep what can be kept": a GPU cache whose store cannot be read (bytes that are
+/// not a database, as a full disk or a copy stopped halfway leaves) made every later run
+/// autotune again while the summary said a next run would autotune nothing. Now the broken
+/// file is moved aside (kept, named in a warning), a new store is started, and the next run
+/// finds its answers there.
+#[test]
+fn a_broken_gpu_cache_is_moved_aside_and_the_next_run_autotunes_nothing() {
+    let test = "a_broken_gpu_cache_is_moved_aside_and_the_next_run_autotunes_nothing";
+    if !wgpu_here(test) {
+        return;
+    }
+    let environment = tradetune_engine::device::kernels::cache_setting()
+        .expect("a wgpu device opened")
+        .environment
+        .clone();
+    let dir = scratch("cli_train", "broken_cache");
+    let cache = dir.join("gpu-cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let store = cache.join(format!("{environment}.db"));
+    let garbage: Vec<u8> = (0..50_000u32).map(|i| (i * 7919 % 251) as u8).collect();
+    std::fs::write(&store, &garbage).unwrap();
+    let ppo = dir.join("ppo.json");
+    std::fs::write(
+        &ppo,
+        r#"{"n_steps": 32, "batch_size": 64, "n_epochs": 1, "seed": 3,
+            "policy": {"net_arch": {"pi": [16], "vf": [16]}}}"#,
+    )
+    .unwrap();
+    let env = dir.join("env.json");
+    std::fs::write(&env, r#"{"n_envs": 4, "placement": "host"}"#).unwrap();
+    let run = |name: &str| {
+        let out = dir.join(name);
+        tradetune_with(
+            &[
+                "train",
+                "--device",
+                "wgpu",
+                "--ppo",
+                ppo.to_str().unwrap(),
+                "--env",
+                env.to_str().unwrap(),
+                "--total-timesteps",
+                "128",
+                "--out",
+                out.to_str().unwrap(),
+                "--json",
+            ],
+            &[("TRADETUNE_GPU_CACHE", cache.to_str().unwrap())],
+        )
+    };
+    let autotuned = |o: &std::process::Output| {
+        let events = json_events(o);
+        events.last().unwrap()["kernels"]["autotune_runs"]
+            .as_u64()
+            .unwrap()
+    };
+    let first = run("first");
+    let said = text(&first.stderr);
+    assert!(
+        said.contains("warning: TradeTune's GPU cache")
+            && said.contains("could not be read (file is not a database)"),
+        "{said}"
+    );
+    assert!(autotuned(&first) > 0, "{said}");
+    // The broken file is kept beside the new store, under the name the warning gives.
+    let moved: Vec<PathBuf> = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains(".db.unreadable-"))
+        .collect();
+    assert_eq!(moved.len(), 1, "{moved:?}");
+    assert_eq!(std::fs::read(&moved[0]).unwrap(), garbage);
+    assert!(said.contains(&moved[0].display().to_string()), "{said}");
+    assert_ne!(std::fs::read(&store).unwrap(), garbage);
+    // The new store kept the answers: the next run of the same shapes autotunes nothing, and
+    // warns of nothing.
+    let second = run("second");
+    assert_eq!(autotuned(&second), 0, "{}", text(&second.stderr));
+    assert!(
+        !text(&second.stderr).contains("warning"),
+        "{}",
+        text(&second.stderr)
+    );
 }

@@ -161,8 +161,30 @@ pub(crate) fn while_running<T>(what: String, run: impl FnOnce() -> T) -> T {
     out
 }
 
-/// Runs one subcommand.
+/// The GPU cache's trouble, as a warning line, the first time it is asked for in this process
+/// once a GPU device has opened ([`tradetune_engine::device::kernels::CacheSetting::store`]: a
+/// broken store moved aside, or one that cannot be opened); `None` before, after, and where
+/// the store is fine.
+pub(crate) fn gpu_cache_warning() -> Option<String> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static SAID: AtomicBool = AtomicBool::new(false);
+    let trouble = tradetune_engine::device::kernels::cache_setting()?
+        .store
+        .as_ref()?;
+    (!SAID.swap(true, Ordering::Relaxed)).then(|| format!("warning: {trouble}"))
+}
+
+/// Runs one subcommand; the GPU cache's trouble, if a GPU found any and the command did not
+/// say it itself, is said on stderr after it.
 pub fn run(command: Command) -> anyhow::Result<()> {
+    let result = run_command(command);
+    if let Some(line) = gpu_cache_warning() {
+        eprintln!("{line}");
+    }
+    result
+}
+
+fn run_command(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Data(c) => data::run(c),
         Command::Bench(c) => bench::run(c),

@@ -7,7 +7,7 @@
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use tradetune_engine::device::compiling::{CompileStatus, CompileTicker};
-use tradetune_engine::device::kernels::{self, KernelCounts};
+use tradetune_engine::device::kernels::{self, CacheSetting, KernelCounts};
 use tradetune_engine::device::memory::{MemoryBudget, host_memory_bytes};
 use tradetune_engine::device::{DeviceSpec, check_precision, describe_spec, open};
 use tradetune_engine::eval::EvalSplit;
@@ -67,6 +67,14 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
             return Err(e.into());
         }
     };
+    // A GPU cache whose store was broken (moved aside) or cannot be opened: said before the
+    // run, since it decides what a next run of these shapes pays.
+    if let Some(line) = crate::cli::gpu_cache_warning() {
+        match &bar {
+            Some(bar) => bar.suspend(|| eprintln!("{line}")),
+            None => eprintln!("{line}"),
+        }
+    }
     if let Some(bar) = &bar {
         let line = match &built.auto {
             Some(auto) => format!(
@@ -175,6 +183,7 @@ fn train(
             kernels::counting_compiles(),
             kernels::driver_shader_cache_off(),
             report.compile_not_apart,
+            kernels::cache_setting(),
         ) {
             println!("{line}");
         }
@@ -212,8 +221,9 @@ fn compile_ticker(json: bool, bar: Option<ProgressBar>) -> CompileTicker {
 /// run and, where kernels were compiled (a GPU), what compiling them cost and the rate without
 /// it (`steady`, samples/s), and what a next run pays: `counting` says whether cubecl's
 /// compilations were counted (`kernels`), `driver_cache_off` names the variable that turns the
-/// driver's shader cache off, if one does, and `not_apart` says that every update compiled (no
-/// steady update to measure compiling against).
+/// driver's shader cache off, if one does, `not_apart` says that every update compiled (no
+/// steady update to measure compiling against), and `cache` is where the autotune answers are
+/// kept, if anywhere.
 fn time_lines(
     phases: &PhaseTimes,
     kernels: &KernelCounts,
@@ -221,6 +231,7 @@ fn time_lines(
     counting: bool,
     driver_cache_off: Option<&str>,
     not_apart: bool,
+    cache: Option<&CacheSetting>,
 ) -> Vec<String> {
     let total = phases.total();
     let mut lines = Vec::new();
@@ -263,11 +274,17 @@ fn time_lines(
         };
         let mut next = Vec::new();
         if counting && kernels.autotune_runs > 0 {
-            next.push(
-                "a next run of the same shapes autotunes nothing (TradeTune's GPU cache keeps the \
-                 answers)"
+            next.push(match cache {
+                Some(c) if c.root.is_none() => "a next run of the same shapes autotunes them \
+                     again (TradeTune's GPU cache is off: TRADETUNE_GPU_CACHE)"
                     .to_string(),
-            );
+                Some(c) if !c.keeps_answers() => "a next run of the same shapes autotunes them \
+                     again (TradeTune's GPU cache cannot be opened: see the warning)"
+                    .to_string(),
+                _ => "a next run of the same shapes autotunes nothing (TradeTune's GPU cache \
+                     keeps the answers)"
+                    .to_string(),
+            });
         } else if counting {
             next.push("nothing was autotuned (TradeTune's GPU cache had the answers)".into());
         }
@@ -358,6 +375,7 @@ fn show(bar: &ProgressBar, event: TrainEvent) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tradetune_engine::device::cache_store::StoreTrouble;
 
     #[test]
     fn the_time_lines_give_each_phase_and_what_compiling_cost() {
@@ -374,7 +392,7 @@ mod tests {
             autotune_runs: 51,
             ..KernelCounts::default()
         };
-        let lines = time_lines(&phases, &kernels, 950.0, true, None, false);
+        let lines = time_lines(&phases, &kernels, 950.0, true, None, false, None);
         assert_eq!(
             lines[0],
             "time by phase: env_step 1.0 s (5 %), inference 2.0 s (10 %), update 4.0 s (20 %), \
@@ -387,6 +405,43 @@ mod tests {
             ),
             "{lines:?}"
         );
+        // Where the cache keeps no answers (off, or a store that cannot be opened), a next run
+        // autotunes again, and the words say so.
+        let off = CacheSetting {
+            root: None,
+            environment: "lavapipe".into(),
+            store: None,
+        };
+        let lines = time_lines(&phases, &kernels, 950.0, true, None, false, Some(&off));
+        assert!(
+            lines[1].contains(
+                "a next run of the same shapes autotunes them again (TradeTune's GPU cache is off"
+            ),
+            "{lines:?}"
+        );
+        let unusable = CacheSetting {
+            root: Some("/ro/gpu-cache".into()),
+            store: Some(StoreTrouble::Unusable {
+                file: "/ro/gpu-cache/lavapipe.db".into(),
+                error: "read-only file system".into(),
+            }),
+            ..off.clone()
+        };
+        let lines = time_lines(&phases, &kernels, 950.0, true, None, false, Some(&unusable));
+        assert!(
+            lines[1].contains("autotunes them again (TradeTune's GPU cache cannot be opened"),
+            "{lines:?}"
+        );
+        let replaced = CacheSetting {
+            store: Some(StoreTrouble::Replaced {
+                file: "/ro/gpu-cache/lavapipe.db".into(),
+                moved_to: "/ro/gpu-cache/lavapipe.db.unreadable-1".into(),
+                error: "file is not a database".into(),
+            }),
+            ..unusable.clone()
+        };
+        let lines = time_lines(&phases, &kernels, 950.0, true, None, false, Some(&replaced));
+        assert!(lines[1].contains("autotunes nothing"), "{lines:?}");
         // A run that found its autotune answers kept, where the driver keeps no shader cache.
         let kept = KernelCounts {
             autotune_runs: 0,
@@ -399,6 +454,7 @@ mod tests {
             true,
             Some("MESA_SHADER_CACHE_DISABLE"),
             false,
+            None,
         );
         assert!(lines[1].contains("nothing was autotuned"), "{lines:?}");
         assert!(
@@ -413,15 +469,34 @@ mod tests {
             compile: 0.0,
             ..phases
         };
-        let lines = time_lines(&cpu, &KernelCounts::default(), 400.0, false, None, false);
+        let lines = time_lines(
+            &cpu,
+            &KernelCounts::default(),
+            400.0,
+            false,
+            None,
+            false,
+            None,
+        );
         assert_eq!(lines.len(), 1, "{lines:?}");
         assert!(!lines[0].contains("compile"), "{lines:?}");
-        assert!(time_lines(&PhaseTimes::default(), &kernels, 1.0, true, None, false).is_empty());
+        assert!(
+            time_lines(
+                &PhaseTimes::default(),
+                &kernels,
+                1.0,
+                true,
+                None,
+                false,
+                None
+            )
+            .is_empty()
+        );
         // Every update compiled (a one-update run): no steady time, so no compile time apart.
         // An evaluation's compile time in the phase does not make the updates' measured.
         for compile in [0.0, 0.16] {
             let held = PhaseTimes { compile, ..phases };
-            let lines = time_lines(&held, &kernels, 40.0, true, None, true);
+            let lines = time_lines(&held, &kernels, 40.0, true, None, true, None);
             assert!(
                 lines[1].starts_with("compiling: not measured apart, since every update compiled"),
                 "{lines:?}"
@@ -433,13 +508,21 @@ mod tests {
             compile: 0.0,
             ..phases
         };
-        let lines = time_lines(&none, &kernels, 40.0, true, None, false);
+        let lines = time_lines(&none, &kernels, 40.0, true, None, false, None);
         assert!(
             lines[1].starts_with("compiling: too short to measure apart from the steady updates"),
             "{lines:?}"
         );
         // The counters off (another logger first): the compile time, not the counts.
-        let lines = time_lines(&phases, &KernelCounts::default(), 950.0, false, None, false);
+        let lines = time_lines(
+            &phases,
+            &KernelCounts::default(),
+            950.0,
+            false,
+            None,
+            false,
+            None,
+        );
         assert!(
             lines[1].starts_with(
                 "compiling: 12 s (kernels not counted: another logger came first); 950"

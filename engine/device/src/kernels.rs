@@ -38,9 +38,10 @@
 //! answers measured under another driver. A second trial of the same shapes then autotunes
 //! nothing. `TRADETUNE_GPU_CACHE=DIR` moves it; `TRADETUNE_GPU_CACHE=off` turns it off. cubecl's
 //! own settings (a `cubecl.toml`, `CUBECL_*` variables) are read first and kept where they
-//! choose something; WGSL pipelines themselves are not stored by cubecl (only its SPIR-V
-//! compiler stores compiled kernels), so a new process compiles its kernels again and the
-//! driver's own shader cache (Mesa's, NVIDIA's) is what makes that cheaper.
+//! choose something; a store cubecl could not open is moved aside or reported when the device
+//! opens ([`crate::cache_store`]). WGSL pipelines themselves are not stored by cubecl (only
+//! its SPIR-V compiler stores compiled kernels), so a new process compiles its kernels again
+//! and the driver's own shader cache (Mesa's, NVIDIA's) is what makes that cheaper.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -214,6 +215,19 @@ pub struct CacheSetting {
     pub root: Option<PathBuf>,
     /// The environment (adapter and driver) autotune results are kept in.
     pub environment: String,
+    /// What was wrong with the environment's store when this process first opened it, if
+    /// anything ([`crate::cache_store`]): a broken file moved aside, or a store that cannot
+    /// be opened.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<crate::cache_store::StoreTrouble>,
+}
+
+impl CacheSetting {
+    /// Whether a later process finds this one's autotune answers: the cache is on and its
+    /// store could be opened (or was started anew).
+    pub fn keeps_answers(&self) -> bool {
+        self.root.is_some() && self.store.as_ref().is_none_or(|t| t.keeps_answers())
+    }
 }
 
 static SETTING: std::sync::OnceLock<CacheSetting> = std::sync::OnceLock::new();
@@ -243,11 +257,12 @@ pub fn environment_of(adapter: &crate::adapters::Adapter) -> String {
 #[cfg(feature = "wgpu")]
 pub fn configure(adapter: &crate::adapters::Adapter) -> &'static CacheSetting {
     SETTING.get_or_init(|| {
-        let setting = CacheSetting {
+        let mut setting = CacheSetting {
             root: cache_root(),
             environment: environment_of(adapter),
+            store: None,
         };
-        runtime::configure(&setting);
+        setting.store = runtime::configure(&setting);
         setting
     })
 }
@@ -350,7 +365,11 @@ pub(crate) mod runtime {
     static LINES: Lines = Lines;
     static OBSERVATION: std::sync::OnceLock<LaunchObservation> = std::sync::OnceLock::new();
 
-    pub(super) fn configure(setting: &super::CacheSetting) {
+    /// Configures cubecl, then checks the store its autotune answers will be kept in
+    /// ([`crate::cache_store::check`]): what was wrong with it, if anything.
+    pub(super) fn configure(
+        setting: &super::CacheSetting,
+    ) -> Option<crate::cache_store::StoreTrouble> {
         // The user's cubecl.toml and CUBECL_* variables first, as cubecl reads them.
         let mut config = CubeClRuntimeConfig::from_current_dir().override_from_env();
         match &setting.root {
@@ -400,6 +419,19 @@ pub(crate) mod runtime {
         TRACE.store(trace, Ordering::Relaxed);
         OBSERVATION.get_or_init(|| LaunchObservation::new(Arc::new(Launches)));
         COUNTING_DISPATCHES.store(true, Ordering::Relaxed);
+        // The store cubecl will use, where its answers are kept between processes at all (the
+        // file comes from the settings cubecl holds, which a user's cubecl.toml may have set).
+        if setting.root.is_none() || active.autotune.disable_cache {
+            return None;
+        }
+        let now_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        crate::cache_store::check(
+            &cubecl_environment::environment::path(),
+            now_s,
+            crate::cache_store::open_as_cubecl,
+        )
     }
 }
 

@@ -12,6 +12,7 @@
 //! | `rocm:N`    | CubeCL HIP                      | built with `--features rocm` and `/dev/kfd`     |
 
 pub mod adapters;
+pub mod cache_store;
 pub mod compiling;
 pub mod graph;
 pub mod kernel_timing;

@@ -466,6 +466,9 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
             ),
             None => println!("autotune cache: none (the CPU compiles nothing)"),
         }
+        if let Some(line) = crate::cli::gpu_cache_warning() {
+            println!("{line}");
+        }
         if cache.is_some() {
             match tradetune_engine::device::kernels::driver_shader_cache_off() {
                 Some(var) => println!(

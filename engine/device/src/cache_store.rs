@@ -1,0 +1,301 @@
+//! Whether the GPU cache's store of autotune answers can be used, checked once per process
+//! before cubecl first reads or writes it (issue 32: "keep what can be kept").
+//!
+//! cubecl keeps its autotune answers in one database file per environment
+//! (`<gpu-cache>/<environment>.db`, its `persistence` feature). Where it cannot open that
+//! file (bytes that are not a database, a file cut short by a full disk or a copy stopped
+//! halfway, a directory nobody may write) it logs a warning nobody sees and keeps the answers
+//! in memory: every later process autotunes the same shapes again, which on a new
+//! configuration is most of its compile time, and TradeTune said "a next run autotunes
+//! nothing". Measured on lavapipe (2026-11-30, `tradetune train --device wgpu:cpu`, [48]
+//! nets): a store overwritten with other bytes, or cut to its first 3,000 bytes, made every
+//! run autotune its 21 operations again, silently.
+//!
+//! [`check`] opens the store as cubecl will. A file whose content is broken is moved aside
+//! (renamed, with its write-ahead log, to `<name>.db.unreadable-<unix seconds>`: nothing is
+//! deleted) and a new store started; a store that cannot be opened for another reason (no
+//! directory can be made there, or an error that does not say the file is broken) is left
+//! alone and reported, so the words about the next run can tell the truth. A store another
+//! process holds locked is neither: cubecl waits for it.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// What is wrong with the store, if anything, once [`check`] has looked.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum StoreTrouble {
+    /// The file could not be read as a database: moved aside, and a new store started.
+    Replaced {
+        /// The store's file.
+        file: PathBuf,
+        /// Where the unreadable file went.
+        moved_to: PathBuf,
+        /// Why it could not be read.
+        error: String,
+    },
+    /// The store cannot be opened (and was left as it is): autotune answers are kept in memory
+    /// only, so every process autotunes again.
+    Unusable {
+        /// The store's file.
+        file: PathBuf,
+        /// Why.
+        error: String,
+    },
+}
+
+impl StoreTrouble {
+    /// Whether a later process finds this one's autotune answers.
+    pub fn keeps_answers(&self) -> bool {
+        matches!(self, StoreTrouble::Replaced { .. })
+    }
+}
+
+impl fmt::Display for StoreTrouble {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreTrouble::Replaced {
+                file,
+                moved_to,
+                error,
+            } => write!(
+                f,
+                "TradeTune's GPU cache {} could not be read ({error}): moved to {} and a new one \
+                 started, so this process autotunes its shapes afresh",
+                file.display(),
+                moved_to.display()
+            ),
+            StoreTrouble::Unusable { file, error } => write!(
+                f,
+                "TradeTune's GPU cache {} cannot be opened ({error}): autotune answers are kept \
+                 in memory only and every process autotunes again (TRADETUNE_GPU_CACHE=DIR \
+                 moves the cache to a directory that can be written)",
+                file.display()
+            ),
+        }
+    }
+}
+
+/// Checks the store `file` with `open` (which opens it as cubecl does, creating it where it is
+/// missing): `None` where it opens, or another process holds it locked; otherwise what was
+/// wrong and what was done ([`StoreTrouble`]). `now_s`: the unix seconds that name a moved
+/// file.
+pub fn check(
+    file: &Path,
+    now_s: u64,
+    open: impl Fn(&Path) -> Result<(), String>,
+) -> Option<StoreTrouble> {
+    if let Some(dir) = file.parent()
+        && let Err(e) = std::fs::create_dir_all(dir)
+    {
+        return Some(StoreTrouble::Unusable {
+            file: file.to_path_buf(),
+            error: format!("cannot create {}: {e}", dir.display()),
+        });
+    }
+    let error = match open(file) {
+        Ok(()) => return None,
+        Err(e) if locked(&e) => return None,
+        Err(e) => e,
+    };
+    if !file.exists() || !broken(&error) {
+        return Some(StoreTrouble::Unusable {
+            file: file.to_path_buf(),
+            error,
+        });
+    }
+    let moved_to = aside(file, now_s);
+    if let Err(e) = std::fs::rename(file, &moved_to) {
+        return Some(StoreTrouble::Unusable {
+            file: file.to_path_buf(),
+            error: format!("{error}; moving it aside failed: {e}"),
+        });
+    }
+    // Its write-ahead log and shared-memory index belong to the broken file, not to the new one.
+    for suffix in ["-wal", "-shm", "-tshm"] {
+        let side = with_suffix(file, suffix);
+        if side.exists() {
+            let _ = std::fs::rename(&side, with_suffix(&moved_to, suffix));
+        }
+    }
+    match open(file) {
+        Ok(()) => Some(StoreTrouble::Replaced {
+            file: file.to_path_buf(),
+            moved_to,
+            error,
+        }),
+        Err(again) => Some(StoreTrouble::Unusable {
+            file: file.to_path_buf(),
+            error: format!("{error}; a new one could not be started either: {again}"),
+        }),
+    }
+}
+
+/// Whether an open failed only because another process holds the file (turso's "database is
+/// locked"): not a fault of the file.
+fn locked(error: &str) -> bool {
+    let e = error.to_ascii_lowercase();
+    e.contains("locked") || e.contains("busy")
+}
+
+/// Whether an open failed because the file's content is broken (turso's errors for bytes that
+/// are not a database, a file cut short, a damaged page), as opposed to permissions or the
+/// like, where the file is left alone.
+fn broken(error: &str) -> bool {
+    let e = error.to_ascii_lowercase();
+    ["not a database", "short read", "corrupt", "malformed"]
+        .iter()
+        .any(|k| e.contains(k))
+}
+
+/// `<file>.unreadable-<now_s>`, or with `-2`, `-3`… where that name is taken.
+fn aside(file: &Path, now_s: u64) -> PathBuf {
+    let mut n = 1;
+    loop {
+        let tail = if n == 1 {
+            format!(".unreadable-{now_s}")
+        } else {
+            format!(".unreadable-{now_s}-{n}")
+        };
+        let candidate = with_suffix(file, &tail);
+        if !candidate.exists() {
+            return candidate;
+        }
+        n += 1;
+    }
+}
+
+fn with_suffix(file: &Path, suffix: &str) -> PathBuf {
+    let mut s = file.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// Opens the active environment's store as cubecl's stores will (the same database object,
+/// which cubecl then shares), creating it where it is missing.
+#[cfg(feature = "wgpu")]
+pub(crate) fn open_as_cubecl(file: &Path) -> Result<(), String> {
+    use cubecl_environment::persistence::{Access, Database};
+    Database::open_at(file, Access::ReadWrite).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "tradetune-cache-store-{name}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn a_store_that_opens_or_is_locked_is_left_alone() {
+        let d = dir("fine");
+        let file = d.join("env.db");
+        std::fs::write(&file, b"kept").unwrap();
+        assert_eq!(check(&file, 7, |_| Ok(())), None);
+        assert_eq!(check(&file, 7, |_| Err("database is locked".into())), None);
+        assert_eq!(std::fs::read(&file).unwrap(), b"kept");
+    }
+
+    #[test]
+    fn a_broken_store_is_moved_aside_with_its_log_and_a_new_one_started() {
+        let d = dir("broken");
+        let file = d.join("env.db");
+        std::fs::write(&file, b"garbage").unwrap();
+        std::fs::write(d.join("env.db-wal"), b"log").unwrap();
+        // A file of that name already moved aside once at this second: the next name is taken.
+        std::fs::write(d.join("env.db.unreadable-7"), b"older").unwrap();
+        let opens = std::cell::Cell::new(0);
+        let trouble = check(&file, 7, |f| {
+            opens.set(opens.get() + 1);
+            if std::fs::read(f).is_ok_and(|b| b == b"garbage") {
+                Err("file is not a database".into())
+            } else {
+                std::fs::write(f, b"new store").unwrap();
+                Ok(())
+            }
+        })
+        .unwrap();
+        let moved = d.join("env.db.unreadable-7-2");
+        assert_eq!(
+            trouble,
+            StoreTrouble::Replaced {
+                file: file.clone(),
+                moved_to: moved.clone(),
+                error: "file is not a database".into()
+            }
+        );
+        assert!(trouble.keeps_answers());
+        assert_eq!(opens.get(), 2);
+        assert_eq!(std::fs::read(&moved).unwrap(), b"garbage");
+        assert_eq!(
+            std::fs::read(d.join("env.db.unreadable-7-2-wal")).unwrap(),
+            b"log"
+        );
+        assert!(!d.join("env.db-wal").exists());
+        assert_eq!(std::fs::read(&file).unwrap(), b"new store");
+        assert_eq!(
+            std::fs::read(d.join("env.db.unreadable-7")).unwrap(),
+            b"older"
+        );
+        let said = trouble.to_string();
+        assert!(
+            said.contains("could not be read (file is not a database)"),
+            "{said}"
+        );
+        assert!(said.contains("env.db.unreadable-7-2"), "{said}");
+    }
+
+    #[test]
+    fn a_store_that_fails_for_another_reason_is_reported_and_kept() {
+        let d = dir("other");
+        let file = d.join("env.db");
+        std::fs::write(&file, b"maybe fine").unwrap();
+        let trouble = check(&file, 7, |_| Err("I/O error (PermissionDenied)".into())).unwrap();
+        assert!(matches!(trouble, StoreTrouble::Unusable { .. }));
+        assert!(!trouble.keeps_answers());
+        assert_eq!(std::fs::read(&file).unwrap(), b"maybe fine");
+        assert!(
+            trouble
+                .to_string()
+                .contains("every process autotunes again")
+        );
+        // A store that cannot be started anew is reported with both errors.
+        let trouble = check(&file, 8, |f| {
+            if f.exists() {
+                Err("I/O error: short read on page 1: expected 4096 bytes, got 3000".into())
+            } else {
+                Err("read-only file system".into())
+            }
+        })
+        .unwrap();
+        match trouble {
+            StoreTrouble::Unusable { error, .. } => {
+                assert!(error.contains("short read"), "{error}");
+                assert!(error.contains("read-only file system"), "{error}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_cache_directory_that_cannot_be_made_is_reported() {
+        let d = dir("nodir");
+        let blocker = d.join("not-a-dir");
+        std::fs::write(&blocker, b"a file").unwrap();
+        let file = blocker.join("env.db");
+        let trouble = check(&file, 7, |_| panic!("not opened")).unwrap();
+        match trouble {
+            StoreTrouble::Unusable { error, .. } => {
+                assert!(error.contains("cannot create"), "{error}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
