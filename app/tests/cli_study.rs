@@ -490,3 +490,82 @@ fn bad_set_values_are_refused_by_name_before_anything_runs() {
     }
     assert!(!db.exists(), "a refused run created the database");
 }
+
+/// Issue 32: a study whose GPU finds its cache's store broken says so once, as a notice of the
+/// study's launch (on stderr here; the app shows it among its notices), and its trial runs on a
+/// store started anew, the broken file kept beside it.
+#[test]
+fn a_study_on_a_broken_gpu_cache_says_so_while_it_runs() {
+    let test = "a_study_on_a_broken_gpu_cache_says_so_while_it_runs";
+    if !common::wgpu_here(test) {
+        return;
+    }
+    let environment = tradetune_engine::device::kernels::cache_setting()
+        .expect("a wgpu device opened")
+        .environment
+        .clone();
+    let dir = scratch("cli_study", "broken_cache");
+    let cache = dir.join("gpu-cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    // A store cut short, as a full disk or a copy stopped halfway leaves it.
+    std::fs::write(cache.join(format!("{environment}.db")), [0u8; 3000]).unwrap();
+    let study = dir.join("study.toml");
+    std::fs::write(
+        &study,
+        r#"[study]
+name = "broken_cache"
+n_trials = 1
+workers = 1
+devices = ["wgpu"]
+
+[fixed]
+env.n_envs = 4
+env.placement = "host"
+ppo.n_steps = 32
+ppo.batch_size = 64
+ppo.n_epochs = 1
+ppo.policy.net_arch.pi = [16]
+ppo.policy.net_arch.vf = [16]
+train.total_timesteps = 128
+train.eval_every = 0
+
+[search]
+"ppo.learning_rate" = { low = 1e-4, high = 1e-3, log = true }
+"#,
+    )
+    .unwrap();
+    let db = dir.join("s.db");
+    let o = common::tradetune_with(
+        &[
+            "study",
+            "run",
+            s(&study),
+            "--db",
+            s(&db),
+            "--telemetry-interval",
+            "0",
+        ],
+        &[("TRADETUNE_GPU_CACHE", s(&cache))],
+    );
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "{out}\n{err}");
+    let warning = err
+        .lines()
+        .find(|l| l.starts_with("warning: TradeTune's GPU cache"))
+        .unwrap_or_else(|| panic!("no warning: {err}"));
+    assert!(warning.contains("could not be read"), "{warning}");
+    assert_eq!(
+        err.matches("warning: TradeTune's GPU cache").count(),
+        1,
+        "{err}"
+    );
+    assert!(out.contains("1 complete"), "{out}");
+    let moved = std::fs::read_dir(&cache)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().contains(".db.unreadable-"))
+        })
+        .count();
+    assert_eq!(moved, 1);
+}

@@ -162,16 +162,9 @@ pub(crate) fn while_running<T>(what: String, run: impl FnOnce() -> T) -> T {
 }
 
 /// The GPU cache's trouble, as a warning line, the first time it is asked for in this process
-/// once a GPU device has opened ([`tradetune_engine::device::kernels::CacheSetting::store`]: a
-/// broken store moved aside, or one that cannot be opened); `None` before, after, and where
-/// the store is fine.
+/// ([`tradetune_engine::device::kernels::store_warning_once`]).
 pub(crate) fn gpu_cache_warning() -> Option<String> {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    static SAID: AtomicBool = AtomicBool::new(false);
-    let trouble = tradetune_engine::device::kernels::cache_setting()?
-        .store
-        .as_ref()?;
-    (!SAID.swap(true, Ordering::Relaxed)).then(|| format!("warning: {trouble}"))
+    tradetune_engine::device::kernels::store_warning_once()
 }
 
 /// Runs one subcommand; the GPU cache's trouble, if a GPU found any and the command did not

@@ -232,6 +232,17 @@ impl CacheSetting {
 
 static SETTING: std::sync::OnceLock<CacheSetting> = std::sync::OnceLock::new();
 
+/// The store's trouble ([`CacheSetting::store`]: a broken store moved aside, or one that
+/// cannot be opened) as a warning line, the first time a front end asks once a GPU device has
+/// opened in this process; `None` before, after, and where the store is fine. Each front end
+/// asks where it says things (`train` before its run, a study's launch among its notices), so
+/// it is said once, where it is seen.
+pub fn store_warning_once() -> Option<String> {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    let trouble = SETTING.get()?.store.as_ref()?;
+    (!SAID.swap(true, Ordering::Relaxed)).then(|| format!("warning: {trouble}"))
+}
+
 /// The cache setting of this process, once a GPU device has been opened.
 pub fn cache_setting() -> Option<&'static CacheSetting> {
     SETTING.get()

@@ -31,11 +31,6 @@ pub fn drive(
     let mut compile_lines = crate::cli::CompileLines::default();
     let mut result = None;
     for event in events.iter() {
-        // Once a trial's GPU has opened: its cache's trouble, if any, as it happens rather than
-        // after the study.
-        if let Some(line) = crate::cli::gpu_cache_warning() {
-            multi.suspend(|| eprintln!("{line}"));
-        }
         let event = match event {
             LaunchEvent::Ready { source, .. } => {
                 if !json {

@@ -139,6 +139,11 @@ fn run(
             if let Some(status) = compiling.poll() {
                 on_event(LaunchEvent::Compiling(status));
             }
+            // Once a trial's GPU has opened: its cache's trouble, if any, while the study runs
+            // (the CLI's stderr, the app's notices).
+            if let Some(line) = crate::device::kernels::store_warning_once() {
+                on_event(LaunchEvent::Notice(line));
+            }
         }
         if let Some(status) = compiling.finish() {
             on_event(LaunchEvent::Compiling(status));
