@@ -500,10 +500,10 @@ fn a_study_on_a_broken_gpu_cache_says_so_while_it_runs() {
     if !common::wgpu_here(test) {
         return;
     }
-    let environment = tradetune_engine::device::kernels::cache_setting()
-        .expect("a wgpu device opened")
-        .environment
-        .clone();
+    // The store of the adapter `--device wgpu` opens (wgpu's default).
+    let environment = tradetune_engine::device::kernels::environment_of(
+        &tradetune_engine::device::adapters::default_adapter().expect("a wgpu adapter"),
+    );
     let dir = scratch("cli_study", "broken_cache");
     let cache = dir.join("gpu-cache");
     std::fs::create_dir_all(&cache).unwrap();

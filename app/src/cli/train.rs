@@ -25,6 +25,11 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     // Refused before anything loads: a precision the device does not compute in.
     check_precision(spec, config.ppo.precision)?;
     let device = open(spec)?;
+    // A GPU cache whose store was broken (moved aside) or cannot be used: said before the run
+    // (and before `auto` measures), since it decides what a next run of these shapes pays.
+    if let Some(line) = crate::cli::gpu_cache_warning() {
+        eprintln!("{line}");
+    }
     let data = run.data.load(&config.env)?;
     if !args.json {
         println!("data: {}", data.about);
@@ -67,14 +72,6 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
             return Err(e.into());
         }
     };
-    // A GPU cache whose store was broken (moved aside) or cannot be opened: said before the
-    // run, since it decides what a next run of these shapes pays.
-    if let Some(line) = crate::cli::gpu_cache_warning() {
-        match &bar {
-            Some(bar) => bar.suspend(|| eprintln!("{line}")),
-            None => eprintln!("{line}"),
-        }
-    }
     if let Some(bar) = &bar {
         let line = match &built.auto {
             Some(auto) => format!(
@@ -275,11 +272,12 @@ fn time_lines(
         let mut next = Vec::new();
         if counting && kernels.autotune_runs > 0 {
             next.push(match cache {
-                Some(c) if c.root.is_none() => "a next run of the same shapes autotunes them \
-                     again (TradeTune's GPU cache is off: TRADETUNE_GPU_CACHE)"
+                Some(c) if c.root.is_none() || c.cubecl_cache_off => "a next run of the same \
+                     shapes autotunes them again (the GPU cache is off: TRADETUNE_GPU_CACHE, or \
+                     cubecl's own autotune cache setting)"
                     .to_string(),
                 Some(c) if !c.keeps_answers() => "a next run of the same shapes autotunes them \
-                     again (TradeTune's GPU cache cannot be opened: see the warning)"
+                     again (TradeTune's GPU cache cannot be used: see the warning)"
                     .to_string(),
                 _ => "a next run of the same shapes autotunes nothing (TradeTune's GPU cache \
                      keeps the answers)"
@@ -405,17 +403,18 @@ mod tests {
             ),
             "{lines:?}"
         );
-        // Where the cache keeps no answers (off, or a store that cannot be opened), a next run
+        // Where the cache keeps no answers (off, or a store that cannot be used), a next run
         // autotunes again, and the words say so.
         let off = CacheSetting {
             root: None,
             environment: "lavapipe".into(),
             store: None,
+            cubecl_cache_off: false,
         };
         let lines = time_lines(&phases, &kernels, 950.0, true, None, false, Some(&off));
         assert!(
             lines[1].contains(
-                "a next run of the same shapes autotunes them again (TradeTune's GPU cache is off"
+                "a next run of the same shapes autotunes them again (the GPU cache is off"
             ),
             "{lines:?}"
         );
@@ -429,7 +428,7 @@ mod tests {
         };
         let lines = time_lines(&phases, &kernels, 950.0, true, None, false, Some(&unusable));
         assert!(
-            lines[1].contains("autotunes them again (TradeTune's GPU cache cannot be opened"),
+            lines[1].contains("autotunes them again (TradeTune's GPU cache cannot be used"),
             "{lines:?}"
         );
         let replaced = CacheSetting {

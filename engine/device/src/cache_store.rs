@@ -15,8 +15,10 @@
 //! (renamed, with its write-ahead log, to `<name>.db.unreadable-<unix seconds>`: nothing is
 //! deleted) and a new store started; a store that cannot be opened for another reason (no
 //! directory can be made there, or an error that does not say the file is broken) is left
-//! alone and reported, so the words about the next run can tell the truth. A store another
-//! process holds locked is neither: cubecl waits for it.
+//! alone and reported, so the words about the next run can tell the truth; so is one that
+//! opens but cannot be written (cubecl serves it read-only). A store another process holds
+//! locked is neither: cubecl's own opens try again. Processes sharing the directory check one
+//! at a time ([`check`]).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -67,9 +69,9 @@ impl fmt::Display for StoreTrouble {
             ),
             StoreTrouble::Unusable { file, error } => write!(
                 f,
-                "TradeTune's GPU cache {} cannot be opened ({error}): autotune answers are kept \
+                "TradeTune's GPU cache {} cannot be used ({error}): autotune answers are kept \
                  in memory only and every process autotunes again (TRADETUNE_GPU_CACHE=DIR \
-                 moves the cache to a directory that can be written)",
+                 puts the cache elsewhere)",
                 file.display()
             ),
         }
@@ -77,75 +79,121 @@ impl fmt::Display for StoreTrouble {
 }
 
 /// Checks the store `file` with `open` (which opens it as cubecl does, creating it where it is
-/// missing): `None` where it opens, or another process holds it locked; otherwise what was
-/// wrong and what was done ([`StoreTrouble`]). `now_s`: the unix seconds that name a moved
-/// file.
+/// missing, and writes to it): `None` where it opens, or another process holds it locked;
+/// otherwise what was wrong and what was done ([`StoreTrouble`]). `now_s`: the unix seconds
+/// that name a moved file.
+///
+/// A store is moved aside only under an exclusive lock on `<file>.check-lock` (processes that
+/// share the cache directory check one at a time, so none moves a store another has just
+/// started) and only where it failed twice, [`RETRY`] apart, with an error that says its bytes
+/// are broken (an error a writer's moment could cause is not taken for one).
 pub fn check(
     file: &Path,
     now_s: u64,
     open: impl Fn(&Path) -> Result<(), String>,
 ) -> Option<StoreTrouble> {
+    let unusable = |error: String| {
+        Some(StoreTrouble::Unusable {
+            file: file.to_path_buf(),
+            error,
+        })
+    };
     if let Some(dir) = file.parent()
         && let Err(e) = std::fs::create_dir_all(dir)
     {
-        return Some(StoreTrouble::Unusable {
-            file: file.to_path_buf(),
-            error: format!("cannot create {}: {e}", dir.display()),
-        });
+        return unusable(format!("cannot create {}: {e}", dir.display()));
     }
-    let error = match open(file) {
+    match open(file) {
         Ok(()) => return None,
         Err(e) if locked(&e) => return None,
-        Err(e) => e,
+        Err(_) => {}
+    }
+    let lock = match std::fs::File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(with_suffix(file, ".check-lock"))
+        .and_then(|f| f.lock().map(|()| f))
+    {
+        Ok(lock) => lock,
+        Err(e) => return unusable(format!("cannot lock it to check it: {e}")),
     };
+    // Under the lock: another process may have replaced it meanwhile, and one failure may be
+    // a moment's.
+    let mut error = String::new();
+    for attempt in 0..2 {
+        if attempt > 0 {
+            std::thread::sleep(RETRY);
+        }
+        match open(file) {
+            Ok(()) => return None,
+            Err(e) if locked(&e) => return None,
+            Err(e) => error = e,
+        }
+    }
     if !file.exists() || !broken(&error) {
-        return Some(StoreTrouble::Unusable {
-            file: file.to_path_buf(),
-            error,
-        });
+        return unusable(error);
     }
     let moved_to = aside(file, now_s);
     if let Err(e) = std::fs::rename(file, &moved_to) {
-        return Some(StoreTrouble::Unusable {
-            file: file.to_path_buf(),
-            error: format!("{error}; moving it aside failed: {e}"),
-        });
+        return unusable(format!("{error}; moving it aside failed: {e}"));
     }
-    // Its write-ahead log and shared-memory index belong to the broken file, not to the new one.
+    // Its write-ahead log and shared-memory index belong to the broken file: a new store
+    // beside them could take the old log's frames for its own.
     for suffix in ["-wal", "-shm", "-tshm"] {
         let side = with_suffix(file, suffix);
-        if side.exists() {
-            let _ = std::fs::rename(&side, with_suffix(&moved_to, suffix));
+        if side.exists()
+            && let Err(e) = std::fs::rename(&side, with_suffix(&moved_to, suffix))
+        {
+            return unusable(format!(
+                "{error}; moved to {}, but moving its {suffix} file failed: {e}",
+                moved_to.display()
+            ));
         }
     }
-    match open(file) {
+    let started = open(file);
+    drop(lock);
+    match started {
         Ok(()) => Some(StoreTrouble::Replaced {
             file: file.to_path_buf(),
             moved_to,
             error,
         }),
-        Err(again) => Some(StoreTrouble::Unusable {
-            file: file.to_path_buf(),
-            error: format!("{error}; a new one could not be started either: {again}"),
-        }),
+        Err(again) => unusable(format!(
+            "{error}; moved to {}, and a new one could not be started: {again}",
+            moved_to.display()
+        )),
     }
 }
 
+/// How long [`check`] waits before it opens a failing store again.
+pub const RETRY: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Whether an open failed only because another process holds the file (turso's "database is
-/// locked"): not a fault of the file.
+/// locked", "… is locked by another process", a busy snapshot): not a fault of the file, and
+/// cubecl's own opens try again.
 fn locked(error: &str) -> bool {
     let e = error.to_ascii_lowercase();
-    e.contains("locked") || e.contains("busy")
-}
-
-/// Whether an open failed because the file's content is broken (turso's errors for bytes that
-/// are not a database, a file cut short, a damaged page), as opposed to permissions or the
-/// like, where the file is left alone.
-fn broken(error: &str) -> bool {
-    let e = error.to_ascii_lowercase();
-    ["not a database", "short read", "corrupt", "malformed"]
+    ["database is locked", "locked by another process", "busy"]
         .iter()
         .any(|k| e.contains(k))
+}
+
+/// Whether an open failed because the file's bytes are broken (turso's errors for bytes that
+/// are not a database, a database file cut short before a page its opening reads, a damaged
+/// page), as opposed to permissions, a read-only file or its write-ahead log, where the file
+/// is left alone.
+fn broken(error: &str) -> bool {
+    let e = error.to_ascii_lowercase();
+    [
+        "not a database",
+        "short read on page",
+        "short read on database header",
+        "corrupt",
+        "malformed",
+    ]
+    .iter()
+    .any(|k| e.contains(k))
 }
 
 /// `<file>.unreadable-<now_s>`, or with `-2`, `-3`… where that name is taken.
@@ -172,11 +220,21 @@ fn with_suffix(file: &Path, suffix: &str) -> PathBuf {
 }
 
 /// Opens the active environment's store as cubecl's stores will (the same database object,
-/// which cubecl then shares), creating it where it is missing.
+/// which cubecl then shares), creating it where it is missing, and writes an entry of its own
+/// and removes it: cubecl serves a store it cannot write (a read-only file or directory) as
+/// read-only, where new answers are lost.
 #[cfg(feature = "wgpu")]
 pub(crate) fn open_as_cubecl(file: &Path) -> Result<(), String> {
-    use cubecl_environment::persistence::{Access, Database};
-    Database::open_at(file, Access::ReadWrite).map(|_| ())
+    use cubecl_environment::persistence::{Access, Database, Insertion, Origin};
+    const NAMESPACE: &str = "tradetune/store-check";
+    let db = Database::open_at(file, Access::ReadWrite)?;
+    match db.replace(NAMESPACE, b"written", b"1", Origin::Local) {
+        Insertion::Stored | Insertion::Conflict(_) => {
+            db.purge_key(NAMESPACE, b"written");
+            Ok(())
+        }
+        Insertion::Failed(e) => Err(format!("it cannot be written: {e}")),
+    }
 }
 
 #[cfg(test)]
@@ -201,6 +259,7 @@ mod tests {
         assert_eq!(check(&file, 7, |_| Ok(())), None);
         assert_eq!(check(&file, 7, |_| Err("database is locked".into())), None);
         assert_eq!(std::fs::read(&file).unwrap(), b"kept");
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
@@ -232,7 +291,8 @@ mod tests {
             }
         );
         assert!(trouble.keeps_answers());
-        assert_eq!(opens.get(), 2);
+        // Once, twice more under the lock (RETRY apart), and the new store.
+        assert_eq!(opens.get(), 4);
         assert_eq!(std::fs::read(&moved).unwrap(), b"garbage");
         assert_eq!(
             std::fs::read(d.join("env.db.unreadable-7-2-wal")).unwrap(),
@@ -250,6 +310,38 @@ mod tests {
             "{said}"
         );
         assert!(said.contains("env.db.unreadable-7-2"), "{said}");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_store_that_fails_for_a_moment_is_left_alone() {
+        let d = dir("moment");
+        let file = d.join("env.db");
+        std::fs::write(&file, b"being written").unwrap();
+        // A short read of a page another process is writing, then fine.
+        let opens = std::cell::Cell::new(0);
+        let trouble = check(&file, 7, |_| {
+            opens.set(opens.get() + 1);
+            if opens.get() < 3 {
+                Err("I/O error: short read on page 2: expected 4096 bytes, got 0".into())
+            } else {
+                Ok(())
+            }
+        });
+        assert_eq!(trouble, None);
+        assert_eq!(opens.get(), 3);
+        assert_eq!(std::fs::read(&file).unwrap(), b"being written");
+        // A short read of its write-ahead log is no sign of a broken database file.
+        let trouble = check(&file, 7, |_| {
+            Err("I/O error: short read on WAL frame 3 at offset 4152: expected 4096 bytes".into())
+        })
+        .unwrap();
+        assert!(
+            matches!(trouble, StoreTrouble::Unusable { .. }),
+            "{trouble:?}"
+        );
+        assert_eq!(std::fs::read(&file).unwrap(), b"being written");
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
@@ -282,6 +374,7 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
@@ -297,5 +390,6 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        let _ = std::fs::remove_dir_all(&d);
     }
 }

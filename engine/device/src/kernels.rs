@@ -220,13 +220,19 @@ pub struct CacheSetting {
     /// be opened.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub store: Option<crate::cache_store::StoreTrouble>,
+    /// Whether cubecl's own settings turn its autotune cache off (a `cubecl.toml`, a
+    /// `CUBECL_*` variable), whatever [`Self::root`] says.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cubecl_cache_off: bool,
 }
 
 impl CacheSetting {
     /// Whether a later process finds this one's autotune answers: the cache is on and its
     /// store could be opened (or was started anew).
     pub fn keeps_answers(&self) -> bool {
-        self.root.is_some() && self.store.as_ref().is_none_or(|t| t.keeps_answers())
+        self.root.is_some()
+            && !self.cubecl_cache_off
+            && self.store.as_ref().is_none_or(|t| t.keeps_answers())
     }
 }
 
@@ -272,8 +278,9 @@ pub fn configure(adapter: &crate::adapters::Adapter) -> &'static CacheSetting {
             root: cache_root(),
             environment: environment_of(adapter),
             store: None,
+            cubecl_cache_off: false,
         };
-        setting.store = runtime::configure(&setting);
+        (setting.cubecl_cache_off, setting.store) = runtime::configure(&setting);
         setting
     })
 }
@@ -377,10 +384,11 @@ pub(crate) mod runtime {
     static OBSERVATION: std::sync::OnceLock<LaunchObservation> = std::sync::OnceLock::new();
 
     /// Configures cubecl, then checks the store its autotune answers will be kept in
-    /// ([`crate::cache_store::check`]): what was wrong with it, if anything.
+    /// ([`crate::cache_store::check`]): whether cubecl's own settings turn its autotune cache
+    /// off, and what was wrong with the store, if anything.
     pub(super) fn configure(
         setting: &super::CacheSetting,
-    ) -> Option<crate::cache_store::StoreTrouble> {
+    ) -> (bool, Option<crate::cache_store::StoreTrouble>) {
         // The user's cubecl.toml and CUBECL_* variables first, as cubecl reads them.
         let mut config = CubeClRuntimeConfig::from_current_dir().override_from_env();
         match &setting.root {
@@ -432,17 +440,19 @@ pub(crate) mod runtime {
         COUNTING_DISPATCHES.store(true, Ordering::Relaxed);
         // The store cubecl will use, where its answers are kept between processes at all (the
         // file comes from the settings cubecl holds, which a user's cubecl.toml may have set).
-        if setting.root.is_none() || active.autotune.disable_cache {
-            return None;
+        let cubecl_off = setting.root.is_some() && active.autotune.disable_cache;
+        if setting.root.is_none() || cubecl_off {
+            return (cubecl_off, None);
         }
         let now_s = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        crate::cache_store::check(
+        let trouble = crate::cache_store::check(
             &cubecl_environment::environment::path(),
             now_s,
             crate::cache_store::open_as_cubecl,
-        )
+        );
+        (false, trouble)
     }
 }
 
