@@ -269,6 +269,44 @@ fn resuming_a_checkpoint_continues_its_sample_count() {
     assert!(text(&o.stderr).contains("ppo.json"), "{}", text(&o.stderr));
 }
 
+/// `tradetune train --json` on wgpu's default adapter, `total` samples of a tiny run (4 envs
+/// × 32 steps on the host, 16-wide nets, one epoch) into `dir/name`, with `vars` set.
+fn tiny_gpu_train(
+    dir: &std::path::Path,
+    name: &str,
+    total: usize,
+    vars: &[(&str, &str)],
+) -> std::process::Output {
+    let ppo = dir.join("ppo.json");
+    std::fs::write(
+        &ppo,
+        r#"{"n_steps": 32, "batch_size": 64, "n_epochs": 1, "seed": 3,
+            "policy": {"net_arch": {"pi": [16], "vf": [16]}}}"#,
+    )
+    .unwrap();
+    let env = dir.join("env.json");
+    std::fs::write(&env, r#"{"n_envs": 4, "placement": "host"}"#).unwrap();
+    let out = dir.join(name);
+    let total = total.to_string();
+    tradetune_with(
+        &[
+            "train",
+            "--device",
+            "wgpu",
+            "--ppo",
+            ppo.to_str().unwrap(),
+            "--env",
+            env.to_str().unwrap(),
+            "--total-timesteps",
+            &total,
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ],
+        vars,
+    )
+}
+
 /// Issue 32, "compile once, and say so": while a GPU run's first update compiles its kernels
 /// (tens of seconds on a card, no sample trained yet), `train --json` says so as it happens, a
 /// `compiling` event about once a second before the first progress, and the totals when it
@@ -279,30 +317,7 @@ fn a_gpu_run_says_it_is_compiling_before_its_first_update_ends() {
         return;
     }
     let dir = scratch("cli_train", "compiling");
-    let ppo = dir.join("ppo.json");
-    std::fs::write(
-        &ppo,
-        r#"{"n_steps": 32, "batch_size": 64, "n_epochs": 1, "seed": 3,
-            "policy": {"net_arch": {"pi": [16], "vf": [16]}}}"#,
-    )
-    .unwrap();
-    let env = dir.join("env.json");
-    std::fs::write(&env, r#"{"n_envs": 4, "placement": "host"}"#).unwrap();
-    let out = dir.join("run");
-    let o = tradetune(&[
-        "train",
-        "--device",
-        "wgpu",
-        "--ppo",
-        ppo.to_str().unwrap(),
-        "--env",
-        env.to_str().unwrap(),
-        "--total-timesteps",
-        "256",
-        "--out",
-        out.to_str().unwrap(),
-        "--json",
-    ]);
+    let o = tiny_gpu_train(&dir, "run", 256, &[]);
     let stdout = text(&o.stdout);
     let events = json_events(&o);
     let first_progress = events
@@ -363,32 +378,11 @@ fn a_broken_gpu_cache_is_moved_aside_and_the_next_run_autotunes_nothing() {
     let store = cache.join(format!("{environment}.db"));
     let garbage: Vec<u8> = (0..50_000u32).map(|i| (i * 7919 % 251) as u8).collect();
     std::fs::write(&store, &garbage).unwrap();
-    let ppo = dir.join("ppo.json");
-    std::fs::write(
-        &ppo,
-        r#"{"n_steps": 32, "batch_size": 64, "n_epochs": 1, "seed": 3,
-            "policy": {"net_arch": {"pi": [16], "vf": [16]}}}"#,
-    )
-    .unwrap();
-    let env = dir.join("env.json");
-    std::fs::write(&env, r#"{"n_envs": 4, "placement": "host"}"#).unwrap();
     let run = |name: &str| {
-        let out = dir.join(name);
-        tradetune_with(
-            &[
-                "train",
-                "--device",
-                "wgpu",
-                "--ppo",
-                ppo.to_str().unwrap(),
-                "--env",
-                env.to_str().unwrap(),
-                "--total-timesteps",
-                "128",
-                "--out",
-                out.to_str().unwrap(),
-                "--json",
-            ],
+        tiny_gpu_train(
+            &dir,
+            name,
+            128,
             &[("TRADETUNE_GPU_CACHE", cache.to_str().unwrap())],
         )
     };
