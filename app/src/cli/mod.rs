@@ -168,10 +168,13 @@ pub(crate) fn gpu_cache_warning() -> Option<String> {
 }
 
 /// Runs one subcommand; the GPU cache's trouble, if a GPU found any and the command did not
-/// say it itself, is said on stderr after it.
+/// say it itself, is said on stderr after it, and so are its reads and writes that failed.
 pub fn run(command: Command) -> anyhow::Result<()> {
     let result = run_command(command);
     if let Some(line) = gpu_cache_warning() {
+        eprintln!("{line}");
+    }
+    if let Some(line) = tradetune_engine::device::cache_store::failures_warning_once() {
         eprintln!("{line}");
     }
     result

@@ -22,6 +22,8 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// What is wrong with the store, if anything, once [`check`] has looked.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -219,6 +221,60 @@ fn with_suffix(file: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// The store's reads and writes that failed in this process after [`check`] (cubecl logs each
+/// as a warning, and goes on without: a full disk, a page damaged past what opening reads), and
+/// the first one's words.
+static FAILURES: AtomicU64 = AtomicU64::new(0);
+static FIRST_FAILURE: Mutex<Option<String>> = Mutex::new(None);
+
+/// Notes one of cubecl's warnings about its store (`message`, as cubecl wrote it).
+pub(crate) fn note_failure(message: &str) {
+    FAILURES.fetch_add(1, Ordering::Relaxed);
+    let mut first = FIRST_FAILURE.lock().unwrap_or_else(|p| p.into_inner());
+    if first.is_none() {
+        *first = Some(message.to_owned());
+    }
+}
+
+/// Forgets the failures noted so far ([`check`]'s own write to a store it then reports).
+pub(crate) fn forget_failures() {
+    FAILURES.store(0, Ordering::Relaxed);
+    *FIRST_FAILURE.lock().unwrap_or_else(|p| p.into_inner()) = None;
+}
+
+/// The store's reads and writes that failed in this process since its device opened, and the
+/// first one's words.
+pub fn failures() -> (u64, Option<String>) {
+    let first = FIRST_FAILURE
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    (FAILURES.load(Ordering::Relaxed), first)
+}
+
+/// [`failures`] as a warning line, the first time it is asked for where there were any: a next
+/// run may autotune again what this one's failed writes did not keep.
+pub fn failures_warning_once() -> Option<String> {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    let (n, first) = failures();
+    if n == 0 || SAID.swap(true, Ordering::Relaxed) {
+        return None;
+    }
+    Some(failures_line(n, first.as_deref().unwrap_or("")))
+}
+
+fn failures_line(n: u64, first: &str) -> String {
+    let what = if n == 1 {
+        "1 read or write of TradeTune's GPU cache".to_string()
+    } else {
+        format!("{n} reads and writes of TradeTune's GPU cache")
+    };
+    format!(
+        "warning: {what} failed in this process (the first: {first}): autotune answers it did \
+         not keep are measured again by a next run of the same shapes"
+    )
+}
+
 /// Opens the active environment's store as cubecl's stores will (the same database object,
 /// which cubecl then shares), creating it where it is missing, and writes an entry of its own
 /// and removes it: cubecl serves a store it cannot write (a read-only file or directory) as
@@ -249,6 +305,17 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    #[test]
+    fn failed_reads_and_writes_are_said_with_the_first() {
+        assert_eq!(
+            failures_line(3, "Unable to write Turso /c/env.db (autotune): disk full"),
+            "warning: 3 reads and writes of TradeTune's GPU cache failed in this process (the \
+             first: Unable to write Turso /c/env.db (autotune): disk full): autotune answers it \
+             did not keep are measured again by a next run of the same shapes"
+        );
+        assert!(failures_line(1, "x").starts_with("warning: 1 read or write of"));
     }
 
     #[test]

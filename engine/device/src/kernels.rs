@@ -312,6 +312,8 @@ pub(crate) mod runtime {
 
     const COMPILATION_TARGET: &str = "cubecl::compilation";
     const AUTOTUNE_TARGET: &str = "cubecl::autotune";
+    /// cubecl's store of autotune answers, which warns of a read or write that failed.
+    const STORE_TARGET: &str = "cubecl_environment::persistence";
 
     /// Whether launches, compilations and autotune runs are named on stderr.
     static TRACE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -347,11 +349,13 @@ pub(crate) mod runtime {
     /// Counts cubecl's compilation and autotune lines; everything else is dropped (TradeTune
     /// installs no other logger). When tracing, also writes each counted line to stderr
     /// (`compiled <line>`, `autotuned <line>`), among the launches.
-    struct Lines;
+    pub(super) struct Lines;
 
     impl log::Log for Lines {
         fn enabled(&self, metadata: &log::Metadata) -> bool {
             metadata.target().starts_with("cubecl::")
+                || (metadata.target().starts_with(STORE_TARGET)
+                    && metadata.level() <= log::Level::Warn)
         }
 
         fn log(&self, record: &log::Record) {
@@ -373,6 +377,9 @@ pub(crate) mod runtime {
                         }
                     }
                 }
+                t if t.starts_with(STORE_TARGET) && record.level() <= log::Level::Warn => {
+                    crate::cache_store::note_failure(&record.args().to_string());
+                }
                 _ => {}
             }
         }
@@ -380,7 +387,7 @@ pub(crate) mod runtime {
         fn flush(&self) {}
     }
 
-    static LINES: Lines = Lines;
+    pub(super) static LINES: Lines = Lines;
     static OBSERVATION: std::sync::OnceLock<LaunchObservation> = std::sync::OnceLock::new();
 
     /// Configures cubecl, then checks the store its autotune answers will be kept in
@@ -452,6 +459,8 @@ pub(crate) mod runtime {
             now_s,
             crate::cache_store::open_as_cubecl,
         );
+        // The check's own failed write, if any, is its trouble, not a failure of the run's.
+        crate::cache_store::forget_failures();
         (false, trouble)
     }
 }
@@ -459,6 +468,37 @@ pub(crate) mod runtime {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// cubecl's store warns of a read or write that failed and goes on without it: the logger
+    /// counts each as the store's failure, for the warning after the command; its debug lines
+    /// are not failures.
+    #[cfg(feature = "wgpu")]
+    #[test]
+    fn cubecls_store_warnings_are_counted_as_its_failures() {
+        use log::Log;
+        let (before, _) = crate::cache_store::failures();
+        let target = "cubecl_environment::persistence::turso";
+        let warn = log::Record::builder()
+            .target(target)
+            .level(log::Level::Warn)
+            .args(format_args!(
+                "Unable to write Turso /c/env.db (autotune): disk full"
+            ))
+            .build();
+        assert!(runtime::LINES.enabled(warn.metadata()));
+        runtime::LINES.log(&warn);
+        let debug = log::Record::builder()
+            .target(target)
+            .level(log::Level::Debug)
+            .args(format_args!(
+                "cubecl cache: /c/env.db is not writable; opening read-only"
+            ))
+            .build();
+        assert!(!runtime::LINES.enabled(debug.metadata()));
+        let (after, first) = crate::cache_store::failures();
+        assert_eq!(after, before + 1);
+        assert!(first.is_some_and(|f| !f.is_empty()));
+    }
 
     #[test]
     fn the_drivers_shader_cache_is_off_only_where_a_variable_says_so() {
