@@ -180,7 +180,10 @@ fn train(
             kernels::counting_compiles(),
             kernels::driver_shader_cache_off(),
             report.compile_not_apart,
-            kernels::cache_setting(),
+            kept(
+                kernels::cache_setting(),
+                tradetune_engine::device::cache_store::failures().0,
+            ),
         ) {
             println!("{line}");
         }
@@ -214,13 +217,38 @@ fn compile_ticker(json: bool, bar: Option<ProgressBar>) -> CompileTicker {
     })
 }
 
+/// What a next run of the same shapes finds of this run's autotune answers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Kept {
+    /// All of them: the GPU cache kept them (or there were none: the CPU).
+    All,
+    /// None: the cache is off (`TRADETUNE_GPU_CACHE=off`, or cubecl's own setting).
+    Off,
+    /// None: the cache's store cannot be used (said in a warning).
+    Unusable,
+    /// Maybe not all: this many of the store's reads and writes failed during the run.
+    WritesFailed(u64),
+}
+
+/// [`Kept`] of the process's GPU cache `cache` (none: no GPU opened) and the store's `failed`
+/// reads and writes.
+fn kept(cache: Option<&CacheSetting>, failed: u64) -> Kept {
+    match cache {
+        None => Kept::All,
+        Some(c) if c.root.is_none() || c.cubecl_cache_off => Kept::Off,
+        Some(c) if !c.keeps_answers() => Kept::Unusable,
+        Some(_) if failed > 0 => Kept::WritesFailed(failed),
+        Some(_) => Kept::All,
+    }
+}
+
 /// Where a run's time went, as lines under its summary: each phase's seconds and share of the
 /// run and, where kernels were compiled (a GPU), what compiling them cost and the rate without
 /// it (`steady`, samples/s), and what a next run pays: `counting` says whether cubecl's
 /// compilations were counted (`kernels`), `driver_cache_off` names the variable that turns the
 /// driver's shader cache off, if one does, `not_apart` says that every update compiled (no
-/// steady update to measure compiling against), and `cache` is where the autotune answers are
-/// kept, if anywhere.
+/// steady update to measure compiling against), and `kept` is what a next run finds of this
+/// one's autotune answers.
 fn time_lines(
     phases: &PhaseTimes,
     kernels: &KernelCounts,
@@ -228,7 +256,7 @@ fn time_lines(
     counting: bool,
     driver_cache_off: Option<&str>,
     not_apart: bool,
-    cache: Option<&CacheSetting>,
+    kept: Kept,
 ) -> Vec<String> {
     let total = phases.total();
     let mut lines = Vec::new();
@@ -271,16 +299,19 @@ fn time_lines(
         };
         let mut next = Vec::new();
         if counting && kernels.autotune_runs > 0 {
-            next.push(match cache {
-                Some(c) if c.root.is_none() || c.cubecl_cache_off => "a next run of the same \
-                     shapes autotunes them again (the GPU cache is off: TRADETUNE_GPU_CACHE, or \
-                     cubecl's own autotune cache setting)"
+            next.push(match kept {
+                Kept::Off => "a next run of the same shapes autotunes them again (the GPU cache \
+                     is off: TRADETUNE_GPU_CACHE, or cubecl's own autotune cache setting)"
                     .to_string(),
-                Some(c) if !c.keeps_answers() => "a next run of the same shapes autotunes them \
-                     again (TradeTune's GPU cache cannot be used: see the warning)"
+                Kept::Unusable => "a next run of the same shapes autotunes them again \
+                     (TradeTune's GPU cache cannot be used: see the warning)"
                     .to_string(),
-                _ => "a next run of the same shapes autotunes nothing (TradeTune's GPU cache \
-                     keeps the answers)"
+                Kept::WritesFailed(n) => format!(
+                    "a next run of the same shapes may autotune some of them again ({n} reads \
+                     and writes of TradeTune's GPU cache failed: see the warning)"
+                ),
+                Kept::All => "a next run of the same shapes autotunes nothing (TradeTune's GPU \
+                     cache keeps the answers)"
                     .to_string(),
             });
         } else if counting {
@@ -390,7 +421,7 @@ mod tests {
             autotune_runs: 51,
             ..KernelCounts::default()
         };
-        let lines = time_lines(&phases, &kernels, 950.0, true, None, false, None);
+        let lines = time_lines(&phases, &kernels, 950.0, true, None, false, Kept::All);
         assert_eq!(
             lines[0],
             "time by phase: env_step 1.0 s (5 %), inference 2.0 s (10 %), update 4.0 s (20 %), \
@@ -411,7 +442,15 @@ mod tests {
             store: None,
             cubecl_cache_off: false,
         };
-        let lines = time_lines(&phases, &kernels, 950.0, true, None, false, Some(&off));
+        let lines = time_lines(
+            &phases,
+            &kernels,
+            950.0,
+            true,
+            None,
+            false,
+            kept(Some(&off), 0),
+        );
         assert!(
             lines[1].contains(
                 "a next run of the same shapes autotunes them again (the GPU cache is off"
@@ -426,7 +465,15 @@ mod tests {
             }),
             ..off.clone()
         };
-        let lines = time_lines(&phases, &kernels, 950.0, true, None, false, Some(&unusable));
+        let lines = time_lines(
+            &phases,
+            &kernels,
+            950.0,
+            true,
+            None,
+            false,
+            kept(Some(&unusable), 0),
+        );
         assert!(
             lines[1].contains("autotunes them again (TradeTune's GPU cache cannot be used"),
             "{lines:?}"
@@ -439,8 +486,31 @@ mod tests {
             }),
             ..unusable.clone()
         };
-        let lines = time_lines(&phases, &kernels, 950.0, true, None, false, Some(&replaced));
+        let lines = time_lines(
+            &phases,
+            &kernels,
+            950.0,
+            true,
+            None,
+            false,
+            kept(Some(&replaced), 0),
+        );
         assert!(lines[1].contains("autotunes nothing"), "{lines:?}");
+        // Writes to a usable store that failed during the run (a full disk): maybe not all kept.
+        let lines = time_lines(
+            &phases,
+            &kernels,
+            950.0,
+            true,
+            None,
+            false,
+            kept(Some(&replaced), 11),
+        );
+        assert!(
+            lines[1].contains("may autotune some of them again (11 reads and writes of"),
+            "{lines:?}"
+        );
+        assert_eq!(kept(None, 3), Kept::All);
         // A run that found its autotune answers kept, where the driver keeps no shader cache.
         let kept = KernelCounts {
             autotune_runs: 0,
@@ -453,7 +523,7 @@ mod tests {
             true,
             Some("MESA_SHADER_CACHE_DISABLE"),
             false,
-            None,
+            Kept::All,
         );
         assert!(lines[1].contains("nothing was autotuned"), "{lines:?}");
         assert!(
@@ -475,7 +545,7 @@ mod tests {
             false,
             None,
             false,
-            None,
+            Kept::All,
         );
         assert_eq!(lines.len(), 1, "{lines:?}");
         assert!(!lines[0].contains("compile"), "{lines:?}");
@@ -487,7 +557,7 @@ mod tests {
                 true,
                 None,
                 false,
-                None
+                Kept::All
             )
             .is_empty()
         );
@@ -495,7 +565,7 @@ mod tests {
         // An evaluation's compile time in the phase does not make the updates' measured.
         for compile in [0.0, 0.16] {
             let held = PhaseTimes { compile, ..phases };
-            let lines = time_lines(&held, &kernels, 40.0, true, None, true, None);
+            let lines = time_lines(&held, &kernels, 40.0, true, None, true, Kept::All);
             assert!(
                 lines[1].starts_with("compiling: not measured apart, since every update compiled"),
                 "{lines:?}"
@@ -507,7 +577,7 @@ mod tests {
             compile: 0.0,
             ..phases
         };
-        let lines = time_lines(&none, &kernels, 40.0, true, None, false, None);
+        let lines = time_lines(&none, &kernels, 40.0, true, None, false, Kept::All);
         assert!(
             lines[1].starts_with("compiling: too short to measure apart from the steady updates"),
             "{lines:?}"
@@ -520,7 +590,7 @@ mod tests {
             false,
             None,
             false,
-            None,
+            Kept::All,
         );
         assert!(
             lines[1].starts_with(
