@@ -236,10 +236,15 @@ pub(crate) fn note_failure(message: &str) {
     }
 }
 
-/// Forgets the failures noted so far ([`check`]'s own write to a store it then reports).
-pub(crate) fn forget_failures() {
-    FAILURES.store(0, Ordering::Relaxed);
-    *FIRST_FAILURE.lock().unwrap_or_else(|p| p.into_inner()) = None;
+/// Forgets the failures noted since there were `before` ([`check`]'s own write to a store it
+/// then reports): nothing where none was noted meanwhile.
+pub(crate) fn forget_failures_since(before: u64) {
+    if FAILURES.load(Ordering::Relaxed) > before {
+        FAILURES.store(before, Ordering::Relaxed);
+        if before == 0 {
+            *FIRST_FAILURE.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+    }
 }
 
 /// The store's reads and writes that failed in this process since its device opened, and the

@@ -454,13 +454,14 @@ pub(crate) mod runtime {
         let now_s = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
+        let (before, _) = crate::cache_store::failures();
         let trouble = crate::cache_store::check(
             &cubecl_environment::environment::path(),
             now_s,
             crate::cache_store::open_as_cubecl,
         );
         // The check's own failed write, if any, is its trouble, not a failure of the run's.
-        crate::cache_store::forget_failures();
+        crate::cache_store::forget_failures_since(before);
         (false, trouble)
     }
 }
