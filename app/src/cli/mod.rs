@@ -161,17 +161,11 @@ pub(crate) fn while_running<T>(what: String, run: impl FnOnce() -> T) -> T {
     out
 }
 
-/// The GPU cache's trouble, as a warning line, the first time it is asked for in this process
-/// ([`tradetune_engine::device::kernels::store_warning_once`]).
-pub(crate) fn gpu_cache_warning() -> Option<String> {
-    tradetune_engine::device::kernels::store_warning_once()
-}
-
 /// Runs one subcommand; the GPU cache's trouble, if a GPU found any and the command did not
 /// say it itself, is said on stderr after it, and so are its reads and writes that failed.
 pub fn run(command: Command) -> anyhow::Result<()> {
     let result = run_command(command);
-    if let Some(line) = gpu_cache_warning() {
+    if let Some(line) = tradetune_engine::device::kernels::store_warning_once() {
         eprintln!("{line}");
     }
     if let Some(line) = tradetune_engine::device::cache_store::failures_warning_once() {

@@ -27,7 +27,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     let device = open(spec)?;
     // A GPU cache whose store was broken (moved aside) or cannot be used: said before the run
     // (and before `auto` measures), since it decides what a next run of these shapes pays.
-    if let Some(line) = crate::cli::gpu_cache_warning() {
+    if let Some(line) = tradetune_engine::device::kernels::store_warning_once() {
         eprintln!("{line}");
     }
     let data = run.data.load(&config.env)?;
@@ -436,21 +436,14 @@ mod tests {
         );
         // Where the cache keeps no answers (off, or a store that cannot be used), a next run
         // autotunes again, and the words say so.
+        let next_run = |kept: Kept| time_lines(&phases, &kernels, 950.0, true, None, false, kept);
         let off = CacheSetting {
             root: None,
             environment: "lavapipe".into(),
             store: None,
             cubecl_cache_off: false,
         };
-        let lines = time_lines(
-            &phases,
-            &kernels,
-            950.0,
-            true,
-            None,
-            false,
-            kept(Some(&off), 0),
-        );
+        let lines = next_run(kept(Some(&off), 0));
         assert!(
             lines[1].contains(
                 "a next run of the same shapes autotunes them again (the GPU cache is off"
@@ -465,15 +458,7 @@ mod tests {
             }),
             ..off.clone()
         };
-        let lines = time_lines(
-            &phases,
-            &kernels,
-            950.0,
-            true,
-            None,
-            false,
-            kept(Some(&unusable), 0),
-        );
+        let lines = next_run(kept(Some(&unusable), 0));
         assert!(
             lines[1].contains("autotunes them again (TradeTune's GPU cache cannot be used"),
             "{lines:?}"
@@ -486,26 +471,10 @@ mod tests {
             }),
             ..unusable.clone()
         };
-        let lines = time_lines(
-            &phases,
-            &kernels,
-            950.0,
-            true,
-            None,
-            false,
-            kept(Some(&replaced), 0),
-        );
+        let lines = next_run(kept(Some(&replaced), 0));
         assert!(lines[1].contains("autotunes nothing"), "{lines:?}");
         // Writes to a usable store that failed during the run (a full disk): maybe not all kept.
-        let lines = time_lines(
-            &phases,
-            &kernels,
-            950.0,
-            true,
-            None,
-            false,
-            kept(Some(&replaced), 11),
-        );
+        let lines = next_run(kept(Some(&replaced), 11));
         assert!(
             lines[1].contains("may autotune some of them again (11 reads and writes of"),
             "{lines:?}"

@@ -466,7 +466,7 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
             ),
             None => println!("autotune cache: none (the CPU compiles nothing)"),
         }
-        if let Some(line) = crate::cli::gpu_cache_warning() {
+        if let Some(line) = tradetune_engine::device::kernels::store_warning_once() {
             println!("{line}");
         }
         if cache.is_some() {
