@@ -569,3 +569,93 @@ train.eval_every = 0
         .count();
     assert_eq!(moved, 1);
 }
+
+#[test]
+fn a_study_whose_gpu_cache_fails_says_so_while_it_runs() {
+    let test = "a_study_whose_gpu_cache_fails_says_so_while_it_runs";
+    if !common::wgpu_here(test) {
+        return;
+    }
+    let dir = scratch("cli_study", "failing_cache");
+    // A cache directory that cannot be made: the check reports it, and each of cubecl's own
+    // opens of the store fails afterwards, as a full disk's writes do later in a run.
+    let blocker = dir.join("a-file");
+    std::fs::write(&blocker, "not a directory").unwrap();
+    let cache = blocker.join("gpu-cache");
+    let study = dir.join("study.toml");
+    std::fs::write(
+        &study,
+        r#"[study]
+name = "failing_cache"
+n_trials = 1
+workers = 1
+devices = ["wgpu"]
+
+[fixed]
+env.n_envs = 4
+env.placement = "host"
+ppo.n_steps = 32
+ppo.batch_size = 64
+ppo.n_epochs = 1
+ppo.policy.net_arch.pi = [16]
+ppo.policy.net_arch.vf = [16]
+train.total_timesteps = 128
+train.eval_every = 0
+
+[search]
+"ppo.learning_rate" = { low = 1e-4, high = 1e-3, log = true }
+"#,
+    )
+    .unwrap();
+    // stdout and stderr in one file, in the order they were written.
+    let log = dir.join("output.txt");
+    let file = std::fs::File::create(&log).unwrap();
+    let status = Command::new(env!("CARGO_BIN_EXE_tradetune"))
+        .args(["study", "run", s(&study), "--db"])
+        .arg(dir.join("s.db"))
+        .args(["--telemetry-interval", "0"])
+        .env("TRADETUNE_GPU_CACHE", &cache)
+        .current_dir(std::env::temp_dir())
+        .stdout(Stdio::from(file.try_clone().unwrap()))
+        .stderr(Stdio::from(file))
+        .status()
+        .unwrap();
+    let out = std::fs::read_to_string(&log).unwrap();
+    assert!(status.success(), "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    let at = |what: &str| {
+        lines
+            .iter()
+            .position(|l| l.starts_with(what))
+            .unwrap_or_else(|| panic!("no line starting {what:?}:\n{out}"))
+    };
+    let failed: Vec<usize> = (0..lines.len())
+        .filter(|&i| lines[i].contains("of TradeTune's GPU cache failed"))
+        .collect();
+    // The first failures are said as the study meets them, with cubecl's words; any later
+    // ones in the launch too, counted on; none again after the command.
+    let first = *failed.first().unwrap_or_else(|| panic!("{out}"));
+    let done = at("done: 1 complete");
+    assert!(first < done, "{out}");
+    assert!(
+        lines[first].contains("failed in this process (the first: Unable to open Turso cache"),
+        "{out}"
+    );
+    let count = |l: &str, after: &str| -> u64 {
+        let rest = &l[l.find(after).unwrap() + after.len()..];
+        rest.split(' ').next().unwrap().parse().unwrap()
+    };
+    let mut total = count(lines[first], "warning: ");
+    for &i in &failed[1..] {
+        let more = count(lines[i], "warning: ");
+        assert!(lines[i].contains(" more read"), "{out}");
+        total += more;
+        assert!(
+            lines[i].contains(&format!("failed ({total} in this process)")),
+            "{out}"
+        );
+    }
+    let best = at("best trial of 'failing_cache'");
+    assert!(failed.iter().all(|&i| i < best), "{out}");
+    assert!(total > 0);
+}

@@ -162,13 +162,14 @@ pub(crate) fn while_running<T>(what: String, run: impl FnOnce() -> T) -> T {
 }
 
 /// Runs one subcommand; the GPU cache's trouble, if a GPU found any and the command did not
-/// say it itself, is said on stderr after it, and so are its reads and writes that failed.
+/// say it itself, is said on stderr after it, and so are its reads and writes that failed and
+/// were not said yet.
 pub fn run(command: Command) -> anyhow::Result<()> {
     let result = run_command(command);
     if let Some(line) = tradetune_engine::device::kernels::store_warning_once() {
         eprintln!("{line}");
     }
-    if let Some(line) = tradetune_engine::device::cache_store::failures_warning_once() {
+    if let Some(line) = tradetune_engine::device::cache_store::failures_warning_unsaid() {
         eprintln!("{line}");
     }
     result

@@ -23,7 +23,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What is wrong with the store, if anything, once [`check`] has looked.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -228,6 +228,7 @@ static FAILURES: AtomicU64 = AtomicU64::new(0);
 static FIRST_FAILURE: Mutex<Option<String>> = Mutex::new(None);
 
 /// Notes one of cubecl's warnings about its store (`message`, as cubecl wrote it).
+#[cfg(feature = "wgpu")]
 pub(crate) fn note_failure(message: &str) {
     FAILURES.fetch_add(1, Ordering::Relaxed);
     let mut first = FIRST_FAILURE.lock().unwrap_or_else(|p| p.into_inner());
@@ -238,6 +239,7 @@ pub(crate) fn note_failure(message: &str) {
 
 /// Forgets the failures noted since there were `before` ([`check`]'s own write to a store it
 /// then reports): nothing where none was noted meanwhile.
+#[cfg(feature = "wgpu")]
 pub(crate) fn forget_failures_since(before: u64) {
     if FAILURES.load(Ordering::Relaxed) > before {
         FAILURES.store(before, Ordering::Relaxed);
@@ -257,26 +259,39 @@ pub fn failures() -> (u64, Option<String>) {
     (FAILURES.load(Ordering::Relaxed), first)
 }
 
-/// [`failures`] as a warning line, the first time it is asked for where there were any: a next
-/// run may autotune again what this one's failed writes did not keep.
-pub fn failures_warning_once() -> Option<String> {
-    static SAID: AtomicBool = AtomicBool::new(false);
+/// The failures already said by [`failures_warning_unsaid`].
+static SAID_UP_TO: AtomicU64 = AtomicU64::new(0);
+
+/// The [`failures`] not yet said, as a warning line (`None` where there are none): a next run
+/// may autotune again what this process's failed writes did not keep. A study's launch asks
+/// while it runs, so the app and the CLI say a full disk as its trials meet it, and once more
+/// at its end for any since; the CLI asks after every command, and says what is left.
+pub fn failures_warning_unsaid() -> Option<String> {
     let (n, first) = failures();
-    if n == 0 || SAID.swap(true, Ordering::Relaxed) {
-        return None;
-    }
-    Some(failures_line(n, first.as_deref().unwrap_or("")))
+    let said = SAID_UP_TO.fetch_max(n, Ordering::Relaxed);
+    (n > said).then(|| failures_line(n, said, first.as_deref().unwrap_or("")))
 }
 
-fn failures_line(n: u64, first: &str) -> String {
-    let what = if n == 1 {
-        "1 read or write of TradeTune's GPU cache".to_string()
-    } else {
-        format!("{n} reads and writes of TradeTune's GPU cache")
+/// `n` failures in all, `said` of them said before, the first's words.
+fn failures_line(n: u64, said: u64, first: &str) -> String {
+    let reads = |k: u64, more: &str| {
+        if k == 1 {
+            format!("1 {more}read or write")
+        } else {
+            format!("{k} {more}reads and writes")
+        }
     };
+    if said > 0 {
+        return format!(
+            "warning: {} of TradeTune's GPU cache failed ({n} in this process): autotune \
+             answers it did not keep are measured again by a next run of the same shapes",
+            reads(n - said, "more ")
+        );
+    }
     format!(
-        "warning: {what} failed in this process (the first: {first}): autotune answers it did \
-         not keep are measured again by a next run of the same shapes"
+        "warning: {} of TradeTune's GPU cache failed in this process (the first: {first}): \
+         autotune answers it did not keep are measured again by a next run of the same shapes",
+        reads(n, "")
     )
 }
 
@@ -315,12 +330,24 @@ mod tests {
     #[test]
     fn failed_reads_and_writes_are_said_with_the_first() {
         assert_eq!(
-            failures_line(3, "Unable to write Turso /c/env.db (autotune): disk full"),
+            failures_line(
+                3,
+                0,
+                "Unable to write Turso /c/env.db (autotune): disk full"
+            ),
             "warning: 3 reads and writes of TradeTune's GPU cache failed in this process (the \
              first: Unable to write Turso /c/env.db (autotune): disk full): autotune answers it \
              did not keep are measured again by a next run of the same shapes"
         );
-        assert!(failures_line(1, "x").starts_with("warning: 1 read or write of"));
+        assert!(failures_line(1, 0, "x").starts_with("warning: 1 read or write of"));
+        // Those since the last line, with the count in all.
+        assert_eq!(
+            failures_line(14, 3, "x"),
+            "warning: 11 more reads and writes of TradeTune's GPU cache failed (14 in this \
+             process): autotune answers it did not keep are measured again by a next run of the \
+             same shapes"
+        );
+        assert!(failures_line(4, 3, "x").starts_with("warning: 1 more read or write of"));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 use std::sync::{Arc, mpsc};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::{LaunchEvent, StudyHandle, StudyLaunch};
 use crate::device::compiling::{CompileActivity, CompileTicker};
@@ -116,6 +116,8 @@ fn run(
     // The process's compiling, said while the runner's events wait (a trial's first update
     // sends nothing until it is done).
     let mut compiling = CompileActivity::new();
+    const FAILURES_EVERY: Duration = Duration::from_secs(60);
+    let mut failures_said: Option<Instant> = None;
     let result = std::thread::scope(|scope| {
         let running = scope.spawn(|| {
             let r = runner.run(&tx);
@@ -144,9 +146,20 @@ fn run(
             if let Some(line) = crate::device::kernels::store_warning_once() {
                 on_event(LaunchEvent::Notice(line));
             }
+            // Its reads and writes that fail later (a full disk): the first as its trials
+            // meet them, then at most a line a minute.
+            if failures_said.is_none_or(|t| t.elapsed() >= FAILURES_EVERY)
+                && let Some(line) = crate::device::cache_store::failures_warning_unsaid()
+            {
+                on_event(LaunchEvent::Notice(line));
+                failures_said = Some(Instant::now());
+            }
         }
         if let Some(status) = compiling.finish() {
             on_event(LaunchEvent::Compiling(status));
+        }
+        if let Some(line) = crate::device::cache_store::failures_warning_unsaid() {
+            on_event(LaunchEvent::Notice(line));
         }
         match running.join() {
             Ok(r) => r.map_err(FrontError::from),
