@@ -76,6 +76,30 @@ struct LaunchCaps {
     minibatch_copies: f64,
 }
 
+/// Holds run `r`'s advantage stage, an update's launches from the bootstrap value to the
+/// update's batch, for nets of `layers` (hidden layers + the output layer): the bootstrap
+/// value's forward pass (a product a layer, a fused activation between two) and the GAE kernel,
+/// which also counts what is not finite and gives the spread the explained variance is pooled
+/// from on the host: 2·layers. f16 casts the value net's weights and biases and the
+/// observations first (2·layers + 1 more). Each product may copy an operand (`layers` more,
+/// as [`LAYOUT_COPIES_PER_POLICY_STEP`] allows). On lavapipe (2026-11-30): tiny 4 in f32 and 9
+/// in f16, where the two variances and the count on the device made them 12 and 17.
+fn hold_advantage_stage(r: &serde_json::Value, layers: f64) -> f64 {
+    let res = &r["result"];
+    let launches = res["dispatch_profile"]["advantages"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{r}"));
+    let own = match res["config"]["precision"].as_str() {
+        Some("f16") => 4.0 * layers + 1.0,
+        _ => 2.0 * layers,
+    };
+    assert!(
+        launches > 0.0 && launches <= own + layers,
+        "{launches} > {own} + {layers}: {r}"
+    );
+    launches
+}
+
 /// The tiny configuration's caps (nets [16]).
 const TINY_CAPS: LaunchCaps = LaunchCaps {
     policy: MAX_DISPATCHES_PER_POLICY_STEP,
@@ -184,6 +208,8 @@ fn bench_gpu_runs_each_placement_and_precision() {
             );
             assert!(policy > 0.0 && minibatch > 0.0 && buffer > 0.0, "{r}");
             assert!(buffer <= MAX_DISPATCHES_PER_BUFFER_STEP, "{r}");
+            let advantages = hold_advantage_stage(r, 2.0);
+            eprintln!("{placement} {precision}: {advantages} launches an advantage stage");
             // An update of its own timed each kernel on the device: as many kernels per part as
             // the profile's launches (steady updates launch the same), all of them measured,
             // and the device busy for no longer than their sum.
@@ -407,6 +433,8 @@ fn bench_gpu_holds_the_launches_at_the_presets_depth() {
         assert_eq!(res["config"]["net"], serde_json::json!([16, 16, 16]), "{r}");
         let precision = res["config"]["precision"].as_str().unwrap();
         let (policy, policy_copies, minibatch, minibatch_copies) = hold_launches(r, &DEEP_CAPS);
+        let advantages = hold_advantage_stage(r, 4.0);
+        eprintln!("{precision}, nets [16, 16, 16]: {advantages} launches an advantage stage");
         eprintln!(
             "{precision}, nets [16, 16, 16]: {policy} launches per policy step ({policy_copies} \
              layout copies), {minibatch} per minibatch ({minibatch_copies} layout copies)"

@@ -174,9 +174,107 @@ pub fn explained_variance(predicted: &[f32], target: &[f32]) -> f32 {
     (1.0 - var_res / var_y) as f32
 }
 
+/// Values per group of a rollout's [`Spread`].
+pub const SPREAD: usize = 5;
+
+/// What the trainer reads back of a rollout's advantages, with its update's statistics and in
+/// the same read: groups of [`SPREAD`] values, each over as many samples as the others (an
+/// env's steps from the GAE kernel; the whole rollout, one group, from the tensor program):
+/// how many advantages are not finite, then the mean and population variance of the returns,
+/// then of the advantages. Pooled here, on the host, from a few values per env: on the device
+/// the two variances were seven launches an update.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spread {
+    /// How many advantages are not finite.
+    pub non_finite: f32,
+    /// The returns' population variance.
+    pub var_returns: f64,
+    /// The advantages' population variance (the returns less the values).
+    pub var_advantages: f64,
+}
+
+impl Spread {
+    /// Pools `groups` (see [`Spread`]); `None` where it is not whole groups.
+    pub fn of(groups: &[f32]) -> Option<Spread> {
+        if groups.is_empty() || !groups.len().is_multiple_of(SPREAD) {
+            return None;
+        }
+        let each = || groups.chunks_exact(SPREAD);
+        let n = (groups.len() / SPREAD) as f64;
+        // Equal groups: the pooled variance is the groups' mean variance plus the variance of
+        // their means.
+        let pooled = |mean_at: usize| {
+            let mean = each().map(|g| g[mean_at] as f64).sum::<f64>() / n;
+            each()
+                .map(|g| g[mean_at + 1] as f64 + (g[mean_at] as f64 - mean).powi(2))
+                .sum::<f64>()
+                / n
+        };
+        Some(Spread {
+            non_finite: each().map(|g| g[0]).sum(),
+            var_returns: pooled(1),
+            var_advantages: pooled(3),
+        })
+    }
+
+    /// 1 − Var(advantages)/Var(returns), as [`explained_variance`] of the values and returns
+    /// (NaN where the returns do not vary).
+    pub fn explained_variance(&self) -> f32 {
+        if self.var_returns > 0.0 {
+            (1.0 - self.var_advantages / self.var_returns) as f32
+        } else {
+            f32::NAN
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Per-group means and variances pool to the whole rollout's, and the explained variance
+    /// they give is [`explained_variance`]'s of the values and returns.
+    #[test]
+    fn a_spread_pools_its_groups() {
+        let (t, n) = (7, 3);
+        let returns: Vec<f32> = (0..t * n)
+            .map(|i| ((i * 37) % 11) as f32 * 0.3 - 1.0)
+            .collect();
+        let values: Vec<f32> = (0..t * n).map(|i| ((i * 13) % 5) as f32 * 0.2).collect();
+        let adv: Vec<f32> = returns.iter().zip(&values).map(|(r, v)| r - v).collect();
+        let mean_var = |x: &[f64]| {
+            let m = x.iter().sum::<f64>() / x.len() as f64;
+            (
+                m,
+                x.iter().map(|a| (a - m).powi(2)).sum::<f64>() / x.len() as f64,
+            )
+        };
+        // [T, N], time outermost: env i's steps are i, i + N, …
+        let mut groups = Vec::new();
+        for i in 0..n {
+            let col = |x: &[f32]| (0..t).map(|s| x[s * n + i] as f64).collect::<Vec<_>>();
+            let (mr, vr) = mean_var(&col(&returns));
+            let (ma, va) = mean_var(&col(&adv));
+            let bad = if i == 1 { 2.0 } else { 0.0 };
+            groups.extend([bad, mr as f32, vr as f32, ma as f32, va as f32]);
+        }
+        let spread = Spread::of(&groups).unwrap();
+        let all = |x: &[f32]| x.iter().map(|&a| a as f64).collect::<Vec<_>>();
+        assert!((spread.var_returns - mean_var(&all(&returns)).1).abs() < 1e-5);
+        assert!((spread.var_advantages - mean_var(&all(&adv)).1).abs() < 1e-5);
+        assert_eq!(spread.non_finite, 2.0);
+        let want = explained_variance(&values, &returns);
+        assert!((spread.explained_variance() - want).abs() < 1e-5, "{want}");
+        // Constant returns explain nothing; a short read is no spread.
+        assert!(
+            Spread::of(&[0.0, 1.0, 0.0, 1.0, 0.0])
+                .unwrap()
+                .explained_variance()
+                .is_nan()
+        );
+        assert_eq!(Spread::of(&groups[..7]), None);
+        assert_eq!(Spread::of(&[]), None);
+    }
 
     /// One env, three steps, worked by hand with γ = 0.9, λ = 0.5:
     /// r = [1, 0, 2], V = [0.5, 1, 1.5], done = [0, 1, 0], V(s_3) = 2.

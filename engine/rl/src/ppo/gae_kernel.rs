@@ -1,6 +1,7 @@
 //! Generalised advantage estimation in one CubeCL launch on cubecl devices (a GPU, or
-//! lavapipe), with the count of non-finite advantages the trainer checks (issue 33: fewer
-//! kernels per update, and fewer kinds of kernel to compile before the first one).
+//! lavapipe), with the count of non-finite advantages the trainer checks and the spread its
+//! explained variance needs (issue 33: fewer kernels per update, and fewer kinds of kernel to
+//! compile before the first one).
 //!
 //! [`super::gae::compute_gae_device`]'s blocked tensor program (a cumulative sum, the blocks'
 //! weightings, a carry loop over blocks of 32 steps) and the trainer's `is_finite` check of its
@@ -11,6 +12,12 @@
 //! does on the host, term for term: the recurrence is serial in time and the envs are the
 //! parallelism (consecutive units read consecutive addresses of the `[T, N]` tensors). The
 //! tensor program still runs where no kernel does: flex, and builds without `wgpu`.
+//!
+//! Each unit also keeps its env's running mean and squared deviations of the returns and the
+//! advantages (Welford, in f32), so the trainer pools the rollout's two variances on the host
+//! from `5 × N` values read with the update's statistics: on the device they were a count, two
+//! means and two centred squares a variance, 8 of the 12 launches of the tiny configuration's
+//! advantage stage (its bootstrap value's forward pass the others; lavapipe, 2026-11-30).
 //!
 //! No buffer is written in place: the launch writes new tensors. burn reaches the kernel
 //! through its backend extension API, as the update's kernels do (`update/kernels.rs`).
@@ -26,6 +33,8 @@ use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::ops::numeric::empty_device_dtype;
 use cubecl::{CubeDim, calculate_cube_count_elemwise};
 
+use super::gae::SPREAD;
+
 /// What [`gae`] writes.
 #[derive(ExtensionType)]
 #[extension_type(fusion)]
@@ -34,9 +43,14 @@ pub struct GaeOutput<B: Backend> {
     pub advantages: FloatTensor<B>,
     /// `[T, N]` the returns (advantage + value).
     pub returns: FloatTensor<B>,
-    /// `[N]` how many of each env's advantages are not finite.
-    pub bad: FloatTensor<B>,
+    /// `[N, SPREAD]` each env's group of a [`super::gae::Spread`]: how many of its advantages
+    /// are not finite, and the mean and population variance of its returns and of its
+    /// advantages.
+    pub spread: FloatTensor<B>,
 }
+
+// The kernel writes the five values of a spread's group.
+const _: () = assert!(SPREAD == 5);
 
 fn gae_meta(
     rewards: &TensorSpec,
@@ -49,7 +63,7 @@ fn gae_meta(
     GaeOutputMetadata {
         advantages: rewards.clone(),
         returns: rewards.clone(),
-        bad: TensorSpec::new(vec![last_values.shape[0]].into(), rewards.dtype),
+        spread: TensorSpec::new(vec![last_values.shape[0], SPREAD].into(), rewards.dtype),
     }
 }
 
@@ -58,7 +72,7 @@ fn gae_meta(
 pub trait GaeOps: Backend {
     /// The advantages and returns of the rollout `rewards`, `values` and `dones` (`[T, N]`,
     /// time outermost, one dtype) bootstrapped from `last_values` `[N]` (any float dtype),
-    /// and each env's count of non-finite advantages.
+    /// and each env's count of non-finite advantages and its returns' and advantages' spread.
     #[fusion(meta = gae_meta)]
     fn gae(
         rewards: &FloatTensor<Self>,
@@ -89,7 +103,7 @@ impl GaeOps for CubeBackend {
         let out: GaeOutput<Self> = GaeOutput {
             advantages: empty(shape.clone()),
             returns: empty(shape),
-            bad: empty(vec![n]),
+            spread: empty(vec![n, SPREAD]),
         };
         let cube_dim = CubeDim::new(&client, n);
         let cube_count = calculate_cube_count_elemwise(&client, n, cube_dim);
@@ -103,7 +117,7 @@ impl GaeOps for CubeBackend {
             into_contiguous(last_values.clone()).into_tensor_arg(),
             out.advantages.clone().into_tensor_arg(),
             out.returns.clone().into_tensor_arg(),
-            out.bad.clone().into_tensor_arg(),
+            out.spread.clone().into_tensor_arg(),
             gamma,
             gae_lambda,
             [dtype_to_storage_type(fdt), dtype_to_storage_type(ldt)],
@@ -113,8 +127,9 @@ impl GaeOps for CubeBackend {
 }
 
 /// Advantages and returns `[T, N]` of `rewards`, `values` and `dones` (`[T, N]`) bootstrapped
-/// from `last_values` `[N]`, and `[N]` each env's count of non-finite advantages, in one
-/// launch (see the module docs). Only where [`tradetune_device::runs_cubecl_kernels`].
+/// from `last_values` `[N]`, and `[N, SPREAD]` each env's count of non-finite advantages and
+/// its returns' and advantages' mean and population variance (`Spread::of` pools them), in
+/// one launch (see the module docs). Only where [`tradetune_device::runs_cubecl_kernels`].
 pub fn gae(
     rewards: Tensor<2>,
     values: Tensor<2>,
@@ -122,7 +137,7 @@ pub fn gae(
     last_values: Tensor<1>,
     gamma: f32,
     gae_lambda: f32,
-) -> (Tensor<2>, Tensor<2>, Tensor<1>) {
+) -> (Tensor<2>, Tensor<2>, Tensor<2>) {
     // The kernel takes N from the bootstrap values and T from the rollout's length.
     let [_, n] = rewards.dims();
     assert_eq!(last_values.dims(), [n], "one bootstrap value per env");
@@ -138,7 +153,7 @@ pub fn gae(
     (
         Tensor::from_dispatch(out.advantages),
         Tensor::from_dispatch(out.returns),
-        Tensor::from_dispatch(out.bad),
+        Tensor::from_dispatch(out.spread),
     )
 }
 
@@ -147,7 +162,8 @@ mod code {
 
     /// One unit per env: `δ_t = r_t + γ·V_{t+1}·(1 − done_t) − V_t`,
     /// `A_t = δ_t + γλ·(1 − done_t)·A_{t+1}`, from the last step backwards (`V_T` the
-    /// bootstrap value, `A_T = 0`), as `compute_gae` on the host.
+    /// bootstrap value, `A_T = 0`), as `compute_gae` on the host; and the env's spread
+    /// (Welford's running mean and squared deviations, in f32 whatever `F` is).
     #[cube(launch)]
     pub(super) fn gae_kernel<F: Float, L: Float>(
         rewards: &Tensor<F>,
@@ -156,7 +172,7 @@ mod code {
         last_values: &Tensor<L>,
         advantages: &mut Tensor<F>,
         returns: &mut Tensor<F>,
-        bad: &mut Tensor<F>,
+        spread: &mut Tensor<F>,
         gamma: f32,
         gae_lambda: f32,
         #[define(F, L)] _dtypes: [ElemType; 2],
@@ -173,6 +189,12 @@ mod code {
         let mut next_value = F::cast_from(last_values[i]);
         let mut next_adv = F::cast_from(0.0f32);
         let mut count = F::cast_from(0.0f32);
+        // Welford: returns, then advantages.
+        let mut seen = 0.0f32;
+        let mut mean_r = 0.0f32;
+        let mut dev_r = 0.0f32;
+        let mut mean_a = 0.0f32;
+        let mut dev_a = 0.0f32;
         for s in 0..steps {
             let k = (steps - 1 - s) * n + i;
             let not_done = one - dones[k];
@@ -180,7 +202,17 @@ mod code {
             let delta = rewards[k] + g * next_value * not_done - value;
             let a = delta + gl * not_done * next_adv;
             advantages[k] = a;
-            returns[k] = a + value;
+            let ret = a + value;
+            returns[k] = ret;
+            seen += 1.0;
+            let x = f32::cast_from(ret);
+            let d = x - mean_r;
+            mean_r += d / seen;
+            dev_r += d * (x - mean_r);
+            let x = f32::cast_from(a);
+            let d = x - mean_a;
+            mean_a += d / seen;
+            dev_a += d * (x - mean_a);
             // As the tally kernel tests finiteness (not x − x == 0, which a shader compiler
             // that assumes finite numbers folds to true).
             let probe = f32::cast_from(a);
@@ -190,7 +222,12 @@ mod code {
             next_adv = a;
             next_value = value;
         }
-        bad[i] = count;
+        let at = i * 5;
+        spread[at] = count;
+        spread[at + 1] = F::cast_from(mean_r);
+        spread[at + 2] = F::cast_from(dev_r / seen);
+        spread[at + 3] = F::cast_from(mean_a);
+        spread[at + 4] = F::cast_from(dev_a / seen);
     }
 }
 
@@ -204,8 +241,8 @@ mod tests {
 
     /// On wgpu (lavapipe in CI): the kernel agrees with the host reference on random rollouts
     /// with episode ends anywhere (one step, a few, more than a block of the tensor program,
-    /// one env and several), with an f32 or f16 bootstrap value, and counts each env's
-    /// non-finite advantages.
+    /// one env and several), with an f32 or f16 bootstrap value, counts each env's non-finite
+    /// advantages, and gives each env's returns' and advantages' mean and variance.
     #[test]
     fn the_kernel_matches_the_host_reference_and_counts_what_is_not_finite() {
         let test = "the_kernel_matches_the_host_reference_and_counts_what_is_not_finite";
@@ -235,10 +272,30 @@ mod tests {
                 last = last_t.clone().cast(DType::F32).try_into_vec_as().unwrap();
             }
             let (adv, ret) = compute_gae(&r, &v, &d, &last, 0.99, 0.95);
-            let (da, dr, bad) = gae(t2(&r), t2(&v), t2(&d), last_t, 0.99, 0.95);
+            let (da, dr, spread) = gae(t2(&r), t2(&v), t2(&d), last_t, 0.99, 0.95);
             let da: Vec<f32> = da.try_into_vec_as().unwrap();
             let dr: Vec<f32> = dr.try_into_vec_as().unwrap();
-            let bad: Vec<f32> = bad.try_into_vec_as().unwrap();
+            let spread: Vec<f32> = spread.try_into_vec_as().unwrap();
+            assert_eq!(spread.len(), n_envs * SPREAD);
+            // Each env's returns' and advantages' mean and population variance.
+            for (i, group) in spread.chunks_exact(SPREAD).enumerate() {
+                let mean_var = |x: &[f32]| {
+                    let col: Vec<f64> = (0..steps).map(|s| x[s * n_envs + i] as f64).collect();
+                    let m = col.iter().sum::<f64>() / steps as f64;
+                    let v = col.iter().map(|a| (a - m).powi(2)).sum::<f64>() / steps as f64;
+                    [m, v]
+                };
+                let [mr, vr] = mean_var(&ret);
+                let [ma, va] = mean_var(&adv);
+                for (got, want) in group[1..].iter().zip([mr, vr, ma, va]) {
+                    assert!(
+                        (*got as f64 - want).abs() <= 1e-4 * want.abs().max(1.0),
+                        "T={steps} N={n_envs} env {i}: {group:?} vs {:?}",
+                        [mr, vr, ma, va]
+                    );
+                }
+            }
+            let bad: Vec<f32> = spread.chunks_exact(SPREAD).map(|g| g[0]).collect();
             for i in 0..len {
                 let close = |a: f32, b: f32| (a - b).abs() <= 1e-5 * b.abs().max(1.0);
                 assert!(
@@ -264,7 +321,7 @@ mod tests {
             Tensor::<2>::from_data(TensorData::new(x.to_vec(), [steps, n_envs]), &device)
         };
         let (adv, _) = compute_gae(&r, &v, &vec![0.0; steps * n_envs], &[0.0; 3], 0.99, 0.95);
-        let (_, _, bad) = gae(
+        let (_, _, spread) = gae(
             t2(&r),
             t2(&v),
             t2(&vec![0.0; steps * n_envs]),
@@ -272,7 +329,8 @@ mod tests {
             0.99,
             0.95,
         );
-        let bad: Vec<f32> = bad.try_into_vec_as().unwrap();
+        let spread: Vec<f32> = spread.try_into_vec_as().unwrap();
+        let bad: Vec<f32> = spread.chunks_exact(SPREAD).map(|g| g[0]).collect();
         let want: Vec<f32> = (0..n_envs)
             .map(|i| {
                 (0..steps)

@@ -15,7 +15,7 @@ use crate::ppo::accounting::Part;
 use crate::ppo::buffer::StepRows;
 use crate::ppo::error::PpoError;
 use crate::ppo::events::PhaseTimes;
-use crate::ppo::gae::compute_gae_device;
+use crate::ppo::gae::{Spread, compute_gae_device};
 use crate::ppo::host_policy::{HostPolicy, HostStep};
 use crate::ppo::model::gaussian_log_prob_of_noise;
 use crate::ppo::rollout_env::{EpisodeLog, RolloutEnv};
@@ -291,23 +291,16 @@ impl<E: RolloutEnv> Trainer<E> {
             .ok_or_else(|| PpoError::config("trainer", "no observation", "reset first"))?;
         let last_values = self.learner.model().valid().value(last_obs, dtype);
         let (r, v, d) = self.buffer.rewards_values_dones();
-        let (adv, returns, bad) =
+        let (adv, returns, spread) =
             advantages(r, v, d, last_values, self.cfg.gamma, self.cfg.gae_lambda);
         let flat = self.buffer.flat();
         let len = flat.values.dims()[0];
         let adv = adv.reshape([len]);
         let returns = returns.reshape([len]);
-        // [non-finite advantages, Var(returns), Var(returns − values)] (population variances,
-        // as SB3's `explained_variance`), then the episode log when it is on the device.
-        let var = |x: Tensor<1>| {
-            let m = x.clone().mean();
-            x.sub(m.expand([len])).square().mean()
-        };
-        let mut ride = vec![
-            bad,
-            var(returns.clone()),
-            var(returns.clone().sub(flat.values.clone())),
-        ];
+        // The advantages' spread (non-finite ones, and the variances of SB3's
+        // `explained_variance`), then the episode log when it is on the device.
+        let spread_len = spread.dims()[0];
+        let mut ride = vec![spread];
         let (mut episodes, device_log) = match log {
             EpisodeLog::Host(v) => (v, None),
             EpisodeLog::Device(d) => {
@@ -335,18 +328,18 @@ impl<E: RolloutEnv> Trainer<E> {
         let update = self.updates;
         let mut explained_variance = f32::NAN;
         let mut check = |extra: &[f32]| -> Result<(), PpoError> {
-            let [bad, var_y, var_res, ref log @ ..] = extra[..] else {
-                return Err(PpoError::read("rollout values", "wrong length"));
-            };
-            if bad > 0.0 {
+            let spread = extra
+                .get(..spread_len)
+                .and_then(Spread::of)
+                .ok_or_else(|| PpoError::read("rollout values", "wrong length"))?;
+            let log = &extra[spread_len..];
+            if spread.non_finite > 0.0 {
                 return Err(PpoError::Diverged {
                     update,
-                    what: format!("{bad} of {len} advantages are not finite"),
+                    what: format!("{} of {len} advantages are not finite", spread.non_finite),
                 });
             }
-            if var_y > 0.0 {
-                explained_variance = 1.0 - var_res / var_y;
-            }
+            explained_variance = spread.explained_variance();
             if let Some(d) = &device_log {
                 episodes = d
                     .decode(log)
@@ -367,9 +360,10 @@ impl<E: RolloutEnv> Trainer<E> {
     }
 }
 
-/// The rollout's advantages and returns (`[T, N]`, on its device, nothing read back), and how
-/// many advantages are not finite (`[1]`): one kernel where TradeTune's kernels run
-/// (`gae_kernel`), else the blocked tensor program and burn's `is_finite`.
+/// The rollout's advantages and returns (`[T, N]`, on its device, nothing read back), and their
+/// [`Spread`]'s groups (`[SPREAD × groups]`): one kernel where TradeTune's kernels run
+/// (`gae_kernel`, a group per env), else the blocked tensor program and burn's `is_finite`
+/// and means (one group).
 fn advantages(
     rewards: Tensor<2>,
     values: Tensor<2>,
@@ -380,11 +374,22 @@ fn advantages(
 ) -> (Tensor<2>, Tensor<2>, Tensor<1>) {
     #[cfg(feature = "wgpu")]
     if tradetune_device::runs_cubecl_kernels(&rewards) {
-        let (adv, returns, bad) =
+        let (adv, returns, spread) =
             crate::ppo::gae_kernel::gae(rewards, values, dones, last_values, gamma, gae_lambda);
-        return (adv, returns, bad.sum());
+        let len: usize = spread.dims().iter().product();
+        return (adv, returns, spread.reshape([len]));
     }
     let (adv, returns) = compute_gae_device(rewards, values, dones, last_values, gamma, gae_lambda);
+    let len: usize = adv.dims().iter().product();
     let bad = adv.clone().is_finite().bool_not().float().sum();
-    (adv, returns, bad)
+    let mean_var = |x: Tensor<2>| {
+        let x = x.reshape([len]);
+        let m = x.clone().mean();
+        let var = x.sub(m.clone().expand([len])).square().mean();
+        [m, var]
+    };
+    let [mean_r, var_r] = mean_var(returns.clone());
+    let [mean_a, var_a] = mean_var(adv.clone());
+    let spread = Tensor::cat(vec![bad, mean_r, var_r, mean_a, var_a], 0);
+    (adv, returns, spread)
 }
