@@ -81,9 +81,11 @@ struct LaunchCaps {
 /// value's forward pass (a product a layer, a fused activation between two) and the GAE kernel,
 /// which also counts what is not finite and gives the spread the explained variance is pooled
 /// from on the host: 2·layers. f16 casts the value net's weights and biases and the
-/// observations first (2·layers + 1 more). Each product may copy an operand (`layers` more,
-/// as [`LAYOUT_COPIES_PER_POLICY_STEP`] allows). On lavapipe (2026-11-30): tiny 4 in f32 and 9
-/// in f16, where the two variances and the count on the device made them 12 and 17.
+/// observations first (2·layers + 1 more). The routines a fresh autotune cache picks may copy
+/// an operand of each product (the learner's weights are row-major, not a rollout's K-major
+/// snapshot) and the observations ([`LAYOUT_COPIES_PER_ROLLOUT`]): `layers` + 1 more. On
+/// lavapipe (2026-11-30): tiny 4 in f32 and 9 in f16, where the two variances and the count on
+/// the device made them 12 and 17; nets [16, 16, 16] 6 and 14.
 fn hold_advantage_stage(r: &serde_json::Value, layers: f64) -> f64 {
     let res = &r["result"];
     let launches = res["dispatch_profile"]["advantages"]
@@ -93,9 +95,10 @@ fn hold_advantage_stage(r: &serde_json::Value, layers: f64) -> f64 {
         Some("f16") => 4.0 * layers + 1.0,
         _ => 2.0 * layers,
     };
+    let copies = layers + 1.0;
     assert!(
-        launches > 0.0 && launches <= own + layers,
-        "{launches} > {own} + {layers}: {r}"
+        launches > 0.0 && launches <= own + copies,
+        "{launches} > {own} + {copies}: {r}"
     );
     launches
 }

@@ -230,21 +230,23 @@ static FIRST_FAILURE: Mutex<Option<String>> = Mutex::new(None);
 /// Notes one of cubecl's warnings about its store (`message`, as cubecl wrote it).
 #[cfg(feature = "wgpu")]
 pub(crate) fn note_failure(message: &str) {
-    FAILURES.fetch_add(1, Ordering::Relaxed);
+    // The count moves under the first's lock, so whoever reads a count reads the first's words.
     let mut first = FIRST_FAILURE.lock().unwrap_or_else(|p| p.into_inner());
     if first.is_none() {
         *first = Some(message.to_owned());
     }
+    FAILURES.fetch_add(1, Ordering::Relaxed);
 }
 
 /// Forgets the failures noted since there were `before` ([`check`]'s own write to a store it
 /// then reports): nothing where none was noted meanwhile.
 #[cfg(feature = "wgpu")]
 pub(crate) fn forget_failures_since(before: u64) {
+    let mut first = FIRST_FAILURE.lock().unwrap_or_else(|p| p.into_inner());
     if FAILURES.load(Ordering::Relaxed) > before {
         FAILURES.store(before, Ordering::Relaxed);
         if before == 0 {
-            *FIRST_FAILURE.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            *first = None;
         }
     }
 }
@@ -252,11 +254,8 @@ pub(crate) fn forget_failures_since(before: u64) {
 /// The store's reads and writes that failed in this process since its device opened, and the
 /// first one's words.
 pub fn failures() -> (u64, Option<String>) {
-    let first = FIRST_FAILURE
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
-    (FAILURES.load(Ordering::Relaxed), first)
+    let first = FIRST_FAILURE.lock().unwrap_or_else(|p| p.into_inner());
+    (FAILURES.load(Ordering::Relaxed), first.clone())
 }
 
 /// The failures already said by [`failures_warning_unsaid`].

@@ -471,8 +471,8 @@ mod tests {
     use super::*;
 
     /// cubecl's store warns of a read or write that failed and goes on without it: the logger
-    /// counts each as the store's failure, for the warning after the command; its debug lines
-    /// are not failures.
+    /// counts each as the store's failure, for the warnings a study says as it runs and a
+    /// command after it; its debug lines are not failures.
     #[cfg(feature = "wgpu")]
     #[test]
     fn cubecls_store_warnings_are_counted_as_its_failures() {

@@ -218,9 +218,10 @@ impl Spread {
     }
 
     /// 1 − Var(advantages)/Var(returns), as [`explained_variance`] of the values and returns
-    /// (NaN where the returns do not vary).
+    /// (NaN where the returns do not vary, or a variance is not finite).
     pub fn explained_variance(&self) -> f32 {
-        if self.var_returns > 0.0 {
+        if self.var_returns > 0.0 && self.var_returns.is_finite() && self.var_advantages.is_finite()
+        {
             (1.0 - self.var_advantages / self.var_returns) as f32
         } else {
             f32::NAN

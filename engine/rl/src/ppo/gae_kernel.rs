@@ -14,10 +14,11 @@
 //! tensor program still runs where no kernel does: flex, and builds without `wgpu`.
 //!
 //! Each unit also keeps its env's running mean and squared deviations of the returns and the
-//! advantages (Welford, in f32), so the trainer pools the rollout's two variances on the host
-//! from `5 × N` values read with the update's statistics: on the device they were a count, two
-//! means and two centred squares a variance, 8 of the 12 launches of the tiny configuration's
-//! advantage stage (its bootstrap value's forward pass the others; lavapipe, 2026-11-30).
+//! advantages (Welford, in f32, written in f32), so the trainer pools the rollout's two
+//! variances on the host from `5 × N` values read with the update's statistics: on the device
+//! they were a count, and two means and a centred square a variance, 8 of the 12 launches of the
+//! tiny configuration's advantage stage (its bootstrap value's forward pass and this kernel the
+//! other 4; lavapipe, 2026-11-30).
 //!
 //! No buffer is written in place: the launch writes new tensors. burn reaches the kernel
 //! through its backend extension API, as the update's kernels do (`update/kernels.rs`).
@@ -27,7 +28,7 @@ use burn::backend::cubecl::dtype_to_storage_type;
 use burn::backend::fusion::custom::TensorSpec;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, Dispatch, ExtensionType, backend_extension};
-use burn::tensor::Tensor;
+use burn::tensor::{DType, Tensor};
 use burn_cubecl::CubeBackend;
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::ops::numeric::empty_device_dtype;
@@ -43,9 +44,9 @@ pub struct GaeOutput<B: Backend> {
     pub advantages: FloatTensor<B>,
     /// `[T, N]` the returns (advantage + value).
     pub returns: FloatTensor<B>,
-    /// `[N, SPREAD]` each env's group of a [`super::gae::Spread`]: how many of its advantages
-    /// are not finite, and the mean and population variance of its returns and of its
-    /// advantages.
+    /// `[N, SPREAD]` f32, each env's group of a [`super::gae::Spread`]: how many of its
+    /// advantages are not finite, and the mean and population variance of its returns and of
+    /// its advantages.
     pub spread: FloatTensor<B>,
 }
 
@@ -63,7 +64,7 @@ fn gae_meta(
     GaeOutputMetadata {
         advantages: rewards.clone(),
         returns: rewards.clone(),
-        spread: TensorSpec::new(vec![last_values.shape[0], SPREAD].into(), rewards.dtype),
+        spread: TensorSpec::new(vec![last_values.shape[0], SPREAD].into(), DType::F32),
     }
 }
 
@@ -97,13 +98,13 @@ impl GaeOps for CubeBackend {
         let (client, device) = (rewards.client.clone(), rewards.device.clone());
         let shape = rewards.meta.shape().to_vec();
         let n = last_values.meta.shape().num_elements();
-        let empty = |shape: Vec<usize>| {
-            empty_device_dtype(client.clone(), device.clone(), shape.into(), fdt)
+        let empty = |shape: Vec<usize>, dtype| {
+            empty_device_dtype(client.clone(), device.clone(), shape.into(), dtype)
         };
         let out: GaeOutput<Self> = GaeOutput {
-            advantages: empty(shape.clone()),
-            returns: empty(shape),
-            spread: empty(vec![n, SPREAD]),
+            advantages: empty(shape.clone(), fdt),
+            returns: empty(shape, fdt),
+            spread: empty(vec![n, SPREAD], DType::F32),
         };
         let cube_dim = CubeDim::new(&client, n);
         let cube_count = calculate_cube_count_elemwise(&client, n, cube_dim);
@@ -172,7 +173,7 @@ mod code {
         last_values: &Tensor<L>,
         advantages: &mut Tensor<F>,
         returns: &mut Tensor<F>,
-        spread: &mut Tensor<F>,
+        spread: &mut Tensor<f32>,
         gamma: f32,
         gae_lambda: f32,
         #[define(F, L)] _dtypes: [ElemType; 2],
@@ -188,7 +189,7 @@ mod code {
         let one = F::cast_from(1.0f32);
         let mut next_value = F::cast_from(last_values[i]);
         let mut next_adv = F::cast_from(0.0f32);
-        let mut count = F::cast_from(0.0f32);
+        let mut count = 0.0f32;
         // Welford: returns, then advantages.
         let mut seen = 0.0f32;
         let mut mean_r = 0.0f32;
@@ -215,25 +216,24 @@ mod code {
             dev_a += d * (x - mean_a);
             // As the tally kernel tests finiteness (not x − x == 0, which a shader compiler
             // that assumes finite numbers folds to true).
-            let probe = f32::cast_from(a);
-            if probe.is_nan() || probe.is_inf() {
-                count += one;
+            if x.is_nan() || x.is_inf() {
+                count += 1.0;
             }
             next_adv = a;
             next_value = value;
         }
         let at = i * 5;
         spread[at] = count;
-        spread[at + 1] = F::cast_from(mean_r);
-        spread[at + 2] = F::cast_from(dev_r / seen);
-        spread[at + 3] = F::cast_from(mean_a);
-        spread[at + 4] = F::cast_from(dev_a / seen);
+        spread[at + 1] = mean_r;
+        spread[at + 2] = dev_r / seen;
+        spread[at + 3] = mean_a;
+        spread[at + 4] = dev_a / seen;
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use burn::tensor::{DType, TensorData};
+    use burn::tensor::TensorData;
     use rand::{RngExt, SeedableRng};
 
     use super::*;

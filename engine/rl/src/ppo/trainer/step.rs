@@ -393,3 +393,62 @@ fn advantages(
     let spread = Tensor::cat(vec![bad, mean_r, var_r, mean_a, var_a], 0);
     (adv, returns, spread)
 }
+
+#[cfg(test)]
+mod tests {
+    use burn::tensor::Device;
+
+    use super::*;
+    use crate::ppo::gae::{compute_gae, explained_variance};
+
+    /// What the update reads back of the advantage stage pools to the explained variance of
+    /// the rollout's values for its returns and counts the advantages that are not finite: on
+    /// the CPU (the tensor program, one group) and where TradeTune's kernels run (lavapipe in
+    /// CI: the GAE kernel, a group per env).
+    #[test]
+    fn the_advantage_stage_gives_the_explained_variance_on_either_path() {
+        let test = "the_advantage_stage_gives_the_explained_variance_on_either_path";
+        let (t, n) = (37, 3);
+        let r: Vec<f32> = (0..t * n)
+            .map(|i| ((i * 37) % 11) as f32 * 0.1 - 0.5)
+            .collect();
+        let v: Vec<f32> = (0..t * n)
+            .map(|i| ((i * 13) % 7) as f32 * 0.3 - 1.0)
+            .collect();
+        let d: Vec<f32> = (0..t * n)
+            .map(|i| if i % 17 == 5 { 1.0 } else { 0.0 })
+            .collect();
+        let last = [0.2f32, -0.4, 1.0];
+        let (_, ret) = compute_gae(&r, &v, &d, &last, 0.99, 0.95);
+        let want = explained_variance(&v, &ret);
+        assert!(want.is_finite() && want != 0.0);
+        #[allow(unused_mut)]
+        let mut devices = vec![Device::flex()];
+        #[cfg(feature = "wgpu")]
+        devices.extend(tradetune_device::wgpu_for_test(test));
+        let _ = test;
+        for device in devices {
+            let t2 =
+                |x: &[f32]| Tensor::<2>::from_data(TensorData::new(x.to_vec(), [t, n]), &device);
+            let stage = |r: &[f32]| {
+                let last = Tensor::<1>::from_data(TensorData::new(last.to_vec(), [n]), &device);
+                let (_, _, spread) = advantages(t2(r), t2(&v), t2(&d), last, 0.99, 0.95);
+                let host: Vec<f32> = spread.try_into_vec_as().unwrap();
+                Spread::of(&host).unwrap_or_else(|| panic!("{device:?}: {host:?}"))
+            };
+            let spread = stage(&r);
+            assert_eq!(spread.non_finite, 0.0, "{device:?}");
+            let got = spread.explained_variance();
+            assert!((got - want).abs() < 1e-4, "{device:?}: {got} vs {want}");
+            // A reward that is not a number spoils its env's advantages from its step back.
+            let mut bad = r.clone();
+            bad[10 * n + 1] = f32::NAN;
+            let spread = stage(&bad);
+            assert!(spread.non_finite > 0.0, "{device:?}: {spread:?}");
+            assert!(
+                spread.explained_variance().is_nan(),
+                "{device:?}: {spread:?}"
+            );
+        }
+    }
+}
