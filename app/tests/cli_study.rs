@@ -494,26 +494,15 @@ fn bad_set_values_are_refused_by_name_before_anything_runs() {
 /// Issue 32: a study whose GPU finds its cache's store broken says so once, as a notice of the
 /// study's launch (on stderr here; the app shows it among its notices), and its trial runs on a
 /// store started anew, the broken file kept beside it.
-#[test]
-fn a_study_on_a_broken_gpu_cache_says_so_while_it_runs() {
-    let test = "a_study_on_a_broken_gpu_cache_says_so_while_it_runs";
-    if !common::wgpu_here(test) {
-        return;
-    }
-    // The store of the adapter `--device wgpu` opens (wgpu's default).
-    let environment = tradetune_engine::device::kernels::environment_of(
-        &tradetune_engine::device::adapters::default_adapter().expect("a wgpu adapter"),
-    );
-    let dir = scratch("cli_study", "broken_cache");
-    let cache = dir.join("gpu-cache");
-    std::fs::create_dir_all(&cache).unwrap();
-    // A store cut short, as a full disk or a copy stopped halfway leaves it.
-    std::fs::write(cache.join(format!("{environment}.db")), [0u8; 3000]).unwrap();
+/// A one-trial study of `name` in `dir` on `--device wgpu`, shapes as small as a trial's GPU
+/// work gets (nets [16], 4 envs × 32 steps, 128 timesteps): its file.
+fn tiny_gpu_study(dir: &Path, name: &str) -> PathBuf {
     let study = dir.join("study.toml");
     std::fs::write(
         &study,
-        r#"[study]
-name = "broken_cache"
+        format!(
+            r#"[study]
+name = "{name}"
 n_trials = 1
 workers = 1
 devices = ["wgpu"]
@@ -530,10 +519,30 @@ train.total_timesteps = 128
 train.eval_every = 0
 
 [search]
-"ppo.learning_rate" = { low = 1e-4, high = 1e-3, log = true }
-"#,
+"ppo.learning_rate" = {{ low = 1e-4, high = 1e-3, log = true }}
+"#
+        ),
     )
     .unwrap();
+    study
+}
+
+#[test]
+fn a_study_on_a_broken_gpu_cache_says_so_while_it_runs() {
+    let test = "a_study_on_a_broken_gpu_cache_says_so_while_it_runs";
+    if !common::wgpu_here(test) {
+        return;
+    }
+    // The store of the adapter `--device wgpu` opens (wgpu's default).
+    let environment = tradetune_engine::device::kernels::environment_of(
+        &tradetune_engine::device::adapters::default_adapter().expect("a wgpu adapter"),
+    );
+    let dir = scratch("cli_study", "broken_cache");
+    let cache = dir.join("gpu-cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    // A store cut short, as a full disk or a copy stopped halfway leaves it.
+    std::fs::write(cache.join(format!("{environment}.db")), [0u8; 3000]).unwrap();
+    let study = tiny_gpu_study(&dir, "broken_cache");
     let db = dir.join("s.db");
     let o = common::tradetune_with(
         &[
@@ -582,31 +591,7 @@ fn a_study_whose_gpu_cache_fails_says_so_while_it_runs() {
     let blocker = dir.join("a-file");
     std::fs::write(&blocker, "not a directory").unwrap();
     let cache = blocker.join("gpu-cache");
-    let study = dir.join("study.toml");
-    std::fs::write(
-        &study,
-        r#"[study]
-name = "failing_cache"
-n_trials = 1
-workers = 1
-devices = ["wgpu"]
-
-[fixed]
-env.n_envs = 4
-env.placement = "host"
-ppo.n_steps = 32
-ppo.batch_size = 64
-ppo.n_epochs = 1
-ppo.policy.net_arch.pi = [16]
-ppo.policy.net_arch.vf = [16]
-train.total_timesteps = 128
-train.eval_every = 0
-
-[search]
-"ppo.learning_rate" = { low = 1e-4, high = 1e-3, log = true }
-"#,
-    )
-    .unwrap();
+    let study = tiny_gpu_study(&dir, "failing_cache");
     // stdout and stderr in one file, in the order they were written.
     let log = dir.join("output.txt");
     let file = std::fs::File::create(&log).unwrap();

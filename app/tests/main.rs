@@ -39,6 +39,7 @@ mod ui_devices;
 mod ui_hardware;
 mod ui_importance;
 mod ui_notes;
+mod ui_notices;
 mod ui_parallel_load;
 mod ui_pruner;
 mod ui_report;

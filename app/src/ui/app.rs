@@ -302,6 +302,7 @@ impl TradeTuneApp {
         match command {
             Command::SetTab(tab) => cx.settings.tab = tab,
             Command::Notice(n) => cx.notice(n),
+            Command::DismissWarnings => cx.warnings_dismissed = cx.warnings,
             Command::Copy(text) => self.clipboard = Some(text),
             Command::UseData(paths) => {
                 cx.settings.data_files = paths.clone();

@@ -27,6 +27,8 @@ pub enum Command {
     SetTab(Tab),
     /// Tell the user in the status bar.
     Notice(String),
+    /// The user has read the warnings shown so far.
+    DismissWarnings,
     /// Put this text on the clipboard (at the end of the frame).
     Copy(String),
     /// Train on these files from now on (empty: the bundled sample) and load them.
@@ -112,8 +114,13 @@ pub struct Context {
     pub data_requests: u64,
     /// Live telemetry (None when the sampler could not start; the reason is in `notices`).
     pub telemetry: Option<SamplerHandle>,
-    /// Messages for the status bar, newest last.
+    /// Messages for the status bar, newest last (the last 50).
     pub notices: Vec<String>,
+    /// Warnings among them so far (notices that start `warning:`), and how many of those the
+    /// user has dismissed: the status bar keeps a button to the rest, so a warning is not lost
+    /// under the notices after it (a study's summary at its end).
+    pub warnings: u64,
+    pub warnings_dismissed: u64,
     /// The bundled presets.
     pub presets: Vec<Preset>,
     /// The running study, as every panel may see it.
@@ -123,6 +130,11 @@ pub struct Context {
     pub form_problems: Vec<Problem>,
     /// Starts background jobs; their answers come back to the app, which routes them.
     pub jobs: Jobs,
+}
+
+/// Whether a notice is a warning (the engine's and the CLI's `warning: …` lines).
+pub fn is_warning(notice: &str) -> bool {
+    notice.starts_with("warning:")
 }
 
 impl Context {
@@ -138,6 +150,8 @@ impl Context {
             data_requests: 0,
             telemetry: None,
             notices: Vec::new(),
+            warnings: 0,
+            warnings_dismissed: 0,
             presets: Vec::new(),
             run: RunStatus::default(),
             form_problems: Vec::new(),
@@ -147,7 +161,11 @@ impl Context {
 
     /// Adds a status-bar message.
     pub fn notice(&mut self, message: impl Into<String>) {
-        self.notices.push(message.into());
+        let message = message.into();
+        if is_warning(&message) {
+            self.warnings += 1;
+        }
+        self.notices.push(message);
         if self.notices.len() > 50 {
             self.notices.remove(0);
         }

@@ -25,6 +25,8 @@ pub struct Panels {
     pub studies: studies::StudiesView,
     pub compare: compare::CompareView,
     pub backtest: backtest::BacktestView,
+    /// The notices window is open.
+    pub notices_open: bool,
 }
 
 impl Default for Panels {
@@ -36,6 +38,7 @@ impl Default for Panels {
             studies: studies::StudiesView::new(),
             compare: Default::default(),
             backtest: Default::default(),
+            notices_open: false,
         }
     }
 }
@@ -68,8 +71,32 @@ pub fn draw(
             if let Some(last) = state.notices.last() {
                 ui.label(last);
             }
+            let unread = state.warnings.saturating_sub(state.warnings_dismissed);
+            if unread > 0 {
+                let words = if unread == 1 {
+                    "1 warning".to_string()
+                } else {
+                    format!("{unread} warnings")
+                };
+                let warn = ui.visuals().warn_fg_color;
+                if ui
+                    .button(egui::RichText::new(words).color(warn))
+                    .on_hover_text("the notices so far, warnings first")
+                    .clicked()
+                {
+                    panels.notices_open = true;
+                }
+            } else if state.notices.len() > 1
+                && ui
+                    .small_button("Notices…")
+                    .on_hover_text("the notices so far")
+                    .clicked()
+            {
+                panels.notices_open = true;
+            }
         });
     });
+    notices_window(ui, &mut panels.notices_open, state, commands);
     egui::CentralPanel::default().show(ui, |ui| {
         // The trial table scrolls itself (only visible rows are laid out); the other panels
         // scroll as a whole.
@@ -92,4 +119,48 @@ pub fn draw(
                 }
             });
     });
+}
+
+/// The notices so far in a window of their own (the status bar shows the last): the warnings
+/// first, newest first, then the others, newest first; "Dismiss warnings" clears the status
+/// bar's button.
+fn notices_window(
+    ui: &mut egui::Ui,
+    open: &mut bool,
+    state: &Context,
+    commands: &mut Vec<Command>,
+) {
+    if !*open {
+        return;
+    }
+    let mut keep_open = true;
+    egui::Window::new("Notices")
+        .open(&mut keep_open)
+        .default_width(640.0)
+        .show(ui.ctx(), |ui| {
+            let warn = ui.visuals().warn_fg_color;
+            let (warnings, others): (Vec<&String>, Vec<&String>) = state
+                .notices
+                .iter()
+                .rev()
+                .partition(|n| super::context::is_warning(n));
+            if state.warnings > state.warnings_dismissed && ui.button("Dismiss warnings").clicked()
+            {
+                commands.push(Command::DismissWarnings);
+            }
+            egui::ScrollArea::vertical()
+                .max_height(360.0)
+                .show(ui, |ui| {
+                    for n in &warnings {
+                        ui.label(egui::RichText::new(n.as_str()).color(warn));
+                    }
+                    if !warnings.is_empty() && !others.is_empty() {
+                        ui.separator();
+                    }
+                    for n in &others {
+                        ui.label(n.as_str());
+                    }
+                });
+        });
+    *open &= keep_open;
 }
