@@ -491,9 +491,6 @@ fn bad_set_values_are_refused_by_name_before_anything_runs() {
     assert!(!db.exists(), "a refused run created the database");
 }
 
-/// Issue 32: a study whose GPU finds its cache's store broken says so once, as a notice of the
-/// study's launch (on stderr here; the app shows it among its notices), and its trial runs on a
-/// store started anew, the broken file kept beside it.
 /// A one-trial study of `name` in `dir` on `--device wgpu`, shapes as small as a trial's GPU
 /// work gets (nets [16], 4 envs × 32 steps, 128 timesteps): its file.
 fn tiny_gpu_study(dir: &Path, name: &str) -> PathBuf {
@@ -527,6 +524,9 @@ train.eval_every = 0
     study
 }
 
+/// Issue 32: a study whose GPU finds its cache's store broken says so once, as a notice of the
+/// study's launch (on stderr here; the app shows it among its notices), and its trial runs on a
+/// store started anew, the broken file kept beside it.
 #[test]
 fn a_study_on_a_broken_gpu_cache_says_so_while_it_runs() {
     let test = "a_study_on_a_broken_gpu_cache_says_so_while_it_runs";
@@ -579,6 +579,8 @@ fn a_study_on_a_broken_gpu_cache_says_so_while_it_runs() {
     assert_eq!(moved, 1);
 }
 
+/// Issue 32: a study whose GPU cache's reads and writes fail says so as its trial meets them,
+/// before its end, with cubecl's words, and counts any later ones on; nothing again after it.
 #[test]
 fn a_study_whose_gpu_cache_fails_says_so_while_it_runs() {
     let test = "a_study_whose_gpu_cache_fails_says_so_while_it_runs";

@@ -35,9 +35,32 @@ fn a_warning_stays_reachable_under_the_notices_after_it() {
     assert!(h.query_by_label("1 warning").is_none());
     assert!(h.query_by_label("Dismiss warnings").is_none());
     h.get_by_label(WARNING);
-    // A new warning brings the button back, counting only it.
+    // A new warning brings the button back, counting only it, however many notices come after
+    // it (the status bar keeps the last 50).
     h.state_mut().cx.notice("warning: another");
-    h.state_mut().cx.notice("something else");
+    for i in 0..60 {
+        h.state_mut().cx.notice(format!("notice {i}"));
+    }
     h.run_steps(ui::SETTLE_FRAMES);
-    h.get_by_label("1 warning");
+    h.get_by_label("1 warning").click();
+    h.run_steps(ui::SETTLE_FRAMES);
+    h.get_by_label("warning: another");
+    assert!(h.query_by_label("notice 0").is_none(), "only the last 50");
+}
+
+/// In a narrow window a long last notice is cut short, and the warnings' button stays on screen.
+#[test]
+fn a_long_notice_leaves_the_warnings_button_in_a_narrow_window() {
+    let mut h = ui::harness(
+        ui::app(Settings::default(), ui::no_dialogs()),
+        [640.0, 480.0],
+    );
+    h.run_steps(ui::SETTLE_FRAMES);
+    h.state_mut().cx.notice(WARNING);
+    h.state_mut()
+        .cx
+        .notice(format!("study failed: {}", "a long reason ".repeat(40)));
+    h.run_steps(ui::SETTLE_FRAMES);
+    let button = h.get_by_label("1 warning").rect();
+    assert!(button.max.x <= 640.0 && button.min.x >= 0.0, "{button:?}");
 }

@@ -86,7 +86,9 @@ impl TradeTuneApp {
         let mut cx = Context::new(settings, devices, tasks.jobs().clone());
         match presets::bundled() {
             Ok(p) => cx.presets = p,
-            Err(e) => cx.notice(format!("the bundled presets could not be read: {e}")),
+            Err(e) => cx.notice(format!(
+                "warning: the bundled presets could not be read: {e}"
+            )),
         }
         TradeTuneApp {
             cx,
@@ -183,7 +185,7 @@ impl TradeTuneApp {
                 self.cx.telemetry = Some(sampler.handle());
                 self._sampler = Some(sampler);
             }
-            Err(e) => self.cx.notice(format!("telemetry is off: {e}")),
+            Err(e) => self.cx.notice(format!("warning: telemetry is off: {e}")),
         }
         gpus
     }
@@ -302,7 +304,9 @@ impl TradeTuneApp {
         match command {
             Command::SetTab(tab) => cx.settings.tab = tab,
             Command::Notice(n) => cx.notice(n),
-            Command::DismissWarnings => cx.warnings_dismissed = cx.warnings,
+            Command::DismissWarnings(upto) => {
+                cx.warnings_dismissed = cx.warnings_dismissed.max(upto.min(cx.warnings_total))
+            }
             Command::Copy(text) => self.clipboard = Some(text),
             Command::UseData(paths) => {
                 cx.settings.data_files = paths.clone();

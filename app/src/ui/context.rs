@@ -27,8 +27,8 @@ pub enum Command {
     SetTab(Tab),
     /// Tell the user in the status bar.
     Notice(String),
-    /// The user has read the warnings shown so far.
-    DismissWarnings,
+    /// The user has read the warnings up to this number (those the window showed).
+    DismissWarnings(u64),
     /// Put this text on the clipboard (at the end of the frame).
     Copy(String),
     /// Train on these files from now on (empty: the bundled sample) and load them.
@@ -116,10 +116,12 @@ pub struct Context {
     pub telemetry: Option<SamplerHandle>,
     /// Messages for the status bar, newest last (the last 50).
     pub notices: Vec<String>,
-    /// Warnings among them so far (notices that start `warning:`), and how many of those the
-    /// user has dismissed: the status bar keeps a button to the rest, so a warning is not lost
-    /// under the notices after it (a study's summary at its end).
-    pub warnings: u64,
+    /// The warnings among them (notices that start `warning:`), kept apart as well (the last
+    /// 50, each with its number in order of arrival), so the status bar's button reaches them
+    /// however many notices came after (a study's summary at its end).
+    pub warnings: Vec<(u64, String)>,
+    /// Warnings so far, and how many of the first of them the user has dismissed.
+    pub warnings_total: u64,
     pub warnings_dismissed: u64,
     /// The bundled presets.
     pub presets: Vec<Preset>,
@@ -150,7 +152,8 @@ impl Context {
             data_requests: 0,
             telemetry: None,
             notices: Vec::new(),
-            warnings: 0,
+            warnings: Vec::new(),
+            warnings_total: 0,
             warnings_dismissed: 0,
             presets: Vec::new(),
             run: RunStatus::default(),
@@ -159,11 +162,20 @@ impl Context {
         }
     }
 
+    /// The warnings the user has not dismissed.
+    pub fn unread_warnings(&self) -> u64 {
+        self.warnings_total.saturating_sub(self.warnings_dismissed)
+    }
+
     /// Adds a status-bar message.
     pub fn notice(&mut self, message: impl Into<String>) {
         let message = message.into();
         if is_warning(&message) {
-            self.warnings += 1;
+            self.warnings_total += 1;
+            self.warnings.push((self.warnings_total, message.clone()));
+            if self.warnings.len() > 50 {
+                self.warnings.remove(0);
+            }
         }
         self.notices.push(message);
         if self.notices.len() > 50 {

@@ -65,13 +65,10 @@ pub fn draw(
         });
     });
     egui::Panel::bottom("status").show(ui, |ui| {
-        ui.horizontal(|ui| {
-            ui.label(&state.run.line);
-            ui.separator();
-            if let Some(last) = state.notices.last() {
-                ui.label(last);
-            }
-            let unread = state.warnings.saturating_sub(state.warnings_dismissed);
+        // The buttons at the right end, laid out first: a long notice is cut short (all of it
+        // on hover) and cannot push them off the window.
+        ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+            let unread = state.unread_warnings();
             if unread > 0 {
                 let words = if unread == 1 {
                     "1 warning".to_string()
@@ -94,6 +91,14 @@ pub fn draw(
             {
                 panels.notices_open = true;
             }
+            ui.with_layout(egui::Layout::left_to_right(egui::Align::Center), |ui| {
+                ui.label(&state.run.line);
+                ui.separator();
+                if let Some(last) = state.notices.last() {
+                    ui.add(egui::Label::new(last.as_str()).truncate())
+                        .on_hover_text(last.as_str());
+                }
+            });
         });
     });
     notices_window(ui, &mut panels.notices_open, state, commands);
@@ -122,8 +127,8 @@ pub fn draw(
 }
 
 /// The notices so far in a window of their own (the status bar shows the last): the warnings
-/// first, newest first, then the others, newest first; "Dismiss warnings" clears the status
-/// bar's button.
+/// first (the last 50 of them, however many notices came after), newest first, then the other
+/// notices, newest first; "Dismiss warnings" clears the status bar's button of those shown.
 fn notices_window(
     ui: &mut egui::Ui,
     open: &mut bool,
@@ -139,14 +144,15 @@ fn notices_window(
         .default_width(640.0)
         .show(ui.ctx(), |ui| {
             let warn = ui.visuals().warn_fg_color;
-            let (warnings, others): (Vec<&String>, Vec<&String>) = state
+            let others: Vec<&String> = state
                 .notices
                 .iter()
                 .rev()
-                .partition(|n| super::context::is_warning(n));
-            if state.warnings > state.warnings_dismissed && ui.button("Dismiss warnings").clicked()
-            {
-                commands.push(Command::DismissWarnings);
+                .filter(|n| !super::context::is_warning(n))
+                .collect();
+            let warnings: Vec<&String> = state.warnings.iter().rev().map(|(_, w)| w).collect();
+            if state.unread_warnings() > 0 && ui.button("Dismiss warnings").clicked() {
+                commands.push(Command::DismissWarnings(state.warnings_total));
             }
             egui::ScrollArea::vertical()
                 .max_height(360.0)

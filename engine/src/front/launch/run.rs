@@ -95,7 +95,7 @@ fn run(
             Ok(s) => Some(s),
             Err(e) => {
                 on_event(LaunchEvent::Notice(format!(
-                    "telemetry is not recorded for this study: {e}"
+                    "warning: telemetry is not recorded for this study: {e}"
                 )));
                 None
             }
@@ -170,7 +170,7 @@ fn run(
         let stats = s.stop();
         if let Some(e) = stats.last_sink_error {
             on_event(LaunchEvent::Notice(format!(
-                "telemetry: {} rows not stored: {e}",
+                "warning: telemetry: {} rows not stored: {e}",
                 stats.rows_dropped
             )));
         }
