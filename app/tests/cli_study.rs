@@ -492,7 +492,8 @@ fn bad_set_values_are_refused_by_name_before_anything_runs() {
 }
 
 /// A one-trial study of `name` in `dir` on `--device wgpu`, shapes as small as a trial's GPU
-/// work gets (nets [16], 4 envs × 32 steps, 128 timesteps): its file.
+/// work gets (nets [16], 4 envs × 32 steps, 256 timesteps: two updates, the second one
+/// steady): its file.
 fn tiny_gpu_study(dir: &Path, name: &str) -> PathBuf {
     let study = dir.join("study.toml");
     std::fs::write(
@@ -512,7 +513,7 @@ ppo.batch_size = 64
 ppo.n_epochs = 1
 ppo.policy.net_arch.pi = [16]
 ppo.policy.net_arch.vf = [16]
-train.total_timesteps = 128
+train.total_timesteps = 256
 train.eval_every = 0
 
 [search]
@@ -645,4 +646,18 @@ fn a_study_whose_gpu_cache_fails_says_so_while_it_runs() {
     let best = at("best trial of 'failing_cache'");
     assert!(failed.iter().all(|&i| i < best), "{out}");
     assert!(total > 0);
+    // The trial, all compiling, is compile-bound, and its verdict does not promise a later
+    // process autotunes nothing.
+    let st = Storage::open_read_only(dir.join("s.db")).unwrap();
+    let trials = st.trials(st.study_id("failing_cache").unwrap()).unwrap();
+    let verdict = trials[0]
+        .user_attrs
+        .iter()
+        .find(|(k, _)| k == "verdict")
+        .map(|(_, v)| v.dumps())
+        .unwrap_or_else(|| panic!("no verdict: {:?}", trials[0].user_attrs));
+    assert!(
+        verdict.contains("a later process autotunes them again"),
+        "{verdict}"
+    );
 }

@@ -399,6 +399,7 @@ fn gpu_trial(compile_s: f64, util: f64) -> VerdictInput {
             minibatch_replay_failed: false,
             placement_measure_s: None,
             placement_kept: false,
+            autotune_not_kept: false,
             auto_step_ms: None,
             compile_not_apart: false,
         }),
@@ -420,6 +421,36 @@ fn compile_time_names_a_driver_shader_cache_that_is_off() {
         v[0].message.ends_with(
             "; the GPU driver's shader cache is off (MESA_SHADER_CACHE_DISABLE), so every process compiles every pipeline again: unset it"
         ),
+        "{}",
+        v[0].message
+    );
+}
+
+/// Where TradeTune's GPU cache could not keep the trial's autotune answers (off, a store that
+/// cannot be used, reads and writes that failed), the verdict does not promise a later process
+/// autotunes nothing.
+#[test]
+fn compile_time_says_when_the_gpu_cache_could_not_keep_the_answers() {
+    let mut input = gpu_trial(49.0, 18.0);
+    let kept = verdicts(&input)[0].message.clone();
+    assert!(
+        kept.contains("a later process autotunes nothing where TradeTune's GPU cache is on"),
+        "{kept}"
+    );
+    if let Some(w) = &mut input.gpu_work {
+        w.autotune_not_kept = true;
+    }
+    let v = verdicts(&input);
+    assert_eq!(v[0].kind, VerdictKind::CompileBound);
+    assert!(
+        v[0].message.contains(
+            "but a later process autotunes them again: TradeTune's GPU cache is off or could not keep the answers (see its warning)"
+        ),
+        "{}",
+        v[0].message
+    );
+    assert!(
+        !v[0].message.contains("autotunes nothing"),
         "{}",
         v[0].message
     );

@@ -135,6 +135,10 @@ pub struct GpuWork {
     /// Whether `auto`'s decision is kept for later trials of the shape (TradeTune's GPU cache
     /// on and written).
     pub placement_kept: bool,
+    /// Whether a later process autotunes this trial's shapes again: TradeTune's GPU cache is
+    /// off, its store cannot be used, or reads and writes of it failed in this process
+    /// (`tradetune_device::kernels::CacheSetting::keeps_answers`, `cache_store::failures`).
+    pub autotune_not_kept: bool,
     /// Where `env.placement = "auto"` placed the trial's environment: its measured rollout
     /// step, milliseconds with the environment on the host and on the device.
     pub auto_step_ms: Option<(f64, f64)>,
@@ -255,9 +259,14 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
             say(
                 VerdictKind::CompileBound,
                 format!(
-                    "compiling kernels for these shapes took {:.1} s, {} of wall time{counted}{measuring}: a new configuration pays it once — a later trial of the same shapes in this process compiles nothing, a later process autotunes nothing where TradeTune's GPU cache is on, and a longer trial spreads the rest{}",
+                    "compiling kernels for these shapes took {:.1} s, {} of wall time{counted}{measuring}: a new configuration pays it once — a later trial of the same shapes in this process compiles nothing, {}, and a longer trial spreads the rest{}",
                     p.compile_s,
                     pct(compile),
+                    if input.gpu_work.is_some_and(|w| w.autotune_not_kept) {
+                        "but a later process autotunes them again: TradeTune's GPU cache is off or could not keep the answers (see its warning)"
+                    } else {
+                        "a later process autotunes nothing where TradeTune's GPU cache is on"
+                    },
                     match input.gpu_work.and_then(|w| w.driver_shader_cache_off) {
                         Some(var) => format!(
                             "; the GPU driver's shader cache is off ({var}), so every process compiles every pipeline again: unset it"
