@@ -7,7 +7,7 @@
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use tradetune_engine::device::compiling::{CompileStatus, CompileTicker};
-use tradetune_engine::device::kernels::{self, CacheSetting, KernelCounts};
+use tradetune_engine::device::kernels::{self, Kept, KernelCounts, kept};
 use tradetune_engine::device::memory::{MemoryBudget, host_memory_bytes};
 use tradetune_engine::device::{DeviceSpec, check_precision, describe_spec, open};
 use tradetune_engine::eval::EvalSplit;
@@ -217,31 +217,6 @@ fn compile_ticker(json: bool, bar: Option<ProgressBar>) -> CompileTicker {
     })
 }
 
-/// What a next run of the same shapes finds of this run's autotune answers.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Kept {
-    /// All of them: the GPU cache kept them (or there were none: the CPU).
-    All,
-    /// None: the cache is off (`TRADETUNE_GPU_CACHE=off`, or cubecl's own setting).
-    Off,
-    /// None: the cache's store cannot be used (said in a warning).
-    Unusable,
-    /// Maybe not all: this many of the store's reads and writes failed during the run.
-    WritesFailed(u64),
-}
-
-/// [`Kept`] of the process's GPU cache `cache` (none: no GPU opened) and the store's `failed`
-/// reads and writes.
-fn kept(cache: Option<&CacheSetting>, failed: u64) -> Kept {
-    match cache {
-        None => Kept::All,
-        Some(c) if c.root.is_none() || c.cubecl_cache_off => Kept::Off,
-        Some(c) if !c.keeps_answers() => Kept::Unusable,
-        Some(_) if failed > 0 => Kept::WritesFailed(failed),
-        Some(_) => Kept::All,
-    }
-}
-
 /// Where a run's time went, as lines under its summary: each phase's seconds and share of the
 /// run and, where kernels were compiled (a GPU), what compiling them cost and the rate without
 /// it (`steady`, samples/s), and what a next run pays: `counting` says whether cubecl's
@@ -405,6 +380,7 @@ fn show(bar: &ProgressBar, event: TrainEvent) {
 mod tests {
     use super::*;
     use tradetune_engine::device::cache_store::StoreTrouble;
+    use tradetune_engine::device::kernels::CacheSetting;
 
     #[test]
     fn the_time_lines_give_each_phase_and_what_compiling_cost() {

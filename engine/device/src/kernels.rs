@@ -254,6 +254,37 @@ pub fn cache_setting() -> Option<&'static CacheSetting> {
     SETTING.get()
 }
 
+/// What a later process running the same shapes finds of this one's autotune answers: what
+/// `train`'s summary says of a next run, and a study trial's compile-bound verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kept {
+    /// All of them: the GPU cache kept them (or there were none: the CPU).
+    All,
+    /// None: the cache is off (`TRADETUNE_GPU_CACHE=off`, or cubecl's own setting).
+    Off,
+    /// None: the cache's store cannot be used (said in a warning).
+    Unusable,
+    /// Maybe not all: this many of the store's reads and writes failed during the run.
+    WritesFailed(u64),
+}
+
+/// [`Kept`] of the process's GPU cache `cache` (none: no GPU opened) and the store's `failed`
+/// reads and writes.
+pub fn kept(cache: Option<&CacheSetting>, failed: u64) -> Kept {
+    match cache {
+        None => Kept::All,
+        Some(c) if c.root.is_none() || c.cubecl_cache_off => Kept::Off,
+        Some(c) if !c.keeps_answers() => Kept::Unusable,
+        Some(_) if failed > 0 => Kept::WritesFailed(failed),
+        Some(_) => Kept::All,
+    }
+}
+
+/// [`kept`] of this process now.
+pub fn kept_now() -> Kept {
+    kept(cache_setting(), crate::cache_store::failures().0)
+}
+
 /// The environment `adapter`'s autotune answers (and `auto`'s env placements) are kept in: its
 /// name and driver, and `-spirv` where this build compiles its kernels to SPIR-V. cubecl keys
 /// an answer by the operation's shapes and the candidates' list, not by the shader language, and

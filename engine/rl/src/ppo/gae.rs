@@ -182,7 +182,7 @@ pub const SPREAD: usize = 5;
 /// env's steps from the GAE kernel; the whole rollout, one group, from the tensor program):
 /// how many advantages are not finite, then the mean and population variance of the returns,
 /// then of the advantages. Pooled here, on the host, from a few values per env: on the device
-/// the two variances were seven launches an update.
+/// the count and the two variances were eight launches an update.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Spread {
     /// How many advantages are not finite.

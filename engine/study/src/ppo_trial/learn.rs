@@ -172,9 +172,8 @@ pub(super) fn learn<E: RolloutEnv>(
         gpu.n_steps = Some(cfg.ppo.n_steps);
         gpu.driver_shader_cache_off = tradetune_device::kernels::driver_shader_cache_off();
         // What the trial autotuned a later process finds only where the cache kept it.
-        let kept = tradetune_device::kernels::cache_setting().is_some_and(|c| c.keeps_answers())
-            && tradetune_device::cache_store::failures().0 == 0;
-        gpu.autotune_not_kept |= gpu.autotune_runs > 0 && !kept;
+        gpu.autotune_not_kept |= gpu.autotune_runs > 0
+            && tradetune_device::kernels::kept_now() != tradetune_device::kernels::Kept::All;
         done.gpu = Some(gpu);
         reporter.set_gpu_work(gpu);
     }
