@@ -7,7 +7,7 @@
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use tradetune_engine::device::compiling::{CompileStatus, CompileTicker};
-use tradetune_engine::device::kernels::{self, Kept, KernelCounts, kept};
+use tradetune_engine::device::kernels::{self, Kept, KernelCounts};
 use tradetune_engine::device::memory::{MemoryBudget, host_memory_bytes};
 use tradetune_engine::device::{DeviceSpec, check_precision, describe_spec, open};
 use tradetune_engine::eval::EvalSplit;
@@ -180,10 +180,7 @@ fn train(
             kernels::counting_compiles(),
             kernels::driver_shader_cache_off(),
             report.compile_not_apart,
-            kept(
-                kernels::cache_setting(),
-                tradetune_engine::device::cache_store::failures().0,
-            ),
+            kernels::kept_now(),
         ) {
             println!("{line}");
         }
@@ -380,7 +377,7 @@ fn show(bar: &ProgressBar, event: TrainEvent) {
 mod tests {
     use super::*;
     use tradetune_engine::device::cache_store::StoreTrouble;
-    use tradetune_engine::device::kernels::CacheSetting;
+    use tradetune_engine::device::kernels::{CacheSetting, kept};
 
     #[test]
     fn the_time_lines_give_each_phase_and_what_compiling_cost() {

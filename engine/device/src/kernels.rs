@@ -285,6 +285,16 @@ pub fn kept_now() -> Kept {
     kept(cache_setting(), crate::cache_store::failures().0)
 }
 
+/// [`kept`] of what was autotuned since the store's failures were `before`
+/// ([`crate::cache_store::failures`]): a study trial's, whose answers a failure earlier in the
+/// process (another trial's, a disk since freed) did not lose.
+pub fn kept_since(before: u64) -> Kept {
+    kept(
+        cache_setting(),
+        crate::cache_store::failures().0.saturating_sub(before),
+    )
+}
+
 /// The environment `adapter`'s autotune answers (and `auto`'s env placements) are kept in: its
 /// name and driver, and `-spirv` where this build compiles its kernels to SPIR-V. cubecl keys
 /// an answer by the operation's shapes and the candidates' list, not by the shader language, and

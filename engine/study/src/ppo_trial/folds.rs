@@ -25,7 +25,7 @@ impl PpoTrial {
         folds: &[Fold],
         device: &burn::tensor::Device,
     ) -> Result<f64, TrialError> {
-        let mut done = Work::default();
+        let mut done = Work::begin();
         let mut values = Vec::with_capacity(folds.len());
         for (i, fold) in folds.iter().enumerate() {
             // A fold's training bars may be several blocks (CPCV): they are joined, as

@@ -26,6 +26,7 @@ impl PpoTrial {
             self.validation.clone(),
             &cfg.env,
         );
+        let mut done = Work::begin();
         let run = TrainingRun::build(
             cfg,
             &self.dataset,
@@ -37,7 +38,6 @@ impl PpoTrial {
         for (key, value) in run.placement_attrs() {
             reporter.set_user_attr(key, value);
         }
-        let mut done = Work::default();
         done.add_placement(run.auto.as_ref());
         let mut trainer = run.trainer;
         if cfg.train.eval_every > 0 {

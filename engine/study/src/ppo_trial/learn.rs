@@ -21,9 +21,20 @@ pub(super) struct Work {
     pub(super) placement_s: f64,
     /// What the GPU runtime compiled and launched, on a GPU.
     gpu: Option<GpuWork>,
+    /// The GPU cache's failed reads and writes in this process before the trial began: those
+    /// after are the ones that may lose what it autotunes.
+    cache_failures_before: u64,
 }
 
 impl Work {
+    /// A trial's work, begun before its first run is built (`auto`'s measuring autotunes).
+    pub(super) fn begin() -> Self {
+        Work {
+            cache_failures_before: tradetune_device::cache_store::failures().0,
+            ..Work::default()
+        }
+    }
+
     /// `auto`'s placement of the run's environment, on a GPU: its measured step costs (for
     /// the verdict), and, where the run measured before it trained (a shape's first run: both
     /// placements' kernels compiled, rollouts timed on each), that overhead, paid before its
@@ -171,9 +182,12 @@ pub(super) fn learn<E: RolloutEnv>(
         }
         gpu.n_steps = Some(cfg.ppo.n_steps);
         gpu.driver_shader_cache_off = tradetune_device::kernels::driver_shader_cache_off();
-        // What the trial autotuned a later process finds only where the cache kept it.
+        // What the trial autotuned a later process finds only where the cache kept it: a
+        // cache that is on and usable, and no read or write of it failed since the trial
+        // began (its own, or a trial's beside it in the process: they share the store).
         gpu.autotune_not_kept |= gpu.autotune_runs > 0
-            && tradetune_device::kernels::kept_now() != tradetune_device::kernels::Kept::All;
+            && tradetune_device::kernels::kept_since(done.cache_failures_before)
+                != tradetune_device::kernels::Kept::All;
         done.gpu = Some(gpu);
         reporter.set_gpu_work(gpu);
     }
