@@ -700,6 +700,75 @@ fn bench_gpu_runs_the_pytorch_peer_in_the_same_run() {
     );
 }
 
+/// A peer that fails on one precision (bf16 here, as a card without it would) costs its own
+/// row, not the bench: the other precision's row and our runs are printed (and in the JSON,
+/// with the failure's words), and the command fails at its end, saying why.
+#[test]
+fn bench_gpu_goes_on_past_a_failing_peer_and_fails_at_its_end() {
+    let dir = scratch("cli_bench_gpu", "failing_peer");
+    let peer = dir.join("fake-python");
+    std::fs::write(
+        &peer,
+        "#!/bin/sh\n\
+         case \"$*\" in *bf16*) echo 'RuntimeError: bf16 is not supported here' >&2; exit 1;; esac\n\
+         echo '{\"peer\": \"cleanrl-style\", \"device\": \"Fake GPU\", \"precision\": \"tf32\", \"cold_update_seconds\": 2.5, \"versions\": {\"torch\": \"0.0-fake\"}, \"threads\": 1, \"samples\": 256, \"seconds\": 0.256, \"env_seconds\": 0.064, \"samples_per_second\": 1000.0}'\n",
+    )
+    .unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&peer, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let args = [
+        "bench",
+        "gpu",
+        "--device",
+        "cpu",
+        "--configs",
+        "tiny",
+        "--placements",
+        "host",
+        "--precisions",
+        "f32",
+        "--updates",
+        "1",
+        "--peer",
+        peer.to_str().unwrap(),
+    ];
+    let o = bench(&dir.join("cache"), &args);
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert!(!o.status.success(), "{out}\n{err}");
+    assert!(
+        out.contains("peer: cleanrl-style (torch 0.0-fake) on Fake GPU, its env 25 % of its time"),
+        "{out}"
+    );
+    assert!(out.contains("bf16 peer failed: --peer: "), "{out}");
+    assert!(
+        err.contains("RuntimeError: bf16 is not supported here"),
+        "{err}"
+    );
+    assert!(
+        err.contains("1 of the PyTorch peer's runs failed (their errors are above); every other figure was measured"),
+        "{err}"
+    );
+    let mut with_json = args.to_vec();
+    with_json.push("--json");
+    let o = bench(&dir.join("cache"), &with_json);
+    assert!(!o.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["runs"].as_array().map(Vec::len), Some(1), "{v}");
+    let peers = v["peer"].as_array().unwrap();
+    assert_eq!(peers.len(), 2, "{v}");
+    assert_eq!(peers[0]["run"]["samples_per_second"], 1000.0, "{v}");
+    assert_eq!(peers[1]["precision"], "bf16", "{v}");
+    assert!(
+        peers[1]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("bf16 is not supported here")),
+        "{v}"
+    );
+}
+
 /// `tradetune bench matmul` (no timing assertion): the routines it knows, its refusals, and
 /// on wgpu one routine beside burn's autotuned matmul on every product of the tiny
 /// configuration's minibatch, each answer checked, and the minibatch's products summed.
@@ -777,10 +846,13 @@ fn bench_matmul_measures_each_routine_on_the_update_products() {
 }
 
 /// `benches/gpu/run.sh`, the one script for whoever holds a GPU, over stand-ins for the
-/// binaries that log how they are called: the machine file, the steps in order (cold, the
-/// study of two trials and its export, on the warm cache, the SPIR-V build's routines and run,
-/// the routines) with the run's own cache and
-/// the peer passed on, and a budget that skips the steps it has no room for, as it says.
+/// binaries that log how they are called: the machine file, the steps in the order of what
+/// matters most (the RTX 4080 shape cold, the study of two trials and its export, on the warm
+/// cache, the RX 7900 GRE shape, the routines, the minibatches replayed, the SPIR-V build's
+/// routines and run) with the run's own cache and the peer passed on, the report packed into
+/// one file after each step, and a budget that skips the steps it has no room for, as it says.
+/// What would waste a borrowed card's minutes is found first: no GPU adapter stops the run
+/// before any step, and a peer whose Python cannot run it is left out, said, not fatal.
 #[test]
 fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
     use std::os::unix::fs::PermissionsExt;
@@ -793,7 +865,8 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
         format!(
             "#!/bin/sh\necho \"$* cache=$TRADETUNE_GPU_CACHE\" >> '{}'\n\
              if [ \"$1\" = --version ]; then echo 'tradetune 9.9.9'; fi\n\
-             if [ \"$1\" = bench ]; then echo \"table of $2\"; echo progress >&2; fi\n",
+             if [ \"$1\" = devices ]; then echo \"wgpu  wgpu  yes ${{FAKE_ADAPTER:-discrete GPU}}  80.0 GiB f32,f16  yes  default adapter\"; fi\n\
+             if [ \"$1\" = bench ]; then echo \"table of $2\"; echo progress >&2; mkdir -p \"$TRADETUNE_GPU_CACHE\"; touch \"$TRADETUNE_GPU_CACHE/answers.db\"; fi\n",
             log.display()
         ),
     )
@@ -814,17 +887,20 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
     for f in [&fake, &spirv, &python] {
         std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    let run = |out: &Path, extra: &[&str]| {
+    let run_with = |out: &Path, extra: &[&str], adapter: &str| {
         Command::new("bash")
             .arg(&script)
             .args(["--tradetune", fake.to_str().unwrap(), "--out"])
             .arg(out)
             .args(extra)
+            .env("FAKE_ADAPTER", adapter)
             .output()
             .expect("bash runs the script")
     };
+    let run = |out: &Path, extra: &[&str]| run_with(out, extra, "discrete GPU");
 
     let out = dir.join("report");
+    let packed = dir.join("report.tgz");
     let o = run(
         &out,
         &[
@@ -832,6 +908,8 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
             python.to_str().unwrap(),
             "--spirv",
             spirv.to_str().unwrap(),
+            "--pack",
+            packed.to_str().unwrap(),
         ],
     );
     assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
@@ -855,7 +933,7 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
         calls,
         [
             format!(
-                "bench gpu --probe-sizes 256,1024,4096 --peer {} {cache}",
+                "bench gpu --configs rtx4080 --probe-sizes 256,1024,4096 --peer {} {cache}",
                 python.display()
             ),
             format!(
@@ -869,16 +947,20 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
                 out.join("study-trials.csv").display()
             ),
             format!(
-                "bench gpu --configs rtx4080 --policy-steps direct,replay --probe-sizes \
-                 256,1024,4096 --json {cache}"
+                "bench gpu --configs rtx4080 --precisions f32 --policy-steps direct,replay \
+                 --probe-sizes 256,1024,4096 {cache}"
             ),
             format!(
+                "bench gpu --configs rx7900gre --probe-sizes 256,1024,4096 --peer {} {cache}",
+                python.display()
+            ),
+            format!("bench matmul --configs rtx4080 {cache}"),
+            format!(
                 "bench gpu --configs rtx4080 --placements device --precisions f32 --policy-steps \
-                 replay --minibatches direct,replay --probe-sizes 256,1024,4096 --json {cache}"
+                 replay --minibatches direct,replay --probe-sizes 256,1024,4096 {cache}"
             ),
             format!("spirv bench matmul --configs rtx4080 {cache}"),
-            format!("spirv bench gpu --configs rtx4080 --probe-sizes 256,1024,4096 --json {cache}"),
-            format!("bench matmul --configs rtx4080 {cache}"),
+            format!("spirv bench gpu --configs rtx4080 --probe-sizes 256,1024,4096 {cache}"),
         ]
     );
     assert_eq!(
@@ -894,7 +976,28 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
         "progress\n"
     );
     let steps = std::fs::read_to_string(out.join("steps.txt")).unwrap();
-    assert_eq!(steps.matches("   done in ").count(), 8, "{steps}");
+    assert_eq!(steps.matches("   done in ").count(), 9, "{steps}");
+    // The report in one file, as it stood after the last step, without the autotune cache.
+    let listed = Command::new("tar")
+        .arg("-tzf")
+        .arg(&packed)
+        .output()
+        .expect("tar runs");
+    let listed = text(&listed.stdout);
+    for f in [
+        "./machine.txt",
+        "./steps.txt",
+        "./bench-gpu.txt",
+        "./study.toml",
+    ] {
+        assert!(listed.lines().any(|l| l == f), "{f} not packed: {listed}");
+    }
+    assert!(out.join("gpu-cache/answers.db").is_file());
+    assert!(
+        !listed.lines().any(|l| l.starts_with("./gpu-cache")),
+        "{listed}"
+    );
+    assert!(!dir.join("report.tgz.part").exists());
     // The study file the script writes is one TradeTune takes (recorded, not run: the
     // shape is the RTX 4080 preset's, for a card).
     let check = dir.join("study-check.db");
@@ -922,7 +1025,7 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
         steps
             .matches("skipped, under a minute of the 30s budget left")
             .count(),
-        6,
+        7,
         "{steps}"
     );
     let calls = std::fs::read_to_string(&log).unwrap();
@@ -939,7 +1042,54 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
     assert!(text(&o.stderr).contains("--budget 'soon' is not a whole number"));
     let o = run(&dir.join("bad"), &["--peer", "/nonexistent/python"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o.stderr).contains("has no torch"));
+    assert!(
+        text(&o.stderr).contains("--peer '/nonexistent/python' is no program here"),
+        "{}",
+        text(&o.stderr)
+    );
+    // No GPU adapter (the card's driver did not load): stopped before any step.
+    std::fs::remove_file(&log).unwrap();
+    let o = run_with(&dir.join("software"), &[], "software renderer");
+    assert_eq!(o.status.code(), Some(3));
+    assert!(
+        text(&o.stderr).contains("wgpu's default adapter is a software renderer, not a GPU"),
+        "{}",
+        text(&o.stderr)
+    );
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert!(!calls.lines().any(|l| l.starts_with("bench")), "{calls}");
+    // A Python without torch: the peer is left out, said, and the steps run without it.
+    let no_torch = dir.join("python-without-torch");
+    std::fs::write(
+        &no_torch,
+        "#!/bin/sh\necho \"ModuleNotFoundError: No module named 'torch'\" >&2\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&no_torch, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = dir.join("no-torch");
+    let o = run_with(
+        &out,
+        &["--peer", no_torch.to_str().unwrap(), "--allow-software"],
+        "software renderer",
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let steps = std::fs::read_to_string(out.join("steps.txt")).unwrap();
+    assert!(
+        steps.starts_with(&format!(
+            "== the PyTorch peer is left out: {} cannot run it (ModuleNotFoundError: No module \
+             named 'torch')",
+            no_torch.display()
+        )),
+        "{steps}"
+    );
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        calls
+            .lines()
+            .any(|l| l.starts_with("bench gpu --configs rtx4080 --probe-sizes")),
+        "{calls}"
+    );
+    assert!(!calls.contains("--peer"), "{calls}");
     let o = run(&dir.join("bad"), &["--spirv", fake.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
@@ -989,7 +1139,8 @@ fn the_carry_script_packs_the_binaries_and_prints_the_command_that_runs_them() {
          kind=default; case \"$*\" in *vulkan*) kind=spirv;; esac\n\
          out=\"$CARGO_TARGET_DIR/release/tradetune\"\n\
          printf '#!/bin/sh\\necho \"%s $* cache=$TRADETUNE_GPU_CACHE\" >> {log}\\n\
-         if [ \"$1\" = --version ]; then echo \"tradetune 9.9.9 (%s)\"; fi\\n' \
+         if [ \"$1\" = --version ]; then echo \"tradetune 9.9.9 (%s)\"; fi\\n\
+         if [ \"$1\" = devices ]; then echo \"wgpu  wgpu  yes discrete GPU\"; fi\\n' \
          \"$kind\" \"$kind\" > \"$out\"\n\
          [ $kind = spirv ] && sed -i 's/(spirv)/(GPU: wgpu, SPIR-V kernels)/' \"$out\"\n\
          chmod +x \"$out\"\n",
@@ -1048,7 +1199,10 @@ fn the_carry_script_packs_the_binaries_and_prints_the_command_that_runs_them() {
             && calls.contains("cargo build --release -p tradetune --features vulkan\n"),
         "{calls}"
     );
-    assert!(calls.contains("download libvulkan1"), "{calls}");
+    assert!(
+        calls.contains("download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2"),
+        "{calls}"
+    );
     let packed = repo.join(".gpu-carry");
     for f in [
         "tradetune.xz",
@@ -1069,9 +1223,14 @@ fn the_carry_script_packs_the_binaries_and_prints_the_command_that_runs_them() {
         .find(|l| l.contains("benches/gpu/run.sh"))
         .unwrap_or_else(|| panic!("no command printed: {stdout}"));
     assert!(
+        command.starts_with("for f in .gpu-carry/*.deb; do dpkg -x \"$f\" /; done; ldconfig;"),
+        "{command}"
+    );
+    assert!(
         command.ends_with(
             "benches/gpu/run.sh --tradetune .gpu-carry/tradetune --spirv \
-             .gpu-carry/tradetune-spirv --peer python3 --out $OUT/gpu --budget 300"
+             .gpu-carry/tradetune-spirv --peer python3 --out $r --pack $OUT/gpu-report.tgz \
+             --budget 300; tail -c 5000 $r/bench-gpu.txt"
         ),
         "{command}"
     );
@@ -1095,7 +1254,7 @@ fn the_carry_script_packs_the_binaries_and_prints_the_command_that_runs_them() {
     let python = bin.join("python3");
     std::fs::write(&python, "#!/bin/sh\nexit 0\n").unwrap();
     std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let from = command.find("xz -df").unwrap();
+    let from = command.find("r=$(mktemp -d)").unwrap();
     let out = dir.join("out");
     std::fs::create_dir_all(&out).unwrap();
     std::fs::remove_file(&log).unwrap();
@@ -1107,14 +1266,23 @@ fn the_carry_script_packs_the_binaries_and_prints_the_command_that_runs_them() {
         .output()
         .expect("bash runs the command");
     assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
-    let machine = std::fs::read_to_string(out.join("gpu/machine.txt")).unwrap();
+    // What comes back from the machine: the report packed into one file.
+    let machine = Command::new("tar")
+        .arg("-xzOf")
+        .arg(out.join("gpu-report.tgz"))
+        .arg("./machine.txt")
+        .output()
+        .expect("tar runs");
+    let machine = text(&machine.stdout);
     assert!(
         machine.contains("tradetune: tradetune 9.9.9 (default)"),
         "{machine}"
     );
     let calls = std::fs::read_to_string(&log).unwrap();
     assert!(
-        calls.contains("default bench gpu --probe-sizes 256,1024,4096 --peer python3"),
+        calls.contains(
+            "default bench gpu --configs rtx4080 --probe-sizes 256,1024,4096 --peer python3"
+        ),
         "{calls}"
     );
 }

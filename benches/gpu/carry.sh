@@ -5,8 +5,10 @@
 #
 #   .gpu-carry/tradetune.xz        the release build, stripped and xz-compressed
 #   .gpu-carry/tradetune-spirv.xz  with --spirv: the same built with `--features vulkan`
-#   .gpu-carry/*.deb               the Vulkan loader (libvulkan1) for x86-64, unpacked there only
-#                                  where the machine has none
+#   .gpu-carry/*.deb               the Vulkan loader (libvulkan1) and the GL dispatch libraries the
+#                                  NVIDIA driver's Vulkan library loads through (libglvnd0 and its
+#                                  kin), for x86-64: the set seen working on the borrowed machines
+#                                  (the device tool's README), unpacked there before each run
 #
 # The folder is ignored through .git/info/exclude, so it never lands in a commit. Building
 # shares the target directory (CARGO_TARGET_DIR, else target/): each feature set rebuilds burn
@@ -70,15 +72,23 @@ if [ "$spirv" = 1 ]; then
   pack tradetune-spirv
 fi
 
-echo "downloading the Vulkan loader (x86-64)"
+# Without them the card's driver may not load and wgpu offers no adapter: the borrowed minutes
+# would be spent finding that out, so a failed download stops here.
+loader=(libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
+echo "downloading the Vulkan loader and the GL dispatch libraries (x86-64): ${loader[*]}"
 lists=$(mktemp -d)
 apt=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 "-oDir::State::Lists=$lists")
 mkdir -p "$lists/partial"
 rm -f "$dir"/*.deb
 if ! apt-get "${apt[@]}" update >"$lists/update.log" 2>&1; then
-  echo "carry.sh: apt-get update failed ($(tail -n 1 "$lists/update.log")); no loader packed" >&2
-elif ! (cd "$dir" && apt-get "${apt[@]}" download libvulkan1 >"$lists/download.log" 2>&1); then
-  echo "carry.sh: apt-get download libvulkan1 failed ($(tail -n 1 "$lists/download.log"))" >&2
+  echo "carry.sh: apt-get update failed ($(tail -n 1 "$lists/update.log")): no loader packed, and the GPU machine may have none" >&2
+  rm -rf "$lists"
+  exit 1
+fi
+if ! (cd "$dir" && apt-get "${apt[@]}" download "${loader[@]}" >"$lists/download.log" 2>&1); then
+  echo "carry.sh: apt-get download ${loader[*]} failed ($(tail -n 1 "$lists/download.log"))" >&2
+  rm -rf "$lists"
+  exit 1
 fi
 rm -rf "$lists"
 
@@ -96,9 +106,11 @@ fi
 
 spirv_arg=""
 if [ "$spirv" = 1 ]; then spirv_arg=" --spirv $dir/tradetune-spirv"; fi
+# The report is written outside $OUT and packed into it after each step (the device tool gives
+# back 8 files of $OUT), and its bench table is printed last, for the reply's own tail.
 cat <<EOF
 
 On the GPU machine, with carry ["$dir"] and timeout_s $(( budget + 60 )):
 
-if ! ldconfig -p | grep -q libvulkan.so.1; then for f in $dir/*.deb; do dpkg -x "\$f" /; done; ldconfig; fi; n=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json; [ -f \$n ] && export VK_DRIVER_FILES=\$n; xz -df $dir/*.xz && chmod +x $dir/tradetune* && benches/gpu/run.sh --tradetune $dir/tradetune$spirv_arg --peer python3 --out \$OUT/gpu --budget $budget
+for f in $dir/*.deb; do dpkg -x "\$f" /; done; ldconfig; n=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json; [ -f \$n ] && export VK_DRIVER_FILES=\$n VK_ICD_FILENAMES=\$n; e=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json; [ -f \$e ] && export __EGL_VENDOR_LIBRARY_FILENAMES=\$e; r=\$(mktemp -d)/gpu-report; xz -df $dir/*.xz && chmod +x $dir/tradetune* && benches/gpu/run.sh --tradetune $dir/tradetune$spirv_arg --peer python3 --out \$r --pack \$OUT/gpu-report.tgz --budget $budget; tail -c 5000 \$r/bench-gpu.txt
 EOF

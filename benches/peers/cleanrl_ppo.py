@@ -43,7 +43,6 @@ def main() -> None:
     args = parse_args()
     import contextlib
 
-    import gymnasium
     import numpy as np
     import torch
     from torch import nn
@@ -184,7 +183,6 @@ def main() -> None:
                 "cold_update_seconds": cold_seconds,
                 "versions": {
                     "torch": torch.__version__,
-                    "gymnasium": gymnasium.__version__,
                     "numpy": np.__version__,
                     "python": sys.version.split()[0],
                 },

@@ -2,7 +2,9 @@
 
 Written for the peer benchmark (benches/peers/README.md): Stable-Baselines3 and CleanRL train this
 env with the same observation layout, rules and reward as the Rust `CpuVecEnv`, so their
-samples/s compare with `tradetune bench train`. It needs numpy and gymnasium only.
+samples/s compare with `tradetune bench train`. It needs numpy, and gymnasium for `TradingEnv`
+alone (the CleanRL-style peer steps `TradingVecEnv` and runs where gymnasium is not installed, as
+on a GPU machine's image that lacks it).
 
 Arithmetic is float32 in the Rust order of operations (element-wise over envs and assets, running
 sums added one after the other),
@@ -22,8 +24,12 @@ from __future__ import annotations
 
 import math
 
-import gymnasium as gym
 import numpy as np
+
+try:
+    import gymnasium as gym
+except ImportError:  # `TradingVecEnv` needs numpy alone; `TradingEnv` says what it lacks.
+    gym = None
 
 F = np.float32
 MASK64 = (1 << 64) - 1
@@ -370,13 +376,15 @@ class TradingVecEnv:
         return self._obs(), reward, done, terminal, stats
 
 
-class TradingEnv(gym.Env):
+class TradingEnv(gym.Env if gym is not None else object):
     """Env `env_index` of a batch of `cfg["n_envs"]` trading envs, as a `gymnasium.Env` (see
     [`TradingVecEnv`] for the arguments)."""
 
     metadata = {"render_modes": []}
 
     def __init__(self, prices, features, cfg: dict | None = None, env_index: int = 0, range_=None):
+        if gym is None:
+            raise ImportError("TradingEnv is a gymnasium.Env: pip install gymnasium (TradingVecEnv needs numpy alone)")
         super().__init__()
         self.vec = TradingVecEnv(prices, features, cfg, env_indices=[env_index], range_=range_)
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, shape=(self.vec.obs_dim,), dtype=np.float32)

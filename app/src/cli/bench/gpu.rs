@@ -348,8 +348,12 @@ fn peer_row(c: &TrainBenchConfig, precision: &str, run: &PeerRun, ours_best: Opt
             o / run.samples_per_second()
         )
     });
+    // What its samples/s owes to its env (the numpy env stepping on the CPU) against ours.
+    let env = run.env_share().map_or(String::new(), |e| {
+        format!(", its env {:.0} % of its time", 100.0 * e)
+    });
     println!(
-        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} {:<9} | {:>7} {:>7} {:>9.0} {:>9} | peer: {} on {}{ratio}",
+        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} {:<9} | {:>7} {:>7} {:>9.0} {:>9} | peer: {} on {}{env}{ratio}",
         c.name,
         c.n_envs,
         c.n_steps,
@@ -526,6 +530,7 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
     }
     let mut results = Vec::new();
     let mut peers = Vec::new();
+    let mut peer_failures = 0;
     let mut copies_seen = false;
     let mut kernel_lines = Vec::new();
     let mut replay_lines = Vec::new();
@@ -601,13 +606,36 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
             }
             let threads = tradetune_engine::ppo::bench::rayon_threads();
             for precision in ["tf32", "bf16"] {
-                let run = run_peer(
+                let run = match run_peer(
                     peer,
                     &script,
                     &c,
                     threads,
                     &["--device", &args.peer_device, "--precision", precision],
-                )?;
+                ) {
+                    Ok(run) => run,
+                    Err(e) => {
+                        // A broken peer costs its own rows, not the runs after it (a card may
+                        // be borrowed for minutes): said where its row would be, the whole
+                        // error on stderr, and the command fails at its end.
+                        eprintln!("{e:#}");
+                        if !args.json {
+                            println!(
+                                "{:<10} {:>4} peer failed: {} (its error is on stderr)",
+                                c.name,
+                                precision,
+                                e.to_string().lines().next().unwrap_or_default()
+                            );
+                        }
+                        peers.push(serde_json::json!({
+                            "config": c.name,
+                            "precision": precision,
+                            "error": format!("{e:#}"),
+                        }));
+                        peer_failures += 1;
+                        continue;
+                    }
+                };
                 if !args.json {
                     peer_row(&c, precision, &run, best);
                 }
@@ -678,6 +706,11 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
     }
+    anyhow::ensure!(
+        peer_failures == 0,
+        "--peer: {peer_failures} of the PyTorch peer's runs failed (their errors are above); \
+         every other figure was measured"
+    );
     Ok(())
 }
 

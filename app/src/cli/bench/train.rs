@@ -75,6 +75,14 @@ impl PeerRun {
         self.samples_per_second
     }
 
+    /// The share of its time its env took (the numpy env on the CPU, for the GPU peer), where
+    /// it measured it.
+    pub(super) fn env_share(&self) -> Option<f64> {
+        self.env_seconds
+            .filter(|_| self.seconds > 0.0)
+            .map(|e| e / self.seconds)
+    }
+
     /// `peer (torch 2.11.0)`.
     pub(super) fn name(&self) -> String {
         match self.versions.get("torch").and_then(|v| v.as_str()) {
