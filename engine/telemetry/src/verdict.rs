@@ -9,7 +9,12 @@
 use super::phase::{Phase, PhaseSplit};
 use super::summary::TrialSummary;
 
-/// A phase is "the bottleneck" when it takes at least half the timed wall time.
+/// A phase is "the bottleneck" when it takes at least half the timed phases' time.
+///
+/// Every share the verdict names is of the timed phases (environment, inference, update,
+/// evaluation on the validation split, compiling), not of the trial's wall time: building the
+/// trainer, evaluating on the test split and checkpointing are not timed, so the messages say
+/// "of the timed phases" rather than claim a share of a whole they did not measure.
 pub const PHASE_BOUND: f64 = 0.5;
 /// Inference and evaluation are worth a word from these shares on.
 pub const INFERENCE_HEAVY: f64 = 0.35;
@@ -23,12 +28,13 @@ pub const MEMORY_FULL: f64 = 0.95;
 /// Throttled in at least this share of samples.
 pub const THERMAL_THROTTLED: f64 = 0.10;
 pub const POWER_THROTTLED: f64 = 0.25;
-/// Minibatches smaller than this, in an update-bound trial, are named as the cause.
+/// Minibatches smaller than this, in an update-bound trial, are named as the cause: on the CPU
+/// always, on a GPU only where its card is underfed and nothing else on the list explains it.
 pub const SMALL_BATCH: usize = 128;
 /// A device below this mean utilisation while another is above [`IDLE_PEER_PCT`] sits idle.
 pub const IDLE_PCT: f64 = 5.0;
 pub const IDLE_PEER_PCT: f64 = 30.0;
-/// Compiling kernels is worth a word from this share of wall time on.
+/// Compiling kernels is worth a word from this share of the timed phases on.
 pub const COMPILE_HEAVY: f64 = 0.25;
 /// The process's mean CPU use (percent of one core) from which the thread submitting a GPU's
 /// work counts as busy: a dispatch-bound trial keeps it busy while the card waits.
@@ -259,7 +265,7 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
             say(
                 VerdictKind::CompileBound,
                 format!(
-                    "compiling kernels for these shapes took {:.1} s, {} of wall time{counted}{measuring}: a new configuration pays it once — a later trial of the same shapes in this process compiles nothing, {}, and a longer trial spreads the rest{}",
+                    "compiling kernels for these shapes took {:.1} s, {} of the timed phases{counted}{measuring}: a new configuration pays it once — a later trial of the same shapes in this process compiles nothing, {}, and a longer trial spreads the rest{}",
                     p.compile_s,
                     pct(compile),
                     if input.gpu_work.is_some_and(|w| w.autotune_not_kept) {
@@ -283,6 +289,17 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
                 "every update compiled kernels, so no update gave a steady time to measure compiling against: it is inside the other phases' times, whose shares are not the steady state's — a trial with more updates tells them apart".to_owned(),
             );
         }
+        // The mean utilisation covers the whole trial, the seconds the card sat idle while
+        // kernels compiled included: where compiling is heavy, or hidden inside every update, a
+        // card under half busy may only have been waiting for its kernels.
+        let compiling =
+            compile >= COMPILE_HEAVY || input.gpu_work.is_some_and(|w| w.compile_not_apart);
+        // A card under half busy that nothing else on the list explains (its launches, other
+        // trials' kernels, compiling): only there can a larger minibatch be what it lacks.
+        let underfed = busiest.is_some_and(|(_, u)| u < GPU_UNDERFED_PCT)
+            && !dispatch_bound
+            && !shared
+            && !compiling;
         let env = p.fraction(Phase::Env);
         let update = p.fraction(Phase::Update);
         let rollout = env + p.fraction(Phase::Inference);
@@ -303,7 +320,7 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
             say(
                 VerdictKind::HostEnvRoundTrips,
                 format!(
-                    "the rollout is {} of wall time with the environment on the host: each of its {steps} steps reads the actions back from the GPU ({syncs} round-trips per update), and each waits for the card — {fix}",
+                    "the rollout is {} of the timed phases with the environment on the host: each of its {steps} steps reads the actions back from the GPU ({syncs} round-trips per update), and each waits for the card — {fix}",
                     pct(rollout)
                 ),
             );
@@ -355,7 +372,10 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
             };
             say(
                 VerdictKind::EnvBound,
-                format!("environment stepping is {} of wall time: {fix}", pct(env)),
+                format!(
+                    "environment stepping is {} of the timed phases: {fix}",
+                    pct(env)
+                ),
             );
         }
         if update >= PHASE_BOUND {
@@ -368,12 +388,10 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
                     ),
                 ),
                 // "Raise batch_size" only where the figures say it would help: a small
-                // minibatch, and not a card held back by launches or by other trials.
+                // minibatch, and not a card held back by launches, by other trials or by
+                // compiling.
                 Some((d, u))
-                    if u < GPU_UNDERFED_PCT
-                        && !dispatch_bound
-                        && !shared
-                        && input.batch_size.is_none_or(|b| b < GPU_LARGE_BATCH) =>
+                    if underfed && input.batch_size.is_none_or(|b| b < GPU_LARGE_BATCH) =>
                 {
                     say(
                         VerdictKind::UpdateBoundUnderfed,
@@ -394,7 +412,7 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
                     say(
                         VerdictKind::UpdateBoundGpuUnmeasured,
                         format!(
-                            "the update is {} of wall time{per} on a GPU whose load was not sampled (no telemetry for this card, telemetry off, or a trial shorter than a sample): `tradetune bench gpu` on this card tells its arithmetic from its launches (the update's GFLOP/s against the matmul probe, the launches per minibatch)",
+                            "the update is {} of the timed phases{per} on a GPU whose load was not sampled (no telemetry for this card, telemetry off, or a trial shorter than a sample): `tradetune bench gpu` on this card tells its arithmetic from its launches (the update's GFLOP/s against the matmul probe, the launches per minibatch)",
                             pct(update)
                         ),
                     )
@@ -402,19 +420,25 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
                 None => say(
                     VerdictKind::UpdateBoundCpu,
                     format!(
-                        "the update is {} of wall time and no GPU was measured: training on a GPU would help most",
+                        "the update is {} of the timed phases and no GPU was measured: training on a GPU would help most",
                         pct(update)
                     ),
                 ),
             }
         }
+        // On the CPU a small minibatch pays the per-operation cost alone; on a GPU it is named
+        // only where the card is underfed for want of work, as for the update-bound rule above:
+        // beside a dispatch-bound card, a shared one, a saturated one or one the compiling or a
+        // missing sample leaves unexplained, "raise batch_size" would contradict the list.
+        let on_gpu = input.gpu_work.is_some() || busiest.is_some();
         if let Some(b) = input.batch_size.filter(|b| *b < SMALL_BATCH)
             && update >= PHASE_BOUND
+            && (!on_gpu || underfed)
         {
             say(
                 VerdictKind::TinyMinibatches,
                 format!(
-                    "the update is {} of wall time in minibatches of {b}: each pays a fixed per-operation cost — raise batch_size to 256 or more",
+                    "the update is {} of the timed phases in minibatches of {b}: each pays a fixed per-operation cost — raise batch_size to 256 or more",
                     pct(update)
                 ),
             );
@@ -435,7 +459,7 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
             say(
                 VerdictKind::InferenceHeavy,
                 format!(
-                    "policy inference is {} of wall time: raise n_envs so each forward pass serves more environments{replay}",
+                    "policy inference is {} of the timed phases: raise n_envs so each forward pass serves more environments{replay}",
                     pct(inference)
                 ),
             );
@@ -445,7 +469,7 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
             say(
                 VerdictKind::EvalHeavy,
                 format!(
-                    "evaluation is {} of wall time: evaluate less often or on a shorter validation split",
+                    "evaluation is {} of the timed phases: evaluate less often or on a shorter validation split",
                     pct(eval)
                 ),
             );
