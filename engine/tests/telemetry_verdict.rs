@@ -777,6 +777,37 @@ fn a_card_idle_while_compiling_is_not_told_to_raise_batch_size() {
     assert_eq!(kinds(&input), [VerdictKind::UpdateBoundUnderfed]);
 }
 
+/// A trial mostly compiling keeps its process busy (compiling the kernels) while its card
+/// waits for them: that is the compile time the list names first, not a dispatch-bound card,
+/// whose fix (fewer launches) would not help. Once compiling is under its threshold and apart
+/// from the updates, the same busy process beside an idle card is dispatch-bound again.
+#[test]
+fn a_process_busy_compiling_is_not_called_dispatch_bound() {
+    let mut input = gpu_update_bound(18.0, 1024);
+    input.process_cpu_pct = Some(SUBMITTER_BUSY_PCT + 10.0);
+    assert!(kinds(&input).contains(&VerdictKind::DispatchBound));
+    input.phases = Some(PhaseSplit {
+        env_s: 1.0,
+        inference_s: 0.0,
+        update_s: 10.0,
+        eval_s: 0.0,
+        compile_s: 6.0,
+    });
+    let k = kinds(&input);
+    assert_eq!(k[0], VerdictKind::CompileBound, "{k:?}");
+    assert!(!k.contains(&VerdictKind::DispatchBound), "{k:?}");
+    // Compiling inside every update: the same.
+    if let Some(p) = &mut input.phases {
+        p.compile_s = 0.0;
+    }
+    assert!(kinds(&input).contains(&VerdictKind::DispatchBound));
+    if let Some(w) = &mut input.gpu_work {
+        w.compile_not_apart = true;
+    }
+    let k = kinds(&input);
+    assert!(!k.contains(&VerdictKind::DispatchBound), "{k:?}");
+}
+
 /// Every share the verdict names is of the timed phases, not of the trial's wall time (which
 /// also holds building the trainer, the test split's evaluation and checkpointing): the words
 /// say so.

@@ -228,13 +228,23 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
         .filter_map(|d| d.mean_util_pct.map(|u| (d, u)))
         .max_by(|a, b| a.1.total_cmp(&b.1));
 
-    // A GPU under half busy while the thread feeding it is busy: the time goes to launching
-    // kernels and waiting on round-trips, not to arithmetic.
+    // The mean utilisation covers the whole trial, the seconds the card sat idle while kernels
+    // compiled included, and so does the process's CPU, busy compiling them: where compiling is
+    // heavy, or hidden inside every update, a card under half busy beside a busy process may
+    // only have been waiting for its kernels.
+    let compiling = input
+        .phases
+        .filter(|p| p.total_s() > 0.0)
+        .is_some_and(|p| p.fraction(Phase::Compile) >= COMPILE_HEAVY)
+        || input.gpu_work.is_some_and(|w| w.compile_not_apart);
+    // A GPU under half busy while the thread feeding it is busy, and not compiling: the time
+    // goes to launching kernels and waiting on round-trips, not to arithmetic.
     let dispatch_bound = input.gpu_work.is_some()
         && busiest.is_some_and(|(_, u)| u < GPU_UNDERFED_PCT)
         && input
             .process_cpu_pct
-            .is_some_and(|c| c >= SUBMITTER_BUSY_PCT);
+            .is_some_and(|c| c >= SUBMITTER_BUSY_PCT)
+        && !compiling;
     let shared = input.trials_on_device > 1 && busiest.is_none_or(|(_, u)| u < GPU_SATURATED_PCT);
 
     if let Some(p) = input.phases.filter(|p| p.total_s() > 0.0) {
@@ -289,11 +299,6 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
                 "every update compiled kernels, so no update gave a steady time to measure compiling against: it is inside the other phases' times, whose shares are not the steady state's — a trial with more updates tells them apart".to_owned(),
             );
         }
-        // The mean utilisation covers the whole trial, the seconds the card sat idle while
-        // kernels compiled included: where compiling is heavy, or hidden inside every update, a
-        // card under half busy may only have been waiting for its kernels.
-        let compiling =
-            compile >= COMPILE_HEAVY || input.gpu_work.is_some_and(|w| w.compile_not_apart);
         // A card under half busy that nothing else on the list explains (its launches, other
         // trials' kernels, compiling): only there can a larger minibatch be what it lacks.
         let underfed = busiest.is_some_and(|(_, u)| u < GPU_UNDERFED_PCT)
