@@ -634,15 +634,9 @@ fn fake_torch_peer(dir: &Path) -> std::path::PathBuf {
     )
 }
 
-/// `--peer PYTHON` runs the built-in CleanRL-style script on each configuration, on torch's
-/// GPU in TF32 and in bf16 autocast, in the same run, and prints it beside ours. torch is not
-/// in CI: a fake interpreter speaking the protocol stands in (`benches/peers/cleanrl_ppo.py`
-/// itself runs where torch is, `--peer-device cpu` without a GPU).
-#[test]
-fn bench_gpu_runs_the_pytorch_peer_in_the_same_run() {
-    let dir = scratch("cli_bench_gpu", "peer");
-    let peer = fake_torch_peer(&dir);
-    let args = [
+/// `bench gpu` of the tiny configuration on the CPU, host env, f32, one update, with `peer`.
+fn tiny_cpu_bench_with_peer(peer: &Path) -> [&str; 14] {
+    [
         "bench",
         "gpu",
         "--device",
@@ -657,7 +651,18 @@ fn bench_gpu_runs_the_pytorch_peer_in_the_same_run() {
         "1",
         "--peer",
         peer.to_str().unwrap(),
-    ];
+    ]
+}
+
+/// `--peer PYTHON` runs the built-in CleanRL-style script on each configuration, on torch's
+/// GPU in TF32 and in bf16 autocast, in the same run, and prints it beside ours. torch is not
+/// in CI: a fake interpreter speaking the protocol stands in (`benches/peers/cleanrl_ppo.py`
+/// itself runs where torch is, `--peer-device cpu` without a GPU).
+#[test]
+fn bench_gpu_runs_the_pytorch_peer_in_the_same_run() {
+    let dir = scratch("cli_bench_gpu", "peer");
+    let peer = fake_torch_peer(&dir);
+    let args = tiny_cpu_bench_with_peer(&peer);
     let mut with_json = args.to_vec();
     with_json.push("--json");
     let v = json(&bench(&dir.join("cache"), &with_json));
@@ -719,22 +724,7 @@ fn bench_gpu_goes_on_past_a_failing_peer_and_fails_at_its_end() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&peer, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    let args = [
-        "bench",
-        "gpu",
-        "--device",
-        "cpu",
-        "--configs",
-        "tiny",
-        "--placements",
-        "host",
-        "--precisions",
-        "f32",
-        "--updates",
-        "1",
-        "--peer",
-        peer.to_str().unwrap(),
-    ];
+    let args = tiny_cpu_bench_with_peer(&peer);
     let o = bench(&dir.join("cache"), &args);
     let (out, err) = (text(&o.stdout), text(&o.stderr));
     assert!(!o.status.success(), "{out}\n{err}");

@@ -745,19 +745,24 @@ fn tiny_minibatches_on_a_gpu_only_where_the_card_lacks_work() {
     assert_eq!(kinds(&unsampled), [VerdictKind::UpdateBoundGpuUnmeasured]);
 }
 
+/// Env 1 s, update 10 s and 6 s compiling: compile-heavy, and otherwise update-bound.
+fn compiling_heavily() -> PhaseSplit {
+    PhaseSplit {
+        env_s: 1.0,
+        inference_s: 0.0,
+        update_s: 10.0,
+        eval_s: 0.0,
+        compile_s: 6.0,
+    }
+}
+
 /// Issue: env 1 s, update 10 s, compiling 6 s, the card 40 % busy, minibatches of 512. The
 /// card's mean utilisation covers the seconds it sat idle compiling, so it does not show that
 /// the card lacks work: the verdict names the compiling and does not say "raise batch_size".
 #[test]
 fn a_card_idle_while_compiling_is_not_told_to_raise_batch_size() {
     let mut input = gpu_update_bound(40.0, 512);
-    input.phases = Some(PhaseSplit {
-        env_s: 1.0,
-        inference_s: 0.0,
-        update_s: 10.0,
-        eval_s: 0.0,
-        compile_s: 6.0,
-    });
+    input.phases = Some(compiling_heavily());
     let v = verdicts(&input);
     assert_eq!(v[0].kind, VerdictKind::CompileBound, "{v:?}");
     assert!(
@@ -786,13 +791,7 @@ fn a_process_busy_compiling_is_not_called_dispatch_bound() {
     let mut input = gpu_update_bound(18.0, 1024);
     input.process_cpu_pct = Some(SUBMITTER_BUSY_PCT + 10.0);
     assert!(kinds(&input).contains(&VerdictKind::DispatchBound));
-    input.phases = Some(PhaseSplit {
-        env_s: 1.0,
-        inference_s: 0.0,
-        update_s: 10.0,
-        eval_s: 0.0,
-        compile_s: 6.0,
-    });
+    input.phases = Some(compiling_heavily());
     let k = kinds(&input);
     assert_eq!(k[0], VerdictKind::CompileBound, "{k:?}");
     assert!(!k.contains(&VerdictKind::DispatchBound), "{k:?}");
