@@ -6,7 +6,6 @@ use tradetune_engine::study::config_path::apply_value;
 use tradetune_engine::study::file::StudyFile;
 use tradetune_engine::study::ppo_trial::{PpoTrial, PpoTrialConfig, parse_study_file};
 use tradetune_engine::study::preset;
-use tradetune_engine::study::runner::assign;
 
 /// Every combination of the searched parameters' extreme values (range ends, every choice).
 fn corner_configs(f: &StudyFile) -> Vec<serde_json::Value> {
@@ -33,12 +32,10 @@ fn worst_case(f: &StudyFile, memory_bytes: u64) -> (MemoryEstimate, MemoryBudget
     let objective = f.study.objective;
     let trial = PpoTrial::load(&f.data, &f.split, &base, objective).unwrap();
     let (obs, act) = trial.sizes(&base.env).unwrap();
+    // The runner's own divisor: the trials on one device at once (one where its workers take
+    // turns), the most of any device.
     let rc = f.runner_config("unused.db").unwrap();
-    let binding = assign(rc.workers, &rc.devices, rc.assignment);
-    let sharing = (0..rc.devices.len())
-        .map(|d| binding.iter().filter(|b| **b == d).count())
-        .max()
-        .unwrap();
+    let sharing = rc.budget_shared_by().into_iter().max().unwrap();
     let budget = MemoryBudget::new(memory_bytes, rc.memory_fraction, sharing).unwrap();
     let corners = corner_configs(f);
     let mut worst = MemoryEstimate::default();

@@ -16,7 +16,9 @@ use tradetune_engine::study::runner::{
     Assignment, DeviceSlot, Reporter, Runner, RunnerConfig, StudyEvent, TrialError, TrialFunction,
     TrialInput, TrialPlan, assign,
 };
-use tradetune_engine::study::sampler::{EnqueuedSampler, RandomSampler};
+use tradetune_engine::study::sampler::{
+    EnqueuedSampler, Proposal, RandomSampler, SampleContext, Sampler, SamplerError,
+};
 use tradetune_engine::study::space::{ParamValue, SearchSpace};
 
 fn db(name: &str) -> PathBuf {
@@ -799,6 +801,11 @@ fn a_trial_without_telemetry_keeps_its_phases_and_compile_time() {
 /// Issue 32: workers bound to one GPU take turns on it by default (trials sharing a card wait
 /// for each other's kernels at every synchronisation), saying why; `gpu_sharing = "shared"`
 /// runs them at once. No GPU is opened: the runner decides by the slot's device.
+///
+/// The turns go round in the order the workers asked for them: with an unfair lock the worker
+/// that had the card took it straight back, ran every trial, and the others waited the whole
+/// study. The first trial runs until both other workers have queued for the card, so the
+/// order is settled before any turn is handed on, and each worker runs two of the six.
 #[test]
 fn workers_on_one_gpu_take_turns_unless_asked_to_share() {
     use tradetune_engine::study::runner::GpuSharing;
@@ -812,14 +819,41 @@ fn workers_on_one_gpu_take_turns_unless_asked_to_share() {
         // Shared: the first three trials wait for each other, so they provably overlap.
         let barrier = Arc::new(Barrier::new(3));
         let first = Arc::new(AtomicUsize::new(0));
+        let (tx, rx) = mpsc::channel();
+        // The events the first trial read while it waited for the others to queue.
+        let rx = Arc::new(Mutex::new(rx));
+        let seen: Arc<Mutex<Vec<StudyEvent>>> = Arc::default();
         let (r, m) = (running.clone(), most.clone());
+        let (events, early) = (rx.clone(), seen.clone());
         let f = Synthetic {
             plan: f32_plan,
             run: move |input: &TrialInput<'_>, _: &mut Reporter<'_>| {
                 let now = r.fetch_add(1, Ordering::SeqCst) + 1;
                 m.fetch_max(now, Ordering::SeqCst);
-                if sharing == GpuSharing::Shared && first.fetch_add(1, Ordering::SeqCst) < 3 {
+                let nth = first.fetch_add(1, Ordering::SeqCst);
+                if sharing == GpuSharing::Shared && nth < 3 {
                     barrier.wait();
+                }
+                if sharing == GpuSharing::Serial && nth == 0 {
+                    let events = events.lock().unwrap();
+                    let mut early = early.lock().unwrap();
+                    let waiting = |e: &[StudyEvent]| {
+                        e.iter()
+                            .filter(|e| matches!(e, StudyEvent::WorkerWaiting { .. }))
+                            .count()
+                    };
+                    while waiting(&early) < 2 {
+                        // Only turns a hang into a failure.
+                        match events.recv_timeout(Duration::from_secs(300)) {
+                            Ok(e) => early.push(e),
+                            Err(e) => {
+                                r.fetch_sub(1, Ordering::SeqCst);
+                                return Err(TrialError::Failed(format!(
+                                    "the other workers never queued: {e}"
+                                )));
+                            }
+                        }
+                    }
                 }
                 std::thread::sleep(Duration::from_millis(30));
                 r.fetch_sub(1, Ordering::SeqCst);
@@ -827,16 +861,19 @@ fn workers_on_one_gpu_take_turns_unless_asked_to_share() {
             },
         };
         let runner = random_runner(cfg, 3, f);
-        let (tx, rx) = mpsc::channel();
         let report = runner.run(&tx).unwrap();
         assert_eq!(report.trials.len(), 6);
         assert!(
             report
                 .trials
                 .iter()
-                .all(|t| t.state == TrialState::Complete)
+                .all(|t| t.state == TrialState::Complete),
+            "{:?}",
+            report.trials
         );
-        let waits: Vec<String> = drain(&rx)
+        let mut all = std::mem::take(&mut *seen.lock().unwrap());
+        all.extend(drain(&rx.lock().unwrap()));
+        let waits: Vec<String> = all
             .into_iter()
             .filter_map(|e| match e {
                 StudyEvent::WorkerWaiting { device, reason, .. } => {
@@ -845,6 +882,10 @@ fn workers_on_one_gpu_take_turns_unless_asked_to_share() {
                 _ => None,
             })
             .collect();
+        let mut per_worker = [0; 3];
+        for t in &report.trials {
+            per_worker[t.worker] += 1;
+        }
         match sharing {
             GpuSharing::Serial => {
                 assert_eq!(most.load(Ordering::SeqCst), 1, "one trial at a time");
@@ -853,12 +894,192 @@ fn workers_on_one_gpu_take_turns_unless_asked_to_share() {
                     waits[0].starts_with("cuda:0: one trial per GPU at a time"),
                     "{waits:?}"
                 );
+                assert_eq!(per_worker, [2, 2, 2], "the turns go round");
             }
             GpuSharing::Shared => {
                 assert_eq!(most.load(Ordering::SeqCst), 3, "all three at once");
                 assert!(waits.is_empty(), "{waits:?}");
             }
         }
+    }
+}
+
+/// Workers taking turns on a card run one trial on it at a time, so each trial gets the whole
+/// fraction of its memory; sharing it, the trials split it. The RTX 4080 preset's three
+/// workers were each given a third of the card (4.3 GiB) while it ran nothing else, and a
+/// sampled configuration needing 6 GiB was refused.
+#[test]
+fn a_trial_on_a_gpu_taken_in_turns_gets_the_whole_budget() {
+    use tradetune_engine::study::runner::GpuSharing;
+    const CARD: u64 = 16 << 30;
+    for (sharing, runs) in [(GpuSharing::Serial, 1), (GpuSharing::Shared, 3)] {
+        let path = db(&format!("gpu_budget_{sharing:?}"));
+        let mut cfg = config("gpu_budget", &path, 3, 3);
+        cfg.devices = vec![DeviceSlot::new(DeviceSpec::Cuda(0), Some(CARD))];
+        cfg.gpu_sharing = sharing;
+        cfg.memory_fraction = 0.8;
+        let budgets = Arc::new(Mutex::new(Vec::new()));
+        let seen = budgets.clone();
+        let f = Synthetic {
+            plan: move |input: &TrialInput<'_>| {
+                seen.lock().unwrap().push(input.budget.clone());
+                Ok(TrialPlan {
+                    precision: "f32".into(),
+                    memory: Some(MemoryEstimate {
+                        params: 6 << 30,
+                        ..MemoryEstimate::default()
+                    }),
+                })
+            },
+            run: |input: &TrialInput<'_>, _: &mut Reporter<'_>| Ok(x_of(input)),
+        };
+        let runner = random_runner(cfg, 5, f);
+        let (tx, _rx) = mpsc::channel();
+        let report = runner.run(&tx).unwrap();
+        let budgets = budgets.lock().unwrap();
+        assert_eq!(budgets.len(), 3);
+        for b in budgets.iter() {
+            let b = b.as_ref().expect("a card of known memory has a budget");
+            assert_eq!(b.shared_by, runs, "{sharing:?}");
+            assert_eq!(
+                b.bytes,
+                (CARD as f64 * 0.8 / runs as f64) as u64,
+                "{sharing:?}"
+            );
+        }
+        for t in &report.trials {
+            match sharing {
+                GpuSharing::Serial => assert_eq!(t.state, TrialState::Complete, "{t:?}"),
+                GpuSharing::Shared => {
+                    assert_eq!(t.state, TrialState::Fail, "{t:?}");
+                    let reason = t.reason.as_deref().unwrap_or_default();
+                    assert!(reason.contains("over the memory budget"), "{reason}");
+                }
+            }
+        }
+    }
+}
+
+/// A sampler that panics on its first proposal, then samples at random: a panic outside any
+/// trial, in the worker that holds its card's turn.
+struct PanicsFirst {
+    inner: RandomSampler,
+    calls: AtomicUsize,
+}
+
+impl Sampler for PanicsFirst {
+    fn name(&self) -> String {
+        "panics-first".into()
+    }
+    fn sample(&self, ctx: &SampleContext<'_>) -> Result<Proposal, SamplerError> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
+            panic!("the test's sampler panics");
+        }
+        self.inner.sample(ctx)
+    }
+}
+
+/// A worker that panics outside a trial while it holds its card's turn hands the turn on: the
+/// other worker runs the rest of the study and, alone on the card, never says it waits (a
+/// poisoned lock made every later turn look taken).
+#[test]
+fn a_worker_that_panics_holding_the_turn_hands_it_on() {
+    use tradetune_engine::study::runner::{GpuSharing, RunnerError};
+    let path = db("turn_panic");
+    let mut cfg = config("turn_panic", &path, 4, 2);
+    cfg.devices = vec![DeviceSlot::new(DeviceSpec::Cuda(0), None)];
+    cfg.gpu_sharing = GpuSharing::Serial;
+    let f = Synthetic {
+        plan: f32_plan,
+        run: |input: &TrialInput<'_>, _: &mut Reporter<'_>| Ok(x_of(input)),
+    };
+    let runner = Runner::new(
+        cfg,
+        space(),
+        base(),
+        Box::new(PanicsFirst {
+            inner: RandomSampler::new(2),
+            calls: AtomicUsize::new(0),
+        }),
+        Box::new(NopPruner),
+        Arc::new(f),
+    )
+    .unwrap();
+    let (tx, rx) = mpsc::channel();
+    // In a thread of its own, so that a worker waiting for a turn nobody holds fails the test
+    // rather than hanging it (the old lock deadlocked on itself once poisoned).
+    let (done, result) = mpsc::channel();
+    std::thread::spawn(move || done.send(runner.run(&tx)));
+    match result.recv_timeout(Duration::from_secs(300)) {
+        Ok(Err(RunnerError::Worker { message, .. })) => {
+            assert!(message.contains("panicked outside a trial"), "{message}")
+        }
+        Ok(other) => panic!("the panicked worker is reported: {other:?}"),
+        Err(e) => panic!(
+            "the study never finished in 5 minutes ({e}): {:?}",
+            drain(&rx)
+        ),
+    }
+    let events = drain(&rx);
+    let waits = events
+        .iter()
+        .filter(|e| matches!(e, StudyEvent::WorkerWaiting { .. }))
+        .count();
+    // At most the one wait for the turn the panicking worker held.
+    assert!(waits <= 1, "{events:?}");
+    let finished: Vec<usize> = events
+        .iter()
+        .filter_map(|e| match e {
+            StudyEvent::WorkerFinished { trials, .. } => Some(*trials),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(finished, [3], "the other worker ran the rest: {events:?}");
+    let complete = trials(&path, "turn_panic")
+        .iter()
+        .filter(|t| t.state == TrialState::Complete)
+        .count();
+    assert_eq!(complete, 3);
+}
+
+/// A storage error once the trial exists (sampling's parameters, the run's metadata, the
+/// heartbeat thread's first beat) stops the worker, but the trial is failed with the error
+/// rather than left RUNNING, holding a place in the study's budget until a later run finds
+/// its heartbeat stale. The error is provoked by a trigger refusing the write (the beat
+/// updates the row the trial's creation inserted).
+#[test]
+fn a_storage_error_in_a_trial_fails_it_rather_than_leaving_it_running() {
+    for (table, write) in [
+        ("trial_params", "INSERT"),
+        ("tradetune_runs", "INSERT"),
+        ("trial_heartbeats", "UPDATE"),
+    ] {
+        let name = format!("refused_{table}");
+        let path = db(&name);
+        drop(Storage::open(&path).unwrap());
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .execute_batch(&format!(
+                "CREATE TRIGGER refuse BEFORE {write} ON {table} \
+                 BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;"
+            ))
+            .unwrap();
+        let f = Synthetic {
+            plan: f32_plan,
+            run: |input: &TrialInput<'_>, _: &mut Reporter<'_>| Ok(x_of(input)),
+        };
+        let runner = random_runner(config(&name, &path, 2, 1), 0, f);
+        let (tx, _rx) = mpsc::channel();
+        let err = runner.run(&tx).expect_err(table).to_string();
+        let stored = trials(&path, &name);
+        assert_eq!(
+            stored.len(),
+            1,
+            "{table}: the worker stopped after its first trial"
+        );
+        assert_eq!(stored[0].state, TrialState::Fail, "{table}: {err}");
+        let reason = attr_str(&stored[0], "fail_reason");
+        assert_eq!(reason, format!("the worker stopped: {err}"), "{table}");
     }
 }
 

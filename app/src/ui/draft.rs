@@ -265,16 +265,25 @@ impl Draft {
     /// The estimate of what one trial needs on the study's first device (the engine's,
     /// [`PpoTrialConfig::memory_estimate`]: the data counts where the env is placed on the
     /// device) and that device's share for it. `device_bytes` is the device's memory (host RAM
-    /// for the CPU) when known.
+    /// for the CPU) when known. The share is the runner's: the whole fraction where the
+    /// workers take turns on a GPU ([`runs_sharing_budget`]), else split between them.
+    ///
+    /// [`runs_sharing_budget`]: tradetune_engine::study::runner::GpuSharing::runs_sharing_budget
     pub fn memory(&self, shape: DataShape, device_bytes: Option<u64>) -> MemoryCheck {
-        let on_cpu = self
+        // A device that does not parse is the draft's own problem; until then, the CPU's.
+        let spec = self
             .device()
             .parse::<DeviceSpec>()
-            .map_or(true, |d| d == DeviceSpec::Cpu);
-        let estimate = self.trial_config().memory_estimate(shape, on_cpu);
-        let budget = device_bytes.and_then(|bytes| {
-            MemoryBudget::new(bytes, self.study.memory_fraction, self.study.workers.max(1)).ok()
-        });
+            .unwrap_or(DeviceSpec::Cpu);
+        let estimate = self
+            .trial_config()
+            .memory_estimate(shape, spec == DeviceSpec::Cpu);
+        let shared_by = self
+            .study
+            .gpu_sharing
+            .runs_sharing_budget(spec, self.study.workers);
+        let budget = device_bytes
+            .and_then(|bytes| MemoryBudget::new(bytes, self.study.memory_fraction, shared_by).ok());
         MemoryCheck { estimate, budget }
     }
 
@@ -389,6 +398,27 @@ mod tests {
         let tiny_device = big.memory(shape(), Some(64 << 20));
         assert!(tiny_device.over_budget());
         assert!(tiny_device.fraction().is_some_and(|f| f > 1.0));
+    }
+
+    /// The draft's check divides the card as the runner does: workers taking turns on a GPU
+    /// each have the whole fraction (the RTX 4080 preset's three workers were each shown a
+    /// third of the card); sharing it, or on the CPU, they split it.
+    #[test]
+    fn workers_taking_turns_on_a_gpu_each_have_the_whole_budget() {
+        use tradetune_engine::study::runner::GpuSharing;
+        let mut d = Draft::default();
+        d.study.workers = 3;
+        d.study.memory_fraction = 0.8;
+        let card: u64 = 16 << 30;
+        let budget = |d: &Draft| d.memory(shape(), Some(card)).budget.map(|b| b.bytes);
+        let whole = (card as f64 * 0.8) as u64;
+        let third = (card as f64 * 0.8 / 3.0) as u64;
+        assert_eq!(budget(&d), Some(third), "the CPU is never taken in turns");
+        d.study.devices = vec!["wgpu:0".into()];
+        d.study.gpu_sharing = GpuSharing::Serial;
+        assert_eq!(budget(&d), Some(whole));
+        d.study.gpu_sharing = GpuSharing::Shared;
+        assert_eq!(budget(&d), Some(third));
     }
 
     #[test]

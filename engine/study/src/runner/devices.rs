@@ -72,6 +72,19 @@ impl GpuSharing {
     pub fn serialises(self, spec: DeviceSpec) -> bool {
         self == GpuSharing::Serial && spec != DeviceSpec::Cpu
     }
+
+    /// How many runs share the memory budget of a device `spec` that `workers` workers are
+    /// bound to: the runs on it at once. Workers taking turns run one trial at a time, so that
+    /// trial has the whole budget; the RTX 4080 preset's three workers were each given a third
+    /// of the card and refused configurations it had room for. The runner, the app's draft
+    /// and the preset check all divide by this.
+    pub fn runs_sharing_budget(self, spec: DeviceSpec, workers: usize) -> usize {
+        if self.serialises(spec) {
+            1
+        } else {
+            workers.max(1)
+        }
+    }
 }
 
 /// Gives devices listed more than once distinct labels (`cpu`, `cpu#1`, `cpu#2`), so every
@@ -168,6 +181,19 @@ mod tests {
             vec![1, 0, 1, 1]
         );
         assert!(assign(3, &[], Assignment::RoundRobin).is_empty());
+    }
+
+    #[test]
+    fn only_runs_on_a_device_at_once_share_its_budget() {
+        let gpu = DeviceSpec::Cuda(0);
+        assert_eq!(GpuSharing::Serial.runs_sharing_budget(gpu, 3), 1);
+        assert_eq!(GpuSharing::Shared.runs_sharing_budget(gpu, 3), 3);
+        // The CPU is never taken in turns.
+        assert_eq!(
+            GpuSharing::Serial.runs_sharing_budget(DeviceSpec::Cpu, 3),
+            3
+        );
+        assert_eq!(GpuSharing::Shared.runs_sharing_budget(gpu, 0), 1);
     }
 
     #[test]

@@ -17,7 +17,40 @@ use super::trial_fn::{Reporter, TrialError, TrialInput};
 use super::{Runner, RunnerError, Shared, Started, TrialOutcome, summary};
 
 impl Runner {
+    /// Runs `s` to its stored outcome. A storage error that stops the worker fails the trial
+    /// first where the storage still takes it, rather than leaving it RUNNING.
     pub(super) fn run_trial(
+        &self,
+        storage: &mut Storage,
+        worker: usize,
+        slot: &DeviceSlot,
+        shared: &Shared,
+        s: Started,
+        events: &Sender<StudyEvent>,
+    ) -> Result<TrialOutcome, RunnerError> {
+        let handle = s.handle;
+        self.run_started(storage, worker, slot, shared, s, events)
+            .inspect_err(|e| self.abandon(storage, handle, worker, slot, e, events))
+    }
+
+    /// Fails the trial of a worker stopped by `error`, best effort: the error the worker
+    /// returns is `error`, whatever this meets (a trial already finished refuses it; the
+    /// storage may still refuse writes). Left RUNNING, the trial would show as running and
+    /// hold a place in the study's budget until a later run found its heartbeat stale.
+    pub(super) fn abandon(
+        &self,
+        storage: &mut Storage,
+        handle: TrialHandle,
+        worker: usize,
+        slot: &DeviceSlot,
+        error: &RunnerError,
+        events: &Sender<StudyEvent>,
+    ) {
+        let reason = format!("the worker stopped: {error}");
+        let _ = self.fail(storage, handle, worker, slot, reason, 0.0, events);
+    }
+
+    fn run_started(
         &self,
         storage: &mut Storage,
         worker: usize,
@@ -28,8 +61,9 @@ impl Runner {
     ) -> Result<TrialOutcome, RunnerError> {
         let number = s.handle.number.max(0) as u64;
         let trial_id = s.handle.trial_id;
-        // The trial's share of its physical device's budget, shared by every worker bound to
-        // that device whatever slot name it uses (`cpu`, `cpu#1`).
+        // The trial's share of its physical device's budget, shared by the trials running on
+        // that device at once whatever slot name they use (`cpu`, `cpu#1`): one where its
+        // workers take turns.
         let budget = match slot.memory_bytes {
             Some(bytes) => {
                 let device_index = self
@@ -42,7 +76,7 @@ impl Runner {
                     MemoryBudget::new(
                         bytes,
                         self.cfg.memory_fraction,
-                        shared.per_device[device_index],
+                        shared.budget_shared_by[device_index],
                     )?
                     .on(&slot.label),
                 )

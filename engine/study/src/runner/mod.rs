@@ -9,7 +9,8 @@
 //!    backend, precision and the applied configuration (user/system attributes and
 //!    `tradetune_runs`);
 //! 3. refuses the trial (FAIL, with the estimate's breakdown) when its memory estimate exceeds
-//!    `memory_fraction × device memory / workers on that device`;
+//!    `memory_fraction × device memory / trials on that device at once` (one where its workers
+//!    take turns, see [`GpuSharing::runs_sharing_budget`]);
 //! 4. runs the [`TrialFunction`] under `catch_unwind` with a heartbeat thread beating for it: an
 //!    error or a panic becomes FAIL with the reason, and the study goes on;
 //! 5. stores the outcome: COMPLETE with the value, PRUNED (the pruner, or a user stop after
@@ -17,13 +18,16 @@
 //!    sampler, the trial's telemetry summary as user attributes first.
 //!
 //! On start, trials left RUNNING by a dead process (stale heartbeat) become FAIL, so a study
-//! survives `kill -9` and resumes. Everything that happens is sent as a [`StudyEvent`].
+//! survives `kill -9` and resumes. A worker stopped by an error once its trial exists fails
+//! that trial first where the storage still takes it, rather than leaving it RUNNING until a
+//! later run finds it stale. Everything that happens is sent as a [`StudyEvent`].
 
 mod devices;
 mod events;
 mod execute;
 mod summary;
 mod trial_fn;
+mod turn;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -49,6 +53,7 @@ use tradetune_storage::{
     StorageOptions, TrialHandle,
 };
 use tradetune_telemetry::SamplerHandle;
+use turn::Turn;
 
 /// How a study runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -100,6 +105,32 @@ impl RunnerConfig {
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
             stale_after: DEFAULT_STALE_AFTER,
         }
+    }
+
+    /// Per device slot, the workers bound to its physical device: slots naming one device
+    /// (`cpu`, `cpu#1`; `wgpu` and the `wgpu:N` it is) share it.
+    pub fn workers_per_device(&self) -> Vec<usize> {
+        let binding = assign(self.workers, &self.devices, self.assignment);
+        let physical: Vec<String> = self
+            .devices
+            .iter()
+            .map(|d| tradetune_device::physical_device(d.spec))
+            .collect();
+        physical
+            .iter()
+            .map(|p| binding.iter().filter(|&&d| physical[d] == *p).count())
+            .collect()
+    }
+
+    /// Per device slot, the trials that share its physical device's memory budget
+    /// ([`GpuSharing::runs_sharing_budget`]): one trial's budget is its device's
+    /// `memory_fraction` divided by this.
+    pub fn budget_shared_by(&self) -> Vec<usize> {
+        self.workers_per_device()
+            .into_iter()
+            .zip(&self.devices)
+            .map(|(workers, d)| self.gpu_sharing.runs_sharing_budget(d.spec, workers))
+            .collect()
     }
 }
 
@@ -170,10 +201,12 @@ struct Shared {
     /// The sampler cannot propose more trials (a used-up grid): start no more.
     exhausted: AtomicBool,
     outcomes: Mutex<Vec<TrialOutcome>>,
-    /// Per device slot, the workers bound to its physical device: the budget's divisor.
+    /// Per device slot, the workers bound to its physical device.
     per_device: Vec<usize>,
+    /// Per device slot, the trials sharing its physical device's memory budget.
+    budget_shared_by: Vec<usize>,
     /// Per device slot, the turn its physical GPU's workers take (None: no turns).
-    turns: Vec<Option<Arc<Mutex<()>>>>,
+    turns: Vec<Option<Arc<Turn>>>,
     /// Per device slot, the trials training on its physical device now.
     running: Vec<Arc<AtomicUsize>>,
 }
@@ -331,20 +364,15 @@ impl Runner {
             .collect();
         let existing = storage.trials(study_id)?.len();
         let binding = assign(self.cfg.workers, &self.cfg.devices, self.cfg.assignment);
-        // Workers per physical device: slots naming one device (`cpu`, `cpu#1`; `wgpu` and
-        // the `wgpu:N` it is) share its budget.
         let physical: Vec<String> = self
             .cfg
             .devices
             .iter()
             .map(|d| tradetune_device::physical_device(d.spec))
             .collect();
-        let per_device: Vec<usize> = physical
-            .iter()
-            .map(|p| binding.iter().filter(|&&d| physical[d] == *p).count())
-            .collect();
+        let per_device = self.cfg.workers_per_device();
         // One turn and one running count per physical device, shared by its slots.
-        let mut turns: Vec<Option<Arc<Mutex<()>>>> = Vec::new();
+        let mut turns: Vec<Option<Arc<Turn>>> = Vec::new();
         let mut running: Vec<Arc<AtomicUsize>> = Vec::new();
         for (i, p) in physical.iter().enumerate() {
             let first = physical.iter().position(|q| q == p).unwrap_or(i);
@@ -354,7 +382,7 @@ impl Runner {
             } else {
                 let serial =
                     self.cfg.gpu_sharing.serialises(self.cfg.devices[i].spec) && per_device[i] > 1;
-                turns.push(serial.then(|| Arc::new(Mutex::new(()))));
+                turns.push(serial.then(|| Arc::new(Turn::default())));
                 running.push(Arc::new(AtomicUsize::new(0)));
             }
         }
@@ -372,6 +400,7 @@ impl Runner {
             sample_lock: Mutex::new(()),
             exhausted: AtomicBool::new(false),
             outcomes: Mutex::new(Vec::new()),
+            budget_shared_by: self.cfg.budget_shared_by(),
             per_device,
             turns,
             running,
@@ -453,20 +482,16 @@ impl Runner {
                 break;
             }
             // This card's turn first (before the trial exists: a waiting worker holds no
-            // RUNNING trial and no budget).
-            let _turn = shared.turns[device]
-                .as_ref()
-                .map(|turn| match turn.try_lock() {
-                    Ok(g) => g,
-                    Err(_) => {
-                        let _ = events.send(StudyEvent::WorkerWaiting {
-                            worker,
-                            device: slot.label.clone(),
-                            reason: GpuSharing::WHY.to_owned(),
-                        });
-                        turn.lock().unwrap_or_else(|p| p.into_inner())
-                    }
-                });
+            // RUNNING trial and no budget), after the workers that asked before this one.
+            let _turn = shared.turns[device].as_ref().map(|turn| {
+                turn.take(|| {
+                    let _ = events.send(StudyEvent::WorkerWaiting {
+                        worker,
+                        device: slot.label.clone(),
+                        reason: GpuSharing::WHY.to_owned(),
+                    });
+                })
+            });
             if !self.stop.starts_trials() || shared.exhausted.load(Ordering::SeqCst) {
                 break;
             }
@@ -475,7 +500,7 @@ impl Runner {
             }
             let started = {
                 let _guard = shared.sample_lock.lock().unwrap_or_else(|p| p.into_inner());
-                self.start_trial(&mut storage, shared.study_id)?
+                self.start_trial(&mut storage, shared.study_id, worker, slot, events)?
             };
             // The study's budget is spent (other processes took the last trials).
             let Some(started) = started else {
@@ -506,12 +531,16 @@ impl Runner {
     }
 
     /// Creates a trial and samples its parameters. The inner error is a trial that could not
-    /// be prepared: (trial, reason, whether the sampler is used up).
+    /// be prepared: (trial, reason, whether the sampler is used up). A storage error once the
+    /// trial exists fails it (best effort) before it stops the worker.
     #[allow(clippy::type_complexity)]
     fn start_trial(
         &self,
         storage: &mut Storage,
         study_id: i64,
+        worker: usize,
+        slot: &DeviceSlot,
+        events: &Sender<StudyEvent>,
     ) -> Result<Option<Result<Started, (TrialHandle, String, bool)>>, RunnerError> {
         // As Optuna does before each trial: a trial whose worker died (another process, maybe
         // another machine) becomes FAIL once its heartbeat is stale, so its budget is free.
@@ -519,6 +548,39 @@ impl Runner {
         let Some(handle) = storage.create_trial_within(study_id, self.cfg.study_budget)? else {
             return Ok(None);
         };
+        match self.propose(storage, study_id, handle) {
+            Ok(Ok((params, config))) => Ok(Some(Ok(Started {
+                handle,
+                params,
+                config,
+            }))),
+            Ok(Err((reason, exhausted))) => Ok(Some(Err((handle, reason, exhausted)))),
+            Err(e) => {
+                self.abandon(storage, handle, worker, slot, &e, events);
+                Err(e)
+            }
+        }
+    }
+
+    /// Samples the parameters of the new trial `handle` and applies them to the base
+    /// configuration. The inner error is a trial that could not be prepared: (reason, whether
+    /// the sampler is used up).
+    #[allow(clippy::type_complexity)]
+    fn propose(
+        &self,
+        storage: &mut Storage,
+        study_id: i64,
+        handle: TrialHandle,
+    ) -> Result<
+        Result<
+            (
+                BTreeMap<String, crate::space::ParamValue>,
+                serde_json::Value,
+            ),
+            (String, bool),
+        >,
+        RunnerError,
+    > {
         let number = handle.number.max(0) as u64;
         let records = storage.trials(study_id)?;
         let all: Vec<Trial> = records.iter().map(Trial::from).collect();
@@ -536,17 +598,16 @@ impl Runner {
                     SamplerError::GridExhausted(_) => format!("not run: {e}"),
                     _ => format!("sampler {}: {e}", self.sampler.name()),
                 };
-                return Ok(Some(Err((handle, reason, exhausted))));
+                return Ok(Err((reason, exhausted)));
             }
         };
         let mut stored = Vec::with_capacity(proposal.params.len());
         for (name, internal) in &proposal.params {
             let Some(dist) = self.space.get(name) else {
-                return Ok(Some(Err((
-                    handle,
+                return Ok(Err((
                     format!("sampler proposed '{name}', which is not in the search space"),
                     true,
-                ))));
+                )));
             };
             stored.push((name.clone(), *internal, dist.clone()));
         }
@@ -556,22 +617,14 @@ impl Runner {
         }
         let params = match self.space.to_external(&proposal.params) {
             Ok(p) => p,
-            Err(e) => return Ok(Some(Err((handle, e.to_string(), false)))),
+            Err(e) => return Ok(Err((e.to_string(), false))),
         };
         let mut config = self.base_config.clone();
         for (name, value) in &params {
             if let Err(e) = config_path::apply_value(&mut config, name, value) {
-                return Ok(Some(Err((
-                    handle,
-                    format!("applying parameters: {e}"),
-                    false,
-                ))));
+                return Ok(Err((format!("applying parameters: {e}"), false)));
             }
         }
-        Ok(Some(Ok(Started {
-            handle,
-            params,
-            config,
-        })))
+        Ok(Ok((params, config)))
     }
 }
