@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use tradetune_engine::device::DeviceSpec;
 use tradetune_engine::device::memory::MemoryEstimate;
-use tradetune_engine::storage::{JsonValue, Storage, TrialRecord, TrialState};
+use tradetune_engine::storage::{
+    JsonValue, Storage, StudyDirection as Direction, TrialRecord, TrialState,
+};
 use tradetune_engine::study::pruner::{NopPruner, PercentilePruner};
 use tradetune_engine::study::runner::{
     Assignment, DeviceSlot, Reporter, Runner, RunnerConfig, StudyEvent, TrialError, TrialFunction,
@@ -246,6 +248,53 @@ fn errors_panics_and_nan_become_fail_and_the_study_goes_on() {
         let back: StudyEvent = serde_json::from_str(&text).unwrap();
         assert_eq!(&back, e, "{text}");
     }
+}
+
+/// A study resumed with the other direction, or one Optuna made with two objectives, is
+/// refused before any trial, naming `study.direction`: its sampler would chase one direction
+/// while its best trial is judged in the other, and a two-objective study refuses each
+/// trial's one value. The stored study is left as it was.
+#[test]
+fn a_study_resumed_in_another_direction_is_refused() {
+    let path = db("direction");
+    let ok = || Synthetic {
+        plan: f32_plan,
+        run: |_: &TrialInput<'_>, _: &mut Reporter<'_>| Ok(1.0),
+    };
+    let runner = random_runner(config("direction", &path, 1, 1), 1, ok());
+    let (tx, _rx) = mpsc::channel();
+    runner.run(&tx).unwrap();
+    let mut cfg = config("direction", &path, 2, 1);
+    cfg.direction = Direction::Minimize;
+    let err = random_runner(cfg, 1, ok())
+        .run(&tx)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("study setting 'study.direction': the stored study 'direction' was made to maximize its objective and this run says minimize"),
+        "{err}"
+    );
+    assert_eq!(trials(&path, "direction").len(), 1);
+    // The same direction goes on.
+    random_runner(config("direction", &path, 1, 1), 1, ok())
+        .run(&tx)
+        .unwrap();
+    assert_eq!(trials(&path, "direction").len(), 2);
+    // Two objectives (as Optuna's multi-objective studies are stored).
+    let mut storage = Storage::open(&path).unwrap();
+    storage
+        .create_study("two", &[Direction::Maximize, Direction::Minimize])
+        .unwrap();
+    drop(storage);
+    let err = random_runner(config("two", &path, 1, 1), 1, ok())
+        .run(&tx)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("the stored study 'two' has 2 objectives (maximize, minimize)"),
+        "{err}"
+    );
+    assert!(trials(&path, "two").is_empty());
 }
 
 #[test]
@@ -636,6 +685,34 @@ fn a_trial_ends_with_its_telemetry_summary_and_tagged_rows() {
     assert!(rows.len() >= 3 * 4, "{} rows", rows.len());
     assert!(rows.iter().any(|r| r.source == "gpu0"), "{rows:?}");
     assert!(rows.iter().any(|r| r.source == "host"), "{rows:?}");
+}
+
+/// A trial whose process used its whole memory budget on the card (2,048 MiB of a 2,560 MiB
+/// card's 0.8) is told so against that budget, not against the card: the verdict had no card
+/// total to compare with here, and on a real card compared the use with all of it.
+#[test]
+fn the_memory_verdict_is_measured_against_the_trials_budget() {
+    let card = DeviceSlot::new(DeviceSpec::Cuda(0), Some(2560 << 20));
+    let (t, _) = telemetry_trial("telemetry_budget", card);
+    let all = match t.user_attr("verdicts") {
+        Some(v) => v.dumps(),
+        None => match t.user_attr("verdict") {
+            Some(v) => v.dumps(),
+            None => panic!("no verdict: {:?}", t.user_attrs),
+        },
+    };
+    assert!(
+        all.contains("memory budget reached on gpu0 (2048 of 2048 MiB)"),
+        "{all}"
+    );
+    // With room to spare, nothing is said of memory.
+    let roomy = DeviceSlot::new(DeviceSpec::Cuda(0), Some(8 << 30));
+    let (t, _) = telemetry_trial("telemetry_budget_roomy", roomy);
+    let all = t
+        .user_attr("verdicts")
+        .or(t.user_attr("verdict"))
+        .map(JsonValue::dumps);
+    assert!(!all.unwrap_or_default().contains("memory budget"));
 }
 
 /// Issue 18: CPU workers of one process share the cores; the verdict says so with its fix, and

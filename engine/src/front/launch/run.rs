@@ -191,8 +191,14 @@ fn record(launch: &StudyLaunch) -> Result<(), FrontError> {
     let mut storage = Storage::open(db)?;
     let name = &launch.file.study.name;
     let id = match storage.study(name) {
-        Ok(study) if super::RecordedStudy::of(&study).is_some() => return Ok(()),
-        Ok(study) => study.study_id,
+        // Checked before the record is written: a study this run refuses is left as it was.
+        Ok(study) => {
+            crate::study::runner::check_direction(&study, launch.file.direction())?;
+            if super::RecordedStudy::of(&study).is_some() {
+                return Ok(());
+            }
+            study.study_id
+        }
         Err(StorageError::UnknownStudyName { .. }) => {
             storage.create_study(name, &[launch.file.direction()])?
         }

@@ -262,6 +262,9 @@ impl Runner {
                 } else {
                     sharing
                 },
+                mem_budget_mib: budget
+                    .as_ref()
+                    .map(|b| b.process_limit() as f64 / 1_048_576.0),
             };
             let s = summary::summarise(
                 self.telemetry.as_ref(),

@@ -50,7 +50,7 @@ use crate::trial::{Direction, Trial, TrialState};
 use tradetune_device::memory::MemoryError;
 use tradetune_storage::{
     DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_STALE_AFTER, JsonValue, Storage, StorageError,
-    StorageOptions, TrialHandle,
+    StorageOptions, StudyRecord, TrialHandle,
 };
 use tradetune_telemetry::SamplerHandle;
 use turn::Turn;
@@ -150,6 +150,44 @@ pub enum RunnerError {
     Memory(#[from] MemoryError),
     #[error("worker {worker} stopped: {message}")]
     Worker { worker: usize, message: String },
+}
+
+/// Refuses to run `study` (already stored) in `want`'s direction where it was stored with
+/// another, or with several objectives: the sampler and the pruner would chase one direction
+/// while its best trial is judged in the other, and a multi-objective study (made by Optuna)
+/// refuses the single value each trial reports, stopping its worker mid-study.
+pub fn check_direction(study: &StudyRecord, want: Direction) -> Result<(), RunnerError> {
+    let stored = || {
+        study
+            .directions
+            .iter()
+            .map(|d| d.as_str().to_ascii_lowercase())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match study.directions[..] {
+        [d] if d == want => Ok(()),
+        [_] => Err(RunnerError::Config {
+            field: "study.direction",
+            message: format!(
+                "the stored study '{}' was made to {} its objective and this run says {}: a \
+                 study keeps its direction (name the study otherwise, or delete it first)",
+                study.name,
+                stored(),
+                want.as_str().to_ascii_lowercase()
+            ),
+        }),
+        _ => Err(RunnerError::Config {
+            field: "study.direction",
+            message: format!(
+                "the stored study '{}' has {} objectives ({}), and TradeTune's trials report \
+                 one (name the study otherwise)",
+                study.name,
+                study.directions.len(),
+                stored()
+            ),
+        }),
+    }
 }
 
 /// One trial as this run ended it.
@@ -346,8 +384,11 @@ impl Runner {
             ..StorageOptions::default()
         };
         let mut storage = Storage::open_with(&self.cfg.storage, &options)?;
-        let study_id = match storage.study_id(&self.cfg.study_name) {
-            Ok(id) => id,
+        let study_id = match storage.study(&self.cfg.study_name) {
+            Ok(study) => {
+                check_direction(&study, self.cfg.direction)?;
+                study.study_id
+            }
             Err(StorageError::UnknownStudyName { .. }) => {
                 storage.create_study(&self.cfg.study_name, &[self.cfg.direction])?
             }

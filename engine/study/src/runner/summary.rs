@@ -37,6 +37,10 @@ pub(super) struct TrialShape {
     pub gpu_work: Option<tradetune_telemetry::GpuWork>,
     /// On a GPU: the trials that trained on it at once, this one included.
     pub trials_on_device: usize,
+    /// The memory this trial's process may use on its device, MiB (its budget's per-process
+    /// ceiling), where it has a budget: what "memory budget reached" is measured against,
+    /// rather than the whole card.
+    pub mem_budget_mib: Option<f64>,
 }
 
 /// The summary's user attributes for a trial that ran from `start` to `end` (`wall` of work).
@@ -112,12 +116,28 @@ pub(super) fn summarise(
     }
     // The bottleneck verdict with its suggestion, most pressing first, so Optuna's tools and
     // the desktop app show what limited this trial.
+    // The trial's budget is its device's: where the probes cannot tell which card that is,
+    // the only GPU summarised, if there is one.
+    let budgets: Vec<(String, f64)> = match (device, shape.mem_budget_mib) {
+        (_, None) => Vec::new(),
+        (Some(d), Some(mib)) => vec![(d.to_string(), mib)],
+        (None, Some(mib)) => {
+            let mut gpus = summary
+                .devices
+                .iter()
+                .filter(|d| d.device.starts_with("gpu"));
+            match (gpus.next(), gpus.next()) {
+                (Some(d), None) => vec![(d.device.clone(), mib)],
+                _ => Vec::new(),
+            }
+        }
+    };
     let input = VerdictInput {
         batch_size: shape.batch_size,
         cpu_sharing: shape.cpu_sharing,
         gpu_work: shape.gpu_work,
         trials_on_device: shape.trials_on_device,
-        ..VerdictInput::from_summary(&summary, &[], shape.on_device_env)
+        ..VerdictInput::from_summary(&summary, &budgets, shape.on_device_env)
     };
     let found = verdicts(&input);
     if let Some(first) = found.first() {
