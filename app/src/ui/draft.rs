@@ -278,13 +278,24 @@ impl Draft {
         let estimate = self
             .trial_config()
             .memory_estimate(shape, spec == DeviceSpec::Cpu);
-        let shared_by = self
-            .study
-            .gpu_sharing
-            .runs_sharing_budget(spec, self.study.workers);
+        let shared_by = self.trials_at_once(spec);
         let budget = device_bytes
             .and_then(|bytes| MemoryBudget::new(bytes, self.study.memory_fraction, shared_by).ok());
         MemoryCheck { estimate, budget }
+    }
+
+    /// The trials the study trains at once on `spec` (its first device): one where its workers
+    /// take turns on a GPU, else one per worker. They share a device's memory budget, and the
+    /// samples/s a run measures over all its workers.
+    pub fn trials_at_once(&self, spec: DeviceSpec) -> usize {
+        self.study
+            .gpu_sharing
+            .runs_sharing_budget(spec, self.study.workers)
+    }
+
+    /// [`Self::trials_at_once`] on the draft's first device (the CPU where it does not parse).
+    pub fn trials_at_once_here(&self) -> usize {
+        self.trials_at_once(self.device().parse().unwrap_or(DeviceSpec::Cpu))
     }
 
     /// The train, validation and test ranges of the draft's split over bars at `timestamps`

@@ -118,9 +118,10 @@ pub fn draw(
                 Tab::Compare => panels.compare.ui(ui, state, panels.studies.db.as_ref()),
                 Tab::Backtest => panels.backtest.ui(ui, state, commands),
                 Tab::Run | Tab::Studies => {
+                    let rows_db = panels.studies.db.as_ref().map(|d| d.path.as_path());
                     panels
                         .run
-                        .ui(ui, state, &panels.studies.table.rows, commands)
+                        .ui(ui, state, rows_db, &panels.studies.table.rows, commands)
                 }
             });
     });

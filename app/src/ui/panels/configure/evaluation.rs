@@ -85,7 +85,8 @@ pub fn editor(ui: &mut egui::Ui, draft: &mut Draft, timestamps: &[i64], problems
 /// What Start would train, shown under the memory estimate: each fold trains the trial once
 /// more, so a cross-validated trial costs `folds` times a hold-out one (memory stays one run's:
 /// the folds train one after another). With a throughput measured by an earlier run
-/// (`samples_per_s`, all workers together), in time too.
+/// (`samples_per_s`, all workers together), in time too: a trial trains at its share of it
+/// (the trials trained at once share it), the study at all of it.
 pub fn work_estimate(draft: &Draft, folds: Option<usize>, samples_per_s: Option<f64>) -> String {
     let per_fold = draft.train.total_timesteps;
     let n = folds.unwrap_or(1).max(1);
@@ -103,11 +104,20 @@ pub fn work_estimate(draft: &Draft, folds: Option<usize>, samples_per_s: Option<
         ),
     };
     if let Some(sps) = samples_per_s.filter(|v| v.is_finite() && *v > 0.0) {
-        let fold_s = per_fold as f64 / sps;
+        let at_once = draft.trials_at_once_here().max(1);
+        let fold_s = per_fold as f64 / (sps / at_once as f64);
+        let all = if at_once > 1 {
+            format!(" ({at_once} trials at once)")
+        } else {
+            String::new()
+        };
+        let folds_times = match folds {
+            Some(n) => format!("{n} folds × {} = ", duration(fold_s)),
+            None => String::new(),
+        };
         s += &format!(
-            "; at the last run's {sps:.0} samples/s ≈ {n} folds × {} = {} per trial, {} for the \
-             study",
-            duration(fold_s),
+            "; at the last run's {sps:.0} samples/s{all} ≈ {folds_times}{} per trial, {} for \
+             the study",
             duration(n as f64 * fold_s),
             duration((per_trial * trials) as f64 / sps)
         );
@@ -175,5 +185,30 @@ mod tests {
         );
         assert!(cv.ends_with("memory as one run (the folds train one after another)"));
         assert!(!work_estimate(&d, Some(4), Some(f64::NAN)).contains("samples/s"));
+    }
+
+    /// The last run's samples/s is all its workers' together: where they train trials at once
+    /// (on the CPU, or sharing a GPU) each trial has its share of it, and the study all of it;
+    /// workers taking turns on a GPU train one trial at a time, at all of it.
+    #[test]
+    fn a_trial_trains_at_its_share_of_the_workers_samples_per_second() {
+        use tradetune_engine::study::runner::GpuSharing;
+        let mut d = Draft::default();
+        d.train.total_timesteps = 10_000;
+        d.study.n_trials = 4;
+        d.study.workers = 2;
+        d.study.devices = vec!["cpu".into()];
+        let cpu = work_estimate(&d, None, Some(500.0));
+        assert!(
+            cpu.contains("500 samples/s (2 trials at once) ≈ 40 s per trial, 80 s for the study"),
+            "{cpu}"
+        );
+        d.study.devices = vec!["wgpu".into()];
+        d.study.gpu_sharing = GpuSharing::Serial;
+        let turns = work_estimate(&d, None, Some(500.0));
+        assert!(
+            turns.contains("500 samples/s ≈ 20 s per trial, 80 s for the study"),
+            "{turns}"
+        );
     }
 }

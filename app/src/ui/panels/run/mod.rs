@@ -34,16 +34,24 @@ impl From<Command> for Action {
 }
 
 impl RunView {
-    /// Draws the panel; `rows` are the Studies panel's, where the verdict of the study's latest
-    /// finished trial is.
+    /// Draws the panel; `rows` are the Studies panel's, of the database `rows_db` (None: none
+    /// open), where the verdict of the study's latest finished trial is.
     pub fn ui(
         &mut self,
         ui: &mut egui::Ui,
         cx: &Context,
+        rows_db: Option<&std::path::Path>,
         rows: &[TrialRow],
         out: &mut Vec<Command>,
     ) {
         let mut actions = Vec::new();
+        // Rows of another database, where a study of the same name may be, tell nothing of
+        // this run.
+        let rows = if rows_db.is_some() && rows_db == self.db.as_deref() {
+            rows
+        } else {
+            &[]
+        };
         show(ui, self, cx, rows, &mut actions);
         for a in actions {
             self.handle(a, out);
@@ -178,10 +186,13 @@ fn show(
     if let Some(end) = &run.end {
         ui.label(end.summary());
     }
-    // The verdict of the study's latest finished trial (stored with its telemetry summary).
+    // The verdict of the study's latest finished trial of this run (stored with its telemetry
+    // summary): a trial of an earlier run is not this run's bottleneck.
     if let Some(r) = rows
         .iter()
-        .filter(|r| r.study == run.study && r.verdict.is_some())
+        .filter(|r| {
+            r.study == run.study && r.verdict.is_some() && r.number >= run.existing_trials as i64
+        })
         .max_by_key(|r| r.number)
     {
         egui::Frame::group(ui.style()).show(ui, |ui| {
