@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use tradetune_engine::storage::{
-    CategoricalChoice, CurvePoint, FAIL_REASON_KEY, JsonValue, NewTrial, OptunaDistribution,
-    ParamValue, RunMetadata, Storage, StorageError, StorageOptions, StudyDirection,
-    TelemetrySample, TrialState, now_utc,
+    CategoricalChoice, CurvePoint, DEFAULT_STALE_AFTER, FAIL_REASON_KEY, JsonValue, NewTrial,
+    OptunaDistribution, ParamValue, RunMetadata, Storage, StorageError, StorageOptions,
+    StudyDirection, TelemetrySample, TrialState, now_utc,
 };
 
 const REFERENCE_DB: &str = concat!(
@@ -267,6 +267,12 @@ fn bad_input_gets_clear_errors_and_changes_nothing() {
     );
     assert!(e.is_err());
     assert!(s.trial(t2.trial_id).unwrap().params.is_empty());
+    // Nor does it leave `ok`'s distribution behind: no `ok` is stored, so an integer one is as
+    // welcome as a float one was.
+    let int = OptunaDistribution::int(0, 10, false, 1).unwrap();
+    let t3 = s.create_trial(study).unwrap();
+    s.set_param(t3.trial_id, "ok", 3.0, &int).unwrap();
+    assert_eq!(s.trial(t3.trial_id).unwrap().params.len(), 1);
     // An invalid distribution built by hand.
     let mut broken = linear.clone();
     if let OptunaDistribution::Float(f) = &mut broken {
@@ -361,7 +367,7 @@ fn refuses_foreign_and_other_version_files() {
 }
 
 #[test]
-fn stale_running_trials_fail_on_open_and_fresh_ones_survive() {
+fn stale_running_trials_fail_on_open_only_when_the_opener_asks() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.db");
     let (stale, fresh, no_beat) = {
@@ -385,7 +391,22 @@ fn stale_running_trials_fail_on_open_and_fresh_ones_survive() {
     .unwrap();
     drop(c);
 
+    // A plain open (a note, a reseed, an export) does not know how long the study's workers
+    // may go between beats, so it fails no one.
     let s = Storage::open(&path).unwrap();
+    assert!(s.recovered_on_open().is_empty());
+    assert_eq!(
+        s.trials(stale.study_id).unwrap()[0].state,
+        TrialState::Running
+    );
+    drop(s);
+
+    // A runner opens with its own `stale_after`, and that recovers the dead worker's trial.
+    let runner = StorageOptions {
+        stale_after: Some(DEFAULT_STALE_AFTER),
+        ..Default::default()
+    };
+    let s = Storage::open_with(&path, &runner).unwrap();
     assert_eq!(
         s.recovered_on_open()
             .iter()
@@ -408,17 +429,6 @@ fn stale_running_trials_fail_on_open_and_fresh_ones_survive() {
     // The next trial continues the numbering.
     let mut s = s;
     assert_eq!(s.create_trial(stale.study_id).unwrap().number, 3);
-    // With recovery off nothing changes.
-    let opts = StorageOptions {
-        stale_after: None,
-        ..Default::default()
-    };
-    assert!(
-        Storage::open_with(&path, &opts)
-            .unwrap()
-            .recovered_on_open()
-            .is_empty()
-    );
 }
 
 #[test]

@@ -5,8 +5,8 @@
 
 use serde_json::Value;
 use tradetune_engine::storage::{
-    JsonValue, OptunaDistribution, Storage, StorageError, StudyDirection, TrialState,
-    study_view_json,
+    DEFAULT_STALE_AFTER, JsonValue, OptunaDistribution, Storage, StorageError, StorageOptions,
+    StudyDirection, TrialState, study_view_json,
 };
 
 const DB: &str = concat!(
@@ -77,8 +77,13 @@ fn an_optuna_file_can_be_continued() {
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("ref.db");
     std::fs::copy(DB, &copy).unwrap();
-    let mut s = Storage::open(&copy).unwrap();
-    // Optuna's RUNNING trial has a heartbeat from when the file was made: its worker is gone.
+    // Opened as a runner opens it: Optuna's RUNNING trial has a heartbeat from when the file
+    // was made, so its worker is gone.
+    let runner = StorageOptions {
+        stale_after: Some(DEFAULT_STALE_AFTER),
+        ..Default::default()
+    };
+    let mut s = Storage::open_with(&copy, &runner).unwrap();
     let recovered = s.recovered_on_open().to_vec();
     assert_eq!(recovered.len(), 1);
     assert_eq!(recovered[0].number, 6);

@@ -2,13 +2,15 @@
 //! a shared database for `tradetune worker`s, list the studies of a database, export a study's
 //! trials and telemetry as CSV.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
 
 use crate::launch;
 use clap::{Args, Subcommand};
-use tradetune_engine::front::export::export_telemetry;
+use tradetune_engine::front::FrontError;
+use tradetune_engine::front::export::{export_telemetry, write_replacing};
 use tradetune_engine::storage::{Storage, TrialRecord, TrialState};
 use tradetune_engine::study::preset;
 
@@ -355,7 +357,11 @@ fn export(args: ExportArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.trials {
         let mut out = Vec::new();
         storage.export_csv(&args.name, &mut out)?;
-        std::fs::write(path, out).with_context(|| format!("writing {}", path.display()))?;
+        // Whole or not at all: a failed write leaves a previous export as it was.
+        write_replacing(path, |f| {
+            f.write_all(&out)
+                .map_err(|e| FrontError::file(path, format!("cannot write it: {e}")))
+        })?;
         println!(
             "{} trials of '{}' -> {}",
             trials.len(),

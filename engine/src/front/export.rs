@@ -2,7 +2,8 @@
 //! Studies tab).
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::fs::File;
+use std::path::{Path, PathBuf};
 
 use super::FrontError;
 use crate::storage::{Storage, TrialRecord};
@@ -55,8 +56,23 @@ pub fn export_telemetry(
     }
     let layout = WideLayout::new(gpus, cores);
     let fail = |e: csv::Error| FrontError::file(path, format!("cannot write it: {e}"));
-    let mut w = csv::Writer::from_path(path).map_err(fail)?;
-    w.write_record(layout.header()).map_err(fail)?;
+    write_replacing(path, |file| {
+        write_wide(csv::Writer::from_writer(file), &layout, &ticks)
+            .map_err(fail)
+            .map(|()| Exported {
+                rows: ticks.len(),
+                skipped,
+            })
+    })
+}
+
+/// The wide CSV of `ticks` (one row per sample time and trial) to `w`.
+fn write_wide(
+    mut w: csv::Writer<&mut File>,
+    layout: &WideLayout,
+    ticks: &BTreeMap<(chrono::NaiveDateTime, i64), Vec<Sample>>,
+) -> Result<(), csv::Error> {
+    w.write_record(layout.header())?;
     for (seq, ((at, number), values)) in ticks.iter().enumerate() {
         let mut readings: Vec<DeviceReading> = Vec::new();
         for (device, metric, value) in values {
@@ -77,12 +93,83 @@ pub fn export_telemetry(
             skipped: Vec::new(),
             problems: Vec::new(),
         };
-        w.write_record(layout.record(&tick)).map_err(fail)?;
+        w.write_record(layout.record(&tick))?;
     }
-    w.flush()
-        .map_err(|e| FrontError::file(path, format!("cannot write it: {e}")))?;
-    Ok(Exported {
-        rows: ticks.len(),
-        skipped,
-    })
+    w.flush()?;
+    Ok(())
+}
+
+/// Writes `path` whole or not at all: `write` fills a temporary file beside it (same folder,
+/// so the rename cannot cross file systems), which replaces `path` only once everything is
+/// written and synced. On any error the temporary is removed and a previous `path` is left as
+/// it was, so a failed export (a full disk, a database error) never leaves half a CSV behind
+/// under the name a reader expects.
+pub fn write_replacing<T>(
+    path: &Path,
+    write: impl FnOnce(&mut File) -> Result<T, FrontError>,
+) -> Result<T, FrontError> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| FrontError::file(path, "not a file name"))?;
+    let tmp: PathBuf = path.with_file_name(format!(
+        ".{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let result = File::create(&tmp)
+        .map_err(|e| FrontError::file(path, format!("cannot write it: {e}")))
+        .and_then(|mut file| {
+            let out = write(&mut file)?;
+            file.sync_all()
+                .map_err(|e| FrontError::file(path, format!("cannot write it: {e}")))?;
+            Ok(out)
+        })
+        .and_then(|out| {
+            std::fs::rename(&tmp, path)
+                .map_err(|e| FrontError::file(path, format!("cannot replace it: {e}")))?;
+            Ok(out)
+        });
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn a_failed_write_leaves_the_previous_file_and_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trials.csv");
+        std::fs::write(&path, "number,value\n0,1.5\n").unwrap();
+        let e = write_replacing(&path, |f| {
+            f.write_all(b"number,value\n0,")
+                .map_err(|e| FrontError::file(&path, e))?;
+            Err::<(), _>(FrontError::Invalid("the database went away".into()))
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("went away"), "{e}");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "number,value\n0,1.5\n"
+        );
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["trials.csv"], "the temporary was removed");
+
+        write_replacing(&path, |f| {
+            f.write_all(b"number,value\n0,2.5\n")
+                .map_err(|e| FrontError::file(&path, e))
+        })
+        .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "number,value\n0,2.5\n"
+        );
+    }
 }

@@ -7,7 +7,7 @@
 //! Optuna leaves them. TradeTune also stores the reason in the `fail_reason` system attribute.
 
 use std::path::PathBuf;
-use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -21,8 +21,9 @@ use super::trial_write::FAIL_REASON_KEY;
 
 impl Storage {
     /// Sets every RUNNING trial (of any study) whose heartbeat is older than `stale_after` to
-    /// FAIL, with reason, in one transaction; returns them. Runs on open (see
-    /// [`StorageOptions::stale_after`]); a runner also calls it before starting trials.
+    /// FAIL, with reason, in one transaction; returns them. Runs on open when the opener asks
+    /// (see [`StorageOptions::stale_after`]: a runner does, with its `stale_after`); a runner
+    /// also calls it before starting trials.
     pub fn fail_stale_trials(
         &mut self,
         stale_after: Duration,
@@ -91,8 +92,10 @@ impl Storage {
 }
 
 /// A thread that records a trial's heartbeat every `interval` on its own connection, until
-/// dropped or stopped. Errors (e.g. the trial was finished meanwhile) end the thread quietly:
-/// the beat only matters while the trial runs.
+/// dropped or stopped. A trial that was finished or removed meanwhile ends the thread quietly:
+/// the beat only matters while the trial runs. Any other error (a SQLite busy timeout, a
+/// dropped PostgreSQL connection) is retried at the next beat on a fresh connection: a thread
+/// that gave up would let another worker's stale check fail the live trial and lose its result.
 pub struct HeartbeatThread {
     stop: Option<Sender<()>>,
     handle: Option<JoinHandle<Result<(), StorageError>>>,
@@ -114,15 +117,26 @@ impl HeartbeatThread {
         let mut storage = Storage::open_with(&path, &options)?;
         storage.record_heartbeat(trial_id)?;
         let (stop, stopped) = mpsc::channel::<()>();
+        let mut connection = Some(storage);
+        // One beat on the thread's connection; after a failure the connection is dropped and
+        // the next beat opens a new one, so a connection that went bad does not stay bad.
+        let beat = move || {
+            let storage = match &mut connection {
+                Some(s) => s,
+                None => connection.insert(Storage::open_with(&path, &options)?),
+            };
+            let result = storage.record_heartbeat(trial_id);
+            if result.is_err() {
+                connection = None;
+            }
+            result
+        };
         let handle = std::thread::Builder::new()
             .name(format!("heartbeat-trial-{trial_id}"))
             .spawn(move || {
-                loop {
-                    match stopped.recv_timeout(interval) {
-                        Err(RecvTimeoutError::Timeout) => storage.record_heartbeat(trial_id)?,
-                        _ => return Ok(()),
-                    }
-                }
+                keep_beating(&stopped, interval, beat, |line| {
+                    eprintln!("warning: trial id {trial_id}: {line}")
+                })
             })?;
         Ok(HeartbeatThread {
             stop: Some(stop),
@@ -147,9 +161,119 @@ impl HeartbeatThread {
     }
 }
 
+/// Whether a heartbeat error means the trial no longer runs (finished, removed, or never
+/// started), so beating is over; any other error may pass.
+fn ends_the_beat(e: &StorageError) -> bool {
+    matches!(
+        e,
+        StorageError::TrialFinished { .. }
+            | StorageError::UnknownTrial(_)
+            | StorageError::InvalidTransition { .. }
+    )
+}
+
+/// The heartbeat loop: calls `beat` every `interval` until `stopped` fires (or its sender is
+/// dropped), or a beat says the trial no longer runs (that error is returned). Other errors are
+/// retried at the next beat; a failure that repeats is said once through `say`, and once
+/// again when a beat gets through, so a long outage is one line, not one a beat.
+fn keep_beating(
+    stopped: &Receiver<()>,
+    interval: Duration,
+    mut beat: impl FnMut() -> Result<(), StorageError>,
+    mut say: impl FnMut(String),
+) -> Result<(), StorageError> {
+    let mut failed_in_a_row = 0u32;
+    loop {
+        match stopped.recv_timeout(interval) {
+            Err(RecvTimeoutError::Timeout) => {}
+            _ => return Ok(()),
+        }
+        match beat() {
+            Ok(()) => {
+                if failed_in_a_row >= 2 {
+                    say(format!(
+                        "heartbeat recorded again after {failed_in_a_row} failed beats"
+                    ));
+                }
+                failed_in_a_row = 0;
+            }
+            Err(e) if ends_the_beat(&e) => return Err(e),
+            Err(e) => {
+                failed_in_a_row += 1;
+                if failed_in_a_row == 2 {
+                    say(format!(
+                        "heartbeat failed twice in a row, still retrying every {interval:?} \
+                         (the trial is failed as \"worker lost\" if no beat gets through \
+                         within the study's stale-after): {e}"
+                    ));
+                }
+            }
+        }
+    }
+}
+
 impl Drop for HeartbeatThread {
     fn drop(&mut self) {
         // An error here means the trial was finished or the file went away; nothing to do.
         let _ = self.shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn transient() -> StorageError {
+        StorageError::Io(std::io::Error::other("database is locked"))
+    }
+
+    #[test]
+    fn the_beat_goes_on_past_transient_errors_and_says_so_once() {
+        let (_stop, stopped) = mpsc::channel::<()>();
+        // Three failed beats (a busy timeout, a dropped connection), one that gets through, two
+        // more failures, then the trial is finished.
+        let mut script = vec![
+            Err(transient()),
+            Err(transient()),
+            Err(transient()),
+            Ok(()),
+            Err(transient()),
+            Ok(()),
+            Err(StorageError::UnknownTrial(7)),
+        ]
+        .into_iter();
+        let mut beats = 0;
+        let mut said = Vec::new();
+        let end = keep_beating(
+            &stopped,
+            Duration::from_millis(1),
+            || {
+                beats += 1;
+                script.next().unwrap_or(Ok(()))
+            },
+            |line| said.push(line),
+        );
+        assert!(matches!(end, Err(StorageError::UnknownTrial(7))), "{end:?}");
+        assert_eq!(beats, 7, "every beat after a failure was tried");
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert!(said[0].contains("failed twice in a row"), "{said:?}");
+        assert!(said[0].contains("database is locked"), "{said:?}");
+        assert!(
+            said[1].contains("recorded again after 3 failed beats"),
+            "{said:?}"
+        );
+    }
+
+    #[test]
+    fn stopping_ends_the_beat_without_an_error() {
+        let (stop, stopped) = mpsc::channel::<()>();
+        drop(stop);
+        let end = keep_beating(
+            &stopped,
+            Duration::from_secs(60),
+            || Err(transient()),
+            |_| {},
+        );
+        assert!(end.is_ok(), "{end:?}");
     }
 }

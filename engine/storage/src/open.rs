@@ -43,7 +43,10 @@ pub struct StorageOptions {
     /// How long a connection waits for another writer before giving up.
     pub busy_timeout: Duration,
     /// On open, RUNNING trials whose last heartbeat is older than this become FAIL (a worker
-    /// that was killed never finishes its trial). None skips the recovery.
+    /// that was killed never finishes its trial). None, the default, skips the recovery: only
+    /// a study's runner knows how long its workers may go between beats (`--stale-after`), so
+    /// only it asks; a plain open (a note, a reseed, an export) with a guess of its own would
+    /// fail live trials of workers that beat less often.
     pub stale_after: Option<Duration>,
     /// Open without writing anything (no WAL switch, no table creation, no recovery).
     pub read_only: bool,
@@ -61,7 +64,7 @@ impl Default for StorageOptions {
     fn default() -> Self {
         StorageOptions {
             busy_timeout: Duration::from_secs(30),
-            stale_after: Some(DEFAULT_STALE_AFTER),
+            stale_after: None,
             read_only: false,
         }
     }
@@ -92,7 +95,8 @@ impl std::fmt::Debug for Storage {
 }
 
 impl Storage {
-    /// Opens (creating if needed) a storage for reading and writing, with default options.
+    /// Opens (creating if needed) a storage for reading and writing, with default options: no
+    /// trial is failed for a stale heartbeat (see [`StorageOptions::stale_after`]).
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StorageError> {
         Self::open_with(path, &StorageOptions::default())
     }
@@ -298,18 +302,28 @@ impl Storage {
                 action,
                 cause,
             })?;
-        let mut ctx = Tx {
-            tx,
-            path: &self.path,
-            action,
-            known: &mut self.known_distributions,
+        let (out, staged) = {
+            let mut ctx = Tx {
+                tx,
+                path: &self.path,
+                action,
+                known: &self.known_distributions,
+                staged: HashMap::new(),
+            };
+            let out = f(&mut ctx)?;
+            let staged = std::mem::take(&mut ctx.staged);
+            ctx.tx.commit().map_err(|cause| StorageError::Database {
+                path: self.path.clone(),
+                action,
+                cause,
+            })?;
+            (out, staged)
         };
-        let out = f(&mut ctx)?;
-        ctx.tx.commit().map_err(|cause| StorageError::Database {
-            path: self.path.clone(),
-            action,
-            cause,
-        })?;
+        // Only now are the staged distributions stored for good; a transaction that failed
+        // (its own error or the commit's) rolled them back and they are dropped with it.
+        for (key, distribution) in staged {
+            self.known_distributions.entry(key).or_insert(distribution);
+        }
         Ok(out)
     }
 }
@@ -319,7 +333,11 @@ pub(super) struct Tx<'a> {
     pub tx: Txn<'a>,
     pub path: &'a str,
     pub action: &'static str,
-    pub known: &'a mut HashMap<(i64, String), OptunaDistribution>,
+    /// The distributions committed before this transaction (see `Storage::known_distributions`).
+    pub known: &'a HashMap<(i64, String), OptunaDistribution>,
+    /// The distributions this transaction stored first for their name: they join `known` only
+    /// once it commits, so a rolled-back write cannot leave one behind to refuse a later value.
+    pub staged: HashMap<(i64, String), OptunaDistribution>,
 }
 
 impl Tx<'_> {

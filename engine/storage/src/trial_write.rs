@@ -122,7 +122,7 @@ pub(super) fn insert_param(
         });
     }
     let key = (row.study_id, name.to_owned());
-    let existing = match tx.known.get(&key) {
+    let existing = match tx.staged.get(&key).or_else(|| tx.known.get(&key)) {
         Some(d) => Some(d.clone()),
         None => {
             let json = tx
@@ -172,11 +172,14 @@ pub(super) fn insert_param(
         }
         Err(e) => return Err(tx.err()(e)),
     }
-    // Cached only after the insert: a rolled-back transaction must not leave a stale entry
-    // (the cache holds distributions compatible with what is stored, so at worst it is early).
-    tx.known
-        .entry(key)
-        .or_insert(existing.unwrap_or(distribution));
+    // Staged, not cached: the transaction may still roll back (a later parameter of the same
+    // call refused), and a cached distribution that was never stored would refuse a value of
+    // another type for a name that has none. `Storage::write` caches it after the commit.
+    if !tx.known.contains_key(&key) {
+        tx.staged
+            .entry(key)
+            .or_insert(existing.unwrap_or(distribution));
+    }
     Ok(())
 }
 

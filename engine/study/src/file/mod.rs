@@ -206,11 +206,18 @@ impl StudyFile {
             message,
         };
         // One typed pass over the whole text: syntax errors, unknown sections and wrong types
-        // all come with the line they are on.
+        // all come with the line they are on. The line is counted by the newlines before the
+        // span, not by `lines()`, which is one short for a span at a line's start (where toml
+        // puts an unknown field: its key).
         let sections: Sections = toml::from_str(text).map_err(|e| {
-            let line = e
-                .span()
-                .map(|s| text[..s.start.min(text.len())].lines().count().max(1));
+            let line = e.span().map(|s| {
+                let start = s.start.min(text.len());
+                text.as_bytes()[..start]
+                    .iter()
+                    .filter(|&&b| b == b'\n')
+                    .count()
+                    + 1
+            });
             StudyFileError {
                 path: path.to_owned(),
                 line,
@@ -578,5 +585,25 @@ min_resource = 1
         );
         let e = StudyFile::parse(&bad, "bad.toml", &defaults()).unwrap_err();
         assert!(e.to_string().contains("not a multiple of step"), "{e}");
+    }
+
+    #[test]
+    fn an_unknown_key_at_a_line_start_names_its_own_line_and_key() {
+        let e = StudyFile::parse("[study]\nname = \"x\"\nworker = 2", "f.toml", &defaults())
+            .unwrap_err();
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (Some(3), Some("study.worker")),
+            "{e}"
+        );
+        assert!(e.to_string().starts_with("f.toml:3: study.worker:"), "{e}");
+        // The same mistake in a later section, after a blank first line.
+        let bad = GOOD.replace("min_resource = 1", "min_resource = 1\nmax_resourc = 9");
+        let e = StudyFile::parse(&bad, "bad.toml", &defaults()).unwrap_err();
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (Some(25), Some("pruner.max_resourc")),
+            "{e}"
+        );
     }
 }
