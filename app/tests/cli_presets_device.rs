@@ -104,7 +104,7 @@ fn run_preset_with(
         .find(|l| l.contains(" COMPLETE "))
         .unwrap_or_default();
     assert_eq!(
-        line.ends_with(" s compiling)"),
+        line.ends_with(" s compiling)") || line.ends_with(" ms compiling)"),
         compiled,
         "{preset}: {line}"
     );

@@ -247,6 +247,24 @@ fn resuming_a_checkpoint_continues_its_sample_count() {
     let state = |d: &std::path::Path| -> serde_json::Value {
         serde_json::from_str(&std::fs::read_to_string(d.join("state.json")).unwrap()).unwrap()
     };
+    // The summary line says this run's updates beside this run's samples, not the
+    // checkpoint's too.
+    let third = dir.join("third");
+    let o = tradetune(&[
+        "train",
+        "--resume",
+        first.to_str().unwrap(),
+        "--out",
+        third.to_str().unwrap(),
+        "--total-timesteps",
+        "512",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("trained 512 samples (1536 in total) in 1 updates"),
+        "{}",
+        text(&o.stdout)
+    );
     assert_eq!(state(&first)["timesteps"], 1024);
     assert_eq!(state(&second)["timesteps"], 1536);
     // The resumed run kept the checkpoint's config and data record.

@@ -76,6 +76,26 @@ fn a_resumed_run_continues_the_update_count_and_the_schedule() {
     assert!((after[0].1 - 0.25e-2).abs() < 1e-12, "{after:?}");
 }
 
+/// A resumed run times its first update's phases (the one that compiles, on a GPU), although
+/// its number, counted on from the checkpoint's, is not one the sampling times: else the
+/// compiling hid, untimed, in the split of the updates up to the next timed one.
+#[test]
+fn a_resumed_run_times_its_first_update() {
+    let cfg = config();
+    let r = rollout(&cfg);
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = trainer(&cfg);
+    learn(&mut first, 2 * r);
+    checkpoint::save(dir.path(), &first).unwrap();
+    // One update in 8 timed: update 2 (from 0) is not one of them.
+    let mut resumed = trainer(&cfg).with_phase_sampling(8);
+    checkpoint::resume(dir.path(), &mut resumed).unwrap();
+    assert_eq!(resumed.updates(), 2);
+    learn(&mut resumed, r);
+    // A timed update leaves its launches and round-trips; an untimed one, none.
+    assert!(resumed.dispatch_profile().is_some());
+}
+
 #[test]
 fn resuming_twice_from_one_checkpoint_gives_the_same_run() {
     let cfg = config().with_lr_schedule(LrSchedule::Constant);

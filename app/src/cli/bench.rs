@@ -20,7 +20,7 @@ pub enum BenchCommand {
     Env(EnvArgs),
     /// Sampler quality (median best value over seeds vs Optuna 5.0's TPE) and overhead.
     Sampler(SamplerArgs),
-    /// PPO training samples per second end to end (min/median/max of --repeat runs), with the
+    /// PPO training samples per second after a warm-up update (min/median/max of --repeat runs), with the
     /// phase split and the update's GFLOP/s against a matmul probe; with --peer, a peer
     /// (Stable-Baselines3 on the Python port of the env) measured in the same run, interleaved.
     Train(TrainArgs),

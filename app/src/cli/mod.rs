@@ -128,6 +128,20 @@ impl CompileLines {
     }
 }
 
+/// Seconds with the digits that matter: `42 s`, `3.5 s`, `0.35 s`, `4.2 ms` (a compile time
+/// of a few milliseconds is not "0.0 s").
+pub(crate) fn seconds(s: f64) -> String {
+    if s >= 10.0 {
+        format!("{s:.0} s")
+    } else if s >= 1.0 {
+        format!("{s:.1} s")
+    } else if s >= 0.01 {
+        format!("{s:.2} s")
+    } else {
+        format!("{:.1} ms", s * 1e3)
+    }
+}
+
 /// Runs `run` with a line on stderr while it goes (a terminal only; nothing elsewhere), saying
 /// what runs and when the GPU compiles for it: `⠋ tiny f32 host: compiling 18 s: 45 kernels,
 /// 12 autotuned`. For the benchmarks, whose stdout is a table printed as each run ends: the

@@ -17,6 +17,7 @@ use tradetune_engine::study::ppo_trial::{PlacedEnv, TrainingRun};
 
 pub use crate::cli::run_config::TrainArgs;
 use crate::cli::run_config::{DATA_FILE, ENV_FILE, LoadedData, Run};
+use crate::cli::seconds;
 
 pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     let run = Run::from_args(&args)?;
@@ -133,6 +134,8 @@ fn train(
         }
     }
     let start_steps = trainer.timesteps();
+    // This run's updates are said beside its samples, not those before the resume.
+    let start_updates = trainer.updates();
     if let Some(bar) = bar {
         bar.set_length((start_steps + config.train.total_timesteps) as u64);
         bar.set_position(start_steps as u64);
@@ -168,7 +171,7 @@ fn train(
             "trained {} samples ({} in total) in {} updates, {} ({:.0} samples/s); checkpoint in {}",
             report.timesteps - start_steps,
             report.timesteps,
-            report.updates,
+            report.updates - start_updates,
             seconds(report.elapsed_s),
             report.samples_per_second,
             run.out.display()
@@ -298,19 +301,6 @@ fn time_lines(
         lines.push(format!("compiling: {cost}; {}", next.join("; ")));
     }
     lines
-}
-
-/// Seconds with the digits that matter: `42 s`, `3.5 s`, `0.35 s`, `4.2 ms`.
-fn seconds(s: f64) -> String {
-    if s >= 10.0 {
-        format!("{s:.0} s")
-    } else if s >= 1.0 {
-        format!("{s:.1} s")
-    } else if s >= 0.01 {
-        format!("{s:.2} s")
-    } else {
-        format!("{:.1} ms", s * 1e3)
-    }
 }
 
 /// One event on the progress bar.

@@ -56,7 +56,8 @@ pub struct TrialSpeed {
     pub ratio: Option<f64>,
     /// Trials of the same host training at the trial's midpoint, itself included.
     pub concurrent: usize,
-    /// Share of the trial's timed phases spent evaluating, where its telemetry recorded them.
+    /// Share of the trial's timed phases (compiling included) spent evaluating, where its
+    /// telemetry recorded them.
     pub eval_share: Option<f64>,
     /// Share of the trial's phases spent compiling and autotuning kernels (a GPU's first
     /// updates and first evaluation), where it compiled.
@@ -246,26 +247,8 @@ pub fn speed(
             }
         };
         let achieved = user_number(t, "train_samples_per_s").unwrap_or(f64::NAN);
-        let phase = |p: &str| user_number(t, &format!("phase_{p}_s"));
-        let eval_share = match (
-            phase("env"),
-            phase("inference"),
-            phase("update"),
-            phase("eval"),
-        ) {
-            (Some(a), Some(b), Some(c), Some(e)) if a + b + c + e > 0.0 => {
-                Some(e / (a + b + c + e))
-            }
-            _ => None,
-        };
-        // Compiling, against every phase (a trial recorded before the compile phase has none).
-        let compile = phase("compile").filter(|c| *c > 0.0).map(|c| {
-            let rest: f64 = ["env", "inference", "update", "eval"]
-                .iter()
-                .filter_map(|p| phase(p))
-                .sum();
-            (c, c / (c + rest))
-        });
+        let (eval_share, compile) = phase_shares(|p: &str| user_number(t, &format!("phase_{p}_s")));
+        let compile_not_apart = t.user_attrs.iter().any(|(k, _)| k == "compile_not_apart");
         let steady = user_number(t, "steady_samples_per_s");
         let concurrent = concurrent_at_midpoint(t, &workers);
         let ratio = rate.map(|p| achieved / p);
@@ -276,6 +259,7 @@ pub fn speed(
             concurrent,
             eval_share,
             compile,
+            compile_not_apart,
             steady,
             cfg,
         });
@@ -303,6 +287,33 @@ pub fn speed(
     })
 }
 
+/// The shares of a trial's timed phases (`phase(name)` its seconds in the phase named, as
+/// stored: `env`, `inference`, `update`, `eval`, `compile`) spent evaluating, and compiling with
+/// its seconds where it compiled: both of one total, compiling included (a trial recorded
+/// before the compile phase has none), so that both read as shares "of the trial".
+fn phase_shares(phase: impl Fn(&str) -> Option<f64>) -> (Option<f64>, Option<(f64, f64)>) {
+    let compiling = phase("compile").unwrap_or(0.0);
+    let eval_share = match (
+        phase("env"),
+        phase("inference"),
+        phase("update"),
+        phase("eval"),
+    ) {
+        (Some(a), Some(b), Some(c), Some(e)) if a + b + c + e + compiling > 0.0 => {
+            Some(e / (a + b + c + e + compiling))
+        }
+        _ => None,
+    };
+    let compile = (compiling > 0.0).then(|| {
+        let rest: f64 = ["env", "inference", "update", "eval"]
+            .iter()
+            .filter_map(|p| phase(p))
+            .sum();
+        (compiling, compiling / (compiling + rest))
+    });
+    (eval_share, compile)
+}
+
 /// What a trial's records say of its speed.
 struct Evidence<'a> {
     /// Why its configuration could not be measured here, if it could not.
@@ -314,9 +325,12 @@ struct Evidence<'a> {
     /// Trials of its host training at its midpoint, itself included.
     concurrent: usize,
     eval_share: Option<f64>,
-    /// Seconds compiling, and their share of all the trial's phases (`eval_share` leaves
-    /// compiling out of its base).
+    /// Seconds compiling, and their share of all the trial's phases (the base of `eval_share`
+    /// too).
     compile: Option<(f64, f64)>,
+    /// Every update compiled (the trial attribute `compile_not_apart`): their compiling is
+    /// inside their other phases, not in `compile`.
+    compile_not_apart: bool,
     /// Samples/s without the compile phase.
     steady: Option<f64>,
     cfg: &'a PpoTrialConfig,
@@ -345,7 +359,16 @@ fn causes(e: &Evidence<'_>) -> Vec<String> {
             share * 100.0
         ));
     }
-    if let Some((secs, share)) = e.compile.filter(|(_, s)| *s >= COMPILE_SHARE) {
+    if e.compile_not_apart {
+        causes.push(
+            "compiling kernels inside every update: each of the trial's updates compiled, so \
+             its compiling hides in their phases and no steady rate was measured — a GPU \
+             compiles and autotunes a configuration's kernels in its first updates: the next \
+             trial of the same shapes autotunes nothing (TradeTune's GPU cache), and a longer \
+             trial (train.total_timesteps) spreads it"
+                .into(),
+        );
+    } else if let Some((secs, share)) = e.compile.filter(|(_, s)| *s >= COMPILE_SHARE) {
         let steady = match (e.steady, e.rate) {
             (Some(steady), Some(rate)) if rate > 0.0 => format!(
                 "; without it {steady:.0} samples/s (its evaluations still in), {:.0} % of its \
@@ -431,6 +454,7 @@ mod tests {
             concurrent: 1,
             eval_share: Some(0.05),
             compile,
+            compile_not_apart: false,
             steady: Some(950.0),
             cfg: &cfg,
         };
@@ -449,6 +473,51 @@ mod tests {
             assert_eq!(named.len(), 1, "{named:?}");
             assert!(named[0].contains("no cause in the records"), "{named:?}");
         }
+    }
+
+    /// Compiling 10 s, evaluating 2 s and training 2 s: compiling is 71 % of the trial and
+    /// evaluating 14 %, of one total (not 50 %, of the phases without compiling).
+    #[test]
+    fn evaluation_and_compiling_are_shares_of_one_total() {
+        let phases = |p: &str| match p {
+            "env" => Some(1.5),
+            "inference" => Some(0.0),
+            "update" => Some(0.5),
+            "eval" => Some(2.0),
+            "compile" => Some(10.0),
+            _ => None,
+        };
+        let (eval, compile) = phase_shares(phases);
+        assert_eq!(eval, Some(2.0 / 14.0));
+        assert_eq!(compile, Some((10.0, 10.0 / 14.0)));
+        // Recorded before the compile phase: the four phases only.
+        let (eval, compile) = phase_shares(|p| (p != "compile").then(|| phases(p)).flatten());
+        assert_eq!(eval, Some(0.5));
+        assert_eq!(compile, None);
+    }
+
+    /// A one-update GPU trial compiled in its every update (`compile_not_apart`): compiling is
+    /// the cause named, not "no cause in the records".
+    #[test]
+    fn a_trial_compiling_in_every_update_is_told_so() {
+        let mut cfg = PpoTrialConfig::default();
+        cfg.ppo.batch_size = 256;
+        let named = causes(&Evidence {
+            not_here: None,
+            rate: Some(1000.0),
+            ratio: Some(0.3),
+            concurrent: 1,
+            eval_share: Some(0.05),
+            compile: Some((0.5, 0.1)),
+            compile_not_apart: true,
+            steady: None,
+            cfg: &cfg,
+        });
+        assert_eq!(named.len(), 1, "{named:?}");
+        assert!(
+            named[0].starts_with("compiling kernels inside every update"),
+            "{named:?}"
+        );
     }
 
     #[test]

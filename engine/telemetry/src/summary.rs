@@ -188,14 +188,18 @@ impl TrialSummary {
             }
         };
         num("samples_per_s".into(), self.samples_per_s);
-        // End to end above; here without the compile phase, where there was one.
+        // End to end above; here without the compile phase, where there was one: the samples
+        // over the timed phases less compiling. Not the wall time less compiling: the wall
+        // holds the trial's build, final evaluation and checkpoint, which the trainer's own
+        // rate (`train_samples_per_s`) does not, so that "steady" could come out below it.
         if let (Some(sps), Some(p)) = (self.samples_per_s, &self.phases)
             && p.compile_s > 0.0
-            && self.wall_s > p.compile_s
+            && p.steady_s() > 0.0
         {
+            let env_samples = sps * self.wall_s;
             num(
                 "steady_samples_per_s".into(),
-                Some(sps * self.wall_s / (self.wall_s - p.compile_s)),
+                Some(env_samples / p.steady_s()),
             );
         }
         if let Some(p) = &self.phases {
@@ -305,6 +309,57 @@ mod tests {
         assert_eq!(get("gpu0_peak_temp_c"), Some(88.0.into()));
         assert_eq!(get("gpu0_mean_mem_used_mib"), None);
         assert!(get("gpu0_throttle_reasons").is_some());
+    }
+
+    #[test]
+    fn the_steady_rate_is_the_samples_over_the_timed_phases_without_compiling() {
+        // 20 s of trial wall, 10 s of it timed phases (the trainer's), 2 s of them compiling:
+        // the rest was the build, the final evaluation and the checkpoint.
+        let phases = PhaseSplit {
+            env_s: 3.0,
+            inference_s: 1.0,
+            update_s: 3.0,
+            eval_s: 1.0,
+            compile_s: 2.0,
+        };
+        let s = TrialSummary::from_rows(
+            &[],
+            TrialFacts {
+                trial: None,
+                wall: Duration::from_secs(20),
+                env_samples: 40_000,
+                phases: Some(phases),
+            },
+        );
+        let attrs = s.user_attrs();
+        let get = |k: &str| {
+            attrs
+                .iter()
+                .find(|(n, _)| n == k)
+                .and_then(|(_, v)| v.as_f64())
+        };
+        assert_eq!(get("samples_per_s"), Some(2000.0));
+        // 40 000 samples over the 8 s of phases that were not compiling; never below the
+        // trainer's 4 000 samples/s over its 10 s.
+        assert_eq!(get("steady_samples_per_s"), Some(5000.0));
+        // Nothing compiled: no steady rate beside the end-to-end one.
+        let s = TrialSummary::from_rows(
+            &[],
+            TrialFacts {
+                trial: None,
+                wall: Duration::from_secs(20),
+                env_samples: 40_000,
+                phases: Some(PhaseSplit {
+                    compile_s: 0.0,
+                    ..phases
+                }),
+            },
+        );
+        assert!(
+            !s.user_attrs()
+                .iter()
+                .any(|(k, _)| k == "steady_samples_per_s")
+        );
     }
 
     #[test]

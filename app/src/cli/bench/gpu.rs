@@ -18,18 +18,26 @@ use super::train::{PeerRun, peer_scripts, run_peer};
 mod replay_gains;
 use replay_gains::{GAINS_NOTE, replay_gains};
 
-/// What the GPU probes saw of one run: per card, mean utilisation and peak memory used.
+/// What the GPU probes saw of one run: per card, mean utilisation over its measured (steady)
+/// updates and over the whole run, and peak memory used.
 #[derive(Debug, Clone, serde::Serialize)]
 struct GpuSeen {
     gpu: String,
+    /// Over the measured updates only (None where no probe sample fell inside them: a window
+    /// shorter than the sampling interval).
     util_pct_mean: Option<f64>,
+    /// Over the whole run: the cold update's compiling, the timed updates and the probes too.
+    util_pct_mean_run: Option<f64>,
     mem_used_mib_max: Option<f64>,
 }
 
+/// What the probes saw of a run from `from` to `to` (seconds since the Unix epoch), its
+/// utilisation over the `steady` window of its measured updates.
 fn gpu_seen(
     sampler: &tradetune_engine::telemetry::SamplerHandle,
     from: f64,
     to: f64,
+    steady: (f64, f64),
 ) -> Vec<GpuSeen> {
     use tradetune_engine::telemetry::{DeviceTag, Metric};
     let mut gpus: Vec<DeviceTag> = sampler
@@ -41,7 +49,7 @@ fn gpu_seen(
     gpus.dedup();
     gpus.into_iter()
         .map(|d| {
-            let window = |m: Metric| -> Vec<f64> {
+            let window = |m: Metric, (from, to): (f64, f64)| -> Vec<f64> {
                 sampler
                     .series(d, m, usize::MAX)
                     .iter()
@@ -49,12 +57,13 @@ fn gpu_seen(
                     .map(|p| p.v)
                     .collect()
             };
-            let util = window(Metric::UtilPct);
-            let mem = window(Metric::MemUsedMib);
+            let mean =
+                |v: Vec<f64>| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+            let mem = window(Metric::MemUsedMib, (from, to));
             GpuSeen {
                 gpu: d.to_string(),
-                util_pct_mean: (!util.is_empty())
-                    .then(|| util.iter().sum::<f64>() / util.len() as f64),
+                util_pct_mean: mean(window(Metric::UtilPct, steady)),
+                util_pct_mean_run: mean(window(Metric::UtilPct, (from, to))),
                 mem_used_mib_max: mem.iter().copied().reduce(f64::max),
             }
         })
@@ -250,7 +259,7 @@ const KERNEL_NOTE: &str = "krn%: the device busy with this run's kernels, in % o
 
 fn header() {
     println!(
-        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} {:<9} | {:>7} {:>7} {:>9} {:>9} {:>7} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>4} {:>4} {:>4} {:>4} {:>4} | {:>5} {:>6} | {:>8} | gpus (util %, mem MiB)",
+        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} {:<9} | {:>7} {:>7} {:>9} {:>9} {:>7} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>4} {:>4} {:>4} {:>4} {:>4} | {:>5} {:>6} | {:>8} | gpus (steady util %, peak mem MiB)",
         "config",
         "envs",
         "steps",
@@ -298,7 +307,7 @@ fn row(c: &TrainBenchConfig, r: &TrainBenchResult, seen: &[GpuSeen]) {
         })
         .collect();
     println!(
-        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} {:<9} | {:>7.1} {:>7.1} {:>9.0} {:>9.0} {:>7.1} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>4.0} {:>4.0} {:>4.0} {:>4.0} {:>4.0} | {:>5} {:>6} | {:>8} | {}",
+        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} {:<9} | {:>7.1} {:>7} {:>9.0} {:>9.0} {:>7.1} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>4.0} {:>4.0} {:>4.0} {:>4.0} {:>4.0} | {:>5} {:>6} | {:>8} | {}",
         c.name,
         c.n_envs,
         c.n_steps,
@@ -308,7 +317,7 @@ fn row(c: &TrainBenchConfig, r: &TrainBenchResult, seen: &[GpuSeen]) {
         c.placement.name(),
         pol_column(c),
         r.cold_update_s,
-        r.compile_s,
+        opt(r.compile_s, 1),
         r.samples_per_second,
         r.end_to_end_samples_per_second,
         r.update_gflops_per_second,
@@ -557,7 +566,7 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
                     tradetune_engine::ppo::bench::run(&c, &device)
                 })?;
                 handle.sample_now();
-                let seen = gpu_seen(&handle, from, now_s());
+                let seen = gpu_seen(&handle, from, now_s(), r.steady_window_s);
                 best =
                     Some(best.map_or(r.samples_per_second, |b: f64| b.max(r.samples_per_second)));
                 if !args.json {

@@ -1,4 +1,4 @@
-//! `tradetune bench train`: training throughput end to end on the chosen configurations, and
+//! `tradetune bench train`: training throughput after a warm-up update on the chosen configurations, and
 //! with `--peer PYTHON` Stable-Baselines3 (or a CleanRL-style PPO) on the Python port of the
 //! env in the same run, interleaved, with the update's GFLOP/s against a matmul probe.
 

@@ -195,10 +195,12 @@ fn event_lines(e: &StudyEvent) -> Vec<String> {
     out
 }
 
-/// A trial's compile time as its line shows it: " (12.3 s compiling)" on a GPU that compiled,
-/// nothing elsewhere.
+/// A trial's compile time as its line shows it: " (12 s compiling)", " (4.0 ms compiling)" on a
+/// GPU that compiled ([`crate::cli::seconds`]), nothing elsewhere.
 fn compiling(compile_s: Option<f64>) -> String {
-    compile_s.map_or(String::new(), |c| format!(" ({c:.1} s compiling)"))
+    compile_s.map_or(String::new(), |c| {
+        format!(" ({} compiling)", crate::cli::seconds(c))
+    })
 }
 
 #[cfg(test)]
@@ -217,8 +219,13 @@ mod tests {
         };
         assert_eq!(
             event_lines(&done(Some(30.25))),
+            ["trial    3 COMPLETE  value    0.50000  worker 1 on wgpu:0  42.0 s (30 s compiling)"]
+        );
+        // A few milliseconds of compiling are not "0.0 s".
+        assert_eq!(
+            event_lines(&done(Some(0.004))),
             [
-                "trial    3 COMPLETE  value    0.50000  worker 1 on wgpu:0  42.0 s (30.2 s compiling)"
+                "trial    3 COMPLETE  value    0.50000  worker 1 on wgpu:0  42.0 s (4.0 ms compiling)"
             ]
         );
         assert_eq!(
@@ -238,7 +245,7 @@ mod tests {
         assert_eq!(
             event_lines(&pruned),
             [
-                "trial    4 PRUNED    value          -  worker 0 on wgpu:0  20.0 s (15.0 s compiling)  (pruned by the pruner at step 2)"
+                "trial    4 PRUNED    value          -  worker 0 on wgpu:0  20.0 s (15 s compiling)  (pruned by the pruner at step 2)"
             ]
         );
     }

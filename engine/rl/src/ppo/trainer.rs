@@ -237,8 +237,8 @@ impl<E: RolloutEnv> Trainer<E> {
         Ok(self)
     }
 
-    /// Times the phases of one update in `every` (≥ 1; 1 = all), the first included, and the
-    /// update after a timed one that compiled ([`Trainer::retiming`]).
+    /// Times the phases of one update in `every` (≥ 1; 1 = all), the run's first included (a
+    /// resumed run's first too), and the update after a timed one that compiled ([`Trainer::retiming`]).
     ///
     /// Timing a phase needs the device to finish it: a synchronisation after each phase of
     /// each step, `3·n_steps + 2` per update, the latency the GPU would idle on. The other
@@ -354,6 +354,11 @@ impl<E: RolloutEnv> Trainer<E> {
     /// Samples collected so far.
     pub fn timesteps(&self) -> usize {
         self.timesteps
+    }
+
+    /// Updates done so far (a resumed run's counted on from its checkpoint's).
+    pub fn updates(&self) -> usize {
+        self.updates
     }
 
     /// Sets the sample counter (checkpoint resume), and the update counter with it (one

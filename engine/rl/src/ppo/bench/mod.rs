@@ -315,8 +315,14 @@ pub struct TrainBenchResult {
     pub cold_update_s: f64,
     /// Seconds per measured (steady) update.
     pub steady_update_s: f64,
-    /// `cold_update_s − steady_update_s`: what a new configuration costs before it trains.
-    pub compile_s: f64,
+    /// When the measured (steady) updates began and ended, seconds since the Unix epoch: the
+    /// window a device's utilisation is read over for them (not the cold update's compiling,
+    /// nor the probes after them).
+    pub steady_window_s: (f64, f64),
+    /// The cold update's wall time less the steady update timed as it was (phase by phase, a
+    /// synchronisation after each: timing's cost is not compiling): what a new configuration
+    /// costs before it trains. None on the CPU, which compiles nothing.
+    pub compile_s: Option<f64>,
     /// Kernels compiled during the cold update (None where the device compiles nothing or
     /// the counters are off).
     pub kernels_compiled: Option<u64>,
@@ -421,8 +427,8 @@ fn measure<E: RolloutEnv>(
     kernels::settle();
     let cold_kernels = kernels::counts().since(&before);
     // One steady update timed phase by phase (a synchronisation after each): the split, and
-    // the launches of each part.
-    trainer.learn(per_update, &mut |_| {})?;
+    // the launches of each part; and what the cold update, timed so too, took beyond it.
+    let timed_steady = trainer.learn(per_update, &mut |_| {})?;
     let profile = trainer.dispatch_profile();
     // One more timed update with every kernel timed on the device: how long the device itself
     // ran each part (on its own: the timing costs the host a round trip per launch). The timer
@@ -443,11 +449,13 @@ fn measure<E: RolloutEnv>(
     // The measured updates, untimed: the steady rate, split as the timed one was.
     trainer.set_phase_sampling(usize::MAX);
     let mut phases = PhaseTimes::default();
+    let steady_from = unix_s();
     let report = trainer.learn(per_update * cfg.updates, &mut |e| {
         if let TrainEvent::Progress { phases: p, .. } = e {
             phases.add(&p);
         }
     })?;
+    let steady_window_s = (steady_from, unix_s());
     let profile = profile.map(|mut p| {
         p.syncs_per_update = report.dispatches.and_then(|d| d.syncs_per_update);
         p.kernel_time = kernel_time;
@@ -498,7 +506,8 @@ fn measure<E: RolloutEnv>(
             / (seconds + cold.elapsed_s).max(1e-9),
         cold_update_s: cold.elapsed_s,
         steady_update_s,
-        compile_s: (cold.elapsed_s - steady_update_s).max(0.0),
+        steady_window_s,
+        compile_s: cold_compile_s(device, cold.elapsed_s, timed_steady.elapsed_s),
         kernels_compiled: counting.then_some(cold_kernels.compiled),
         autotune_runs: counting.then_some(cold_kernels.autotune_runs),
         dispatches_per_env_step: profile.filter(|_| dispatching).map(|p| p.per_env_step),
@@ -527,6 +536,19 @@ fn measure<E: RolloutEnv>(
         evaluation,
         evaluation_error,
     })
+}
+
+/// What the cold update (`cold_s`) took beyond a steady update timed as it was (`timed_s`):
+/// its compiling and autotuning; None on the CPU, which compiles nothing.
+fn cold_compile_s(device: &Device, cold_s: f64, timed_s: f64) -> Option<f64> {
+    (!tradetune_device::is_cpu(device)).then(|| (cold_s - timed_s).max(0.0))
+}
+
+/// Now, in seconds since the Unix epoch (the telemetry sampler's clock).
+fn unix_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// A caught panic's message (a `String` or `&str` payload), for a probe that reports a panic in

@@ -2,8 +2,9 @@
 //! split of identical configurations agrees").
 //!
 //! Timing a phase needs a device synchronisation after it, so one update in `every` is timed
-//! and the others' wall time is split in the proportions it measured. The first update is
-//! timed, and on a GPU the first update compiles: its phases hold the compilation of their own
+//! and the others' wall time is split in the proportions it measured. The first update of a
+//! run is timed (a resumed run's too, whose update numbers go on from its checkpoint's), and on
+//! a GPU the first update compiles: its phases hold the compilation of their own
 //! kernels, the update's most of all, so its proportions are not the steady ones. Spread over
 //! the updates after it, they made a trial's first run in a process report an update phase
 //! 3.5× and an env phase 15× off the same configuration's next trial (lavapipe, 2026-11-29,
@@ -24,6 +25,11 @@ pub(super) struct PhaseSampling {
     /// Updates timed again in a row so far, because the timed one before compiled: above 0,
     /// the next update is timed too.
     retimes: usize,
+    /// Whether an update of this run was timed: until one is, the next is, whatever its
+    /// number (a resumed run's first update is numbered from its checkpoint's, and its
+    /// compiling was otherwise spread, untimed, over the phases of the updates up to the next
+    /// multiple of `every`).
+    timed_yet: bool,
     /// The split of the last timed update.
     last: Option<PhaseTimes>,
 }
@@ -33,6 +39,7 @@ impl PhaseSampling {
         PhaseSampling {
             every: every.max(1),
             retimes: 0,
+            timed_yet: false,
             last: None,
         }
     }
@@ -44,9 +51,10 @@ impl PhaseSampling {
         self.retimes = 0;
     }
 
-    /// Whether the update numbered `update` (from 0) is timed.
+    /// Whether the update numbered `update` (from 0, over the whole run, those before a resume
+    /// included) is timed: the first of this run's, one in `every` and those retimed.
     pub(super) fn timed(&self, update: usize) -> bool {
-        self.retiming() || update.is_multiple_of(self.every)
+        !self.timed_yet || self.retiming() || update.is_multiple_of(self.every)
     }
 
     /// Whether the next update is timed because the last timed one compiled.
@@ -73,6 +81,7 @@ impl PhaseSampling {
         if !timed {
             return;
         }
+        self.timed_yet = true;
         self.retimes = if compiled && self.retimes < MAX_RETIMES {
             self.retimes + 1
         } else {
@@ -96,7 +105,7 @@ mod tests {
     #[test]
     fn a_timed_update_that_compiled_has_the_next_one_timed_and_does_not_give_the_split() {
         let mut s = PhaseSampling::new(8);
-        assert!(s.timed(0) && !s.timed(1) && s.timed(8));
+        assert!(s.timed(0) && s.timed(8));
         // The first update compiled: its update phase swollen by the compilation.
         s.split(true, split(0.1, 9.9), 10.0);
         s.compiled(true, true);
@@ -121,6 +130,17 @@ mod tests {
             s.compiled(t, true);
         }
         assert_eq!(timed, 1 + MAX_RETIMES);
+    }
+
+    /// A run resumed at update 5 of a sampling of one in 8: its first update (the one that
+    /// compiles, on a GPU) is timed, not left to update 8.
+    #[test]
+    fn a_resumed_run_times_its_first_update() {
+        let mut s = PhaseSampling::new(8);
+        assert!(s.timed(5));
+        s.split(true, split(0.5, 0.5), 1.0);
+        s.compiled(true, false);
+        assert!(!s.timed(6) && !s.timed(7) && s.timed(8));
     }
 
     #[test]
