@@ -259,7 +259,7 @@ const KERNEL_NOTE: &str = "krn%: the device busy with this run's kernels, in % o
 
 fn header() {
     println!(
-        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} {:<9} | {:>7} {:>7} {:>9} {:>9} {:>7} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>4} {:>4} {:>4} {:>4} {:>4} | {:>5} {:>6} | {:>8} | gpus (steady util %, peak mem MiB)",
+        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} {:<9} | {:>7} {:>7} {:>9} {:>9} {:>7} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>4} {:>4} {:>4} {:>4} {:>4} | {:>5} {:>6} | {:>8} | gpus (steady util % (whole run's), peak mem MiB)",
         "config",
         "envs",
         "steps",
@@ -298,10 +298,13 @@ fn row(c: &TrainBenchConfig, r: &TrainBenchResult, seen: &[GpuSeen]) {
     let gpus: Vec<String> = seen
         .iter()
         .map(|g| {
+            // The whole run's beside the steady updates' (those may fall between two samples
+            // on a fast card): the cold update's compiling is what lowers it.
             format!(
-                "{} {} {}",
+                "{} {} (run {}) {}",
                 g.gpu,
                 opt(g.util_pct_mean, 0),
+                opt(g.util_pct_mean_run, 0),
                 opt(g.mem_used_mib_max, 0)
             )
         })
