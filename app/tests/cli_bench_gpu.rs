@@ -936,7 +936,7 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
         calls,
         [
             format!(
-                "bench gpu --configs rtx4080 --probe-sizes 256,1024,4096 --peer {} {cache}",
+                "bench gpu --configs rtx4080 --updates 2 --probe-sizes 256,1024,4096 --peer {} {cache}",
                 python.display()
             ),
             format!(
@@ -954,7 +954,7 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
                  --probe-sizes 256,1024,4096 {cache}"
             ),
             format!(
-                "bench gpu --configs rx7900gre --probe-sizes 256,1024,4096 --peer {} {cache}",
+                "bench gpu --configs rx7900gre --updates 2 --probe-sizes 256,1024,4096 --peer {} {cache}",
                 python.display()
             ),
             format!("bench matmul --configs rtx4080 {cache}"),
@@ -1089,7 +1089,7 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
     assert!(
         calls
             .lines()
-            .any(|l| l.starts_with("bench gpu --configs rtx4080 --probe-sizes")),
+            .any(|l| l.starts_with("bench gpu --configs rtx4080 --updates 2 --probe-sizes")),
         "{calls}"
     );
     assert!(!calls.contains("--peer"), "{calls}");
@@ -1284,7 +1284,7 @@ fn the_carry_script_packs_the_binaries_and_prints_the_command_that_runs_them() {
     let calls = std::fs::read_to_string(&log).unwrap();
     assert!(
         calls.contains(
-            "default bench gpu --configs rtx4080 --probe-sizes 256,1024,4096 --peer python3"
+            "default bench gpu --configs rtx4080 --updates 2 --probe-sizes 256,1024,4096 --peer python3"
         ),
         "{calls}"
     );

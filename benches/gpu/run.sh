@@ -209,8 +209,10 @@ pack
 probe=(--probe-sizes 256,1024,4096)
 # The RTX 4080 preset's shape first, cold: host and device env, f32 and f16, and the peer. At
 # most four minutes, which `bench gpu` is meant to need for both presets' shapes on any card.
+# Two measured updates, so that the GPU's busy % sampled over them (every 0.1 s) has samples
+# on a fast card.
 cap=240 step "bench gpu, rtx4080, cold" bench-gpu.txt \
-  "$bin" bench gpu --configs rtx4080 "${probe[@]}" "${peer_args[@]}"
+  "$bin" bench gpu --configs rtx4080 --updates 2 "${probe[@]}" "${peer_args[@]}"
 # What a user's study sees on the card (issue 32's checks beyond the bench): the first trial of a
 # shape in a process, cold but for the autotune answers the bench left (its compile phase, "N s
 # compiling"); a second trial of the same shape, which compiles nothing (its phases against the
@@ -258,7 +260,7 @@ cap=100 step "bench gpu, rtx4080 on the warm cache, policy steps direct and repl
 # The other preset's shape, cold for its own shapes (the 7900 GRE's owners' card is another, but
 # the launches and the phase split are the shape's).
 cap=150 step "bench gpu, rx7900gre, cold" bench-gpu-rx7900gre.txt \
-  "$bin" bench gpu --configs rx7900gre "${probe[@]}" "${peer_args[@]}"
+  "$bin" bench gpu --configs rx7900gre --updates 2 "${probe[@]}" "${peer_args[@]}"
 cap=60 step "bench matmul, rtx4080" bench-matmul.txt "$bin" bench matmul --configs rtx4080
 # The update's minibatches replayed too (TRADETUNE_REPLAY_UPDATE): whether that pays on the card.
 cap=90 step "bench gpu, rtx4080, minibatches direct and replayed" bench-gpu-minibatches.txt \
