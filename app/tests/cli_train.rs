@@ -375,6 +375,31 @@ fn a_gpu_run_says_it_is_compiling_before_its_first_update_ends() {
     }
 }
 
+/// A GPU run of one update compiles in every update it has: no update ran steady, so its JSON
+/// report claims no steady samples/s (a study's trial claims none either), and says why.
+#[test]
+fn a_gpu_run_whose_every_update_compiled_claims_no_steady_rate() {
+    if !wgpu_here("a_gpu_run_whose_every_update_compiled_claims_no_steady_rate") {
+        return;
+    }
+    let dir = scratch("cli_train", "one_update");
+    let o = tiny_gpu_train(&dir, "run", 128, &[]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let events = json_events(&o);
+    let report = events.last().unwrap();
+    assert_eq!(report["updates"], 1, "{report}");
+    assert_eq!(report["compile_not_apart"], true, "{report}");
+    assert!(
+        report.get("steady_samples_per_second").is_none(),
+        "{report}"
+    );
+    assert!(
+        report["samples_per_second"]
+            .as_f64()
+            .is_some_and(|s| s > 0.0)
+    );
+}
+
 /// Issue 32, "keep what can be kept": a GPU cache whose store cannot be read (bytes that are
 /// not a database, as a full disk or a copy stopped halfway leaves) made every later run
 /// autotune again while the summary said a next run would autotune nothing. Now the broken

@@ -176,6 +176,7 @@ pub fn row(i: usize, params: usize) -> TrialRow {
             .into(),
         verdict: None,
         samples_per_s: Some(1000.0),
+        steady_samples_per_s: Some(1200.0),
         checkpoint: None,
         placement: String::new(),
         applied_config: None,

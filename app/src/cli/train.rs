@@ -165,7 +165,15 @@ fn train(
     write(ENV_FILE, serde_json::to_string_pretty(&config.env)?)?;
     write(DATA_FILE, serde_json::to_string_pretty(&run.data)?)?;
     if args.json {
-        println!("{}", serde_json::to_string(&report)?);
+        let mut report_json = serde_json::to_value(&report)?;
+        // Where every update compiled, none ran steady: no steady rate is claimed, as a study's
+        // trial claims none (its compiling is inside the other phases).
+        if report.compile_not_apart
+            && let Some(fields) = report_json.as_object_mut()
+        {
+            fields.remove("steady_samples_per_second");
+        }
+        println!("{}", serde_json::to_string(&report_json)?);
     } else {
         println!(
             "trained {} samples ({} in total) in {} updates, {} ({:.0} samples/s); checkpoint in {}",

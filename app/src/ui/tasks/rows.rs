@@ -111,6 +111,9 @@ pub struct TrialRow {
     pub verdict: Option<String>,
     /// Samples per second end to end (the `samples_per_s` attribute).
     pub samples_per_s: Option<f64>,
+    /// Samples per second without the compile phase (`steady_samples_per_s`; none where every
+    /// update compiled).
+    pub steady_samples_per_s: Option<f64>,
     /// Where its policy was saved (the `checkpoint` attribute), for a backtest.
     pub checkpoint: Option<PathBuf>,
     /// Backend, precision and worker, as stored with the trial.
@@ -258,6 +261,7 @@ impl TrialRow {
             stored_params: t.params.as_slice().into(),
             verdict: attr("verdict"),
             samples_per_s: t.user_attr("samples_per_s").and_then(|v| v.as_f64()),
+            steady_samples_per_s: t.user_attr("steady_samples_per_s").and_then(|v| v.as_f64()),
             checkpoint: attr("checkpoint").map(PathBuf::from),
             placement: ["backend", "precision", "worker"]
                 .iter()

@@ -26,7 +26,12 @@ pub(super) fn detail(
             ui.label(format!("device: {} ({})", row.device, row.placement));
         }
         if let Some(sps) = row.samples_per_s {
-            ui.label(format!("{sps:.0} samples/s"));
+            // End to end (the compiling in it), and without the compile phase where the trial
+            // had updates that compiled nothing to measure it against.
+            let steady = row
+                .steady_samples_per_s
+                .map_or(String::new(), |s| format!(", {s:.0} without compiling"));
+            ui.label(format!("{sps:.0} samples/s end to end{steady}"));
         }
         if let Some(v) = &row.verdict {
             ui.label(format!("bottleneck: {v}"));
