@@ -2,15 +2,13 @@
 //! a shared database for `tradetune worker`s, list the studies of a database, export a study's
 //! trials and telemetry as CSV.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
 
 use crate::launch;
 use clap::{Args, Subcommand};
-use tradetune_engine::front::FrontError;
-use tradetune_engine::front::export::{export_telemetry, write_replacing};
+use tradetune_engine::front::export::{export_telemetry, write_whole};
 use tradetune_engine::storage::{Storage, TrialRecord, TrialState};
 use tradetune_engine::study::preset;
 
@@ -358,10 +356,7 @@ fn export(args: ExportArgs) -> anyhow::Result<()> {
         let mut out = Vec::new();
         storage.export_csv(&args.name, &mut out)?;
         // Whole or not at all: a failed write leaves a previous export as it was.
-        write_replacing(path, |f| {
-            f.write_all(&out)
-                .map_err(|e| FrontError::file(path, format!("cannot write it: {e}")))
-        })?;
+        write_whole(path, &out)?;
         println!(
             "{} trials of '{}' -> {}",
             trials.len(),

@@ -282,7 +282,7 @@ pub fn kept(cache: Option<&CacheSetting>, failed: u64) -> Kept {
 
 /// [`kept`] of this process now.
 pub fn kept_now() -> Kept {
-    kept(cache_setting(), crate::cache_store::failures().0)
+    kept_since(0)
 }
 
 /// [`kept`] of what was autotuned since the store's failures were `before`

@@ -135,6 +135,14 @@ pub fn write_replacing<T>(
     result
 }
 
+/// Writes `bytes` to `path` whole or not at all ([`write_replacing`]).
+pub fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), FrontError> {
+    write_replacing(path, |file| {
+        std::io::Write::write_all(file, bytes)
+            .map_err(|e| FrontError::file(path, format!("cannot write it: {e}")))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -293,24 +293,13 @@ pub fn speed(
 /// before the compile phase has none), so that both read as shares "of the trial".
 fn phase_shares(phase: impl Fn(&str) -> Option<f64>) -> (Option<f64>, Option<(f64, f64)>) {
     let compiling = phase("compile").unwrap_or(0.0);
-    let eval_share = match (
-        phase("env"),
-        phase("inference"),
-        phase("update"),
-        phase("eval"),
-    ) {
-        (Some(a), Some(b), Some(c), Some(e)) if a + b + c + e + compiling > 0.0 => {
-            Some(e / (a + b + c + e + compiling))
-        }
+    let four = ["env", "inference", "update", "eval"].map(&phase);
+    let total = compiling + four.iter().flatten().sum::<f64>();
+    let eval_share = match four {
+        [Some(_), Some(_), Some(_), Some(e)] if total > 0.0 => Some(e / total),
         _ => None,
     };
-    let compile = (compiling > 0.0).then(|| {
-        let rest: f64 = ["env", "inference", "update", "eval"]
-            .iter()
-            .filter_map(|p| phase(p))
-            .sum();
-        (compiling, compiling / (compiling + rest))
-    });
+    let compile = (compiling > 0.0).then(|| (compiling, compiling / total));
     (eval_share, compile)
 }
 

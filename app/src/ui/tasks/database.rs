@@ -3,7 +3,6 @@
 
 use std::path::{Path, PathBuf};
 
-use tradetune_engine::front::FrontError;
 use tradetune_engine::storage::{Storage, StudySummary, TrialRecord};
 
 use super::columns::{Curves, ReadRows};
@@ -140,10 +139,7 @@ fn export_trials(db: &Path, study: &str, out: &Path) -> Result<usize, String> {
         .export_csv(study, &mut bytes)
         .map_err(|e| format!("{study}: {e}"))?;
     // Whole or not at all: a failed write leaves a previous export as it was.
-    tradetune_engine::front::export::write_replacing(out, |f| {
-        std::io::Write::write_all(f, &bytes).map_err(|e| FrontError::file(out, e))
-    })
-    .map_err(|e| e.to_string())?;
+    tradetune_engine::front::export::write_whole(out, &bytes).map_err(|e| e.to_string())?;
     // Rows = lines minus the header; a quoted field never holds a newline in this export.
     Ok(bytes
         .iter()
