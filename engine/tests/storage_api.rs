@@ -540,3 +540,44 @@ fn parallel_writers_get_unique_numbers_and_no_lock_errors() {
             .all(|t| t.state == TrialState::Complete && t.params.len() == 1)
     );
 }
+
+/// A study and its system attributes are one transaction: when the last attribute cannot be
+/// written (here a trigger refuses it, as a kill or a full disk would stop it), neither the
+/// study nor its first attributes are left behind, and a study that exists keeps its old ones.
+#[test]
+fn a_study_and_its_attributes_are_stored_all_or_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    drop(Storage::open(&path).unwrap());
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "CREATE TRIGGER refuse_last BEFORE INSERT ON study_system_attributes \
+             WHEN NEW.key = 'last' BEGIN SELECT RAISE(ABORT, 'refused'); END;",
+        )
+        .unwrap();
+    let mut s = Storage::open(&path).unwrap();
+    let attrs = [
+        ("first", JsonValue::from("a")),
+        ("last", JsonValue::from("b")),
+    ];
+    s.create_study_with("s", &[StudyDirection::Maximize], &attrs)
+        .unwrap_err();
+    assert!(matches!(
+        s.study("s"),
+        Err(StorageError::UnknownStudyName { .. })
+    ));
+    assert!(s.studies().unwrap().is_empty());
+
+    let id = s
+        .create_study_with("s", &[StudyDirection::Maximize], &attrs[..1])
+        .unwrap();
+    let kept = s.study("s").unwrap().system_attrs;
+    assert_eq!(kept, vec![("first".to_owned(), JsonValue::from("a"))]);
+    let replaced = [
+        ("first", JsonValue::from("c")),
+        ("last", JsonValue::from("d")),
+    ];
+    s.set_study_system_attrs(id, &replaced).unwrap_err();
+    assert_eq!(s.study("s").unwrap().system_attrs, kept);
+}

@@ -13,6 +13,18 @@ impl Storage {
         name: &str,
         directions: &[StudyDirection],
     ) -> Result<i64, StorageError> {
+        self.create_study_with(name, directions, &[])
+    }
+
+    /// Creates a study with one direction per objective and its system attributes in one
+    /// transaction: a process killed meanwhile leaves no study rather than one without them.
+    /// The name must be new in this file.
+    pub fn create_study_with(
+        &mut self,
+        name: &str,
+        directions: &[StudyDirection],
+        system_attrs: &[(&str, JsonValue)],
+    ) -> Result<i64, StorageError> {
         if directions.is_empty() {
             return Err(StorageError::NoDirections);
         }
@@ -35,6 +47,9 @@ impl Storage {
                         args![d.as_str(), study_id, objective as i64],
                     )
                     .map_err(&err)?;
+            }
+            for (key, value) in system_attrs {
+                upsert_study_attr(tx, "study_system_attributes", study_id, key, value)?;
             }
             Ok(study_id)
         })
@@ -88,8 +103,20 @@ impl Storage {
         key: &str,
         value: &JsonValue,
     ) -> Result<(), StorageError> {
-        self.write("set study system attribute", |tx| {
-            upsert_study_attr(tx, "study_system_attributes", study_id, key, value)
+        self.set_study_system_attrs(study_id, &[(key, value.clone())])
+    }
+
+    /// Sets (or replaces) study system attributes, all or none: one transaction.
+    pub fn set_study_system_attrs(
+        &mut self,
+        study_id: i64,
+        attrs: &[(&str, JsonValue)],
+    ) -> Result<(), StorageError> {
+        self.write("set study system attributes", |tx| {
+            for (key, value) in attrs {
+                upsert_study_attr(tx, "study_system_attributes", study_id, key, value)?;
+            }
+            Ok(())
         })
     }
 }

@@ -305,10 +305,10 @@ impl StudyLaunch {
         let rc = run::runner_config(&self)?;
         let prepared = run::prepare(&self.file, rc, &self.place.checkpoints)?;
         let mut storage = Storage::open(&self.place.db)?;
-        let id = storage.create_study(&self.file.study.name, &[self.file.direction()])?;
         self.record.budget = Some(budget);
         self.record.fingerprint = Some(prepared.fingerprint.clone());
-        self.record.write(&mut storage, id)?;
+        self.record
+            .create(&mut storage, &self.file.study.name, self.file.direction())?;
         Ok((prepared.source, prepared.fingerprint))
     }
 }

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::front::FrontError;
-use crate::storage::{JsonValue, Storage, StorageError, StudyRecord};
+use crate::storage::{JsonValue, Storage, StorageError, StudyDirection, StudyRecord};
 use crate::study::file::StudyFile;
 use crate::study::ppo_trial::parse_study_file;
 
@@ -111,8 +111,25 @@ impl RecordedStudy {
     }
 
     /// Writes the text, its source and the overrides (and the budget and fingerprint when
-    /// known) as the system attributes of study `study_id`.
+    /// known) as the system attributes of study `study_id`, in one transaction.
     pub fn write(&self, storage: &mut Storage, study_id: i64) -> Result<(), StorageError> {
+        storage.set_study_system_attrs(study_id, &self.attrs())
+    }
+
+    /// Creates the study `name` with this record, in one transaction: a process killed
+    /// meanwhile leaves no study rather than one a worker cannot join.
+    pub fn create(
+        &self,
+        storage: &mut Storage,
+        name: &str,
+        direction: StudyDirection,
+    ) -> Result<i64, StorageError> {
+        storage.create_study_with(name, &[direction], &self.attrs())
+    }
+
+    /// The text, its source and the overrides (and the budget and fingerprint when known) as
+    /// study system attributes.
+    fn attrs(&self) -> Vec<(&'static str, JsonValue)> {
         let overrides = JsonValue::Array(
             self.overrides
                 .iter()
@@ -130,10 +147,7 @@ impl RecordedStudy {
         if let Some(f) = &self.fingerprint {
             attrs.push((keys::FINGERPRINT, JsonValue::from(f.as_str())));
         }
-        for (key, value) in attrs {
-            storage.set_study_system_attr(study_id, key, &value)?;
-        }
-        Ok(())
+        attrs
     }
 }
 

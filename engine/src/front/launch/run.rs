@@ -190,21 +190,21 @@ fn record(launch: &StudyLaunch) -> Result<(), FrontError> {
     }
     let mut storage = Storage::open(db)?;
     let name = &launch.file.study.name;
-    let id = match storage.study(name) {
+    match storage.study(name) {
         // Checked before the record is written: a study this run refuses is left as it was.
         Ok(study) => {
             crate::study::runner::check_direction(&study, launch.file.direction())?;
-            if super::RecordedStudy::of(&study).is_some() {
-                return Ok(());
+            if super::RecordedStudy::of(&study).is_none() {
+                launch.record.write(&mut storage, study.study_id)?;
             }
-            study.study_id
         }
         Err(StorageError::UnknownStudyName { .. }) => {
-            storage.create_study(name, &[launch.file.direction()])?
+            launch
+                .record
+                .create(&mut storage, name, launch.file.direction())?;
         }
         Err(e) => return Err(e.into()),
-    };
-    launch.record.write(&mut storage, id)?;
+    }
     Ok(())
 }
 

@@ -384,19 +384,23 @@ impl Runner {
             ..StorageOptions::default()
         };
         let mut storage = Storage::open_with(&self.cfg.storage, &options)?;
+        let attrs: Vec<(&str, JsonValue)> = self
+            .study_attrs
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.clone()))
+            .collect();
         let study_id = match storage.study(&self.cfg.study_name) {
             Ok(study) => {
                 check_direction(&study, self.cfg.direction)?;
+                storage.set_study_system_attrs(study.study_id, &attrs)?;
                 study.study_id
             }
+            // Created with its attributes in one transaction.
             Err(StorageError::UnknownStudyName { .. }) => {
-                storage.create_study(&self.cfg.study_name, &[self.cfg.direction])?
+                storage.create_study_with(&self.cfg.study_name, &[self.cfg.direction], &attrs)?
             }
             Err(e) => return Err(e.into()),
         };
-        for (key, value) in &self.study_attrs {
-            storage.set_study_system_attr(study_id, key, value)?;
-        }
         let recovered_here: Vec<u64> = storage
             .recovered_on_open()
             .iter()
