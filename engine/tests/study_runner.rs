@@ -1037,8 +1037,7 @@ fn a_trial_on_a_gpu_taken_in_turns_gets_the_whole_budget() {
     }
 }
 
-/// A sampler that panics on its first proposal, then samples at random: a panic outside any
-/// trial, in the worker that holds its card's turn.
+/// A sampler that panics on its first proposal, then samples at random.
 struct PanicsFirst {
     inner: RandomSampler,
     calls: AtomicUsize,
@@ -1056,16 +1055,16 @@ impl Sampler for PanicsFirst {
     }
 }
 
-/// A worker that panics outside a trial while it holds its card's turn hands the turn on: the
-/// other worker runs the rest of the study and, alone on the card, never says it waits (a
-/// poisoned lock made every later turn look taken).
+/// A sampler that panics while its worker holds the card's turn fails the trial it was asked
+/// for (FAIL with the panic's message, not left RUNNING until its heartbeat goes stale, with
+/// the worker gone), and the study starts no more, as Optuna stops on a sampler's error; the
+/// other worker, waiting for the card, is handed the turn and stops rather than hang.
 #[test]
-fn a_worker_that_panics_holding_the_turn_hands_it_on() {
-    use tradetune_engine::study::runner::{GpuSharing, RunnerError};
+fn a_sampler_that_panics_fails_its_trial_and_the_turn_is_handed_on() {
     let path = db("turn_panic");
     let mut cfg = config("turn_panic", &path, 4, 2);
     cfg.devices = vec![DeviceSlot::new(DeviceSpec::Cuda(0), None)];
-    cfg.gpu_sharing = GpuSharing::Serial;
+    cfg.gpu_sharing = tradetune_engine::study::runner::GpuSharing::Serial;
     let f = Synthetic {
         plan: f32_plan,
         run: |input: &TrialInput<'_>, _: &mut Reporter<'_>| Ok(x_of(input)),
@@ -1084,25 +1083,31 @@ fn a_worker_that_panics_holding_the_turn_hands_it_on() {
     .unwrap();
     let (tx, rx) = mpsc::channel();
     // In a thread of its own, so that a worker waiting for a turn nobody holds fails the test
-    // rather than hanging it (the old lock deadlocked on itself once poisoned).
+    // rather than hanging it.
     let (done, result) = mpsc::channel();
     std::thread::spawn(move || done.send(runner.run(&tx)));
-    match result.recv_timeout(Duration::from_secs(300)) {
-        Ok(Err(RunnerError::Worker { message, .. })) => {
-            assert!(message.contains("panicked outside a trial"), "{message}")
-        }
-        Ok(other) => panic!("the panicked worker is reported: {other:?}"),
+    let report = match result.recv_timeout(Duration::from_secs(300)) {
+        Ok(Ok(report)) => report,
+        Ok(Err(e)) => panic!("the study ends without an error: {e}"),
         Err(e) => panic!(
             "the study never finished in 5 minutes ({e}): {:?}",
             drain(&rx)
         ),
-    }
+    };
+    let stored = trials(&path, "turn_panic");
+    let states: Vec<TrialState> = stored.iter().map(|t| t.state).collect();
+    assert_eq!(states, [TrialState::Fail]);
+    assert_eq!(
+        attr_str(&stored[0], "fail_reason"),
+        "sampler panics-first panicked: the test's sampler panics"
+    );
+    assert_eq!(report.trials.len(), 1);
     let events = drain(&rx);
     let waits = events
         .iter()
         .filter(|e| matches!(e, StudyEvent::WorkerWaiting { .. }))
         .count();
-    // At most the one wait for the turn the panicking worker held.
+    // At most the one wait for the turn the sampling worker held.
     assert!(waits <= 1, "{events:?}");
     let finished: Vec<usize> = events
         .iter()
@@ -1111,12 +1116,8 @@ fn a_worker_that_panics_holding_the_turn_hands_it_on() {
             _ => None,
         })
         .collect();
-    assert_eq!(finished, [3], "the other worker ran the rest: {events:?}");
-    let complete = trials(&path, "turn_panic")
-        .iter()
-        .filter(|t| t.state == TrialState::Complete)
-        .count();
-    assert_eq!(complete, 3);
+    assert_eq!(finished.iter().sum::<usize>(), 1, "{events:?}");
+    assert_eq!(finished.len(), 2, "{events:?}");
 }
 
 /// A storage error once the trial exists (sampling's parameters, the run's metadata, the

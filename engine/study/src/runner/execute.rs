@@ -445,7 +445,7 @@ impl Runner {
 }
 
 /// The text of a panic payload (`panic!("…")` gives a `&str` or a `String`).
-fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> String {
+pub(super) fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> String {
     payload
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())

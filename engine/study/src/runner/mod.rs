@@ -630,14 +630,27 @@ impl Runner {
         let records = storage.trials(study_id)?;
         let all: Vec<Trial> = records.iter().map(Trial::from).collect();
         let others: Vec<_> = all.into_iter().filter(|t| t.number != number).collect();
-        let proposal = match self.sampler.sample(&SampleContext {
-            space: &self.space,
-            history: &others,
-            direction: self.cfg.direction,
-            trial_number: number,
-        }) {
-            Ok(p) => p,
-            Err(e) => {
+        let sampled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.sampler.sample(&SampleContext {
+                space: &self.space,
+                history: &others,
+                direction: self.cfg.direction,
+                trial_number: number,
+            })
+        }));
+        let proposal = match sampled {
+            Ok(Ok(p)) => p,
+            // A sampler that panics fails the trial it was asked for, not the worker with the
+            // trial left RUNNING; it proposes nothing more (its state may be broken).
+            Err(panic) => {
+                let reason = format!(
+                    "sampler {} panicked: {}",
+                    self.sampler.name(),
+                    execute::panic_message(&panic)
+                );
+                return Ok(Err((reason, true)));
+            }
+            Ok(Err(e)) => {
                 let exhausted = true;
                 let reason = match &e {
                     SamplerError::GridExhausted(_) => format!("not run: {e}"),
