@@ -566,6 +566,12 @@ fn deflating_the_best_of_trials_uses_all_of_them() {
             trials: 10
         }
     ));
+    // The trial that never traded, chosen, has no track record to deflate: said as such,
+    // not as returns that do not vary.
+    assert_eq!(
+        deflate_best(&m, Some(4)).unwrap_err(),
+        dsr::DsrTrialError::NeverTraded { trial: 4 }
+    );
     // Noise: the best of 10 is not significant once deflated.
     assert!(b.deflated.dsr < b.deflated.psr);
 }

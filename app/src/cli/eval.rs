@@ -331,6 +331,11 @@ fn run_dsr(args: DsrArgs) -> anyhow::Result<()> {
     let (selected, defaults, sharpes) = if m.names.len() >= 2 {
         let best = deflate_best(&m.columns, column).map_err(|e| match e {
             DsrTrialError::Trial { trial, source } => name_error(source, trial),
+            DsrTrialError::NeverTraded { trial } => anyhow::anyhow!(
+                "{file}: column {} (\"{}\") never traded (its returns are all 0): its Sharpe ratio is 0, with no track record to deflate",
+                trial + 1,
+                m.names[trial]
+            ),
             e => anyhow::anyhow!("{file}: {e}"),
         })?;
         (

@@ -8,6 +8,7 @@
 //! one series per trial. Every trial of a study has the same folds, so the series line up bar
 //! for bar, which CSCV needs.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Serialize;
@@ -15,7 +16,7 @@ use serde::Serialize;
 use super::FrontError;
 use super::backtest::{SplitPart, backtest};
 use crate::device::DeviceSpec;
-use crate::eval::dsr::{Deflated, deflate_best};
+use crate::eval::dsr::{Deflated, DsrTrialError, deflate_best};
 use crate::eval::pbo::{HistogramBin, Pbo, cscv, logit_histogram};
 use crate::eval::{EvalSummary, Objective};
 use crate::storage::{JsonValue, Storage, StudyDirection, TrialRecord, TrialState};
@@ -76,8 +77,11 @@ pub struct StudyReport {
     pub complete: usize,
     /// COMPLETE trials with stored fold returns (the cross-validated ones).
     pub with_returns: usize,
-    /// Bars in each trial's joined out-of-sample series.
+    /// Bars in each trial's out-of-sample series (one return a bar, in time order).
     pub bars: usize,
+    /// The most folds that tested one bar (CPCV's C(N − 1, k − 1); 1 for walk-forward, 0
+    /// without fold returns): a bar's return in the series is the mean of its folds'.
+    pub tested_per_bar: usize,
     pub best: Option<BestTrial>,
     pub pbo: PboSection,
     pub dsr: DsrSection,
@@ -102,13 +106,25 @@ pub fn study_report(
         .filter(|t| t.value().is_some_and(f64::is_finite))
         .collect();
     let best = storage.best_trial(study.study_id)?;
-    // Each trial's joined fold returns; only series as long as the most common length line
-    // up (a trial cut short by a crash mid-write has fewer).
+    // Each trial's out-of-sample returns, one a bar in time order. CPCV tests each bar in
+    // several folds (C(N − 1, k − 1) of them): joined as stored, a bar would count that many
+    // times, out of order, which inflates the deflated Sharpe's T and puts the same bars in
+    // both halves of PBO's combinations. So a bar's return is the mean of its folds' (the mean
+    // of CPCV's backtest paths); walk-forward folds test each bar once. Only series as long
+    // as the most common length line up (a trial cut short by a crash mid-write has fewer).
     let mut series: Vec<(i64, Vec<f64>)> = Vec::new();
+    let mut tested_per_bar = 0;
     for t in &complete {
-        let r = storage.fold_returns(t.trial_id)?;
-        if !r.is_empty() {
-            series.push((t.number, r.iter().map(|x| x.value).collect()));
+        let mut by_bar: BTreeMap<i64, (f64, usize)> = BTreeMap::new();
+        for x in storage.fold_returns(t.trial_id)? {
+            let bar = by_bar.entry(x.bar_time).or_default();
+            bar.0 += x.value;
+            bar.1 += 1;
+        }
+        if let Some(most) = by_bar.values().map(|b| b.1).max() {
+            tested_per_bar = tested_per_bar.max(most);
+            let means = by_bar.values().map(|(sum, n)| sum / *n as f64).collect();
+            series.push((t.number, means));
         }
     }
     let bars = modal_len(&series);
@@ -152,9 +168,20 @@ pub fn study_report(
                 result: Some(b.deflated),
                 unavailable: None,
             },
+            // The error's trial is an index into the series: named by its number here.
             Err(e) => DsrSection {
                 result: None,
-                unavailable: Some(e.to_string()),
+                unavailable: Some(match e {
+                    DsrTrialError::Trial { trial, source } => {
+                        format!("trial #{}: {source}", series[trial].0)
+                    }
+                    DsrTrialError::NeverTraded { trial } => format!(
+                        "the best trial, #{}, never traded out of sample (its returns are all 0): \
+                         its Sharpe ratio is 0, with no track record to deflate",
+                        series[trial].0
+                    ),
+                    e => e.to_string(),
+                }),
             },
         },
     };
@@ -166,6 +193,7 @@ pub fn study_report(
         complete: complete.len(),
         with_returns: series.len(),
         bars,
+        tested_per_bar,
         best: best.map(|t| BestTrial {
             number: t.number,
             value: t.value().unwrap_or(f64::NAN),
@@ -262,11 +290,30 @@ fn modal_len(series: &[(i64, Vec<f64>)]) -> usize {
 }
 
 impl StudyReport {
+    /// How a bar's return was made when several folds tested it ("" when each bar was tested
+    /// once).
+    pub fn bars_note(&self) -> String {
+        if self.tested_per_bar > 1 {
+            format!(
+                ", a bar's return the mean of the {} folds that tested it",
+                self.tested_per_bar
+            )
+        } else {
+            String::new()
+        }
+    }
+
     /// The report for people.
     pub fn text(&self) -> String {
         let mut s = format!(
-            "study '{}' ({}): {} trials, {} complete, {} with fold returns ({} bars each)\n",
-            self.study, self.direction, self.trials, self.complete, self.with_returns, self.bars
+            "study '{}' ({}): {} trials, {} complete, {} with fold returns ({} bars each{})\n",
+            self.study,
+            self.direction,
+            self.trials,
+            self.complete,
+            self.with_returns,
+            self.bars,
+            self.bars_note()
         );
         match &self.best {
             None => s += "best trial: none complete\n",
@@ -373,6 +420,7 @@ impl StudyReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::eval::dsr::SharpeEstimate;
     use crate::storage::FoldReturn;
 
     /// A study with `n` cross-validated COMPLETE trials (two folds of 64 bars of fixed
@@ -404,6 +452,84 @@ mod tests {
             storage.complete_trial(t, &[1.0 - i as f64]).unwrap();
         }
         storage
+    }
+
+    /// A CPCV-like study: 3 groups of 32 bars, each fold testing 2 of them (every bar tested
+    /// twice), `n` COMPLETE trials, trial 0 the best; `value(trial, fold, bar)` its returns.
+    fn overlapping(db: &Path, n: usize, value: impl Fn(usize, i64, i64) -> f64) -> Storage {
+        let mut storage = Storage::open(db).unwrap();
+        let study = storage
+            .create_study("cpcv", &[StudyDirection::Maximize])
+            .unwrap();
+        let tested = [[0i64, 1], [0, 2], [1, 2]];
+        for i in 0..n {
+            let t = storage.create_trial(study).unwrap().trial_id;
+            let mut rows = Vec::new();
+            for (fold, groups) in tested.iter().enumerate() {
+                let fold = fold as i64;
+                let bars = groups.iter().flat_map(|g| 32 * g..32 * (g + 1));
+                for (k, bar) in bars.enumerate() {
+                    rows.push(FoldReturn {
+                        fold,
+                        bar_index: k as i64,
+                        bar_time: 1_700_000_000 + 3600 * bar,
+                        value: value(i, fold, bar),
+                    });
+                }
+                storage.report(t, fold, 1.0 - i as f64).unwrap();
+            }
+            storage.put_fold_returns(t, &rows).unwrap();
+            storage.complete_trial(t, &[1.0 - i as f64]).unwrap();
+        }
+        storage
+    }
+
+    /// Each bar counts once, in time order, its return the mean of the folds that tested it:
+    /// T of the deflated Sharpe is the 96 bars, not the 192 stored returns.
+    #[test]
+    fn cpcv_bars_tested_by_several_folds_count_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let noise = |i: usize, fold: i64, bar: i64| {
+            let u = ((i as f64 + 1.0) * 0.618_034 + (bar + 7 * fold) as f64 * 0.754_878).fract();
+            0.01 * (u - 0.5)
+        };
+        let storage = overlapping(&dir.path().join("cpcv.db"), 3, noise);
+        let r = study_report(&storage, "cpcv", 4).unwrap();
+        assert_eq!((r.with_returns, r.bars, r.tested_per_bar), (3, 96, 2));
+        let dsr = r.dsr.result.as_ref().expect("a deflated Sharpe");
+        assert_eq!(dsr.estimate.periods, 96);
+        // Trial 0's series: each bar's two returns averaged, in time order.
+        let tested = [[0i64, 1], [0, 2], [1, 2]];
+        let expected: Vec<f64> = (0..96)
+            .map(|b| {
+                let folds = (0..3).filter(|f: &usize| tested[*f].contains(&(b / 32)));
+                folds.map(|f| noise(0, f as i64, b)).sum::<f64>() / 2.0
+            })
+            .collect();
+        let want = SharpeEstimate::from_returns(&expected).unwrap();
+        assert_eq!(dsr.estimate.sharpe, want.sharpe);
+        assert!(
+            r.text()
+                .contains("96 bars each, a bar's return the mean of the 2 folds")
+        );
+    }
+
+    /// The best trial never traded: the report says so, naming it, rather than "returns all
+    /// equal".
+    #[test]
+    fn a_best_trial_that_never_traded_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = overlapping(&dir.path().join("flat.db"), 3, |i, _, bar| {
+            if i == 0 {
+                0.0
+            } else {
+                0.001 * ((bar % 5) as f64 - 2.0)
+            }
+        });
+        let r = study_report(&storage, "cpcv", 4).unwrap();
+        assert!(r.dsr.result.is_none());
+        let why = r.dsr.unavailable.as_deref().unwrap_or_default();
+        assert!(why.starts_with("the best trial, #0, never traded"), "{why}");
     }
 
     #[test]

@@ -327,7 +327,7 @@ pub struct BestOfTrials {
 /// not required) by all of them: N is the number of series, V the sample variance (n − 1) of
 /// their per-period Sharpe ratios. `selected` picks the series (default: the highest Sharpe
 /// ratio, the first of equals). A series of all-zero returns (a trial that never traded) has
-/// Sharpe ratio 0.
+/// Sharpe ratio 0; selected, it is refused ([`DsrTrialError::NeverTraded`]).
 pub fn deflate_best<S: AsRef<[f64]>>(
     trials: &[S],
     selected: Option<usize>,
@@ -370,11 +370,13 @@ pub fn deflate_best<S: AsRef<[f64]>>(
             best
         }
     };
-    let estimate = SharpeEstimate::from_returns(trials[best].as_ref()).map_err(|source| {
-        DsrTrialError::Trial {
-            trial: best,
-            source,
-        }
+    let chosen = trials[best].as_ref();
+    if chosen.len() >= 2 && chosen.iter().all(|v| *v == 0.0) {
+        return Err(DsrTrialError::NeverTraded { trial: best });
+    }
+    let estimate = SharpeEstimate::from_returns(chosen).map_err(|source| DsrTrialError::Trial {
+        trial: best,
+        source,
     })?;
     Ok(BestOfTrials {
         selected: best,
@@ -393,6 +395,12 @@ pub enum DsrTrialError {
         #[source]
         source: DsrError,
     },
+    /// The selected trial's returns are all 0: it never traded, so its Sharpe ratio is 0 and
+    /// there is no track record to deflate.
+    #[error(
+        "trial {trial} never traded (its returns are all 0): its Sharpe ratio is 0, with no track record to deflate"
+    )]
+    NeverTraded { trial: usize },
     /// The trial asked for does not exist.
     #[error("trial {selected} was selected but there are {trials} (numbered from 0)")]
     Selected { selected: usize, trials: usize },

@@ -229,13 +229,14 @@ pub(super) fn report_view(ui: &mut egui::Ui, view: &StudiesView, commands: &mut 
         .id_salt("study_report")
         .show(ui, |ui| {
             ui.label(format!(
-                "study {} ({}): {} trials, {} COMPLETE, {} with stored fold returns ({} bars each)",
+                "study {} ({}): {} trials, {} COMPLETE, {} with stored fold returns ({} bars each{})",
                 report.study,
                 report.direction,
                 report.trials,
                 report.complete,
                 report.with_returns,
-                report.bars
+                report.bars,
+                report.bars_note()
             ));
             ui.separator();
             best_trial(ui, report);
