@@ -580,4 +580,23 @@ fn a_study_and_its_attributes_are_stored_all_or_none() {
     ];
     s.set_study_system_attrs(id, &replaced).unwrap_err();
     assert_eq!(s.study("s").unwrap().system_attrs, kept);
+
+    // A trial's summary is one commit too.
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "CREATE TRIGGER refuse_last_trial_attr BEFORE INSERT ON trial_user_attributes \
+             WHEN NEW.key = 'last' BEGIN SELECT RAISE(ABORT, 'refused'); END;",
+        )
+        .unwrap();
+    let mut s = Storage::open(&path).unwrap();
+    let t = s.create_trial(id).unwrap().trial_id;
+    let summary = [
+        ("first".to_owned(), JsonValue::from(1.5)),
+        ("last".to_owned(), JsonValue::from(2.5)),
+    ];
+    s.set_trial_user_attrs(t, &summary).unwrap_err();
+    assert!(s.trial(t).unwrap().user_attrs.is_empty());
+    s.set_trial_user_attrs(t, &summary[..1]).unwrap();
+    assert_eq!(s.trial(t).unwrap().user_attrs, summary[..1].to_vec());
 }

@@ -374,6 +374,22 @@ impl Storage {
         })
     }
 
+    /// Sets (or replaces) trial user attributes, all or none: one transaction (a trial's
+    /// summary of some thirty figures is one commit, not thirty).
+    pub fn set_trial_user_attrs(
+        &mut self,
+        trial_id: i64,
+        attrs: &[(String, JsonValue)],
+    ) -> Result<(), StorageError> {
+        self.write("set trial user attributes", |tx| {
+            updatable(tx, trial_id)?;
+            for (key, value) in attrs {
+                upsert_trial_attr(tx, "trial_user_attributes", trial_id, key, value)?;
+            }
+            Ok(())
+        })
+    }
+
     /// Sets (or replaces) a trial system attribute.
     pub fn set_trial_system_attr(
         &mut self,

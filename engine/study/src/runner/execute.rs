@@ -206,6 +206,10 @@ impl Runner {
             curve_written: Instant::now(),
         };
         let mut result = catch_unwind(AssertUnwindSafe(|| trial.run(&input, &mut reporter)));
+        // Whether the trial was stopped (or the study interrupted) while it ran: a Ctrl-C
+        // that comes while a finished trial's figures are being stored does not undo it.
+        let stopped = stop.is_set();
+        let interrupted = self.stop.interrupted();
         // The rest of the learning curve, while the trial is still RUNNING (a finished trial
         // refuses writes). A value without its curve is still a value, but the user asked for
         // the curve: a failure to store it fails a trial that would otherwise complete.
@@ -316,13 +320,9 @@ impl Runner {
                 }
             }
         }
-        for (k, v) in &attrs {
-            storage.set_trial_user_attr(trial_id, k, v)?;
-        }
+        storage.set_trial_user_attrs(trial_id, &attrs)?;
         let compile_s = compile_of(&attrs);
 
-        let stopped = stop.is_set();
-        let interrupted = self.stop.interrupted();
         let outcome = match result {
             _ if interrupted && stopped => Err("interrupted".to_owned()),
             Ok(Ok(v)) if v.is_nan() => Err("the objective is NaN".to_owned()),
