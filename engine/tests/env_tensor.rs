@@ -286,3 +286,78 @@ fn observations_asked_in_f16_are_the_f32_ones_rounded_on_flex() {
         assert_eq!(host(o16.reward), host(o32.reward), "step {s}");
     }
 }
+
+/// The tensor program's equal-weight units are the CPU env's bit for bit, at the reset and at
+/// every episode's restart: `initial_cash / M` divided by each price, as the CPU env and the
+/// step kernel compute them (the cash times the price's reciprocal is one ulp off for many
+/// prices, which moved the equal-weight return and the `ExcessVsEqualWeight` reward).
+#[test]
+fn the_equal_weight_units_are_the_cpu_envs_bit_for_bit() {
+    use burn::tensor::Tensor;
+    let (t, m) = (40, 24);
+    // Prices spread over six decades, irregular in their last bits.
+    let prices = ndarray::Array2::from_shape_fn((t, m), |(bar, k)| {
+        10f32.powf(k as f32 / 4.0 - 2.0) * (1.0 + 0.137 * ((bar * 7 + k * 3) % 11) as f32)
+    });
+    let data = common::dataset_from_prices(prices, 1, 5);
+    let cfg = EnvConfig::new()
+        .with_n_envs(3)
+        .with_episode_bars(4)
+        .with_start(StartMode::Strided)
+        .with_initial_cash(1_234_567.0);
+    let n = cfg.n_envs;
+    let device = Device::flex();
+    let mut cpu = CpuVecEnv::new(cfg.clone(), data.clone(), 0..t).unwrap();
+    let mut ten = TensorVecEnv::new(cfg, &data, 0..t, &device).unwrap();
+    assert!(!ten.steps_as_kernel(), "flex steps the tensor program");
+    let mut obs = vec![0.0; n * cpu.obs_dim()];
+    let (mut r, mut d) = (vec![0.0; n], vec![0.0; n]);
+    cpu.reset(&mut obs);
+    ten.reset_tensors();
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+    for s in 0..10 {
+        let units: Vec<f32> = ten.equal_weight_units().try_into_vec_as::<f32>().unwrap();
+        for i in 0..n {
+            assert_eq!(
+                bits(&units[i * m..(i + 1) * m]),
+                bits(&cpu.equal_weight_units(i)),
+                "step {s} env {i}: tensor {:?} cpu {:?}",
+                &units[i * m..(i + 1) * m],
+                cpu.equal_weight_units(i)
+            );
+        }
+        let a = vec![0.0f32; n * m];
+        cpu.step(&a, &mut obs, &mut r, &mut d);
+        ten.step_tensors(Tensor::zeros([n, m], &device));
+    }
+}
+
+/// A reset leaves no fees of the step before it: `last_step_fees` and the state log's first
+/// row read 0, as the CPU env's `last_step_fees` after its reset.
+#[test]
+fn a_reset_forgets_the_last_steps_fees() {
+    use burn::tensor::Tensor;
+    let device = Device::flex();
+    let cfg = EnvConfig::new().with_n_envs(2).with_episode_bars(6);
+    let (m, n) = (3, cfg.n_envs);
+    let data = common::random_walk_dataset(40, m, 1, 9);
+    let mut cpu = CpuVecEnv::new(cfg.clone(), data.clone(), 4..40).unwrap();
+    let mut ten = TensorVecEnv::new(cfg, &data, 4..40, &device).unwrap();
+    let mut obs = vec![0.0; n * cpu.obs_dim()];
+    let (mut r, mut d) = (vec![0.0; n], vec![0.0; n]);
+    let buy = vec![0.5f32; n * m];
+    cpu.step(&buy, &mut obs, &mut r, &mut d);
+    ten.step_tensors(Tensor::full([n, m], 0.5, &device));
+    let fees = |ten: &TensorVecEnv| ten.last_step_fees().try_into_vec_as::<f32>().unwrap();
+    assert!(fees(&ten).iter().all(|&f| f > 0.0), "{:?}", fees(&ten));
+    assert!(cpu.last_step_fees(0) > 0.0);
+    cpu.reset(&mut obs);
+    ten.reset_tensors();
+    let cpu_fees: Vec<f32> = (0..n).map(|i| cpu.last_step_fees(i)).collect();
+    assert_eq!(cpu_fees, vec![0.0; n]);
+    assert_eq!(fees(&ten), cpu_fees);
+    let log = ten.state_log(2);
+    let host = log.values().try_into_vec_as::<f32>().unwrap();
+    let states = log.decode(&host).unwrap();
+    assert_eq!(states[0].fees, 0.0, "{:?}", states[0]);
+}

@@ -84,12 +84,16 @@ pub struct MemoryEstimate {
 impl MemoryEstimate {
     /// Sum of the parts.
     pub fn total(&self) -> u64 {
-        self.params
-            + self.optimizer_state
-            + self.gradients
-            + self.activations
-            + self.rollout_buffer
-            + self.dataset
+        // Saturating: a part that saturated (too large to hold) keeps the total too large.
+        [
+            self.optimizer_state,
+            self.gradients,
+            self.activations,
+            self.rollout_buffer,
+            self.dataset,
+        ]
+        .into_iter()
+        .fold(self.params, u64::saturating_add)
     }
 }
 

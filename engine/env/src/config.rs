@@ -77,6 +77,10 @@ impl EnvPlacement {
     }
 }
 
+/// The largest `lookback` and `episode_bars`: 2²⁴ bars, the counts f32 holds exactly (the step
+/// kernel's parameters and the state log's bar are f32).
+pub const MAX_BARS: usize = 1 << 24;
+
 /// Configuration of the vectorized trading environment.
 #[derive(Config, Debug, PartialEq)]
 pub struct EnvConfig {
@@ -245,6 +249,22 @@ impl EnvConfig {
         }
         if self.lookback == 0 {
             return bad("lookback", "0".into(), "need at least one bar of features");
+        }
+        // Bar counts reach the step kernel as exact f32 integers and bars are u32: past 2²⁴
+        // neither holds (and sums of such counts overflowed).
+        if self.lookback > MAX_BARS {
+            return bad(
+                "lookback",
+                self.lookback.to_string(),
+                &format!("must be at most {MAX_BARS} bars"),
+            );
+        }
+        if self.episode_bars > MAX_BARS {
+            return bad(
+                "episode_bars",
+                self.episode_bars.to_string(),
+                &format!("must be at most {MAX_BARS} bars (0 = auto)"),
+            );
         }
         if !self.reward_scale.is_finite() {
             return bad(

@@ -203,6 +203,12 @@ impl CpuVecEnv {
         self.assets.slice(ndarray::s![i, HOLD, ..]).to_vec()
     }
 
+    /// Units of each asset env `i`'s equal-weight buy-and-hold holds (`initial_cash / M`
+    /// divided by each asset's price at the episode's first bar).
+    pub fn equal_weight_units(&self, i: usize) -> Vec<f32> {
+        self.assets.slice(ndarray::s![i, EQW, ..]).to_vec()
+    }
+
     /// Portfolio value of env `i` at its current bar.
     pub fn value(&self, i: usize) -> f32 {
         self.scalars[[i, PREV_VALUE]]

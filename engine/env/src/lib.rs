@@ -25,7 +25,7 @@ pub mod reference;
 pub mod starts;
 pub mod tensor;
 
-pub use config::{EnvConfig, EnvPlacement, ResolvedPlacement, RewardKind, StartMode};
+pub use config::{EnvConfig, EnvPlacement, MAX_BARS, ResolvedPlacement, RewardKind, StartMode};
 pub use cpu::CpuVecEnv;
 pub use tensor::{DeviceEpisodes, LoggedState, StateLog, TensorVecEnv};
 

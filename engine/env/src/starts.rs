@@ -52,13 +52,34 @@ impl StartTable {
     /// bars of features); the last bar an episode may reach is `range.end − 1`.
     pub fn new(cfg: &EnvConfig, range: Range<usize>) -> Result<Self, EnvError> {
         let lookback = cfg.lookback.max(1);
-        let lo = range.start + lookback - 1;
+        // Start bars are u32 (and an episode's end, a start plus its length, stays below the
+        // split's end): a split past that is refused, not wrapped.
+        if u32::try_from(range.end).is_err() {
+            return Err(EnvError::Config {
+                field: "range",
+                value: format!("{}..{}", range.start, range.end),
+                reason: format!("bars past {} cannot be indexed", u32::MAX),
+            });
+        }
+        let Some(lo) = range.start.checked_add(lookback - 1) else {
+            return Err(EnvError::Config {
+                field: "lookback",
+                value: lookback.to_string(),
+                reason: format!(
+                    "from bar {} it reaches past the largest bar index",
+                    range.start
+                ),
+            });
+        };
         let last = range.end.saturating_sub(1);
         if range.end <= range.start || last <= lo {
             return Err(EnvError::TooFewBars {
                 bars: range.len(),
-                needed: lookback + 1 + cfg.episode_bars,
-                detail: format!("lookback {lookback} needs at least {} bars", lookback + 1),
+                needed: lookback.saturating_add(1).saturating_add(cfg.episode_bars),
+                detail: format!(
+                    "lookback {lookback} needs at least {} bars",
+                    lookback.saturating_add(1)
+                ),
             });
         }
         let (episode_len, span) = if cfg.episode_bars == 0 && cfg.start == StartMode::Fixed {
@@ -71,14 +92,12 @@ impl StartTable {
             (e, usable - e + 1)
         } else {
             let e = cfg.episode_bars;
-            if lo + e > last {
+            if lo.checked_add(e).is_none_or(|end| end > last) {
+                let needed = lookback.saturating_add(e);
                 return Err(EnvError::TooFewBars {
                     bars: range.len(),
-                    needed: lookback + e,
-                    detail: format!(
-                        "lookback {lookback} + episode_bars {e} need {} bars",
-                        lookback + e
-                    ),
+                    needed,
+                    detail: format!("lookback {lookback} + episode_bars {e} need {needed} bars"),
                 });
             }
             (e, last - e - lo + 1)
@@ -211,6 +230,37 @@ mod tests {
         assert_ne!(a.starts, b.starts);
         let again = StartTable::new(&cfg(4, StartMode::Random, 10, 1), 0..1000).unwrap();
         assert_eq!(a, again);
+    }
+
+    /// An `episode_bars` or `lookback` whose sums overflowed (a debug panic, in release a
+    /// wrapped check and starts past the prices) is refused: by the config's validation,
+    /// naming the field, and by the table, which computes those sums checked.
+    #[test]
+    fn huge_episode_bars_or_lookback_are_refused_not_overflowed() {
+        use crate::config::MAX_BARS;
+        let huge = [
+            ("episode_bars", cfg(2, StartMode::Random, usize::MAX, 1)),
+            (
+                "episode_bars",
+                cfg(2, StartMode::Strided, usize::MAX - 3, 4),
+            ),
+            ("episode_bars", cfg(2, StartMode::Fixed, MAX_BARS + 1, 1)),
+            ("lookback", cfg(2, StartMode::Random, 0, usize::MAX)),
+            ("lookback", cfg(2, StartMode::Fixed, 10, usize::MAX - 1)),
+            ("lookback", cfg(2, StartMode::Random, 10, MAX_BARS + 1)),
+        ];
+        for (field, c) in huge {
+            let err = c.validate(3).unwrap_err().to_string();
+            assert!(err.contains(&format!("env.{field} = ")), "{field}: {err}");
+            let err = StartTable::new(&c, 5..100).unwrap_err().to_string();
+            assert!(err.contains(field), "{field}: {err}");
+        }
+        let at_most = cfg(2, StartMode::Random, MAX_BARS, MAX_BARS);
+        assert!(at_most.validate(3).is_ok());
+        // A split whose bars a u32 start cannot index.
+        let far = (u32::MAX as usize)..(u32::MAX as usize + 100);
+        let err = StartTable::new(&cfg(1, StartMode::Fixed, 10, 1), far).unwrap_err();
+        assert!(err.to_string().contains("env.range"), "{err}");
     }
 
     #[test]

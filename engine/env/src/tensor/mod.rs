@@ -254,6 +254,8 @@ impl TensorVecEnv {
         self.t
             .restart(&mut s, Tensor::<1, Bool>::full([n], true, d), true);
         s.last_done = Tensor::zeros([n], d);
+        // No step before it: no fees (a restart after an episode's end keeps its step's).
+        s.step_fees = Tensor::zeros([n], d);
         let obs = self.t.observe(&s);
         self.state = s.pack(self.t.m);
         self.row_in_log = false;
@@ -339,6 +341,12 @@ impl TensorVecEnv {
     /// `[N, M]` units held.
     pub fn holdings(&self) -> Tensor<2> {
         self.state.hold()
+    }
+
+    /// `[N, M]` units of each asset the equal-weight buy-and-hold holds (`initial_cash / M`
+    /// divided by each asset's price at the episode's first bar).
+    pub fn equal_weight_units(&self) -> Tensor<2> {
+        self.state.eqw()
     }
 
     /// `[N]` portfolio values and equal-weight buy-and-hold values at each env's current bar

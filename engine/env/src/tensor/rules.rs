@@ -33,7 +33,9 @@ impl Tables {
         s.held = s.held.clone().mask_fill(mask2.clone(), 0.0);
         let p0 = self.prices.clone().select(0, s.bar.clone());
         if first_episode || !self.cfg.compat_finrl_crypto {
-            let units = p0.clone().recip().mul_scalar(init / m as f32);
+            // `initial_cash / M` divided by each price, as the CPU env and the kernel divide
+            // (the cash times the price's reciprocal is one ulp off for many prices).
+            let units = Tensor::full([n, m], init / m as f32, d).div(p0.clone());
             s.eqw = s.eqw.clone().mask_where(mask2, units);
         }
         let eqw_value = s.eqw.clone().mul(p0).sum_dim(1).squeeze_dim::<1>(1);

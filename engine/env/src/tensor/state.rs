@@ -131,6 +131,11 @@ impl Packed {
         self.block(HOLD)
     }
 
+    /// `[N, M]` equal-weight units.
+    pub fn eqw(&self) -> Tensor<2> {
+        self.block(EQW)
+    }
+
     /// `[N]` int field `c`.
     pub fn icol(&self, c: usize) -> Tensor<1, Int> {
         let n = self.n();

@@ -114,7 +114,13 @@ impl PpoConfig {
         if self.n_steps == 0 {
             return Err(PpoError::config("n_steps", 0, "need at least one step"));
         }
-        let rollout = self.n_steps * n_envs;
+        let Some(rollout) = self.n_steps.checked_mul(n_envs) else {
+            return Err(PpoError::config(
+                "n_steps",
+                self.n_steps,
+                format!("n_steps × n_envs ({n_envs}) overflows: the rollout cannot be held"),
+            ));
+        };
         if self.batch_size == 0 || self.batch_size > rollout {
             return Err(PpoError::config(
                 "batch_size",
@@ -236,6 +242,23 @@ mod tests {
         assert!(err.to_string().contains("batch_size"), "{err}");
         let err = PpoConfig::new().with_gamma(1.5).validate(4).unwrap_err();
         assert!(err.to_string().contains("gamma"), "{err}");
+    }
+
+    /// A rollout of `n_steps × n_envs` samples past `usize` is refused naming n_steps (the
+    /// product overflowed: a debug panic, in release a wrapped size).
+    #[test]
+    fn an_overflowing_rollout_is_refused_naming_n_steps() {
+        let err = PpoConfig::new()
+            .with_n_steps(usize::MAX / 2)
+            .validate(4)
+            .unwrap_err();
+        assert!(err.to_string().starts_with("ppo.n_steps = "), "{err}");
+        assert!(err.to_string().contains("overflows"), "{err}");
+        // 2⁶² steps: a rollout of 4 envs overflows, one of 3 does not.
+        let cfg = PpoConfig::new()
+            .with_n_steps(usize::MAX / 4 + 1)
+            .with_batch_size(64);
+        assert!(cfg.validate(4).is_err() && cfg.validate(3).is_ok());
     }
 
     #[test]

@@ -13,6 +13,9 @@ pub enum PpoError {
         value: String,
         reason: String,
     },
+    /// The trainer's stop flag was raised before `what` was done (no field is at fault).
+    #[error("the trainer was stopped before {what}")]
+    Stopped { what: &'static str },
     /// The environment failed.
     #[error(transparent)]
     Env(#[from] EnvError),

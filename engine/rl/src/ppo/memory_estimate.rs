@@ -38,10 +38,13 @@ impl PpoConfig {
         if half {
             activations += 2 * b * (action_dim as u64 + 1) * 4;
         }
-        let samples = (cfg.n_steps * n_envs) as u64;
-        let rollout = RolloutBuffer::bytes(cfg.n_steps, n_envs, obs_dim, action_dim) as u64
-            + 2 * 4 * samples
-            + b * (obs_dim + action_dim + 4) as u64 * 4;
+        // Saturating: a configuration too large to hold (which its validation refuses) is
+        // estimated as too large, not wrapped to a small size.
+        let samples = (cfg.n_steps as u64).saturating_mul(n_envs as u64);
+        let rollout = RolloutBuffer::bytes(cfg.n_steps, n_envs, obs_dim, action_dim) as u64;
+        let rollout = rollout
+            .saturating_add(samples.saturating_mul(2 * 4))
+            .saturating_add(b.saturating_mul((obs_dim + action_dim + 4) as u64 * 4));
         MemoryEstimate {
             params: 4 * p,
             optimizer_state: 8 * p,
@@ -71,6 +74,18 @@ mod tests {
         assert_eq!(e.optimizer_state, 8 * 93);
         let bf = (cfg.clone().with_precision(Precision::Bf16)).memory_estimate(1, 3, 2, 0);
         assert!(bf.activations < e.activations && bf.gradients > e.gradients);
+    }
+
+    /// A rollout whose size overflows is estimated as huge (saturated), not wrapped to a small
+    /// size that a budget would let through.
+    #[test]
+    fn an_overflowing_rollout_saturates_the_estimate() {
+        let cfg = PpoConfig::new().with_n_steps(usize::MAX / 2);
+        let e = cfg.memory_estimate(4, 10, 3, 0);
+        assert_eq!(e.rollout_buffer, u64::MAX);
+        assert_eq!(e.total(), u64::MAX);
+        let budget = MemoryBudget::new(1 << 40, 0.8, 1).unwrap();
+        assert!(budget.check(&e).is_err());
     }
 
     #[test]

@@ -98,7 +98,11 @@ impl RolloutBuffer {
 
     /// Bytes the buffer holds (f32 everywhere).
     pub fn bytes(n_steps: usize, n_envs: usize, obs_dim: usize, action_dim: usize) -> usize {
-        4 * n_steps * n_envs * (obs_dim + action_dim + 4)
+        // Saturating: a size past `usize` is one no memory holds, not a small wrapped one.
+        4usize
+            .saturating_mul(n_steps)
+            .saturating_mul(n_envs)
+            .saturating_mul(obs_dim.saturating_add(action_dim).saturating_add(4))
     }
 
     /// Whether all `n_steps` rows are written.

@@ -40,11 +40,9 @@ impl<E: RolloutEnv> Trainer<E> {
                 start = Instant::now();
             }
             if self.rollout(false, &mut PhaseTimes::default())?.is_none() {
-                return Err(PpoError::config(
-                    "n_steps",
-                    self.cfg.n_steps,
-                    "the trainer was stopped before its rollouts were timed",
-                ));
+                return Err(PpoError::Stopped {
+                    what: "its rollouts were timed",
+                });
             }
         }
         self.sync("sync: rollout timing")?;
@@ -400,6 +398,33 @@ mod tests {
 
     use super::*;
     use crate::ppo::gae::{compute_gae, explained_variance};
+    use crate::ppo::sanity_env::TargetEnv;
+    use crate::ppo::{ActorCriticConfig, HostEnv, NetArch, PpoConfig};
+
+    /// A stop raised before the rollouts are timed says the trainer was stopped, and blames
+    /// no field (it read `ppo.n_steps = 8: …`, a valid value).
+    #[test]
+    fn a_stopped_timing_says_it_was_stopped_without_naming_a_field() {
+        let device = Device::flex();
+        let cfg = PpoConfig::new()
+            .with_n_steps(8)
+            .with_batch_size(8)
+            .with_policy(
+                ActorCriticConfig::new()
+                    .with_net_arch(NetArch::new().with_pi(vec![4]).with_vf(vec![4])),
+            );
+        let env = HostEnv::new(TargetEnv::new(2, 3, 1), &device);
+        let mut trainer = Trainer::new(cfg, env, &device).unwrap();
+        trainer.stop_flag().store(true, Ordering::Relaxed);
+        let err = trainer.time_rollout_steps(0, 1).unwrap_err();
+        assert!(matches!(err, PpoError::Stopped { .. }), "{err:?}");
+        let text = err.to_string();
+        assert!(text.contains("stopped"), "{text}");
+        assert!(
+            !text.contains("n_steps") && !text.contains("ppo."),
+            "{text}"
+        );
+    }
 
     /// What the update reads back of the advantage stage pools to the explained variance of
     /// the rollout's values for its returns and counts the advantages that are not finite: on

@@ -284,6 +284,11 @@ impl MinibatchEngine for DeviceEngine<'_> {
         self.picks.cut();
     }
 
+    fn skip(&mut self) {
+        self.grad = None;
+        self.adam.time += 1;
+    }
+
     fn finish(self) {
         // The parameters become the model's once an update (after its last step, or an error).
         self.adam.place_into(self.model);

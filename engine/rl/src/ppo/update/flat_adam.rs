@@ -9,7 +9,11 @@
 //! step without reading the gradients' finiteness back. A discarded step leaves the parameters
 //! and both moments as they were (selected, not recomputed, so a non-finite gradient never
 //! reaches them); the step counter, a host integer, counts it anyway, so the bias correction
-//! after a skip is that of one step later (as burn's Adam behind a gate).
+//! after a skip is that of one step later (as burn's Adam behind a gate). Not counting it would
+//! need the skip known on the host before the next step's corrections (a read per minibatch,
+//! what the gate avoids) or the corrections indexed on the device. A skip decided on the host
+//! (f16 with `target_kl`) counts it too, so that one configuration follows one trajectory
+//! whichever side decides (PyTorch's `GradScaler` does not advance the optimiser instead).
 //!
 //! On a GPU each parameter's slot starts and ends at a multiple of [`GPU_ALIGN`] elements (the
 //! gaps are zeros that Adam leaves at zero): burn's slice of a buffer is then a view, where an

@@ -193,6 +193,11 @@ impl MinibatchEngine for HostEngine<'_> {
         self.steps += 1;
     }
 
+    fn skip(&mut self) {
+        // f32 only: a non-finite step is an error, not a skip; counted as the others would.
+        self.adam.time += 1;
+    }
+
     /// The parameters back to the model when a step was taken; Adam's moments stay on the
     /// host.
     fn finish(self) {

@@ -393,7 +393,10 @@ fn run(
                 // approx_kl against target_kl, a non-finite loss or gradient, the clip.
                 match tally.judge(diagnostics) {
                     Ok(Verdict::StopEarly) => break 'update Ok(()),
-                    Ok(Verdict::Skip) => continue,
+                    Ok(Verdict::Skip) => {
+                        engine.skip();
+                        continue;
+                    }
                     Ok(Verdict::Step(factor)) => engine.step(lr, factor),
                     Err(e) => break 'update Err(e),
                 }
@@ -452,6 +455,10 @@ trait MinibatchEngine {
     fn minibatch(&mut self, rows: Range<usize>, scale: Scale<'_>) -> Diagnostics;
     /// Adam's step (learning rate `lr`) with the last minibatch's gradient times `factor`.
     fn step(&mut self, lr: f64, factor: Factor);
+    /// No step for the last minibatch (f16's loss scale discarded it, decided on the host):
+    /// Adam's step counter counts it all the same, as the device's gated step does (see
+    /// `flat_adam`'s docs), so that both decisions follow one trajectory.
+    fn skip(&mut self);
     /// Ends the update, after its last step or an error: the parameters are the model's.
     fn finish(self);
     /// The minibatch `order[rows]`, its judgement, Adam's step and its count at once, replayed

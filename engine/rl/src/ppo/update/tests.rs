@@ -319,3 +319,54 @@ fn adams_step_with_device_corrections_is_the_host_steps() {
         );
     }
 }
+
+/// f16 with a loss scale so large that the first minibatches overflow (skipped, the scale
+/// backing off): the update deciding on the device (no `target_kl`: the flat Adam's gate) and
+/// the one deciding on the host (a `target_kl` that never stops it) count the skipped steps in
+/// Adam's step counter alike, so the steps after them take the same bias corrections and the
+/// parameters end the same (the host path did not count them: a different trajectory).
+#[test]
+fn a_skipped_f16_step_counts_alike_whichever_side_decides() {
+    use tradetune_device::precision::Precision;
+    let device = Device::flex().autodiff();
+    let (d, a, s) = (9, 2, 56);
+    let (burn_batch, _) = batch(s, d, a, &device);
+    let mut runs = Vec::new();
+    for target_kl in [None, Some(1e9)] {
+        let mut cfg = config(ActivationKind::Tanh, None, true).with_target_kl(target_kl);
+        cfg.precision = Precision::F16;
+        cfg.initial_loss_scale = (1u32 << 24) as f32;
+        let model = cfg.policy.init(d, a, 5, &device);
+        let mut learner = Learner::new(model, &cfg, &device);
+        assert!(!learner.uses_host_update());
+        let ride = Tensor::<1>::zeros([0], &device);
+        let (stats, _) = learner
+            .update(&burn_batch, 1e-3, 0, ride, &mut |_| Ok(()))
+            .unwrap();
+        let params = learner.model().flat_params().unwrap();
+        runs.push((stats, learner.adam.time, params));
+    }
+    let (device_side, host_side) = (&runs[0], &runs[1]);
+    let (ds, hs) = (&device_side.0, &host_side.0);
+    assert!(ds.skipped_steps > 0 && ds.steps > 0, "{ds:?}");
+    assert_eq!((ds.steps, ds.skipped_steps), (hs.steps, hs.skipped_steps));
+    assert_eq!(ds.loss_scale, hs.loss_scale);
+    assert_eq!(
+        device_side.1,
+        ds.steps + ds.skipped_steps,
+        "device: Adam's time"
+    );
+    assert_eq!(host_side.1, device_side.1, "host: Adam's time");
+    let start = config(ActivationKind::Tanh, None, true)
+        .policy
+        .init(d, a, 5, &device)
+        .flat_params()
+        .unwrap();
+    let moved = |p: &[f32]| p.iter().zip(&start).map(|(p, s)| p - s).collect::<Vec<_>>();
+    close(
+        &moved(&host_side.2),
+        &moved(&device_side.2),
+        1e-4,
+        "parameters moved",
+    );
+}
