@@ -1289,3 +1289,15 @@ fn the_carry_script_packs_the_binaries_and_prints_the_command_that_runs_them() {
         "{calls}"
     );
 }
+
+/// `--peer-device` without `--peer` was accepted and ignored: refused before anything runs.
+#[test]
+fn bench_gpu_refuses_a_peer_device_without_a_peer() {
+    let out = tradetune(&["bench", "gpu", "--peer-device", "cpu"]);
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("--peer-device") && stderr.contains("--peer <PYTHON>"),
+        "{stderr}"
+    );
+}

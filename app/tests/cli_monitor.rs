@@ -168,3 +168,26 @@ fn interval_out_of_range_is_a_clear_error() {
     assert!(stderr.contains("--interval"), "{stderr}");
     assert!(stderr.contains("out of range"), "{stderr}");
 }
+
+/// A `--pid` of no process is refused at once, naming the flag, instead of a run of `-`.
+#[test]
+fn a_pid_of_no_process_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = tradetune(&[
+        "monitor",
+        "--pid",
+        "4294967294",
+        "--interval",
+        "0.1",
+        "--duration",
+        "0.2",
+        "--drm-root",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("--pid 4294967294: no such process"),
+        "{stderr}"
+    );
+}

@@ -836,3 +836,30 @@ fn shares_are_said_of_the_timed_phases() {
         }
     }
 }
+
+/// With the environment stepping on the host for most of the timed phases, a busy process is
+/// busy stepping it, not feeding the card: env-bound, not dispatch-bound. The dispatch-bound
+/// text says what was measured (the whole process, alone in it).
+#[test]
+fn a_busy_process_stepping_a_host_env_is_not_called_dispatch_bound() {
+    let mut input = gpu_trial(0.0, 30.0);
+    input.on_device_env = false;
+    input.phases = split(15.0, 2.0, 3.0, 0.0);
+    input.process_cpu_pct = Some(300.0);
+    let k = kinds(&input);
+    assert!(k.contains(&VerdictKind::EnvBound), "{k:?}");
+    assert!(!k.contains(&VerdictKind::DispatchBound), "{k:?}");
+    // The environment on the device: the same busy process beside the card is dispatch-bound,
+    // and the text names what was measured.
+    input.on_device_env = true;
+    let d = verdicts(&input)
+        .into_iter()
+        .find(|v| v.kind == VerdictKind::DispatchBound)
+        .expect("dispatch-bound");
+    assert!(
+        d.message
+            .contains("the process feeding it, the only trial running in it, used 300 % of a core (all its threads, measured for the process"),
+        "{}",
+        d.message
+    );
+}

@@ -103,8 +103,8 @@ pub struct GpuArgs {
     /// device and the numpy env on the CPU, in f32 with TF32 and in bf16 autocast.
     #[arg(long, value_name = "PYTHON")]
     pub peer: Option<std::path::PathBuf>,
-    /// The peer's torch device (default cuda; `cpu` where torch has no GPU).
-    #[arg(long, default_value = "cuda")]
+    /// The peer's torch device (default cuda; `cpu` where torch has no GPU); only with --peer.
+    #[arg(long, default_value = "cuda", requires = "peer")]
     pub peer_device: String,
     /// The matmul probe's square sizes: n×n by n×n products in f32, whose best rate is the
     /// peak the update's GFLOP/s is held against (smaller sizes probe faster on a slow device).
@@ -199,7 +199,7 @@ pub struct EnvArgs {
     /// Bars of features per observation.
     #[arg(long, default_value_t = 1)]
     pub lookback: usize,
-    /// Seconds to measure each configuration.
+    /// Seconds to measure each configuration, 0.05 to 600.
     #[arg(long, default_value_t = 1.0)]
     pub seconds: f64,
     /// Print JSON (one array of results) instead of a table.
@@ -351,7 +351,14 @@ fn bench_env(args: EnvArgs) -> anyhow::Result<()> {
         args.assets > 0 && args.features > 0 && args.lookback > 0,
         "--assets, --features and --lookback must be at least 1"
     );
-    let min_time = Duration::from_secs_f64(args.seconds.clamp(0.05, 600.0));
+    // Refused rather than clamped: NaN would panic, and a value outside the range would be
+    // measured as another without a word.
+    anyhow::ensure!(
+        args.seconds.is_finite() && (0.05..=600.0).contains(&args.seconds),
+        "--seconds: must be 0.05 to 600 seconds, got {}",
+        args.seconds
+    );
+    let min_time = Duration::from_secs_f64(args.seconds);
     if cfg!(debug_assertions) && !args.json {
         eprintln!("note: this is a debug build; measure with `cargo run --release -- bench env`");
     }
@@ -418,4 +425,28 @@ fn probe_sizes(sizes: &[usize]) -> anyhow::Result<&[usize]> {
         anyhow::bail!("--probe-sizes: {n} is outside 16..=8192");
     }
     Ok(sizes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--seconds nan` panicked in `Duration::from_secs_f64`, and 0 or -3 were measured as
+    /// 0.05 s without a word: each is refused, naming the flag, before anything runs.
+    #[test]
+    fn bench_env_refuses_seconds_it_would_not_measure() {
+        for bad in [f64::NAN, 0.0, -3.0, f64::INFINITY, 0.01, 601.0] {
+            let e = bench_env(EnvArgs {
+                envs: vec![1],
+                assets: 1,
+                features: 1,
+                lookback: 1,
+                seconds: bad,
+                json: true,
+            })
+            .expect_err("refused")
+            .to_string();
+            assert!(e.contains("--seconds") && e.contains("got"), "{e}");
+        }
+    }
 }

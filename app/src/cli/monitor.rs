@@ -58,6 +58,9 @@ pub fn run(args: MonitorArgs) -> anyhow::Result<()> {
 
     let watched = args.pid.unwrap_or_else(std::process::id);
     let host = SysinfoHostProbe::new(Some(watched)).context("CPU/process probe")?;
+    if let Some(pid) = args.pid {
+        anyhow::ensure!(host.process_exists(), "--pid {pid}: no such process");
+    }
     let cores = host.core_count();
     let discovery = GpuDiscovery::discover(&args.drm_root, watched);
     let gpus = discovery.devices();
@@ -112,6 +115,9 @@ pub fn run(args: MonitorArgs) -> anyhow::Result<()> {
     }
     let mut seen_problems = HashSet::new();
     let mut received = 0u64;
+    // The newest sample's number: the samples before it that never arrived were dropped by
+    // the sampler's channel while this loop lagged (a held pager, a slow disk).
+    let mut last_seq = 0u64;
     // Far more than a tick can take (its probes get half an interval): a stall here is a bug
     // worth an error rather than a hang.
     let patience = interval * 4 + Duration::from_secs(10);
@@ -127,6 +133,7 @@ pub fn run(args: MonitorArgs) -> anyhow::Result<()> {
             Err(RecvTimeoutError::Disconnected) => anyhow::bail!("the sampler thread ended"),
         };
         received += 1;
+        last_seq = last_seq.max(tick.seq);
         for p in &tick.problems {
             if seen_problems.insert(p.clone()) {
                 eprintln!("note: {p}");
@@ -148,22 +155,53 @@ pub fn run(args: MonitorArgs) -> anyhow::Result<()> {
         }
     }
     let stats = sampler.stop();
-    if !args.json {
+    let dropped = last_seq.saturating_sub(received);
+    if args.json {
+        // Stdout stays one JSON object per line; the samples' `seq` shows where the gaps are.
+        if dropped > 0 {
+            eprintln!("note: {}", dropped_note(dropped, args.csv.is_some()));
+        }
+    } else {
         let skipped: u64 = stats.skipped.values().sum();
         println!(
-            "{received} samples{}{}",
-            if skipped > 0 {
-                format!(", {skipped} probe answers too late")
-            } else {
-                String::new()
-            },
-            match &args.csv {
-                Some(p) => format!(", written to {}", p.display()),
-                None => String::new(),
-            }
+            "{}",
+            summary_line(received, dropped, skipped, args.csv.as_deref())
         );
     }
     Ok(())
+}
+
+fn dropped_note(dropped: u64, csv: bool) -> String {
+    format!(
+        "{dropped} samples dropped (the output lagged behind the sampler): missing from the output{}",
+        if csv { " and the CSV" } else { "" }
+    )
+}
+
+/// The last line of the table: samples shown, dropped, answered late, and where they went.
+fn summary_line(
+    received: u64,
+    dropped: u64,
+    skipped: u64,
+    csv: Option<&std::path::Path>,
+) -> String {
+    format!(
+        "{received} samples{}{}{}",
+        if dropped > 0 {
+            format!(", {}", dropped_note(dropped, csv.is_some()))
+        } else {
+            String::new()
+        },
+        if skipped > 0 {
+            format!(", {skipped} probe answers too late")
+        } else {
+            String::new()
+        },
+        match csv {
+            Some(p) => format!(", written to {}", p.display()),
+            None => String::new(),
+        }
+    )
 }
 
 fn describe(g: &GpuInfo) -> String {
@@ -253,4 +291,23 @@ fn print_tick(tick: &Tick, gpus: usize) {
             .map(|t| format!("  trial {t}"))
             .unwrap_or_default()
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    /// Samples the channel dropped while the output lagged are said in the last line, not
+    /// lost without a word.
+    #[test]
+    fn the_summary_says_how_many_samples_were_dropped() {
+        let line = summary_line(10, 3, 0, Some(Path::new("gpu.csv")));
+        assert_eq!(
+            line,
+            "10 samples, 3 samples dropped (the output lagged behind the sampler): missing from the output and the CSV, written to gpu.csv"
+        );
+        assert_eq!(summary_line(10, 0, 0, None), "10 samples");
+    }
 }

@@ -114,22 +114,46 @@ fn user_number(t: &TrialRecord, key: &str) -> Option<f64> {
         .and_then(|(_, v)| serde_json::Value::from(v).as_f64())
 }
 
-/// Trials of `host` running at `t`'s midpoint, `t` included.
-fn concurrent_at_midpoint(t: &TrialRecord, all: &[(TrialRecord, Option<String>)]) -> usize {
-    let (Some(start), Some(end)) = (t.datetime_start, t.datetime_complete) else {
+/// When a trial ran, and where: its worker's label (`host/worker-2`) and its device's slot
+/// label (`wgpu:0`, `cpu#1`).
+#[derive(Debug, Clone, Copy)]
+struct Span<'a> {
+    trial_id: i64,
+    start: Option<chrono::NaiveDateTime>,
+    complete: Option<chrono::NaiveDateTime>,
+    worker: Option<&'a str>,
+    device: Option<&'a str>,
+}
+
+/// Whether two slot labels are one device (`cpu` and `cpu#1` are); a label unknown on either
+/// side may be.
+fn same_device(a: Option<&str>, b: Option<&str>) -> bool {
+    let (Some(a), Some(b)) = (a, b) else {
+        return true;
+    };
+    match (device_of(a), device_of(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a.split('#').next() == b.split('#').next(),
+    }
+}
+
+/// Trials of `t`'s host and device running at its midpoint, `t` included: a trial on another
+/// card (or a GPU trial beside CPU ones) does not share what `t` trained on.
+fn concurrent_at_midpoint(t: i64, all: &[Span<'_>]) -> usize {
+    let Some(me) = all.iter().find(|o| o.trial_id == t) else {
+        return 1;
+    };
+    let (Some(start), Some(end)) = (me.start, me.complete) else {
         return 1;
     };
     let mid = start + (end - start) / 2;
-    let host = all
-        .iter()
-        .find(|(o, _)| o.trial_id == t.trial_id)
-        .map(|(_, w)| host_of(w.as_deref()))
-        .unwrap_or("");
+    let host = host_of(me.worker);
     all.iter()
-        .filter(|(o, w)| {
-            host_of(w.as_deref()) == host
-                && o.datetime_start.is_some_and(|s| s <= mid)
-                && o.datetime_complete.is_none_or(|c| c >= mid)
+        .filter(|o| {
+            host_of(o.worker) == host
+                && same_device(o.device, me.device)
+                && o.start.is_some_and(|s| s <= mid)
+                && o.complete.is_none_or(|c| c >= mid)
         })
         .count()
         .max(1)
@@ -159,9 +183,15 @@ pub fn speed(
         let meta = storage.run_metadata(t.trial_id)?;
         with_meta.push((t, meta));
     }
-    let workers: Vec<(TrialRecord, Option<String>)> = with_meta
+    let workers: Vec<Span<'_>> = with_meta
         .iter()
-        .map(|(t, m)| (t.clone(), m.as_ref().and_then(|m| m.worker.clone())))
+        .map(|(t, m)| Span {
+            trial_id: t.trial_id,
+            start: t.datetime_start,
+            complete: t.datetime_complete,
+            worker: m.as_ref().and_then(|m| m.worker.as_deref()),
+            device: m.as_ref().map(|m| m.device.as_str()),
+        })
         .collect();
     let mut chosen: Vec<_> = with_meta
         .iter()
@@ -250,7 +280,7 @@ pub fn speed(
         let (eval_share, compile) = phase_shares(|p: &str| user_number(t, &format!("phase_{p}_s")));
         let compile_not_apart = t.user_attrs.iter().any(|(k, _)| k == "compile_not_apart");
         let steady = user_number(t, "steady_samples_per_s");
-        let concurrent = concurrent_at_midpoint(t, &workers);
+        let concurrent = concurrent_at_midpoint(t.trial_id, &workers);
         let ratio = rate.map(|p| achieved / p);
         let causes = causes(&Evidence {
             not_here: not_here.as_deref(),
@@ -335,8 +365,8 @@ fn causes(e: &Evidence<'_>) -> Vec<String> {
     let slow = e.ratio.is_some_and(|r| r < SLOW_RATIO);
     if slow && e.concurrent > 1 {
         causes.push(format!(
-            "oversubscribed: {} trials trained at once on this host, sharing its \
-             cores — run fewer workers per device (alone it reaches {:.0} samples/s)",
+            "oversubscribed: {} trials trained at once on this device of this host, sharing \
+             it — run fewer workers per device (alone it reaches {:.0} samples/s)",
             e.concurrent,
             e.rate.unwrap_or(f64::NAN)
         ));
@@ -505,6 +535,44 @@ mod tests {
         assert_eq!(named.len(), 1, "{named:?}");
         assert!(
             named[0].starts_with("compiling kernels inside every update"),
+            "{named:?}"
+        );
+    }
+
+    /// Two overlapping trials, one on `wgpu:0` and one on the CPU: neither shared the
+    /// other's device, so neither is "oversubscribed"; two CPU slots of one host are.
+    #[test]
+    fn only_trials_on_the_same_device_count_as_at_once() {
+        let at =
+            |s: i64| chrono::DateTime::from_timestamp(1_700_000_000 + s, 0).map(|d| d.naive_utc());
+        let span = |trial_id, device| Span {
+            trial_id,
+            start: at(0),
+            complete: at(100),
+            worker: Some("box/worker-0"),
+            device: Some(device),
+        };
+        let gpu_and_cpu = [span(0, "wgpu:0"), span(1, "cpu")];
+        assert_eq!(concurrent_at_midpoint(0, &gpu_and_cpu), 1);
+        let two_cards = [span(0, "wgpu:0"), span(1, "wgpu:1")];
+        assert_eq!(concurrent_at_midpoint(0, &two_cards), 1);
+        let two_cpu_slots = [span(0, "cpu"), span(1, "cpu#1")];
+        assert_eq!(concurrent_at_midpoint(0, &two_cpu_slots), 2);
+        // A slow trial alone on its card is not told it was oversubscribed.
+        let cfg = PpoTrialConfig::default();
+        let named = causes(&Evidence {
+            not_here: None,
+            rate: Some(1000.0),
+            ratio: Some(0.5),
+            concurrent: concurrent_at_midpoint(0, &gpu_and_cpu),
+            eval_share: None,
+            compile: None,
+            compile_not_apart: false,
+            steady: None,
+            cfg: &cfg,
+        });
+        assert!(
+            !named.iter().any(|c| c.contains("oversubscribed")),
             "{named:?}"
         );
     }

@@ -66,6 +66,12 @@ impl SysinfoHostProbe {
         Ok(probe)
     }
 
+    /// Whether the watched process existed at the last refresh (a `--pid` of no process
+    /// gives no process figures at all).
+    pub fn process_exists(&self) -> bool {
+        self.system.process(self.pid).is_some()
+    }
+
     /// Logical CPUs the probe reports (one `cpuN_pct` column each).
     pub fn core_count(&self) -> usize {
         self.system.cpus().len()

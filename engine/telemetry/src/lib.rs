@@ -47,11 +47,11 @@ pub use phase::{Phase, PhaseSplit, PhaseTimer};
 pub use ring::{PlotPoint, Ring};
 pub use sampler::{
     DeviceProcesses, RunningTrial, Sampler, SamplerConfig, SamplerCore, SamplerHandle,
-    SamplerStats, Tick,
+    SamplerStats, Tick, TrialTotals,
 };
 pub use sink::{MemorySink, StorageSink, TelemetryRow, TelemetrySink};
 pub use source::{DeviceReading, GpuSource, HostSource, Source, SourceReading};
-pub use summary::{DeviceSummary, TrialFacts, TrialSummary};
+pub use summary::{DeviceSummary, SeriesSet, SeriesTotals, TrialFacts, TrialSummary};
 pub use verdict::{CpuSharing, DeviceFacts, GpuWork, Verdict, VerdictInput, VerdictKind, verdicts};
 pub use wide::{CsvLog, WideLayout};
 

@@ -30,6 +30,7 @@ use super::metric::{DeviceTag, Metric};
 use super::ring::{PlotPoint, Ring};
 use super::sink::{TelemetryRow, TelemetrySink};
 use super::source::{DeviceReading, Source};
+use super::summary::SeriesSet;
 use super::worker::{Asked, ProbeWorker};
 
 /// The shortest interval: NVML's utilisation counters are themselves averaged over 1/6 s to
@@ -178,6 +179,50 @@ pub struct DeviceProcesses {
     pub list: Vec<GpuProcess>,
 }
 
+/// One trial's readings from [`SamplerHandle::begin_trial`] to [`SamplerHandle::end_trial`],
+/// condensed as they arrive: the whole trial whatever its length, where the live-view rings
+/// keep only their last `ring_capacity` points.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TrialTotals {
+    pub trial: u64,
+    /// The device the trial ran on (`None`: not known, every device's readings are kept).
+    pub device: Option<DeviceTag>,
+    /// The trial's device and the host, per metric.
+    pub series: SeriesSet,
+    /// The first and the last tick taken while the trial ran.
+    pub first: Option<DateTime<Utc>>,
+    pub last: Option<DateTime<Utc>>,
+    /// Other trials of this process seen running at its ticks, with their devices: the
+    /// process's CPU use is then not this trial's alone.
+    pub others: BTreeMap<u64, Option<DeviceTag>>,
+}
+
+impl TrialTotals {
+    fn add(&mut self, tick: &Tick) {
+        let t = tick.timestamp.timestamp_micros() as f64 / 1e6;
+        for r in &tick.readings {
+            let keep = match self.device {
+                None => true,
+                Some(mine) => r.device == mine || r.device == DeviceTag::Host,
+            };
+            if keep {
+                for (m, v) in &r.values {
+                    self.series.push(r.device, *m, t, *v);
+                }
+            }
+        }
+        self.first.get_or_insert(tick.timestamp);
+        self.last = Some(tick.timestamp);
+        for other in tick.running.iter().filter(|o| o.trial != self.trial) {
+            self.others.insert(other.trial, other.device);
+        }
+    }
+}
+
+/// Finished trials' totals kept for their summary; beyond this many, the oldest are dropped
+/// (a caller that never asks for them does not grow the sampler without end).
+const FINISHED_KEPT: usize = 256;
+
 /// What a handle asks of the sampler thread.
 enum Command {
     /// Take a tick now, hand its rows to the sink, then answer.
@@ -190,6 +235,10 @@ enum Command {
 struct Shared {
     running: Mutex<Vec<RunningTrial>>,
     rings: Mutex<HashMap<(DeviceTag, Metric), Ring>>,
+    /// Running trials' totals (those begun with [`SamplerHandle::begin_trial`]), and the
+    /// finished ones not yet taken, oldest first.
+    open: Mutex<HashMap<u64, TrialTotals>>,
+    finished: Mutex<std::collections::VecDeque<TrialTotals>>,
     /// The latest process list of each card whose probe lists them.
     processes: Mutex<HashMap<DeviceTag, DeviceProcesses>>,
     stats: Mutex<SamplerStats>,
@@ -246,6 +295,14 @@ impl SamplerHandle {
         {
             let mut running = lock(&self.shared.running);
             running.retain(|r| r.trial != trial);
+            lock(&self.shared.open).insert(
+                trial,
+                TrialTotals {
+                    trial,
+                    device,
+                    ..TrialTotals::default()
+                },
+            );
             running.push(RunningTrial { trial, device });
         }
         self.sample_now();
@@ -254,7 +311,38 @@ impl SamplerHandle {
     /// `trial` ends: one last sample tagged with it is taken and stored, then its tag is removed.
     pub fn end_trial(&self, trial: u64) {
         self.sample_now();
-        lock(&self.shared.running).retain(|r| r.trial != trial);
+        let mut running = lock(&self.shared.running);
+        running.retain(|r| r.trial != trial);
+        if let Some(totals) = lock(&self.shared.open).remove(&trial) {
+            let mut finished = lock(&self.shared.finished);
+            if finished.len() >= FINISHED_KEPT {
+                finished.pop_front();
+            }
+            finished.push_back(totals);
+        }
+    }
+
+    /// Takes the totals of the finished trial that ran on `device` within `window` (its
+    /// first and last ticks inside it): of several, the one spanning most of it, since a
+    /// trial that began after this one and ended before it also lies inside its window.
+    /// `None` when no trial begun with [`Self::begin_trial`] matches.
+    pub fn take_trial_totals(
+        &self,
+        window: (DateTime<Utc>, DateTime<Utc>),
+        device: Option<DeviceTag>,
+    ) -> Option<TrialTotals> {
+        let mut finished = lock(&self.shared.finished);
+        let best = finished
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| {
+                let (first, last) = (t.first?, t.last?);
+                (t.device == device && first >= window.0 && last <= window.1)
+                    .then_some((i, last - first))
+            })
+            .max_by_key(|(_, span)| *span)?
+            .0;
+        finished.remove(best)
     }
 
     /// Asks the sampler thread for a tick now, its rows handed to the sink at once, and waits
@@ -334,6 +422,8 @@ impl SamplerCore {
             shared: Arc::new(Shared {
                 running: Mutex::new(Vec::new()),
                 rings: Mutex::new(HashMap::new()),
+                open: Mutex::new(HashMap::new()),
+                finished: Mutex::new(std::collections::VecDeque::new()),
                 processes: Mutex::new(HashMap::new()),
                 stats: Mutex::new(SamplerStats::default()),
                 commands: Mutex::new(None),
@@ -426,6 +516,14 @@ impl SamplerCore {
                         .entry((r.device, *m))
                         .or_insert_with(|| Ring::new(self.config.ring_capacity))
                         .push(t, *v);
+                }
+            }
+        }
+        {
+            let mut open = lock(&self.shared.open);
+            for r in &tick.running {
+                if let Some(totals) = open.get_mut(&r.trial) {
+                    totals.add(tick);
                 }
             }
         }

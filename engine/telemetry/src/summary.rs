@@ -66,25 +66,68 @@ pub struct TrialFacts {
     pub phases: Option<PhaseSplit>,
 }
 
-fn mean(v: &[f64]) -> Option<f64> {
-    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+/// One metric of one device over a trial, condensed as its points arrive: what the summary
+/// needs of a series (count, sum, peak, trapezoid energy, throttle counts) without keeping the
+/// points, so a trial of any length is summarised whole.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct SeriesTotals {
+    pub count: usize,
+    pub sum: f64,
+    pub peak: Option<f64>,
+    /// The trapezoid rule over (seconds, value) so far; `None` below two points.
+    pub integral: Option<f64>,
+    /// The newest point (seconds, value), the next trapezoid's left side.
+    pub last: Option<(f64, f64)>,
+    /// For the throttle mask: every reason seen, and the points that held a thermal or a
+    /// power reason.
+    pub mask_seen: u32,
+    pub thermal: usize,
+    pub power: usize,
 }
 
-fn peak(v: &[f64]) -> Option<f64> {
-    v.iter().copied().reduce(f64::max)
-}
-
-/// Trapezoid rule over (seconds, watts) in time order.
-fn integrate(points: &[(f64, f64)]) -> Option<f64> {
-    if points.len() < 2 {
-        return None;
+impl SeriesTotals {
+    /// Adds the point `(t, v)`; points come in time order.
+    pub fn push(&mut self, t: f64, v: f64) {
+        self.count += 1;
+        self.sum += v;
+        self.peak = Some(self.peak.map_or(v, |p| p.max(v)));
+        if let Some((t0, v0)) = self.last {
+            *self.integral.get_or_insert(0.0) += 0.5 * (v0 + v) * (t - t0);
+        }
+        self.last = Some((t, v));
+        let mask = ThrottleReasons(v as u32);
+        self.mask_seen |= mask.0;
+        self.thermal += usize::from(mask.is_thermal());
+        self.power += usize::from(mask.is_power());
     }
-    Some(
-        points
-            .windows(2)
-            .map(|w| 0.5 * (w[0].1 + w[1].1) * (w[1].0 - w[0].0))
-            .sum(),
-    )
+
+    pub fn mean(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.sum / self.count as f64)
+    }
+}
+
+/// Every series of a trial, condensed: per (device, metric), in time order of arrival.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SeriesSet {
+    pub series: BTreeMap<(DeviceTag, Metric), SeriesTotals>,
+}
+
+impl SeriesSet {
+    pub fn push(&mut self, device: DeviceTag, metric: Metric, t: f64, v: f64) {
+        self.series.entry((device, metric)).or_default().push(t, v);
+    }
+
+    fn get(&self, d: DeviceTag, m: Metric) -> Option<&SeriesTotals> {
+        self.series.get(&(d, m))
+    }
+
+    fn mean(&self, d: DeviceTag, m: Metric) -> Option<f64> {
+        self.get(d, m).and_then(SeriesTotals::mean)
+    }
+
+    fn peak(&self, d: DeviceTag, m: Metric) -> Option<f64> {
+        self.get(d, m).and_then(|s| s.peak)
+    }
 }
 
 impl TrialSummary {
@@ -102,16 +145,21 @@ impl TrialSummary {
                 .or_default()
                 .push((t, r.value));
         }
-        for s in series.values_mut() {
-            s.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut set = SeriesSet::default();
+        for ((d, m), mut points) in series {
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            for (t, v) in points {
+                set.push(d, m, t, v);
+            }
         }
-        let values = |d: DeviceTag, m: Metric| -> Vec<f64> {
-            series
-                .get(&(d, m))
-                .map(|s| s.iter().map(|p| p.1).collect())
-                .unwrap_or_default()
-        };
-        let mut gpus: Vec<u32> = series
+        TrialSummary::from_series(&set, facts)
+    }
+
+    /// Condenses series already condensed as their points arrived (the sampler's per-trial
+    /// totals).
+    pub fn from_series(set: &SeriesSet, facts: TrialFacts) -> TrialSummary {
+        let mut gpus: Vec<u32> = set
+            .series
             .keys()
             .filter_map(|(d, _)| match d {
                 DeviceTag::Gpu(i) => Some(*i),
@@ -123,42 +171,35 @@ impl TrialSummary {
             .into_iter()
             .map(|i| {
                 let d = DeviceTag::Gpu(i);
-                let util = values(d, Metric::UtilPct);
-                let mem = values(d, Metric::MemUsedMib);
-                let temps: Vec<f64> = [Metric::TempC, Metric::TempJunctionC, Metric::TempMemC]
+                let peak_temp_c = [Metric::TempC, Metric::TempJunctionC, Metric::TempMemC]
                     .into_iter()
-                    .flat_map(|m| values(d, m))
-                    .collect();
-                let throttles: Vec<ThrottleReasons> = values(d, Metric::ThrottleMask)
-                    .into_iter()
-                    .map(|v| ThrottleReasons(v as u32))
-                    .collect();
-                let seen = ThrottleReasons(throttles.iter().fold(0, |acc, t| acc | t.0));
-                let share = |f: fn(&ThrottleReasons) -> bool| {
-                    (!throttles.is_empty()).then(|| {
-                        throttles.iter().filter(|t| f(t)).count() as f64 / throttles.len() as f64
-                    })
-                };
-                let samples = series
+                    .filter_map(|m| set.peak(d, m))
+                    .reduce(f64::max);
+                let throttle = set.get(d, Metric::ThrottleMask).filter(|t| t.count > 0);
+                let seen = ThrottleReasons(throttle.map_or(0, |t| t.mask_seen));
+                let share =
+                    |n: fn(&SeriesTotals) -> usize| throttle.map(|t| n(t) as f64 / t.count as f64);
+                let samples = set
+                    .series
                     .iter()
                     .filter(|((dev, _), _)| *dev == d)
-                    .map(|(_, s)| s.len())
+                    .map(|(_, s)| s.count)
                     .max()
                     .unwrap_or(0);
                 DeviceSummary {
                     device: d.to_string(),
                     samples,
-                    mean_util_pct: mean(&util),
-                    peak_util_pct: peak(&util),
-                    mean_mem_used_mib: mean(&mem),
-                    peak_mem_used_mib: peak(&mem),
-                    mem_total_mib: peak(&values(d, Metric::MemTotalMib)),
-                    peak_process_mem_used_mib: peak(&values(d, Metric::ProcessMemUsedMib)),
-                    peak_temp_c: peak(&temps),
-                    energy_j: series.get(&(d, Metric::PowerW)).and_then(|s| integrate(s)),
+                    mean_util_pct: set.mean(d, Metric::UtilPct),
+                    peak_util_pct: set.peak(d, Metric::UtilPct),
+                    mean_mem_used_mib: set.mean(d, Metric::MemUsedMib),
+                    peak_mem_used_mib: set.peak(d, Metric::MemUsedMib),
+                    mem_total_mib: set.peak(d, Metric::MemTotalMib),
+                    peak_process_mem_used_mib: set.peak(d, Metric::ProcessMemUsedMib),
+                    peak_temp_c,
+                    energy_j: set.get(d, Metric::PowerW).and_then(|s| s.integral),
                     throttle_reasons_seen: seen.names().into_iter().map(String::from).collect(),
-                    thermal_throttle_fraction: share(ThrottleReasons::is_thermal),
-                    power_throttle_fraction: share(ThrottleReasons::is_power),
+                    thermal_throttle_fraction: share(|t| t.thermal),
+                    power_throttle_fraction: share(|t| t.power),
                 }
             })
             .collect();
@@ -170,9 +211,9 @@ impl TrialSummary {
             phases: facts.phases,
             devices,
             host: HostSummary {
-                mean_cpu_pct: mean(&values(DeviceTag::Host, Metric::CpuPct)),
-                mean_process_cpu_pct: mean(&values(DeviceTag::Host, Metric::ProcessCpuPct)),
-                peak_rss_mib: peak(&values(DeviceTag::Host, Metric::RssMib)),
+                mean_cpu_pct: set.mean(DeviceTag::Host, Metric::CpuPct),
+                mean_process_cpu_pct: set.mean(DeviceTag::Host, Metric::ProcessCpuPct),
+                peak_rss_mib: set.peak(DeviceTag::Host, Metric::RssMib),
             },
         }
     }

@@ -106,7 +106,9 @@ pub struct VerdictInput {
     /// Trials that trained on the trial's GPU at the same time, its own included (0 or 1:
     /// alone).
     pub trials_on_device: usize,
-    /// The process's mean CPU use while the trial ran, percent of one core.
+    /// The process's mean CPU use while the trial ran, percent of one core (all its threads).
+    /// Give it only where the trial was the only one running in the process: other trials'
+    /// threads count in it too, and it then says nothing of the thread feeding this trial's GPU.
     pub process_cpu_pct: Option<f64>,
 }
 
@@ -237,14 +239,24 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
         .filter(|p| p.total_s() > 0.0)
         .is_some_and(|p| p.fraction(Phase::Compile) >= COMPILE_HEAVY)
         || input.gpu_work.is_some_and(|w| w.compile_not_apart);
-    // A GPU under half busy while the thread feeding it is busy, and not compiling: the time
-    // goes to launching kernels and waiting on round-trips, not to arithmetic.
+    // The environment stepping on the host for most of the timed phases: the process's CPU is
+    // busy with it, not with feeding the card (that is the env-bound verdict).
+    let host_env_bound = !input.on_device_env
+        && input
+            .phases
+            .filter(|p| p.total_s() > 0.0)
+            .is_some_and(|p| p.fraction(Phase::Env) >= PHASE_BOUND);
+    // A GPU under half busy while the process feeding it is busy, and not compiling: the time
+    // goes to launching kernels and waiting on round-trips, not to arithmetic. The process's
+    // CPU is the feeding thread's only where nothing else in it is busy: `process_cpu_pct` is
+    // given only for a trial alone in its process, and host env stepping rules it out.
     let dispatch_bound = input.gpu_work.is_some()
         && busiest.is_some_and(|(_, u)| u < GPU_UNDERFED_PCT)
         && input
             .process_cpu_pct
             .is_some_and(|c| c >= SUBMITTER_BUSY_PCT)
-        && !compiling;
+        && !compiling
+        && !host_env_bound;
     let shared = input.trials_on_device > 1 && busiest.is_none_or(|(_, u)| u < GPU_SATURATED_PCT);
 
     if let Some(p) = input.phases.filter(|p| p.total_s() > 0.0) {
@@ -363,7 +375,7 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
             say(
                 VerdictKind::DispatchBound,
                 format!(
-                    "dispatch-bound: {} only {u:.0} % busy while the thread feeding it was busy ({:.0} % of a core{per}): the cost is per kernel launch and per round-trip, not per FLOP — fewer, larger launches help (more envs per step, the environment on the device); a larger batch_size does not by itself{replay}",
+                    "dispatch-bound: {} only {u:.0} % busy while the process feeding it, the only trial running in it, used {:.0} % of a core (all its threads, measured for the process{per}): the cost is per kernel launch and per round-trip, not per FLOP — fewer, larger launches help (more envs per step, the environment on the device); a larger batch_size does not by itself{replay}",
                     d.device,
                     input.process_cpu_pct.unwrap_or(0.0)
                 ),

@@ -383,30 +383,58 @@ fn peer_row(c: &TrainBenchConfig, precision: &str, run: &PeerRun, ours_best: Opt
     );
 }
 
+/// The `--precisions` asked for, split by whether the device computes in them.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Precisions {
+    pub kept: Vec<Precision>,
+    /// Each precision skipped, with why.
+    pub skipped: Vec<(Precision, String)>,
+}
+
+impl Precisions {
+    /// `[{precision, reason}]`, for the JSON: a skipped precision is said there too.
+    pub fn skipped_json(&self) -> serde_json::Value {
+        self.skipped
+            .iter()
+            .map(|(p, why)| serde_json::json!({ "precision": p.to_string(), "reason": why }))
+            .collect()
+    }
+}
+
 /// The `--precisions` asked for that `spec` computes in; each other one is skipped with a note
-/// on stderr (unless `quiet`), and none at all is an error.
-pub(super) fn device_precisions(
-    spec: DeviceSpec,
+/// on stderr (stdout may be JSON) and in the result, and none at all is an error.
+pub(super) fn device_precisions(spec: DeviceSpec, names: &[String]) -> anyhow::Result<Precisions> {
+    precisions_where(names, |p| {
+        tradetune_engine::device::check_precision(spec, p).map_err(|e| e.to_string())
+    })
+}
+
+fn precisions_where(
     names: &[String],
-    quiet: bool,
-) -> anyhow::Result<Vec<Precision>> {
-    let mut precisions = Vec::new();
+    check: impl Fn(Precision) -> Result<(), String>,
+) -> anyhow::Result<Precisions> {
+    let mut out = Precisions {
+        kept: Vec::new(),
+        skipped: Vec::new(),
+    };
     for p in names {
         let p: Precision = p
             .trim()
             .parse()
             .map_err(|e: String| anyhow::anyhow!("--precisions: {e}"))?;
-        match tradetune_engine::device::check_precision(spec, p) {
-            Ok(()) => precisions.push(p),
-            Err(e) if !quiet => eprintln!("skipping {p}: {e}"),
-            Err(_) => {}
+        match check(p) {
+            Ok(()) => out.kept.push(p),
+            Err(e) => {
+                eprintln!("skipping {p}: {e}");
+                out.skipped.push((p, e));
+            }
         }
     }
     anyhow::ensure!(
-        !precisions.is_empty(),
-        "no precision this device supports was asked for"
+        !out.kept.is_empty(),
+        "--precisions: no precision this device supports was asked for"
     );
-    Ok(precisions)
+    Ok(out)
 }
 
 pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
@@ -454,7 +482,8 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
             runs.extend(minibatches.iter().map(|&m| (p, r, m)));
         }
     }
-    let precisions = device_precisions(spec, &args.precisions, args.json)?;
+    let asked = device_precisions(spec, &args.precisions)?;
+    let precisions = asked.kept.clone();
     // The peer's scripts, written out before anything is measured (a failure is told first).
     let scripts = match &args.peer {
         Some(_) => Some(peer_scripts()?),
@@ -715,6 +744,7 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
             "runs": results,
             "replay_gains": gains,
             "peer": peers,
+            "skipped_precisions": asked.skipped_json(),
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
     }
@@ -730,6 +760,26 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
 mod tests {
     use super::*;
     use tradetune_engine::device::kernel_timing::KernelTime;
+
+    /// A precision the device lacks is kept in the result with its reason, for the JSON
+    /// (where the note on stderr was left out before).
+    #[test]
+    fn a_skipped_precision_is_in_the_json_with_its_reason() {
+        let asked = precisions_where(&["f32".into(), "f16".into()], |p| match p {
+            Precision::F16 => Err("no shader-f16 on this adapter".into()),
+            _ => Ok(()),
+        })
+        .expect("f32 is kept");
+        assert_eq!(asked.kept, [Precision::F32]);
+        assert_eq!(
+            asked.skipped_json(),
+            serde_json::json!([{ "precision": "f16", "reason": "no shader-f16 on this adapter" }])
+        );
+        let none = precisions_where(&["f16".into()], |_| Err("no".into()))
+            .expect_err("nothing left")
+            .to_string();
+        assert!(none.contains("--precisions"), "{none}");
+    }
 
     #[test]
     fn a_kernel_line_gives_each_parts_device_time_and_says_which_clock() {

@@ -117,7 +117,7 @@ pub(super) fn bench_matmul(args: MatmulArgs) -> anyhow::Result<()> {
     }
     let configs = TrainBenchConfig::all_named(&args.configs)
         .map_err(|e| anyhow::anyhow!("--configs: {e}"))?;
-    let precisions = super::gpu::device_precisions(spec, &args.precisions, false)?;
+    let precisions = super::gpu::device_precisions(spec, &args.precisions)?.kept;
     let device = open(spec)?;
     let features = matmul_features(&device)?;
     if !args.json {

@@ -10,6 +10,7 @@ use tradetune_engine::front::launch::{Liveness, StudyLaunch, StudyPlace};
 use tradetune_engine::study::file::StudyFile;
 use tradetune_engine::study::ppo_trial::read_study_file;
 use tradetune_engine::study::preset;
+use tradetune_engine::telemetry::sampler::{MAX_INTERVAL, MIN_INTERVAL};
 
 /// A study file, or a bundled preset instead (`study run`, `create`, `reseed`, `speed`).
 #[derive(Debug, Args)]
@@ -56,8 +57,8 @@ pub struct LivenessArgs {
     /// process (or worker) and is marked FAIL before the next trial starts.
     #[arg(long, default_value_t = 60.0)]
     pub stale_after: f64,
-    /// Seconds between telemetry samples stored with the study (0 = no device sampling; each
-    /// trial's phases, samples/s and verdict are stored either way).
+    /// Seconds between telemetry samples stored with the study, 0.1 to 60 (0 = no device
+    /// sampling; each trial's phases, samples/s and verdict are stored either way).
     #[arg(long, default_value_t = 1.0)]
     pub telemetry_interval: f64,
 }
@@ -68,13 +69,23 @@ impl LivenessArgs {
         Ok(Liveness {
             heartbeat: seconds(self.heartbeat, "--heartbeat")?,
             stale_after: seconds(self.stale_after, "--stale-after")?,
-            telemetry: if self.telemetry_interval <= 0.0 {
-                None
-            } else {
-                Some(seconds(self.telemetry_interval, "--telemetry-interval")?)
-            },
+            telemetry: telemetry_interval(self.telemetry_interval)?,
         })
     }
+}
+
+/// `--telemetry-interval`: 0 for off, else within the sampler's range (it would refuse any
+/// other, and the study would run without telemetry).
+fn telemetry_interval(v: f64) -> anyhow::Result<Option<Duration>> {
+    if v == 0.0 {
+        return Ok(None);
+    }
+    let (min, max) = (MIN_INTERVAL.as_secs_f64(), MAX_INTERVAL.as_secs_f64());
+    anyhow::ensure!(
+        v.is_finite() && (min..=max).contains(&v),
+        "--telemetry-interval: must be 0 (off) or {min} to {max} seconds, got {v}"
+    );
+    Ok(Some(Duration::from_secs_f64(v)))
 }
 
 fn seconds(v: f64, flag: &str) -> anyhow::Result<Duration> {
@@ -83,4 +94,38 @@ fn seconds(v: f64, flag: &str) -> anyhow::Result<Duration> {
         "{flag}: must be a positive number of seconds, got {v}"
     );
     Duration::try_from_secs_f64(v).with_context(|| format!("{flag}: {v} s is too long"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn liveness(telemetry_interval: f64) -> anyhow::Result<Liveness> {
+        LivenessArgs {
+            heartbeat: 10.0,
+            stale_after: 60.0,
+            telemetry_interval,
+        }
+        .liveness()
+    }
+
+    /// An interval the sampler would not use is refused at once, naming the flag and the
+    /// range, instead of a study that runs without telemetry.
+    #[test]
+    fn a_telemetry_interval_out_of_the_samplers_range_is_refused() {
+        for bad in [0.05, 61.0, -1.0, f64::NAN] {
+            let e = liveness(bad).expect_err("out of range").to_string();
+            assert!(
+                e.contains("--telemetry-interval") && e.contains("0.1 to 60"),
+                "{e}"
+            );
+        }
+        assert_eq!(liveness(0.0).map(|l| l.telemetry).ok(), Some(None));
+        for good in [0.1, 1.0, 60.0] {
+            assert_eq!(
+                liveness(good).map(|l| l.telemetry).ok(),
+                Some(Some(Duration::from_secs_f64(good)))
+            );
+        }
+    }
 }

@@ -31,6 +31,10 @@ pub struct SpeedArgs {
 }
 
 pub fn run(args: SpeedArgs) -> anyhow::Result<()> {
+    // Before anything is read: 0 was measured as 1 (--limit), or refused without the flag's
+    // name (--updates).
+    anyhow::ensure!(args.limit >= 1, "--limit: must be at least 1, got 0");
+    anyhow::ensure!(args.updates >= 1, "--updates: must be at least 1, got 0");
     let file = args.study.study_file()?;
     let db = super::db_path(args.db)?;
     crate::launch::require_db(&db)?;
@@ -41,7 +45,7 @@ pub fn run(args: SpeedArgs) -> anyhow::Result<()> {
         &storage,
         &file,
         args.trials.as_deref(),
-        args.limit.max(1),
+        args.limit,
         args.updates,
         |k, n| {
             if !json {
@@ -91,4 +95,33 @@ pub fn run(args: SpeedArgs) -> anyhow::Result<()> {
         SLOW_RATIO * 100.0
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(limit: usize, updates: usize) -> SpeedArgs {
+        SpeedArgs {
+            study: crate::cli::study::StudyFileArgs {
+                file: None,
+                preset: Some("cpu".into()),
+            },
+            db: Some(PathBuf::from("/nonexistent/tradetune-speed-test.db")),
+            trials: None,
+            limit,
+            updates,
+            json: true,
+        }
+    }
+
+    /// `--limit 0` was measured as 1 without a word, and `--updates 0`'s error did not name
+    /// the flag: each is refused naming it, before the study is read.
+    #[test]
+    fn a_zero_limit_or_updates_is_refused_naming_the_flag() {
+        let e = run(args(0, 2)).expect_err("refused").to_string();
+        assert!(e.contains("--limit"), "{e}");
+        let e = run(args(10, 0)).expect_err("refused").to_string();
+        assert!(e.contains("--updates"), "{e}");
+    }
 }

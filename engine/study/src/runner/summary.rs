@@ -1,14 +1,15 @@
-//! A trial's telemetry summary, from the sampler's ring buffers over the trial's time window.
+//! A trial's telemetry summary, from the sampler's totals of the trial (its readings from its
+//! first sample to its last, condensed as they arrived).
 //!
 //! Its wall time, samples/s and phase split are the trainer's own accounting, not sampled: a
 //! study run without telemetry (`--telemetry-interval 0`) stores them too, with the verdicts the
 //! phases alone can give (a compile phase, an env-bound split), and no device figures.
 //!
-//! The ring buffers are read rather than the database rows because the sampler hands rows to
-//! the database in batches (every 10 ticks by default): at the moment a trial ends its last
-//! rows may not be stored yet, while the rings hold every tick up to now. With several workers
-//! on one machine the window of a trial overlaps others', so device figures describe the device
-//! while the trial ran, not the trial alone.
+//! The totals are read rather than the live-view ring buffers, which keep only their last 3600
+//! points (an hour at 1 s): a longer trial's energy, means and peaks then covered its end
+//! alone. With several workers on one machine the window of a trial overlaps others', so
+//! device figures describe the device while the trial ran, not the trial alone; and the
+//! process's CPU use is its own only where no other trial ran in the process meanwhile.
 
 use std::time::Duration;
 
@@ -60,6 +61,32 @@ pub(super) fn summarise(
     phases: Option<PhaseSplit>,
     shape: TrialShape,
 ) -> Vec<(String, JsonValue)> {
+    let facts = TrialFacts {
+        trial: None,
+        wall,
+        env_samples,
+        phases,
+    };
+    // The trial's totals, kept by the sampler from its first sample to its last.
+    let totals = sampler.and_then(|s| s.take_trial_totals(window, device));
+    let summary = match &totals {
+        Some(t) => TrialSummary::from_series(&t.series, facts),
+        None => TrialSummary::from_rows(&ring_rows(sampler, window, device), facts),
+    };
+    // The process's CPU use stands for the thread feeding the trial's GPU only where no other
+    // trial ran in the process meanwhile (CPU workers, other cards' trials): their threads
+    // count in it too. Unknown without the trial's totals.
+    let alone = totals.as_ref().is_some_and(|t| t.others.is_empty());
+    finish(summary, device, shape, alone)
+}
+
+/// The trial's rows from the live-view rings over `window`, for a trial the sampler kept no
+/// totals of (one not begun with `begin_trial`): the rings hold only their last points.
+fn ring_rows(
+    sampler: Option<&SamplerHandle>,
+    window: (DateTime<Utc>, DateTime<Utc>),
+    device: Option<DeviceTag>,
+) -> Vec<TelemetryRow> {
     let (start, end) = window;
     let from = start.timestamp_millis() as f64 / 1000.0;
     let to = end.timestamp_millis() as f64 / 1000.0;
@@ -95,15 +122,17 @@ pub(super) fn summarise(
             });
         }
     }
-    let summary = TrialSummary::from_rows(
-        &rows,
-        TrialFacts {
-            trial: None,
-            wall,
-            env_samples,
-            phases,
-        },
-    );
+    rows
+}
+
+/// The user attributes and verdicts of `summary`; `alone`: no other trial ran in the process
+/// while this one did.
+fn finish(
+    summary: TrialSummary,
+    device: Option<DeviceTag>,
+    shape: TrialShape,
+    alone: bool,
+) -> Vec<(String, JsonValue)> {
     let mut attrs: Vec<(String, JsonValue)> = summary
         .user_attrs()
         .into_iter()
@@ -137,6 +166,7 @@ pub(super) fn summarise(
         cpu_sharing: shape.cpu_sharing,
         gpu_work: shape.gpu_work,
         trials_on_device: shape.trials_on_device,
+        process_cpu_pct: summary.host.mean_process_cpu_pct.filter(|_| alone),
         ..VerdictInput::from_summary(&summary, &budgets, shape.on_device_env)
     };
     let found = verdicts(&input);
@@ -154,4 +184,177 @@ pub(super) fn summarise(
         ));
     }
     attrs
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use tradetune_telemetry::{
+        DeviceReading, GpuWork, Metric, SamplerConfig, SamplerCore, Source, SourceReading,
+    };
+
+    use super::*;
+
+    /// gpu0 at 100 W and 30 % busy, the process at 300 % of a core.
+    struct Steady;
+
+    impl Source for Steady {
+        fn name(&self) -> String {
+            "steady".into()
+        }
+        fn read(&mut self) -> SourceReading {
+            SourceReading {
+                readings: vec![
+                    DeviceReading {
+                        device: DeviceTag::Gpu(0),
+                        values: vec![(Metric::PowerW, 100.0), (Metric::UtilPct, 30.0)],
+                    },
+                    DeviceReading {
+                        device: DeviceTag::Host,
+                        values: vec![(Metric::ProcessCpuPct, 300.0)],
+                    },
+                ],
+                problems: vec![],
+                processes: vec![],
+            }
+        }
+    }
+
+    fn core(ring_capacity: usize) -> SamplerCore {
+        SamplerCore::new(
+            SamplerConfig {
+                ring_capacity,
+                ..SamplerConfig::default()
+            },
+            vec![Box::new(Steady)],
+            None,
+        )
+        .expect("sampler")
+    }
+
+    fn at(s: i64) -> DateTime<Utc> {
+        Utc.timestamp_opt(1_700_000_000 + s, 0)
+            .single()
+            .expect("a valid time")
+    }
+
+    /// `ticks` ticks one second apart from `at(0)`.
+    fn drive(core: &mut SamplerCore, ticks: i64) {
+        for s in 0..ticks {
+            core.tick(at(s), Instant::now() + Duration::from_secs(10));
+        }
+    }
+
+    fn get(attrs: &[(String, JsonValue)], key: &str) -> Option<JsonValue> {
+        attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
+    }
+
+    fn gpu_shape() -> TrialShape {
+        TrialShape {
+            gpu_work: Some(GpuWork::default()),
+            trials_on_device: 1,
+            ..TrialShape::default()
+        }
+    }
+
+    /// A trial longer than the live-view ring (30 ticks, a ring of 10) is summarised whole:
+    /// 29 s at 100 W is 2900 J, where the ring's last 10 points give 900.
+    #[test]
+    fn a_trial_longer_than_the_ring_is_summarised_whole() {
+        let mut core = core(10);
+        let handle = core.handle();
+        handle.begin_trial(7, Some(DeviceTag::Gpu(0)));
+        drive(&mut core, 30);
+        handle.end_trial(7);
+        assert_eq!(
+            handle.series(DeviceTag::Gpu(0), Metric::PowerW, 100).len(),
+            10
+        );
+        let attrs = summarise(
+            Some(&handle),
+            (at(-1), at(31)),
+            Some(DeviceTag::Gpu(0)),
+            Duration::from_secs(30),
+            0,
+            None,
+            TrialShape::default(),
+        );
+        assert_eq!(get(&attrs, "gpu0_energy_j"), Some(JsonValue::from(2900.0)));
+        assert_eq!(
+            get(&attrs, "gpu0_mean_util_pct"),
+            Some(JsonValue::from(30.0))
+        );
+        // Taken once: the totals are the trial's, not kept for another.
+        assert!(
+            handle
+                .take_trial_totals((at(-1), at(31)), Some(DeviceTag::Gpu(0)))
+                .is_none()
+        );
+    }
+
+    /// Most of the timed phases in the update, the environment a tenth.
+    fn update_bound() -> Option<PhaseSplit> {
+        Some(PhaseSplit {
+            env_s: 1.0,
+            inference_s: 1.0,
+            update_s: 8.0,
+            eval_s: 0.0,
+            compile_s: 0.0,
+        })
+    }
+
+    fn has_dispatch_bound(attrs: &[(String, JsonValue)]) -> bool {
+        attrs
+            .iter()
+            .filter(|(k, _)| k == "verdict" || k == "verdicts")
+            .any(|(_, v)| {
+                serde_json::Value::from(v)
+                    .to_string()
+                    .contains("dispatch-bound")
+            })
+    }
+
+    /// The process at 300 % of a core beside a GPU 30 % busy is dispatch-bound only where the
+    /// trial ran alone in the process: with a CPU trial in it meanwhile, the CPU was (also)
+    /// that trial's.
+    #[test]
+    fn a_busy_process_is_not_the_feeding_thread_when_another_trial_ran_in_it() {
+        let mut core = core(3600);
+        let handle = core.handle();
+        handle.begin_trial(7, Some(DeviceTag::Gpu(0)));
+        drive(&mut core, 5);
+        handle.end_trial(7);
+        let window = (at(-1), at(6));
+        let alone = summarise(
+            Some(&handle),
+            window,
+            Some(DeviceTag::Gpu(0)),
+            Duration::from_secs(5),
+            0,
+            update_bound(),
+            gpu_shape(),
+        );
+        assert!(has_dispatch_bound(&alone), "{alone:?}");
+
+        let mut core = self::core(3600);
+        let handle = core.handle();
+        handle.begin_trial(7, Some(DeviceTag::Gpu(0)));
+        handle.begin_trial(8, Some(DeviceTag::Host));
+        drive(&mut core, 5);
+        handle.end_trial(8);
+        handle.end_trial(7);
+        let shared = summarise(
+            Some(&handle),
+            window,
+            Some(DeviceTag::Gpu(0)),
+            Duration::from_secs(5),
+            0,
+            update_bound(),
+            gpu_shape(),
+        );
+        assert!(!has_dispatch_bound(&shared), "{shared:?}");
+        // Its figures are still its own trial's.
+        assert_eq!(get(&shared, "gpu0_energy_j"), Some(JsonValue::from(400.0)));
+    }
 }
