@@ -322,27 +322,12 @@ impl SamplerHandle {
         }
     }
 
-    /// Takes the totals of the finished trial that ran on `device` within `window` (its
-    /// first and last ticks inside it): of several, the one spanning most of it, since a
-    /// trial that began after this one and ended before it also lies inside its window.
-    /// `None` when no trial begun with [`Self::begin_trial`] matches.
-    pub fn take_trial_totals(
-        &self,
-        window: (DateTime<Utc>, DateTime<Utc>),
-        device: Option<DeviceTag>,
-    ) -> Option<TrialTotals> {
+    /// Takes the totals of the finished trial `trial` (as given to [`Self::begin_trial`] and
+    /// [`Self::end_trial`]); `None` when it was not begun here or its totals were taken.
+    pub fn take_trial_totals(&self, trial: u64) -> Option<TrialTotals> {
         let mut finished = lock(&self.shared.finished);
-        let best = finished
-            .iter()
-            .enumerate()
-            .filter_map(|(i, t)| {
-                let (first, last) = (t.first?, t.last?);
-                (t.device == device && first >= window.0 && last <= window.1)
-                    .then_some((i, last - first))
-            })
-            .max_by_key(|(_, span)| *span)?
-            .0;
-        finished.remove(best)
+        let at = finished.iter().position(|t| t.trial == trial)?;
+        finished.remove(at)
     }
 
     /// Asks the sampler thread for a tick now, its rows handed to the sink at once, and waits

@@ -272,6 +272,7 @@ impl Runner {
             };
             let s = summary::summarise(
                 self.telemetry.as_ref(),
+                trial_id as u64,
                 (started_at, ended_at),
                 telemetry_device,
                 wall,

@@ -51,9 +51,12 @@ pub(super) struct TrialShape {
 /// host's are summarised, so a CPU trial on a machine with an idle GPU is not told the GPU was
 /// idle. `None` (a card the probes cannot tell) keeps every device. `on_device_env` says the
 /// environment stepped on the device (the verdicts then do not blame host env stepping).
-/// Without a sampler (telemetry off) the summary has the trial's own facts only.
+/// Without a sampler (telemetry off) the summary has the trial's own facts only. `trial` is
+/// the id the trial was begun with in the sampler: its totals there cover the whole trial.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn summarise(
     sampler: Option<&SamplerHandle>,
+    trial: u64,
     window: (DateTime<Utc>, DateTime<Utc>),
     device: Option<DeviceTag>,
     wall: Duration,
@@ -68,7 +71,7 @@ pub(super) fn summarise(
         phases,
     };
     // The trial's totals, kept by the sampler from its first sample to its last.
-    let totals = sampler.and_then(|s| s.take_trial_totals(window, device));
+    let totals = sampler.and_then(|s| s.take_trial_totals(trial));
     let summary = match &totals {
         Some(t) => TrialSummary::from_series(&t.series, facts),
         None => TrialSummary::from_rows(&ring_rows(sampler, window, device), facts),
@@ -273,6 +276,7 @@ mod tests {
         );
         let attrs = summarise(
             Some(&handle),
+            7,
             (at(-1), at(31)),
             Some(DeviceTag::Gpu(0)),
             Duration::from_secs(30),
@@ -286,11 +290,7 @@ mod tests {
             Some(JsonValue::from(30.0))
         );
         // Taken once: the totals are the trial's, not kept for another.
-        assert!(
-            handle
-                .take_trial_totals((at(-1), at(31)), Some(DeviceTag::Gpu(0)))
-                .is_none()
-        );
+        assert!(handle.take_trial_totals(7).is_none());
     }
 
     /// Most of the timed phases in the update, the environment a tenth.
@@ -328,6 +328,7 @@ mod tests {
         let window = (at(-1), at(6));
         let alone = summarise(
             Some(&handle),
+            7,
             window,
             Some(DeviceTag::Gpu(0)),
             Duration::from_secs(5),
@@ -346,6 +347,7 @@ mod tests {
         handle.end_trial(7);
         let shared = summarise(
             Some(&handle),
+            7,
             window,
             Some(DeviceTag::Gpu(0)),
             Duration::from_secs(5),
