@@ -223,7 +223,7 @@ pub fn wgpu_adapter(spec: DeviceSpec) -> Result<adapters::Adapter, String> {
     }
     let (kind, n) = match spec {
         DeviceSpec::Wgpu(None) => {
-            return adapters::default_adapter().ok_or_else(|| adapters::NO_ADAPTER.into());
+            return adapters::default_adapter_or_why();
         }
         DeviceSpec::Wgpu(Some(n)) => (adapters::AdapterKind::DiscreteGpu, n),
         DeviceSpec::WgpuOf(kind, n) => (kind.adapter_kind(), n),
