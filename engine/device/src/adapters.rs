@@ -10,7 +10,7 @@
 //!
 //! | name                 | adapter                                                        |
 //! |----------------------|----------------------------------------------------------------|
-//! | `wgpu`               | wgpu's default: a discrete GPU first, else an integrated, …    |
+//! | `wgpu`               | cubecl's default: a discrete GPU first, else an integrated, … (see [`default_of`]) |
 //! | `wgpu:N`             | the N-th discrete GPU (also `wgpu:discrete:N`)                 |
 //! | `wgpu:integrated:N`  | the N-th integrated GPU (a Ryzen or Intel iGPU)                |
 //! | `wgpu:virtual:N`     | the N-th virtual GPU (a VM's virtio-gpu, …)                     |
@@ -42,14 +42,17 @@ pub enum AdapterKind {
 }
 
 impl AdapterKind {
-    /// Order of wgpu's high-performance choice: discrete first.
+    /// Its rank in wgpu's high-performance choice, lowest first: wgpu-core 30's
+    /// `Instance::request_adapter` (`get_order` with `PowerPreference::HighPerformance`) sorts
+    /// discrete, integrated, other ("might really be unknown", below the GPUs that say what they
+    /// are), virtual, software renderer, keeping wgpu's order among equals.
     fn preference(self) -> u8 {
         match self {
-            AdapterKind::DiscreteGpu => 0,
-            AdapterKind::IntegratedGpu => 1,
-            AdapterKind::VirtualGpu => 2,
+            AdapterKind::DiscreteGpu => 1,
+            AdapterKind::IntegratedGpu => 2,
             AdapterKind::Other => 3,
-            AdapterKind::Cpu => 4,
+            AdapterKind::VirtualGpu => 4,
+            AdapterKind::Cpu => 5,
         }
     }
 
@@ -167,8 +170,8 @@ fn cache() -> MutexGuard<'static, Option<Arc<[Adapter]>>> {
     ADAPTERS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The adapters of the first graphics API (Vulkan, then Metal, then DX12) that has any,
-/// probed on first use and kept until [`refresh`].
+/// The adapters of the graphics API cubecl opens devices on ([`settle`]), probed on first use
+/// and kept until [`refresh`].
 pub fn adapters() -> Arc<[Adapter]> {
     let mut cached = cache();
     match &*cached {
@@ -189,12 +192,90 @@ pub fn refresh() -> Arc<[Adapter]> {
     list
 }
 
-/// The adapter wgpu picks for the default device: a high-performance one first.
+/// The adapter cubecl opens for the default device (`wgpu`): [`default_of`] the adapters here,
+/// under this process's `CUBECL_WGPU_DEFAULT_DEVICE`. `None` where there is none (or the
+/// variable names none: [`default_adapter_or_why`] says why).
 pub fn default_adapter() -> Option<Adapter> {
-    adapters()
+    default_adapter_or_why().ok()
+}
+
+/// [`default_adapter`], or why there is none.
+pub fn default_adapter_or_why() -> Result<Adapter, String> {
+    let chosen = match std::env::var(DEFAULT_DEVICE_VAR) {
+        Ok(v) => default_of(&adapters(), Some(&v))?,
+        Err(std::env::VarError::NotPresent) => default_of(&adapters(), None)?,
+        Err(e) => return Err(format!("{DEFAULT_DEVICE_VAR}: {e}")),
+    };
+    chosen.ok_or_else(|| match std::env::var(DEFAULT_DEVICE_VAR) {
+        Ok(v) if !adapters().is_empty() => format!(
+            "{DEFAULT_DEVICE_VAR}={v} names no adapter here (`tradetune devices` lists them)"
+        ),
+        _ => NO_ADAPTER.into(),
+    })
+}
+
+/// The variable by which cubecl's default device is another adapter than wgpu's choice
+/// (`DiscreteGpu(1)`, `IntegratedGpu(0)`, `VirtualGpu(0)`, `Other(0)`, `Cpu`).
+pub const DEFAULT_DEVICE_VAR: &str = "CUBECL_WGPU_DEFAULT_DEVICE";
+
+/// The adapter of `list` (one graphics API's, in wgpu's order, numbered by [`number`]) that
+/// cubecl 0.11 opens for its default device: where `device_var` (the value of
+/// [`DEFAULT_DEVICE_VAR`]) is set, the adapter it names, parsed as cubecl-wgpu's
+/// `try_device_override` does (`Cpu` is the first software renderer; an unparsable value is an
+/// error, as cubecl refuses to open the device); otherwise what wgpu-core's `request_adapter`
+/// returns for `PowerPreference::HighPerformance`: the first adapter of the best-ranked kind
+/// ([`AdapterKind::preference`]).
+pub fn default_of(list: &[Adapter], device_var: Option<&str>) -> Result<Option<Adapter>, String> {
+    let Some(value) = device_var else {
+        return Ok(list.iter().min_by_key(|a| a.kind.preference()).cloned());
+    };
+    let named = if value == "Cpu" {
+        Some((AdapterKind::Cpu, 0))
+    } else {
+        [
+            ("DiscreteGpu(", AdapterKind::DiscreteGpu),
+            ("IntegratedGpu(", AdapterKind::IntegratedGpu),
+            ("VirtualGpu(", AdapterKind::VirtualGpu),
+            ("Other(", AdapterKind::Other),
+        ]
+        .into_iter()
+        .find_map(|(prefix, kind)| {
+            let n = value
+                .strip_prefix(prefix)?
+                .strip_suffix(')')?
+                .parse()
+                .ok()?;
+            Some((kind, n))
+        })
+    };
+    let (kind, n) = named.ok_or_else(|| {
+        format!(
+            "{DEFAULT_DEVICE_VAR}={value} is not an adapter cubecl knows (DiscreteGpu(N), \
+             IntegratedGpu(N), VirtualGpu(N), Other(N) or Cpu)"
+        )
+    })?;
+    Ok(list
         .iter()
-        .min_by_key(|a| a.kind.preference())
-        .cloned()
+        .find(|a| a.kind == kind && a.index == n)
+        .cloned())
+}
+
+/// The adapters of the graphics API cubecl 0.11's `WgpuBackend::Auto` opens devices on, given
+/// each API's adapters in the order it tries them ([`API_CHAIN`]): the first API with an
+/// adapter that is not a software renderer, else the first with any (cubecl-wgpu's `settle`
+/// and `try_create_setup`: Vulkan offering only lavapipe while OpenGL reaches the real GPU, a
+/// VM passing it through, is GL). `per_api` is asked lazily, as far as the choice needs.
+fn settle(per_api: impl IntoIterator<Item = Vec<Adapter>>) -> Vec<Adapter> {
+    let mut software_only = None;
+    for list in per_api {
+        if list.iter().any(|a| a.kind != AdapterKind::Cpu) {
+            return list;
+        }
+        if software_only.is_none() && !list.is_empty() {
+            software_only = Some(list);
+        }
+    }
+    software_only.unwrap_or_default()
 }
 
 /// The `n`-th adapter of `kind` (`wgpu:N` is the N-th discrete GPU).
@@ -222,26 +303,23 @@ fn number(mut list: Vec<Adapter>) -> Vec<Adapter> {
 }
 
 /// Why no adapter answered, for messages.
-pub const NO_ADAPTER: &str = "wgpu finds no Vulkan, Metal or DX12 adapter on this machine \
+pub const NO_ADAPTER: &str = "wgpu finds no Vulkan, Metal, DX12 or OpenGL adapter on this machine \
     (install the GPU's Vulkan driver: NVIDIA's driver, or Mesa's RADV for AMD; Mesa's \
     mesa-vulkan-drivers also gives a slow software one)";
 
 #[cfg(feature = "wgpu")]
 fn probe() -> Vec<Adapter> {
-    use wgpu::{Backends, DeviceType, Features, Instance, InstanceDescriptor};
+    use wgpu::{DeviceType, Features, Instance, InstanceDescriptor};
     let _instances = instance_lock();
     // A broken driver may panic inside the loader: that is "no adapter", not a crash.
     let found = std::panic::catch_unwind(|| {
-        for backends in [Backends::VULKAN, Backends::METAL, Backends::DX12] {
+        settle(API_CHAIN.iter().map(|&backends| {
             let instance = Instance::new(InstanceDescriptor {
                 backends,
                 ..InstanceDescriptor::new_without_display_handle()
             });
             let list = block_on(instance.enumerate_adapters(backends));
-            if list.is_empty() {
-                continue;
-            }
-            return list
+            let list: Vec<Adapter> = list
                 .iter()
                 .map(|a| {
                     let info = a.get_info();
@@ -267,11 +345,25 @@ fn probe() -> Vec<Adapter> {
                     }
                 })
                 .collect();
-        }
-        Vec::new()
+            list
+        }))
     });
     number(found.unwrap_or_default())
 }
+
+/// The graphics APIs cubecl 0.11's `WgpuBackend::Auto` (burn's `Device::wgpu`) tries, best
+/// first: cubecl-wgpu's `AutoGraphicsApi::chain` (Metal alone on macOS; Vulkan, DX12, then
+/// OpenGL elsewhere). An API this build of wgpu lacks answers no adapters.
+#[cfg(feature = "wgpu")]
+const API_CHAIN: &[wgpu::Backends] = if cfg!(target_os = "macos") {
+    &[wgpu::Backends::METAL]
+} else {
+    &[
+        wgpu::Backends::VULKAN,
+        wgpu::Backends::DX12,
+        wgpu::Backends::GL,
+    ]
+};
 
 #[cfg(not(feature = "wgpu"))]
 fn probe() -> Vec<Adapter> {
@@ -358,6 +450,107 @@ mod tests {
             got,
             [("iGPU", 0), ("4080", 0), ("lavapipe", 0), ("7900", 1)]
         );
+    }
+
+    /// `wgpu` is the adapter cubecl opens for its default device: wgpu-core's high-performance
+    /// rank (discrete, integrated, other, virtual, software; wgpu's order among equals), or
+    /// the one `CUBECL_WGPU_DEFAULT_DEVICE` names.
+    #[test]
+    fn the_default_adapter_is_the_one_cubecl_opens() {
+        let pick = |kinds: &[(&str, AdapterKind)], var: Option<&str>| {
+            let list = number(kinds.iter().map(|(n, k)| adapter(n, *k)).collect());
+            default_of(&list, var).map(|a| a.map(|a| a.name))
+        };
+        use AdapterKind::*;
+        let name = |s: &str| Ok(Some(s.to_owned()));
+        assert_eq!(
+            pick(
+                &[
+                    ("lavapipe", Cpu),
+                    ("iGPU", IntegratedGpu),
+                    ("4080", DiscreteGpu)
+                ],
+                None
+            ),
+            name("4080")
+        );
+        assert_eq!(
+            pick(&[("lavapipe", Cpu), ("iGPU", IntegratedGpu)], None),
+            name("iGPU")
+        );
+        // An adapter of no known type ranks above a virtual GPU (wgpu-core's get_order).
+        assert_eq!(
+            pick(
+                &[
+                    ("virtio", VirtualGpu),
+                    ("unknown", Other),
+                    ("lavapipe", Cpu)
+                ],
+                None
+            ),
+            name("unknown")
+        );
+        assert_eq!(
+            pick(&[("lavapipe", Cpu), ("virtio", VirtualGpu)], None),
+            name("virtio")
+        );
+        // Among equals, the first in wgpu's order.
+        assert_eq!(
+            pick(&[("A", DiscreteGpu), ("B", DiscreteGpu)], None),
+            name("A")
+        );
+        assert_eq!(pick(&[], None), Ok(None));
+        // CUBECL_WGPU_DEFAULT_DEVICE, as cubecl parses it.
+        let two = [("A", DiscreteGpu), ("lavapipe", Cpu), ("B", DiscreteGpu)];
+        assert_eq!(pick(&two, Some("DiscreteGpu(1)")), name("B"));
+        assert_eq!(pick(&two, Some("Cpu")), name("lavapipe"));
+        assert_eq!(pick(&two, Some("IntegratedGpu(0)")), Ok(None));
+        let bad = pick(&two, Some("discrete")).unwrap_err();
+        assert!(bad.contains("CUBECL_WGPU_DEFAULT_DEVICE=discrete"), "{bad}");
+        assert!(pick(&two, Some("Cpu(0)")).is_err());
+    }
+
+    /// The graphics API is cubecl's: the first with an adapter that is not a software
+    /// renderer, else the first with any; the later ones are not asked once one has a GPU.
+    #[test]
+    fn the_graphics_api_is_the_first_with_a_gpu() {
+        use AdapterKind::*;
+        let api = |name: &str, kinds: &[AdapterKind]| -> Vec<Adapter> {
+            kinds
+                .iter()
+                .map(|k| {
+                    let mut a = adapter(&format!("{name} {k:?}"), *k);
+                    a.api = name.into();
+                    a
+                })
+                .collect()
+        };
+        let apis = |lists: Vec<Vec<Adapter>>| -> Vec<String> {
+            settle(lists).iter().map(|a| a.api.clone()).collect()
+        };
+        // Vulkan with lavapipe alone, GL with the real GPU: GL.
+        assert_eq!(
+            apis(vec![api("Vulkan", &[Cpu]), vec![], api("Gl", &[Other])]),
+            ["Gl"]
+        );
+        assert_eq!(
+            apis(vec![
+                api("Vulkan", &[Cpu, DiscreteGpu]),
+                api("Gl", &[Other])
+            ]),
+            ["Vulkan", "Vulkan"]
+        );
+        // Software renderers only: the first API that has one.
+        assert_eq!(
+            apis(vec![vec![], api("Vulkan", &[Cpu]), api("Gl", &[Cpu])]),
+            ["Vulkan"]
+        );
+        assert!(apis(vec![vec![], vec![]]).is_empty());
+        // Lazily: an API after the one with a GPU is not probed.
+        let asked = std::cell::Cell::new(0);
+        let lists = [api("Vulkan", &[IntegratedGpu]), api("Gl", &[Other])];
+        let got = settle(lists.into_iter().inspect(|_| asked.set(asked.get() + 1)));
+        assert_eq!((got.len(), asked.get()), (1, 1));
     }
 
     /// A `vulkan` build gives a Vulkan adapter SPIR-V and refuses it on a software renderer,

@@ -171,14 +171,29 @@ pub fn check(
 /// How long [`check`] waits before it opens a failing store again.
 pub const RETRY: std::time::Duration = std::time::Duration::from_millis(200);
 
-/// Whether an open failed only because another process holds the file (turso's "database is
-/// locked", "… is locked by another process", a busy snapshot): not a fault of the file, and
-/// cubecl's own opens try again.
+/// Whether an open failed only because another process holds the file: not a fault of the
+/// file, and cubecl's own opens try again. The words are turso's own for exactly those errors
+/// (turso_sdk_kit 0.8's `TursoError` from `LimboError`), which end the message cubecl hands
+/// on (after its own `it cannot be written: ` where a write failed):
+/// - `Busy` (SQLite's busy code): "database is locked" (turso_core's own words for it,
+///   "Database is busy", where one reaches cubecl unconverted);
+/// - `BusySnapshot` (another writer committed meanwhile): "database snapshot is stale, …" or
+///   "Commit dependency aborted, …";
+/// - a `LockingError` on the file or the shared WAL coordination file that the OS refused
+///   with `WouldBlock`: "… File is locked by another process".
+///
+/// Nothing else is: the OS's "Device or resource busy" (EBUSY) or "resource busy" (an I/O error
+/// of kind `ResourceBusy`) says the disk or file cannot be used, whoever asks.
 fn locked(error: &str) -> bool {
-    let e = error.to_ascii_lowercase();
-    ["database is locked", "locked by another process", "busy"]
-        .iter()
-        .any(|k| e.contains(k))
+    const CONTENTION: [&str; 5] = [
+        "database is locked",
+        "Database is busy",
+        "database snapshot is stale, rollback and retry the transaction",
+        "Commit dependency aborted, rollback and retry the whole transaction",
+        "File is locked by another process",
+    ];
+    let e = error.trim_end();
+    CONTENTION.iter().any(|k| e.ends_with(k))
 }
 
 /// Whether an open failed because the file's bytes are broken (turso's errors for bytes that
@@ -356,6 +371,18 @@ mod tests {
         std::fs::write(&file, b"kept").unwrap();
         assert_eq!(check(&file, 7, |_| Ok(())), None);
         assert_eq!(check(&file, 7, |_| Err("database is locked".into())), None);
+        assert_eq!(
+            check(&file, 7, |_| Err(
+                "it cannot be written: database is locked".into()
+            )),
+            None
+        );
+        assert_eq!(
+            check(&file, 7, |_| Err("Locking error: Failed locking file \
+                 '/c/env.db'. File is locked by another process"
+                .into())),
+            None
+        );
         assert_eq!(std::fs::read(&file).unwrap(), b"kept");
         let _ = std::fs::remove_dir_all(&d);
     }
@@ -472,6 +499,28 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn an_os_error_that_says_busy_is_no_other_process_holding_the_store() {
+        let d = dir("ebusy");
+        let file = d.join("env.db");
+        std::fs::write(&file, b"on a busy device").unwrap();
+        for error in [
+            "I/O error (opening the store): Device or resource busy (os error 16)",
+            "I/O error (creating the cache directory): resource busy",
+            "disk busy",
+        ] {
+            assert!(!locked(error), "{error}");
+            let trouble = check(&file, 7, |_| Err(error.to_owned()));
+            match trouble {
+                Some(StoreTrouble::Unusable { error: said, .. }) => assert_eq!(said, error),
+                other => panic!("{error}: {other:?}"),
+            }
+        }
+        // Kept: it does not say the bytes are broken.
+        assert_eq!(std::fs::read(&file).unwrap(), b"on a busy device");
         let _ = std::fs::remove_dir_all(&d);
     }
 

@@ -162,7 +162,10 @@ pub fn cache_root() -> Option<PathBuf> {
 
 /// The environment name of an adapter and driver: lowercase letters and digits, runs of
 /// anything else as one `-` (`NVIDIA H100 80GB HBM3` + `NVIDIA 580.159.04` →
-/// `nvidia-h100-80gb-hbm3-nvidia-580-159-04`), at most 96 characters.
+/// `nvidia-h100-80gb-hbm3-nvidia-580-159-04`), at most 96 characters. A longer name keeps
+/// its first 79 characters and ends with `-` and 16 hex digits of [`fnv1a64`] of the whole
+/// name, so two adapters or drivers that differ only past the cut (the driver's version comes
+/// last) keep separate environments.
 pub fn environment_name(adapter: &str, driver: &str) -> String {
     let mut out = String::new();
     for c in format!("{adapter} {driver}").chars() {
@@ -175,11 +178,33 @@ pub fn environment_name(adapter: &str, driver: &str) -> String {
     while out.ends_with('-') {
         out.pop();
     }
-    out.truncate(96);
+    if out.len() > MAX_ENVIRONMENT_NAME {
+        let hash = fnv1a64(out.as_bytes());
+        // Only ASCII was pushed, so any byte index is a char boundary.
+        out.truncate(MAX_ENVIRONMENT_NAME - 17);
+        while out.ends_with('-') {
+            out.pop();
+        }
+        out.push_str(&format!("-{hash:016x}"));
+    }
     if out.is_empty() {
         out.push_str("unnamed-adapter");
     }
     out
+}
+
+/// The longest [`environment_name`].
+const MAX_ENVIRONMENT_NAME: usize = 96;
+
+/// FNV-1a, 64 bits, of `bytes`: the same on every run, platform and Rust version (a store's
+/// name must not move when TradeTune is rebuilt, as std's `DefaultHasher` may).
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
 }
 
 /// The variable that turns the driver's own shader cache off, if the environment sets one:
@@ -581,6 +606,39 @@ mod tests {
         );
         assert_eq!(environment_name("", " ()"), "unnamed-adapter");
         assert!(environment_name(&"x".repeat(300), "").len() <= 96);
+    }
+
+    #[test]
+    fn long_environment_names_keep_the_driver_version_apart() {
+        let one = environment_name(&"a".repeat(100), "mesa 24.0.1");
+        let two = environment_name(&"a".repeat(100), "mesa 24.0.2");
+        assert_ne!(one, two);
+        assert_eq!(one.len(), 96);
+        assert!(one.starts_with(&"a".repeat(79)), "{one}");
+        // The same inputs give the same name (a hash fixed here, not a per-run one).
+        assert_eq!(one, environment_name(&"a".repeat(100), "mesa 24.0.1"));
+        assert_eq!(
+            one,
+            format!(
+                "{}-{:016x}",
+                "a".repeat(79),
+                fnv1a64(format!("{}-mesa-24-0-1", "a".repeat(100)).as_bytes())
+            )
+        );
+        // A prefix cut at a `-` does not leave `--`.
+        let cut = environment_name(&format!("{} b", "a".repeat(78)), &"c".repeat(40));
+        assert!(!cut.contains("--"), "{cut}");
+        // Names that fit are as before.
+        let fits = environment_name(&"a".repeat(80), "mesa 24.0.1");
+        assert_eq!(fits, format!("{}-mesa-24-0-1", "a".repeat(80)));
+    }
+
+    #[test]
+    fn fnv1a64_is_the_published_function() {
+        // Reference values of FNV-1a 64 (Fowler, Noll, Vo).
+        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
     }
 
     #[test]

@@ -223,7 +223,7 @@ pub fn wgpu_adapter(spec: DeviceSpec) -> Result<adapters::Adapter, String> {
     }
     let (kind, n) = match spec {
         DeviceSpec::Wgpu(None) => {
-            return adapters::default_adapter().ok_or_else(|| adapters::NO_ADAPTER.into());
+            return adapters::default_adapter_or_why();
         }
         DeviceSpec::Wgpu(Some(n)) => (adapters::AdapterKind::DiscreteGpu, n),
         DeviceSpec::WgpuOf(kind, n) => (kind.adapter_kind(), n),
@@ -300,7 +300,10 @@ fn open_wgpu(spec: DeviceSpec) -> Result<Device, String> {
         })
     };
     match first {
-        Ok(true) => Ok(device),
+        Ok(true) => {
+            opened(&device, &adapter);
+            Ok(device)
+        }
         Ok(false) => Err("the wgpu runtime started but could not read a tensor back".into()),
         Err(_) => Err(format!(
             "the wgpu runtime failed to start on {} ({})",
@@ -308,6 +311,32 @@ fn open_wgpu(spec: DeviceSpec) -> Result<Device, String> {
             adapter.kind.label()
         )),
     }
+}
+
+/// The wgpu devices [`open`] opened in this process, with the adapter each runs on.
+static OPENED: std::sync::Mutex<Vec<(Device, adapters::Adapter)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Notes that `device` runs on `adapter` (the latest open of a device wins).
+#[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
+fn opened(device: &Device, adapter: &adapters::Adapter) {
+    let mut all = OPENED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    all.retain(|(d, _)| d != device);
+    all.push((device.clone(), adapter.clone()));
+}
+
+/// The adapter a wgpu device [`open`] opened runs on: where a trial's per-card state goes (its
+/// GPU cache environment, [`kernels::environment_of`]) when trials of one process run on
+/// different cards. `None` for a device not opened through [`open`] or not on wgpu.
+pub fn wgpu_adapter_of(device: &Device) -> Option<adapters::Adapter> {
+    let all = OPENED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    all.iter()
+        .find(|(d, _)| d == device)
+        .map(|(_, adapter)| adapter.clone())
 }
 
 #[cfg(not(feature = "wgpu"))]

@@ -11,16 +11,20 @@
 //! [`HOST_MARGIN`] cheaper (the device env keeps the CPU free and reads nothing per step, so a
 //! near-tie goes to the device).
 //!
-//! The decision is kept per adapter and driver (the GPU cache's environment, see
-//! `tradetune_device::kernels`) and per shape of the run, in `env-placement.json`: the trials of
+//! The decision is kept per adapter and driver (the GPU cache's environment of the card the
+//! run is on, see `tradetune_device::kernels::environment_of`: trials of one process on two
+//! cards keep theirs apart) and per shape of the run, in `env-placement.json`: the trials of
 //! a study share one decision instead of each measuring (and possibly deciding otherwise on a
 //! near-tie), and the later ones pay nothing. Deleting the file measures again; with the GPU
-//! cache off (`TRADETUNE_GPU_CACHE=off`) every run measures.
+//! cache off (`TRADETUNE_GPU_CACHE=off`) every run measures. Trials that decide at once (in
+//! one process or several) write the file one at a time, under an advisory lock on
+//! `env-placement.json.lock`, each adding its decision to what is there then.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use burn::tensor::Device;
 use serde::{Deserialize, Serialize};
@@ -127,10 +131,20 @@ pub fn auto(
     bars: Range<usize>,
     device: &Device,
 ) -> Result<AutoPlacement, TrainingRunError> {
-    let file = tradetune_device::kernels::cache_setting()
-        .and_then(|s| Some(s.root.as_ref()?.join(&s.environment).join(FILE)));
+    let root = tradetune_device::kernels::cache_setting().and_then(|s| s.root.as_deref());
+    let file = decisions_file(root, tradetune_device::wgpu_adapter_of(device).as_ref());
     let replay = tradetune_rl::ppo::replay_policy_from_env();
     auto_with(cfg, data, bars, device, file.as_deref(), replay)
+}
+
+/// The decisions' file of the card `adapter` (the device the run is on) in the GPU cache
+/// `root`: in that card's environment, not the one of the process's first card. `None` (measured
+/// every time) where the cache is off or the device's adapter is not known.
+fn decisions_file(
+    root: Option<&Path>,
+    adapter: Option<&tradetune_device::adapters::Adapter>,
+) -> Option<PathBuf> {
+    Some(root?.join(kernels::environment_of(adapter?)).join(FILE))
 }
 
 /// [`auto`] with the decisions kept in `file` (`None`: measured every time), for rollouts that
@@ -152,9 +166,7 @@ pub fn auto_with(
     let mut measured = measure(cfg, data, bars, device, replay)?;
     if let Some(f) = file {
         // A decision that cannot be kept is measured again next time; the run goes on.
-        let mut all = read(f);
-        all.insert(key, measured.clone());
-        match write(f, &all) {
+        match keep(f, key, &measured) {
             Ok(()) => measured.kept = true,
             Err(e) => eprintln!("env placement: not kept in {}: {e}", f.display()),
         }
@@ -234,12 +246,45 @@ fn read(file: &Path) -> BTreeMap<String, AutoPlacement> {
         .unwrap_or_default()
 }
 
-/// Writes `all` to `file` whole (a temporary file renamed over it: a reader never sees half).
-fn write(file: &Path, all: &BTreeMap<String, AutoPlacement>) -> std::io::Result<()> {
+/// Adds `decision` under `key` to the decisions in `file`, under an exclusive advisory lock on
+/// `<file>.lock` (the OS drops it with the process that held it), so a trial deciding at the
+/// same time, in this process or another, neither loses its entry nor takes this one's away.
+fn keep(file: &Path, key: String, decision: &AutoPlacement) -> std::io::Result<()> {
     if let Some(dir) = file.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let tmp: PathBuf = file.with_extension(format!("json.{}.tmp", std::process::id()));
+    let mut lock_name = file.as_os_str().to_owned();
+    lock_name.push(".lock");
+    let lock_file = PathBuf::from(lock_name);
+    let lock = std::fs::File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_file)
+        .and_then(|f| f.lock().map(|()| f))
+        .map_err(|e| {
+            std::io::Error::new(e.kind(), format!("locking {}: {e}", lock_file.display()))
+        })?;
+    let mut all = read(file);
+    all.insert(key, decision.clone());
+    let written = write(file, &all);
+    drop(lock);
+    written
+}
+
+/// Writes `all` to `file` whole (a temporary file renamed over it: a reader never sees half).
+/// The temporary file's name is this call's own (process, and a count of this process's
+/// writes), so writers in two threads never write one temporary file.
+fn write(file: &Path, all: &BTreeMap<String, AutoPlacement>) -> std::io::Result<()> {
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp: PathBuf = file.with_extension(format!(
+        "json.{}-{}.tmp",
+        std::process::id(),
+        WRITES.fetch_add(1, Ordering::Relaxed)
+    ));
     let text = serde_json::to_string_pretty(all).map_err(std::io::Error::other)?;
     let written = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, file));
     if written.is_err() {
@@ -281,6 +326,126 @@ mod tests {
         assert_eq!(
             (old.placement, old.device_ms, old.host_ms, old.measure_s),
             (ResolvedPlacement::Device, 1.0, 2.0, 0.0)
+        );
+    }
+
+    fn decision(placement: ResolvedPlacement) -> AutoPlacement {
+        AutoPlacement {
+            placement,
+            device_ms: 1.0,
+            host_ms: 2.0,
+            replayed: false,
+            measured_at: "2026-11-30T10:00:00Z".into(),
+            measure_s: 1.0,
+            measure_kernels: KernelCounts::default(),
+            cached: false,
+            kept: false,
+        }
+    }
+
+    fn card(name: &str) -> tradetune_device::adapters::Adapter {
+        tradetune_device::adapters::Adapter {
+            name: name.into(),
+            kind: tradetune_device::adapters::AdapterKind::DiscreteGpu,
+            index: 0,
+            api: "Vulkan".into(),
+            driver: "NVIDIA 580.159.04".into(),
+            vendor: 0x10de,
+            device: 0,
+            pci_bus_id: String::new(),
+            shader_f16: true,
+            memory_bytes: None,
+        }
+    }
+
+    /// Two cards' decisions for one shape are kept apart: each card's file is in its own
+    /// environment, and what card A measured is not what card B reads.
+    #[test]
+    fn two_cards_keep_their_decisions_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (
+            card("NVIDIA H100 80GB HBM3"),
+            card("NVIDIA GeForce RTX 4080"),
+        );
+        let file_a = decisions_file(Some(dir.path()), Some(&a)).unwrap();
+        let file_b = decisions_file(Some(dir.path()), Some(&b)).unwrap();
+        assert_ne!(file_a, file_b);
+        assert_eq!(
+            file_a,
+            dir.path().join(kernels::environment_of(&a)).join(FILE)
+        );
+        keep(&file_a, "shape".into(), &decision(ResolvedPlacement::Host)).unwrap();
+        assert!(read(&file_b).is_empty(), "card B reads card A's decision");
+        keep(
+            &file_b,
+            "shape".into(),
+            &decision(ResolvedPlacement::Device),
+        )
+        .unwrap();
+        assert_eq!(read(&file_a)["shape"].placement, ResolvedPlacement::Host);
+        assert_eq!(read(&file_b)["shape"].placement, ResolvedPlacement::Device);
+        // No cache, or a device whose card is not known: nothing kept, measured every time.
+        assert_eq!(decisions_file(None, Some(&a)), None);
+        assert_eq!(decisions_file(Some(dir.path()), None), None);
+    }
+
+    /// Trials deciding at once (threads of one process here) each keep their decision: none
+    /// is lost to another's read-modify-write, and none fails on another's temporary file.
+    #[test]
+    fn decisions_written_at_once_are_all_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("env").join(FILE);
+        let (threads, each) = (8, 12);
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                let file = &file;
+                s.spawn(move || {
+                    for i in 0..each {
+                        keep(
+                            file,
+                            format!("thread {t} shape {i}"),
+                            &decision(ResolvedPlacement::Device),
+                        )
+                        .unwrap();
+                    }
+                });
+            }
+        });
+        let all = read(&file);
+        assert_eq!(all.len(), threads * each, "{:?}", all.keys());
+        // No temporary file is left behind.
+        let left: Vec<_> = std::fs::read_dir(dir.path().join("env"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n.to_string_lossy().ends_with(".tmp"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+
+    /// A device opened through `tradetune_device::open` is known by its card, so `auto` keeps
+    /// its decisions in that card's environment.
+    #[test]
+    fn an_opened_device_is_known_by_its_card() {
+        let test = "an_opened_device_is_known_by_its_card";
+        let Some(device) = tradetune_device::wgpu_for_test(test) else {
+            return;
+        };
+        let adapter = tradetune_device::wgpu_adapter_of(&device).expect("its card");
+        assert_eq!(
+            Some(&adapter),
+            tradetune_device::adapters::default_adapter().as_ref()
+        );
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            decisions_file(
+                Some(dir.path()),
+                tradetune_device::wgpu_adapter_of(&device).as_ref()
+            ),
+            Some(
+                dir.path()
+                    .join(kernels::environment_of(&adapter))
+                    .join(FILE)
+            )
         );
     }
 
@@ -394,9 +559,10 @@ mod tests {
             matches!(&err, Some(TrainingRunError::Ppo(e)) if e.to_string().contains("batch_size")),
             "{err:?}"
         );
-        if let Some(kept) = tradetune_device::kernels::cache_setting()
-            .and_then(|s| Some(s.root.as_ref()?.join(&s.environment).join(FILE)))
-        {
+        if let Some(kept) = decisions_file(
+            tradetune_device::kernels::cache_setting().and_then(|s| s.root.as_deref()),
+            tradetune_device::wgpu_adapter_of(&device).as_ref(),
+        ) {
             let key = shape_key(&refused, &data, tradetune_rl::ppo::replay_policy_from_env());
             assert!(!read(&kept).contains_key(&key), "measured for {key}");
         }
