@@ -163,6 +163,10 @@ pub struct PpoTrial {
     checkpoints: Option<std::path::PathBuf>,
     /// Cross-validation folds over the train and validation bars (None: hold-out).
     folds: Option<Vec<Fold>>,
+    /// The features before scaling, kept for cross-validation: each fold refits the scaler on
+    /// its own training bars (`dataset`'s is fitted on the hold-out train split, which holds
+    /// some folds' test bars). None for a hold-out study.
+    unscaled: Option<Arc<ndarray::Array3<f32>>>,
 }
 
 impl PpoTrial {
@@ -195,6 +199,7 @@ impl PpoTrial {
             train: loaded.split.train.clone(),
             validation: loaded.split.validation.clone(),
             dataset: Arc::new(loaded.dataset),
+            unscaled: Some(Arc::new(loaded.unscaled_features)),
             objective,
             paths: data
                 .paths
@@ -213,6 +218,9 @@ impl PpoTrial {
         evaluation: &EvaluationSection,
     ) -> Result<Self, tradetune_market::DataError> {
         self.folds = evaluation.folds(self.validation.end)?;
+        if self.folds.is_none() {
+            self.unscaled = None;
+        }
         if let Some(folds) = &self.folds {
             self.source = format!(
                 "{}, {} {} folds",
