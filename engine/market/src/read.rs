@@ -579,6 +579,38 @@ mod tests {
         assert_eq!(a.close[1], 42451.55);
     }
 
+    /// Compact `YYYYMMDD` dates (Stooq, CRSP) are days, not seconds in 1970; a time far
+    /// outside 1900-2200 is refused naming the file, the line and the column.
+    #[test]
+    fn compact_dates_and_implausible_times() {
+        let f = read(
+            "Date,Open,High,Low,Close,Volume\n20200102,1,1,1,1,1\n20200103,1,1,1,1,1\n",
+            "d.csv",
+        )
+        .unwrap();
+        assert_eq!(f.assets[0].timestamps, vec![1_577_923_200, 1_578_009_600]);
+        let e = read(
+            "Date,Open,High,Low,Close,Volume\n20200102,1,1,1,1,1\n20201332,1,1,1,1,1\n",
+            "d.csv",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("d.csv, line 3, field 'Date'") && e.contains("YYYYMMDD"),
+            "{e}"
+        );
+        let e = read(
+            "timestamp,open,high,low,close,volume\n0,1,1,1,1,1\n9e27,1,1,1,1,1\n",
+            "x.csv",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("x.csv, line 3, field 'timestamp'") && e.contains("not a plausible"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn binance_with_header_and_unix_seconds() {
         let f = read(
