@@ -208,5 +208,49 @@ mod tests {
         scaler.apply(&mut want);
         assert_eq!(d.features, want);
         assert_eq!(d.prices, trial.dataset.prices);
+        // Its embargo of 10 is shorter than the features' memory: a note, not a refusal.
+        assert_eq!(trial.notes.len(), 1, "{:?}", trial.notes);
+        assert!(
+            trial.notes[0].contains("embargo_bars = 10"),
+            "{:?}",
+            trial.notes
+        );
+        assert!(trial.source.contains(&trial.notes[0]));
+    }
+
+    /// An embargo covering the features' memory (warm-up + lookback − 1) gets no note.
+    #[test]
+    fn an_embargo_covering_the_features_memory_gets_no_note() {
+        let base = PpoTrialConfig::default();
+        let load = || {
+            PpoTrial::load(
+                &DataSection::default(),
+                &SplitSpec::default(),
+                &base,
+                Objective::Sharpe,
+            )
+            .unwrap()
+        };
+        let memory = load().memory_bars;
+        assert_eq!(memory, 49 + base.env.lookback - 1);
+        let cv = |embargo_bars| EvaluationSection::Cpcv {
+            n_groups: 4,
+            k_test: 1,
+            purge_bars: 0,
+            embargo_bars,
+        };
+        assert!(
+            load()
+                .with_evaluation(&cv(memory))
+                .unwrap()
+                .notes
+                .is_empty()
+        );
+        let short = load().with_evaluation(&cv(memory - 1)).unwrap();
+        assert!(
+            short.notes[0].contains("the first 1 training bars"),
+            "{:?}",
+            short.notes
+        );
     }
 }
