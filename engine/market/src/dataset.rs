@@ -126,20 +126,50 @@ impl Dataset {
     /// The bars of `ranges` (increasing and disjoint), joined in order, with the same assets,
     /// features and scaler: a cross-validation fold's training bars. Ranges past the end are
     /// cut at the last bar.
+    ///
+    /// Where two ranges do not touch (a CPCV fold's training blocks on either side of its test
+    /// groups), the env would step from the last bar of one block straight to the first bar of
+    /// the next, and that one step's reward would be the price move over the whole gap: the
+    /// test period's return, leaked into training. So each later block's prices are rescaled,
+    /// per asset, by the ratio at the joint: the first bar of the block gets the last price of
+    /// the block before it, and the step across the joint has a zero return. Returns within each
+    /// block are unchanged (up to `f32` rounding), and the features are kept as computed on the
+    /// whole series (they are scale-free and causal), not recomputed on the rescaled prices.
     pub fn select(&self, ranges: &[std::ops::Range<usize>]) -> Dataset {
         let n = self.n_bars();
-        let rows: Vec<usize> = ranges
+        let blocks: Vec<std::ops::Range<usize>> = ranges
             .iter()
-            .flat_map(|r| r.start.min(n)..r.end.min(n))
+            .map(|r| r.start.min(n)..r.end.min(n))
+            .filter(|r| !r.is_empty())
             .collect();
+        let rows: Vec<usize> = blocks.iter().flat_map(|r| r.clone()).collect();
+        let mut prices = self
+            .prices
+            .select(ndarray::Axis(0), &rows)
+            .as_standard_layout()
+            .into_owned();
+        // Row in `prices` where the current block starts, and the original row before it.
+        let mut at = 0usize;
+        let mut prev_end: Option<usize> = None;
+        for block in &blocks {
+            if prev_end.is_some_and(|e| e != block.start) {
+                for m in 0..self.n_assets() {
+                    let last = f64::from(prices[[at - 1, m]]);
+                    let factor = last / f64::from(self.prices[[block.start, m]]);
+                    for t in at..at + block.len() {
+                        prices[[t, m]] = (f64::from(prices[[t, m]]) * factor) as f32;
+                    }
+                    // Exactly the joint's price, whatever the rounding of the product.
+                    prices[[at, m]] = prices[[at - 1, m]];
+                }
+            }
+            at += block.len();
+            prev_end = Some(block.end);
+        }
         Dataset {
             names: self.names.clone(),
             timestamps: rows.iter().map(|&i| self.timestamps[i]).collect(),
-            prices: self
-                .prices
-                .select(ndarray::Axis(0), &rows)
-                .as_standard_layout()
-                .into_owned(),
+            prices,
             features: self
                 .features
                 .select(ndarray::Axis(0), &rows)
@@ -232,8 +262,63 @@ mod tests {
         .unwrap();
         let s = d.select(&[0..2, 4..9]);
         assert_eq!(s.timestamps, [0, 60, 240, 300]);
-        assert_eq!(s.prices[[2, 1]], 42.0);
+        // The second block is rescaled so that its first price is the first block's last.
+        assert_eq!(s.prices[[2, 1]], 12.0);
+        assert!((s.prices[[3, 1]] / s.prices[[2, 1]] - 52.0 / 42.0).abs() < 1e-6);
         assert_eq!(s.features[[3, 0, 0]], 10.0);
         assert_eq!((s.n_bars(), s.n_assets(), s.n_features()), (4, 2, 1));
+        // Touching ranges are one block: nothing is rescaled.
+        let whole = d.select(&[0..3, 3..6]);
+        assert_eq!(whole.prices, d.prices);
+    }
+
+    /// A CPCV fold's training blocks around its test group: the step across the joint has a
+    /// zero return for every asset (it would otherwise be the test period's return), the
+    /// returns within each block are the original ones, and the features are the original
+    /// rows.
+    #[test]
+    fn select_gives_the_joint_between_training_blocks_a_zero_return() {
+        use crate::split::{Cpcv, cpcv};
+        let n = 600;
+        let prices = Array2::from_shape_fn((n, 2), |(t, m)| {
+            (1.0 + 0.01 * (m + 1) as f64).powi(t as i32) as f32
+        });
+        let features = Array3::from_shape_fn((n, 2, 1), |(t, m, _)| (t * 2 + m) as f32);
+        let d = Dataset::from_arrays(
+            vec!["A".into(), "B".into()],
+            (0..n as i64).map(|t| t * 60).collect(),
+            prices,
+            features.clone(),
+            vec!["f".into()],
+        )
+        .unwrap();
+        let cv = Cpcv {
+            n_groups: 6,
+            k_test: 1,
+            purge_bars: 5,
+            embargo_bars: 5,
+        };
+        let folds = cpcv(n, &cv).unwrap();
+        let f = &folds[2];
+        assert_eq!(f.train, [0..195, 305..600]);
+        let s = d.select(&f.train);
+        let j = 195; // first row of the second block
+        for m in 0..2 {
+            assert_eq!(s.prices[[j, m]] / s.prices[[j - 1, m]], 1.0, "asset {m}");
+            // Within each block every one-bar return is the original one.
+            for (row, orig) in (1..j)
+                .map(|r| (r, r))
+                .chain((j + 1..s.n_bars()).map(|r| (r, r + 110)))
+            {
+                let got = s.prices[[row, m]] as f64 / s.prices[[row - 1, m]] as f64;
+                let want = d.prices[[orig, m]] as f64 / d.prices[[orig - 1, m]] as f64;
+                assert!(
+                    (got - want).abs() < 1e-5,
+                    "asset {m} row {row}: {got} vs {want}"
+                );
+            }
+        }
+        assert_eq!(s.features[[j, 1, 0]], features[[305, 1, 0]]);
+        assert_eq!(s.timestamps[j], 305 * 60);
     }
 }

@@ -99,6 +99,9 @@ pub struct LoadedDataset {
     pub source_name: String,
     /// Unscaled ranges of the features.
     pub feature_stats: Vec<FeatureStats>,
+    /// The features before scaling (T×M×F, as `dataset.features`), so that a cross-validation
+    /// fold can refit the scaler on its own training bars.
+    pub unscaled_features: Array3<f32>,
 }
 
 impl DatasetConfig {
@@ -236,6 +239,7 @@ impl DatasetConfig {
             )));
         }
         let scaler = FeatureScaler::fit(&feats, split.train.clone()).with_clip(self.clip);
+        let unscaled_features = feats.clone();
         scaler.apply(&mut feats);
         let names = aligned.iter().map(|a| a.name.clone()).collect();
         let mut dataset = Dataset::from_arrays(names, timestamps, prices, feats, feature_names)
@@ -248,6 +252,7 @@ impl DatasetConfig {
             warmup_bars: warmup,
             source_name,
             feature_stats,
+            unscaled_features,
         })
     }
 }

@@ -5,10 +5,16 @@
 //! - **long**: the same plus a `ticker` or `symbol` column, many assets in one file (the bundled
 //!   Quandl sample);
 //! - **Binance kline exports** (data.binance.vision): no header, 12 columns, the open time in
-//!   milliseconds (microseconds since 2025) first.
+//!   milliseconds (microseconds since 2025) first. Futures klines have had a header
+//!   (`open_time,…,close_time,…`) since 2022-05; such a file is read by its header and its
+//!   asset named as a header-less one's (`BTCUSDT-1m-2023-01.csv` holds `BTCUSDT`).
+//!
+//! Separate `date` and `time` columns (and no `timestamp`, `open_time` or `datetime` column)
+//! are read together as one time, `{date}T{time}`.
 //!
 //! Column names are matched case-insensitively, with spaces, dashes and dots read as `_`
-//! (`Adj Close` is `adj_close`). Files may be gzip-compressed whatever their name. Every row is
+//! (`Adj Close` is `adj_close`). Fields are separated by commas, or by tabs or semicolons when
+//! the first line has no comma. Files may be gzip-compressed whatever their name. Every row is
 //! checked (numbers finite, prices positive, high ≥ low, volume ≥ 0, time strictly increasing
 //! per asset); the first problem aborts the read with an error naming the file, the line and the
 //! field, so a file is either loaded whole or not at all.
@@ -18,6 +24,7 @@
 //! across splits and the traded value `close × volume` of each bar is unchanged.
 
 use std::collections::HashMap;
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 use crate::source::{Source, asset_name_from_path};
@@ -154,6 +161,10 @@ struct Layout {
     ohlcv: [usize; 5],
     adj_close: Option<usize>,
     ticker: Option<usize>,
+    /// The `time` column of a file whose `date` column is `time` above: the time of day.
+    time_of_day: Option<usize>,
+    /// The asset is named as in a Binance export (the file name up to its first `-`).
+    binance_name: bool,
     /// Header name of every column (Binance: the documented names).
     names: Vec<String>,
     /// Fields a row must have: one past the largest index used.
@@ -176,10 +187,19 @@ type CsvReader = csv::Reader<Box<dyn std::io::Read>>;
 fn read_source(mut source: Source) -> Result<FileBars, DataError> {
     // The csv reader owns the byte stream; `source` keeps what error messages need.
     let reader = std::mem::replace(&mut source.reader, Box::new(std::io::empty()));
+    // The separator is told by the first line: tabs (`.tsv`) or semicolons (European exports)
+    // when it has no comma.
+    let mut reader = std::io::BufReader::with_capacity(64 * 1024, reader);
+    let delimiter = match reader.fill_buf() {
+        Ok(buf) => delimiter_of(buf),
+        Err(e) => return Err(source.read_error(Some(1), &e)),
+    };
+    let reader: Box<dyn std::io::Read> = Box::new(reader);
     let mut csv = csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
         .trim(csv::Trim::All)
+        .delimiter(delimiter)
         .from_reader(reader);
     match parse(&mut csv, &source) {
         Ok(bars) => Ok(bars),
@@ -200,6 +220,22 @@ fn read_source(mut source: Source) -> Result<FileBars, DataError> {
             }
         }
         Err(e) => Err(e),
+    }
+}
+
+/// The field separator of a file whose first bytes are `head`: `,` unless its first line has no
+/// comma and has tabs (then tab) or semicolons (then `;`).
+fn delimiter_of(head: &[u8]) -> u8 {
+    let line = head.split(|b| *b == b'\n').next().unwrap_or(head);
+    let count = |c: u8| line.iter().filter(|b| **b == c).count();
+    if count(b',') > 0 {
+        b','
+    } else if count(b'\t') > 0 {
+        b'\t'
+    } else if count(b';') > 0 {
+        b';'
+    } else {
+        b','
     }
 }
 
@@ -230,7 +266,7 @@ fn parse(csv: &mut CsvReader, source: &Source) -> Result<FileBars, DataError> {
     }
     let header_line = record.position().map(|p| p.line()).unwrap_or(1);
     let layout = layout_of(&path, &record, header_line)?;
-    let name = asset_name_from_path(&path, layout.format == FileFormat::BinanceKlines);
+    let name = asset_name_from_path(&path, layout.binance_name);
 
     let mut builders: Vec<Builder> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
@@ -292,7 +328,21 @@ fn parse(csv: &mut CsvReader, source: &Source) -> Result<FileBars, DataError> {
                 }
             }
         };
-        let ts = parse_timestamp(&record[layout.time]).map_err(|m| at(Some(layout.time), m))?;
+        let ts = match layout.time_of_day {
+            None => parse_timestamp(&record[layout.time]).map_err(|m| at(Some(layout.time), m))?,
+            Some(col) => {
+                let (date, time) = (&record[layout.time], &record[col]);
+                parse_timestamp(&format!("{date}T{time}")).map_err(|m| {
+                    at(
+                        Some(col),
+                        format!(
+                            "date '{date}' and time '{time}' (read together as one time) do not \
+                             make a time: {m}"
+                        ),
+                    )
+                })?
+            }
+        };
         let mut v = [0.0f64; 5];
         for (k, col) in layout.ohlcv.iter().enumerate() {
             v[k] = number(&record[*col]).map_err(|m| at(Some(*col), m))?;
@@ -420,6 +470,8 @@ fn layout_of(path: &Path, first: &csv::StringRecord, line: u64) -> Result<Layout
         return Ok(Layout {
             format: FileFormat::BinanceKlines,
             time: 0,
+            time_of_day: None,
+            binance_name: true,
             ohlcv: [1, 2, 3, 4, 5],
             adj_close: None,
             ticker: None,
@@ -479,7 +531,16 @@ fn layout_of(path: &Path, first: &csv::StringRecord, line: u64) -> Result<Layout
     }
     let adj_close = find(&ADJ_NAMES);
     let ticker = find(&TICKER_NAMES);
-    let used = [Some(time), adj_close, ticker]
+    // `Date,Time,…`: the date column is found first; the time of day is the other one.
+    let time_of_day = if norm[time] == "date" {
+        find(&["time"])
+    } else {
+        None
+    };
+    // A Binance kline file with its header (futures since 2022-05).
+    let binance_name =
+        ticker.is_none() && norm[time] == "open_time" && norm.iter().any(|n| n == "close_time");
+    let used = [Some(time), time_of_day, adj_close, ticker]
         .into_iter()
         .flatten()
         .chain(ohlcv);
@@ -491,6 +552,8 @@ fn layout_of(path: &Path, first: &csv::StringRecord, line: u64) -> Result<Layout
             FileFormat::PerAsset
         },
         time,
+        time_of_day,
+        binance_name,
         ohlcv,
         adj_close,
         ticker,
@@ -577,6 +640,108 @@ mod tests {
         assert_eq!(a.name, "BTCUSDT");
         assert_eq!(a.timestamps, vec![1_704_067_200, 1_704_067_500]);
         assert_eq!(a.close[1], 42451.55);
+    }
+
+    /// Compact `YYYYMMDD` dates (Stooq, CRSP) are days, not seconds in 1970; a time far
+    /// outside 1900-2200 is refused naming the file, the line and the column.
+    #[test]
+    fn compact_dates_and_implausible_times() {
+        let f = read(
+            "Date,Open,High,Low,Close,Volume\n20200102,1,1,1,1,1\n20200103,1,1,1,1,1\n",
+            "d.csv",
+        )
+        .unwrap();
+        assert_eq!(f.assets[0].timestamps, vec![1_577_923_200, 1_578_009_600]);
+        let e = read(
+            "Date,Open,High,Low,Close,Volume\n20200102,1,1,1,1,1\n20201332,1,1,1,1,1\n",
+            "d.csv",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("d.csv, line 3, field 'Date'") && e.contains("YYYYMMDD"),
+            "{e}"
+        );
+        let e = read(
+            "timestamp,open,high,low,close,volume\n0,1,1,1,1,1\n9e27,1,1,1,1,1\n",
+            "x.csv",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("x.csv, line 3, field 'timestamp'") && e.contains("not a plausible"),
+            "{e}"
+        );
+    }
+
+    /// Tab- and semicolon-separated files are read like comma-separated ones.
+    #[test]
+    fn tab_and_semicolon_separators() {
+        for (text, name) in [
+            (
+                "Date\tOpen\tHigh\tLow\tClose\tVolume\n2020-01-02\t1\t2\t1\t1.5\t1\n",
+                "x.tsv",
+            ),
+            (
+                "Date;Open;High;Low;Close;Volume\n2020-01-02;1;2;1;1.5;1\n",
+                "y.csv",
+            ),
+        ] {
+            let f = read(text, name).unwrap();
+            let a = &f.assets[0];
+            assert_eq!(
+                (a.timestamps[0], a.close[0]),
+                (1_577_923_200, 1.5),
+                "{name}"
+            );
+        }
+        assert_eq!(delimiter_of(b"a,b;c\td"), b',');
+        assert_eq!(delimiter_of(b"a"), b',');
+    }
+
+    /// Futures klines from data.binance.vision carry a header since 2022-05: the asset is
+    /// still named up to the first `-`, so monthly files join into one asset.
+    #[test]
+    fn binance_klines_with_header_are_named_as_binance() {
+        let f = read(
+            "open_time,open,high,low,close,volume,close_time,quote_volume,count,\
+             taker_buy_volume,taker_buy_quote_volume,ignore\n\
+             1704067200000,1,2,1,2,3,1704067259999,0,0,0,0,0\n",
+            "BTCUSDT-1m-2024-01.csv",
+        )
+        .unwrap();
+        assert_eq!(f.assets[0].name, "BTCUSDT");
+        assert_eq!(f.assets[0].timestamps, vec![1_704_067_200]);
+        // A per-asset file with a dash keeps its whole name.
+        let f = read(
+            "Date,Open,High,Low,Close,Volume\n2020-01-02,1,1,1,1,1\n",
+            "BTC-USD.csv",
+        )
+        .unwrap();
+        assert_eq!(f.assets[0].name, "BTC-USD");
+    }
+
+    /// `Date,Time,…`: both columns make the bar's time, so intraday bars of one day are
+    /// distinct; a time that does not fit names the time column.
+    #[test]
+    fn separate_date_and_time_columns() {
+        let f = read(
+            "Date,Time,Open,High,Low,Close,Volume\n\
+             2020-01-02,09:30,1,1,1,1,1\n2020-01-02,09:31,1,1,1,1,1\n",
+            "i.csv",
+        )
+        .unwrap();
+        assert_eq!(f.assets[0].timestamps, vec![1_577_957_400, 1_577_957_460]);
+        let e = read(
+            "Date,Time,Open,High,Low,Close,Volume\n2020-01-02,9h30,1,1,1,1,1\n",
+            "i.csv",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("i.csv, line 2, field 'Time'") && e.contains("9h30"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use std::ops::Range;
 
-use ndarray::{Array2, Array3, Axis, s};
+use ndarray::{Array2, Array3};
 use serde::{Deserialize, Serialize};
 
 /// Standard deviations below this count as "constant on the training split" (see
@@ -25,6 +25,10 @@ pub struct FeatureScaler {
     /// The bar range the statistics come from (after clamping to the array), for the record.
     #[serde(default)]
     pub fitted_on: Range<usize>,
+    /// The blocks the statistics come from when there are several ([`Self::fit_ranges`]);
+    /// empty for a scaler fitted on the one range `fitted_on`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocks: Vec<Range<usize>>,
 }
 
 /// A scaler applied to features of another shape than it was fitted on.
@@ -52,17 +56,58 @@ impl FeatureScaler {
     /// the training bars (std < 1e-8), gets std 1: dividing by a tiny floor instead would blow
     /// the smallest later deviation up to ±clip. `train` is clamped to `0..T`.
     pub fn fit(features: &Array3<f32>, train: Range<usize>) -> Self {
-        let (t, m, f) = features.dim();
+        let t = features.dim().0;
         let end = train.end.min(t);
         let train = train.start.min(end)..end;
-        let slice = features.slice(s![train.clone(), .., ..]);
+        let mut scaler = Self::fit_rows(features, std::slice::from_ref(&train));
+        scaler.fitted_on = train;
+        scaler
+    }
+
+    /// Fits on the bars of several `blocks` of `features` together (a cross-validation fold's
+    /// training bars, which may lie on either side of its test bars); bars outside them are
+    /// never read. Each block is clamped to `0..T` as in [`Self::fit`]; `fitted_on` is then
+    /// `0..0` and [`Self::fitted_blocks`] lists the blocks.
+    pub fn fit_ranges(features: &Array3<f32>, blocks: &[Range<usize>]) -> Self {
+        let t = features.dim().0;
+        let blocks: Vec<Range<usize>> = blocks
+            .iter()
+            .map(|r| {
+                let end = r.end.min(t);
+                r.start.min(end)..end
+            })
+            .filter(|r| !r.is_empty())
+            .collect();
+        let mut scaler = Self::fit_rows(features, &blocks);
+        scaler.blocks = blocks;
+        scaler
+    }
+
+    /// The bar ranges the statistics come from: the blocks of [`Self::fit_ranges`], else
+    /// `fitted_on`.
+    pub fn fitted_blocks(&self) -> Vec<Range<usize>> {
+        if self.blocks.is_empty() {
+            vec![self.fitted_on.clone()]
+        } else {
+            self.blocks.clone()
+        }
+    }
+
+    /// Statistics over the rows of `blocks` (already clamped); `fitted_on` 0..0, no blocks.
+    fn fit_rows(features: &Array3<f32>, blocks: &[Range<usize>]) -> Self {
+        let (_, m, f) = features.dim();
         let mut mean = Array2::<f32>::zeros((m, f));
         let mut std = Array2::<f32>::ones((m, f));
         for a in 0..m {
-            let asset = slice.index_axis(Axis(1), a);
             for k in 0..f {
-                let col = asset.index_axis(Axis(1), k);
-                let finite = || col.iter().filter(|v| v.is_finite()).map(|v| *v as f64);
+                let finite = || {
+                    blocks
+                        .iter()
+                        .flat_map(|r| r.clone())
+                        .map(|i| features[[i, a, k]])
+                        .filter(|v| v.is_finite())
+                        .map(f64::from)
+                };
                 let n = finite().count();
                 if n == 0 {
                     continue;
@@ -79,7 +124,8 @@ impl FeatureScaler {
             mean,
             std,
             clip: Self::DEFAULT_CLIP,
-            fitted_on: train,
+            fitted_on: 0..0,
+            blocks: Vec::new(),
         }
     }
 
@@ -135,7 +181,7 @@ impl FeatureScaler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ndarray::Array3;
+    use ndarray::{Array3, s};
 
     /// T×2×2 features whose values differ per bar, asset and feature.
     fn features(t: usize) -> Array3<f32> {
@@ -183,6 +229,37 @@ mod tests {
             mean.abs() < 1e-5 && (var - 1.0).abs() < 1e-4,
             "{mean} {var}"
         );
+    }
+
+    /// A cross-validation fold's scaler: its statistics are those of its training blocks alone,
+    /// whatever the bars between them (the fold's test bars) hold.
+    #[test]
+    fn fit_ranges_uses_the_blocks_only() {
+        let x = features(100);
+        let blocks = [5..30, 60..90];
+        let scaler = FeatureScaler::fit_ranges(&x, &blocks);
+        let rows: Vec<usize> = blocks.iter().flat_map(|r| r.clone()).collect();
+        for a in 0..2 {
+            for k in 0..2 {
+                let v: Vec<f64> = rows.iter().map(|&i| x[[i, a, k]] as f64).collect();
+                let n = v.len() as f64;
+                let mu = v.iter().sum::<f64>() / n;
+                let sd = (v.iter().map(|x| (x - mu).powi(2)).sum::<f64>() / n).sqrt();
+                assert!((scaler.mean[[a, k]] as f64 - mu).abs() < 1e-5);
+                assert!((scaler.std[[a, k]] as f64 - sd).abs() < 1e-5);
+            }
+        }
+        assert_eq!(scaler.fitted_blocks(), blocks);
+        let mut y = x.clone();
+        y.slice_mut(s![30..60, .., ..]).fill(1e6);
+        y.slice_mut(s![90.., .., ..]).fill(f32::NAN);
+        assert_eq!(FeatureScaler::fit_ranges(&y, &blocks), scaler);
+        // One block is `fit`'s statistics.
+        let one = FeatureScaler::fit_ranges(&x, std::slice::from_ref(&(20..50)));
+        let fit = FeatureScaler::fit(&x, 20..50);
+        assert_eq!((one.mean, one.std), (fit.mean.clone(), fit.std.clone()));
+        assert_eq!(fit.fitted_blocks(), vec![fit.fitted_on.clone()]);
+        assert_eq!(fit.fitted_on, 20..50);
     }
 
     #[test]

@@ -318,6 +318,17 @@ pub fn cpcv(n: usize, spec: &Cpcv) -> Result<Vec<Fold>, SplitError> {
         if cursor < n {
             train.push(cursor..n);
         }
+        if train.is_empty() {
+            let groups: Vec<String> = chosen.iter().map(usize::to_string).collect();
+            return Err(SplitError(format!(
+                "CPCV (n_groups = {big_n}, k_test = {k}, purge_bars = {}, embargo_bars = {}): \
+                 the fold testing groups {} of {n} bars has no training bars left: lower \
+                 purge_bars or embargo_bars, use more n_groups or a smaller k_test",
+                spec.purge_bars,
+                spec.embargo_bars,
+                groups.join(", ")
+            )));
+        }
         out.push(Fold {
             train,
             test,

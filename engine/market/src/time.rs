@@ -5,7 +5,13 @@
 //! offset means UTC), and Unix epoch numbers in seconds, milliseconds, microseconds or
 //! nanoseconds. The unit of an epoch number is told by its magnitude, as pandas and Binance's
 //! own tools do: Binance klines use milliseconds, and since 2025 its spot archives use
-//! microseconds (data.binance.vision changelog, 2025-01-01).
+//! microseconds (data.binance.vision changelog, 2025-01-01). An integer of exactly eight digits
+//! that is a calendar date in the years 1900-2100 is a compact date `YYYYMMDD` (`20200102`, as
+//! Stooq, CRSP and many vendors write dates) at midnight UTC, not Unix seconds in 1970; one that
+//! starts like such a date but is not one (`20201332`) is refused.
+//!
+//! Times before 1900-01-01 or from 2200-01-01 on are refused: such a number is a garbled cell
+//! or another unit, not a bar time, and later arithmetic on it would overflow.
 
 use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
 
@@ -15,6 +21,10 @@ const MAX_SECONDS: f64 = 1e11;
 const MAX_MILLIS: f64 = 1e14;
 /// Below this, microseconds; above, nanoseconds.
 const MAX_MICROS: f64 = 1e17;
+/// 1900-01-01T00:00:00Z: the first time accepted.
+const FIRST_SECS: i64 = -2_208_988_800;
+/// 2200-01-01T00:00:00Z: the first time refused.
+const END_SECS: i64 = 7_258_118_400;
 
 /// Parses one timestamp cell into Unix seconds, or says what was expected.
 ///
@@ -26,10 +36,47 @@ pub fn parse_timestamp(cell: &str) -> Result<i64, String> {
     }
     let first = s.as_bytes()[0];
     let looks_like_date = s.len() >= 10 && s.as_bytes().get(4) == Some(&b'-');
-    if !looks_like_date && (first.is_ascii_digit() || first == b'-' || first == b'+') {
+    let secs = if s.len() == 8 && s.bytes().all(|b| b.is_ascii_digit()) {
+        parse_compact_date(s)?
+    } else if !looks_like_date && (first.is_ascii_digit() || first == b'-' || first == b'+') {
+        parse_epoch(s)?
+    } else {
+        parse_iso(s)?
+    };
+    if !(FIRST_SECS..END_SECS).contains(&secs) {
+        return Err(format!(
+            "'{s}' is not a plausible bar time ({}): times must lie between 1900-01-01 and \
+             2200-01-01; epoch numbers are read as seconds, milliseconds, microseconds or \
+             nanoseconds by their size",
+            if (-62_135_596_800..253_402_300_800).contains(&secs) {
+                format!("it reads as {}", format_timestamp(secs))
+            } else {
+                "far outside any calendar".to_string()
+            }
+        ));
+    }
+    Ok(secs)
+}
+
+/// Eight digits: `YYYYMMDD` when the first four are a year 1900-2100 (then it must be a
+/// calendar date), else Unix seconds.
+fn parse_compact_date(s: &str) -> Result<i64, String> {
+    let year: i32 = s[..4]
+        .parse()
+        .map_err(|_| format!("'{s}' is not a timestamp"))?;
+    if !(1900..=2100).contains(&year) {
         return parse_epoch(s);
     }
-    parse_iso(s)
+    let date = NaiveDate::parse_from_str(s, "%Y%m%d").map_err(|_| {
+        format!(
+            "'{s}' looks like a compact date YYYYMMDD but is not a calendar date: write the \
+             date as {}-{}-{} (ISO), or an epoch number with another number of digits",
+            &s[..4],
+            &s[4..6],
+            &s[6..]
+        )
+    })?;
+    Ok(date.and_time(NaiveTime::MIN).and_utc().timestamp())
 }
 
 /// An epoch number; the unit from its magnitude.
@@ -187,6 +234,48 @@ mod tests {
         assert_eq!(parse_timestamp("1362096000000000000"), Ok(1_362_096_000));
         assert_eq!(parse_timestamp("1362096000.75"), Ok(1_362_096_000));
         assert_eq!(parse_timestamp("0"), Ok(0));
+        // Eight digits that are not a date of 1900-2100: seconds, as before.
+        assert_eq!(parse_timestamp("12345678"), Ok(12_345_678));
+    }
+
+    /// `YYYYMMDD` is a date at midnight UTC, not Unix seconds in August 1970.
+    #[test]
+    fn compact_dates_are_dates() {
+        assert_eq!(parse_timestamp("20200102"), Ok(1_577_923_200));
+        assert_eq!(parse_timestamp("20200102"), parse_timestamp("2020-01-02"));
+        assert_eq!(parse_timestamp("19000101"), Ok(-2_208_988_800));
+        assert_eq!(parse_timestamp(" 21001231 "), parse_timestamp("2100-12-31"));
+        for bad in ["20201332", "20200230", "19991300"] {
+            let e = parse_timestamp(bad).unwrap_err();
+            assert!(e.contains("YYYYMMDD") && e.contains(bad), "{bad}: {e}");
+        }
+    }
+
+    /// Epoch numbers (and ISO dates) far outside 1900-2200 are refused, not read as seconds
+    /// whose differences overflow later.
+    #[test]
+    fn implausible_times_are_refused() {
+        for bad in [
+            "9e27",
+            "1e300",
+            "-1e300",
+            "9223372036854775807",
+            "-9223372036854775808",
+            "-3000000000",
+            "7258118400",
+            "1899-12-31",
+            "2200-01-01",
+        ] {
+            let e = parse_timestamp(bad);
+            assert!(
+                e.as_ref()
+                    .is_err_and(|m| m.contains("1900-01-01") && m.contains(bad)),
+                "{bad:?} gave {e:?}"
+            );
+        }
+        assert_eq!(parse_timestamp("1900-01-01"), Ok(-2_208_988_800));
+        assert_eq!(parse_timestamp("2199-12-31"), Ok(7_258_032_000));
+        assert_eq!(parse_timestamp("-86400"), Ok(-86_400));
     }
 
     #[test]

@@ -163,6 +163,15 @@ pub struct PpoTrial {
     checkpoints: Option<std::path::PathBuf>,
     /// Cross-validation folds over the train and validation bars (None: hold-out).
     folds: Option<Vec<Fold>>,
+    /// The features before scaling, kept for cross-validation: each fold refits the scaler on
+    /// its own training bars (`dataset`'s is fitted on the hold-out train split, which holds
+    /// some folds' test bars). None for a hold-out study.
+    unscaled: Option<Arc<ndarray::Array3<f32>>>,
+    /// Bars back from a bar that its observation's features read: the features' warm-up plus
+    /// the lookback window less one.
+    memory_bars: usize,
+    /// Warnings about the study's settings that do not stop it (also in `source`).
+    pub notes: Vec<String>,
 }
 
 impl PpoTrial {
@@ -195,6 +204,9 @@ impl PpoTrial {
             train: loaded.split.train.clone(),
             validation: loaded.split.validation.clone(),
             dataset: Arc::new(loaded.dataset),
+            unscaled: Some(Arc::new(loaded.unscaled_features)),
+            memory_bars: loaded.warmup_bars + base.env.lookback.saturating_sub(1),
+            notes: Vec::new(),
             objective,
             paths: data
                 .paths
@@ -213,6 +225,9 @@ impl PpoTrial {
         evaluation: &EvaluationSection,
     ) -> Result<Self, tradetune_market::DataError> {
         self.folds = evaluation.folds(self.validation.end)?;
+        if self.folds.is_none() {
+            self.unscaled = None;
+        }
         if let Some(folds) = &self.folds {
             self.source = format!(
                 "{}, {} {} folds",
@@ -220,6 +235,13 @@ impl PpoTrial {
                 folds.len(),
                 evaluation.name()
             );
+        }
+        if let EvaluationSection::Cpcv { embargo_bars, .. } = evaluation
+            && *embargo_bars < self.memory_bars
+        {
+            let note = embargo_note(*embargo_bars, self.memory_bars);
+            self.source = format!("{}; note: {note}", self.source);
+            self.notes.push(note);
         }
         Ok(self)
     }
@@ -268,6 +290,20 @@ impl PpoTrial {
         self.sizes(&cfg.env)?;
         Ok(cfg.memory_estimate(DataShape::of(&self.dataset), on_cpu))
     }
+}
+
+/// A CPCV embargo shorter than the bars an observation's features read: the first training
+/// bars after each test block see features computed from the test block's prices (AFML §7.4.2).
+/// A warning, not a refusal: the recursive features' memory never ends, so where to stop is the
+/// user's choice.
+fn embargo_note(embargo_bars: usize, memory_bars: usize) -> String {
+    format!(
+        "embargo_bars = {embargo_bars} is shorter than the {memory_bars} bars an observation's \
+         features look back (indicator warm-up plus lookback − 1): the first {} training bars \
+         after each test block carry features computed from its prices; embargo_bars = \
+         {memory_bars} leaves them out",
+        memory_bars - embargo_bars
+    )
 }
 
 impl TrialFunction for PpoTrial {

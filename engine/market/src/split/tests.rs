@@ -131,6 +131,31 @@ fn cpcv_rejects_impossible_settings() {
     assert!(cpcv(100, &s(5, 5)).is_err());
     assert!(cpcv(3, &s(5, 2)).is_err());
     assert!(cpcv(10_000, &s(40, 20)).is_err());
+    // Purge and embargo that leave a fold nothing to train on are refused up front, naming
+    // the settings, not left to fail trial by trial.
+    let wide = Cpcv {
+        n_groups: 2,
+        k_test: 1,
+        purge_bars: 60,
+        embargo_bars: 60,
+    };
+    let e = cpcv(100, &wide).unwrap_err().to_string();
+    for name in [
+        "n_groups = 2",
+        "k_test = 1",
+        "purge_bars = 60",
+        "embargo_bars = 60",
+    ] {
+        assert!(e.contains(name), "{e}");
+    }
+    assert!(e.contains("no training bars"), "{e}");
+    // One training bar left is enough for the split (the env's own checks come later).
+    let narrow = Cpcv {
+        purge_bars: 49,
+        embargo_bars: 0,
+        ..wide
+    };
+    assert!(cpcv(100, &narrow).is_ok());
 }
 
 proptest! {
@@ -149,7 +174,20 @@ proptest! {
         prop_assume!(n >= n_groups);
         let k = 1 + k_seed % (n_groups - 1);
         let spec = Cpcv { n_groups, k_test: k, purge_bars: purge, embargo_bars: embargo };
-        let folds = cpcv(n, &spec).unwrap();
+        let forbidden_all = |f: &Fold| (0..n).all(|i| f.test.iter().any(|r| {
+            i + purge >= r.start && i < r.end + embargo
+        }));
+        let folds = match cpcv(n, &spec) {
+            Ok(folds) => folds,
+            Err(_) => {
+                // Refused only when some fold would have no training bar at all.
+                let bare = Cpcv { purge_bars: 0, embargo_bars: 0, ..spec.clone() };
+                let bare = cpcv(n, &bare).unwrap();
+                prop_assert!(bare.iter().any(forbidden_all));
+                return Ok(());
+            }
+        };
+        prop_assert!(folds.iter().all(|f| !f.train.is_empty()));
         prop_assert_eq!(folds.len() as u128, spec.n_splits());
         let bounds = groups(n, n_groups);
         prop_assert_eq!(bounds.iter().map(|r| r.len()).sum::<usize>(), n);

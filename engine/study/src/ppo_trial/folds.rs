@@ -8,6 +8,8 @@ use std::sync::Arc;
 use super::learn::{Work, learn};
 use super::{PlacedEnv, PpoTrial, PpoTrialConfig, TrainingRun};
 use crate::runner::{Reporter, TrialError, TrialInput};
+use tradetune_market::Dataset;
+use tradetune_market::scaling::FeatureScaler;
 use tradetune_market::split::Fold;
 use tradetune_rl::eval::EvalSplit;
 use tradetune_rl::ppo::{Trainer, evaluate_trainer};
@@ -29,8 +31,10 @@ impl PpoTrial {
         let mut values = Vec::with_capacity(folds.len());
         for (i, fold) in folds.iter().enumerate() {
             // A fold's training bars may be several blocks (CPCV): they are joined, as
-            // FinRL_Crypto indexes its arrays by the training indices.
-            let data = Arc::new(self.dataset.select(&fold.train));
+            // FinRL_Crypto indexes its arrays by the training indices, with each later block's
+            // prices rescaled so that the step across a joint has a zero return (`select`).
+            let scaled = self.fold_dataset(fold)?;
+            let data = Arc::new(scaled.select(&fold.train));
             let run =
                 TrainingRun::build(cfg, &data, 0..data.n_bars(), device, input.budget.as_ref())
                     .map_err(TrialError::failed)?;
@@ -42,8 +46,15 @@ impl PpoTrial {
             // Each fold's measuring, where the decision was not kept (the GPU cache off).
             done.add_placement(run.auto.as_ref());
             let at = (i, folds.len());
-            let (value, returns) =
-                self.fold_on(cfg, input, reporter, at, fold, run.trainer, &mut done)?;
+            let (value, returns) = self.fold_on(
+                cfg,
+                input,
+                reporter,
+                at,
+                (fold, scaled),
+                run.trainer,
+                &mut done,
+            )?;
             reporter.fold_returns(i as u64, &returns)?;
             values.push(value);
             reporter.report_and_check(i as u64, value)?;
@@ -64,9 +75,38 @@ impl PpoTrial {
         Ok(mean)
     }
 
+    /// The whole dataset with its features scaled by a scaler fitted on `fold`'s training bars
+    /// only, so that no statistic of the fold's test bars reaches its training or scoring (the
+    /// study's dataset is scaled on the hold-out train split, which covers some folds' test
+    /// bars). Without the unscaled features (a hold-out study), the study's dataset.
+    pub(super) fn fold_dataset(&self, fold: &Fold) -> Result<Arc<Dataset>, TrialError> {
+        let Some(unscaled) = &self.unscaled else {
+            return Ok(self.dataset.clone());
+        };
+        let clip = self
+            .dataset
+            .scaler
+            .as_ref()
+            .map_or(FeatureScaler::DEFAULT_CLIP, |s| s.clip);
+        let scaler = FeatureScaler::fit_ranges(unscaled, &fold.train).with_clip(clip);
+        let mut features = (**unscaled).clone();
+        scaler
+            .try_apply(&mut features)
+            .map_err(TrialError::failed)?;
+        let d = &self.dataset;
+        Ok(Arc::new(Dataset {
+            names: d.names.clone(),
+            timestamps: d.timestamps.clone(),
+            prices: d.prices.clone(),
+            features,
+            feature_names: d.feature_names.clone(),
+            scaler: Some(scaler),
+        }))
+    }
+
     /// One fold, `at` = (index, count): trains `trainer` (on the fold's training bars), then
-    /// scores each contiguous block of the fold's test bars (on the whole dataset, so each
-    /// block's first observation window is its own bars). The fold's objective is the blocks'
+    /// scores each contiguous block of the fold's test bars (on `scaled`, the whole dataset
+    /// scaled for this fold, so each block's first observation window is its own bars). The fold's objective is the blocks'
     /// objectives weighted by their bars; the returns are the agent's per-bar simple returns
     /// over the blocks, in order.
     #[allow(clippy::too_many_arguments)]
@@ -76,7 +116,7 @@ impl PpoTrial {
         input: &TrialInput<'_>,
         reporter: &mut Reporter<'_>,
         at: (usize, usize),
-        fold: &Fold,
+        (fold, scaled): (&Fold, Arc<Dataset>),
         mut trainer: Trainer<PlacedEnv>,
         done: &mut Work,
     ) -> Result<(f64, Vec<(i64, f64)>), TrialError> {
@@ -84,7 +124,7 @@ impl PpoTrial {
         let (mut weighted, mut bars) = (0.0, 0usize);
         let mut returns = Vec::new();
         for block in merge_adjacent(&fold.test) {
-            let split = EvalSplit::new("fold test", self.dataset.clone(), block, &cfg.env);
+            let split = EvalSplit::new("fold test", scaled.clone(), block, &cfg.env);
             let r =
                 evaluate_trainer(&trainer, &split, self.objective).map_err(TrialError::failed)?;
             weighted += r.objective * r.bars as f64;
@@ -110,4 +150,107 @@ fn merge_adjacent(ranges: &[Range<usize>]) -> Vec<Range<usize>> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::file::{DataSection, EvaluationSection};
+    use tradetune_market::split::SplitSpec;
+    use tradetune_rl::eval::Objective;
+
+    /// Each CPCV fold trains and scores on features scaled by a scaler fitted on its own
+    /// training bars: the statistics are those of those bars of the unscaled features alone,
+    /// not of the hold-out train split (which covers fold 0's test groups).
+    #[test]
+    fn a_fold_scales_with_statistics_of_its_training_bars_only() {
+        let trial = PpoTrial::load(
+            &DataSection::default(),
+            &SplitSpec::default(),
+            &PpoTrialConfig::default(),
+            Objective::Sharpe,
+        )
+        .unwrap()
+        .with_evaluation(&EvaluationSection::Cpcv {
+            n_groups: 6,
+            k_test: 2,
+            purge_bars: 10,
+            embargo_bars: 10,
+        })
+        .unwrap();
+        let folds = trial.folds().unwrap().to_vec();
+        let fold = &folds[0];
+        assert_eq!(fold.groups, [0, 1]);
+        let unscaled = trial.unscaled.clone().unwrap();
+        let d = trial.fold_dataset(fold).unwrap();
+        let scaler = d.scaler.clone().unwrap();
+        assert_eq!(scaler.fitted_blocks(), fold.train);
+        let rows: Vec<usize> = fold.train.iter().flat_map(|r| r.clone()).collect();
+        let (_, m, f) = unscaled.dim();
+        for a in 0..m {
+            for k in 0..f {
+                let v: Vec<f64> = rows.iter().map(|&i| unscaled[[i, a, k]] as f64).collect();
+                let n = v.len() as f64;
+                let mu = v.iter().sum::<f64>() / n;
+                let sd = (v.iter().map(|x| (x - mu).powi(2)).sum::<f64>() / n).sqrt();
+                let tol = 1e-4 * (1.0 + mu.abs());
+                assert!((scaler.mean[[a, k]] as f64 - mu).abs() < tol, "{a} {k}");
+                assert!(
+                    (scaler.std[[a, k]] as f64 - sd).abs() < 1e-4 * (1.0 + sd),
+                    "{a} {k}"
+                );
+            }
+        }
+        // The study's dataset is scaled on the hold-out train split, not this fold's bars.
+        assert_ne!(trial.dataset.scaler.as_ref().unwrap().mean, scaler.mean);
+        // And the fold's features are the unscaled ones under its own scaler.
+        let mut want = (*unscaled).clone();
+        scaler.apply(&mut want);
+        assert_eq!(d.features, want);
+        assert_eq!(d.prices, trial.dataset.prices);
+        // Its embargo of 10 is shorter than the features' memory: a note, not a refusal.
+        assert_eq!(trial.notes.len(), 1, "{:?}", trial.notes);
+        assert!(
+            trial.notes[0].contains("embargo_bars = 10"),
+            "{:?}",
+            trial.notes
+        );
+        assert!(trial.source.contains(&trial.notes[0]));
+    }
+
+    /// An embargo covering the features' memory (warm-up + lookback − 1) gets no note.
+    #[test]
+    fn an_embargo_covering_the_features_memory_gets_no_note() {
+        let base = PpoTrialConfig::default();
+        let load = || {
+            PpoTrial::load(
+                &DataSection::default(),
+                &SplitSpec::default(),
+                &base,
+                Objective::Sharpe,
+            )
+            .unwrap()
+        };
+        let memory = load().memory_bars;
+        assert_eq!(memory, 49 + base.env.lookback - 1);
+        let cv = |embargo_bars| EvaluationSection::Cpcv {
+            n_groups: 4,
+            k_test: 1,
+            purge_bars: 0,
+            embargo_bars,
+        };
+        assert!(
+            load()
+                .with_evaluation(&cv(memory))
+                .unwrap()
+                .notes
+                .is_empty()
+        );
+        let short = load().with_evaluation(&cv(memory - 1)).unwrap();
+        assert!(
+            short.notes[0].contains("the first 1 training bars"),
+            "{:?}",
+            short.notes
+        );
+    }
 }
