@@ -182,7 +182,7 @@ impl DatasetConfig {
         let warmup = matrices.iter().map(|f| f.warmup).max().unwrap_or(0);
         let t_all = alignment.common_bars;
         let t = t_all.saturating_sub(warmup);
-        let needed = self.lookback + self.episode_bars.max(1);
+        let needed = self.lookback.saturating_add(self.episode_bars.max(1));
         let too_few = |have: usize, what: &str| {
             DataError::Data(format!(
                 "{source_name}: {what} has {have} bars, but lookback {} + one episode of {} \

@@ -167,6 +167,15 @@ fn bad_settings_are_reported() {
             },
             "period is 0",
         ),
+        // A lookback and episode that overflow together: too few bars, not an overflow.
+        (
+            DatasetConfig {
+                lookback: usize::MAX,
+                episode_bars: 10,
+                ..DatasetConfig::default()
+            },
+            "but lookback",
+        ),
     ] {
         let e = cfg.load().unwrap_err().to_string();
         assert!(e.contains(needle), "{e}");
