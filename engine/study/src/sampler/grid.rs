@@ -140,6 +140,10 @@ impl Sampler for GridSampler {
         "grid".into()
     }
 
+    fn needs_complete_entries(&self) -> bool {
+        true
+    }
+
     fn sample(&self, ctx: &SampleContext<'_>) -> Result<Proposal, SamplerError> {
         let (finished, running) = self.taken(ctx);
         let free = |id: &usize| !finished.contains(id) && !running.contains(id);

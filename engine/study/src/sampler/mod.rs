@@ -77,6 +77,11 @@ pub trait Sampler: Send + Sync {
     /// A short name for logs and benchmark tables (`random`, `tpe`, `grid`, …).
     fn name(&self) -> String;
     fn sample(&self, ctx: &SampleContext<'_>) -> Result<Proposal, SamplerError>;
+    /// Whether an enqueued entry must fix every parameter in front of this sampler (the grid:
+    /// Optuna's `GridSampler` refuses a partial `enqueue_trial`).
+    fn needs_complete_entries(&self) -> bool {
+        false
+    }
 }
 
 impl<S: Sampler + ?Sized> Sampler for Box<S> {
@@ -85,6 +90,9 @@ impl<S: Sampler + ?Sized> Sampler for Box<S> {
     }
     fn sample(&self, ctx: &SampleContext<'_>) -> Result<Proposal, SamplerError> {
         (**self).sample(ctx)
+    }
+    fn needs_complete_entries(&self) -> bool {
+        (**self).needs_complete_entries()
     }
 }
 
