@@ -82,7 +82,7 @@ impl EnqueuedSampler {
 /// parameters, must have exactly the entry's names and values.
 fn repeats(t: &Trial, json: &serde_json::Value, internal: &InternalParams) -> bool {
     match t.system_attrs.get("fixed_params") {
-        Some(fixed) => fixed == json,
+        Some(fixed) => serde_json::Value::from(fixed) == *json,
         None => {
             t.params.len() == internal.len()
                 && internal.iter().all(|(k, v)| t.params.get(k) == Some(v))
@@ -153,9 +153,9 @@ mod tests {
                 } else {
                     TrialState::Complete
                 },
-                p.params,
+                p.params.clone(),
             );
-            t.system_attrs = p.system_attrs;
+            t.system_attrs = p.stored_system_attrs();
             history.push(t);
         }
         assert_eq!(
@@ -259,8 +259,8 @@ mod tests {
             if p.system_attrs.contains_key("grid_id") {
                 from_grid.insert((p.params["a"] as i64, p.params["b"] as i64));
             }
-            let mut t = Trial::complete(number, p.params, 0.0);
-            t.system_attrs = p.system_attrs;
+            let mut t = Trial::complete(number, p.params.clone(), 0.0);
+            t.system_attrs = p.stored_system_attrs();
             history.push(t);
         }
         assert_eq!(from_grid.len(), 4, "every grid point ran: {from_grid:?}");
@@ -289,7 +289,7 @@ mod tests {
         );
         t1.system_attrs.insert(
             "fixed_params".into(),
-            serde_json::json!({"act": "relu", "lr": 1e-3}),
+            tradetune_storage::JsonValue::from(serde_json::json!({"act": "relu", "lr": 1e-3})),
         );
         let history = vec![
             Trial::complete(
@@ -315,8 +315,8 @@ mod tests {
             "the partial entry runs although trial 0 drew tanh"
         );
         assert_eq!(p.params["act"], 1.0);
-        let mut t2 = Trial::complete(2, p.params, 3.0);
-        t2.system_attrs = p.system_attrs;
+        let mut t2 = Trial::complete(2, p.params.clone(), 3.0);
+        t2.system_attrs = p.stored_system_attrs();
         let mut history = history;
         history.push(t2);
         let p = s.sample(&ctx(&space, &history, 3)).unwrap();

@@ -15,6 +15,7 @@ use rand::seq::SliceRandom;
 use super::{Proposal, SampleContext, Sampler, SamplerError};
 use crate::space::{ParamValue, SearchSpace};
 use crate::trial::TrialState;
+use tradetune_storage::JsonValue;
 
 /// Largest grid accepted: a bigger one is almost certainly a mistake in the study file.
 const MAX_GRID_POINTS: usize = 10_000_000;
@@ -113,16 +114,19 @@ impl GridSampler {
         let mut finished = BTreeSet::new();
         let mut running = BTreeSet::new();
         for t in ctx.history.iter().filter(|t| t.number != ctx.trial_number) {
-            let same_grid = t.system_attrs.get("search_space") == Some(&self.grid_json);
-            let id = t
+            let same_grid = t
                 .system_attrs
-                .get("grid_id")
-                .and_then(serde_json::Value::as_u64);
+                .get("search_space")
+                .is_some_and(|g| serde_json::Value::from(g) == self.grid_json);
+            let id = match t.system_attrs.get("grid_id") {
+                Some(JsonValue::Int(id)) => usize::try_from(*id).ok(),
+                _ => None,
+            };
             if let (true, Some(id)) = (same_grid, id) {
                 if t.state.is_finished() {
-                    finished.insert(id as usize);
+                    finished.insert(id);
                 } else if t.state == TrialState::Running {
-                    running.insert(id as usize);
+                    running.insert(id);
                 }
             }
         }
@@ -226,11 +230,11 @@ mod tests {
             );
             // Leave trial 2 RUNNING: the others must still avoid its point.
             let mut t = if number == 2 {
-                Trial::new(number, TrialState::Running, p.params)
+                Trial::new(number, TrialState::Running, p.params.clone())
             } else {
-                Trial::complete(number, p.params, 0.0)
+                Trial::complete(number, p.params.clone(), 0.0)
             };
-            t.system_attrs = p.system_attrs;
+            t.system_attrs = p.stored_system_attrs();
             history.push(t);
         }
         let ctx = SampleContext {

@@ -54,6 +54,17 @@ pub struct Proposal {
     pub system_attrs: BTreeMap<String, serde_json::Value>,
 }
 
+impl Proposal {
+    /// The system attributes as the storage keeps them (and as [`Trial::system_attrs`] holds
+    /// them once read back).
+    pub fn stored_system_attrs(&self) -> BTreeMap<String, tradetune_storage::JsonValue> {
+        self.system_attrs
+            .iter()
+            .map(|(k, v)| (k.clone(), tradetune_storage::JsonValue::from(v)))
+            .collect()
+    }
+}
+
 /// Why a sampler could not propose a trial.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SamplerError {
