@@ -3,22 +3,29 @@
 //! stores its `grid_id` and the grid (`search_space`) as system attributes, and a point counts
 //! as taken when a finished trial holds it (or a RUNNING one, while untaken points remain).
 //!
+//! Trial n takes the n-th point when it is free; otherwise, as in Optuna, a point drawn at
+//! random among the free ones (the trial's own random stream), so processes sampling at the
+//! same time rarely collide.
+//!
 //! Unlike Optuna, which re-runs a random point (with a warning) once the grid is used up, the
 //! sampler then answers [`SamplerError::GridExhausted`], so the study stops there.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
+use rand::{RngExt, SeedableRng};
 
-use super::{Proposal, SampleContext, Sampler, SamplerError};
+use super::{Proposal, SampleContext, Sampler, SamplerError, trial_rng};
 use crate::space::{ParamValue, SearchSpace};
 use crate::trial::TrialState;
 use tradetune_storage::JsonValue;
 
 /// Largest grid accepted: a bigger one is almost certainly a mistake in the study file.
 const MAX_GRID_POINTS: usize = 10_000_000;
+
+/// Stream salt of the grid's draw among free points (see [`trial_rng`]).
+const GRID_SALT: u64 = 0x47524944; // "GRID"
 
 #[derive(Debug, Clone)]
 pub struct GridSampler {
@@ -28,6 +35,7 @@ pub struct GridSampler {
     points: Vec<Vec<usize>>,
     /// The `search_space` system attribute: `{name: [values…]}`.
     grid_json: serde_json::Value,
+    seed: u64,
 }
 
 impl GridSampler {
@@ -97,6 +105,7 @@ impl GridSampler {
             values,
             points,
             grid_json,
+            seed,
         })
     }
 
@@ -152,16 +161,23 @@ impl Sampler for GridSampler {
         let (finished, running) = self.taken(ctx);
         let free = |id: &usize| !finished.contains(id) && !running.contains(id);
         let n = ctx.trial_number as usize;
-        // Optuna gives trial n the n-th point of the shuffled grid; otherwise the first free
-        // point, else the first one only RUNNING trials hold.
+        // Optuna gives trial n the n-th point of the shuffled grid; otherwise a free point
+        // drawn at random (Optuna's `rng.choice(target_grids)`, "to make the sampled grids
+        // diversified"), else one only RUNNING trials hold.
         let id = if n < self.points.len() && free(&n) {
             n
-        } else if let Some(id) = (0..self.points.len()).find(free) {
-            id
-        } else if let Some(id) = (0..self.points.len()).find(|id| !finished.contains(id)) {
-            id
         } else {
-            return Err(SamplerError::GridExhausted(self.points.len()));
+            let mut targets: Vec<usize> = (0..self.points.len()).filter(free).collect();
+            if targets.is_empty() {
+                targets = (0..self.points.len())
+                    .filter(|id| !finished.contains(id))
+                    .collect();
+            }
+            if targets.is_empty() {
+                return Err(SamplerError::GridExhausted(self.points.len()));
+            }
+            let mut rng = trial_rng(self.seed, ctx.trial_number, GRID_SALT);
+            targets[rng.random_range(0..targets.len())]
         };
         let mut proposal = Proposal::default();
         for ((name, values), &i) in self.names.iter().zip(&self.values).zip(&self.points[id]) {
@@ -282,6 +298,48 @@ mod tests {
                 .unwrap()
                 .len(),
             2
+        );
+    }
+
+    #[test]
+    fn past_the_shortcut_a_free_point_is_drawn_at_random() {
+        let mut space = SearchSpace::new();
+        space.add_int("n", 1, 6, false, 1).unwrap();
+        let grid = BTreeMap::from([("n".to_owned(), (1..=6).map(ParamValue::Int).collect())]);
+        let g = GridSampler::new(grid, &space, 5).unwrap();
+        // Points 0..3 done; trials numbered past the grid (as after an enqueued baseline or in
+        // a long-lived study) cannot take "their" point.
+        let mut history: Vec<Trial> = Vec::new();
+        for number in 0..3u64 {
+            let ctx = SampleContext {
+                space: &space,
+                history: &history,
+                direction: Direction::Minimize,
+                trial_number: number,
+            };
+            let p = g.sample(&ctx).unwrap();
+            let mut t = Trial::complete(number, p.params.clone(), 0.0);
+            t.system_attrs = p.stored_system_attrs();
+            history.push(t);
+        }
+        let mut counts = BTreeMap::new();
+        for number in 100..400u64 {
+            let ctx = SampleContext {
+                space: &space,
+                history: &history,
+                direction: Direction::Minimize,
+                trial_number: number,
+            };
+            let p = g.sample(&ctx).unwrap();
+            let id = p.system_attrs["grid_id"].as_u64().unwrap();
+            assert!(id >= 3, "a done point proposed again: {id}");
+            assert_eq!(p, g.sample(&ctx).unwrap(), "reproducible per trial number");
+            *counts.entry(id).or_insert(0) += 1;
+        }
+        assert_eq!(counts.len(), 3, "every free point drawn: {counts:?}");
+        assert!(
+            counts.values().all(|&c| c > 60),
+            "about a third each: {counts:?}"
         );
     }
 }
