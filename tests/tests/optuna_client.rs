@@ -387,3 +387,75 @@ fn share_one_storage(db: &Path) {
             .all(|t| t.state == TrialState::Complete && t.param("x").is_some())
     );
 }
+
+/// Successive halving records a rung value of -inf (minimize) as Optuna does (`-Infinity`):
+/// Optuna's own pruner, run on the same study, reads it as a float and prunes behind it (it
+/// used to be stored as null, and Optuna's `competing_values.sort()` raised TypeError), and
+/// TradeTune's next trial reads it back as -inf.
+#[test]
+fn optunas_pruner_reads_an_infinite_rung_value_tradetune_stored() {
+    use tradetune_engine::study::pruner::SuccessiveHalvingPruner;
+    use tradetune_engine::study::{Direction, PruneContext, Pruner, Trial};
+    if !optuna_available("optunas_pruner_reads_an_infinite_rung_value_tradetune_stored") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("sh.db");
+    let pruner = SuccessiveHalvingPruner::new(Some(1), 2, 0, 0).unwrap();
+    let mut s = Storage::open(&db).unwrap();
+    let study = s.create_study("sh", &[StudyDirection::Minimize]).unwrap();
+    let t = s.create_trial(study).unwrap();
+    s.report(t.trial_id, 1, f64::NEG_INFINITY).unwrap();
+    // What the runner does after each report (`TrialFn::should_prune`).
+    let prune = |s: &mut Storage, trial_id: i64| {
+        let records = s.trials(study).unwrap();
+        let history: Vec<Trial> = records.iter().map(Trial::from).collect();
+        let me = records.iter().position(|r| r.trial_id == trial_id).unwrap();
+        let d = pruner.prune(&PruneContext {
+            study_name: "sh",
+            direction: Direction::Minimize,
+            trials: &history,
+            trial: &history[me],
+        });
+        for (k, v) in &d.system_attrs {
+            s.set_trial_system_attr(trial_id, k, v).unwrap();
+        }
+        d.prune
+    };
+    assert!(!prune(&mut s, t.trial_id), "alone at rung 0: promoted");
+    s.complete_trial(t.trial_id, &[f64::NEG_INFINITY]).unwrap();
+    let t1 = s.create_trial(study).unwrap();
+    s.report(t1.trial_id, 1, 5.0).unwrap();
+    assert!(
+        prune(&mut s, t1.trial_id),
+        "TradeTune reads -inf back and prunes 5.0"
+    );
+    s.finish_trial(t1.trial_id, TrialState::Pruned, None)
+        .unwrap();
+    drop(s);
+    let script = r#"
+import math, sys
+import optuna
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+study = optuna.load_study(study_name="sh", storage="sqlite:///" + sys.argv[1])
+assert study.trials[0].system_attrs["completed_rung_0"] == -math.inf, study.trials[0].system_attrs
+pruner = optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=2)
+trial = study.ask()
+trial.report(7.0, 1)
+frozen = study._storage.get_trial(trial._trial_id)
+print("pruned", pruner.prune(study, frozen))
+"#;
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(&db)
+        .output()
+        .expect("run python3");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("pruned True"), "{text}");
+}

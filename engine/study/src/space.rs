@@ -26,6 +26,11 @@ pub enum SpaceError {
     Unknown { name: String, known: String },
     #[error("parameter '{name}' has no value")]
     Missing { name: String },
+    #[error(
+        "search parameter '{name}': the range [{low}, {high}] is wider than a float can hold \
+         (high - low is infinite); narrow it or search it with log = true"
+    )]
+    RangeTooWide { name: String, low: f64, high: f64 },
 }
 
 /// Parameter values of one trial in internal representation, by name (what Optuna stores).
@@ -52,6 +57,17 @@ impl SearchSpace {
             });
         }
         let dist = dist.validated().map_err(|e| invalid(name, e))?;
+        // Samplers draw low + u·(high − low): an infinite width gives inf or NaN values.
+        if let OptunaDistribution::Float(d) = &dist
+            && !d.log
+            && !(d.high - d.low).is_finite()
+        {
+            return Err(SpaceError::RangeTooWide {
+                name: name.to_owned(),
+                low: d.low,
+                high: d.high,
+            });
+        }
         self.params.insert(name.to_owned(), dist);
         Ok(())
     }
@@ -171,6 +187,19 @@ fn invalid(name: &str, source: DistributionError) -> SpaceError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_float_range_wider_than_a_float_is_refused_naming_it() {
+        let mut s = SearchSpace::new();
+        let e = s.add_float("x", -1e308, 1e308, false, None).unwrap_err();
+        assert!(
+            e.to_string().starts_with("search parameter 'x': the range"),
+            "{e}"
+        );
+        assert!(s.is_empty());
+        s.add_float("x", -1e307, 1e307, false, None).unwrap();
+        s.add_float("y", 1e-300, 1e300, true, None).unwrap();
+    }
 
     #[test]
     fn search_space_names_errors() {

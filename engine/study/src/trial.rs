@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::space::InternalParams;
-use tradetune_storage::TrialRecord;
+use tradetune_storage::{JsonValue, TrialRecord};
 
 /// `Direction` is Optuna's `StudyDirection`, the study layer's short name for it; both are the
 /// one type of [`tradetune_storage::model`], as is [`TrialState`].
@@ -23,8 +23,9 @@ pub struct Trial {
     /// Values reported during the trial (the trainer's periodic evaluations), by step.
     pub intermediate_values: BTreeMap<u64, f64>,
     /// Optuna's trial system attributes that samplers and pruners use: `fixed_params`,
-    /// `grid_id`, `search_space`, `completed_rung_<k>`.
-    pub system_attrs: BTreeMap<String, serde_json::Value>,
+    /// `grid_id`, `search_space`, `completed_rung_<k>`; as stored, with Python's number model
+    /// (a rung value may be ±Infinity, which `serde_json` cannot hold).
+    pub system_attrs: BTreeMap<String, JsonValue>,
 }
 
 impl Trial {
@@ -78,11 +79,7 @@ impl From<&TrialRecord> for Trial {
                 .filter(|(step, _)| *step >= 0)
                 .map(|(step, v)| (*step as u64, *v))
                 .collect(),
-            system_attrs: r
-                .system_attrs
-                .iter()
-                .map(|(k, v)| (k.clone(), serde_json::Value::from(v)))
-                .collect(),
+            system_attrs: r.system_attrs.iter().cloned().collect(),
         }
     }
 }

@@ -42,7 +42,8 @@
 //! [sampler]
 //! kind = "tpe"                    # tpe | random | grid
 //! seed = 42
-//! enqueue = [{ "ppo.learning_rate" = 3e-4 }]   # "baseline" trials run first
+//! enqueue = [{ "ppo.learning_rate" = 3e-4 }]   # "baseline" trials run first; with
+//!                                 # kind = "grid" each entry fixes every parameter
 //!
 //! [pruner]
 //! kind = "median"                 # none | median | percentile | successive_halving | hyperband
@@ -605,5 +606,40 @@ min_resource = 1
             (Some(25), Some("pruner.max_resourc")),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_grid_with_a_partial_enqueued_entry_is_refused_naming_the_entry() {
+        let file = |enqueue: &str| {
+            format!(
+                r#"
+[study]
+name = "g"
+
+[search]
+"ppo.learning_rate" = {{ low = 1e-5, high = 1e-3, log = true }}
+"ppo.batch_size" = {{ choices = [512, 1024] }}
+
+[sampler]
+kind = "grid"
+enqueue = [{enqueue}]
+
+[sampler.grid]
+"ppo.learning_rate" = [1e-4, 1e-3]
+"ppo.batch_size" = [512, 1024]
+"#
+            )
+        };
+        let e = StudyFile::parse(
+            &file(r#"{ "ppo.learning_rate" = 3e-4 }"#),
+            "g.toml",
+            &defaults(),
+        )
+        .unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("sampler.enqueue"), "{e}");
+        assert!(e.message.contains("enqueued trial 0"), "{e}");
+        assert!(e.message.contains("does not fix ppo.batch_size"), "{e}");
+        let ok = file(r#"{ "ppo.learning_rate" = 3e-4, "ppo.batch_size" = 512 }"#);
+        StudyFile::parse(&ok, "g.toml", &defaults()).unwrap();
     }
 }

@@ -6,6 +6,8 @@
 //! `crc32("{study_name}_{number}") mod B`, walked through the brackets' budgets
 //! `⌈n · η^s / (s + 1)⌉` (s = n − 1 − b), exactly as Optuna, so TradeTune and Optuna put the
 //! same trial in the same bracket. Each bracket's pruner sees only the trials of its bracket.
+//! With `max_resource = "auto"` (the longest COMPLETE trial's last step + 1) below
+//! `min_resource` there is no bracket and, as in Optuna, nothing is pruned.
 
 use std::sync::OnceLock;
 
@@ -81,16 +83,19 @@ impl HyperbandPruner {
                     .filter(|t| t.state == TrialState::Complete)
                     .filter_map(Trial::last_step)
                     .max();
+                // Optuna: max(last step) + 1, not raised to min_resource; below it there are
+                // no brackets and nothing is pruned.
                 match longest {
-                    Some(s) => (s + 1).max(self.min_resource),
+                    Some(s) => s.saturating_add(1),
                     None => return Ok(None),
                 }
             }
         };
         // Python's math.log(x, base) = ln x / ln base, floored: the same float arithmetic.
         let ratio = max_resource as f64 / self.min_resource as f64;
-        let n =
-            ((ratio.ln() / (self.reduction_factor as f64).ln()).floor() as u32).saturating_add(1);
+        let n = ((ratio.ln() / (self.reduction_factor as f64).ln()).floor() as i64)
+            .saturating_add(1)
+            .clamp(0, i64::from(u32::MAX)) as u32;
         let mut budgets = Vec::with_capacity(n as usize);
         let mut pruners = Vec::with_capacity(n as usize);
         for b in 0..n {
@@ -118,10 +123,12 @@ impl HyperbandPruner {
         self.brackets.get().map(|b| b.pruners.len())
     }
 
-    /// The bracket of trial `number` of `study_name`, once the brackets are known.
+    /// The bracket of trial `number` of `study_name`, once the brackets are known (and there
+    /// are some).
     pub fn bracket_of(&self, study_name: &str, number: u64) -> Option<usize> {
         self.brackets
             .get()
+            .filter(|b| !b.pruners.is_empty())
             .map(|b| bracket_id(b, study_name, number))
     }
 }
@@ -135,7 +142,7 @@ fn bracket_id(b: &Brackets, study_name: &str, number: u64) -> usize {
         }
         n -= budget;
     }
-    b.budgets.len() - 1
+    b.budgets.len().saturating_sub(1)
 }
 
 impl Pruner for HyperbandPruner {
@@ -149,6 +156,9 @@ impl Pruner for HyperbandPruner {
         let Ok(Some(b)) = self.brackets(ctx.trials) else {
             return PruneDecision::keep();
         };
+        if b.pruners.is_empty() {
+            return PruneDecision::keep();
+        }
         let id = bracket_id(b, ctx.study_name, ctx.trial.number);
         let same_bracket: Vec<Trial> = ctx
             .trials
@@ -204,6 +214,35 @@ mod tests {
         let _ = p.prune(&ctx(std::slice::from_ref(&done)));
         // max_resource = 27 ⇒ ⌊log_3 27⌋ + 1 = 4 brackets (ln 27 / ln 3 = 3.0000000000000004).
         assert_eq!(p.n_brackets(), Some(4));
+    }
+
+    #[test]
+    fn auto_max_resource_below_min_resource_means_no_brackets_as_in_optuna() {
+        let p = HyperbandPruner::new(10, None, 3, 0).unwrap();
+        let done = Trial::complete(0, InternalParams::new(), 1.0).with_intermediate([(3, 1.0)]);
+        let mut history = vec![done];
+        // Pruned trials that passed rung 0 (step 10) with 0.0; then a bad one at step 12.
+        for number in 1..4u64 {
+            let mut t = Trial::new(number, TrialState::Pruned, InternalParams::new())
+                .with_intermediate([(12, 0.0)]);
+            t.system_attrs.insert(
+                "completed_rung_0".into(),
+                tradetune_storage::JsonValue::Float(0.0),
+            );
+            history.push(t);
+        }
+        let t = Trial::new(9, TrialState::Running, InternalParams::new())
+            .with_intermediate([(12, 99.0)]);
+        let d = p.prune(&PruneContext {
+            study_name: "s",
+            direction: Direction::Minimize,
+            trials: &history,
+            trial: &t,
+        });
+        // max_resource = 3 + 1 = 4 < 10: ⌊log_3 0.4⌋ + 1 = 0 brackets; Optuna never prunes.
+        assert_eq!(p.n_brackets(), Some(0));
+        assert_eq!(d, PruneDecision::keep());
+        assert_eq!(p.bracket_of("s", 9), None);
     }
 
     #[test]

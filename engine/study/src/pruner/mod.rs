@@ -22,6 +22,7 @@ pub use percentile::PercentilePruner;
 pub use successive_halving::SuccessiveHalvingPruner;
 
 use super::trial::{Direction, Trial};
+use tradetune_storage::JsonValue;
 
 /// What a pruner may look at.
 #[derive(Debug, Clone, Copy)]
@@ -39,8 +40,9 @@ pub struct PruneContext<'a> {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PruneDecision {
     pub prune: bool,
-    /// System attributes to store with the trial.
-    pub system_attrs: Vec<(String, serde_json::Value)>,
+    /// System attributes to store with the trial (a rung value may be ±inf, stored as
+    /// Python's `json.dumps` writes it: `Infinity`).
+    pub system_attrs: Vec<(String, JsonValue)>,
 }
 
 impl PruneDecision {

@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 
 use super::{PruneContext, PruneDecision, Pruner, PrunerError, setting_error};
 use crate::trial::{Direction, Trial, TrialState};
+use tradetune_storage::JsonValue;
 
 #[derive(Debug)]
 pub struct SuccessiveHalvingPruner {
@@ -119,12 +120,12 @@ impl Pruner for SuccessiveHalvingPruner {
             let key = rung_key(rung);
             decision
                 .system_attrs
-                .push((key.clone(), serde_json::Value::from(value)));
+                .push((key.clone(), JsonValue::Float(value)));
             let mut competing: Vec<f64> = ctx
                 .trials
                 .iter()
                 .filter(|t| t.number != trial.number)
-                .filter_map(|t| t.system_attrs.get(&key).and_then(serde_json::Value::as_f64))
+                .filter_map(|t| t.system_attrs.get(&key).and_then(JsonValue::as_f64))
                 .collect();
             competing.push(value);
             if competing.len() <= self.bootstrap_count
@@ -206,12 +207,29 @@ mod tests {
         assert_eq!(pruned, Some(1));
         assert_eq!(
             t2.system_attrs.get("completed_rung_0"),
-            Some(&serde_json::json!(6.0))
+            Some(&JsonValue::Float(6.0))
         );
         history.push(t2);
         // Good at rung 0 (competing 5, 4, 6, 3 → best 2 are 3 and 4) but bad at rung 1 (step 2).
         let (_, pruned) = run(&p, &history, 3, &[3.0, 9.0, 9.0]);
         assert_eq!(pruned, Some(2));
+    }
+
+    #[test]
+    fn an_infinite_rung_value_is_stored_as_optuna_stores_it_and_competes() {
+        let p = SuccessiveHalvingPruner::new(Some(1), 2, 0, 0).unwrap();
+        // Minimize: -inf at rung 0 is the best value there.
+        let (mut t0, pruned) = run(&p, &[], 0, &[f64::NEG_INFINITY]);
+        assert_eq!(pruned, None);
+        // Through the storage's text and back, as the runner writes it and the next trial
+        // reads it.
+        let stored = &t0.system_attrs["completed_rung_0"];
+        assert_eq!(stored.dumps(), "-Infinity", "Optuna's json.dumps(-inf)");
+        let back = JsonValue::parse(&stored.dumps()).unwrap();
+        t0.system_attrs.insert("completed_rung_0".into(), back);
+        // Competing -inf and 5.0: idx 2/2 - 1 = 0, so only -inf goes on.
+        let (_, pruned) = run(&p, &[t0], 1, &[5.0]);
+        assert_eq!(pruned, Some(1), "the -inf trial competes at rung 0");
     }
 
     #[test]

@@ -323,7 +323,7 @@ impl Reporter<'_> {
         });
         for (k, v) in &decision.system_attrs {
             self.storage
-                .set_trial_system_attr(self.trial_id, k, &JsonValue::from(v))
+                .set_trial_system_attr(self.trial_id, k, v)
                 .map_err(TrialError::failed)?;
         }
         if decision.prune {

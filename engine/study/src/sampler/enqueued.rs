@@ -3,14 +3,23 @@
 //! some parameters; the wrapped sampler proposes the rest.
 //!
 //! As in Optuna, a trial built from an entry carries the entry as its `fixed_params` system
-//! attribute; an entry is used once some trial of the history carries it (any state, so a
-//! failing baseline is not retried forever). A trial whose parameters equal the entry counts as
-//! well, so histories stored without system attributes do not replay the queue.
+//! attribute. An entry is used once some trial of the history (any state, so a failing
+//! baseline is not retried forever) has the same parameters as Optuna's
+//! `enqueue_trial(skip_if_exists=True)` compares them: the trial's `fixed_params` when it has
+//! them, else its parameters, with the same names and the same values. So a partial entry
+//! (`{act = "tanh"}`) counts as used only by a trial that was built from that entry, never by
+//! one that happened to draw tanh; a complete entry also by a trial that drew all its values.
+//!
+//! In front of the grid sampler every entry must fix every parameter: Optuna's `GridSampler`
+//! refuses a partial `enqueue_trial` ("All parameters must be specified when using
+//! GridSampler with enqueue_trial"), and a grid point completed by an entry's values would be
+//! counted as visited without having run.
 
 use std::collections::BTreeMap;
 
 use super::{Proposal, SampleContext, Sampler, SamplerError};
 use crate::space::{InternalParams, ParamValue, SearchSpace};
+use crate::trial::Trial;
 
 pub struct EnqueuedSampler {
     /// Each entry in external form (for `fixed_params`) and internal form.
@@ -35,6 +44,21 @@ impl EnqueuedSampler {
                         index,
                         message: err.to_string(),
                     })?;
+                if inner.needs_complete_entries() && internal.len() < space.len() {
+                    let missing: Vec<&str> = space
+                        .names()
+                        .filter(|n| !internal.contains_key(*n))
+                        .collect();
+                    return Err(SamplerError::Enqueued {
+                        index,
+                        message: format!(
+                            "the {} sampler needs every parameter fixed (as Optuna's \
+                             GridSampler with enqueue_trial); this entry does not fix {}",
+                            inner.name(),
+                            missing.join(", ")
+                        ),
+                    });
+                }
                 let json = serde_json::Value::Object(
                     e.iter().map(|(k, v)| (k.clone(), v.to_json())).collect(),
                 );
@@ -47,12 +71,22 @@ impl EnqueuedSampler {
     /// Index of the first entry no trial of the history has used.
     fn next_entry(&self, ctx: &SampleContext<'_>) -> Option<usize> {
         let others = || ctx.history.iter().filter(|t| t.number != ctx.trial_number);
-        self.entries.iter().position(|(json, internal)| {
-            !others().any(|t| {
-                t.system_attrs.get("fixed_params") == Some(json)
-                    || internal.iter().all(|(k, v)| t.params.get(k) == Some(v))
-            })
-        })
+        self.entries
+            .iter()
+            .position(|(json, internal)| !others().any(|t| repeats(t, json, internal)))
+    }
+}
+
+/// Whether trial `t` repeats the entry (`json` external, `internal`), as Optuna's
+/// `Study._should_skip_enqueue` decides: the trial's `fixed_params` when it has them, else its
+/// parameters, must have exactly the entry's names and values.
+fn repeats(t: &Trial, json: &serde_json::Value, internal: &InternalParams) -> bool {
+    match t.system_attrs.get("fixed_params") {
+        Some(fixed) => serde_json::Value::from(fixed) == *json,
+        None => {
+            t.params.len() == internal.len()
+                && internal.iter().all(|(k, v)| t.params.get(k) == Some(v))
+        }
     }
 }
 
@@ -85,7 +119,8 @@ impl Sampler for EnqueuedSampler {
 mod tests {
     use super::*;
     use crate::sampler::RandomSampler;
-    use crate::trial::{Direction, Trial, TrialState};
+    use crate::trial::{Direction, TrialState};
+    use std::collections::BTreeSet;
 
     #[test]
     fn entries_first_then_the_inner_sampler() {
@@ -118,9 +153,9 @@ mod tests {
                 } else {
                     TrialState::Complete
                 },
-                p.params,
+                p.params.clone(),
             );
-            t.system_attrs = p.system_attrs;
+            t.system_attrs = p.stored_system_attrs();
             history.push(t);
         }
         assert_eq!(
@@ -157,5 +192,146 @@ mod tests {
         );
         let unknown = vec![BTreeMap::from([("m".to_owned(), ParamValue::Int(1))])];
         assert!(EnqueuedSampler::new(unknown, &space, Box::new(RandomSampler::new(1))).is_err());
+    }
+
+    fn ctx<'a>(space: &'a SearchSpace, history: &'a [Trial], number: u64) -> SampleContext<'a> {
+        SampleContext {
+            space,
+            history,
+            direction: Direction::Minimize,
+            trial_number: number,
+        }
+    }
+
+    fn two_by_two() -> SearchSpace {
+        let mut space = SearchSpace::new();
+        space.add_int("a", 1, 2, false, 1).unwrap();
+        space.add_int("b", 1, 2, false, 1).unwrap();
+        space
+    }
+
+    fn grid_of(space: &SearchSpace) -> crate::sampler::GridSampler {
+        let values = vec![ParamValue::Int(1), ParamValue::Int(2)];
+        let grid = BTreeMap::from([("a".to_owned(), values.clone()), ("b".to_owned(), values)]);
+        crate::sampler::GridSampler::new(grid, space, 0).unwrap()
+    }
+
+    #[test]
+    fn a_partial_entry_in_front_of_the_grid_is_refused_naming_it() {
+        let space = two_by_two();
+        let entries = vec![
+            BTreeMap::from([
+                ("a".to_owned(), ParamValue::Int(2)),
+                ("b".to_owned(), ParamValue::Int(2)),
+            ]),
+            BTreeMap::from([("a".to_owned(), ParamValue::Int(1))]),
+        ];
+        let e = EnqueuedSampler::new(entries, &space, Box::new(grid_of(&space)))
+            .err()
+            .unwrap();
+        let msg = e.to_string();
+        assert!(msg.starts_with("enqueued trial 1: "), "{msg}");
+        assert!(msg.contains("does not fix b"), "{msg}");
+        // The same partial entry is fine in front of a sampler that fills in the rest.
+        let partial = vec![BTreeMap::from([("a".to_owned(), ParamValue::Int(1))])];
+        assert!(EnqueuedSampler::new(partial, &space, Box::new(RandomSampler::new(1))).is_ok());
+    }
+
+    #[test]
+    fn a_complete_entry_in_front_of_the_grid_leaves_every_grid_point_to_run() {
+        let space = two_by_two();
+        let entries = vec![BTreeMap::from([
+            ("a".to_owned(), ParamValue::Int(1)),
+            ("b".to_owned(), ParamValue::Int(1)),
+        ])];
+        let s = EnqueuedSampler::new(entries, &space, Box::new(grid_of(&space))).unwrap();
+        let mut history: Vec<Trial> = Vec::new();
+        let mut from_grid = BTreeSet::new();
+        for number in 0..5 {
+            let p = s.sample(&ctx(&space, &history, number)).unwrap();
+            // As in Optuna, the entry's trial holds no grid point.
+            assert_eq!(
+                p.system_attrs.contains_key("fixed_params"),
+                !p.system_attrs.contains_key("grid_id"),
+                "trial {number}: {:?}",
+                p.system_attrs
+            );
+            if p.system_attrs.contains_key("grid_id") {
+                from_grid.insert((p.params["a"] as i64, p.params["b"] as i64));
+            }
+            let mut t = Trial::complete(number, p.params.clone(), 0.0);
+            t.system_attrs = p.stored_system_attrs();
+            history.push(t);
+        }
+        assert_eq!(from_grid.len(), 4, "every grid point ran: {from_grid:?}");
+    }
+
+    #[test]
+    fn a_partial_entry_is_not_used_up_by_a_trial_that_drew_its_values() {
+        use crate::space::CategoricalChoice;
+        let mut space = SearchSpace::new();
+        space
+            .add_categorical(
+                "act",
+                vec![
+                    CategoricalChoice::Str("relu".into()),
+                    CategoricalChoice::Str("tanh".into()),
+                ],
+            )
+            .unwrap();
+        space.add_float("lr", 1e-5, 1e-2, true, None).unwrap();
+        // A resumed study: trial 0 drew tanh (no system attributes, as a random or TPE trial
+        // has none), trial 1 ran the entry {act = relu, lr = 1e-3}.
+        let mut t1 = Trial::complete(
+            1,
+            InternalParams::from([("act".to_owned(), 0.0), ("lr".to_owned(), 1e-3)]),
+            2.0,
+        );
+        t1.system_attrs.insert(
+            "fixed_params".into(),
+            tradetune_storage::JsonValue::from(serde_json::json!({"act": "relu", "lr": 1e-3})),
+        );
+        let history = vec![
+            Trial::complete(
+                0,
+                InternalParams::from([("act".to_owned(), 1.0), ("lr".to_owned(), 1e-4)]),
+                1.0,
+            ),
+            t1,
+        ];
+        let entries = vec![
+            BTreeMap::from([
+                ("act".to_owned(), ParamValue::str("relu")),
+                ("lr".to_owned(), ParamValue::Float(1e-3)),
+            ]),
+            BTreeMap::from([("act".to_owned(), ParamValue::str("tanh"))]),
+            BTreeMap::from([("act".to_owned(), ParamValue::str("relu"))]),
+        ];
+        let s = EnqueuedSampler::new(entries, &space, Box::new(RandomSampler::new(1))).unwrap();
+        let p = s.sample(&ctx(&space, &history, 2)).unwrap();
+        assert_eq!(
+            p.system_attrs.get("fixed_params"),
+            Some(&serde_json::json!({"act": "tanh"})),
+            "the partial entry runs although trial 0 drew tanh"
+        );
+        assert_eq!(p.params["act"], 1.0);
+        let mut t2 = Trial::complete(2, p.params.clone(), 3.0);
+        t2.system_attrs = p.stored_system_attrs();
+        let mut history = history;
+        history.push(t2);
+        let p = s.sample(&ctx(&space, &history, 3)).unwrap();
+        assert_eq!(
+            p.system_attrs.get("fixed_params"),
+            Some(&serde_json::json!({"act": "relu"})),
+            "nor is {{act = relu}} used up by the complete entry that also fixed relu"
+        );
+        // A complete entry does count as used by a trial that drew all its values.
+        let complete = vec![BTreeMap::from([
+            ("act".to_owned(), ParamValue::str("tanh")),
+            ("lr".to_owned(), ParamValue::Float(1e-4)),
+        ])];
+        let s = EnqueuedSampler::new(complete, &space, Box::new(RandomSampler::new(1))).unwrap();
+        let p = s.sample(&ctx(&space, &history, 4)).unwrap();
+        assert!(!p.system_attrs.contains_key("fixed_params"), "{p:?}");
     }
 }

@@ -3,30 +3,50 @@
 //! stores its `grid_id` and the grid (`search_space`) as system attributes, and a point counts
 //! as taken when a finished trial holds it (or a RUNNING one, while untaken points remain).
 //!
+//! Which point a trial of the grid holds is read from its parameter values; its `grid_id` is
+//! only the fallback for a trial without them. The shuffle depends on the seed and on `rand`'s
+//! generator, which is not guaranteed to stay the same across versions, so after a change of
+//! either (a resume or a `tradetune worker` with another `sampler.seed`, a new build) stored
+//! ids may name other points; the values still say which points ran, so none is skipped or
+//! repeated.
+//!
+//! Trial n takes the n-th point when it is free; otherwise, as in Optuna, a point drawn at
+//! random among the free ones (the trial's own random stream), so processes sampling at the
+//! same time rarely collide.
+//!
 //! Unlike Optuna, which re-runs a random point (with a warning) once the grid is used up, the
 //! sampler then answers [`SamplerError::GridExhausted`], so the study stops there.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
+use rand::{RngExt, SeedableRng};
 
-use super::{Proposal, SampleContext, Sampler, SamplerError};
+use super::{Proposal, SampleContext, Sampler, SamplerError, trial_rng};
 use crate::space::{ParamValue, SearchSpace};
 use crate::trial::TrialState;
+use tradetune_storage::JsonValue;
 
 /// Largest grid accepted: a bigger one is almost certainly a mistake in the study file.
 const MAX_GRID_POINTS: usize = 10_000_000;
+
+/// Stream salt of the grid's draw among free points (see [`trial_rng`]).
+const GRID_SALT: u64 = 0x47524944; // "GRID"
 
 #[derive(Debug, Clone)]
 pub struct GridSampler {
     names: Vec<String>,
     values: Vec<Vec<ParamValue>>,
-    /// `points[id]` = index of each parameter's value, in `names` order.
-    points: Vec<Vec<usize>>,
+    /// Each parameter's values in internal representation, to tell a trial's point.
+    internal: Vec<Vec<f64>>,
+    /// `order[id]` = the point's index in the unshuffled product (first name most
+    /// significant); `id_of` is its inverse.
+    order: Vec<usize>,
+    id_of: Vec<usize>,
     /// The `search_space` system attribute: `{name: [values…]}`.
     grid_json: serde_json::Value,
+    seed: u64,
 }
 
 impl GridSampler {
@@ -44,6 +64,7 @@ impl GridSampler {
             }
         }
         let mut total: usize = 1;
+        let mut internal = Vec::with_capacity(grid.len());
         for (name, values) in &grid {
             let dist = space.get(name).ok_or_else(|| {
                 SamplerError::Grid(format!(
@@ -56,14 +77,18 @@ impl GridSampler {
                     "parameter '{name}' has an empty list of values"
                 )));
             }
+            let mut column = Vec::with_capacity(values.len());
             for v in values {
-                let ok = dist.to_internal(v).is_ok_and(|i| dist.contains(i));
-                if !ok {
-                    return Err(SamplerError::Grid(format!(
-                        "value {v} of '{name}' is not in its range {dist}"
-                    )));
+                match dist.to_internal(v) {
+                    Ok(i) if dist.contains(i) => column.push(i),
+                    _ => {
+                        return Err(SamplerError::Grid(format!(
+                            "value {v} of '{name}' is not in its range {dist}"
+                        )));
+                    }
                 }
             }
+            internal.push(column);
             total = total.saturating_mul(values.len());
         }
         if total > MAX_GRID_POINTS {
@@ -73,14 +98,14 @@ impl GridSampler {
         }
         let names: Vec<String> = grid.keys().cloned().collect();
         let values: Vec<Vec<ParamValue>> = grid.values().cloned().collect();
-        let mut points: Vec<Vec<usize>> = vec![vec![]];
-        for vs in &values {
-            points = points
-                .into_iter()
-                .flat_map(|p| (0..vs.len()).map(move |i| [p.as_slice(), &[i]].concat()))
-                .collect();
+        // Shuffling the product indices permutes exactly as shuffling the points themselves
+        // did (the swaps depend on the length and the generator only), so ids are unchanged.
+        let mut order: Vec<usize> = (0..total).collect();
+        order.shuffle(&mut StdRng::seed_from_u64(seed));
+        let mut id_of = vec![0; total];
+        for (id, &p) in order.iter().enumerate() {
+            id_of[p] = id;
         }
-        points.shuffle(&mut StdRng::seed_from_u64(seed));
         let grid_json = serde_json::Value::Object(
             grid.iter()
                 .map(|(k, vs)| {
@@ -94,18 +119,43 @@ impl GridSampler {
         Ok(Self {
             names,
             values,
-            points,
+            internal,
+            order,
+            id_of,
             grid_json,
+            seed,
         })
     }
 
     /// Number of points of the grid.
     pub fn len(&self) -> usize {
-        self.points.len()
+        self.order.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.points.is_empty()
+        self.order.is_empty()
+    }
+
+    /// Index of each parameter's value at point `id`, in `names` order.
+    fn digits(&self, id: usize) -> Vec<usize> {
+        let mut p = self.order[id];
+        let mut out = vec![0; self.values.len()];
+        for (slot, vs) in out.iter_mut().zip(&self.values).rev() {
+            *slot = p % vs.len();
+            p /= vs.len();
+        }
+        out
+    }
+
+    /// The point whose values `params` holds, if one does.
+    fn point_of(&self, params: &crate::space::InternalParams) -> Option<usize> {
+        let mut product = 0;
+        for (name, column) in self.names.iter().zip(&self.internal) {
+            let v = params.get(name)?;
+            let i = column.iter().position(|c| c == v)?;
+            product = product * column.len() + i;
+        }
+        self.id_of.get(product).copied()
     }
 
     /// (finished, running) grid ids of the history that belong to this grid.
@@ -113,16 +163,21 @@ impl GridSampler {
         let mut finished = BTreeSet::new();
         let mut running = BTreeSet::new();
         for t in ctx.history.iter().filter(|t| t.number != ctx.trial_number) {
-            let same_grid = t.system_attrs.get("search_space") == Some(&self.grid_json);
-            let id = t
+            let same_grid = t
                 .system_attrs
-                .get("grid_id")
-                .and_then(serde_json::Value::as_u64);
+                .get("search_space")
+                .is_some_and(|g| serde_json::Value::from(g) == self.grid_json);
+            let hint = match t.system_attrs.get("grid_id") {
+                Some(JsonValue::Int(id)) => usize::try_from(*id).ok(),
+                _ => None,
+            };
+            // The point its values say (ids may come from another permutation), else its id.
+            let id = hint.and_then(|h| self.point_of(&t.params).or(Some(h)));
             if let (true, Some(id)) = (same_grid, id) {
                 if t.state.is_finished() {
-                    finished.insert(id as usize);
+                    finished.insert(id);
                 } else if t.state == TrialState::Running {
-                    running.insert(id as usize);
+                    running.insert(id);
                 }
             }
         }
@@ -131,7 +186,7 @@ impl GridSampler {
 
     /// Whether every point has been tried by a finished trial.
     pub fn is_exhausted(&self, ctx: &SampleContext<'_>) -> bool {
-        self.taken(ctx).0.len() >= self.points.len()
+        self.taken(ctx).0.len() >= self.len()
     }
 }
 
@@ -140,23 +195,34 @@ impl Sampler for GridSampler {
         "grid".into()
     }
 
+    fn needs_complete_entries(&self) -> bool {
+        true
+    }
+
     fn sample(&self, ctx: &SampleContext<'_>) -> Result<Proposal, SamplerError> {
         let (finished, running) = self.taken(ctx);
         let free = |id: &usize| !finished.contains(id) && !running.contains(id);
         let n = ctx.trial_number as usize;
-        // Optuna gives trial n the n-th point of the shuffled grid; otherwise the first free
-        // point, else the first one only RUNNING trials hold.
-        let id = if n < self.points.len() && free(&n) {
+        // Optuna gives trial n the n-th point of the shuffled grid; otherwise a free point
+        // drawn at random (Optuna's `rng.choice(target_grids)`, "to make the sampled grids
+        // diversified"), else one only RUNNING trials hold.
+        let id = if n < self.len() && free(&n) {
             n
-        } else if let Some(id) = (0..self.points.len()).find(free) {
-            id
-        } else if let Some(id) = (0..self.points.len()).find(|id| !finished.contains(id)) {
-            id
         } else {
-            return Err(SamplerError::GridExhausted(self.points.len()));
+            let mut targets: Vec<usize> = (0..self.len()).filter(free).collect();
+            if targets.is_empty() {
+                targets = (0..self.len())
+                    .filter(|id| !finished.contains(id))
+                    .collect();
+            }
+            if targets.is_empty() {
+                return Err(SamplerError::GridExhausted(self.len()));
+            }
+            let mut rng = trial_rng(self.seed, ctx.trial_number, GRID_SALT);
+            targets[rng.random_range(0..targets.len())]
         };
         let mut proposal = Proposal::default();
-        for ((name, values), &i) in self.names.iter().zip(&self.values).zip(&self.points[id]) {
+        for ((name, values), i) in self.names.iter().zip(&self.values).zip(self.digits(id)) {
             let dist = ctx.space.get(name).ok_or_else(|| {
                 SamplerError::Grid(format!("'{name}' is not in the search space"))
             })?;
@@ -222,11 +288,11 @@ mod tests {
             );
             // Leave trial 2 RUNNING: the others must still avoid its point.
             let mut t = if number == 2 {
-                Trial::new(number, TrialState::Running, p.params)
+                Trial::new(number, TrialState::Running, p.params.clone())
             } else {
-                Trial::complete(number, p.params, 0.0)
+                Trial::complete(number, p.params.clone(), 0.0)
             };
-            t.system_attrs = p.system_attrs;
+            t.system_attrs = p.stored_system_attrs();
             history.push(t);
         }
         let ctx = SampleContext {
@@ -275,5 +341,113 @@ mod tests {
                 .len(),
             2
         );
+    }
+
+    #[test]
+    fn past_the_shortcut_a_free_point_is_drawn_at_random() {
+        let mut space = SearchSpace::new();
+        space.add_int("n", 1, 6, false, 1).unwrap();
+        let grid = BTreeMap::from([("n".to_owned(), (1..=6).map(ParamValue::Int).collect())]);
+        let g = GridSampler::new(grid, &space, 5).unwrap();
+        // Points 0..3 done; trials numbered past the grid (as after an enqueued baseline or in
+        // a long-lived study) cannot take "their" point.
+        let mut history: Vec<Trial> = Vec::new();
+        for number in 0..3u64 {
+            let ctx = SampleContext {
+                space: &space,
+                history: &history,
+                direction: Direction::Minimize,
+                trial_number: number,
+            };
+            let p = g.sample(&ctx).unwrap();
+            let mut t = Trial::complete(number, p.params.clone(), 0.0);
+            t.system_attrs = p.stored_system_attrs();
+            history.push(t);
+        }
+        let mut counts = BTreeMap::new();
+        for number in 100..400u64 {
+            let ctx = SampleContext {
+                space: &space,
+                history: &history,
+                direction: Direction::Minimize,
+                trial_number: number,
+            };
+            let p = g.sample(&ctx).unwrap();
+            let id = p.system_attrs["grid_id"].as_u64().unwrap();
+            assert!(id >= 3, "a done point proposed again: {id}");
+            assert_eq!(p, g.sample(&ctx).unwrap(), "reproducible per trial number");
+            *counts.entry(id).or_insert(0) += 1;
+        }
+        assert_eq!(counts.len(), 3, "every free point drawn: {counts:?}");
+        assert!(
+            counts.values().all(|&c| c > 60),
+            "about a third each: {counts:?}"
+        );
+    }
+
+    #[test]
+    fn ids_are_the_shuffled_points_and_taken_points_are_read_from_values() {
+        let mut space = SearchSpace::new();
+        space.add_int("n", 1, 3, false, 1).unwrap();
+        space
+            .add_categorical(
+                "c",
+                vec![
+                    CategoricalChoice::Str("a".into()),
+                    CategoricalChoice::Str("b".into()),
+                ],
+            )
+            .unwrap();
+        let grid = BTreeMap::from([
+            (
+                "n".to_owned(),
+                vec![ParamValue::Int(1), ParamValue::Int(2), ParamValue::Int(3)],
+            ),
+            (
+                "c".to_owned(),
+                vec![ParamValue::str("a"), ParamValue::str("b")],
+            ),
+        ]);
+        // Ids are what shuffling the product (c before n, by name) gives with this seed, as
+        // before the grid kept only indices.
+        let mut points: Vec<Vec<usize>> = (0..2)
+            .flat_map(|c| (0..3).map(move |n| vec![c, n]))
+            .collect();
+        points.shuffle(&mut StdRng::seed_from_u64(5));
+        let g = GridSampler::new(grid.clone(), &space, 5).unwrap();
+        let ids: Vec<Vec<usize>> = (0..6).map(|id| g.digits(id)).collect();
+        assert_eq!(ids, points);
+
+        // Half the grid run with seed 1, then the study resumed with seed 2: the ids of the
+        // first half name other points under seed 2, but every point still runs once.
+        let first = GridSampler::new(grid.clone(), &space, 1).unwrap();
+        let second = GridSampler::new(grid, &space, 2).unwrap();
+        let mut history: Vec<Trial> = Vec::new();
+        let mut seen = BTreeSet::new();
+        for number in 0..6u64 {
+            let ctx = SampleContext {
+                space: &space,
+                history: &history,
+                direction: Direction::Minimize,
+                trial_number: number,
+            };
+            let g = if number < 3 { &first } else { &second };
+            let p = g.sample(&ctx).unwrap();
+            assert!(
+                seen.insert((p.params["n"] as i64, p.params["c"] as i64)),
+                "trial {number} repeats a point: {:?}",
+                p.params
+            );
+            let mut t = Trial::complete(number, p.params.clone(), 0.0);
+            t.system_attrs = p.stored_system_attrs();
+            history.push(t);
+        }
+        let ctx = SampleContext {
+            space: &space,
+            history: &history,
+            direction: Direction::Minimize,
+            trial_number: 6,
+        };
+        assert!(second.is_exhausted(&ctx));
     }
 }

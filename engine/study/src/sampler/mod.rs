@@ -54,6 +54,17 @@ pub struct Proposal {
     pub system_attrs: BTreeMap<String, serde_json::Value>,
 }
 
+impl Proposal {
+    /// The system attributes as the storage keeps them (and as [`Trial::system_attrs`] holds
+    /// them once read back).
+    pub fn stored_system_attrs(&self) -> BTreeMap<String, tradetune_storage::JsonValue> {
+        self.system_attrs
+            .iter()
+            .map(|(k, v)| (k.clone(), tradetune_storage::JsonValue::from(v)))
+            .collect()
+    }
+}
+
 /// Why a sampler could not propose a trial.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SamplerError {
@@ -77,6 +88,11 @@ pub trait Sampler: Send + Sync {
     /// A short name for logs and benchmark tables (`random`, `tpe`, `grid`, …).
     fn name(&self) -> String;
     fn sample(&self, ctx: &SampleContext<'_>) -> Result<Proposal, SamplerError>;
+    /// Whether an enqueued entry must fix every parameter in front of this sampler (the grid:
+    /// Optuna's `GridSampler` refuses a partial `enqueue_trial`).
+    fn needs_complete_entries(&self) -> bool {
+        false
+    }
 }
 
 impl<S: Sampler + ?Sized> Sampler for Box<S> {
@@ -85,6 +101,9 @@ impl<S: Sampler + ?Sized> Sampler for Box<S> {
     }
     fn sample(&self, ctx: &SampleContext<'_>) -> Result<Proposal, SamplerError> {
         (**self).sample(ctx)
+    }
+    fn needs_complete_entries(&self) -> bool {
+        (**self).needs_complete_entries()
     }
 }
 

@@ -14,8 +14,10 @@
 //! 3. draw `n_ei_candidates` points from l and keep the one with the largest l(x)/g(x) — the
 //!    point of largest expected improvement (Bergstra et al. 2011, §4.1).
 //!
-//! Multivariate (Optuna 5.0's default for one objective) fits joint kernels over all searched
-//! parameters; univariate fits one estimator per parameter.
+//! Multivariate (Optuna 5.0's default for one objective) fits joint kernels over the searched
+//! parameters every finished (COMPLETE or PRUNED) trial has, Optuna's intersection search
+//! space, and samples any other parameter (one added to a resumed study) on its own;
+//! univariate fits one estimator per parameter.
 //!
 //! One deliberate difference from Optuna's defaults: the smallest kernel bandwidth. Optuna's
 //! "magic clip" floors σ at `range / min(100, n + 2)` where n is the number of kernels of the
@@ -159,9 +161,28 @@ impl Sampler for TpeSampler {
         let (below, above) = split_trials(ctx, self.cfg.constant_liar);
         let split = (below.as_slice(), above.as_slice());
         if self.cfg.multivariate {
-            let values = self.sample_group(split, &searched, &mut rng);
-            for ((name, _), v) in searched.iter().zip(values) {
-                params.insert((*name).to_owned(), v);
+            // Optuna's relative search space, `IntersectionSearchSpace(include_pruned=True)`:
+            // the parameters every COMPLETE or PRUNED trial has are sampled jointly; the others
+            // (one added to a resumed study) alone, each over the trials that have it, so
+            // adding a parameter does not throw away the history of the rest.
+            let shared = |name: &str| {
+                ctx.history
+                    .iter()
+                    .filter(|t| t.number != ctx.trial_number)
+                    .filter(|t| matches!(t.state, TrialState::Complete | TrialState::Pruned))
+                    .all(|t| t.params.contains_key(name))
+            };
+            let (joint, alone): (Vec<_>, Vec<_>) =
+                searched.iter().copied().partition(|(name, _)| shared(name));
+            if !joint.is_empty() {
+                let values = self.sample_group(split, &joint, &mut rng);
+                for ((name, _), v) in joint.iter().zip(values) {
+                    params.insert((*name).to_owned(), v);
+                }
+            }
+            for p in &alone {
+                let v = self.sample_group(split, std::slice::from_ref(p), &mut rng);
+                params.insert(p.0.to_owned(), v[0]);
             }
         } else {
             for p in &searched {
@@ -357,5 +378,39 @@ mod tests {
             };
             assert!(TpeSampler::new(cfg).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_parameter_added_to_a_resumed_study_keeps_the_history_of_the_others() {
+        // 40 trials searched x alone, best at x = 2; the study is resumed with y added.
+        let history: Vec<Trial> = (0..40)
+            .map(|i| {
+                let x = i as f64 * 0.25;
+                Trial::complete(i, p(x), (x - 2.0).powi(2))
+            })
+            .collect();
+        let mut space = SearchSpace::new();
+        space.add_float("x", 0.0, 10.0, false, None).unwrap();
+        space.add_float("y", 0.0, 1.0, false, None).unwrap();
+        let tpe = TpeSampler::new(TpeConfig::default()).unwrap();
+        let mut xs: Vec<f64> = (40..80)
+            .map(|number| {
+                let ctx = SampleContext {
+                    space: &space,
+                    history: &history,
+                    direction: Direction::Minimize,
+                    trial_number: number,
+                };
+                let got = tpe.sample(&ctx).unwrap().params;
+                assert!(space.get("y").unwrap().contains(got["y"]), "{got:?}");
+                got["x"]
+            })
+            .collect();
+        xs.sort_by(f64::total_cmp);
+        let median = xs[xs.len() / 2];
+        assert!(
+            (median - 2.0).abs() < 1.5,
+            "x still follows the history: median {median}, {xs:?}"
+        );
     }
 }
