@@ -541,6 +541,17 @@ fn parallel_writers_get_unique_numbers_and_no_lock_errors() {
     );
 }
 
+/// A trigger on the file at `path` that refuses inserting the key `last` into `table`.
+fn refuse_key_last(path: &std::path::Path, table: &str) {
+    rusqlite::Connection::open(path)
+        .unwrap()
+        .execute_batch(&format!(
+            "CREATE TRIGGER refuse_last_{table} BEFORE INSERT ON {table} \
+             WHEN NEW.key = 'last' BEGIN SELECT RAISE(ABORT, 'refused'); END;"
+        ))
+        .unwrap();
+}
+
 /// A study and its system attributes are one transaction: when the last attribute cannot be
 /// written (here a trigger refuses it, as a kill or a full disk would stop it), neither the
 /// study nor its first attributes are left behind, and a study that exists keeps its old ones.
@@ -549,13 +560,7 @@ fn a_study_and_its_attributes_are_stored_all_or_none() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.db");
     drop(Storage::open(&path).unwrap());
-    rusqlite::Connection::open(&path)
-        .unwrap()
-        .execute_batch(
-            "CREATE TRIGGER refuse_last BEFORE INSERT ON study_system_attributes \
-             WHEN NEW.key = 'last' BEGIN SELECT RAISE(ABORT, 'refused'); END;",
-        )
-        .unwrap();
+    refuse_key_last(&path, "study_system_attributes");
     let mut s = Storage::open(&path).unwrap();
     let attrs = [
         ("first", JsonValue::from("a")),
@@ -582,13 +587,7 @@ fn a_study_and_its_attributes_are_stored_all_or_none() {
     assert_eq!(s.study("s").unwrap().system_attrs, kept);
 
     // A trial's summary is one commit too.
-    rusqlite::Connection::open(&path)
-        .unwrap()
-        .execute_batch(
-            "CREATE TRIGGER refuse_last_trial_attr BEFORE INSERT ON trial_user_attributes \
-             WHEN NEW.key = 'last' BEGIN SELECT RAISE(ABORT, 'refused'); END;",
-        )
-        .unwrap();
+    refuse_key_last(&path, "trial_user_attributes");
     let mut s = Storage::open(&path).unwrap();
     let t = s.create_trial(id).unwrap().trial_id;
     let summary = [

@@ -247,29 +247,31 @@ mod tests {
     use crate::space::CategoricalChoice;
     use crate::trial::{Direction, Trial};
 
-    #[test]
-    fn visits_every_point_once_then_stops() {
+    /// An int `n` in 1..=`high` gridded at `ns`, and a categorical `c` of "a" and "b".
+    fn n_and_c(high: i64, ns: &[i64]) -> (SearchSpace, BTreeMap<String, Vec<ParamValue>>) {
         let mut space = SearchSpace::new();
-        space.add_int("n", 1, 8, false, 1).unwrap();
-        space
-            .add_categorical(
-                "c",
-                vec![
-                    CategoricalChoice::Str("a".into()),
-                    CategoricalChoice::Str("b".into()),
-                ],
-            )
-            .unwrap();
+        space.add_int("n", 1, high, false, 1).unwrap();
+        let choices = vec![
+            CategoricalChoice::Str("a".into()),
+            CategoricalChoice::Str("b".into()),
+        ];
+        space.add_categorical("c", choices).unwrap();
         let grid = BTreeMap::from([
             (
                 "n".to_owned(),
-                vec![ParamValue::Int(1), ParamValue::Int(4), ParamValue::Int(8)],
+                ns.iter().map(|&n| ParamValue::Int(n)).collect(),
             ),
             (
                 "c".to_owned(),
                 vec![ParamValue::str("a"), ParamValue::str("b")],
             ),
         ]);
+        (space, grid)
+    }
+
+    #[test]
+    fn visits_every_point_once_then_stops() {
+        let (space, grid) = n_and_c(8, &[1, 4, 8]);
         let g = GridSampler::new(grid, &space, 5).unwrap();
         assert_eq!(g.len(), 6);
         let mut history: Vec<Trial> = Vec::new();
@@ -387,27 +389,7 @@ mod tests {
 
     #[test]
     fn ids_are_the_shuffled_points_and_taken_points_are_read_from_values() {
-        let mut space = SearchSpace::new();
-        space.add_int("n", 1, 3, false, 1).unwrap();
-        space
-            .add_categorical(
-                "c",
-                vec![
-                    CategoricalChoice::Str("a".into()),
-                    CategoricalChoice::Str("b".into()),
-                ],
-            )
-            .unwrap();
-        let grid = BTreeMap::from([
-            (
-                "n".to_owned(),
-                vec![ParamValue::Int(1), ParamValue::Int(2), ParamValue::Int(3)],
-            ),
-            (
-                "c".to_owned(),
-                vec![ParamValue::str("a"), ParamValue::str("b")],
-            ),
-        ]);
+        let (space, grid) = n_and_c(3, &[1, 2, 3]);
         // Ids are what shuffling the product (c before n, by name) gives with this seed, as
         // before the grid kept only indices.
         let mut points: Vec<Vec<usize>> = (0..2)
