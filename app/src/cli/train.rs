@@ -4,7 +4,6 @@
 //!
 //! Where the configuration comes from: [`crate::cli::run_config`].
 
-use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use tradetune_engine::device::compiling::{CompileStatus, CompileTicker};
 use tradetune_engine::device::kernels::{self, Kept, KernelCounts};
@@ -157,13 +156,15 @@ fn train(
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    checkpoint::save(&run.out, &trainer)?;
-    let write = |name: &str, text: String| {
-        let path = run.out.join(name);
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
-    };
-    write(ENV_FILE, serde_json::to_string_pretty(&config.env)?)?;
-    write(DATA_FILE, serde_json::to_string_pretty(&run.data)?)?;
+    // The environment and the data source are saved with the model, all or none.
+    checkpoint::save_with(
+        &run.out,
+        &trainer,
+        &[
+            (ENV_FILE, serde_json::to_vec_pretty(&config.env)?),
+            (DATA_FILE, serde_json::to_vec_pretty(&run.data)?),
+        ],
+    )?;
     if args.json {
         let mut report_json = serde_json::to_value(&report)?;
         // Where every update compiled, none ran steady: no steady rate is claimed, as a study's

@@ -100,10 +100,19 @@ pub fn backtest(
         required(dir, name)?;
     }
     let env: EnvConfig = read_json(&required(dir, ENV_FILE)?)?;
-    let source = if data.is_empty() {
+    let source: DataSource = if data.is_empty() {
         read_json(&required(dir, DATA_FILE)?)?
     } else {
-        DataSource::new(data, None)?
+        // Other files, cut as the run's were: its split and, when it kept some, its assets.
+        let recorded: DataSource = match dir.join(DATA_FILE) {
+            p if p.is_file() => read_json(&p)?,
+            _ => DataSource::default(),
+        };
+        DataSource {
+            assets: recorded.assets,
+            split: recorded.split,
+            ..DataSource::new(data, None)?
+        }
     };
     let device = open(device)?;
     let ckpt = checkpoint::load(dir, &device)?;

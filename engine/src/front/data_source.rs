@@ -28,6 +28,12 @@ pub struct DataSource {
     pub paths: Vec<PathBuf>,
     /// A seeded synthetic market of this many bars instead.
     pub synthetic_bars: Option<usize>,
+    /// The assets kept, by name, in this column order (a study's `[data] assets`); empty =
+    /// every asset in the files (absent from older checkpoints: every asset).
+    pub assets: Vec<String>,
+    /// The train / validation / test split the scaler was fitted on and the run trained on (a
+    /// study's `[split]`); absent from older checkpoints: the default 70 / 15 / 15.
+    pub split: SplitSpec,
 }
 
 /// A dataset and its train / validation / test split.
@@ -51,12 +57,13 @@ impl DataSource {
         Ok(Self {
             paths,
             synthetic_bars,
+            ..Self::default()
         })
     }
 
     /// Loads the dataset for the env's lookback and episode length. The one place the data
     /// source is chosen: market files (the bundled sample by default), or a seeded synthetic
-    /// market of 7 assets split 70 / 15 / 15 like market files.
+    /// market of 7 assets; split as recorded (70 / 15 / 15 by default).
     pub fn load(&self, env: &EnvConfig) -> Result<LoadedData, FrontError> {
         if let Some(bars) = self.synthetic_bars {
             if bars < MIN_SYNTHETIC_BARS {
@@ -66,7 +73,7 @@ impl DataSource {
                 )));
             }
             let dataset = crate::env::bench::bench_dataset(bars, 7, 16, 7);
-            let split = SplitSpec::default().resolve(&dataset.timestamps)?;
+            let split = self.split.resolve(&dataset.timestamps)?;
             return Ok(LoadedData {
                 about: format!(
                     "synthetic market, 7 assets x {bars} bars (train bars {}..{})",
@@ -78,8 +85,10 @@ impl DataSource {
         }
         let config = DatasetConfig {
             paths: self.paths.clone(),
+            assets: self.assets.clone(),
             lookback: env.lookback,
             episode_bars: env.episode_bars,
+            split: self.split.clone(),
             ..DatasetConfig::default()
         };
         let loaded = config.load()?;
