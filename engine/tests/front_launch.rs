@@ -209,6 +209,30 @@ fn a_trials_checkpoint_backtests_on_the_studys_split_and_assets() {
         first >= ts[test.start],
         "starts before the study's test split"
     );
+
+    // The checkpoint names its assets in column order; data whose assets differ from them (here
+    // the record says the other order) is refused, naming both, instead of weighting the
+    // wrong assets.
+    let data_json = Path::new(&ckpt).join("data.json");
+    let mut record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&data_json).unwrap()).unwrap();
+    assert_eq!(record["names"], serde_json::json!(["IBM", "AAPL"]));
+    record["names"] = serde_json::json!(["AAPL", "IBM"]);
+    std::fs::write(&data_json, record.to_string()).unwrap();
+    let e = backtest(
+        Path::new(&ckpt),
+        SplitPart::Test,
+        &[],
+        Default::default(),
+        tradetune_engine::device::DeviceSpec::Cpu,
+    )
+    .err()
+    .expect("assets in another order are refused");
+    let e = e.to_string();
+    assert!(
+        e.contains("IBM, AAPL") && e.contains("AAPL, IBM") && e.contains("data.json"),
+        "{e}"
+    );
 }
 
 /// A study name is a folder under the checkpoints: one that is empty, holds a path separator

@@ -20,6 +20,14 @@ use crate::cli::seconds;
 
 pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     let run = Run::from_args(&args)?;
+    for note in &run.notes {
+        // Beside the JSON events, not among them.
+        if args.json {
+            eprintln!("note: {note}");
+        } else {
+            println!("note: {note}");
+        }
+    }
     let spec = run.device;
     let config = &run.config;
     // Refused before anything loads: a precision the device does not compute in.
@@ -162,7 +170,10 @@ fn train(
         &trainer,
         &[
             (ENV_FILE, serde_json::to_vec_pretty(&config.env)?),
-            (DATA_FILE, serde_json::to_vec_pretty(&run.data)?),
+            (
+                DATA_FILE,
+                serde_json::to_vec_pretty(&run.data.recorded(data))?,
+            ),
         ],
     )?;
     if args.json {

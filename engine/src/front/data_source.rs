@@ -34,6 +34,9 @@ pub struct DataSource {
     /// The train / validation / test split the scaler was fitted on and the run trained on (a
     /// study's `[split]`); absent from older checkpoints: the default 70 / 15 / 15.
     pub split: SplitSpec,
+    /// The assets the run trained on, in column order (the policy's per-asset weights follow
+    /// it); absent from older checkpoints, where nothing is checked against it.
+    pub names: Vec<String>,
 }
 
 /// A dataset and its train / validation / test split.
@@ -45,6 +48,28 @@ pub struct LoadedData {
 }
 
 impl DataSource {
+    /// This source as a checkpoint records it: with the names of the assets `loaded` holds.
+    pub fn recorded(&self, loaded: &LoadedData) -> DataSource {
+        DataSource {
+            names: loaded.dataset.names.clone(),
+            ..self.clone()
+        }
+    }
+
+    /// Refuses `loaded` when this record names assets and `loaded`'s differ (other tickers, or
+    /// the same in another order: the policy would weight the wrong assets); `what` names the
+    /// data in the error.
+    pub fn check_names(&self, loaded: &LoadedData, what: &str) -> Result<(), FrontError> {
+        if self.names.is_empty() || self.names == loaded.dataset.names {
+            return Ok(());
+        }
+        Err(FrontError::Invalid(format!(
+            "{what} holds the assets {} but the checkpoint was trained on {}, in this order",
+            loaded.dataset.names.join(", "),
+            self.names.join(", ")
+        )))
+    }
+
     /// Market files (made absolute, so the record works from any directory) or synthetic bars.
     pub fn new(paths: &[PathBuf], synthetic_bars: Option<usize>) -> Result<Self, FrontError> {
         let paths = paths
