@@ -143,8 +143,9 @@ fn a_trials_checkpoint_backtests_on_the_studys_split_and_assets() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("subset.toml");
     let text = format!(
-        "{TINY}\n[data]\nassets = [\"IBM\", \"AAPL\"]\n\n[split]\nby = \"fractions\"\n\
-         train = 0.8\nvalidation = 0.1\n"
+        "{}\n[data]\nassets = [\"IBM\", \"AAPL\"]\n\n[split]\nby = \"fractions\"\n\
+         train = 0.8\nvalidation = 0.1\n",
+        TINY.replace("n_trials = 1", "n_trials = 1\nobjective = \"sortino\"")
     );
     std::fs::write(&file, &text).unwrap();
     let place = StudyPlace::new(dir.path().join("studies.db"), None).unwrap();
@@ -190,6 +191,11 @@ fn a_trials_checkpoint_backtests_on_the_studys_split_and_assets() {
         tradetune_engine::device::DeviceSpec::Cpu,
     )
     .unwrap();
+    // The objective the trial was scored by, for the app's Backtest tab.
+    assert_eq!(
+        tradetune_engine::front::backtest::recorded_objective(Path::new(&ckpt)),
+        Some(tradetune_engine::eval::Objective::Sortino)
+    );
     // The study's assets, in its order, and its train bars (where the scaler was fitted).
     assert!(done.about.contains(": IBM, AAPL ("), "{}", done.about);
     let train = &want.split.train;

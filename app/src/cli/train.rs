@@ -15,7 +15,7 @@ use tradetune_engine::ppo::{PeriodicEval, PhaseTimes, TrainEvent, Trainer};
 use tradetune_engine::study::ppo_trial::{PlacedEnv, TrainingRun};
 
 pub use crate::cli::run_config::TrainArgs;
-use crate::cli::run_config::{DATA_FILE, ENV_FILE, LoadedData, Run};
+use crate::cli::run_config::{DATA_FILE, DataSource, ENV_FILE, LoadedData, Run};
 use crate::cli::seconds;
 
 pub fn run(args: TrainArgs) -> anyhow::Result<()> {
@@ -172,7 +172,10 @@ fn train(
             (ENV_FILE, serde_json::to_vec_pretty(&config.env)?),
             (
                 DATA_FILE,
-                serde_json::to_vec_pretty(&run.data.recorded(data))?,
+                serde_json::to_vec_pretty(&DataSource {
+                    objective: Some(run.objective),
+                    ..run.data.recorded(data)
+                })?,
             ),
         ],
     )?;

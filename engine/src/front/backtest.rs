@@ -71,6 +71,15 @@ fn required(dir: &Path, name: &str) -> Result<PathBuf, FrontError> {
     Ok(path)
 }
 
+/// The objective the checkpoint in `dir` was scored by, as its `data.json` records it (None
+/// for a checkpoint that records none, or none that can be read): what the app's Backtest tab
+/// scores it by, as the study report does.
+pub fn recorded_objective(dir: &Path) -> Option<Objective> {
+    read_json::<DataSource>(&dir.join(DATA_FILE))
+        .ok()
+        .and_then(|d| d.objective)
+}
+
 /// A backtest's result: the report, the checkpoint's sample count, and the data it ran on.
 pub struct Backtest {
     /// Metrics, objective and equity curves.

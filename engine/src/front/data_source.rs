@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::FrontError;
 use crate::env::EnvConfig;
+use crate::eval::Objective;
 use crate::market::Dataset;
 use crate::market::load::DatasetConfig;
 use crate::market::split::{HoldOut, SplitSpec};
@@ -37,6 +38,10 @@ pub struct DataSource {
     /// The assets the run trained on, in column order (the policy's per-asset weights follow
     /// it); absent from older checkpoints, where nothing is checked against it.
     pub names: Vec<String>,
+    /// The objective the run was scored by (a study's `[study] objective`, `train
+    /// --objective`), what a backtest of it scores by unless told otherwise; absent from older
+    /// checkpoints.
+    pub objective: Option<Objective>,
 }
 
 /// A dataset and its train / validation / test split.

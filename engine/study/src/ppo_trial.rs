@@ -253,14 +253,15 @@ impl PpoTrial {
     }
 
     /// What a trial's checkpoint records of its data (`data.json`, read back as
-    /// `front::data_source::DataSource`): the market files, the assets kept, the split and the
-    /// assets' names in column order.
+    /// `front::data_source::DataSource`): the market files, the assets kept, the split, the
+    /// assets' names in column order, and the objective trials are scored by.
     pub fn data_record(&self) -> serde_json::Value {
         serde_json::json!({
             "paths": self.paths,
             "assets": self.assets,
             "split": self.split,
             "names": self.dataset.names,
+            "objective": self.objective,
         })
     }
 
