@@ -222,6 +222,37 @@ fn a_holdout_study_reports_why_it_has_no_pbo_and_backtests_its_checkpoint() {
         }
     }
 
+    // `study reseed --name` reaches the study by its name in the database and reseeds it from
+    // the study file recorded with it.
+    let reseed = |extra: &[&str]| {
+        let mut a = vec!["study", "reseed"];
+        a.extend_from_slice(extra);
+        a.extend_from_slice(&["--db", db.to_str().unwrap(), "--seeds", "1", "--json"]);
+        tradetune(&a)
+    };
+    let o = reseed(&["--name", "h"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let spread: serde_json::Value = serde_json::from_str(&text(&o.stdout)).unwrap();
+    assert_eq!(spread["trial"], 0, "{spread}");
+    // A study file whose split differs from the recorded one is refused, naming it and the
+    // split, rather than reseeding on other bars.
+    let other = dir.join("other_split.toml");
+    std::fs::write(
+        &other,
+        format!(
+            "{}\n[split]\nby = \"fractions\"\ntrain = 0.5\nvalidation = 0.25\n",
+            std::fs::read_to_string(&file).unwrap()
+        ),
+    )
+    .unwrap();
+    let o = reseed(&[other.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("other_split.toml") && err.contains("[split]"),
+        "{err}"
+    );
+
     // A bad [evaluation] names the file, line and key before anything runs.
     std::fs::write(&file, STUDY.replace("n_groups = 3", "n_group = 3")).unwrap();
     let o = tradetune(&[

@@ -237,13 +237,21 @@ fn resuming_a_checkpoint_continues_its_sample_count() {
         "512",
         "--json",
     ]);
-    let progress: Vec<u64> = json_events(&o)
-        .into_iter()
+    let events = json_events(&o);
+    let progress: Vec<u64> = events
+        .iter()
         .filter(|e| e["event"] == "progress")
         .map(|e| e["timesteps"].as_u64().unwrap())
         .collect();
     // 64 steps x 8 envs per update, counting on from 1024.
     assert_eq!(progress, vec![1536]);
+    // The budget is counted as the samples are (the checkpoint's included): 100 % at the end.
+    for e in events
+        .iter()
+        .filter(|e| e["event"] == "progress" || e["event"] == "started")
+    {
+        assert_eq!(e["total_timesteps"], 1536, "{e}");
+    }
     let state = |d: &std::path::Path| -> serde_json::Value {
         serde_json::from_str(&std::fs::read_to_string(d.join("state.json")).unwrap()).unwrap()
     };
@@ -275,6 +283,27 @@ fn resuming_a_checkpoint_continues_its_sample_count() {
         std::fs::read_to_string(first.join("data.json")).unwrap(),
         std::fs::read_to_string(second.join("data.json")).unwrap()
     );
+    // A --config whose synthetic_bars the resume would drop is refused, naming it.
+    let toml = dir.join("synthetic.toml");
+    std::fs::write(&toml, "synthetic_bars = 500\n").unwrap();
+    let o = tradetune(&[
+        "train",
+        "--resume",
+        first.to_str().unwrap(),
+        "--out",
+        dir.join("fourth").to_str().unwrap(),
+        "--config",
+        toml.to_str().unwrap(),
+        "--total-timesteps",
+        "512",
+    ]);
+    assert!(!o.status.success());
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("synthetic.toml") && err.contains("synthetic_bars"),
+        "{err}"
+    );
+    assert!(!dir.join("fourth").exists());
     // Resuming from a directory that is not a checkpoint names the missing file.
     let o = tradetune(&[
         "train",

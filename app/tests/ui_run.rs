@@ -186,7 +186,8 @@ fn a_tiny_study_on_the_cpu_runs_live_and_its_trials_complete_in_the_table() {
     settle(&mut h);
     h.get_by_label_contains("Bottleneck of trial");
 
-    // Each COMPLETE trial's policy is saved beside the database and backtests from its row.
+    // Each COMPLETE trial's policy is saved beside the database, in its own folder, and
+    // backtests from its row.
     let row = h.state().panels.studies.table.rows[0].clone();
     let applied = row
         .applied_config
@@ -196,7 +197,7 @@ fn a_tiny_study_on_the_cpu_runs_live_and_its_trials_complete_in_the_table() {
     assert!(row.placement.contains("backend flex"), "{}", row.placement);
     let ckpt = row.checkpoint.clone().expect("a checkpoint attribute");
     assert!(
-        ckpt.starts_with(dir.path().join("checkpoints").join("ui_tiny")),
+        ckpt.starts_with(dir.path().join("checkpoints/studies/ui_tiny")),
         "{}",
         ckpt.display()
     );

@@ -75,9 +75,10 @@ fn a_launched_study_is_recorded_and_reads_back() {
     let l = launch(dir.path());
     let want = l.file().clone();
     let db = l.place().db.clone();
+    // The database's own folder (its file stem) under `checkpoints` beside it.
     assert_eq!(
         l.place().checkpoints,
-        dir.path().join("db").join("checkpoints")
+        dir.path().join("db").join("checkpoints").join("studies")
     );
     let (_handle, events) = l.launch();
     let (ready_first, study, result) = follow(events);
@@ -128,4 +129,138 @@ fn a_stop_before_the_data_loads_starts_no_trial() {
             .any(|e| matches!(e, StudyEvent::TrialStarted { .. })),
         "{study:?}"
     );
+}
+
+/// A trial's checkpoint records the study's split and assets, so its backtest runs on that
+/// split's test bars of those assets, with the scaler fitted on the study's train bars (not on
+/// the default 70 / 15 / 15 split of every asset).
+#[test]
+fn a_trials_checkpoint_backtests_on_the_studys_split_and_assets() {
+    use tradetune_engine::front::backtest::{SplitPart, backtest};
+    use tradetune_engine::market::load::DatasetConfig;
+    use tradetune_engine::market::split::SplitSpec;
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("subset.toml");
+    let text = format!(
+        "{}\n[data]\nassets = [\"IBM\", \"AAPL\"]\n\n[split]\nby = \"fractions\"\n\
+         train = 0.8\nvalidation = 0.1\n",
+        TINY.replace("n_trials = 1", "n_trials = 1\nobjective = \"sortino\"")
+    );
+    std::fs::write(&file, &text).unwrap();
+    let place = StudyPlace::new(dir.path().join("studies.db"), None).unwrap();
+    let mut l = StudyLaunch::from_path(&file, place).unwrap();
+    l.liveness(Liveness {
+        telemetry: None,
+        ..Liveness::default()
+    });
+    let db = l.place().db.clone();
+    let (_handle, events) = l.launch();
+    let (_, _, result) = follow(events);
+    result.unwrap();
+    let storage = Storage::open_read_only(&db).unwrap();
+    let id = storage.study_id("launched").unwrap();
+    let trial = &storage.trials(id).unwrap()[0];
+    let ckpt = trial
+        .user_attrs
+        .iter()
+        .find(|(k, _)| k == "checkpoint")
+        .and_then(|(_, v)| match v {
+            tradetune_engine::storage::JsonValue::Str(s) => Some(s.clone()),
+            _ => None,
+        })
+        .expect("a checkpoint attribute");
+
+    let split = SplitSpec::Fractions {
+        train: 0.8,
+        validation: 0.1,
+    };
+    let want = DatasetConfig {
+        assets: vec!["IBM".into(), "AAPL".into()],
+        split,
+        ..DatasetConfig::default()
+    }
+    .load()
+    .unwrap();
+    let test = want.split.test.clone();
+    let done = backtest(
+        Path::new(&ckpt),
+        SplitPart::Test,
+        &[],
+        Default::default(),
+        tradetune_engine::device::DeviceSpec::Cpu,
+    )
+    .unwrap();
+    // The objective the trial was scored by, for the app's Backtest tab.
+    assert_eq!(
+        tradetune_engine::front::backtest::recorded_objective(Path::new(&ckpt)),
+        Some(tradetune_engine::eval::Objective::Sortino)
+    );
+    // The study's assets, in its order, and its train bars (where the scaler was fitted).
+    assert!(done.about.contains(": IBM, AAPL ("), "{}", done.about);
+    let train = &want.split.train;
+    assert!(
+        done.about
+            .contains(&format!("train bars {}..{}", train.start, train.end)),
+        "{}",
+        done.about
+    );
+    // The test split's bars: the last 10 %, not the default's last 15 %.
+    let ts = &want.dataset.timestamps;
+    let r = &done.report;
+    assert_eq!(r.timestamps.last(), ts.last(), "ends at the last bar");
+    assert!(r.bars <= test.len(), "{} bars of {}", r.bars, test.len());
+    let first = r.timestamps[0];
+    assert!(
+        first >= ts[test.start],
+        "starts before the study's test split"
+    );
+
+    // The checkpoint names its assets in column order; data whose assets differ from them (here
+    // the record says the other order) is refused, naming both, instead of weighting the
+    // wrong assets.
+    let data_json = Path::new(&ckpt).join("data.json");
+    let mut record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&data_json).unwrap()).unwrap();
+    assert_eq!(record["names"], serde_json::json!(["IBM", "AAPL"]));
+    record["names"] = serde_json::json!(["AAPL", "IBM"]);
+    std::fs::write(&data_json, record.to_string()).unwrap();
+    let e = backtest(
+        Path::new(&ckpt),
+        SplitPart::Test,
+        &[],
+        Default::default(),
+        tradetune_engine::device::DeviceSpec::Cpu,
+    )
+    .err()
+    .expect("assets in another order are refused");
+    let e = e.to_string();
+    assert!(
+        e.contains("IBM, AAPL") && e.contains("AAPL, IBM") && e.contains("data.json"),
+        "{e}"
+    );
+}
+
+/// A study name is a folder under the checkpoints: one that is empty, holds a path separator
+/// or `..` is refused, by `--name` and in a study file (naming `study.name`), before anything
+/// runs.
+#[test]
+fn a_study_name_that_is_not_a_plain_folder_name_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut l = launch(dir.path());
+    for bad in ["../x", "/tmp/x", "", "a\\b", ".."] {
+        let e = l.name(bad).unwrap_err();
+        assert!(e.to_string().contains("--name"), "{bad}: {e}");
+    }
+    l.name("fine-name").unwrap();
+    assert_eq!(l.file().study.name, "fine-name");
+    for bad in ["../x", "/abs", ""] {
+        let file = dir.path().join("bad.toml");
+        std::fs::write(&file, TINY.replace("\"launched\"", &format!("{bad:?}"))).unwrap();
+        let place = StudyPlace::new(dir.path().join("studies.db"), None).unwrap();
+        let e = StudyLaunch::from_path(&file, place).unwrap_err();
+        assert!(e.to_string().contains("study.name"), "{bad}: {e}");
+    }
+    // Nothing was written outside the folder.
+    assert!(!dir.path().join("x").exists());
 }

@@ -136,3 +136,91 @@ fn the_f16_loss_scale_survives_a_resume() {
     checkpoint::resume(dir.path(), &mut resumed).unwrap();
     assert_eq!(resumed.learner().scaler().scale(), reached);
 }
+
+/// After a resume, the progress events count their budget as they count their samples (the
+/// checkpoint's included), so the fraction never passes 100 %.
+#[test]
+fn a_resumed_runs_progress_counts_its_budget_with_the_checkpoints_samples() {
+    let cfg = config();
+    let r = rollout(&cfg);
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = trainer(&cfg);
+    learn(&mut first, 2 * r);
+    checkpoint::save(dir.path(), &first).unwrap();
+    let mut resumed = trainer(&cfg);
+    checkpoint::resume(dir.path(), &mut resumed).unwrap();
+    let mut started = None;
+    let mut progress = Vec::new();
+    resumed
+        .learn(2 * r, &mut |e| match e {
+            TrainEvent::Started {
+                total_timesteps, ..
+            } => started = Some(total_timesteps),
+            TrainEvent::Progress {
+                timesteps,
+                total_timesteps,
+                ..
+            } => progress.push((timesteps, total_timesteps)),
+            _ => {}
+        })
+        .unwrap();
+    assert_eq!(started, Some(4 * r));
+    assert_eq!(progress, [(3 * r, 4 * r), (4 * r, 4 * r)]);
+}
+
+/// A save that fails part-way (here the last file, `state.json`, cannot be written) leaves the
+/// checkpoint that was there whole and loadable, and no temporary files.
+#[test]
+fn a_failed_save_leaves_the_previous_checkpoint_loadable() {
+    let cfg = config();
+    let r = rollout(&cfg);
+    let dir = tempfile::tempdir().unwrap();
+    let mut t = trainer(&cfg);
+    learn(&mut t, r);
+    checkpoint::save_with(dir.path(), &t, &[("env.json", b"{\"old\": 1}".to_vec())]).unwrap();
+    let read = |name: &str| std::fs::read(dir.path().join(name)).unwrap();
+    let before: Vec<_> = [
+        "model.bpk",
+        "optimizer.bpk",
+        "ppo.json",
+        "state.json",
+        "env.json",
+    ]
+    .iter()
+    .map(|n| read(n))
+    .collect();
+    learn(&mut t, r);
+    // A directory where the new state.json's temporary file goes.
+    let blocker = dir
+        .path()
+        .join(format!(".{}.saving.state.json", std::process::id()));
+    std::fs::create_dir(&blocker).unwrap();
+    let e = checkpoint::save_with(dir.path(), &t, &[("env.json", b"{\"new\": 2}".to_vec())])
+        .unwrap_err();
+    assert!(e.to_string().contains("state.json"), "{e}");
+    std::fs::remove_dir(&blocker).unwrap();
+    let after: Vec<_> = [
+        "model.bpk",
+        "optimizer.bpk",
+        "ppo.json",
+        "state.json",
+        "env.json",
+    ]
+    .iter()
+    .map(|n| read(n))
+    .collect();
+    assert!(before == after, "a file of the previous checkpoint changed");
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+    let loaded = checkpoint::load(dir.path(), &Device::flex()).unwrap();
+    assert_eq!(loaded.state.timesteps, r);
+    // A save that succeeds replaces every file.
+    checkpoint::save_with(dir.path(), &t, &[("env.json", b"{\"new\": 2}".to_vec())]).unwrap();
+    let loaded = checkpoint::load(dir.path(), &Device::flex()).unwrap();
+    assert_eq!(loaded.state.timesteps, 2 * r);
+    assert_eq!(read("env.json"), b"{\"new\": 2}");
+}

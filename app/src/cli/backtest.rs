@@ -23,7 +23,8 @@ pub struct BacktestArgs {
     #[arg(long, default_value = "test")]
     pub split: SplitPart,
     /// Market files to evaluate on instead of the ones the checkpoint was trained on (same
-    /// assets, in the same order; the scaler is refitted on their train split).
+    /// assets, in the same order; cut by the checkpoint's split, keeping the assets it kept;
+    /// the scaler is refitted on their train split).
     #[arg(long = "data", value_name = "FILE")]
     pub data: Vec<PathBuf>,
     /// Write the equity curves (timestamp, agent_equity, equal_weight_equity) to this CSV.
@@ -118,5 +119,8 @@ fn write_equity_csv(path: &Path, r: &EvalReport) -> anyhow::Result<()> {
     {
         s += &format!("{},{a},{e}\n", format_timestamp(*t));
     }
-    std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))
+    // Written whole under a temporary name, then renamed over the file: a failed or
+    // interrupted write leaves the previous curves.
+    tradetune_engine::front::export::write_whole(path, s.as_bytes())
+        .with_context(|| format!("--equity-csv {}", path.display()))
 }

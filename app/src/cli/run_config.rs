@@ -284,6 +284,8 @@ pub(crate) struct Run {
     /// trial's: what [`TrainingRun::build`](tradetune_engine::study::ppo_trial::TrainingRun)
     /// builds the run from.
     pub(crate) config: PpoTrialConfig,
+    /// Settings changed from a resumed checkpoint's, to tell the user.
+    pub(crate) notes: Vec<String>,
 }
 
 impl Run {
@@ -300,9 +302,12 @@ impl Run {
             Some(dir) => {
                 if let Some(t) = &toml {
                     anyhow::ensure!(
-                        t.ppo.is_none() && t.env.is_none() && t.run.data.is_empty(),
+                        t.ppo.is_none()
+                            && t.env.is_none()
+                            && t.run.data.is_empty()
+                            && t.run.synthetic_bars.is_none(),
                         "{cfg_name}: --resume trains on with the checkpoint's [ppo], [env] and \
-                         data; remove them from the file"
+                         data (data, synthetic_bars); remove them from the file"
                     );
                 }
                 let ppo = read_json(&dir.join("ppo.json"), PpoConfig::new())?;
@@ -342,7 +347,22 @@ impl Run {
 
         // The precision flag or top-level option wins; otherwise the PPO config's (f32 unless
         // [ppo] or a resumed checkpoint says otherwise).
+        let mut notes = Vec::new();
         if let Some(p) = args.precision.or(file.precision) {
+            if let Some(dir) = &args.resume
+                && p != ppo.precision
+            {
+                let from = if args.precision.is_some() {
+                    "--precision".to_owned()
+                } else {
+                    format!("{cfg_name} precision")
+                };
+                notes.push(format!(
+                    "{from}: training on in {p}, not in the {} of checkpoint {} (saved so)",
+                    ppo.precision,
+                    dir.display()
+                ));
+            }
             ppo.precision = p;
         }
         let objective = args.objective.or(file.objective).unwrap_or_default();
@@ -385,6 +405,7 @@ impl Run {
             data,
             objective,
             config,
+            notes,
         })
     }
 }

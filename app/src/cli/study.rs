@@ -178,7 +178,7 @@ fn create(args: CreateArgs) -> anyhow::Result<()> {
     let place = launch::place(args.storage.clone())?;
     let mut study = args.study.launch(place, &args.set)?;
     if let Some(name) = &args.name {
-        study.name(name);
+        study.name(name)?;
     }
     let name = study.file().study.name.clone();
     let budget = args.trials.unwrap_or(study.file().study.n_trials);
@@ -205,7 +205,7 @@ fn run_study(args: RunArgs) -> anyhow::Result<()> {
         study.workers(w).context("--workers")?;
     }
     if let Some(name) = &args.name {
-        study.name(name);
+        study.name(name)?;
     }
     if let Some(devices) = &args.devices {
         study.devices(devices.clone()).context("--devices")?;

@@ -4,7 +4,6 @@
 //!
 //! Where the configuration comes from: [`crate::cli::run_config`].
 
-use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use tradetune_engine::device::compiling::{CompileStatus, CompileTicker};
 use tradetune_engine::device::kernels::{self, Kept, KernelCounts};
@@ -16,11 +15,19 @@ use tradetune_engine::ppo::{PeriodicEval, PhaseTimes, TrainEvent, Trainer};
 use tradetune_engine::study::ppo_trial::{PlacedEnv, TrainingRun};
 
 pub use crate::cli::run_config::TrainArgs;
-use crate::cli::run_config::{DATA_FILE, ENV_FILE, LoadedData, Run};
+use crate::cli::run_config::{DATA_FILE, DataSource, ENV_FILE, LoadedData, Run};
 use crate::cli::seconds;
 
 pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     let run = Run::from_args(&args)?;
+    for note in &run.notes {
+        // Beside the JSON events, not among them.
+        if args.json {
+            eprintln!("note: {note}");
+        } else {
+            println!("note: {note}");
+        }
+    }
     let spec = run.device;
     let config = &run.config;
     // Refused before anything loads: a precision the device does not compute in.
@@ -157,13 +164,21 @@ fn train(
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    checkpoint::save(&run.out, &trainer)?;
-    let write = |name: &str, text: String| {
-        let path = run.out.join(name);
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
-    };
-    write(ENV_FILE, serde_json::to_string_pretty(&config.env)?)?;
-    write(DATA_FILE, serde_json::to_string_pretty(&run.data)?)?;
+    // The environment and the data source are saved with the model, all or none.
+    checkpoint::save_with(
+        &run.out,
+        &trainer,
+        &[
+            (ENV_FILE, serde_json::to_vec_pretty(&config.env)?),
+            (
+                DATA_FILE,
+                serde_json::to_vec_pretty(&DataSource {
+                    objective: Some(run.objective),
+                    ..run.data.recorded(data)
+                })?,
+            ),
+        ],
+    )?;
     if args.json {
         let mut report_json = serde_json::to_value(&report)?;
         // Where every update compiled, none ran steady: no steady rate is claimed, as a study's

@@ -71,6 +71,15 @@ fn required(dir: &Path, name: &str) -> Result<PathBuf, FrontError> {
     Ok(path)
 }
 
+/// The objective the checkpoint in `dir` was scored by, as its `data.json` records it (None
+/// for a checkpoint that records none, or none that can be read): what the app's Backtest tab
+/// scores it by, as the study report does.
+pub fn recorded_objective(dir: &Path) -> Option<Objective> {
+    read_json::<DataSource>(&dir.join(DATA_FILE))
+        .ok()
+        .and_then(|d| d.objective)
+}
+
 /// A backtest's result: the report, the checkpoint's sample count, and the data it ran on.
 pub struct Backtest {
     /// Metrics, objective and equity curves.
@@ -100,14 +109,32 @@ pub fn backtest(
         required(dir, name)?;
     }
     let env: EnvConfig = read_json(&required(dir, ENV_FILE)?)?;
-    let source = if data.is_empty() {
-        read_json(&required(dir, DATA_FILE)?)?
+    let (recorded, source): (DataSource, DataSource) = if data.is_empty() {
+        let r: DataSource = read_json(&required(dir, DATA_FILE)?)?;
+        (r.clone(), r)
     } else {
-        DataSource::new(data, None)?
+        // Other files, cut as the run's were: its split and, when it kept some, its assets.
+        let recorded: DataSource = match dir.join(DATA_FILE) {
+            p if p.is_file() => read_json(&p)?,
+            _ => DataSource::default(),
+        };
+        let source = DataSource {
+            assets: recorded.assets.clone(),
+            split: recorded.split.clone(),
+            ..DataSource::new(data, None)?
+        };
+        (recorded, source)
     };
     let device = open(device)?;
     let ckpt = checkpoint::load(dir, &device)?;
     let loaded = source.load(&env)?;
+    let what = if data.is_empty() {
+        format!("the data recorded in {}", dir.join(DATA_FILE).display())
+    } else {
+        let files: Vec<String> = data.iter().map(|p| p.display().to_string()).collect();
+        format!("--data {}", files.join(" "))
+    };
+    recorded.check_names(&loaded, &what)?;
     let range = match split {
         SplitPart::Test => loaded.split.test.clone(),
         SplitPart::Validation => loaded.split.validation.clone(),

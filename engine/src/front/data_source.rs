@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::FrontError;
 use crate::env::EnvConfig;
+use crate::eval::Objective;
 use crate::market::Dataset;
 use crate::market::load::DatasetConfig;
 use crate::market::split::{HoldOut, SplitSpec};
@@ -28,6 +29,19 @@ pub struct DataSource {
     pub paths: Vec<PathBuf>,
     /// A seeded synthetic market of this many bars instead.
     pub synthetic_bars: Option<usize>,
+    /// The assets kept, by name, in this column order (a study's `[data] assets`); empty =
+    /// every asset in the files (absent from older checkpoints: every asset).
+    pub assets: Vec<String>,
+    /// The train / validation / test split the scaler was fitted on and the run trained on (a
+    /// study's `[split]`); absent from older checkpoints: the default 70 / 15 / 15.
+    pub split: SplitSpec,
+    /// The assets the run trained on, in column order (the policy's per-asset weights follow
+    /// it); absent from older checkpoints, where nothing is checked against it.
+    pub names: Vec<String>,
+    /// The objective the run was scored by (a study's `[study] objective`, `train
+    /// --objective`), what a backtest of it scores by unless told otherwise; absent from older
+    /// checkpoints.
+    pub objective: Option<Objective>,
 }
 
 /// A dataset and its train / validation / test split.
@@ -39,6 +53,28 @@ pub struct LoadedData {
 }
 
 impl DataSource {
+    /// This source as a checkpoint records it: with the names of the assets `loaded` holds.
+    pub fn recorded(&self, loaded: &LoadedData) -> DataSource {
+        DataSource {
+            names: loaded.dataset.names.clone(),
+            ..self.clone()
+        }
+    }
+
+    /// Refuses `loaded` when this record names assets and `loaded`'s differ (other tickers, or
+    /// the same in another order: the policy would weight the wrong assets); `what` names the
+    /// data in the error.
+    pub fn check_names(&self, loaded: &LoadedData, what: &str) -> Result<(), FrontError> {
+        if self.names.is_empty() || self.names == loaded.dataset.names {
+            return Ok(());
+        }
+        Err(FrontError::Invalid(format!(
+            "{what} holds the assets {} but the checkpoint was trained on {}, in this order",
+            loaded.dataset.names.join(", "),
+            self.names.join(", ")
+        )))
+    }
+
     /// Market files (made absolute, so the record works from any directory) or synthetic bars.
     pub fn new(paths: &[PathBuf], synthetic_bars: Option<usize>) -> Result<Self, FrontError> {
         let paths = paths
@@ -51,12 +87,13 @@ impl DataSource {
         Ok(Self {
             paths,
             synthetic_bars,
+            ..Self::default()
         })
     }
 
     /// Loads the dataset for the env's lookback and episode length. The one place the data
     /// source is chosen: market files (the bundled sample by default), or a seeded synthetic
-    /// market of 7 assets split 70 / 15 / 15 like market files.
+    /// market of 7 assets; split as recorded (70 / 15 / 15 by default).
     pub fn load(&self, env: &EnvConfig) -> Result<LoadedData, FrontError> {
         if let Some(bars) = self.synthetic_bars {
             if bars < MIN_SYNTHETIC_BARS {
@@ -66,7 +103,7 @@ impl DataSource {
                 )));
             }
             let dataset = crate::env::bench::bench_dataset(bars, 7, 16, 7);
-            let split = SplitSpec::default().resolve(&dataset.timestamps)?;
+            let split = self.split.resolve(&dataset.timestamps)?;
             return Ok(LoadedData {
                 about: format!(
                     "synthetic market, 7 assets x {bars} bars (train bars {}..{})",
@@ -78,8 +115,10 @@ impl DataSource {
         }
         let config = DatasetConfig {
             paths: self.paths.clone(),
+            assets: self.assets.clone(),
             lookback: env.lookback,
             episode_bars: env.episode_bars,
+            split: self.split.clone(),
             ..DatasetConfig::default()
         };
         let loaded = config.load()?;

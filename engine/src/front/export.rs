@@ -18,6 +18,18 @@ pub struct Exported {
     pub skipped: usize,
 }
 
+/// `study` as a part of a file name (`trials-<study>.csv`): a name that a study file would
+/// refuse (one stored by Optuna, say) has each path separator and each `..` replaced by `_`,
+/// and an empty one is `_`, so the file stays in the folder it was asked in.
+pub fn file_name_part(study: &str) -> String {
+    let part = study.replace(['/', '\\', '\0'], "_").replace("..", "_");
+    if part.trim().is_empty() {
+        "_".into()
+    } else {
+        part
+    }
+}
+
 /// One stored telemetry value: device, metric, value.
 type Sample = (DeviceTag, Metric, f64);
 
@@ -147,6 +159,23 @@ pub fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), FrontError> {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    #[test]
+    fn a_study_name_in_a_file_name_stays_one_path_component() {
+        for (name, want) in [
+            ("cpu", "cpu"),
+            ("../x", "__x"),
+            ("/tmp/x", "_tmp_x"),
+            ("a\\b", "a_b"),
+            ("", "_"),
+            ("..", "_"),
+        ] {
+            let part = file_name_part(name);
+            assert_eq!(part, want, "{name}");
+            let path = Path::new("/out").join(format!("trials-{part}.csv"));
+            assert_eq!(path.parent(), Some(Path::new("/out")), "{name}");
+        }
+    }
 
     #[test]
     fn a_failed_write_leaves_the_previous_file_and_no_temporary() {

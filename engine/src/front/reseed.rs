@@ -40,6 +40,67 @@ pub struct SeedSpread {
     pub equal_weight_total_return: f64,
 }
 
+/// The study file recorded with `study` in `storage` (whichever front end ran it), its
+/// overrides applied and relative data paths against the recorded file's folder where that
+/// file is here (else the current directory), with where it came from; `None` for a study
+/// run before studies were recorded, or by another program. What `tradetune study reseed` and
+/// the app's Report tab both reseed from.
+pub fn recorded_study_file(
+    storage: &Storage,
+    study: &str,
+) -> Result<Option<(StudyFile, String)>, FrontError> {
+    let stored = storage.study(study)?;
+    let Some(record) = super::launch::RecordedStudy::of(&stored) else {
+        return Ok(None);
+    };
+    let data_dir = match record.source_dir() {
+        Some(dir) => dir,
+        None => std::env::current_dir()
+            .map_err(|e| FrontError::file(std::path::Path::new("."), e.to_string()))?,
+    };
+    let file = record.study_file(study, &data_dir)?;
+    Ok(Some((
+        file,
+        format!("{}, recorded with the study", record.source),
+    )))
+}
+
+/// Refuses a study file given for a study that has one recorded when its data (files, assets)
+/// or split differ from the recorded one's: the spread would be on other bars than the study's.
+/// `given` names the file in the error.
+pub fn check_same_data(
+    recorded: &StudyFile,
+    file: &StudyFile,
+    given: &str,
+) -> Result<(), FrontError> {
+    let abs = |f: &StudyFile| -> Vec<std::path::PathBuf> {
+        f.data
+            .paths
+            .iter()
+            .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()))
+            .collect()
+    };
+    let mut differ = Vec::new();
+    if abs(recorded) != abs(file) {
+        differ.push("[data] paths");
+    }
+    if recorded.data.assets != file.data.assets {
+        differ.push("[data] assets");
+    }
+    if recorded.split != file.split {
+        differ.push("[split]");
+    }
+    if differ.is_empty() {
+        return Ok(());
+    }
+    Err(FrontError::Invalid(format!(
+        "{given}: its {} differ from those recorded with study '{}': the study's recorded file \
+         is used on its own (give only --name)",
+        differ.join(", "),
+        recorded.study.name
+    )))
+}
+
 /// Trains the best COMPLETE trial of `file`'s study in `storage` again with `seeds` seeds
 /// (its own seed + 1, + 2, …, for the learner and the environment), each on the train split
 /// on the CPU, backtests each on the test split, stores the spread in the study and returns it.

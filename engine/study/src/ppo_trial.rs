@@ -159,6 +159,10 @@ pub struct PpoTrial {
     pub source: String,
     /// The market files (empty: the bundled sample), for the checkpoints' `data.json`.
     paths: Vec<std::path::PathBuf>,
+    /// The study's `[data] assets` and `[split]`, for the checkpoints' `data.json` (a backtest
+    /// rebuilds the same bars and the same scaler from them).
+    assets: Vec<String>,
+    split: SplitSpec,
     /// Where each COMPLETE trial's policy is saved (`<dir>/trial_<N>`), when set.
     checkpoints: Option<std::path::PathBuf>,
     /// Cross-validation folds over the train and validation bars (None: hold-out).
@@ -213,6 +217,8 @@ impl PpoTrial {
                 .iter()
                 .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()))
                 .collect(),
+            assets: data.assets.clone(),
+            split: split.clone(),
             checkpoints: None,
             folds: None,
         })
@@ -244,6 +250,19 @@ impl PpoTrial {
             self.notes.push(note);
         }
         Ok(self)
+    }
+
+    /// What a trial's checkpoint records of its data (`data.json`, read back as
+    /// `front::data_source::DataSource`): the market files, the assets kept, the split, the
+    /// assets' names in column order, and the objective trials are scored by.
+    pub fn data_record(&self) -> serde_json::Value {
+        serde_json::json!({
+            "paths": self.paths,
+            "assets": self.assets,
+            "split": self.split,
+            "names": self.dataset.names,
+            "objective": self.objective,
+        })
     }
 
     /// The cross-validation folds, when the study has them.

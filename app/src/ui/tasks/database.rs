@@ -80,9 +80,10 @@ impl Jobs {
                     .file_stem()
                     .map(|s| s.to_string_lossy().into_owned())
                     .unwrap_or_else(|| "trials".into());
-                studies.iter().try_fold(0, |rows, study| {
-                    let path = out.with_file_name(format!("{stem}-{study}.csv"));
-                    export_trials(&db, study, &path).map(|n| rows + n)
+                each_file(&out, &stem, &studies).and_then(|files| {
+                    files.iter().try_fold(0, |rows, (study, path)| {
+                        export_trials(&db, study, path).map(|n| rows + n)
+                    })
                 })
             };
             reply.send(TaskEvent::Exported("trials", out, result));
@@ -109,13 +110,36 @@ impl Jobs {
                     .file_stem()
                     .map(|s| s.to_string_lossy().into_owned())
                     .unwrap_or_else(|| "telemetry".into());
-                studies.iter().try_fold(0, |rows, study| {
-                    one(study, &out.with_file_name(format!("{stem}-{study}.csv"))).map(|n| rows + n)
+                each_file(&out, &stem, &studies).and_then(|files| {
+                    files
+                        .iter()
+                        .try_fold(0, |rows, (study, path)| one(study, path).map(|n| rows + n))
                 })
             };
             reply.send(TaskEvent::Exported("telemetry rows", out, result));
         });
     }
+}
+
+/// The file each of `studies` is exported to: beside `out`, named `<stem>-<study>.csv` with
+/// the study name made one path component ([`file_name_part`]); two studies whose names give
+/// the same file are refused, rather than one export overwriting the other.
+///
+/// [`file_name_part`]: tradetune_engine::front::export::file_name_part
+fn each_file(out: &Path, stem: &str, studies: &[String]) -> Result<Vec<(String, PathBuf)>, String> {
+    let mut files: Vec<(String, PathBuf)> = Vec::new();
+    for study in studies {
+        let part = tradetune_engine::front::export::file_name_part(study);
+        let path = out.with_file_name(format!("{stem}-{part}.csv"));
+        if let Some((other, _)) = files.iter().find(|(_, p)| *p == path) {
+            return Err(format!(
+                "studies '{other}' and '{study}' would both be exported to {}",
+                path.display()
+            ));
+        }
+        files.push((study.clone(), path));
+    }
+    Ok(files)
 }
 
 fn read_trials(
@@ -146,4 +170,26 @@ fn export_trials(db: &Path, study: &str, out: &Path) -> Result<usize, String> {
         .filter(|&&b| b == b'\n')
         .count()
         .saturating_sub(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_study_is_exported_beside_the_file_asked_for() {
+        let out = Path::new("/exports/trials.csv");
+        let studies: Vec<String> = ["cpu", "../x", "/tmp/y", ""]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let files = each_file(out, "trials", &studies).unwrap();
+        for (study, path) in &files {
+            assert_eq!(path.parent(), Some(Path::new("/exports")), "{study}");
+        }
+        assert_eq!(files[1].1, Path::new("/exports/trials-__x.csv"));
+        let clash = vec!["a/b".to_string(), "a_b".to_string()];
+        let e = each_file(out, "trials", &clash).unwrap_err();
+        assert!(e.contains("'a/b' and 'a_b'"), "{e}");
+    }
 }

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use tradetune_engine::front::launch::RecordedStudy;
 use tradetune_engine::front::report::study_report;
 use tradetune_engine::front::reseed::{SeedSpread, reseed_until};
 use tradetune_engine::storage::Storage;
@@ -96,16 +95,10 @@ pub fn study_file(
     draft: Option<StudyFile>,
     label: &str,
 ) -> Result<(StudyFile, String), String> {
-    let stored = storage.study(study).map_err(|e| format!("{label}: {e}"))?;
-    if let Some(record) = RecordedStudy::of(&stored) {
-        let data_dir = match record.source_dir() {
-            Some(dir) => dir,
-            None => std::env::current_dir().map_err(|e| format!("the current directory: {e}"))?,
-        };
-        let file = record
-            .study_file(study, &data_dir)
-            .map_err(|e| e.to_string())?;
-        return Ok((file, format!("{}, recorded with the study", record.source)));
+    if let Some(found) = tradetune_engine::front::reseed::recorded_study_file(storage, study)
+        .map_err(|e| format!("{label}: {e}"))?
+    {
+        return Ok(found);
     }
     match draft {
         Some(file) => Ok((

@@ -83,7 +83,10 @@ impl Jobs {
 
 fn backtest(dir: &Path, split: &str) -> anyhow::Result<BacktestResult> {
     let split: SplitPart = split.parse().map_err(anyhow::Error::msg)?;
-    let b = backtest::backtest(dir, split, &[], Default::default(), DeviceSpec::Cpu)?;
+    // Scored by the objective the run was (a study trial's, `train --objective`'s), as the
+    // study report scores it; the default for a checkpoint that records none.
+    let objective = backtest::recorded_objective(dir).unwrap_or_default();
+    let b = backtest::backtest(dir, split, &[], objective, DeviceSpec::Cpu)?;
     let r = &b.report;
     let about = format!(
         "{} ({} samples) on {}: {} split, {} bars",

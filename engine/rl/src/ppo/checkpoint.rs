@@ -6,7 +6,7 @@
 //! DIR/model.bpk        ActorCritic parameters (f32)
 //! DIR/optimizer.bpk    Adam moments
 //! DIR/ppo.json         PpoConfig (every field)
-//! DIR/state.json       CheckpointState: sizes, counters, normalisation statistics
+//! DIR/state.json       CheckpointState: sizes, counters, normalisation statistics (renamed in last)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -66,23 +66,85 @@ fn file(dir: &Path, name: &str) -> PathBuf {
     dir.join(name)
 }
 
-/// Writes `trainer`'s model, optimiser, config and statistics to `dir` (created if needed).
+/// Writes `trainer`'s model, optimiser, config and statistics to `dir` (created if needed);
+/// see [`save_with`].
 pub fn save<E: RolloutEnv>(dir: &Path, trainer: &Trainer<E>) -> Result<(), PpoError> {
+    save_with(dir, trainer, &[])
+}
+
+/// The temporary name a checkpoint file is written under before it is renamed into place: in
+/// the same directory (so the rename stays on one file system), hidden, ending with its name.
+fn saving_name(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!(".{}.saving.{name}", std::process::id()))
+}
+
+/// Writes `trainer`'s model, optimiser, config and statistics to `dir` (created if needed),
+/// with `extra` files (name, contents) beside them, replacing a checkpoint already there
+/// without ever leaving it half-written: every file is first written and synced under a
+/// temporary name in `dir`, and only when all of them are whole are they renamed over the
+/// old ones, `state.json` (sizes, counters, normalisation) last. A save that fails (a full
+/// disk, a file that cannot be written) removes its temporary files and leaves the previous
+/// checkpoint as it was.
+pub fn save_with<E: RolloutEnv>(
+    dir: &Path,
+    trainer: &Trainer<E>,
+    extra: &[(&str, Vec<u8>)],
+) -> Result<(), PpoError> {
     std::fs::create_dir_all(dir).map_err(|e| err(dir, e))?;
+    let mut written: Vec<(PathBuf, PathBuf)> = Vec::new();
+    let result = write_all_temporary(dir, trainer, extra, &mut written).and_then(|()| {
+        for (tmp, path) in &written {
+            std::fs::rename(tmp, path).map_err(|e| err(path, format!("cannot replace it: {e}")))?;
+        }
+        Ok(())
+    });
+    if result.is_err() {
+        for (tmp, _) in &written {
+            let _ = std::fs::remove_file(tmp);
+        }
+    }
+    result
+}
+
+/// Writes every file of the checkpoint under its temporary name, recording (temporary, final)
+/// in `written` in the order they are to be renamed (`state.json` last).
+fn write_all_temporary<E: RolloutEnv>(
+    dir: &Path,
+    trainer: &Trainer<E>,
+    extra: &[(&str, Vec<u8>)],
+    written: &mut Vec<(PathBuf, PathBuf)>,
+) -> Result<(), PpoError> {
     let model_path = file(dir, "model.bpk");
+    let tmp = saving_name(dir, "model.bpk");
+    written.push((tmp.clone(), model_path.clone()));
     trainer
         .model()
         .valid()
-        .save_file(&model_path)
+        .save_file(&tmp)
         .map_err(|e| err(&model_path, format!("{e:?}")))?;
+    sync(&tmp, &model_path)?;
+    let opt_path = file(dir, "optimizer.bpk");
+    let tmp = saving_name(dir, "optimizer.bpk");
+    written.push((tmp.clone(), opt_path.clone()));
     trainer
         .learner()
-        .save_optimizer(&file(dir, "optimizer.bpk"))?;
+        .save_optimizer(&tmp)
+        .map_err(|e| match e {
+            PpoError::Checkpoint { reason, .. } => err(&opt_path, reason),
+            other => other,
+        })?;
+    sync(&tmp, &opt_path)?;
     let cfg_path = file(dir, "ppo.json");
-    trainer
-        .config()
-        .save(&cfg_path)
-        .map_err(|e| err(&cfg_path, e))?;
+    let tmp = saving_name(dir, "ppo.json");
+    written.push((tmp.clone(), cfg_path.clone()));
+    trainer.config().save(&tmp).map_err(|e| err(&cfg_path, e))?;
+    sync(&tmp, &cfg_path)?;
+    for (name, bytes) in extra {
+        let path = file(dir, name);
+        let tmp = saving_name(dir, name);
+        written.push((tmp.clone(), path.clone()));
+        write_synced(&tmp, &path, bytes)?;
+    }
     let state = CheckpointState {
         version: CHECKPOINT_VERSION,
         obs_dim: trainer.env().obs_dim(),
@@ -93,7 +155,22 @@ pub fn save<E: RolloutEnv>(dir: &Path, trainer: &Trainer<E>) -> Result<(), PpoEr
     };
     let state_path = file(dir, "state.json");
     let json = serde_json::to_string_pretty(&state).map_err(|e| err(&state_path, e))?;
-    std::fs::write(&state_path, json).map_err(|e| err(&state_path, e))
+    let tmp = saving_name(dir, "state.json");
+    written.push((tmp.clone(), state_path.clone()));
+    write_synced(&tmp, &state_path, json.as_bytes())
+}
+
+/// Writes `bytes` to `tmp` and syncs it; errors name `path`, the file it will become.
+fn write_synced(tmp: &Path, path: &Path, bytes: &[u8]) -> Result<(), PpoError> {
+    std::fs::write(tmp, bytes).map_err(|e| err(path, format!("cannot write it: {e}")))?;
+    sync(tmp, path)
+}
+
+/// Flushes the file at `tmp` to disk; errors name `path`, the file it will become.
+fn sync(tmp: &Path, path: &Path) -> Result<(), PpoError> {
+    std::fs::File::open(tmp)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| err(path, format!("cannot write it: {e}")))
 }
 
 /// Reads the checkpoint in `dir`, building the model on `device`.

@@ -142,7 +142,8 @@ pub enum TrainEvent {
         device: String,
         /// Parameters of the network.
         n_params: usize,
-        /// Timestep budget.
+        /// Timestep budget: the samples the run ends at, counted as `Progress::timesteps`
+        /// counts them (those of a resumed checkpoint included).
         total_timesteps: usize,
     },
     /// After each update.
@@ -151,7 +152,8 @@ pub enum TrainEvent {
         update: usize,
         /// Environment steps × envs so far.
         timesteps: usize,
-        /// Timestep budget.
+        /// Timestep budget, counted as `timesteps` is (a resumed checkpoint's samples
+        /// included), so `timesteps / total_timesteps` is the run's progress.
         total_timesteps: usize,
         /// Samples per second since the start (`charts/SPS`).
         samples_per_second: f64,

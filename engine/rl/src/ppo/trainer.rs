@@ -435,10 +435,13 @@ impl<E: RolloutEnv> Trainer<E> {
         let per_rollout = self.cfg.n_steps * self.env.n_envs();
         // Said of this call's updates (a trainer may learn again, after a warm-up say).
         self.compile_watch.not_apart = false;
+        // The events' budget counts what their `timesteps` count: the samples trained on in
+        // all, a resumed checkpoint's included.
+        let budget = start_steps + total_timesteps;
         on_event(TrainEvent::Started {
             device: format!("{:?}", self.device),
             n_params: self.learner.model().num_params(),
-            total_timesteps,
+            total_timesteps: budget,
         });
         if self.obs.is_none() {
             let raw = self.env.reset()?;
@@ -513,7 +516,7 @@ impl<E: RolloutEnv> Trainer<E> {
             events.push(TrainEvent::Progress {
                 update: self.updates,
                 timesteps: self.timesteps,
-                total_timesteps,
+                total_timesteps: budget,
                 samples_per_second: (self.timesteps - start_steps) as f64
                     / start.elapsed().as_secs_f64().max(1e-9),
                 phases,

@@ -33,16 +33,22 @@ use crate::study::runner::{StudyEvent, StudyReport};
 pub struct StudyPlace {
     /// A SQLite file or a `postgresql://` URL.
     pub db: PathBuf,
-    /// Each COMPLETE trial's policy goes under `<checkpoints>/<study>/`.
+    /// Each COMPLETE trial's policy goes under `<checkpoints>/<study>/`: an absolute folder of
+    /// this database's own, so two databases' studies of one name keep apart.
     pub checkpoints: PathBuf,
 }
 
 impl StudyPlace {
-    /// The database `db` with its checkpoints beside it (a SQLite file), or under `home` for a
-    /// PostgreSQL database (each machine keeps the checkpoints of the trials it ran; `home` is
-    /// the user's data folder, which a PostgreSQL study cannot do without).
+    /// The database `db` with its checkpoints beside it in `checkpoints/<file stem>/` (a
+    /// SQLite file: `runs/a.db` keeps them in `runs/checkpoints/a/`), or under `home` in
+    /// `checkpoints/<server and database>/` for a PostgreSQL database (each machine keeps the
+    /// checkpoints of the trials it ran; `home` is the user's data folder, which a PostgreSQL
+    /// study cannot do without). The folder is made absolute, so the path each trial records
+    /// holds from any working directory. Studies run before a database had its own folder keep
+    /// theirs: each trial records its checkpoint's path.
     pub fn new(db: PathBuf, home: Option<&Path>) -> Result<StudyPlace, FrontError> {
-        let checkpoints = if is_postgres_url(&db.to_string_lossy()) {
+        let url = db.to_string_lossy();
+        let checkpoints = if is_postgres_url(&url) {
             home.ok_or_else(|| {
                 FrontError::Invalid(
                     "a study in PostgreSQL keeps its checkpoints in the user's data folder, and \
@@ -51,11 +57,45 @@ impl StudyPlace {
                 )
             })?
             .join("checkpoints")
+            .join(postgres_folder(&url))
         } else {
-            db.parent().unwrap_or(Path::new(".")).join("checkpoints")
+            let stem = db
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .filter(|s| !s.is_empty())
+                .ok_or_else(|| FrontError::file(&db, "not a database file name"))?;
+            db.parent()
+                .unwrap_or(Path::new(""))
+                .join("checkpoints")
+                .join(stem)
         };
+        let checkpoints = std::path::absolute(&checkpoints)
+            .map_err(|e| FrontError::file(&checkpoints, format!("cannot resolve the path: {e}")))?;
         Ok(StudyPlace { db, checkpoints })
     }
+}
+
+/// A PostgreSQL database's checkpoint folder name: `pg-<host[:port]>-<database>` from its URL,
+/// without the user, password and options, every character but letters, digits, `.`, `-` and
+/// `_` replaced by `_`.
+fn postgres_folder(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let rest = rest.split(['?', '#']).next().unwrap_or("");
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
+    let (host, database) = rest.split_once('/').unwrap_or((rest, ""));
+    let clean = |s: &str| -> String {
+        s.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect::<String>()
+            .replace("..", "_")
+    };
+    format!("pg-{}-{}", clean(host), clean(database))
 }
 
 /// How a running study shows it is alive, and what it measures while it runs.
@@ -217,9 +257,13 @@ impl StudyLaunch {
         Ok(())
     }
 
-    /// Names the study in its database.
-    pub fn name(&mut self, name: &str) {
+    /// Names the study in its database; refuses a name that is not a plain folder name (its
+    /// checkpoints go in a folder of that name), naming `--name`.
+    pub fn name(&mut self, name: &str) -> Result<(), FrontError> {
+        crate::study::file::check_study_name(name)
+            .map_err(|e| FrontError::Invalid(format!("--name: {e}")))?;
         self.file.study.name = name.to_owned();
+        Ok(())
     }
 
     /// Runs on `devices` (`cpu`, `wgpu:0`, …) instead of the study file's.
@@ -314,3 +358,38 @@ impl StudyLaunch {
 }
 
 pub use run::{LaunchJob, telemetry_sampler};
+
+#[cfg(test)]
+mod place_tests {
+    use super::*;
+
+    #[test]
+    fn each_database_keeps_its_checkpoints_in_a_folder_of_its_own() {
+        let a = StudyPlace::new(PathBuf::from("/runs/a.db"), None).unwrap();
+        let b = StudyPlace::new(PathBuf::from("/runs/b.db"), None).unwrap();
+        assert_eq!(a.checkpoints, Path::new("/runs/checkpoints/a"));
+        assert_eq!(b.checkpoints, Path::new("/runs/checkpoints/b"));
+        // A relative database: an absolute folder, from the working directory.
+        let here = StudyPlace::new(PathBuf::from("studies.db"), None).unwrap();
+        assert!(
+            here.checkpoints.is_absolute(),
+            "{}",
+            here.checkpoints.display()
+        );
+        assert!(here.checkpoints.ends_with("checkpoints/studies"));
+        let home = Path::new("/home/u/.local/share/tradetune");
+        let pg = |url: &str| StudyPlace::new(PathBuf::from(url), Some(home)).unwrap();
+        assert_eq!(
+            pg("postgresql://me:secret@db.lan:5432/runs?sslmode=require").checkpoints,
+            home.join("checkpoints/pg-db.lan_5432-runs")
+        );
+        assert_ne!(
+            pg("postgresql://db.lan/runs").checkpoints,
+            pg("postgresql://db.lan/other").checkpoints
+        );
+        assert_eq!(
+            pg("postgresql://h/../x").checkpoints.parent(),
+            Some(home.join("checkpoints").as_path())
+        );
+    }
+}

@@ -224,6 +224,9 @@ pub(super) fn prepare(
     rc: RunnerConfig,
     checkpoints: &Path,
 ) -> Result<Prepared, FrontError> {
+    // The name is a folder under `checkpoints`, whichever front end set it.
+    crate::study::file::check_study_name(&file.study.name)
+        .map_err(|e| file.key_error("study.name", e))?;
     let base = PpoTrialConfig::from_json(&file.base_config)
         .map_err(|e| file.key_error("fixed", e.to_string()))?;
     // A device that is not here, or lacks a precision the trials can ask for, refuses the

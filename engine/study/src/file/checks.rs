@@ -51,16 +51,34 @@ impl StudyFile {
     }
 }
 
+/// Whether `name` can name a study: its trials' checkpoints go in a folder of that name (and
+/// the app's exports in files named after it), so it must be a single path component: not
+/// empty, no `/` or `\`, not `.` or `..` and no `..` in it. The error says why, for the caller
+/// to prefix with the flag or field that gave the name.
+pub fn check_study_name(name: &str) -> Result<(), String> {
+    if name.trim().is_empty() {
+        return Err("the study needs a name".into());
+    }
+    if name.contains(['/', '\\']) {
+        return Err(format!(
+            "study name '{name}' has a path separator ('/' or '\\\\'): its checkpoints go in a \
+             folder of that name"
+        ));
+    }
+    if name.contains("..") || name == "." || name.contains('\0') {
+        return Err(format!(
+            "study name '{name}' is not a plain folder name ('.', '..' or a NUL in it): its \
+             checkpoints go in a folder of that name"
+        ));
+    }
+    Ok(())
+}
+
 pub(super) fn check_study(
     s: &StudySection,
     err: &dyn Fn(Option<String>, String) -> StudyFileError,
 ) -> Result<(), StudyFileError> {
-    if s.name.trim().is_empty() {
-        return Err(err(
-            Some("study.name".into()),
-            "the study needs a name".into(),
-        ));
-    }
+    check_study_name(&s.name).map_err(|e| err(Some("study.name".into()), e))?;
     if s.workers == 0 {
         return Err(err(
             Some("study.workers".into()),

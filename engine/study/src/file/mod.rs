@@ -68,6 +68,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
+pub use checks::check_study_name;
 pub use line::{key_at, line_of};
 pub use search_spec::SearchSpec;
 use search_spec::param_value;

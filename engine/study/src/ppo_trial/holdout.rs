@@ -80,7 +80,7 @@ impl PpoTrial {
         reporter.set_user_attr("train_samples_per_s", report.samples_per_second);
         if let Some(root) = &self.checkpoints {
             let dir = root.join(format!("trial_{}", input.number));
-            save_checkpoint(&dir, &trainer, &cfg.env, &self.paths)?;
+            save_checkpoint(&dir, &trainer, &cfg.env, self.data_record())?;
             reporter.set_user_attr("checkpoint", dir.display().to_string());
         }
         Ok(last.objective)
@@ -88,23 +88,21 @@ impl PpoTrial {
 }
 
 /// The trainer's checkpoint plus the environment and the data source, as `tradetune train`
-/// writes them (`env.json`; `data.json` = `{"paths": [...]}`).
+/// writes them (`env.json`; `data.json` = the study's files, assets and split, the fields of
+/// `front::data_source::DataSource`), all written before any replaces the files of a previous
+/// save (see [`tradetune_rl::ppo::checkpoint::save_with`]).
 fn save_checkpoint<E: RolloutEnv>(
     dir: &std::path::Path,
     trainer: &Trainer<E>,
     env: &EnvConfig,
-    paths: &[std::path::PathBuf],
+    data: serde_json::Value,
 ) -> Result<(), TrialError> {
-    tradetune_rl::ppo::checkpoint::save(dir, trainer).map_err(TrialError::failed)?;
-    let write = |name: &str, value: serde_json::Value| {
-        let path = dir.join(name);
-        let text = serde_json::to_string_pretty(&value).map_err(TrialError::failed)?;
-        std::fs::write(&path, text)
-            .map_err(|e| TrialError::Failed(format!("writing {}: {e}", path.display())))
-    };
-    write(
-        "env.json",
-        serde_json::to_value(env).map_err(TrialError::failed)?,
-    )?;
-    write("data.json", serde_json::json!({ "paths": paths }))
+    let env = serde_json::to_vec_pretty(env).map_err(TrialError::failed)?;
+    let data = serde_json::to_vec_pretty(&data).map_err(TrialError::failed)?;
+    tradetune_rl::ppo::checkpoint::save_with(
+        dir,
+        trainer,
+        &[("env.json", env), ("data.json", data)],
+    )
+    .map_err(TrialError::failed)
 }
