@@ -144,9 +144,7 @@ impl SearchSpec {
     }
 
     /// The distribution this spec amounts to, by Optuna's rules; the error says what is wrong
-    /// (`low > high`, a log range from 0, a `high` off the step grid, repeated choices: Optuna
-    /// accepts those, but a repeated choice gets twice the probability and is folded into its
-    /// first copy by enqueued trials and importances, so a study file refuses it).
+    /// (`low > high`, a log range from 0, a `high` off the step grid, repeated choices).
     pub fn distribution(&self) -> Result<OptunaDistribution, String> {
         match self {
             SearchSpec::Float {
@@ -165,21 +163,9 @@ impl SearchSpec {
             } => IntDistribution::new(*low, *high, *log, *step)
                 .map(OptunaDistribution::Int)
                 .map_err(|e| e.to_string()),
-            SearchSpec::Choices(choices) => {
-                for (i, c) in choices.iter().enumerate() {
-                    if let Some(j) = choices[..i].iter().position(|d| d == c) {
-                        return Err(format!(
-                            "choice {c} is listed twice (positions {} and {}); list each \
-                             choice once",
-                            j + 1,
-                            i + 1
-                        ));
-                    }
-                }
-                CategoricalDistribution::new(choices.clone())
-                    .map(OptunaDistribution::Categorical)
-                    .map_err(|e| e.to_string())
-            }
+            SearchSpec::Choices(choices) => CategoricalDistribution::new(choices.clone())
+                .map(OptunaDistribution::Categorical)
+                .map_err(|e| e.to_string()),
         }
     }
 
@@ -321,18 +307,6 @@ impl<'de> Deserialize<'de> for SearchSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn repeated_choices_are_refused() {
-        let dist = |text: &str| SearchSpec::parse(text).unwrap().distribution();
-        let e = dist(r#"{ choices = ["a", "b", "a"] }"#).unwrap_err();
-        assert!(e.contains("listed twice (positions 1 and 3)"), "{e}");
-        assert!(
-            dist("{ choices = [1, 1.0] }").is_err(),
-            "1 == 1.0, as in Python"
-        );
-        dist("{ choices = [1, true] }").unwrap();
-    }
 
     #[test]
     fn specs_read_as_their_kind_and_print_back_to_the_same_spec() {
