@@ -224,6 +224,8 @@ fn resuming_a_checkpoint_continues_its_sample_count() {
         ppo.to_str().unwrap(),
         "--total-timesteps",
         "1024",
+        "--objective",
+        "sortino",
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let second = dir.join("second");
@@ -275,7 +277,8 @@ fn resuming_a_checkpoint_continues_its_sample_count() {
     );
     assert_eq!(state(&first)["timesteps"], 1024);
     assert_eq!(state(&second)["timesteps"], 1536);
-    // The resumed run kept the checkpoint's config and data record.
+    // The resumed run kept the checkpoint's config and data record (its objective, sortino,
+    // included).
     let saved: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(second.join("ppo.json")).unwrap()).unwrap();
     assert_eq!(saved["n_steps"], 64);

@@ -254,13 +254,25 @@ fn a_study_name_that_is_not_a_plain_folder_name_is_refused() {
     }
     l.name("fine-name").unwrap();
     assert_eq!(l.file().study.name, "fine-name");
+    // A study file naming a new study so is read (a stored study of such a name still
+    // runs) but refused where the study would be created.
     for bad in ["../x", "/abs", ""] {
         let file = dir.path().join("bad.toml");
         std::fs::write(&file, TINY.replace("\"launched\"", &format!("{bad:?}"))).unwrap();
         let place = StudyPlace::new(dir.path().join("studies.db"), None).unwrap();
-        let e = StudyLaunch::from_path(&file, place).unwrap_err();
+        let e = StudyLaunch::from_path(&file, place)
+            .unwrap()
+            .create(1)
+            .unwrap_err();
         assert!(e.to_string().contains("study.name"), "{bad}: {e}");
     }
+    assert!(
+        Storage::open(dir.path().join("studies.db"))
+            .unwrap()
+            .studies()
+            .unwrap()
+            .is_empty()
+    );
     // Nothing was written outside the folder.
     assert!(!dir.path().join("x").exists());
 }

@@ -365,7 +365,12 @@ impl Run {
             }
             ppo.precision = p;
         }
-        let objective = args.objective.or(file.objective).unwrap_or_default();
+        // A resumed run keeps the objective its checkpoint was scored by unless told another.
+        let objective = args
+            .objective
+            .or(file.objective)
+            .or(data.objective)
+            .unwrap_or_default();
         let out = args
             .out
             .clone()

@@ -192,8 +192,9 @@ fn locked(error: &str) -> bool {
         "Commit dependency aborted, rollback and retry the whole transaction",
         "File is locked by another process",
     ];
-    let e = error.trim_end();
-    CONTENTION.iter().any(|k| e.ends_with(k))
+    // Anywhere in the message (a caller may add to it), in any case.
+    let e = error.to_lowercase();
+    CONTENTION.iter().any(|k| e.contains(&k.to_lowercase()))
 }
 
 /// Whether an open failed because the file's bytes are broken (turso's errors for bytes that
@@ -519,6 +520,10 @@ mod tests {
                 other => panic!("{error}: {other:?}"),
             }
         }
+        // turso's own contention is told wherever it stands in the message.
+        assert!(locked(
+            "it cannot be written: Database is locked (while opening the store)"
+        ));
         // Kept: it does not say the bytes are broken.
         assert_eq!(std::fs::read(&file).unwrap(), b"on a busy device");
         let _ = std::fs::remove_dir_all(&d);

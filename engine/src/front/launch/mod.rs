@@ -346,6 +346,9 @@ impl StudyLaunch {
                 "the study needs at least one trial".into(),
             ));
         }
+        // A new study's name becomes its checkpoints' folder.
+        crate::study::file::check_study_name(&self.file.study.name)
+            .map_err(|e| self.file.key_error("study.name", e))?;
         let rc = run::runner_config(&self)?;
         let prepared = run::prepare(&self.file, rc, &self.place.checkpoints)?;
         let mut storage = Storage::open(&self.place.db)?;

@@ -199,6 +199,9 @@ fn record(launch: &StudyLaunch) -> Result<(), FrontError> {
             }
         }
         Err(StorageError::UnknownStudyName { .. }) => {
+            // A new study's name becomes its checkpoints' folder.
+            crate::study::file::check_study_name(name)
+                .map_err(|e| launch.file.key_error("study.name", e))?;
             launch
                 .record
                 .create(&mut storage, name, launch.file.direction())?;
@@ -224,16 +227,15 @@ pub(super) fn prepare(
     rc: RunnerConfig,
     checkpoints: &Path,
 ) -> Result<Prepared, FrontError> {
-    // The name is a folder under `checkpoints`, whichever front end set it.
-    crate::study::file::check_study_name(&file.study.name)
-        .map_err(|e| file.key_error("study.name", e))?;
     let base = PpoTrialConfig::from_json(&file.base_config)
         .map_err(|e| file.key_error("fixed", e.to_string()))?;
     // A device that is not here, or lacks a precision the trials can ask for, refuses the
     // study before any data is loaded or any trial created.
     check_devices(file, &rc.devices)?;
     let trial = PpoTrial::load(&file.data, &file.split, &base, file.study.objective)?
-        .with_checkpoints(checkpoints.join(&file.study.name))
+        // One folder under `checkpoints` whatever the name (a study stored by Optuna or before
+        // names were checked may hold a `/` or `..`).
+        .with_checkpoints(checkpoints.join(crate::front::export::file_name_part(&file.study.name)))
         .with_evaluation(&file.evaluation)?;
     let source = trial.source.clone();
     let fingerprint = trial.data_fingerprint();

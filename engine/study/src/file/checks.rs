@@ -51,10 +51,13 @@ impl StudyFile {
     }
 }
 
-/// Whether `name` can name a study: its trials' checkpoints go in a folder of that name (and
-/// the app's exports in files named after it), so it must be a single path component: not
-/// empty, no `/` or `\`, not `.` or `..` and no `..` in it. The error says why, for the caller
-/// to prefix with the flag or field that gave the name.
+/// Whether `name` can name a new study: its trials' checkpoints go in a folder of that name
+/// (and the app's exports in files named after it), so it must be a single path component:
+/// not empty, no `/` or `\\`, not `.` or `..` and no `..` in it. Checked where a study is
+/// created or named (`--name`), not where a study file is read, so that a study stored under
+/// another name (by Optuna, or before this check) still reads back and runs; its folder is then
+/// the name with those parts replaced. The error says why, for the caller to prefix with the
+/// flag or field that gave the name.
 pub fn check_study_name(name: &str) -> Result<(), String> {
     if name.trim().is_empty() {
         return Err("the study needs a name".into());
@@ -78,7 +81,6 @@ pub(super) fn check_study(
     s: &StudySection,
     err: &dyn Fn(Option<String>, String) -> StudyFileError,
 ) -> Result<(), StudyFileError> {
-    check_study_name(&s.name).map_err(|e| err(Some("study.name".into()), e))?;
     if s.workers == 0 {
         return Err(err(
             Some("study.workers".into()),

@@ -144,7 +144,8 @@ impl SearchSpec {
     }
 
     /// The distribution this spec amounts to, by Optuna's rules; the error says what is wrong
-    /// (`low > high`, a log range from 0, a `high` off the step grid, repeated choices).
+    /// (`low > high`, a log range from 0, a `high` off the step grid). Repeated choices are
+    /// accepted, as Optuna accepts them, so that a study stored with them reads back.
     pub fn distribution(&self) -> Result<OptunaDistribution, String> {
         match self {
             SearchSpec::Float {
