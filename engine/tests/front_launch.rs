@@ -100,10 +100,33 @@ fn a_launched_study_is_recorded_and_reads_back() {
     assert_eq!(back.base_config, want.base_config);
     assert_eq!(back.base_config["train"]["total_timesteps"], 96);
 
-    // Run, not created for workers: no budget or fingerprint to join by.
+    // Run, not created for workers: no budget to join by; the data's fingerprint is kept.
+    assert!(record.fingerprint.is_some());
     let place = StudyPlace::new(db.clone(), None).unwrap();
     let e = StudyLaunch::join(&storage, "launched", dir.path(), place).unwrap_err();
     assert!(matches!(e, FrontError::NotRecorded { .. }), "{e}");
+
+    // Run again on other market data (two of the bundled assets): refused before any trial,
+    // as its trials would be compared with the first's on other bars.
+    let other = dir.path().join("other.toml");
+    std::fs::write(
+        &other,
+        format!("{TINY}\n[data]\nassets = [\"AAPL\", \"IBM\"]\n"),
+    )
+    .unwrap();
+    let mut again =
+        StudyLaunch::from_path(&other, StudyPlace::new(db.clone(), None).unwrap()).unwrap();
+    again.liveness(Liveness {
+        telemetry: None,
+        ..Liveness::default()
+    });
+    let (_handle, events) = again.launch();
+    let (_, _, result) = follow(events);
+    let e = result.unwrap_err();
+    assert!(matches!(e, FrontError::DataMismatch { .. }), "{e}");
+    assert!(e.to_string().contains("market data differs"), "{e}");
+    let id = storage.study_id("launched").unwrap();
+    assert_eq!(storage.trials(id).unwrap().len(), 1);
 }
 
 #[test]

@@ -84,7 +84,7 @@ fn run(
             data: prepared.source,
         });
     }
-    record(launch)?;
+    record(launch, &prepared)?;
     on_event(LaunchEvent::Ready {
         source: prepared.source,
         fingerprint: prepared.fingerprint,
@@ -178,10 +178,12 @@ fn run(
     result
 }
 
-/// Records the study file with the study (created here if new, as the runner would), so that
-/// a re-run and `tradetune worker` find it whichever front end started the study. A study that
-/// already holds one (created for workers, or run before) keeps it.
-fn record(launch: &StudyLaunch) -> Result<(), FrontError> {
+/// Records the study file with the study (created here if new, as the runner would, with the
+/// fingerprint of the data loaded here), so that a re-run and `tradetune worker` find it
+/// whichever front end started the study. A study that already holds one (created for workers,
+/// or run before) keeps it, and is refused where its recorded data fingerprint is not this
+/// data's: its trials would be compared on other bars.
+fn record(launch: &StudyLaunch, prepared: &Prepared) -> Result<(), FrontError> {
     let db = &launch.place.db;
     if !is_postgres_url(&db.to_string_lossy())
         && let Some(dir) = db.parent().filter(|d| !d.as_os_str().is_empty())
@@ -194,17 +196,29 @@ fn record(launch: &StudyLaunch) -> Result<(), FrontError> {
         // Checked before the record is written: a study this run refuses is left as it was.
         Ok(study) => {
             crate::study::runner::check_direction(&study, launch.file.direction())?;
-            if super::RecordedStudy::of(&study).is_none() {
-                launch.record.write(&mut storage, study.study_id)?;
+            match super::RecordedStudy::of(&study) {
+                None => launch.record.write(&mut storage, study.study_id)?,
+                Some(recorded) => {
+                    if let Some(f) = recorded.fingerprint
+                        && f != prepared.fingerprint
+                    {
+                        return Err(FrontError::DataMismatch {
+                            study: name.clone(),
+                            here: prepared.fingerprint.clone(),
+                            recorded: f,
+                            data: prepared.source.clone(),
+                        });
+                    }
+                }
             }
         }
         Err(StorageError::UnknownStudyName { .. }) => {
             // A new study's name becomes its checkpoints' folder.
             crate::study::file::check_study_name(name)
                 .map_err(|e| launch.file.key_error("study.name", e))?;
-            launch
-                .record
-                .create(&mut storage, name, launch.file.direction())?;
+            let mut record = launch.record.clone();
+            record.fingerprint = Some(prepared.fingerprint.clone());
+            record.create(&mut storage, name, launch.file.direction())?;
         }
         Err(e) => return Err(e.into()),
     }
