@@ -315,6 +315,20 @@ mod tests {
             })
     }
 
+    /// The summary of trial 7, 5 s on gpu0 within the first 6 s, update-bound.
+    fn gpu_trial_7(handle: &SamplerHandle) -> Vec<(String, JsonValue)> {
+        summarise(
+            Some(handle),
+            7,
+            (at(-1), at(6)),
+            Some(DeviceTag::Gpu(0)),
+            Duration::from_secs(5),
+            0,
+            update_bound(),
+            gpu_shape(),
+        )
+    }
+
     /// The process at 300 % of a core beside a GPU 30 % busy is dispatch-bound only where the
     /// trial ran alone in the process: with a CPU trial in it meanwhile, the CPU was (also)
     /// that trial's.
@@ -325,17 +339,7 @@ mod tests {
         handle.begin_trial(7, Some(DeviceTag::Gpu(0)));
         drive(&mut core, 5);
         handle.end_trial(7);
-        let window = (at(-1), at(6));
-        let alone = summarise(
-            Some(&handle),
-            7,
-            window,
-            Some(DeviceTag::Gpu(0)),
-            Duration::from_secs(5),
-            0,
-            update_bound(),
-            gpu_shape(),
-        );
+        let alone = gpu_trial_7(&handle);
         assert!(has_dispatch_bound(&alone), "{alone:?}");
 
         let mut core = self::core(3600);
@@ -345,16 +349,7 @@ mod tests {
         drive(&mut core, 5);
         handle.end_trial(8);
         handle.end_trial(7);
-        let shared = summarise(
-            Some(&handle),
-            7,
-            window,
-            Some(DeviceTag::Gpu(0)),
-            Duration::from_secs(5),
-            0,
-            update_bound(),
-            gpu_shape(),
-        );
+        let shared = gpu_trial_7(&handle);
         assert!(!has_dispatch_bound(&shared), "{shared:?}");
         // Its figures are still its own trial's.
         assert_eq!(get(&shared, "gpu0_energy_j"), Some(JsonValue::from(400.0)));

@@ -247,6 +247,16 @@ mod tests {
     use crate::space::CategoricalChoice;
     use crate::trial::{Direction, Trial};
 
+    /// Trial `number`'s context over `history`, minimising.
+    fn context<'a>(space: &'a SearchSpace, history: &'a [Trial], number: u64) -> SampleContext<'a> {
+        SampleContext {
+            space,
+            history,
+            direction: Direction::Minimize,
+            trial_number: number,
+        }
+    }
+
     /// An int `n` in 1..=`high` gridded at `ns`, and a categorical `c` of "a" and "b".
     fn n_and_c(high: i64, ns: &[i64]) -> (SearchSpace, BTreeMap<String, Vec<ParamValue>>) {
         let mut space = SearchSpace::new();
@@ -277,12 +287,7 @@ mod tests {
         let mut history: Vec<Trial> = Vec::new();
         let mut seen = BTreeSet::new();
         for number in 0..6u64 {
-            let ctx = SampleContext {
-                space: &space,
-                history: &history,
-                direction: Direction::Minimize,
-                trial_number: number,
-            };
+            let ctx = context(&space, &history, number);
             let p = g.sample(&ctx).unwrap();
             assert!(
                 seen.insert((p.params["n"] as i64, p.params["c"] as i64)),
@@ -297,22 +302,12 @@ mod tests {
             t.system_attrs = p.stored_system_attrs();
             history.push(t);
         }
-        let ctx = SampleContext {
-            space: &space,
-            history: &history,
-            direction: Direction::Minimize,
-            trial_number: 6,
-        };
+        let ctx = context(&space, &history, 6);
         // Only the RUNNING trial's point is left unfinished: it is proposed again.
         let again = g.sample(&ctx).unwrap();
         assert_eq!(again.params, history[2].params);
         history[2].state = TrialState::Complete;
-        let ctx = SampleContext {
-            space: &space,
-            history: &history,
-            direction: Direction::Minimize,
-            trial_number: 6,
-        };
+        let ctx = context(&space, &history, 6);
         assert!(g.is_exhausted(&ctx));
         assert_eq!(g.sample(&ctx), Err(SamplerError::GridExhausted(6)));
     }
@@ -355,12 +350,7 @@ mod tests {
         // a long-lived study) cannot take "their" point.
         let mut history: Vec<Trial> = Vec::new();
         for number in 0..3u64 {
-            let ctx = SampleContext {
-                space: &space,
-                history: &history,
-                direction: Direction::Minimize,
-                trial_number: number,
-            };
+            let ctx = context(&space, &history, number);
             let p = g.sample(&ctx).unwrap();
             let mut t = Trial::complete(number, p.params.clone(), 0.0);
             t.system_attrs = p.stored_system_attrs();
@@ -368,12 +358,7 @@ mod tests {
         }
         let mut counts = BTreeMap::new();
         for number in 100..400u64 {
-            let ctx = SampleContext {
-                space: &space,
-                history: &history,
-                direction: Direction::Minimize,
-                trial_number: number,
-            };
+            let ctx = context(&space, &history, number);
             let p = g.sample(&ctx).unwrap();
             let id = p.system_attrs["grid_id"].as_u64().unwrap();
             assert!(id >= 3, "a done point proposed again: {id}");
@@ -407,12 +392,7 @@ mod tests {
         let mut history: Vec<Trial> = Vec::new();
         let mut seen = BTreeSet::new();
         for number in 0..6u64 {
-            let ctx = SampleContext {
-                space: &space,
-                history: &history,
-                direction: Direction::Minimize,
-                trial_number: number,
-            };
+            let ctx = context(&space, &history, number);
             let g = if number < 3 { &first } else { &second };
             let p = g.sample(&ctx).unwrap();
             assert!(
@@ -424,12 +404,7 @@ mod tests {
             t.system_attrs = p.stored_system_attrs();
             history.push(t);
         }
-        let ctx = SampleContext {
-            space: &space,
-            history: &history,
-            direction: Direction::Minimize,
-            trial_number: 6,
-        };
+        let ctx = context(&space, &history, 6);
         assert!(second.is_exhausted(&ctx));
     }
 }
