@@ -80,7 +80,7 @@ fn a_launched_study_is_recorded_and_reads_back() {
         l.place().checkpoints,
         dir.path().join("db").join("checkpoints").join("studies")
     );
-    let (_handle, events) = l.launch();
+    let (_handle, events, _thread) = l.launch();
     let (ready_first, study, result) = follow(events);
     let report = result.unwrap();
     assert!(ready_first, "Ready comes before the runner's events");
@@ -120,7 +120,7 @@ fn a_launched_study_is_recorded_and_reads_back() {
         telemetry: None,
         ..Liveness::default()
     });
-    let (_handle, events) = again.launch();
+    let (_handle, events, _thread) = again.launch();
     let (_, _, result) = follow(events);
     let e = result.unwrap_err();
     assert!(matches!(e, FrontError::DataMismatch { .. }), "{e}");
@@ -178,7 +178,7 @@ fn a_trials_checkpoint_backtests_on_the_studys_split_and_assets() {
         ..Liveness::default()
     });
     let db = l.place().db.clone();
-    let (_handle, events) = l.launch();
+    let (_handle, events, _thread) = l.launch();
     let (_, _, result) = follow(events);
     result.unwrap();
     let storage = Storage::open_read_only(&db).unwrap();

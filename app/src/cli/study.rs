@@ -212,12 +212,14 @@ fn run_study(args: RunArgs) -> anyhow::Result<()> {
     }
     study.liveness(args.liveness.liveness()?);
     let name = study.file().study.name.clone();
-    let (handle, events) = study.launch();
+    let (handle, events, thread) = study.launch();
     crate::signals::interrupt_on_signal(handle);
     let report = drive(events, args.json, |source| {
         println!("study '{name}' in {}", launch::db_label(&db));
         println!("data: {source}");
     })?;
+    // Its thread ends before the process does (dropped on an error, too).
+    thread.wait();
     if !args.json {
         match report.best {
             Some((n, v)) => println!("best trial of '{}': #{n} value {v:.6}", report.study),

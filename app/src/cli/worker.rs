@@ -86,7 +86,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<()> {
         std::process::id()
     ));
     study.liveness(args.liveness.liveness()?);
-    let (handle, events) = study.launch();
+    let (handle, events, thread) = study.launch();
     crate::signals::interrupt_on_signal(handle);
     let report = drive(events, args.json, |data| {
         println!(
@@ -103,6 +103,8 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<()> {
         ),
         _ => e,
     })?;
+    // Its thread ends before the process does (dropped on an error, too).
+    thread.wait();
     if !args.json {
         match report.best {
             Some((n, v)) => println!("best trial of '{}' so far: #{n} value {v:.6}", report.study),

@@ -339,6 +339,23 @@ pub fn wgpu_adapter_of(device: &Device) -> Option<adapters::Adapter> {
         .map(|(_, adapter)| adapter.clone())
 }
 
+/// Waits for every kernel and transfer queued on the wgpu devices [`open`] opened in this
+/// process: for a process about to exit, so that no GPU work is still going on in the device's
+/// runner thread and the driver while the process's libraries run their exit handlers. A
+/// device that cannot sync (lost) is passed over; returns how many synced.
+pub fn finish_gpu_work() -> usize {
+    let devices: Vec<Device> = OPENED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+        .map(|(d, _)| d.clone())
+        .collect();
+    devices
+        .iter()
+        .filter(|d| std::panic::catch_unwind(|| d.sync().is_ok()).unwrap_or(false))
+        .count()
+}
+
 #[cfg(not(feature = "wgpu"))]
 fn open_wgpu(_spec: DeviceSpec) -> Result<Device, String> {
     Err("this build has no wgpu backend; rebuild with `--features wgpu`".into())
@@ -668,6 +685,18 @@ fn unavailable_info(name: &str, backend: &str, reason: String) -> DeviceInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A process about to exit waits for the queue of each device it opened.
+    #[test]
+    fn finishing_gpu_work_syncs_each_opened_device() {
+        let Some(device) = wgpu_for_test("finishing_gpu_work_syncs_each_opened_device") else {
+            return;
+        };
+        let queued = burn::tensor::Tensor::<1>::ones([1 << 16], &device) * 2.0;
+        assert!(finish_gpu_work() >= 1);
+        drop(queued);
+        assert!(wgpu_adapter_of(&device).is_some());
+    }
 
     #[test]
     fn parses_device_names() {

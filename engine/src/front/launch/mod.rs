@@ -307,23 +307,28 @@ impl StudyLaunch {
         self.join.as_ref().map(|(b, _)| *b)
     }
 
-    /// Starts the study on its own thread; returns at once with its handle and its events.
-    pub fn launch(self) -> (StudyHandle, Receiver<LaunchEvent>) {
+    /// Starts the study on its own thread; returns at once with its handle, its events and
+    /// the thread (which a caller about to exit waits for: [`StudyThread`]).
+    pub fn launch(self) -> (StudyHandle, Receiver<LaunchEvent>, StudyThread) {
         let (tx, rx) = channel();
         let failed = tx.clone();
         let (handle, job) = self.into_job(move |e| {
             // A receiver that is gone has nothing left to be told.
             let _ = tx.send(e);
         });
-        if let Err(e) = std::thread::Builder::new()
+        let thread = match std::thread::Builder::new()
             .name("tradetune-study".into())
             .spawn(move || job.run())
         {
-            let _ = failed.send(LaunchEvent::Finished(Err(FrontError::Invalid(format!(
-                "could not start the study's thread: {e}"
-            )))));
-        }
-        (handle, rx)
+            Ok(t) => Some(t),
+            Err(e) => {
+                let _ = failed.send(LaunchEvent::Finished(Err(FrontError::Invalid(format!(
+                    "could not start the study's thread: {e}"
+                )))));
+                None
+            }
+        };
+        (handle, rx, StudyThread(thread))
     }
 
     /// The study's handle, and its work to run on a thread of the caller's choosing (the app
@@ -361,6 +366,35 @@ impl StudyLaunch {
 }
 
 pub use run::{LaunchJob, telemetry_sampler};
+
+/// The thread a [`StudyLaunch::launch`] runs on. Its events end when the study's last event is
+/// sent, while the thread still drops what the study held (its storage connections, its
+/// record, the thread's own locals, GPU tensors whose frees the device's runner thread then
+/// carries out): a process that exits then runs its libraries' exit handlers, the GPU driver's
+/// among them, beside that work. [`StudyThread::wait`] (or dropping it) waits for the thread
+/// to end.
+pub struct StudyThread(Option<std::thread::JoinHandle<()>>);
+
+impl StudyThread {
+    /// Waits for the study's thread to end (at once where it has, or never started).
+    pub fn wait(mut self) {
+        self.join();
+    }
+
+    fn join(&mut self) {
+        if let Some(t) = self.0.take() {
+            // A panic on the study's thread ends its events without a result, which its
+            // caller reports.
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for StudyThread {
+    fn drop(&mut self) {
+        self.join();
+    }
+}
 
 #[cfg(test)]
 mod place_tests {
