@@ -46,30 +46,3 @@ pub fn quiet_wayland_log() {
 /// Nothing to quiet where there is no libwayland.
 #[cfg(not(target_os = "linux"))]
 pub fn quiet_wayland_log() {}
-
-/// Ends a headless command's process with `code`, once the GPU has finished what it was given.
-///
-/// A command's values are dropped by the time it returns, but not its GPU work: the device's
-/// runner thread (cubecl keeps one per device, and its clients in statics, never dropped) may
-/// still be freeing the command's buffers, and the driver still running what was queued. A
-/// normal exit runs every library's exit handlers and static destructors — Mesa's, which stop
-/// its queue threads, and LLVM's, which lavapipe's shaders were compiled with — beside those
-/// threads: CI saw one `study run` on lavapipe abort after its last line with glibc's
-/// "corrupted size vs. prev_size in fastbins". So this waits for every opened device's queue
-/// ([`finish_gpu_work`](tradetune_engine::device::finish_gpu_work)), flushes standard output
-/// and error, and leaves without running exit handlers (`_exit`), as the interrupt handler
-/// already does: every file the command wrote was written and closed by then, and the system
-/// frees the rest.
-pub fn exit(code: u8) -> ! {
-    use std::io::Write;
-    tradetune_engine::device::finish_gpu_work();
-    let _ = std::io::stdout().flush();
-    let _ = std::io::stderr().flush();
-    #[cfg(unix)]
-    // SAFETY: `_exit` ends the process at once; nothing of this process runs after it.
-    unsafe {
-        libc::_exit(i32::from(code))
-    }
-    #[cfg(not(unix))]
-    std::process::exit(i32::from(code))
-}

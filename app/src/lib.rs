@@ -6,5 +6,6 @@ pub mod cli;
 pub mod headless;
 pub mod install;
 pub mod launch;
+pub mod leave;
 pub mod signals;
 pub mod ui;

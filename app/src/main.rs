@@ -4,32 +4,30 @@
 use clap::Parser;
 use tradetune_app::{cli, ui};
 
-fn main() -> std::process::ExitCode {
+fn main() -> ! {
     let args = cli::Cli::parse();
-    match args.command {
-        None => match ui::run_native(ui::LaunchOptions {
-            exit_after_frames: args.exit_after_frames,
-        }) {
-            Ok(()) => std::process::ExitCode::SUCCESS,
-            Err(e) => fail(&e),
-        },
+    let result = match args.command {
+        None => {
+            let result = ui::run_native(ui::LaunchOptions {
+                exit_after_frames: args.exit_after_frames,
+            });
+            tradetune_app::leave::finish_gpu_work();
+            result
+        }
         Some(command) => {
             // Before any wgpu instance: see `headless` for what is quieted and why.
             tradetune_app::headless::quiet_wayland_log();
-            let code = match cli::run(command) {
-                Ok(()) => 0,
-                Err(e) => {
-                    fail(&e);
-                    1
-                }
-            };
-            // After the GPU's work, without the libraries' exit handlers: see `headless`.
-            tradetune_app::headless::exit(code)
+            // It returns once its GPU work is finished (and has said what that met).
+            cli::run(command)
         }
-    }
-}
-
-fn fail(e: &anyhow::Error) -> std::process::ExitCode {
-    eprintln!("error: {e:#}");
-    std::process::ExitCode::FAILURE
+    };
+    let code = match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            1
+        }
+    };
+    // After the GPU's work, without the libraries' exit handlers: see `leave`.
+    tradetune_app::leave::leave(code)
 }

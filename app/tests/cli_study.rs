@@ -269,6 +269,17 @@ fn bad_study_files_name_the_file_line_and_key() {
     }
     let o = tradetune(&["study", "run", "--preset", "rtx9090"]);
     assert!(text(&o.stderr).contains("presets: rtx4080, rtx4080_laptop, rx7900gre, cpu"));
+    // `--trials 0` would run nothing: refused, naming the flag, and no database is made.
+    let db = dir.join("zero.db");
+    let good = tiny_study(&dir, "zero", 128);
+    let o = tradetune(&["study", "run", s(&good), "--db", s(&db), "--trials", "0"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o.stderr).contains("--trials: run at least one trial"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(!db.exists());
 }
 
 #[test]

@@ -180,6 +180,8 @@ pub(crate) fn while_running<T>(what: String, run: impl FnOnce() -> T) -> T {
 /// were not said yet.
 pub fn run(command: Command) -> anyhow::Result<()> {
     let result = run_command(command);
+    // Before the caches' warnings: the queued work this runs may compile, autotune and store.
+    crate::leave::finish_gpu_work();
     if let Some(line) = tradetune_engine::device::kernels::store_warning_once() {
         eprintln!("{line}");
     }

@@ -196,6 +196,10 @@ fn create(args: CreateArgs) -> anyhow::Result<()> {
 }
 
 fn run_study(args: RunArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.trials != Some(0),
+        "--trials: run at least one trial (0 runs nothing)"
+    );
     let db = db_path(args.db.clone())?;
     let mut study = args.study.launch(launch::place(db.clone())?, &args.set)?;
     if let Some(n) = args.trials {

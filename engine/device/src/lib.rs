@@ -339,10 +339,13 @@ pub fn wgpu_adapter_of(device: &Device) -> Option<adapters::Adapter> {
         .map(|(_, adapter)| adapter.clone())
 }
 
-/// Waits for every kernel and transfer queued on the wgpu devices [`open`] opened in this
-/// process: for a process about to exit, so that no GPU work is still going on in the device's
-/// runner thread and the driver while the process's libraries run their exit handlers. A
-/// device that cannot sync (lost) is passed over; returns how many synced.
+/// Waits for every task queued to the runner threads of the wgpu devices [`open`] opened in
+/// this process (a sync flushes their buffers, whichever thread queued them) and for every
+/// command submitted to those devices: for a process about to exit, so that no GPU work is
+/// still going on in the runners and the driver while the process's libraries run their exit
+/// handlers. The lazy operations of burn's fusion still held by other threads' streams are
+/// not run (only the calling thread's are). CUDA and ROCm devices are not recorded (neither
+/// builds here). A device that cannot sync (lost) is passed over; returns how many synced.
 pub fn finish_gpu_work() -> usize {
     let devices: Vec<Device> = OPENED
         .lock()

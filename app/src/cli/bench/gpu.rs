@@ -11,6 +11,7 @@ use tradetune_engine::device::{DeviceSpec, open};
 use tradetune_engine::ppo::DispatchProfile;
 use tradetune_engine::ppo::KernelTimeProfile;
 use tradetune_engine::ppo::bench::{ReplayProbe, TrainBenchConfig, TrainBenchResult};
+use tradetune_engine::telemetry::TrialTotals;
 
 use super::GpuArgs;
 use super::train::{PeerRun, peer_scripts, run_peer};
@@ -31,47 +32,42 @@ struct GpuSeen {
     mem_used_mib_max: Option<f64>,
 }
 
-/// What the probes saw of a run from `from` to `to` (seconds since the Unix epoch), its
-/// utilisation over the `steady` window of its measured updates.
+/// What the probes saw of a run: its utilisation and peak memory over the whole run from its
+/// totals (`run`: the sampler's running totals from the run's start to its end, whatever its
+/// length), its utilisation over the `steady` window of its measured updates (seconds since
+/// the Unix epoch) from the live rings, which keep their last `ring_capacity` points.
 fn gpu_seen(
     sampler: &tradetune_engine::telemetry::SamplerHandle,
-    from: f64,
-    to: f64,
+    run: &TrialTotals,
     steady: (f64, f64),
 ) -> Vec<GpuSeen> {
     use tradetune_engine::telemetry::{DeviceTag, Metric};
-    let mut gpus: Vec<DeviceTag> = sampler
-        .series_keys()
-        .into_iter()
-        .map(|(d, _)| d)
+    let mut gpus: Vec<DeviceTag> = run
+        .series
+        .series
+        .keys()
+        .map(|(d, _)| *d)
         .filter(|d| matches!(d, DeviceTag::Gpu(_)))
         .collect();
     gpus.dedup();
     gpus.into_iter()
         .map(|d| {
-            let window = |m: Metric, (from, to): (f64, f64)| -> Vec<f64> {
-                sampler
-                    .series(d, m, usize::MAX)
-                    .iter()
-                    .filter(|p| p.t >= from && p.t <= to)
-                    .map(|p| p.v)
-                    .collect()
-            };
-            let mean =
-                |v: Vec<f64>| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
-            let mem = window(Metric::MemUsedMib, (from, to));
+            let steady: Vec<f64> = sampler
+                .series(d, Metric::UtilPct, usize::MAX)
+                .iter()
+                .filter(|p| p.t >= steady.0 && p.t <= steady.1)
+                .map(|p| p.v)
+                .collect();
+            let whole = |m: Metric| run.series.series.get(&(d, m));
             GpuSeen {
                 gpu: d.to_string(),
-                util_pct_mean: mean(window(Metric::UtilPct, steady)),
-                util_pct_mean_run: mean(window(Metric::UtilPct, (from, to))),
-                mem_used_mib_max: mem.iter().copied().reduce(f64::max),
+                util_pct_mean: (!steady.is_empty())
+                    .then(|| steady.iter().sum::<f64>() / steady.len() as f64),
+                util_pct_mean_run: whole(Metric::UtilPct).and_then(|s| s.mean()),
+                mem_used_mib_max: whole(Metric::MemUsedMib).and_then(|s| s.peak),
             }
         })
         .collect()
-}
-
-fn now_s() -> f64 {
-    chrono::Utc::now().timestamp_millis() as f64 / 1000.0
 }
 
 /// `12.3` or `-` for a figure that was not measured.
@@ -580,6 +576,8 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
     let mut eval_lines = Vec::new();
     // Each run's configuration and steady samples/s, for the replays' gains.
     let mut steady = Vec::new();
+    // Each run is a "trial" of the sampler's, for its running totals.
+    let mut run_id = 0;
     for cfg in &configs {
         let mut best: Option<f64> = None;
         for &precision in &precisions {
@@ -592,13 +590,16 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
                 if let Some(u) = args.updates {
                     c.updates = u;
                 }
-                handle.sample_now();
-                let from = now_s();
+                // The run's whole-run figures are its totals, taken as the sampler ticks.
+                run_id += 1;
+                handle.begin_trial(run_id, None);
                 let r = crate::cli::while_running(run_label(&c), || {
                     tradetune_engine::ppo::bench::run(&c, &device)
-                })?;
-                handle.sample_now();
-                let seen = gpu_seen(&handle, from, now_s(), r.steady_window_s);
+                });
+                handle.end_trial(run_id);
+                let r = r?;
+                let totals = handle.take_trial_totals(run_id).unwrap_or_default();
+                let seen = gpu_seen(&handle, &totals, r.steady_window_s);
                 best =
                     Some(best.map_or(r.samples_per_second, |b: f64| b.max(r.samples_per_second)));
                 if !args.json {
@@ -760,6 +761,74 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
 mod tests {
     use super::*;
     use tradetune_engine::device::kernel_timing::KernelTime;
+    use tradetune_engine::telemetry::{
+        GpuInfo, GpuProbe, GpuSample, GpuSource, GpuVendor, SamplerConfig, SamplerCore, Source,
+    };
+
+    /// A card busy 0 % for its first 20 samples and 100 % after, its memory used 2 GiB at
+    /// the 5th sample and 1 GiB otherwise.
+    struct Scripted {
+        info: Vec<GpuInfo>,
+        n: u32,
+    }
+
+    impl GpuProbe for Scripted {
+        fn devices(&self) -> &[GpuInfo] {
+            &self.info
+        }
+        fn split(self: Box<Self>) -> Vec<Box<dyn GpuProbe>> {
+            vec![self]
+        }
+        fn sample(&mut self) -> Vec<GpuSample> {
+            self.n += 1;
+            vec![GpuSample {
+                util_pct: Some(if self.n > 20 { 100.0 } else { 0.0 }),
+                mem_used_bytes: Some(if self.n == 5 { 2 << 30 } else { 1 << 30 }),
+                ..Default::default()
+            }]
+        }
+    }
+
+    /// A run's whole-run utilisation and peak memory cover the whole run, where the live
+    /// rings keep only their last points (10 here, over a run of 30 ticks; 3600 in `bench
+    /// gpu`: 6 minutes at its 0.1 s, less than a cold update and the probes can take).
+    #[test]
+    fn a_runs_whole_run_figures_cover_it_past_the_live_rings() {
+        let config = SamplerConfig {
+            ring_capacity: 10,
+            ..SamplerConfig::with_interval(Duration::from_millis(100)).expect("an interval")
+        };
+        let card = Scripted {
+            info: vec![GpuInfo {
+                vendor: GpuVendor::Nvidia,
+                name: "scripted".into(),
+                pci_bus_id: None,
+                uuid: None,
+                mem_total_bytes: None,
+                driver: None,
+            }],
+            n: 0,
+        };
+        let sources: Vec<Box<dyn Source>> =
+            vec![Box::new(GpuSource::new("scripted", Box::new(card), 0))];
+        let mut core = SamplerCore::new(config, sources, None).expect("a sampler");
+        let handle = core.handle();
+        handle.begin_trial(1, None);
+        let t0 = chrono::DateTime::from_timestamp(1_700_000_000, 0).expect("a time");
+        for i in 0..30 {
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            core.tick(t0 + chrono::Duration::seconds(i), deadline);
+        }
+        handle.end_trial(1);
+        let totals = handle.take_trial_totals(1).expect("the run's totals");
+        let at = |i: i64| (t0.timestamp() + i) as f64;
+        let seen = gpu_seen(&handle, &totals, (at(25), at(29)));
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        let run = seen[0].util_pct_mean_run.expect("a whole-run mean");
+        assert!((run - 100.0 / 3.0).abs() < 1e-9, "{run}");
+        assert_eq!(seen[0].util_pct_mean, Some(100.0));
+        assert_eq!(seen[0].mem_used_mib_max, Some(2048.0));
+    }
 
     /// A precision the device lacks is kept in the result with its reason, for the JSON
     /// (where the note on stderr was left out before).
