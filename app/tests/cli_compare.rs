@@ -162,6 +162,54 @@ fn compares_two_studies_and_a_trial_side_by_side() {
     assert!(line("gpu0 peak temp").contains("72.0"), "{stdout}");
 }
 
+/// A card two trials shared for a while has one reading a tick, stored for each of them: over
+/// the whole study it counts once. Trial A alone at 10 % for two seconds, then A and B at 90 %
+/// for two: a mean of 50 % over 4 samples (63.3 % over 6 when each trial's copy counted).
+#[test]
+fn a_reading_shared_by_two_trials_counts_once_over_the_study() {
+    let dir = scratch("cli_compare", "shared");
+    let db = dir.join("studies.db");
+    build_db(&db);
+    let mut s = Storage::open(&db).unwrap();
+    let shared = s
+        .create_study("shared", &[StudyDirection::Maximize])
+        .unwrap();
+    let a = s
+        .add_trial(
+            shared,
+            &trial(TrialState::Complete, 0, 4, Some(1.0), 1_000.0),
+        )
+        .unwrap();
+    let b = s
+        .add_trial(
+            shared,
+            &trial(TrialState::Complete, 2, 4, Some(1.0), 1_000.0),
+        )
+        .unwrap();
+    let util = [10.0, 10.0, 90.0, 90.0];
+    let mem = [1_000.0; 4];
+    s.append_telemetry(&gpu_rows(a.trial_id, &util, &mem, 70.0))
+        .unwrap();
+    let mut later = gpu_rows(b.trial_id, &util, &mem, 70.0);
+    later.retain(|r| r.recorded_at >= at(1, 2));
+    s.append_telemetry(&later).unwrap();
+    drop(s);
+    let o = tradetune(&[
+        "compare",
+        "shared",
+        "baseline",
+        "--db",
+        db.to_str().unwrap(),
+        "--json",
+    ]);
+    let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let gpu = &v["a"]["devices"][0];
+    assert_eq!(gpu["mean_util_pct"], 50.0, "{gpu}");
+    assert_eq!(gpu["samples"], 4, "{gpu}");
+}
+
 #[test]
 fn unknown_studies_trials_and_databases_are_named() {
     let dir = scratch("cli_compare", "errors");

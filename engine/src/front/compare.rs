@@ -111,6 +111,18 @@ pub fn load_side(storage: &Storage, target: &str) -> Result<Side, FrontError> {
     for t in &trials {
         rows.extend(telemetry_rows(storage, t.trial_id)?);
     }
+    // A reading taken while trials shared its device (a card, the host) is stored once for each
+    // of them: over a whole study it is one reading, not one a trial (the shared stretches
+    // would outweigh the rest in the means and the sample counts).
+    rows.sort_by(|a, b| {
+        (a.timestamp, a.device, a.metric)
+            .cmp(&(b.timestamp, b.device, b.metric))
+            .then(a.value.total_cmp(&b.value))
+    });
+    rows.dedup_by(|a, b| {
+        (a.timestamp, a.device, a.metric, a.value.to_bits())
+            == (b.timestamp, b.device, b.metric, b.value.to_bits())
+    });
     let summary = TrialSummary::from_rows(&rows, TrialFacts::default());
     let peak_temp_c = summary
         .devices
