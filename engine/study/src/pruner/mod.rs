@@ -76,6 +76,13 @@ pub(crate) fn setting_error(field: &'static str, message: impl Into<String>) -> 
 pub trait Pruner: Send + Sync {
     fn name(&self) -> String;
     fn prune(&self, ctx: &PruneContext<'_>) -> PruneDecision;
+    /// The trials of `history` the sampler is shown when it samples trial `number` of
+    /// `study_name`: all of them, but where a pruner splits the study (Hyperband's brackets,
+    /// as Optuna's `pruners._filter_study` does).
+    fn sampler_history(&self, study_name: &str, number: u64, history: Vec<Trial>) -> Vec<Trial> {
+        let _ = (study_name, number);
+        history
+    }
 }
 
 /// Never prunes (Optuna's `NopPruner`).

@@ -630,6 +630,10 @@ impl Runner {
         let records = storage.trials(study_id)?;
         let all: Vec<Trial> = records.iter().map(Trial::from).collect();
         let others: Vec<_> = all.into_iter().filter(|t| t.number != number).collect();
+        // Hyperband shows a sampler only its trial's bracket, as Optuna does.
+        let others = self
+            .pruner
+            .sampler_history(&self.cfg.study_name, number, others);
         let sampled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             self.sampler.sample(&SampleContext {
                 space: &self.space,
