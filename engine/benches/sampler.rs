@@ -28,6 +28,7 @@ fn suggest(c: &mut Criterion) {
                 let ctx = SampleContext {
                     space: &space,
                     history: &history,
+                    study_history: &history,
                     direction: Direction::Minimize,
                     trial_number: n as u64,
                 };

@@ -72,7 +72,10 @@ fn launch(dir: &Path) -> StudyLaunch {
 #[test]
 fn a_launched_study_is_recorded_and_reads_back() {
     let dir = tempfile::tempdir().unwrap();
-    let l = launch(dir.path());
+    let mut l = launch(dir.path());
+    // Zero trials would run nothing: refused (every front end, the workers' too).
+    let e = l.trials(0).unwrap_err();
+    assert!(e.to_string().contains("at least one trial"), "{e}");
     let want = l.file().clone();
     let db = l.place().db.clone();
     // The database's own folder (its file stem) under `checkpoints` beside it.

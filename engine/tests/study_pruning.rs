@@ -22,6 +22,7 @@ fn study(pruner: &dyn Pruner, n: u64) -> Vec<Trial> {
         let ctx = SampleContext {
             space: &space,
             history: &history,
+            study_history: &history,
             direction: Direction::Minimize,
             trial_number: number,
         };

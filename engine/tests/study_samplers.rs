@@ -120,6 +120,7 @@ fn constant_liar_steers_away_from_running_trials() {
             .sample(&SampleContext {
                 space: &space,
                 history,
+                study_history: history,
                 direction: Direction::Minimize,
                 trial_number: 31,
             })
@@ -159,12 +160,14 @@ fn maximization_mirrors_minimization() {
     let min = sampler.sample(&SampleContext {
         space: &space,
         history: &history,
+        study_history: &history,
         direction: Direction::Minimize,
         trial_number: 25,
     });
     let max = sampler.sample(&SampleContext {
         space: &space,
         history: &negated,
+        study_history: &negated,
         direction: Direction::Maximize,
         trial_number: 25,
     });

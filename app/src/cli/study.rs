@@ -196,14 +196,10 @@ fn create(args: CreateArgs) -> anyhow::Result<()> {
 }
 
 fn run_study(args: RunArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        args.trials != Some(0),
-        "--trials: run at least one trial (0 runs nothing)"
-    );
     let db = db_path(args.db.clone())?;
     let mut study = args.study.launch(launch::place(db.clone())?, &args.set)?;
     if let Some(n) = args.trials {
-        study.trials(n);
+        study.trials(n).context("--trials")?;
     }
     if let Some(w) = args.workers {
         study.workers(w).context("--workers")?;
@@ -221,9 +217,10 @@ fn run_study(args: RunArgs) -> anyhow::Result<()> {
     let report = drive(events, args.json, |source| {
         println!("study '{name}' in {}", launch::db_label(&db));
         println!("data: {source}");
-    })?;
-    // Its thread ends before the process does (dropped on an error, too).
+    });
+    // The study's events have ended (whatever its result): its thread ends before the process.
     thread.wait();
+    let report = report?;
     if !args.json {
         match report.best {
             Some((n, v)) => println!("best trial of '{}': #{n} value {v:.6}", report.study),

@@ -77,7 +77,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<()> {
         study.devices(devices.clone()).context("--devices")?;
     }
     if let Some(n) = args.trials {
-        study.trials(n);
+        study.trials(n).context("--trials")?;
     }
     // `host#pid`: the machine, and which of its worker processes.
     study.host(format!(
@@ -95,16 +95,16 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<()> {
             args.study
         );
         println!("data: {data}");
-    })
-    .map_err(|e| match e.downcast_ref::<FrontError>() {
+    });
+    // The study's events have ended (whatever its result): its thread ends before the process.
+    thread.wait();
+    let report = report.map_err(|e| match e.downcast_ref::<FrontError>() {
         Some(FrontError::DataMismatch { .. }) => anyhow::anyhow!(
             "{e:#}; give the worker the same files (--data-dir DIR for the study file's \
              relative paths)"
         ),
         _ => e,
     })?;
-    // Its thread ends before the process does (dropped on an error, too).
-    thread.wait();
     if !args.json {
         match report.best {
             Some((n, v)) => println!("best trial of '{}' so far: #{n} value {v:.6}", report.study),

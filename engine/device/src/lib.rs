@@ -695,10 +695,12 @@ mod tests {
         let Some(device) = wgpu_for_test("finishing_gpu_work_syncs_each_opened_device") else {
             return;
         };
+        let before = kernels::counts().dispatches;
+        // Lazy (burn's fusion): launched when something flushes this thread's stream.
         let queued = burn::tensor::Tensor::<1>::ones([1 << 16], &device) * 2.0;
         assert!(finish_gpu_work() >= 1);
+        assert!(kernels::counts().dispatches > before, "the queued work ran");
         drop(queued);
-        assert!(wgpu_adapter_of(&device).is_some());
     }
 
     #[test]

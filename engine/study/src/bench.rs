@@ -242,6 +242,7 @@ pub fn run_study(
         let ctx = SampleContext {
             space: &space,
             history: &history,
+            study_history: &history,
             direction: Direction::Minimize,
             trial_number: number,
         };

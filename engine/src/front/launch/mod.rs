@@ -243,9 +243,16 @@ impl StudyLaunch {
         Ok(())
     }
 
-    /// Runs `n` trials now (a worker: stops after `n` here, whatever the study's budget).
-    pub fn trials(&mut self, n: usize) {
+    /// Runs `n` trials now (a worker: stops after `n` here, whatever the study's budget);
+    /// refuses 0, which would run nothing.
+    pub fn trials(&mut self, n: usize) -> Result<(), FrontError> {
+        if n == 0 {
+            return Err(FrontError::Invalid(
+                "run at least one trial (0 runs nothing)".into(),
+            ));
+        }
         self.file.study.n_trials = n;
+        Ok(())
     }
 
     /// Runs `n` parallel workers.
@@ -368,31 +375,20 @@ impl StudyLaunch {
 pub use run::{LaunchJob, telemetry_sampler};
 
 /// The thread a [`StudyLaunch::launch`] runs on. Its events end when the study's last event is
-/// sent, while the thread still drops what the study held (its storage connections, its
-/// record, the thread's own locals, GPU tensors whose frees the device's runner thread then
-/// carries out): a process that exits then runs its libraries' exit handlers, the GPU driver's
-/// among them, beside that work. [`StudyThread::wait`] (or dropping it) waits for the thread
-/// to end.
+/// sent, while the thread still drops the launch and the study's handle, and then its own
+/// thread-locals: a process about to exit waits for it ([`StudyThread::wait`]), so that its
+/// libraries' exit handlers do not run beside that. Dropping it waits for nothing (a caller
+/// unwinding from a panic, or dropping it at once, is not held until the study ends).
 pub struct StudyThread(Option<std::thread::JoinHandle<()>>);
 
 impl StudyThread {
     /// Waits for the study's thread to end (at once where it has, or never started).
-    pub fn wait(mut self) {
-        self.join();
-    }
-
-    fn join(&mut self) {
-        if let Some(t) = self.0.take() {
+    pub fn wait(self) {
+        if let Some(t) = self.0 {
             // A panic on the study's thread ends its events without a result, which its
             // caller reports.
             let _ = t.join();
         }
-    }
-}
-
-impl Drop for StudyThread {
-    fn drop(&mut self) {
-        self.join();
     }
 }
 

@@ -630,14 +630,16 @@ impl Runner {
         let records = storage.trials(study_id)?;
         let all: Vec<Trial> = records.iter().map(Trial::from).collect();
         let others: Vec<_> = all.into_iter().filter(|t| t.number != number).collect();
-        // Hyperband shows a sampler only its trial's bracket, as Optuna does.
-        let others = self
+        // Hyperband shows a sampler's model only its trial's bracket, as Optuna does; enqueued
+        // entries and grid points are taken by the whole study's trials.
+        let learned = self
             .pruner
-            .sampler_history(&self.cfg.study_name, number, others);
+            .sampler_history(&self.cfg.study_name, number, others.clone());
         let sampled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             self.sampler.sample(&SampleContext {
                 space: &self.space,
-                history: &others,
+                history: &learned,
+                study_history: &others,
                 direction: self.cfg.direction,
                 trial_number: number,
             })

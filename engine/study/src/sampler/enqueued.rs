@@ -70,7 +70,11 @@ impl EnqueuedSampler {
 
     /// Index of the first entry no trial of the history has used.
     fn next_entry(&self, ctx: &SampleContext<'_>) -> Option<usize> {
-        let others = || ctx.history.iter().filter(|t| t.number != ctx.trial_number);
+        let others = || {
+            ctx.study_history
+                .iter()
+                .filter(|t| t.number != ctx.trial_number)
+        };
         self.entries
             .iter()
             .position(|(json, internal)| !others().any(|t| repeats(t, json, internal)))
@@ -141,6 +145,7 @@ mod tests {
             let ctx = SampleContext {
                 space: &space,
                 history: &history,
+                study_history: &history,
                 direction: Direction::Minimize,
                 trial_number: number,
             };
@@ -177,6 +182,31 @@ mod tests {
         );
     }
 
+    /// An entry a trial of another Hyperband bracket ran is used: the sampler learns from its
+    /// bracket alone, the queue is the whole study's (Optuna's waiting trials too).
+    #[test]
+    fn an_entry_run_in_another_bracket_is_not_run_again() {
+        let mut space = SearchSpace::new();
+        space.add_int("n", 1, 10, false, 1).unwrap();
+        let entries = vec![BTreeMap::from([("n".to_owned(), ParamValue::Int(4))])];
+        let s = EnqueuedSampler::new(entries, &space, Box::new(RandomSampler::new(1))).unwrap();
+        let first = s.sample(&ctx(&space, &[], 0)).unwrap();
+        let mut baseline = Trial::new(0, TrialState::Complete, first.params.clone());
+        baseline.system_attrs = first.stored_system_attrs();
+        let study = [baseline];
+        let next = s
+            .sample(&SampleContext {
+                history: &[],
+                ..ctx(&space, &study, 1)
+            })
+            .unwrap();
+        assert!(
+            !next.system_attrs.contains_key("fixed_params"),
+            "{:?}",
+            next.system_attrs
+        );
+    }
+
     #[test]
     fn entries_are_checked_against_the_space() {
         let mut space = SearchSpace::new();
@@ -198,6 +228,7 @@ mod tests {
         SampleContext {
             space,
             history,
+            study_history: history,
             direction: Direction::Minimize,
             trial_number: number,
         }

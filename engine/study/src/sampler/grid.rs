@@ -162,7 +162,11 @@ impl GridSampler {
     fn taken(&self, ctx: &SampleContext<'_>) -> (BTreeSet<usize>, BTreeSet<usize>) {
         let mut finished = BTreeSet::new();
         let mut running = BTreeSet::new();
-        for t in ctx.history.iter().filter(|t| t.number != ctx.trial_number) {
+        for t in ctx
+            .study_history
+            .iter()
+            .filter(|t| t.number != ctx.trial_number)
+        {
             let same_grid = t
                 .system_attrs
                 .get("search_space")
@@ -252,6 +256,7 @@ mod tests {
         SampleContext {
             space,
             history,
+            study_history: history,
             direction: Direction::Minimize,
             trial_number: number,
         }
@@ -309,6 +314,13 @@ mod tests {
         history[2].state = TrialState::Complete;
         let ctx = context(&space, &history, 6);
         assert!(g.is_exhausted(&ctx));
+        assert_eq!(g.sample(&ctx), Err(SamplerError::GridExhausted(6)));
+        // A sampler shown one Hyperband bracket (here none of these trials) still takes the
+        // points by the whole study's trials: none is run again.
+        let ctx = SampleContext {
+            history: &[],
+            ..context(&space, &history, 6)
+        };
         assert_eq!(g.sample(&ctx), Err(SamplerError::GridExhausted(6)));
     }
 

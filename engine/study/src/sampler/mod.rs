@@ -38,8 +38,12 @@ use super::trial::{Direction, Trial};
 #[derive(Debug, Clone, Copy)]
 pub struct SampleContext<'a> {
     pub space: &'a SearchSpace,
-    /// Every trial of the study so far, in any state.
+    /// The trials the sampler learns from, in any state: every trial of the study so far, but
+    /// under Hyperband those of the sampled trial's bracket (Optuna's `_BracketStudy`).
     pub history: &'a [Trial],
+    /// Every trial of the study so far, in any state, whatever the pruner: what enqueued
+    /// entries and grid points are taken by (Optuna takes them from the whole study too).
+    pub study_history: &'a [Trial],
     pub direction: Direction,
     /// Number of the trial being sampled.
     pub trial_number: u64,

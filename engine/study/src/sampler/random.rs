@@ -112,6 +112,7 @@ mod tests {
             let ctx = SampleContext {
                 space: &s,
                 history: &[],
+                study_history: &[],
                 direction: Direction::Minimize,
                 trial_number: t,
             };
@@ -140,6 +141,7 @@ mod tests {
         let ctx = |t| SampleContext {
             space: &s,
             history: &[],
+            study_history: &[],
             direction: Direction::Minimize,
             trial_number: t,
         };

@@ -319,6 +319,7 @@ mod tests {
         let ctx = SampleContext {
             space: &space,
             history: &h,
+            study_history: &h,
             direction: Direction::Minimize,
             trial_number: 17,
         };
@@ -346,6 +347,7 @@ mod tests {
         let ctx = SampleContext {
             space: &space,
             history: &h,
+            study_history: &h,
             direction: Direction::Maximize,
             trial_number: 25,
         };
@@ -356,6 +358,7 @@ mod tests {
         let ctx = SampleContext {
             space: &space,
             history: &h,
+            study_history: &h,
             direction: Direction::Maximize,
             trial_number: 27,
         };
@@ -398,6 +401,7 @@ mod tests {
                 let ctx = SampleContext {
                     space: &space,
                     history: &history,
+                    study_history: &history,
                     direction: Direction::Minimize,
                     trial_number: number,
                 };
