@@ -80,19 +80,21 @@ struct LaunchCaps {
 /// update's batch, for nets of `layers` (hidden layers + the output layer): the bootstrap
 /// value's forward pass (a product a layer, a fused activation between two) and the GAE kernel,
 /// which also counts what is not finite and gives the spread the explained variance is pooled
-/// from on the host: 2·layers. f16 casts the value net's weights and biases and the
-/// observations first (2·layers + 1 more). The routines a fresh autotune cache picks may copy
-/// an operand of each product (the learner's weights are row-major, not a rollout's K-major
-/// snapshot) and the observations ([`LAYOUT_COPIES_PER_ROLLOUT`]): `layers` + 1 more. On
-/// lavapipe (2026-11-30): tiny 4 in f32 and 9 in f16, where the two variances and the count on
-/// the device made them 12 and 17; nets [16, 16, 16] 6 and 14.
+/// from on the host: 2·layers. f16 takes the bootstrap value from the rollout's own f16
+/// weights (it cast its learner's weights and biases again before: 2·layers + 1 more) and at
+/// most casts the last observations (1 more). The routines a fresh autotune cache picks may
+/// copy an operand of each product (the learner's weights are row-major, not a rollout's
+/// K-major snapshot) and the observations ([`LAYOUT_COPIES_PER_ROLLOUT`]): `layers` + 1 more.
+/// On lavapipe (2026-11-30): tiny 4 in f32 and in f16 (9 in f16 with the casts), where the two
+/// variances and the count on the device made them 12 and 17; nets [16, 16, 16] 6 and 14
+/// before the casts went.
 fn hold_advantage_stage(r: &serde_json::Value, layers: f64) -> f64 {
     let res = &r["result"];
     let launches = res["dispatch_profile"]["advantages"]
         .as_f64()
         .unwrap_or_else(|| panic!("{r}"));
     let own = match res["config"]["precision"].as_str() {
-        Some("f16") => 4.0 * layers + 1.0,
+        Some("f16") => 2.0 * layers + 1.0,
         _ => 2.0 * layers,
     };
     let copies = layers + 1.0;

@@ -150,6 +150,11 @@ pub struct Trainer<E: RolloutEnv> {
     /// The policy step captured by the first replayed rollout, rewritten in place by each
     /// later one ([`policy_graph`]).
     policy_graph: Option<PolicyGraph>,
+    /// The last rollout's weights in the compute dtype (where it launched its steps directly
+    /// in f16) and its last observations cast to it: the values that bootstrap its advantages
+    /// are computed from them, with no weight cast again. Cleared by every rollout and by
+    /// [`Self::learner_mut`].
+    bootstrap: Option<(ActorCritic, Option<Tensor<2>>)>,
     /// Replays before one fails, where a test asks for it ([`Self::fail_replay_after`]).
     fail_replay_after: Option<usize>,
     /// Whether a replay failed, which turned the replay off for the rest of the run.
@@ -202,6 +207,7 @@ impl<E: RolloutEnv> Trainer<E> {
             replay_policy: replay_policy_from_env(),
             replay_fallback: None,
             policy_graph: None,
+            bootstrap: None,
             fail_replay_after: None,
             replay_failed: false,
             compiles: !tradetune_device::is_cpu(&device),
@@ -333,6 +339,7 @@ impl<E: RolloutEnv> Trainer<E> {
 
     /// Mutable learner, for restoring a checkpoint.
     pub fn learner_mut(&mut self) -> &mut Learner {
+        self.bootstrap = None;
         &mut self.learner
     }
 

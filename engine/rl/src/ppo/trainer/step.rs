@@ -80,6 +80,7 @@ impl<E: RolloutEnv> Trainer<E> {
         // samples, which are those of their noise (z = (x − μ)/σ = ε). A step then adds its
         // scaled noise to the mean and clips: one elementwise kernel after the forward pass.
         self.buffer.clear();
+        self.bootstrap = None;
         let mut inference = if self.host_inference {
             Inference::Host(HostPolicy::of(&model)?, HostStep::default(), noise)
         } else {
@@ -256,6 +257,11 @@ impl<E: RolloutEnv> Trainer<E> {
             self.replay_fallback = g.fallback().map(str::to_owned);
             self.policy_graph = Some(g);
         }
+        // In f16, the advantage stage's values of the last observations from the rollout's
+        // own cast weights (the learner's model would cast each again, a kernel each).
+        if dtype != burn::tensor::FloatDType::F32 {
+            self.bootstrap = direct_model.into_inner().map(|m| (m, next_x.take()));
+        }
         Ok(Some(self.env.take_episodes()))
     }
 
@@ -287,7 +293,10 @@ impl<E: RolloutEnv> Trainer<E> {
             .obs
             .clone()
             .ok_or_else(|| PpoError::config("trainer", "no observation", "reset first"))?;
-        let last_values = self.learner.model().valid().value(last_obs, dtype);
+        let last_values = match self.bootstrap.take() {
+            Some((model, x)) => model.value(x.unwrap_or(last_obs), dtype),
+            None => self.learner.model().valid().value(last_obs, dtype),
+        };
         let (r, v, d) = self.buffer.rewards_values_dones();
         let (adv, returns, spread) =
             advantages(r, v, d, last_values, self.cfg.gamma, self.cfg.gae_lambda);
