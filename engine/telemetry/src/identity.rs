@@ -85,9 +85,12 @@ pub fn match_device(device: &BurnDeviceDescription, gpus: &[GpuInfo]) -> DeviceM
         ));
     };
     let norm = |s: &str| s.trim().to_ascii_lowercase();
+    // A device at a bus id no probed card has is none of the cards whose bus id is known: only
+    // those without one can be it.
     let same: Vec<usize> = gpus
         .iter()
         .enumerate()
+        .filter(|(_, g)| device.pci_bus_id.is_none() || g.pci_bus_id.is_none())
         .filter(|(_, g)| norm(&g.name) == norm(name))
         .map(|(i, _)| i)
         .collect();
@@ -128,6 +131,27 @@ mod tests {
             pci_bus_id: bus.map(|b| b.parse().unwrap()),
             is_cpu: false,
         }
+    }
+
+    /// A device whose bus id no probed card has is matched by name only among the cards
+    /// without a bus id: a card of the same name at another bus id is another card.
+    #[test]
+    fn a_name_never_binds_a_device_to_a_card_at_another_bus_id() {
+        let device = wgpu(Some("NVIDIA GeForce RTX 4080"), Some("0000:03:00.0"));
+        let known = gpu("NVIDIA GeForce RTX 4080", Some("0000:01:00.0"));
+        let unread = gpu("NVIDIA GeForce RTX 4080", None);
+        assert_eq!(
+            match_device(&device, &[known.clone(), unread]),
+            DeviceMatch::Gpu {
+                index: 1,
+                by: MatchKey::Name
+            }
+        );
+        let other = gpu("AMD Radeon RX 7900 GRE", None);
+        assert!(matches!(
+            match_device(&device, &[known, other]),
+            DeviceMatch::Unknown(_)
+        ));
     }
 
     #[test]
