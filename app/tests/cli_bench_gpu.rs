@@ -82,7 +82,8 @@ struct LaunchCaps {
 /// which also counts what is not finite and gives the spread the explained variance is pooled
 /// from on the host: 2·layers. f16 takes the bootstrap value from the rollout's own f16
 /// weights (it cast its learner's weights and biases again before: 2·layers + 1 more) and at
-/// most casts the last observations (1 more). The routines a fresh autotune cache picks may
+/// most casts the last observations (1 more); where the rollout replayed its policy step it has
+/// no such weights and still casts them (2·layers + 1 more). The routines a fresh autotune cache picks may
 /// copy an operand of each product (the learner's weights are row-major, not a rollout's
 /// K-major snapshot) and the observations ([`LAYOUT_COPIES_PER_ROLLOUT`]): `layers` + 1 more.
 /// On lavapipe (2026-11-30): tiny 4 in f32 and in f16 (9 in f16 with the casts), where the two
@@ -93,7 +94,9 @@ fn hold_advantage_stage(r: &serde_json::Value, layers: f64) -> f64 {
     let launches = res["dispatch_profile"]["advantages"]
         .as_f64()
         .unwrap_or_else(|| panic!("{r}"));
+    let replayed = res["config"]["replay_policy"] == true;
     let own = match res["config"]["precision"].as_str() {
+        Some("f16") if replayed => 4.0 * layers + 1.0,
         Some("f16") => 2.0 * layers + 1.0,
         _ => 2.0 * layers,
     };

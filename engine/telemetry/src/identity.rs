@@ -99,12 +99,23 @@ pub fn match_device(device: &BurnDeviceDescription, gpus: &[GpuInfo]) -> DeviceM
             index: *i as u32,
             by: MatchKey::Name,
         },
-        [] => DeviceMatch::Unknown(format!("no probed GPU is named {name:?}")),
-        many => DeviceMatch::Unknown(format!(
-            "{} probed GPUs are named {name:?} and {} gives no PCI bus id",
-            many.len(),
-            device.label
-        )),
+        [] => DeviceMatch::Unknown(match device.pci_bus_id {
+            Some(id) => {
+                format!("no probed GPU is at PCI {id} or, without a bus id, named {name:?}")
+            }
+            None => format!("no probed GPU is named {name:?}"),
+        }),
+        many => DeviceMatch::Unknown(match device.pci_bus_id {
+            Some(id) => format!(
+                "no probed GPU is at PCI {id} and {} without a bus id are named {name:?}",
+                many.len()
+            ),
+            None => format!(
+                "{} probed GPUs are named {name:?} and {} gives no PCI bus id",
+                many.len(),
+                device.label
+            ),
+        }),
     }
 }
 

@@ -46,6 +46,8 @@ impl<E: RolloutEnv> Trainer<E> {
             }
         }
         self.sync("sync: rollout timing")?;
+        // Nothing is trained on these rollouts: their snapshot is not kept.
+        self.bootstrap = None;
         let steps = timed.max(1) * self.cfg.n_steps;
         Ok(start.elapsed().as_secs_f64() * 1e3 / steps as f64)
     }
