@@ -25,13 +25,7 @@ fn suggest(c: &mut Criterion) {
                 let run = run_study(sampler.as_ref(), function, n).expect("study");
                 let space = function.space();
                 let history = run.history;
-                let ctx = SampleContext {
-                    space: &space,
-                    history: &history,
-                    study_history: &history,
-                    direction: Direction::Minimize,
-                    trial_number: n as u64,
-                };
+                let ctx = SampleContext::new(&space, &history, Direction::Minimize, n as u64);
                 group.bench_function(
                     format!("{}/{:?}/history={n}", function.name(), kind).to_lowercase(),
                     |b| b.iter(|| black_box(sampler.sample(black_box(&ctx)).expect("sample"))),

@@ -19,13 +19,7 @@ fn study(pruner: &dyn Pruner, n: u64) -> Vec<Trial> {
     let sampler = SamplerKind::Random.build(11).unwrap();
     let mut history: Vec<Trial> = Vec::new();
     for number in 0..n {
-        let ctx = SampleContext {
-            space: &space,
-            history: &history,
-            study_history: &history,
-            direction: Direction::Minimize,
-            trial_number: number,
-        };
+        let ctx = SampleContext::new(&space, &history, Direction::Minimize, number);
         let p = sampler.sample(&ctx).unwrap();
         let quality = p.params["q"];
         let mut t = Trial::new(number, TrialState::Running, p.params);

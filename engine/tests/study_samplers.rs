@@ -117,13 +117,12 @@ fn constant_liar_steers_away_from_running_trials() {
                 ..TpeConfig::default()
             })
             .unwrap()
-            .sample(&SampleContext {
-                space: &space,
+            .sample(&SampleContext::new(
+                &space,
                 history,
-                study_history: history,
-                direction: Direction::Minimize,
-                trial_number: 31,
-            })
+                Direction::Minimize,
+                31,
+            ))
             .unwrap()
             .params
         };
@@ -157,19 +156,17 @@ fn maximization_mirrors_minimization() {
         })
         .collect();
     let sampler = SamplerKind::Tpe.build(8).unwrap();
-    let min = sampler.sample(&SampleContext {
-        space: &space,
-        history: &history,
-        study_history: &history,
-        direction: Direction::Minimize,
-        trial_number: 25,
-    });
-    let max = sampler.sample(&SampleContext {
-        space: &space,
-        history: &negated,
-        study_history: &negated,
-        direction: Direction::Maximize,
-        trial_number: 25,
-    });
+    let min = sampler.sample(&SampleContext::new(
+        &space,
+        &history,
+        Direction::Minimize,
+        25,
+    ));
+    let max = sampler.sample(&SampleContext::new(
+        &space,
+        &negated,
+        Direction::Maximize,
+        25,
+    ));
     assert_eq!(min.unwrap(), max.unwrap());
 }

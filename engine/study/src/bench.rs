@@ -239,13 +239,7 @@ pub fn run_study(
     let mut values = Vec::with_capacity(n_trials);
     let mut suggest_seconds = Vec::with_capacity(n_trials);
     for number in 0..n_trials as u64 {
-        let ctx = SampleContext {
-            space: &space,
-            history: &history,
-            study_history: &history,
-            direction: Direction::Minimize,
-            trial_number: number,
-        };
+        let ctx = SampleContext::new(&space, &history, Direction::Minimize, number);
         let start = Instant::now();
         let proposal = sampler.sample(&ctx)?;
         suggest_seconds.push(start.elapsed().as_secs_f64());

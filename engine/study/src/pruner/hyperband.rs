@@ -153,14 +153,20 @@ impl Pruner for HyperbandPruner {
     /// The trials of the bracket of trial `number`, as Optuna's `_BracketStudy` shows its
     /// samplers; all of them while the brackets are not known (before this process's first
     /// `prune`, as in Optuna, whose brackets start there too) or there are none.
-    fn sampler_history(&self, study_name: &str, number: u64, history: Vec<Trial>) -> Vec<Trial> {
-        let Some(id) = self.bracket_of(study_name, number) else {
-            return history;
-        };
-        history
-            .into_iter()
-            .filter(|t| self.bracket_of(study_name, t.number) == Some(id))
-            .collect()
+    fn sampler_history(
+        &self,
+        study_name: &str,
+        number: u64,
+        history: &[Trial],
+    ) -> Option<Vec<Trial>> {
+        let id = self.bracket_of(study_name, number)?;
+        Some(
+            history
+                .iter()
+                .filter(|t| self.bracket_of(study_name, t.number) == Some(id))
+                .cloned()
+                .collect(),
+        )
     }
 
     fn prune(&self, ctx: &PruneContext<'_>) -> PruneDecision {
@@ -219,10 +225,11 @@ mod tests {
             .map(|n| Trial::complete(n, InternalParams::new(), n as f64))
             .collect();
         let numbers = |h: Vec<Trial>| h.iter().map(|t| t.number).collect::<Vec<_>>();
-        assert_eq!(
-            numbers(p.sampler_history("s", 20, history.clone())).len(),
-            20
-        );
+        let shown = |n| {
+            p.sampler_history("s", n, &history)
+                .unwrap_or_else(|| history.clone())
+        };
+        assert_eq!(numbers(shown(20)).len(), 20);
         let t = Trial::new(20, TrialState::Running, InternalParams::new())
             .with_intermediate([(1, 0.0)]);
         let _ = p.prune(&PruneContext {
@@ -233,11 +240,8 @@ mod tests {
         });
         // Trials 0..19 of "s" fall in brackets 0 0 0 1 0 1 0 0 0 2 0 0 1 2 0 1 1 1 2 0
         // (Optuna 5.0, above): trial 3's sampler sees bracket 1's trials, trial 9's bracket 2's.
-        assert_eq!(
-            numbers(p.sampler_history("s", 3, history.clone())),
-            [3, 5, 12, 15, 16, 17]
-        );
-        assert_eq!(numbers(p.sampler_history("s", 9, history)), [9, 13, 18]);
+        assert_eq!(numbers(shown(3)), [3, 5, 12, 15, 16, 17]);
+        assert_eq!(numbers(shown(9)), [9, 13, 18]);
     }
 
     #[test]

@@ -632,13 +632,13 @@ impl Runner {
         let others: Vec<_> = all.into_iter().filter(|t| t.number != number).collect();
         // Hyperband shows a sampler's model only its trial's bracket, as Optuna does; enqueued
         // entries and grid points are taken by the whole study's trials.
-        let learned = self
+        let bracket = self
             .pruner
-            .sampler_history(&self.cfg.study_name, number, others.clone());
+            .sampler_history(&self.cfg.study_name, number, &others);
         let sampled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             self.sampler.sample(&SampleContext {
                 space: &self.space,
-                history: &learned,
+                history: bracket.as_deref().unwrap_or(&others),
                 study_history: &others,
                 direction: self.cfg.direction,
                 trial_number: number,

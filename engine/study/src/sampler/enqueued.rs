@@ -142,13 +142,7 @@ mod tests {
         let mut history = Vec::new();
         let mut got = Vec::new();
         for number in 0..3 {
-            let ctx = SampleContext {
-                space: &space,
-                history: &history,
-                study_history: &history,
-                direction: Direction::Minimize,
-                trial_number: number,
-            };
+            let ctx = SampleContext::new(&space, &history, Direction::Minimize, number);
             let p = s.sample(&ctx).unwrap();
             got.push(p.clone());
             let mut t = Trial::new(
@@ -225,13 +219,7 @@ mod tests {
     }
 
     fn ctx<'a>(space: &'a SearchSpace, history: &'a [Trial], number: u64) -> SampleContext<'a> {
-        SampleContext {
-            space,
-            history,
-            study_history: history,
-            direction: Direction::Minimize,
-            trial_number: number,
-        }
+        SampleContext::new(space, history, Direction::Minimize, number)
     }
 
     fn two_by_two() -> SearchSpace {

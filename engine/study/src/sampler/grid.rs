@@ -253,13 +253,7 @@ mod tests {
 
     /// Trial `number`'s context over `history`, minimising.
     fn context<'a>(space: &'a SearchSpace, history: &'a [Trial], number: u64) -> SampleContext<'a> {
-        SampleContext {
-            space,
-            history,
-            study_history: history,
-            direction: Direction::Minimize,
-            trial_number: number,
-        }
+        SampleContext::new(space, history, Direction::Minimize, number)
     }
 
     /// An int `n` in 1..=`high` gridded at `ns`, and a categorical `c` of "a" and "b".

@@ -49,6 +49,25 @@ pub struct SampleContext<'a> {
     pub trial_number: u64,
 }
 
+impl<'a> SampleContext<'a> {
+    /// Trial `trial_number`'s context, the sampler learning from every trial of `history`
+    /// (no pruner splitting the study).
+    pub fn new(
+        space: &'a SearchSpace,
+        history: &'a [Trial],
+        direction: Direction,
+        trial_number: u64,
+    ) -> SampleContext<'a> {
+        SampleContext {
+            space,
+            history,
+            study_history: history,
+            direction,
+            trial_number,
+        }
+    }
+}
+
 /// A sampler's answer: the parameters (internal representation) and the system attributes to
 /// store with the trial (Optuna's `fixed_params`, `grid_id`, `search_space`), which later
 /// sampling calls read back from the history.

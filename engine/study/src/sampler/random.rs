@@ -109,13 +109,7 @@ mod tests {
         let mut small_b = 0;
         let n = 6000;
         for t in 0..n {
-            let ctx = SampleContext {
-                space: &s,
-                history: &[],
-                study_history: &[],
-                direction: Direction::Minimize,
-                trial_number: t,
-            };
+            let ctx = SampleContext::new(&s, &[], Direction::Minimize, t);
             let p = sampler.sample(&ctx).unwrap().params;
             for (name, dist) in s.iter() {
                 assert!(dist.contains(p[name]), "{name} = {}", p[name]);
@@ -138,13 +132,7 @@ mod tests {
     #[test]
     fn same_seed_and_number_same_params() {
         let s = space();
-        let ctx = |t| SampleContext {
-            space: &s,
-            history: &[],
-            study_history: &[],
-            direction: Direction::Minimize,
-            trial_number: t,
-        };
+        let ctx = |t| SampleContext::new(&s, &[], Direction::Minimize, t);
         let a = RandomSampler::new(1).sample(&ctx(3)).unwrap();
         assert_eq!(a, RandomSampler::new(1).sample(&ctx(3)).unwrap());
         assert_ne!(a, RandomSampler::new(2).sample(&ctx(3)).unwrap());

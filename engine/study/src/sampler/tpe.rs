@@ -316,13 +316,7 @@ mod tests {
         h.push(Trial::new(14, TrialState::Pruned, p(3.0)));
         h.push(Trial::new(15, TrialState::Running, p(4.0)));
         h.push(Trial::new(16, TrialState::Fail, p(5.0)));
-        let ctx = SampleContext {
-            space: &space,
-            history: &h,
-            study_history: &h,
-            direction: Direction::Minimize,
-            trial_number: 17,
-        };
+        let ctx = SampleContext::new(&space, &h, Direction::Minimize, 17);
         let (below, above) = split_trials(&ctx, true);
         let nums = |v: &[&Trial]| v.iter().map(|t| t.number).collect::<Vec<_>>();
         // n = 15 finished → γ = 2: the two best complete trials (values 1 and 2).
@@ -344,24 +338,12 @@ mod tests {
                 Trial::new(i, TrialState::Pruned, p(1.0)).with_intermediate([(i % 4, i as f64)]),
             );
         }
-        let ctx = SampleContext {
-            space: &space,
-            history: &h,
-            study_history: &h,
-            direction: Direction::Maximize,
-            trial_number: 25,
-        };
+        let ctx = SampleContext::new(&space, &h, Direction::Maximize, 25);
         let (below, _) = split_trials(&ctx, true);
         assert_eq!(nums(&below), vec![0, 1, 2]);
         h.push(Trial::complete(25, p(1.0), 7.0));
         h.push(Trial::new(26, TrialState::Pruned, p(1.0)).with_intermediate([(3, 100.0)]));
-        let ctx = SampleContext {
-            space: &space,
-            history: &h,
-            study_history: &h,
-            direction: Direction::Maximize,
-            trial_number: 27,
-        };
+        let ctx = SampleContext::new(&space, &h, Direction::Maximize, 27);
         // n = 27 → γ = 3: complete values 7, 2, 1 → #25, #2, #1.
         let (below, _) = split_trials(&ctx, true);
         assert_eq!(nums(&below), vec![1, 2, 25]);
@@ -398,13 +380,7 @@ mod tests {
         let tpe = TpeSampler::new(TpeConfig::default()).unwrap();
         let mut xs: Vec<f64> = (40..80)
             .map(|number| {
-                let ctx = SampleContext {
-                    space: &space,
-                    history: &history,
-                    study_history: &history,
-                    direction: Direction::Minimize,
-                    trial_number: number,
-                };
+                let ctx = SampleContext::new(&space, &history, Direction::Minimize, number);
                 let got = tpe.sample(&ctx).unwrap().params;
                 assert!(space.get("y").unwrap().contains(got["y"]), "{got:?}");
                 got["x"]
