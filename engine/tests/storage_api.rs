@@ -32,7 +32,8 @@ fn act() -> OptunaDistribution {
 
 fn schema(conn: &rusqlite::Connection) -> Vec<(String, String, String, Option<String>)> {
     let mut stmt = conn
-        .prepare("SELECT type, name, tbl_name, sql FROM sqlite_master WHERE tbl_name NOT LIKE 'tradetune%' ORDER BY rowid")
+        // Ours: the tradetune_* tables and the trigger on `trials` that deletes their rows.
+        .prepare("SELECT type, name, tbl_name, sql FROM sqlite_master WHERE name NOT LIKE 'tradetune%' AND tbl_name NOT LIKE 'tradetune%' ORDER BY rowid")
         .unwrap();
     stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
         .unwrap()

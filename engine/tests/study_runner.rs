@@ -496,15 +496,20 @@ fn the_pruner_prunes_a_hopeless_trial_through_the_runner() {
 }
 
 #[test]
-fn heartbeats_while_running_and_stale_trials_fail_on_start() {
+fn heartbeats_while_running_and_stale_trials_of_the_study_fail_on_start() {
     let path = db("heartbeat");
-    // A trial left RUNNING by a "dead" worker: its heartbeat is never renewed.
-    let dead = {
+    // A trial left RUNNING by a "dead" worker: its heartbeat is never renewed. And a running
+    // trial of another study in the same file, whose workers beat less often than this
+    // runner's `stale_after`: not this runner's to judge.
+    let (dead, other) = {
         let mut s = Storage::open(&path).unwrap();
-        let id = s
-            .create_study("hb", &[tradetune_engine::storage::StudyDirection::Maximize])
-            .unwrap();
-        s.create_trial(id).unwrap().trial_id
+        let maximize = [tradetune_engine::storage::StudyDirection::Maximize];
+        let id = s.create_study("hb", &maximize).unwrap();
+        let other = s.create_study("other", &maximize).unwrap();
+        (
+            s.create_trial(id).unwrap().trial_id,
+            s.create_trial(other).unwrap().trial_id,
+        )
     };
     let open = |db: &PathBuf| {
         let conn = rusqlite::Connection::open(db).unwrap();
@@ -536,6 +541,7 @@ fn heartbeats_while_running_and_stale_trials_fail_on_start() {
     // The dead worker's last beat is long past (rather than waiting for SQLite's whole-second
     // clock to make it older than `stale_after`).
     write_beat(dead, "2000-01-01 00:00:00");
+    write_beat(other, "2000-01-01 00:00:00");
     // A beat no renewal writes: the running trial overwrites its own beat with it and waits
     // until the runner's heartbeat thread replaces it (every 200 ms), whatever the wall clock
     // reads. It lies in the future, so no stale check could take it for a dead worker's.
@@ -564,6 +570,11 @@ fn heartbeats_while_running_and_stale_trials_fail_on_start() {
     let (tx, _rx) = mpsc::channel();
     let report = runner.run(&tx).unwrap();
     assert_eq!(report.recovered, vec![0]);
+    assert_eq!(
+        trials(&path, "other")[0].state,
+        TrialState::Running,
+        "another study's trial was judged by this runner's stale_after"
+    );
     let stored = trials(&path, "hb");
     assert_eq!(stored[0].state, TrialState::Fail);
     assert!(attr_str(&stored[0], "fail_reason").starts_with("worker lost"));

@@ -328,6 +328,94 @@ fn tradetune_workers_and_an_optuna_process_share_one_postgres_database() {
     share_one_storage(Path::new(&url));
 }
 
+/// A study TradeTune ran, deleted by Optuna's own `delete_study` (as optuna-dashboard's
+/// "Delete study" does): PostgreSQL lets it go (its references cascade), and on SQLite the
+/// trial Optuna creates next (which takes the deleted trial's id) has none of the deleted
+/// trial's run record, learning curve or fold returns.
+fn optuna_deletes_a_study_tradetune_ran(db: &Path) {
+    use tradetune_engine::storage::{CurvePoint, FoldReturn};
+    let mut s = Storage::open(db).unwrap();
+    let gone = s.create_study("gone", &[StudyDirection::Maximize]).unwrap();
+    let t = s.create_trial(gone).unwrap();
+    s.set_run_metadata(
+        t.trial_id,
+        &RunMetadata {
+            worker: Some("w0".into()),
+            device: "cpu".into(),
+            backend: "flex".into(),
+            precision: "f32".into(),
+            config: JsonValue::parse(r#"{"ppo": {"n_steps": 64}}"#).unwrap(),
+        },
+    )
+    .unwrap();
+    let point = |update_index| CurvePoint {
+        metric: "loss".into(),
+        update_index,
+        env_steps: 64 * (update_index + 1),
+        value: 0.5,
+    };
+    s.append_learning_curve(t.trial_id, &[point(0), point(1)])
+        .unwrap();
+    s.put_fold_returns(
+        t.trial_id,
+        &[FoldReturn {
+            fold: 0,
+            bar_index: 0,
+            bar_time: 1_700_000_000,
+            value: 0.01,
+        }],
+    )
+    .unwrap();
+    s.complete_trial(t.trial_id, &[1.0]).unwrap();
+    drop(s);
+    let url = db.to_string_lossy();
+    let url = if url.contains("://") {
+        url.into_owned()
+    } else {
+        format!("sqlite:///{url}")
+    };
+    let script = "import sys, optuna\n\
+        optuna.logging.set_verbosity(optuna.logging.WARNING)\n\
+        optuna.delete_study(study_name='gone', storage=sys.argv[1])\n\
+        study = optuna.create_study(study_name='new', storage=sys.argv[1])\n\
+        trial = study.ask()\n\
+        study.tell(trial, 2.0)\n\
+        print(trial._trial_id)\n";
+    let out = Command::new("python3")
+        .args(["-c", script, &url])
+        .output()
+        .expect("run python3");
+    assert!(
+        out.status.success(),
+        "Optuna's delete_study: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let new_id: i64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let s = Storage::open(db).unwrap();
+    assert!(s.run_metadata(new_id).unwrap().is_none());
+    assert!(s.learning_curve(new_id).unwrap().is_empty());
+    assert!(s.fold_returns(new_id).unwrap().is_empty());
+    let names: Vec<String> = s.studies().unwrap().into_iter().map(|x| x.name).collect();
+    assert_eq!(names, vec!["new".to_string()]);
+}
+
+#[test]
+fn optuna_deletes_a_study_tradetune_ran_from_a_file() {
+    if !optuna_available("optuna_deletes_a_study_tradetune_ran_from_a_file") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    optuna_deletes_a_study_tradetune_ran(&dir.path().join("deleted.db"));
+}
+
+#[test]
+fn optuna_deletes_a_study_tradetune_ran_from_postgres() {
+    let Some(url) = postgres_database("optuna_deletes_pg") else {
+        return;
+    };
+    optuna_deletes_a_study_tradetune_ran(Path::new(&url));
+}
+
 /// Four TradeTune worker threads and one Optuna process write one study at once.
 fn share_one_storage(db: &Path) {
     let db = db.to_path_buf();

@@ -22,35 +22,58 @@ use super::trial_write::FAIL_REASON_KEY;
 impl Storage {
     /// Sets every RUNNING trial (of any study) whose heartbeat is older than `stale_after` to
     /// FAIL, with reason, in one transaction; returns them. Runs on open when the opener asks
-    /// (see [`StorageOptions::stale_after`]: a runner does, with its `stale_after`); a runner
-    /// also calls it before starting trials.
+    /// (see [`StorageOptions::stale_after`]). A study's runner uses
+    /// [`Self::fail_stale_trials_of`]: other studies' workers may beat less often.
     pub fn fail_stale_trials(
         &mut self,
         stale_after: Duration,
     ) -> Result<Vec<TrialHandle>, StorageError> {
+        self.fail_stale(stale_after, None)
+    }
+
+    /// [`Self::fail_stale_trials`] for the trials of study `study_id` only, as Optuna's sweep
+    /// is (`_get_stale_trial_ids(study_id)`): a runner judges its own study's workers by its
+    /// `stale_after`, never the trials of another study (another TradeTune study's workers
+    /// started with a longer `--stale-after`, an Optuna worker with its own heartbeat
+    /// interval), which it would fail while they train.
+    pub fn fail_stale_trials_of(
+        &mut self,
+        study_id: i64,
+        stale_after: Duration,
+    ) -> Result<Vec<TrialHandle>, StorageError> {
+        self.fail_stale(stale_after, Some(study_id))
+    }
+
+    fn fail_stale(
+        &mut self,
+        stale_after: Duration,
+        study_id: Option<i64>,
+    ) -> Result<Vec<TrialHandle>, StorageError> {
         let secs = stale_after.as_secs_f64();
+        // An integer of ours, not input text: written into the statement as it is.
+        let of_study = study_id.map_or_else(String::new, |id| format!("AND t.study_id = {id} "));
         self.write("fail stale trials", |tx| {
             // On the database's clock, as the beats were written (see `upsert_heartbeat`).
             let sql = match tx.dialect() {
                 // julianday() reads both `CURRENT_TIMESTAMP` and SQLAlchemy's fractional form.
-                Dialect::Sqlite => {
+                Dialect::Sqlite => format!(
                     "SELECT t.trial_id, t.study_id, t.number, h.heartbeat FROM trials t \
                      JOIN trial_heartbeats h ON h.trial_id = t.trial_id \
-                     WHERE t.state = 'RUNNING' \
+                     WHERE t.state = 'RUNNING' {of_study}\
                      AND (julianday(CURRENT_TIMESTAMP) - julianday(h.heartbeat)) * 86400.0 > ?1"
-                }
+                ),
                 // Locked, and skipped when another worker is failing (or finishing) them now.
-                Dialect::Postgres => {
+                Dialect::Postgres => format!(
                     "SELECT t.trial_id, t.study_id, t.number, h.heartbeat FROM trials t \
                      JOIN trial_heartbeats h ON h.trial_id = t.trial_id \
-                     WHERE t.state = 'RUNNING' \
+                     WHERE t.state = 'RUNNING' {of_study}\
                      AND h.heartbeat < LOCALTIMESTAMP - make_interval(secs => ?1) \
                      FOR UPDATE OF t SKIP LOCKED"
-                }
+                ),
             };
             let stale: Vec<(TrialHandle, String)> = tx
                 .tx
-                .query(sql, args![secs])
+                .query(&sql, args![secs])
                 .and_then(|rows| {
                     rows.iter()
                         .map(|r| {

@@ -10,6 +10,10 @@ use super::error::{StorageError, optuna_url, sql_err};
 /// version.
 pub const TRADETUNE_SCHEMA_VERSION: i64 = 1;
 
+/// The tables on SQLite. A trigger deletes a trial's rows of them with the trial: Optuna's
+/// `delete_study` (and optuna-dashboard's) deletes trials knowing only its own tables, on a
+/// connection that does not enforce foreign keys, and SQLite gives a deleted trial's id to the
+/// next trial created, which would inherit the deleted one's curves and fold returns.
 const DDL: &str = "
 CREATE TABLE IF NOT EXISTS tradetune_version (
     version_id INTEGER NOT NULL PRIMARY KEY CHECK (version_id = 1),
@@ -49,17 +53,27 @@ CREATE TABLE IF NOT EXISTS tradetune_fold_returns (
     value FLOAT,
     PRIMARY KEY (trial_id, fold, bar_index)
 );
+CREATE TRIGGER IF NOT EXISTS tradetune_trial_deleted AFTER DELETE ON trials
+BEGIN
+    DELETE FROM tradetune_runs WHERE trial_id = OLD.trial_id;
+    DELETE FROM tradetune_learning_curves WHERE trial_id = OLD.trial_id;
+    DELETE FROM tradetune_telemetry WHERE trial_id = OLD.trial_id;
+    DELETE FROM tradetune_fold_returns WHERE trial_id = OLD.trial_id;
+END;
 ";
 
 /// The same tables on PostgreSQL: `TIMESTAMP` for datetimes, `DOUBLE PRECISION` for values,
-/// `BIGINT` counters, a `BIGSERIAL` sample id; `"precision"` quoted (a type keyword).
+/// `BIGINT` counters, a `BIGSERIAL` sample id; `"precision"` quoted (a type keyword). Their
+/// rows go with their trial (`ON DELETE CASCADE`): Optuna's `delete_study` (and
+/// optuna-dashboard's) deletes trials knowing only its own tables, which PostgreSQL would refuse
+/// over these references.
 const PG_DDL: &str = "
 CREATE TABLE IF NOT EXISTS tradetune_version (
     version_id INTEGER NOT NULL PRIMARY KEY CHECK (version_id = 1),
     schema_version INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS tradetune_runs (
-    trial_id INTEGER NOT NULL PRIMARY KEY REFERENCES trials (trial_id),
+    trial_id INTEGER NOT NULL PRIMARY KEY REFERENCES trials (trial_id) ON DELETE CASCADE,
     worker TEXT,
     device TEXT NOT NULL,
     backend TEXT NOT NULL,
@@ -68,7 +82,7 @@ CREATE TABLE IF NOT EXISTS tradetune_runs (
     recorded_at TIMESTAMP NOT NULL
 );
 CREATE TABLE IF NOT EXISTS tradetune_learning_curves (
-    trial_id INTEGER NOT NULL REFERENCES trials (trial_id),
+    trial_id INTEGER NOT NULL REFERENCES trials (trial_id) ON DELETE CASCADE,
     metric TEXT NOT NULL,
     update_index BIGINT NOT NULL,
     env_steps BIGINT NOT NULL,
@@ -77,7 +91,7 @@ CREATE TABLE IF NOT EXISTS tradetune_learning_curves (
 );
 CREATE TABLE IF NOT EXISTS tradetune_telemetry (
     sample_id BIGSERIAL PRIMARY KEY,
-    trial_id INTEGER REFERENCES trials (trial_id),
+    trial_id INTEGER REFERENCES trials (trial_id) ON DELETE CASCADE,
     recorded_at TIMESTAMP NOT NULL,
     source TEXT NOT NULL,
     metric TEXT NOT NULL,
@@ -85,7 +99,7 @@ CREATE TABLE IF NOT EXISTS tradetune_telemetry (
 );
 CREATE INDEX IF NOT EXISTS ix_tradetune_telemetry_trial_id ON tradetune_telemetry (trial_id);
 CREATE TABLE IF NOT EXISTS tradetune_fold_returns (
-    trial_id INTEGER NOT NULL REFERENCES trials (trial_id),
+    trial_id INTEGER NOT NULL REFERENCES trials (trial_id) ON DELETE CASCADE,
     fold INTEGER NOT NULL,
     bar_index INTEGER NOT NULL,
     bar_time BIGINT NOT NULL,
@@ -108,6 +122,9 @@ pub(super) fn create_or_check(tx: &mut Txn<'_>, path: &str) -> Result<(), Storag
         Dialect::Postgres => PG_DDL,
     };
     tx.batch(ddl).map_err(&err)?;
+    if tx.dialect() == Dialect::Postgres {
+        cascade_trial_references(tx).map_err(&err)?;
+    }
     let found = tx
         .query_opt(
             "SELECT schema_version FROM tradetune_version WHERE version_id = 1",
@@ -132,4 +149,27 @@ pub(super) fn create_or_check(tx: &mut Txn<'_>, path: &str) -> Result<(), Storag
             expected: "tradetune_version 1",
         }),
     }
+}
+
+/// Databases whose `tradetune_*` tables were made before their references to `trials` cascaded:
+/// each such reference is made again with `ON DELETE CASCADE` (once; a database made since has
+/// them already and this only reads the catalogue).
+fn cascade_trial_references(tx: &mut Txn<'_>) -> Result<(), super::db::DbError> {
+    let stale = tx.query(
+        "SELECT c.conname::text, c.conrelid::regclass::text FROM pg_constraint c \
+         WHERE c.contype = 'f' AND c.confrelid = 'trials'::regclass \
+         AND c.conrelid::regclass::text LIKE 'tradetune%' AND c.confdeltype <> 'c'",
+        &[],
+    )?;
+    let stale: Vec<(String, String)> = stale
+        .iter()
+        .map(|r| Ok((r.string(0)?, r.string(1)?)))
+        .collect::<Result<_, super::db::DbError>>()?;
+    for (name, table) in stale {
+        tx.batch(&format!(
+            "ALTER TABLE {table} DROP CONSTRAINT \"{name}\", ADD CONSTRAINT \"{name}\" \
+             FOREIGN KEY (trial_id) REFERENCES trials (trial_id) ON DELETE CASCADE"
+        ))?;
+    }
+    Ok(())
 }

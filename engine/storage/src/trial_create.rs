@@ -46,6 +46,22 @@ fn insert_trial(
         .transpose()
         .map_err(tx.err())?
         .ok_or(StorageError::UnknownStudy(study_id))?;
+    // Rows a deleted trial of this id left in our tables (SQLite gives a deleted trial's id to
+    // the next one; a study deleted by Optuna before our tables' trigger existed left them):
+    // the new trial starts without the old one's run record, curves and fold returns.
+    for table in [
+        "tradetune_runs",
+        "tradetune_learning_curves",
+        "tradetune_telemetry",
+        "tradetune_fold_returns",
+    ] {
+        tx.tx
+            .execute(
+                &format!("DELETE FROM {table} WHERE trial_id = ?1"),
+                args![trial_id],
+            )
+            .map_err(tx.err())?;
+    }
     Ok(TrialHandle {
         trial_id,
         study_id,
@@ -121,7 +137,10 @@ impl Storage {
     }
 
     /// Takes the oldest WAITING trial of the study and makes it RUNNING, or returns None.
-    /// Atomic: two workers never take the same trial.
+    /// Atomic: two workers never take the same trial, nor revive one a cancel finished, even
+    /// where the other writer is not TradeTune (Optuna takes a waiting trial and cancels one
+    /// locking only its row, not the study's): a trial found WAITING is taken only if it is
+    /// still WAITING once its row is locked, as Optuna's own rule is.
     pub fn pop_waiting_trial(
         &mut self,
         study_id: i64,
@@ -129,25 +148,38 @@ impl Storage {
         self.write("start enqueued trial", |tx| {
             require_study(tx, study_id)?;
             tx.lock_study(study_id)?;
-            let id = tx
-                .tx
-                .query_opt(
-                    "SELECT MIN(trial_id) FROM trials WHERE study_id = ?1 AND state = 'WAITING'",
-                    args![study_id],
-                )
-                .and_then(|r| r.map(|r| r.opt_i64(0)).transpose())
-                .map_err(tx.err())?
-                .flatten();
-            let Some(trial_id) = id else { return Ok(None) };
-            let row = trial_row(tx, trial_id)?;
-            tx.tx
-                .execute(
-                    "UPDATE trials SET state = 'RUNNING', datetime_start = ?2 WHERE trial_id = ?1",
-                    args![trial_id, now_utc()],
-                )
-                .map_err(tx.err())?;
-            upsert_heartbeat(tx, trial_id)?;
-            Ok(Some(row.handle()))
+            let mut after = i64::MIN;
+            loop {
+                let id = tx
+                    .tx
+                    .query_opt(
+                        "SELECT MIN(trial_id) FROM trials WHERE study_id = ?1 \
+                         AND state = 'WAITING' AND trial_id > ?2",
+                        args![study_id, after],
+                    )
+                    .and_then(|r| r.map(|r| r.opt_i64(0)).transpose())
+                    .map_err(tx.err())?
+                    .flatten();
+                let Some(trial_id) = id else { return Ok(None) };
+                after = trial_id;
+                let row = trial_row(tx, trial_id)?;
+                if row.state != TrialState::Waiting {
+                    continue;
+                }
+                let taken = tx
+                    .tx
+                    .execute(
+                        "UPDATE trials SET state = 'RUNNING', datetime_start = ?2 \
+                         WHERE trial_id = ?1 AND state = 'WAITING'",
+                        args![trial_id, now_utc()],
+                    )
+                    .map_err(tx.err())?;
+                if taken != 1 {
+                    continue;
+                }
+                upsert_heartbeat(tx, trial_id)?;
+                return Ok(Some(row.handle()));
+            }
         })
     }
 

@@ -192,12 +192,30 @@ fn record(launch: &StudyLaunch, prepared: &Prepared) -> Result<(), FrontError> {
     }
     let mut storage = Storage::open(db)?;
     let name = &launch.file.study.name;
+    // Twice at most: a study another process created between the lookup and the creation
+    // here (two `study run`s of one new study started at once) is then found and checked.
+    for _ in 0..2 {
+        if record_once(launch, prepared, &mut storage)? {
+            return Ok(());
+        }
+    }
+    Err(StorageError::DuplicateStudy(name.clone()).into())
+}
+
+/// [`record`] once: false where the study was created by another process meanwhile (it is
+/// then there to look up again).
+fn record_once(
+    launch: &StudyLaunch,
+    prepared: &Prepared,
+    storage: &mut Storage,
+) -> Result<bool, FrontError> {
+    let name = &launch.file.study.name;
     match storage.study(name) {
         // Checked before the record is written: a study this run refuses is left as it was.
         Ok(study) => {
             crate::study::runner::check_direction(&study, launch.file.direction())?;
             match super::RecordedStudy::of(&study) {
-                None => launch.record.write(&mut storage, study.study_id)?,
+                None => launch.record.write(storage, study.study_id)?,
                 Some(recorded) => {
                     if let Some(f) = recorded.fingerprint
                         && f != prepared.fingerprint
@@ -218,11 +236,16 @@ fn record(launch: &StudyLaunch, prepared: &Prepared) -> Result<(), FrontError> {
                 .map_err(|e| launch.file.key_error("study.name", e))?;
             let mut record = launch.record.clone();
             record.fingerprint = Some(prepared.fingerprint.clone());
-            record.create(&mut storage, name, launch.file.direction())?;
+            match record.create(storage, name, launch.file.direction()) {
+                Err(StorageError::DuplicateStudy(_)) => return Ok(false),
+                other => {
+                    other?;
+                }
+            }
         }
         Err(e) => return Err(e.into()),
     }
-    Ok(())
+    Ok(true)
 }
 
 /// A runner and what its data is.

@@ -8,7 +8,9 @@ use std::time::Instant;
 use crate::trial::TrialState;
 use tradetune_device::DeviceSpec;
 use tradetune_device::memory::MemoryBudget;
-use tradetune_storage::{HeartbeatThread, JsonValue, RunMetadata, Storage, TrialHandle};
+use tradetune_storage::{
+    HeartbeatThread, JsonValue, RunMetadata, Storage, StorageError, TrialHandle,
+};
 use tradetune_telemetry::{CpuSharing, Phase};
 
 use super::devices::DeviceSlot;
@@ -29,8 +31,36 @@ impl Runner {
         events: &Sender<StudyEvent>,
     ) -> Result<TrialOutcome, RunnerError> {
         let handle = s.handle;
-        self.run_started(storage, worker, slot, shared, s, events)
-            .inspect_err(|e| self.abandon(storage, handle, worker, slot, e, events))
+        match self.run_started(storage, worker, slot, shared, s, events) {
+            // Finished by another process while it ran (its heartbeat judged stale by a worker
+            // with a shorter `--stale-after`, say): the stored state stands, and this worker
+            // goes on with the next trial instead of stopping over one it no longer owns.
+            Err(RunnerError::Storage(StorageError::TrialFinished { state, .. })) => {
+                let number = handle.number.max(0) as u64;
+                let reason = format!(
+                    "taken from this worker: another process stored it as {state} while it ran \
+                     (its heartbeat judged stale?); its result here is not stored"
+                );
+                let _ = events.send(StudyEvent::TrialFailed {
+                    number,
+                    worker,
+                    device: slot.label.clone(),
+                    reason: reason.clone(),
+                    duration_s: 0.0,
+                });
+                Ok(TrialOutcome {
+                    number,
+                    state,
+                    value: None,
+                    worker,
+                    device: slot.label.clone(),
+                    reason: Some(reason),
+                })
+            }
+            result => {
+                result.inspect_err(|e| self.abandon(storage, handle, worker, slot, e, events))
+            }
+        }
     }
 
     /// Fails the trial of a worker stopped by `error`, best effort: the error the worker

@@ -379,32 +379,38 @@ impl Runner {
 
     /// Runs the study to the end of its trial budget (or until stopped), sending events.
     pub fn run(&self, events: &Sender<StudyEvent>) -> Result<StudyReport, RunnerError> {
-        let options = StorageOptions {
-            stale_after: Some(self.cfg.stale_after),
-            ..StorageOptions::default()
-        };
-        let mut storage = Storage::open_with(&self.cfg.storage, &options)?;
+        // No sweep on open: it would judge every study's trials by this runner's
+        // `stale_after`; this study's own are swept once it is known, below.
+        let mut storage = Storage::open_with(&self.cfg.storage, &StorageOptions::default())?;
         let attrs: Vec<(&str, JsonValue)> = self
             .study_attrs
             .iter()
             .map(|(k, v)| (k.as_str(), v.clone()))
             .collect();
+        let existing_study = |storage: &mut Storage, study: StudyRecord| {
+            check_direction(&study, self.cfg.direction)?;
+            storage.set_study_system_attrs(study.study_id, &attrs)?;
+            Ok::<_, RunnerError>(study.study_id)
+        };
         let study_id = match storage.study(&self.cfg.study_name) {
-            Ok(study) => {
-                check_direction(&study, self.cfg.direction)?;
-                storage.set_study_system_attrs(study.study_id, &attrs)?;
-                study.study_id
-            }
-            // Created with its attributes in one transaction.
+            Ok(study) => existing_study(&mut storage, study)?,
+            // Created with its attributes in one transaction; where another process created it
+            // since the lookup (two runs of one new study started at once), it is loaded.
             Err(StorageError::UnknownStudyName { .. }) => {
-                storage.create_study_with(&self.cfg.study_name, &[self.cfg.direction], &attrs)?
+                match storage.create_study_with(&self.cfg.study_name, &[self.cfg.direction], &attrs)
+                {
+                    Err(StorageError::DuplicateStudy(_)) => {
+                        let study = storage.study(&self.cfg.study_name)?;
+                        existing_study(&mut storage, study)?
+                    }
+                    created => created?,
+                }
             }
             Err(e) => return Err(e.into()),
         };
         let recovered_here: Vec<u64> = storage
-            .recovered_on_open()
+            .fail_stale_trials_of(study_id, self.cfg.stale_after)?
             .iter()
-            .filter(|h| h.study_id == study_id)
             .map(|h| h.number.max(0) as u64)
             .collect();
         let existing = storage.trials(study_id)?.len();
@@ -587,9 +593,10 @@ impl Runner {
         slot: &DeviceSlot,
         events: &Sender<StudyEvent>,
     ) -> Result<Option<Result<Started, (TrialHandle, String, bool)>>, RunnerError> {
-        // As Optuna does before each trial: a trial whose worker died (another process, maybe
-        // another machine) becomes FAIL once its heartbeat is stale, so its budget is free.
-        storage.fail_stale_trials(self.cfg.stale_after)?;
+        // As Optuna does before each trial: a trial of this study whose worker died (another
+        // process, maybe another machine) becomes FAIL once its heartbeat is stale, so its
+        // budget is free.
+        storage.fail_stale_trials_of(study_id, self.cfg.stale_after)?;
         let Some(handle) = storage.create_trial_within(study_id, self.cfg.study_budget)? else {
             return Ok(None);
         };
