@@ -158,6 +158,47 @@ fn a_cpcv_study_stores_its_folds_and_reports_pbo_and_the_deflated_sharpe() {
     assert!(out.contains("seed spread of trial #"), "{out}");
 }
 
+/// A trial whose lookback leaves a fold's test block too few bars to score fails before any
+/// fold trains, saying which split and why (not after training the first fold).
+#[test]
+fn a_lookback_longer_than_a_test_block_fails_the_trial_before_it_trains() {
+    let dir = scratch("cli_study_report", "lookback");
+    let file = dir.join("long.toml");
+    let db = dir.join("long.db");
+    let long = STUDY
+        .replace("name = \"cv\"", "name = \"long\"")
+        .replace("n_trials = 4", "n_trials = 1")
+        .replace("n_groups = 3", "n_groups = 8")
+        .replace("env.n_envs = 4", "env.n_envs = 4\nenv.lookback = 300");
+    std::fs::write(&file, long).unwrap();
+    let o = tradetune(&[
+        "study",
+        "run",
+        file.to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+        "--telemetry-interval",
+        "0",
+    ]);
+    assert!(!o.status.success(), "{}", text(&o.stdout));
+    let storage = Storage::open_read_only(&db).unwrap();
+    let trials = storage.trials(storage.study_id("long").unwrap()).unwrap();
+    assert_eq!(trials.len(), 1);
+    assert_eq!(trials[0].state, TrialState::Fail);
+    let reason = match trials[0].system_attr("fail_reason") {
+        Some(tradetune_engine::storage::JsonValue::Str(s)) => s.clone(),
+        other => panic!("fail_reason {other:?}"),
+    };
+    assert!(
+        reason.contains("fold test") && reason.contains("lookback 300"),
+        "{reason}"
+    );
+    assert!(
+        trials[0].intermediate_values.is_empty(),
+        "a fold trained first"
+    );
+}
+
 #[test]
 fn a_holdout_study_reports_why_it_has_no_pbo_and_backtests_its_checkpoint() {
     let dir = scratch("cli_study_report", "holdout");

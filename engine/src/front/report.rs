@@ -8,7 +8,7 @@
 //! one series per trial. Every trial of a study has the same folds, so the series line up bar
 //! for bar, which CSCV needs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use serde::Serialize;
@@ -77,7 +77,11 @@ pub struct StudyReport {
     pub complete: usize,
     /// COMPLETE trials with stored fold returns (the cross-validated ones).
     pub with_returns: usize,
-    /// Bars in each trial's out-of-sample series (one return a bar, in time order).
+    /// PRUNED trials with stored fold returns (those of the folds they ran): not in PBO's
+    /// matrix, but in the deflated Sharpe's N and V, as trials tried.
+    pub pruned_with_returns: usize,
+    /// Bars in PBO's series: those every COMPLETE trial with fold returns tested (one return
+    /// a bar, in time order).
     pub bars: usize,
     /// The most folds that tested one bar (CPCV's C(N − 1, k − 1); 1 for walk-forward, 0
     /// without fold returns): a bar's return in the series is the mean of its folds'.
@@ -110,11 +114,14 @@ pub fn study_report(
     // several folds (C(N − 1, k − 1) of them): joined as stored, a bar would count that many
     // times, out of order, which inflates the deflated Sharpe's T and puts the same bars in
     // both halves of PBO's combinations. So a bar's return is the mean of its folds' (the mean
-    // of CPCV's backtest paths); walk-forward folds test each bar once. Only series as long
-    // as the most common length line up (a trial cut short by a crash mid-write has fewer).
-    let mut series: Vec<(i64, Vec<f64>)> = Vec::new();
+    // of CPCV's backtest paths); walk-forward folds test each bar once. PRUNED trials keep the
+    // folds they ran: they were tried, and count in the deflated Sharpe's N and V.
+    let mut tried: Vec<(i64, bool, BTreeMap<i64, f64>)> = Vec::new();
     let mut tested_per_bar = 0;
-    for t in &complete {
+    for t in trials.iter().filter(|t| {
+        matches!(t.state, TrialState::Complete | TrialState::Pruned)
+            && (t.state == TrialState::Pruned || t.value().is_some_and(f64::is_finite))
+    }) {
         let mut by_bar: BTreeMap<i64, (f64, usize)> = BTreeMap::new();
         for x in storage.fold_returns(t.trial_id)? {
             let bar = by_bar.entry(x.bar_time).or_default();
@@ -123,13 +130,38 @@ pub fn study_report(
         }
         if let Some(most) = by_bar.values().map(|b| b.1).max() {
             tested_per_bar = tested_per_bar.max(most);
-            let means = by_bar.values().map(|(sum, n)| sum / *n as f64).collect();
-            series.push((t.number, means));
+            let means = by_bar
+                .into_iter()
+                .map(|(time, (sum, n))| (time, sum / n as f64))
+                .collect();
+            tried.push((t.number, t.state == TrialState::Complete, means));
         }
     }
-    let bars = modal_len(&series);
-    series.retain(|(_, s)| s.len() == bars);
+    // PBO compares the COMPLETE trials bar by bar: on the bars every one of them tested (a
+    // searched `env.lookback` leaves each trial's test blocks a different number of first
+    // bars to skip).
+    let mut common: Option<BTreeSet<i64>> = None;
+    for (_, _, means) in tried.iter().filter(|(_, complete, _)| *complete) {
+        let bars: BTreeSet<i64> = means.keys().copied().collect();
+        common = Some(match common {
+            None => bars,
+            Some(c) => c.intersection(&bars).copied().collect(),
+        });
+    }
+    let common = common.unwrap_or_default();
+    let series: Vec<(i64, Vec<f64>)> = tried
+        .iter()
+        .filter(|(_, complete, _)| *complete)
+        .map(|(number, _, means)| (*number, common.iter().map(|t| means[t]).collect()))
+        .collect();
+    let bars = common.len();
     let returns: Vec<&[f64]> = series.iter().map(|(_, s)| s.as_slice()).collect();
+    // The deflated Sharpe: the best trial's whole series, deflated by every trial tried.
+    let all: Vec<(i64, Vec<f64>)> = tried
+        .iter()
+        .map(|(number, _, means)| (*number, means.values().copied().collect()))
+        .collect();
+    let pruned_with_returns = tried.iter().filter(|(_, complete, _)| !complete).count();
 
     let pbo = if series.len() < 2 {
         PboSection {
@@ -157,13 +189,14 @@ pub fn study_report(
     };
     let selected = best
         .as_ref()
-        .and_then(|b| series.iter().position(|(n, _)| *n == b.number));
+        .and_then(|b| all.iter().position(|(n, _)| *n == b.number));
+    let all_returns: Vec<&[f64]> = all.iter().map(|(_, s)| s.as_slice()).collect();
     let dsr = match selected {
         None => DsrSection {
             result: None,
             unavailable: Some("the best trial has no stored fold returns".into()),
         },
-        Some(i) => match deflate_best(&returns, Some(i)) {
+        Some(i) => match deflate_best(&all_returns, Some(i)) {
             Ok(b) => DsrSection {
                 result: Some(b.deflated),
                 unavailable: None,
@@ -173,12 +206,12 @@ pub fn study_report(
                 result: None,
                 unavailable: Some(match e {
                     DsrTrialError::Trial { trial, source } => {
-                        format!("trial #{}: {source}", series[trial].0)
+                        format!("trial #{}: {source}", all[trial].0)
                     }
                     DsrTrialError::NeverTraded { trial } => format!(
                         "the best trial, #{}, never traded out of sample (its returns are all 0): \
                          its Sharpe ratio is 0, with no track record to deflate",
-                        series[trial].0
+                        all[trial].0
                     ),
                     e => e.to_string(),
                 }),
@@ -192,6 +225,7 @@ pub fn study_report(
         trials: trials.len(),
         complete: complete.len(),
         with_returns: series.len(),
+        pruned_with_returns,
         bars,
         tested_per_bar,
         best: best.map(|t| BestTrial {
@@ -277,18 +311,6 @@ pub fn test_backtest(best: Option<&TrialRecord>) -> TestSection {
     }
 }
 
-/// The most common series length (the longest among equals); 0 for none.
-fn modal_len(series: &[(i64, Vec<f64>)]) -> usize {
-    let mut counts: std::collections::BTreeMap<usize, usize> = Default::default();
-    for (_, s) in series {
-        *counts.entry(s.len()).or_default() += 1;
-    }
-    counts
-        .iter()
-        .max_by_key(|&(len, count)| (*count, *len))
-        .map_or(0, |(len, _)| *len)
-}
-
 impl StudyReport {
     /// How a bar's return was made when several folds tested it ("" when each bar was tested
     /// once).
@@ -306,14 +328,23 @@ impl StudyReport {
     /// The report for people.
     pub fn text(&self) -> String {
         let mut s = format!(
-            "study '{}' ({}): {} trials, {} complete, {} with fold returns ({} bars each{})\n",
+            "study '{}' ({}): {} trials, {} complete, {} with fold returns ({} bars all of them \
+             tested{}){}\n",
             self.study,
             self.direction,
             self.trials,
             self.complete,
             self.with_returns,
             self.bars,
-            self.bars_note()
+            self.bars_note(),
+            if self.pruned_with_returns > 0 {
+                format!(
+                    "; {} pruned trials' folds count in the deflated Sharpe's N and V",
+                    self.pruned_with_returns
+                )
+            } else {
+                String::new()
+            }
         );
         match &self.best {
             None => s += "best trial: none complete\n",
@@ -510,7 +541,59 @@ mod tests {
         assert_eq!(dsr.estimate.sharpe, want.sharpe);
         assert!(
             r.text()
-                .contains("96 bars each, a bar's return the mean of the 2 folds")
+                .contains("96 bars all of them tested, a bar's return the mean of the 2 folds")
+        );
+    }
+
+    /// PRUNED trials (the folds they ran) count in the deflated Sharpe's N and V, though PBO's
+    /// matrix holds only COMPLETE ones; a trial whose test blocks start a few bars later
+    /// (another lookback) lines up with the others on the bars all of them tested, rather than
+    /// being left out.
+    #[test]
+    fn pruned_trials_count_in_the_deflated_sharpe_and_shorter_series_line_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut storage = cross_validated(&dir.path().join("cv.db"), 3);
+        let study = storage.study("cv").unwrap().study_id;
+        let rows = |seed: f64, fold: i64, bars: std::ops::Range<i64>| {
+            bars.map(|bar| {
+                let u = (seed * 0.618_034 + bar as f64 * 0.754_878).fract();
+                FoldReturn {
+                    fold,
+                    bar_index: bar,
+                    bar_time: 1_700_000_000 + 3600 * (64 * fold + bar),
+                    value: 0.01 * (u - 0.5),
+                }
+            })
+            .collect::<Vec<_>>()
+        };
+        // Pruned after its first fold.
+        let pruned = storage.create_trial(study).unwrap().trial_id;
+        storage.report(pruned, 0, -1.0).unwrap();
+        storage
+            .put_fold_returns(pruned, &rows(7.0, 0, 0..64))
+            .unwrap();
+        storage.prune_trial(pruned).unwrap();
+        // Complete, each fold's first 4 bars unscored.
+        let later = storage.create_trial(study).unwrap().trial_id;
+        let mut all = rows(9.0, 0, 4..64);
+        all.extend(rows(9.0, 1, 4..64));
+        for fold in 0..2 {
+            storage.report(later, fold, -5.0).unwrap();
+        }
+        storage.put_fold_returns(later, &all).unwrap();
+        storage.complete_trial(later, &[-5.0]).unwrap();
+
+        let r = study_report(&storage, "cv", 4).unwrap();
+        assert_eq!((r.with_returns, r.pruned_with_returns, r.bars), (4, 1, 120));
+        let pbo = r.pbo.result.as_ref().expect("a PBO");
+        assert_eq!(pbo.strategies, 4);
+        let dsr = r.dsr.result.as_ref().expect("a deflated Sharpe");
+        assert_eq!(dsr.trials, 5, "every trial tried, the pruned one included");
+        assert_eq!(dsr.estimate.periods, 128, "the best trial's whole series");
+        assert!(
+            r.text().contains("1 pruned trials' folds count"),
+            "{}",
+            r.text()
         );
     }
 

@@ -57,6 +57,23 @@ impl EvalSplit {
         }
     }
 
+    /// The steps an evaluation of this split takes (its bars after the first observation
+    /// window), or why it cannot be evaluated: metrics need at least 2. Cheap: a trial checks
+    /// its evaluation splits with it before it trains, not after.
+    pub fn steps(&self) -> Result<usize, EvalError> {
+        let first = self.env.lookback.max(1) - 1;
+        // From the first usable bar to the split's last bar (the padding bar is never reached).
+        let steps = self.range.len().saturating_sub(first + 1);
+        if steps < 2 {
+            return Err(self.err(format!(
+                "{} bars with lookback {} leave {steps} steps; metrics need at least 2",
+                self.range.len(),
+                self.env.lookback
+            )));
+        }
+        Ok(steps)
+    }
+
     /// The env config of the evaluation: one env, one episode over the whole split.
     fn env_config(&self) -> EnvConfig {
         self.env
@@ -229,15 +246,7 @@ pub fn evaluate_timed(
     let device = policy.device();
 
     let first = split.env.lookback.max(1) - 1;
-    // Steps from the first usable bar to the split's last bar (the padding bar is never reached).
-    let steps = (n_bars - 1).saturating_sub(first + 1);
-    if steps < 2 {
-        return Err(split.err(format!(
-            "{} bars with lookback {} leave {steps} steps; metrics need at least 2",
-            split.range.len(),
-            split.env.lookback
-        )));
-    }
+    let steps = split.steps()?;
     let mut clock = BarClock::default();
     let curves = if tradetune_device::reads_are_transfers(&device) {
         drop(env);

@@ -27,6 +27,15 @@ impl PpoTrial {
         folds: &[Fold],
         device: &burn::tensor::Device,
     ) -> Result<f64, TrialError> {
+        // Every fold's test blocks can be scored with this trial's lookback: refused before
+        // any fold trains, not after the first one has.
+        for fold in folds {
+            for block in merge_adjacent(&fold.test) {
+                EvalSplit::new("fold test", self.dataset.clone(), block, &cfg.env)
+                    .steps()
+                    .map_err(TrialError::failed)?;
+            }
+        }
         let mut done = Work::begin();
         let mut values = Vec::with_capacity(folds.len());
         for (i, fold) in folds.iter().enumerate() {

@@ -26,6 +26,8 @@ impl PpoTrial {
             self.validation.clone(),
             &cfg.env,
         );
+        // Refused before training where this trial's lookback leaves the split too few bars.
+        split.steps().map_err(TrialError::failed)?;
         let mut done = Work::begin();
         let run = TrainingRun::build(
             cfg,

@@ -229,14 +229,23 @@ pub(super) fn report_view(ui: &mut egui::Ui, view: &StudiesView, commands: &mut 
         .id_salt("study_report")
         .show(ui, |ui| {
             ui.label(format!(
-                "study {} ({}): {} trials, {} COMPLETE, {} with stored fold returns ({} bars each{})",
+                "study {} ({}): {} trials, {} COMPLETE, {} with stored fold returns ({} bars all \
+                 of them tested{}){}",
                 report.study,
                 report.direction,
                 report.trials,
                 report.complete,
                 report.with_returns,
                 report.bars,
-                report.bars_note()
+                report.bars_note(),
+                if report.pruned_with_returns > 0 {
+                    format!(
+                        "; {} PRUNED trials' folds count in the deflated Sharpe's N and V",
+                        report.pruned_with_returns
+                    )
+                } else {
+                    String::new()
+                }
             ));
             ui.separator();
             best_trial(ui, report);
