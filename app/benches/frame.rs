@@ -139,10 +139,9 @@ fn frame(c: &mut Criterion) {
                     })
                 },
                 |rows| {
-                    harness
-                        .state_mut()
-                        .view
-                        .trials_read(vec!["bench".into()], Ok(rows));
+                    let view = &mut harness.state_mut().view;
+                    let generation = view.generation;
+                    view.trials_read(generation, vec!["bench".into()], Ok(rows));
                     support::frame(&mut harness)
                 },
                 BatchSize::LargeInput,

@@ -61,3 +61,24 @@ pub fn leave(code: u8) -> ! {
     #[cfg(not(unix))]
     std::process::exit(i32::from(code))
 }
+
+/// An ending that is no success though nothing broke (a run stopped by a signal): said as an
+/// error, with its own exit status.
+#[derive(Debug)]
+pub struct Ending {
+    pub code: u8,
+    pub message: String,
+}
+
+impl std::fmt::Display for Ending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Ending {}
+
+/// The exit status of a command that ended with `error`: an [`Ending`]'s own, else 1.
+pub fn exit_code(error: &anyhow::Error) -> u8 {
+    error.downcast_ref::<Ending>().map_or(1, |e| e.code)
+}

@@ -25,7 +25,7 @@ fn main() -> ! {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("error: {e:#}");
-            1
+            tradetune_app::leave::exit_code(&e)
         }
     };
     // After the GPU's work, without the libraries' exit handlers: see `leave`.

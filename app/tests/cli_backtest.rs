@@ -8,6 +8,11 @@ use std::path::{Path, PathBuf};
 
 /// Trains a few updates on the bundled sample into `dir/run`.
 fn train_tiny(dir: &Path) -> PathBuf {
+    train_tiny_with(dir, &[])
+}
+
+/// [`train_tiny`] with more `train` arguments.
+fn train_tiny_with(dir: &Path, more: &[&str]) -> PathBuf {
     let ppo = dir.join("ppo.json");
     std::fs::write(
         &ppo,
@@ -15,7 +20,7 @@ fn train_tiny(dir: &Path) -> PathBuf {
     )
     .unwrap();
     let out = dir.join("run");
-    let o = tradetune(&[
+    let mut args = vec![
         "train",
         "--out",
         out.to_str().unwrap(),
@@ -23,9 +28,29 @@ fn train_tiny(dir: &Path) -> PathBuf {
         ppo.to_str().unwrap(),
         "--total-timesteps",
         "256",
-    ]);
+    ];
+    args.extend_from_slice(more);
+    let o = tradetune(&args);
     assert!(o.status.success(), "{}", text(&o.stderr));
     out
+}
+
+/// Without `--objective`, a checkpoint is scored by the objective it was trained for (as the
+/// app's Backtest panel scores it); `--objective` still chooses another.
+#[test]
+fn a_backtest_scores_by_the_checkpoints_own_objective_unless_told() {
+    let dir = scratch("cli_backtest", "objective");
+    let run = train_tiny_with(&dir, &["--objective", "total_return"]);
+    let objective_of = |more: &[&str]| {
+        let mut args = vec!["backtest", "--checkpoint", run.to_str().unwrap(), "--json"];
+        args.extend_from_slice(more);
+        let o = tradetune(&args);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let report: serde_json::Value = serde_json::from_str(&text(&o.stdout)).unwrap();
+        report["objective_name"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(objective_of(&[]), "total_return");
+    assert_eq!(objective_of(&["--objective", "sortino"]), "sortino");
 }
 
 #[test]

@@ -171,6 +171,45 @@ fn a_tiny_study_runs_then_lists_and_exports() {
     }
 }
 
+/// A study run whose every trial FAILED ends with an error naming the first failure (exit
+/// status 1), so a script does not go on as if it had results; its trials are stored.
+#[test]
+fn a_run_whose_every_trial_failed_exits_with_an_error() {
+    let dir = scratch("cli_study", "all_failed");
+    let db = dir.join("studies.db");
+    let file = dir.join("all_failed.toml");
+    // A batch larger than a rollout: refused by every trial as it starts.
+    let text_of = std::fs::read_to_string(tiny_study(&dir, "allfail", 2048))
+        .unwrap()
+        .replace("ppo.batch_size = 64", "ppo.batch_size = 1024");
+    std::fs::write(&file, text_of).unwrap();
+    let o = tradetune(&[
+        "study",
+        "run",
+        s(&file),
+        "--db",
+        s(&db),
+        "--telemetry-interval",
+        "0",
+    ]);
+    let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("0 complete, 0 pruned, 2 failed"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("all 2 trials of this run failed") && stderr.contains("ppo.batch_size"),
+        "{stderr}"
+    );
+    let storage = Storage::open_read_only(&db).unwrap();
+    let trials = storage
+        .trials(storage.study_id("allfail").unwrap())
+        .unwrap();
+    assert_eq!(trials.len(), 2);
+    assert!(trials.iter().all(|t| t.state == TrialState::Fail));
+}
+
 #[test]
 fn json_events_are_one_object_per_line() {
     let dir = scratch("cli_study", "json");

@@ -211,6 +211,100 @@ fn toml_errors_name_the_file_and_the_field() {
     }
 }
 
+/// An `--out` that cannot take a checkpoint (a file, a path below a file) is refused before
+/// the run trains, naming it; the file is left as it was.
+#[test]
+fn an_out_that_cannot_take_a_checkpoint_is_refused_before_training() {
+    let dir = scratch("cli_train", "bad_out");
+    let ppo = small_ppo(&dir);
+    let file = dir.join("afile");
+    std::fs::write(&file, "keep me").unwrap();
+    for (out, why) in [
+        (file.clone(), "is a file"),
+        (file.join("below"), "cannot create it"),
+    ] {
+        let o = tradetune(&[
+            "train",
+            "--out",
+            out.to_str().unwrap(),
+            "--ppo",
+            ppo.to_str().unwrap(),
+            "--total-timesteps",
+            "1024",
+        ]);
+        let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
+        assert_eq!(o.status.code(), Some(1), "{stdout}\n{stderr}");
+        assert!(!stdout.contains("approx_kl"), "it trained first: {stdout}");
+        assert!(
+            stderr.contains("--out") && stderr.contains(why) && stderr.contains("afile"),
+            "{stderr}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
+}
+
+/// Ctrl-C during `tradetune train` ends the run at the next step and saves what it trained
+/// (resumable), and the exit status says it was interrupted (130), so a script's `&&` stops.
+#[test]
+fn ctrl_c_saves_the_run_so_far_and_exits_130() {
+    use std::io::{BufRead, BufReader};
+    let dir = scratch("cli_train", "interrupt");
+    let ppo = small_ppo(&dir);
+    let out = dir.join("run");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tradetune"))
+        .args([
+            "train",
+            "--out",
+            out.to_str().unwrap(),
+            "--ppo",
+            ppo.to_str().unwrap(),
+            "--total-timesteps",
+            "100000000",
+            "--json",
+        ])
+        .current_dir(std::env::temp_dir())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let progress = |line: &str| {
+        serde_json::from_str::<serde_json::Value>(line)
+            .ok()
+            .filter(|e| e["event"] == "progress")
+            .and_then(|e| e["timesteps"].as_u64())
+    };
+    // After its first update, well before the end of its budget.
+    let first = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| progress(&l))
+        .expect("a progress event before the end");
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    // SAFETY: sends a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let last = lines
+        .map_while(Result::ok)
+        .filter_map(|l| progress(&l))
+        .last()
+        .unwrap_or(first);
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(
+        err.contains("interrupted by SIGINT") && err.contains("--resume"),
+        "{err}"
+    );
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("state.json")).unwrap()).unwrap();
+    assert_eq!(
+        state["timesteps"], last,
+        "the checkpoint holds every update it reported"
+    );
+    assert!(last < 100_000_000);
+}
+
 #[test]
 fn resuming_a_checkpoint_continues_its_sample_count() {
     let dir = scratch("cli_train", "resume");

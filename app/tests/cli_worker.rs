@@ -255,7 +255,7 @@ fn a_worker_with_other_market_data_is_refused() {
 }
 
 /// SIGTERM (as Ctrl-C) during `tradetune study run`: the running trial ends as FAIL
-/// "interrupted" and the process exits by itself; nothing is left RUNNING.
+/// "interrupted" and the process exits by itself, with status 143; nothing is left RUNNING.
 #[test]
 fn a_signal_interrupts_a_study_and_leaves_nothing_running() {
     let dir = scratch("cli_worker", "signal");
@@ -308,6 +308,8 @@ fn a_signal_interrupts_a_study_and_leaves_nothing_running() {
     let mut err = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
     assert!(err.contains("interrupted"), "{status:?}: {err}");
+    // The shell's status for a run stopped by SIGTERM (128 + 15): a script's `&&` stops.
+    assert_eq!(status.code(), Some(143), "{err}");
     let s = Storage::open_read_only(&db).unwrap();
     let stored = s.trials(s.study_id("shared").unwrap()).unwrap();
     assert_eq!(stored.len(), 1, "no trial started after the signal");

@@ -56,3 +56,31 @@ fn settings_from_an_older_version_still_load() {
     assert_eq!(s.tab, Tab::Studies);
     assert_eq!(s.draft, Draft::default());
 }
+
+/// A preset saved under a bundled preset's name could never be applied (the bundled one is
+/// found first): the name is refused, saying why, and nothing is saved.
+#[test]
+fn a_bundled_presets_name_is_refused_for_a_saved_preset() {
+    let mut h = harness(app_with(Settings::default(), no_dialogs()));
+    step_until(&mut h, "the bundled data", data_loaded);
+    let bundled = h.state().cx.presets[0].name.clone();
+    h.get_by_label("Configure").click();
+    settle(&mut h);
+    h.get_by_role_and_label(Role::TextInput, "preset name")
+        .click();
+    h.run_steps(1);
+    h.get_by_role_and_label(Role::TextInput, "preset name")
+        .type_text(&bundled);
+    settle(&mut h);
+    h.get_by_label("Save as preset").click();
+    settle(&mut h);
+    let cx = &h.state().cx;
+    assert!(cx.settings.user_presets.is_empty());
+    assert!(
+        cx.notices
+            .last()
+            .is_some_and(|n| n.contains(&bundled) && n.contains("bundled preset")),
+        "{:?}",
+        cx.notices
+    );
+}

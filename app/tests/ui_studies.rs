@@ -329,3 +329,69 @@ fn a_study_of_10000_trials_loads_while_frames_go_on_and_fills_the_table() {
     settle(&mut h);
     assert_eq!(best_number(&h), Some(BEST as i64));
 }
+
+/// An answer for a database or a selection the user has since left is dropped: a study of the
+/// same name in another database keeps its own trials, and a late failure of the first
+/// database does not cover the second.
+#[test]
+fn a_late_answer_for_a_database_since_left_is_dropped() {
+    use tradetune_app::ui::tasks::{ReadRows, TrialColumn};
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second) = (dir.path().join("a.db"), dir.path().join("b.db"));
+    // Both hold a study named "many", as every preset's studies share their default names.
+    many_trials_db(&first, 30, 3);
+    many_trials_db(&second, 20, 2);
+    let settings = Settings {
+        tab: Tab::Studies,
+        database: Some(first.clone()),
+        ..Settings::default()
+    };
+    let dialogs = TestDialogs {
+        database: Some(second.clone()),
+        save_as: None,
+    };
+    let mut h = harness(app_with(settings, dialogs));
+    step_until(&mut h, "the first database", |a| {
+        a.panels.studies.db.is_some()
+    });
+    h.get_by_label("many").click();
+    step_until(&mut h, "its trials", |a| {
+        a.panels.studies.table.rows.len() == 30
+    });
+    let (asked_in, members, first_rows) = {
+        let v = &h.state().panels.studies;
+        let members = v.selected_members().map(<[String]>::to_vec).unwrap();
+        (v.generation, members, v.table.rows.clone())
+    };
+    h.get_by_label("Open database…").click();
+    step_until(&mut h, "the second database", |a| {
+        a.panels
+            .studies
+            .db
+            .as_ref()
+            .is_some_and(|d| d.path == second)
+    });
+    h.get_by_label("many").click();
+    step_until(&mut h, "the second database's trials", |a| {
+        a.panels.studies.table.rows.len() == 20 && !a.panels.studies.table.loading
+    });
+    // The first database's read of "many", answering late.
+    let app = h.state_mut();
+    let rows = ReadRows::new(first_rows, &(TrialColumn::Value, false));
+    app.panels.studies.trials_read(asked_in, members, Ok(rows));
+    assert_eq!(
+        app.panels.studies.table.rows.len(),
+        20,
+        "the first's trials took over"
+    );
+    // And a late failure of the first database's open.
+    let mut out = Vec::new();
+    app.panels
+        .studies
+        .database_opened(&app.cx, asked_in, Err("a.db: gone".into()), &mut out);
+    assert_eq!(app.panels.studies.error, None);
+    assert_eq!(
+        app.panels.studies.db.as_ref().map(|d| d.path.clone()),
+        Some(second)
+    );
+}

@@ -12,7 +12,7 @@ use tradetune_engine::eval::{EvalReport, Metrics, Objective};
 use tradetune_engine::market::time::format_timestamp;
 
 use tradetune_engine::device::DeviceSpec;
-use tradetune_engine::front::backtest::{Backtest, SplitPart, backtest, table};
+use tradetune_engine::front::backtest::{Backtest, SplitPart, backtest, recorded_objective, table};
 
 #[derive(Debug, Args)]
 pub struct BacktestArgs {
@@ -30,10 +30,11 @@ pub struct BacktestArgs {
     /// Write the equity curves (timestamp, agent_equity, equal_weight_equity) to this CSV.
     #[arg(long, value_name = "FILE")]
     pub equity_csv: Option<PathBuf>,
-    /// Objective: sharpe_excess (default), sharpe, sortino_excess, sortino, excess_return,
-    /// total_return.
-    #[arg(long, default_value = "sharpe_excess")]
-    pub objective: Objective,
+    /// Objective: sharpe_excess, sharpe, sortino_excess, sortino, excess_return, total_return.
+    /// Default: the one the checkpoint was trained for (recorded with it, as the app's Backtest
+    /// panel uses), else sharpe_excess.
+    #[arg(long)]
+    pub objective: Option<Objective>,
     /// Device to run the policy on (see `tradetune devices`).
     #[arg(long, default_value = "cpu")]
     pub device: DeviceSpec,
@@ -61,11 +62,15 @@ struct BacktestJson<'a> {
 
 pub fn run(args: BacktestArgs) -> anyhow::Result<()> {
     let dir = &args.checkpoint;
+    let objective = args
+        .objective
+        .or_else(|| recorded_objective(dir))
+        .unwrap_or_default();
     let Backtest {
         report,
         timesteps,
         about,
-    } = backtest(dir, args.split, &args.data, args.objective, args.device)
+    } = backtest(dir, args.split, &args.data, objective, args.device)
         .with_context(|| format!("backtest of --checkpoint {}", dir.display()))?;
     if let Some(path) = &args.equity_csv {
         write_equity_csv(path, &report)?;

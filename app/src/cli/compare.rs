@@ -21,18 +21,24 @@ pub struct CompareArgs {
     pub a: String,
     /// The experiment, in the same form.
     pub b: String,
-    /// Study database: a SQLite file (Optuna's schema) or postgresql://user@host[:port]/dbname.
-    #[arg(long, alias = "storage", default_value = "studies.db")]
-    pub db: PathBuf,
+    /// The study database: a SQLite file (Optuna's schema) or postgresql://user@host[:port]/dbname
+    /// (password from ~/.pgpass or PGPASSWORD). Default: studies.db in the user data dir, as
+    /// for `tradetune study`.
+    #[arg(long, alias = "storage")]
+    pub db: Option<PathBuf>,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
 }
 
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {
-    crate::launch::require_db(&args.db)?;
-    let storage = Storage::open_read_only(&args.db)
-        .with_context(|| format!("opening {}", crate::launch::db_label(&args.db)))?;
+    let db = match args.db {
+        Some(db) => db,
+        None => crate::launch::default_db()?,
+    };
+    crate::launch::require_db(&db)?;
+    let storage = Storage::open_read_only(&db)
+        .with_context(|| format!("opening {}", crate::launch::db_label(&db)))?;
     let a = load_side(&storage, &args.a)?;
     let b = load_side(&storage, &args.b)?;
     if args.json {

@@ -54,7 +54,8 @@ pub struct TrainArgs {
     /// `--resume`, samples to add. Default 100000.
     #[arg(long)]
     pub total_timesteps: Option<usize>,
-    /// Checkpoint directory written at the end (default with `--resume`: the resumed one).
+    /// Checkpoint directory (required; default with `--resume`: the resumed one). Checked
+    /// before the run trains; written at its end, or at Ctrl-C with what it trained so far.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// PPO configuration (JSON, every field optional; defaults are SB3's).

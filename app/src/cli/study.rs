@@ -21,7 +21,7 @@ pub mod reseed;
 pub mod speed;
 
 pub use args::{LivenessArgs, StudyFileArgs};
-pub use drive::drive;
+pub use drive::{drive, outcome};
 
 #[derive(Debug, Subcommand)]
 pub enum StudyCommand {
@@ -227,7 +227,7 @@ fn run_study(args: RunArgs) -> anyhow::Result<()> {
             None => println!("'{}' has no COMPLETE trial yet", report.study),
         }
     }
-    Ok(())
+    outcome(&report, &format!("study '{name}'"))
 }
 
 fn list(args: ListArgs) -> anyhow::Result<()> {

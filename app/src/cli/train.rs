@@ -4,6 +4,7 @@
 //!
 //! Where the configuration comes from: [`crate::cli::run_config`].
 
+use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use tradetune_engine::device::compiling::{CompileStatus, CompileTicker};
 use tradetune_engine::device::kernels::{self, Kept, KernelCounts};
@@ -32,13 +33,29 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     let config = &run.config;
     // Refused before anything loads: a precision the device does not compute in.
     check_precision(spec, config.ppo.precision)?;
+    let data = run.data.load(&config.env)?;
+    // Before the run spends its time: a checkpoint directory it could not save to is refused
+    // now, not after training (an existing file, a folder it may not write in, a typo).
+    let created = checkpoint::prepare_dir(&run.out)
+        .context("the checkpoint directory (--out, or `out` in --config)")?;
+    let result = train_on(&args, &run, &data);
+    if result.is_err() && created {
+        // Nothing saved: the directory it made goes again (only if still empty).
+        let _ = std::fs::remove_dir(&run.out);
+    }
+    result
+}
+
+/// The run once its data is loaded and its checkpoint directory is known to take files.
+fn train_on(args: &TrainArgs, run: &Run, data: &LoadedData) -> anyhow::Result<()> {
+    let spec = run.device;
+    let config = &run.config;
     let device = open(spec)?;
     // A GPU cache whose store was broken (moved aside) or cannot be used: said before the run
     // (and before `auto` measures), since it decides what a next run of these shapes pays.
     if let Some(line) = tradetune_engine::device::kernels::store_warning_once() {
         eprintln!("{line}");
     }
-    let data = run.data.load(&config.env)?;
     if !args.json {
         println!("data: {}", data.about);
         println!(
@@ -91,7 +108,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         };
         say(bar, line);
     }
-    let result = train(&args, &run, &data, built.trainer, bar.as_ref(), ticker);
+    let result = train(args, run, data, built.trainer, bar.as_ref(), ticker);
     // A run that failed before its summary leaves no bar behind (`train` clears it before).
     if let (Err(_), Some(bar)) = (&result, &bar) {
         bar.finish_and_clear();
@@ -147,6 +164,17 @@ fn train(
         bar.set_length((start_steps + config.train.total_timesteps) as u64);
         bar.set_position(start_steps as u64);
     }
+    // Ctrl-C (or SIGTERM) ends the run at the next step and saves what it trained, resumable
+    // with `--resume`; a second one exits at once without saving.
+    let stop = trainer.stop_flag();
+    let out = run.out.display().to_string();
+    crate::signals::on_first_signal(move || {
+        eprintln!(
+            "interrupted: ending at the next step and saving the checkpoint in {out}; press \
+             Ctrl-C again to exit at once without saving"
+        );
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
     let report = trainer.learn(config.train.total_timesteps, &mut |event| {
         if args.json {
             if let Ok(line) = serde_json::to_string(&event) {
@@ -211,7 +239,20 @@ fn train(
             println!("{line}");
         }
     }
-    Ok(())
+    // An interrupted run saved what it trained; its exit status still says it was stopped.
+    match crate::signals::interrupted_ending("training") {
+        Some(mut ending) => {
+            ending.message = format!(
+                "{} at {} samples; its checkpoint is saved: go on with `tradetune train \
+                 --resume {}`",
+                ending.message,
+                report.timesteps,
+                run.out.display()
+            );
+            Err(ending.into())
+        }
+        None => Ok(()),
+    }
 }
 
 /// The live compile line (issue 32: compile once, and say so) while the GPU compiles, from a

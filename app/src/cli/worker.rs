@@ -16,7 +16,7 @@ use tradetune_engine::front::FrontError;
 use tradetune_engine::front::launch::{StudyLaunch, keys};
 use tradetune_engine::storage::Storage;
 
-use super::study::{LivenessArgs, drive};
+use super::study::{LivenessArgs, drive, outcome};
 use crate::launch;
 
 #[derive(Debug, Args)]
@@ -111,5 +111,5 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<()> {
             None => println!("'{}' has no COMPLETE trial yet", report.study),
         }
     }
-    Ok(())
+    outcome(&report, &format!("the worker of study '{}'", args.study))
 }

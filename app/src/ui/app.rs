@@ -328,6 +328,7 @@ impl TradeTuneApp {
                 }
             }
             Command::ShowInStudies { db, study } => p.studies.reveal(cx, db, study),
+            Command::StudyEnded { db, study } => p.studies.study_ended(cx, db, study),
             Command::RememberDatabase(label) => cx.settings.database = Some(label),
             Command::BacktestTrial(dir) => {
                 p.backtest
@@ -343,8 +344,14 @@ impl TradeTuneApp {
         match event {
             TaskEvent::Devices(devices) => hardware::devices_listed(cx, devices),
             TaskEvent::Data { request, result } => cx.data_loaded(request, result),
-            TaskEvent::Database(result) => p.studies.database_opened(cx, result, &mut out),
-            TaskEvent::Trials { studies, result } => p.studies.trials_read(studies, result),
+            TaskEvent::Database { generation, result } => {
+                p.studies.database_opened(cx, generation, result, &mut out)
+            }
+            TaskEvent::Trials {
+                generation,
+                studies,
+                result,
+            } => p.studies.trials_read(generation, studies, result),
             TaskEvent::Polled(polled) => p.studies.polled(cx, *polled, &mut out),
             TaskEvent::Curve(trial_id, result) => p.studies.curve_read(trial_id, result),
             TaskEvent::Report(key, result) => p.studies.report_computed(key, result),
@@ -376,7 +383,7 @@ impl TradeTuneApp {
                     }
                 }
             }
-            TaskEvent::Backtested(result) => p.backtest.finished(result),
+            TaskEvent::Backtested { request, result } => p.backtest.finished(request, result),
             TaskEvent::Compared(result) => p.compare.finished(result),
             TaskEvent::Exported(what, path, result) => match result {
                 Ok(rows) => cx.notice(format!("wrote {rows} {what} to {}", path.display())),

@@ -54,6 +54,15 @@ pub enum Command {
         /// The study.
         study: String,
     },
+    /// The run's study in this database has ended: the Studies panel refreshes it where it
+    /// shows it, opens it where it shows nothing, and otherwise stays where the user is (see
+    /// [`crate::ui::panels::studies::StudiesView::study_ended`]).
+    StudyEnded {
+        /// The database.
+        db: PathBuf,
+        /// The study.
+        study: String,
+    },
     /// Remember this database (its label: a URL without its password) for the next launch.
     RememberDatabase(PathBuf),
     /// Backtest a trial's saved policy (its checkpoint directory) in the Backtest panel.

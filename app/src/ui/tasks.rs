@@ -43,9 +43,18 @@ pub enum TaskEvent {
         result: Result<Box<DataInfoMsg>, String>,
     },
     /// A study database was opened.
-    Database(Result<DbContents, String>),
+    Database {
+        /// The Studies panel's generation when asked (an answer to an open since replaced by
+        /// another is dropped).
+        generation: u64,
+        /// Its studies, or why not.
+        result: Result<DbContents, String>,
+    },
     /// The trials of a (possibly aggregated) study were read and made into table rows.
     Trials {
+        /// The Studies panel's generation when asked (a read for a selection or a database
+        /// since replaced is dropped, even of a study of the same name).
+        generation: u64,
         /// The studies they belong to.
         studies: Vec<String>,
         /// Rows, or why not.
@@ -61,7 +70,12 @@ pub enum TaskEvent {
     /// A file dialog was answered.
     Picked(Pick, Vec<PathBuf>),
     /// A backtest finished.
-    Backtested(Result<Box<BacktestResult>, String>),
+    Backtested {
+        /// Which request of the Backtest panel it answers (older answers are dropped).
+        request: u64,
+        /// The result or why not.
+        result: Result<Box<BacktestResult>, String>,
+    },
     /// A comparison finished.
     Compared(Result<Box<Comparison>, String>),
     /// The devices, listed anew (see [`Jobs::refresh_devices`]).

@@ -6,7 +6,34 @@ use std::sync::mpsc::Receiver;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use tradetune_engine::front::launch::LaunchEvent;
+use tradetune_engine::storage::TrialState;
 use tradetune_engine::study::runner::{StudyEvent, StudyReport};
+
+/// What a study run (or a worker, `what`) that has ended leaves as its exit status, after its
+/// summary: interrupted by a signal (130 for Ctrl-C, 143 for SIGTERM), or every trial it ran
+/// FAILED (1, with the first failure's reason); otherwise success (trials pruned or complete,
+/// or none left to run).
+pub fn outcome(report: &StudyReport, what: &str) -> anyhow::Result<()> {
+    if let Some(ending) = crate::signals::interrupted_ending(what) {
+        return Err(ending.into());
+    }
+    all_failed(report)
+}
+
+/// An error when the run ran trials and every one of them FAILED.
+fn all_failed(report: &StudyReport) -> anyhow::Result<()> {
+    let n = report.trials.len();
+    if let Some(first) = report.trials.first()
+        && report.trials.iter().all(|t| t.state == TrialState::Fail)
+    {
+        anyhow::bail!(
+            "all {n} trials of this run failed; trial #{} (the first to end) failed with: {}",
+            first.number,
+            first.reason.as_deref().unwrap_or("no reason recorded")
+        )
+    }
+    Ok(())
+}
 
 /// Follows a launched study to its end, printing its events (text lines with live bars per
 /// worker, or JSON); `on_ready` prints what to say once its data has loaded (given where the

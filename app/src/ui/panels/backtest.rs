@@ -37,6 +37,9 @@ pub struct BacktestView {
     pub result: Option<BacktestResult>,
     /// Why the last one failed.
     pub error: Option<String>,
+    /// Counts backtests asked for and checkpoints chosen: an answer to an older one (another
+    /// checkpoint's, another split's) is dropped, not shown under the current choice.
+    pub request: u64,
 }
 
 impl Default for BacktestView {
@@ -47,13 +50,18 @@ impl Default for BacktestView {
             running: false,
             result: None,
             error: None,
+            request: 0,
         }
     }
 }
 
 impl BacktestView {
-    /// A backtest finished (or failed).
-    pub fn finished(&mut self, result: Result<Box<BacktestResult>, String>) {
+    /// The backtest asked for as `request` finished (or failed); an older request's answer is
+    /// dropped.
+    pub fn finished(&mut self, request: u64, result: Result<Box<BacktestResult>, String>) {
+        if request != self.request {
+            return;
+        }
         self.running = false;
         match result {
             Ok(r) => self.result = Some(*r),
@@ -67,6 +75,9 @@ impl BacktestView {
             self.checkpoint = Some(dir);
             self.result = None;
             self.error = None;
+            // A backtest of the previous checkpoint still running answers for nothing now.
+            self.request += 1;
+            self.running = false;
         }
     }
 }
@@ -90,9 +101,13 @@ impl BacktestView {
     /// Backtests the chosen checkpoint on the chosen split.
     fn run(&mut self, cx: &Context) {
         if let Some(dir) = self.checkpoint.clone() {
+            self.request += 1;
             self.running = true;
             self.error = None;
-            cx.jobs.backtest(dir, self.split.clone());
+            // What is shown is this run's, once it ends: not the last one's, of another split
+            // or checkpoint, under this one's choice.
+            self.result = None;
+            cx.jobs.backtest(dir, self.split.clone(), self.request);
         }
     }
 

@@ -72,7 +72,7 @@ impl CompareView {
             ui.label("Open a study database in Studies first.");
             return;
         };
-        ui.label(format!("database: {}", db.path.display()));
+        ui.label(format!("database: {}", crate::launch::db_label(&db.path)));
         let names: Vec<String> = db.studies.iter().map(|s| s.study.name.clone()).collect();
         let view = self;
         for (label, value) in [("A", &mut view.a), ("B", &mut view.b)] {

@@ -19,8 +19,9 @@ pub struct DbContents {
 }
 
 impl Jobs {
-    /// Opens a study database read-only and lists its studies.
-    pub fn open_database(&self, path: PathBuf) {
+    /// Opens a study database read-only and lists its studies (for the Studies panel's
+    /// `generation`).
+    pub fn open_database(&self, path: PathBuf, generation: u64) {
         self.spawn("database", move |reply| {
             let result = Storage::open_read_only(&path)
                 .and_then(|s| s.study_summaries())
@@ -28,8 +29,8 @@ impl Jobs {
                     path: path.clone(),
                     studies,
                 })
-                .map_err(|e| format!("{}: {e}", path.display()));
-            reply.send(TaskEvent::Database(result));
+                .map_err(|e| format!("{}: {e}", crate::launch::db_label(&path)));
+            reply.send(TaskEvent::Database { generation, result });
         });
     }
 
@@ -48,7 +49,7 @@ impl Jobs {
                     }
                     by_metric
                 })
-                .map_err(|e| format!("{}: {e}", path.display()));
+                .map_err(|e| format!("{}: {e}", crate::launch::db_label(&path)));
             reply.send(TaskEvent::Curve(trial_id, result));
         });
     }
@@ -57,15 +58,26 @@ impl Jobs {
     /// makes them into table rows here, off the UI thread: formatting 10,000 trials (each
     /// applied configuration pretty-printed) takes longer than a frame.
     /// Their columns are derived and they are sorted by `sort` here too (see [`ReadRows`]).
-    pub fn load_trials(&self, path: PathBuf, studies: Vec<String>, sort: (TrialColumn, bool)) {
+    /// `generation` is the Studies panel's when asked.
+    pub fn load_trials(
+        &self,
+        path: PathBuf,
+        studies: Vec<String>,
+        sort: (TrialColumn, bool),
+        generation: u64,
+    ) {
         self.spawn("trials", move |reply| {
             let result = read_trials(&path, &studies)
                 .map(|trials| {
                     let rows = trials.iter().map(|(s, t)| TrialRow::of(s, t)).collect();
                     ReadRows::new(rows, &sort)
                 })
-                .map_err(|e| format!("{}: {e}", path.display()));
-            reply.send(TaskEvent::Trials { studies, result });
+                .map_err(|e| format!("{}: {e}", crate::launch::db_label(&path)));
+            reply.send(TaskEvent::Trials {
+                generation,
+                studies,
+                result,
+            });
         });
     }
 

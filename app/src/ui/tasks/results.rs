@@ -60,13 +60,14 @@ pub struct Comparison {
 }
 
 impl Jobs {
-    /// Backtests the checkpoint `dir` on `split` (on the CPU device).
-    pub fn backtest(&self, dir: PathBuf, split: String) {
+    /// Backtests the checkpoint `dir` on `split` (on the CPU device), for the Backtest panel's
+    /// `request`.
+    pub fn backtest(&self, dir: PathBuf, split: String, request: u64) {
         self.spawn("backtest", move |reply| {
             let result = backtest(&dir, &split)
                 .map(Box::new)
                 .map_err(|e| format!("{e:#}"));
-            reply.send(TaskEvent::Backtested(result));
+            reply.send(TaskEvent::Backtested { request, result });
         });
     }
 

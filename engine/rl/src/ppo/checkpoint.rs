@@ -66,6 +66,32 @@ fn file(dir: &Path, name: &str) -> PathBuf {
     dir.join(name)
 }
 
+/// Makes sure a checkpoint can be saved to `dir` before a run spends its time training:
+/// creates the directory if needed and writes (then removes) a probe file in it, so a path that
+/// is a file, a folder the user may not write to or a mistyped parent is refused at once, not
+/// after the run. Returns whether it created the directory (a caller whose run then fails
+/// before saving removes it again, if still empty).
+pub fn prepare_dir(dir: &Path) -> Result<bool, PpoError> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(err(
+            dir,
+            "it is a file, not a directory: a checkpoint is a directory of files",
+        ));
+    }
+    let created = !dir.exists();
+    std::fs::create_dir_all(dir).map_err(|e| err(dir, format!("cannot create it: {e}")))?;
+    let probe = saving_name(dir, "probe");
+    let written = std::fs::write(&probe, b"")
+        .map_err(|e| err(dir, format!("cannot write in it: {e}")))
+        .and_then(|()| {
+            std::fs::remove_file(&probe).map_err(|e| err(&probe, format!("cannot remove it: {e}")))
+        });
+    if written.is_err() && created {
+        let _ = std::fs::remove_dir(dir);
+    }
+    written.map(|()| created)
+}
+
 /// Writes `trainer`'s model, optimiser, config and statistics to `dir` (created if needed);
 /// see [`save_with`].
 pub fn save<E: RolloutEnv>(dir: &Path, trainer: &Trainer<E>) -> Result<(), PpoError> {

@@ -174,11 +174,20 @@ fn show(
     }
 }
 
-/// [`Action::SavePreset`]: saves the draft as a user preset (replacing one of that name).
+/// [`Action::SavePreset`]: saves the draft as a user preset (replacing one of that name; a
+/// bundled preset's name is refused).
 fn save_preset(state: &mut Context, name: &str) {
     let name = name.trim().to_owned();
     if name.is_empty() {
         state.notice("a preset needs a name");
+        return;
+    }
+    if state.presets.iter().any(|p| p.name == name) {
+        // The bundled one is found first by name: a user preset of its name could never be
+        // applied.
+        state.notice(format!(
+            "{name} is a bundled preset: save yours under another name"
+        ));
         return;
     }
     let draft = state.settings.draft.clone();

@@ -458,7 +458,12 @@ impl RunView {
                         run.error = Some(e);
                     }
                 }
-                run.show_in_studies(out);
+                if let Some(db) = run.db.clone() {
+                    out.push(Command::StudyEnded {
+                        db,
+                        study: run.study.clone(),
+                    });
+                }
             }
         }
     }

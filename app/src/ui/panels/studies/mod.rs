@@ -202,9 +202,16 @@ impl StudiesView {
         self.table.refresh(&self.plots.brush);
     }
 
-    /// The trials of `studies` were read (dropped when another study was selected meanwhile).
-    pub fn trials_read(&mut self, studies: Vec<String>, result: Result<ReadRows, String>) {
-        if self.selected_members() != Some(studies.as_slice()) {
+    /// The trials of `studies` were read, for the view's `generation` then (dropped when
+    /// another study was selected or another database opened meanwhile: a study of the same
+    /// name in another database is another study).
+    pub fn trials_read(
+        &mut self,
+        generation: u64,
+        studies: Vec<String>,
+        result: Result<ReadRows, String>,
+    ) {
+        if generation != self.generation || self.selected_members() != Some(studies.as_slice()) {
             return;
         }
         self.table.loading = false;
@@ -302,7 +309,7 @@ impl StudiesView {
             source: Some(path.clone()),
             ..StudiesView::default()
         };
-        cx.jobs.open_database(path);
+        cx.jobs.open_database(path, view.generation);
     }
 
     /// Opens the database `db` and selects `study` in it once it is open (the run's study,
@@ -314,13 +321,38 @@ impl StudiesView {
         self.open(cx, db);
     }
 
-    /// The database asked for has opened (or failed to).
+    /// The run's `study` in `db` has ended. Where the panel shows that database, it reads what
+    /// changed (the rows, brush, notes and details stay), selecting the study if nothing is
+    /// selected; where it shows nothing, the study is opened there; where it shows another
+    /// database, it stays (the Run panel's "Show in Studies" opens the run's): the user's
+    /// selection, brush and a note being typed are not thrown away by a run ending.
+    pub fn study_ended(&mut self, cx: &Context, db: PathBuf, study: String) {
+        let shows_db = self.db.is_some() && self.source.as_ref().is_some_and(|s| *s == db);
+        if shows_db {
+            if self.selected.is_none() {
+                self.pending_select = Some(study);
+                // Selected now if the list has it; else found by the read below.
+                self.select_pending(cx, &mut Vec::new());
+            }
+            live::poll(self, cx);
+        } else if self.db.is_none() && !self.opening {
+            self.reveal(cx, db, study);
+        }
+    }
+
+    /// The database asked for in `generation` has opened (or failed to); the answer to an
+    /// open another one has replaced since is dropped (its list, or its failure, is not the
+    /// open database's).
     pub fn database_opened(
         &mut self,
         cx: &Context,
+        generation: u64,
         result: Result<DbContents, String>,
         out: &mut Vec<Command>,
     ) {
+        if generation != self.generation {
+            return;
+        }
         self.opening = false;
         self.live.last_read = Some(Instant::now());
         match result {
@@ -328,7 +360,7 @@ impl StudiesView {
                 self.groups = aggregate(&db.studies);
                 out.push(Command::Notice(format!(
                     "{}: {} studies",
-                    db.path.display(),
+                    crate::launch::db_label(&db.path),
                     db.studies.len()
                 )));
                 self.db = Some(db);
@@ -374,7 +406,7 @@ impl StudiesView {
         self.generation += 1;
         self.live.polling = false;
         let sort = self.table.sort.clone();
-        cx.jobs.load_trials(path, members, sort);
+        cx.jobs.load_trials(path, members, sort, self.generation);
     }
 
     /// [`Action::ShowTrial`]: opens the details of row `i` and reads its training curves.
