@@ -189,6 +189,15 @@ fn toml_errors_name_the_file_and_the_field() {
             "total_timesteps = 0\n",
             "'train.total_timesteps' = 0 is out of its range [1, ",
         ),
+        // A count given a negative or fractional number, named (not "expected usize").
+        (
+            "[ppo]\nn_steps = -3\n",
+            "[ppo]: field 'n_steps' must be a whole number from 0 on",
+        ),
+        (
+            "[env]\nn_envs = 1.5\n",
+            "[env]: field 'n_envs' must be a whole number from 0 on",
+        ),
     ];
     for (i, (body, field)) in cases.into_iter().enumerate() {
         let cfg = dir.join("run.toml");

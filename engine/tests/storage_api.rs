@@ -600,3 +600,85 @@ fn a_study_and_its_attributes_are_stored_all_or_none() {
     s.set_trial_user_attrs(t, &summary[..1]).unwrap();
     assert_eq!(s.trial(t).unwrap().user_attrs, summary[..1].to_vec());
 }
+
+/// A row of one study that does not parse (an attribute another program wrote) keeps only that
+/// study from being read: another is read by name, an unknown name lists them all, and reading
+/// every study names the bad row.
+#[test]
+fn a_bad_row_of_one_study_does_not_keep_another_from_being_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    {
+        let mut s = Storage::open(&path).unwrap();
+        let bad = s.create_study("bad", &[StudyDirection::Maximize]).unwrap();
+        s.create_study("good", &[StudyDirection::Minimize]).unwrap();
+        s.set_study_user_attr(bad, "x", &JsonValue::from(1.0))
+            .unwrap();
+    }
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute(
+            "UPDATE study_user_attributes SET value_json = '{oops' WHERE key = 'x'",
+            [],
+        )
+        .unwrap();
+    let s = Storage::open_read_only(&path).unwrap();
+    let good = s.study("good").unwrap();
+    assert_eq!(good.directions, [StudyDirection::Minimize]);
+    match s.study("nope") {
+        Err(StorageError::UnknownStudyName { known, .. }) => assert_eq!(known, "bad, good"),
+        other => panic!("{other:?}"),
+    }
+    let e = s.studies().unwrap_err().to_string();
+    assert!(e.contains("study_user_attributes"), "{e}");
+}
+
+/// A database whose tradetune tables predate the trigger that deletes a trial's rows with it:
+/// the rows a study deleted by another program left are cleared when the trigger is made, so
+/// the next trial SQLite gives the freed id starts without them.
+#[test]
+fn rows_of_trials_deleted_before_the_trigger_are_cleared_when_it_is_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    {
+        let mut s = Storage::open(&path).unwrap();
+        let study = s.create_study("old", &[StudyDirection::Maximize]).unwrap();
+        let t = s.create_trial(study).unwrap();
+        s.append_learning_curve(
+            t.trial_id,
+            &[CurvePoint {
+                metric: "loss".into(),
+                update_index: 0,
+                env_steps: 64,
+                value: 0.5,
+            }],
+        )
+        .unwrap();
+        s.complete_trial(t.trial_id, &[1.0]).unwrap();
+    }
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    // As before the trigger, then a deletion that knows only Optuna's tables, on a connection
+    // that does not enforce foreign keys (as Optuna's does not).
+    conn.execute_batch(
+        "PRAGMA foreign_keys = OFF; DROP TRIGGER tradetune_trial_deleted; DELETE FROM trials;",
+    )
+    .unwrap();
+    let curves = |conn: &rusqlite::Connection| -> i64 {
+        conn.query_row("SELECT COUNT(*) FROM tradetune_learning_curves", [], |r| {
+            r.get(0)
+        })
+        .unwrap()
+    };
+    assert_eq!(curves(&conn), 1, "the deleted trial's row is left");
+    drop(Storage::open(&path).unwrap());
+    assert_eq!(curves(&conn), 0);
+    // Made once: a later open finds it.
+    let triggers: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'trigger'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(triggers, 1);
+}

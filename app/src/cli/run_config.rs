@@ -150,8 +150,9 @@ fn kind(v: &serde_json::Value) -> &'static str {
     }
 }
 
-/// Lays `given` over `base` field by field (nested objects too); rejects unknown fields and
-/// values of another type than the default's, naming the field. A `null` default (an optional
+/// Lays `given` over `base` field by field (nested objects too); rejects unknown fields,
+/// values of another type than the default's and anything but a whole number from 0 on where
+/// the default is one (the configs' integer fields are all unsigned), naming the field. A `null` default (an optional
 /// field) takes any value; its type is checked when the whole config is read.
 fn overlay(base: &mut serde_json::Value, given: serde_json::Value, at: &str) -> anyhow::Result<()> {
     use serde_json::Value;
@@ -185,6 +186,14 @@ fn overlay(base: &mut serde_json::Value, given: serde_json::Value, at: &str) -> 
                     "field '{at}' must be {} like its default {slot}, not {} ({value})",
                     kind(slot),
                     kind(&value)
+                );
+            }
+            // A count (every integer field of the configs is unsigned) takes whole numbers
+            // from 0 on: said here with its name, where reading the merged config would say
+            // "expected usize" without one.
+            if slot.is_u64() && !value.is_u64() {
+                anyhow::bail!(
+                    "field '{at}' must be a whole number from 0 on like its default {slot}, not {value}"
                 );
             }
             *slot = value;

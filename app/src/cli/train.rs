@@ -4,6 +4,9 @@
 //!
 //! Where the configuration comes from: [`crate::cli::run_config`].
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use tradetune_engine::device::compiling::{CompileStatus, CompileTicker};
@@ -21,6 +24,8 @@ use crate::cli::seconds;
 
 pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     let run = Run::from_args(&args)?;
+    // From here a first Ctrl-C stops the run cleanly, whatever it is doing (see `Interrupt`).
+    let interrupt = Interrupt::install(&run.out);
     for note in &run.notes {
         // Beside the JSON events, not among them.
         if args.json {
@@ -38,7 +43,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     // now, not after training (an existing file, a folder it may not write in, a typo).
     let created = checkpoint::prepare_dir(&run.out)
         .context("the checkpoint directory (--out, or `out` in --config)")?;
-    let result = train_on(&args, &run, &data);
+    let result = train_on(&args, &run, &data, &interrupt);
     if result.is_err() && created {
         // Nothing saved: the directory it made goes again (only if still empty).
         let _ = std::fs::remove_dir(&run.out);
@@ -47,7 +52,12 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
 }
 
 /// The run once its data is loaded and its checkpoint directory is known to take files.
-fn train_on(args: &TrainArgs, run: &Run, data: &LoadedData) -> anyhow::Result<()> {
+fn train_on(
+    args: &TrainArgs,
+    run: &Run,
+    data: &LoadedData,
+    interrupt: &Interrupt,
+) -> anyhow::Result<()> {
     let spec = run.device;
     let config = &run.config;
     let device = open(spec)?;
@@ -108,7 +118,15 @@ fn train_on(args: &TrainArgs, run: &Run, data: &LoadedData) -> anyhow::Result<()
         };
         say(bar, line);
     }
-    let result = train(args, run, data, built.trainer, bar.as_ref(), ticker);
+    let result = train(
+        args,
+        run,
+        data,
+        built.trainer,
+        bar.as_ref(),
+        ticker,
+        interrupt,
+    );
     // A run that failed before its summary leaves no bar behind (`train` clears it before).
     if let (Err(_), Some(bar)) = (&result, &bar) {
         bar.finish_and_clear();
@@ -130,6 +148,7 @@ fn train(
     mut trainer: Trainer<PlacedEnv>,
     bar: Option<&ProgressBar>,
     ticker: CompileTicker,
+    interrupt: &Interrupt,
 ) -> anyhow::Result<()> {
     let config = &run.config;
     if config.train.eval_every > 0 {
@@ -164,17 +183,9 @@ fn train(
         bar.set_length((start_steps + config.train.total_timesteps) as u64);
         bar.set_position(start_steps as u64);
     }
-    // Ctrl-C (or SIGTERM) ends the run at the next step and saves what it trained, resumable
-    // with `--resume`; a second one exits at once without saving.
-    let stop = trainer.stop_flag();
-    let out = run.out.display().to_string();
-    crate::signals::on_first_signal(move || {
-        eprintln!(
-            "interrupted: ending at the next step and saving the checkpoint in {out}; press \
-             Ctrl-C again to exit at once without saving"
-        );
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    });
+    // A Ctrl-C from now on ends the run at the next step; one that came before ends it before
+    // its first.
+    interrupt.attach(trainer.stop_flag());
     let report = trainer.learn(config.train.total_timesteps, &mut |event| {
         if args.json {
             if let Ok(line) = serde_json::to_string(&event) {
@@ -191,6 +202,12 @@ fn train(
     let report = report?;
     if let Some(bar) = bar {
         bar.finish_and_clear();
+    }
+    if report.stopped && report.updates == start_updates {
+        // Stopped before its first update: nothing trained, nothing to save.
+        return Err(interrupted("training", |m| {
+            format!("{m} before its first update; nothing was saved")
+        }));
     }
     // The environment and the data source are saved with the model, all or none.
     checkpoint::save_with(
@@ -239,19 +256,71 @@ fn train(
             println!("{line}");
         }
     }
-    // An interrupted run saved what it trained; its exit status still says it was stopped.
-    match crate::signals::interrupted_ending("training") {
-        Some(mut ending) => {
-            ending.message = format!(
-                "{} at {} samples; its checkpoint is saved: go on with `tradetune train \
+    // An interrupted run saved what it trained; its exit status still says it was stopped
+    // (a signal after its last update is no interruption: the run was whole).
+    if report.stopped {
+        return Err(interrupted("training", |m| {
+            format!(
+                "{m} at {} samples; its checkpoint is saved: go on with `tradetune train \
                  --resume {}`",
-                ending.message,
                 report.timesteps,
                 run.out.display()
-            );
-            Err(ending.into())
+            )
+        }));
+    }
+    Ok(())
+}
+
+/// The error of a run stopped by a signal, its message made by `say` from the signal's: exit
+/// status 130 (SIGINT) or 143 (SIGTERM).
+fn interrupted(what: &str, say: impl FnOnce(&str) -> String) -> anyhow::Error {
+    match crate::signals::interrupted_ending(what) {
+        Some(mut ending) => {
+            ending.message = say(&ending.message);
+            ending.into()
         }
-        None => Ok(()),
+        None => anyhow::anyhow!(say(&format!("{what} was stopped"))),
+    }
+}
+
+/// Ctrl-C (or SIGTERM) during `tradetune train`, from the moment its arguments are read: one
+/// that comes before the trainer exists (loading data, measuring `auto`'s placement, the first
+/// compile) is kept and stops the run before its first update; once it trains, it ends the run
+/// at the next step, which saves what it trained. A second one exits at once, saving nothing.
+#[derive(Clone, Default)]
+struct Interrupt {
+    /// A signal came.
+    asked: Arc<AtomicBool>,
+    /// The trainer's stop flag, once there is a trainer.
+    trainer: Arc<Mutex<Option<Arc<AtomicBool>>>>,
+}
+
+impl Interrupt {
+    fn install(out: &std::path::Path) -> Self {
+        let this = Self::default();
+        let handle = this.clone();
+        let out = out.display().to_string();
+        crate::signals::on_first_signal(move || {
+            eprintln!(
+                "interrupted: ending at the next step and saving what it trained in {out}; \
+                 press Ctrl-C again to exit at once without saving"
+            );
+            handle.asked.store(true, Ordering::SeqCst);
+            let slot = handle.trainer.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(flag) = slot.as_ref() {
+                flag.store(true, Ordering::SeqCst);
+            }
+        });
+        this
+    }
+
+    /// Ties the trainer's stop flag to the signal (set at once if one came already).
+    fn attach(&self, flag: Arc<AtomicBool>) {
+        let mut slot = self.trainer.lock().unwrap_or_else(|p| p.into_inner());
+        if self.asked.load(Ordering::SeqCst) {
+            flag.store(true, Ordering::SeqCst);
+        }
+        *slot = Some(flag);
     }
 }
 

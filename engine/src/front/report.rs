@@ -16,7 +16,7 @@ use serde::Serialize;
 use super::FrontError;
 use super::backtest::{SplitPart, backtest};
 use crate::device::DeviceSpec;
-use crate::eval::dsr::{Deflated, DsrTrialError, deflate_best};
+use crate::eval::dsr::{Deflated, DsrTrialError, SharpeEstimate, deflate_best};
 use crate::eval::pbo::{HistogramBin, Pbo, cscv, logit_histogram};
 use crate::eval::{EvalSummary, Objective};
 use crate::storage::{JsonValue, Storage, StudyDirection, TrialRecord, TrialState};
@@ -129,12 +129,18 @@ pub fn study_report(
             bar.1 += 1;
         }
         if let Some(most) = by_bar.values().map(|b| b.1).max() {
-            tested_per_bar = tested_per_bar.max(most);
-            let means = by_bar
+            let means: BTreeMap<i64, f64> = by_bar
                 .into_iter()
                 .map(|(time, (sum, n))| (time, sum / n as f64))
                 .collect();
-            tried.push((t.number, t.state == TrialState::Complete, means));
+            let complete = t.state == TrialState::Complete;
+            // A pruned trial's few folds that give no Sharpe ratio (too few bars, no variation)
+            // are left out rather than leaving the whole study without a deflated Sharpe.
+            if !complete && !has_sharpe(means.values().copied()) {
+                continue;
+            }
+            tested_per_bar = tested_per_bar.max(most);
+            tried.push((t.number, complete, means));
         }
     }
     // PBO compares the COMPLETE trials bar by bar: on the bars every one of them tested (a
@@ -311,6 +317,13 @@ pub fn test_backtest(best: Option<&TrialRecord>) -> TestSection {
     }
 }
 
+/// Whether `returns` give a per-period Sharpe ratio (all zero counts: a trial that never
+/// traded has 0), as the deflated Sharpe's V needs of every trial.
+fn has_sharpe(returns: impl Iterator<Item = f64>) -> bool {
+    let r: Vec<f64> = returns.collect();
+    r.len() >= 2 && (r.iter().all(|v| *v == 0.0) || SharpeEstimate::from_returns(&r).is_ok())
+}
+
 impl StudyReport {
     /// How a bar's return was made when several folds tested it ("" when each bar was tested
     /// once).
@@ -451,7 +464,6 @@ impl StudyReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::eval::dsr::SharpeEstimate;
     use crate::storage::FoldReturn;
 
     /// A study with `n` cross-validated COMPLETE trials (two folds of 64 bars of fixed

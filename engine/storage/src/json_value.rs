@@ -419,20 +419,25 @@ impl Parser<'_> {
                 b't' => out.push('\t'),
                 b'u' => {
                     let hi = self.hex4()?;
-                    let code = if (0xD800..0xDC00).contains(&hi) && self.eat("\\u") {
-                        let lo = self.hex4()?;
-                        if (0xDC00..0xE000).contains(&lo) {
-                            0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
-                        } else {
-                            return Err(self.err("unpaired surrogate in \\u escape"));
+                    if (0xD800..0xDC00).contains(&hi) {
+                        let after_hi = self.i;
+                        if self.eat("\\u") {
+                            let lo = self.hex4()?;
+                            if (0xDC00..0xE000).contains(&lo) {
+                                let code = 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
+                                out.push(
+                                    char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER),
+                                );
+                                continue;
+                            }
+                            // Not a low surrogate: read again as an escape of its own.
+                            self.i = after_hi;
                         }
-                    } else {
-                        hi
-                    };
-                    out.push(
-                        char::from_u32(code)
-                            .ok_or_else(|| self.err("lone surrogate in \\u escape"))?,
-                    );
+                    }
+                    // A lone surrogate, which Python's json writes and reads (a file name
+                    // decoded with `surrogateescape`, say) but no Rust string holds: read as
+                    // U+FFFD, as a lossy decoding does, so the value (and its study) can be read.
+                    out.push(char::from_u32(hi).unwrap_or(char::REPLACEMENT_CHARACTER));
                 }
                 _ => return Err(self.err("unknown escape")),
             }
@@ -504,6 +509,26 @@ mod tests {
             let v = JsonValue::parse(text).unwrap();
             assert_eq!(v.dumps(), text);
         }
+    }
+
+    /// Lone surrogates, which Python's json writes (`json.dumps(os.fsdecode(b"data_\xff"))`)
+    /// and reads, are read as U+FFFD rather than refusing the value; pairs stay characters.
+    #[test]
+    fn lone_surrogates_read_as_the_replacement_character() {
+        for (text, want) in [
+            (r#""data_\udcff.csv""#, "data_\u{fffd}.csv"),
+            (r#""\ud800A""#, "\u{fffd}A"),
+            (r#""\ud800\u0041""#, "\u{fffd}A"),
+            (r#""\ud800\ud83c\udf89""#, "\u{fffd}\u{1f389}"),
+            (r#""\ud83c\udf89""#, "\u{1f389}"),
+        ] {
+            assert_eq!(
+                JsonValue::parse(text),
+                Ok(JsonValue::Str(want.to_owned())),
+                "{text}"
+            );
+        }
+        assert!(JsonValue::parse(r#""\ud800\uZZZZ""#).is_err());
     }
 
     #[test]

@@ -112,11 +112,20 @@ impl Storage {
 
     /// All studies, by id.
     pub fn studies(&self) -> Result<Vec<StudyRecord>, StorageError> {
+        self.studies_of(None)
+    }
+
+    /// The studies, by id: all, or only the one of id `only` (so that a row of another study
+    /// that does not parse, an attribute Python wrote that this reader refuses say, does not
+    /// keep this one from being read).
+    fn studies_of(&self, only: Option<i64>) -> Result<Vec<StudyRecord>, StorageError> {
         let err = sql_err(&self.path, "read studies");
+        // An id of ours, not input text: written into the statements as it is.
+        let of = only.map_or_else(String::new, |id| format!(" WHERE study_id = {id}"));
         let mut studies: Vec<StudyRecord> = self
             .conn
             .query(
-                "SELECT study_id, study_name FROM studies ORDER BY study_id",
+                &format!("SELECT study_id, study_name FROM studies{of} ORDER BY study_id"),
                 &[],
             )
             .and_then(|rows| {
@@ -140,7 +149,7 @@ impl Storage {
             .collect();
         let rows: Vec<(i64, i64, String)> = self
             .conn
-            .query("SELECT study_direction_id, study_id, direction FROM study_directions ORDER BY study_id, objective", &[])
+            .query(&format!("SELECT study_direction_id, study_id, direction FROM study_directions{of} ORDER BY study_id, objective"), &[])
             .and_then(|rows| rows.iter().map(|r| Ok((r.i64(0)?, r.i64(1)?, r.string(2)?))).collect())
             .map_err(&err)?;
         for (row_id, study_id, direction) in rows {
@@ -164,7 +173,7 @@ impl Storage {
                 .conn
                 .query(
                     &format!(
-                        "SELECT {id_col}, study_id, key, value_json FROM {table} ORDER BY {id_col}"
+                        "SELECT {id_col}, study_id, key, value_json FROM {table}{of} ORDER BY {id_col}"
                     ),
                     &[],
                 )
@@ -186,25 +195,13 @@ impl Storage {
         Ok(studies)
     }
 
-    /// The study named `name`.
+    /// The study named `name` (only its own rows are read).
     pub fn study(&self, name: &str) -> Result<StudyRecord, StorageError> {
-        let studies = self.studies()?;
-        let known = studies
-            .iter()
-            .map(|s| s.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ");
-        studies
+        let id = self.study_id(name)?;
+        self.studies_of(Some(id))?
             .into_iter()
-            .find(|s| s.name == name)
-            .ok_or_else(|| StorageError::UnknownStudyName {
-                name: name.to_owned(),
-                known: if known.is_empty() {
-                    "none".to_owned()
-                } else {
-                    known
-                },
-            })
+            .next()
+            .ok_or_else(|| self.unknown_study(name))
     }
 
     /// The id of the study named `name`.
@@ -217,9 +214,28 @@ impl Storage {
             )
             .and_then(|r| r.map(|r| r.i64(0)).transpose())
             .map_err(sql_err(&self.path, "find study"))?;
-        match id {
-            Some(id) => Ok(id),
-            None => self.study(name).map(|s| s.study_id),
+        id.ok_or_else(|| self.unknown_study(name))
+    }
+
+    /// No study is named `name`: the error lists those there are.
+    fn unknown_study(&self, name: &str) -> StorageError {
+        let known = self
+            .conn
+            .query("SELECT study_name FROM studies ORDER BY study_id", &[])
+            .and_then(|rows| {
+                rows.iter()
+                    .map(|r| r.string(0))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .map(|names| names.join(", "))
+            .unwrap_or_default();
+        StorageError::UnknownStudyName {
+            name: name.to_owned(),
+            known: if known.is_empty() {
+                "none".to_owned()
+            } else {
+                known
+            },
         }
     }
 

@@ -62,6 +62,15 @@ BEGIN
 END;
 ";
 
+/// Rows of trials that are gone, which a study deleted before the trigger existed left
+/// (deleted once, when the trigger is made).
+const ORPHANS: &str = "
+DELETE FROM tradetune_runs WHERE trial_id NOT IN (SELECT trial_id FROM trials);
+DELETE FROM tradetune_learning_curves WHERE trial_id NOT IN (SELECT trial_id FROM trials);
+DELETE FROM tradetune_telemetry WHERE trial_id IS NOT NULL AND trial_id NOT IN (SELECT trial_id FROM trials);
+DELETE FROM tradetune_fold_returns WHERE trial_id NOT IN (SELECT trial_id FROM trials);
+";
+
 /// The same tables on PostgreSQL: `TIMESTAMP` for datetimes, `DOUBLE PRECISION` for values,
 /// `BIGINT` counters, a `BIGSERIAL` sample id; `"precision"` quoted (a type keyword). Their
 /// rows go with their trial (`ON DELETE CASCADE`): Optuna's `delete_study` (and
@@ -121,7 +130,20 @@ pub(super) fn create_or_check(tx: &mut Txn<'_>, path: &str) -> Result<(), Storag
         Dialect::Sqlite => DDL,
         Dialect::Postgres => PG_DDL,
     };
+    // Before the trigger exists: whether this open creates it, and so must first clear the
+    // rows deletions before it left (an id SQLite gives again would inherit them).
+    let new_trigger = tx.dialect() == Dialect::Sqlite
+        && tx
+            .query_opt(
+                "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = 'tradetune_trial_deleted'",
+                &[],
+            )
+            .map_err(&err)?
+            .is_none();
     tx.batch(ddl).map_err(&err)?;
+    if new_trigger {
+        tx.batch(ORPHANS).map_err(&err)?;
+    }
     if tx.dialect() == Dialect::Postgres {
         cascade_trial_references(tx).map_err(&err)?;
     }

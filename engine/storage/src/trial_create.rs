@@ -46,22 +46,6 @@ fn insert_trial(
         .transpose()
         .map_err(tx.err())?
         .ok_or(StorageError::UnknownStudy(study_id))?;
-    // Rows a deleted trial of this id left in our tables (SQLite gives a deleted trial's id to
-    // the next one; a study deleted by Optuna before our tables' trigger existed left them):
-    // the new trial starts without the old one's run record, curves and fold returns.
-    for table in [
-        "tradetune_runs",
-        "tradetune_learning_curves",
-        "tradetune_telemetry",
-        "tradetune_fold_returns",
-    ] {
-        tx.tx
-            .execute(
-                &format!("DELETE FROM {table} WHERE trial_id = ?1"),
-                args![trial_id],
-            )
-            .map_err(tx.err())?;
-    }
     Ok(TrialHandle {
         trial_id,
         study_id,
@@ -148,7 +132,8 @@ impl Storage {
         self.write("start enqueued trial", |tx| {
             require_study(tx, study_id)?;
             tx.lock_study(study_id)?;
-            let mut after = i64::MIN;
+            // Trial ids start at 1.
+            let mut after = 0i64;
             loop {
                 let id = tx
                     .tx

@@ -20,11 +20,22 @@ pub fn outcome(report: &StudyReport, what: &str) -> anyhow::Result<()> {
     all_failed(report)
 }
 
-/// An error when the run ran trials and every one of them FAILED.
+/// An error when the run ran trials and every one of them FAILED. A trial failed "not run"
+/// (a grid every point of which was tried, found by a late run or worker) was not run: a
+/// study with nothing left to run is no failure.
 fn all_failed(report: &StudyReport) -> anyhow::Result<()> {
-    let n = report.trials.len();
-    if let Some(first) = report.trials.first()
-        && report.trials.iter().all(|t| t.state == TrialState::Fail)
+    let ran: Vec<_> = report
+        .trials
+        .iter()
+        .filter(|t| {
+            !t.reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with("not run:"))
+        })
+        .collect();
+    let n = ran.len();
+    if let Some(first) = ran.first()
+        && ran.iter().all(|t| t.state == TrialState::Fail)
     {
         anyhow::bail!(
             "all {n} trials of this run failed; trial #{} (the first to end) failed with: {}",

@@ -69,6 +69,15 @@ impl BacktestView {
         }
     }
 
+    /// Another split was chosen: the result shown (or being computed) is the previous split's,
+    /// and goes.
+    pub fn split_changed(&mut self) {
+        self.result = None;
+        self.error = None;
+        self.request += 1;
+        self.running = false;
+    }
+
     /// The checkpoint dialog was answered (nothing when cancelled).
     pub fn checkpoint_picked(&mut self, dir: Option<PathBuf>) {
         if let Some(dir) = dir {
@@ -133,6 +142,7 @@ impl BacktestView {
                 None => ui.label("a directory written by `tradetune train --out DIR`"),
             };
         });
+        let split_before = view.split.clone();
         ui.horizontal(|ui| {
             let l = ui.label("split");
             egui::ComboBox::from_id_salt("backtest_split")
@@ -157,6 +167,9 @@ impl BacktestView {
                 ui.spinner();
             }
         });
+        if view.split != split_before {
+            view.split_changed();
+        }
         if let Some(e) = &view.error {
             ui.colored_label(widgets::WARN, e.as_str());
         }

@@ -29,6 +29,8 @@ pub const TRADING_DAYS_PER_YEAR: f64 = 252.0;
 /// around the clock (crypto: 2/7 ≈ 29 %). Below it, weekend bars are sessions that start late on
 /// Sunday UTC (Sydney, Tokyo) or stray rows.
 const WEEKEND_SHARE_24_7: f64 = 0.10;
+/// Bars this long or longer (and shorter than two days) are daily bars: one a trading day.
+const DAILY_FROM: i64 = 20 * 3_600;
 
 /// How one strategy did over an evaluation.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -167,8 +169,11 @@ impl Metrics {
 /// Bars per year for `dataset`'s bar length, to annualise Sharpe and Sortino:
 ///
 /// - bars of two days or longer (weekly, monthly): a 365.25-day year / bar length;
-/// - markets that trade on weekends (more than 10 % of bars on a Saturday or Sunday, UTC: crypto
-///   spot and perpetuals): a 365.25-day year / bar length (5-minute bars: 105,192);
+/// - daily bars: 252 where more than 10 % of the gaps between bars are two days or longer (a
+///   market closed on weekends, in whatever time zone its bars are stamped), else 365.25;
+/// - shorter bars of markets that trade on weekends (more than 10 % of bars on a Saturday or
+///   Sunday, UTC: crypto spot and perpetuals): a 365.25-day year / bar length (5-minute bars:
+///   105,192);
 /// - markets closed on weekends (equities, futures sessions): 252 trading days × the median
 ///   number of bars per UTC calendar day that has any (daily bars: 252; hourly US equity bars:
 ///   252 × 7).
@@ -187,6 +192,22 @@ pub fn periods_per_year_of(timestamps: &[i64]) -> Option<f64> {
     let calendar = SECONDS_PER_YEAR / bar as f64;
     if bar >= 2 * 86_400 {
         return Some(calendar);
+    }
+    if bar >= DAILY_FROM {
+        // Daily bars: a market closed on weekends shows it in its gaps (a weekend is a gap of
+        // three days after one bar in five), whatever time zone its bars are stamped in. Their
+        // UTC weekday would not: a Tokyo or Sydney bar stamped at local midnight falls on the
+        // previous UTC day, every Monday on a Sunday, and would read as a 24/7 market.
+        let closed = timestamps
+            .windows(2)
+            .filter(|w| w[1] - w[0] >= 2 * 86_400 - 3_600)
+            .count();
+        let gaps = timestamps.len().saturating_sub(1).max(1);
+        return Some(if closed as f64 > WEEKEND_SHARE_24_7 * gaps as f64 {
+            TRADING_DAYS_PER_YEAR
+        } else {
+            calendar
+        });
     }
     let day = |t: i64| t.div_euclid(86_400);
     // 1970-01-01 was a Thursday: (day + 3) mod 7 is 0 for Monday … 5, 6 for Saturday, Sunday.
@@ -322,6 +343,10 @@ mod tests {
         // Every day of the week: crypto daily bars → 365.25.
         let every_day: Vec<i64> = (0..70).map(|d| monday + d * 86_400).collect();
         assert_eq!(periods_per_year_of(&every_day), Some(365.25));
+        // Weekdays stamped at Tokyo midnight (15:00 UTC the day before: every Monday a Sunday
+        // in UTC): still a market closed on weekends → 252.
+        let tokyo: Vec<i64> = daily.iter().map(|t| t - 9 * 3_600).collect();
+        assert_eq!(periods_per_year_of(&tokyo), Some(252.0));
         // 5-minute bars around the clock: 105,192 a year.
         let five: Vec<i64> = (0..5_000).map(|i| monday + i * 300).collect();
         assert_eq!(periods_per_year_of(&five), Some(105_192.0));

@@ -48,9 +48,10 @@ impl Runner {
                     reason: reason.clone(),
                     duration_s: 0.0,
                 });
+                // This run's outcome of it, as the event says: its result here was lost.
                 Ok(TrialOutcome {
                     number,
-                    state,
+                    state: TrialState::Fail,
                     value: None,
                     worker,
                     device: slot.label.clone(),
