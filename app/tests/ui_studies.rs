@@ -395,3 +395,28 @@ fn a_late_answer_for_a_database_since_left_is_dropped() {
         Some(second)
     );
 }
+
+/// "Write new runs here" on the database the Studies panel shows makes Run → Start write its
+/// studies there (remembered in the settings), and goes once it is so.
+#[test]
+fn the_open_database_becomes_where_new_runs_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    many_trials_db(&db, 3, 1);
+    let settings = Settings {
+        tab: Tab::Studies,
+        database: Some(db.clone()),
+        ..Settings::default()
+    };
+    let mut h = harness(app_with(settings, no_dialogs()));
+    step_until(&mut h, "the database", |a| a.panels.studies.db.is_some());
+    assert_eq!(h.state().cx.settings.study_db, None);
+    h.get_by_label("Write new runs here").click();
+    settle(&mut h);
+    assert_eq!(h.state().cx.settings.study_db, Some(db.clone()));
+    assert!(h.query_by_label("Write new runs here").is_none());
+    assert_eq!(
+        tradetune_app::ui::panels::studies::runs_database(&h.state().cx.settings),
+        Some(db)
+    );
+}

@@ -330,6 +330,13 @@ impl TradeTuneApp {
             Command::ShowInStudies { db, study } => p.studies.reveal(cx, db, study),
             Command::StudyEnded { db, study } => p.studies.study_ended(cx, db, study),
             Command::RememberDatabase(label) => cx.settings.database = Some(label),
+            Command::WriteRunsTo(label) => {
+                cx.notice(format!(
+                    "new runs write their studies to {}",
+                    crate::launch::db_label(&label)
+                ));
+                cx.settings.study_db = Some(label);
+            }
             Command::BacktestTrial(dir) => {
                 p.backtest
                     .handle(backtest::Action::BacktestTrial(dir), cx, out)

@@ -12,7 +12,12 @@ use crate::ui::dialog::Pick;
 use crate::ui::tasks::{TrialColumn, sig4};
 
 /// Draws the panel.
-pub(super) fn show(ui: &mut egui::Ui, panel: &mut StudiesView, commands: &mut Vec<Action>) {
+pub(super) fn show(
+    ui: &mut egui::Ui,
+    panel: &mut StudiesView,
+    runs_go_to: Option<&std::path::Path>,
+    commands: &mut Vec<Action>,
+) {
     let view = &mut *panel;
     if view.poll_importance() {
         // A large study's importances are computed on a background thread: look again soon.
@@ -39,6 +44,24 @@ pub(super) fn show(ui: &mut egui::Ui, panel: &mut StudiesView, commands: &mut Ve
             Some(db) => ui.label(crate::launch::db_label(&db.path)),
             None => ui.label("no database open"),
         };
+        // Run → Start writes to one database (the default one until told): this one, on a
+        // click, where it is another.
+        if let Some(db) = &view.db {
+            let here = crate::launch::db_label(&db.path);
+            let there = runs_go_to.map(crate::launch::db_label);
+            if there.as_deref() != Some(here.as_str())
+                && ui
+                    .button("Write new runs here")
+                    .on_hover_text(format!(
+                        "Run → Start writes its studies to {}; write them to this database \
+                         from now on",
+                        there.as_deref().unwrap_or("no database")
+                    ))
+                    .clicked()
+            {
+                commands.push(Command::WriteRunsTo(PathBuf::from(here)).into());
+            }
+        }
         if view.opening {
             ui.spinner();
         }

@@ -143,7 +143,8 @@ impl StudiesView {
     /// Draws the panel and carries out what was clicked.
     pub fn ui(&mut self, ui: &mut egui::Ui, cx: &Context, out: &mut Vec<Command>) {
         let mut actions = Vec::new();
-        draw::show(ui, self, &mut actions);
+        let runs_go_to = runs_database(&cx.settings);
+        draw::show(ui, self, runs_go_to.as_deref(), &mut actions);
         for a in actions {
             self.handle(a, cx, out);
         }
@@ -420,13 +421,20 @@ impl StudiesView {
     }
 }
 
+/// Where Run → Start writes its studies: the settings' database, else `studies.db` in the user
+/// data directory (None where there is no user data directory).
+pub fn runs_database(settings: &Settings) -> Option<PathBuf> {
+    match &settings.study_db {
+        Some(p) => Some(p.clone()),
+        // Where `launch::default_db` puts it, without making its folder (asked every frame).
+        None => Some(dirs::data_dir()?.join("tradetune").join("studies.db")),
+    }
+}
+
 /// The database to open on launch when none was opened before: the one the Run panel writes
 /// to (the settings' or `studies.db` in the user data directory), if it exists.
 pub fn launch_database(settings: &Settings) -> Option<PathBuf> {
-    let db = match &settings.study_db {
-        Some(p) => p.clone(),
-        None => dirs::data_dir()?.join("tradetune").join("studies.db"),
-    };
+    let db = runs_database(settings)?;
     let url = tradetune_engine::storage::is_postgres_url(&db.to_string_lossy());
     (url || db.is_file()).then_some(db)
 }
