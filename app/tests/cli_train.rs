@@ -198,6 +198,8 @@ fn toml_errors_name_the_file_and_the_field() {
             "[env]\nn_envs = 1.5\n",
             "[env]: field 'n_envs' must be a whole number from 0 on",
         ),
+        // Before the data loads, naming where it came from.
+        ("memory_fraction = 7.0\n", "memory_fraction in"),
     ];
     for (i, (body, field)) in cases.into_iter().enumerate() {
         let cfg = dir.join("run.toml");

@@ -410,13 +410,24 @@ impl Run {
                 format!("the run's settings ({cfg_name} and the flags)")
             }
         })?;
+        let memory_fraction = args
+            .memory_fraction
+            .or(file.memory_fraction)
+            .unwrap_or(DEFAULT_MEMORY_FRACTION);
+        // Refused before the data loads, naming where it came from.
+        anyhow::ensure!(
+            memory_fraction.is_finite() && memory_fraction > 0.0 && memory_fraction <= 1.0,
+            "{}: {memory_fraction} must be above 0 and at most 1 (a share of the memory)",
+            if args.memory_fraction.is_some() {
+                "--memory-fraction".to_owned()
+            } else {
+                format!("memory_fraction in {cfg_name}")
+            }
+        );
         Ok(Self {
             device: args.device.or(file.device).unwrap_or(DeviceSpec::Cpu),
             out,
-            memory_fraction: args
-                .memory_fraction
-                .or(file.memory_fraction)
-                .unwrap_or(DEFAULT_MEMORY_FRACTION),
+            memory_fraction,
             data,
             objective,
             config,

@@ -66,9 +66,19 @@ pub struct LivenessArgs {
 impl LivenessArgs {
     /// The engine's liveness settings.
     pub fn liveness(&self) -> anyhow::Result<Liveness> {
+        let heartbeat = seconds(self.heartbeat, "--heartbeat")?;
+        let stale_after = seconds(self.stale_after, "--stale-after")?;
+        // Said with the flags' names (the engine checks it too, naming its settings).
+        anyhow::ensure!(
+            stale_after > heartbeat,
+            "--stale-after ({} s) must be longer than --heartbeat ({} s): a trial whose beat is \
+             older than --stale-after is taken for a dead worker's and failed",
+            self.stale_after,
+            self.heartbeat
+        );
         Ok(Liveness {
-            heartbeat: seconds(self.heartbeat, "--heartbeat")?,
-            stale_after: seconds(self.stale_after, "--stale-after")?,
+            heartbeat,
+            stale_after,
             telemetry: telemetry_interval(self.telemetry_interval)?,
         })
     }
@@ -107,6 +117,26 @@ mod tests {
             telemetry_interval,
         }
         .liveness()
+    }
+
+    /// A stale limit no longer than the heartbeat would fail live trials: refused, naming the
+    /// flags (not the engine's setting).
+    #[test]
+    fn a_stale_after_not_longer_than_the_heartbeat_is_refused_by_its_flags() {
+        for (heartbeat, stale_after) in [(10.0, 10.0), (10.0, 5.0)] {
+            let e = LivenessArgs {
+                heartbeat,
+                stale_after,
+                telemetry_interval: 0.0,
+            }
+            .liveness()
+            .expect_err("stale_after <= heartbeat")
+            .to_string();
+            assert!(
+                e.contains("--stale-after") && e.contains("--heartbeat"),
+                "{e}"
+            );
+        }
     }
 
     /// An interval the sampler would not use is refused at once, naming the flag and the
