@@ -116,6 +116,16 @@ fn ratio(metric: &'static str, num: f64, den: f64, scale: f64) -> Result<f64, Me
     finite(metric, value, &reason)
 }
 
+/// The Sortino ratio: as [`ratio`], except that a curve with no losing bar and a positive mean
+/// has +∞ (no downside to divide by): a metric, not a broken curve, so an evaluation scored by
+/// another objective goes on (one scored by Sortino refuses the infinite value itself).
+fn sortino(mean: f64, downside: f64, scale: f64) -> Result<f64, MetricError> {
+    if downside.abs() <= NOISE && mean > NOISE {
+        return Ok(f64::INFINITY);
+    }
+    ratio("sortino", mean, downside, scale)
+}
+
 impl Metrics {
     /// The metrics of one equity curve.
     pub fn from_curve(c: Curve<'_>) -> Result<Self, MetricError> {
@@ -157,7 +167,7 @@ impl Metrics {
         Ok(Self {
             total_return: finite("total_return", e[e.len() - 1] / e[0] - 1.0, "")?,
             sharpe: ratio("sharpe", mean, std, root_p)?,
-            sortino: ratio("sortino", mean, downside, root_p)?,
+            sortino: sortino(mean, downside, root_p)?,
             max_drawdown,
             turnover: finite("turnover", turnover, "traded values are not finite")?,
             fees_paid: finite("fees_paid", fees, "fees are not finite")?,
@@ -302,18 +312,11 @@ mod tests {
     fn a_flat_curve_scores_zero_and_a_riskless_gain_is_an_error() {
         let m = curve(&[1e6; 10], 252.0).unwrap();
         assert_eq!((m.sharpe, m.sortino, m.max_drawdown), (0.0, 0.0, 0.0));
-        // Rising every bar: no downside, so the Sortino ratio would be infinite.
-        let err = curve(&[100.0, 101.0, 102.5, 104.0], 252.0).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                MetricError::NonFinite {
-                    metric: "sortino",
-                    ..
-                }
-            ),
-            "{err}"
-        );
+        // Rising every bar: no downside, so the Sortino ratio is infinite; the Sharpe ratio
+        // and the rest are numbers (an evaluation scored by them goes on).
+        let m = curve(&[100.0, 101.0, 102.5, 104.0], 252.0).unwrap();
+        assert_eq!(m.sortino, f64::INFINITY);
+        assert!(m.sharpe.is_finite() && m.sharpe > 0.0);
         // A constant return: no variation at all.
         let err = curve(&[100.0, 110.0, 121.0], 252.0).unwrap_err();
         assert!(err.to_string().contains("sharpe"), "{err}");
