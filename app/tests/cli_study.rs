@@ -711,3 +711,24 @@ fn a_study_whose_gpu_cache_fails_says_so_while_it_runs() {
         "{verdict}"
     );
 }
+
+/// On a fresh machine (no default database yet) `study list` says there are no studies, as
+/// a success; a database given by name must exist.
+#[test]
+fn study_list_on_a_fresh_machine_has_no_studies() {
+    let dir = scratch("cli_study", "fresh_list");
+    let home = dir.join("data");
+    let vars = [("XDG_DATA_HOME", home.to_str().unwrap())];
+    let o = common::tradetune_with(&["study", "list"], &vars);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("no studies yet"),
+        "{}",
+        text(&o.stdout)
+    );
+    let o = common::tradetune_with(&["study", "list", "--json"], &vars);
+    assert_eq!(text(&o.stdout).trim(), "[]");
+    let o = tradetune(&["study", "list", "--db", s(&dir.join("typo.db"))]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("typo.db"), "{}", text(&o.stderr));
+}

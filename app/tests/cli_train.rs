@@ -376,7 +376,7 @@ fn resuming_a_checkpoint_continues_its_sample_count() {
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(
-        text(&o.stdout).contains("trained 512 samples (1536 in total) in 1 updates"),
+        text(&o.stdout).contains("trained 512 samples (1536 in total) in 1 update,"),
         "{}",
         text(&o.stdout)
     );

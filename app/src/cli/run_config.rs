@@ -368,9 +368,10 @@ impl Run {
                     format!("{cfg_name} precision")
                 };
                 notes.push(format!(
-                    "{from}: training on in {p}, not in the {} of checkpoint {} (saved so)",
+                    "{from}: the resumed run trains in {p}, where checkpoint {} was trained in \
+                     {}; its new checkpoint records {p}",
+                    dir.display(),
                     ppo.precision,
-                    dir.display()
                 ));
             }
             ppo.precision = p;

@@ -45,7 +45,8 @@ pub enum StudyCommand {
     Note(note::NoteArgs),
     /// Did the study find anything? Its best trial with its folds, the probability of
     /// backtest overfitting (PBO) over the trials' out-of-sample returns, and the best trial's
-    /// deflated Sharpe ratio. Needs a cross-validated study ([evaluation] cpcv or walk_forward).
+    /// deflated Sharpe ratio (PBO and the deflated Sharpe need a cross-validated study:
+    /// [evaluation] cpcv or walk_forward), and the best trial's policy on the test split.
     Report(report::ReportArgs),
     /// Train the study's best trial again with K other seeds and backtest each on the test
     /// split beside equal weight: is the winner robust or one lucky seed? Stored with the study.
@@ -191,7 +192,16 @@ fn create(args: CreateArgs) -> anyhow::Result<()> {
     println!(
         "study '{name}' recorded in {label}: {budget} trials, data {data} (fingerprint {fingerprint})"
     );
-    println!("start workers with: tradetune worker --storage {label} --study {name}");
+    // A worker reads the study file's relative data paths from --data-dir (else from where it
+    // runs): the hint gives the folder they were read from here.
+    let data_dir = match (&args.study.file, &args.study.preset) {
+        (Some(file), _) => std::path::absolute(file)
+            .ok()
+            .and_then(|f| f.parent().map(|d| format!(" --data-dir {}", d.display())))
+            .unwrap_or_default(),
+        _ => String::new(),
+    };
+    println!("start workers with: tradetune worker --storage {label} --study {name}{data_dir}");
     Ok(())
 }
 
@@ -231,7 +241,20 @@ fn run_study(args: RunArgs) -> anyhow::Result<()> {
 }
 
 fn list(args: ListArgs) -> anyhow::Result<()> {
+    let given = args.db.is_some();
     let db = db_path(args.db)?;
+    // On a fresh machine the default database is not there yet: no studies, not an error.
+    if !given && !db.is_file() {
+        if args.json {
+            println!("[]");
+        } else {
+            println!(
+                "no studies yet: {} does not exist (`tradetune study run` makes it)",
+                db.display()
+            );
+        }
+        return Ok(());
+    }
     launch::require_db(&db)?;
     let storage = Storage::open_read_only(&db)?;
     let summaries = storage.study_summaries()?;

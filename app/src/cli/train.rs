@@ -228,18 +228,25 @@ fn train(
         let mut report_json = serde_json::to_value(&report)?;
         // Where every update compiled, none ran steady: no steady rate is claimed, as a study's
         // trial claims none (its compiling is inside the other phases).
-        if report.compile_not_apart
-            && let Some(fields) = report_json.as_object_mut()
-        {
-            fields.remove("steady_samples_per_second");
+        if let Some(fields) = report_json.as_object_mut() {
+            if report.compile_not_apart {
+                fields.remove("steady_samples_per_second");
+            }
+            // Named as every other line is.
+            fields.insert("event".into(), "summary".into());
         }
         println!("{}", serde_json::to_string(&report_json)?);
     } else {
         println!(
-            "trained {} samples ({} in total) in {} updates, {} ({:.0} samples/s); checkpoint in {}",
+            "trained {} samples ({} in total) in {} update{}, {} ({:.0} samples/s); checkpoint in {}",
             report.timesteps - start_steps,
             report.timesteps,
             report.updates - start_updates,
+            if report.updates - start_updates == 1 {
+                ""
+            } else {
+                "s"
+            },
             seconds(report.elapsed_s),
             report.samples_per_second,
             run.out.display()

@@ -69,8 +69,8 @@ fn parse_compact_date(s: &str) -> Result<i64, String> {
     }
     let date = NaiveDate::parse_from_str(s, "%Y%m%d").map_err(|_| {
         format!(
-            "'{s}' looks like a compact date YYYYMMDD but is not a calendar date: write the \
-             date as {}-{}-{} (ISO), or an epoch number with another number of digits",
+            "'{s}' looks like a compact date YYYYMMDD, but year {}, month {}, day {} is no \
+             calendar date; an epoch number needs another number of digits",
             &s[..4],
             &s[4..6],
             &s[6..]

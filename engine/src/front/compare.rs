@@ -73,9 +73,9 @@ fn telemetry_rows(storage: &Storage, trial_id: i64) -> Result<Vec<TelemetryRow>,
 /// Reads one side from `storage`.
 pub fn load_side(storage: &Storage, target: &str) -> Result<Side, FrontError> {
     let (study_name, number) = parse_target(target);
-    let study = storage.study(study_name).map_err(|e| {
-        FrontError::Invalid(format!("{target}: no study named '{study_name}': {e}"))
-    })?;
+    let study = storage
+        .study(study_name)
+        .map_err(|e| FrontError::Invalid(format!("{target}: {e}")))?;
     let all = storage.trials(study.study_id)?;
     let trials: Vec<&TrialRecord> = match number {
         Some(n) => {

@@ -162,6 +162,7 @@ fn event_lines(e: &StudyEvent) -> Vec<String> {
             recovered,
             workers,
             n_trials,
+            budget_left,
             ..
         } => {
             if !recovered.is_empty() {
@@ -171,9 +172,20 @@ fn event_lines(e: &StudyEvent) -> Vec<String> {
                     recovered
                 ));
             }
-            out.push(format!(
-                "{existing_trials} trial(s) already in the study; running {n_trials} more"
-            ));
+            out.push(match budget_left {
+                Some(0) => format!(
+                    "{existing_trials} trial(s) already in the study; its budget is spent: \
+                     nothing left to run"
+                ),
+                Some(left) => format!(
+                    "{existing_trials} trial(s) already in the study; its budget leaves {} to \
+                     run, shared with any other worker",
+                    (*left).min(*n_trials)
+                ),
+                None => format!(
+                    "{existing_trials} trial(s) already in the study; running {n_trials} more"
+                ),
+            });
             for w in workers {
                 out.push(format!("worker {} on {} ({})", w.worker, w.device, w.backend));
             }

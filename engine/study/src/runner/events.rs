@@ -29,6 +29,10 @@ pub enum StudyEvent {
         recovered: Vec<u64>,
         workers: Vec<WorkerInfo>,
         n_trials: usize,
+        /// Trials the study's budget (shared by every worker: `study create`'s) still allows;
+        /// None without one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        budget_left: Option<usize>,
     },
     /// A trial got its parameters and device and is about to run.
     TrialStarted {

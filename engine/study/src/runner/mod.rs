@@ -413,7 +413,23 @@ impl Runner {
             .iter()
             .map(|h| h.number.max(0) as u64)
             .collect();
-        let existing = storage.trials(study_id)?.len();
+        let stored = storage.trials(study_id)?;
+        let existing = stored.len();
+        // What a study budget (shared by every worker) leaves, counted as creating a trial
+        // counts it.
+        let budget_left = self.cfg.study_budget.map(|budget| {
+            let used = stored
+                .iter()
+                .filter(|t| {
+                    matches!(
+                        t.state,
+                        TrialState::Running | TrialState::Complete | TrialState::Pruned
+                    )
+                })
+                .count();
+            budget.saturating_sub(used)
+        });
+        drop(stored);
         let binding = assign(self.cfg.workers, &self.cfg.devices, self.cfg.assignment);
         let physical: Vec<String> = self
             .cfg
@@ -444,6 +460,7 @@ impl Runner {
             recovered: recovered_here.clone(),
             workers: self.workers(),
             n_trials: self.cfg.n_trials,
+            budget_left,
         });
         let shared = Shared {
             study_id,

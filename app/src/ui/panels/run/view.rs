@@ -426,6 +426,7 @@ mod tests {
                 },
             ],
             n_trials: 2,
+            budget_left: None,
         });
         run.apply(StudyEvent::TrialStarted {
             number: 0,
