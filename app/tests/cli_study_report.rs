@@ -41,13 +41,9 @@ seed = 3
 kind = "none"
 "#;
 
-#[test]
-fn a_cpcv_study_stores_its_folds_and_reports_pbo_and_the_deflated_sharpe() {
-    let dir = scratch("cli_study_report", "cpcv");
-    let file = dir.join("cv.toml");
-    let db = dir.join("cv.db");
-    std::fs::write(&file, STUDY).unwrap();
-    let o = tradetune(&[
+/// `tradetune study run FILE --db DB` without telemetry sampling.
+fn run_study(file: &std::path::Path, db: &std::path::Path) -> std::process::Output {
+    tradetune(&[
         "study",
         "run",
         file.to_str().unwrap(),
@@ -55,7 +51,16 @@ fn a_cpcv_study_stores_its_folds_and_reports_pbo_and_the_deflated_sharpe() {
         db.to_str().unwrap(),
         "--telemetry-interval",
         "0",
-    ]);
+    ])
+}
+
+#[test]
+fn a_cpcv_study_stores_its_folds_and_reports_pbo_and_the_deflated_sharpe() {
+    let dir = scratch("cli_study_report", "cpcv");
+    let file = dir.join("cv.toml");
+    let db = dir.join("cv.db");
+    std::fs::write(&file, STUDY).unwrap();
+    let o = run_study(&file, &db);
     assert!(o.status.success(), "{}", text(&o.stderr));
 
     // Every trial trained and scored on the 3 folds in order: its value is their mean, and
@@ -171,15 +176,7 @@ fn a_lookback_longer_than_a_test_block_fails_the_trial_before_it_trains() {
         .replace("n_groups = 3", "n_groups = 8")
         .replace("env.n_envs = 4", "env.n_envs = 4\nenv.lookback = 300");
     std::fs::write(&file, long).unwrap();
-    let o = tradetune(&[
-        "study",
-        "run",
-        file.to_str().unwrap(),
-        "--db",
-        db.to_str().unwrap(),
-        "--telemetry-interval",
-        "0",
-    ]);
+    let o = run_study(&file, &db);
     assert!(!o.status.success(), "{}", text(&o.stdout));
     let storage = Storage::open_read_only(&db).unwrap();
     let trials = storage.trials(storage.study_id("long").unwrap()).unwrap();
@@ -213,15 +210,7 @@ fn a_holdout_study_reports_why_it_has_no_pbo_and_backtests_its_checkpoint() {
             "",
         );
     std::fs::write(&file, holdout).unwrap();
-    let o = tradetune(&[
-        "study",
-        "run",
-        file.to_str().unwrap(),
-        "--db",
-        db.to_str().unwrap(),
-        "--telemetry-interval",
-        "0",
-    ]);
+    let o = run_study(&file, &db);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let o = tradetune(&["study", "report", "h", "--db", db.to_str().unwrap()]);
     assert!(o.status.success(), "{}", text(&o.stderr));

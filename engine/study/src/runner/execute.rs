@@ -36,27 +36,12 @@ impl Runner {
             // with a shorter `--stale-after`, say): the stored state stands, and this worker
             // goes on with the next trial instead of stopping over one it no longer owns.
             Err(RunnerError::Storage(StorageError::TrialFinished { state, .. })) => {
-                let number = handle.number.max(0) as u64;
                 let reason = format!(
                     "taken from this worker: another process stored it as {state} while it ran \
                      (its heartbeat judged stale?); its result here is not stored"
                 );
-                let _ = events.send(StudyEvent::TrialFailed {
-                    number,
-                    worker,
-                    device: slot.label.clone(),
-                    reason: reason.clone(),
-                    duration_s: 0.0,
-                });
-                // This run's outcome of it, as the event says: its result here was lost.
-                Ok(TrialOutcome {
-                    number,
-                    state: TrialState::Fail,
-                    value: None,
-                    worker,
-                    device: slot.label.clone(),
-                    reason: Some(reason),
-                })
+                // This run's outcome of it: its result here was lost (nothing more is stored).
+                Ok(failed(handle, worker, slot, reason, 0.0, events))
             }
             result => {
                 result.inspect_err(|e| self.abandon(storage, handle, worker, slot, e, events))
@@ -457,22 +442,34 @@ impl Runner {
         events: &Sender<StudyEvent>,
     ) -> Result<TrialOutcome, RunnerError> {
         storage.fail_trial(handle.trial_id, &reason)?;
-        let number = handle.number.max(0) as u64;
-        let _ = events.send(StudyEvent::TrialFailed {
-            number,
-            worker,
-            device: slot.label.clone(),
-            reason: reason.clone(),
-            duration_s,
-        });
-        Ok(TrialOutcome {
-            number,
-            state: TrialState::Fail,
-            value: None,
-            worker,
-            device: slot.label.clone(),
-            reason: Some(reason),
-        })
+        Ok(failed(handle, worker, slot, reason, duration_s, events))
+    }
+}
+
+/// A FAILED trial's event and outcome (its state stored, or not this worker's to store).
+fn failed(
+    handle: TrialHandle,
+    worker: usize,
+    slot: &DeviceSlot,
+    reason: String,
+    duration_s: f64,
+    events: &Sender<StudyEvent>,
+) -> TrialOutcome {
+    let number = handle.number.max(0) as u64;
+    let _ = events.send(StudyEvent::TrialFailed {
+        number,
+        worker,
+        device: slot.label.clone(),
+        reason: reason.clone(),
+        duration_s,
+    });
+    TrialOutcome {
+        number,
+        state: TrialState::Fail,
+        value: None,
+        worker,
+        device: slot.label.clone(),
+        reason: Some(reason),
     }
 }
 
