@@ -197,12 +197,26 @@ fn create(args: CreateArgs) -> anyhow::Result<()> {
     let data_dir = match (&args.study.file, &args.study.preset) {
         (Some(file), _) => std::path::absolute(file)
             .ok()
-            .and_then(|f| f.parent().map(|d| format!(" --data-dir {}", d.display())))
+            .and_then(|f| f.parent().map(|d| format!(" --data-dir {}", shell_word(d))))
             .unwrap_or_default(),
         _ => String::new(),
     };
     println!("start workers with: tradetune worker --storage {label} --study {name}{data_dir}");
     Ok(())
+}
+
+/// `path` as one word of a shell command to copy: as it is where it holds only characters a
+/// shell leaves alone, else in single quotes.
+fn shell_word(path: &std::path::Path) -> String {
+    let s = path.to_string_lossy();
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+:@%,=".contains(c))
+    {
+        s.into_owned()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
 }
 
 fn run_study(args: RunArgs) -> anyhow::Result<()> {
@@ -437,4 +451,17 @@ fn presets(args: PresetsArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_word;
+    use std::path::Path;
+
+    #[test]
+    fn a_path_is_one_shell_word() {
+        assert_eq!(shell_word(Path::new("/data/runs")), "/data/runs");
+        assert_eq!(shell_word(Path::new("/my data/x")), "'/my data/x'");
+        assert_eq!(shell_word(Path::new("/it's")), "'/it'\\''s'");
+    }
 }

@@ -308,14 +308,20 @@ impl Interrupt {
         let handle = this.clone();
         let out = out.display().to_string();
         crate::signals::on_first_signal(move || {
-            eprintln!(
-                "interrupted: ending at the next step and saving what it trained in {out}; \
-                 press Ctrl-C again to exit at once without saving"
-            );
             handle.asked.store(true, Ordering::SeqCst);
             let slot = handle.trainer.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(flag) = slot.as_ref() {
-                flag.store(true, Ordering::SeqCst);
+            match slot.as_ref() {
+                Some(flag) => {
+                    eprintln!(
+                        "interrupted: ending at the next step and saving what it trained in \
+                         {out}; press Ctrl-C again to exit at once without saving"
+                    );
+                    flag.store(true, Ordering::SeqCst);
+                }
+                None => eprintln!(
+                    "interrupted: the run stops once it is set up, before it trains (nothing to \
+                     save); press Ctrl-C again to exit at once"
+                ),
             }
         });
         this

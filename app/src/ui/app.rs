@@ -330,12 +330,21 @@ impl TradeTuneApp {
             Command::ShowInStudies { db, study } => p.studies.reveal(cx, db, study),
             Command::StudyEnded { db, study } => p.studies.study_ended(cx, db, study),
             Command::RememberDatabase(label) => cx.settings.database = Some(label),
-            Command::WriteRunsTo(label) => {
+            Command::WriteRunsTo(db) => {
+                // Kept (and saved with the settings) without a password typed into its URL:
+                // a run reads it from ~/.pgpass or PGPASSWORD, and is told so.
+                let label = crate::launch::db_label(&db);
+                let dropped = label != db.to_string_lossy();
                 cx.notice(format!(
-                    "new runs write their studies to {}",
-                    crate::launch::db_label(&label)
+                    "new runs write their studies to {label}{}",
+                    if dropped {
+                        "; the password typed into its URL is not kept: a run reads it from \
+                         ~/.pgpass or PGPASSWORD"
+                    } else {
+                        ""
+                    }
                 ));
-                cx.settings.study_db = Some(label);
+                cx.settings.study_db = Some(std::path::PathBuf::from(label));
             }
             Command::BacktestTrial(dir) => {
                 p.backtest

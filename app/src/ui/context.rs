@@ -65,8 +65,9 @@ pub enum Command {
     },
     /// Remember this database (its label: a URL without its password) for the next launch.
     RememberDatabase(PathBuf),
-    /// Run → Start writes its studies to this database from now on (its label: a URL without
-    /// its password, which comes from ~/.pgpass or PGPASSWORD), remembered for the next launch.
+    /// Run → Start writes its studies to this database from now on, remembered for the next
+    /// launch as its label (a URL without its password, which comes from ~/.pgpass or
+    /// PGPASSWORD).
     WriteRunsTo(PathBuf),
     /// Backtest a trial's saved policy (its checkpoint directory) in the Backtest panel.
     BacktestTrial(PathBuf),

@@ -313,7 +313,14 @@ pub fn evaluate_timed(
     )?;
     let value = objective.value(&agent, &equal_weight);
     if !value.is_finite() {
-        return Err(split.err(format!("objective {objective} is {value}")));
+        let why = if [agent.sortino, equal_weight.sortino].contains(&f64::INFINITY)
+            && matches!(objective, Objective::Sortino | Objective::SortinoExcess)
+        {
+            " (a Sortino ratio is infinite: no losing bar in the split)"
+        } else {
+            ""
+        };
+        return Err(split.err(format!("objective {objective} is {value}{why}")));
     }
     let start = split.range.start + first;
     let report = EvalReport {

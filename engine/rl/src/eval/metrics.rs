@@ -12,7 +12,9 @@
 //!
 //! A flat curve (no return, no risk: an agent that stays in cash) has Sharpe and Sortino 0 — it
 //! beat nothing. A ratio that would be ±∞ or NaN is a [`MetricError`]: a caller must not rank a
-//! trial on a number that is not one.
+//! trial on a number that is not one. The exception is a Sortino ratio with no losing bar and a
+//! positive mean: +∞, a metric rather than a broken curve (an objective of it refuses it; in
+//! JSON it is `null`, read back as +∞).
 
 use serde::{Deserialize, Serialize};
 
@@ -31,6 +33,8 @@ pub const TRADING_DAYS_PER_YEAR: f64 = 252.0;
 const WEEKEND_SHARE_24_7: f64 = 0.10;
 /// Bars this long or longer (and shorter than two days) are daily bars: one a trading day.
 const DAILY_FROM: i64 = 20 * 3_600;
+/// The share of gaps at least [`DAILY_FROM`] long that makes bars daily ones.
+const DAILY_SHARE: f64 = 0.9;
 
 /// How one strategy did over an evaluation.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -39,7 +43,9 @@ pub struct Metrics {
     pub total_return: f64,
     /// Annualised Sharpe ratio of per-bar returns (risk-free rate 0).
     pub sharpe: f64,
-    /// Annualised Sortino ratio of per-bar returns (target 0).
+    /// Annualised Sortino ratio of per-bar returns (target 0); +∞ with no losing bar (JSON's
+    /// `null`, read back as +∞).
+    #[serde(deserialize_with = "null_as_infinity")]
     pub sortino: f64,
     /// Largest peak-to-trough fall of the equity, as a positive fraction (0.25 = −25 %).
     pub max_drawdown: f64,
@@ -114,6 +120,11 @@ fn ratio(metric: &'static str, num: f64, den: f64, scale: f64) -> Result<f64, Me
         num / den * scale
     };
     finite(metric, value, &reason)
+}
+
+/// A number, or `null` (how JSON writes +∞) as +∞.
+fn null_as_infinity<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::INFINITY))
 }
 
 /// The Sortino ratio: as [`ratio`], except that a curve with no losing bar and a positive mean
@@ -203,16 +214,22 @@ pub fn periods_per_year_of(timestamps: &[i64]) -> Option<f64> {
     if bar >= 2 * 86_400 {
         return Some(calendar);
     }
-    if bar >= DAILY_FROM {
-        // Daily bars: a market closed on weekends shows it in its gaps (a weekend is a gap of
-        // three days after one bar in five), whatever time zone its bars are stamped in. Their
-        // UTC weekday would not: a Tokyo or Sydney bar stamped at local midnight falls on the
-        // previous UTC day, every Monday on a Sunday, and would read as a 24/7 market.
+    let gaps = timestamps.len().saturating_sub(1).max(1);
+    let day_long = timestamps
+        .windows(2)
+        .filter(|w| w[1] - w[0] >= DAILY_FROM)
+        .count();
+    // Daily bars: (nearly) every gap a day or more. Two bars a session (4-hour bars: gaps of 4
+    // and 20 hours) may have a median gap of 20 hours, and are not daily bars.
+    if bar >= DAILY_FROM && day_long as f64 >= DAILY_SHARE * gaps as f64 {
+        // A market closed on weekends shows it in its gaps (a weekend is a gap of three days
+        // after one bar in five), whatever time zone its bars are stamped in. Their UTC weekday
+        // would not: a Tokyo or Sydney bar stamped at local midnight falls on the previous UTC
+        // day, every Monday on a Sunday, and would read as a 24/7 market.
         let closed = timestamps
             .windows(2)
             .filter(|w| w[1] - w[0] >= 2 * 86_400 - 3_600)
             .count();
-        let gaps = timestamps.len().saturating_sub(1).max(1);
         return Some(if closed as f64 > WEEKEND_SHARE_24_7 * gaps as f64 {
             TRADING_DAYS_PER_YEAR
         } else {
@@ -317,6 +334,10 @@ mod tests {
         let m = curve(&[100.0, 101.0, 102.5, 104.0], 252.0).unwrap();
         assert_eq!(m.sortino, f64::INFINITY);
         assert!(m.sharpe.is_finite() && m.sharpe > 0.0);
+        // JSON has no +∞: written as null, read back as +∞.
+        let json = serde_json::to_string(&m).unwrap();
+        assert!(json.contains("\"sortino\":null"), "{json}");
+        assert_eq!(serde_json::from_str::<Metrics>(&json).unwrap(), m);
         // A constant return: no variation at all.
         let err = curve(&[100.0, 110.0, 121.0], 252.0).unwrap_err();
         assert!(err.to_string().contains("sharpe"), "{err}");
@@ -350,6 +371,14 @@ mod tests {
         // in UTC): still a market closed on weekends → 252.
         let tokyo: Vec<i64> = daily.iter().map(|t| t - 9 * 3_600).collect();
         assert_eq!(periods_per_year_of(&tokyo), Some(252.0));
+        // Two 4-hour bars a weekday (14:30 and 18:30 UTC: gaps of 4 and 20 hours, a median of
+        // 20 hours however the first bar falls): 252 × 2, not daily bars.
+        let two_a_day: Vec<i64> = daily
+            .iter()
+            .flat_map(|d| [d + 52_200, d + 66_600])
+            .collect();
+        assert_eq!(periods_per_year_of(&two_a_day), Some(504.0));
+        assert_eq!(periods_per_year_of(&two_a_day[1..]), Some(504.0));
         // 5-minute bars around the clock: 105,192 a year.
         let five: Vec<i64> = (0..5_000).map(|i| monday + i * 300).collect();
         assert_eq!(periods_per_year_of(&five), Some(105_192.0));

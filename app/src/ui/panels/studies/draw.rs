@@ -59,7 +59,7 @@ pub(super) fn show(
                     ))
                     .clicked()
             {
-                commands.push(Command::WriteRunsTo(PathBuf::from(here)).into());
+                commands.push(Command::WriteRunsTo(db.path.clone()).into());
             }
         }
         if view.opening {
