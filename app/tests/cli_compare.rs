@@ -232,3 +232,21 @@ fn unknown_studies_trials_and_databases_are_named() {
         "{e}"
     );
 }
+
+/// Without `--db`, `compare` reads the database every `tradetune study` command uses (the
+/// user data directory's `studies.db`), not a `studies.db` in the current directory.
+#[test]
+fn without_db_compare_reads_the_default_study_database() {
+    let dir = scratch("cli_compare", "default_db");
+    let data = dir.join("data");
+    let db = data.join("tradetune").join("studies.db");
+    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+    build_db(&db);
+    let o = common::tradetune_with(
+        &["compare", "baseline", "experiment", "--json"],
+        &[("XDG_DATA_HOME", data.to_str().unwrap())],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["a"]["trials"], 3, "{v}");
+}
