@@ -16,7 +16,7 @@ use serde::Serialize;
 use super::FrontError;
 use super::backtest::{SplitPart, backtest};
 use crate::device::DeviceSpec;
-use crate::eval::dsr::{Deflated, DsrTrialError, SharpeEstimate, deflate_best};
+use crate::eval::dsr::{Deflated, DsrTrialError, deflate_best, trial_sharpe};
 use crate::eval::pbo::{HistogramBin, Pbo, cscv, logit_histogram};
 use crate::eval::{EvalSummary, Objective};
 use crate::storage::{JsonValue, Storage, StudyDirection, TrialRecord, TrialState};
@@ -118,9 +118,10 @@ pub fn study_report(
     // folds they ran: they were tried, and count in the deflated Sharpe's N and V.
     let mut tried: Vec<(i64, bool, BTreeMap<i64, f64>)> = Vec::new();
     let mut tested_per_bar = 0;
-    for t in trials.iter().filter(|t| {
-        matches!(t.state, TrialState::Complete | TrialState::Pruned)
-            && (t.state == TrialState::Pruned || t.value().is_some_and(f64::is_finite))
+    for t in trials.iter().filter(|t| match t.state {
+        TrialState::Pruned => true,
+        TrialState::Complete => t.value().is_some_and(f64::is_finite),
+        _ => false,
     }) {
         let mut by_bar: BTreeMap<i64, (f64, usize)> = BTreeMap::new();
         for x in storage.fold_returns(t.trial_id)? {
@@ -136,7 +137,7 @@ pub fn study_report(
             let complete = t.state == TrialState::Complete;
             // A pruned trial's few folds that give no Sharpe ratio (too few bars, no variation)
             // are left out rather than leaving the whole study without a deflated Sharpe.
-            if !complete && !has_sharpe(means.values().copied()) {
+            if !complete && trial_sharpe(&means.values().copied().collect::<Vec<_>>()).is_err() {
                 continue;
             }
             tested_per_bar = tested_per_bar.max(most);
@@ -317,13 +318,6 @@ pub fn test_backtest(best: Option<&TrialRecord>) -> TestSection {
     }
 }
 
-/// Whether `returns` give a per-period Sharpe ratio (all zero counts: a trial that never
-/// traded has 0), as the deflated Sharpe's V needs of every trial.
-fn has_sharpe(returns: impl Iterator<Item = f64>) -> bool {
-    let r: Vec<f64> = returns.collect();
-    r.len() >= 2 && (r.iter().all(|v| *v == 0.0) || SharpeEstimate::from_returns(&r).is_ok())
-}
-
 impl StudyReport {
     /// How a bar's return was made when several folds tested it ("" when each bar was tested
     /// once).
@@ -464,6 +458,7 @@ impl StudyReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::eval::dsr::SharpeEstimate;
     use crate::storage::FoldReturn;
 
     /// A study with `n` cross-validated COMPLETE trials (two folds of 64 bars of fixed

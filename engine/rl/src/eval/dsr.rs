@@ -339,14 +339,8 @@ pub fn deflate_best<S: AsRef<[f64]>>(
     }
     let mut sharpes = Vec::with_capacity(trials.len());
     for (i, t) in trials.iter().enumerate() {
-        let r = t.as_ref();
-        let sr = if r.len() >= 2 && r.iter().all(|v| *v == 0.0) {
-            0.0
-        } else {
-            SharpeEstimate::from_returns(r)
-                .map_err(|source| DsrTrialError::Trial { trial: i, source })?
-                .sharpe
-        };
+        let sr =
+            trial_sharpe(t.as_ref()).map_err(|source| DsrTrialError::Trial { trial: i, source })?;
         sharpes.push(sr);
     }
     let n = sharpes.len() as f64;
@@ -383,6 +377,15 @@ pub fn deflate_best<S: AsRef<[f64]>>(
         deflated: deflated_sharpe_ratio(&estimate, trials.len(), variance)?,
         sharpes,
     })
+}
+
+/// One trial's per-period Sharpe ratio as [`deflate_best`] takes it: 0 for returns that are all
+/// 0 (a trial that never traded), else [`SharpeEstimate::from_returns`]'s.
+pub fn trial_sharpe(returns: &[f64]) -> Result<f64, DsrError> {
+    if returns.len() >= 2 && returns.iter().all(|v| *v == 0.0) {
+        return Ok(0.0);
+    }
+    SharpeEstimate::from_returns(returns).map(|e| e.sharpe)
 }
 
 /// Why [`deflate_best`] failed.
