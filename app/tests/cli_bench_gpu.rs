@@ -856,8 +856,8 @@ fn bench_matmul_measures_each_routine_on_the_update_products() {
 /// `benches/gpu/run.sh`, the one script for whoever holds a GPU, over stand-ins for the
 /// binaries that log how they are called: the machine file, the steps in the order of what
 /// matters most (the RTX 4080 shape cold, the study of two trials and its export, on the warm
-/// cache, the RX 7900 GRE shape, the routines, the minibatches replayed, the SPIR-V build's
-/// routines and run) with the run's own cache and the peer passed on, the report packed into
+/// cache, the SPIR-V build's routines and run, the RX 7900 GRE shape, the routines, the
+/// minibatches replayed) with the run's own cache and the peer passed on, the report packed into
 /// one file after each step, and a budget that skips the steps it has no room for, as it says.
 /// What would waste a borrowed card's minutes is found first: no GPU adapter stops the run
 /// before any step, and a peer whose Python cannot run it is left out, said, not fatal.
@@ -958,6 +958,8 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
                 "bench gpu --configs rtx4080 --precisions f32 --policy-steps direct,replay \
                  --probe-sizes 256,1024,4096 {cache}"
             ),
+            format!("spirv bench matmul --configs rtx4080 {cache}"),
+            format!("spirv bench gpu --configs rtx4080 --probe-sizes 256,1024,4096 {cache}"),
             format!(
                 "bench gpu --configs rx7900gre --updates 2 --probe-sizes 256,1024,4096 --peer {} {cache}",
                 python.display()
@@ -967,8 +969,6 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
                 "bench gpu --configs rtx4080 --placements device --precisions f32 --policy-steps \
                  replay --minibatches direct,replay --probe-sizes 256,1024,4096 {cache}"
             ),
-            format!("spirv bench matmul --configs rtx4080 {cache}"),
-            format!("spirv bench gpu --configs rtx4080 --probe-sizes 256,1024,4096 {cache}"),
         ]
     );
     assert_eq!(

@@ -72,6 +72,13 @@ case "$budget" in
   ''|*[!0-9]*) echo "run.sh: --budget '$budget' is not a whole number of seconds" >&2; exit 2 ;;
 esac
 start=$(date +%s)
+# A container's driver libraries and tools may lie outside the loader's and the shell's search
+# paths (the borrowed machines mount the driver at /usr/local/nvidia): NVML (each row's busy %
+# and memory, the study's verdicts) and nvidia-smi (machine.txt) are looked for there too.
+for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib; do
+  if [ -d "$d" ]; then export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"; fi
+done
+if [ -d /usr/local/nvidia/bin ]; then export PATH="$PATH:/usr/local/nvidia/bin"; fi
 if [ -z "$bin" ]; then
   if command -v tradetune >/dev/null 2>&1; then
     bin=$(command -v tradetune)
@@ -257,6 +264,16 @@ cap=60 step "study, its trials' attributes" study-export.txt \
 # (issue 33, TRADETUNE_REPLAY_POLICY): whether a replayed step pays on the card, run by run.
 cap=100 step "bench gpu, rtx4080 on the warm cache, policy steps direct and replayed" bench-gpu-cached.txt \
   "$bin" bench gpu --configs rtx4080 --precisions f32 --policy-steps direct,replay "${probe[@]}"
+# The SPIR-V build (cooperative-matrix f16, issue 33: shipped only with a real card's figure)
+# comes before the other preset's shape, which a short budget loses first. It keeps its
+# autotune answers apart (its environment ends in -spirv), so its first run here is cold too.
+if [ -n "$spirv" ]; then
+  cap=60 step "bench matmul, rtx4080, SPIR-V build" bench-matmul-spirv.txt \
+    "$spirv" bench matmul --configs rtx4080
+  cap=150 step "bench gpu, rtx4080, SPIR-V build" bench-gpu-spirv.txt \
+    "$spirv" bench gpu --configs rtx4080 "${probe[@]}"
+fi
+
 # The other preset's shape, cold for its own shapes (the 7900 GRE's owners' card is another, but
 # the launches and the phase split are the shape's).
 cap=150 step "bench gpu, rx7900gre, cold" bench-gpu-rx7900gre.txt \
@@ -266,14 +283,6 @@ cap=60 step "bench matmul, rtx4080" bench-matmul.txt "$bin" bench matmul --confi
 cap=90 step "bench gpu, rtx4080, minibatches direct and replayed" bench-gpu-minibatches.txt \
   "$bin" bench gpu --configs rtx4080 --placements device --precisions f32 --policy-steps replay \
   --minibatches direct,replay "${probe[@]}"
-# The SPIR-V build keeps its autotune answers apart (its environment ends in -spirv), so its
-# first run here is cold too.
-if [ -n "$spirv" ]; then
-  cap=60 step "bench matmul, rtx4080, SPIR-V build" bench-matmul-spirv.txt \
-    "$spirv" bench matmul --configs rtx4080
-  cap=150 step "bench gpu, rtx4080, SPIR-V build" bench-gpu-spirv.txt \
-    "$spirv" bench gpu --configs rtx4080 "${probe[@]}"
-fi
 
 echo "== $(( $(date +%s) - start ))s in all; the report is in $out/${pack:+, packed in $pack}" | tee -a "$out/steps.txt"
 pack

@@ -487,6 +487,9 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
     };
     // The GPUs' own view while each run trains: NVML or amdgpu sysfs, every 0.1 s.
     let discovery = GpuDiscovery::discover(std::path::Path::new(DRM_ROOT), std::process::id());
+    // Without it the rows' busy % and memory say only that no probe answered: the reason (no
+    // NVML library found, say) is what a card's owner can act on.
+    let no_gpu = discovery.no_gpu_reason();
     let sources = source::sources(discovery, None);
     let sampler = Sampler::start(SamplerCore::new(
         SamplerConfig::with_interval(Duration::from_millis(100))?,
@@ -520,47 +523,14 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
                 ),
             }
         }
+        if let Some(why) = no_gpu.as_deref().filter(|_| spec != DeviceSpec::Cpu) {
+            println!("GPU telemetry: {why}: the rows' busy % and memory are not sampled");
+        }
         if cfg!(debug_assertions) {
             eprintln!(
                 "note: this is a debug build; measure with `cargo run --release -p tradetune -- bench gpu`"
             );
         }
-    }
-    // The matmul probe: square sizes, and each configuration's own update products in their
-    // layouts (on a GPU: burn's autotuned matmul, products queued back to back).
-    let probe = matmul_probe(&device, probe_sizes)?;
-    let mut shape_rates = Vec::new();
-    for c in &configs {
-        let cases = c.update_matmuls();
-        let rates: Vec<serde_json::Value> = matmul_probe_products(&device, &cases)?
-            .into_iter()
-            .zip(&cases)
-            .map(|(g, c)| serde_json::json!({ "product": c, "gflops": g }))
-            .collect();
-        if !args.json {
-            let square: Vec<String> = probe
-                .sizes
-                .iter()
-                .map(|(n, g)| format!("{n}²: {g:.0}"))
-                .collect();
-            let own: Vec<String> = rates
-                .iter()
-                .zip(&cases)
-                .map(|(r, c)| {
-                    let g = r["gflops"].as_f64().unwrap_or(0.0);
-                    let digits = if g < 10.0 { 1 } else { 0 };
-                    format!("{}: {g:.digits$}", c.label())
-                })
-                .collect();
-            println!(
-                "matmul probe, f32 GFLOP/s: square {}; {}'s update products {} (`tradetune bench \
-                 matmul` measures every routine on them)",
-                square.join(", "),
-                c.name,
-                own.join(", ")
-            );
-        }
-        shape_rates.push(serde_json::json!({ "config": c.name, "shapes": rates }));
     }
     if !args.json {
         header();
@@ -579,6 +549,41 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
     // Each run is a "trial" of the sampler's, for its running totals.
     let mut run_id = 0;
     for cfg in &configs {
+        // The peer first, its figures on stderr as each ends: a run stopped at its limit (a
+        // borrowed card's minutes) keeps the comparison, which our rows could outlast.
+        let mut peer_runs: Vec<(String, Result<PeerRun, String>)> = Vec::new();
+        if let (Some(peer), Some(dir)) = (&args.peer, &scripts) {
+            let script = dir.path().join("cleanrl_ppo.py");
+            let mut c = cfg.clone();
+            if let Some(u) = args.updates {
+                c.updates = u;
+            }
+            let threads = tradetune_engine::ppo::bench::rayon_threads();
+            for precision in ["tf32", "bf16"] {
+                let run = run_peer(
+                    peer,
+                    &script,
+                    &c,
+                    threads,
+                    &["--device", &args.peer_device, "--precision", precision],
+                );
+                match &run {
+                    Ok(run) => eprintln!(
+                        "peer {} {precision}: {:.0} samples/s steady, cold update {} s ({} on {})",
+                        c.name,
+                        run.samples_per_second(),
+                        opt(run.cold_update_seconds, 1),
+                        run.name(),
+                        run.device.as_deref().unwrap_or("?"),
+                    ),
+                    // A broken peer costs its own rows, not the runs after it (a card may be
+                    // borrowed for minutes): said where its row would be, the whole error on
+                    // stderr, and the command fails at its end.
+                    Err(e) => eprintln!("{e:#}"),
+                }
+                peer_runs.push((precision.to_owned(), run.map_err(|e| format!("{e:#}"))));
+            }
+        }
         let mut best: Option<f64> = None;
         for &precision in &precisions {
             for &(placement, replay_policy, replay_update) in &runs {
@@ -640,57 +645,78 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
                 results.push(serde_json::json!({ "result": r, "gpus": seen }));
             }
         }
-        if let (Some(peer), Some(dir)) = (&args.peer, &scripts) {
-            let script = dir.path().join("cleanrl_ppo.py");
-            let mut c = cfg.clone();
-            if let Some(u) = args.updates {
-                c.updates = u;
-            }
-            let threads = tradetune_engine::ppo::bench::rayon_threads();
-            for precision in ["tf32", "bf16"] {
-                let run = match run_peer(
-                    peer,
-                    &script,
-                    &c,
-                    threads,
-                    &["--device", &args.peer_device, "--precision", precision],
-                ) {
-                    Ok(run) => run,
-                    Err(e) => {
-                        // A broken peer costs its own rows, not the runs after it (a card may
-                        // be borrowed for minutes): said where its row would be, the whole
-                        // error on stderr, and the command fails at its end.
-                        eprintln!("{e:#}");
-                        if !args.json {
-                            println!(
-                                "{:<10} {:>4} peer failed: {} (its error is on stderr)",
-                                c.name,
-                                precision,
-                                e.to_string().lines().next().unwrap_or_default()
-                            );
-                        }
-                        peers.push(serde_json::json!({
-                            "config": c.name,
-                            "precision": precision,
-                            "error": format!("{e:#}"),
-                        }));
-                        peer_failures += 1;
-                        continue;
+        // The peer's rows, under ours: the ratio needs our best.
+        for (precision, run) in peer_runs {
+            match run {
+                Ok(run) => {
+                    if !args.json {
+                        peer_row(cfg, &precision, &run, best);
                     }
-                };
-                if !args.json {
-                    peer_row(&c, precision, &run, best);
+                    peers.push(serde_json::json!({
+                        "config": cfg.name,
+                        "precision": precision,
+                        "run": run,
+                        "ours_best_over_peer": best.map(|b| b / run.samples_per_second()),
+                    }));
                 }
-                peers.push(serde_json::json!({
-                    "config": c.name,
-                    "precision": precision,
-                    "run": run,
-                    "ours_best_over_peer": best.map(|b| b / run.samples_per_second()),
-                }));
+                Err(e) => {
+                    if !args.json {
+                        println!(
+                            "{:<10} {:>4} peer failed: {} (its error is on stderr)",
+                            cfg.name,
+                            precision,
+                            e.lines().next().unwrap_or_default()
+                        );
+                    }
+                    peers.push(serde_json::json!({
+                        "config": cfg.name,
+                        "precision": precision,
+                        "error": e,
+                    }));
+                    peer_failures += 1;
+                }
             }
         }
     }
     drop(sampler);
+    // The matmul probe: square sizes, and each configuration's own update products in their
+    // layouts (on a GPU: burn's autotuned matmul, products queued back to back). It runs after
+    // the runs: run first, it autotuned the update's own f32 products, and the first row's cold
+    // update, compile seconds and autotune count left out what a new configuration pays.
+    let probe = matmul_probe(&device, probe_sizes)?;
+    let mut shape_rates = Vec::new();
+    for c in &configs {
+        let cases = c.update_matmuls();
+        let rates: Vec<serde_json::Value> = matmul_probe_products(&device, &cases)?
+            .into_iter()
+            .zip(&cases)
+            .map(|(g, c)| serde_json::json!({ "product": c, "gflops": g }))
+            .collect();
+        if !args.json {
+            let square: Vec<String> = probe
+                .sizes
+                .iter()
+                .map(|(n, g)| format!("{n}²: {g:.0}"))
+                .collect();
+            let own: Vec<String> = rates
+                .iter()
+                .zip(&cases)
+                .map(|(r, c)| {
+                    let g = r["gflops"].as_f64().unwrap_or(0.0);
+                    let digits = if g < 10.0 { 1 } else { 0 };
+                    format!("{}: {g:.digits$}", c.label())
+                })
+                .collect();
+            println!(
+                "matmul probe, f32 GFLOP/s: square {}; {}'s update products {} (`tradetune bench \
+                 matmul` measures every routine on them)",
+                square.join(", "),
+                c.name,
+                own.join(", ")
+            );
+        }
+        shape_rates.push(serde_json::json!({ "config": c.name, "shapes": rates }));
+    }
     if !kernel_lines.is_empty() && !args.json {
         println!("{KERNEL_NOTE}");
         println!("the device's ms per update, by part (each kernel timed):");
