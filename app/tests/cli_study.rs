@@ -178,10 +178,15 @@ fn a_run_whose_every_trial_failed_exits_with_an_error() {
     let dir = scratch("cli_study", "all_failed");
     let db = dir.join("studies.db");
     let file = dir.join("all_failed.toml");
-    // A batch larger than a rollout: refused by every trial as it starts.
+    // A validation split too short for the lookback: refused by every trial as it starts
+    // (the study's settings are sound; the data's split is what leaves no steps to score).
     let text_of = std::fs::read_to_string(tiny_study(&dir, "allfail", 2048))
         .unwrap()
-        .replace("ppo.batch_size = 64", "ppo.batch_size = 1024");
+        .replace("env.n_envs = 4", "env.n_envs = 4\nenv.lookback = 100")
+        .replace(
+            "[sampler]",
+            "[split]\nby = \"fractions\"\ntrain = 0.95\nvalidation = 0.01\n\n[sampler]",
+        );
     std::fs::write(&file, text_of).unwrap();
     let o = tradetune(&[
         "study",
@@ -199,7 +204,7 @@ fn a_run_whose_every_trial_failed_exits_with_an_error() {
         "{stdout}"
     );
     assert!(
-        stderr.contains("all 2 trials of this run failed") && stderr.contains("ppo.batch_size"),
+        stderr.contains("all 2 trials of this run failed") && stderr.contains("lookback 100"),
         "{stderr}"
     );
     let storage = Storage::open_read_only(&db).unwrap();
@@ -208,6 +213,76 @@ fn a_run_whose_every_trial_failed_exits_with_an_error() {
         .unwrap();
     assert_eq!(trials.len(), 2);
     assert!(trials.iter().all(|t| t.state == TrialState::Fail));
+}
+
+/// Settings no trial could run with (a fixed batch larger than any rollout the search allows)
+/// refuse the study before its first trial, naming the file's line and the setting, and store
+/// nothing; a searched range that rescues some trials lets it run.
+#[test]
+fn a_study_no_trial_of_which_can_run_is_refused_before_its_first_trial() {
+    let dir = scratch("cli_study", "unrunnable");
+    let db = dir.join("studies.db");
+    let file = dir.join("unrunnable.toml");
+    let text_of = std::fs::read_to_string(tiny_study(&dir, "unrunnable", 2048))
+        .unwrap()
+        .replace("ppo.batch_size = 64", "ppo.batch_size = 1024");
+    let line = text_of
+        .lines()
+        .position(|l| l.starts_with("ppo.batch_size"))
+        .unwrap()
+        + 1;
+    std::fs::write(&file, &text_of).unwrap();
+    let run = || {
+        tradetune(&[
+            "study",
+            "run",
+            s(&file),
+            "--db",
+            s(&db),
+            "--telemetry-interval",
+            "0",
+        ])
+    };
+    let o = run();
+    let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
+    assert!(!o.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(&format!("{}:{line}", file.display()))
+            && stderr.contains("fixed.ppo.batch_size")
+            && stderr.contains("no trial of this study can run")
+            && stderr.contains("n_steps × n_envs = 128"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("trial 0"), "{stdout}");
+    if db.exists() {
+        let storage = Storage::open_read_only(&db).unwrap();
+        if let Ok(id) = storage.study_id("unrunnable") {
+            assert!(storage.trials(id).unwrap().is_empty());
+        }
+    }
+    // Longer rollouts searched: the top of the range runs, so the study does.
+    std::fs::write(
+        &file,
+        text_of
+            .replace("ppo.n_steps = 32\n", "")
+            .replace(
+                "[search]\n",
+                "[search]\n\"ppo.n_steps\" = { low = 32, high = 512, step = 32 }\n",
+            )
+            .replace("n_trials = 2", "n_trials = 1"),
+    )
+    .unwrap();
+    let o = run();
+    let stderr = text(&o.stderr);
+    assert!(
+        !stderr.contains("no trial of this study can run"),
+        "{stderr}"
+    );
+    let storage = Storage::open_read_only(&db).unwrap();
+    let trials = storage
+        .trials(storage.study_id("unrunnable").unwrap())
+        .unwrap();
+    assert_eq!(trials.len(), 1, "{stderr}");
 }
 
 #[test]

@@ -10,7 +10,7 @@ use crate::device::compiling::{CompileActivity, CompileTicker};
 use crate::front::FrontError;
 use crate::storage::{Storage, StorageError, StorageOptions, is_postgres_url};
 use crate::study::file::StudyFile;
-use crate::study::ppo_trial::{PpoTrial, PpoTrialConfig, check_devices};
+use crate::study::ppo_trial::{PpoTrial, PpoTrialConfig, Problem, check_devices};
 use crate::study::runner::{Runner, RunnerConfig, StudyEvent, StudyReport};
 use crate::telemetry::{
     DRM_ROOT, GpuDiscovery, GpuInfo, Sampler, SamplerConfig, SamplerCore, StorageSink,
@@ -274,6 +274,15 @@ pub(super) fn prepare(
         // names were checked may hold a `/` or `..`).
         .with_checkpoints(checkpoints.join(crate::front::export::file_name_part(&file.study.name)))
         .with_evaluation(&file.evaluation)?;
+    // Settings every trial would fail on before it trains (a fixed batch larger than any
+    // rollout the search allows) refuse the study here, not trial by trial.
+    if let Some(problems) = PpoTrialConfig::unrunnable(
+        &file.base_config,
+        &file.space,
+        Some(trial.data_shape().n_assets),
+    ) {
+        return Err(unrunnable_error(file, &problems));
+    }
     let source = trial.source.clone();
     let fingerprint = trial.data_fingerprint();
     let runner = Runner::new(
@@ -291,6 +300,27 @@ pub(super) fn prepare(
         source,
         fingerprint,
     })
+}
+
+/// The study's refusal when no trial of it could run: its first problem names the key that
+/// sets its setting (the `[search]` range, else the `[fixed]` line, where the file has one),
+/// the other problems said after it.
+fn unrunnable_error(file: &StudyFile, problems: &[Problem]) -> FrontError {
+    let key = match problems.first() {
+        Some(p) if file.space.get(&p.field).is_some() => format!("search.\"{}\"", p.field),
+        Some(p) if p.field.contains('.') => format!("fixed.{}", p.field),
+        _ => "fixed".to_owned(),
+    };
+    let said: Vec<String> = problems
+        .iter()
+        .map(|p| format!("{}: {}", p.field, p.message))
+        .collect();
+    let scope = if file.space.is_empty() {
+        "no trial of this study can run (it searches nothing)"
+    } else {
+        "no trial of this study can run (at the ends and the middle of every searched range)"
+    };
+    FrontError::from(file.key_error(&key, format!("{scope}: {}", said.join("; "))))
 }
 
 /// A telemetry sampler (CPU, process and whatever GPUs answer) every `interval`, writing its

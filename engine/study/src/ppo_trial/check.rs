@@ -8,7 +8,9 @@ use tradetune_rl::ppo::PpoError;
 
 use super::PpoTrialConfig;
 use crate::catalogue::{self, SettingError};
+use crate::config_path;
 use crate::file::{PrunerSection, SamplerSection, StudySection};
+use crate::space::{OptunaDistribution, ParamValue, SearchSpace};
 
 /// The sizes of the data a trial trains on, which some checks and the estimate need.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -124,6 +126,60 @@ impl PpoTrialConfig {
         out
     }
 
+    /// Whether no trial of the study searching `space` over `base` (the defaults with its fixed
+    /// settings) could run: the problems every trial would fail on before it trains, judged
+    /// over each searched parameter's ends (and a range's middle too) in every combination,
+    /// up to [`COMBINATIONS_TRIED`] of them. `None` when one combination has no problem, or
+    /// when there are more combinations than that; else the first combination's problems
+    /// (the fixed settings alone, for a study that searches nothing).
+    pub fn unrunnable(
+        base: &serde_json::Value,
+        space: &SearchSpace,
+        n_assets: Option<usize>,
+    ) -> Option<Vec<Problem>> {
+        let params: Vec<(&str, Vec<ParamValue>)> = space
+            .iter()
+            .map(|(name, d)| (name, probe_values(d)))
+            .collect();
+        let mut combinations: usize = 1;
+        for (_, values) in &params {
+            combinations = combinations.saturating_mul(values.len().max(1));
+        }
+        if combinations > COMBINATIONS_TRIED || params.iter().any(|(_, v)| v.is_empty()) {
+            return None;
+        }
+        let mut first: Option<Vec<Problem>> = None;
+        for k in 0..combinations {
+            // The k-th combination, each parameter a digit of a mixed-radix number.
+            let mut config = base.clone();
+            let mut rest = k;
+            let mut applied = Ok(());
+            for (name, values) in &params {
+                let value = &values[rest % values.len()];
+                rest /= values.len();
+                applied = applied.and_then(|()| config_path::apply_value(&mut config, name, value));
+            }
+            let problems = match applied {
+                Err(e) => vec![Problem {
+                    field: "search".into(),
+                    message: e.to_string(),
+                }],
+                Ok(()) => match PpoTrialConfig::from_json(&config) {
+                    Ok(c) => c.problems(n_assets),
+                    Err(e) => vec![Problem {
+                        field: "fixed".into(),
+                        message: e.to_string(),
+                    }],
+                },
+            };
+            if problems.is_empty() {
+                return None;
+            }
+            first.get_or_insert(problems);
+        }
+        first
+    }
+
     /// What one trial of this configuration needs on a device that is (`on_cpu`) or is not
     /// the CPU, training on data of `shape`: an env placed on the device holds the market data
     /// there.
@@ -135,6 +191,40 @@ impl PpoTrialConfig {
         };
         self.ppo
             .memory_estimate(self.env.n_envs, obs_dim, shape.n_assets, dataset)
+    }
+}
+
+/// The most combinations of searched values [`PpoTrialConfig::unrunnable`] tries (3 values
+/// of each of 7 ranges is 2,187), a few milliseconds each at most.
+pub const COMBINATIONS_TRIED: usize = 4096;
+
+/// The values of a searched parameter that judge whether a trial can run: a range's ends and
+/// middle (on its step grid; the geometric middle of a log range), every choice of a
+/// categorical.
+fn probe_values(d: &OptunaDistribution) -> Vec<ParamValue> {
+    match d {
+        OptunaDistribution::Float(f) => {
+            let middle = match f.step {
+                Some(step) if step > 0.0 => f.low + ((f.high - f.low) / step / 2.0).round() * step,
+                _ if f.log && f.low > 0.0 => (f.low * f.high).sqrt(),
+                _ => f.low + (f.high - f.low) / 2.0,
+            };
+            let mut v = vec![f.low, f.high, middle.clamp(f.low, f.high)];
+            v.sort_by(f64::total_cmp);
+            v.dedup();
+            v.into_iter().map(ParamValue::Float).collect()
+        }
+        OptunaDistribution::Int(i) => {
+            let step = i.step.max(1);
+            let middle = i.low + (i.high - i.low) / step / 2 * step;
+            let mut v = vec![i.low, i.high, middle];
+            v.sort_unstable();
+            v.dedup();
+            v.into_iter().map(ParamValue::Int).collect()
+        }
+        OptunaDistribution::Categorical(c) => {
+            c.choices.iter().cloned().map(ParamValue::Choice).collect()
+        }
     }
 }
 
@@ -193,6 +283,69 @@ mod tests {
         assert_eq!(names("sampler.kind"), samplers);
         let pruners: Vec<&str> = PrunerKind::ALL.iter().map(|k| k.name()).collect();
         assert_eq!(names("pruner.kind"), pruners);
+    }
+
+    /// A study no trial of which could run is told before its first trial, by the setting
+    /// that stops it; one that some searched value rescues is not, nor is one whose searched
+    /// ranges make more combinations than are tried.
+    #[test]
+    fn a_study_whose_every_trial_would_fail_is_found_by_the_ends_of_its_ranges() {
+        let mut base = PpoTrialConfig::defaults_json();
+        base["env"]["n_envs"] = json!(4);
+        base["ppo"]["n_steps"] = json!(32);
+        base["ppo"]["batch_size"] = json!(1024);
+        base["train"]["total_timesteps"] = json!(100_000);
+        // Nothing searched: the fixed settings alone.
+        let space = SearchSpace::new();
+        let problems = PpoTrialConfig::unrunnable(&base, &space, Some(4)).expect("unrunnable");
+        assert_eq!(problems[0].field, "ppo.batch_size", "{problems:?}");
+        assert!(
+            problems[0].message.contains("n_steps × n_envs = 128"),
+            "{problems:?}"
+        );
+        // Searching what does not matter changes nothing.
+        let mut space = SearchSpace::new();
+        space
+            .add_float("ppo.learning_rate", 1e-5, 1e-3, true, None)
+            .unwrap();
+        space
+            .add_float("ppo.gamma", 0.9, 0.999, false, None)
+            .unwrap();
+        let problems = PpoTrialConfig::unrunnable(&base, &space, Some(4)).expect("unrunnable");
+        assert_eq!(problems[0].field, "ppo.batch_size");
+        // Rollouts long enough at the top of a searched range: some trials run.
+        let mut rescued = space.clone();
+        rescued.add_int("ppo.n_steps", 32, 512, false, 32).unwrap();
+        assert_eq!(PpoTrialConfig::unrunnable(&base, &rescued, Some(4)), None);
+        // Or at its middle only (the ends fail on the timesteps, the bottom on the batch).
+        let mut middle = space.clone();
+        middle
+            .add_int("ppo.n_steps", 32, 1_000_000, false, 1)
+            .unwrap();
+        base["train"]["total_timesteps"] = json!(2_100_000);
+        assert_eq!(PpoTrialConfig::unrunnable(&base, &middle, Some(4)), None);
+        // A good configuration is runnable; too many combinations are not judged.
+        base["ppo"]["batch_size"] = json!(64);
+        assert_eq!(PpoTrialConfig::unrunnable(&base, &space, Some(4)), None);
+        base["ppo"]["batch_size"] = json!(1024);
+        let mut wide = space.clone();
+        for name in [
+            "ppo.ent_coef",
+            "ppo.vf_coef",
+            "ppo.clip_range",
+            "ppo.gae_lambda",
+            "ppo.max_grad_norm",
+            "ppo.n_epochs",
+        ] {
+            if name == "ppo.n_epochs" {
+                wide.add_int(name, 1, 10, false, 1).unwrap();
+            } else {
+                wide.add_float(name, 0.1, 0.5, false, None).unwrap();
+            }
+        }
+        assert!(wide.len() == 8, "{wide:?}");
+        // 3^8 = 6,561 combinations, over the limit.
+        assert_eq!(PpoTrialConfig::unrunnable(&base, &wide, Some(4)), None);
     }
 
     fn shape() -> DataShape {
