@@ -46,6 +46,10 @@ pub trait HostProbe: Send {
 pub struct SysinfoHostProbe {
     system: System,
     pid: Pid,
+    /// When the priming refresh ran, until the first sample: sysinfo leaves the CPUs' times
+    /// as they were on a refresh sooner than `MINIMUM_CPU_UPDATE_INTERVAL` after the last,
+    /// which read every core at 0 % and the whole machine at its average since boot.
+    primed: Option<std::time::Instant>,
 }
 
 impl SysinfoHostProbe {
@@ -59,10 +63,15 @@ impl SysinfoHostProbe {
         };
         let system =
             System::new().map_err(|e| TelemetryError::HostProbe(format!("sysinfo: {e}")))?;
-        let mut probe = SysinfoHostProbe { system, pid };
+        let mut probe = SysinfoHostProbe {
+            system,
+            pid,
+            primed: None,
+        };
         // CPU usage is a difference between two refreshes; prime the first one so the first
-        // real sample (one interval later) is meaningful rather than 0 %.
+        // real sample is meaningful rather than 0 %.
         probe.refresh();
+        probe.primed = Some(std::time::Instant::now());
         Ok(probe)
     }
 
@@ -89,6 +98,13 @@ impl SysinfoHostProbe {
 
 impl HostProbe for SysinfoHostProbe {
     fn sample(&mut self) -> HostSample {
+        // A first sample taken at once (a sampler ticks as it starts) waits out the rest of
+        // the interval sysinfo needs between two readings of the CPUs' times.
+        if let Some(primed) = self.primed.take() {
+            std::thread::sleep(
+                sysinfo::MINIMUM_CPU_UPDATE_INTERVAL.saturating_sub(primed.elapsed()),
+            );
+        }
         self.refresh();
         let cores: Vec<f64> = self
             .system
@@ -109,6 +125,30 @@ impl HostProbe for SysinfoHostProbe {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The first sample, taken as soon as the probe is made, reads the CPUs over a real
+    /// interval: a core kept busy meanwhile shows, where it read 0 % on every core.
+    #[test]
+    fn a_first_sample_taken_at_once_reads_the_cores_busy() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = Arc::new(AtomicBool::new(false));
+        let spin = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    x = std::hint::black_box(x.wrapping_add(1));
+                }
+            })
+        };
+        let mut probe = SysinfoHostProbe::new(None).unwrap();
+        let s = probe.sample();
+        stop.store(true, Ordering::Relaxed);
+        spin.join().unwrap();
+        assert!(s.core_pct.iter().any(|&v| v > 0.0), "{:?}", s.core_pct);
+        assert!(s.cpu_pct.is_some_and(|v| v > 0.0), "{:?}", s.cpu_pct);
+    }
 
     #[test]
     fn this_process_has_resident_memory_and_cores_are_listed() {
