@@ -1,9 +1,11 @@
-//! Closing the window while a study runs asks how: stop now (running trials end FAIL
-//! "interrupted"), finish the running trials and then close, or cancel. A signal does not ask.
+//! Closing the window while a study runs (or the best trial is re-run with other seeds) asks
+//! how: stop now (running trials end FAIL "interrupted"), finish the running trials and then
+//! close, or cancel. A signal does not ask.
 //! The close request is the one the window system sends (a viewport `Close` event).
 
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::common::ui;
@@ -12,9 +14,10 @@ use egui::{ViewportCommand, ViewportEvent, ViewportId};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use tradetune_app::ui::TradeTuneApp;
-use tradetune_app::ui::close::{CANCEL, FINISH, STOP_NOW};
+use tradetune_app::ui::close::{CANCEL, FINISH, FINISH_RESEED, STOP_NOW, STOP_RESEED};
 use tradetune_app::ui::context::DataState;
 use tradetune_app::ui::draft::{Draft, SearchEntry};
+use tradetune_app::ui::panels::studies::report::ReseedRun;
 use tradetune_app::ui::settings::{Settings, Tab};
 use tradetune_engine::storage::Storage;
 use tradetune_engine::study::file::{PrunerKind, PrunerSection, SearchSpec};
@@ -156,4 +159,82 @@ fn finish_running_trials_starts_no_new_one_and_closes_when_the_study_ends() {
     let study = storage.study("close_finish").unwrap();
     let pruner = PrunerSection::from_attrs(&study.system_attrs).expect("the pruner is stored");
     assert_eq!(pruner.kind, PrunerKind::None);
+}
+
+/// A harness on the Studies tab with nothing running.
+fn idle() -> Harness<'static, TradeTuneApp> {
+    let settings = Settings {
+        tab: Tab::Studies,
+        ..Settings::default()
+    };
+    let app = TradeTuneApp::new(
+        settings,
+        ui::no_dialogs(),
+        tradetune_engine::device::describe_devices(),
+    );
+    let mut h = ui::harness(app, [1280.0, 900.0]);
+    h.run_steps(3);
+    h
+}
+
+/// A re-run of the best trial with other seeds, as the Report view holds it while its thread
+/// trains (seed 2 of 5).
+fn reseeding(h: &mut Harness<'_, TradeTuneApp>) -> Arc<AtomicBool> {
+    let cancel = Arc::new(AtomicBool::new(false));
+    h.state_mut().panels.studies.report.reseed = Some(ReseedRun {
+        study: "s".into(),
+        seeds: 5,
+        at: Some(1),
+        cancel: cancel.clone(),
+    });
+    cancel
+}
+
+/// Closing the window while the best trial is re-run with other seeds (minutes of training,
+/// kept only when the last seed is done) asks too: cancel keeps it, "close when the re-run
+/// ends" waits for it, and stopping cancels it and closes. Nothing running: no question.
+#[test]
+fn closing_while_a_reseed_trains_asks_and_finish_waits_for_it() {
+    let mut h = idle();
+    request_close(&mut h);
+    assert!(
+        !sent(&h, &ViewportCommand::CancelClose),
+        "nothing to ask about"
+    );
+
+    let mut h = idle();
+    let cancel = reseeding(&mut h);
+    request_close(&mut h);
+    assert!(sent(&h, &ViewportCommand::CancelClose), "the close is held");
+    h.run_steps(2);
+    h.get_by_label("A re-run is training");
+    h.get_by_label_contains("seed 2 of 5");
+    h.get_by_label(CANCEL).click();
+    h.run_steps(2);
+    assert!(h.query_by_label("A re-run is training").is_none());
+    assert!(!h.state().closing.confirmed);
+
+    request_close(&mut h);
+    h.run_steps(2);
+    h.get_by_label(FINISH_RESEED).click();
+    h.run_steps(2);
+    assert!(h.state().closing.finishing);
+    assert!(
+        !sent(&h, &ViewportCommand::Close),
+        "not before the re-run ends"
+    );
+    assert!(!cancel.load(Ordering::Relaxed));
+    // Its last seed done: the Report view drops the run, and the window closes.
+    h.state_mut().panels.studies.report.reseed = None;
+    h.step();
+    assert!(sent(&h, &ViewportCommand::Close));
+
+    let mut h = idle();
+    let cancel = reseeding(&mut h);
+    request_close(&mut h);
+    h.run_steps(2);
+    h.get_by_label(STOP_RESEED).click();
+    h.step();
+    assert!(sent(&h, &ViewportCommand::Close), "stopping closes at once");
+    assert!(cancel.load(Ordering::Relaxed), "and cancels the re-run");
 }

@@ -225,31 +225,47 @@ impl TradeTuneApp {
         }
     }
 
-    /// A close request while a study runs asks first (see [`close`]); "finish running trials"
-    /// closes the window once the study has ended.
+    /// A close request while a study runs, or the best trial is re-run with other seeds, asks
+    /// first (see [`close`]); "finish" closes the window once they have ended.
     fn close_request(&mut self, ctx: &egui::Context) {
-        let running = self.tasks.running();
-        self.closing.on_request(ctx, running);
-        let trials = self
-            .panels
-            .run
-            .workers
-            .iter()
-            .filter(|w| w.trial.is_some())
-            .count();
-        if let Some(choice) = close::dialog(ctx, &self.closing, trials) {
+        let reseed = self.panels.studies.report.reseed.as_ref();
+        let busy = close::Busy {
+            study: self.tasks.running(),
+            trials: self
+                .panels
+                .run
+                .workers
+                .iter()
+                .filter(|w| w.trial.is_some())
+                .count(),
+            reseed: reseed.map(|r| (r.at, r.seeds)),
+        };
+        self.closing.on_request(ctx, busy.any());
+        if let Some(choice) = close::dialog(ctx, &self.closing, busy) {
             let tasks = &mut self.tasks;
             self.closing.choose(ctx, choice, || {
-                tasks.finish_running_trials();
+                if busy.study {
+                    tasks.finish_running_trials();
+                }
             });
-            if choice == Choice::Finish {
-                self.cx.notice(
+            match choice {
+                // The re-run stops at its next update (the process ends with the window).
+                Choice::StopNow => {
+                    if let Some(r) = reseed {
+                        r.cancel.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+                Choice::Finish if busy.study => self.cx.notice(
                     "finishing the running trials: no new trial starts, and the window closes \
                      when they end",
-                );
+                ),
+                Choice::Finish => self.cx.notice(
+                    "the window closes when the re-run's last seed is done and its spread stored",
+                ),
+                Choice::Cancel => {}
             }
         }
-        self.closing.when_finished(ctx, running);
+        self.closing.when_finished(ctx, busy.any());
     }
 
     fn first_frame(&mut self) {

@@ -1,7 +1,8 @@
-//! Closing the window while a study runs: the user chooses between stopping now (the running
-//! trials end as FAIL "interrupted", see [`super::TradeTuneApp`]'s `on_exit`) and letting the
-//! running trials finish (no new one starts; the window closes when the study has ended), or
-//! cancels. SIGINT and SIGTERM do not ask: they stop now.
+//! Closing the window while a study runs, or while the best trial is re-run with other seeds:
+//! the user chooses between stopping now (the running trials end as FAIL "interrupted", see
+//! [`super::TradeTuneApp`]'s `on_exit`; a re-run's seeds so far are not kept) and letting the
+//! work finish (no new trial starts; the window closes when the study and the re-run have
+//! ended), or cancels. SIGINT and SIGTERM do not ask: they stop now.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,6 +13,29 @@ pub const STOP_NOW: &str = "Stop now (running trials end FAIL \"interrupted\")";
 pub const FINISH: &str = "Finish running trials";
 /// Keeps the window open.
 pub const CANCEL: &str = "Cancel";
+/// "Stop now" while only a re-run of the best trial trains.
+pub const STOP_RESEED: &str = "Stop the re-run and close (its seeds so far are not kept)";
+/// "Finish" while only a re-run of the best trial trains.
+pub const FINISH_RESEED: &str = "Close when the re-run ends";
+
+/// What closing the window would stop.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Busy {
+    /// A study runs.
+    pub study: bool,
+    /// Its trials running now.
+    pub trials: usize,
+    /// A re-run of the best trial with other seeds: the seed being trained (from 0, once the
+    /// first started) and the seeds asked for.
+    pub reseed: Option<(Option<usize>, usize)>,
+}
+
+impl Busy {
+    /// Whether closing would stop anything.
+    pub fn any(&self) -> bool {
+        self.study || self.reseed.is_some()
+    }
+}
 
 /// Where closing the window stands.
 #[derive(Debug, Default)]
@@ -35,8 +59,8 @@ pub enum Choice {
 }
 
 impl Closing {
-    /// Handles a close request of this frame, given whether a study is `running`: cancels it
-    /// and opens the dialog unless the close is confirmed or signalled. Returns whether the
+    /// Handles a close request of this frame, given whether a study or a re-run is `running`:
+    /// cancels it and opens the dialog unless the close is confirmed or signalled. Returns whether the
     /// request was held back.
     pub fn on_request(&mut self, ctx: &egui::Context, running: bool) -> bool {
         if !ctx.input(|i| i.viewport().close_requested()) {
@@ -51,7 +75,7 @@ impl Closing {
         true
     }
 
-    /// Closes the window once the study asked to finish has ended.
+    /// Closes the window once the study (and the re-run) asked to finish have ended.
     pub fn when_finished(&mut self, ctx: &egui::Context, running: bool) {
         if self.finishing && !running && !self.confirmed {
             self.confirmed = true;
@@ -78,26 +102,52 @@ impl Closing {
 }
 
 /// The dialog, while it is open; returns what was clicked.
-pub fn dialog(ctx: &egui::Context, closing: &Closing, running_trials: usize) -> Option<Choice> {
+pub fn dialog(ctx: &egui::Context, closing: &Closing, busy: Busy) -> Option<Choice> {
     if !closing.asking {
         return None;
     }
+    let reseed = busy.reseed.map(|(at, seeds)| match at {
+        Some(k) => format!("seed {} of {seeds}", k + 1),
+        None => format!("{seeds} seeds, loading the data"),
+    });
     let mut choice = None;
     egui::Modal::new(egui::Id::unique("close while a study runs")).show(ctx, |ui| {
-        ui.heading("A study is running");
-        ui.label(format!(
-            "{running_trials} trial{} running. Close the window how?",
-            if running_trials == 1 { " is" } else { "s are" }
-        ));
+        let (stop, finish, finish_hover) = if busy.study {
+            ui.heading("A study is running");
+            let trials = busy.trials;
+            ui.label(format!(
+                "{trials} trial{} running. Close the window how?",
+                if trials == 1 { " is" } else { "s are" }
+            ));
+            if let Some(r) = &reseed {
+                ui.label(format!(
+                    "The best trial's re-run with other seeds is training too ({r}): stopping \
+                     now stops it, finishing waits for it."
+                ));
+            }
+            (
+                STOP_NOW,
+                FINISH,
+                "no new trial starts; the window closes when the running ones end",
+            )
+        } else {
+            ui.heading("A re-run is training");
+            ui.label(format!(
+                "The best trial is being re-run with other seeds ({}); its spread is stored \
+                 when the last seed is done. Close the window how?",
+                reseed.as_deref().unwrap_or("starting")
+            ));
+            (
+                STOP_RESEED,
+                FINISH_RESEED,
+                "the window closes when the last seed is done and the spread is stored",
+            )
+        };
         ui.add_space(6.0);
-        if ui.button(STOP_NOW).clicked() {
+        if ui.button(stop).clicked() {
             choice = Some(Choice::StopNow);
         }
-        if ui
-            .button(FINISH)
-            .on_hover_text("no new trial starts; the window closes when the running ones end")
-            .clicked()
-        {
+        if ui.button(finish).on_hover_text(finish_hover).clicked() {
             choice = Some(Choice::Finish);
         }
         if ui.button(CANCEL).clicked() {
