@@ -610,6 +610,13 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
                 if !args.json {
                     row(&c, &r, &seen);
                 }
+                let before = [
+                    kernel_lines.len(),
+                    replayed_lines.len(),
+                    minibatch_lines.len(),
+                    replay_lines.len(),
+                    eval_lines.len(),
+                ];
                 if let Some(k) = r.dispatch_profile.and_then(|p| p.kernel_time) {
                     kernel_lines.push(kernel_line(&c, &k));
                 }
@@ -638,6 +645,22 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
                 }
                 if let Some(e) = &r.evaluation_error {
                     eval_lines.push(format!("  {}: the evaluation failed: {e}", run_label(&c)));
+                }
+                // The run's lines under the table, on stderr as it ends too: a bench stopped
+                // at its limit (a borrowed card's minutes) keeps them.
+                for (lines, from) in [
+                    &kernel_lines,
+                    &replayed_lines,
+                    &minibatch_lines,
+                    &replay_lines,
+                    &eval_lines,
+                ]
+                .into_iter()
+                .zip(before)
+                {
+                    for line in &lines[from..] {
+                        eprintln!("{line}");
+                    }
                 }
                 copies_seen |= r.layout_copies_per_policy_step.unwrap_or(0.0) > 0.0
                     || r.layout_copies_per_minibatch.unwrap_or(0.0) > 0.0;
