@@ -713,6 +713,18 @@ fn bench_gpu_runs_the_pytorch_peer_in_the_same_run() {
         out.contains("matmul probe, f32 GFLOP/s: square 256²: "),
         "{out}"
     );
+    // The peer ran before our run, its figures on stderr as it ended (a bench stopped at its
+    // limit keeps them); the probe after our run, whose cold update pays its own autotuning.
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("peer tiny tf32: 1000 samples/s steady, cold update 2.5 s (cleanrl-style (torch 0.0-fake) on Fake GPU)"),
+        "{err}"
+    );
+    let at = |needle: &str| {
+        out.find(needle)
+            .unwrap_or_else(|| panic!("no {needle}: {out}"))
+    };
+    assert!(at("\ntiny ") < at("matmul probe, f32 GFLOP/s"), "{out}");
     // Our row: the CPU compiles nothing, so its compile column ("comp s", after "cold s")
     // says "-", not a difference of update times.
     let ours = out

@@ -16,15 +16,15 @@
 #   bench-gpu-cached.txt  the RTX 4080 configuration again (f32) in a new process on the cache the
 #                         first left: what the next trial of the same shapes pays before it trains;
 #                         each run twice, its rollouts' policy step direct and replayed
+#   *-spirv.*             with --spirv, the same binary built with `--features vulkan` (SPIR-V
+#                         kernels, cooperative matrices): `bench matmul` (does the card offer them
+#                         through Vulkan, and at what rate) and `bench gpu` for the RTX 4080 shape
 #   bench-gpu-rx7900gre.txt  the RX 7900 GRE preset's shape, cold for its shapes, with the peer
 #   bench-matmul.txt      `tradetune bench matmul --configs rtx4080`: every matmul routine on the
 #                         update's products, which one autotune picks, the card's planes and
 #                         cooperative matrices
 #   bench-gpu-minibatches.txt  the RTX 4080 configuration, env on the device, f32, policy step
 #                         replayed, its updates' minibatches direct and replayed
-#   *-spirv.*             with --spirv, the same binary built with `--features vulkan` (SPIR-V
-#                         kernels, cooperative matrices): `bench matmul` (does the card offer them
-#                         through Vulkan, and at what rate) and `bench gpu` for the RTX 4080 shape
 #   *.err                 each step's progress and errors; steps.txt what each step took
 #
 # Before any step it checks what would waste the run: wgpu's default adapter must be a GPU (not

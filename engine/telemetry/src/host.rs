@@ -98,25 +98,32 @@ impl SysinfoHostProbe {
 
 impl HostProbe for SysinfoHostProbe {
     fn sample(&mut self) -> HostSample {
-        // A first sample taken at once (a sampler ticks as it starts) waits out the rest of
-        // the interval sysinfo needs between two readings of the CPUs' times.
-        if let Some(primed) = self.primed.take() {
-            std::thread::sleep(
-                sysinfo::MINIMUM_CPU_UPDATE_INTERVAL.saturating_sub(primed.elapsed()),
-            );
-        }
+        // sysinfo leaves the CPUs' times as they were on a refresh sooner than
+        // MINIMUM_CPU_UPDATE_INTERVAL after the priming one (a sampler ticks as it starts):
+        // that first sample has no CPU figures rather than false ones (every core at 0 %, the
+        // machine at its average since boot, the process at 0 %). It does not wait: a tick
+        // waits only so long for its probes' answers.
+        let too_soon = self
+            .primed
+            .take()
+            .is_some_and(|t| t.elapsed() < sysinfo::MINIMUM_CPU_UPDATE_INTERVAL);
         self.refresh();
-        let cores: Vec<f64> = self
-            .system
-            .cpus()
-            .iter()
-            .map(|c| f64::from(c.usage()))
-            .collect();
+        let cores: Vec<f64> = if too_soon {
+            Vec::new()
+        } else {
+            self.system
+                .cpus()
+                .iter()
+                .map(|c| f64::from(c.usage()))
+                .collect()
+        };
         let process = self.system.process(self.pid);
         HostSample {
             cpu_pct: (!cores.is_empty()).then(|| f64::from(self.system.global_cpu_usage())),
             core_pct: cores,
-            process_cpu_pct: process.map(|p| f64::from(p.cpu_usage())),
+            process_cpu_pct: process
+                .filter(|_| !too_soon)
+                .map(|p| f64::from(p.cpu_usage())),
             rss_bytes: process.map(|p| p.memory()),
         }
     }
@@ -126,10 +133,11 @@ impl HostProbe for SysinfoHostProbe {
 mod tests {
     use super::*;
 
-    /// The first sample, taken as soon as the probe is made, reads the CPUs over a real
-    /// interval: a core kept busy meanwhile shows, where it read 0 % on every core.
+    /// A sample taken as soon as the probe is made (sooner than sysinfo reads the CPUs' times
+    /// again) has no CPU figures, where it read every core at 0 %; one taken after that
+    /// interval reads a core kept busy meanwhile.
     #[test]
-    fn a_first_sample_taken_at_once_reads_the_cores_busy() {
+    fn a_first_sample_taken_at_once_has_no_cpu_figures_and_the_next_reads_the_cores() {
         use std::sync::Arc;
         use std::sync::atomic::{AtomicBool, Ordering};
         let stop = Arc::new(AtomicBool::new(false));
@@ -143,16 +151,25 @@ mod tests {
             })
         };
         let mut probe = SysinfoHostProbe::new(None).unwrap();
-        let s = probe.sample();
+        let first = probe.sample();
+        std::thread::sleep(sysinfo::MINIMUM_CPU_UPDATE_INTERVAL);
+        let second = probe.sample();
         stop.store(true, Ordering::Relaxed);
         spin.join().unwrap();
-        assert!(s.core_pct.iter().any(|&v| v > 0.0), "{:?}", s.core_pct);
-        assert!(s.cpu_pct.is_some_and(|v| v > 0.0), "{:?}", s.cpu_pct);
+        assert!(first.rss_bytes.unwrap() > 0);
+        assert_eq!(
+            (first.cpu_pct, first.core_pct.len(), first.process_cpu_pct),
+            (None, 0, None),
+            "{first:?}"
+        );
+        assert!(second.core_pct.iter().any(|&v| v > 0.0), "{second:?}");
+        assert!(second.cpu_pct.is_some_and(|v| v > 0.0), "{second:?}");
     }
 
     #[test]
     fn this_process_has_resident_memory_and_cores_are_listed() {
         let mut probe = SysinfoHostProbe::new(None).unwrap();
+        std::thread::sleep(sysinfo::MINIMUM_CPU_UPDATE_INTERVAL);
         let s = probe.sample();
         assert!(s.rss_bytes.unwrap() > 0);
         assert!(!s.core_pct.is_empty());

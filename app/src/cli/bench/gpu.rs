@@ -706,40 +706,58 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
     // layouts (on a GPU: burn's autotuned matmul, products queued back to back). It runs after
     // the runs: run first, it autotuned the update's own f32 products, and the first row's cold
     // update, compile seconds and autotune count left out what a new configuration pays.
-    let probe = matmul_probe(&device, probe_sizes)?;
-    let mut shape_rates = Vec::new();
-    for c in &configs {
-        let cases = c.update_matmuls();
-        let rates: Vec<serde_json::Value> = matmul_probe_products(&device, &cases)?
-            .into_iter()
-            .zip(&cases)
-            .map(|(g, c)| serde_json::json!({ "product": c, "gflops": g }))
-            .collect();
-        if !args.json {
-            let square: Vec<String> = probe
-                .sizes
-                .iter()
-                .map(|(n, g)| format!("{n}²: {g:.0}"))
-                .collect();
-            let own: Vec<String> = rates
-                .iter()
+    // A probe that fails costs its own line, not the runs measured above it: said where its
+    // line would be (and in the JSON), and the command fails at its end.
+    let probed = (|| -> anyhow::Result<(serde_json::Value, Vec<serde_json::Value>)> {
+        let probe = matmul_probe(&device, probe_sizes)?;
+        let mut shape_rates = Vec::new();
+        for c in &configs {
+            let cases = c.update_matmuls();
+            let rates: Vec<serde_json::Value> = matmul_probe_products(&device, &cases)?
+                .into_iter()
                 .zip(&cases)
-                .map(|(r, c)| {
-                    let g = r["gflops"].as_f64().unwrap_or(0.0);
-                    let digits = if g < 10.0 { 1 } else { 0 };
-                    format!("{}: {g:.digits$}", c.label())
-                })
+                .map(|(g, c)| serde_json::json!({ "product": c, "gflops": g }))
                 .collect();
-            println!(
-                "matmul probe, f32 GFLOP/s: square {}; {}'s update products {} (`tradetune bench \
-                 matmul` measures every routine on them)",
-                square.join(", "),
-                c.name,
-                own.join(", ")
-            );
+            if !args.json {
+                let square: Vec<String> = probe
+                    .sizes
+                    .iter()
+                    .map(|(n, g)| format!("{n}²: {g:.0}"))
+                    .collect();
+                let own: Vec<String> = rates
+                    .iter()
+                    .zip(&cases)
+                    .map(|(r, c)| {
+                        let g = r["gflops"].as_f64().unwrap_or(0.0);
+                        let digits = if g < 10.0 { 1 } else { 0 };
+                        format!("{}: {g:.digits$}", c.label())
+                    })
+                    .collect();
+                println!(
+                    "matmul probe, f32 GFLOP/s: square {}; {}'s update products {} (`tradetune bench \
+                     matmul` measures every routine on them)",
+                    square.join(", "),
+                    c.name,
+                    own.join(", ")
+                );
+            }
+            shape_rates.push(serde_json::json!({ "config": c.name, "shapes": rates }));
         }
-        shape_rates.push(serde_json::json!({ "config": c.name, "shapes": rates }));
-    }
+        Ok((serde_json::to_value(&probe)?, shape_rates))
+    })();
+    let (probe_json, probe_failure) = match probed {
+        Ok((square, shapes)) => (
+            serde_json::json!({ "square": square, "update_shapes": shapes }),
+            None,
+        ),
+        Err(e) => {
+            let e = format!("{e:#}");
+            if !args.json {
+                println!("matmul probe failed: {e}");
+            }
+            (serde_json::json!({ "error": e }), Some(e))
+        }
+    };
     if !kernel_lines.is_empty() && !args.json {
         println!("{KERNEL_NOTE}");
         println!("the device's ms per update, by part (each kernel timed):");
@@ -790,13 +808,16 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
                 .map(|a| tradetune_engine::device::adapters::Compiler::of(&a)),
             "autotune_cache": cache,
             "driver_shader_cache_off": tradetune_engine::device::kernels::driver_shader_cache_off(),
-            "probe": { "square": probe, "update_shapes": shape_rates },
+            "probe": probe_json,
             "runs": results,
             "replay_gains": gains,
             "peer": peers,
             "skipped_precisions": asked.skipped_json(),
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
+    }
+    if let Some(e) = probe_failure {
+        anyhow::bail!("the matmul probe failed ({e}); every run above was measured");
     }
     anyhow::ensure!(
         peer_failures == 0,

@@ -98,21 +98,10 @@ impl PpoTrialConfig {
                 }
             }
         }
+        for p in self.refused(n_assets) {
+            bad(p.field, p.message);
+        }
         let n_envs = self.env.n_envs.max(1);
-        match self.ppo.validate(n_envs) {
-            Err(e @ PpoError::Config { field, .. }) => bad(format!("ppo.{field}"), e.to_string()),
-            Err(e) => bad("ppo".into(), e.to_string()),
-            Ok(()) => {}
-        }
-        if let Some(n_assets) = n_assets {
-            match self.env.validate(n_assets) {
-                Err(e @ EnvError::Config { field, .. }) => {
-                    bad(format!("env.{field}"), e.to_string())
-                }
-                Err(e) => bad("env".into(), e.to_string()),
-                Ok(()) => {}
-            }
-        }
         let rollout = self.ppo.n_steps * n_envs;
         if self.train.total_timesteps < rollout {
             bad(
@@ -126,8 +115,41 @@ impl PpoTrialConfig {
         out
     }
 
+    /// The problems a trial refuses the configuration for as it starts: PPO's and the
+    /// environment's own checks (the latter where `n_assets` is known).
+    fn refused(&self, n_assets: Option<usize>) -> Vec<Problem> {
+        let mut out = Vec::new();
+        let n_envs = self.env.n_envs.max(1);
+        match self.ppo.validate(n_envs) {
+            Err(e @ PpoError::Config { field, .. }) => out.push(Problem {
+                field: format!("ppo.{field}"),
+                message: e.to_string(),
+            }),
+            Err(e) => out.push(Problem {
+                field: "ppo".into(),
+                message: e.to_string(),
+            }),
+            Ok(()) => {}
+        }
+        if let Some(n_assets) = n_assets {
+            match self.env.validate(n_assets) {
+                Err(e @ EnvError::Config { field, .. }) => out.push(Problem {
+                    field: format!("env.{field}"),
+                    message: e.to_string(),
+                }),
+                Err(e) => out.push(Problem {
+                    field: "env".into(),
+                    message: e.to_string(),
+                }),
+                Ok(()) => {}
+            }
+        }
+        out
+    }
+
     /// Whether no trial of the study searching `space` over `base` (the defaults with its fixed
-    /// settings) could run: the problems every trial would fail on before it trains, judged
+    /// settings) could run: the problems a trial refuses its configuration for as it starts
+    /// (PPO's and the environment's checks; the catalogue's ranges are the file's), judged
     /// over each searched parameter's ends (and a range's middle too) in every combination,
     /// up to [`COMBINATIONS_TRIED`] of them. `None` when one combination has no problem, or
     /// when there are more combinations than that; else the first combination's problems
@@ -164,8 +186,10 @@ impl PpoTrialConfig {
                     field: "search".into(),
                     message: e.to_string(),
                 }],
+                // What a trial refuses as it starts (the catalogue's ranges were checked
+                // when the file was read; fewer timesteps than a rollout train one rollout).
                 Ok(()) => match PpoTrialConfig::from_json(&config) {
-                    Ok(c) => c.problems(n_assets),
+                    Ok(c) => c.refused(n_assets),
                     Err(e) => vec![Problem {
                         field: "fixed".into(),
                         message: e.to_string(),
@@ -195,7 +219,8 @@ impl PpoTrialConfig {
 }
 
 /// The most combinations of searched values [`PpoTrialConfig::unrunnable`] tries (3 values
-/// of each of 7 ranges is 2,187), a few milliseconds each at most.
+/// of each of 7 ranges is 2,187), each a copy of the configuration and PPO's and the
+/// environment's checks.
 pub const COMBINATIONS_TRIED: usize = 4096;
 
 /// The values of a searched parameter that judge whether a trial can run: a range's ends and
@@ -215,8 +240,14 @@ fn probe_values(d: &OptunaDistribution) -> Vec<ParamValue> {
             v.into_iter().map(ParamValue::Float).collect()
         }
         OptunaDistribution::Int(i) => {
-            let step = i.step.max(1);
-            let middle = i.low + (i.high - i.low) / step / 2 * step;
+            let step = i128::from(i.step.max(1));
+            let (low, high) = (i128::from(i.low), i128::from(i.high));
+            let middle = if i.log && i.low > 0 {
+                ((i.low as f64 * i.high as f64).sqrt().round() as i128).clamp(low, high)
+            } else {
+                low + (high - low) / step / 2 * step
+            };
+            let middle = i64::try_from(middle).unwrap_or(i.low);
             let mut v = vec![i.low, i.high, middle];
             v.sort_unstable();
             v.dedup();
@@ -317,13 +348,15 @@ mod tests {
         let mut rescued = space.clone();
         rescued.add_int("ppo.n_steps", 32, 512, false, 32).unwrap();
         assert_eq!(PpoTrialConfig::unrunnable(&base, &rescued, Some(4)), None);
-        // Or at its middle only (the ends fail on the timesteps, the bottom on the batch).
-        let mut middle = space.clone();
-        middle
-            .add_int("ppo.n_steps", 32, 1_000_000, false, 1)
-            .unwrap();
-        base["train"]["total_timesteps"] = json!(2_100_000);
-        assert_eq!(PpoTrialConfig::unrunnable(&base, &middle, Some(4)), None);
+        // Fewer timesteps than a rollout train one rollout: no refusal.
+        let mut short = base.clone();
+        short["ppo"]["batch_size"] = json!(64);
+        short["train"]["total_timesteps"] = json!(100);
+        assert_eq!(PpoTrialConfig::unrunnable(&short, &space, Some(4)), None);
+        // The top of a range far above what the batch needs runs.
+        let mut far = space.clone();
+        far.add_int("ppo.n_steps", 32, 1_000_000, true, 1).unwrap();
+        assert_eq!(PpoTrialConfig::unrunnable(&base, &far, Some(4)), None);
         // A good configuration is runnable; too many combinations are not judged.
         base["ppo"]["batch_size"] = json!(64);
         assert_eq!(PpoTrialConfig::unrunnable(&base, &space, Some(4)), None);
