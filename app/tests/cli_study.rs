@@ -171,6 +171,19 @@ fn a_tiny_study_runs_then_lists_and_exports() {
     }
 }
 
+/// `tradetune study run FILE --db DB --telemetry-interval 0`.
+fn run_without_telemetry(file: &Path, db: &Path) -> std::process::Output {
+    tradetune(&[
+        "study",
+        "run",
+        s(file),
+        "--db",
+        s(db),
+        "--telemetry-interval",
+        "0",
+    ])
+}
+
 /// A study run whose every trial FAILED ends with an error naming the first failure (exit
 /// status 1), so a script does not go on as if it had results; its trials are stored.
 #[test]
@@ -188,15 +201,7 @@ fn a_run_whose_every_trial_failed_exits_with_an_error() {
             "[split]\nby = \"fractions\"\ntrain = 0.95\nvalidation = 0.01\n\n[sampler]",
         );
     std::fs::write(&file, text_of).unwrap();
-    let o = tradetune(&[
-        "study",
-        "run",
-        s(&file),
-        "--db",
-        s(&db),
-        "--telemetry-interval",
-        "0",
-    ]);
+    let o = run_without_telemetry(&file, &db);
     let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
     assert_eq!(o.status.code(), Some(1), "{stdout}\n{stderr}");
     assert!(
@@ -232,17 +237,7 @@ fn a_study_no_trial_of_which_can_run_is_refused_before_its_first_trial() {
         .unwrap()
         + 1;
     std::fs::write(&file, &text_of).unwrap();
-    let run = || {
-        tradetune(&[
-            "study",
-            "run",
-            s(&file),
-            "--db",
-            s(&db),
-            "--telemetry-interval",
-            "0",
-        ])
-    };
+    let run = || run_without_telemetry(&file, &db);
     let o = run();
     let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
     assert!(!o.status.success(), "{stdout}\n{stderr}");

@@ -42,21 +42,25 @@ fn tiny_draft(name: &str) -> Draft {
     draft
 }
 
-/// A harness whose study was started with its job held back (so it is certainly running and
-/// has not got anywhere yet).
-fn started(db: PathBuf, name: &str) -> Harness<'static, TradeTuneApp> {
-    let settings = Settings {
-        tab: Tab::Run,
-        draft: tiny_draft(name),
-        study_db: Some(db),
-        ..Settings::default()
-    };
+/// The app on `settings`, in a 1280 × 900 window.
+fn harness(settings: Settings) -> Harness<'static, TradeTuneApp> {
     let app = TradeTuneApp::new(
         settings,
         ui::no_dialogs(),
         tradetune_engine::device::describe_devices(),
     );
-    let mut h = ui::harness(app, [1280.0, 900.0]);
+    ui::harness(app, [1280.0, 900.0])
+}
+
+/// A harness whose study was started with its job held back (so it is certainly running and
+/// has not got anywhere yet).
+fn started(db: PathBuf, name: &str) -> Harness<'static, TradeTuneApp> {
+    let mut h = harness(Settings {
+        tab: Tab::Run,
+        draft: tiny_draft(name),
+        study_db: Some(db),
+        ..Settings::default()
+    });
     let limit = Instant::now() + Duration::from_secs(120);
     while matches!(h.state().cx.data, DataState::Loading(_) | DataState::None) {
         assert!(Instant::now() < limit, "the bundled data did not load");
@@ -163,16 +167,10 @@ fn finish_running_trials_starts_no_new_one_and_closes_when_the_study_ends() {
 
 /// A harness on the Studies tab with nothing running.
 fn idle() -> Harness<'static, TradeTuneApp> {
-    let settings = Settings {
+    let mut h = harness(Settings {
         tab: Tab::Studies,
         ..Settings::default()
-    };
-    let app = TradeTuneApp::new(
-        settings,
-        ui::no_dialogs(),
-        tradetune_engine::device::describe_devices(),
-    );
-    let mut h = ui::harness(app, [1280.0, 900.0]);
+    });
     h.run_steps(3);
     h
 }
