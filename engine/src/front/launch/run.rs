@@ -313,7 +313,14 @@ fn unrunnable_error(file: &StudyFile, problems: &[Problem]) -> FrontError {
     };
     let said: Vec<String> = problems
         .iter()
-        .map(|p| format!("{}: {}", p.field, p.message))
+        // PPO's and the environment's messages name their setting already.
+        .map(|p| {
+            if p.message.contains(&p.field) {
+                p.message.clone()
+            } else {
+                format!("{}: {}", p.field, p.message)
+            }
+        })
         .collect();
     let scope = if file.space.is_empty() {
         "no trial of this study can run (it searches nothing)"
