@@ -125,6 +125,29 @@ impl SearchSpace {
         self.params.len()
     }
 
+    /// Every value each parameter can take at its ends, in name order: the bounds of ranges
+    /// and every choice of categoricals, for worst-case checks (the memory of presets, whether
+    /// any trial of a study can run).
+    pub fn extreme_values(&self) -> Vec<(String, Vec<ParamValue>)> {
+        self.iter()
+            .map(|(name, d)| {
+                let values = match d {
+                    OptunaDistribution::Float(f) => {
+                        vec![ParamValue::Float(f.low), ParamValue::Float(f.high)]
+                    }
+                    // The constructors refuse a `high` off the step grid.
+                    OptunaDistribution::Int(i) => {
+                        vec![ParamValue::Int(i.low), ParamValue::Int(i.high)]
+                    }
+                    OptunaDistribution::Categorical(c) => {
+                        c.choices.iter().cloned().map(ParamValue::Choice).collect()
+                    }
+                };
+                (name.to_owned(), values)
+            })
+            .collect()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.params.is_empty()
     }

@@ -325,7 +325,7 @@ fn unrunnable_error(file: &StudyFile, problems: &[Problem]) -> FrontError {
     let scope = if file.space.is_empty() {
         "no trial of this study can run (it searches nothing)"
     } else {
-        "no trial of this study can run (at the ends and the middle of every searched range)"
+        "no trial of this study can run (at either end of every searched range)"
     };
     FrontError::from(file.key_error(&key, format!("{scope}: {}", said.join("; "))))
 }

@@ -3,7 +3,7 @@
 
 use super::{StudyFile, StudyFileError, StudySection};
 use crate::config_path;
-use crate::space::{OptunaDistribution, ParamValue};
+use crate::space::ParamValue;
 use tradetune_device::DeviceSpec;
 
 impl StudyFile {
@@ -30,24 +30,7 @@ impl StudyFile {
     /// Every value each searched parameter can take at its ends: the bounds of ranges and
     /// every choice of categoricals, for worst-case checks (memory of presets).
     pub fn extreme_values(&self) -> Vec<(String, Vec<ParamValue>)> {
-        self.space
-            .iter()
-            .map(|(name, d)| {
-                let values = match d {
-                    OptunaDistribution::Float(f) => {
-                        vec![ParamValue::Float(f.low), ParamValue::Float(f.high)]
-                    }
-                    // The constructors refuse a `high` off the step grid.
-                    OptunaDistribution::Int(i) => {
-                        vec![ParamValue::Int(i.low), ParamValue::Int(i.high)]
-                    }
-                    OptunaDistribution::Categorical(c) => {
-                        c.choices.iter().cloned().map(ParamValue::Choice).collect()
-                    }
-                };
-                (name.to_owned(), values)
-            })
-            .collect()
+        self.space.extreme_values()
     }
 }
 

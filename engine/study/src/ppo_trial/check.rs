@@ -10,7 +10,7 @@ use super::PpoTrialConfig;
 use crate::catalogue::{self, SettingError};
 use crate::config_path;
 use crate::file::{PrunerSection, SamplerSection, StudySection};
-use crate::space::{OptunaDistribution, ParamValue, SearchSpace};
+use crate::space::SearchSpace;
 
 /// The sizes of the data a trial trains on, which some checks and the estimate need.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -150,8 +150,10 @@ impl PpoTrialConfig {
     /// Whether no trial of the study searching `space` over `base` (the defaults with its fixed
     /// settings) could run: the problems a trial refuses its configuration for as it starts
     /// (PPO's and the environment's checks; the catalogue's ranges are the file's), judged
-    /// over each searched parameter's ends (and a range's middle too) in every combination,
-    /// up to [`COMBINATIONS_TRIED`] of them. `None` when one combination has no problem, or
+    /// over each searched parameter's ends ([`SearchSpace::extreme_values`]) in every
+    /// combination, up to [`COMBINATIONS_TRIED`] of them: the one rule between settings, a
+    /// batch within a rollout (`n_steps × n_envs`), holds somewhere in a range when it holds at
+    /// one of its ends. `None` when one combination has no problem, or
     /// when there are more combinations than that; else the first combination's problems
     /// (the fixed settings alone, for a study that searches nothing).
     pub fn unrunnable(
@@ -159,10 +161,7 @@ impl PpoTrialConfig {
         space: &SearchSpace,
         n_assets: Option<usize>,
     ) -> Option<Vec<Problem>> {
-        let params: Vec<(&str, Vec<ParamValue>)> = space
-            .iter()
-            .map(|(name, d)| (name, probe_values(d)))
-            .collect();
+        let params = space.extreme_values();
         let mut combinations: usize = 1;
         for (_, values) in &params {
             combinations = combinations.saturating_mul(values.len().max(1));
@@ -218,46 +217,10 @@ impl PpoTrialConfig {
     }
 }
 
-/// The most combinations of searched values [`PpoTrialConfig::unrunnable`] tries (3 values
-/// of each of 7 ranges is 2,187), each a copy of the configuration and PPO's and the
+/// The most combinations of searched values [`PpoTrialConfig::unrunnable`] tries (the ends
+/// of 12 ranges), each a copy of the configuration and PPO's and the
 /// environment's checks.
 pub const COMBINATIONS_TRIED: usize = 4096;
-
-/// The values of a searched parameter that judge whether a trial can run: a range's ends and
-/// middle (on its step grid; the geometric middle of a log range), every choice of a
-/// categorical.
-fn probe_values(d: &OptunaDistribution) -> Vec<ParamValue> {
-    match d {
-        OptunaDistribution::Float(f) => {
-            let middle = match f.step {
-                Some(step) if step > 0.0 => f.low + ((f.high - f.low) / step / 2.0).round() * step,
-                _ if f.log && f.low > 0.0 => (f.low * f.high).sqrt(),
-                _ => f.low + (f.high - f.low) / 2.0,
-            };
-            let mut v = vec![f.low, f.high, middle.clamp(f.low, f.high)];
-            v.sort_by(f64::total_cmp);
-            v.dedup();
-            v.into_iter().map(ParamValue::Float).collect()
-        }
-        OptunaDistribution::Int(i) => {
-            let step = i128::from(i.step.max(1));
-            let (low, high) = (i128::from(i.low), i128::from(i.high));
-            let middle = if i.log && i.low > 0 {
-                ((i.low as f64 * i.high as f64).sqrt().round() as i128).clamp(low, high)
-            } else {
-                low + (high - low) / step / 2 * step
-            };
-            let middle = i64::try_from(middle).unwrap_or(i.low);
-            let mut v = vec![i.low, i.high, middle];
-            v.sort_unstable();
-            v.dedup();
-            v.into_iter().map(ParamValue::Int).collect()
-        }
-        OptunaDistribution::Categorical(c) => {
-            c.choices.iter().cloned().map(ParamValue::Choice).collect()
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -371,13 +334,15 @@ mod tests {
             "ppo.n_epochs",
         ] {
             if name == "ppo.n_epochs" {
-                wide.add_int(name, 1, 10, false, 1).unwrap();
+                // A categorical's every choice is tried: 40 of them.
+                let epochs = (1..=40).map(crate::space::CategoricalChoice::Int).collect();
+                wide.add_categorical(name, epochs).unwrap();
             } else {
                 wide.add_float(name, 0.1, 0.5, false, None).unwrap();
             }
         }
         assert!(wide.len() == 8, "{wide:?}");
-        // 3^8 = 6,561 combinations, over the limit.
+        // 2^7 × 40 = 5,120 combinations, over the limit.
         assert_eq!(PpoTrialConfig::unrunnable(&base, &wide, Some(4)), None);
     }
 
