@@ -182,6 +182,41 @@ fn duplicate_timestamp() {
     );
 }
 
+/// A spreadsheet's dates saved as numbers (Excel serial days) are refused with the dates they
+/// are, not read as seconds on 1970-01-01; intraday ones (a fraction of a day apart) that
+/// fall on one second say so in the ordering error.
+#[test]
+fn excel_serial_dates() {
+    let text = format!("{HEADER}45000,10,11,9,10,5\n45001,10,11,9,10,5\n45002,10,11,9,10,5\n");
+    let msg = load_err("excel.csv", text.as_bytes());
+    assert_has(
+        &msg,
+        &[
+            "line 2",
+            "field 'date'",
+            "1970-01-01T12:30:00Z",
+            "Excel serial dates",
+            "'45000' is 2023-03-15",
+            "yyyy-mm-dd",
+        ],
+    );
+    let text = format!("{HEADER}45000.25,10,11,9,10,5\n45000.2507,10,11,9,10,5\n");
+    let msg = load_err("intraday.csv", text.as_bytes());
+    assert_has(
+        &msg,
+        &[
+            "line 3",
+            "duplicates the previous bar",
+            "'45000.2507' looks like an Excel serial date, 2023-03-15T06:01:00Z as one",
+        ],
+    );
+    // A file whose times only pass through those numbers is seconds, as before.
+    let text = format!("{HEADER}20000,10,11,9,10,5\n30000,10,11,9,10,5\n");
+    let dir = tempfile::tempdir().unwrap();
+    let bars = read_file(&write(dir.path(), "secs.csv", text.as_bytes())).unwrap();
+    assert_eq!(bars.assets[0].timestamps, vec![20_000, 30_000]);
+}
+
 #[test]
 fn decreasing_timestamp() {
     let text = format!("{HEADER}{}{}", rows(3, 18_010), rows(1, 18_000));

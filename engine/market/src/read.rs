@@ -28,7 +28,7 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 use crate::source::{Source, asset_name_from_path};
-use crate::time::{format_timestamp, parse_timestamp};
+use crate::time::{excel_serial_date, format_timestamp, parse_timestamp};
 use crate::{AssetBars, DataError};
 
 /// How a file was laid out.
@@ -274,6 +274,9 @@ fn parse(csv: &mut CsvReader, source: &Source) -> Result<FileBars, DataError> {
     let mut rows = 0u64;
     // A Binance file has no header: its first record is already a bar.
     let mut pending = layout.format == FileFormat::BinanceKlines;
+    // The first row's time cell while every row's is an Excel serial date (line, cell, date).
+    let mut excel: Option<(u64, String, String)> = None;
+    let mut all_excel = layout.time_of_day.is_none();
     loop {
         if !pending && !read_next(csv, &mut record, source)? {
             break;
@@ -343,6 +346,17 @@ fn parse(csv: &mut CsvReader, source: &Source) -> Result<FileBars, DataError> {
                 })?
             }
         };
+        let excel_date = match layout.time_of_day {
+            None => excel_serial_date(&record[layout.time]),
+            Some(_) => None,
+        };
+        match &excel_date {
+            Some(date) if all_excel && excel.is_none() => {
+                excel = Some((line, record[layout.time].trim().to_owned(), date.clone()));
+            }
+            Some(_) => {}
+            None => all_excel = false,
+        }
         let mut v = [0.0f64; 5];
         for (k, col) in layout.ohlcv.iter().enumerate() {
             v[k] = number(&record[*col]).map_err(|m| at(Some(*col), m))?;
@@ -401,10 +415,14 @@ fn parse(csv: &mut CsvReader, source: &Source) -> Result<FileBars, DataError> {
                 Some(layout.time),
                 format!(
                     "time {} {what} the previous bar{of} on line {} ({}): rows must be in \
-                     strictly increasing time order per asset",
+                     strictly increasing time order per asset{}",
                     format_timestamp(ts),
                     b.last_line,
-                    format_timestamp(prev)
+                    format_timestamp(prev),
+                    excel_date.map_or(String::new(), |date| format!(
+                        " ('{}' looks like an Excel serial date, {date} as one: {EXCEL_FIX})",
+                        record[layout.time].trim()
+                    ))
                 ),
             ));
         }
@@ -424,12 +442,29 @@ fn parse(csv: &mut CsvReader, source: &Source) -> Result<FileBars, DataError> {
             "the file has a header but no rows of data",
         ));
     }
+    if let Some((line, cell, date)) = excel.filter(|_| all_excel) {
+        return Err(DataError::input(
+            &path,
+            Some(line),
+            Some(layout.names[layout.time].as_str()),
+            format!(
+                "'{cell}' reads as Unix seconds, {}, and every time of the file falls on \
+                 1970-01-01 so: these look like Excel serial dates (days since 1899-12-30; \
+                 '{cell}' is {date} as one), which are not read as such: {EXCEL_FIX}",
+                parse_timestamp(&cell).map_or(cell.clone(), format_timestamp)
+            ),
+        ));
+    }
     Ok(FileBars {
         path,
         format: layout.format,
         assets: builders.into_iter().map(|b| b.bars).collect(),
     })
 }
+
+/// How a file of Excel serial dates is mended.
+const EXCEL_FIX: &str = "format the column as dates (yyyy-mm-dd hh:mm) in the spreadsheet \
+     before saving it as CSV, or write ISO dates or Unix seconds";
 
 struct Builder {
     bars: AssetBars,

@@ -118,6 +118,28 @@ fn parse_epoch(s: &str) -> Result<i64, String> {
     Ok(secs.floor() as i64)
 }
 
+/// Excel's serial date of 1970-01-01 (days since 1899-12-30).
+const EXCEL_1970: f64 = 25_569.0;
+/// Excel's serial date of 2100-01-01.
+const EXCEL_2100: f64 = 73_051.0;
+
+/// What a number cell would be as an Excel serial date (days since 1899-12-30, the fraction
+/// the time of day), where it is one of 1970-2099: such a cell read as Unix seconds falls on
+/// 1970-01-01 between 07:06 and 20:17, a time no market file holds. A spreadsheet writes its
+/// dates so to a CSV when the column is not formatted as dates. `None` for any other cell.
+pub fn excel_serial_date(cell: &str) -> Option<String> {
+    let s = cell.trim();
+    if !s.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return None;
+    }
+    let days: f64 = s.parse().ok()?;
+    if !(EXCEL_1970..EXCEL_2100).contains(&days) {
+        return None;
+    }
+    let secs = ((days - EXCEL_1970) * 86_400.0).round() as i64;
+    Some(format_timestamp(secs))
+}
+
 /// `YYYY-MM-DD[(T| )HH:MM[:SS[.fff]]][Z|±HH:MM|±HHMM]`.
 fn parse_iso(s: &str) -> Result<i64, String> {
     let expected = || {
@@ -294,6 +316,29 @@ mod tests {
         ] {
             let e = parse_timestamp(bad);
             assert!(e.is_err(), "{bad:?} gave {e:?}");
+        }
+    }
+
+    /// Excel's serial dates of 1970-2099 are told; other numbers are not.
+    #[test]
+    fn excel_serial_dates_are_told() {
+        assert_eq!(excel_serial_date("45000"), Some("2023-03-15".into()));
+        assert_eq!(
+            excel_serial_date(" 45000.5 "),
+            Some("2023-03-15T12:00:00Z".into())
+        );
+        assert_eq!(excel_serial_date("25569"), Some("1970-01-01".into()));
+        for other in [
+            "25568",
+            "73051",
+            "1362096000",
+            "20200102",
+            "-45000",
+            "4.5e4",
+            "x",
+            "",
+        ] {
+            assert_eq!(excel_serial_date(other), None, "{other:?}");
         }
     }
 
