@@ -15,6 +15,24 @@ pub fn db_label(db: &Path) -> String {
     redact(&db.to_string_lossy())
 }
 
+/// Whether two names of a study database name one database: a SQLite file written two ways
+/// (a relative and an absolute path, or through a link) is one file, and a PostgreSQL URL is
+/// the same with or without its password.
+pub fn same_db(a: &Path, b: &Path) -> bool {
+    if a == b {
+        return true;
+    }
+    let (sa, sb) = (a.to_string_lossy(), b.to_string_lossy());
+    match (is_postgres_url(&sa), is_postgres_url(&sb)) {
+        (true, true) => redact(&sa) == redact(&sb),
+        (false, false) => match (a.canonicalize(), b.canonicalize()) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
 /// A database to read must exist: a SQLite file is checked here (so a typo does not create an
 /// empty file); a PostgreSQL database is checked by connecting.
 pub fn require_db(db: &Path) -> anyhow::Result<()> {
@@ -53,4 +71,28 @@ pub fn place(db: PathBuf) -> anyhow::Result<StudyPlace> {
         None
     };
     Ok(StudyPlace::new(db, home.as_deref())?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One SQLite file named relatively and absolutely is one database; two files are two;
+    /// a PostgreSQL URL is one with or without its password, its default port or the short
+    /// scheme, and never a file.
+    #[test]
+    fn one_database_written_two_ways_is_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("studies.db");
+        std::fs::write(&file, b"").unwrap();
+        std::fs::write(dir.path().join("other.db"), b"").unwrap();
+        let roundabout = dir.path().join(".").join("studies.db");
+        assert!(same_db(&file, &roundabout));
+        assert!(!same_db(&file, &dir.path().join("other.db")));
+        assert!(!same_db(&file, &dir.path().join("missing.db")));
+        let pg = Path::new("postgresql://me:secret@db.local:5432/studies");
+        assert!(same_db(pg, Path::new("postgres://me@db.local/studies")));
+        assert!(!same_db(pg, Path::new("postgresql://me@db.local/others")));
+        assert!(!same_db(pg, &file));
+    }
 }

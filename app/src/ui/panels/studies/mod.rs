@@ -328,7 +328,8 @@ impl StudiesView {
     /// database, it stays (the Run panel's "Show in Studies" opens the run's): the user's
     /// selection, brush and a note being typed are not thrown away by a run ending.
     pub fn study_ended(&mut self, cx: &Context, db: PathBuf, study: String) {
-        let shows_db = self.db.is_some() && self.source.as_ref().is_some_and(|s| *s == db);
+        let shows_db = self.db.is_some()
+            && (self.source.as_ref()).is_some_and(|s| crate::launch::same_db(s, &db));
         if shows_db {
             if self.selected.is_none() {
                 self.pending_select = Some(study);
