@@ -157,6 +157,62 @@ fn refresh_devices_lists_an_adapter_found_since_the_start() {
     assert_eq!(probed.load(Ordering::SeqCst), 2);
 }
 
+/// A probe that panics (a driver's fault while it is asked) ends the refresh with a notice
+/// saying so; the devices listed before stay, and the button works again: the job's failure
+/// reaches the panel that waits on it.
+#[test]
+fn a_device_probe_that_panics_ends_the_refresh_with_a_notice() {
+    let app = TradeTuneApp::new(
+        Settings::default(),
+        Arc::new(no_dialogs()),
+        cpu_only(8 << 30),
+    )
+    .with_device_probe(Arc::new(|| panic!("the driver fell over")));
+    let mut h = harness(app);
+    settle(&mut h);
+    let before: Vec<String> = h
+        .state()
+        .cx
+        .devices
+        .iter()
+        .map(|d| d.name.clone())
+        .collect();
+    h.get_by_label("Refresh devices").click();
+    step_until(&mut h, "the refresh to end", |a| {
+        a.cx.notices
+            .iter()
+            .any(|n| n.contains("could not list the devices"))
+    });
+    assert!(!h.state().cx.refreshing_devices);
+    let notice = h
+        .state()
+        .cx
+        .notices
+        .iter()
+        .find(|n| n.contains("could not list the devices"))
+        .cloned()
+        .unwrap();
+    assert!(
+        notice.contains("the devices job stopped unexpectedly")
+            && notice.contains("the driver fell over")
+            && notice.contains("the list is the one from before"),
+        "{notice}"
+    );
+    let after: Vec<String> = h
+        .state()
+        .cx
+        .devices
+        .iter()
+        .map(|d| d.name.clone())
+        .collect();
+    assert_eq!(after, before);
+    assert!(
+        !h.get_by_label("Refresh devices")
+            .accesskit_node()
+            .is_disabled()
+    );
+}
+
 /// A study device naming no adapter here (`wgpu:9`) is flagged where the devices are edited
 /// and keeps Start disabled, with this machine's real device list (lavapipe, a GPU or none).
 #[test]

@@ -375,6 +375,7 @@ impl TradeTuneApp {
         let (p, cx) = (&mut self.panels, &mut self.cx);
         match event {
             TaskEvent::Devices(devices) => hardware::devices_listed(cx, devices),
+            TaskEvent::Failed(why) => cx.notice(why),
             TaskEvent::Data { request, result } => cx.data_loaded(request, result),
             TaskEvent::Database { generation, result } => {
                 p.studies.database_opened(cx, generation, result, &mut out)

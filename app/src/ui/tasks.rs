@@ -6,6 +6,10 @@
 //! ask for them import those types, never the other way round. [`Jobs`] starts jobs (a cheap
 //! handle the panels get through the app's context); [`Tasks`] is the app's end: it drains the
 //! answers and holds the running study's controls.
+//!
+//! A job always answers: one that panics, or whose thread cannot start, answers with the
+//! failure its caller gave when starting it (the event its answer would have been, carrying
+//! why), so no panel waits for an answer that will not come.
 
 pub mod columns;
 mod data;
@@ -78,8 +82,8 @@ pub enum TaskEvent {
     },
     /// A comparison finished.
     Compared(Result<Box<Comparison>, String>),
-    /// The devices, listed anew (see [`Jobs::refresh_devices`]).
-    Devices(Vec<tradetune_engine::device::DeviceInfo>),
+    /// The devices, listed anew (see [`Jobs::refresh_devices`]), or why not.
+    Devices(Result<Vec<tradetune_engine::device::DeviceInfo>, String>),
     /// A study's report was computed (see [`Jobs::study_report`]): what it was asked at, and
     /// the report or why not.
     Report(
@@ -91,6 +95,8 @@ pub enum TaskEvent {
     /// A CSV export finished: what was written ("trials", "telemetry rows"), where, and the
     /// rows written, or why not.
     Exported(&'static str, PathBuf, Result<usize, String>),
+    /// A job that had nothing else to say stopped without answering: why (a notice).
+    Failed(String),
 }
 
 /// Starts background jobs; each answers on the app's channel and wakes the UI. Cloned into the
@@ -120,8 +126,19 @@ pub struct Tasks {
 /// [`refresh_devices`]: tradetune_engine::device::refresh_devices
 pub type DeviceProbe = Arc<dyn Fn() -> Vec<tradetune_engine::device::DeviceInfo> + Send + Sync>;
 
-/// A job waiting for [`Jobs::release`]: its thread name and its work.
-type HeldJob = (String, Box<dyn FnOnce() + Send>);
+/// A job waiting for [`Jobs::release`].
+struct HeldJob {
+    /// Its thread's name.
+    name: String,
+    /// Its work.
+    job: Box<dyn FnOnce() + Send>,
+    /// Its answer where it stops without one (taken once, by the work or by a thread that
+    /// could not start).
+    lost: LostAnswer,
+}
+
+/// What a job answers where it stops without its answer: the event, from why.
+type LostAnswer = Arc<Mutex<Option<Box<dyn FnOnce(String) -> TaskEvent + Send>>>>;
 
 /// Wakes the UI from any thread once it has drawn its first frame.
 #[derive(Clone, Default)]
@@ -219,8 +236,8 @@ impl Jobs {
             .take()
             .unwrap_or_default();
         let n = jobs.len();
-        for (name, job) in jobs {
-            self.start_thread(name, job);
+        for job in jobs {
+            self.start_thread(job);
         }
         n
     }
@@ -237,27 +254,55 @@ impl Jobs {
         }
     }
 
-    fn spawn(&self, name: &str, job: impl FnOnce(Reply) + Send + 'static) {
+    /// Starts `job` on a thread of its own; where it panics, or its thread cannot start, the
+    /// app is sent `lost(why)` instead of its answer.
+    fn spawn(
+        &self,
+        name: &str,
+        lost: impl FnOnce(String) -> TaskEvent + Send + 'static,
+        job: impl FnOnce(Reply) + Send + 'static,
+    ) {
         let reply = self.reply();
-        let job: Box<dyn FnOnce() + Send> = Box::new(move || job(reply));
-        let name = format!("tradetune-{name}");
+        let lost: LostAnswer = Arc::new(Mutex::new(Some(Box::new(lost))));
+        let (on_panic, told, what) = (Arc::clone(&lost), self.reply(), name.to_owned());
+        let job: Box<dyn FnOnce() + Send> = Box::new(move || {
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(reply)));
+            if let Err(panic) = ran {
+                let why = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "no message".into());
+                tell_lost(
+                    &on_panic,
+                    &told,
+                    format!("the {what} job stopped unexpectedly (a panic: {why})"),
+                );
+            }
+        });
+        let job = HeldJob {
+            name: format!("tradetune-{name}"),
+            job,
+            lost,
+        };
         {
             let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(queue) = held.as_mut() {
-                queue.push((name, job));
+                queue.push(job);
                 return;
             }
         }
-        self.start_thread(name, job);
+        self.start_thread(job);
     }
 
-    fn start_thread(&self, name: String, job: Box<dyn FnOnce() + Send>) {
-        let failed = self.reply();
-        let spawned = std::thread::Builder::new().name(name).spawn(job);
-        if let Err(e) = spawned {
-            failed.send(TaskEvent::Study(StudyMsg::Done(Err(format!(
-                "could not start a background thread: {e}"
-            )))));
+    fn start_thread(&self, held: HeldJob) {
+        let HeldJob { name, job, lost } = held;
+        if let Err(e) = std::thread::Builder::new().name(name).spawn(job) {
+            tell_lost(
+                &lost,
+                &self.reply(),
+                format!("could not start a background thread: {e}"),
+            );
         }
     }
 
@@ -265,17 +310,27 @@ impl Jobs {
     /// take a moment); the answer arrives as [`TaskEvent::Devices`].
     pub fn refresh_devices(&self) {
         let probe = Arc::clone(&self.device_probe.lock().unwrap_or_else(|p| p.into_inner()));
-        self.spawn("devices", move |reply| {
-            reply.send(TaskEvent::Devices(probe()));
-        });
+        self.spawn(
+            "devices",
+            |why| TaskEvent::Devices(Err(why)),
+            move |reply| reply.send(TaskEvent::Devices(Ok(probe()))),
+        );
     }
 
     /// Opens the dialog for `pick`; the answer arrives as [`TaskEvent::Picked`].
     pub fn pick(&self, pick: Pick) {
         let dialogs = self.dialogs.clone();
-        self.spawn("dialog", move |reply| {
+        self.spawn("dialog", TaskEvent::Failed, move |reply| {
             let paths = dialogs.pick(&pick);
             reply.send(TaskEvent::Picked(pick, paths));
         });
+    }
+}
+
+/// Sends a job's answer for stopping without one, once.
+fn tell_lost(lost: &LostAnswer, reply: &Reply, why: String) {
+    let answer = lost.lock().unwrap_or_else(|p| p.into_inner()).take();
+    if let Some(answer) = answer {
+        reply.send(answer(why));
     }
 }

@@ -212,9 +212,19 @@ fn refresh_devices(cx: &mut Context) {
     }
 }
 
-/// The devices were listed anew.
-pub fn devices_listed(state: &mut Context, devices: Vec<DeviceInfo>) {
+/// The devices were listed anew; where the probe failed (a driver panicked), the list from
+/// before stays and a notice says why.
+pub fn devices_listed(state: &mut Context, devices: Result<Vec<DeviceInfo>, String>) {
     state.refreshing_devices = false;
+    let devices = match devices {
+        Ok(devices) => devices,
+        Err(e) => {
+            state.notice(format!(
+                "could not list the devices again ({e}); the list is the one from before"
+            ));
+            return;
+        }
+    };
     let usable = devices.iter().filter(|d| d.available).count();
     state.notice(format!(
         "devices refreshed: {} listed, {usable} usable here",

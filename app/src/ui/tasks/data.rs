@@ -47,7 +47,11 @@ impl Jobs {
             episode_bars: draft.env.episode_bars,
             ..DatasetConfig::default()
         };
-        self.spawn("data", move |reply| {
+        let lost = move |why| TaskEvent::Data {
+            request,
+            result: Err(why),
+        };
+        self.spawn("data", lost, move |reply| {
             let result = config.load().map_err(|e| e.to_string()).map(|loaded| {
                 let d = &loaded.dataset;
                 let ts = &d.timestamps;

@@ -22,7 +22,11 @@ impl Jobs {
     /// Opens a study database read-only and lists its studies (for the Studies panel's
     /// `generation`).
     pub fn open_database(&self, path: PathBuf, generation: u64) {
-        self.spawn("database", move |reply| {
+        let lost = move |why| TaskEvent::Database {
+            generation,
+            result: Err(why),
+        };
+        self.spawn("database", lost, move |reply| {
             let result = Storage::open_read_only(&path)
                 .and_then(|s| s.study_summaries())
                 .map(|studies| DbContents {
@@ -36,7 +40,8 @@ impl Jobs {
 
     /// Reads the learning curve of trial `trial_id` (empty for a database Optuna wrote).
     pub fn load_curve(&self, path: PathBuf, trial_id: i64) {
-        self.spawn("learning curve", move |reply| {
+        let lost = move |why| TaskEvent::Curve(trial_id, Err(why));
+        self.spawn("learning curve", lost, move |reply| {
             let result = Storage::open_read_only(&path)
                 .and_then(|s| s.learning_curve(trial_id))
                 .map(|points| {
@@ -66,7 +71,13 @@ impl Jobs {
         sort: (TrialColumn, bool),
         generation: u64,
     ) {
-        self.spawn("trials", move |reply| {
+        let asked = studies.clone();
+        let lost = move |why| TaskEvent::Trials {
+            generation,
+            studies: asked,
+            result: Err(why),
+        };
+        self.spawn("trials", lost, move |reply| {
             let result = read_trials(&path, &studies)
                 .map(|trials| {
                     let rows = trials.iter().map(|(s, t)| TrialRow::of(s, t)).collect();
@@ -84,7 +95,9 @@ impl Jobs {
     /// study to `out`; several (an aggregated group, whose parameters may differ) to one file
     /// each beside it, `out`'s stem followed by `-<study>`.
     pub fn export_trials(&self, db: PathBuf, studies: Vec<String>, out: PathBuf) {
-        self.spawn("export", move |reply| {
+        let to = out.clone();
+        let lost = move |why| TaskEvent::Exported("trials", to, Err(why));
+        self.spawn("export", lost, move |reply| {
             let result = if studies.len() == 1 {
                 export_trials(&db, &studies[0], &out)
             } else {
@@ -105,7 +118,9 @@ impl Jobs {
     /// Writes the telemetry of `studies` as CSV, one row per sample (the columns of
     /// `tradetune study export --telemetry`); several studies to one file each, as trials.
     pub fn export_telemetry(&self, db: PathBuf, studies: Vec<String>, out: PathBuf) {
-        self.spawn("export", move |reply| {
+        let to = out.clone();
+        let lost = move |why| TaskEvent::Exported("telemetry rows", to, Err(why));
+        self.spawn("export", lost, move |reply| {
             let one = |study: &str, path: &Path| -> Result<usize, String> {
                 let storage = Storage::open_read_only(&db)
                     .map_err(|e| format!("{}: {e}", crate::launch::db_label(&db)))?;

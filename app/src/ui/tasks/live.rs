@@ -61,7 +61,16 @@ impl Jobs {
     /// Reads what changed in the open study since the rows the table holds; the answer
     /// arrives as [`TaskEvent::Polled`].
     pub fn poll_trials(&self, path: PathBuf, request: LiveRequest) {
-        self.spawn("poll trials", move |reply| {
+        let generation = request.generation;
+        let studies: Vec<String> = request.studies.iter().map(|s| s.0.clone()).collect();
+        let lost = move |why| {
+            TaskEvent::Polled(Box::new(Polled {
+                generation,
+                studies,
+                result: Err(why),
+            }))
+        };
+        self.spawn("poll trials", lost, move |reply| {
             let polled = read(&path, request);
             reply.send(TaskEvent::Polled(Box::new(polled)));
         });

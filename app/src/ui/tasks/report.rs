@@ -38,7 +38,9 @@ impl Jobs {
     /// Computes the report of `key.study` in the database `path` (PBO with `partitions`); the
     /// answer arrives as [`TaskEvent::Report`].
     pub fn study_report(&self, path: PathBuf, key: ReportKey, partitions: usize) {
-        self.spawn("report", move |reply| {
+        let asked = key.clone();
+        let lost = move |why| TaskEvent::Report(asked, Err(why));
+        self.spawn("report", lost, move |reply| {
             let label = crate::launch::db_label(&path);
             let result = Storage::open_read_only(&path)
                 .map_err(|e| format!("{label}: {e}"))
@@ -62,7 +64,9 @@ impl Jobs {
         seeds: usize,
         cancel: Arc<AtomicBool>,
     ) {
-        self.spawn("reseed", move |reply| {
+        let of = study.clone();
+        let lost = move |why| TaskEvent::Reseed(ReseedMsg::Done(of, Err(why)));
+        self.spawn("reseed", lost, move |reply| {
             let result = (|| -> Result<SeedSpread, String> {
                 let label = crate::launch::db_label(&path);
                 // The study file first, read-only: a database without one is left untouched.

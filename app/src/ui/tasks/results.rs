@@ -63,7 +63,11 @@ impl Jobs {
     /// Backtests the checkpoint `dir` on `split` (on the CPU device), for the Backtest panel's
     /// `request`.
     pub fn backtest(&self, dir: PathBuf, split: String, request: u64) {
-        self.spawn("backtest", move |reply| {
+        let lost = move |why| TaskEvent::Backtested {
+            request,
+            result: Err(why),
+        };
+        self.spawn("backtest", lost, move |reply| {
             let result = backtest(&dir, &split)
                 .map(Box::new)
                 .map_err(|e| format!("{e:#}"));
@@ -73,7 +77,8 @@ impl Jobs {
 
     /// Compares `a` and `b` (`study` or `study#N`) of the database `db`.
     pub fn compare(&self, db: PathBuf, a: String, b: String) {
-        self.spawn("compare", move |reply| {
+        let lost = |why| TaskEvent::Compared(Err(why));
+        self.spawn("compare", lost, move |reply| {
             let result = compare(&db, &a, &b)
                 .map(Box::new)
                 .map_err(|e| format!("{e:#}"));

@@ -124,6 +124,7 @@ impl Tasks {
             reply.send(TaskEvent::Study(msg));
         });
         self.study = Some(handle);
-        self.jobs.spawn("study", move |_| job.run());
+        let lost = |why| TaskEvent::Study(StudyMsg::Done(Err(why)));
+        self.jobs.spawn("study", lost, move |_| job.run());
     }
 }
