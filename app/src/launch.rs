@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use tradetune_engine::front::launch::StudyPlace;
-use tradetune_engine::storage::{is_postgres_url, redact};
+use tradetune_engine::storage::{is_postgres_url, redact, same_database};
 
 /// How a study database is named in messages: the path, or the PostgreSQL URL without its
 /// password.
@@ -17,14 +17,15 @@ pub fn db_label(db: &Path) -> String {
 
 /// Whether two names of a study database name one database: a SQLite file written two ways
 /// (a relative and an absolute path, or through a link) is one file, and a PostgreSQL URL is
-/// the same with or without its password.
+/// the same with or without its password or default port (nothing is looked up: this runs on
+/// the UI thread).
 pub fn same_db(a: &Path, b: &Path) -> bool {
     if a == b {
         return true;
     }
     let (sa, sb) = (a.to_string_lossy(), b.to_string_lossy());
     match (is_postgres_url(&sa), is_postgres_url(&sb)) {
-        (true, true) => redact(&sa) == redact(&sb),
+        (true, true) => same_database(&sa, &sb),
         (false, false) => match (a.canonicalize(), b.canonicalize()) {
             (Ok(a), Ok(b)) => a == b,
             _ => false,
@@ -93,6 +94,14 @@ mod tests {
         let pg = Path::new("postgresql://me:secret@db.local:5432/studies");
         assert!(same_db(pg, Path::new("postgres://me@db.local/studies")));
         assert!(!same_db(pg, Path::new("postgresql://me@db.local/others")));
+        assert!(!same_db(
+            pg,
+            Path::new("postgresql://me@db.local:5433/studies")
+        ));
+        assert!(!same_db(
+            pg,
+            Path::new("postgresql://me@db.local/studies?options=-csearch_path%3Dother")
+        ));
         assert!(!same_db(pg, &file));
     }
 }

@@ -210,11 +210,25 @@ fn excel_serial_dates() {
             "'45000.2507' looks like an Excel serial date, 2023-03-15T06:01:00Z as one",
         ],
     );
-    // A file whose times only pass through those numbers is seconds, as before.
-    let text = format!("{HEADER}20000,10,11,9,10,5\n30000,10,11,9,10,5\n");
+    // A file whose times only pass through those numbers, or lie among them a minute or more
+    // apart (a session's seconds of the day), or are one bar, is seconds, as before.
     let dir = tempfile::tempdir().unwrap();
-    let bars = read_file(&write(dir.path(), "secs.csv", text.as_bytes())).unwrap();
-    assert_eq!(bars.assets[0].timestamps, vec![20_000, 30_000]);
+    for (name, times) in [
+        ("passing.csv", vec![20_000, 30_000]),
+        ("session.csv", vec![34_200, 34_260, 34_320]),
+        ("one.csv", vec![45_000]),
+    ] {
+        let rows: String = times
+            .iter()
+            .map(|t| format!("{t},10,11,9,10,5\n"))
+            .collect();
+        let bars = read_file(&write(
+            dir.path(),
+            name,
+            format!("{HEADER}{rows}").as_bytes(),
+        ));
+        assert_eq!(bars.unwrap().assets[0].timestamps, times, "{name}");
+    }
 }
 
 #[test]

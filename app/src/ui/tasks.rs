@@ -99,6 +99,18 @@ pub enum TaskEvent {
     Failed(String),
 }
 
+impl TaskEvent {
+    /// Whether this is a job's answer, after which it says nothing more: anything but a
+    /// study's or a re-run's news on the way.
+    fn ends_the_job(&self) -> bool {
+        match self {
+            TaskEvent::Study(msg) => matches!(msg, StudyMsg::Done(_)),
+            TaskEvent::Reseed(msg) => matches!(msg, ReseedMsg::Done(..)),
+            _ => true,
+        }
+    }
+}
+
 /// Starts background jobs; each answers on the app's channel and wakes the UI. Cloned into the
 /// context the panels draw with, so a panel asks for its own jobs.
 #[derive(Clone)]
@@ -132,9 +144,8 @@ struct HeldJob {
     name: String,
     /// Its work.
     job: Box<dyn FnOnce() + Send>,
-    /// Its answer where it stops without one (taken once, by the work or by a thread that
-    /// could not start).
-    lost: LostAnswer,
+    /// Its reply, holding its answer for stopping without one.
+    reply: Reply,
 }
 
 /// What a job answers where it stops without its answer: the event, from why.
@@ -163,18 +174,35 @@ impl Waker {
     }
 }
 
-/// Sends and wakes.
+/// Sends and wakes. A job's reply holds the job's answer for stopping without one, until the
+/// job sends its answer ([`TaskEvent::ends_the_job`]).
 #[derive(Clone)]
 struct Reply {
     tx: Sender<TaskEvent>,
     waker: Waker,
+    lost: Option<LostAnswer>,
 }
 
 impl Reply {
     fn send(&self, event: TaskEvent) {
+        if event.ends_the_job()
+            && let Some(lost) = &self.lost
+        {
+            lost.lock().unwrap_or_else(|p| p.into_inner()).take();
+        }
         // A closed channel means the app is gone; nothing is left to tell.
         let _ = self.tx.send(event);
         self.waker.wake();
+    }
+
+    /// The job stopped without its answer: sends the answer it left for that, unless it has
+    /// answered already.
+    fn lost(&self, why: String) {
+        let answer =
+            (self.lost.as_ref()).and_then(|l| l.lock().unwrap_or_else(|p| p.into_inner()).take());
+        if let Some(answer) = answer {
+            self.send(answer(why));
+        }
     }
 }
 
@@ -251,39 +279,51 @@ impl Jobs {
         Reply {
             tx: self.tx.clone(),
             waker: self.waker.clone(),
+            lost: None,
         }
     }
 
-    /// Starts `job` on a thread of its own; where it panics, or its thread cannot start, the
-    /// app is sent `lost(why)` instead of its answer.
+    /// A reply for a job that answers `lost(why)` where it stops without its answer (see
+    /// [`Self::start`]).
+    fn reply_or(&self, lost: impl FnOnce(String) -> TaskEvent + Send + 'static) -> Reply {
+        Reply {
+            lost: Some(Arc::new(Mutex::new(Some(Box::new(lost))))),
+            ..self.reply()
+        }
+    }
+
+    /// Starts `job` on a thread of its own; where it panics, or its thread cannot start, before
+    /// it has sent its answer, the app is sent `lost(why)` instead.
     fn spawn(
         &self,
         name: &str,
         lost: impl FnOnce(String) -> TaskEvent + Send + 'static,
         job: impl FnOnce(Reply) + Send + 'static,
     ) {
-        let reply = self.reply();
-        let lost: LostAnswer = Arc::new(Mutex::new(Some(Box::new(lost))));
-        let (on_panic, told, what) = (Arc::clone(&lost), self.reply(), name.to_owned());
+        self.start(name, self.reply_or(lost), job);
+    }
+
+    /// [`Self::spawn`] with the reply made beforehand ([`Self::reply_or`]), for a job whose
+    /// work is handed its reply before it starts.
+    fn start(&self, name: &str, reply: Reply, job: impl FnOnce(Reply) + Send + 'static) {
+        let (told, what) = (reply.clone(), name.to_owned());
         let job: Box<dyn FnOnce() + Send> = Box::new(move || {
-            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(reply)));
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(told.clone())));
             if let Err(panic) = ran {
                 let why = panic
                     .downcast_ref::<&str>()
                     .map(|s| s.to_string())
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "no message".into());
-                tell_lost(
-                    &on_panic,
-                    &told,
-                    format!("the {what} job stopped unexpectedly (a panic: {why})"),
-                );
+                told.lost(format!(
+                    "the {what} job stopped unexpectedly (a panic: {why})"
+                ));
             }
         });
         let job = HeldJob {
             name: format!("tradetune-{name}"),
             job,
-            lost,
+            reply,
         };
         {
             let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
@@ -296,13 +336,9 @@ impl Jobs {
     }
 
     fn start_thread(&self, held: HeldJob) {
-        let HeldJob { name, job, lost } = held;
+        let HeldJob { name, job, reply } = held;
         if let Err(e) = std::thread::Builder::new().name(name).spawn(job) {
-            tell_lost(
-                &lost,
-                &self.reply(),
-                format!("could not start a background thread: {e}"),
-            );
+            reply.lost(format!("could not start a background thread: {e}"));
         }
     }
 
@@ -327,10 +363,65 @@ impl Jobs {
     }
 }
 
-/// Sends a job's answer for stopping without one, once.
-fn tell_lost(lost: &LostAnswer, reply: &Reply, why: String) {
-    let answer = lost.lock().unwrap_or_else(|p| p.into_inner()).take();
-    if let Some(answer) = answer {
-        reply.send(answer(why));
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    struct NoDialogs;
+    impl FileDialogs for NoDialogs {
+        fn pick(&self, _: &Pick) -> Vec<PathBuf> {
+            Vec::new()
+        }
+    }
+
+    /// The events of `tasks` that arrive within `wait`.
+    fn events(tasks: &Tasks, wait: Duration) -> Vec<TaskEvent> {
+        let end = Instant::now() + wait;
+        let mut got = Vec::new();
+        while Instant::now() < end {
+            got.extend(tasks.drain());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        got
+    }
+
+    /// A job that panics before its answer answers with its failure; one that panics after
+    /// it (in a drop, say) answers once; news on the way does not count as the answer.
+    #[test]
+    fn a_job_answers_once_whether_or_not_it_panics() {
+        let tasks = Tasks::new(Arc::new(NoDialogs));
+        let jobs = tasks.jobs();
+        jobs.spawn("before", TaskEvent::Failed, |_| panic!("no answer"));
+        let got = events(&tasks, Duration::from_secs(1));
+        assert!(
+            matches!(&got[..], [TaskEvent::Failed(why)]
+                if why == "the before job stopped unexpectedly (a panic: no answer)"),
+            "{got:?}"
+        );
+
+        jobs.spawn("after", TaskEvent::Failed, |reply| {
+            reply.send(TaskEvent::Compared(Err("answered".into())));
+            panic!("{}", String::from("too late"));
+        });
+        let got = events(&tasks, Duration::from_secs(1));
+        assert!(
+            matches!(&got[..], [TaskEvent::Compared(Err(e))] if e == "answered"),
+            "{got:?}"
+        );
+
+        let lost = |why| TaskEvent::Reseed(ReseedMsg::Done("s".into(), Err(why)));
+        jobs.spawn("on the way", lost, |reply| {
+            reply.send(TaskEvent::Reseed(ReseedMsg::Progress(1, 3)));
+            panic!("midway");
+        });
+        let got = events(&tasks, Duration::from_secs(1));
+        assert!(
+            matches!(&got[..], [
+                TaskEvent::Reseed(ReseedMsg::Progress(1, 3)),
+                TaskEvent::Reseed(ReseedMsg::Done(_, Err(why))),
+            ] if why.contains("midway")),
+            "{got:?}"
+        );
     }
 }

@@ -274,9 +274,11 @@ fn parse(csv: &mut CsvReader, source: &Source) -> Result<FileBars, DataError> {
     let mut rows = 0u64;
     // A Binance file has no header: its first record is already a bar.
     let mut pending = layout.format == FileFormat::BinanceKlines;
-    // The first row's time cell while every row's is an Excel serial date (line, cell, date).
+    // The first row's time cell while every row's is an Excel serial date (line, cell, date),
+    // and the smallest step between an asset's times (in the cells' units).
     let mut excel: Option<(u64, String, String)> = None;
     let mut all_excel = layout.time_of_day.is_none();
+    let mut min_step: Option<i64> = None;
     loop {
         if !pending && !read_next(csv, &mut record, source)? {
             break;
@@ -419,12 +421,17 @@ fn parse(csv: &mut CsvReader, source: &Source) -> Result<FileBars, DataError> {
                     format_timestamp(ts),
                     b.last_line,
                     format_timestamp(prev),
-                    excel_date.map_or(String::new(), |date| format!(
-                        " ('{}' looks like an Excel serial date, {date} as one: {EXCEL_FIX})",
-                        record[layout.time].trim()
-                    ))
+                    excel_date
+                        .filter(|_| all_excel)
+                        .map_or(String::new(), |date| format!(
+                            " ('{}' looks like an Excel serial date, {date} as one: {EXCEL_FIX})",
+                            record[layout.time].trim()
+                        ))
                 ),
             ));
+        }
+        if let Some(&prev) = b.bars.timestamps.last() {
+            min_step = Some(min_step.map_or(ts - prev, |m| m.min(ts - prev)));
         }
         b.last_line = line;
         b.bars.timestamps.push(ts);
@@ -442,7 +449,11 @@ fn parse(csv: &mut CsvReader, source: &Source) -> Result<FileBars, DataError> {
             "the file has a header but no rows of data",
         ));
     }
-    if let Some((line, cell, date)) = excel.filter(|_| all_excel) {
+    // Read as days, the times must be bars of a month or shorter (as seconds they would be
+    // a second to half a minute apart): a file of seconds in that range with minute or
+    // longer steps (a session's seconds of the day) is read as it was written.
+    let excel = excel.filter(|_| all_excel && min_step.is_some_and(|s| s <= MAX_EXCEL_STEP));
+    if let Some((line, cell, date)) = excel {
         return Err(DataError::input(
             &path,
             Some(line),
@@ -461,6 +472,9 @@ fn parse(csv: &mut CsvReader, source: &Source) -> Result<FileBars, DataError> {
         assets: builders.into_iter().map(|b| b.bars).collect(),
     })
 }
+
+/// The longest step between bars, in days, of a file refused as Excel serial dates.
+const MAX_EXCEL_STEP: i64 = 31;
 
 /// How a file of Excel serial dates is mended.
 const EXCEL_FIX: &str = "format the column as dates (yyyy-mm-dd hh:mm) in the spreadsheet \

@@ -54,7 +54,7 @@ mod view_json;
 
 pub use csv_export::trials_csv;
 pub use datetime::{format_naive, now_utc, parse_naive, utc_to_local};
-pub use db::pg_url::{is_postgres_url, redact};
+pub use db::pg_url::{is_postgres_url, redact, same_database};
 pub use error::StorageError;
 pub use heartbeat::HeartbeatThread;
 pub use json_value::{JsonError, JsonValue};

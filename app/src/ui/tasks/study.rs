@@ -105,7 +105,8 @@ impl Tasks {
                 return;
             }
         };
-        let reply = self.jobs.reply();
+        let reply = (self.jobs).reply_or(|why| TaskEvent::Study(StudyMsg::Done(Err(why))));
+        let job_reply = reply.clone();
         let (handle, job) = launch.into_job(move |event| {
             let msg = match event {
                 LaunchEvent::Ready { source, .. } => {
@@ -124,7 +125,6 @@ impl Tasks {
             reply.send(TaskEvent::Study(msg));
         });
         self.study = Some(handle);
-        let lost = |why| TaskEvent::Study(StudyMsg::Done(Err(why)));
-        self.jobs.spawn("study", lost, move |_| job.run());
+        self.jobs.start("study", job_reply, move |_| job.run());
     }
 }

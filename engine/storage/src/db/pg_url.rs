@@ -62,18 +62,56 @@ fn host_name(h: &Host) -> String {
     }
 }
 
-/// Parses the URL and fills in the password from the environment or the password file.
-pub fn parse(url: &str) -> Result<PgTarget, String> {
-    let mut config: Config = url.parse().map_err(|e| {
-        format!("not a PostgreSQL URL (postgresql://user[:password]@host[:port]/dbname): {e}")
-    })?;
-    let user = match config.get_user() {
+/// The URL's user, else libpq's default (`PGUSER`, else the login name).
+fn user_of(config: &Config) -> String {
+    match config.get_user() {
         Some(u) => u.to_owned(),
         None => std::env::var("PGUSER")
             .ok()
             .or_else(|| std::env::var("USER").ok())
             .unwrap_or_else(|| "postgres".to_owned()),
-    };
+    }
+}
+
+/// Whether two PostgreSQL URLs name one database: the same user, hosts, ports, database and
+/// options once libpq's defaults are filled in (`postgres://` or `postgresql://`, port 5432
+/// written or not). The password is neither compared nor looked up; a URL that does not parse
+/// is compared as text.
+pub fn same_database(a: &str, b: &str) -> bool {
+    /// User, hosts, ports, database, options.
+    type Key = (String, Vec<String>, Vec<u16>, String, Option<String>);
+    fn key(url: &str) -> Option<Key> {
+        let config: Config = url.parse().ok()?;
+        let user = user_of(&config);
+        let hosts = match config.get_hosts() {
+            [] => vec!["localhost".to_owned()],
+            hosts => hosts.iter().map(host_name).collect(),
+        };
+        let ports = match config.get_ports() {
+            [] => vec![5432],
+            ports => ports.to_vec(),
+        };
+        let dbname = config.get_dbname().unwrap_or(&user).to_owned();
+        Some((
+            user,
+            hosts,
+            ports,
+            dbname,
+            config.get_options().map(str::to_owned),
+        ))
+    }
+    match (key(a), key(b)) {
+        (Some(a), Some(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+/// Parses the URL and fills in the password from the environment or the password file.
+pub fn parse(url: &str) -> Result<PgTarget, String> {
+    let mut config: Config = url.parse().map_err(|e| {
+        format!("not a PostgreSQL URL (postgresql://user[:password]@host[:port]/dbname): {e}")
+    })?;
+    let user = user_of(&config);
     config.user(&user);
     let host = config
         .get_hosts()

@@ -34,6 +34,22 @@ impl From<Command> for Action {
 }
 
 impl RunView {
+    /// Whether `rows_db` (the Studies panel's database) is this run's, however either is
+    /// written ([`crate::launch::same_db`], once for each pair).
+    fn rows_db_is(&mut self, rows_db: Option<&std::path::Path>) -> bool {
+        let (Some(theirs), Some(ours)) = (rows_db, self.db.as_deref()) else {
+            return false;
+        };
+        match &self.rows_db_is_ours {
+            Some((t, o, same)) if t == theirs && o == ours => *same,
+            _ => {
+                let same = crate::launch::same_db(theirs, ours);
+                self.rows_db_is_ours = Some((theirs.to_owned(), ours.to_owned(), same));
+                same
+            }
+        }
+    }
+
     /// Draws the panel; `rows` are the Studies panel's, of the database `rows_db` (None: none
     /// open), where the verdict of the study's latest finished trial is.
     pub fn ui(
@@ -47,11 +63,7 @@ impl RunView {
         let mut actions = Vec::new();
         // Rows of another database, where a study of the same name may be, tell nothing of
         // this run.
-        let rows = if rows_db.is_some() && rows_db == self.db.as_deref() {
-            rows
-        } else {
-            &[]
-        };
+        let rows = if self.rows_db_is(rows_db) { rows } else { &[] };
         show(ui, self, cx, rows, &mut actions);
         for a in actions {
             self.handle(a, out);

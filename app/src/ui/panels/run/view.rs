@@ -148,6 +148,9 @@ pub struct RunView {
     pub compiling: Option<CompileStatus>,
     /// The totals of the last compiling that took a second or more.
     pub compiled: Option<CompileStatus>,
+    /// Whether the Studies panel's database is this run's: (its path, this run's, the answer),
+    /// worked out once for each pair (a file's path is resolved on disk).
+    pub rows_db_is_ours: Option<(PathBuf, PathBuf, bool)>,
 }
 
 impl RunView {
