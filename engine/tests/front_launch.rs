@@ -302,3 +302,66 @@ fn a_study_name_that_is_not_a_plain_folder_name_is_refused() {
     // Nothing was written outside the folder.
     assert!(!dir.path().join("x").exists());
 }
+
+/// A study whose searched episodes or evaluations no split of its data holds (an
+/// `env.episode_bars` longer than the train split at both ends of its range, though not than
+/// the data; an `env.lookback` that leaves the validation split no steps) is refused before
+/// its first trial, naming the setting and the split, and stores nothing; a searched range
+/// one end of which fits runs. (Fixed ones were refused as the data loaded, and still are.)
+#[test]
+fn a_study_whose_episodes_the_data_cannot_hold_is_refused_before_its_first_trial() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("studies.db");
+    let run = |search: &str| {
+        let file = dir.path().join("long.toml");
+        let text = TINY.replace("[search]\n", &format!("[search]\n{search}\n"));
+        std::fs::write(&file, text).unwrap();
+        let mut l =
+            StudyLaunch::from_path(&file, StudyPlace::new(db.clone(), None).unwrap()).unwrap();
+        l.liveness(Liveness {
+            telemetry: None,
+            ..Liveness::default()
+        });
+        let (tx, events) = std::sync::mpsc::channel();
+        let (_handle, job) = l.into_job(move |e| {
+            let _ = tx.send(e);
+        });
+        let worker = std::thread::spawn(move || job.run());
+        let (_, study, result) = follow(events);
+        worker.join().unwrap();
+        let started = study
+            .iter()
+            .filter(|e| matches!(e, StudyEvent::TrialStarted { .. }))
+            .count();
+        (started, result)
+    };
+    let (started, result) = run("\"env.episode_bars\" = { low = 1600, high = 2000 }");
+    let e = result.unwrap_err().to_string();
+    assert!(
+        e.contains("long.toml:16: search.\"env.episode_bars\"")
+            && e.contains("no trial of this study can run (at either end of every searched")
+            && e.contains("the train split: too few bars: 1469 in the split")
+            && e.contains("episode_bars 1600"),
+        "{e}"
+    );
+    assert_eq!(started, 0);
+    assert!(!db.exists(), "nothing is stored");
+    let (started, result) = run("\"env.lookback\" = { low = 400, high = 512 }");
+    let e = result.unwrap_err().to_string();
+    assert!(
+        e.contains("search.\"env.lookback\"")
+            && e.contains("validation")
+            && e.contains("lookback 400"),
+        "{e}"
+    );
+    assert_eq!(started, 0);
+    assert!(!db.exists(), "nothing is stored");
+
+    // One end fits: the study runs its trial (which fails or not by the value drawn).
+    let (started, result) = run("\"env.episode_bars\" = { low = 64, high = 2000 }");
+    assert!(
+        !format!("{result:?}").contains("no trial of this study can run"),
+        "{result:?}"
+    );
+    assert_eq!(started, 1);
+}

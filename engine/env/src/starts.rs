@@ -21,6 +21,17 @@ pub(crate) fn check_range(range: &Range<usize>, n_bars: usize) -> Result<(), Env
     Ok(())
 }
 
+/// Where a configuration's episodes lie within a range of bars ([`StartTable::check`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Episodes {
+    /// The first usable bar (an observation needs `lookback` bars of features).
+    pub first: usize,
+    /// Steps per episode.
+    pub episode_len: usize,
+    /// How many start bars the episodes spread over.
+    pub span: usize,
+}
+
 /// The bars an episode may use and the start bar of every (env, episode slot).
 #[derive(Debug, Clone, PartialEq)]
 pub struct StartTable {
@@ -51,6 +62,53 @@ impl StartTable {
     /// The first usable bar is `range.start + lookback − 1` (an observation needs `lookback`
     /// bars of features); the last bar an episode may reach is `range.end − 1`.
     pub fn new(cfg: &EnvConfig, range: Range<usize>) -> Result<Self, EnvError> {
+        let Episodes {
+            first: lo,
+            episode_len,
+            span,
+        } = Self::check(cfg, range)?;
+        let n = cfg.n_envs.max(1);
+        let per_env = (TABLE_ENTRIES / n).max(64);
+        let stride = (span / n).max(1);
+        let mut starts = Vec::with_capacity(n * per_env);
+        for env in 0..n {
+            for k in 0..per_env {
+                let off = match cfg.start {
+                    StartMode::Fixed => 0,
+                    StartMode::Strided => ((env + k * n) * stride) % span,
+                    // Stratified: episode k shifts every env by one random offset, and env
+                    // i starts at a random bar of the i-th of N equal strata from there, so
+                    // the N envs start on N distinct bars spread over the span (when N ≤
+                    // span) and each episode uses other bars.
+                    StartMode::Random => {
+                        let h = |salt: u64| {
+                            splitmix64(
+                                cfg.seed
+                                    ^ splitmix64((env as u64) << 32 | k as u64).wrapping_add(salt),
+                            )
+                        };
+                        let shift = splitmix64(cfg.seed ^ splitmix64(k as u64 ^ 0xA5A5_0000));
+                        let shift = (shift % span as u64) as usize;
+                        let stratum = env * span / n;
+                        let width = ((env + 1) * span / n).saturating_sub(stratum).max(1);
+                        let jitter = (h(0x5151_5151) % width as u64) as usize;
+                        (shift + stratum + jitter) % span
+                    }
+                };
+                starts.push((lo + off) as u32);
+            }
+        }
+        Ok(Self {
+            episodes_per_env: per_env,
+            starts,
+            episode_len,
+        })
+    }
+
+    /// Whether `cfg`'s episodes fit the bars `range` (what [`Self::new`] refuses, without the
+    /// table): the first usable bar, the steps of an episode and the bars its starts spread
+    /// over. Cheap: a study's launch asks it of every combination of its searched settings.
+    pub fn check(cfg: &EnvConfig, range: Range<usize>) -> Result<Episodes, EnvError> {
         let lookback = cfg.lookback.max(1);
         // Start bars are u32 (and an episode's end, a start plus its length, stays below the
         // split's end): a split past that is refused, not wrapped.
@@ -102,41 +160,10 @@ impl StartTable {
             }
             (e, last - e - lo + 1)
         };
-        let n = cfg.n_envs.max(1);
-        let per_env = (TABLE_ENTRIES / n).max(64);
-        let stride = (span / n).max(1);
-        let mut starts = Vec::with_capacity(n * per_env);
-        for env in 0..n {
-            for k in 0..per_env {
-                let off = match cfg.start {
-                    StartMode::Fixed => 0,
-                    StartMode::Strided => ((env + k * n) * stride) % span,
-                    // Stratified: episode k shifts every env by one random offset, and env
-                    // i starts at a random bar of the i-th of N equal strata from there, so
-                    // the N envs start on N distinct bars spread over the span (when N ≤
-                    // span) and each episode uses other bars.
-                    StartMode::Random => {
-                        let h = |salt: u64| {
-                            splitmix64(
-                                cfg.seed
-                                    ^ splitmix64((env as u64) << 32 | k as u64).wrapping_add(salt),
-                            )
-                        };
-                        let shift = splitmix64(cfg.seed ^ splitmix64(k as u64 ^ 0xA5A5_0000));
-                        let shift = (shift % span as u64) as usize;
-                        let stratum = env * span / n;
-                        let width = ((env + 1) * span / n).saturating_sub(stratum).max(1);
-                        let jitter = (h(0x5151_5151) % width as u64) as usize;
-                        (shift + stratum + jitter) % span
-                    }
-                };
-                starts.push((lo + off) as u32);
-            }
-        }
-        Ok(Self {
-            episodes_per_env: per_env,
-            starts,
+        Ok(Episodes {
+            first: lo,
             episode_len,
+            span,
         })
     }
 

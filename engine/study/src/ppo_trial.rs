@@ -270,11 +270,6 @@ impl PpoTrial {
         self.folds.as_deref()
     }
 
-    /// The sizes of the loaded market data.
-    pub fn data_shape(&self) -> DataShape {
-        DataShape::of(&self.dataset)
-    }
-
     /// The loaded market data's [`tradetune_market::Dataset::fingerprint`].
     pub fn data_fingerprint(&self) -> String {
         self.dataset.fingerprint()

@@ -275,12 +275,11 @@ pub(super) fn prepare(
         .with_checkpoints(checkpoints.join(crate::front::export::file_name_part(&file.study.name)))
         .with_evaluation(&file.evaluation)?;
     // Settings every trial would fail on before it trains (a fixed batch larger than any
-    // rollout the search allows) refuse the study here, not trial by trial.
-    if let Some(problems) = PpoTrialConfig::unrunnable(
-        &file.base_config,
-        &file.space,
-        Some(trial.data_shape().n_assets),
-    ) {
+    // rollout the search allows, a lookback longer than the data's splits leave room for)
+    // refuse the study here, not trial by trial.
+    if let Some(problems) =
+        PpoTrialConfig::unrunnable(&file.base_config, &file.space, |c| trial.refused(c))
+    {
         return Err(unrunnable_error(file, &problems));
     }
     let source = trial.source.clone();

@@ -6,7 +6,12 @@ use tradetune_env::{EnvError, ResolvedPlacement};
 use tradetune_market::Dataset;
 use tradetune_rl::ppo::PpoError;
 
-use super::PpoTrialConfig;
+use std::ops::Range;
+
+use tradetune_env::starts::StartTable;
+use tradetune_rl::eval::EvalSplit;
+
+use super::{PpoTrial, PpoTrialConfig};
 use crate::catalogue::{self, SettingError};
 use crate::config_path;
 use crate::file::{PrunerSection, SamplerSection, StudySection};
@@ -117,7 +122,7 @@ impl PpoTrialConfig {
 
     /// The problems a trial refuses the configuration for as it starts: PPO's and the
     /// environment's own checks (the latter where `n_assets` is known).
-    fn refused(&self, n_assets: Option<usize>) -> Vec<Problem> {
+    pub fn refused(&self, n_assets: Option<usize>) -> Vec<Problem> {
         let mut out = Vec::new();
         let n_envs = self.env.n_envs.max(1);
         match self.ppo.validate(n_envs) {
@@ -149,7 +154,9 @@ impl PpoTrialConfig {
 
     /// Whether no trial of the study searching `space` over `base` (the defaults with its fixed
     /// settings) could run: the problems a trial refuses its configuration for as it starts
-    /// (PPO's and the environment's checks; the catalogue's ranges are the file's), judged
+    /// (`refused`: PPO's and the environment's checks, [`Self::refused`], and where the data
+    /// is loaded whether it holds the episodes and evaluations, [`PpoTrial::refused`]; the
+    /// catalogue's ranges are the file's), judged
     /// over each searched parameter's ends ([`SearchSpace::extreme_values`]) in every
     /// combination, up to [`COMBINATIONS_TRIED`] of them: the one rule between settings, a
     /// batch within a rollout (`n_steps × n_envs`), holds somewhere in a range when it holds at
@@ -159,7 +166,7 @@ impl PpoTrialConfig {
     pub fn unrunnable(
         base: &serde_json::Value,
         space: &SearchSpace,
-        n_assets: Option<usize>,
+        refused: impl Fn(&PpoTrialConfig) -> Vec<Problem>,
     ) -> Option<Vec<Problem>> {
         let params = space.extreme_values();
         let mut combinations: usize = 1;
@@ -188,7 +195,7 @@ impl PpoTrialConfig {
                 // What a trial refuses as it starts (the catalogue's ranges were checked
                 // when the file was read; fewer timesteps than a rollout train one rollout).
                 Ok(()) => match PpoTrialConfig::from_json(&config) {
-                    Ok(c) => c.refused(n_assets),
+                    Ok(c) => refused(&c),
                     Err(e) => vec![Problem {
                         field: "fixed".into(),
                         message: e.to_string(),
@@ -214,6 +221,67 @@ impl PpoTrialConfig {
         };
         self.ppo
             .memory_estimate(self.env.n_envs, obs_dim, shape.n_assets, dataset)
+    }
+}
+
+impl PpoTrial {
+    /// The problems a trial of `cfg` refuses as it starts on this study's data: the
+    /// configuration's own ([`PpoTrialConfig::refused`], with the data's assets), else whether
+    /// its episodes fit the bars it trains on (the train split, or each fold's training bars
+    /// joined) and its evaluations the bars it is scored on (the validation split, or each
+    /// fold's test blocks): a longer `env.lookback` or `env.episode_bars` leaves them too
+    /// short. The first such problem only: one is enough to refuse the trial.
+    pub fn refused(&self, cfg: &PpoTrialConfig) -> Vec<Problem> {
+        let out = cfg.refused(Some(self.dataset.n_assets()));
+        if !out.is_empty() {
+            return out;
+        }
+        let problem = |field: &str, message: String| {
+            vec![Problem {
+                field: field.into(),
+                message,
+            }]
+        };
+        // (what, bars) trained on; (split name, bars) scored.
+        type Named<S> = Vec<(S, Range<usize>)>;
+        let (trained, scored): (Named<String>, Named<&str>) = match &self.folds {
+            None => (
+                vec![("the train split".into(), self.train.clone())],
+                vec![("validation", self.validation.clone())],
+            ),
+            Some(folds) => (
+                (folds.iter().enumerate())
+                    .map(|(i, f)| {
+                        let bars = f.train.iter().map(|r| r.len()).sum();
+                        (format!("fold {i}'s training bars"), 0..bars)
+                    })
+                    .collect(),
+                (folds.iter())
+                    .flat_map(|f| super::folds::merge_adjacent(&f.test))
+                    .map(|block| ("fold test", block))
+                    .collect(),
+            ),
+        };
+        for (what, bars) in trained {
+            if let Err(e) = StartTable::check(&cfg.env, bars.clone()) {
+                // The episodes' length where the lookback alone fits.
+                let lookback_fits =
+                    StartTable::check(&cfg.env.clone().with_episode_bars(0), bars).is_ok();
+                let field = if lookback_fits {
+                    "env.episode_bars"
+                } else {
+                    "env.lookback"
+                };
+                return problem(field, format!("{what}: {e}"));
+            }
+        }
+        for (name, block) in scored {
+            let split = EvalSplit::new(name, self.dataset.clone(), block, &cfg.env);
+            if let Err(e) = split.steps() {
+                return problem("env.lookback", e.to_string());
+            }
+        }
+        Vec::new()
     }
 }
 
@@ -289,9 +357,10 @@ mod tests {
         base["ppo"]["n_steps"] = json!(32);
         base["ppo"]["batch_size"] = json!(1024);
         base["train"]["total_timesteps"] = json!(100_000);
+        let four_assets = |c: &PpoTrialConfig| c.refused(Some(4));
         // Nothing searched: the fixed settings alone.
         let space = SearchSpace::new();
-        let problems = PpoTrialConfig::unrunnable(&base, &space, Some(4)).expect("unrunnable");
+        let problems = PpoTrialConfig::unrunnable(&base, &space, four_assets).expect("unrunnable");
         assert_eq!(problems[0].field, "ppo.batch_size", "{problems:?}");
         assert!(
             problems[0].message.contains("n_steps × n_envs = 128"),
@@ -305,24 +374,30 @@ mod tests {
         space
             .add_float("ppo.gamma", 0.9, 0.999, false, None)
             .unwrap();
-        let problems = PpoTrialConfig::unrunnable(&base, &space, Some(4)).expect("unrunnable");
+        let problems = PpoTrialConfig::unrunnable(&base, &space, four_assets).expect("unrunnable");
         assert_eq!(problems[0].field, "ppo.batch_size");
         // Rollouts long enough at the top of a searched range: some trials run.
         let mut rescued = space.clone();
         rescued.add_int("ppo.n_steps", 32, 512, false, 32).unwrap();
-        assert_eq!(PpoTrialConfig::unrunnable(&base, &rescued, Some(4)), None);
+        assert_eq!(
+            PpoTrialConfig::unrunnable(&base, &rescued, four_assets),
+            None
+        );
         // Fewer timesteps than a rollout train one rollout: no refusal.
         let mut short = base.clone();
         short["ppo"]["batch_size"] = json!(64);
         short["train"]["total_timesteps"] = json!(100);
-        assert_eq!(PpoTrialConfig::unrunnable(&short, &space, Some(4)), None);
+        assert_eq!(
+            PpoTrialConfig::unrunnable(&short, &space, four_assets),
+            None
+        );
         // The top of a range far above what the batch needs runs.
         let mut far = space.clone();
         far.add_int("ppo.n_steps", 32, 1_000_000, true, 1).unwrap();
-        assert_eq!(PpoTrialConfig::unrunnable(&base, &far, Some(4)), None);
+        assert_eq!(PpoTrialConfig::unrunnable(&base, &far, four_assets), None);
         // A good configuration is runnable; too many combinations are not judged.
         base["ppo"]["batch_size"] = json!(64);
-        assert_eq!(PpoTrialConfig::unrunnable(&base, &space, Some(4)), None);
+        assert_eq!(PpoTrialConfig::unrunnable(&base, &space, four_assets), None);
         base["ppo"]["batch_size"] = json!(1024);
         let mut wide = space.clone();
         for name in [
@@ -343,7 +418,7 @@ mod tests {
         }
         assert!(wide.len() == 8, "{wide:?}");
         // 2^7 × 40 = 5,120 combinations, over the limit.
-        assert_eq!(PpoTrialConfig::unrunnable(&base, &wide, Some(4)), None);
+        assert_eq!(PpoTrialConfig::unrunnable(&base, &wide, four_assets), None);
     }
 
     fn shape() -> DataShape {

@@ -150,7 +150,7 @@ impl PpoTrial {
 }
 
 /// Ranges with touching ends joined (`0..5, 5..9` is `0..9`).
-fn merge_adjacent(ranges: &[Range<usize>]) -> Vec<Range<usize>> {
+pub(super) fn merge_adjacent(ranges: &[Range<usize>]) -> Vec<Range<usize>> {
     let mut out: Vec<Range<usize>> = Vec::new();
     for r in ranges {
         match out.last_mut() {
