@@ -193,9 +193,23 @@ fn a_run_whose_every_trial_failed_exits_with_an_error() {
     let file = dir.join("all_failed.toml");
     // A validation split too short for the lookback: refused by every trial as it starts
     // (the study's settings are sound; the data's split is what leaves no steps to score).
+    // The launch would refuse the study for it, but 13 searched ranges make more
+    // combinations of their ends than it judges (8,192 of 4,096), so the trials meet it.
+    let wide = "\"ppo.gae_lambda\" = { low = 0.9, high = 0.99 }\n\
+                \"ppo.clip_range\" = { low = 0.1, high = 0.3 }\n\
+                \"ppo.ent_coef\" = { low = 0.0, high = 0.01 }\n\
+                \"ppo.vf_coef\" = { low = 0.4, high = 0.6 }\n\
+                \"ppo.max_grad_norm\" = { low = 0.4, high = 0.6 }\n\
+                \"ppo.adam_eps\" = { low = 1e-8, high = 1e-5, log = true }\n\
+                \"ppo.clip_obs\" = { low = 5.0, high = 10.0 }\n\
+                \"ppo.policy.log_std_init\" = { low = -1.0, high = 0.0 }\n\
+                \"env.reward_scale\" = { low = 0.5, high = 1.5 }\n\
+                \"env.max_buy_fraction\" = { low = 0.5, high = 1.0 }\n\
+                \"env.buy_fee\" = { low = 0.0, high = 0.001 }\n";
     let text_of = std::fs::read_to_string(tiny_study(&dir, "allfail", 2048))
         .unwrap()
         .replace("env.n_envs = 4", "env.n_envs = 4\nenv.lookback = 100")
+        .replace("[search]\n", &format!("[search]\n{wide}"))
         .replace(
             "[sampler]",
             "[split]\nby = \"fractions\"\ntrain = 0.95\nvalidation = 0.01\n\n[sampler]",

@@ -163,10 +163,11 @@ fn a_cpcv_study_stores_its_folds_and_reports_pbo_and_the_deflated_sharpe() {
     assert!(out.contains("seed spread of trial #"), "{out}");
 }
 
-/// A trial whose lookback leaves a fold's test block too few bars to score fails before any
-/// fold trains, saying which split and why (not after training the first fold).
+/// A lookback that leaves a fold's test block too few bars to score refuses the study before
+/// its first trial (which failed before any fold trained, and before that after training
+/// the first fold), saying which split and why, and stores nothing.
 #[test]
-fn a_lookback_longer_than_a_test_block_fails_the_trial_before_it_trains() {
+fn a_lookback_longer_than_a_test_block_refuses_the_study_before_it_trains() {
     let dir = scratch("cli_study_report", "lookback");
     let file = dir.join("long.toml");
     let db = dir.join("long.db");
@@ -177,23 +178,17 @@ fn a_lookback_longer_than_a_test_block_fails_the_trial_before_it_trains() {
         .replace("env.n_envs = 4", "env.n_envs = 4\nenv.lookback = 300");
     std::fs::write(&file, long).unwrap();
     let o = run_study(&file, &db);
-    assert!(!o.status.success(), "{}", text(&o.stdout));
-    let storage = Storage::open_read_only(&db).unwrap();
-    let trials = storage.trials(storage.study_id("long").unwrap()).unwrap();
-    assert_eq!(trials.len(), 1);
-    assert_eq!(trials[0].state, TrialState::Fail);
-    let reason = match trials[0].system_attr("fail_reason") {
-        Some(tradetune_engine::storage::JsonValue::Str(s)) => s.clone(),
-        other => panic!("fail_reason {other:?}"),
-    };
+    let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
+    assert!(!o.status.success(), "{stdout}");
     assert!(
-        reason.contains("fold test") && reason.contains("lookback 300"),
-        "{reason}"
+        stderr.contains("fixed.env.lookback")
+            && stderr.contains("no trial of this study can run")
+            && stderr.contains("fold test")
+            && stderr.contains("lookback 300"),
+        "{stderr}"
     );
-    assert!(
-        trials[0].intermediate_values.is_empty(),
-        "a fold trained first"
-    );
+    assert!(!stdout.contains("trial 0"), "{stdout}");
+    assert!(!db.exists(), "nothing is stored");
 }
 
 #[test]

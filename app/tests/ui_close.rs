@@ -134,11 +134,22 @@ fn finish_running_trials_starts_no_new_one_and_closes_when_the_study_ends() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("studies.db");
     let mut h = started(db.clone(), "close_finish");
+    // A re-run of another study's best trial trains too: finishing waits for it as well.
+    reseeding(&mut h);
     request_close(&mut h);
     h.run_steps(2);
+    h.get_by_label_contains("re-run with other seeds is training too (seed 2 of 5)");
     h.get_by_label(FINISH).click();
     h.run_steps(2);
     assert!(h.state().closing.finishing);
+    assert!(
+        h.state().cx.notices.iter().any(
+            |n| n.contains("when they end") && n.contains("and the re-run's last seed is done")
+        ),
+        "{:?}",
+        h.state().cx.notices
+    );
+    h.state_mut().panels.studies.report.reseed = None;
     assert!(
         !sent(&h, &ViewportCommand::Close),
         "not before the study ends"

@@ -170,13 +170,15 @@ fn a_device_probe_that_panics_ends_the_refresh_with_a_notice() {
     .with_device_probe(Arc::new(|| panic!("the driver fell over")));
     let mut h = harness(app);
     settle(&mut h);
-    let before: Vec<String> = h
-        .state()
-        .cx
-        .devices
-        .iter()
-        .map(|d| d.name.clone())
-        .collect();
+    let names = |h: &Harness<'_, TradeTuneApp>| -> Vec<String> {
+        h.state()
+            .cx
+            .devices
+            .iter()
+            .map(|d| d.name.clone())
+            .collect()
+    };
+    let before = names(&h);
     h.get_by_label("Refresh devices").click();
     step_until(&mut h, "the refresh to end", |a| {
         a.cx.notices
@@ -198,14 +200,7 @@ fn a_device_probe_that_panics_ends_the_refresh_with_a_notice() {
             && notice.contains("the list is the one from before"),
         "{notice}"
     );
-    let after: Vec<String> = h
-        .state()
-        .cx
-        .devices
-        .iter()
-        .map(|d| d.name.clone())
-        .collect();
-    assert_eq!(after, before);
+    assert_eq!(names(&h), before);
     assert!(
         !h.get_by_label("Refresh devices")
             .accesskit_node()

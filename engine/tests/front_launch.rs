@@ -312,9 +312,10 @@ fn a_study_name_that_is_not_a_plain_folder_name_is_refused() {
 fn a_study_whose_episodes_the_data_cannot_hold_is_refused_before_its_first_trial() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("studies.db");
-    let run = |search: &str| {
+    let run_with = |fixed: &str, search: &str| {
         let file = dir.path().join("long.toml");
-        let text = TINY.replace("[search]\n", &format!("[search]\n{search}\n"));
+        let text = (TINY.replace("[search]\n", &format!("[search]\n{search}\n")))
+            .replace("[fixed]\n", &format!("[fixed]\n{fixed}\n"));
         std::fs::write(&file, text).unwrap();
         let mut l =
             StudyLaunch::from_path(&file, StudyPlace::new(db.clone(), None).unwrap()).unwrap();
@@ -335,10 +336,11 @@ fn a_study_whose_episodes_the_data_cannot_hold_is_refused_before_its_first_trial
             .count();
         (started, result)
     };
+    let run = |search: &str| run_with("", search);
     let (started, result) = run("\"env.episode_bars\" = { low = 1600, high = 2000 }");
     let e = result.unwrap_err().to_string();
     assert!(
-        e.contains("long.toml:16: search.\"env.episode_bars\"")
+        e.contains("long.toml:17: search.\"env.episode_bars\"")
             && e.contains("no trial of this study can run (at either end of every searched")
             && e.contains("the train split: too few bars: 1469 in the split")
             && e.contains("episode_bars 1600"),
@@ -357,11 +359,27 @@ fn a_study_whose_episodes_the_data_cannot_hold_is_refused_before_its_first_trial
     assert_eq!(started, 0);
     assert!(!db.exists(), "nothing is stored");
 
-    // One end fits: the study runs its trial (which fails or not by the value drawn).
-    let (started, result) = run("\"env.episode_bars\" = { low = 64, high = 2000 }");
+    // Episodes that fit with the shortest lookback searched but not with the longest: the
+    // searched lookback is named, not the fixed episodes' length.
+    let (_, result) = run_with(
+        "env.episode_bars = 1000",
+        "\"env.lookback\" = { low = 480, high = 512 }",
+    );
+    let e = result.unwrap_err().to_string();
+    assert!(
+        e.contains("search.\"env.lookback\"")
+            && e.contains("lookback 480 + episode_bars 1000 need 1480 bars"),
+        "{e}"
+    );
+    assert!(!db.exists(), "nothing is stored");
+
+    // One end fits: the study runs its trial (which trains or fails by the value drawn).
+    let (_, result) = run("\"env.episode_bars\" = { low = 64, high = 2000 }");
     assert!(
         !format!("{result:?}").contains("no trial of this study can run"),
         "{result:?}"
     );
-    assert_eq!(started, 1);
+    let storage = Storage::open_read_only(&db).unwrap();
+    let id = storage.study_id("launched").unwrap();
+    assert_eq!(storage.trials(id).unwrap().len(), 1);
 }

@@ -255,10 +255,15 @@ impl TradeTuneApp {
                         r.cancel.store(true, std::sync::atomic::Ordering::Relaxed);
                     }
                 }
-                Choice::Finish if busy.study => self.cx.notice(
+                Choice::Finish if busy.study => self.cx.notice(format!(
                     "finishing the running trials: no new trial starts, and the window closes \
-                     when they end",
-                ),
+                     when they end{}",
+                    if busy.reseed.is_some() {
+                        " and the re-run's last seed is done and its spread stored"
+                    } else {
+                        ""
+                    }
+                )),
                 Choice::Finish => self.cx.notice(
                     "the window closes when the re-run's last seed is done and its spread stored",
                 ),

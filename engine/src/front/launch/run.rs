@@ -305,9 +305,20 @@ pub(super) fn prepare(
 /// sets its setting (the `[search]` range, else the `[fixed]` line, where the file has one),
 /// the other problems said after it.
 fn unrunnable_error(file: &StudyFile, problems: &[Problem]) -> FrontError {
-    let key = match problems.first() {
-        Some(p) if file.space.get(&p.field).is_some() => format!("search.\"{}\"", p.field),
-        Some(p) if p.field.contains('.') => format!("fixed.{}", p.field),
+    // Too few bars for the episodes is the lookback's and the episodes' length together:
+    // where one of the two is searched, that one is named.
+    let first = problems.first().map(|p| match p.field.as_str() {
+        "env.lookback" | "env.episode_bars" if file.space.get(&p.field).is_none() => {
+            ["env.lookback", "env.episode_bars"]
+                .into_iter()
+                .find(|f| file.space.get(f).is_some())
+                .map_or(p.field.clone(), str::to_owned)
+        }
+        _ => p.field.clone(),
+    });
+    let key = match first {
+        Some(f) if file.space.get(&f).is_some() => format!("search.\"{f}\""),
+        Some(f) if f.contains('.') => format!("fixed.{f}"),
         _ => "fixed".to_owned(),
     };
     let said: Vec<String> = problems

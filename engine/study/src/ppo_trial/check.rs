@@ -249,12 +249,13 @@ impl PpoTrial {
                 vec![("the train split".into(), self.train.clone())],
                 vec![("validation", self.validation.clone())],
             ),
+            // A fold study's memory estimate builds its env on the hold-out train split.
             Some(folds) => (
-                (folds.iter().enumerate())
-                    .map(|(i, f)| {
+                std::iter::once(("the train split".into(), self.train.clone()))
+                    .chain(folds.iter().enumerate().map(|(i, f)| {
                         let bars = f.train.iter().map(|r| r.len()).sum();
                         (format!("fold {i}'s training bars"), 0..bars)
-                    })
+                    }))
                     .collect(),
                 (folds.iter())
                     .flat_map(|f| super::folds::merge_adjacent(&f.test))
