@@ -633,6 +633,53 @@ fn a_bad_row_of_one_study_does_not_keep_another_from_being_read() {
     assert!(e.contains("study_user_attributes"), "{e}");
 }
 
+/// A study whose direction Optuna 2.x left `NOT_SET` (created through its storage API, or cut
+/// off before the direction was set) is read as a minimized one, as Optuna orders it, and the
+/// database stays readable; a direction that is no Optuna name is still a corrupt row.
+#[test]
+fn a_not_set_direction_reads_as_minimize() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    {
+        let mut s = Storage::open(&path).unwrap();
+        s.create_study("old", &[StudyDirection::Maximize]).unwrap();
+        s.create_study("new", &[StudyDirection::Maximize]).unwrap();
+    }
+    let set = |direction: &str| {
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .execute(
+                "UPDATE study_directions SET direction = ?1 WHERE study_id = \
+                 (SELECT study_id FROM studies WHERE study_name = 'old')",
+                [direction],
+            )
+            .unwrap();
+    };
+    set("NOT_SET");
+    let s = Storage::open_read_only(&path).unwrap();
+    let summaries = s.study_summaries().unwrap();
+    let directions: Vec<_> = (summaries.iter())
+        .map(|x| (x.study.name.as_str(), x.study.directions.clone()))
+        .collect();
+    assert_eq!(
+        directions,
+        [
+            ("old", vec![StudyDirection::Minimize]),
+            ("new", vec![StudyDirection::Maximize])
+        ]
+    );
+    set("SIDEWAYS");
+    let e = Storage::open_read_only(&path)
+        .unwrap()
+        .studies()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("study_directions") && e.contains("SIDEWAYS"),
+        "{e}"
+    );
+}
+
 /// A database whose tradetune tables predate the trigger that deletes a trial's rows with it:
 /// the rows a study deleted by another program left are cleared when the trigger is made, so
 /// the next trial SQLite gives the freed id starts without them.

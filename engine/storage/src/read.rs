@@ -153,9 +153,16 @@ impl Storage {
             .and_then(|rows| rows.iter().map(|r| Ok((r.i64(0)?, r.i64(1)?, r.string(2)?))).collect())
             .map_err(&err)?;
         for (row_id, study_id, direction) in rows {
-            let d = direction
-                .parse::<StudyDirection>()
-                .map_err(|m| self.corrupt("study_directions", row_id, "direction", m))?;
+            // Optuna 2.x's RDB storage created a study with the direction `NOT_SET` and set it
+            // after; a study created through its storage API alone (or cut off between the
+            // two) keeps it. Optuna orders such a study's trials as a minimized one's (its
+            // best trial is the smallest value), and so are they read here: one such study
+            // does not make the database unreadable.
+            let d = match direction.as_str() {
+                "NOT_SET" => Ok(StudyDirection::Minimize),
+                other => other.parse::<StudyDirection>(),
+            }
+            .map_err(|m| self.corrupt("study_directions", row_id, "direction", m))?;
             if let Some(&i) = index.get(&study_id) {
                 studies[i].directions.push(d);
             }

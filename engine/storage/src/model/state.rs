@@ -2,7 +2,8 @@
 //!
 //! SQLAlchemy's `Enum` column stores a Python enum by member *name*, so the text in `trials.state`
 //! is `RUNNING`, `COMPLETE`, `PRUNED`, `FAIL` or `WAITING`, and `study_directions.direction` is
-//! `MINIMIZE` or `MAXIMIZE` (`NOT_SET` exists in Optuna's enum but a created study never has it).
+//! `MINIMIZE` or `MAXIMIZE` (`NOT_SET`, which Optuna 2.x left on a study created through its storage
+//! API alone, is read as `MINIMIZE`, as Optuna orders such a study).
 //! The serde form is the same name.
 
 use std::fmt;
