@@ -373,6 +373,18 @@ fn a_study_whose_episodes_the_data_cannot_hold_is_refused_before_its_first_trial
     );
     assert!(!db.exists(), "nothing is stored");
 
+    // A fixed lookback the validation split leaves no steps is named, whatever is searched.
+    let (_, result) = run_with(
+        "env.lookback = 400",
+        "\"env.episode_bars\" = { low = 64, high = 2000 }",
+    );
+    let e = result.unwrap_err().to_string();
+    assert!(
+        e.contains("fixed.env.lookback") && e.contains("validation") && e.contains("lookback 400"),
+        "{e}"
+    );
+    assert!(!db.exists(), "nothing is stored");
+
     // One end fits: the study runs its trial (which trains or fails by the value drawn).
     let (_, result) = run("\"env.episode_bars\" = { low = 64, high = 2000 }");
     assert!(

@@ -305,16 +305,16 @@ pub(super) fn prepare(
 /// sets its setting (the `[search]` range, else the `[fixed]` line, where the file has one),
 /// the other problems said after it.
 fn unrunnable_error(file: &StudyFile, problems: &[Problem]) -> FrontError {
-    // Too few bars for the episodes is the lookback's and the episodes' length together:
-    // where one of the two is searched, that one is named.
-    let first = problems.first().map(|p| match p.field.as_str() {
-        "env.lookback" | "env.episode_bars" if file.space.get(&p.field).is_none() => {
-            ["env.lookback", "env.episode_bars"]
-                .into_iter()
-                .find(|f| file.space.get(f).is_some())
-                .map_or(p.field.clone(), str::to_owned)
+    // Too few bars for the episodes is the lookback's and the episodes' length together: where
+    // the episodes' length is fixed and the lookback searched, the lookback is named (a
+    // lookback too long on its own is the lookback's whatever else is searched).
+    let first = problems.first().map(|p| {
+        let searched = |f: &str| file.space.get(f).is_some();
+        if p.field == "env.episode_bars" && !searched(&p.field) && searched("env.lookback") {
+            "env.lookback".to_owned()
+        } else {
+            p.field.clone()
         }
-        _ => p.field.clone(),
     });
     let key = match first {
         Some(f) if file.space.get(&f).is_some() => format!("search.\"{f}\""),
