@@ -310,11 +310,7 @@ impl Jobs {
         let job: Box<dyn FnOnce() + Send> = Box::new(move || {
             let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(told.clone())));
             if let Err(panic) = ran {
-                let why = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "no message".into());
+                let why = tradetune_engine::study::runner::panic_message(&panic);
                 told.lost(format!(
                     "the {what} job stopped unexpectedly (a panic: {why})"
                 ));

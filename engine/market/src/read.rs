@@ -348,9 +348,11 @@ fn parse(csv: &mut CsvReader, source: &Source) -> Result<FileBars, DataError> {
                 })?
             }
         };
-        let excel_date = match layout.time_of_day {
-            None => excel_serial_date(&record[layout.time]),
-            Some(_) => None,
+        // Asked only while every row so far was one (the first row of most files ends it).
+        let excel_date = if all_excel {
+            excel_serial_date(&record[layout.time])
+        } else {
+            None
         };
         match &excel_date {
             Some(date) if all_excel && excel.is_none() => {
@@ -421,12 +423,10 @@ fn parse(csv: &mut CsvReader, source: &Source) -> Result<FileBars, DataError> {
                     format_timestamp(ts),
                     b.last_line,
                     format_timestamp(prev),
-                    excel_date
-                        .filter(|_| all_excel)
-                        .map_or(String::new(), |date| format!(
-                            " ('{}' looks like an Excel serial date, {date} as one: {EXCEL_FIX})",
-                            record[layout.time].trim()
-                        ))
+                    excel_date.map_or(String::new(), |date| format!(
+                        " ('{}' looks like an Excel serial date, {date} as one: {EXCEL_FIX})",
+                        record[layout.time].trim()
+                    ))
                 ),
             ));
         }

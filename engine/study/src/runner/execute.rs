@@ -474,7 +474,7 @@ fn failed(
 }
 
 /// The text of a panic payload (`panic!("…")` gives a `&str` or a `String`).
-pub(super) fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> String {
+pub fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> String {
     payload
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())

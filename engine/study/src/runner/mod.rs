@@ -38,6 +38,7 @@ use std::time::Duration;
 
 pub use devices::{Assignment, DeviceSlot, GpuSharing, assign, label_slots};
 pub use events::{StudyEvent, WorkerInfo};
+pub use execute::panic_message;
 pub use trial_fn::{
     ProcessMemory, Reporter, StopFlag, StopHandle, TrialError, TrialFunction, TrialInput, TrialPlan,
 };
