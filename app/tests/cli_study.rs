@@ -107,6 +107,28 @@ fn a_tiny_study_runs_then_lists_and_exports() {
         s(&telemetry_csv),
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
+    // An export named where the database is (a slip of tab completion) is refused, the
+    // database left whole; so are both exports named one file.
+    let before = std::fs::read(&db).unwrap();
+    let o = tradetune(&["study", "export", "tiny", "--db", s(&db), "--trials", s(&db)]);
+    let err = text(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("is a SQLite database"), "{err}");
+    assert!(err.contains("choose another file name"), "{err}");
+    assert_eq!(std::fs::read(&db).unwrap(), before);
+    let o = tradetune(&[
+        "study",
+        "export",
+        "tiny",
+        "--db",
+        s(&db),
+        "--trials",
+        s(&trials_csv),
+        "--telemetry",
+        s(&trials_csv),
+    ]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("--trials and --telemetry both name"));
     let mut r = csv::Reader::from_path(&trials_csv).unwrap();
     let header: Vec<String> = r.headers().unwrap().iter().map(String::from).collect();
     for col in [

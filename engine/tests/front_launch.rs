@@ -132,6 +132,101 @@ fn a_launched_study_is_recorded_and_reads_back() {
     assert_eq!(storage.trials(id).unwrap().len(), 1);
 }
 
+/// Runs `text` (written as `file` in `dir`) as a study in `db` with `overrides`, to its end.
+fn run_file(
+    dir: &Path,
+    db: &Path,
+    file: &str,
+    text: &str,
+    overrides: &[&str],
+) -> Result<StudyReport, FrontError> {
+    let path = dir.join(file);
+    std::fs::write(&path, text).unwrap();
+    let mut l = StudyLaunch::from_path(&path, StudyPlace::new(db.to_owned(), None).unwrap())?;
+    let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+    l.set(&overrides)?;
+    l.liveness(Liveness {
+        telemetry: None,
+        ..Liveness::default()
+    });
+    let (_handle, events, _thread) = l.launch();
+    follow(events).2
+}
+
+/// A study run again from a file that changes what its trials' values mean (the objective,
+/// the evaluation, a fixed setting, an override) is refused before any trial, naming what
+/// changed; one that searches further, or elsewhere, adds its trials. A study another program
+/// made is recorded with this run's file and data, and is held to them from then on.
+#[test]
+fn a_study_run_again_with_settings_that_change_its_values_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("studies.db");
+    run_file(dir.path(), &db, "a.toml", TINY, &[]).unwrap();
+    let storage = Storage::open_read_only(&db).unwrap();
+    let id = storage.study_id("launched").unwrap();
+    let trials = |n: usize| assert_eq!(storage.trials(id).unwrap().len(), n);
+    trials(1);
+
+    let objective = TINY.replace("n_trials = 1", "n_trials = 1\nobjective = \"total_return\"");
+    let e = run_file(dir.path(), &db, "b.toml", &objective, &[]).unwrap_err();
+    assert!(matches!(e, FrontError::StudyChanged { .. }), "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains("study.objective: \"sharpe_excess\" recorded, \"total_return\" here"),
+        "{text}"
+    );
+    assert!(text.contains("b.toml: study 'launched'"), "{text}");
+    assert!(text.contains("another [study] name"), "{text}");
+    trials(1);
+
+    let cpcv = format!("{TINY}\n[evaluation]\nscheme = \"cpcv\"\nn_groups = 4\nk_test = 1\n");
+    let text = run_file(dir.path(), &db, "c.toml", &cpcv, &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.contains("evaluation.scheme: \"holdout\" recorded, \"cpcv\" here"),
+        "{text}"
+    );
+    assert!(text.contains("evaluation.n_groups: unset recorded, 4 here"), "{text}");
+    // A fixed setting changed by an override, and another by the file.
+    let fees = TINY.replace("env.n_envs = 2", "env.n_envs = 2\nenv.buy_fee = 0.01");
+    let text = run_file(dir.path(), &db, "d.toml", &fees, &["train.total_timesteps=96"])
+        .unwrap_err()
+        .to_string();
+    assert!(text.contains("train.total_timesteps: 64 recorded, 96 here"), "{text}");
+    assert!(text.contains("env.buy_fee: 0.0025 recorded, 0.01 here"), "{text}");
+    trials(1);
+
+    // Searching further (another range, a setting fixed before now searched), more trials, a
+    // new seed: the values mean the same, the trials are added.
+    let further = TINY
+        .replace("n_trials = 1", "n_trials = 2")
+        .replace("low = 1e-4, high = 1e-2", "low = 1e-5, high = 1e-1")
+        .replace("ppo.n_epochs = 1\n", "ppo.seed = 7\n")
+        .replace(
+            "[sampler]",
+            "\"ppo.n_epochs\" = { low = 1, high = 2 }\n\n[sampler]",
+        );
+    run_file(dir.path(), &db, "e.toml", &further, &[]).unwrap();
+    trials(3);
+
+    // A study Optuna made: recorded with this run's file and data's fingerprint.
+    let mut storage = Storage::open(&db).unwrap();
+    storage
+        .create_study(
+            "made_elsewhere",
+            &[tradetune_engine::storage::StudyDirection::Maximize],
+        )
+        .unwrap();
+    drop(storage);
+    let elsewhere = TINY.replace("name = \"launched\"", "name = \"made_elsewhere\"");
+    run_file(dir.path(), &db, "f.toml", &elsewhere, &[]).unwrap();
+    let storage = Storage::open_read_only(&db).unwrap();
+    let record = RecordedStudy::of(&storage.study("made_elsewhere").unwrap()).expect("recorded");
+    assert!(record.fingerprint.is_some());
+    assert_eq!(record.text, elsewhere);
+}
+
 #[test]
 fn a_stop_before_the_data_loads_starts_no_trial() {
     let dir = tempfile::tempdir().unwrap();

@@ -387,6 +387,14 @@ fn export(args: ExportArgs) -> anyhow::Result<()> {
         args.trials.is_some() || args.telemetry.is_some(),
         "say what to export: --trials FILE.csv and/or --telemetry FILE.csv"
     );
+    if let (Some(trials), Some(telemetry)) = (&args.trials, &args.telemetry) {
+        anyhow::ensure!(
+            trials != telemetry,
+            "--trials and --telemetry both name {}: the second would replace the first; give \
+             each its own file",
+            trials.display()
+        );
+    }
     let db = db_path(args.db)?;
     launch::require_db(&db)?;
     let storage = Storage::open_read_only(&db)?;

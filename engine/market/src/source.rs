@@ -13,6 +13,37 @@ use crate::DataError;
 /// The two bytes every gzip member starts with (RFC 1952 §2.3.1: ID1 = 31, ID2 = 139).
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 
+/// The 16 bytes a SQLite database file starts with (its file format, §1.3.1).
+const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
+
+/// Binary files a market file is sometimes mistaken for, by their first bytes, and what to do
+/// instead: read as text they would fail as "not UTF-8" or as a header without a time column.
+const NOT_CSV: [(&[u8], &str); 4] = [
+    (
+        b"PK\x03\x04",
+        "a zip archive (data.binance.vision's downloads are; so is an Excel workbook): unzip it \
+         and give the CSV inside, or save the sheet as CSV",
+    ),
+    (b"PAR1", "a Parquet file: TradeTune reads CSV; export the table as CSV"),
+    (
+        b"\xd0\xcf\x11\xe0",
+        "an old Excel workbook (.xls): save the sheet as CSV",
+    ),
+    (
+        SQLITE_MAGIC,
+        "a SQLite database (TradeTune keeps studies in such files), not market data",
+    ),
+];
+
+/// Whether `path` is a SQLite database: its first bytes are SQLite's header. False for a file
+/// that cannot be read (or is not there).
+pub fn is_sqlite_file(path: &Path) -> bool {
+    let mut head = [0u8; 16];
+    File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| &head == SQLITE_MAGIC)
+}
+
 /// A byte stream of a market file, decompressed when it was gzip.
 pub struct Source {
     /// The file name used in every error message.
@@ -72,6 +103,14 @@ impl Source {
             path: path.to_owned(),
             source: e,
         })?;
+        if let Some((_, what)) = NOT_CSV.iter().find(|(magic, _)| head.starts_with(magic)) {
+            return Err(DataError::input(
+                path,
+                None,
+                None,
+                format!("this is {what}"),
+            ));
+        }
         // `fill_buf` may return a single byte at a buffer boundary; a file that starts with
         // 0x1f and nothing else is not gzip either way.
         let gzip = head.starts_with(&GZIP_MAGIC);
@@ -168,5 +207,28 @@ mod tests {
         out.clear();
         s.reader.read_to_string(&mut out).unwrap();
         assert_eq!(out, "plain");
+    }
+
+    /// A zip archive, a Parquet file, an old workbook or a study database given as market
+    /// data is named for what it is, not read as text that is not UTF-8.
+    #[test]
+    fn binary_files_are_told_by_their_first_bytes() {
+        let told = |bytes: &'static [u8]| match Source::from_bytes(Path::new("x.csv"), bytes) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("read as a market file"),
+        };
+        let zip = told(b"PK\x03\x04\x14\x00\x08\x00BTCUSDT-1m-2023-01.csv");
+        assert!(zip.contains("x.csv: this is a zip archive"), "{zip}");
+        assert!(zip.contains("unzip it"), "{zip}");
+        assert!(told(b"PAR1\x15\x04").contains("a Parquet file"));
+        assert!(told(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1").contains("(.xls)"));
+        assert!(told(b"SQLite format 3\0\x10\x00").contains("a SQLite database"));
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("a.db");
+        std::fs::write(&db, b"SQLite format 3\0\x10\x00\x02\x02").unwrap();
+        assert!(is_sqlite_file(&db));
+        std::fs::write(&db, b"timestamp,close\n").unwrap();
+        assert!(!is_sqlite_file(&db));
+        assert!(!is_sqlite_file(&dir.path().join("missing.db")));
     }
 }

@@ -37,9 +37,11 @@ pub struct HoldOut {
     pub test: Range<usize>,
 }
 
-/// How to cut a [`HoldOut`], as written in a config.
+/// How to cut a [`HoldOut`], as written in a config. A key it does not know is refused (a
+/// `test = 0.1` beside the fractions would otherwise be dropped, the test split silently the
+/// rest).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "by", rename_all = "snake_case")]
+#[serde(tag = "by", rename_all = "snake_case", deny_unknown_fields)]
 pub enum SplitSpec {
     /// The first `train` fraction of bars, then `validation`; the test split is the rest.
     Fractions { train: f64, validation: f64 },

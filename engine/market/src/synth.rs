@@ -287,6 +287,15 @@ pub fn write_long_csv(path: &Path, assets: &[AssetBars]) -> Result<(), DataError
         path: path.to_owned(),
         source: e,
     };
+    if crate::source::is_sqlite_file(path) {
+        return Err(DataError::input(
+            path,
+            None,
+            None,
+            "is a SQLite database (studies are kept in such files): writing here would replace \
+             it; choose another file name",
+        ));
+    }
     let gz = path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("gz"));

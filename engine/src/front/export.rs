@@ -116,6 +116,10 @@ fn write_wide(
 /// written and synced. On any error the temporary is removed and a previous `path` is left as
 /// it was, so a failed export (a full disk, a database error) never leaves half a CSV behind
 /// under the name a reader expects.
+///
+/// A `path` that is a SQLite database is refused: an export's or a backtest's file named
+/// where the study database is (`--trials runs/a.db`, a slip of tab completion) would replace
+/// every study in it with a CSV.
 pub fn write_replacing<T>(
     path: &Path,
     write: impl FnOnce(&mut File) -> Result<T, FrontError>,
@@ -123,6 +127,13 @@ pub fn write_replacing<T>(
     let name = path
         .file_name()
         .ok_or_else(|| FrontError::file(path, "not a file name"))?;
+    if crate::market::source::is_sqlite_file(path) {
+        return Err(FrontError::file(
+            path,
+            "is a SQLite database (studies are kept in such files): writing here would replace \
+             it; choose another file name",
+        ));
+    }
     let tmp: PathBuf = path.with_file_name(format!(
         ".{}.{}.tmp",
         name.to_string_lossy(),

@@ -56,6 +56,21 @@ pub enum FrontError {
         recorded: String,
         data: String,
     },
+    /// A study run again from a study file whose settings change what its trials' values
+    /// mean (the objective, the split, the evaluation, a fixed trial setting): the new trials
+    /// would be ranked with the old ones while measuring something else.
+    #[error(
+        "{path}: study '{study}' was run with other settings, which change what its trials' \
+         values mean: {}. Its trials and this run's would be ranked together as one: undo the \
+         change to add trials to the study, or give this run another [study] name to start a \
+         new one",
+        changes.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    )]
+    StudyChanged {
+        path: String,
+        study: String,
+        changes: Vec<launch::ChangedSetting>,
+    },
     #[error(transparent)]
     Storage(#[from] crate::storage::StorageError),
     #[error(transparent)]

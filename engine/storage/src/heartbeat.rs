@@ -99,7 +99,7 @@ impl Storage {
                     )
                     .map_err(tx.err())?;
                 let reason = format!(
-                    "worker lost: last heartbeat {heartbeat} (database clock) is older than {secs:.0} s"
+                    "{WORKER_LOST_REASON}: last heartbeat {heartbeat} (database clock) is older than {secs:.0} s"
                 );
                 tx.tx
                     .execute(

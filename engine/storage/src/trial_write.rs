@@ -19,6 +19,13 @@ use super::study_write::require_study;
 /// System attribute holding why a trial failed (the key Optuna 2.x used for the same purpose).
 pub const FAIL_REASON_KEY: &str = "fail_reason";
 
+/// The `fail_reason` of a trial stopped by a stop of its whole study (Ctrl-C, the app's Stop):
+/// its own configuration did not fail it.
+pub const INTERRUPTED_REASON: &str = "interrupted";
+
+/// How the `fail_reason` of a trial whose worker died starts (its heartbeat went stale).
+pub const WORKER_LOST_REASON: &str = "worker lost";
+
 /// The columns of `trials` a write needs.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct TrialRow {

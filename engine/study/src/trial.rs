@@ -29,6 +29,20 @@ pub struct Trial {
 }
 
 impl Trial {
+    /// Whether the trial failed for no fault of its configuration: its study was stopped
+    /// while it ran (`interrupted`), or its worker died (`worker lost`). Its grid point or
+    /// enqueued entry is free again, as the budget already counts it free: a study resumed
+    /// after a Ctrl-C or a crash runs it again rather than leaving it without a result.
+    pub fn was_cut_short(&self) -> bool {
+        self.state == TrialState::Fail
+            && matches!(
+                self.system_attrs.get(tradetune_storage::FAIL_REASON_KEY),
+                Some(JsonValue::Str(reason))
+                    if reason == tradetune_storage::INTERRUPTED_REASON
+                        || reason.starts_with(tradetune_storage::WORKER_LOST_REASON)
+            )
+    }
+
     pub fn new(number: u64, state: TrialState, params: InternalParams) -> Self {
         Self {
             number,

@@ -19,7 +19,7 @@ use std::sync::mpsc::{Receiver, channel};
 use std::time::Duration;
 
 pub use handle::StudyHandle;
-pub use record::{RecordedStudy, apply_overrides, keys};
+pub use record::{ChangedSetting, RecordedStudy, apply_overrides, changed_settings, keys};
 
 use super::FrontError;
 use crate::storage::{DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_STALE_AFTER, Storage, is_postgres_url};

@@ -165,3 +165,93 @@ pub fn apply_overrides(file: &mut StudyFile, overrides: &[String]) -> Result<(),
     }
     Ok(())
 }
+
+/// Settings of the trial configuration a study may change between runs without changing what
+/// its trials' values mean: where the env steps, the precision and its loss scaling (the same
+/// computation, to rounding), the seeds (another draw of the same experiment), and how often
+/// a trial reports on its way.
+const SAME_MEANING: [&str; 7] = [
+    "env.placement",
+    "env.seed",
+    "ppo.seed",
+    "ppo.precision",
+    "ppo.initial_loss_scale",
+    "ppo.loss_scale_growth_interval",
+    "train.eval_every",
+];
+
+/// One setting a study file changes from the one recorded with its study.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChangedSetting {
+    /// The setting's dotted name: `study.objective`, `split.train`, `evaluation.scheme`, or a
+    /// trial setting's (`train.total_timesteps`, as `[fixed]` and `--set` write it).
+    pub key: String,
+    /// Its value recorded with the study, and in the file run now (JSON; `unset` where the
+    /// section has no such key).
+    pub recorded: String,
+    pub here: String,
+}
+
+impl std::fmt::Display for ChangedSetting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {} recorded, {} here", self.key, self.recorded, self.here)
+    }
+}
+
+/// What `here` changes from `recorded` (a study's recorded file, its overrides applied) that
+/// changes what a trial's value means, so that the trials of the two would be ranked together
+/// while measuring different things: the objective, the hold-out split, the evaluation
+/// scheme, and every trial setting neither file searches (but those of [`SAME_MEANING`]).
+/// The direction and the data are checked on their own; the search space, the sampler, the
+/// pruner and the budget may change between runs (a study may be searched further or
+/// elsewhere, its values mean the same).
+pub fn changed_settings(recorded: &StudyFile, here: &StudyFile) -> Vec<ChangedSetting> {
+    use serde_json::{Value, json};
+    let searched = |name: &str| {
+        recorded.space.names().any(|n| n == name) || here.space.names().any(|n| n == name)
+    };
+    let scored = |f: &StudyFile| {
+        json!({
+            "study": { "objective": f.study.objective.name() },
+            "split": serde_json::to_value(&f.split).unwrap_or(Value::Null),
+            "evaluation": serde_json::to_value(&f.evaluation).unwrap_or(Value::Null),
+        })
+    };
+    let (before, after) = (scored(recorded), scored(here));
+    let mut keys = crate::study::config_path::leaf_paths(&before);
+    keys.extend(crate::study::config_path::leaf_paths(&after));
+    let config_keys = crate::study::config_path::leaf_paths(&recorded.base_config)
+        .into_iter()
+        .chain(crate::study::config_path::leaf_paths(&here.base_config))
+        .filter(|k| !SAME_MEANING.contains(&k.as_str()) && !searched(k));
+    // An f32 setting as written (0.01, not the 0.009999999776482582 its f64 reads).
+    let shown = |v: Option<&Value>| match v {
+        None => "unset".to_owned(),
+        Some(Value::Number(n)) if n.is_f64() => match n.as_f64() {
+            Some(x) if f64::from(x as f32) == x => (x as f32).to_string(),
+            _ => n.to_string(),
+        },
+        Some(v) => v.to_string(),
+    };
+    let mut out: Vec<ChangedSetting> = Vec::new();
+    let pairs = keys
+        .into_iter()
+        .map(|k| {
+            let at = |root| crate::study::catalogue::at(root, &k);
+            (at(&before).cloned(), at(&after).cloned(), k.clone())
+        })
+        .chain(config_keys.map(|k| {
+            let at = |f: &StudyFile| crate::study::catalogue::at(&f.base_config, &k).cloned();
+            (at(recorded), at(here), k)
+        }));
+    for (was, now, key) in pairs {
+        if was != now && !out.iter().any(|c| c.key == key) {
+            out.push(ChangedSetting {
+                key,
+                recorded: shown(was.as_ref()),
+                here: shown(now.as_ref()),
+            });
+        }
+    }
+    out
+}

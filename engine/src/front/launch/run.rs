@@ -215,17 +215,37 @@ fn record_once(
         Ok(study) => {
             crate::study::runner::check_direction(&study, launch.file.direction())?;
             match super::RecordedStudy::of(&study) {
-                None => launch.record.write(storage, study.study_id)?,
+                // A study another program made (or one run before studies were recorded):
+                // this run's file is its record from now on, with this data's fingerprint,
+                // so that a later run on other data is refused as for any other study.
+                None => {
+                    let mut record = launch.record.clone();
+                    record.fingerprint = Some(prepared.fingerprint.clone());
+                    record.write(storage, study.study_id)?;
+                }
                 Some(recorded) => {
-                    if let Some(f) = recorded.fingerprint
-                        && f != prepared.fingerprint
+                    if let Some(f) = &recorded.fingerprint
+                        && *f != prepared.fingerprint
                     {
                         return Err(FrontError::DataMismatch {
                             study: name.clone(),
                             here: prepared.fingerprint.clone(),
-                            recorded: f,
+                            recorded: f.clone(),
                             data: prepared.source.clone(),
                         });
+                    }
+                    // The recorded file as this version reads it (its data paths play no
+                    // part): one it no longer reads cannot be compared, and is not.
+                    let data_dir = recorded.source_dir().unwrap_or_default();
+                    if let Ok(before) = recorded.study_file(name, &data_dir) {
+                        let changes = super::changed_settings(&before, &launch.file);
+                        if !changes.is_empty() {
+                            return Err(FrontError::StudyChanged {
+                                path: launch.file.path.clone(),
+                                study: name.clone(),
+                                changes,
+                            });
+                        }
                     }
                 }
             }

@@ -609,6 +609,19 @@ min_resource = 1
         );
     }
 
+    /// `[split]` refuses a key it does not know, as every other table does: a `test`
+    /// fraction beside `train` and `validation` is not silently dropped.
+    #[test]
+    fn an_unknown_split_key_is_refused_naming_its_line() {
+        let text = "[study]\nname = \"x\"\n\n[split]\nby = \"fractions\"\ntrain = 0.6\n\
+                    validation = 0.2\ntest = 0.1\n";
+        let e = StudyFile::parse(text, "f.toml", &defaults()).unwrap_err();
+        assert_eq!(e.line, Some(9), "{e}");
+        assert!(e.to_string().contains("test"), "{e}");
+        let good = text.replace("test = 0.1\n", "");
+        StudyFile::parse(&good, "f.toml", &defaults()).unwrap();
+    }
+
     #[test]
     fn a_grid_with_a_partial_enqueued_entry_is_refused_naming_the_entry() {
         let file = |enqueue: &str| {

@@ -341,7 +341,7 @@ impl Runner {
         let compile_s = compile_of(&attrs);
 
         let outcome = match result {
-            _ if interrupted && stopped => Err("interrupted".to_owned()),
+            _ if interrupted && stopped => Err(tradetune_storage::INTERRUPTED_REASON.to_owned()),
             Ok(Ok(v)) if v.is_nan() => Err("the objective is NaN".to_owned()),
             Ok(Ok(v)) => Ok(v),
             Ok(Err(TrialError::Pruned { step })) => {

@@ -68,12 +68,13 @@ impl EnqueuedSampler {
         Ok(Self { entries, inner })
     }
 
-    /// Index of the first entry no trial of the history has used.
+    /// Index of the first entry no trial of the history has used (a trial cut short by a stop
+    /// or a crash did not use its entry: [`Trial::was_cut_short`]).
     fn next_entry(&self, ctx: &SampleContext<'_>) -> Option<usize> {
         let others = || {
             ctx.study_history
                 .iter()
-                .filter(|t| t.number != ctx.trial_number)
+                .filter(|t| t.number != ctx.trial_number && !t.was_cut_short())
         };
         self.entries
             .iter()
@@ -173,6 +174,18 @@ mod tests {
         assert!(
             !got[2].system_attrs.contains_key("fixed_params"),
             "queue used up (the failed baseline is not retried)"
+        );
+        // A baseline whose trial a stop (Ctrl-C) cut short did not run: it is run again.
+        history[0].system_attrs.insert(
+            tradetune_storage::FAIL_REASON_KEY.into(),
+            tradetune_storage::JsonValue::from("interrupted"),
+        );
+        let ctx = SampleContext::new(&space, &history, Direction::Minimize, 3);
+        let again = s.sample(&ctx).unwrap();
+        assert_eq!(again.params, got[0].params);
+        assert_eq!(
+            again.system_attrs["fixed_params"],
+            serde_json::json!({"lr": 3e-4, "n": 4})
         );
     }
 

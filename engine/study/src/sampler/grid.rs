@@ -178,7 +178,7 @@ impl GridSampler {
             // The point its values say (ids may come from another permutation), else its id.
             let id = hint.and_then(|h| self.point_of(&t.params).or(Some(h)));
             if let (true, Some(id)) = (same_grid, id) {
-                if t.state.is_finished() {
+                if t.state.is_finished() && !t.was_cut_short() {
                     finished.insert(id);
                 } else if t.state == TrialState::Running {
                     running.insert(id);
@@ -316,6 +316,57 @@ mod tests {
             ..context(&space, &history, 6)
         };
         assert_eq!(g.sample(&ctx), Err(SamplerError::GridExhausted(6)));
+    }
+
+    /// A point whose trial a stop or a dead worker cut short is free again (its trial failed
+    /// for no fault of its point); one whose trial failed on its own stays taken.
+    #[test]
+    fn a_point_cut_short_is_run_again_and_a_failed_one_is_not() {
+        let (space, grid) = n_and_c(8, &[1, 4]);
+        let g = GridSampler::new(grid, &space, 5).unwrap();
+        let mut history: Vec<Trial> = Vec::new();
+        let reasons = [
+            None,
+            Some("interrupted"),
+            Some("worker lost: last heartbeat 2026-12-01 00:00:00 (database clock) is older than 60 s"),
+            Some("the objective is NaN"),
+        ];
+        for (number, reason) in reasons.iter().enumerate() {
+            let ctx = context(&space, &history, number as u64);
+            let p = g.sample(&ctx).unwrap();
+            let mut t = match reason {
+                None => Trial::complete(number as u64, p.params.clone(), 0.0),
+                Some(_) => Trial::new(number as u64, TrialState::Fail, p.params.clone()),
+            };
+            t.system_attrs = p.stored_system_attrs();
+            if let Some(r) = reason {
+                t.system_attrs.insert(
+                    tradetune_storage::FAIL_REASON_KEY.into(),
+                    JsonValue::from(*r),
+                );
+            }
+            history.push(t);
+        }
+        assert!(history[1].was_cut_short() && history[2].was_cut_short());
+        assert!(!history[3].was_cut_short() && !history[0].was_cut_short());
+        // The grid's 4 points: two taken (COMPLETE, and FAIL on its own), two free again.
+        let ctx = context(&space, &history, 4);
+        assert!(!g.is_exhausted(&ctx));
+        let mut rerun = Vec::new();
+        for number in 4..6u64 {
+            let ctx = context(&space, &history, number);
+            let p = g.sample(&ctx).unwrap();
+            rerun.push(p.params.clone());
+            let mut t = Trial::complete(number, p.params.clone(), 0.0);
+            t.system_attrs = p.stored_system_attrs();
+            history.push(t);
+        }
+        rerun.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let mut cut: Vec<_> = vec![history[1].params.clone(), history[2].params.clone()];
+        cut.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        assert_eq!(rerun, cut);
+        let ctx = context(&space, &history, 6);
+        assert_eq!(g.sample(&ctx), Err(SamplerError::GridExhausted(4)));
     }
 
     #[test]
