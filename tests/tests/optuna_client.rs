@@ -363,6 +363,7 @@ fn optuna_deletes_a_study_tradetune_ran(db: &Path) {
             bar_index: 0,
             bar_time: 1_700_000_000,
             value: 0.01,
+            benchmark: Some(0.002),
         }],
     )
     .unwrap();

@@ -29,6 +29,7 @@ pub fn add_cv_trial(storage: &mut Storage, study: i64, i: usize) {
                 bar_index: bar,
                 bar_time: 1_700_000_000 + 3600 * (64 * fold + bar),
                 value,
+                benchmark: None,
             });
         }
         storage.report(t, fold, growth - 1.0).unwrap();

@@ -46,6 +46,14 @@ pub struct PboSection {
 pub struct DsrSection {
     pub result: Option<Deflated>,
     pub unavailable: Option<String>,
+    /// Which returns were deflated: `"over equal weight"` (each bar's return less equal
+    /// weight's, for an objective against equal weight: whether the search found an agent
+    /// that beats holding the assets, not one that rode them up) or `"own"` (the agent's own
+    /// returns: whether its Sharpe ratio is above 0).
+    pub returns: &'static str,
+    /// Why the agent's own returns were deflated where the objective is against equal weight
+    /// (fold returns stored without equal weight's).
+    pub note: Option<String>,
 }
 
 /// The best trial's saved policy on the test split against equal weight, or why not.
@@ -110,45 +118,79 @@ pub fn study_report(
         .filter(|t| t.value().is_some_and(f64::is_finite))
         .collect();
     let best = storage.best_trial(study.study_id)?;
+    // The objective the trials were scored by (each trial records it; the study's default
+    // where none did): one against equal weight has its deflated Sharpe taken over equal
+    // weight's returns, since a plain Sharpe ratio of an agent that holds the assets in a
+    // rising market is high whatever the search found.
+    let objective = best
+        .as_ref()
+        .and_then(|b| b.user_attr("objective"))
+        .and_then(|v| match v {
+            JsonValue::Str(s) => s.parse::<Objective>().ok(),
+            _ => None,
+        })
+        .unwrap_or_default();
+    let against_equal_weight = matches!(
+        objective,
+        Objective::SharpeExcess | Objective::SortinoExcess | Objective::ExcessReturn
+    );
     // Each trial's out-of-sample returns, one a bar in time order. CPCV tests each bar in
     // several folds (C(N − 1, k − 1) of them): joined as stored, a bar would count that many
     // times, out of order, which inflates the deflated Sharpe's T and puts the same bars in
     // both halves of PBO's combinations. So a bar's return is the mean of its folds' (the mean
     // of CPCV's backtest paths); walk-forward folds test each bar once. PRUNED trials keep the
-    // folds they ran: they were tried, and count in the deflated Sharpe's N and V.
-    let mut tried: Vec<(i64, bool, BTreeMap<i64, f64>)> = Vec::new();
+    // folds they ran: they were tried, and count in the deflated Sharpe's N and V. Beside
+    // each bar's return, the same less equal weight's (`None` where a fold stored none).
+    let mut tried: Vec<Tried> = Vec::new();
     let mut tested_per_bar = 0;
+    let mut without_benchmark = 0;
     for t in trials.iter().filter(|t| match t.state {
         TrialState::Pruned => true,
         TrialState::Complete => t.value().is_some_and(f64::is_finite),
         _ => false,
     }) {
-        let mut by_bar: BTreeMap<i64, (f64, usize)> = BTreeMap::new();
+        // (sum of the agent's returns, sum of its excess over equal weight, folds, all had
+        // equal weight's)
+        let mut by_bar: BTreeMap<i64, (f64, f64, usize, bool)> = BTreeMap::new();
         for x in storage.fold_returns(t.trial_id)? {
-            let bar = by_bar.entry(x.bar_time).or_default();
+            let bar = by_bar.entry(x.bar_time).or_insert((0.0, 0.0, 0, true));
             bar.0 += x.value;
-            bar.1 += 1;
+            bar.2 += 1;
+            match x.benchmark {
+                Some(b) => bar.1 += x.value - b,
+                None => bar.3 = false,
+            }
         }
-        if let Some(most) = by_bar.values().map(|b| b.1).max() {
-            let means: BTreeMap<i64, f64> = by_bar
-                .into_iter()
-                .map(|(time, (sum, n))| (time, sum / n as f64))
+        if let Some(most) = by_bar.values().map(|b| b.2).max() {
+            let means: BTreeMap<i64, f64> = (by_bar.iter())
+                .map(|(time, (sum, _, n, _))| (*time, sum / *n as f64))
                 .collect();
+            let excess = (by_bar.values().all(|b| b.3)).then(|| {
+                (by_bar.values())
+                    .map(|(_, excess, n, _)| excess / *n as f64)
+                    .collect::<Vec<f64>>()
+            });
             let complete = t.state == TrialState::Complete;
             // A pruned trial's few folds that give no Sharpe ratio (too few bars, no variation)
             // are left out rather than leaving the whole study without a deflated Sharpe.
             if !complete && trial_sharpe(&means.values().copied().collect::<Vec<_>>()).is_err() {
                 continue;
             }
+            without_benchmark += usize::from(excess.is_none());
             tested_per_bar = tested_per_bar.max(most);
-            tried.push((t.number, complete, means));
+            tried.push(Tried {
+                number: t.number,
+                complete,
+                means,
+                excess,
+            });
         }
     }
     // PBO compares the COMPLETE trials bar by bar: on the bars every one of them tested (a
     // searched `env.lookback` leaves each trial's test blocks a different number of first
     // bars to skip).
     let mut common: Option<BTreeSet<i64>> = None;
-    for (_, _, means) in tried.iter().filter(|(_, complete, _)| *complete) {
+    for Tried { means, .. } in tried.iter().filter(|t| t.complete) {
         let bars: BTreeSet<i64> = means.keys().copied().collect();
         common = Some(match common {
             None => bars,
@@ -158,17 +200,41 @@ pub fn study_report(
     let common = common.unwrap_or_default();
     let series: Vec<(i64, Vec<f64>)> = tried
         .iter()
-        .filter(|(_, complete, _)| *complete)
-        .map(|(number, _, means)| (*number, common.iter().map(|t| means[t]).collect()))
+        .filter(|t| t.complete)
+        .map(|t| (t.number, common.iter().map(|bar| t.means[bar]).collect()))
         .collect();
     let bars = common.len();
     let returns: Vec<&[f64]> = series.iter().map(|(_, s)| s.as_slice()).collect();
-    // The deflated Sharpe: the best trial's whole series, deflated by every trial tried.
+    // The deflated Sharpe: the best trial's whole series, deflated by every trial tried; over
+    // equal weight's returns where the objective is against it and every trial stored them.
+    // (PBO ranks the trials by their own returns' Sharpe ratio: on the same bars equal
+    // weight's is the same for every trial, so the ranks are the same.)
+    let over_equal_weight = against_equal_weight && without_benchmark == 0;
     let all: Vec<(i64, Vec<f64>)> = tried
         .iter()
-        .map(|(number, _, means)| (*number, means.values().copied().collect()))
+        .map(|t| {
+            let returns = match &t.excess {
+                Some(excess) if over_equal_weight => excess.clone(),
+                _ => t.means.values().copied().collect(),
+            };
+            (t.number, returns)
+        })
         .collect();
-    let pruned_with_returns = tried.iter().filter(|(_, complete, _)| !complete).count();
+    let pruned_with_returns = tried.iter().filter(|t| !t.complete).count();
+    let dsr_note = (against_equal_weight && without_benchmark > 0).then(|| {
+        format!(
+            "deflated over the agent's own returns (is its Sharpe ratio above 0?), not over \
+             equal weight's as the objective {objective} asks: {without_benchmark} of the {} \
+             trials stored their fold returns without equal weight's (before TradeTune kept \
+             them, or by another program); a study run again stores them",
+            tried.len()
+        )
+    });
+    let dsr_returns = if over_equal_weight {
+        "over equal weight"
+    } else {
+        "own"
+    };
 
     let pbo = if series.len() < 2 {
         PboSection {
@@ -202,15 +268,21 @@ pub fn study_report(
         None => DsrSection {
             result: None,
             unavailable: Some("the best trial has no stored fold returns".into()),
+            returns: dsr_returns,
+            note: dsr_note,
         },
         Some(i) => match deflate_best(&all_returns, Some(i)) {
             Ok(b) => DsrSection {
                 result: Some(b.deflated),
                 unavailable: None,
+                returns: dsr_returns,
+                note: dsr_note,
             },
             // The error's trial is an index into the series: named by its number here.
             Err(e) => DsrSection {
                 result: None,
+                returns: dsr_returns,
+                note: dsr_note,
                 unavailable: Some(match e {
                     DsrTrialError::Trial { trial, source } => {
                         format!("trial #{}: {source}", all[trial].0)
@@ -256,6 +328,17 @@ pub fn study_report(
         seeds: super::reseed::stored(storage, name)?,
         test,
     })
+}
+
+/// One trial's out-of-sample returns, a bar's the mean of the folds that tested it.
+struct Tried {
+    number: i64,
+    complete: bool,
+    /// The agent's return, by bar time.
+    means: BTreeMap<i64, f64>,
+    /// The agent's return less equal weight's, in bar order; `None` where a fold stored
+    /// returns without equal weight's.
+    excess: Option<Vec<f64>>,
 }
 
 /// Backtests `best`'s checkpoint (its `checkpoint` user attribute) on the test split, on the
@@ -315,6 +398,16 @@ pub fn test_backtest(best: Option<&TrialRecord>) -> TestSection {
             unavailable: None,
         },
         Err(e) => unavailable(format!("backtesting trial #{n}'s checkpoint: {e}")),
+    }
+}
+
+impl DsrSection {
+    /// Which returns were deflated, for people: `over equal weight` or `(its own)`.
+    pub fn returns_text(&self) -> &'static str {
+        match self.returns {
+            "own" => "(its own)",
+            other => other,
+        }
     }
 }
 
@@ -380,7 +473,7 @@ impl StudyReport {
                 );
                 s += "  logits:";
                 for b in &self.pbo.histogram {
-                    s += &format!(" [{:.2},{:.2}):{}", b.lower, b.upper, b.count);
+                    s += &format!(" ({:.2},{:.2}]:{}", b.lower, b.upper, b.count);
                 }
                 s += "\n";
             }
@@ -390,9 +483,10 @@ impl StudyReport {
         match (&self.dsr.result, &self.dsr.unavailable) {
             (Some(d), _) => {
                 s += &format!(
-                    "best trial's Sharpe {:.4} per bar over {} bars: PSR {:.3}, deflated \
-                     (N = {}, V = {:.3e}) {:.3}\n",
+                    "best trial's Sharpe {:.4} per bar of its returns {} over {} bars: PSR \
+                     {:.3}, deflated (N = {}, V = {:.3e}) {:.3}\n",
                     d.estimate.sharpe,
+                    self.dsr.returns_text(),
                     d.estimate.periods,
                     d.psr,
                     d.trials,
@@ -402,6 +496,9 @@ impl StudyReport {
             }
             (None, Some(why)) => s += &format!("deflated Sharpe: not available: {why}\n"),
             (None, None) => {}
+        }
+        if let Some(note) = &self.dsr.note {
+            s += &format!("  {note}\n");
         }
         match (&self.test.result, &self.test.unavailable) {
             (Some(t), _) => {
@@ -479,6 +576,7 @@ mod tests {
                         bar_index: bar,
                         bar_time: 1_700_000_000 + 3600 * (64 * fold + bar),
                         value: 0.01 * (u - 0.5),
+                        benchmark: None,
                     });
                 }
                 storage.report(t, fold, 1.0 - i as f64).unwrap();
@@ -512,6 +610,7 @@ mod tests {
                         bar_index: k as i64,
                         bar_time: 1_700_000_000 + 3600 * bar,
                         value: value(i, fold, bar),
+                        benchmark: None,
                     });
                 }
                 storage.report(t, fold, 1.0 - i as f64).unwrap();
@@ -569,6 +668,7 @@ mod tests {
                     bar_index: bar,
                     bar_time: 1_700_000_000 + 3600 * (64 * fold + bar),
                     value: 0.01 * (u - 0.5),
+                    benchmark: None,
                 }
             })
             .collect::<Vec<_>>()
@@ -602,6 +702,79 @@ mod tests {
             "{}",
             r.text()
         );
+    }
+
+    /// A study of agents that hold the assets in a rising market, each a little noise off
+    /// equal weight, selected by Sharpe over equal weight (the default objective): deflated
+    /// over equal weight's returns, the best trial's luck shows; deflated over its own (which
+    /// a study stored without equal weight's falls back to, saying so, and which an objective
+    /// of the agent alone asks for), it looks like a find.
+    #[test]
+    fn an_objective_against_equal_weight_is_deflated_over_equal_weights_returns() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("bull.db");
+        let n = 30;
+        let ew = |bar: i64| 0.001 + 0.01 * ((bar as f64 * 0.754_878).fract() - 0.5);
+        let agent = |i: usize, bar: i64| {
+            ew(bar) + 0.0005 * (((i as f64 + 1.0) * 0.618_034 + bar as f64 * 0.414_214).fract() - 0.5)
+        };
+        let store = |with_benchmark: bool, objective: &str| {
+            let mut storage = Storage::open(&db).unwrap();
+            if let Ok(s) = storage.study("bull") {
+                storage.delete_study(s.study_id).unwrap();
+            }
+            let study = storage
+                .create_study("bull", &[StudyDirection::Maximize])
+                .unwrap();
+            for i in 0..n {
+                let t = storage.create_trial(study).unwrap().trial_id;
+                let rows: Vec<FoldReturn> = (0..2i64)
+                    .flat_map(|fold| {
+                        (0..256i64).map(move |bar| (fold, bar, 256 * fold + bar))
+                    })
+                    .map(|(fold, bar, at)| FoldReturn {
+                        fold,
+                        bar_index: bar,
+                        bar_time: 1_700_000_000 + 3600 * at,
+                        value: agent(i, at),
+                        benchmark: with_benchmark.then(|| ew(at)),
+                    })
+                    .collect();
+                storage.put_fold_returns(t, &rows).unwrap();
+                storage
+                    .set_trial_user_attr(t, "objective", &JsonValue::from(objective))
+                    .unwrap();
+                // Trial 0 the best.
+                storage.complete_trial(t, &[1.0 - i as f64]).unwrap();
+            }
+            study_report(&storage, "bull", 4).unwrap()
+        };
+        let over = store(true, "sharpe_excess");
+        assert_eq!(over.dsr.returns, "over equal weight");
+        assert_eq!(over.dsr.note, None);
+        let d = over.dsr.result.as_ref().expect("a deflated Sharpe");
+        let excess: Vec<f64> = (0..512).map(|at| agent(0, at) - ew(at)).collect();
+        let want = SharpeEstimate::from_returns(&excess).unwrap();
+        assert!((d.estimate.sharpe - want.sharpe).abs() < 1e-12);
+        assert!(over.text().contains("of its returns over equal weight over 512 bars"));
+
+        let own = store(true, "sharpe");
+        assert_eq!((own.dsr.returns, own.dsr.note.as_deref()), ("own", None));
+        let d_own = own.dsr.result.as_ref().expect("a deflated Sharpe");
+        assert!(own.text().contains("of its returns (its own) over 512 bars"));
+        assert!(
+            d_own.dsr > d.dsr + 0.2,
+            "riding the market looks like skill: {} against {}",
+            d_own.dsr,
+            d.dsr
+        );
+
+        let old = store(false, "sharpe_excess");
+        assert_eq!(old.dsr.returns, "own");
+        let note = old.dsr.note.as_deref().unwrap_or_default();
+        assert!(note.contains("30 of the 30 trials stored their fold returns without"), "{note}");
+        assert_eq!(old.dsr.result.as_ref().map(|d| d.dsr), Some(d_own.dsr));
+        assert!(old.text().contains(note));
     }
 
     /// The best trial never traded: the report says so, naming it, rather than "returns all

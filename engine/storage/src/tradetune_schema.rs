@@ -6,8 +6,9 @@ use super::db::{Dialect, Txn, args};
 use super::error::{StorageError, optuna_url, sql_err};
 
 /// Version of the `tradetune_*` tables below. A table added later (`tradetune_fold_returns`) is
-/// created on the next writable open and read as empty where it is missing, so it needs no new
-/// version.
+/// created on the next writable open and read as empty where it is missing, and a column added
+/// later (`tradetune_fold_returns.benchmark`) is added on the next writable open and read as
+/// NULL where it is missing, so neither needs a new version.
 pub const TRADETUNE_SCHEMA_VERSION: i64 = 1;
 
 /// The tables on SQLite. A trigger deletes a trial's rows of them with the trial: Optuna's
@@ -51,6 +52,7 @@ CREATE TABLE IF NOT EXISTS tradetune_fold_returns (
     bar_index INTEGER NOT NULL,
     bar_time INTEGER NOT NULL,
     value FLOAT,
+    benchmark FLOAT,
     PRIMARY KEY (trial_id, fold, bar_index)
 );
 CREATE TRIGGER IF NOT EXISTS tradetune_trial_deleted AFTER DELETE ON trials
@@ -113,8 +115,10 @@ CREATE TABLE IF NOT EXISTS tradetune_fold_returns (
     bar_index INTEGER NOT NULL,
     bar_time BIGINT NOT NULL,
     value DOUBLE PRECISION,
+    benchmark DOUBLE PRECISION,
     PRIMARY KEY (trial_id, fold, bar_index)
 );
+ALTER TABLE tradetune_fold_returns ADD COLUMN IF NOT EXISTS benchmark DOUBLE PRECISION;
 ";
 
 /// User attribute keys that mirror the run metadata, so Optuna's tools show where a trial ran.
@@ -141,6 +145,19 @@ pub(super) fn create_or_check(tx: &mut Txn<'_>, path: &str) -> Result<(), Storag
             .map_err(&err)?
             .is_none();
     tx.batch(ddl).map_err(&err)?;
+    // Fold returns stored before their benchmark was (PostgreSQL's DDL adds it if missing).
+    if tx.dialect() == Dialect::Sqlite
+        && tx
+            .query_opt(
+                "SELECT 1 FROM pragma_table_info('tradetune_fold_returns') WHERE name = 'benchmark'",
+                &[],
+            )
+            .map_err(&err)?
+            .is_none()
+    {
+        tx.batch("ALTER TABLE tradetune_fold_returns ADD COLUMN benchmark FLOAT")
+            .map_err(&err)?;
+    }
     if new_trigger {
         tx.batch(ORPHANS).map_err(&err)?;
     }

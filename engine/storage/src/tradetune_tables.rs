@@ -49,6 +49,10 @@ pub struct FoldReturn {
     pub bar_time: i64,
     /// The agent's simple return over the bar (NaN stored as NULL).
     pub value: f64,
+    /// Equal weight's simple return over the same bar, the benchmark the excess objectives
+    /// measure the agent against; `None` where it was not stored (returns stored before it
+    /// was, or by another program).
+    pub benchmark: Option<f64>,
 }
 
 /// One telemetry sample (of a trial, or of a device when `trial_id` is None).
@@ -190,12 +194,13 @@ impl Storage {
             }
             for r in rows {
                 let value = r.value.is_finite().then_some(r.value);
+                let benchmark = r.benchmark.filter(|b| b.is_finite());
                 tx.tx
                     .execute(
-                        "INSERT INTO tradetune_fold_returns (trial_id, fold, bar_index, bar_time, value) \
-                         VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (trial_id, fold, bar_index) DO UPDATE SET \
-                         bar_time = excluded.bar_time, value = excluded.value",
-                        args![trial_id, r.fold, r.bar_index, r.bar_time, value],
+                        "INSERT INTO tradetune_fold_returns (trial_id, fold, bar_index, bar_time, value, benchmark) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (trial_id, fold, bar_index) DO UPDATE SET \
+                         bar_time = excluded.bar_time, value = excluded.value, benchmark = excluded.benchmark",
+                        args![trial_id, r.fold, r.bar_index, r.bar_time, value, benchmark],
                     )
                     .map_err(tx.err())?;
             }
@@ -209,10 +214,18 @@ impl Storage {
         if !self.has_table("tradetune_fold_returns").map_err(&err)? {
             return Ok(Vec::new());
         }
+        // A database no writable open has seen since the column came (opened read-only).
+        let benchmark = if self.has_column("tradetune_fold_returns", "benchmark").map_err(&err)? {
+            "benchmark"
+        } else {
+            "NULL"
+        };
         self.conn
             .query(
-                "SELECT fold, bar_index, bar_time, value FROM tradetune_fold_returns \
-                 WHERE trial_id = ?1 ORDER BY fold, bar_index",
+                &format!(
+                    "SELECT fold, bar_index, bar_time, value, {benchmark} FROM tradetune_fold_returns \
+                     WHERE trial_id = ?1 ORDER BY fold, bar_index"
+                ),
                 args![trial_id],
             )
             .and_then(|rows| {
@@ -223,6 +236,7 @@ impl Storage {
                             bar_index: r.i64(1)?,
                             bar_time: r.i64(2)?,
                             value: r.opt_f64(3)?.unwrap_or(f64::NAN),
+                            benchmark: r.opt_f64(4)?,
                         })
                     })
                     .collect()
@@ -259,6 +273,22 @@ impl Storage {
     }
 
     /// Whether the database has table `name` (a database Optuna wrote has none of ours).
+    fn has_column(&self, table: &str, column: &str) -> Result<bool, super::db::DbError> {
+        let sql = match self.conn.dialect() {
+            Dialect::Sqlite => {
+                "SELECT EXISTS (SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2)"
+            }
+            Dialect::Postgres => {
+                "SELECT EXISTS (SELECT 1 FROM information_schema.columns \
+                 WHERE table_schema = current_schema() AND table_name = ?1 AND column_name = ?2)"
+            }
+        };
+        match self.conn.query_opt(sql, args![table, column])? {
+            Some(r) => r.bool(0),
+            None => Ok(false),
+        }
+    }
+
     fn has_table(&self, name: &str) -> Result<bool, super::db::DbError> {
         let sql = match self.conn.dialect() {
             Dialect::Sqlite => {

@@ -35,6 +35,7 @@ fn full_trial(s: &mut Storage, study: i64) -> i64 {
             bar_index: 0,
             bar_time: 1_700_000_000,
             value: 0.01,
+            benchmark: Some(0.002),
         }],
     )
     .unwrap();

@@ -116,8 +116,8 @@ impl PpoTrial {
     /// One fold, `at` = (index, count): trains `trainer` (on the fold's training bars), then
     /// scores each contiguous block of the fold's test bars (on `scaled`, the whole dataset
     /// scaled for this fold, so each block's first observation window is its own bars). The fold's objective is the blocks'
-    /// objectives weighted by their bars; the returns are the agent's per-bar simple returns
-    /// over the blocks, in order.
+    /// objectives weighted by their bars; the returns are the agent's and equal weight's
+    /// per-bar simple returns over the blocks, in order.
     #[allow(clippy::too_many_arguments)]
     fn fold_on(
         &self,
@@ -128,7 +128,7 @@ impl PpoTrial {
         (fold, scaled): (&Fold, Arc<Dataset>),
         mut trainer: Trainer<PlacedEnv>,
         done: &mut Work,
-    ) -> Result<(f64, Vec<(i64, f64)>), TrialError> {
+    ) -> Result<(f64, Vec<(i64, f64, f64)>), TrialError> {
         learn(&mut trainer, cfg, input, reporter, Some(at), done)?;
         let (mut weighted, mut bars) = (0.0, 0usize);
         let mut returns = Vec::new();
@@ -138,8 +138,9 @@ impl PpoTrial {
                 evaluate_trainer(&trainer, &split, self.objective).map_err(TrialError::failed)?;
             weighted += r.objective * r.bars as f64;
             bars += r.bars;
-            for (w, t) in r.agent_equity.windows(2).zip(r.timestamps.iter().skip(1)) {
-                returns.push((*t, w[1] / w[0] - 1.0));
+            let ew = r.equal_weight_equity.windows(2);
+            for ((w, e), t) in (r.agent_equity.windows(2).zip(ew)).zip(r.timestamps.iter().skip(1)) {
+                returns.push((*t, w[1] / w[0] - 1.0, e[1] / e[0] - 1.0));
             }
         }
         if bars == 0 {

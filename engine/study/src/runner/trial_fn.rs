@@ -422,18 +422,25 @@ impl Reporter<'_> {
             .map_err(|e| TrialError::Failed(format!("could not store the learning curve: {e}")))
     }
 
-    /// Stores fold `fold`'s out-of-sample returns, `(bar time, return)` per test bar, for
-    /// the study's overfitting statistics (PBO, the deflated Sharpe ratio).
-    pub fn fold_returns(&mut self, fold: u64, returns: &[(i64, f64)]) -> Result<(), TrialError> {
+    /// Stores fold `fold`'s out-of-sample returns, `(bar time, the agent's return, equal
+    /// weight's return)` per test bar, for the study's overfitting statistics (PBO, the
+    /// deflated Sharpe ratio, which for an objective against equal weight deflates the
+    /// returns over it).
+    pub fn fold_returns(
+        &mut self,
+        fold: u64,
+        returns: &[(i64, f64, f64)],
+    ) -> Result<(), TrialError> {
         let fold = i64::try_from(fold).map_err(TrialError::failed)?;
         let rows: Vec<FoldReturn> = returns
             .iter()
             .enumerate()
-            .map(|(i, &(bar_time, value))| FoldReturn {
+            .map(|(i, &(bar_time, value, benchmark))| FoldReturn {
                 fold,
                 bar_index: i as i64,
                 bar_time,
                 value,
+                benchmark: Some(benchmark),
             })
             .collect();
         self.storage

@@ -323,7 +323,7 @@ fn best_trial(ui: &mut egui::Ui, report: &StudyReport) {
 pub fn histogram_heading(combinations: usize, bins: usize) -> String {
     format!(
         "logits of the in-sample best trial's out-of-sample rank: {combinations} combinations \
-         in {bins} bins (λ ≤ 0, shaded: it ranked below the out-of-sample median)"
+         in {bins} bins (λ ≤ 0, shaded: it ranked at or below the out-of-sample median)"
     )
 }
 
@@ -344,8 +344,8 @@ fn pbo(ui: &mut egui::Ui, report: &StudyReport) {
         p.pbo, p.strategies, p.partitions, p.combinations, p.periods_used
     ));
     ui.label(format!(
-        "probability of loss {:.3}: the in-sample best lost money out of sample in {:.1} % of \
-         the combinations",
+        "probability of loss {:.3}: the in-sample best had a negative out-of-sample Sharpe ratio \
+         (mean return below 0) in {:.1} % of the combinations",
         p.probability_of_loss,
         100.0 * p.probability_of_loss
     ));
@@ -429,8 +429,12 @@ fn deflated(ui: &mut egui::Ui, report: &StudyReport) {
             ui.label(value);
             ui.end_row();
         };
+        let sharpe = match report.dsr.returns {
+            "own" => "Sharpe ratio per bar (out of sample)".to_owned(),
+            over => format!("Sharpe ratio per bar of its returns {over} (out of sample)"),
+        };
         row(
-            "Sharpe ratio per bar (out of sample)",
+            &sharpe,
             format!(
                 "{} over {} bars",
                 sig4(d.estimate.sharpe),
@@ -456,10 +460,19 @@ fn deflated(ui: &mut egui::Ui, report: &StudyReport) {
         );
         row("deflated Sharpe ratio", format!("{:.3}", d.dsr));
     });
-    ui.label(
-        "the deflated Sharpe ratio is the probability that the best trial's Sharpe ratio beats \
-         the best of as many trials of pure noise; below 0.95 it may be luck",
-    );
+    ui.label(match report.dsr.returns {
+        "own" => "the deflated Sharpe ratio is the probability that the best trial's Sharpe ratio \
+                  beats the best of as many trials of pure noise; below 0.95 it may be luck"
+            .to_owned(),
+        over => format!(
+            "the deflated Sharpe ratio is the probability that the best trial's Sharpe ratio of \
+             its returns {over} beats the best of as many trials of pure noise: that it beats \
+             holding the assets, not luck; below 0.95 it may be luck"
+        ),
+    });
+    if let Some(note) = &report.dsr.note {
+        ui.colored_label(widgets::WARN, note);
+    }
 }
 
 fn test_split(ui: &mut egui::Ui, report: &StudyReport) {
