@@ -20,7 +20,7 @@ pub fn bench_dataset(t: usize, m: usize, f: usize, seed: u64) -> Arc<Dataset> {
         let mut p = 10f32.powf(rng.random_range(0.0f32..3.0));
         for i in 0..t {
             prices[[i, a]] = p;
-            p *= rng.random_range(-0.02f32..0.02).exp();
+            p = walk_step(p, rng.random_range(-0.02f32..0.02).exp());
         }
     }
     let features = Array3::from_shape_fn((t, m, f), |_| rng.random_range(-3.0f32..3.0));
@@ -33,6 +33,16 @@ pub fn bench_dataset(t: usize, m: usize, f: usize, seed: u64) -> Arc<Dataset> {
     );
     // The arrays above satisfy every check of from_arrays by construction.
     Arc::new(ds.unwrap_or_else(|e| unreachable!("bench dataset: {e}")))
+}
+
+/// The next price of a walk at `p` moved by the factor `step`: reflected at 1e-6 and 1e12, so
+/// that a walk of millions of bars never leaves f32's range (a price that is not finite, or 0,
+/// is no price).
+fn walk_step(p: f32, step: f32) -> f32 {
+    match p * step {
+        q if (1e-6..=1e12).contains(&q) => q,
+        _ => p / step,
+    }
 }
 
 /// One measured configuration.
@@ -125,4 +135,24 @@ pub fn run_cpu(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// At its bounds the walk turns back; a walk of millions of bars stays finite.
+    #[test]
+    fn a_walk_is_reflected_at_its_bounds() {
+        let up = 0.02f32.exp();
+        assert_eq!(walk_step(1e12, up), 1e12 / up);
+        assert_eq!(walk_step(1e-6, 1.0 / up), 1e-6 * up);
+        assert_eq!(walk_step(10.0, up), 10.0 * up);
+        // Always up: without the bounds, f32's range ends after about 4,400 steps.
+        let mut p = 1.0f32;
+        for _ in 0..100_000 {
+            p = walk_step(p, up);
+            assert!(p.is_finite() && (1e-6..=1e12).contains(&p), "{p}");
+        }
+    }
 }

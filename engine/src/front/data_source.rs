@@ -20,6 +20,9 @@ pub const ENV_FILE: &str = "env.json";
 /// The smallest synthetic market (bars).
 pub const MIN_SYNTHETIC_BARS: usize = 100;
 
+/// The longest synthetic market: 10 million bars of 7 assets hold about 4.5 GB of features.
+pub const MAX_SYNTHETIC_BARS: usize = 10_000_000;
+
 /// Where a run's market data comes from; saved in the checkpoint so a backtest can rebuild the
 /// same dataset (same files, same scaler fitted on the same train split).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -102,6 +105,12 @@ impl DataSource {
                      {MIN_SYNTHETIC_BARS} bars"
                 )));
             }
+            if bars > MAX_SYNTHETIC_BARS {
+                return Err(FrontError::Invalid(format!(
+                    "a synthetic market of {bars} bars is too long: at most {MAX_SYNTHETIC_BARS} \
+                     bars (a million bars of 7 assets × 16 features hold 0.45 GB)"
+                )));
+            }
             let dataset = crate::env::bench::bench_dataset(bars, 7, 16, 7);
             let split = self.split.resolve(&dataset.timestamps)?;
             return Ok(LoadedData {
@@ -136,5 +145,28 @@ impl DataSource {
             split: loaded.split,
             about,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A synthetic market too long to hold is refused, naming the limit, before anything is
+    /// allocated (a huge `--synthetic-bars` panicked in ndarray or aborted on allocation).
+    #[test]
+    fn a_synthetic_market_out_of_bounds_is_refused() {
+        let env = EnvConfig::new();
+        for (bars, says) in [
+            (99, "too short: at least 100 bars"),
+            (usize::MAX, "too long: at most 10000000 bars"),
+            (MAX_SYNTHETIC_BARS + 1, "too long"),
+        ] {
+            let source = DataSource::new(&[], Some(bars)).unwrap();
+            match source.load(&env) {
+                Err(e) => assert!(e.to_string().contains(says), "{bars}: {e}"),
+                Ok(_) => panic!("{bars} bars loaded"),
+            }
+        }
     }
 }

@@ -174,7 +174,11 @@ impl Runner {
             return self.fail(storage, s.handle, worker, slot, reason, 0.0, events);
         }
 
-        let heartbeat = match HeartbeatThread::start(
+        // Beats until this function returns, after the trial's state is stored: the writes of
+        // a finished trial's figures may wait on the database's lock, and a trial that went
+        // without a beat meanwhile could be failed as "worker lost" by another worker, its
+        // result lost. A beat that comes after the state ends the thread quietly.
+        let _heartbeat = match HeartbeatThread::start(
             &self.cfg.storage,
             trial_id,
             self.cfg.heartbeat_interval,
@@ -248,8 +252,6 @@ impl Runner {
         let gpu_work = reporter.gpu_work;
         drop(reporter);
         sharing = sharing.max(running.fetch_sub(1, std::sync::atomic::Ordering::SeqCst));
-        // The beat stops before the trial is finished: a finished trial refuses heartbeats.
-        let _ = heartbeat.stop();
         self.stop.unregister(number);
         // The summary: the trial's own wall time, samples/s and phases always (telemetry off
         // included), the sampled device figures where telemetry is on.
