@@ -313,6 +313,13 @@ struct DsrJson<'a> {
 }
 
 fn run_dsr(args: DsrArgs) -> anyhow::Result<()> {
+    if let Some(p) = args.periods_per_year {
+        anyhow::ensure!(
+            p.is_finite() && p > 0.0,
+            "--periods-per-year: must be a positive number of periods (252 for daily equities), \
+             got {p}"
+        );
+    }
     let file = args.returns.display();
     let m = read_returns(&args.returns)?;
     let column = match &args.column {

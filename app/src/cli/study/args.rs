@@ -99,9 +99,10 @@ fn telemetry_interval(v: f64) -> anyhow::Result<Option<Duration>> {
 }
 
 fn seconds(v: f64, flag: &str) -> anyhow::Result<Duration> {
+    // A beat every microsecond would keep the database busy with heartbeats.
     anyhow::ensure!(
-        v.is_finite() && v > 0.0,
-        "{flag}: must be a positive number of seconds, got {v}"
+        v.is_finite() && v >= 0.1,
+        "{flag}: must be at least 0.1 seconds, got {v}"
     );
     Duration::try_from_secs_f64(v).with_context(|| format!("{flag}: {v} s is too long"))
 }
@@ -136,6 +137,23 @@ mod tests {
                 e.contains("--stale-after") && e.contains("--heartbeat"),
                 "{e}"
             );
+        }
+    }
+
+    /// A heartbeat of a microsecond would keep the database writing heartbeats: refused below
+    /// 0.1 s, naming the flag.
+    #[test]
+    fn a_heartbeat_below_a_tenth_of_a_second_is_refused() {
+        for bad in [0.000001, 0.0, -1.0, f64::NAN] {
+            let e = LivenessArgs {
+                heartbeat: bad,
+                stale_after: 60.0,
+                telemetry_interval: 0.0,
+            }
+            .liveness()
+            .expect_err("too short")
+            .to_string();
+            assert!(e.contains("--heartbeat: must be at least 0.1 seconds"), "{e}");
         }
     }
 

@@ -620,6 +620,10 @@ min_resource = 1
         assert!(e.to_string().contains("test"), "{e}");
         let good = text.replace("test = 0.1\n", "");
         StudyFile::parse(&good, "f.toml", &defaults()).unwrap();
+        // No trial at all would record the study and run nothing.
+        let none = good.replace("name = \"x\"", "name = \"x\"\nn_trials = 0");
+        let e = StudyFile::parse(&none, "f.toml", &defaults()).unwrap_err();
+        assert!(e.to_string().starts_with("f.toml:3: study.n_trials: need at least one trial"), "{e}");
     }
 
     #[test]
