@@ -590,6 +590,45 @@ fn heartbeats_while_running_and_stale_trials_of_the_study_fail_on_start() {
     );
 }
 
+/// A worker whose study's budget is full only because another process's trial holds part of
+/// it waits for that trial: here its worker died (its heartbeat stops), the trial goes stale,
+/// and the waiting worker runs the trial it freed, where it ended "budget spent" with the study
+/// one trial short and no worker left to run it.
+#[test]
+fn a_budget_held_by_a_dead_workers_trial_is_waited_for_and_run() {
+    let path = db("held_budget");
+    // Another process's trial, RUNNING with a fresh heartbeat that will never be renewed.
+    let dead = {
+        let mut s = Storage::open(&path).unwrap();
+        let maximize = [tradetune_engine::storage::StudyDirection::Maximize];
+        let id = s.create_study("held", &maximize).unwrap();
+        s.create_trial(id).unwrap().trial_id
+    };
+    let f = Synthetic {
+        plan: f32_plan,
+        run: |input: &TrialInput<'_>, _: &mut Reporter<'_>| Ok(x_of(input)),
+    };
+    // A budget of 2 for the whole study: the dead trial and one more, until the dead one is
+    // judged stale (after 3 s: long past this worker's first trial).
+    let mut cfg = config("held", &path, 2, 1);
+    cfg.study_budget = Some(2);
+    cfg.stale_after = Duration::from_secs(3);
+    let runner = random_runner(cfg, 0, f);
+    let (tx, rx) = mpsc::channel();
+    let report = runner.run(&tx).unwrap();
+    let stored = trials(&path, "held");
+    let states: Vec<TrialState> = stored.iter().map(|t| t.state).collect();
+    use TrialState::*;
+    assert_eq!(states, [Fail, Complete, Complete], "{report:?}");
+    assert_eq!(stored[0].trial_id, dead);
+    assert!(attr_str(&stored[0], "fail_reason").starts_with("worker lost"));
+    let waited = drain(&rx).into_iter().any(|e| {
+        matches!(e, StudyEvent::WorkerWaiting { reason, .. }
+            if reason.contains("1 trials of other workers still hold part of it"))
+    });
+    assert!(waited, "the wait was not said");
+}
+
 /// A GPU that always reads 73 % busy, 2048 MiB used and 150 W, on a host at 40 % CPU.
 struct FakeGpu;
 

@@ -248,6 +248,9 @@ struct Shared {
     turns: Vec<Option<Arc<Turn>>>,
     /// Per device slot, the trials training on its physical device now.
     running: Vec<Arc<AtomicUsize>>,
+    /// This process's trials that exist and have no final state yet (created, sampling or
+    /// running): the study's RUNNING trials beyond them are other processes'.
+    live: AtomicUsize,
 }
 
 /// A trial with its parameters, ready to run.
@@ -473,6 +476,7 @@ impl Runner {
             per_device,
             turns,
             running,
+            live: AtomicUsize::new(0),
         };
         let results: Vec<Result<(), RunnerError>> = std::thread::scope(|scope| {
             let handles: Vec<_> = binding
@@ -546,6 +550,7 @@ impl Runner {
         let mut storage = Storage::open_with(&self.cfg.storage, &options)?;
         let slot = &self.cfg.devices[device];
         let mut done = 0;
+        let mut waiting_for_others = false;
         loop {
             if !self.stop.starts_trials() || shared.exhausted.load(Ordering::SeqCst) {
                 break;
@@ -571,11 +576,39 @@ impl Runner {
                 let _guard = shared.sample_lock.lock().unwrap_or_else(|p| p.into_inner());
                 self.start_trial(&mut storage, shared.study_id, worker, slot, events)?
             };
-            // The study's budget is spent (other processes took the last trials).
+            // The study's budget is spent (other processes took the last trials). Where trials
+            // of other processes hold some of it, one may yet end FAIL (its worker died, or it
+            // failed) and free its place: the worker waits for them rather than leave the study
+            // short of its budget with no worker left to run the rest.
             let Some(started) = started else {
-                shared.exhausted.store(true, Ordering::SeqCst);
-                break;
+                shared.claimed.fetch_sub(1, Ordering::SeqCst);
+                match self.others_running(&storage, shared)? {
+                    0 => {
+                        shared.exhausted.store(true, Ordering::SeqCst);
+                        break;
+                    }
+                    others => {
+                        if !waiting_for_others {
+                            waiting_for_others = true;
+                            let _ = events.send(StudyEvent::WorkerWaiting {
+                                worker,
+                                device: slot.label.clone(),
+                                reason: format!(
+                                    "the study's budget is spent but {others} trials of other \
+                                     workers still hold part of it: waiting for them to end (a \
+                                     worker that died frees its trial once its heartbeat is \
+                                     older than the stale limit, {} s)",
+                                    self.cfg.stale_after.as_secs_f64()
+                                ),
+                            });
+                        }
+                        self.pause(self.cfg.heartbeat_interval);
+                        continue;
+                    }
+                }
             };
+            waiting_for_others = false;
+            shared.live.fetch_add(1, Ordering::SeqCst);
             done += 1;
             let outcome = match started {
                 Ok(s) => self.run_trial(&mut storage, worker, slot, shared, s, events)?,
@@ -586,6 +619,7 @@ impl Runner {
                     self.fail(&mut storage, handle, worker, slot, reason, 0.0, events)?
                 }
             };
+            shared.live.fetch_sub(1, Ordering::SeqCst);
             shared
                 .outcomes
                 .lock()
@@ -597,6 +631,26 @@ impl Runner {
             trials: done,
         });
         Ok(())
+    }
+
+    /// The study's RUNNING trials that are not this process's.
+    fn others_running(&self, storage: &Storage, shared: &Shared) -> Result<usize, RunnerError> {
+        let running = (storage.trials(shared.study_id)?.iter())
+            .filter(|t| t.state == TrialState::Running)
+            .count();
+        Ok(running.saturating_sub(shared.live.load(Ordering::SeqCst)))
+    }
+
+    /// Sleeps `total` in steps short enough that a stop is not kept waiting.
+    fn pause(&self, total: Duration) {
+        let until = std::time::Instant::now() + total;
+        while self.stop.starts_trials() {
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            std::thread::sleep(left.min(Duration::from_millis(100)));
+        }
     }
 
     /// Creates a trial and samples its parameters. The inner error is a trial that could not
