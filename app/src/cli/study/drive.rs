@@ -194,7 +194,7 @@ fn event_lines(e: &StudyEvent) -> Vec<String> {
             worker,
             device,
             reason,
-        } => out.push(format!("worker {worker} waits for {device}: {reason}")),
+        } => out.push(format!("worker {worker} on {device} waits: {reason}")),
         StudyEvent::TrialCompleted {
             number,
             worker,

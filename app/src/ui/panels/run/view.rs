@@ -305,7 +305,7 @@ impl RunView {
             } => {
                 if let Some(w) = run.workers.get_mut(worker) {
                     w.fraction = 0.0;
-                    w.message = format!("waiting for {device}: {reason}");
+                    w.message = format!("waiting on {device}: {reason}");
                 }
             }
             StudyEvent::TrialCompleted {
@@ -480,7 +480,7 @@ mod tests {
         });
         assert_eq!(
             run.workers[1].message,
-            "waiting for wgpu:0: one trial per GPU at a time"
+            "waiting on wgpu:0: one trial per GPU at a time"
         );
     }
 }
