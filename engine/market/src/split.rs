@@ -64,6 +64,39 @@ impl Default for SplitSpec {
 }
 
 impl SplitSpec {
+    /// What can be checked without the data: fractions in (0, 1) with a sum below 1, dates
+    /// that read as times with the test split's after the validation split's. The field at
+    /// fault (`train`, `test_start`, …) with the error.
+    pub fn check(&self) -> Result<(), (&'static str, SplitError)> {
+        match self {
+            Self::Fractions { train, validation } => {
+                let ok = |f: f64| f.is_finite() && f > 0.0 && f < 1.0;
+                let field = if ok(*train) { "validation" } else { "train" };
+                hold_out_fractions(1_000_000, *train, *validation)
+                    .map(|_| ())
+                    .map_err(|e| (field, e))
+            }
+            Self::Dates {
+                validation_start,
+                test_start,
+            } => {
+                let parse = |field: &'static str, s: &str| {
+                    parse_timestamp(s).map_err(|e| (field, SplitError(e)))
+                };
+                let v = parse("validation_start", validation_start)?;
+                let t = parse("test_start", test_start)?;
+                if t <= v {
+                    // The same words as the split of the data says them.
+                    let e = hold_out_dates(&[], v, t).err().unwrap_or_else(|| {
+                        SplitError("test_start must be after validation_start".into())
+                    });
+                    return Err(("test_start", e));
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// The ranges for bars at `timestamps`.
     pub fn resolve(&self, timestamps: &[i64]) -> Result<HoldOut, SplitError> {
         match self {
@@ -232,6 +265,33 @@ pub struct Cpcv {
 const MAX_CPCV_SPLITS: u128 = 100_000;
 
 impl Cpcv {
+    /// What can be checked without the data: at least 2 groups, 1 ≤ k < N, and not more
+    /// splits than anyone can run. The field at fault (`n_groups` or `k_test`) with the error.
+    pub fn check(&self) -> Result<(), (&'static str, SplitError)> {
+        let (big_n, k) = (self.n_groups, self.k_test);
+        if big_n < 2 || k == 0 || k >= big_n {
+            let field = if big_n < 2 { "n_groups" } else { "k_test" };
+            return Err((
+                field,
+                SplitError(format!(
+                    "CPCV needs at least 2 groups and 1 ≤ k < N test groups; got N = {big_n}, \
+                     k = {k}"
+                )),
+            ));
+        }
+        if self.n_splits() > MAX_CPCV_SPLITS {
+            return Err((
+                "n_groups",
+                SplitError(format!(
+                    "CPCV with N = {big_n}, k = {k} makes {} splits (more than \
+                     {MAX_CPCV_SPLITS}): use fewer groups",
+                    self.n_splits()
+                )),
+            ));
+        }
+        Ok(())
+    }
+
     /// C(N, k): the number of splits.
     pub fn n_splits(&self) -> u128 {
         binomial(self.n_groups, self.k_test)
@@ -277,21 +337,10 @@ pub fn groups(n: usize, n_groups: usize) -> Vec<Range<usize>> {
 /// Every split of `spec` over `n` bars, test groups in lexicographic order.
 pub fn cpcv(n: usize, spec: &Cpcv) -> Result<Vec<Fold>, SplitError> {
     let (big_n, k) = (spec.n_groups, spec.k_test);
-    if big_n < 2 || k == 0 || k >= big_n {
-        return Err(SplitError(format!(
-            "CPCV needs at least 2 groups and 1 ≤ k < N test groups; got N = {big_n}, k = {k}"
-        )));
-    }
+    spec.check().map_err(|(_, e)| e)?;
     if n < big_n {
         return Err(SplitError(format!(
             "CPCV: {n} bars cannot make {big_n} groups"
-        )));
-    }
-    if spec.n_splits() > MAX_CPCV_SPLITS {
-        return Err(SplitError(format!(
-            "CPCV with N = {big_n}, k = {k} makes {} splits (more than {MAX_CPCV_SPLITS}): use \
-             fewer groups",
-            spec.n_splits()
         )));
     }
     let bounds = groups(n, big_n);

@@ -102,3 +102,42 @@ pub(super) fn check_study(
     }
     Ok(())
 }
+
+/// The `[split]` and `[evaluation]` values that need no data, checked as the file is read:
+/// an error names the file's line and key, not the market files a later split of the data
+/// would (after they all loaded).
+pub(super) fn check_split_and_evaluation(
+    split: &tradetune_market::split::SplitSpec,
+    evaluation: &super::EvaluationSection,
+    err: &dyn Fn(Option<String>, String) -> StudyFileError,
+) -> Result<(), StudyFileError> {
+    use super::EvaluationSection;
+    split
+        .check()
+        .map_err(|(field, e)| err(Some(format!("split.{field}")), e.0))?;
+    match evaluation {
+        EvaluationSection::Holdout => Ok(()),
+        EvaluationSection::WalkForward { n_folds, .. } => {
+            if *n_folds == 0 {
+                return Err(err(
+                    Some("evaluation.n_folds".into()),
+                    "walk-forward n_folds must be at least 1".into(),
+                ));
+            }
+            Ok(())
+        }
+        EvaluationSection::Cpcv {
+            n_groups,
+            k_test,
+            purge_bars,
+            embargo_bars,
+        } => tradetune_market::split::Cpcv {
+            n_groups: *n_groups,
+            k_test: *k_test,
+            purge_bars: *purge_bars,
+            embargo_bars: *embargo_bars,
+        }
+        .check()
+        .map_err(|(field, e)| err(Some(format!("evaluation.{field}")), e.0)),
+    }
+}

@@ -263,7 +263,7 @@ impl StudyFile {
                     .map_err(|m| err(Some(format!("search.\"{name}\"")), m))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        StudyFile::assemble(
+        let file = StudyFile::assemble(
             StudyParts {
                 study,
                 data,
@@ -276,7 +276,11 @@ impl StudyFile {
             },
             path,
             text,
-        )
+        )?;
+        // (The app's Configure panel, which builds its parts, checks these on the loaded data
+        // field by field, beside the rest.)
+        checks::check_split_and_evaluation(&file.split, &file.evaluation, &err)?;
+        Ok(file)
     }
 
     /// A study from its typed parts, checked as a study file is (what the app's Configure
@@ -620,6 +624,21 @@ min_resource = 1
         assert!(e.to_string().contains("test"), "{e}");
         let good = text.replace("test = 0.1\n", "");
         StudyFile::parse(&good, "f.toml", &defaults()).unwrap();
+        // Values that need no data are refused as the file is read, by line and key, not
+        // after the market files load (naming them).
+        let over = good.replace("validation = 0.2", "validation = 0.5");
+        let e = StudyFile::parse(&over, "f.toml", &defaults()).unwrap_err();
+        assert_eq!((e.line, e.key.as_deref()), (Some(7), Some("split.validation")), "{e}");
+        assert!(e.to_string().contains("with a sum below 1"), "{e}");
+        let dates = "[study]\nname = \"x\"\n\n[split]\nby = \"dates\"\n\
+                     validation_start = \"2021-01-01\"\ntest_start = \"2020-06-01\"\n";
+        let e = StudyFile::parse(dates, "f.toml", &defaults()).unwrap_err();
+        assert_eq!((e.line, e.key.as_deref()), (Some(7), Some("split.test_start")), "{e}");
+        assert!(e.to_string().contains("must be after validation_start"), "{e}");
+        let cpcv = format!("{good}\n[evaluation]\nscheme = \"cpcv\"\nn_groups = 4\nk_test = 4\n");
+        let e = StudyFile::parse(&cpcv, "f.toml", &defaults()).unwrap_err();
+        assert_eq!((e.line, e.key.as_deref()), (Some(12), Some("evaluation.k_test")), "{e}");
+        assert!(e.to_string().contains("1 ≤ k < N"), "{e}");
         // No trial at all would record the study and run nothing.
         let none = good.replace("name = \"x\"", "name = \"x\"\nn_trials = 0");
         let e = StudyFile::parse(&none, "f.toml", &defaults()).unwrap_err();
