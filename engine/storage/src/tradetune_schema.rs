@@ -118,7 +118,6 @@ CREATE TABLE IF NOT EXISTS tradetune_fold_returns (
     benchmark DOUBLE PRECISION,
     PRIMARY KEY (trial_id, fold, bar_index)
 );
-ALTER TABLE tradetune_fold_returns ADD COLUMN IF NOT EXISTS benchmark DOUBLE PRECISION;
 ";
 
 /// User attribute keys that mirror the run metadata, so Optuna's tools show where a trial ran.
@@ -145,18 +144,22 @@ pub(super) fn create_or_check(tx: &mut Txn<'_>, path: &str) -> Result<(), Storag
             .map_err(&err)?
             .is_none();
     tx.batch(ddl).map_err(&err)?;
-    // Fold returns stored before their benchmark was (PostgreSQL's DDL adds it if missing).
-    if tx.dialect() == Dialect::Sqlite
-        && tx
-            .query_opt(
-                "SELECT 1 FROM pragma_table_info('tradetune_fold_returns') WHERE name = 'benchmark'",
-                &[],
-            )
-            .map_err(&err)?
-            .is_none()
-    {
-        tx.batch("ALTER TABLE tradetune_fold_returns ADD COLUMN benchmark FLOAT")
-            .map_err(&err)?;
+    // Fold returns stored before their benchmark was: the column is added (once; asked
+    // first, since PostgreSQL locks the whole table for an ALTER even where it has nothing
+    // to do).
+    let (has_benchmark, add_benchmark) = match tx.dialect() {
+        Dialect::Sqlite => (
+            "SELECT 1 FROM pragma_table_info('tradetune_fold_returns') WHERE name = 'benchmark'",
+            "ALTER TABLE tradetune_fold_returns ADD COLUMN benchmark FLOAT",
+        ),
+        Dialect::Postgres => (
+            "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() \
+             AND table_name = 'tradetune_fold_returns' AND column_name = 'benchmark'",
+            "ALTER TABLE tradetune_fold_returns ADD COLUMN benchmark DOUBLE PRECISION",
+        ),
+    };
+    if tx.query_opt(has_benchmark, &[]).map_err(&err)?.is_none() {
+        tx.batch(add_benchmark).map_err(&err)?;
     }
     if new_trigger {
         tx.batch(ORPHANS).map_err(&err)?;

@@ -8,6 +8,7 @@ mod pg;
 mod roots;
 
 mod delete_study;
+mod fold_benchmark;
 mod incremental;
 mod postgres;
 
