@@ -427,8 +427,23 @@ fn bad_study_files_name_the_file_line_and_key() {
 fn a_study_survives_kill_9_and_resumes_its_numbering() {
     let dir = scratch("cli_study", "kill");
     let db = dir.join("studies.db");
+    // The trials' length is searched (one choice), not fixed: the resume below searches a
+    // shorter one, as a study may (a fixed length changed would be refused, its trials' values
+    // measuring another thing).
+    let searched = |n: usize| {
+        let path = tiny_study(&dir, "resume", n);
+        let text = std::fs::read_to_string(&path)
+            .unwrap()
+            .replace(&format!("train.total_timesteps = {n}\n"), "")
+            .replace(
+                "[search]\n",
+                &format!("[search]\n\"train.total_timesteps\" = {{ choices = [{n}] }}\n"),
+            );
+        std::fs::write(&path, text).unwrap();
+        path
+    };
     // Trials long enough to be killed mid-way.
-    let long = tiny_study(&dir, "resume", 50_000_000);
+    let long = searched(50_000_000);
     let mut child = Command::new(env!("CARGO_BIN_EXE_tradetune"))
         .args([
             "study",
@@ -480,7 +495,7 @@ fn a_study_survives_kill_9_and_resumes_its_numbering() {
     // Its heartbeat (SQLite's clock, whole seconds) goes stale after 1 s.
     std::thread::sleep(Duration::from_millis(2500));
 
-    let short = tiny_study(&dir, "resume", 128);
+    let short = searched(128);
     let o = tradetune(&[
         "study",
         "run",

@@ -264,10 +264,24 @@ pub fn study_report(
         .as_ref()
         .and_then(|b| all.iter().position(|(n, _)| *n == b.number));
     let all_returns: Vec<&[f64]> = all.iter().map(|(_, s)| s.as_slice()).collect();
+    let never_traded = |number: i64| {
+        format!(
+            "the best trial, #{number}, never traded out of sample (its returns are all 0): its \
+             Sharpe ratio is 0, with no track record to deflate"
+        )
+    };
     let dsr = match selected {
         None => DsrSection {
             result: None,
             unavailable: Some("the best trial has no stored fold returns".into()),
+            returns: dsr_returns,
+            note: dsr_note,
+        },
+        // Over equal weight, an agent that held cash has the market's returns negated, not
+        // zeros: whether it traded is asked of its own.
+        Some(i) if over_equal_weight && tried[i].means.values().all(|r| *r == 0.0) => DsrSection {
+            result: None,
+            unavailable: Some(never_traded(tried[i].number)),
             returns: dsr_returns,
             note: dsr_note,
         },
@@ -287,11 +301,7 @@ pub fn study_report(
                     DsrTrialError::Trial { trial, source } => {
                         format!("trial #{}: {source}", all[trial].0)
                     }
-                    DsrTrialError::NeverTraded { trial } => format!(
-                        "the best trial, #{}, never traded out of sample (its returns are all 0): \
-                         its Sharpe ratio is 0, with no track record to deflate",
-                        all[trial].0
-                    ),
+                    DsrTrialError::NeverTraded { trial } => never_traded(all[trial].0),
                     e => e.to_string(),
                 }),
             },
@@ -593,6 +603,16 @@ mod tests {
     /// A CPCV-like study: 3 groups of 32 bars, each fold testing 2 of them (every bar tested
     /// twice), `n` COMPLETE trials, trial 0 the best; `value(trial, fold, bar)` its returns.
     fn overlapping(db: &Path, n: usize, value: impl Fn(usize, i64, i64) -> f64) -> Storage {
+        overlapping_with(db, n, value, |_| None)
+    }
+
+    /// [`overlapping`] with equal weight's return at each bar `benchmark(bar)`.
+    fn overlapping_with(
+        db: &Path,
+        n: usize,
+        value: impl Fn(usize, i64, i64) -> f64,
+        benchmark: impl Fn(i64) -> Option<f64>,
+    ) -> Storage {
         let mut storage = Storage::open(db).unwrap();
         let study = storage
             .create_study("cpcv", &[StudyDirection::Maximize])
@@ -610,7 +630,7 @@ mod tests {
                         bar_index: k as i64,
                         bar_time: 1_700_000_000 + 3600 * bar,
                         value: value(i, fold, bar),
-                        benchmark: None,
+                        benchmark: benchmark(bar),
                     });
                 }
                 storage.report(t, fold, 1.0 - i as f64).unwrap();
@@ -782,15 +802,24 @@ mod tests {
     #[test]
     fn a_best_trial_that_never_traded_is_named() {
         let dir = tempfile::tempdir().unwrap();
-        let storage = overlapping(&dir.path().join("flat.db"), 3, |i, _, bar| {
+        let value = |i, _, bar: i64| {
             if i == 0 {
                 0.0
             } else {
                 0.001 * ((bar % 5) as f64 - 2.0)
             }
-        });
+        };
+        let storage = overlapping(&dir.path().join("flat.db"), 3, value);
         let r = study_report(&storage, "cpcv", 4).unwrap();
         assert!(r.dsr.result.is_none());
+        let why = r.dsr.unavailable.as_deref().unwrap_or_default();
+        assert!(why.starts_with("the best trial, #0, never traded"), "{why}");
+        // Over equal weight (the default objective, its returns stored): holding cash is the
+        // market's returns negated there, and still no trade.
+        let market = |bar: i64| Some(0.002 * ((bar % 3) as f64 - 0.5));
+        let storage = overlapping_with(&dir.path().join("flat_ew.db"), 3, value, market);
+        let r = study_report(&storage, "cpcv", 4).unwrap();
+        assert_eq!(r.dsr.returns, "over equal weight");
         let why = r.dsr.unavailable.as_deref().unwrap_or_default();
         assert!(why.starts_with("the best trial, #0, never traded"), "{why}");
     }

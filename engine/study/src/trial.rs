@@ -10,6 +10,30 @@ use tradetune_storage::{JsonValue, TrialRecord};
 /// one type of [`tradetune_storage::model`], as is [`TrialState`].
 pub use tradetune_storage::model::{StudyDirection as Direction, TrialState};
 
+/// Why a trial ended FAIL for no fault of its configuration, maybe ([`Trial::cut_short`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CutShort {
+    /// Its study was stopped while it ran.
+    Interrupted,
+    /// Its worker died (its heartbeat went stale).
+    WorkerLost,
+}
+
+/// Whether the finished trials `of` one grid point or enqueued entry leave it to be run
+/// (again): none ended without being cut short, and fewer than two lost their worker (a point
+/// whose trials kill their worker would otherwise be run again forever).
+pub fn free_again<'a>(of: impl IntoIterator<Item = &'a Trial>) -> bool {
+    let mut lost = 0;
+    for t in of {
+        match t.cut_short() {
+            None => return false,
+            Some(CutShort::WorkerLost) => lost += 1,
+            Some(CutShort::Interrupted) => {}
+        }
+    }
+    lost < 2
+}
+
 /// One trial of the history handed to samplers and pruners.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Trial {
@@ -29,18 +53,30 @@ pub struct Trial {
 }
 
 impl Trial {
-    /// Whether the trial failed for no fault of its configuration: its study was stopped
-    /// while it ran (`interrupted`), or its worker died (`worker lost`). Its grid point or
-    /// enqueued entry is free again, as the budget already counts it free: a study resumed
-    /// after a Ctrl-C or a crash runs it again rather than leaving it without a result.
+    /// How the trial failed where it may be for no fault of its configuration: its study was
+    /// stopped while it ran (`interrupted`), or its worker died (`worker lost`). Its grid point
+    /// or enqueued entry is free again, as the budget already counts it free: a study resumed
+    /// after a Ctrl-C or a crash runs it again rather than leaving it without a result (a
+    /// point whose trials lost their worker twice is taken: it may be what kills the worker;
+    /// see [`free_again`]).
+    pub fn cut_short(&self) -> Option<CutShort> {
+        if self.state != TrialState::Fail {
+            return None;
+        }
+        match self.system_attrs.get(tradetune_storage::FAIL_REASON_KEY) {
+            Some(JsonValue::Str(r)) if r == tradetune_storage::INTERRUPTED_REASON => {
+                Some(CutShort::Interrupted)
+            }
+            Some(JsonValue::Str(r)) if r.starts_with(tradetune_storage::WORKER_LOST_REASON) => {
+                Some(CutShort::WorkerLost)
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether the trial was cut short ([`Trial::cut_short`]).
     pub fn was_cut_short(&self) -> bool {
-        self.state == TrialState::Fail
-            && matches!(
-                self.system_attrs.get(tradetune_storage::FAIL_REASON_KEY),
-                Some(JsonValue::Str(reason))
-                    if reason == tradetune_storage::INTERRUPTED_REASON
-                        || reason.starts_with(tradetune_storage::WORKER_LOST_REASON)
-            )
+        self.cut_short().is_some()
     }
 
     pub fn new(number: u64, state: TrialState, params: InternalParams) -> Self {
@@ -95,5 +131,39 @@ impl From<&TrialRecord> for Trial {
                 .collect(),
             system_attrs: r.system_attrs.iter().cloned().collect(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(number: u64, reason: &str) -> Trial {
+        let mut t = Trial::new(number, TrialState::Fail, InternalParams::new());
+        t.system_attrs.insert(
+            tradetune_storage::FAIL_REASON_KEY.into(),
+            JsonValue::from(reason),
+        );
+        t
+    }
+
+    /// A point is free again where its trials were stopped or lost their worker once; not
+    /// where one ended on its own, nor where two lost their worker (the point may be what
+    /// kills it: run again on every resume, it would never end).
+    #[test]
+    fn a_point_is_free_again_after_a_stop_or_one_lost_worker() {
+        let stopped = failed(0, "interrupted");
+        let lost = failed(1, "worker lost: last heartbeat 2026-12-01 00:00:00 (database clock)");
+        let lost_again = failed(2, "worker lost: last heartbeat 2026-12-01 00:10:00");
+        let nan = failed(3, "the objective is NaN");
+        let done = Trial::complete(4, InternalParams::new(), 1.0);
+        assert_eq!(stopped.cut_short(), Some(CutShort::Interrupted));
+        assert_eq!(lost.cut_short(), Some(CutShort::WorkerLost));
+        assert_eq!((nan.cut_short(), done.cut_short()), (None, None));
+        assert!(free_again([]));
+        assert!(free_again([&stopped, &stopped, &lost]));
+        assert!(!free_again([&lost, &lost_again]));
+        assert!(!free_again([&stopped, &nan]));
+        assert!(!free_again([&done]));
     }
 }

@@ -248,9 +248,26 @@ struct Shared {
     turns: Vec<Option<Arc<Turn>>>,
     /// Per device slot, the trials training on its physical device now.
     running: Vec<Arc<AtomicUsize>>,
-    /// This process's trials that exist and have no final state yet (created, sampling or
-    /// running): the study's RUNNING trials beyond them are other processes'.
+    /// This process's trials that were started and have no final state yet: the study's
+    /// RUNNING trials beyond them are other processes' (or this process's being created).
     live: AtomicUsize,
+}
+
+/// One of this process's trials counted in [`Shared::live`] while it lives, on every path out
+/// of the worker's iteration (an error included).
+struct Live<'a>(&'a AtomicUsize);
+
+impl<'a> Live<'a> {
+    fn count(live: &'a AtomicUsize) -> Live<'a> {
+        live.fetch_add(1, Ordering::SeqCst);
+        Live(live)
+    }
+}
+
+impl Drop for Live<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// A trial with its parameters, ready to run.
@@ -550,7 +567,8 @@ impl Runner {
         let mut storage = Storage::open_with(&self.cfg.storage, &options)?;
         let slot = &self.cfg.devices[device];
         let mut done = 0;
-        let mut waiting_for_others = false;
+        // Since when the budget was found held by other processes' trials (None: not waiting).
+        let mut waiting_since: Option<std::time::Instant> = None;
         loop {
             if !self.stop.starts_trials() || shared.exhausted.load(Ordering::SeqCst) {
                 break;
@@ -580,16 +598,27 @@ impl Runner {
             // of other processes hold some of it, one may yet end FAIL (its worker died, or it
             // failed) and free its place: the worker waits for them rather than leave the study
             // short of its budget with no worker left to run the rest.
+            // A trial whose worker was already dead then goes stale within the stale limit
+            // (and a heartbeat's lateness, and the database clock's whole seconds), and is
+            // failed by the next look: the wait ends there,
+            // since a trial whose worker lives is that worker's to finish (and one that never
+            // had a heartbeat, which Optuna without heartbeats leaves, never goes stale).
             let Some(started) = started else {
                 shared.claimed.fetch_sub(1, Ordering::SeqCst);
+                let waited_enough = waiting_since.is_some_and(|since| {
+                    since.elapsed()
+                        > self.cfg.stale_after
+                            + 2 * self.cfg.heartbeat_interval
+                            + Duration::from_secs(2)
+                });
                 match self.others_running(&storage, shared)? {
-                    0 => {
+                    others if others == 0 || waited_enough => {
                         shared.exhausted.store(true, Ordering::SeqCst);
                         break;
                     }
                     others => {
-                        if !waiting_for_others {
-                            waiting_for_others = true;
+                        if waiting_since.is_none() {
+                            waiting_since = Some(std::time::Instant::now());
                             let _ = events.send(StudyEvent::WorkerWaiting {
                                 worker,
                                 device: slot.label.clone(),
@@ -607,8 +636,8 @@ impl Runner {
                     }
                 }
             };
-            waiting_for_others = false;
-            shared.live.fetch_add(1, Ordering::SeqCst);
+            waiting_since = None;
+            let _live = Live::count(&shared.live);
             done += 1;
             let outcome = match started {
                 Ok(s) => self.run_trial(&mut storage, worker, slot, shared, s, events)?,
@@ -619,7 +648,6 @@ impl Runner {
                     self.fail(&mut storage, handle, worker, slot, reason, 0.0, events)?
                 }
             };
-            shared.live.fetch_sub(1, Ordering::SeqCst);
             shared
                 .outcomes
                 .lock()

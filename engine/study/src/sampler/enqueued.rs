@@ -68,17 +68,17 @@ impl EnqueuedSampler {
         Ok(Self { entries, inner })
     }
 
-    /// Index of the first entry no trial of the history has used (a trial cut short by a stop
-    /// or a crash did not use its entry: [`Trial::was_cut_short`]).
+    /// Index of the first entry no trial of the history has used (trials cut short by a stop
+    /// or a crash did not use their entry: [`crate::trial::free_again`]).
     fn next_entry(&self, ctx: &SampleContext<'_>) -> Option<usize> {
-        let others = || {
-            ctx.study_history
-                .iter()
-                .filter(|t| t.number != ctx.trial_number && !t.was_cut_short())
-        };
-        self.entries
-            .iter()
-            .position(|(json, internal)| !others().any(|t| repeats(t, json, internal)))
+        self.entries.iter().position(|(json, internal)| {
+            let tried: Vec<&Trial> = (ctx.study_history.iter())
+                .filter(|t| t.number != ctx.trial_number && repeats(t, json, internal))
+                .collect();
+            // Unused: no trial of it runs, and those that ended were cut short.
+            tried.iter().all(|t| t.state.is_finished())
+                && crate::trial::free_again(tried.iter().copied())
+        })
     }
 }
 

@@ -160,7 +160,7 @@ impl GridSampler {
 
     /// (finished, running) grid ids of the history that belong to this grid.
     fn taken(&self, ctx: &SampleContext<'_>) -> (BTreeSet<usize>, BTreeSet<usize>) {
-        let mut finished = BTreeSet::new();
+        let mut ended: BTreeMap<usize, Vec<&crate::trial::Trial>> = BTreeMap::new();
         let mut running = BTreeSet::new();
         for t in ctx
             .study_history
@@ -178,13 +178,18 @@ impl GridSampler {
             // The point its values say (ids may come from another permutation), else its id.
             let id = hint.and_then(|h| self.point_of(&t.params).or(Some(h)));
             if let (true, Some(id)) = (same_grid, id) {
-                if t.state.is_finished() && !t.was_cut_short() {
-                    finished.insert(id);
+                if t.state.is_finished() {
+                    ended.entry(id).or_default().push(t);
                 } else if t.state == TrialState::Running {
                     running.insert(id);
                 }
             }
         }
+        // A point whose trials a stop or a dead worker cut short is free again.
+        let finished = (ended.into_iter())
+            .filter(|(_, trials)| !crate::trial::free_again(trials.iter().copied()))
+            .map(|(id, _)| id)
+            .collect();
         (finished, running)
     }
 
