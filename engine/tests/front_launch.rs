@@ -176,7 +176,7 @@ fn a_study_run_again_with_settings_that_change_its_values_is_refused() {
         "{text}"
     );
     assert!(text.contains("b.toml: study 'launched'"), "{text}");
-    assert!(text.contains("another [study] name"), "{text}");
+    assert!(text.contains("another study name"), "{text}");
     trials(1);
 
     let cpcv = format!("{TINY}\n[evaluation]\nscheme = \"cpcv\"\nn_groups = 4\nk_test = 1\n");
@@ -209,6 +209,17 @@ fn a_study_run_again_with_settings_that_change_its_values_is_refused() {
         );
     run_file(dir.path(), &db, "e.toml", &further, &[]).unwrap();
     trials(3);
+
+    // A file of no trial at all is refused, naming its line, before anything is recorded.
+    let none = TINY
+        .replace("name = \"launched\"", "name = \"empty\"")
+        .replace("n_trials = 1", "n_trials = 0");
+    let e = run_file(dir.path(), &db, "g.toml", &none, &[]).unwrap_err();
+    assert!(
+        e.to_string().ends_with("g.toml:3: study.n_trials: need at least one trial (0 would record the study and run nothing)"),
+        "{e}"
+    );
+    assert!(Storage::open_read_only(&db).unwrap().study("empty").is_err());
 
     // A study Optuna made: recorded with this run's file and data's fingerprint.
     let mut storage = Storage::open(&db).unwrap();

@@ -388,8 +388,10 @@ fn export(args: ExportArgs) -> anyhow::Result<()> {
         "say what to export: --trials FILE.csv and/or --telemetry FILE.csv"
     );
     if let (Some(trials), Some(telemetry)) = (&args.trials, &args.telemetry) {
+        // `./t.csv` and `t.csv` are one file.
+        let absolute = |p: &std::path::Path| std::path::absolute(p).unwrap_or_else(|_| p.into());
         anyhow::ensure!(
-            trials != telemetry,
+            absolute(trials) != absolute(telemetry),
             "--trials and --telemetry both name {}: the second would replace the first; give \
              each its own file",
             trials.display()

@@ -62,8 +62,8 @@ pub enum FrontError {
     #[error(
         "{path}: study '{study}' was run with other settings, which change what its trials' \
          values mean: {}. Its trials and this run's would be ranked together as one: undo the \
-         change to add trials to the study, or give this run another [study] name to start a \
-         new one",
+         change to add trials to the study, or give this run another study name to start a new \
+         one
         changes.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
     )]
     StudyChanged {

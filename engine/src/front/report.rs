@@ -226,7 +226,7 @@ pub fn study_report(
             "deflated over the agent's own returns (is its Sharpe ratio above 0?), not over \
              equal weight's as the objective {objective} asks: {without_benchmark} of the {} \
              trials stored their fold returns without equal weight's (before TradeTune kept \
-             them, or by another program); a study run again stores them",
+             them, or by another program); trials run since store them",
             tried.len()
         )
     });
@@ -782,6 +782,7 @@ mod tests {
         assert_eq!((own.dsr.returns, own.dsr.note.as_deref()), ("own", None));
         let d_own = own.dsr.result.as_ref().expect("a deflated Sharpe");
         assert!(own.text().contains("of its returns (its own) over 512 bars"));
+        eprintln!("deflated Sharpe: {} over equal weight, {} own", d.dsr, d_own.dsr);
         assert!(
             d_own.dsr > d.dsr + 0.2,
             "riding the market looks like skill: {} against {}",

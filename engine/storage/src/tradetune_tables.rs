@@ -272,7 +272,8 @@ impl Storage {
             .map_err(&err)
     }
 
-    /// Whether the database has table `name` (a database Optuna wrote has none of ours).
+    /// Whether table `table` has column `column` (one added later than the table may not be
+    /// there, in a database opened read-only).
     fn has_column(&self, table: &str, column: &str) -> Result<bool, super::db::DbError> {
         let sql = match self.conn.dialect() {
             Dialect::Sqlite => {
@@ -289,6 +290,7 @@ impl Storage {
         }
     }
 
+    /// Whether the database has table `name` (a database Optuna wrote has none of ours).
     fn has_table(&self, name: &str) -> Result<bool, super::db::DbError> {
         let sql = match self.conn.dialect() {
             Dialect::Sqlite => {

@@ -246,10 +246,16 @@ pub fn changed_settings(recorded: &StudyFile, here: &StudyFile) -> Vec<ChangedSe
         }));
     for (was, now, key) in pairs {
         if was != now && !out.iter().any(|c| c.key == key) {
+            let (mut recorded, mut here) = (shown(was.as_ref()), shown(now.as_ref()));
+            // Two values that differ beyond what f32 shows are shown whole.
+            if recorded == here {
+                let whole = |v: Option<&Value>| v.map_or_else(|| "unset".into(), Value::to_string);
+                (recorded, here) = (whole(was.as_ref()), whole(now.as_ref()));
+            }
             out.push(ChangedSetting {
                 key,
-                recorded: shown(was.as_ref()),
-                here: shown(now.as_ref()),
+                recorded,
+                here,
             });
         }
     }

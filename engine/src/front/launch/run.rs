@@ -72,6 +72,17 @@ fn run(
     on_event: &mut dyn FnMut(LaunchEvent),
 ) -> Result<StudyReport, FrontError> {
     let db = &launch.place.db;
+    // (Checked here, not as the file is read: `study create FILE --trials N` gives the budget
+    // of a file that says 0, and studies recorded so are joined.)
+    if launch.file.study.n_trials == 0 {
+        return Err(launch
+            .file
+            .key_error(
+                "study.n_trials",
+                "need at least one trial (0 would record the study and run nothing)".into(),
+            )
+            .into());
+    }
     let rc = runner_config(launch)?;
     let prepared = prepare(&launch.file, rc, &launch.place.checkpoints)?;
     if let Some((_, recorded)) = &launch.join

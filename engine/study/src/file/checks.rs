@@ -64,12 +64,6 @@ pub(super) fn check_study(
     s: &StudySection,
     err: &dyn Fn(Option<String>, String) -> StudyFileError,
 ) -> Result<(), StudyFileError> {
-    if s.n_trials == 0 {
-        return Err(err(
-            Some("study.n_trials".into()),
-            "need at least one trial (0 would record the study and run nothing)".into(),
-        ));
-    }
     if s.workers == 0 {
         return Err(err(
             Some("study.workers".into()),
