@@ -110,7 +110,15 @@ fn a_tiny_study_runs_then_lists_and_exports() {
     // An export named where the database is (a slip of tab completion) is refused, the
     // database left whole; so are both exports named one file.
     let before = std::fs::read(&db).unwrap();
-    let o = tradetune(&["study", "export", "tiny", "--db", s(&db), "--trials", s(&db)]);
+    let o = tradetune(&[
+        "study",
+        "export",
+        "tiny",
+        "--db",
+        s(&db),
+        "--trials",
+        s(&db),
+    ]);
     let err = text(&o.stderr);
     assert!(!o.status.success());
     assert!(err.contains("is a SQLite database"), "{err}");
@@ -437,7 +445,7 @@ fn a_study_survives_kill_9_and_resumes_its_numbering() {
             .replace(&format!("train.total_timesteps = {n}\n"), "")
             .replace(
                 "[search]\n",
-                &format!("[search]\n\"train.total_timesteps\" = {{ choices = [{n}] }}\n"),
+                &format!("[search]\n\"train.total_timesteps\" = {{ low = {n}, high = {n} }}\n"),
             );
         std::fs::write(&path, text).unwrap();
         path
@@ -495,6 +503,22 @@ fn a_study_survives_kill_9_and_resumes_its_numbering() {
     // Its heartbeat (SQLite's clock, whole seconds) goes stale after 1 s.
     std::thread::sleep(Duration::from_millis(2500));
 
+    // A categorical keeps its choices within a study (Optuna's rule): refused at launch,
+    // naming the line, where the trial failed on it.
+    let choices = searched(128);
+    let body = std::fs::read_to_string(&choices)
+        .unwrap()
+        .replace("{ low = 128, high = 128 }", "{ choices = [128] }");
+    std::fs::write(&choices, body).unwrap();
+    let o = tradetune(&["study", "run", s(&choices), "--db", s(&db), "--trials", "1"]);
+    let err = text(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.contains(
+            "search.\"train.total_timesteps\": study 'resume' holds trials that searched it as"
+        ),
+        "{err}"
+    );
     let short = searched(128);
     let o = tradetune(&[
         "study",

@@ -187,14 +187,29 @@ fn a_study_run_again_with_settings_that_change_its_values_is_refused() {
         text.contains("evaluation.scheme: \"holdout\" recorded, \"cpcv\" here"),
         "{text}"
     );
-    assert!(text.contains("evaluation.n_groups: unset recorded, 4 here"), "{text}");
+    assert!(
+        text.contains("evaluation.n_groups: unset recorded, 4 here"),
+        "{text}"
+    );
     // A fixed setting changed by an override, and another by the file.
     let fees = TINY.replace("env.n_envs = 2", "env.n_envs = 2\nenv.buy_fee = 0.01");
-    let text = run_file(dir.path(), &db, "d.toml", &fees, &["train.total_timesteps=96"])
-        .unwrap_err()
-        .to_string();
-    assert!(text.contains("train.total_timesteps: 64 recorded, 96 here"), "{text}");
-    assert!(text.contains("env.buy_fee: 0.0025 recorded, 0.01 here"), "{text}");
+    let text = run_file(
+        dir.path(),
+        &db,
+        "d.toml",
+        &fees,
+        &["train.total_timesteps=96"],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        text.contains("train.total_timesteps: 64 recorded, 96 here"),
+        "{text}"
+    );
+    assert!(
+        text.contains("env.buy_fee: 0.0025 recorded, 0.01 here"),
+        "{text}"
+    );
     trials(1);
 
     // Searching further (another range, a setting fixed before now searched), more trials, a
@@ -219,7 +234,12 @@ fn a_study_run_again_with_settings_that_change_its_values_is_refused() {
         e.to_string().ends_with("g.toml:3: study.n_trials: need at least one trial (0 would record the study and run nothing)"),
         "{e}"
     );
-    assert!(Storage::open_read_only(&db).unwrap().study("empty").is_err());
+    assert!(
+        Storage::open_read_only(&db)
+            .unwrap()
+            .study("empty")
+            .is_err()
+    );
 
     // A study Optuna made: recorded with this run's file and data's fingerprint.
     let mut storage = Storage::open(&db).unwrap();

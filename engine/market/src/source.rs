@@ -24,7 +24,10 @@ const NOT_CSV: [(&[u8], &str); 4] = [
         "a zip archive (data.binance.vision's downloads are; so is an Excel workbook): unzip it \
          and give the CSV inside, or save the sheet as CSV",
     ),
-    (b"PAR1", "a Parquet file: TradeTune reads CSV; export the table as CSV"),
+    (
+        b"PAR1",
+        "a Parquet file: TradeTune reads CSV; export the table as CSV",
+    ),
     (
         b"\xd0\xcf\x11\xe0",
         "an old Excel workbook (.xls): save the sheet as CSV",

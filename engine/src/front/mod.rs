@@ -63,7 +63,7 @@ pub enum FrontError {
         "{path}: study '{study}' was run with other settings, which change what its trials' \
          values mean: {}. Its trials and this run's would be ranked together as one: undo the \
          change to add trials to the study, or give this run another study name to start a new \
-         one
+         one",
         changes.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
     )]
     StudyChanged {

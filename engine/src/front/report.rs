@@ -736,7 +736,8 @@ mod tests {
         let n = 30;
         let ew = |bar: i64| 0.001 + 0.01 * ((bar as f64 * 0.754_878).fract() - 0.5);
         let agent = |i: usize, bar: i64| {
-            ew(bar) + 0.0005 * (((i as f64 + 1.0) * 0.618_034 + bar as f64 * 0.414_214).fract() - 0.5)
+            ew(bar)
+                + 0.0005 * (((i as f64 + 1.0) * 0.618_034 + bar as f64 * 0.414_214).fract() - 0.5)
         };
         let store = |with_benchmark: bool, objective: &str| {
             let mut storage = Storage::open(&db).unwrap();
@@ -749,9 +750,7 @@ mod tests {
             for i in 0..n {
                 let t = storage.create_trial(study).unwrap().trial_id;
                 let rows: Vec<FoldReturn> = (0..2i64)
-                    .flat_map(|fold| {
-                        (0..256i64).map(move |bar| (fold, bar, 256 * fold + bar))
-                    })
+                    .flat_map(|fold| (0..256i64).map(move |bar| (fold, bar, 256 * fold + bar)))
                     .map(|(fold, bar, at)| FoldReturn {
                         fold,
                         bar_index: bar,
@@ -776,13 +775,22 @@ mod tests {
         let excess: Vec<f64> = (0..512).map(|at| agent(0, at) - ew(at)).collect();
         let want = SharpeEstimate::from_returns(&excess).unwrap();
         assert!((d.estimate.sharpe - want.sharpe).abs() < 1e-12);
-        assert!(over.text().contains("of its returns over equal weight over 512 bars"));
+        assert!(
+            over.text()
+                .contains("of its returns over equal weight over 512 bars")
+        );
 
         let own = store(true, "sharpe");
         assert_eq!((own.dsr.returns, own.dsr.note.as_deref()), ("own", None));
         let d_own = own.dsr.result.as_ref().expect("a deflated Sharpe");
-        assert!(own.text().contains("of its returns (its own) over 512 bars"));
-        eprintln!("deflated Sharpe: {} over equal weight, {} own", d.dsr, d_own.dsr);
+        assert!(
+            own.text()
+                .contains("of its returns (its own) over 512 bars")
+        );
+        eprintln!(
+            "deflated Sharpe: {} over equal weight, {} own",
+            d.dsr, d_own.dsr
+        );
         assert!(
             d_own.dsr > d.dsr + 0.2,
             "riding the market looks like skill: {} against {}",
@@ -793,7 +801,10 @@ mod tests {
         let old = store(false, "sharpe_excess");
         assert_eq!(old.dsr.returns, "own");
         let note = old.dsr.note.as_deref().unwrap_or_default();
-        assert!(note.contains("30 of the 30 trials stored their fold returns without"), "{note}");
+        assert!(
+            note.contains("30 of the 30 trials stored their fold returns without"),
+            "{note}"
+        );
         assert_eq!(old.dsr.result.as_ref().map(|d| d.dsr), Some(d_own.dsr));
         assert!(old.text().contains(note));
     }

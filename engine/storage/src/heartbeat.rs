@@ -99,7 +99,8 @@ impl Storage {
                     )
                     .map_err(tx.err())?;
                 let reason = format!(
-                    "{WORKER_LOST_REASON}: last heartbeat {heartbeat} (database clock) is older than {secs:.0} s"
+                    "{}: last heartbeat {heartbeat} (database clock) is older than {secs:.0} s",
+                    super::WORKER_LOST_REASON
                 );
                 tx.tx
                     .execute(

@@ -215,7 +215,10 @@ impl Storage {
             return Ok(Vec::new());
         }
         // A database no writable open has seen since the column came (opened read-only).
-        let benchmark = if self.has_column("tradetune_fold_returns", "benchmark").map_err(&err)? {
+        let benchmark = if self
+            .has_column("tradetune_fold_returns", "benchmark")
+            .map_err(&err)?
+        {
             "benchmark"
         } else {
             "NULL"

@@ -33,7 +33,10 @@ fn a_database_without_the_benchmark_column_reads_none_and_gains_it() {
         .unwrap();
     let read_only = Storage::open_read_only(&db).unwrap();
     let rows = read_only.fold_returns(trial).unwrap();
-    assert_eq!((rows.len(), rows[0].benchmark, rows[0].value), (1, None, 0.01));
+    assert_eq!(
+        (rows.len(), rows[0].benchmark, rows[0].value),
+        (1, None, 0.01)
+    );
     drop(read_only);
     // The next writable open adds the column; the old row keeps its return, without one.
     let mut s = Storage::open(&db).unwrap();

@@ -153,7 +153,10 @@ mod tests {
     #[test]
     fn a_point_is_free_again_after_a_stop_or_one_lost_worker() {
         let stopped = failed(0, "interrupted");
-        let lost = failed(1, "worker lost: last heartbeat 2026-12-01 00:00:00 (database clock)");
+        let lost = failed(
+            1,
+            "worker lost: last heartbeat 2026-12-01 00:00:00 (database clock)",
+        );
         let lost_again = failed(2, "worker lost: last heartbeat 2026-12-01 00:10:00");
         let nan = failed(3, "the objective is NaN");
         let done = Trial::complete(4, InternalParams::new(), 1.0);

@@ -153,7 +153,10 @@ mod tests {
             .liveness()
             .expect_err("too short")
             .to_string();
-            assert!(e.contains("--heartbeat: must be at least 0.1 seconds"), "{e}");
+            assert!(
+                e.contains("--heartbeat: must be at least 0.1 seconds"),
+                "{e}"
+            );
         }
     }
 

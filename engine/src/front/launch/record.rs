@@ -194,7 +194,11 @@ pub struct ChangedSetting {
 
 impl std::fmt::Display for ChangedSetting {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {} recorded, {} here", self.key, self.recorded, self.here)
+        write!(
+            f,
+            "{}: {} recorded, {} here",
+            self.key, self.recorded, self.here
+        )
     }
 }
 

@@ -225,6 +225,7 @@ fn record_once(
         // Checked before the record is written: a study this run refuses is left as it was.
         Ok(study) => {
             crate::study::runner::check_direction(&study, launch.file.direction())?;
+            check_distributions(launch, storage, &study)?;
             match super::RecordedStudy::of(&study) {
                 // A study another program made (or one run before studies were recorded):
                 // this run's file is its record from now on, with this data's fingerprint,
@@ -277,6 +278,41 @@ fn record_once(
         Err(e) => return Err(e.into()),
     }
     Ok(true)
+}
+
+/// Refuses a searched parameter whose distribution the study's stored trials make
+/// incompatible (Optuna's rule: a parameter keeps its kind, a categorical its choices; a
+/// range may move): each worker's first trial would fail on it, stored FAIL, before the
+/// worker stopped.
+fn check_distributions(
+    launch: &StudyLaunch,
+    storage: &Storage,
+    study: &crate::storage::StudyRecord,
+) -> Result<(), FrontError> {
+    let trials = storage.trials(study.study_id)?;
+    for (name, wanted) in launch.file.space.iter() {
+        let stored = (trials.iter())
+            .flat_map(|t| &t.params)
+            .find(|p| p.name == name);
+        if let Some(stored) = stored
+            && let Err(reason) = stored.distribution.compatibility_with(wanted)
+        {
+            return Err(launch
+                .file
+                .key_error(
+                    &format!("search.\"{name}\""),
+                    format!(
+                        "study '{}' holds trials that searched it as {}: {reason} (a parameter \
+                         keeps its kind and a categorical its choices within a study); give this \
+                         run another study name",
+                        study.name,
+                        stored.distribution.to_optuna_json()
+                    ),
+                )
+                .into());
+        }
+    }
+    Ok(())
 }
 
 /// A runner and what its data is.

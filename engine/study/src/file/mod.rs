@@ -220,11 +220,28 @@ impl StudyFile {
                     .count()
                     + 1
             });
+            let message = e.message().trim().to_owned();
+            let mut key = line.and_then(|l| key_at(text, l));
+            let mut line = line;
+            // A table read by a tag (`[split]`'s `by`) has its unknown key reported at the
+            // table's header: named at its own line instead.
+            if let (Some(table), Some(field)) = (
+                key.as_deref().filter(|k| !k.contains('.')),
+                message
+                    .strip_prefix("unknown field `")
+                    .and_then(|rest| rest.split_once('`'))
+                    .map(|(field, _)| field),
+            ) {
+                let full = format!("{table}.{field}");
+                if let Some(at) = line_of(text, &full) {
+                    (line, key) = (Some(at), Some(full));
+                }
+            }
             StudyFileError {
                 path: path.to_owned(),
                 line,
-                key: line.and_then(|l| key_at(text, l)),
-                message: e.message().trim().to_owned(),
+                key,
+                message,
             }
         })?;
         let Sections {
@@ -620,24 +637,43 @@ min_resource = 1
         let text = "[study]\nname = \"x\"\n\n[split]\nby = \"fractions\"\ntrain = 0.6\n\
                     validation = 0.2\ntest = 0.1\n";
         let e = StudyFile::parse(text, "f.toml", &defaults()).unwrap_err();
-        assert_eq!(e.line, Some(9), "{e}");
-        assert!(e.to_string().contains("test"), "{e}");
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (Some(8), Some("split.test")),
+            "{e}"
+        );
+        assert!(e.to_string().contains("unknown field `test`"), "{e}");
         let good = text.replace("test = 0.1\n", "");
         StudyFile::parse(&good, "f.toml", &defaults()).unwrap();
         // Values that need no data are refused as the file is read, by line and key, not
         // after the market files load (naming them).
         let over = good.replace("validation = 0.2", "validation = 0.5");
         let e = StudyFile::parse(&over, "f.toml", &defaults()).unwrap_err();
-        assert_eq!((e.line, e.key.as_deref()), (Some(7), Some("split.validation")), "{e}");
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (Some(7), Some("split.validation")),
+            "{e}"
+        );
         assert!(e.to_string().contains("with a sum below 1"), "{e}");
         let dates = "[study]\nname = \"x\"\n\n[split]\nby = \"dates\"\n\
                      validation_start = \"2021-01-01\"\ntest_start = \"2020-06-01\"\n";
         let e = StudyFile::parse(dates, "f.toml", &defaults()).unwrap_err();
-        assert_eq!((e.line, e.key.as_deref()), (Some(7), Some("split.test_start")), "{e}");
-        assert!(e.to_string().contains("must be after validation_start"), "{e}");
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (Some(7), Some("split.test_start")),
+            "{e}"
+        );
+        assert!(
+            e.to_string().contains("must be after validation_start"),
+            "{e}"
+        );
         let cpcv = format!("{good}\n[evaluation]\nscheme = \"cpcv\"\nn_groups = 4\nk_test = 4\n");
         let e = StudyFile::parse(&cpcv, "f.toml", &defaults()).unwrap_err();
-        assert_eq!((e.line, e.key.as_deref()), (Some(12), Some("evaluation.k_test")), "{e}");
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (Some(12), Some("evaluation.k_test")),
+            "{e}"
+        );
         assert!(e.to_string().contains("1 ≤ k < N"), "{e}");
     }
 

@@ -128,7 +128,7 @@ impl PpoTrial {
         (fold, scaled): (&Fold, Arc<Dataset>),
         mut trainer: Trainer<PlacedEnv>,
         done: &mut Work,
-    ) -> Result<(f64, Vec<(i64, f64, f64)>), TrialError> {
+    ) -> Result<(f64, BarReturns), TrialError> {
         learn(&mut trainer, cfg, input, reporter, Some(at), done)?;
         let (mut weighted, mut bars) = (0.0, 0usize);
         let mut returns = Vec::new();
@@ -139,7 +139,8 @@ impl PpoTrial {
             weighted += r.objective * r.bars as f64;
             bars += r.bars;
             let ew = r.equal_weight_equity.windows(2);
-            for ((w, e), t) in (r.agent_equity.windows(2).zip(ew)).zip(r.timestamps.iter().skip(1)) {
+            for ((w, e), t) in (r.agent_equity.windows(2).zip(ew)).zip(r.timestamps.iter().skip(1))
+            {
                 returns.push((*t, w[1] / w[0] - 1.0, e[1] / e[0] - 1.0));
             }
         }
@@ -149,6 +150,9 @@ impl PpoTrial {
         Ok((weighted / bars as f64, returns))
     }
 }
+
+/// A fold's out-of-sample bars: (bar time, the agent's return, equal weight's return).
+type BarReturns = Vec<(i64, f64, f64)>;
 
 /// Ranges with touching ends joined (`0..5, 5..9` is `0..9`).
 pub(super) fn merge_adjacent(ranges: &[Range<usize>]) -> Vec<Range<usize>> {

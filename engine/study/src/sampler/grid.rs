@@ -333,7 +333,9 @@ mod tests {
         let reasons = [
             None,
             Some("interrupted"),
-            Some("worker lost: last heartbeat 2026-12-01 00:00:00 (database clock) is older than 60 s"),
+            Some(
+                "worker lost: last heartbeat 2026-12-01 00:00:00 (database clock) is older than 60 s",
+            ),
             Some("the objective is NaN"),
         ];
         for (number, reason) in reasons.iter().enumerate() {
