@@ -125,17 +125,29 @@ pub fn merge_files(files: Vec<FileBars>) -> Result<Vec<SourcedBars>, DataError> 
                 next.timestamps.first().copied().unwrap_or(i64::MAX),
             );
             if next_first <= prev_last {
+                let earlier = paths.last().cloned().unwrap_or_default();
+                // Two files named alike in two folders (`AAPL/daily.csv`, `MSFT/daily.csv`) are
+                // one asset by their name, which may not be what they hold.
+                let named_after_files = [&earlier, &path]
+                    .iter()
+                    .all(|p| crate::source::asset_name_from_path(p, false) == name);
+                let hint = if named_after_files {
+                    format!(
+                        "; if they hold different assets: a file without a ticker column is \
+                         named after its file (both are '{name}'), so rename one of them or \
+                         add a ticker column"
+                    )
+                } else {
+                    String::new()
+                };
                 return Err(DataError::input(
                     &path,
                     None,
                     None,
                     format!(
                         "asset {name} is also in {} and the two overlap in time ({} ≤ {}): \
-                         give each period once",
-                        paths
-                            .last()
-                            .map(|p| p.display().to_string())
-                            .unwrap_or_default(),
+                         give each period once{hint}",
+                        earlier.display(),
                         format_timestamp(next_first),
                         format_timestamp(prev_last)
                     ),
@@ -829,5 +841,15 @@ mod tests {
         assert_eq!(merged[0].paths.len(), 2);
         let e = merge_files(vec![a.clone(), a]).unwrap_err().to_string();
         assert!(e.contains("overlap in time"), "{e}");
+        assert!(!e.contains("named after its file"), "{e}");
+        // Two assets' files of one name in two folders: one asset by name, said so.
+        let text = "timestamp,open,high,low,close,volume\n100,1,1,1,1,1\n200,1,1,1,1,1\n";
+        let aapl = read(text, "AAPL/daily.csv").unwrap();
+        let msft = read(text, "MSFT/daily.csv").unwrap();
+        let e = merge_files(vec![aapl, msft]).unwrap_err().to_string();
+        assert!(
+            e.contains("both are 'daily'), so rename one of them or add a ticker column"),
+            "{e}"
+        );
     }
 }
