@@ -97,13 +97,10 @@ pub fn run(args: MonitorArgs) -> anyhow::Result<()> {
         );
     }
 
-    if let Some(path) = &args.csv {
-        anyhow::ensure!(
-            !tradetune_engine::market::source::is_sqlite_file(path),
-            "--csv {}: is a SQLite database (studies are kept in such files): writing here would \
-             replace it; choose another file name",
-            path.display()
-        );
+    if let Some(path) = &args.csv
+        && let Some(why) = tradetune_engine::market::source::database_in_the_way(path)
+    {
+        anyhow::bail!("--csv {}: {why}", path.display());
     }
     let mut csv = match &args.csv {
         Some(path) => Some(CsvLog::create(

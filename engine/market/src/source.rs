@@ -38,6 +38,16 @@ const NOT_CSV: [(&[u8], &str); 4] = [
     ),
 ];
 
+/// Why a file about to be written at `path` must not be: it is a SQLite database (where
+/// studies are kept), which a CSV named there by a slip would replace whole. `None` for
+/// anything else, a missing file included.
+pub fn database_in_the_way(path: &Path) -> Option<&'static str> {
+    is_sqlite_file(path).then_some(
+        "is a SQLite database (studies are kept in such files): writing here would replace it; \
+         choose another file name",
+    )
+}
+
 /// Whether `path` is a SQLite database: its first bytes are SQLite's header. False for a file
 /// that cannot be read (or is not there).
 pub fn is_sqlite_file(path: &Path) -> bool {

@@ -287,14 +287,8 @@ pub fn write_long_csv(path: &Path, assets: &[AssetBars]) -> Result<(), DataError
         path: path.to_owned(),
         source: e,
     };
-    if crate::source::is_sqlite_file(path) {
-        return Err(DataError::input(
-            path,
-            None,
-            None,
-            "is a SQLite database (studies are kept in such files): writing here would replace \
-             it; choose another file name",
-        ));
+    if let Some(why) = crate::source::database_in_the_way(path) {
+        return Err(DataError::input(path, None, None, why));
     }
     let gz = path
         .extension()

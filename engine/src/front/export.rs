@@ -127,12 +127,8 @@ pub fn write_replacing<T>(
     let name = path
         .file_name()
         .ok_or_else(|| FrontError::file(path, "not a file name"))?;
-    if crate::market::source::is_sqlite_file(path) {
-        return Err(FrontError::file(
-            path,
-            "is a SQLite database (studies are kept in such files): writing here would replace \
-             it; choose another file name",
-        ));
+    if let Some(why) = crate::market::source::database_in_the_way(path) {
+        return Err(FrontError::file(path, why));
     }
     let tmp: PathBuf = path.with_file_name(format!(
         ".{}.{}.tmp",

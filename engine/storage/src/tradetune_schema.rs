@@ -147,19 +147,22 @@ pub(super) fn create_or_check(tx: &mut Txn<'_>, path: &str) -> Result<(), Storag
     // Fold returns stored before their benchmark was: the column is added (once; asked
     // first, since PostgreSQL locks the whole table for an ALTER even where it has nothing
     // to do).
-    let (has_benchmark, add_benchmark) = match tx.dialect() {
-        Dialect::Sqlite => (
-            "SELECT 1 FROM pragma_table_info('tradetune_fold_returns') WHERE name = 'benchmark'",
-            "ALTER TABLE tradetune_fold_returns ADD COLUMN benchmark FLOAT",
-        ),
-        Dialect::Postgres => (
-            "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() \
-             AND table_name = 'tradetune_fold_returns' AND column_name = 'benchmark'",
-            "ALTER TABLE tradetune_fold_returns ADD COLUMN benchmark DOUBLE PRECISION",
-        ),
-    };
-    if tx.query_opt(has_benchmark, &[]).map_err(&err)?.is_none() {
-        tx.batch(add_benchmark).map_err(&err)?;
+    let has_benchmark = tx
+        .query_opt(
+            has_column_sql(tx.dialect()),
+            args!["tradetune_fold_returns", "benchmark"],
+        )
+        .and_then(|r| r.map(|r| r.bool(0)).transpose())
+        .map_err(&err)?
+        .unwrap_or(false);
+    if !has_benchmark {
+        tx.batch(match tx.dialect() {
+            Dialect::Sqlite => "ALTER TABLE tradetune_fold_returns ADD COLUMN benchmark FLOAT",
+            Dialect::Postgres => {
+                "ALTER TABLE tradetune_fold_returns ADD COLUMN benchmark DOUBLE PRECISION"
+            }
+        })
+        .map_err(&err)?;
     }
     if new_trigger {
         tx.batch(ORPHANS).map_err(&err)?;
@@ -190,6 +193,17 @@ pub(super) fn create_or_check(tx: &mut Txn<'_>, path: &str) -> Result<(), Storag
             found: format!("tradetune_version {v}"),
             expected: "tradetune_version 1",
         }),
+    }
+}
+
+/// SQL answering (one row, one bool) whether table `?1` has column `?2`.
+pub(super) fn has_column_sql(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Sqlite => "SELECT EXISTS (SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2)",
+        Dialect::Postgres => {
+            "SELECT EXISTS (SELECT 1 FROM information_schema.columns \
+             WHERE table_schema = current_schema() AND table_name = ?1 AND column_name = ?2)"
+        }
     }
 }
 

@@ -278,15 +278,7 @@ impl Storage {
     /// Whether table `table` has column `column` (one added later than the table may not be
     /// there, in a database opened read-only).
     fn has_column(&self, table: &str, column: &str) -> Result<bool, super::db::DbError> {
-        let sql = match self.conn.dialect() {
-            Dialect::Sqlite => {
-                "SELECT EXISTS (SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2)"
-            }
-            Dialect::Postgres => {
-                "SELECT EXISTS (SELECT 1 FROM information_schema.columns \
-                 WHERE table_schema = current_schema() AND table_name = ?1 AND column_name = ?2)"
-            }
-        };
+        let sql = super::tradetune_schema::has_column_sql(self.conn.dialect());
         match self.conn.query_opt(sql, args![table, column])? {
             Some(r) => r.bool(0),
             None => Ok(false),

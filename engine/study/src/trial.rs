@@ -74,11 +74,6 @@ impl Trial {
         }
     }
 
-    /// Whether the trial was cut short ([`Trial::cut_short`]).
-    pub fn was_cut_short(&self) -> bool {
-        self.cut_short().is_some()
-    }
-
     pub fn new(number: u64, state: TrialState, params: InternalParams) -> Self {
         Self {
             number,

@@ -210,24 +210,28 @@ impl std::fmt::Display for ChangedSetting {
 /// pruner and the budget may change between runs (a study may be searched further or
 /// elsewhere, its values mean the same).
 pub fn changed_settings(recorded: &StudyFile, here: &StudyFile) -> Vec<ChangedSetting> {
-    use serde_json::{Value, json};
-    let searched = |name: &str| {
-        recorded.space.names().any(|n| n == name) || here.space.names().any(|n| n == name)
-    };
+    use crate::study::catalogue::at;
+    use crate::study::config_path::leaf_paths;
+    use serde_json::Value;
+    // One tree a file: the trial configuration's sections (`env`, `ppo`, `train`) beside the
+    // study's objective, split and evaluation, whose names none of them shares.
     let scored = |f: &StudyFile| {
-        json!({
-            "study": { "objective": f.study.objective.name() },
-            "split": serde_json::to_value(&f.split).unwrap_or(Value::Null),
-            "evaluation": serde_json::to_value(&f.evaluation).unwrap_or(Value::Null),
-        })
+        let mut tree = f.base_config.clone();
+        if let Value::Object(map) = &mut tree {
+            let objective = serde_json::json!({ "objective": f.study.objective.name() });
+            map.insert("study".into(), objective);
+            for (key, section) in [
+                ("split", serde_json::to_value(&f.split)),
+                ("evaluation", serde_json::to_value(&f.evaluation)),
+            ] {
+                map.insert(key.into(), section.unwrap_or(Value::Null));
+            }
+        }
+        tree
     };
     let (before, after) = (scored(recorded), scored(here));
-    let mut keys = crate::study::config_path::leaf_paths(&before);
-    keys.extend(crate::study::config_path::leaf_paths(&after));
-    let config_keys = crate::study::config_path::leaf_paths(&recorded.base_config)
-        .into_iter()
-        .chain(crate::study::config_path::leaf_paths(&here.base_config))
-        .filter(|k| !SAME_MEANING.contains(&k.as_str()) && !searched(k));
+    let searched =
+        |name: &str| recorded.space.get(name).is_some() || here.space.get(name).is_some();
     // An f32 setting as written (0.01, not the 0.009999999776482582 its f64 reads).
     let shown = |v: Option<&Value>| match v {
         None => "unset".to_owned(),
@@ -237,31 +241,30 @@ pub fn changed_settings(recorded: &StudyFile, here: &StudyFile) -> Vec<ChangedSe
         },
         Some(v) => v.to_string(),
     };
-    let mut out: Vec<ChangedSetting> = Vec::new();
-    let pairs = keys
-        .into_iter()
-        .map(|k| {
-            let at = |root| crate::study::catalogue::at(root, &k);
-            (at(&before).cloned(), at(&after).cloned(), k.clone())
-        })
-        .chain(config_keys.map(|k| {
-            let at = |f: &StudyFile| crate::study::catalogue::at(&f.base_config, &k).cloned();
-            (at(recorded), at(here), k)
-        }));
-    for (was, now, key) in pairs {
-        if was != now && !out.iter().any(|c| c.key == key) {
-            let (mut recorded, mut here) = (shown(was.as_ref()), shown(now.as_ref()));
-            // Two values that differ beyond what f32 shows are shown whole.
-            if recorded == here {
-                let whole = |v: Option<&Value>| v.map_or_else(|| "unset".into(), Value::to_string);
-                (recorded, here) = (whole(was.as_ref()), whole(now.as_ref()));
-            }
-            out.push(ChangedSetting {
-                key,
-                recorded,
-                here,
-            });
+    let whole = |v: Option<&Value>| v.map_or_else(|| "unset".into(), Value::to_string);
+    let mut keys = leaf_paths(&before);
+    keys.extend(leaf_paths(&after));
+    keys.sort();
+    keys.dedup();
+    let mut out = Vec::new();
+    for key in keys {
+        if SAME_MEANING.contains(&key.as_str()) || searched(&key) {
+            continue;
         }
+        let (was, now) = (at(&before, &key), at(&after, &key));
+        if was == now {
+            continue;
+        }
+        // Two values that differ beyond what f32 shows are shown whole.
+        let (recorded, here) = match (shown(was), shown(now)) {
+            (a, b) if a == b => (whole(was), whole(now)),
+            pair => pair,
+        };
+        out.push(ChangedSetting {
+            key,
+            recorded,
+            here,
+        });
     }
     out
 }

@@ -354,8 +354,8 @@ mod tests {
             }
             history.push(t);
         }
-        assert!(history[1].was_cut_short() && history[2].was_cut_short());
-        assert!(!history[3].was_cut_short() && !history[0].was_cut_short());
+        assert!(history[1].cut_short().is_some() && history[2].cut_short().is_some());
+        assert!(history[3].cut_short().is_none() && history[0].cut_short().is_none());
         // The grid's 4 points: two taken (COMPLETE, and FAIL on its own), two free again.
         let ctx = context(&space, &history, 4);
         assert!(!g.is_exhausted(&ctx));
