@@ -319,3 +319,74 @@ fn a_signal_interrupts_a_study_and_leaves_nothing_running() {
         Some(&JsonValue::from("interrupted"))
     );
 }
+
+/// Trials enqueued with Optuna's `study.enqueue_trial` on a study TradeTune created are run by
+/// the next worker before any other, with the enqueued values (a partial set completed by the
+/// study's sampler, an out-of-range value failed naming it), and Optuna reads them back.
+#[test]
+fn trials_optuna_enqueued_are_run_by_a_worker_with_their_values() {
+    let test = "trials_optuna_enqueued_are_run_by_a_worker_with_their_values";
+    if !python_has(test, "optuna") {
+        return;
+    }
+    let dir = scratch("cli_worker", "enqueued");
+    let db = dir.join("studies.db");
+    let file = study_file(&dir, 128);
+    let db_arg = db.to_str().unwrap();
+    let o = tradetune(&[
+        "study",
+        "create",
+        file.to_str().unwrap(),
+        "--storage",
+        db_arg,
+        "--trials",
+        "4",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let python = |script: &str| {
+        let o = Command::new("python3")
+            .args(["-c", script, &format!("sqlite:///{db_arg}")])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        text(&o.stdout)
+    };
+    python(
+        "import sys, optuna\n\
+         s = optuna.load_study(study_name='shared', storage=sys.argv[1])\n\
+         s.enqueue_trial({'ppo.learning_rate': 5e-4, 'ppo.gamma': 0.95}, user_attrs={'by': 'me'})\n\
+         s.enqueue_trial({'ppo.gamma': 0.91})\n\
+         s.enqueue_trial({'ppo.gamma': 2.0})\n",
+    );
+    let o = tradetune(&["worker", "--storage", db_arg, "--study", "shared"]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{out}{}", text(&o.stderr));
+    assert!(
+        out.contains(
+            "3 trial(s) already in the study, 3 of them enqueued (WAITING): they run first"
+        ),
+        "{out}"
+    );
+    let stored = trials(db_arg);
+    let states: Vec<TrialState> = stored.iter().map(|t| t.state).collect();
+    use TrialState::*;
+    // The worker's four trials: the three enqueued, then one of the sampler's.
+    assert_eq!(states, [Complete, Complete, Fail, Complete]);
+    match stored[2].system_attr("fail_reason") {
+        Some(JsonValue::Str(r)) => assert!(r.contains("search parameter 'ppo.gamma'"), "{r}"),
+        other => panic!("fail_reason: {other:?}"),
+    }
+    let said = python(
+        "import sys, optuna\n\
+         s = optuna.load_study(study_name='shared', storage=sys.argv[1])\n\
+         t = s.trials\n\
+         print(t[0].params == {'ppo.learning_rate': 5e-4, 'ppo.gamma': 0.95}, t[0].user_attrs['by'])\n\
+         print(t[1].params['ppo.gamma'] == 0.91, 1e-4 <= t[1].params['ppo.learning_rate'] <= 1e-3)\n\
+         print([x.state.name for x in t])\n\
+         print(len(s.get_trials(states=[optuna.trial.TrialState.WAITING])))\n",
+    );
+    assert_eq!(
+        said, "True me\nTrue True\n['COMPLETE', 'COMPLETE', 'FAIL', 'COMPLETE']\n0\n",
+        "as Optuna reads it"
+    );
+}

@@ -1219,3 +1219,107 @@ fn cpu_workers_never_take_turns() {
     assert!(GpuSharing::Serial.serialises(DeviceSpec::Wgpu(None)));
     assert!(!GpuSharing::Shared.serialises(DeviceSpec::Wgpu(Some(0))));
 }
+
+/// Trials another program enqueued (Optuna's `study.enqueue_trial`: WAITING, their values in
+/// the `fixed_params` system attribute) are run before new ones, with their values: a partial
+/// set is completed by the sampler; values the search space cannot take fail their trial,
+/// naming the parameter, and the study goes on; a study budget counts a trial taken.
+#[test]
+fn trials_another_program_enqueued_are_run_first_with_their_values() {
+    let path = db("enqueued_by_optuna");
+    let mut space = space();
+    let labels = ["synthetic", "other"].map(|l| ParamValue::str(l).into_choice());
+    space.add_categorical("label", labels.to_vec()).unwrap();
+    fn labelled_x(input: &TrialInput<'_>, _: &mut Reporter<'_>) -> Result<f64, TrialError> {
+        let bonus = match &input.params["label"] {
+            v if *v == ParamValue::str("other") => 100.0,
+            _ => 0.0,
+        };
+        Ok(x_of(input) + bonus)
+    }
+    let enqueue = |study: &str, sets: &[&[(&str, JsonValue)]]| {
+        let mut s = Storage::open(&path).unwrap();
+        let id = match s.study_id(study) {
+            Ok(id) => id,
+            Err(_) => s.create_study(study, &[Direction::Maximize]).unwrap(),
+        };
+        for set in sets {
+            let fixed: Vec<(String, JsonValue)> = set
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect();
+            let by = [("by".to_owned(), JsonValue::from("optuna"))];
+            s.enqueue_trial(id, &fixed, &by).unwrap();
+        }
+    };
+    enqueue(
+        "queued",
+        &[
+            &[
+                ("x", JsonValue::Float(7.5)),
+                ("label", JsonValue::from("other")),
+            ],
+            // An int for a float, as Python users write it; the label is sampled.
+            &[("x", JsonValue::Int(2))],
+            &[("x", JsonValue::Float(99.0))],
+            &[("y", JsonValue::Float(1.0))],
+        ],
+    );
+    let runner = |cfg: RunnerConfig| {
+        Runner::new(
+            cfg,
+            space.clone(),
+            base(),
+            Box::new(RandomSampler::new(3)),
+            Box::new(NopPruner),
+            Arc::new(Synthetic {
+                plan: f32_plan,
+                run: labelled_x,
+            }),
+        )
+        .unwrap()
+    };
+    let (tx, _rx) = mpsc::channel();
+    runner(config("queued", &path, 5, 1)).run(&tx).unwrap();
+    let stored = trials(&path, "queued");
+    use TrialState::*;
+    let states: Vec<TrialState> = stored.iter().map(|t| t.state).collect();
+    assert_eq!(states, [Complete, Complete, Fail, Fail, Complete]);
+    let external = |t: &TrialRecord, name: &str| t.param(name).unwrap().external().unwrap();
+    assert_eq!(stored[0].value(), Some(107.5));
+    assert_eq!(external(&stored[0], "x"), ParamValue::Float(7.5));
+    assert_eq!(external(&stored[1], "x"), ParamValue::Float(2.0));
+    assert!(
+        stored[1].param("label").is_some(),
+        "the sampler completes a partial set"
+    );
+    for t in &stored[..4] {
+        assert!(t.system_attr("fixed_params").is_some(), "#{}", t.number);
+        assert_eq!(attr_str(t, "by"), "optuna", "#{}", t.number);
+    }
+    assert!(stored[4].system_attr("fixed_params").is_none());
+    let reason = attr_str(&stored[2], "fail_reason");
+    assert!(
+        reason.starts_with("enqueued parameters {\"x\": 99.0}: search parameter 'x'"),
+        "{reason}"
+    );
+    let reason = attr_str(&stored[3], "fail_reason");
+    assert!(
+        reason.contains("parameter 'y' is not in the search space (its parameters: label, x)"),
+        "{reason}"
+    );
+
+    // A study budget of 1: one enqueued trial is taken, the other waits.
+    enqueue(
+        "budget",
+        &[
+            &[("x", JsonValue::Float(1.0))],
+            &[("x", JsonValue::Float(2.0))],
+        ],
+    );
+    let mut cfg = config("budget", &path, 3, 1);
+    cfg.study_budget = Some(1);
+    runner(cfg).run(&tx).unwrap();
+    let states: Vec<TrialState> = (trials(&path, "budget").iter()).map(|t| t.state).collect();
+    assert_eq!(states, [Complete, Waiting]);
+}

@@ -53,6 +53,31 @@ fn insert_trial(
     })
 }
 
+/// Whether the study already holds `budget` RUNNING, COMPLETE or PRUNED trials (never, without
+/// a budget). Counted with the study locked, so the trial the caller then starts is counted by
+/// every other writer's next look.
+fn budget_spent(
+    tx: &mut Tx<'_>,
+    study_id: i64,
+    budget: Option<usize>,
+) -> Result<bool, StorageError> {
+    let Some(budget) = budget else {
+        return Ok(false);
+    };
+    tx.lock_study(study_id)?;
+    let used = tx
+        .tx
+        .query_opt(
+            "SELECT COUNT(*) FROM trials WHERE study_id = ?1 \
+             AND state IN ('RUNNING', 'COMPLETE', 'PRUNED')",
+            args![study_id],
+        )
+        .and_then(|r| r.map(|r| r.i64(0)).transpose())
+        .map_err(tx.err())?
+        .unwrap_or(0);
+    Ok(used >= budget as i64)
+}
+
 impl Storage {
     /// Starts a new RUNNING trial (with a first heartbeat) and returns its number.
     pub fn create_trial(&mut self, study_id: i64) -> Result<TrialHandle, StorageError> {
@@ -72,21 +97,8 @@ impl Storage {
     ) -> Result<Option<TrialHandle>, StorageError> {
         self.write("create trial", |tx| {
             require_study(tx, study_id)?;
-            if let Some(budget) = budget {
-                tx.lock_study(study_id)?;
-                let used = tx
-                    .tx
-                    .query_opt(
-                        "SELECT COUNT(*) FROM trials WHERE study_id = ?1 \
-                         AND state IN ('RUNNING', 'COMPLETE', 'PRUNED')",
-                        args![study_id],
-                    )
-                    .and_then(|r| r.map(|r| r.i64(0)).transpose())
-                    .map_err(tx.err())?
-                    .unwrap_or(0);
-                if used >= budget as i64 {
-                    return Ok(None);
-                }
+            if budget_spent(tx, study_id, budget)? {
+                return Ok(None);
             }
             let handle = insert_trial(tx, study_id, TrialState::Running, Some(now_utc()), None)?;
             upsert_heartbeat(tx, handle.trial_id)?;
@@ -129,9 +141,23 @@ impl Storage {
         &mut self,
         study_id: i64,
     ) -> Result<Option<TrialHandle>, StorageError> {
+        self.pop_waiting_trial_within(study_id, None)
+    }
+
+    /// As [`Storage::pop_waiting_trial`], unless the study already holds `budget` RUNNING,
+    /// COMPLETE or PRUNED trials (as [`Storage::create_trial_within`] counts them): the trial
+    /// taken counts as one that starts.
+    pub fn pop_waiting_trial_within(
+        &mut self,
+        study_id: i64,
+        budget: Option<usize>,
+    ) -> Result<Option<TrialHandle>, StorageError> {
         self.write("start enqueued trial", |tx| {
             require_study(tx, study_id)?;
             tx.lock_study(study_id)?;
+            if budget_spent(tx, study_id, budget)? {
+                return Ok(None);
+            }
             // Trial ids start at 1.
             let mut after = 0i64;
             loop {

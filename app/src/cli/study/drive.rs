@@ -159,6 +159,7 @@ fn event_lines(e: &StudyEvent) -> Vec<String> {
     match e {
         StudyEvent::StudyStarted {
             existing_trials,
+            waiting,
             recovered,
             workers,
             n_trials,
@@ -172,19 +173,20 @@ fn event_lines(e: &StudyEvent) -> Vec<String> {
                     recovered
                 ));
             }
-            out.push(match budget_left {
-                Some(0) => format!(
-                    "{existing_trials} trial(s) already in the study; its budget is spent: \
-                     nothing left to run"
+            let existing = match waiting {
+                0 => format!("{existing_trials} trial(s) already in the study"),
+                w => format!(
+                    "{existing_trials} trial(s) already in the study, {w} of them enqueued \
+                     (WAITING): they run first"
                 ),
+            };
+            out.push(match budget_left {
+                Some(0) => format!("{existing}; its budget is spent: nothing left to run"),
                 Some(left) => format!(
-                    "{existing_trials} trial(s) already in the study; its budget leaves {} to \
-                     run, shared with any other worker",
+                    "{existing}; its budget leaves {} to run, shared with any other worker",
                     (*left).min(*n_trials)
                 ),
-                None => format!(
-                    "{existing_trials} trial(s) already in the study; running {n_trials} more"
-                ),
+                None => format!("{existing}; running {n_trials} more"),
             });
             for w in workers {
                 out.push(format!("worker {} on {} ({})", w.worker, w.device, w.backend));

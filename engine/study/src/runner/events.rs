@@ -26,6 +26,10 @@ pub enum StudyEvent {
         study: String,
         study_id: i64,
         existing_trials: usize,
+        /// Of those, trials another program enqueued (WAITING, Optuna's `enqueue_trial`):
+        /// the workers take them before making new ones.
+        #[serde(default)]
+        waiting: usize,
         recovered: Vec<u64>,
         workers: Vec<WorkerInfo>,
         n_trials: usize,

@@ -2,9 +2,11 @@
 //! study in an Optuna storage until the trial budget is spent or the study is stopped.
 //!
 //! Per trial, a worker:
-//! 1. creates the trial (its number is assigned in the insert transaction, so numbering goes on
-//!    from whatever the study already holds, also after a crash) and samples its parameters from
-//!    the whole history — one critical section per process, as the samplers require;
+//! 1. takes the oldest trial another program enqueued (WAITING, Optuna's `enqueue_trial`) or
+//!    creates the trial (its number is assigned in the insert transaction, so numbering goes on
+//!    from whatever the study already holds, also after a crash) and samples its parameters
+//!    (those an enqueued trial does not fix) from the whole history — one critical section per
+//!    process, as the samplers require;
 //! 2. applies them to the base configuration by dotted name and records worker, device,
 //!    backend, precision and the applied configuration (user/system attributes and
 //!    `tradetune_runs`);
@@ -46,12 +48,13 @@ pub use trial_fn::{
 use crate::config_path::{self, ConfigPathError};
 use crate::pruner::Pruner;
 use crate::sampler::{SampleContext, Sampler, SamplerError};
+use crate::space::CategoricalChoice;
 use crate::space::SearchSpace;
 use crate::trial::{Direction, Trial, TrialState};
 use tradetune_device::memory::MemoryError;
 use tradetune_storage::{
-    DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_STALE_AFTER, JsonValue, Storage, StorageError,
-    StorageOptions, StudyRecord, TrialHandle,
+    DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_STALE_AFTER, FIXED_PARAMS_KEY, JsonValue, Storage,
+    StorageError, StorageOptions, StudyRecord, TrialHandle,
 };
 use tradetune_telemetry::SamplerHandle;
 use turn::Turn;
@@ -436,6 +439,9 @@ impl Runner {
             .collect();
         let stored = storage.trials(study_id)?;
         let existing = stored.len();
+        let waiting = (stored.iter())
+            .filter(|t| t.state == TrialState::Waiting)
+            .count();
         // What a study budget (shared by every worker) leaves, counted as creating a trial
         // counts it.
         let budget_left = self.cfg.study_budget.map(|budget| {
@@ -478,6 +484,7 @@ impl Runner {
             study: self.cfg.study_name.clone(),
             study_id,
             existing_trials: existing,
+            waiting,
             recovered: recovered_here.clone(),
             workers: self.workers(),
             n_trials: self.cfg.n_trials,
@@ -697,8 +704,15 @@ impl Runner {
         // process, maybe another machine) becomes FAIL once its heartbeat is stale, so its
         // budget is free.
         storage.fail_stale_trials_of(study_id, self.cfg.stale_after)?;
-        let Some(handle) = storage.create_trial_within(study_id, self.cfg.study_budget)? else {
-            return Ok(None);
+        // A trial another program enqueued (Optuna's `study.enqueue_trial`, WAITING) is taken
+        // before a new one is made, as Optuna's own `ask` does.
+        let waiting = storage.pop_waiting_trial_within(study_id, self.cfg.study_budget)?;
+        let handle = match waiting {
+            Some(handle) => handle,
+            None => match storage.create_trial_within(study_id, self.cfg.study_budget)? {
+                Some(handle) => handle,
+                None => return Ok(None),
+            },
         };
         match self.propose(storage, study_id, handle) {
             Ok(Ok((params, config))) => Ok(Some(Ok(Started {
@@ -736,6 +750,17 @@ impl Runner {
         let number = handle.number.max(0) as u64;
         let records = storage.trials(study_id)?;
         let all: Vec<Trial> = records.iter().map(Trial::from).collect();
+        // The parameters an enqueued trial was given (Optuna's `fixed_params`): a trial this
+        // runner makes has none yet; one taken WAITING has them from whoever enqueued it.
+        let fixed = match (all.iter().find(|t| t.number == number))
+            .and_then(|t| t.system_attrs.get(FIXED_PARAMS_KEY))
+        {
+            Some(fixed) => match self.enqueued_params(fixed) {
+                Ok(fixed) => Some(fixed),
+                Err(reason) => return Ok(Err((reason, false))),
+            },
+            None => None,
+        };
         let others: Vec<_> = all.into_iter().filter(|t| t.number != number).collect();
         // Hyperband shows a sampler's model only its trial's bracket, as Optuna does; enqueued
         // entries and grid points are taken by the whole study's trials.
@@ -743,6 +768,10 @@ impl Runner {
             .pruner
             .sampler_history(&self.cfg.study_name, number, &others);
         let sampled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // Every parameter fixed: nothing to ask (the grid is not asked for a point).
+            if fixed.as_ref().is_some_and(|f| f.len() == self.space.len()) {
+                return Ok(crate::sampler::Proposal::default());
+            }
             self.sampler.sample(&SampleContext {
                 space: &self.space,
                 history: bracket.as_deref().unwrap_or(&others),
@@ -772,6 +801,13 @@ impl Runner {
                 return Ok(Err((reason, exhausted)));
             }
         };
+        let mut proposal = proposal;
+        if let Some(fixed) = fixed {
+            // The enqueued values win over the sampler's, and the trial keeps its own
+            // `fixed_params` (a sampler's enqueued entry does not replace them).
+            proposal.params.extend(fixed);
+            proposal.system_attrs.remove(FIXED_PARAMS_KEY);
+        }
         let mut stored = Vec::with_capacity(proposal.params.len());
         for (name, internal) in &proposal.params {
             let Some(dist) = self.space.get(name) else {
@@ -797,5 +833,49 @@ impl Runner {
             }
         }
         Ok(Ok((params, config)))
+    }
+
+    /// An enqueued trial's `fixed_params` in internal representation, or why the trial cannot
+    /// run them: a name outside the search space, a value outside its distribution (Optuna
+    /// warns and runs it; a trial's stored parameter must lie in its distribution here), or,
+    /// in front of the grid, a parameter left unfixed (Optuna's `GridSampler` refuses that).
+    fn enqueued_params(&self, fixed: &JsonValue) -> Result<crate::space::InternalParams, String> {
+        let why = |message: String| format!("enqueued parameters {}: {message}", fixed.dumps());
+        let JsonValue::Object(entries) = fixed else {
+            return Err(why("not a mapping of parameter names to values".into()));
+        };
+        let mut values = BTreeMap::new();
+        for (name, value) in entries {
+            let value = match value {
+                JsonValue::Int(i) => crate::space::ParamValue::Int(*i),
+                JsonValue::Float(f) => crate::space::ParamValue::Float(*f),
+                JsonValue::Null => crate::space::ParamValue::Choice(CategoricalChoice::None),
+                JsonValue::Bool(b) => crate::space::ParamValue::bool(*b),
+                JsonValue::Str(s) => crate::space::ParamValue::str(s.clone()),
+                other => {
+                    return Err(why(format!(
+                        "parameter '{name}': {} is not a number, a bool, a string or None",
+                        other.dumps()
+                    )));
+                }
+            };
+            values.insert(name.clone(), value);
+        }
+        let internal = self
+            .space
+            .to_internal(&values)
+            .map_err(|e| why(e.to_string()))?;
+        if self.sampler.needs_complete_entries() && internal.len() < self.space.len() {
+            let missing: Vec<&str> = (self.space.names())
+                .filter(|n| !internal.contains_key(*n))
+                .collect();
+            return Err(why(format!(
+                "the {} sampler needs every parameter fixed (as Optuna's GridSampler with \
+                 enqueue_trial); these do not fix {}",
+                self.sampler.name(),
+                missing.join(", ")
+            )));
+        }
+        Ok(internal)
     }
 }

@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use super::{Proposal, SampleContext, Sampler, SamplerError};
 use crate::space::{InternalParams, ParamValue, SearchSpace};
 use crate::trial::Trial;
+use tradetune_storage::FIXED_PARAMS_KEY;
 
 pub struct EnqueuedSampler {
     /// Each entry in external form (for `fixed_params`) and internal form.
@@ -86,7 +87,7 @@ impl EnqueuedSampler {
 /// `Study._should_skip_enqueue` decides: the trial's `fixed_params` when it has them, else its
 /// parameters, must have exactly the entry's names and values.
 fn repeats(t: &Trial, json: &serde_json::Value, internal: &InternalParams) -> bool {
-    match t.system_attrs.get("fixed_params") {
+    match t.system_attrs.get(FIXED_PARAMS_KEY) {
         Some(fixed) => serde_json::Value::from(fixed) == *json,
         None => {
             t.params.len() == internal.len()
@@ -115,7 +116,7 @@ impl Sampler for EnqueuedSampler {
             .extend(fixed.iter().map(|(k, v)| (k.clone(), *v)));
         proposal
             .system_attrs
-            .insert("fixed_params".into(), json.clone());
+            .insert(FIXED_PARAMS_KEY.into(), json.clone());
         Ok(proposal)
     }
 }

@@ -203,7 +203,9 @@ fn show(
     if let Some(r) = rows
         .iter()
         .filter(|r| {
-            r.study == run.study && r.verdict.is_some() && r.number >= run.existing_trials as i64
+            r.study == run.study
+                && r.verdict.is_some()
+                && run.trials.iter().any(|t| t.number as i64 == r.number)
         })
         .max_by_key(|r| r.number)
     {

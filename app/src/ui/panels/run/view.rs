@@ -415,6 +415,7 @@ mod tests {
             study: "s".into(),
             study_id: 1,
             existing_trials: 0,
+            waiting: 0,
             recovered: Vec::new(),
             workers: vec![
                 WorkerInfo {
