@@ -390,3 +390,69 @@ fn trials_optuna_enqueued_are_run_by_a_worker_with_their_values() {
         "as Optuna reads it"
     );
 }
+
+/// The PostgreSQL server ends every session of the study's database while a worker trains (as
+/// a restart does, or an administrator's `pg_terminate_backend`): the worker connects again
+/// and goes on, says so, and no trial fails for it.
+#[test]
+fn a_worker_outlives_the_server_closing_its_connections() {
+    let Some(url) = pg::fresh_database("reconnect") else {
+        return;
+    };
+    let dir = scratch("cli_worker", "reconnect");
+    let file = study_file(&dir, 4096);
+    let o = tradetune(&[
+        "study",
+        "create",
+        file.to_str().unwrap(),
+        "--storage",
+        &url,
+        "--trials",
+        "2",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let end_sessions = || {
+        let o = Command::new("psql")
+            .args([
+                url.as_str(),
+                "-XAtc",
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            ])
+            .output()
+            .expect("run psql");
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        text(&o.stdout).trim().parse::<usize>().unwrap()
+    };
+    let mut w = worker(&url, &[]);
+    let started = Instant::now();
+    let mut ended = 0;
+    // Twice while a trial runs (the worker's connection and its heartbeat's each time).
+    while w.try_wait().unwrap().is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "the worker did not end within 10 minutes"
+        );
+        if ended < 2 && trials(&url).iter().any(|t| t.state == TrialState::Running) {
+            ended += usize::from(end_sessions() > 0);
+            std::thread::sleep(Duration::from_millis(300));
+        } else {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    assert!(ended > 0, "no trial ran long enough to end its sessions");
+    let o = w.wait_with_output().unwrap();
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{}{err}", text(&o.stdout));
+    assert!(
+        err.contains("the server closed the connection; connected again"),
+        "{err}"
+    );
+    let states: Vec<TrialState> = trials(&url).iter().map(|t| t.state).collect();
+    assert_eq!(
+        states,
+        [TrialState::Complete, TrialState::Complete],
+        "{}{err}",
+        text(&o.stdout)
+    );
+}

@@ -123,6 +123,25 @@ pub enum StorageError {
     Io(#[from] std::io::Error),
 }
 
+impl StorageError {
+    /// Whether the database server could not be reached or closed the connection (a
+    /// restart, a network cut, an administrator ending the session): no fault of the
+    /// statement or of the data, and worth trying again.
+    pub fn is_connection(&self) -> bool {
+        match self {
+            StorageError::Database {
+                cause: DbError::Connect(_),
+                ..
+            } => true,
+            StorageError::Database {
+                cause: DbError::Postgres(e),
+                ..
+            } => super::db::postgres::connection_lost(e),
+            _ => false,
+        }
+    }
+}
+
 /// Maps a database error to [`StorageError::Database`] naming the storage and the action.
 pub(super) fn sql_err<E: Into<DbError>>(
     path: &str,

@@ -138,10 +138,21 @@ impl HeartbeatThread {
             stale_after: None,
             ..StorageOptions::default()
         };
-        let mut storage = Storage::open_with(&path, &options)?;
-        storage.record_heartbeat(trial_id)?;
+        let first = Storage::open_with(&path, &options)
+            .and_then(|mut storage| storage.record_heartbeat(trial_id).map(|()| storage));
+        let mut connection = match first {
+            Ok(storage) => Some(storage),
+            // The database is out of reach for now (restarting, say): the trial has the beat
+            // its start stored, and the thread's beats try again.
+            Err(e) if e.is_connection() => {
+                eprintln!(
+                    "warning: trial id {trial_id}: heartbeat: {e}; trying again every {interval:?}"
+                );
+                None
+            }
+            Err(e) => return Err(e),
+        };
         let (stop, stopped) = mpsc::channel::<()>();
-        let mut connection = Some(storage);
         // One beat on the thread's connection; after a failure the connection is dropped and
         // the next beat opens a new one, so a connection that went bad does not stay bad.
         let beat = move || {

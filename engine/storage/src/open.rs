@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
-use super::db::{Conn, Dialect, Txn, args, pg_url};
+use super::db::{Conn, DbError, Dialect, Txn, args, pg_url};
 pub(super) use super::error::sql_err;
 use super::error::{StorageError, optuna_url};
 use super::model::OptunaDistribution;
@@ -124,6 +124,19 @@ impl Storage {
         options: &StorageOptions,
     ) -> Result<Self, StorageError> {
         let location = location.as_ref();
+        match Self::open_once(location, options) {
+            // The server closed the new session while its schema was checked (a restart under
+            // way, an administrator ending the database's sessions): once more, as any other
+            // statement on a connection the server closed is run once more.
+            Err(StorageError::Database {
+                cause: DbError::Postgres(e),
+                ..
+            }) if crate::db::postgres::connection_lost(&e) => Self::open_once(location, options),
+            result => result,
+        }
+    }
+
+    fn open_once(location: &Path, options: &StorageOptions) -> Result<Self, StorageError> {
         let text = location.to_string_lossy();
         let (conn, path) = if pg_url::is_postgres_url(&text) {
             Self::connect_postgres(&text, options)?
@@ -171,6 +184,11 @@ impl Storage {
         pg.client
             .batch_execute(&session)
             .map_err(|e| err("configure the session")(e.into()))?;
+        pg.again = Some(crate::db::postgres::Reconnect {
+            display: target.display.clone(),
+            connect: Box::new(move || pg_url::connect_again(&target, &session)),
+            wait: options.busy_timeout,
+        });
         Ok((Conn::Postgres(Box::new(RefCell::new(pg))), path))
     }
 
@@ -286,7 +304,7 @@ impl Storage {
     pub(super) fn write<T>(
         &mut self,
         action: &'static str,
-        f: impl FnOnce(&mut Tx<'_>) -> Result<T, StorageError>,
+        mut f: impl FnMut(&mut Tx<'_>) -> Result<T, StorageError>,
     ) -> Result<T, StorageError> {
         if self.read_only {
             return Err(StorageError::ReadOnly {
@@ -294,14 +312,43 @@ impl Storage {
                 action,
             });
         }
-        let tx = self
-            .conn
-            .transaction()
-            .map_err(|cause| StorageError::Database {
+        // A PostgreSQL server that closed the connection (restarted, or an administrator
+        // ended the session) before the commit changed nothing: the write runs once more on
+        // a new connection. So does one whose COMMIT the server answered by ending the
+        // session; one whose COMMIT got no answer at all may have been stored, and is not.
+        match self.write_once(action, &mut f) {
+            Err(Failed::Before(StorageError::Database { cause, .. }))
+                if self.conn.lost_by(&cause) => {}
+            Err(Failed::AtCommit(StorageError::Database {
+                cause: cause @ DbError::Postgres(_),
+                ..
+            })) if matches!(&cause, DbError::Postgres(e) if crate::db::postgres::ended_by_server(e))
+                && self.conn.lost_by(&cause) => {}
+            Err(Failed::Before(e) | Failed::AtCommit(e)) => return Err(e),
+            Ok(out) => return Ok(out),
+        }
+        self.write_once(action, &mut f)
+            .map_err(|(Failed::Before(e) | Failed::AtCommit(e))| e)
+    }
+
+    /// The number of times a PostgreSQL connection was opened again after the server closed
+    /// it (always 0 for a SQLite file).
+    pub fn reconnects(&self) -> usize {
+        self.conn.reconnects()
+    }
+
+    fn write_once<T>(
+        &mut self,
+        action: &'static str,
+        f: &mut impl FnMut(&mut Tx<'_>) -> Result<T, StorageError>,
+    ) -> Result<T, Failed> {
+        let tx = self.conn.transaction().map_err(|cause| {
+            Failed::Before(StorageError::Database {
                 path: self.path.clone(),
                 action,
                 cause,
-            })?;
+            })
+        })?;
         let (out, staged) = {
             let mut ctx = Tx {
                 tx,
@@ -310,12 +357,14 @@ impl Storage {
                 known: &self.known_distributions,
                 staged: HashMap::new(),
             };
-            let out = f(&mut ctx)?;
+            let out = f(&mut ctx).map_err(Failed::Before)?;
             let staged = std::mem::take(&mut ctx.staged);
-            ctx.tx.commit().map_err(|cause| StorageError::Database {
-                path: self.path.clone(),
-                action,
-                cause,
+            ctx.tx.commit().map_err(|cause| {
+                Failed::AtCommit(StorageError::Database {
+                    path: self.path.clone(),
+                    action,
+                    cause,
+                })
             })?;
             (out, staged)
         };
@@ -326,6 +375,13 @@ impl Storage {
         }
         Ok(out)
     }
+}
+
+/// A write that failed: before its commit (nothing was stored), or at it (the outcome is
+/// unknown where the connection went with the answer).
+enum Failed {
+    Before(StorageError),
+    AtCommit(StorageError),
 }
 
 /// An open write transaction with what the write helpers need.

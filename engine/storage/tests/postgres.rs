@@ -373,6 +373,53 @@ fn a_dead_workers_trial_fails_on_the_database_clock() {
     assert_eq!(s.trial(alive.trial_id).unwrap().state, TrialState::Running);
 }
 
+/// Ends every other session of the database `url` names, as a server restart or an
+/// administrator's `pg_terminate_backend` does; returns how many.
+fn end_other_sessions(url: &str) -> usize {
+    let mut admin = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    admin
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .unwrap()
+        .len()
+}
+
+/// The server closes a storage's connection mid-study: the next write (whose transaction
+/// meets the closed connection) and the next read connect again and go through, once each:
+/// nothing is stored twice. A read-only storage connects again too.
+#[test]
+fn a_connection_the_server_closed_is_opened_again() {
+    let Some(url) = fresh_database("reconnect") else {
+        return;
+    };
+    let mut s = Storage::open(&url).unwrap();
+    let study = s.create_study("s", &[StudyDirection::Minimize]).unwrap();
+    let t = s.create_trial(study).unwrap();
+    assert_eq!(s.reconnects(), 0);
+    assert_eq!(end_other_sessions(&url), 1);
+    s.report(t.trial_id, 0, 1.5).unwrap();
+    assert_eq!(s.reconnects(), 1);
+    assert_eq!(end_other_sessions(&url), 1);
+    assert_eq!(s.trials(study).unwrap().len(), 1);
+    assert_eq!(s.reconnects(), 2);
+    end_other_sessions(&url);
+    let next = s.create_trial(study).unwrap();
+    assert_eq!(next.number, 1, "the trial made once");
+    s.complete_trial(t.trial_id, &[1.5]).unwrap();
+    let stored = s.trial(t.trial_id).unwrap();
+    assert_eq!(stored.state, TrialState::Complete);
+    assert_eq!(stored.intermediate_values.len(), 1);
+    assert_eq!(s.trials(study).unwrap().len(), 2);
+
+    let reader = Storage::open_read_only(&url).unwrap();
+    end_other_sessions(&url);
+    assert_eq!(reader.trials(study).unwrap().len(), 2);
+    assert_eq!(reader.reconnects(), 1);
+}
+
 #[test]
 fn connection_errors_name_the_host_and_hide_the_password() {
     // Nothing listens on port 1.

@@ -84,6 +84,28 @@ impl Conn {
         }
     }
 
+    /// Whether `e`, met on this connection, is the server closing it (never, for a SQLite
+    /// file) and the connection can be opened again; if so, the next statement does. A write
+    /// that failed so before its commit changed nothing, and may run again.
+    pub fn lost_by(&self, e: &DbError) -> bool {
+        match (self, e) {
+            (Conn::Postgres(c), DbError::Postgres(e)) if postgres::connection_lost(e) => {
+                let mut pg = c.borrow_mut();
+                pg.lost = true;
+                pg.again.is_some()
+            }
+            _ => false,
+        }
+    }
+
+    /// Times a PostgreSQL connection was opened again after the server closed it.
+    pub fn reconnects(&self) -> usize {
+        match self {
+            Conn::Sqlite(_) => 0,
+            Conn::Postgres(c) => c.borrow().reconnects,
+        }
+    }
+
     /// Every row of a query outside a transaction (each statement sees committed data).
     pub fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>, DbError> {
         match self {
@@ -106,6 +128,7 @@ impl Conn {
             )),
             Conn::Postgres(c) => {
                 let pg = c.get_mut();
+                pg.reopen_if_closed()?;
                 let tx = pg.client.transaction()?;
                 Ok(Txn::Postgres(postgres::PgTxn {
                     tx,

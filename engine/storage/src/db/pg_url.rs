@@ -253,7 +253,21 @@ pub fn connect(target: &PgTarget, create_missing: bool) -> Result<PgConn, DbErro
     Ok(PgConn {
         client,
         statements: Default::default(),
+        again: None,
+        reconnects: 0,
+        lost: false,
     })
+}
+
+/// A new client for `target` (its database exists: this connects again after the server
+/// closed a connection), its session set up with `session`.
+pub fn connect_again(target: &PgTarget, session: &str) -> Result<postgres::Client, DbError> {
+    let mut client = target
+        .config
+        .connect(NoTls)
+        .map_err(|e| connect_error(target, &e))?;
+    client.batch_execute(session)?;
+    Ok(client)
 }
 
 /// Creates the database `target` names, through the server's `postgres` maintenance database;

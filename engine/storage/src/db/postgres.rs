@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::error::Error;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use chrono::{DateTime, NaiveDateTime, Utc};
@@ -24,6 +25,95 @@ type BoxError = Box<dyn Error + Sync + Send>;
 pub struct PgConn {
     pub client: Client,
     pub statements: HashMap<String, Statement>,
+    /// How to connect again once the server has closed the connection (None: it is not).
+    pub again: Option<Reconnect>,
+    /// Times it connected again.
+    pub reconnects: usize,
+    /// A statement met the server's closing of the connection (the client may not know yet).
+    pub lost: bool,
+}
+
+/// Whether `e` is the server saying it ends the session (an administrator's
+/// `pg_terminate_backend`, a shutdown, a crash of another backend). Sent instead of the answer
+/// to a COMMIT, it almost always means the COMMIT was never read (a committed transaction is
+/// answered first); the server's narrow window between a durable commit and its answer makes
+/// a write run again there harmless rather than impossible: an upsert again, a final state
+/// refused as already stored, at worst a spare RUNNING trial that its stale heartbeat fails.
+pub fn ended_by_server(e: &postgres::Error) -> bool {
+    use postgres::error::SqlState;
+    e.code()
+        .is_some_and(|c| [SqlState::ADMIN_SHUTDOWN, SqlState::CRASH_SHUTDOWN].contains(c))
+}
+
+/// Whether `e` is the server closing the connection (a restart, a crash, an administrator
+/// ending the session) or the network losing it, rather than a statement's own failure.
+pub fn connection_lost(e: &postgres::Error) -> bool {
+    use postgres::error::SqlState;
+    e.is_closed()
+        || e.code().is_some_and(|c| {
+            [
+                SqlState::ADMIN_SHUTDOWN,
+                SqlState::CRASH_SHUTDOWN,
+                SqlState::CANNOT_CONNECT_NOW,
+            ]
+            .contains(c)
+        })
+        || e.source().is_some_and(|s| s.is::<std::io::Error>())
+}
+
+/// What connecting again takes: a worker's connection outlives a server restart (or a
+/// session an administrator ended), as its heartbeat's does, instead of failing its trial and
+/// stopping the worker over the first statement after it.
+pub struct Reconnect {
+    /// Opens a new client, its session set up as the first one's.
+    pub connect: Box<dyn Fn() -> Result<Client, DbError> + Send>,
+    /// The database as messages name it (no password).
+    pub display: String,
+    /// How long to keep trying while the server is down (the storage's busy timeout: as long
+    /// as a write waits for a lock).
+    pub wait: Duration,
+}
+
+impl PgConn {
+    /// Connects again where the server has closed the connection, trying every half second
+    /// for up to the [`Reconnect::wait`]; returns whether it did. Prepared statements belong
+    /// to the old session and are dropped.
+    pub fn reopen_if_closed(&mut self) -> Result<bool, DbError> {
+        if !(self.lost || self.client.is_closed()) {
+            return Ok(false);
+        }
+        let Some(again) = &self.again else {
+            return Err(DbError::Connect(
+                "the server closed the connection to the database".into(),
+            ));
+        };
+        let since = Instant::now();
+        loop {
+            match (again.connect)() {
+                Ok(client) => {
+                    self.client = client;
+                    self.statements.clear();
+                    self.reconnects += 1;
+                    self.lost = false;
+                    eprintln!(
+                        "warning: storage {}: the server closed the connection; connected \
+                         again after {:.1} s",
+                        again.display,
+                        since.elapsed().as_secs_f64()
+                    );
+                    return Ok(true);
+                }
+                Err(e) if since.elapsed() >= again.wait => {
+                    return Err(DbError::Connect(format!(
+                        "the server closed the connection and it could not be opened again \
+                         within {:.0} s: {e}",
+                        again.wait.as_secs_f64()
+                    )));
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(500)),
+            }
+        }
+    }
 }
 
 /// A transaction on a [`PgConn`], sharing its statement cache.
@@ -78,7 +168,21 @@ fn rows(rows: Vec<postgres::Row>) -> Result<Vec<Row>, DbError> {
 }
 
 impl PgConn {
+    /// A read outside a transaction: on a connection the server has closed (before it, or
+    /// while it ran), connected again and run again (a read changes nothing).
     pub fn query(&mut self, sql: &str, values: &[Value]) -> Result<Vec<Row>, DbError> {
+        self.reopen_if_closed()?;
+        match self.query_once(sql, values) {
+            Err(DbError::Postgres(e)) if connection_lost(&e) && self.again.is_some() => {
+                self.lost = true;
+                self.reopen_if_closed()?;
+                self.query_once(sql, values)
+            }
+            result => result,
+        }
+    }
+
+    fn query_once(&mut self, sql: &str, values: &[Value]) -> Result<Vec<Row>, DbError> {
         let client = &mut self.client;
         let stmt = prepared(&mut self.statements, |s| client.prepare(s), sql)?.clone();
         rows(self.client.query(&stmt, &params(values))?)
