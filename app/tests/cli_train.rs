@@ -200,6 +200,15 @@ fn toml_errors_name_the_file_and_the_field() {
         ),
         // Before the data loads, naming where it came from.
         ("memory_fraction = 7.0\n", "memory_fraction in"),
+        // Optional fields (no default to compare with) given a value of another type, named.
+        (
+            "total_timesteps = \"many\"\n",
+            "field 'total_timesteps': invalid type: string \"many\", expected a whole number",
+        ),
+        (
+            "[ppo]\ntarget_kl = \"low\"\n",
+            "field 'target_kl': invalid type: string \"low\", expected a number",
+        ),
     ];
     for (i, (body, field)) in cases.into_iter().enumerate() {
         let cfg = dir.join("run.toml");

@@ -152,9 +152,15 @@ fn kind(v: &serde_json::Value) -> &'static str {
 
 /// Lays `given` over `base` field by field (nested objects too); rejects unknown fields,
 /// values of another type than the default's and anything but a whole number from 0 on where
-/// the default is one (the configs' integer fields are all unsigned), naming the field. A `null` default (an optional
-/// field) takes any value; its type is checked when the whole config is read.
-fn overlay(base: &mut serde_json::Value, given: serde_json::Value, at: &str) -> anyhow::Result<()> {
+/// the default is one (the configs' integer fields are all unsigned), naming the field. A
+/// `null` default (an optional field) takes any value, its name kept in `optional`: its type
+/// is checked when the whole config is read ([`merge`] names it then).
+fn overlay(
+    base: &mut serde_json::Value,
+    given: serde_json::Value,
+    at: &str,
+    optional: &mut Vec<String>,
+) -> anyhow::Result<()> {
     use serde_json::Value;
     match (base, given) {
         (Value::Object(b), Value::Object(g)) => {
@@ -165,7 +171,7 @@ fn overlay(base: &mut serde_json::Value, given: serde_json::Value, at: &str) -> 
                     format!("{at}.{key}")
                 };
                 match b.get_mut(&key) {
-                    Some(slot) => overlay(slot, value, &name)?,
+                    Some(slot) => overlay(slot, value, &name, optional)?,
                     None => {
                         let valid: Vec<&str> = b.keys().map(String::as_str).collect();
                         anyhow::bail!("unknown field '{name}'; valid fields: {}", valid.join(", "));
@@ -196,6 +202,9 @@ fn overlay(base: &mut serde_json::Value, given: serde_json::Value, at: &str) -> 
                     "field '{at}' must be a whole number from 0 on like its default {slot}, not {value}"
                 );
             }
+            if slot.is_null() && !value.is_null() {
+                optional.push(at.to_owned());
+            }
             *slot = value;
             Ok(())
         }
@@ -209,8 +218,40 @@ fn merge<T: Serialize + serde::de::DeserializeOwned>(
     what: &str,
 ) -> anyhow::Result<T> {
     let mut merged = serde_json::to_value(defaults)?;
-    overlay(&mut merged, given, "").with_context(|| format!("in {what}"))?;
-    serde_json::from_value(merged).with_context(|| format!("reading {what}"))
+    let mut optional = Vec::new();
+    overlay(&mut merged, given, "", &mut optional).with_context(|| format!("in {what}"))?;
+    let e = match T::deserialize(&merged) {
+        Ok(config) => return Ok(config),
+        Err(e) => e,
+    };
+    // serde's message names the type it expected, not the field: the optional field given
+    // a value of another type is the one without which the config reads.
+    let culprit = optional.iter().find(|name| {
+        let mut without = merged.clone();
+        let pointer = format!("/{}", name.replace('.', "/"));
+        without
+            .pointer_mut(&pointer)
+            .map(|slot| *slot = serde_json::Value::Null)
+            .is_some()
+            && T::deserialize(&without).is_ok()
+    });
+    match culprit {
+        Some(name) => anyhow::bail!("in {what}: field '{name}': {}", in_words(&e.to_string())),
+        None => Err(e).with_context(|| format!("reading {what}")),
+    }
+}
+
+/// serde's type names as a config's reader knows them (`expected usize`: a whole number).
+fn in_words(message: &str) -> String {
+    [
+        ("expected usize", "expected a whole number from 0 on"),
+        ("expected u64", "expected a whole number from 0 on"),
+        ("expected u32", "expected a whole number from 0 on"),
+        ("expected f64", "expected a number"),
+        ("expected f32", "expected a number"),
+    ]
+    .iter()
+    .fold(message.to_owned(), |m, (from, to)| m.replace(from, to))
 }
 
 /// Reads a JSON config in which every field is optional, laid over `defaults`.
