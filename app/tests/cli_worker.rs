@@ -321,8 +321,9 @@ fn a_signal_interrupts_a_study_and_leaves_nothing_running() {
 }
 
 /// Trials enqueued with Optuna's `study.enqueue_trial` on a study TradeTune created are run by
-/// the next worker before any other, with the enqueued values (a partial set completed by the
-/// study's sampler, an out-of-range value failed naming it), and Optuna reads them back.
+/// the next worker before any other, oldest first, with the enqueued values (a partial set
+/// completed by the study's sampler), and Optuna reads them back; one the budget leaves no
+/// room for waits.
 #[test]
 fn trials_optuna_enqueued_are_run_by_a_worker_with_their_values() {
     let test = "trials_optuna_enqueued_are_run_by_a_worker_with_their_values";
@@ -340,7 +341,7 @@ fn trials_optuna_enqueued_are_run_by_a_worker_with_their_values() {
         "--storage",
         db_arg,
         "--trials",
-        "4",
+        "2",
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let python = |script: &str| {
@@ -356,7 +357,7 @@ fn trials_optuna_enqueued_are_run_by_a_worker_with_their_values() {
          s = optuna.load_study(study_name='shared', storage=sys.argv[1])\n\
          s.enqueue_trial({'ppo.learning_rate': 5e-4, 'ppo.gamma': 0.95}, user_attrs={'by': 'me'})\n\
          s.enqueue_trial({'ppo.gamma': 0.91})\n\
-         s.enqueue_trial({'ppo.gamma': 2.0})\n",
+         s.enqueue_trial({'ppo.gamma': 0.92})\n",
     );
     let o = tradetune(&["worker", "--storage", db_arg, "--study", "shared"]);
     let out = text(&o.stdout);
@@ -367,27 +368,17 @@ fn trials_optuna_enqueued_are_run_by_a_worker_with_their_values() {
         ),
         "{out}"
     );
-    let stored = trials(db_arg);
-    let states: Vec<TrialState> = stored.iter().map(|t| t.state).collect();
-    use TrialState::*;
-    // The worker's four trials: the three enqueued, then one of the sampler's.
-    assert_eq!(states, [Complete, Complete, Fail, Complete]);
-    match stored[2].system_attr("fail_reason") {
-        Some(JsonValue::Str(r)) => assert!(r.contains("search parameter 'ppo.gamma'"), "{r}"),
-        other => panic!("fail_reason: {other:?}"),
-    }
     let said = python(
         "import sys, optuna\n\
          s = optuna.load_study(study_name='shared', storage=sys.argv[1])\n\
          t = s.trials\n\
          print(t[0].params == {'ppo.learning_rate': 5e-4, 'ppo.gamma': 0.95}, t[0].user_attrs['by'])\n\
          print(t[1].params['ppo.gamma'] == 0.91, 1e-4 <= t[1].params['ppo.learning_rate'] <= 1e-3)\n\
-         print([x.state.name for x in t])\n\
-         print(len(s.get_trials(states=[optuna.trial.TrialState.WAITING])))\n",
+         print([x.state.name for x in t])\n",
     );
     assert_eq!(
-        said, "True me\nTrue True\n['COMPLETE', 'COMPLETE', 'FAIL', 'COMPLETE']\n0\n",
-        "as Optuna reads it"
+        said, "True me\nTrue True\n['COMPLETE', 'COMPLETE', 'WAITING']\n",
+        "as Optuna reads it: the budget of 2 ran the two oldest"
     );
 }
 
@@ -396,9 +387,13 @@ fn trials_optuna_enqueued_are_run_by_a_worker_with_their_values() {
 /// and goes on, says so, and no trial fails for it.
 #[test]
 fn a_worker_outlives_the_server_closing_its_connections() {
+    let test = "a_worker_outlives_the_server_closing_its_connections";
     let Some(url) = pg::fresh_database("reconnect") else {
         return;
     };
+    if !python_has(test, "psycopg") {
+        return;
+    }
     let dir = scratch("cli_worker", "reconnect");
     let file = study_file(&dir, 4096);
     let o = tradetune(&[
@@ -412,15 +407,17 @@ fn a_worker_outlives_the_server_closing_its_connections() {
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let end_sessions = || {
-        let o = Command::new("psql")
+        let o = Command::new("python3")
             .args([
+                "-c",
+                "import sys, psycopg\n\
+                 with psycopg.connect(sys.argv[1], autocommit=True) as c:\n\
+                 \x20   print(c.execute('SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND pid <> pg_backend_pid()').fetchone()[0])\n",
                 url.as_str(),
-                "-XAtc",
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
-                 WHERE datname = current_database() AND pid <> pg_backend_pid()",
             ])
             .output()
-            .expect("run psql");
+            .expect("run python3");
         assert!(o.status.success(), "{}", text(&o.stderr));
         text(&o.stdout).trim().parse::<usize>().unwrap()
     };

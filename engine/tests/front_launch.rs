@@ -521,3 +521,35 @@ fn a_study_whose_episodes_the_data_cannot_hold_is_refused_before_its_first_trial
     let id = storage.study_id("launched").unwrap();
     assert_eq!(storage.trials(id).unwrap().len(), 1);
 }
+
+/// A study created for workers (`study create`, its whole budget recorded) and then run from
+/// its file (`study run`, the app's Start) keeps its budget: the run's trials are counted with
+/// the workers', and a run once it is spent starts none.
+#[test]
+fn a_study_created_for_workers_keeps_its_budget_when_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let l = launch(dir.path());
+    let db = l.place().db.clone();
+    l.create(2).unwrap();
+    let run = |trials: usize| {
+        let mut l = launch(dir.path());
+        l.trials(trials).unwrap();
+        let (_handle, events, _thread) = l.launch();
+        let (_, study, result) = follow(events);
+        let said_budget = study.iter().any(|e| {
+            matches!(
+                e,
+                StudyEvent::StudyStarted {
+                    budget_left: Some(_),
+                    ..
+                }
+            )
+        });
+        (result.unwrap().trials.len(), said_budget)
+    };
+    assert_eq!(run(5), (2, true), "five asked, two left in the budget");
+    assert_eq!(run(1), (0, true), "the budget is spent");
+    let storage = Storage::open_read_only(&db).unwrap();
+    let id = storage.study_id("launched").unwrap();
+    assert_eq!(storage.trials(id).unwrap().len(), 2);
+}

@@ -1221,11 +1221,13 @@ fn cpu_workers_never_take_turns() {
 }
 
 /// Trials another program enqueued (Optuna's `study.enqueue_trial`: WAITING, their values in
-/// the `fixed_params` system attribute) are run before new ones, with their values: a partial
-/// set is completed by the sampler; values the search space cannot take fail their trial,
-/// naming the parameter, and the study goes on; a study budget counts a trial taken.
+/// the `fixed_params` system attribute; `RetryFailedTrialCallback`: WAITING with parameters
+/// stored) are run before new ones, oldest first, with their values: a partial set is
+/// completed by the sampler; values the search space cannot take fail their trial, naming the
+/// parameter, and the study goes on; a study budget counts a trial taken.
 #[test]
 fn trials_another_program_enqueued_are_run_first_with_their_values() {
+    use TrialState::*;
     let path = db("enqueued_by_optuna");
     let mut space = space();
     let labels = ["synthetic", "other"].map(|l| ParamValue::str(l).into_choice());
@@ -1265,6 +1267,15 @@ fn trials_another_program_enqueued_are_run_first_with_their_values() {
             &[("y", JsonValue::Float(1.0))],
         ],
     );
+    // As `RetryFailedTrialCallback` re-enqueues a failed trial: its parameters stored.
+    {
+        let mut s = Storage::open(&path).unwrap();
+        let id = s.study_id("queued").unwrap();
+        let mut retry = tradetune_engine::storage::NewTrial::new(Waiting);
+        retry.params = vec![("x".into(), 4.25, space.get("x").unwrap().clone())];
+        retry.system_attrs = vec![("failed_trial".into(), JsonValue::Int(0))];
+        s.add_trial(id, &retry).unwrap();
+    }
     let runner = |cfg: RunnerConfig| {
         Runner::new(
             cfg,
@@ -1279,12 +1290,21 @@ fn trials_another_program_enqueued_are_run_first_with_their_values() {
         )
         .unwrap()
     };
+    let states =
+        |study: &str| -> Vec<TrialState> { trials(&path, study).iter().map(|t| t.state).collect() };
     let (tx, _rx) = mpsc::channel();
-    runner(config("queued", &path, 5, 1)).run(&tx).unwrap();
+    // Two trials: the two oldest enqueued, not new ones.
+    runner(config("queued", &path, 2, 1)).run(&tx).unwrap();
+    assert_eq!(
+        states("queued"),
+        [Complete, Complete, Waiting, Waiting, Waiting]
+    );
+    runner(config("queued", &path, 4, 1)).run(&tx).unwrap();
+    assert_eq!(
+        states("queued"),
+        [Complete, Complete, Fail, Fail, Complete, Complete]
+    );
     let stored = trials(&path, "queued");
-    use TrialState::*;
-    let states: Vec<TrialState> = stored.iter().map(|t| t.state).collect();
-    assert_eq!(states, [Complete, Complete, Fail, Fail, Complete]);
     let external = |t: &TrialRecord, name: &str| t.param(name).unwrap().external().unwrap();
     assert_eq!(stored[0].value(), Some(107.5));
     assert_eq!(external(&stored[0], "x"), ParamValue::Float(7.5));
@@ -1297,7 +1317,6 @@ fn trials_another_program_enqueued_are_run_first_with_their_values() {
         assert!(t.system_attr("fixed_params").is_some(), "#{}", t.number);
         assert_eq!(attr_str(t, "by"), "optuna", "#{}", t.number);
     }
-    assert!(stored[4].system_attr("fixed_params").is_none());
     let reason = attr_str(&stored[2], "fail_reason");
     assert!(
         reason.starts_with("enqueued parameters {\"x\": 99.0}: search parameter 'x'"),
@@ -1307,6 +1326,16 @@ fn trials_another_program_enqueued_are_run_first_with_their_values() {
     assert!(
         reason.contains("parameter 'y' is not in the search space (its parameters: label, x)"),
         "{reason}"
+    );
+    assert_eq!(
+        external(&stored[4], "x"),
+        ParamValue::Float(4.25),
+        "its stored value"
+    );
+    assert!(stored[4].param("label").is_some(), "and a sampled label");
+    assert!(
+        stored[5].system_attr("fixed_params").is_none(),
+        "a new trial"
     );
 
     // A study budget of 1: one enqueued trial is taken, the other waits.
@@ -1320,6 +1349,5 @@ fn trials_another_program_enqueued_are_run_first_with_their_values() {
     let mut cfg = config("budget", &path, 3, 1);
     cfg.study_budget = Some(1);
     runner(cfg).run(&tx).unwrap();
-    let states: Vec<TrialState> = (trials(&path, "budget").iter()).map(|t| t.state).collect();
-    assert_eq!(states, [Complete, Waiting]);
+    assert_eq!(states("budget"), [Complete, Waiting]);
 }

@@ -399,15 +399,15 @@ fn a_connection_the_server_closed_is_opened_again() {
     let study = s.create_study("s", &[StudyDirection::Minimize]).unwrap();
     let t = s.create_trial(study).unwrap();
     assert_eq!(s.reconnects(), 0);
-    assert_eq!(end_other_sessions(&url), 1);
+    assert!(end_other_sessions(&url) >= 1);
     s.report(t.trial_id, 0, 1.5).unwrap();
     assert_eq!(s.reconnects(), 1);
-    assert_eq!(end_other_sessions(&url), 1);
+    assert!(end_other_sessions(&url) >= 1);
     assert_eq!(s.trials(study).unwrap().len(), 1);
     assert_eq!(s.reconnects(), 2);
     end_other_sessions(&url);
     let next = s.create_trial(study).unwrap();
-    assert_eq!(next.number, 1, "the trial made once");
+    assert_eq!(next.number, 1);
     s.complete_trial(t.trial_id, &[1.5]).unwrap();
     let stored = s.trial(t.trial_id).unwrap();
     assert_eq!(stored.state, TrialState::Complete);

@@ -175,6 +175,10 @@ fn event_lines(e: &StudyEvent) -> Vec<String> {
             }
             let existing = match waiting {
                 0 => format!("{existing_trials} trial(s) already in the study"),
+                w if *budget_left == Some(0) => format!(
+                    "{existing_trials} trial(s) already in the study, {w} of them enqueued \
+                     (WAITING)"
+                ),
                 w => format!(
                     "{existing_trials} trial(s) already in the study, {w} of them enqueued \
                      (WAITING): they run first"

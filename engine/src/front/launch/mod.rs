@@ -363,7 +363,7 @@ impl StudyLaunch {
             .map_err(|e| self.file.key_error("study.name", e))?;
         let rc = run::runner_config(&self)?;
         let prepared = run::prepare(&self.file, rc, &self.place.checkpoints)?;
-        let mut storage = Storage::open(&self.place.db)?;
+        let mut storage = run::open_for_writing(&self.place.db)?;
         self.record.budget = Some(budget);
         self.record.fingerprint = Some(prepared.fingerprint.clone());
         self.record

@@ -83,7 +83,12 @@ fn run(
             )
             .into());
     }
-    let rc = runner_config(launch)?;
+    let mut rc = runner_config(launch)?;
+    // A study created for workers keeps its whole budget when run rather than joined (`study
+    // run` of its file, the app's Start): this run's trials are counted with the workers'.
+    if launch.join.is_none() {
+        rc.study_budget = recorded_budget(db, &launch.file.study.name);
+    }
     let prepared = prepare(&launch.file, rc, &launch.place.checkpoints)?;
     if let Some((_, recorded)) = &launch.join
         && *recorded != prepared.fingerprint
@@ -194,14 +199,27 @@ fn run(
 /// whichever front end started the study. A study that already holds one (created for workers,
 /// or run before) keeps it, and is refused where its recorded data fingerprint is not this
 /// data's: its trials would be compared on other bars.
-fn record(launch: &StudyLaunch, prepared: &Prepared) -> Result<(), FrontError> {
-    let db = &launch.place.db;
+/// The whole budget recorded with study `name` in `db` where it was created for workers
+/// (`study create`); none for a study only run, or not there yet (a database that cannot be
+/// read is said by the run's own opening of it).
+fn recorded_budget(db: &std::path::Path, name: &str) -> Option<usize> {
+    let storage = Storage::open_read_only(db).ok()?;
+    super::RecordedStudy::of(&storage.study(name).ok()?)?.budget
+}
+
+/// Opens `db` for writing, making a SQLite file's folder first (`--db runs/new/studies.db`).
+pub(super) fn open_for_writing(db: &std::path::Path) -> Result<Storage, FrontError> {
     if !is_postgres_url(&db.to_string_lossy())
         && let Some(dir) = db.parent().filter(|d| !d.as_os_str().is_empty())
     {
         std::fs::create_dir_all(dir).map_err(|e| FrontError::file(dir, e))?;
     }
-    let mut storage = Storage::open(db)?;
+    Ok(Storage::open(db)?)
+}
+
+fn record(launch: &StudyLaunch, prepared: &Prepared) -> Result<(), FrontError> {
+    let db = &launch.place.db;
+    let mut storage = open_for_writing(db)?;
     let name = &launch.file.study.name;
     // Twice at most: a study another process created between the lookup and the creation
     // here (two `study run`s of one new study started at once) is then found and checked.

@@ -34,15 +34,14 @@ pub struct PgConn {
 }
 
 /// Whether `e` is the server saying it ends the session (an administrator's
-/// `pg_terminate_backend`, a shutdown, a crash of another backend). Sent instead of the answer
+/// `pg_terminate_backend`, a fast shutdown: `57P01`). Sent instead of the answer
 /// to a COMMIT, it almost always means the COMMIT was never read (a committed transaction is
 /// answered first); the server's narrow window between a durable commit and its answer makes
 /// a write run again there harmless rather than impossible: an upsert again, a final state
 /// refused as already stored, at worst a spare RUNNING trial that its stale heartbeat fails.
 pub fn ended_by_server(e: &postgres::Error) -> bool {
     use postgres::error::SqlState;
-    e.code()
-        .is_some_and(|c| [SqlState::ADMIN_SHUTDOWN, SqlState::CRASH_SHUTDOWN].contains(c))
+    e.code() == Some(&SqlState::ADMIN_SHUTDOWN)
 }
 
 /// Whether `e` is the server closing the connection (a restart, a crash, an administrator

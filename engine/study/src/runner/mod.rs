@@ -750,16 +750,15 @@ impl Runner {
         let number = handle.number.max(0) as u64;
         let records = storage.trials(study_id)?;
         let all: Vec<Trial> = records.iter().map(Trial::from).collect();
-        // The parameters an enqueued trial was given (Optuna's `fixed_params`): a trial this
-        // runner makes has none yet; one taken WAITING has them from whoever enqueued it.
-        let fixed = match (all.iter().find(|t| t.number == number))
-            .and_then(|t| t.system_attrs.get(FIXED_PARAMS_KEY))
-        {
-            Some(fixed) => match self.enqueued_params(fixed) {
-                Ok(fixed) => Some(fixed),
+        // The parameters an enqueued trial was given: a trial this runner makes has none
+        // yet; one taken WAITING has them from whoever enqueued it (Optuna's `fixed_params`,
+        // or parameters already stored, as `RetryFailedTrialCallback` re-enqueues a trial).
+        let (fixed, already_stored) = match records.iter().find(|r| r.number == handle.number) {
+            Some(record) => match self.given_params(record) {
+                Ok(given) => given,
                 Err(reason) => return Ok(Err((reason, false))),
             },
-            None => None,
+            None => (None, Vec::new()),
         };
         let others: Vec<_> = all.into_iter().filter(|t| t.number != number).collect();
         // Hyperband shows a sampler's model only its trial's bracket, as Optuna does; enqueued
@@ -772,13 +771,19 @@ impl Runner {
             if fixed.as_ref().is_some_and(|f| f.len() == self.space.len()) {
                 return Ok(crate::sampler::Proposal::default());
             }
-            self.sampler.sample(&SampleContext {
+            let ctx = SampleContext {
                 space: &self.space,
                 history: bracket.as_deref().unwrap_or(&others),
                 study_history: &others,
                 direction: self.cfg.direction,
                 trial_number: number,
-            })
+            };
+            // The rest of an enqueued trial's values come from the sampler, not from an entry
+            // of the study file's `sampler.enqueue` (which would count as used, not having run).
+            match fixed {
+                Some(_) => self.sampler.sample_beside_entries(&ctx),
+                None => self.sampler.sample(&ctx),
+            }
         }));
         let proposal = match sampled {
             Ok(Ok(p)) => p,
@@ -810,6 +815,9 @@ impl Runner {
         }
         let mut stored = Vec::with_capacity(proposal.params.len());
         for (name, internal) in &proposal.params {
+            if already_stored.contains(name) {
+                continue;
+            }
             let Some(dist) = self.space.get(name) else {
                 return Ok(Err((
                     format!("sampler proposed '{name}', which is not in the search space"),
@@ -835,11 +843,56 @@ impl Runner {
         Ok(Ok((params, config)))
     }
 
-    /// An enqueued trial's `fixed_params` in internal representation, or why the trial cannot
-    /// run them: a name outside the search space, a value outside its distribution (Optuna
-    /// warns and runs it; a trial's stored parameter must lie in its distribution here), or,
-    /// in front of the grid, a parameter left unfixed (Optuna's `GridSampler` refuses that).
-    fn enqueued_params(&self, fixed: &JsonValue) -> Result<crate::space::InternalParams, String> {
+    /// The values the trial `record` was given before it ran, in internal representation
+    /// (None: it was given none, as a trial this runner makes), and the names among them
+    /// already stored; or why the trial cannot run them: a name outside the search space, a
+    /// value outside its distribution (Optuna warns and runs it; a trial's stored parameter
+    /// must lie in its distribution here), or, in front of the grid, a parameter left unfixed
+    /// (Optuna's `GridSampler` refuses that).
+    #[allow(clippy::type_complexity)]
+    fn given_params(
+        &self,
+        record: &tradetune_storage::TrialRecord,
+    ) -> Result<(Option<crate::space::InternalParams>, Vec<String>), String> {
+        let fixed = record.system_attr(FIXED_PARAMS_KEY);
+        if fixed.is_none() && record.params.is_empty() {
+            return Ok((None, Vec::new()));
+        }
+        let mut values = match fixed {
+            Some(fixed) => Self::fixed_values(fixed)?,
+            None => BTreeMap::new(),
+        };
+        let mut already = Vec::new();
+        for p in &record.params {
+            let value = p
+                .external()
+                .map_err(|e| format!("enqueued parameter '{}': {e}", p.name))?;
+            values.insert(p.name.clone(), value);
+            already.push(p.name.clone());
+        }
+        let why = |message: String| match fixed {
+            Some(fixed) => format!("enqueued parameters {}: {message}", fixed.dumps()),
+            None => format!("enqueued trial's stored parameters: {message}"),
+        };
+        let internal = (self.space.to_internal(&values)).map_err(|e| why(e.to_string()))?;
+        if self.sampler.needs_complete_entries() && internal.len() < self.space.len() {
+            let missing: Vec<&str> = (self.space.names())
+                .filter(|n| !internal.contains_key(*n))
+                .collect();
+            return Err(why(format!(
+                "the {} sampler needs every parameter fixed (as Optuna's GridSampler with \
+                 enqueue_trial); these do not fix {}",
+                self.sampler.name(),
+                missing.join(", ")
+            )));
+        }
+        Ok((Some(internal), already))
+    }
+
+    /// Optuna's `fixed_params` (a JSON mapping of names to Python values) as parameter values.
+    fn fixed_values(
+        fixed: &JsonValue,
+    ) -> Result<BTreeMap<String, crate::space::ParamValue>, String> {
         let why = |message: String| format!("enqueued parameters {}: {message}", fixed.dumps());
         let JsonValue::Object(entries) = fixed else {
             return Err(why("not a mapping of parameter names to values".into()));
@@ -861,21 +914,6 @@ impl Runner {
             };
             values.insert(name.clone(), value);
         }
-        let internal = self
-            .space
-            .to_internal(&values)
-            .map_err(|e| why(e.to_string()))?;
-        if self.sampler.needs_complete_entries() && internal.len() < self.space.len() {
-            let missing: Vec<&str> = (self.space.names())
-                .filter(|n| !internal.contains_key(*n))
-                .collect();
-            return Err(why(format!(
-                "the {} sampler needs every parameter fixed (as Optuna's GridSampler with \
-                 enqueue_trial); these do not fix {}",
-                self.sampler.name(),
-                missing.join(", ")
-            )));
-        }
-        Ok(internal)
+        Ok(values)
     }
 }

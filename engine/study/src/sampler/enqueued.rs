@@ -101,6 +101,14 @@ impl Sampler for EnqueuedSampler {
         format!("enqueued+{}", self.inner.name())
     }
 
+    fn needs_complete_entries(&self) -> bool {
+        self.inner.needs_complete_entries()
+    }
+
+    fn sample_beside_entries(&self, ctx: &SampleContext<'_>) -> Result<Proposal, SamplerError> {
+        self.inner.sample_beside_entries(ctx)
+    }
+
     fn sample(&self, ctx: &SampleContext<'_>) -> Result<Proposal, SamplerError> {
         let Some(i) = self.next_entry(ctx) else {
             return self.inner.sample(ctx);

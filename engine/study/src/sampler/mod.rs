@@ -116,6 +116,11 @@ pub trait Sampler: Send + Sync {
     fn needs_complete_entries(&self) -> bool {
         false
     }
+    /// A proposal that uses no enqueued entry of the sampler's own, for a trial whose values
+    /// come from elsewhere (one another program enqueued): the sampler behind the entries.
+    fn sample_beside_entries(&self, ctx: &SampleContext<'_>) -> Result<Proposal, SamplerError> {
+        self.sample(ctx)
+    }
 }
 
 impl<S: Sampler + ?Sized> Sampler for Box<S> {
@@ -127,6 +132,9 @@ impl<S: Sampler + ?Sized> Sampler for Box<S> {
     }
     fn needs_complete_entries(&self) -> bool {
         (**self).needs_complete_entries()
+    }
+    fn sample_beside_entries(&self, ctx: &SampleContext<'_>) -> Result<Proposal, SamplerError> {
+        (**self).sample_beside_entries(ctx)
     }
 }
 
