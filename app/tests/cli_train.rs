@@ -47,6 +47,35 @@ fn trains_on_the_bundled_sample_and_writes_a_checkpoint() {
     let saved: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("ppo.json")).unwrap()).unwrap();
     assert_eq!(saved["n_steps"], 64);
+
+    // The same --out again: the checkpoint there is said to be replaced before the run, and
+    // is (a new run's 512 samples); resuming from it says nothing of the kind.
+    let again = |extra: &[&str]| {
+        let mut args = vec![
+            "train",
+            "--out",
+            out.to_str().unwrap(),
+            "--total-timesteps",
+            "512",
+        ];
+        args.extend_from_slice(extra);
+        let o = tradetune(&args);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        text(&o.stdout)
+    };
+    let stdout = again(&["--ppo", ppo.to_str().unwrap()]);
+    assert!(
+        stdout.contains("holds a checkpoint of 1024 trained samples; this run replaces it"),
+        "{stdout}"
+    );
+    let trained = || {
+        let state = std::fs::read_to_string(out.join("state.json")).unwrap();
+        serde_json::from_str::<serde_json::Value>(&state).unwrap()["timesteps"].clone()
+    };
+    assert_eq!(trained(), 512);
+    let stdout = again(&["--resume", out.to_str().unwrap()]);
+    assert!(!stdout.contains("this run replaces it"), "{stdout}");
+    assert_eq!(trained(), 1024);
 }
 
 #[test]

@@ -34,6 +34,21 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
             println!("note: {note}");
         }
     }
+    // A checkpoint already in --out is replaced at the end of the run: said now, with how
+    // to keep it (a run resumed from that folder continues it, and says so itself).
+    let resumed_here = (args.resume.as_deref()).is_some_and(|r| same_folder(r, &run.out));
+    if !resumed_here && let Some(samples) = checkpoint::trained_samples(&run.out) {
+        let note = format!(
+            "{} holds a checkpoint of {samples} trained samples; this run replaces it when it \
+             ends (--resume {0} continues it instead; another --out keeps both)",
+            run.out.display()
+        );
+        if args.json {
+            eprintln!("note: {note}");
+        } else {
+            println!("note: {note}");
+        }
+    }
     let spec = run.device;
     let config = &run.config;
     // Refused before anything loads: a precision the device does not compute in.
@@ -49,6 +64,14 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         let _ = std::fs::remove_dir(&run.out);
     }
     result
+}
+
+/// Whether `a` and `b` name one folder (as the file system resolves them, where both exist).
+fn same_folder(a: &std::path::Path, b: &std::path::Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
 }
 
 /// The run once its data is loaded and its checkpoint directory is known to take files.

@@ -92,6 +92,14 @@ pub fn prepare_dir(dir: &Path) -> Result<bool, PpoError> {
     written.map(|()| created)
 }
 
+/// The samples the checkpoint in `dir` was trained on, where `dir` holds one that reads
+/// (None: no checkpoint there, or not one this build reads).
+pub fn trained_samples(dir: &Path) -> Option<usize> {
+    let text = std::fs::read_to_string(file(dir, "state.json")).ok()?;
+    let state: CheckpointState = serde_json::from_str(&text).ok()?;
+    (state.version == CHECKPOINT_VERSION).then_some(state.timesteps)
+}
+
 /// Writes `trainer`'s model, optimiser, config and statistics to `dir` (created if needed);
 /// see [`save_with`].
 pub fn save<E: RolloutEnv>(dir: &Path, trainer: &Trainer<E>) -> Result<(), PpoError> {
