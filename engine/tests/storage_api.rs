@@ -729,3 +729,35 @@ fn rows_of_trials_deleted_before_the_trigger_are_cleared_when_it_is_made() {
         .unwrap();
     assert_eq!(triggers, 1);
 }
+
+/// A trial's parameters and its sampler's system attributes are one write: stored together,
+/// or (a parameter refused) neither.
+#[test]
+fn parameters_and_their_sampler_attributes_are_stored_together_or_not_at_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Storage::open(dir.path().join("s.db")).unwrap();
+    let study = s.create_study("g", &[StudyDirection::Minimize]).unwrap();
+    let grid_id = [("grid_id".to_owned(), JsonValue::Int(3))];
+    let t = s.create_trial(study).unwrap();
+    // 65 is no multiple of the step 32 from 32: refused, and the grid id with it.
+    let e = s
+        .set_params_with_attrs(
+            t.trial_id,
+            &[("lr".into(), 1e-3, lr()), ("batch".into(), 65.0, batch())],
+            &grid_id,
+        )
+        .unwrap_err();
+    assert!(matches!(e, StorageError::ParamOutOfRange { .. }), "{e}");
+    let stored = s.trial(t.trial_id).unwrap();
+    assert!(stored.params.is_empty(), "{:?}", stored.params);
+    assert!(stored.system_attr("grid_id").is_none());
+    s.set_params_with_attrs(
+        t.trial_id,
+        &[("lr".into(), 1e-3, lr()), ("batch".into(), 64.0, batch())],
+        &grid_id,
+    )
+    .unwrap();
+    let stored = s.trial(t.trial_id).unwrap();
+    assert_eq!(stored.params.len(), 2);
+    assert_eq!(stored.system_attr("grid_id"), Some(&JsonValue::Int(3)));
+}

@@ -359,6 +359,27 @@ impl Storage {
         })
     }
 
+    /// Sets a new trial's parameters and the system attributes its sampler gave with them
+    /// (`grid_id`, `search_space`, `fixed_params`) in one transaction: a crash between the two
+    /// cannot leave a grid point's values without the `grid_id` that marks the point taken.
+    pub fn set_params_with_attrs(
+        &mut self,
+        trial_id: i64,
+        params: &[(String, f64, OptunaDistribution)],
+        system_attrs: &[(String, JsonValue)],
+    ) -> Result<(), StorageError> {
+        self.write("set parameters", |tx| {
+            let row = updatable(tx, trial_id)?;
+            for (key, value) in system_attrs {
+                upsert_trial_attr(tx, "trial_system_attributes", trial_id, key, value)?;
+            }
+            for (name, internal, distribution) in params {
+                insert_param(tx, &row, name, *internal, distribution)?;
+            }
+            Ok(())
+        })
+    }
+
     /// Reports an intermediate value at `step` (a later report of the same step replaces it);
     /// NaN and ±inf are kept.
     pub fn report(&mut self, trial_id: i64, step: i64, value: f64) -> Result<(), StorageError> {

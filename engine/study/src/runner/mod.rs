@@ -826,10 +826,10 @@ impl Runner {
             };
             stored.push((name.clone(), *internal, dist.clone()));
         }
-        storage.set_params(handle.trial_id, &stored)?;
-        for (k, v) in &proposal.system_attrs {
-            storage.set_trial_system_attr(handle.trial_id, k, &JsonValue::from(v))?;
-        }
+        let attrs: Vec<(String, JsonValue)> = (proposal.system_attrs.iter())
+            .map(|(k, v)| (k.clone(), JsonValue::from(v)))
+            .collect();
+        storage.set_params_with_attrs(handle.trial_id, &stored, &attrs)?;
         let params = match self.space.to_external(&proposal.params) {
             Ok(p) => p,
             Err(e) => return Ok(Err((e.to_string(), false))),
