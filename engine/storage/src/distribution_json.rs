@@ -13,7 +13,7 @@
 //! constructors refuse).
 
 use super::json_value::JsonValue;
-use super::model::{CategoricalChoice, DistributionError, OptunaDistribution, decimal};
+use super::model::{CategoricalChoice, DistributionError, OptunaDistribution, ParamValue, decimal};
 
 impl CategoricalChoice {
     /// The choice as the JSON Optuna writes for it.
@@ -40,6 +40,18 @@ impl CategoricalChoice {
                     other.dumps()
                 )));
             }
+        })
+    }
+}
+
+impl ParamValue {
+    /// A parameter value as Python holds it in JSON (Optuna's `fixed_params`): an int or a
+    /// float a number, None, a bool or a string a choice; a list or a mapping is refused.
+    pub fn from_json(v: &JsonValue) -> Result<Self, DistributionError> {
+        Ok(match v {
+            JsonValue::Int(i) => ParamValue::Int(*i),
+            JsonValue::Float(f) => ParamValue::Float(*f),
+            other => ParamValue::Choice(CategoricalChoice::from_json(other)?),
         })
     }
 }

@@ -316,16 +316,15 @@ impl Storage {
         // ended the session) before the commit changed nothing: the write runs once more on
         // a new connection. So does one whose COMMIT the server answered by ending the
         // session; one whose COMMIT got no answer at all may have been stored, and is not.
-        match self.write_once(action, &mut f) {
-            Err(Failed::Before(StorageError::Database { cause, .. }))
-                if self.conn.lost_by(&cause) => {}
-            Err(Failed::AtCommit(StorageError::Database {
-                cause: cause @ DbError::Postgres(_),
-                ..
-            })) if matches!(&cause, DbError::Postgres(e) if crate::db::postgres::ended_by_server(e))
-                && self.conn.lost_by(&cause) => {}
-            Err(Failed::Before(e) | Failed::AtCommit(e)) => return Err(e),
+        let again = match self.write_once(action, &mut f) {
             Ok(out) => return Ok(out),
+            Err(Failed::Before(e)) => (e, false),
+            Err(Failed::AtCommit(e)) => (e, true),
+        };
+        match again {
+            (StorageError::Database { cause, .. }, at_commit)
+                if self.conn.lost_by(&cause, at_commit) => {}
+            (e, _) => return Err(e),
         }
         self.write_once(action, &mut f)
             .map_err(|(Failed::Before(e) | Failed::AtCommit(e))| e)

@@ -84,17 +84,12 @@ impl Conn {
         }
     }
 
-    /// Whether `e`, met on this connection, is the server closing it (never, for a SQLite
-    /// file) and the connection can be opened again; if so, the next statement does. A write
-    /// that failed so before its commit changed nothing, and may run again.
-    pub fn lost_by(&self, e: &DbError) -> bool {
-        match (self, e) {
-            (Conn::Postgres(c), DbError::Postgres(e)) if postgres::connection_lost(e) => {
-                let mut pg = c.borrow_mut();
-                pg.lost = true;
-                pg.again.is_some()
-            }
-            _ => false,
+    /// Whether a write that failed with `e` (`at_commit`: at its COMMIT) may run again on a
+    /// new connection ([`postgres::PgConn::lost_by`]; never, for a SQLite file).
+    pub fn lost_by(&self, e: &DbError, at_commit: bool) -> bool {
+        match self {
+            Conn::Sqlite(_) => false,
+            Conn::Postgres(c) => c.borrow_mut().lost_by(e, at_commit),
         }
     }
 

@@ -74,6 +74,22 @@ pub struct Reconnect {
 }
 
 impl PgConn {
+    /// Whether `e`, met by a statement on this connection (`at_commit`: by its COMMIT), means
+    /// the server closed it and it can be opened again, the statement having changed nothing;
+    /// if so, the next statement connects again. A COMMIT counts only where the server
+    /// answered it by ending the session ([`ended_by_server`]): one with no answer at all may
+    /// have been stored.
+    pub fn lost_by(&mut self, e: &DbError, at_commit: bool) -> bool {
+        let DbError::Postgres(e) = e else {
+            return false;
+        };
+        if !connection_lost(e) || self.again.is_none() {
+            return false;
+        }
+        self.lost = true;
+        !at_commit || ended_by_server(e)
+    }
+
     /// Connects again where the server has closed the connection, trying every half second
     /// for up to the [`Reconnect::wait`]; returns whether it did. Prepared statements belong
     /// to the old session and are dropped.
@@ -172,8 +188,7 @@ impl PgConn {
     pub fn query(&mut self, sql: &str, values: &[Value]) -> Result<Vec<Row>, DbError> {
         self.reopen_if_closed()?;
         match self.query_once(sql, values) {
-            Err(DbError::Postgres(e)) if connection_lost(&e) && self.again.is_some() => {
-                self.lost = true;
+            Err(e) if self.lost_by(&e, false) => {
                 self.reopen_if_closed()?;
                 self.query_once(sql, values)
             }

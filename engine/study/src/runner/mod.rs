@@ -48,7 +48,6 @@ pub use trial_fn::{
 use crate::config_path::{self, ConfigPathError};
 use crate::pruner::Pruner;
 use crate::sampler::{SampleContext, Sampler, SamplerError};
-use crate::space::CategoricalChoice;
 use crate::space::SearchSpace;
 use crate::trial::{Direction, Trial, TrialState};
 use tradetune_device::memory::MemoryError;
@@ -899,19 +898,8 @@ impl Runner {
         };
         let mut values = BTreeMap::new();
         for (name, value) in entries {
-            let value = match value {
-                JsonValue::Int(i) => crate::space::ParamValue::Int(*i),
-                JsonValue::Float(f) => crate::space::ParamValue::Float(*f),
-                JsonValue::Null => crate::space::ParamValue::Choice(CategoricalChoice::None),
-                JsonValue::Bool(b) => crate::space::ParamValue::bool(*b),
-                JsonValue::Str(s) => crate::space::ParamValue::str(s.clone()),
-                other => {
-                    return Err(why(format!(
-                        "parameter '{name}': {} is not a number, a bool, a string or None",
-                        other.dumps()
-                    )));
-                }
-            };
+            let value = crate::space::ParamValue::from_json(value)
+                .map_err(|e| why(format!("parameter '{name}': {e}")))?;
             values.insert(name.clone(), value);
         }
         Ok(values)
