@@ -11,7 +11,7 @@ use crate::common;
 use std::path::Path;
 
 use crate::common::ui::{self, step_until};
-use common::cv_study::{add_cv_trial, database};
+use common::cv_study::{add_cv_trial, cpcv_database, database};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use tradetune_app::ui::TradeTuneApp;
@@ -114,6 +114,31 @@ fn the_report_shows_pbo_with_its_histogram_and_the_deflated_sharpe() {
     h.get_by_label_contains("PBO not available: needs at least 2 COMPLETE trials");
     h.get_by_label_contains("deflated Sharpe not available");
     h.get_by_label_contains("hold-out: no folds");
+}
+
+/// A CPCV study's report: its bars make 2 backtest paths of single policies; the deflated
+/// Sharpe shown is the median path's, with each path's beside it.
+#[test]
+fn a_cpcv_report_shows_the_deflated_sharpe_of_each_backtest_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("cpcv.db");
+    let storage = cpcv_database(&db, 4);
+    let want = study_report(&storage, "cpcv", PARTITIONS).unwrap();
+    drop(storage);
+    assert_eq!((want.paths, want.dsr.paths.len()), (2, 2));
+    let d = want.dsr.result.as_ref().expect("a deflated Sharpe ratio");
+    let spread = want.dsr.paths_text().expect("two paths");
+    let mut h = ui::studies(&db, [1400.0, 1400.0]);
+    open_report(&mut h, "cpcv", 4);
+    h.get_by_label_contains("each by 2 folds: 2 backtest paths of single policies");
+    h.get_by_label(&format!("{:.3}", d.dsr));
+    h.get_by_label(&format!("deflated Sharpe ratio: {spread}"));
+    let p = want.pbo.result.as_ref().expect("a PBO");
+    h.get_by_label_contains(&format!(
+        "PBO {:.3} over 4 trials ({PARTITIONS} partitions, {} combinations",
+        p.pbo,
+        2 * 12_870
+    ));
 }
 
 #[test]

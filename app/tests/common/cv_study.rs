@@ -68,3 +68,39 @@ pub fn database(db: &Path, n: usize) -> Storage {
     }
     storage
 }
+
+/// A database with study `cpcv`: `n` COMPLETE trials of a CPCV-like split (3 groups of 64
+/// bars, each of 3 folds testing 2 of them, so every bar twice and 2 backtest paths), each
+/// fold's policy with noise of its own; later trials drift higher.
+pub fn cpcv_database(db: &Path, n: usize) -> Storage {
+    let mut storage = Storage::open(db).unwrap();
+    let study = storage
+        .create_study("cpcv", &[StudyDirection::Maximize])
+        .unwrap();
+    for i in 0..n {
+        let t = storage.create_trial(study).unwrap().trial_id;
+        let mut rows = Vec::new();
+        for (fold, groups) in [[0i64, 1], [0, 2], [1, 2]].iter().enumerate() {
+            let fold = fold as i64;
+            let bars = groups.iter().flat_map(|g| 64 * g..64 * (g + 1));
+            for (k, bar) in bars.enumerate() {
+                let u =
+                    ((i as f64 + 1.0) * 0.618_034 + (bar + 7 * fold) as f64 * 0.754_878).fract();
+                rows.push(FoldReturn {
+                    fold,
+                    bar_index: k as i64,
+                    bar_time: 1_700_000_000 + 3600 * bar,
+                    value: 0.01 * (u - 0.5) + 0.0003 * i as f64,
+                    benchmark: None,
+                });
+            }
+            storage.report(t, fold, 0.01 * i as f64).unwrap();
+        }
+        storage.put_fold_returns(t, &rows).unwrap();
+        storage
+            .set_trial_user_attr(t, "objective", &JsonValue::from("total_return"))
+            .unwrap();
+        storage.complete_trial(t, &[0.01 * i as f64]).unwrap();
+    }
+    storage
+}

@@ -16,7 +16,7 @@ use serde::Serialize;
 use super::FrontError;
 use super::backtest::{SplitPart, backtest};
 use crate::device::DeviceSpec;
-use crate::eval::dsr::{Deflated, DsrTrialError, deflate_best, trial_sharpe};
+use crate::eval::dsr::{Deflated, DsrError, DsrTrialError, deflate_best, trial_sharpe};
 use crate::eval::pbo::{HistogramBin, Pbo, cscv, logit_histogram};
 use crate::eval::{EvalSummary, Objective};
 use crate::storage::{JsonValue, Storage, StudyDirection, TrialRecord, TrialState};
@@ -54,6 +54,9 @@ pub struct DsrSection {
     /// Why the agent's own returns were deflated where the objective is against equal weight
     /// (fold returns stored without equal weight's).
     pub note: Option<String>,
+    /// The deflated Sharpe ratio on each backtest path, in path order (one for walk-forward):
+    /// `result` is the median path's, the lower of the middle two for an even count.
+    pub paths: Vec<f64>,
 }
 
 /// The best trial's saved policy on the test split against equal weight, or why not.
@@ -89,11 +92,12 @@ pub struct StudyReport {
     /// matrix, but in the deflated Sharpe's N and V, as trials tried.
     pub pruned_with_returns: usize,
     /// Bars in PBO's series: those every COMPLETE trial with fold returns tested (one return
-    /// a bar, in time order).
+    /// a bar, in time order), on the first backtest path.
     pub bars: usize,
-    /// The most folds that tested one bar (CPCV's C(N − 1, k − 1); 1 for walk-forward, 0
-    /// without fold returns): a bar's return in the series is the mean of its folds'.
-    pub tested_per_bar: usize,
+    /// The backtest paths: the most folds that tested one bar (CPCV's C(N − 1, k − 1); 1 for
+    /// walk-forward, 0 without fold returns). Path p takes, at each bar, the p-th fold's return
+    /// that tested it; PBO pools the paths, the deflated Sharpe is the median path's.
+    pub paths: usize,
     pub best: Option<BestTrial>,
     pub pbo: PboSection,
     pub dsr: DsrSection,
@@ -134,92 +138,92 @@ pub fn study_report(
         objective,
         Objective::SharpeExcess | Objective::SortinoExcess | Objective::ExcessReturn
     );
-    // Each trial's out-of-sample returns, one a bar in time order. CPCV tests each bar in
-    // several folds (C(N − 1, k − 1) of them): joined as stored, a bar would count that many
-    // times, out of order, which inflates the deflated Sharpe's T and puts the same bars in
-    // both halves of PBO's combinations. So a bar's return is the mean of its folds' (the mean
-    // of CPCV's backtest paths); walk-forward folds test each bar once. PRUNED trials keep the
-    // folds they ran: they were tried, and count in the deflated Sharpe's N and V. Beside
-    // each bar's return, the same less equal weight's (`None` where a fold stored none).
+    // Each trial's out-of-sample returns by bar, with the folds that tested each bar. CPCV
+    // tests a bar in C(N − 1, k − 1) folds, each a policy of its own. Their mean would be an
+    // ensemble's return, whose Sharpe ratio is higher than any one policy's (by
+    // 1/√(ρ + (1 − ρ)/φ) for φ policies whose returns correlate by ρ); joined as stored, a bar
+    // would count that many times, out of order, inflating the deflated Sharpe's T and putting
+    // the same bars in both halves of PBO's combinations. So the returns make CPCV's backtest
+    // paths (AFML §12.4): path p takes, at each bar, the return of the p-th fold (in the study's
+    // fold order) that tested it, a complete out-of-sample record of single policies in which a
+    // bar counts once. PBO pools the paths' combinations; the deflated Sharpe is the median
+    // path's. Walk-forward folds test each bar once: one path. PRUNED trials keep the folds
+    // they ran: they were tried, and count in the deflated Sharpe's N and V.
     let mut tried: Vec<Tried> = Vec::new();
-    let mut tested_per_bar = 0;
-    let mut without_benchmark = 0;
     for t in trials.iter().filter(|t| match t.state {
         TrialState::Pruned => true,
         TrialState::Complete => t.value().is_some_and(f64::is_finite),
         _ => false,
     }) {
-        // (sum of the agent's returns, sum of its excess over equal weight, folds, all had
-        // equal weight's)
-        let mut by_bar: BTreeMap<i64, (f64, f64, usize, bool)> = BTreeMap::new();
+        let mut bars: BTreeMap<i64, Vec<Tested>> = BTreeMap::new();
         for x in storage.fold_returns(t.trial_id)? {
-            let bar = by_bar.entry(x.bar_time).or_insert((0.0, 0.0, 0, true));
-            bar.0 += x.value;
-            bar.2 += 1;
-            match x.benchmark {
-                Some(b) => bar.1 += x.value - b,
-                None => bar.3 = false,
-            }
+            bars.entry(x.bar_time).or_default().push(Tested {
+                fold: x.fold,
+                value: x.value,
+                excess: x.benchmark.map(|b| x.value - b),
+            });
         }
-        if let Some(most) = by_bar.values().map(|b| b.2).max() {
-            let means: BTreeMap<i64, f64> = (by_bar.iter())
-                .map(|(time, (sum, _, n, _))| (*time, sum / *n as f64))
+        if bars.is_empty() {
+            continue;
+        }
+        for folds in bars.values_mut() {
+            folds.sort_by_key(|x| x.fold);
+        }
+        let tried_one = Tried {
+            number: t.number,
+            complete: t.state == TrialState::Complete,
+            bars,
+        };
+        // A pruned trial's few folds that give no Sharpe ratio (too few bars, no variation)
+        // are left out rather than leaving the whole study without a deflated Sharpe.
+        let own: Vec<f64> = tried_one.path(0).map(|(_, x)| x.value).collect();
+        if !tried_one.complete && trial_sharpe(&own).is_err() {
+            continue;
+        }
+        tried.push(tried_one);
+    }
+    let paths = tried.iter().map(Tried::most_folds).max().unwrap_or(0);
+    let without_benchmark = tried.iter().filter(|t| !t.has_benchmark()).count();
+    // PBO compares the COMPLETE trials bar by bar, on each path: on the bars every one of them
+    // tested (a searched `env.lookback` leaves each trial's test blocks a different number of
+    // first bars to skip).
+    let complete_tried: Vec<&Tried> = tried.iter().filter(|t| t.complete).collect();
+    let path_series: Vec<Vec<Vec<f64>>> = (0..paths)
+        .map(|p| {
+            let on_path: Vec<BTreeMap<i64, f64>> = (complete_tried.iter())
+                .map(|t| t.path(p).map(|(time, x)| (time, x.value)).collect())
                 .collect();
-            let excess = (by_bar.values().all(|b| b.3)).then(|| {
-                (by_bar.values())
-                    .map(|(_, excess, n, _)| excess / *n as f64)
-                    .collect::<Vec<f64>>()
-            });
-            let complete = t.state == TrialState::Complete;
-            // A pruned trial's few folds that give no Sharpe ratio (too few bars, no variation)
-            // are left out rather than leaving the whole study without a deflated Sharpe.
-            if !complete && trial_sharpe(&means.values().copied().collect::<Vec<_>>()).is_err() {
-                continue;
+            let mut common: Option<BTreeSet<i64>> = None;
+            for returns in &on_path {
+                let bars: BTreeSet<i64> = returns.keys().copied().collect();
+                common = Some(match common {
+                    None => bars,
+                    Some(c) => c.intersection(&bars).copied().collect(),
+                });
             }
-            without_benchmark += usize::from(excess.is_none());
-            tested_per_bar = tested_per_bar.max(most);
-            tried.push(Tried {
-                number: t.number,
-                complete,
-                means,
-                excess,
-            });
-        }
-    }
-    // PBO compares the COMPLETE trials bar by bar: on the bars every one of them tested (a
-    // searched `env.lookback` leaves each trial's test blocks a different number of first
-    // bars to skip).
-    let mut common: Option<BTreeSet<i64>> = None;
-    for Tried { means, .. } in tried.iter().filter(|t| t.complete) {
-        let bars: BTreeSet<i64> = means.keys().copied().collect();
-        common = Some(match common {
-            None => bars,
-            Some(c) => c.intersection(&bars).copied().collect(),
-        });
-    }
-    let common = common.unwrap_or_default();
-    let series: Vec<(i64, Vec<f64>)> = tried
-        .iter()
-        .filter(|t| t.complete)
-        .map(|t| (t.number, common.iter().map(|bar| t.means[bar]).collect()))
-        .collect();
-    let bars = common.len();
-    let returns: Vec<&[f64]> = series.iter().map(|(_, s)| s.as_slice()).collect();
-    // The deflated Sharpe: the best trial's whole series, deflated by every trial tried; over
-    // equal weight's returns where the objective is against it and every trial stored them.
-    // (PBO ranks the trials by their own returns' Sharpe ratio: on the same bars equal
-    // weight's is the same for every trial, so the ranks are the same.)
-    let over_equal_weight = against_equal_weight && without_benchmark == 0;
-    let all: Vec<(i64, Vec<f64>)> = tried
-        .iter()
-        .map(|t| {
-            let returns = match &t.excess {
-                Some(excess) if over_equal_weight => excess.clone(),
-                _ => t.means.values().copied().collect(),
-            };
-            (t.number, returns)
+            let common = common.unwrap_or_default();
+            (on_path.iter())
+                .map(|returns| common.iter().map(|bar| returns[bar]).collect())
+                .collect()
         })
         .collect();
+    let with_returns = complete_tried.len();
+    let bars = (path_series.first())
+        .and_then(|series| series.first())
+        .map_or(0, Vec::len);
+    // Where there are several paths, which one a refusal is about.
+    let on_path = |p: usize, why: String| {
+        if paths > 1 {
+            format!("backtest path {} of {paths}: {why}", p + 1)
+        } else {
+            why
+        }
+    };
+    // The deflated Sharpe: the best trial's whole series on each path, deflated by every trial
+    // tried; over equal weight's returns where the objective is against it and every trial
+    // stored them. (PBO ranks the trials by their own returns' Sharpe ratio: on the same bars
+    // equal weight's is the same for every trial, so the ranks are the same.)
+    let over_equal_weight = against_equal_weight && without_benchmark == 0;
     let pruned_with_returns = tried.iter().filter(|t| !t.complete).count();
     let dsr_note = (against_equal_weight && without_benchmark > 0).then(|| {
         format!(
@@ -236,76 +240,81 @@ pub fn study_report(
         "own"
     };
 
-    let pbo = if series.len() < 2 {
+    let pbo = if with_returns < 2 {
         PboSection {
             result: None,
             histogram: Vec::new(),
             unavailable: Some(format!(
                 "needs at least 2 COMPLETE trials with stored fold returns (a study with \
-                 [evaluation] walk_forward or cpcv); this one has {}",
-                series.len()
+                 [evaluation] walk_forward or cpcv); this one has {with_returns}"
             )),
         }
     } else {
-        match cscv(&returns, partitions) {
-            Ok(p) => PboSection {
+        let mut parts = Vec::with_capacity(paths);
+        let mut failed = None;
+        for (p, series) in path_series.iter().enumerate() {
+            match cscv(series, partitions) {
+                Ok(part) => parts.push(part),
+                Err(e) => {
+                    failed = Some(on_path(p, e.to_string()));
+                    break;
+                }
+            }
+        }
+        match (failed, Pbo::pooled(parts)) {
+            (None, Some(p)) => PboSection {
                 histogram: logit_histogram(&p.logits, 10),
                 result: Some(p),
                 unavailable: None,
             },
-            Err(e) => PboSection {
+            (why, _) => PboSection {
                 result: None,
                 histogram: Vec::new(),
-                unavailable: Some(e.to_string()),
+                unavailable: Some(why.unwrap_or_else(|| "no fold returns".into())),
             },
         }
     };
     let selected = best
         .as_ref()
-        .and_then(|b| all.iter().position(|(n, _)| *n == b.number));
-    let all_returns: Vec<&[f64]> = all.iter().map(|(_, s)| s.as_slice()).collect();
+        .and_then(|b| tried.iter().position(|t| t.number == b.number));
     let never_traded = |number: i64| {
         format!(
             "the best trial, #{number}, never traded out of sample (its returns are all 0): its \
              Sharpe ratio is 0, with no track record to deflate"
         )
     };
+    let section = |result: Result<(Deflated, Vec<f64>), String>| {
+        let (result, unavailable, paths) = match result {
+            Ok((d, paths)) => (Some(d), None, paths),
+            Err(why) => (None, Some(why), Vec::new()),
+        };
+        DsrSection {
+            result,
+            unavailable,
+            paths,
+            returns: dsr_returns,
+            note: dsr_note.clone(),
+        }
+    };
     let dsr = match selected {
-        None => DsrSection {
-            result: None,
-            unavailable: Some("the best trial has no stored fold returns".into()),
-            returns: dsr_returns,
-            note: dsr_note,
-        },
-        // Over equal weight, an agent that held cash has the market's returns negated, not
-        // zeros: whether it traded is asked of its own.
-        Some(i) if over_equal_weight && tried[i].means.values().all(|r| *r == 0.0) => DsrSection {
-            result: None,
-            unavailable: Some(never_traded(tried[i].number)),
-            returns: dsr_returns,
-            note: dsr_note,
-        },
-        Some(i) => match deflate_best(&all_returns, Some(i)) {
-            Ok(b) => DsrSection {
-                result: Some(b.deflated),
-                unavailable: None,
-                returns: dsr_returns,
-                note: dsr_note,
-            },
-            // The error's trial is an index into the series: named by its number here.
-            Err(e) => DsrSection {
-                result: None,
-                returns: dsr_returns,
-                note: dsr_note,
-                unavailable: Some(match e {
-                    DsrTrialError::Trial { trial, source } => {
-                        format!("trial #{}: {source}", all[trial].0)
-                    }
-                    DsrTrialError::NeverTraded { trial } => never_traded(all[trial].0),
-                    e => e.to_string(),
-                }),
-            },
-        },
+        None => section(Err("the best trial has no stored fold returns".into())),
+        // Asked of its own returns on every fold (over equal weight, an agent that held cash
+        // has the market's returns negated, not zeros).
+        Some(i) if tried[i].never_traded() => section(Err(never_traded(tried[i].number))),
+        Some(i) => section(
+            deflate_on_paths(&tried, i, paths, over_equal_weight).map_err(|f| {
+                on_path(
+                    f.path,
+                    match (f.error, f.trial) {
+                        (DsrTrialError::Trial { source, .. }, Some(n)) => {
+                            format!("trial #{n}: {source}")
+                        }
+                        (DsrTrialError::NeverTraded { .. }, Some(n)) => never_traded(n),
+                        (e, _) => e.to_string(),
+                    },
+                )
+            }),
+        ),
     };
     let test = test_backtest(best.as_ref());
     Ok(StudyReport {
@@ -313,10 +322,10 @@ pub fn study_report(
         direction: if maximize { "maximize" } else { "minimize" },
         trials: trials.len(),
         complete: complete.len(),
-        with_returns: series.len(),
+        with_returns,
         pruned_with_returns,
         bars,
-        tested_per_bar,
+        paths,
         best: best.map(|t| BestTrial {
             number: t.number,
             value: t.value().unwrap_or(f64::NAN),
@@ -340,15 +349,110 @@ pub fn study_report(
     })
 }
 
-/// One trial's out-of-sample returns, a bar's the mean of the folds that tested it.
+/// One fold's out-of-sample return at a bar.
+struct Tested {
+    fold: i64,
+    /// The agent's return.
+    value: f64,
+    /// The same less equal weight's, where the fold stored it.
+    excess: Option<f64>,
+}
+
+/// One trial's out-of-sample returns: at each bar (by time), the folds that tested it, in the
+/// study's fold order.
 struct Tried {
     number: i64,
     complete: bool,
-    /// The agent's return, by bar time.
-    means: BTreeMap<i64, f64>,
-    /// The agent's return less equal weight's, in bar order; `None` where a fold stored
-    /// returns without equal weight's.
-    excess: Option<Vec<f64>>,
+    bars: BTreeMap<i64, Vec<Tested>>,
+}
+
+impl Tried {
+    /// Backtest path `p`, in time order: at each bar, the p-th fold that tested it (a bar that
+    /// fewer folds tested, such as one a fold's lookback skipped, is on fewer paths).
+    fn path(&self, p: usize) -> impl Iterator<Item = (i64, &Tested)> + '_ {
+        (self.bars.iter()).filter_map(move |(time, folds)| folds.get(p).map(|x| (*time, x)))
+    }
+
+    /// The most folds that tested one of its bars: its backtest paths.
+    fn most_folds(&self) -> usize {
+        self.bars.values().map(Vec::len).max().unwrap_or(0)
+    }
+
+    /// Whether every fold stored equal weight's returns beside the agent's.
+    fn has_benchmark(&self) -> bool {
+        (self.bars.values()).all(|folds| folds.iter().all(|x| x.excess.is_some()))
+    }
+
+    /// Whether every return it stored is 0: it never traded out of sample.
+    fn never_traded(&self) -> bool {
+        (self.bars.values()).all(|folds| folds.iter().all(|x| x.value == 0.0))
+    }
+}
+
+/// Why the best trial was not deflated on a backtest path: the path, the trial to blame (by
+/// number) where the error names one, and the error.
+struct PathFailure {
+    path: usize,
+    trial: Option<i64>,
+    error: DsrTrialError,
+}
+
+/// The deflated Sharpe ratio of `tried[best]` on each of `paths` backtest paths (by every
+/// trial's series on that path: the returns over equal weight's where `over_equal_weight`),
+/// and the median path's result (the lower of the middle two for an even count): the
+/// result, and every path's DSR in path order. A PRUNED trial that gives no Sharpe ratio on
+/// a path (its folds left it too few bars there) is left out of that path's N and V.
+fn deflate_on_paths(
+    tried: &[Tried],
+    best: usize,
+    paths: usize,
+    over_equal_weight: bool,
+) -> Result<(Deflated, Vec<f64>), PathFailure> {
+    let mut on_paths: Vec<Deflated> = Vec::with_capacity(paths);
+    for p in 0..paths {
+        let (mut numbers, mut series, mut chosen) = (Vec::new(), Vec::new(), None);
+        for (j, t) in tried.iter().enumerate() {
+            let returns: Vec<f64> = (t.path(p))
+                .map(|(_, x)| x.excess.filter(|_| over_equal_weight).unwrap_or(x.value))
+                .collect();
+            if !t.complete && trial_sharpe(&returns).is_err() {
+                continue;
+            }
+            if j == best {
+                chosen = Some(series.len());
+            }
+            numbers.push(t.number);
+            series.push(returns);
+        }
+        match deflate_best(&series, chosen) {
+            Ok(b) => on_paths.push(b.deflated),
+            Err(error) => {
+                let trial = match &error {
+                    DsrTrialError::Trial { trial, .. } | DsrTrialError::NeverTraded { trial } => {
+                        numbers.get(*trial).copied()
+                    }
+                    _ => None,
+                };
+                return Err(PathFailure {
+                    path: p,
+                    trial,
+                    error,
+                });
+            }
+        }
+    }
+    let dsrs: Vec<f64> = on_paths.iter().map(|d| d.dsr).collect();
+    let mut order: Vec<usize> = (0..on_paths.len()).collect();
+    order.sort_by(|a, b| dsrs[*a].total_cmp(&dsrs[*b]));
+    let median = order.get(order.len().saturating_sub(1) / 2).copied();
+    match median {
+        Some(m) => Ok((on_paths.swap_remove(m), dsrs)),
+        None => Err(PathFailure {
+            path: 0,
+            trial: None,
+            error: DsrTrialError::Deflate(DsrError::TooFewTrials { trials: 0 }),
+        }),
+    }
 }
 
 /// Backtests `best`'s checkpoint (its `checkpoint` user attribute) on the test split, on the
@@ -419,16 +523,28 @@ impl DsrSection {
             other => other,
         }
     }
+
+    /// The deflated Sharpe ratio across the backtest paths, for people (None for one path).
+    pub fn paths_text(&self) -> Option<String> {
+        let (lo, _, hi) = super::min_median_max(&self.paths).filter(|_| self.paths.len() > 1)?;
+        let each: Vec<String> = self.paths.iter().map(|d| format!("{d:.3}")).collect();
+        Some(format!(
+            "the median of {} backtest paths, from {lo:.3} to {hi:.3}: {}",
+            self.paths.len(),
+            each.join(", ")
+        ))
+    }
 }
 
 impl StudyReport {
-    /// How a bar's return was made when several folds tested it ("" when each bar was tested
-    /// once).
+    /// How a bar's returns were used when several folds tested it ("" when each bar was
+    /// tested once).
     pub fn bars_note(&self) -> String {
-        if self.tested_per_bar > 1 {
+        if self.paths > 1 {
             format!(
-                ", a bar's return the mean of the {} folds that tested it",
-                self.tested_per_bar
+                ", each by {0} folds: {0} backtest paths of single policies, a bar one fold's \
+                 return on each; PBO pools the paths, the deflated Sharpe is the median path's",
+                self.paths
             )
         } else {
             String::new()
@@ -502,7 +618,10 @@ impl StudyReport {
                     d.trials,
                     d.sharpe_variance,
                     d.dsr
-                )
+                );
+                if let Some(spread) = self.dsr.paths_text() {
+                    s += &format!("  {spread}\n");
+                }
             }
             (None, Some(why)) => s += &format!("deflated Sharpe: not available: {why}\n"),
             (None, None) => {}
@@ -641,34 +760,80 @@ mod tests {
         storage
     }
 
-    /// Each bar counts once, in time order, its return the mean of the folds that tested it:
-    /// T of the deflated Sharpe is the 96 bars, not the 192 stored returns.
+    /// CPCV's backtest paths: each bar counts once on each, in time order, with one fold's
+    /// return (path p the p-th fold that tested it), so T of the deflated Sharpe is the 96 bars,
+    /// not the 192 stored returns, and its Sharpe ratio is one policy's, not the mean of two
+    /// policies' (an ensemble's, higher where their noise differs). The result is the median
+    /// path's; PBO pools both paths' combinations.
     #[test]
-    fn cpcv_bars_tested_by_several_folds_count_once() {
+    fn cpcv_bars_make_backtest_paths_of_single_policies() {
         let dir = tempfile::tempdir().unwrap();
+        // Every fold's policy earns the same drift plus noise of its own.
         let noise = |i: usize, fold: i64, bar: i64| {
             let u = ((i as f64 + 1.0) * 0.618_034 + (bar + 7 * fold) as f64 * 0.754_878).fract();
-            0.01 * (u - 0.5)
+            0.0015 + 0.01 * (u - 0.5)
         };
         let storage = overlapping(&dir.path().join("cpcv.db"), 3, noise);
         let r = study_report(&storage, "cpcv", 4).unwrap();
-        assert_eq!((r.with_returns, r.bars, r.tested_per_bar), (3, 96, 2));
+        assert_eq!((r.with_returns, r.bars, r.paths), (3, 96, 2));
         let dsr = r.dsr.result.as_ref().expect("a deflated Sharpe");
         assert_eq!(dsr.estimate.periods, 96);
-        // Trial 0's series: each bar's two returns averaged, in time order.
+        assert_eq!(r.dsr.paths.len(), 2);
+        // Path p of trial i: at each bar, the p-th of the two folds that tested it.
         let tested = [[0i64, 1], [0, 2], [1, 2]];
-        let expected: Vec<f64> = (0..96)
-            .map(|b| {
-                let folds = (0..3).filter(|f: &usize| tested[*f].contains(&(b / 32)));
-                folds.map(|f| noise(0, f as i64, b)).sum::<f64>() / 2.0
+        let path = |i: usize, p: usize| -> Vec<f64> {
+            (0..96)
+                .map(|b| {
+                    let folds: Vec<i64> = (0..3i64)
+                        .filter(|f| tested[*f as usize].contains(&(b / 32)))
+                        .collect();
+                    noise(i, folds[p], b)
+                })
+                .collect()
+        };
+        let on_path: Vec<Deflated> = (0..2)
+            .map(|p| {
+                let series: Vec<Vec<f64>> = (0..3).map(|i| path(i, p)).collect();
+                deflate_best(&series, Some(0)).unwrap().deflated
             })
             .collect();
-        let want = SharpeEstimate::from_returns(&expected).unwrap();
-        assert_eq!(dsr.estimate.sharpe, want.sharpe);
+        assert_eq!(r.dsr.paths, vec![on_path[0].dsr, on_path[1].dsr]);
+        let median = if on_path[0].dsr <= on_path[1].dsr {
+            0
+        } else {
+            1
+        };
+        assert_eq!(dsr.estimate.sharpe, on_path[median].estimate.sharpe);
+        assert_eq!(dsr.dsr, on_path[median].dsr);
+        // The mean of each bar's two returns, which the report took before, has the higher
+        // Sharpe ratio of an ensemble: above both paths'.
+        let mean: Vec<f64> = (0..96)
+            .map(|b| (path(0, 0)[b] + path(0, 1)[b]) / 2.0)
+            .collect();
+        let ensemble = SharpeEstimate::from_returns(&mean).unwrap().sharpe;
         assert!(
-            r.text()
-                .contains("96 bars all of them tested, a bar's return the mean of the 2 folds")
+            on_path.iter().all(|d| d.estimate.sharpe < ensemble),
+            "{ensemble} against {on_path:?}"
         );
+        // PBO: both paths' 6 combinations.
+        let pbo = r.pbo.result.as_ref().expect("a PBO");
+        assert_eq!((pbo.combinations, pbo.strategies), (12, 3));
+        let parts: Vec<Pbo> = (0..2)
+            .map(|p| cscv(&(0..3).map(|i| path(i, p)).collect::<Vec<_>>(), 4).unwrap())
+            .collect();
+        assert!((pbo.pbo - (parts[0].pbo + parts[1].pbo) / 2.0).abs() < 1e-12);
+        let text = r.text();
+        assert!(
+            text.contains("96 bars all of them tested, each by 2 folds: 2 backtest paths"),
+            "{text}"
+        );
+        assert!(
+            text.contains("the median of 2 backtest paths, from "),
+            "{text}"
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["paths"], 2);
+        assert_eq!(json["dsr"]["paths"].as_array().map(Vec::len), Some(2));
     }
 
     /// PRUNED trials (the folds they ran) count in the deflated Sharpe's N and V, though PBO's

@@ -417,6 +417,36 @@ impl Pbo {
     }
 }
 
+impl Pbo {
+    /// CSCV run on several matrices of the same strategies (CPCV's backtest paths: each a
+    /// complete out-of-sample record of every trial, bar for bar) as one result: every part's
+    /// combinations in part order, PBO and the probability of loss their share of all of them
+    /// (the mean of the parts' when each has as many), the degradation line through every pair.
+    /// The period figures are the shortest part's (the paths can differ by the few bars a
+    /// fold skipped); `partitions` and `strategies` are the first part's, which CSCV on the
+    /// same trials shares. None for no parts.
+    pub fn pooled(parts: Vec<Pbo>) -> Option<Pbo> {
+        let mut parts = parts.into_iter();
+        let mut out = parts.next()?;
+        for p in parts {
+            out.partition_len = out.partition_len.min(p.partition_len);
+            out.periods_used = out.periods_used.min(p.periods_used);
+            out.periods_dropped = out.periods_dropped.max(p.periods_dropped);
+            out.combinations += p.combinations;
+            out.logits.extend(p.logits);
+            out.selected.extend(p.selected);
+            out.in_sample_sharpe.extend(p.in_sample_sharpe);
+            out.out_of_sample_sharpe.extend(p.out_of_sample_sharpe);
+        }
+        let all = out.logits.len().max(1) as f64;
+        out.pbo = out.logits.iter().filter(|&&l| l <= 0.0).count() as f64 / all;
+        let losses = out.out_of_sample_sharpe.iter().filter(|&&v| v < 0.0);
+        out.probability_of_loss = losses.count() as f64 / all;
+        out.degradation = least_squares(&out.in_sample_sharpe, &out.out_of_sample_sharpe);
+        Some(out)
+    }
+}
+
 /// See [`Pbo::histogram`].
 pub fn logit_histogram(logits: &[f64], bins: usize) -> Vec<HistogramBin> {
     let finite: Vec<f64> = logits.iter().copied().filter(|l| l.is_finite()).collect();
@@ -472,6 +502,38 @@ mod tests {
         );
         assert_eq!(binomial(16, 8), 12_870);
         assert_eq!(binomial(24, 12), 2_704_156);
+    }
+
+    /// Two matrices of the same strategies pooled: every combination of both, PBO the share
+    /// of all of them overfit, the line through every pair; one part alone is itself.
+    #[test]
+    fn paths_pool_into_one_result() {
+        let wave = |j: usize, t: usize, k: f64| {
+            ((j as f64 + 1.0) * 0.618_034 + t as f64 * k).fract() - 0.5
+        };
+        let matrix = |k: f64| -> Vec<Vec<f64>> {
+            (0..5)
+                .map(|j| {
+                    (0..64)
+                        .map(|t| 0.01 * wave(j, t, k) + 0.0005 * j as f64)
+                        .collect()
+                })
+                .collect()
+        };
+        let a = cscv(&matrix(0.754_878), 4).unwrap();
+        let b = cscv(&matrix(0.414_214)[..], 4).unwrap();
+        assert_eq!(Pbo::pooled(vec![a.clone()]), Some(a.clone()));
+        assert_eq!(Pbo::pooled(Vec::new()), None);
+        let both = Pbo::pooled(vec![a.clone(), b.clone()]).unwrap();
+        assert_eq!(both.combinations, 12);
+        assert_eq!(both.logits.len(), 12);
+        assert!((both.pbo - (a.pbo + b.pbo) / 2.0).abs() < 1e-12);
+        let loss = (a.probability_of_loss + b.probability_of_loss) / 2.0;
+        assert!((both.probability_of_loss - loss).abs() < 1e-12);
+        let mean_is = (a.degradation.mean_in_sample + b.degradation.mean_in_sample) / 2.0;
+        assert!((both.degradation.mean_in_sample - mean_is).abs() < 1e-12);
+        assert_eq!(both.selected[6..], b.selected[..]);
+        assert_eq!((both.strategies, both.partitions), (5, 4));
     }
 
     #[test]

@@ -460,6 +460,9 @@ fn deflated(ui: &mut egui::Ui, report: &StudyReport) {
         );
         row("deflated Sharpe ratio", format!("{:.3}", d.dsr));
     });
+    if let Some(spread) = report.dsr.paths_text() {
+        ui.label(format!("deflated Sharpe ratio: {spread}"));
+    }
     ui.label(match report.dsr.returns {
         "own" => "the deflated Sharpe ratio is the probability that the best trial's Sharpe ratio \
                   beats the best of as many trials of pure noise; below 0.95 it may be luck"
