@@ -3,10 +3,11 @@
 //! trial's deflated Sharpe ratio, and its saved policy against equal weight on the held-out
 //! test split (`tradetune study report`).
 //!
-//! The returns are each COMPLETE trial's stored fold returns (`tradetune_fold_returns`: the
-//! per-bar returns on every fold's test bars, folds in the study's fixed order), joined into
-//! one series per trial. Every trial of a study has the same folds, so the series line up bar
-//! for bar, which CSCV needs.
+//! The returns are each trial's stored fold returns (`tradetune_fold_returns`: the per-bar
+//! returns on every fold's test bars, folds in the study's fixed order), laid out as CPCV's
+//! backtest paths (one for walk-forward): on each path a trial has one policy's return a bar.
+//! Every trial of a study has the same folds, so on each path the series line up bar for bar,
+//! which CSCV needs.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -148,7 +149,7 @@ pub fn study_report(
     // fold order) that tested it, a complete out-of-sample record of single policies in which a
     // bar counts once. PBO pools the paths' combinations; the deflated Sharpe is the median
     // path's. Walk-forward folds test each bar once: one path. PRUNED trials keep the folds
-    // they ran: they were tried, and count in the deflated Sharpe's N and V.
+    // they ran: they were tried, and count in the deflated Sharpe's N and V on every path.
     let mut tried: Vec<Tried> = Vec::new();
     for t in trials.iter().filter(|t| match t.state {
         TrialState::Pruned => true,
@@ -169,20 +170,31 @@ pub fn study_report(
         for folds in bars.values_mut() {
             folds.sort_by_key(|x| x.fold);
         }
-        let tried_one = Tried {
+        tried.push(Tried {
             number: t.number,
             complete: t.state == TrialState::Complete,
             bars,
-        };
-        // A pruned trial's few folds that give no Sharpe ratio (too few bars, no variation)
-        // are left out rather than leaving the whole study without a deflated Sharpe.
-        let own: Vec<f64> = tried_one.path(0).map(|(_, x)| x.value).collect();
-        if !tried_one.complete && trial_sharpe(&own).is_err() {
-            continue;
-        }
-        tried.push(tried_one);
+            sharpe_path: 0,
+        });
     }
-    let paths = tried.iter().map(Tried::most_folds).max().unwrap_or(0);
+    let plan = PathPlan::of(&tried);
+    let paths = plan.paths;
+    // A pruned trial stands in on every path by the first path on which it has a Sharpe ratio
+    // (its folds may leave it none on the others); one that has none anywhere (too few bars,
+    // no variation) is left out rather than leaving the study without a deflated Sharpe.
+    tried.retain_mut(|t| {
+        if t.complete {
+            return true;
+        }
+        let own = |p: usize| t.path(&plan, p).map(|(_, x)| x.value).collect::<Vec<f64>>();
+        match (0..paths).find(|p| trial_sharpe(&own(*p)).is_ok()) {
+            Some(p) => {
+                t.sharpe_path = p;
+                true
+            }
+            None => false,
+        }
+    });
     let without_benchmark = tried.iter().filter(|t| !t.has_benchmark()).count();
     // PBO compares the COMPLETE trials bar by bar, on each path: on the bars every one of them
     // tested (a searched `env.lookback` leaves each trial's test blocks a different number of
@@ -191,7 +203,7 @@ pub fn study_report(
     let path_series: Vec<Vec<Vec<f64>>> = (0..paths)
         .map(|p| {
             let on_path: Vec<BTreeMap<i64, f64>> = (complete_tried.iter())
-                .map(|t| t.path(p).map(|(time, x)| (time, x.value)).collect())
+                .map(|t| t.path(&plan, p).map(|(time, x)| (time, x.value)).collect())
                 .collect();
             let mut common: Option<BTreeSet<i64>> = None;
             for returns in &on_path {
@@ -270,7 +282,11 @@ pub fn study_report(
             (why, _) => PboSection {
                 result: None,
                 histogram: Vec::new(),
-                unavailable: Some(why.unwrap_or_else(|| "no fold returns".into())),
+                unavailable: Some(why.unwrap_or_else(|| {
+                    "the backtest paths' CSCV results do not pool (other trials or \
+                     partitions on each)"
+                        .into()
+                })),
             },
         }
     };
@@ -302,7 +318,7 @@ pub fn study_report(
         // has the market's returns negated, not zeros).
         Some(i) if tried[i].never_traded() => section(Err(never_traded(tried[i].number))),
         Some(i) => section(
-            deflate_on_paths(&tried, i, paths, over_equal_weight).map_err(|f| {
+            deflate_on_paths(&tried, &plan, i, over_equal_weight).map_err(|f| {
                 on_path(
                     f.path,
                     match (f.error, f.trial) {
@@ -364,18 +380,64 @@ struct Tried {
     number: i64,
     complete: bool,
     bars: BTreeMap<i64, Vec<Tested>>,
+    /// For a PRUNED trial, the path whose series stands in for it on a path where its folds
+    /// leave it no Sharpe ratio.
+    sharpe_path: usize,
+}
+
+/// Which fold each of CPCV's backtest paths takes at each bar (AFML §12.4: path p takes, for
+/// each group, the p-th split in fold order that tests it), the groups read from the stored
+/// returns: a bar's group is tested by every fold that tested the bar in any trial, except at
+/// a test block's first bars, which a fold's lookback skips; those take the folds of the next
+/// bar that all its group's folds tested.
+struct PathPlan {
+    /// By bar time, the folds that test its group, in fold order.
+    folds: BTreeMap<i64, Vec<i64>>,
+    /// The most folds that test one group: the backtest paths (C(N − 1, k − 1) for CPCV, 1
+    /// for walk-forward, 0 without fold returns).
+    paths: usize,
+}
+
+impl PathPlan {
+    fn of(tried: &[Tried]) -> PathPlan {
+        let mut tested: BTreeMap<i64, BTreeSet<i64>> = BTreeMap::new();
+        for t in tried {
+            for (time, folds) in &t.bars {
+                tested
+                    .entry(*time)
+                    .or_default()
+                    .extend(folds.iter().map(|x| x.fold));
+            }
+        }
+        let paths = tested.values().map(BTreeSet::len).max().unwrap_or(0);
+        let mut folds = BTreeMap::new();
+        let mut group: Option<Vec<i64>> = None;
+        for (time, set) in tested.iter().rev() {
+            if set.len() == paths {
+                group = Some(set.iter().copied().collect());
+            }
+            let of_group = group
+                .clone()
+                .unwrap_or_else(|| set.iter().copied().collect());
+            folds.insert(*time, of_group);
+        }
+        PathPlan { folds, paths }
+    }
 }
 
 impl Tried {
-    /// Backtest path `p`, in time order: at each bar, the p-th fold that tested it (a bar that
-    /// fewer folds tested, such as one a fold's lookback skipped, is on fewer paths).
-    fn path(&self, p: usize) -> impl Iterator<Item = (i64, &Tested)> + '_ {
-        (self.bars.iter()).filter_map(move |(time, folds)| folds.get(p).map(|x| (*time, x)))
-    }
-
-    /// The most folds that tested one of its bars: its backtest paths.
-    fn most_folds(&self) -> usize {
-        self.bars.values().map(Vec::len).max().unwrap_or(0)
+    /// Backtest path `p`, in time order: at each bar, the return of the path's fold for the
+    /// bar's group, where that fold tested the bar (not a bar its lookback skipped, nor a fold
+    /// a pruned trial never ran).
+    fn path<'a>(
+        &'a self,
+        plan: &'a PathPlan,
+        p: usize,
+    ) -> impl Iterator<Item = (i64, &'a Tested)> + 'a {
+        self.bars.iter().filter_map(move |(time, folds)| {
+            let fold = plan.folds.get(time)?.get(p)?;
+            folds.iter().find(|x| x.fold == *fold).map(|x| (*time, x))
+        })
     }
 
     /// Whether every fold stored equal weight's returns beside the agent's.
@@ -397,26 +459,30 @@ struct PathFailure {
     error: DsrTrialError,
 }
 
-/// The deflated Sharpe ratio of `tried[best]` on each of `paths` backtest paths (by every
+/// The deflated Sharpe ratio of `tried[best]` on each of `plan`'s backtest paths (by every
 /// trial's series on that path: the returns over equal weight's where `over_equal_weight`),
 /// and the median path's result (the lower of the middle two for an even count): the
-/// result, and every path's DSR in path order. A PRUNED trial that gives no Sharpe ratio on
-/// a path (its folds left it too few bars there) is left out of that path's N and V.
+/// result, and every path's DSR in path order. Every trial counts in N and V on every path:
+/// a PRUNED trial that gives no Sharpe ratio on a path (its folds left it too few bars
+/// there) by its series on the path that does ([`Tried::sharpe_path`]).
 fn deflate_on_paths(
     tried: &[Tried],
+    plan: &PathPlan,
     best: usize,
-    paths: usize,
     over_equal_weight: bool,
 ) -> Result<(Deflated, Vec<f64>), PathFailure> {
-    let mut on_paths: Vec<Deflated> = Vec::with_capacity(paths);
-    for p in 0..paths {
+    let mut on_paths: Vec<Deflated> = Vec::with_capacity(plan.paths);
+    let series_on = |t: &Tried, p: usize| -> Vec<f64> {
+        (t.path(plan, p))
+            .map(|(_, x)| x.excess.filter(|_| over_equal_weight).unwrap_or(x.value))
+            .collect()
+    };
+    for p in 0..plan.paths {
         let (mut numbers, mut series, mut chosen) = (Vec::new(), Vec::new(), None);
         for (j, t) in tried.iter().enumerate() {
-            let returns: Vec<f64> = (t.path(p))
-                .map(|(_, x)| x.excess.filter(|_| over_equal_weight).unwrap_or(x.value))
-                .collect();
+            let mut returns = series_on(t, p);
             if !t.complete && trial_sharpe(&returns).is_err() {
-                continue;
+                returns = series_on(t, t.sharpe_path);
             }
             if j == best {
                 chosen = Some(series.len());
@@ -528,9 +594,14 @@ impl DsrSection {
     pub fn paths_text(&self) -> Option<String> {
         let (lo, _, hi) = super::min_median_max(&self.paths).filter(|_| self.paths.len() > 1)?;
         let each: Vec<String> = self.paths.iter().map(|d| format!("{d:.3}")).collect();
+        let n = self.paths.len();
         Some(format!(
-            "the median of {} backtest paths, from {lo:.3} to {hi:.3}: {}",
-            self.paths.len(),
+            "the {} of {n} backtest paths, from {lo:.3} to {hi:.3}: {}",
+            if n.is_multiple_of(2) {
+                "lower middle"
+            } else {
+                "median"
+            },
             each.join(", ")
         ))
     }
@@ -732,6 +803,18 @@ mod tests {
         value: impl Fn(usize, i64, i64) -> f64,
         benchmark: impl Fn(i64) -> Option<f64>,
     ) -> Storage {
+        overlapping_skipping(db, n, 0, value, benchmark)
+    }
+
+    /// [`overlapping_with`] where each fold leaves the first `skip` bars of each of its test
+    /// blocks unscored (its lookback), adjacent groups making one block.
+    fn overlapping_skipping(
+        db: &Path,
+        n: usize,
+        skip: i64,
+        value: impl Fn(usize, i64, i64) -> f64,
+        benchmark: impl Fn(i64) -> Option<f64>,
+    ) -> Storage {
         let mut storage = Storage::open(db).unwrap();
         let study = storage
             .create_study("cpcv", &[StudyDirection::Maximize])
@@ -742,7 +825,11 @@ mod tests {
             let mut rows = Vec::new();
             for (fold, groups) in tested.iter().enumerate() {
                 let fold = fold as i64;
-                let bars = groups.iter().flat_map(|g| 32 * g..32 * (g + 1));
+                let bars = groups.iter().flat_map(|g| {
+                    // A block starts at a group whose previous one the fold does not test.
+                    let starts = !groups.contains(&(g - 1));
+                    32 * g + if starts { skip } else { 0 }..32 * (g + 1)
+                });
                 for (k, bar) in bars.enumerate() {
                     rows.push(FoldReturn {
                         fold,
@@ -828,12 +915,109 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("the median of 2 backtest paths, from "),
+            text.contains("the lower middle of 2 backtest paths, from "),
             "{text}"
         );
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["paths"], 2);
         assert_eq!(json["dsr"]["paths"].as_array().map(Vec::len), Some(2));
+    }
+
+    /// A fold's first bars of a test block, which its lookback skips, stay off that fold's
+    /// paths: path p holds the p-th fold of each group (AFML §12.4) where it tested the bar,
+    /// not whichever fold did. Here fold 1 (groups 0 and 2) skips group 2's first 3 bars,
+    /// which fold 2 (groups 1 and 2, one block) tests: they are on path 1 (fold 2's), not on
+    /// path 0 (fold 1's).
+    #[test]
+    fn bars_a_fold_skipped_stay_off_its_backtest_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let noise = |i: usize, fold: i64, bar: i64| {
+            let u = ((i as f64 + 1.0) * 0.618_034 + (bar + 7 * fold) as f64 * 0.754_878).fract();
+            0.001 * i as f64 + 0.01 * (u - 0.5)
+        };
+        let storage = overlapping_skipping(&dir.path().join("skip.db"), 3, 3, noise, |_| None);
+        let r = study_report(&storage, "cpcv", 4).unwrap();
+        assert_eq!(r.paths, 2);
+        // Group g's folds in fold order: path p takes the p-th.
+        let group_folds = [[0i64, 1], [0, 2], [1, 2]];
+        let tested = [[0i64, 1], [0, 2], [1, 2]];
+        let scored = |fold: i64, bar: i64| {
+            let groups = tested[fold as usize];
+            let g = bar / 32;
+            groups.contains(&g) && (groups.contains(&(g - 1)) || bar % 32 >= 3)
+        };
+        let path = |i: usize, p: usize| -> Vec<f64> {
+            (0..96)
+                .filter_map(|b: i64| {
+                    let fold = group_folds[(b / 32) as usize][p];
+                    scored(fold, b).then(|| noise(i, fold, b))
+                })
+                .collect()
+        };
+        // No fold scored bars 0–2; on path 0 group 2's fold 1 skipped 64–66 (fold 2 scored
+        // them, on path 1), on path 1 group 1's fold 2 skipped 32–34 (fold 0 scored them, on
+        // path 0). Taking a bar's p-th scoring fold instead would put 64–66 on path 0.
+        assert_eq!((path(0, 0).len(), path(0, 1).len()), (90, 90));
+        let dsr: Vec<f64> = (0..2)
+            .map(|p| {
+                let series: Vec<Vec<f64>> = (0..3).map(|i| path(i, p)).collect();
+                deflate_best(&series, Some(0)).unwrap().deflated.dsr
+            })
+            .collect();
+        assert_eq!(r.dsr.paths, dsr);
+        assert_eq!(r.bars, 90);
+    }
+
+    /// A CPCV trial pruned after its first fold has returns on path 0 alone (fold 0 is the
+    /// first of groups 0 and 1, the second of none): it still counts in N and V on path 1,
+    /// by its path-0 series, so both paths deflate by the same 4 trials.
+    #[test]
+    fn a_pruned_cpcv_trial_counts_on_every_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let noise = |i: usize, fold: i64, bar: i64| {
+            let u = ((i as f64 + 1.0) * 0.618_034 + (bar + 7 * fold) as f64 * 0.754_878).fract();
+            0.0005 + 0.01 * (u - 0.5)
+        };
+        let mut storage = overlapping(&dir.path().join("pruned.db"), 3, noise);
+        let study = storage.study("cpcv").unwrap().study_id;
+        let pruned = storage.create_trial(study).unwrap().trial_id;
+        let rows: Vec<FoldReturn> = (0..64i64)
+            .map(|bar| FoldReturn {
+                fold: 0,
+                bar_index: bar,
+                bar_time: 1_700_000_000 + 3600 * bar,
+                value: noise(9, 0, bar),
+                benchmark: None,
+            })
+            .collect();
+        storage.report(pruned, 0, -1.0).unwrap();
+        storage.put_fold_returns(pruned, &rows).unwrap();
+        storage.prune_trial(pruned).unwrap();
+        let r = study_report(&storage, "cpcv", 4).unwrap();
+        assert_eq!((r.paths, r.pruned_with_returns), (2, 1));
+        let tested = [[0i64, 1], [0, 2], [1, 2]];
+        let path = |i: usize, p: usize| -> Vec<f64> {
+            (0..96)
+                .map(|b| {
+                    let folds: Vec<i64> = (0..3i64)
+                        .filter(|f| tested[*f as usize].contains(&(b / 32)))
+                        .collect();
+                    noise(i, folds[p], b)
+                })
+                .collect()
+        };
+        let stand_in: Vec<f64> = (0..64).map(|b| noise(9, 0, b)).collect();
+        let want: Vec<f64> = (0..2)
+            .map(|p| {
+                let mut series: Vec<Vec<f64>> = (0..3).map(|i| path(i, p)).collect();
+                series.push(stand_in.clone());
+                let d = deflate_best(&series, Some(0)).unwrap().deflated;
+                assert_eq!(d.trials, 4);
+                d.dsr
+            })
+            .collect();
+        assert_eq!(r.dsr.paths, want);
+        assert_eq!(r.dsr.result.as_ref().map(|d| d.trials), Some(4));
     }
 
     /// PRUNED trials (the folds they ran) count in the deflated Sharpe's N and V, though PBO's

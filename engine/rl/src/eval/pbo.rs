@@ -424,11 +424,14 @@ impl Pbo {
     /// (the mean of the parts' when each has as many), the degradation line through every pair.
     /// The period figures are the shortest part's (the paths can differ by the few bars a
     /// fold skipped); `partitions` and `strategies` are the first part's, which CSCV on the
-    /// same trials shares. None for no parts.
+    /// same trials shares. None for no parts, or parts of other strategies or partitions.
     pub fn pooled(parts: Vec<Pbo>) -> Option<Pbo> {
         let mut parts = parts.into_iter();
         let mut out = parts.next()?;
         for p in parts {
+            if (p.strategies, p.partitions) != (out.strategies, out.partitions) {
+                return None;
+            }
             out.partition_len = out.partition_len.min(p.partition_len);
             out.periods_used = out.periods_used.min(p.periods_used);
             out.periods_dropped = out.periods_dropped.max(p.periods_dropped);
@@ -534,6 +537,8 @@ mod tests {
         assert!((both.degradation.mean_in_sample - mean_is).abs() < 1e-12);
         assert_eq!(both.selected[6..], b.selected[..]);
         assert_eq!((both.strategies, both.partitions), (5, 4));
+        let fewer = cscv(&matrix(0.414_214)[..4], 4).unwrap();
+        assert_eq!(Pbo::pooled(vec![a, fewer]), None, "other strategies");
     }
 
     #[test]
