@@ -431,6 +431,40 @@ fn bad_study_files_name_the_file_line_and_key() {
     assert!(!db.exists());
 }
 
+/// A `[sampler]` or `[pruner]` setting the chosen kind does not use is named with its line as
+/// a note, and the study is created as written.
+#[test]
+fn settings_the_chosen_kinds_do_not_use_are_noted_by_line() {
+    let dir = scratch("cli_study", "unused");
+    let good = std::fs::read_to_string(tiny_study(&dir, "unused", 128)).unwrap();
+    let path = dir.join("unused.toml");
+    let body = good
+        .replace("seed = 1\n", "seed = 1\nn_startup_trials = 20\n")
+        .replace("kind = \"none\"\n", "kind = \"none\"\nn_warmup_steps = 3\n");
+    std::fs::write(&path, body).unwrap();
+    let db = dir.join("unused.db");
+    let o = tradetune(&["study", "create", s(&path), "--storage", s(&db)]);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let at = path.display();
+    for want in [
+        format!("note: {at}:24: sampler.n_startup_trials: not used by kind = \"random\""),
+        format!("note: {at}:28: pruner.n_warmup_steps: not used by kind = \"none\""),
+    ] {
+        assert!(err.contains(&want), "want {want:?} in:\n{err}");
+    }
+    // Without them, no note.
+    let o = tradetune(&[
+        "study",
+        "create",
+        s(&tiny_study(&dir, "plain", 128)),
+        "--storage",
+        s(&db),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(!text(&o.stderr).contains("note: "), "{}", text(&o.stderr));
+}
+
 #[test]
 fn a_study_survives_kill_9_and_resumes_its_numbering() {
     let dir = scratch("cli_study", "kill");

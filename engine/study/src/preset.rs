@@ -103,6 +103,14 @@ mod tests {
             assert_eq!(back.search_specs(), f.search_specs(), "{}", p.name);
             assert_eq!(back.sampler, f.sampler, "{}", p.name);
             assert_eq!(back.pruner, f.pruner, "{}", p.name);
+            let unused = |f: &StudyFile| {
+                f.unused_settings()
+                    .iter()
+                    .map(|e| e.to_string())
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(unused(f), Vec::<String>::new(), "{}", p.name);
+            assert_eq!(unused(&back), Vec::<String>::new(), "{}", p.name);
         }
     }
 }

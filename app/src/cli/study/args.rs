@@ -28,7 +28,11 @@ impl StudyFileArgs {
     /// The study of the file or preset.
     pub fn study_file(&self) -> anyhow::Result<StudyFile> {
         match (&self.file, &self.preset) {
-            (Some(path), _) => Ok(read_study_file(path)?),
+            (Some(path), _) => {
+                let file = read_study_file(path)?;
+                note_unused_settings(&file);
+                Ok(file)
+            }
             (None, Some(name)) => Ok(preset::find(name)?.study),
             (None, None) => anyhow::bail!("give a study file or --preset NAME"),
         }
@@ -38,12 +42,24 @@ impl StudyFileArgs {
     /// over it.
     pub fn launch(&self, place: StudyPlace, set: &[String]) -> anyhow::Result<StudyLaunch> {
         let mut launch = match (&self.file, &self.preset) {
-            (Some(path), _) => StudyLaunch::from_path(path, place)?,
+            (Some(path), _) => {
+                let launch = StudyLaunch::from_path(path, place)?;
+                note_unused_settings(launch.file());
+                launch
+            }
             (None, Some(name)) => StudyLaunch::from_preset(name, place)?,
             (None, None) => anyhow::bail!("give a study file or --preset NAME"),
         };
         launch.set(set).map_err(|e| anyhow::anyhow!("--set {e}"))?;
         Ok(launch)
+    }
+}
+
+/// A note on stderr for each `[sampler]` or `[pruner]` setting the file's kinds do not use:
+/// not refused, but the user who wrote it expects it to do something.
+fn note_unused_settings(file: &StudyFile) {
+    for unused in file.unused_settings() {
+        eprintln!("note: {unused}");
     }
 }
 

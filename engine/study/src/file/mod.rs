@@ -52,7 +52,9 @@
 //! ```
 //!
 //! Every name in `[fixed]`, `[search]` and the sampler's lists is checked against the trial
-//! configuration before anything runs; errors name the file, the line and the key.
+//! configuration before anything runs; errors name the file, the line and the key. A
+//! `[sampler]` or `[pruner]` setting the chosen kind does not use ([`SAMPLER_SETTINGS`],
+//! [`PRUNER_SETTINGS`]) is named the same way by [`StudyFile::unused_settings`], for a note.
 
 mod build;
 mod checks;
@@ -73,8 +75,8 @@ pub use line::{key_at, line_of};
 pub use search_spec::SearchSpec;
 use search_spec::param_value;
 pub use sections::{
-    DIRECTIONS, DataSection, EvaluationSection, PRUNER_ATTR, PrunerKind, PrunerSection,
-    SamplerKind, SamplerSection, StudySection, direction_name,
+    DIRECTIONS, DataSection, EvaluationSection, PRUNER_ATTR, PRUNER_SETTINGS, PrunerKind,
+    PrunerSection, SAMPLER_SETTINGS, SamplerKind, SamplerSection, StudySection, direction_name,
 };
 use spec::{flatten, search_specs, set_fixed};
 
@@ -447,6 +449,55 @@ impl StudyFile {
         }
     }
 
+    /// The `[sampler]` and `[pruner]` settings written in the file that its kinds do not use
+    /// (`n_startup_trials` under `kind = "random"`, `n_warmup_steps` under `"hyperband"`), each
+    /// as an error naming the file, line and key, for a front end to show as a note. They are
+    /// not refused: studies the app recorded before 2026-12-01 carry every pruner setting
+    /// whatever the kind (its text now writes the kind's alone). None for a study built from
+    /// typed parts, which has no text.
+    pub fn unused_settings(&self) -> Vec<StudyFileError> {
+        let Ok(doc) = toml::from_str::<toml::Table>(&self.text) else {
+            return Vec::new();
+        };
+        let table = |name: &str| match doc.get(name) {
+            Some(toml::Value::Table(t)) => t.clone(),
+            _ => toml::Table::new(),
+        };
+        let names = |kinds: Vec<String>| {
+            let quoted: Vec<String> = kinds.iter().map(|k| format!("\"{k}\"")).collect();
+            quoted.join(" and ")
+        };
+        let note = |section: &str, key: &str, kind: String, users: String| {
+            self.key_error(
+                &format!("{section}.{key}"),
+                format!(
+                    "not used by kind = \"{kind}\" (only by {users}): it has no effect; remove it \
+                     or choose a kind that uses it"
+                ),
+            )
+        };
+        let sampler = table("sampler");
+        let pruner = table("pruner");
+        let mut out: Vec<StudyFileError> =
+            sections::unused_in(&sampler, SAMPLER_SETTINGS, &self.sampler.kind)
+                .into_iter()
+                .map(|(key, kinds)| {
+                    let users = names(kinds.iter().map(ToString::to_string).collect());
+                    note("sampler", key, self.sampler.kind.to_string(), users)
+                })
+                .collect();
+        out.extend(
+            sections::unused_in(&pruner, PRUNER_SETTINGS, &self.pruner.kind)
+                .into_iter()
+                .map(|(key, kinds)| {
+                    let users = names(kinds.iter().map(ToString::to_string).collect());
+                    note("pruner", key, self.pruner.kind.to_string(), users)
+                }),
+        );
+        out.sort_by_key(|e| e.line);
+        out
+    }
+
     /// The searched parameters as specs, by name (what a form edits).
     pub fn search_specs(&self) -> Vec<(String, SearchSpec)> {
         self.space
@@ -675,6 +726,66 @@ min_resource = 1
             "{e}"
         );
         assert!(e.to_string().contains("1 ≤ k < N"), "{e}");
+    }
+
+    /// Settings the chosen kinds do not use are named, with their lines, not refused; those
+    /// the kinds use, an empty grid table, and a file without them say nothing.
+    #[test]
+    fn settings_the_chosen_kinds_do_not_use_are_named_with_their_lines() {
+        let text = r#"
+[study]
+name = "u"
+
+[search]
+"ppo.learning_rate" = { low = 1e-5, high = 1e-3, log = true }
+
+[sampler]
+kind = "random"
+seed = 4
+n_startup_trials = 20
+multivariate = true
+
+[sampler.grid]
+
+[pruner]
+kind = "hyperband"
+min_resource = 2
+n_warmup_steps = 3
+percentile = 25.0
+"#;
+        let file = StudyFile::parse(text, "u.toml", &defaults()).unwrap();
+        let notes: Vec<String> = file
+            .unused_settings()
+            .iter()
+            .map(|e| e.to_string())
+            .collect();
+        assert_eq!(
+            notes,
+            [
+                "u.toml:11: sampler.n_startup_trials: not used by kind = \"random\" (only by \
+                 \"tpe\"): it has no effect; remove it or choose a kind that uses it",
+                "u.toml:12: sampler.multivariate: not used by kind = \"random\" (only by \
+                 \"tpe\"): it has no effect; remove it or choose a kind that uses it",
+                "u.toml:19: pruner.n_warmup_steps: not used by kind = \"hyperband\" (only by \
+                 \"median\" and \"percentile\"): it has no effect; remove it or choose a kind \
+                 that uses it",
+                "u.toml:20: pruner.percentile: not used by kind = \"hyperband\" (only by \
+                 \"percentile\"): it has no effect; remove it or choose a kind that uses it",
+            ]
+        );
+        // The same settings under kinds that use them.
+        let used = text
+            .replace("kind = \"random\"", "kind = \"tpe\"")
+            .replace("min_resource = 2\n", "")
+            .replace("kind = \"hyperband\"", "kind = \"percentile\"");
+        let file = StudyFile::parse(&used, "u.toml", &defaults()).unwrap();
+        assert!(
+            file.unused_settings().is_empty(),
+            "{:?}",
+            file.unused_settings()
+        );
+        let plain = StudyFile::parse("[study]\nname = \"p\"\n", "p.toml", &defaults()).unwrap();
+        assert!(plain.unused_settings().is_empty());
     }
 
     #[test]

@@ -245,6 +245,75 @@ impl Default for PrunerSection {
     }
 }
 
+/// The `[sampler]` settings only some kinds use, with those kinds (`kind`, `seed` and
+/// `enqueue` serve every kind).
+pub const SAMPLER_SETTINGS: &[(&str, &[SamplerKind])] = &[
+    ("n_startup_trials", &[SamplerKind::Tpe]),
+    ("n_ei_candidates", &[SamplerKind::Tpe]),
+    ("multivariate", &[SamplerKind::Tpe]),
+    ("constant_liar", &[SamplerKind::Tpe]),
+    ("grid", &[SamplerKind::Grid]),
+];
+
+/// The `[pruner]` settings and the kinds that use them (`kind = "none"` uses none).
+pub const PRUNER_SETTINGS: &[(&str, &[PrunerKind])] = &[
+    ("percentile", &[PrunerKind::Percentile]),
+    (
+        "n_startup_trials",
+        &[PrunerKind::Median, PrunerKind::Percentile],
+    ),
+    (
+        "n_warmup_steps",
+        &[PrunerKind::Median, PrunerKind::Percentile],
+    ),
+    (
+        "interval_steps",
+        &[PrunerKind::Median, PrunerKind::Percentile],
+    ),
+    (
+        "min_resource",
+        &[PrunerKind::SuccessiveHalving, PrunerKind::Hyperband],
+    ),
+    ("max_resource", &[PrunerKind::Hyperband]),
+    (
+        "reduction_factor",
+        &[PrunerKind::SuccessiveHalving, PrunerKind::Hyperband],
+    ),
+];
+
+/// Whether `kind` uses setting `key` of a table whose kind-bound settings are `settings`
+/// (a setting not listed serves every kind).
+pub fn uses<K: PartialEq>(settings: &[(&str, &[K])], kind: &K, key: &str) -> bool {
+    (settings.iter())
+        .find(|(name, _)| *name == key)
+        .is_none_or(|(_, kinds)| kinds.contains(kind))
+}
+
+/// Drops from `table` (a `[sampler]` or `[pruner]` table) the settings `kind` does not use.
+pub fn keep_used<K: PartialEq>(table: &mut toml::Table, settings: &[(&str, &[K])], kind: &K) {
+    table.retain(|key, _| uses(settings, kind, key));
+}
+
+/// The settings written in `table` that `kind` does not use, each with the kinds that do;
+/// an empty table or list (such as an empty `[sampler.grid]`) says nothing and is passed over.
+pub fn unused_in<'a, K: PartialEq + Copy>(
+    table: &toml::Table,
+    settings: &'a [(&'a str, &'a [K])],
+    kind: &K,
+) -> Vec<(&'a str, &'a [K])> {
+    (settings.iter())
+        .filter(|(name, kinds)| {
+            !kinds.contains(kind)
+                && table.get(*name).is_some_and(|v| match v {
+                    toml::Value::Table(t) => !t.is_empty(),
+                    toml::Value::Array(a) => !a.is_empty(),
+                    _ => true,
+                })
+        })
+        .copied()
+        .collect()
+}
+
 /// The study system attribute holding its `[pruner]` table as JSON, stored when the study
 /// runs: the Studies panel draws the pruner's thresholds from it.
 pub const PRUNER_ATTR: &str = "tradetune:pruner";

@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 
+use super::sections::{PRUNER_SETTINGS, SAMPLER_SETTINGS, keep_used};
 use super::{StudyFile, StudyFileError};
 
 impl StudyFile {
@@ -17,7 +18,9 @@ impl StudyFile {
     /// This study as a study file's text, which [`StudyFile::parse`] with the same `defaults`
     /// (the trial configuration's default JSON) reads back to the same study: its tables, the
     /// fixed values that differ from `defaults` under `[fixed]`, its searched ranges, sampler
-    /// and pruner. A fixed value that TOML cannot write (none where the default has one) is
+    /// and pruner, these two with the settings their kinds use alone (a setting of another
+    /// kind, which the app's draft keeps, reads back as its default; it does nothing either
+    /// way). A fixed value that TOML cannot write (none where the default has one) is
     /// refused, naming the key.
     pub fn to_toml(&self, defaults: &Value) -> Result<String, StudyFileError> {
         let fail = |key: &str, message: String| StudyFileError {
@@ -61,14 +64,18 @@ impl StudyFile {
             search.insert(name, value);
         }
         doc.insert("search".into(), toml::Value::Table(search));
-        doc.insert(
-            "sampler".into(),
-            table("sampler", toml::Value::try_from(&self.sampler))?,
-        );
-        doc.insert(
-            "pruner".into(),
-            table("pruner", toml::Value::try_from(&self.pruner))?,
-        );
+        // Only the settings the chosen kinds use: the app's draft keeps TPE's while another
+        // sampler is chosen, and a pruner's defaults are there whatever its kind.
+        let mut sampler = table("sampler", toml::Value::try_from(&self.sampler))?;
+        if let toml::Value::Table(t) = &mut sampler {
+            keep_used(t, SAMPLER_SETTINGS, &self.sampler.kind);
+        }
+        doc.insert("sampler".into(), sampler);
+        let mut pruner = table("pruner", toml::Value::try_from(&self.pruner))?;
+        if let toml::Value::Table(t) = &mut pruner {
+            keep_used(t, PRUNER_SETTINGS, &self.pruner.kind);
+        }
+        doc.insert("pruner".into(), pruner);
         toml::to_string(&doc).map_err(|e| fail("study", format!("cannot be written as TOML: {e}")))
     }
 }
@@ -226,6 +233,51 @@ min_resource = 2
         // Only what differs from the defaults is fixed.
         assert!(text.contains("n_envs = 2"), "{text}");
         assert!(!text.contains("total_timesteps"), "{text}");
+        // Only the settings of the chosen kinds (hyperband uses no percentile).
+        assert!(
+            !text.contains("percentile") && !text.contains("n_warmup_steps"),
+            "{text}"
+        );
+        assert!(text.contains("multivariate = true") && text.contains("min_resource = 2"));
+        assert!(
+            back.unused_settings().is_empty(),
+            "{:?}",
+            back.unused_settings()
+        );
+    }
+
+    /// A draft that keeps another kind's settings (the app's, when its sampler or pruner kind
+    /// changes) is written with the chosen kind's alone: its text names nothing unused.
+    #[test]
+    fn the_text_holds_only_the_chosen_kinds_settings() {
+        let mut read = StudyFile::parse("[study]\nname = \"k\"\n", "k.toml", &defaults()).unwrap();
+        read.sampler.kind = super::super::SamplerKind::Random;
+        read.sampler.n_startup_trials = Some(30);
+        read.sampler.constant_liar = Some(true);
+        read.pruner.kind = super::super::PrunerKind::Median;
+        read.pruner.percentile = 70.0;
+        read.pruner.reduction_factor = Some(3);
+        read.pruner.n_warmup_steps = 4;
+        let text = read.to_toml(&defaults()).unwrap();
+        for gone in [
+            "n_startup_trials = 30",
+            "constant_liar",
+            "percentile",
+            "reduction_factor",
+        ] {
+            assert!(!text.contains(gone), "{gone} in {text}");
+        }
+        assert!(text.contains("n_warmup_steps = 4"), "{text}");
+        let back = StudyFile::parse(&text, "k.toml", &defaults()).unwrap();
+        assert!(
+            back.unused_settings().is_empty(),
+            "{:?}",
+            back.unused_settings()
+        );
+        assert_eq!(
+            (back.sampler.kind, back.pruner.n_warmup_steps),
+            (read.sampler.kind, 4)
+        );
     }
 
     #[test]
