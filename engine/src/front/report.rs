@@ -116,13 +116,16 @@ pub fn study_report(
 ) -> Result<StudyReport, FrontError> {
     let study = storage.study(name)?;
     let maximize = study.directions.first() != Some(&StudyDirection::Minimize);
+    // The best trial before the trials: a COMPLETE trial stays so, so the list read after it
+    // holds it, while workers that finish trials in between cannot leave the report with a
+    // best trial it has no returns for ("no stored fold returns" for a live study's best).
+    let best = storage.best_trial(study.study_id)?;
     let trials = storage.trials(study.study_id)?;
     let complete: Vec<_> = trials
         .iter()
         .filter(|t| t.state == TrialState::Complete)
         .filter(|t| t.value().is_some_and(f64::is_finite))
         .collect();
-    let best = storage.best_trial(study.study_id)?;
     // The objective the trials were scored by (each trial records it; the study's default
     // where none did): one against equal weight has its deflated Sharpe taken over equal
     // weight's returns, since a plain Sharpe ratio of an agent that holds the assets in a
@@ -796,6 +799,19 @@ mod tests {
         overlapping_with(db, n, value, |_| None)
     }
 
+    /// Backtest path `p` of trial `i` in [`overlapping`] (every bar scored): at each bar, the
+    /// p-th of the two folds that test its group.
+    fn fixture_path(value: impl Fn(usize, i64, i64) -> f64, i: usize, p: usize) -> Vec<f64> {
+        let tested = [[0i64, 1], [0, 2], [1, 2]];
+        (0..96)
+            .map(|b| {
+                let mut folds = (0..3i64).filter(|f| tested[*f as usize].contains(&(b / 32)));
+                let fold = folds.nth(p).expect("two folds test each group");
+                value(i, fold, b)
+            })
+            .collect()
+    }
+
     /// [`overlapping`] with equal weight's return at each bar `benchmark(bar)`.
     fn overlapping_with(
         db: &Path,
@@ -866,18 +882,7 @@ mod tests {
         let dsr = r.dsr.result.as_ref().expect("a deflated Sharpe");
         assert_eq!(dsr.estimate.periods, 96);
         assert_eq!(r.dsr.paths.len(), 2);
-        // Path p of trial i: at each bar, the p-th of the two folds that tested it.
-        let tested = [[0i64, 1], [0, 2], [1, 2]];
-        let path = |i: usize, p: usize| -> Vec<f64> {
-            (0..96)
-                .map(|b| {
-                    let folds: Vec<i64> = (0..3i64)
-                        .filter(|f| tested[*f as usize].contains(&(b / 32)))
-                        .collect();
-                    noise(i, folds[p], b)
-                })
-                .collect()
-        };
+        let path = |i: usize, p: usize| fixture_path(noise, i, p);
         let on_path: Vec<Deflated> = (0..2)
             .map(|p| {
                 let series: Vec<Vec<f64>> = (0..3).map(|i| path(i, p)).collect();
@@ -995,17 +1000,7 @@ mod tests {
         storage.prune_trial(pruned).unwrap();
         let r = study_report(&storage, "cpcv", 4).unwrap();
         assert_eq!((r.paths, r.pruned_with_returns), (2, 1));
-        let tested = [[0i64, 1], [0, 2], [1, 2]];
-        let path = |i: usize, p: usize| -> Vec<f64> {
-            (0..96)
-                .map(|b| {
-                    let folds: Vec<i64> = (0..3i64)
-                        .filter(|f| tested[*f as usize].contains(&(b / 32)))
-                        .collect();
-                    noise(i, folds[p], b)
-                })
-                .collect()
-        };
+        let path = |i: usize, p: usize| fixture_path(noise, i, p);
         let stand_in: Vec<f64> = (0..64).map(|b| noise(9, 0, b)).collect();
         let want: Vec<f64> = (0..2)
             .map(|p| {
