@@ -39,8 +39,10 @@ pub struct StudyPlace {
 }
 
 impl StudyPlace {
-    /// The database `db` with its checkpoints beside it in `checkpoints/<file stem>/` (a
-    /// SQLite file: `runs/a.db` keeps them in `runs/checkpoints/a/`), or under `home` in
+    /// The database `db` with its checkpoints beside it in `checkpoints/<file stem>/` for a
+    /// `.db` SQLite file (`runs/a.db` keeps them in `runs/checkpoints/a/`) and
+    /// `checkpoints/<file name>/` for another (`runs/a.sqlite`: `runs/checkpoints/a.sqlite/`),
+    /// so that two databases in one folder never share one, or under `home` in
     /// `checkpoints/<server and database>/` for a PostgreSQL database (each machine keeps the
     /// checkpoints of the trials it ran; `home` is the user's data folder, which a PostgreSQL
     /// study cannot do without). The folder is made absolute, so the path each trial records
@@ -59,15 +61,22 @@ impl StudyPlace {
             .join("checkpoints")
             .join(postgres_folder(&url))
         } else {
-            let stem = db
-                .file_stem()
+            // `a.db` keeps `a` (the folder every `.db` database has had); `a.sqlite` beside
+            // it takes `a.sqlite`, rather than sharing `a` and the study names in it.
+            let is_db = db.extension().is_some_and(|e| e.eq_ignore_ascii_case("db"));
+            let name = if is_db {
+                db.file_stem()
+            } else {
+                db.file_name()
+            };
+            let name = name
                 .map(|s| s.to_string_lossy().into_owned())
                 .filter(|s| !s.is_empty())
                 .ok_or_else(|| FrontError::file(&db, "not a database file name"))?;
             db.parent()
                 .unwrap_or(Path::new(""))
                 .join("checkpoints")
-                .join(stem)
+                .join(name)
         };
         let checkpoints = std::path::absolute(&checkpoints)
             .map_err(|e| FrontError::file(&checkpoints, format!("cannot resolve the path: {e}")))?;
@@ -402,6 +411,17 @@ mod place_tests {
         let b = StudyPlace::new(PathBuf::from("/runs/b.db"), None).unwrap();
         assert_eq!(a.checkpoints, Path::new("/runs/checkpoints/a"));
         assert_eq!(b.checkpoints, Path::new("/runs/checkpoints/b"));
+        // Another extension beside `a.db`: a folder of its own.
+        let other = |name: &str| StudyPlace::new(Path::new("/runs").join(name), None).unwrap();
+        assert_eq!(
+            other("a.sqlite").checkpoints,
+            Path::new("/runs/checkpoints/a.sqlite")
+        );
+        assert_eq!(other("a.DB").checkpoints, Path::new("/runs/checkpoints/a"));
+        assert_eq!(
+            other("optuna.sqlite3").checkpoints,
+            Path::new("/runs/checkpoints/optuna.sqlite3")
+        );
         // A relative database: an absolute folder, from the working directory.
         let here = StudyPlace::new(PathBuf::from("studies.db"), None).unwrap();
         assert!(
