@@ -17,7 +17,7 @@ use serde::Serialize;
 use super::FrontError;
 use super::backtest::{SplitPart, backtest};
 use crate::device::DeviceSpec;
-use crate::eval::dsr::{Deflated, DsrError, DsrTrialError, deflate_best, trial_sharpe};
+use crate::eval::dsr::{Deflated, DsrTrialError, deflate_best, trial_sharpe};
 use crate::eval::pbo::{HistogramBin, Pbo, cscv, logit_histogram};
 use crate::eval::{EvalSummary, Objective};
 use crate::storage::{JsonValue, Storage, StudyDirection, TrialRecord, TrialState};
@@ -55,9 +55,13 @@ pub struct DsrSection {
     /// Why the agent's own returns were deflated where the objective is against equal weight
     /// (fold returns stored without equal weight's).
     pub note: Option<String>,
-    /// The deflated Sharpe ratio on each backtest path, in path order (one for walk-forward):
-    /// `result` is the median path's, the lower of the middle two for an even count.
-    pub paths: Vec<f64>,
+    /// The deflated Sharpe ratio on each backtest path, in path order (one for walk-forward),
+    /// None on a path where it could not be computed: `result` is the median path's, the lower
+    /// of the middle two for an even count, those paths counting lowest (`unavailable` when
+    /// the median lands on one).
+    pub paths: Vec<Option<f64>>,
+    /// Why each path with None in `paths` has no deflated Sharpe ratio, in path order.
+    pub path_errors: Vec<String>,
 }
 
 /// The best trial's saved policy on the test split against equal weight, or why not.
@@ -302,38 +306,58 @@ pub fn study_report(
              Sharpe ratio is 0, with no track record to deflate"
         )
     };
-    let section = |result: Result<(Deflated, Vec<f64>), String>| {
-        let (result, unavailable, paths) = match result {
-            Ok((d, paths)) => (Some(d), None, paths),
-            Err(why) => (None, Some(why), Vec::new()),
+    let section = |result: Result<Deflated, String>, paths: Vec<Option<f64>>, why: Vec<String>| {
+        let (result, unavailable) = match result {
+            Ok(d) => (Some(d), None),
+            Err(why) => (None, Some(why)),
         };
         DsrSection {
             result,
             unavailable,
             paths,
+            path_errors: why,
             returns: dsr_returns,
             note: dsr_note.clone(),
         }
     };
     let dsr = match selected {
-        None => section(Err("the best trial has no stored fold returns".into())),
+        None => section(
+            Err("the best trial has no stored fold returns".into()),
+            Vec::new(),
+            Vec::new(),
+        ),
         // Asked of its own returns on every fold (over equal weight, an agent that held cash
         // has the market's returns negated, not zeros).
-        Some(i) if tried[i].never_traded() => section(Err(never_traded(tried[i].number))),
-        Some(i) => section(
-            deflate_on_paths(&tried, &plan, i, over_equal_weight).map_err(|f| {
-                on_path(
-                    f.path,
-                    match (f.error, f.trial) {
-                        (DsrTrialError::Trial { source, .. }, Some(n)) => {
-                            format!("trial #{n}: {source}")
-                        }
-                        (DsrTrialError::NeverTraded { .. }, Some(n)) => never_traded(n),
-                        (e, _) => e.to_string(),
-                    },
-                )
-            }),
-        ),
+        Some(i) if tried[i].never_traded() => {
+            section(Err(never_traded(tried[i].number)), Vec::new(), Vec::new())
+        }
+        Some(i) => {
+            let on_paths: Vec<Result<Deflated, String>> =
+                (deflate_on_paths(&tried, &plan, i, over_equal_weight).into_iter())
+                    .map(|r| {
+                        r.map_err(|f| {
+                            on_path(
+                                f.path,
+                                match (f.error, f.trial) {
+                                    (DsrTrialError::Trial { source, .. }, Some(n)) => {
+                                        format!("trial #{n}: {source}")
+                                    }
+                                    (DsrTrialError::NeverTraded { .. }, Some(n)) => never_traded(n),
+                                    (e, _) => e.to_string(),
+                                },
+                            )
+                        })
+                    })
+                    .collect();
+            let dsrs: Vec<Option<f64>> = on_paths
+                .iter()
+                .map(|r| r.as_ref().ok().map(|d| d.dsr))
+                .collect();
+            let why: Vec<String> = on_paths.iter().filter_map(|r| r.clone().err()).collect();
+            let median = lower_median(&dsrs).and_then(|m| on_paths.get(m).cloned());
+            let median = median.unwrap_or_else(|| Err("no backtest path".into()));
+            section(median, dsrs, why)
+        }
     };
     let test = test_backtest(best.as_ref());
     Ok(StudyReport {
@@ -462,10 +486,9 @@ struct PathFailure {
     error: DsrTrialError,
 }
 
-/// The deflated Sharpe ratio of `tried[best]` on each of `plan`'s backtest paths (by every
-/// trial's series on that path: the returns over equal weight's where `over_equal_weight`),
-/// and the median path's result (the lower of the middle two for an even count): the
-/// result, and every path's DSR in path order. Every trial counts in N and V on every path:
+/// The deflated Sharpe ratio of `tried[best]` on each of `plan`'s backtest paths, in path
+/// order (by every trial's series on that path: the returns over equal weight's where
+/// `over_equal_weight`), or why not on that path. Every trial counts in N and V on every path:
 /// a PRUNED trial that gives no Sharpe ratio on a path (its folds left it too few bars
 /// there) by its series on the path that does ([`Tried::sharpe_path`]).
 fn deflate_on_paths(
@@ -473,8 +496,8 @@ fn deflate_on_paths(
     plan: &PathPlan,
     best: usize,
     over_equal_weight: bool,
-) -> Result<(Deflated, Vec<f64>), PathFailure> {
-    let mut on_paths: Vec<Deflated> = Vec::with_capacity(plan.paths);
+) -> Vec<Result<Deflated, PathFailure>> {
+    let mut on_paths = Vec::with_capacity(plan.paths);
     let series_on = |t: &Tried, p: usize| -> Vec<f64> {
         (t.path(plan, p))
             .map(|(_, x)| x.excess.filter(|_| over_equal_weight).unwrap_or(x.value))
@@ -493,35 +516,36 @@ fn deflate_on_paths(
             numbers.push(t.number);
             series.push(returns);
         }
-        match deflate_best(&series, chosen) {
-            Ok(b) => on_paths.push(b.deflated),
-            Err(error) => {
-                let trial = match &error {
-                    DsrTrialError::Trial { trial, .. } | DsrTrialError::NeverTraded { trial } => {
-                        numbers.get(*trial).copied()
+        on_paths.push(
+            deflate_best(&series, chosen)
+                .map(|b| b.deflated)
+                .map_err(|error| {
+                    let trial = match &error {
+                        DsrTrialError::Trial { trial, .. }
+                        | DsrTrialError::NeverTraded { trial } => numbers.get(*trial).copied(),
+                        _ => None,
+                    };
+                    PathFailure {
+                        path: p,
+                        trial,
+                        error,
                     }
-                    _ => None,
-                };
-                return Err(PathFailure {
-                    path: p,
-                    trial,
-                    error,
-                });
-            }
-        }
+                }),
+        );
     }
-    let dsrs: Vec<f64> = on_paths.iter().map(|d| d.dsr).collect();
-    let mut order: Vec<usize> = (0..on_paths.len()).collect();
-    order.sort_by(|a, b| dsrs[*a].total_cmp(&dsrs[*b]));
-    let median = order.get(order.len().saturating_sub(1) / 2).copied();
-    match median {
-        Some(m) => Ok((on_paths.swap_remove(m), dsrs)),
-        None => Err(PathFailure {
-            path: 0,
-            trial: None,
-            error: DsrTrialError::Deflate(DsrError::TooFewTrials { trials: 0 }),
-        }),
-    }
+    on_paths
+}
+
+/// The path at the lower median of `dsrs` (the lower of the middle two for an even count), a
+/// path without a deflated Sharpe (None) counting below every other: a failure the median
+/// lands on is the report's, never passed over for a better path. None for no paths.
+fn lower_median(dsrs: &[Option<f64>]) -> Option<usize> {
+    let mut order: Vec<usize> = (0..dsrs.len()).collect();
+    order.sort_by(|a, b| match (dsrs[*a], dsrs[*b]) {
+        (Some(x), Some(y)) => x.total_cmp(&y),
+        (x, y) => x.is_some().cmp(&y.is_some()),
+    });
+    order.get(order.len().checked_sub(1)? / 2).copied()
 }
 
 /// Backtests `best`'s checkpoint (its `checkpoint` user attribute) on the test split, on the
@@ -595,10 +619,13 @@ impl DsrSection {
 
     /// The deflated Sharpe ratio across the backtest paths, for people (None for one path).
     pub fn paths_text(&self) -> Option<String> {
-        let (lo, _, hi) = super::min_median_max(&self.paths).filter(|_| self.paths.len() > 1)?;
-        let each: Vec<String> = self.paths.iter().map(|d| format!("{d:.3}")).collect();
+        let computed: Vec<f64> = self.paths.iter().flatten().copied().collect();
+        let (lo, _, hi) = super::min_median_max(&computed).filter(|_| self.paths.len() > 1)?;
+        let each: Vec<String> = (self.paths.iter())
+            .map(|d| d.map_or_else(|| "none".into(), |d| format!("{d:.3}")))
+            .collect();
         let n = self.paths.len();
-        Some(format!(
+        let mut text = format!(
             "the {} of {n} backtest paths, from {lo:.3} to {hi:.3}: {}",
             if n.is_multiple_of(2) {
                 "lower middle"
@@ -606,7 +633,14 @@ impl DsrSection {
                 "median"
             },
             each.join(", ")
-        ))
+        );
+        if !self.path_errors.is_empty() {
+            text += &format!(
+                " (a path without one counts lowest; {})",
+                self.path_errors.join("; ")
+            );
+        }
+        Some(text)
     }
 }
 
@@ -889,7 +923,10 @@ mod tests {
                 deflate_best(&series, Some(0)).unwrap().deflated
             })
             .collect();
-        assert_eq!(r.dsr.paths, vec![on_path[0].dsr, on_path[1].dsr]);
+        assert_eq!(
+            r.dsr.paths,
+            vec![Some(on_path[0].dsr), Some(on_path[1].dsr)]
+        );
         let median = if on_path[0].dsr <= on_path[1].dsr {
             0
         } else {
@@ -969,7 +1006,7 @@ mod tests {
                 deflate_best(&series, Some(0)).unwrap().deflated.dsr
             })
             .collect();
-        assert_eq!(r.dsr.paths, dsr);
+        assert_eq!(r.dsr.paths, dsr.into_iter().map(Some).collect::<Vec<_>>());
         assert_eq!(r.bars, 90);
     }
 
@@ -1011,7 +1048,7 @@ mod tests {
                 d.dsr
             })
             .collect();
-        assert_eq!(r.dsr.paths, want);
+        assert_eq!(r.dsr.paths, want.into_iter().map(Some).collect::<Vec<_>>());
         assert_eq!(r.dsr.result.as_ref().map(|d| d.trials), Some(4));
     }
 
@@ -1178,6 +1215,53 @@ mod tests {
         assert_eq!(r.dsr.returns, "over equal weight");
         let why = r.dsr.unavailable.as_deref().unwrap_or_default();
         assert!(why.starts_with("the best trial, #0, never traded"), "{why}");
+    }
+
+    /// A path without a deflated Sharpe counts lowest: the median never passes it over for a
+    /// better path.
+    #[test]
+    fn the_median_path_counts_paths_without_a_deflated_sharpe_lowest() {
+        assert_eq!(lower_median(&[]), None);
+        assert_eq!(
+            lower_median(&[Some(0.3), Some(0.1), Some(0.2), Some(0.4)]),
+            Some(2)
+        );
+        assert_eq!(lower_median(&[Some(0.9), None, Some(0.5)]), Some(2));
+        assert_eq!(lower_median(&[Some(0.9), None]), Some(1));
+        assert_eq!(lower_median(&[None, Some(0.9), None]), Some(2));
+    }
+
+    /// The best trial traded on one backtest path and never on the other: that path has no
+    /// deflated Sharpe, named as such, and with two paths the lower middle one is it, so the
+    /// report has none rather than the other path's.
+    #[test]
+    fn a_path_the_best_trial_never_traded_on_is_named_and_counts_lowest() {
+        let dir = tempfile::tempdir().unwrap();
+        // Path 0 of trial 0 is fold 0 on groups 0 and 1, fold 1 on group 2: all zero there.
+        let value = |i: usize, fold: i64, bar: i64| {
+            if i == 0 && (fold == 0 || (fold == 1 && bar >= 64)) {
+                0.0
+            } else {
+                let u =
+                    ((i as f64 + 1.0) * 0.618_034 + (bar + 7 * fold) as f64 * 0.754_878).fract();
+                0.01 * (u - 0.5)
+            }
+        };
+        let storage = overlapping(&dir.path().join("half.db"), 3, value);
+        let r = study_report(&storage, "cpcv", 4).unwrap();
+        assert_eq!(r.paths, 2);
+        assert!(r.dsr.result.is_none());
+        assert!(
+            matches!(r.dsr.paths[..], [None, Some(_)]),
+            "{:?}",
+            r.dsr.paths
+        );
+        let why = r.dsr.unavailable.as_deref().unwrap_or_default();
+        assert!(
+            why.starts_with("backtest path 1 of 2: the best trial, #0, never traded"),
+            "{why}"
+        );
+        assert_eq!(r.dsr.path_errors, vec![why.to_owned()]);
     }
 
     #[test]
