@@ -100,8 +100,8 @@ pub struct StudyReport {
     /// a bar, in time order), on the first backtest path.
     pub bars: usize,
     /// The backtest paths: the most folds that tested one bar (CPCV's C(N − 1, k − 1); 1 for
-    /// walk-forward, 0 without fold returns). Path p takes, at each bar, the p-th fold's return
-    /// that tested it; PBO pools the paths, the deflated Sharpe is the median path's.
+    /// walk-forward, 0 without fold returns). Path p takes, for each group, the p-th fold that
+    /// tests it; PBO pools the paths, the deflated Sharpe is the median path's.
     pub paths: usize,
     pub best: Option<BestTrial>,
     pub pbo: PboSection,
@@ -152,9 +152,9 @@ pub fn study_report(
     // 1/√(ρ + (1 − ρ)/φ) for φ policies whose returns correlate by ρ); joined as stored, a bar
     // would count that many times, out of order, inflating the deflated Sharpe's T and putting
     // the same bars in both halves of PBO's combinations. So the returns make CPCV's backtest
-    // paths (AFML §12.4): path p takes, at each bar, the return of the p-th fold (in the study's
-    // fold order) that tested it, a complete out-of-sample record of single policies in which a
-    // bar counts once. PBO pools the paths' combinations; the deflated Sharpe is the median
+    // paths (AFML §12.4): path p takes, for each group, the p-th fold (in the study's fold
+    // order) that tests it ([`PathPlan`]), a complete out-of-sample record of single policies
+    // in which a bar counts once. PBO pools the paths' combinations; the deflated Sharpe is the median
     // path's. Walk-forward folds test each bar once: one path. PRUNED trials keep the folds
     // they ran: they were tried, and count in the deflated Sharpe's N and V on every path.
     let mut tried: Vec<Tried> = Vec::new();
@@ -334,11 +334,12 @@ pub fn study_report(
         Some(i) => {
             let on_paths: Vec<Result<Deflated, String>> =
                 (deflate_on_paths(&tried, &plan, i, over_equal_weight).into_iter())
-                    .map(|r| {
-                        r.map_err(|f| {
+                    .enumerate()
+                    .map(|(p, r)| {
+                        r.map_err(|(trial, error)| {
                             on_path(
-                                f.path,
-                                match (f.error, f.trial) {
+                                p,
+                                match (error, trial) {
                                     (DsrTrialError::Trial { source, .. }, Some(n)) => {
                                         format!("trial #{n}: {source}")
                                     }
@@ -353,7 +354,10 @@ pub fn study_report(
                 .iter()
                 .map(|r| r.as_ref().ok().map(|d| d.dsr))
                 .collect();
-            let why: Vec<String> = on_paths.iter().filter_map(|r| r.clone().err()).collect();
+            let why: Vec<String> = on_paths
+                .iter()
+                .filter_map(|r| r.as_ref().err().cloned())
+                .collect();
             let median = lower_median(&dsrs).and_then(|m| on_paths.get(m).cloned());
             let median = median.unwrap_or_else(|| Err("no backtest path".into()));
             section(median, dsrs, why)
@@ -478,17 +482,10 @@ impl Tried {
     }
 }
 
-/// Why the best trial was not deflated on a backtest path: the path, the trial to blame (by
-/// number) where the error names one, and the error.
-struct PathFailure {
-    path: usize,
-    trial: Option<i64>,
-    error: DsrTrialError,
-}
-
 /// The deflated Sharpe ratio of `tried[best]` on each of `plan`'s backtest paths, in path
 /// order (by every trial's series on that path: the returns over equal weight's where
-/// `over_equal_weight`), or why not on that path. Every trial counts in N and V on every path:
+/// `over_equal_weight`), or why not on that path: the trial to blame (by number) where the
+/// error names one, and the error. Every trial counts in N and V on every path:
 /// a PRUNED trial that gives no Sharpe ratio on a path (its folds left it too few bars
 /// there) by its series on the path that does ([`Tried::sharpe_path`]).
 fn deflate_on_paths(
@@ -496,7 +493,7 @@ fn deflate_on_paths(
     plan: &PathPlan,
     best: usize,
     over_equal_weight: bool,
-) -> Vec<Result<Deflated, PathFailure>> {
+) -> Vec<Result<Deflated, (Option<i64>, DsrTrialError)>> {
     let mut on_paths = Vec::with_capacity(plan.paths);
     let series_on = |t: &Tried, p: usize| -> Vec<f64> {
         (t.path(plan, p))
@@ -525,11 +522,7 @@ fn deflate_on_paths(
                         | DsrTrialError::NeverTraded { trial } => numbers.get(*trial).copied(),
                         _ => None,
                     };
-                    PathFailure {
-                        path: p,
-                        trial,
-                        error,
-                    }
+                    (trial, error)
                 }),
         );
     }

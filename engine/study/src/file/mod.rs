@@ -459,41 +459,23 @@ impl StudyFile {
         let Ok(doc) = toml::from_str::<toml::Table>(&self.text) else {
             return Vec::new();
         };
-        let table = |name: &str| match doc.get(name) {
-            Some(toml::Value::Table(t)) => t.clone(),
-            _ => toml::Table::new(),
+        let empty = toml::Table::new();
+        let table = |name: &str| {
+            doc.get(name)
+                .and_then(toml::Value::as_table)
+                .unwrap_or(&empty)
         };
-        let names = |kinds: Vec<String>| {
-            let quoted: Vec<String> = kinds.iter().map(|k| format!("\"{k}\"")).collect();
-            quoted.join(" and ")
-        };
-        let note = |section: &str, key: &str, kind: String, users: String| {
-            self.key_error(
-                &format!("{section}.{key}"),
-                format!(
-                    "not used by kind = \"{kind}\" (only by {users}): it has no effect; remove it \
-                     or choose a kind that uses it"
-                ),
-            )
-        };
-        let sampler = table("sampler");
-        let pruner = table("pruner");
-        let mut out: Vec<StudyFileError> =
-            sections::unused_in(&sampler, SAMPLER_SETTINGS, &self.sampler.kind)
-                .into_iter()
-                .map(|(key, kinds)| {
-                    let users = names(kinds.iter().map(ToString::to_string).collect());
-                    note("sampler", key, self.sampler.kind.to_string(), users)
-                })
-                .collect();
-        out.extend(
-            sections::unused_in(&pruner, PRUNER_SETTINGS, &self.pruner.kind)
-                .into_iter()
-                .map(|(key, kinds)| {
-                    let users = names(kinds.iter().map(ToString::to_string).collect());
-                    note("pruner", key, self.pruner.kind.to_string(), users)
-                }),
-        );
+        let sampler = sections::unused_in(table("sampler"), SAMPLER_SETTINGS, &self.sampler.kind);
+        let pruner = sections::unused_in(table("pruner"), PRUNER_SETTINGS, &self.pruner.kind);
+        let mut out: Vec<StudyFileError> = [("sampler", sampler), ("pruner", pruner)]
+            .into_iter()
+            .flat_map(|(section, unused)| {
+                unused
+                    .into_iter()
+                    .map(move |(key, why)| (section, key, why))
+            })
+            .map(|(section, key, why)| self.key_error(&format!("{section}.{key}"), why))
+            .collect();
         out.sort_by_key(|e| e.line);
         out
     }

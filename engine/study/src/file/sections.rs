@@ -294,13 +294,14 @@ pub fn keep_used<K: PartialEq>(table: &mut toml::Table, settings: &[(&str, &[K])
     table.retain(|key, _| uses(settings, kind, key));
 }
 
-/// The settings written in `table` that `kind` does not use, each with the kinds that do;
-/// an empty table or list (such as an empty `[sampler.grid]`) says nothing and is passed over.
-pub fn unused_in<'a, K: PartialEq + Copy>(
+/// The settings written in `table` that `kind` does not use, each with why (the kinds that
+/// do); an empty table or list (such as an empty `[sampler.grid]`) says nothing and is passed
+/// over.
+pub fn unused_in<'a, K: PartialEq + fmt::Display>(
     table: &toml::Table,
     settings: &'a [(&'a str, &'a [K])],
     kind: &K,
-) -> Vec<(&'a str, &'a [K])> {
+) -> Vec<(&'a str, String)> {
     (settings.iter())
         .filter(|(name, kinds)| {
             !kinds.contains(kind)
@@ -310,7 +311,15 @@ pub fn unused_in<'a, K: PartialEq + Copy>(
                     _ => true,
                 })
         })
-        .copied()
+        .map(|(name, kinds)| {
+            let users: Vec<String> = kinds.iter().map(|k| format!("\"{k}\"")).collect();
+            let why = format!(
+                "not used by kind = \"{kind}\" (only by {}): it has no effect; remove it or \
+                 choose a kind that uses it",
+                users.join(" and ")
+            );
+            (*name, why)
+        })
         .collect()
 }
 
