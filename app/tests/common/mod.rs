@@ -83,3 +83,51 @@ pub fn fake_peer(dir: &std::path::Path, result: &str) -> PathBuf {
     }
     path
 }
+
+/// Ends a test whose child `tradetune` did not end in time: the panic's message says what the
+/// process was doing (each thread's name, state and kernel wait channel from `/proc`, and every
+/// thread's stack where `gdb` is installed) and what it wrote on a piped stderr. The child is
+/// killed first, so a hung one does not outlive the test.
+pub fn hung(child: &mut std::process::Child, what: &str) -> ! {
+    let pid = child.id();
+    let mut dump = String::new();
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| d.flatten().map(|e| e.path()).collect::<Vec<_>>())
+        .unwrap_or_default();
+    for task in tasks {
+        let read = |f: &str| {
+            std::fs::read_to_string(task.join(f))
+                .map(|s| s.trim().to_owned())
+                .unwrap_or_else(|e| format!("({e})"))
+        };
+        // The state is the field after the parenthesised name in `stat`.
+        let stat = read("stat");
+        let state = stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.split(' ').next())
+            .unwrap_or("?")
+            .to_owned();
+        dump.push_str(&format!(
+            "  thread {} '{}': state {state}, waiting in {}\n",
+            task.file_name().and_then(|n| n.to_str()).unwrap_or("?"),
+            read("comm"),
+            read("wchan"),
+        ));
+    }
+    let stacks = Command::new("timeout")
+        .args(["60", "gdb", "-batch", "-p", &pid.to_string()])
+        .args(["-ex", "thread apply all bt 30"])
+        .output()
+        .map(|o| match text(&o.stdout) {
+            out if out.contains("Thread ") => out,
+            _ => format!("(no stacks: gdb said {})", text(&o.stderr).trim()),
+        })
+        .unwrap_or_else(|e| format!("(no stacks: gdb did not run: {e})"));
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut err);
+    }
+    panic!("{what}\nthe process's threads:\n{dump}\n{stacks}\nits stderr:\n{err}");
+}
