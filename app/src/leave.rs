@@ -37,7 +37,7 @@ pub fn finish_gpu_work() -> bool {
     }
     let ok = finished.recv_timeout(GPU_WAIT).is_ok();
     if !ok {
-        eprintln!(
+        errln!(
             "warning: the GPU did not finish its queued work within {} s; leaving without it",
             GPU_WAIT.as_secs()
         );

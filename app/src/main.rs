@@ -1,6 +1,8 @@
 //! `tradetune`: with no arguments the desktop program; with a subcommand the same engine,
 //! headless.
 
+use std::io::Write as _;
+
 use clap::Parser;
 use tradetune_app::{cli, ui};
 
@@ -22,9 +24,16 @@ fn main() -> ! {
         }
     };
     let code = match result {
+        // Its output was closed before it had written all of it (`… | head`): 128 + SIGPIPE.
+        Ok(()) if tradetune_app::out::closed() => 141,
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // Not `eprintln!`, which panics where stderr is closed too.
+            let _ = writeln!(
+                std::io::stderr(),
+                "error: {}",
+                tradetune_app::out::error_text(&e)
+            );
             tradetune_app::leave::exit_code(&e)
         }
     };

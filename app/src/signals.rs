@@ -2,9 +2,13 @@
 //! first one interrupts the study — no new trial starts and the running ones end as FAIL
 //! "interrupted", telemetry is flushed and the database closed; in the desktop app it closes
 //! the window, which does the same to a running study. A second one exits at once (status 130),
-//! leaving the heartbeat to expire for the other workers to notice.
+//! leaving the heartbeat to expire for the other workers to notice — unless it comes within
+//! [`REPEAT`] of the first: that is the same request delivered twice (`timeout -s INT` signals
+//! the command and then its whole process group; a terminal's Ctrl-C reaches every process of
+//! the foreground group), and exiting on it lost the run the first one was saving. A closed
+//! standard output counts as a first signal too ([`output_closed`], SIGPIPE).
 
-use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tradetune_engine::front::launch::StudyHandle;
@@ -12,13 +16,77 @@ use tradetune_engine::front::launch::StudyHandle;
 static SIGNALS: AtomicUsize = AtomicUsize::new(0);
 /// The first signal received (0 before any).
 static FIRST: AtomicI32 = AtomicI32::new(0);
+/// When the first came, in nanoseconds of `CLOCK_MONOTONIC`.
+static FIRST_AT: AtomicU64 = AtomicU64::new(0);
+/// Whether a command installed its handlers ([`on_first_signal`]): it has a run to stop.
+static HANDLED: AtomicBool = AtomicBool::new(false);
+
+/// A signal this soon after the first is taken as the same request, not as a second one.
+pub const REPEAT: Duration = Duration::from_secs(1);
+
+/// `CLOCK_MONOTONIC` in nanoseconds (`clock_gettime` is async-signal-safe).
+fn monotonic_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid timespec for the call to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    u64::try_from(t.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(t.tv_nsec).unwrap_or(0)
+}
+
+/// Takes `signal` as the first one if none came before; returns whether it was.
+fn first(signal: i32) -> bool {
+    if FIRST
+        .compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst)
+        .is_err()
+    {
+        return false;
+    }
+    FIRST_AT.store(monotonic_ns(), Ordering::SeqCst);
+    SIGNALS.fetch_add(1, Ordering::SeqCst);
+    true
+}
 
 extern "C" fn on_signal(signal: libc::c_int) {
-    // Only async-signal-safe work here: atomics and `_exit`.
-    let _ = FIRST.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
-    if SIGNALS.fetch_add(1, Ordering::SeqCst) >= 1 {
-        // SAFETY: `_exit` is async-signal-safe and takes no pointers.
-        unsafe { libc::_exit(130) };
+    // Only async-signal-safe work here: atomics, `clock_gettime`, `write` and `_exit`.
+    if first(signal) {
+        return;
+    }
+    let since = monotonic_ns().saturating_sub(FIRST_AT.load(Ordering::SeqCst));
+    if u128::from(since) < REPEAT.as_nanos() {
+        return;
+    }
+    const SAID: &[u8] = b"second signal: exiting at once; what was running is not saved\n";
+    // SAFETY: `write` and `_exit` are async-signal-safe; `SAID` is a valid buffer of its length.
+    unsafe {
+        libc::write(2, SAID.as_ptr().cast(), SAID.len());
+        libc::_exit(130)
+    };
+}
+
+/// The standard output could not be written (`e`): the reader went away (a closed pipe) or
+/// the disk is full. Counts as a first signal (SIGPIPE), so the handlers installed stop what
+/// runs as a Ctrl-C would, instead of going on unheard; said on stderr unless a signal came
+/// first or the pipe was simply closed by a reader that had read enough.
+pub fn output_closed(e: &std::io::Error) {
+    if !first(libc::SIGPIPE) {
+        return;
+    }
+    if e.kind() != std::io::ErrorKind::BrokenPipe {
+        errln!("error: standard output: {e}; nothing more is written there");
+    }
+    if !HANDLED.load(Ordering::SeqCst) {
+        // Nothing to stop cleanly: leave as SIGPIPE's default would end the process.
+        crate::leave::leave(u8::try_from(128 + libc::SIGPIPE).unwrap_or(1));
+    }
+}
+
+/// What a first signal is called in the lines that say what it does.
+pub fn cause() -> &'static str {
+    match received() {
+        Some(libc::SIGPIPE) => "standard output closed",
+        _ => "interrupted",
     }
 }
 
@@ -26,9 +94,10 @@ extern "C" fn on_signal(signal: libc::c_int) {
 /// stderr. The thread ends with the process.
 pub fn interrupt_on_signal(stop: StudyHandle) {
     on_first_signal(move || {
-        eprintln!(
-            "interrupted: stopping; running trials end as FAIL (interrupted). \
-             Press Ctrl-C again to exit at once."
+        errln!(
+            "{}: stopping; running trials end as FAIL (interrupted). \
+             Press Ctrl-C again to exit at once.",
+            cause()
         );
         stop.interrupt();
     });
@@ -43,6 +112,7 @@ pub fn on_first_signal(then: impl FnOnce() + Send + 'static) {
         libc::signal(libc::SIGINT, handler);
         libc::signal(libc::SIGTERM, handler);
     }
+    HANDLED.store(true, Ordering::SeqCst);
     let spawned = std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
@@ -52,7 +122,7 @@ pub fn on_first_signal(then: impl FnOnce() + Send + 'static) {
             then();
         });
     if let Err(e) = spawned {
-        eprintln!(
+        errln!(
             "warning: no Ctrl-C handling ({e}); a killed run leaves its trials to the heartbeat"
         );
     }
@@ -71,6 +141,7 @@ pub fn interrupted_ending(what: &str) -> Option<crate::leave::Ending> {
         let name = match signal {
             libc::SIGINT => "SIGINT (Ctrl-C)",
             libc::SIGTERM => "SIGTERM",
+            libc::SIGPIPE => "a closed standard output (SIGPIPE)",
             _ => "a signal",
         };
         crate::leave::Ending {

@@ -907,3 +907,23 @@ fn study_list_on_a_fresh_machine_has_no_studies() {
     assert!(!o.status.success());
     assert!(text(&o.stderr).contains("typo.db"), "{}", text(&o.stderr));
 }
+
+/// A reader gone before the command writes (`tradetune study list | head -0`, a closed pipe):
+/// no panic and its backtrace, but the status a shell gives a command SIGPIPE ended (141).
+#[test]
+fn a_closed_output_ends_a_command_quietly_with_status_141() {
+    let dir = scratch("cli_study", "closed_output");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tradetune"))
+        .args(["study", "list"])
+        .env("XDG_DATA_HOME", dir.join("data"))
+        .current_dir(std::env::temp_dir())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(141), "{err}");
+    assert!(err.is_empty(), "{err}");
+}

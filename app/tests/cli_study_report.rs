@@ -291,3 +291,31 @@ fn a_holdout_study_reports_why_it_has_no_pbo_and_backtests_its_checkpoint() {
     let err = text(&o.stderr);
     assert!(err.contains("h.toml") && err.contains("n_group"), "{err}");
 }
+
+/// A partition count CSCV cannot use is refused as the argument it is (exit 1, naming
+/// `--partitions`), before the database is read, not reported as "PBO: not available"; one
+/// whose combinations pass a u128 is counted roughly, not overflowed.
+#[test]
+fn a_partition_count_cscv_cannot_use_is_refused_by_name() {
+    let dir = scratch("cli_study_report", "partitions");
+    let db = dir.join("none.db");
+    for (s, said) in [
+        ("3", "even number"),
+        ("0", "even number"),
+        ("200", "about 9.1e58 combinations"),
+    ] {
+        let o = tradetune(&[
+            "study",
+            "report",
+            "x",
+            "--db",
+            db.to_str().unwrap(),
+            "--partitions",
+            s,
+        ]);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains("--partitions") && err.contains(said), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}

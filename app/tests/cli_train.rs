@@ -4,7 +4,10 @@ use crate::common;
 
 use common::{json_events, scratch, text, tradetune, tradetune_with, wgpu_here};
 
+use std::io::{BufRead, BufReader, Lines};
 use std::path::PathBuf;
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// A small PPO config so the test trains a few updates in seconds.
 fn small_ppo(dir: &std::path::Path) -> PathBuf {
@@ -292,15 +295,12 @@ fn an_out_that_cannot_take_a_checkpoint_is_refused_before_training() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
 }
 
-/// Ctrl-C during `tradetune train` ends the run at the next step and saves what it trained
-/// (resumable), and the exit status says it was interrupted (130), so a script's `&&` stops.
-#[test]
-fn ctrl_c_saves_the_run_so_far_and_exits_130() {
-    use std::io::{BufRead, BufReader};
-    let dir = scratch("cli_train", "interrupt");
-    let ppo = small_ppo(&dir);
+/// A `tradetune train --json` of a budget it never reaches, its stdout piped: the child, its
+/// JSON lines and the run's folder.
+fn long_run(dir: &std::path::Path) -> (Child, Lines<BufReader<ChildStdout>>, PathBuf) {
+    let ppo = small_ppo(dir);
     let out = dir.join("run");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tradetune"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tradetune"))
         .args([
             "train",
             "--out",
@@ -312,34 +312,67 @@ fn ctrl_c_saves_the_run_so_far_and_exits_130() {
             "--json",
         ])
         .current_dir(std::env::temp_dir())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let progress = |line: &str| {
-        serde_json::from_str::<serde_json::Value>(line)
-            .ok()
-            .filter(|e| e["event"] == "progress")
-            .and_then(|e| e["timesteps"].as_u64())
+    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    (child, lines, out)
+}
+
+/// The samples of a JSON progress event, if `line` is one.
+fn progress(line: &str) -> Option<u64> {
+    serde_json::from_str::<serde_json::Value>(line)
+        .ok()
+        .filter(|e| e["event"] == "progress")
+        .and_then(|e| e["timesteps"].as_u64())
+}
+
+/// Sends `signal` to `child`, `times` times in a row.
+fn signal(child: &Child, signal: libc::c_int, times: usize) {
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    for _ in 0..times {
+        // SAFETY: sends a signal to our own child process.
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+    }
+}
+
+/// Waits for `child` (5 minutes at most) and returns its status and stderr.
+fn ended(mut child: Child) -> (std::process::ExitStatus, String) {
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(300) {
+            common::hung(&mut child, "the run did not end within 5 minutes");
+        }
+        std::thread::sleep(Duration::from_millis(100));
     };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    (status, err)
+}
+
+/// Ctrl-C during `tradetune train` ends the run at the next step and saves what it trained
+/// (resumable), and the exit status says it was interrupted (130), so a script's `&&` stops.
+#[test]
+fn ctrl_c_saves_the_run_so_far_and_exits_130() {
+    let dir = scratch("cli_train", "interrupt");
+    let (child, mut lines, out) = long_run(&dir);
     // After its first update, well before the end of its budget.
     let first = lines
         .by_ref()
         .map_while(Result::ok)
         .find_map(|l| progress(&l))
         .expect("a progress event before the end");
-    let pid = libc::pid_t::try_from(child.id()).unwrap();
-    // SAFETY: sends a signal to our own child process.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    signal(&child, libc::SIGINT, 1);
     let last = lines
         .map_while(Result::ok)
         .filter_map(|l| progress(&l))
         .last()
         .unwrap_or(first);
-    let status = child.wait().unwrap();
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    let (status, err) = ended(child);
     assert_eq!(status.code(), Some(130), "{err}");
     assert!(
         err.contains("interrupted by SIGINT") && err.contains("--resume"),
@@ -352,6 +385,88 @@ fn ctrl_c_saves_the_run_so_far_and_exits_130() {
         "the checkpoint holds every update it reported"
     );
     assert!(last < 100_000_000);
+}
+
+/// Two signals at once are one request, not a Ctrl-C pressed twice: `timeout -s INT` signals
+/// the command and then its whole process group, a terminal's Ctrl-C reaches every process of
+/// the foreground group. The second used to exit at once, and the run was lost.
+#[test]
+fn two_signals_at_once_are_one_ctrl_c_and_the_run_is_saved() {
+    let dir = scratch("cli_train", "two_signals");
+    let (child, mut lines, out) = long_run(&dir);
+    lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| progress(&l))
+        .expect("a progress event before the end");
+    signal(&child, libc::SIGINT, 2);
+    lines.map_while(Result::ok).for_each(drop);
+    let (status, err) = ended(child);
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(!err.contains("second signal"), "{err}");
+    assert!(out.join("state.json").is_file(), "nothing saved: {err}");
+}
+
+/// A reader that goes away (`tradetune train … | head -2`, or Ctrl-C ending `tee`): the run
+/// ends as at a Ctrl-C, saving what it trained, with the status a shell gives a command a
+/// closed pipe ended (141). It used to panic on its next line and save nothing.
+#[test]
+fn a_closed_output_ends_the_run_and_saves_it_with_status_141() {
+    let dir = scratch("cli_train", "closed_output");
+    let (child, mut lines, out) = long_run(&dir);
+    lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| progress(&l))
+        .expect("a progress event before the end");
+    drop(lines);
+    let (status, err) = ended(child);
+    assert_eq!(status.code(), Some(141), "{err}");
+    assert!(
+        err.contains("standard output closed") && err.contains("--resume"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("state.json")).unwrap()).unwrap();
+    assert!(
+        state["timesteps"].as_u64().is_some_and(|t| t > 0),
+        "{state}"
+    );
+}
+
+/// A validation split the lookback leaves no steps in is refused before the first update,
+/// where it used to train until its first evaluation (and say why twice).
+#[test]
+fn an_evaluation_split_too_short_for_the_lookback_is_refused_before_training() {
+    let dir = scratch("cli_train", "eval_lookback");
+    let ppo = small_ppo(&dir);
+    let env = dir.join("env.json");
+    std::fs::write(&env, r#"{"n_envs": 2, "lookback": 400}"#).unwrap();
+    let out = dir.join("run");
+    let o = tradetune(&[
+        "train",
+        "--out",
+        out.to_str().unwrap(),
+        "--ppo",
+        ppo.to_str().unwrap(),
+        "--env",
+        env.to_str().unwrap(),
+        "--total-timesteps",
+        "100000",
+        "--eval-every",
+        "50",
+    ]);
+    let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(!stdout.contains("approx_kl"), "it trained first: {stdout}");
+    assert_eq!(
+        stderr.matches("lookback 400 leave 0 steps").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(stderr.contains("validation split"), "{stderr}");
+    assert!(!out.join("state.json").exists());
 }
 
 #[test]

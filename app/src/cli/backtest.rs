@@ -92,10 +92,10 @@ pub fn run(args: BacktestArgs) -> anyhow::Result<()> {
             objective: report.objective,
             equity_csv: args.equity_csv.as_deref(),
         };
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
-    println!(
+    outln!(
         "checkpoint {} ({} samples) on {}: {} split, {} .. {}, {} bars ({} bars a year)",
         dir.display(),
         timesteps,
@@ -106,9 +106,9 @@ pub fn run(args: BacktestArgs) -> anyhow::Result<()> {
         report.bars,
         report.periods_per_year
     );
-    print!("{}", table(&report));
+    out!("{}", table(&report));
     if let Some(path) = &args.equity_csv {
-        println!("equity curves: {}", path.display());
+        outln!("equity curves: {}", path.display());
     }
     Ok(())
 }

@@ -241,7 +241,7 @@ fn bench_sampler(args: SamplerArgs) -> anyhow::Result<()> {
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     if cfg!(debug_assertions) && !args.json {
-        eprintln!(
+        errln!(
             "note: this is a debug build; measure overhead with `cargo run --release -- bench sampler`"
         );
     }
@@ -256,12 +256,12 @@ fn bench_sampler(args: SamplerArgs) -> anyhow::Result<()> {
     // Optuna's figures are for 10 seeds × 100 trials; a verdict only means something then.
     let comparable = args.trials == 100 && args.seeds == 10;
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&json_report(&report, comparable))?
         );
     } else {
-        print!("{}", report.to_table());
+        out!("{}", report.to_table());
         print_verdicts(&report, comparable);
     }
     Ok(())
@@ -299,9 +299,9 @@ fn json_report(report: &SamplerBenchReport, comparable: bool) -> serde_json::Val
 }
 
 fn print_verdicts(report: &SamplerBenchReport, comparable: bool) {
-    println!();
+    outln!();
     if !comparable {
-        println!(
+        outln!(
             "Optuna's figures are medians over 10 seeds × 100 trials; run with --trials 100 --seeds 10 to compare"
         );
     }
@@ -310,7 +310,7 @@ fn print_verdicts(report: &SamplerBenchReport, comparable: bool) {
         .iter()
         .filter(|r| comparable && r.sampler != SamplerKind::Random)
     {
-        println!(
+        outln!(
             "{:<12} {:<15} {:>10.4} vs Optuna {:>10.4}: {}",
             r.function.name(),
             r.sampler.name(),
@@ -328,7 +328,7 @@ fn print_verdicts(report: &SamplerBenchReport, comparable: bool) {
         .iter()
         .filter(|r| r.sampler == SamplerKind::Tpe)
     {
-        println!(
+        outln!(
             "{:<12} tpe overhead {:.3} ms/trial at {} trials (target ≤ {OVERHEAD_TARGET_MS} ms): {}",
             r.function.name(),
             r.last_100_mean_ms,
@@ -360,7 +360,7 @@ fn bench_env(args: EnvArgs) -> anyhow::Result<()> {
     );
     let min_time = Duration::from_secs_f64(args.seconds);
     if cfg!(debug_assertions) && !args.json {
-        eprintln!("note: this is a debug build; measure with `cargo run --release -- bench env`");
+        errln!("note: this is a debug build; measure with `cargo run --release -- bench env`");
     }
     let results = tradetune_engine::env::bench::run_cpu(
         &args.envs,
@@ -370,7 +370,7 @@ fn bench_env(args: EnvArgs) -> anyhow::Result<()> {
         min_time,
     )?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&results)?);
+        outln!("{}", serde_json::to_string_pretty(&results)?);
     } else {
         print_table(&results);
     }
@@ -378,14 +378,24 @@ fn bench_env(args: EnvArgs) -> anyhow::Result<()> {
 }
 
 fn print_table(results: &[EnvBenchResult]) {
-    println!(
+    outln!(
         "{:<14} {:>7} {:>7} {:>9} {:>9} {:>16}",
-        "impl", "n_envs", "assets", "features", "lookback", "env-steps/s"
+        "impl",
+        "n_envs",
+        "assets",
+        "features",
+        "lookback",
+        "env-steps/s"
     );
     for r in results {
-        println!(
+        outln!(
             "{:<14} {:>7} {:>7} {:>9} {:>9} {:>16.0}",
-            r.implementation, r.n_envs, r.n_assets, r.n_features, r.lookback, r.env_steps_per_sec
+            r.implementation,
+            r.n_envs,
+            r.n_assets,
+            r.n_features,
+            r.lookback,
+            r.env_steps_per_sec
         );
     }
 }

@@ -42,12 +42,12 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     let a = load_side(&storage, &args.a)?;
     let b = load_side(&storage, &args.b)?;
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({ "a": a, "b": b }))?
         );
     } else {
-        print!("{}", table(&a, &b));
+        out!("{}", table(&a, &b));
     }
     Ok(())
 }

@@ -79,9 +79,9 @@ fn run_inspect(args: InspectArgs) -> anyhow::Result<()> {
     };
     let report = inspect(&args.files, &config)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{report}");
+        out!("{report}");
     }
     // Readable files that make no dataset are still a failure for scripts.
     if let Some(e) = report.dataset_error {
@@ -120,9 +120,9 @@ fn run_synth(args: SynthArgs) -> anyhow::Result<()> {
             "generate_seconds": generated.as_secs_f64(),
             "write_seconds": written.as_secs_f64(),
         });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        println!(
+        outln!(
             "wrote {} ({:.1} MB): {} assets × {} bars of {}, {} to {}, seed {}",
             args.out.display(),
             bytes as f64 / 1e6,
@@ -133,7 +133,7 @@ fn run_synth(args: SynthArgs) -> anyhow::Result<()> {
             format_timestamp(last),
             cfg.seed
         );
-        println!(
+        outln!(
             "generated in {:.2} s ({:.1} M bars/s), written in {:.2} s",
             generated.as_secs_f64(),
             (cfg.assets * cfg.bars) as f64 / generated.as_secs_f64().max(1e-9) / 1e6,

@@ -16,12 +16,18 @@ pub struct DevicesArgs {
 pub fn run(args: DevicesArgs) -> anyhow::Result<()> {
     let devices = describe_devices();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&devices)?);
+        outln!("{}", serde_json::to_string_pretty(&devices)?);
         return Ok(());
     }
-    println!(
+    outln!(
         "{:<18} {:<7} {:<3} {:<17} {:>10} {:<14} {:<4} detail",
-        "device", "backend", "ok", "type", "memory", "precisions", "pool"
+        "device",
+        "backend",
+        "ok",
+        "type",
+        "memory",
+        "precisions",
+        "pool"
     );
     for d in devices {
         let precisions: Vec<&str> = d.precisions.iter().map(|p| p.name()).collect();
@@ -32,7 +38,7 @@ pub fn run(args: DevicesArgs) -> anyhow::Result<()> {
             .filter(|a| !a.driver.is_empty())
             .map(|a| format!("; driver {}", a.driver))
             .unwrap_or_default();
-        println!(
+        outln!(
             "{:<18} {:<7} {:<3} {:<17} {:>10} {:<14} {:<4} {}{}",
             d.name,
             d.backend,

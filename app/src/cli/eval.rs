@@ -218,13 +218,13 @@ fn run_pbo(args: PboArgs) -> anyhow::Result<()> {
             in_sample_sharpe: &r.in_sample_sharpe,
             out_of_sample_sharpe: &r.out_of_sample_sharpe,
         };
-        println!("{}", serde_json::to_string_pretty(&json)?);
+        outln!("{}", serde_json::to_string_pretty(&json)?);
         return Ok(());
     }
 
     let overfit = r.logits.iter().filter(|&&l| l <= 0.0).count();
-    println!("PBO by CSCV of {file}");
-    println!(
+    outln!("PBO by CSCV of {file}");
+    outln!(
         "  {} periods × {} strategies; S = {} partitions of {} periods; {} combinations",
         m.columns[0].len(),
         r.strategies,
@@ -233,39 +233,41 @@ fn run_pbo(args: PboArgs) -> anyhow::Result<()> {
         r.combinations
     );
     if r.periods_dropped > 0 {
-        println!(
+        outln!(
             "  (the first {} period(s) left out so that the partitions are equal)",
             r.periods_dropped
         );
     }
-    println!();
-    println!(
+    outln!();
+    outln!(
         "Probability of backtest overfitting: {:.4}  ({overfit} of {} combinations: the in-sample best ranked at or below the out-of-sample median)",
-        r.pbo, r.combinations
+        r.pbo,
+        r.combinations
     );
-    println!();
-    println!(
+    outln!();
+    outln!(
         "Logits λ = ln(ω/(1 − ω)) of the in-sample best's out-of-sample relative rank ω (λ ≤ 0: overfit):"
     );
-    print!("{}", histogram_text(&histogram));
-    println!();
-    println!("Performance degradation (per-period Sharpe ratio of the in-sample best):");
+    out!("{}", histogram_text(&histogram));
+    outln!();
+    outln!("Performance degradation (per-period Sharpe ratio of the in-sample best):");
     let d = r.degradation;
     match (d.slope, d.intercept) {
-        (Some(b), Some(a)) => println!(
+        (Some(b), Some(a)) => outln!(
             "  out-of-sample = {a:.4} {} {:.4} × in-sample{}",
             if b < 0.0 { '−' } else { '+' },
             b.abs(),
             d.r_squared
                 .map_or(String::new(), |r2| format!("   (R² {r2:.3})"))
         ),
-        _ => println!("  no line: the in-sample Sharpe ratios do not vary"),
+        _ => outln!("  no line: the in-sample Sharpe ratios do not vary"),
     }
-    println!(
+    outln!(
         "  mean in-sample {:.4}, mean out-of-sample {:.4}",
-        d.mean_in_sample, d.mean_out_of_sample
+        d.mean_in_sample,
+        d.mean_out_of_sample
     );
-    println!(
+    outln!(
         "Probability of loss (out-of-sample Sharpe ratio < 0): {:.4}",
         r.probability_of_loss
     );
@@ -277,7 +279,7 @@ fn run_pbo(args: PboArgs) -> anyhow::Result<()> {
         .filter(|(_, c)| *c > 0)
         .map(|(s, c)| format!("{} ({c})", m.names[*s]))
         .collect();
-    println!("In-sample best most often: {}", top.join(", "));
+    outln!("In-sample best most often: {}", top.join(", "));
     Ok(())
 }
 
@@ -392,7 +394,7 @@ fn run_dsr(args: DsrArgs) -> anyhow::Result<()> {
                 .collect(),
             periods_per_year: args.periods_per_year,
         };
-        println!("{}", serde_json::to_string_pretty(&json)?);
+        outln!("{}", serde_json::to_string_pretty(&json)?);
         return Ok(());
     }
     let annual = |sr: f64| match args.periods_per_year {
@@ -403,8 +405,8 @@ fn run_dsr(args: DsrArgs) -> anyhow::Result<()> {
         "best" => format!("the highest Sharpe ratio of the {} columns", m.names.len()),
         _ => "given".to_owned(),
     };
-    println!("Deflated Sharpe ratio of {file}, column \"{name}\" ({how})");
-    println!(
+    outln!("Deflated Sharpe ratio of {file}, column \"{name}\" ({how})");
+    outln!(
         "  Sharpe ratio {:.5} per period{} over T = {} periods; skewness {:.3}, kurtosis {:.3}",
         estimate.sharpe,
         annual(estimate.sharpe),
@@ -412,7 +414,7 @@ fn run_dsr(args: DsrArgs) -> anyhow::Result<()> {
         estimate.skewness,
         estimate.kurtosis
     );
-    println!(
+    outln!(
         "  Trials N = {trials} ({}); variance of their per-period Sharpe ratios V = {variance:.6} ({})",
         if trials_from == "given" {
             "given"
@@ -425,17 +427,17 @@ fn run_dsr(args: DsrArgs) -> anyhow::Result<()> {
             "over the columns"
         }
     );
-    println!(
+    outln!(
         "  Expected maximum Sharpe ratio of {trials} worthless trials: {:.5} per period{}",
         d.expected_max_sharpe,
         annual(d.expected_max_sharpe)
     );
-    println!();
-    println!(
+    outln!();
+    outln!(
         "Probabilistic Sharpe ratio PSR(0): {:.4}  (probability that the true Sharpe ratio is above 0)",
         d.psr
     );
-    println!(
+    outln!(
         "Deflated Sharpe ratio DSR:         {:.4}  (the same, after picking the best of {trials} trials)",
         d.dsr
     );

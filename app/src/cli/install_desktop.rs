@@ -38,10 +38,10 @@ pub fn run(args: InstallDesktopArgs) -> anyhow::Result<()> {
     };
     let done = install::install(&plan)?;
     for f in &done.files {
-        println!("wrote {}", f.display());
+        outln!("wrote {}", f.display());
     }
     for n in &done.notes {
-        println!("{n}");
+        outln!("{n}");
     }
     Ok(())
 }

@@ -183,10 +183,10 @@ pub fn run(command: Command) -> anyhow::Result<()> {
     // Before the caches' warnings: the queued work this runs may compile, autotune and store.
     crate::leave::finish_gpu_work();
     if let Some(line) = tradetune_engine::device::kernels::store_warning_once() {
-        eprintln!("{line}");
+        errln!("{line}");
     }
     if let Some(line) = tradetune_engine::device::cache_store::failures_warning_unsaid() {
-        eprintln!("{line}");
+        errln!("{line}");
     }
     result
 }

@@ -76,18 +76,18 @@ pub fn run(args: MonitorArgs) -> anyhow::Result<()> {
             "gpus": gpus.iter().enumerate().map(|(i, g)| gpu_json(i, g)).collect::<Vec<_>>(),
             "no_gpu": no_gpu,
         });
-        println!("{status}");
+        outln!("{status}");
     } else {
         for s in &statuses {
-            println!("{s}");
+            outln!("{s}");
         }
         for (i, g) in gpus.iter().enumerate() {
-            println!("gpu{i}: {}", describe(g));
+            outln!("gpu{i}: {}", describe(g));
         }
         if let Some(why) = &no_gpu {
-            println!("{why}: showing CPU and process figures only");
+            outln!("{why}: showing CPU and process figures only");
         }
-        println!(
+        outln!(
             "watching process {watched}, every {:.1} s{}",
             interval.as_secs_f64(),
             match ticks_wanted {
@@ -141,17 +141,17 @@ pub fn run(args: MonitorArgs) -> anyhow::Result<()> {
         last_seq = last_seq.max(tick.seq);
         for p in &tick.problems {
             if seen_problems.insert(p.clone()) {
-                eprintln!("note: {p}");
+                errln!("note: {p}");
             }
         }
         for s in &tick.skipped {
-            eprintln!(
+            errln!(
                 "note: probe `{s}` did not answer in time for sample {}",
                 tick.seq
             );
         }
         if args.json {
-            println!("{}", tick_json(&tick));
+            outln!("{}", tick_json(&tick));
         } else {
             print_tick(&tick, gpus.len());
         }
@@ -164,11 +164,11 @@ pub fn run(args: MonitorArgs) -> anyhow::Result<()> {
     if args.json {
         // Stdout stays one JSON object per line; the samples' `seq` shows where the gaps are.
         if dropped > 0 {
-            eprintln!("note: {}", dropped_note(dropped, args.csv.is_some()));
+            errln!("note: {}", dropped_note(dropped, args.csv.is_some()));
         }
     } else {
         let skipped: u64 = stats.skipped.values().sum();
-        println!(
+        outln!(
             "{}",
             summary_line(received, dropped, skipped, args.csv.as_deref())
         );
@@ -253,9 +253,17 @@ fn tick_json(tick: &Tick) -> Value {
 }
 
 fn print_header() {
-    println!(
+    outln!(
         "{:<12} {:<5} {:>5} {:>5} {:>9} {:>6} {:>8} {:>7} {:>7}",
-        "# time UTC", "dev", "util%", "mem%", "mem_MiB", "temp_C", "power_W", "sm_MHz", "mem_MHz"
+        "# time UTC",
+        "dev",
+        "util%",
+        "mem%",
+        "mem_MiB",
+        "temp_C",
+        "power_W",
+        "sm_MHz",
+        "mem_MHz"
     );
 }
 
@@ -271,7 +279,7 @@ fn print_tick(tick: &Tick, gpus: usize) {
     for i in 0..gpus as u32 {
         let d = DeviceTag::Gpu(i);
         let g = |m| tick.get(d, m);
-        println!(
+        outln!(
             "{:<12} {:<5} {:>5} {:>5} {:>9} {:>6} {:>8} {:>7} {:>7}",
             time,
             d.to_string(),
@@ -285,7 +293,7 @@ fn print_tick(tick: &Tick, gpus: usize) {
         );
     }
     let h = |m| tick.get(DeviceTag::Host, m);
-    println!(
+    outln!(
         "{:<12} {:<5} cpu {}%  process {}%  rss {} MiB{}",
         time,
         "host",

@@ -189,7 +189,7 @@ fn create(args: CreateArgs) -> anyhow::Result<()> {
     let (data, fingerprint) = study
         .create(budget)
         .with_context(|| format!("creating study {name} in {label}"))?;
-    println!(
+    outln!(
         "study '{name}' recorded in {label}: {budget} trials, data {data} (fingerprint {fingerprint})"
     );
     // A worker reads the study file's relative data paths from --data-dir (else from where it
@@ -201,7 +201,7 @@ fn create(args: CreateArgs) -> anyhow::Result<()> {
             .unwrap_or_default(),
         _ => String::new(),
     };
-    println!("start workers with: tradetune worker --storage {label} --study {name}{data_dir}");
+    outln!("start workers with: tradetune worker --storage {label} --study {name}{data_dir}");
     Ok(())
 }
 
@@ -239,16 +239,16 @@ fn run_study(args: RunArgs) -> anyhow::Result<()> {
     let (handle, events, thread) = study.launch();
     crate::signals::interrupt_on_signal(handle);
     let report = drive(events, args.json, |source| {
-        println!("study '{name}' in {}", launch::db_label(&db));
-        println!("data: {source}");
+        outln!("study '{name}' in {}", launch::db_label(&db));
+        outln!("data: {source}");
     });
     // The study's events have ended (whatever its result): its thread ends before the process.
     thread.wait();
     let report = report?;
     if !args.json {
         match report.best {
-            Some((n, v)) => println!("best trial of '{}': #{n} value {v:.6}", report.study),
-            None => println!("'{}' has no COMPLETE trial yet", report.study),
+            Some((n, v)) => outln!("best trial of '{}': #{n} value {v:.6}", report.study),
+            None => outln!("'{}' has no COMPLETE trial yet", report.study),
         }
     }
     outcome(&report, &format!("study '{name}'"))
@@ -260,9 +260,9 @@ fn list(args: ListArgs) -> anyhow::Result<()> {
     // On a fresh machine the default database is not there yet: no studies, not an error.
     if !given && !db.is_file() {
         if args.json {
-            println!("[]");
+            outln!("[]");
         } else {
-            println!(
+            outln!(
                 "no studies yet: {} does not exist (`tradetune study run` makes it)",
                 db.display()
             );
@@ -290,19 +290,24 @@ fn list(args: ListArgs) -> anyhow::Result<()> {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
     if summaries.is_empty() {
-        println!("{}: no studies", launch::db_label(&db));
+        outln!("{}: no studies", launch::db_label(&db));
         return Ok(());
     }
-    println!(
+    outln!(
         "{:<32} {:>6} {:>8} {:>6} {:>6} {:>7}  best",
-        "study", "trials", "complete", "pruned", "fail", "running"
+        "study",
+        "trials",
+        "complete",
+        "pruned",
+        "fail",
+        "running"
     );
     for s in &summaries {
-        println!(
+        outln!(
             "{:<32} {:>6} {:>8} {:>6} {:>6} {:>7}  {}",
             s.study.name,
             s.n_trials(),
@@ -335,12 +340,18 @@ fn show(args: ShowArgs) -> anyhow::Result<()> {
         .and_then(|t| t.value().map(|v| (t.number, v)));
     if args.json {
         let v = tradetune_engine::storage::study_view_json(&study, &trials, best)?;
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
-    println!(
+    outln!(
         "{:>6} {:<9} {:>11} {:<8} {:<9} {:<5} {:>9}  params / reason",
-        "number", "state", "value", "device", "worker", "prec", "duration"
+        "number",
+        "state",
+        "value",
+        "device",
+        "worker",
+        "prec",
+        "duration"
     );
     for t in &trials {
         let duration = match (t.datetime_start, t.datetime_complete) {
@@ -365,7 +376,7 @@ fn show(args: ShowArgs) -> anyhow::Result<()> {
                 .collect::<Vec<_>>()
                 .join(" ")
         };
-        println!(
+        outln!(
             "{:>6} {:<9} {:>11} {:<8} {:<9} {:<5} {:>9}  {detail}",
             t.number,
             t.state.as_str(),
@@ -377,7 +388,7 @@ fn show(args: ShowArgs) -> anyhow::Result<()> {
         );
     }
     if let Some((n, v)) = best {
-        println!("best: #{n} value {v:.6}");
+        outln!("best: #{n} value {v:.6}");
     }
     Ok(())
 }
@@ -407,7 +418,7 @@ fn export(args: ExportArgs) -> anyhow::Result<()> {
         storage.export_csv(&args.name, &mut out)?;
         // Whole or not at all: a failed write leaves a previous export as it was.
         write_whole(path, &out)?;
-        println!(
+        outln!(
             "{} trials of '{}' -> {}",
             trials.len(),
             args.name,
@@ -417,12 +428,13 @@ fn export(args: ExportArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.telemetry {
         let out = export_telemetry(&storage, &trials, path)?;
         if out.skipped > 0 {
-            eprintln!(
+            errln!(
                 "telemetry of '{}': {} samples of unknown sources or metrics left out",
-                study.name, out.skipped
+                study.name,
+                out.skipped
             );
         }
-        println!(
+        outln!(
             "{} telemetry samples of '{}' -> {}",
             out.rows,
             args.name,
@@ -449,11 +461,11 @@ fn presets(args: PresetsArgs) -> anyhow::Result<()> {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
     for p in &presets {
-        println!(
+        outln!(
             "{:<15} {:<42} {}",
             p.name,
             p.device_class,

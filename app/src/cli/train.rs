@@ -29,9 +29,9 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     for note in &run.notes {
         // Beside the JSON events, not among them.
         if args.json {
-            eprintln!("note: {note}");
+            errln!("note: {note}");
         } else {
-            println!("note: {note}");
+            outln!("note: {note}");
         }
     }
     // A checkpoint already in --out is replaced at the end of the run: said now, with how
@@ -44,9 +44,9 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
             run.out.display()
         );
         if args.json {
-            eprintln!("note: {note}");
+            errln!("note: {note}");
         } else {
-            println!("note: {note}");
+            outln!("note: {note}");
         }
     }
     let spec = run.device;
@@ -87,11 +87,11 @@ fn train_on(
     // A GPU cache whose store was broken (moved aside) or cannot be used: said before the run
     // (and before `auto` measures), since it decides what a next run of these shapes pays.
     if let Some(line) = tradetune_engine::device::kernels::store_warning_once() {
-        eprintln!("{line}");
+        errln!("{line}");
     }
     if !args.json {
-        println!("data: {}", data.about);
-        println!(
+        outln!("data: {}", data.about);
+        outln!(
             "device: {spec} ({}), precision {}",
             describe_spec(spec),
             config.ppo.precision,
@@ -159,7 +159,7 @@ fn train_on(
 
 /// A line on stdout, above the bar where it is drawn (stdout redirected to a log keeps it).
 fn say(bar: &ProgressBar, line: String) {
-    bar.suspend(|| println!("{line}"));
+    bar.suspend(|| outln!("{line}"));
 }
 
 /// The run itself, on `bar` (none with `--json`) with the live compile line `ticker`, which
@@ -212,7 +212,7 @@ fn train(
     let report = trainer.learn(config.train.total_timesteps, &mut |event| {
         if args.json {
             if let Ok(line) = serde_json::to_string(&event) {
-                println!("{line}");
+                outln!("{line}");
             }
             return;
         }
@@ -258,9 +258,9 @@ fn train(
             // Named as every other line is.
             fields.insert("event".into(), "summary".into());
         }
-        println!("{}", serde_json::to_string(&report_json)?);
+        outln!("{}", serde_json::to_string(&report_json)?);
     } else {
-        println!(
+        outln!(
             "trained {} samples ({} in total) in {} update{}, {} ({:.0} samples/s); checkpoint in {}",
             report.timesteps - start_steps,
             report.timesteps,
@@ -283,7 +283,7 @@ fn train(
             report.compile_not_apart,
             kernels::kept_now(),
         ) {
-            println!("{line}");
+            outln!("{line}");
         }
     }
     // An interrupted run saved what it trained; its exit status still says it was stopped
@@ -335,15 +335,17 @@ impl Interrupt {
             let slot = handle.trainer.lock().unwrap_or_else(|p| p.into_inner());
             match slot.as_ref() {
                 Some(flag) => {
-                    eprintln!(
-                        "interrupted: ending at the next step and saving what it trained in \
-                         {out}; press Ctrl-C again to exit at once without saving"
+                    errln!(
+                        "{}: ending at the next step and saving what it trained in {out}; \
+                         press Ctrl-C again to exit at once without saving",
+                        crate::signals::cause()
                     );
                     flag.store(true, Ordering::SeqCst);
                 }
-                None => eprintln!(
-                    "interrupted: the run stops once it is set up, before it trains (nothing to \
-                     save); press Ctrl-C again to exit at once"
+                None => errln!(
+                    "{}: the run stops once it is set up, before it trains (nothing to save); \
+                     press Ctrl-C again to exit at once",
+                    crate::signals::cause()
                 ),
             }
         });
@@ -380,7 +382,7 @@ fn compile_ticker(json: bool, bar: Option<ProgressBar>) -> CompileTicker {
         }
         _ => {
             if let Some(line) = lines.plain(&status, json) {
-                println!("{line}");
+                outln!("{line}");
             }
         }
     })
@@ -477,7 +479,7 @@ fn show(bar: &ProgressBar, event: TrainEvent) {
     // indicatif drops `println` on a hidden bar (output not a terminal): print directly.
     let say = |line: String| {
         if bar.is_hidden() {
-            println!("{line}");
+            outln!("{line}");
         } else {
             bar.println(line);
         }

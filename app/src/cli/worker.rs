@@ -89,26 +89,27 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<()> {
     let (handle, events, thread) = study.launch();
     crate::signals::interrupt_on_signal(handle);
     let report = drive(events, args.json, |data| {
-        println!(
+        outln!(
             "worker on {} joins study '{}' in {label} (budget {budget} trials)",
             crate::signals::host_name(),
             args.study
         );
-        println!("data: {data}");
+        outln!("data: {data}");
     });
     // The study's events have ended (whatever its result): its thread ends before the process.
     thread.wait();
     let report = report.map_err(|e| match e.downcast_ref::<FrontError>() {
         Some(FrontError::DataMismatch { .. }) => anyhow::anyhow!(
-            "{e:#}; give the worker the same files (--data-dir DIR for the study file's \
-             relative paths)"
+            "{}; give the worker the same files (--data-dir DIR for the study file's relative \
+             paths)",
+            crate::out::error_text(&e)
         ),
         _ => e,
     })?;
     if !args.json {
         match report.best {
-            Some((n, v)) => println!("best trial of '{}' so far: #{n} value {v:.6}", report.study),
-            None => println!("'{}' has no COMPLETE trial yet", report.study),
+            Some((n, v)) => outln!("best trial of '{}' so far: #{n} value {v:.6}", report.study),
+            None => outln!("'{}' has no COMPLETE trial yet", report.study),
         }
     }
     outcome(&report, &format!("the worker of study '{}'", args.study))

@@ -220,7 +220,7 @@ impl TradeTuneApp {
         if let Some(n) = self.exit_after_frames
             && self.frames >= n
         {
-            eprintln!("tradetune: drew {} frames, closing", self.frames);
+            errln!("tradetune: drew {} frames, closing", self.frames);
             ui.ctx().send_viewport_cmd(egui::ViewportCommand::Close);
         }
     }
@@ -445,7 +445,7 @@ impl eframe::App for TradeTuneApp {
     /// trials as FAIL "interrupted", so none is left RUNNING in the database.
     fn on_exit(&mut self) {
         if !self.tasks.interrupt_study_and_wait(Duration::from_secs(60)) {
-            eprintln!(
+            errln!(
                 "the study did not stop within 60 s; its running trials will be failed by the \
                  next run once their heartbeat is stale"
             );

@@ -285,16 +285,16 @@ impl Cpcv {
                 SplitError(format!(
                     "CPCV with N = {big_n}, k = {k} makes {} splits (more than \
                      {MAX_CPCV_SPLITS}): use fewer groups",
-                    self.n_splits()
+                    binomial_text(big_n, k)
                 )),
             ));
         }
         Ok(())
     }
 
-    /// C(N, k): the number of splits.
+    /// C(N, k): the number of splits (`u128::MAX` where that does not fit).
     pub fn n_splits(&self) -> u128 {
-        binomial(self.n_groups, self.k_test)
+        binomial(self.n_groups, self.k_test).unwrap_or(u128::MAX)
     }
 
     /// φ = k/N · C(N, k) = C(N−1, k−1): the number of complete backtest paths (AFML eq. 12.3).
@@ -302,22 +302,35 @@ impl Cpcv {
         if self.k_test == 0 || self.n_groups == 0 {
             0
         } else {
-            binomial(self.n_groups - 1, self.k_test - 1)
+            binomial(self.n_groups - 1, self.k_test - 1).unwrap_or(u128::MAX)
         }
     }
 }
 
-fn binomial(n: usize, k: usize) -> u128 {
+/// C(n, k) exactly, or None where it (or a step of computing it) does not fit in a u128.
+pub fn binomial(n: usize, k: usize) -> Option<u128> {
     if k > n {
-        return 0;
+        return Some(0);
     }
     let k = k.min(n - k);
     let mut r: u128 = 1;
     for i in 0..k {
         // Exact at every step: r·(n−i) is divisible by (i+1) after multiplying.
-        r = r.saturating_mul((n - i) as u128) / (i as u128 + 1);
+        r = r.checked_mul((n - i) as u128)? / (i as u128 + 1);
     }
-    r
+    Some(r)
+}
+
+/// C(n, k) as a message states it: exactly where it fits in a u128, else "about 1.2e45".
+pub fn binomial_text(n: usize, k: usize) -> String {
+    match binomial(n, k) {
+        Some(c) => c.to_string(),
+        None => {
+            let k = k.min(n - k);
+            let c = (0..k).fold(1.0_f64, |c, i| c * (n - i) as f64 / (i + 1) as f64);
+            format!("about {c:.1e}")
+        }
+    }
 }
 
 /// The group boundaries: N contiguous ranges over `n` bars, the first `n % N` one bar longer.

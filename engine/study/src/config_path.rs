@@ -29,7 +29,7 @@ pub enum ConfigPathError {
     },
     #[error("'{name}' is a group of settings, not one setting; name one of: {}", .fields.join(", "))]
     NotALeaf { name: String, fields: Vec<String> },
-    #[error("'{name}' expects {expected}, but the searched value is {value} ({got})")]
+    #[error("'{name}' expects {expected}, but the value given is {value} ({got})")]
     TypeMismatch {
         name: String,
         expected: &'static str,
@@ -312,7 +312,7 @@ mod tests {
         let e = apply_value(&mut c, "env.n_envs", &ParamValue::Float(32.5)).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "'env.n_envs' expects an integer, but the searched value is 32.5 (float)"
+            "'env.n_envs' expects an integer, but the value given is 32.5 (float)"
         );
         assert!(apply_value(&mut c, "env.n_envs", &ParamValue::Int(-1)).is_err());
         assert!(apply_value(&mut c, "ppo.precision", &ParamValue::Int(16)).is_err());

@@ -254,7 +254,7 @@ const KERNEL_NOTE: &str = "krn%: the device busy with this run's kernels, in % o
      submitting, synchronising)";
 
 fn header() {
-    println!(
+    outln!(
         "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} {:<9} | {:>7} {:>7} {:>9} {:>9} {:>7} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>4} {:>4} {:>4} {:>4} {:>4} | {:>5} {:>6} | {:>8} | gpus (steady util % (whole run's), peak mem MiB)",
         "config",
         "envs",
@@ -305,7 +305,7 @@ fn row(c: &TrainBenchConfig, r: &TrainBenchResult, seen: &[GpuSeen]) {
             )
         })
         .collect();
-    println!(
+    outln!(
         "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} {:<9} | {:>7.1} {:>7} {:>9.0} {:>9.0} {:>7.1} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>4.0} {:>4.0} {:>4.0} {:>4.0} {:>4.0} | {:>5} {:>6} | {:>8} | {}",
         c.name,
         c.n_envs,
@@ -360,7 +360,7 @@ fn peer_row(c: &TrainBenchConfig, precision: &str, run: &PeerRun, ours_best: Opt
     let env = run.env_share().map_or(String::new(), |e| {
         format!(", its env {:.0} % of its time", 100.0 * e)
     });
-    println!(
+    outln!(
         "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} {:<9} | {:>7} {:>7} {:>9.0} {:>9} | peer: {} on {}{env}{ratio}",
         c.name,
         c.n_envs,
@@ -421,7 +421,7 @@ fn precisions_where(
         match check(p) {
             Ok(()) => out.kept.push(p),
             Err(e) => {
-                eprintln!("skipping {p}: {e}");
+                errln!("skipping {p}: {e}");
                 out.skipped.push((p, e));
             }
         }
@@ -499,35 +499,35 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
     let handle = sampler.handle();
     let cache = tradetune_engine::device::kernels::cache_setting();
     if !args.json {
-        println!("device: {spec} ({})", describe_spec(spec));
+        outln!("device: {spec} ({})", describe_spec(spec));
         match cache {
-            Some(c) => println!(
+            Some(c) => outln!(
                 "autotune cache: {} (environment {})",
                 c.root
                     .as_ref()
                     .map_or("off".into(), |r| r.display().to_string()),
                 c.environment
             ),
-            None => println!("autotune cache: none (the CPU compiles nothing)"),
+            None => outln!("autotune cache: none (the CPU compiles nothing)"),
         }
         if let Some(line) = tradetune_engine::device::kernels::store_warning_once() {
-            println!("{line}");
+            outln!("{line}");
         }
         if cache.is_some() {
             match tradetune_engine::device::kernels::driver_shader_cache_off() {
-                Some(var) => println!(
+                Some(var) => outln!(
                     "driver shader cache: off ({var}): every process compiles every pipeline again"
                 ),
-                None => println!(
+                None => outln!(
                     "driver shader cache: the driver's default (a second process reuses its compiled pipelines where the driver keeps them)"
                 ),
             }
         }
         if let Some(why) = no_gpu.as_deref().filter(|_| spec != DeviceSpec::Cpu) {
-            println!("GPU telemetry: {why}: the rows' busy % and memory are not sampled");
+            outln!("GPU telemetry: {why}: the rows' busy % and memory are not sampled");
         }
         if cfg!(debug_assertions) {
-            eprintln!(
+            errln!(
                 "note: this is a debug build; measure with `cargo run --release -p tradetune -- bench gpu`"
             );
         }
@@ -568,7 +568,7 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
                     &["--device", &args.peer_device, "--precision", precision],
                 );
                 match &run {
-                    Ok(run) => eprintln!(
+                    Ok(run) => errln!(
                         "peer {} {precision}: {:.0} samples/s steady, cold update {} s ({} on {})",
                         c.name,
                         run.samples_per_second(),
@@ -579,9 +579,12 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
                     // A broken peer costs its own rows, not the runs after it (a card may be
                     // borrowed for minutes): said where its row would be, the whole error on
                     // stderr, and the command fails at its end.
-                    Err(e) => eprintln!("{e:#}"),
+                    Err(e) => errln!("{}", crate::out::error_text(e)),
                 }
-                peer_runs.push((precision.to_owned(), run.map_err(|e| format!("{e:#}"))));
+                peer_runs.push((
+                    precision.to_owned(),
+                    run.map_err(|e| crate::out::error_text(&e)),
+                ));
             }
         }
         let mut best: Option<f64> = None;
@@ -659,7 +662,7 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
                 .zip(before)
                 {
                     for line in &lines[from..] {
-                        eprintln!("{line}");
+                        errln!("{line}");
                     }
                 }
                 copies_seen |= r.layout_copies_per_policy_step.unwrap_or(0.0) > 0.0
@@ -684,7 +687,7 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
                 }
                 Err(e) => {
                     if !args.json {
-                        println!(
+                        outln!(
                             "{:<10} {:>4} peer failed: {} (its error is on stderr)",
                             cfg.name,
                             precision,
@@ -733,7 +736,7 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
                         format!("{}: {g:.digits$}", c.label())
                     })
                     .collect();
-                println!(
+                outln!(
                     "matmul probe, f32 GFLOP/s: square {}; {}'s update products {} (`tradetune bench \
                      matmul` measures every routine on them)",
                     square.join(", "),
@@ -751,53 +754,53 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
             None,
         ),
         Err(e) => {
-            let e = format!("{e:#}");
+            let e = crate::out::error_text(&e);
             if !args.json {
-                println!("matmul probe failed: {e}");
+                outln!("matmul probe failed: {e}");
             }
             (serde_json::json!({ "error": e }), Some(e))
         }
     };
     if !kernel_lines.is_empty() && !args.json {
-        println!("{KERNEL_NOTE}");
-        println!("the device's ms per update, by part (each kernel timed):");
+        outln!("{KERNEL_NOTE}");
+        outln!("the device's ms per update, by part (each kernel timed):");
         for line in &kernel_lines {
-            println!("{line}");
+            outln!("{line}");
         }
     }
     if !replayed_lines.is_empty() && !args.json {
-        println!("{REPLAYED_NOTE}");
+        outln!("{REPLAYED_NOTE}");
         for line in &replayed_lines {
-            println!("{line}");
+            outln!("{line}");
         }
     }
     if !minibatch_lines.is_empty() && !args.json {
-        println!("{MINIBATCHES_NOTE}");
+        outln!("{MINIBATCHES_NOTE}");
         for line in &minibatch_lines {
-            println!("{line}");
+            outln!("{line}");
         }
     }
     if !replay_lines.is_empty() && !args.json {
-        println!("{REPLAY_NOTE}");
+        outln!("{REPLAY_NOTE}");
         for line in &replay_lines {
-            println!("{line}");
+            outln!("{line}");
         }
     }
     if !eval_lines.is_empty() && !args.json {
-        println!("{EVAL_NOTE}");
+        outln!("{EVAL_NOTE}");
         for line in &eval_lines {
-            println!("{line}");
+            outln!("{line}");
         }
     }
     let gains = replay_gains(&steady);
     if !gains.is_empty() && !args.json {
-        println!("{GAINS_NOTE}");
+        outln!("{GAINS_NOTE}");
         for g in &gains {
-            println!("{}", g.line());
+            outln!("{}", g.line());
         }
     }
     if copies_seen && !args.json {
-        println!("{COPIES_NOTE}");
+        outln!("{COPIES_NOTE}");
     }
     if args.json {
         let out = serde_json::json!({
@@ -814,7 +817,7 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
             "peer": peers,
             "skipped_precisions": asked.skipped_json(),
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?);
     }
     if let Some(e) = probe_failure {
         anyhow::bail!("the matmul probe failed ({e}); every run above was measured");

@@ -26,8 +26,8 @@ fn print_features(spec: DeviceSpec, f: &MatmulFeatures) {
             l.join(", ")
         }
     };
-    println!("device: {spec} ({})", describe_spec(spec));
-    println!(
+    outln!("device: {spec} ({})", describe_spec(spec));
+    outln!(
         "runtime {}; planes of {}–{} units, plane operations {}; {} units per cube, {} KiB shared \
          memory; cooperative matrices (cmma): {}; manual mma: {}",
         f.runtime,
@@ -44,7 +44,7 @@ fn print_features(spec: DeviceSpec, f: &MatmulFeatures) {
 fn print_sweep(config: &str, s: &CaseSweep) {
     let c = &s.case;
     let best = s.best();
-    println!(
+    outln!(
         "\n{} {config} {} {} (×{} a minibatch): autotune {} GFLOP/s, first call {} s; best routine {}{}",
         s.precision,
         c.role,
@@ -62,12 +62,16 @@ fn print_sweep(config: &str, s: &CaseSweep) {
             _ => String::new(),
         }
     );
-    println!(
+    outln!(
         "  {:<66} {:>9} {:>9} {:>8} {:>9}  note",
-        "routine", "GFLOP/s", "ms", "first s", "rel err"
+        "routine",
+        "GFLOP/s",
+        "ms",
+        "first s",
+        "rel err"
     );
     for r in &s.routines {
-        println!(
+        outln!(
             "  {:<66} {:>9} {:>9} {:>8} {:>9}  {}",
             r.name,
             opt(r.gflops, 1),
@@ -99,7 +103,7 @@ fn minibatch_ms(sweeps: &[&CaseSweep]) -> (f64, f64) {
 pub(super) fn bench_matmul(args: MatmulArgs) -> anyhow::Result<()> {
     if args.list {
         for name in routine_names() {
-            println!("{name}");
+            outln!("{name}");
         }
         return Ok(());
     }
@@ -148,7 +152,7 @@ pub(super) fn bench_matmul(args: MatmulArgs) -> anyhow::Result<()> {
                 &args.routines,
                 &mut |c: &MatmulCase| {
                     at += 1;
-                    eprintln!("[{at}/{total}] {} {} {}", cfg.name, precision, c.label());
+                    errln!("[{at}/{total}] {} {} {}", cfg.name, precision, c.label());
                 },
             )?;
             done.extend(fresh.iter().map(|c| (*c, precision)));
@@ -192,7 +196,7 @@ pub(super) fn bench_matmul(args: MatmulArgs) -> anyhow::Result<()> {
             )
             .count();
         if !args.json {
-            println!(
+            outln!(
                 "\n{name} {precision}: one minibatch's {} products ({:.3} GFLOP) take {auto_ms:.3} ms at \
                  autotune's rates ({:.0} GFLOP/s) and {best_ms:.3} ms at the best routines' ({:.0} \
                  GFLOP/s); autotune within 10 % of the best routine on {near} of {} products",
@@ -222,9 +226,9 @@ pub(super) fn bench_matmul(args: MatmulArgs) -> anyhow::Result<()> {
             "sweeps": sweeps,
             "minibatches": summaries,
         });
-        println!("{}", serde_json::to_string_pretty(&json)?);
+        outln!("{}", serde_json::to_string_pretty(&json)?);
     } else if cfg!(debug_assertions) {
-        eprintln!(
+        errln!(
             "note: this is a debug build; the routines' rates are the device's either way, but \
              measure on a release build for figures to quote"
         );

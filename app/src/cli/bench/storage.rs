@@ -165,17 +165,24 @@ pub fn bench_storage(args: StorageArgs) -> anyhow::Result<()> {
             "repeat": args.repeat,
             "databases": results,
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
-    println!(
+    outln!(
         "claims: {} workers × {} trials, instant objective; load: {} trials × (4 params, 10 \
          intermediate values, 2 user attributes); {} runs each, min/median/max",
-        args.workers, args.trials_per_worker, args.load_trials, args.repeat
+        args.workers,
+        args.trials_per_worker,
+        args.load_trials,
+        args.repeat
     );
-    println!(
+    outln!(
         "{:<11} {:<26} {:>26} {:>26} {:>14}",
-        "database", "figure", "TradeTune", "Optuna", "TradeTune is"
+        "database",
+        "figure",
+        "TradeTune",
+        "Optuna",
+        "TradeTune is"
     );
     for r in &results {
         let claim_ratio = r
@@ -185,7 +192,7 @@ pub fn bench_storage(args: StorageArgs) -> anyhow::Result<()> {
             .load_seconds_optuna
             .map(|o| format!("{:.1}× faster", o.median / r.load_seconds_ours.median));
         let dash = || "-".to_string();
-        println!(
+        outln!(
             "{:<11} {:<26} {:>26} {:>26} {:>14}",
             r.backend,
             "trials claimed+finished/s",
@@ -195,7 +202,7 @@ pub fn bench_storage(args: StorageArgs) -> anyhow::Result<()> {
                 .unwrap_or_else(dash),
             claim_ratio.unwrap_or_else(dash)
         );
-        println!(
+        outln!(
             "{:<11} {:<26} {:>26} {:>26} {:>14}",
             r.backend,
             format!("open + read {} trials, s", args.load_trials),
@@ -209,14 +216,14 @@ pub fn bench_storage(args: StorageArgs) -> anyhow::Result<()> {
             let failed: usize = runs.iter().map(|c| c.failed).sum();
             if failed > 0 {
                 let first = runs.iter().flat_map(|c| c.errors.first()).next();
-                println!(
+                outln!(
                     "  {who} on {}: {failed} claims failed (first: {})",
                     r.backend,
                     first.map(String::as_str).unwrap_or("no message")
                 );
             }
         }
-        println!(
+        outln!(
             "  {}: {}; the load study written in {:.2} s ({:.0} trials/s, one transaction each)",
             r.backend,
             r.storage,
@@ -225,13 +232,13 @@ pub fn bench_storage(args: StorageArgs) -> anyhow::Result<()> {
         );
     }
     if let Some(cpu) = cpu_model() {
-        println!("cpu: {cpu}, {} cores", num_cpus());
+        outln!("cpu: {cpu}, {} cores", num_cpus());
     }
     if let (Some(b), Some(a)) = (load_before, load_after) {
-        println!("load average before: {b}; load average after: {a}");
+        outln!("load average before: {b}; load average after: {a}");
     }
     if args.peer.is_none() {
-        println!("(no --peer: Optuna's client not measured, no ratio)");
+        outln!("(no --peer: Optuna's client not measured, no ratio)");
     }
     Ok(())
 }
@@ -304,13 +311,13 @@ fn measure(
 ) -> anyhow::Result<Measured> {
     let load_name = format!("{prefix}-load");
     created.push(load_name.clone());
-    eprintln!("{label}: writing a study of {} trials…", args.load_trials);
+    errln!("{label}: writing a study of {} trials…", args.load_trials);
     let write_seconds = write_load_study(url, &load_name, args.load_trials)
         .with_context(|| format!("{label}: writing the load study"))?;
     let (mut claims_ours, mut claims_optuna) = (Vec::new(), Vec::new());
     let (mut load_ours, mut load_optuna) = (Vec::new(), Vec::new());
     for rep in 0..args.repeat {
-        eprintln!("{label}: run {}/{}…", rep + 1, args.repeat);
+        errln!("{label}: run {}/{}…", rep + 1, args.repeat);
         // Alternate who goes first, so a machine warming up or slowing down favours neither.
         let peer_first = rep % 2 == 1;
         for side in [peer_first, !peer_first] {
@@ -424,10 +431,10 @@ fn write_load_study(url: &Path, name: &str, trials: usize) -> anyhow::Result<f64
         s.add_trial(study, &t)?;
         if (i + 1) * 10 / trials > shown {
             shown = (i + 1) * 10 / trials;
-            eprint!("\r  {}/{trials}", i + 1);
+            err!("\r  {}/{trials}", i + 1);
         }
     }
-    eprintln!();
+    errln!();
     Ok(start.elapsed().as_secs_f64())
 }
 

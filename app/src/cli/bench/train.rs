@@ -251,17 +251,17 @@ pub(super) fn bench_train(args: TrainArgs) -> anyhow::Result<()> {
     let probe = matmul_probe(&device, probe_sizes)?;
     if !args.json {
         if cfg!(debug_assertions) {
-            eprintln!(
+            errln!(
                 "note: this is a debug build; measure with `cargo run --release -p tradetune -- bench train`"
             );
         }
-        println!(
+        outln!(
             "machine: {} ({} CPUs); load average before: {}",
             cpu_model().unwrap_or_else(|| "unknown CPU".into()),
             std::thread::available_parallelism().map_or(0, |n| n.get()),
             load_before.as_deref().unwrap_or("unknown")
         );
-        println!(
+        outln!(
             "ours: tradetune {} ({build}), device {spec}, {precision}, {ours_threads} rayon threads",
             env!("CARGO_PKG_VERSION")
         );
@@ -283,7 +283,7 @@ pub(super) fn bench_train(args: TrainArgs) -> anyhow::Result<()> {
                 host.join(", ")
             )
         };
-        println!(
+        outln!(
             "matmul probe (f32, n×n by n×n, GFLOP/s): burn {}{host} -> peak {:.1} GFLOP/s",
             sizes.join(", "),
             probe.peak_gflops
@@ -338,7 +338,7 @@ pub(super) fn bench_train(args: TrainArgs) -> anyhow::Result<()> {
                 .iter()
                 .map(|(k, v)| format!("{k} {}", v.as_str().map_or(v.to_string(), str::to_owned)))
                 .collect();
-            println!(
+            outln!(
                 "peer: {} ({}), {} threads, run as `{} {} …`",
                 run.peer,
                 versions.join(", "),
@@ -349,7 +349,7 @@ pub(super) fn bench_train(args: TrainArgs) -> anyhow::Result<()> {
                     .map_or(String::new(), |s| s.display().to_string())
             );
         }
-        println!(
+        outln!(
             "load average after: {}",
             load_after.as_deref().unwrap_or("unknown")
         );
@@ -394,14 +394,14 @@ pub(super) fn bench_train(args: TrainArgs) -> anyhow::Result<()> {
             "matmul_probe": probe,
             "configs": configs,
         });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
     }
     Ok(())
 }
 
 fn print_train_runs(r: &ConfigRuns, header: bool, probe: &MatmulProbe, cpu: bool) {
     if header {
-        println!(
+        outln!(
             "{:<12} {:>4} {:>5} {:>5} {:>6} {:<18} {:>4} | {:>26} | {:>26} | {:>9}",
             "config",
             "envs",
@@ -420,7 +420,7 @@ fn print_train_runs(r: &ConfigRuns, header: bool, probe: &MatmulProbe, cpu: bool
     let peer = r
         .peer_sps()
         .map_or("-".to_owned(), |(l, m, h)| format!("{l:.0}/{m:.0}/{h:.0}"));
-    println!(
+    outln!(
         "{:<12} {:>4} {:>5} {:>5} {:>6} {:<18} {:>4} | {:>26} | {:>26} | {:>9}",
         c.name,
         c.n_envs,
@@ -438,7 +438,7 @@ fn print_train_runs(r: &ConfigRuns, header: bool, probe: &MatmulProbe, cpu: bool
     let wall = m.seconds.max(1e-9);
     let p = &m.phases;
     let pct = |x: f64| 100.0 * x / wall;
-    println!(
+    outln!(
         "{:<12} median run: env {:.1}%, inference {:.1}%, buffer {:.1}%, gae {:.1}%, update {:.1}%, other {:.1}%",
         "",
         pct(p.env_step),
@@ -448,7 +448,7 @@ fn print_train_runs(r: &ConfigRuns, header: bool, probe: &MatmulProbe, cpu: bool
         pct(p.update),
         pct((m.seconds - p.total()).max(0.0)),
     );
-    println!(
+    outln!(
         "{:<12} update: {:.2} GFLOP/s of matmuls (forward + backward), {:.1}% of the measured matmul peak ({:.1} GFLOP/s)",
         "",
         m.update_gflops_per_second,
@@ -465,7 +465,7 @@ fn print_train_runs(r: &ConfigRuns, header: bool, probe: &MatmulProbe, cpu: bool
                     .total_cmp(&(b.samples_per_second - bmed).abs())
             })
             .map_or(f64::NAN, |b| b.update_gflops_per_second);
-        println!(
+        outln!(
             "{:<12} burn update (every update through burn's autodiff): {lo:.0}/{bmed:.0}/{hi:.0} samples/s, update {burn:.2} GFLOP/s; ours with the host step {:.2}x that",
             "",
             med / bmed.max(1e-9),
@@ -479,7 +479,7 @@ fn print_train_runs(r: &ConfigRuns, header: bool, probe: &MatmulProbe, cpu: bool
         .collect();
     if let Some(env) = env_shares.filter(|e| !e.is_empty()) {
         let (lo, med, hi) = min_median_max(&env);
-        println!(
+        outln!(
             "{:<12} peer: env {:.1}% of its time (min {:.1}%, max {:.1}%)",
             "",
             100.0 * med,
@@ -488,7 +488,7 @@ fn print_train_runs(r: &ConfigRuns, header: bool, probe: &MatmulProbe, cpu: bool
         );
     }
     if let (Some(got), Some(want), true) = (r.ratio(), target_ratio(c.name), cpu) {
-        println!(
+        outln!(
             "{:<12} target on the CPU device: {want}x the peer -> {}",
             "",
             if got >= want { "met" } else { "NOT met" }

@@ -59,7 +59,7 @@ impl StudyFileArgs {
 /// not refused, but the user who wrote it expects it to do something.
 fn note_unused_settings(file: &StudyFile) {
     for unused in file.unused_settings() {
-        eprintln!("note: {unused}");
+        errln!("note: {unused}");
     }
 }
 

@@ -59,7 +59,7 @@ pub fn drive(
     let mut bars: BTreeMap<usize, ProgressBar> = BTreeMap::new();
     let say = |line: String| {
         if multi.is_hidden() {
-            println!("{line}");
+            outln!("{line}");
         } else {
             let _ = multi.println(line);
         }
@@ -77,7 +77,7 @@ pub fn drive(
                 continue;
             }
             LaunchEvent::Notice(line) => {
-                eprintln!("{line}");
+                errln!("{line}");
                 continue;
             }
             LaunchEvent::Finished(r) => {
@@ -87,7 +87,7 @@ pub fn drive(
             LaunchEvent::Compiling(status) => {
                 if json || multi.is_hidden() {
                     if let Some(line) = compile_lines.plain(&status, json) {
-                        println!("{line}");
+                        outln!("{line}");
                     }
                 } else if status.active {
                     let bar = compile_bar.get_or_insert_with(|| {
@@ -113,7 +113,7 @@ pub fn drive(
             LaunchEvent::Study(e) => e,
         };
         if json {
-            println!("{}", serde_json::to_string(&event).unwrap_or_default());
+            outln!("{}", serde_json::to_string(&event).unwrap_or_default());
             continue;
         }
         match &event {

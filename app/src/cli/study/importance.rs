@@ -44,12 +44,12 @@ pub fn run(args: ImportanceArgs) -> anyhow::Result<()> {
     };
     let imp = study_importances(&storage, &args.name, &evaluator)?;
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&json(&args.name, &evaluator, &imp))?
         );
     } else {
-        print!("{}", text(&args.name, &imp));
+        out!("{}", text(&args.name, &imp));
     }
     Ok(())
 }

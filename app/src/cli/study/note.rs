@@ -48,7 +48,7 @@ pub fn run(args: NoteArgs) -> anyhow::Result<()> {
             let mut storage = Storage::open(&db)?;
             let note = save_note(&mut storage, &args.name, args.trial, &body, None)?;
             if !args.json {
-                println!("saved the note of {whose} (version {})", note.version);
+                outln!("saved the note of {whose} (version {})", note.version);
                 return Ok(());
             }
             note
@@ -62,11 +62,11 @@ pub fn run(args: NoteArgs) -> anyhow::Result<()> {
             "version": note.version,
             "body": note.body,
         });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
     } else if note.version == 0 {
-        eprintln!("no note on {whose}");
+        errln!("no note on {whose}");
     } else {
-        println!("{}", note.body);
+        outln!("{}", note.body);
     }
     Ok(())
 }

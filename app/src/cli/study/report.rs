@@ -4,7 +4,9 @@
 
 use std::path::PathBuf;
 
+use anyhow::Context as _;
 use clap::Args;
+use tradetune_engine::eval::pbo;
 use tradetune_engine::front::report::study_report;
 use tradetune_engine::storage::Storage;
 
@@ -23,14 +25,16 @@ pub struct ReportArgs {
 }
 
 pub fn run(args: ReportArgs) -> anyhow::Result<()> {
+    // A partition count CSCV cannot use is the user's to mend, not a PBO "not available".
+    pbo::check_partitions(args.partitions).context("--partitions")?;
     let db = super::db_path(args.db)?;
     crate::launch::require_db(&db)?;
     let storage = Storage::open_read_only(&db)?;
     let report = study_report(&storage, &args.name, args.partitions)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", report.text());
+        out!("{}", report.text());
     }
     Ok(())
 }

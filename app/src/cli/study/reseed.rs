@@ -80,23 +80,23 @@ pub fn run(args: ReseedArgs) -> anyhow::Result<()> {
     let json = args.json;
     let s = reseed(&mut storage, &file, args.seeds, |k, n| {
         if !json {
-            eprintln!("seed {} of {n}…", k + 1);
+            errln!("seed {} of {n}…", k + 1);
         }
     })
     .with_context(|| format!("reseeding study '{}' in {label}", file.study.name))?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
+        outln!("{}", serde_json::to_string_pretty(&s)?);
         return Ok(());
     }
-    println!(
+    outln!(
         "best trial #{} with {} other seeds, on the test split ({} bars):",
         s.trial,
         s.seeds.len(),
         s.bars
     );
-    println!("{:>8} {:>10} {:>14}", "seed", "sharpe", "total return");
+    outln!("{:>8} {:>10} {:>14}", "seed", "sharpe", "total return");
     for r in &s.seeds {
-        println!(
+        outln!(
             "{:>8} {:>10.3} {:>13.2} %",
             r.seed,
             r.sharpe,
@@ -106,7 +106,7 @@ pub fn run(args: ReseedArgs) -> anyhow::Result<()> {
     let sharpes: Vec<f64> = s.seeds.iter().map(|r| r.sharpe).collect();
     let returns: Vec<f64> = s.seeds.iter().map(|r| r.total_return).collect();
     if let (Some(a), Some(b)) = (min_median_max(&sharpes), min_median_max(&returns)) {
-        println!(
+        outln!(
             "sharpe min/median/max {:.3} / {:.3} / {:.3}; total return {:.2} / {:.2} / {:.2} %",
             a.0,
             a.1,
@@ -116,7 +116,7 @@ pub fn run(args: ReseedArgs) -> anyhow::Result<()> {
             100.0 * b.2
         );
     }
-    println!(
+    outln!(
         "equal weight: sharpe {:.3}, total return {:.2} %",
         s.equal_weight_sharpe,
         100.0 * s.equal_weight_total_return

@@ -49,27 +49,35 @@ pub fn run(args: SpeedArgs) -> anyhow::Result<()> {
         args.updates,
         |k, n| {
             if !json {
-                eprintln!("measuring configuration {} of {n} alone…", k + 1);
+                errln!("measuring configuration {} of {n} alone…", k + 1);
             }
         },
     )
     .with_context(|| format!("measuring study '{}' in {label}", file.study.name))?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        outln!("{}", serde_json::to_string_pretty(&r)?);
         return Ok(());
     }
-    println!(
+    outln!(
         "study '{}': training samples/s achieved in the study against the same configuration \
          alone on this machine ({} cores, {} timed updates after a warm-up)",
-        r.study, r.cores, r.updates
+        r.study,
+        r.cores,
+        r.updates
     );
-    println!(
+    outln!(
         "{:>6} {:>14} {:>10} {:>12} {:>12} {:>7} {:>9}",
-        "trial", "worker", "device", "achieved", "alone", "ratio", "at once"
+        "trial",
+        "worker",
+        "device",
+        "achieved",
+        "alone",
+        "ratio",
+        "at once"
     );
     for t in &r.trials {
         let fmt = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.0}"));
-        println!(
+        outln!(
             "{:>6} {:>14} {:>10} {:>12.0} {:>12} {:>7} {:>9}",
             t.number,
             t.worker.as_deref().unwrap_or("-"),
@@ -79,9 +87,9 @@ pub fn run(args: SpeedArgs) -> anyhow::Result<()> {
             t.ratio.map_or("-".to_owned(), |r| format!("{r:.2}")),
             t.concurrent
         );
-        println!("{:>6} {}", "", t.configuration);
+        outln!("{:>6} {}", "", t.configuration);
         for c in &t.causes {
-            println!("{:>6} - {c}", "");
+            outln!("{:>6} - {c}", "");
         }
     }
     let slow = r
@@ -89,7 +97,7 @@ pub fn run(args: SpeedArgs) -> anyhow::Result<()> {
         .iter()
         .filter(|t| t.ratio.is_some_and(|x| x < SLOW_RATIO))
         .count();
-    println!(
+    outln!(
         "{slow} of {} trials below {:.0} % of their configuration's speed alone",
         r.trials.len(),
         SLOW_RATIO * 100.0

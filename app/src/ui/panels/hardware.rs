@@ -267,6 +267,6 @@ fn install_launcher(state: &mut Context, on_desktop: bool) {
                 state.notice(n);
             }
         }
-        Err(e) => state.notice(format!("install failed: {e:#}")),
+        Err(e) => state.notice(format!("install failed: {}", crate::out::error_text(&e))),
     }
 }

@@ -70,7 +70,7 @@ impl Jobs {
         self.spawn("backtest", lost, move |reply| {
             let result = backtest(&dir, &split)
                 .map(Box::new)
-                .map_err(|e| format!("{e:#}"));
+                .map_err(|e| crate::out::error_text(&e));
             reply.send(TaskEvent::Backtested { request, result });
         });
     }
@@ -81,7 +81,7 @@ impl Jobs {
         self.spawn("compare", lost, move |reply| {
             let result = compare(&db, &a, &b)
                 .map(Box::new)
-                .map_err(|e| format!("{e:#}"));
+                .map_err(|e| crate::out::error_text(&e));
             reply.send(TaskEvent::Compared(result));
         });
     }

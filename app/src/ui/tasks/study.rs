@@ -99,9 +99,9 @@ impl Tasks {
         let launch = match launch {
             Ok(l) => l,
             Err(e) => {
-                self.jobs
-                    .reply()
-                    .send(TaskEvent::Study(StudyMsg::Done(Err(format!("{e:#}")))));
+                self.jobs.reply().send(TaskEvent::Study(StudyMsg::Done(Err(
+                    crate::out::error_text(&e),
+                ))));
                 return;
             }
         };

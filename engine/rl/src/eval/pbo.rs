@@ -40,6 +40,7 @@
 //! 50 strategies take about 10 million additions, whatever T.
 
 use serde::{Deserialize, Serialize};
+use tradetune_market::split::{binomial, binomial_text};
 
 /// The partitions the paper suggests (S = 16: C(16, 8) = 12,870 combinations).
 pub const DEFAULT_PARTITIONS: usize = 16;
@@ -71,13 +72,10 @@ pub enum PboError {
     OddPartitions { partitions: usize },
     /// S is above [`MAX_PARTITIONS`].
     #[error(
-        "{partitions} partitions give {combinations} combinations; at most {max} partitions are accepted"
+        "{partitions} partitions give {} combinations; at most {max} partitions are accepted",
+        binomial_text(*partitions, partitions / 2)
     )]
-    TooManyCombinations {
-        partitions: usize,
-        combinations: u128,
-        max: usize,
-    },
+    TooManyCombinations { partitions: usize, max: usize },
     /// More partitions than periods.
     #[error(
         "{partitions} partitions of {periods} periods: each partition needs at least one period (S ≤ T)"
@@ -172,16 +170,6 @@ pub struct Pbo {
     pub probability_of_loss: f64,
 }
 
-/// C(n, k) without overflow for the sizes in question (k ≤ n ≤ 64).
-fn binomial(n: usize, k: usize) -> u128 {
-    let k = k.min(n - k);
-    let mut c: u128 = 1;
-    for i in 0..k {
-        c = c * (n - i) as u128 / (i + 1) as u128;
-    }
-    c
-}
-
 /// Sums of one set of periods for one strategy: their sum and sum of squares.
 #[derive(Clone, Copy)]
 struct Sums {
@@ -206,6 +194,21 @@ fn sharpe(s: Sums, len: usize) -> Option<f64> {
     Some(mean / var.sqrt())
 }
 
+/// Whether CSCV accepts `partitions` (S): even, at least 2 and at most [`MAX_PARTITIONS`]; a
+/// front end checks an S the user gave before it reads anything.
+pub fn check_partitions(partitions: usize) -> Result<(), PboError> {
+    if partitions < 2 || !partitions.is_multiple_of(2) {
+        return Err(PboError::OddPartitions { partitions });
+    }
+    if partitions > MAX_PARTITIONS {
+        return Err(PboError::TooManyCombinations {
+            partitions,
+            max: MAX_PARTITIONS,
+        });
+    }
+    Ok(())
+}
+
 /// PBO by CSCV of `returns`, one per-period return series per strategy (all of one length T),
 /// with `partitions` (S) blocks. See the module documentation for the definitions.
 pub fn cscv<S: AsRef<[f64]>>(returns: &[S], partitions: usize) -> Result<Pbo, PboError> {
@@ -224,17 +227,8 @@ pub fn cscv<S: AsRef<[f64]>>(returns: &[S], partitions: usize) -> Result<Pbo, Pb
             });
         }
     }
+    check_partitions(partitions)?;
     let s_count = partitions;
-    if s_count < 2 || !s_count.is_multiple_of(2) {
-        return Err(PboError::OddPartitions { partitions });
-    }
-    if s_count > MAX_PARTITIONS {
-        return Err(PboError::TooManyCombinations {
-            partitions,
-            combinations: binomial(s_count, s_count / 2),
-            max: MAX_PARTITIONS,
-        });
-    }
     if s_count > t {
         return Err(PboError::MorePartitionsThanPeriods {
             partitions,
@@ -281,7 +275,8 @@ pub fn cscv<S: AsRef<[f64]>>(returns: &[S], partitions: usize) -> Result<Pbo, Pb
         }
     }
 
-    let combinations = binomial(s_count, s_count / 2) as usize;
+    // At most C(24, 12) (checked above).
+    let combinations = binomial(s_count, s_count / 2).map_or(0, |c| c as usize);
     let mut logits = Vec::with_capacity(combinations);
     let mut selected = Vec::with_capacity(combinations);
     let mut in_sample_sharpe = Vec::with_capacity(combinations);
@@ -488,7 +483,7 @@ mod tests {
     fn combinations_are_enumerated_in_order_and_completely() {
         let mut c = vec![0, 1];
         let mut seen = vec![c.clone()];
-        for _ in 1..binomial(4, 2) {
+        for _ in 1..binomial(4, 2).unwrap_or(0) {
             next_combination(&mut c, 4);
             seen.push(c.clone());
         }
@@ -503,8 +498,8 @@ mod tests {
                 vec![2, 3]
             ]
         );
-        assert_eq!(binomial(16, 8), 12_870);
-        assert_eq!(binomial(24, 12), 2_704_156);
+        assert_eq!(binomial(16, 8), Some(12_870));
+        assert_eq!(binomial(24, 12), Some(2_704_156));
     }
 
     /// Two matrices of the same strategies pooled: every combination of both, PBO the share

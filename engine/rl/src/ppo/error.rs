@@ -45,6 +45,10 @@ pub enum PpoError {
         #[source]
         source: Box<crate::eval::EvalError>,
     },
+    /// The periodic evaluation's split cannot be evaluated (too few bars for the lookback):
+    /// refused when the evaluation is attached, before anything trains.
+    #[error(transparent)]
+    EvalSplit(Box<crate::eval::EvalError>),
     /// `bench matmul` was asked for a matmul routine cubek does not have.
     #[error("unknown matmul routine '{name}': the routines are {known}")]
     UnknownRoutine { name: String, known: String },

@@ -230,7 +230,8 @@ impl<E: RolloutEnv> Trainer<E> {
     }
 
     /// Evaluates the policy on `eval.split` every `eval.every` updates, reporting
-    /// [`TrainEvent::Evaluation`] and timing it as the `evaluation` phase. `every = 0` is refused.
+    /// [`TrainEvent::Evaluation`] and timing it as the `evaluation` phase. `every = 0` is refused,
+    /// as is a split too short for the lookback ([`EvalSplit::steps`]), before anything trains.
     pub fn with_evaluation(mut self, eval: PeriodicEval) -> Result<Self, PpoError> {
         if eval.every == 0 {
             return Err(PpoError::config(
@@ -239,6 +240,11 @@ impl<E: RolloutEnv> Trainer<E> {
                 "must be at least 1 (updates between evaluations)",
             ));
         }
+        // Before training, not at the first evaluation: a split the lookback leaves too few
+        // bars would otherwise throw away every update until then.
+        eval.split
+            .steps()
+            .map_err(|e| PpoError::EvalSplit(Box::new(e)))?;
         self.evaluation = Some(eval);
         Ok(self)
     }

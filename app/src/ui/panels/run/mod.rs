@@ -418,7 +418,7 @@ impl RunView {
             None => match crate::launch::default_db() {
                 Ok(p) => p,
                 Err(e) => {
-                    state.notice(format!("cannot start: {e:#}"));
+                    state.notice(format!("cannot start: {}", crate::out::error_text(&e)));
                     return;
                 }
             },
