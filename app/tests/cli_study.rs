@@ -927,3 +927,36 @@ fn a_closed_output_ends_a_command_quietly_with_status_141() {
     assert_eq!(o.status.code(), Some(141), "{err}");
     assert!(err.is_empty(), "{err}");
 }
+
+/// A trial enqueued and not started (Optuna's `enqueue_trial`) is counted as waiting by
+/// `study list` and shown with the parameters it will run with by `study show`.
+#[test]
+fn list_and_show_say_what_is_enqueued() {
+    let dir = scratch("cli_study", "enqueued");
+    let db = dir.join("q.db");
+    {
+        let mut s = Storage::open(&db).unwrap();
+        let id = s
+            .create_study("q", &[tradetune_engine::storage::StudyDirection::Maximize])
+            .unwrap();
+        s.enqueue_trial(id, &[("ppo.gamma".into(), JsonValue::from(0.95))], &[])
+            .unwrap();
+    }
+    let o = tradetune(&["study", "list", "--db", s(&db)]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+    let row: Vec<&str> = out.lines().nth(1).unwrap().split_whitespace().collect();
+    let waiting = header
+        .iter()
+        .position(|h| *h == "waiting")
+        .expect("a waiting column");
+    assert_eq!(row[waiting], "1", "{out}");
+    let o = tradetune(&["study", "show", "q", "--db", s(&db)]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        out.contains("WAITING") && out.contains("enqueued: {\"ppo.gamma\": 0.95}"),
+        "{out}"
+    );
+}

@@ -71,6 +71,16 @@ fn each_trial_is_held_against_its_configuration_alone() {
         let predicted = t["predicted"].as_f64().unwrap();
         assert!(achieved > 0.0 && predicted > 0.0, "{t}");
         assert_eq!(predicted, first, "{t}");
+        // The prediction is the median of its timed windows, each at least `updates` long.
+        let alone = |k: &str| t["alone"][k].as_f64().unwrap();
+        assert!(
+            alone("low") <= predicted && predicted == alone("median") && predicted <= alone("high"),
+            "{t}"
+        );
+        assert!(
+            t["alone"]["updates_per_window"].as_u64().unwrap() >= v["updates"].as_u64().unwrap(),
+            "{t}"
+        );
         let ratio = t["ratio"].as_f64().unwrap();
         assert!((ratio - achieved / predicted).abs() < 1e-9, "{t}");
         let at_once = t["concurrent"].as_u64().unwrap();

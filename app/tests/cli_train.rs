@@ -202,7 +202,10 @@ fn toml_errors_name_the_file_and_the_field() {
     let dir = scratch("cli_train", "toml_errors");
     let out = dir.join("run");
     let cases = [
-        ("[ppo]\nn_stepz = 16\n", "[ppo]: unknown field 'n_stepz'"),
+        (
+            "[ppo]\nn_stepz = 16\n",
+            "[ppo]: unknown field 'n_stepz' (did you mean 'n_steps'?)",
+        ),
         ("[ppo]\nlearning_rate = \"fast\"\n", "learning_rate"),
         ("[env]\nn_envs = 0\n", "n_envs"),
         ("total_timestep = 5\n", "total_timestep"),
@@ -751,5 +754,20 @@ fn a_broken_gpu_cache_is_moved_aside_and_the_next_run_autotunes_nothing() {
         !text(&second.stderr).contains("TradeTune's GPU cache"),
         "{}",
         text(&second.stderr)
+    );
+}
+
+/// `--resume` of a folder that is not there is named as the checkpoint it should be, not as a
+/// missing `ppo.json` inside it.
+#[test]
+fn resuming_a_missing_checkpoint_names_it() {
+    let dir = scratch("cli_train", "resume_missing");
+    let gone = dir.join("nosuch");
+    let o = tradetune(&["train", "--resume", gone.to_str().unwrap()]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--resume") && err.contains("nosuch: no such checkpoint directory"),
+        "{err}"
     );
 }

@@ -105,8 +105,7 @@ fn run_synth(args: SynthArgs) -> anyhow::Result<()> {
     let t0 = std::time::Instant::now();
     let bars = synth::generate(&cfg)?;
     let generated = t0.elapsed();
-    synth::write_long_csv(&args.out, &bars)
-        .with_context(|| format!("writing {}", args.out.display()))?;
+    synth::write_long_csv(&args.out, &bars).context("writing the bars")?;
     let written = t0.elapsed() - generated;
     let bytes = std::fs::metadata(&args.out).map(|m| m.len()).unwrap_or(0);
     let last = start + (cfg.bars as i64 - 1) * cfg.bar_seconds;

@@ -174,7 +174,16 @@ fn overlay(
                     Some(slot) => overlay(slot, value, &name, optional)?,
                     None => {
                         let valid: Vec<&str> = b.keys().map(String::as_str).collect();
-                        anyhow::bail!("unknown field '{name}'; valid fields: {}", valid.join(", "));
+                        let guess = tradetune_engine::study::config_path::closest(
+                            &key,
+                            valid.iter().copied(),
+                        )
+                        .map(|g| format!(" (did you mean '{g}'?)"))
+                        .unwrap_or_default();
+                        anyhow::bail!(
+                            "unknown field '{name}'{guess}; valid fields: {}",
+                            valid.join(", ")
+                        );
                     }
                 }
             }
@@ -361,6 +370,12 @@ impl Run {
                          data (data, synthetic_bars); remove them from the file"
                     );
                 }
+                anyhow::ensure!(
+                    dir.is_dir(),
+                    "--resume {}: no such checkpoint directory (the --out of an earlier `tradetune \
+                     train`)",
+                    dir.display()
+                );
                 let ppo = read_json(&dir.join("ppo.json"), PpoConfig::new())?;
                 let env = read_json(&dir.join(ENV_FILE), EnvConfig::new())?;
                 let data = read_json(&dir.join(DATA_FILE), DataSource::default())?;

@@ -298,23 +298,25 @@ fn list(args: ListArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     outln!(
-        "{:<32} {:>6} {:>8} {:>6} {:>6} {:>7}  best",
+        "{:<32} {:>6} {:>8} {:>6} {:>6} {:>7} {:>7}  best",
         "study",
         "trials",
         "complete",
         "pruned",
         "fail",
-        "running"
+        "running",
+        "waiting"
     );
     for s in &summaries {
         outln!(
-            "{:<32} {:>6} {:>8} {:>6} {:>6} {:>7}  {}",
+            "{:<32} {:>6} {:>8} {:>6} {:>6} {:>7} {:>7}  {}",
             s.study.name,
             s.n_trials(),
             s.n(TrialState::Complete),
             s.n(TrialState::Pruned),
             s.n(TrialState::Fail),
             s.n(TrialState::Running),
+            s.n(TrialState::Waiting),
             s.best.map_or("-".into(), |(n, v)| format!("#{n} {v:.6}"))
         );
     }
@@ -360,6 +362,12 @@ fn show(args: ShowArgs) -> anyhow::Result<()> {
         };
         let detail = if t.state == TrialState::Fail {
             attr_text(t, "fail_reason")
+        } else if t.params.is_empty()
+            && let Some(fixed) = t.system_attr("fixed_params")
+        {
+            // A trial enqueued (Optuna's `enqueue_trial`, a study file's `enqueue`) and not
+            // yet started: the parameters it will run with.
+            format!("enqueued: {}", fixed.dumps())
         } else {
             t.params
                 .iter()

@@ -1,7 +1,8 @@
 //! Achieved against predicted (`tradetune study speed`): each trial's training samples/s as it
 //! ran in its study, against what the same configuration does on this machine when it runs
-//! alone — its trainer on the study's own train bars, one warm-up update, then timed updates
-//! without evaluation, as `tradetune bench train` measures — and the likely cause of a gap,
+//! alone — its trainer on the study's own train bars, one warm-up update, then the median of
+//! three windows of timed updates without evaluation, each long enough to time, as `tradetune
+//! bench train` measures — and the likely cause of a gap,
 //! with its fix:
 //! - **oversubscribed cores**: other trials trained on the same host at the same time; CPU
 //!   workers of one process share one thread pool, so each gets a share of the cores;
@@ -50,8 +51,11 @@ pub struct TrialSpeed {
     pub batch_size: usize,
     /// Training samples/s the trial reached in the study (evaluations included).
     pub achieved: f64,
-    /// Samples/s of its configuration alone on this machine; None when its device is not here.
+    /// Samples/s of its configuration alone on this machine (the median window's); None when
+    /// its device is not here.
     pub predicted: Option<f64>,
+    /// Every window of that measurement: the median, the slowest, the fastest.
+    pub alone: Option<Alone>,
     /// `achieved / predicted`.
     pub ratio: Option<f64>,
     /// Trials of the same host training at the trial's midpoint, itself included.
@@ -74,8 +78,11 @@ pub struct SpeedReport {
     pub study: String,
     /// Logical cores of this machine.
     pub cores: usize,
-    /// Timed updates per prediction (after one warm-up update).
+    /// Timed updates per window of a prediction (after one warm-up update), at least.
     pub updates: usize,
+    /// The 1-minute load average as measuring began (Linux), against `cores`: a machine busy
+    /// with other work makes every "alone" figure low.
+    pub load_average: Option<f64>,
     pub trials: Vec<TrialSpeed>,
 }
 
@@ -175,6 +182,9 @@ pub fn speed(
             "speed needs at least one timed update".into(),
         ));
     }
+    let load_average = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next()?.parse::<f64>().ok());
     let name = &file.study.name;
     let study = storage.study(name)?;
     let trials = storage.trials(study.study_id)?;
@@ -252,30 +262,31 @@ pub fn speed(
         shapes.dedup();
         shapes.len()
     };
-    let mut predicted: Vec<(String, Option<f64>, Option<String>)> = Vec::new();
+    let mut predicted: Vec<(String, Option<Alone>, Option<String>)> = Vec::new();
     let mut out = Vec::with_capacity(decoded.len());
     for (t, meta, cfg) in &decoded {
         let key = shape(cfg, &meta.device);
         let known = predicted.iter().find(|(k, _, _)| *k == key).cloned();
-        let (rate, not_here) = match known {
-            Some((_, rate, why)) => (rate, why),
+        let (alone, not_here) = match known {
+            Some((_, alone, why)) => (alone, why),
             None => {
                 progress(predicted.len(), distinct);
-                let (rate, why) = match device_of(&meta.device) {
+                let (alone, why) = match device_of(&meta.device) {
                     Err(e) => (None, Some(e)),
                     Ok(spec) => match open(spec) {
                         Err(e) => (None, Some(format!("{} is not here: {e}", meta.device))),
                         Ok(device) => {
                             let bars = train.clone();
-                            let rate = alone_rate(cfg, &dataset, bars, &device, updates)?;
-                            (Some(rate), None)
+                            let alone = alone_rate(cfg, &dataset, bars, &device, updates)?;
+                            (Some(alone), None)
                         }
                     },
                 };
-                predicted.push((key.clone(), rate, why.clone()));
-                (rate, why)
+                predicted.push((key.clone(), alone, why.clone()));
+                (alone, why)
             }
         };
+        let rate = alone.map(|a| a.median);
         let achieved = user_number(t, "train_samples_per_s").unwrap_or(f64::NAN);
         let (eval_share, compile) = phase_shares(|p: &str| user_number(t, &format!("phase_{p}_s")));
         let compile_not_apart = t.user_attrs.iter().any(|(k, _)| k == "compile_not_apart");
@@ -301,6 +312,7 @@ pub fn speed(
             batch_size: cfg.ppo.batch_size,
             achieved,
             predicted: rate,
+            alone,
             ratio,
             concurrent,
             eval_share,
@@ -313,6 +325,7 @@ pub fn speed(
         study: name.clone(),
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         updates,
+        load_average,
         trials: out,
     })
 }
@@ -427,16 +440,36 @@ fn causes(e: &Evidence<'_>) -> Vec<String> {
     causes
 }
 
+/// A configuration's samples/s alone: the median of [`WINDOWS`] timed windows, with the
+/// slowest and the fastest.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Alone {
+    pub median: f64,
+    pub low: f64,
+    pub high: f64,
+    /// Updates in each window: `updates`, or more where those took under [`MIN_WINDOW_S`].
+    pub updates_per_window: usize,
+}
+
+/// Timed windows per configuration: their median is the prediction, so one window slowed by
+/// something else on the machine does not make it.
+pub const WINDOWS: usize = 3;
+/// A window shorter than this is lengthened: a tiny configuration's two updates took a few
+/// milliseconds, and five runs of one study said 1,971 to 56,766 samples/s alone.
+pub const MIN_WINDOW_S: f64 = 0.25;
+/// The most a window is lengthened by.
+const MAX_STRETCH: usize = 64;
+
 /// Samples/s of `cfg` trained alone on `device` over `bars` of `data`: one warm-up update (and
-/// those the trainer times again after it compiled), then `updates` timed updates without
-/// evaluation.
+/// those the trainer times again after it compiled), then [`WINDOWS`] windows of `updates`
+/// timed updates (more where those are too short to time) without evaluation.
 fn alone_rate(
     cfg: &PpoTrialConfig,
     data: &Arc<Dataset>,
     bars: Range<usize>,
     device: &burn::tensor::Device,
     updates: usize,
-) -> Result<f64, FrontError> {
+) -> Result<Alone, FrontError> {
     let per_update = cfg.ppo.n_steps * cfg.env.n_envs;
     let mut trainer = TrainingRun::build(cfg, data, bars, device, None)?.trainer;
     trainer.learn(per_update, &mut |_| {})?;
@@ -445,13 +478,51 @@ fn alone_rate(
     while trainer.retiming() {
         trainer.learn(per_update, &mut |_| {})?;
     }
-    let report = trainer.learn(per_update * updates, &mut |_| {})?;
-    Ok(report.samples_per_second)
+    let mut window = updates;
+    let mut rates = Vec::with_capacity(WINDOWS);
+    let first = trainer.learn(per_update * window, &mut |_| {})?;
+    if first.elapsed_s < MIN_WINDOW_S {
+        // Long enough to time; the short first window still counts as warm-up only.
+        let stretch = (MIN_WINDOW_S / first.elapsed_s.max(1e-6)).ceil() as usize;
+        window *= stretch.clamp(1, MAX_STRETCH);
+    } else {
+        rates.push(first.samples_per_second);
+    }
+    while rates.len() < WINDOWS {
+        let report = trainer.learn(per_update * window, &mut |_| {})?;
+        rates.push(report.samples_per_second);
+    }
+    Ok(summarise(rates, window))
+}
+
+/// The median, slowest and fastest of `rates` (not empty).
+fn summarise(mut rates: Vec<f64>, updates_per_window: usize) -> Alone {
+    rates.sort_by(f64::total_cmp);
+    Alone {
+        median: rates[rates.len() / 2],
+        low: rates[0],
+        high: rates[rates.len() - 1],
+        updates_per_window,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_prediction_is_the_median_window_with_the_spread_beside_it() {
+        let a = summarise(vec![55_017.0, 1_971.0, 56_766.0], 8);
+        assert_eq!(
+            a,
+            Alone {
+                median: 55_017.0,
+                low: 1_971.0,
+                high: 56_766.0,
+                updates_per_window: 8
+            }
+        );
+    }
 
     #[test]
     fn hosts_come_from_worker_labels() {

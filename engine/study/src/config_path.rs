@@ -138,17 +138,23 @@ fn locate<'a>(root: &'a Value, name: &str) -> Result<&'a Value, ConfigPathError>
 
 fn unknown(root: &Value, name: &str) -> ConfigPathError {
     let valid = leaf_paths(root);
-    let suggestion = valid
-        .iter()
-        .map(|v| (edit_distance(v, name), v))
-        .filter(|(d, v)| *d <= 3usize.max(v.len() / 4))
-        .min()
-        .map(|(_, v)| v.clone());
+    let suggestion = closest(name, valid.iter().map(String::as_str)).map(str::to_owned);
     ConfigPathError::UnknownName {
         name: name.to_owned(),
         suggestion,
         valid,
     }
+}
+
+/// The name of `valid` closest to `name`, if one is close enough to be a typing slip, for
+/// "did you mean".
+pub fn closest<'a>(name: &str, valid: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    valid
+        .into_iter()
+        .map(|v| (edit_distance(v, name), v))
+        .filter(|(d, v)| *d <= 3usize.max(v.len() / 4))
+        .min()
+        .map(|(_, v)| v)
 }
 
 /// Levenshtein distance, for "did you mean".

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use tradetune_engine::front::speed::{SLOW_RATIO, speed};
+use tradetune_engine::front::speed::{SLOW_RATIO, WINDOWS, speed};
 use tradetune_engine::storage::Storage;
 
 #[derive(Debug, Args)]
@@ -58,9 +58,17 @@ pub fn run(args: SpeedArgs) -> anyhow::Result<()> {
         outln!("{}", serde_json::to_string_pretty(&r)?);
         return Ok(());
     }
+    if let Some(load) = r.load_average.filter(|&l| l > 0.75 * r.cores as f64) {
+        errln!(
+            "note: this machine was busy as measuring began (load average {load:.1} on {} \
+             cores): the figures alone may be low; measure on an otherwise idle machine",
+            r.cores
+        );
+    }
     outln!(
         "study '{}': training samples/s achieved in the study against the same configuration \
-         alone on this machine ({} cores, {} timed updates after a warm-up)",
+         alone on this machine ({} cores; alone: the median of {WINDOWS} windows of at least {} \
+         timed updates, after a warm-up)",
         r.study,
         r.cores,
         r.updates
@@ -87,7 +95,17 @@ pub fn run(args: SpeedArgs) -> anyhow::Result<()> {
             t.ratio.map_or("-".to_owned(), |r| format!("{r:.2}")),
             t.concurrent
         );
-        outln!("{:>6} {}", "", t.configuration);
+        match &t.alone {
+            Some(a) if a.high > a.low => outln!(
+                "{:>6} {}; alone {:.0} to {:.0} over windows of {} updates",
+                "",
+                t.configuration,
+                a.low,
+                a.high,
+                a.updates_per_window
+            ),
+            _ => outln!("{:>6} {}", "", t.configuration),
+        }
         for c in &t.causes {
             outln!("{:>6} - {c}", "");
         }

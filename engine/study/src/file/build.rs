@@ -32,8 +32,15 @@ impl StudyFile {
                 )
             }
             SamplerKind::Grid => Box::new(
-                GridSampler::new(self.grid.clone(), &self.space, s.seed)
-                    .map_err(|e| self.key_error("sampler.grid", e.to_string()))?,
+                GridSampler::new(self.grid.clone(), &self.space, s.seed).map_err(|e| {
+                    // Without a [sampler.grid] table, at the line that chose the grid.
+                    let key = if super::line_of(&self.text, "sampler.grid").is_some() {
+                        "sampler.grid"
+                    } else {
+                        "sampler.kind"
+                    };
+                    self.key_error(key, e.to_string())
+                })?,
             ),
         };
         if self.enqueued.is_empty() {

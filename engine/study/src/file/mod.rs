@@ -44,6 +44,8 @@
 //! seed = 42
 //! enqueue = [{ "ppo.learning_rate" = 3e-4 }]   # "baseline" trials run first; with
 //!                                 # kind = "grid" each entry fixes every parameter
+//! # [sampler.grid]                # kind = "grid": the values to try, for every searched
+//! # "ppo.n_epochs" = [4, 8, 16]   # parameter (the grid is every combination of them)
 //!
 //! [pruner]
 //! kind = "median"                 # none | median | percentile | successive_halving | hyperband
@@ -222,17 +224,19 @@ impl StudyFile {
                     .count()
                     + 1
             });
-            let message = e.message().trim().to_owned();
+            let message = with_suggestion(e.message().trim().to_owned());
             let mut key = line.and_then(|l| key_at(text, l));
             let mut line = line;
             // A table read by a tag (`[split]`'s `by`) has its unknown key reported at the
             // table's header: named at its own line instead.
+            // (An unknown table, `[samplr]`, is reported at its header by its own name.)
             if let (Some(table), Some(field)) = (
                 key.as_deref().filter(|k| !k.contains('.')),
                 message
                     .strip_prefix("unknown field `")
                     .and_then(|rest| rest.split_once('`'))
-                    .map(|(field, _)| field),
+                    .map(|(field, _)| field)
+                    .filter(|field| key.as_deref() != Some(*field)),
             ) {
                 let full = format!("{table}.{field}");
                 if let Some(at) = line_of(text, &full) {
@@ -449,9 +453,11 @@ impl StudyFile {
         }
     }
 
-    /// The `[sampler]` and `[pruner]` settings written in the file that its kinds do not use
-    /// (`n_startup_trials` under `kind = "random"`, `n_warmup_steps` under `"hyperband"`), each
-    /// as an error naming the file, line and key, for a front end to show as a note. They are
+    /// The settings written in the file that have no effect, each as an error naming the file,
+    /// line and key, for a front end to show as a note: `[sampler]` and `[pruner]` settings
+    /// their kinds do not use (`n_startup_trials` under `kind = "random"`, `n_warmup_steps`
+    /// under `"hyperband"`), and `[fixed]` values of searched names that the search cannot
+    /// give (`ppo.gamma = 0.5` beside a search of 0.9 to 0.99). They are
     /// not refused: studies the app recorded before 2026-12-01 carry every pruner setting
     /// whatever the kind (its text now writes the kind's alone). None for a study built from
     /// typed parts, which has no text.
@@ -476,6 +482,32 @@ impl StudyFile {
             })
             .map(|(section, key, why)| self.key_error(&format!("{section}.{key}"), why))
             .collect();
+        // A fixed value of a searched name is replaced in every trial. One the search can
+        // give (the app's draft keeps a value in every field; a preset fixes the user's own
+        // batch size and searches around it) is harmless; one it cannot is a mistake.
+        let mut fixed = Vec::new();
+        if let Some(t) = doc.get("fixed").and_then(toml::Value::as_table) {
+            flatten(t, "", &mut fixed);
+        }
+        for (name, value) in fixed {
+            let Some(dist) = self.space.get(&name) else {
+                continue;
+            };
+            let searchable = param_value(&value).is_ok_and(|v| {
+                self.space
+                    .to_internal(&BTreeMap::from([(name.clone(), v)]))
+                    .is_ok()
+            });
+            if !searchable {
+                out.push(self.key_error(
+                    &format!("fixed.{name}"),
+                    format!(
+                        "{value} is never used: '{name}' is also searched ({dist}), and every \
+                         trial takes a searched value; remove it from [fixed] or widen the search"
+                    ),
+                ));
+            }
+        }
         out.sort_by_key(|e| e.line);
         out
     }
@@ -490,6 +522,22 @@ impl StudyFile {
 
     pub fn direction(&self) -> Direction {
         self.study.direction
+    }
+}
+
+/// toml's "unknown field `samplr`, expected one of `study`, `data`, …" with the expected name
+/// closest to the unknown one, where one is close: "(did you mean `sampler`?)".
+fn with_suggestion(message: String) -> String {
+    let Some((field, tail)) = message
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.split_once('`'))
+    else {
+        return message;
+    };
+    let expected = tail.split('`').skip(1).step_by(2);
+    match config_path::closest(field, expected) {
+        Some(name) => format!("{message} (did you mean `{name}`?)"),
+        None => message,
     }
 }
 
@@ -663,6 +711,57 @@ min_resource = 1
         );
     }
 
+    /// A grid without the values of a searched parameter says where they go, at the line
+    /// that chose the grid when there is no `[sampler.grid]` yet.
+    #[test]
+    fn a_grid_without_values_says_where_they_go() {
+        let text = "[study]\nname = \"g\"\n\n[search]\n\"ppo.n_epochs\" = { low = 4, high = 8 }\n\n\
+                    [sampler]\nkind = \"grid\"\n";
+        let e = StudyFile::parse(text, "g.toml", &defaults()).unwrap_err();
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (Some(8), Some("sampler.kind")),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .contains("[sampler.grid], as \"ppo.n_epochs\" = [a, b, c]"),
+            "{e}"
+        );
+        let with = format!("{text}\n[sampler.grid]\n\"ppo.gamma\" = [0.9]\n");
+        let e = StudyFile::parse(&with, "g.toml", &defaults()).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("sampler.grid"), "{e}");
+    }
+
+    /// A misspelt table or setting is named by itself, with the name it is closest to.
+    #[test]
+    fn a_misspelt_table_or_key_is_named_with_the_closest_name() {
+        let e = StudyFile::parse(
+            "[study]\nname = \"x\"\n\n[samplr]\nkind = \"tpe\"\n",
+            "f.toml",
+            &defaults(),
+        )
+        .unwrap_err();
+        assert_eq!((e.line, e.key.as_deref()), (Some(4), Some("samplr")), "{e}");
+        assert!(e.to_string().contains("(did you mean `sampler`?)"), "{e}");
+        let e = StudyFile::parse(
+            "[study]\nname = \"x\"\n\n[sampler]\nkind = \"tpe\"\nsed = 3\n",
+            "f.toml",
+            &defaults(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (Some(6), Some("sampler.sed")),
+            "{e}"
+        );
+        assert!(e.to_string().contains("(did you mean `seed`?)"), "{e}");
+        // Nothing close: no guess.
+        let e = StudyFile::parse("[study]\nname = \"x\"\n[zzzzzzzz]\n", "f.toml", &defaults())
+            .unwrap_err();
+        assert!(!e.to_string().contains("did you mean"), "{e}");
+    }
+
     /// `[split]` refuses a key it does not know, as every other table does: a `test`
     /// fraction beside `train` and `validation` is not silently dropped.
     #[test]
@@ -768,6 +867,36 @@ percentile = 25.0
         );
         let plain = StudyFile::parse("[study]\nname = \"p\"\n", "p.toml", &defaults()).unwrap();
         assert!(plain.unused_settings().is_empty());
+    }
+
+    #[test]
+    fn a_fixed_value_the_search_cannot_give_is_named_with_its_line() {
+        let text = r#"[study]
+name = "f"
+
+[fixed]
+ppo.learning_rate = 0.5
+ppo.batch_size = 64
+ppo.n_epochs = 3
+
+[search]
+"ppo.learning_rate" = { low = 1e-5, high = 1e-3, log = true }
+"ppo.batch_size" = { choices = [64, 128] }
+"#;
+        let file = StudyFile::parse(text, "f.toml", &defaults()).unwrap();
+        let notes: Vec<String> = file
+            .unused_settings()
+            .iter()
+            .map(|e| e.to_string())
+            .collect();
+        // The batch size the search can give (a preset's own) and the unsearched epochs pass.
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].starts_with("f.toml:5: fixed.ppo.learning_rate: 0.5 is never used:")
+                && notes[0].contains("also searched")
+                && notes[0].contains("widen the search"),
+            "{notes:?}"
+        );
     }
 
     #[test]

@@ -59,7 +59,9 @@ impl GridSampler {
         for name in space.names() {
             if !grid.contains_key(name) {
                 return Err(SamplerError::Grid(format!(
-                    "parameter '{name}' has no grid values"
+                    "parameter '{name}' has no grid values: list the values to try under \
+                     [sampler.grid], as \"{name}\" = [a, b, c] (every searched parameter needs \
+                     its list)"
                 )));
             }
         }
