@@ -53,14 +53,38 @@ pub fn default_plan(on_desktop: bool) -> anyhow::Result<InstallPlan> {
     })
 }
 
-/// The desktop entry with `Exec` set to `exe` (quoted when the path has spaces).
+/// `arg` as one argument of a desktop entry's `Exec` (the Desktop Entry Specification's
+/// rules): `%` doubled (it starts a field code), the argument quoted where it holds a reserved
+/// character, and inside the quotes `"`, `` ` `` and `$` escaped by a backslash and a
+/// backslash by another, each of those backslashes then doubled for the key file's own string
+/// escape, which applies first (GLib refuses a value holding `\$`).
+fn exec_arg(arg: &str) -> String {
+    let arg = arg.replace('%', "%%");
+    let reserved = |c: char| " \t\n\"'\\><~|&;$*?#()`".contains(c);
+    if !arg.chars().any(reserved) {
+        return arg;
+    }
+    let mut quoted = String::from("\"");
+    for c in arg.chars() {
+        match c {
+            // The quoting rule's `\"`, its backslash doubled for the key file.
+            '"' | '`' | '$' => {
+                quoted.push_str("\\\\");
+                quoted.push(c);
+            }
+            '\\' => quoted.push_str("\\\\\\\\"),
+            '\n' => quoted.push_str("\\n"),
+            _ => quoted.push(c),
+        }
+    }
+    quoted.push('"');
+    quoted
+}
+
+/// The desktop entry with `Exec` set to `exe` (quoted and escaped as the specification asks
+/// where the path holds a space or another reserved character).
 pub fn desktop_entry_for(exe: &Path) -> String {
-    let exe = exe.display().to_string();
-    let exec = if exe.contains(' ') {
-        format!("\"{}\"", exe.replace('"', "\\\""))
-    } else {
-        exe
-    };
+    let exec = exec_arg(&exe.display().to_string());
     DESKTOP_ENTRY
         .lines()
         .map(|line| {
@@ -133,4 +157,27 @@ fn make_executable(path: &Path) -> anyhow::Result<()> {
 #[cfg(not(unix))]
 fn make_executable(_path: &Path) -> anyhow::Result<()> {
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A path with a space, `$`, `%`, a quote or a backslash was written as it is (quoted
+    /// only for a space, nothing escaped): a launcher that ran another command or none.
+    #[test]
+    fn the_exec_line_quotes_and_escapes_what_the_specification_reserves() {
+        let exec = |p: &str| {
+            desktop_entry_for(Path::new(p))
+                .lines()
+                .find_map(|l| l.strip_prefix("Exec=").map(str::to_owned))
+                .unwrap()
+        };
+        assert_eq!(exec("/opt/tradetune/tradetune"), "/opt/tradetune/tradetune");
+        assert_eq!(exec("/opt/my apps/tradetune"), "\"/opt/my apps/tradetune\"");
+        assert_eq!(exec("/opt/100%/tradetune"), "/opt/100%%/tradetune");
+        assert_eq!(exec("/opt/$x/tradetune"), "\"/opt/\\\\$x/tradetune\"");
+        assert_eq!(exec("/opt/a\"b/t"), "\"/opt/a\\\\\"b/t\"");
+        assert_eq!(exec("/opt/a\\b/t"), "\"/opt/a\\\\\\\\b/t\"");
+    }
 }

@@ -74,8 +74,57 @@ pub fn place(db: PathBuf) -> anyhow::Result<StudyPlace> {
     Ok(StudyPlace::new(db, home.as_deref())?)
 }
 
+/// A study database as `--db` or `--storage` takes it: a SQLite file or
+/// `postgresql://user@host[:port]/dbname`, and the forms Optuna users paste from their
+/// scripts: `sqlite:///runs/a.db` is the file `runs/a.db` (`sqlite:////tmp/a.db` is
+/// `/tmp/a.db`), and `postgresql+psycopg2://…` is `postgresql://…` (SQLAlchemy's driver name
+/// dropped). Another scheme (`mysql://`) is refused by name, where it was taken for a file.
+pub fn study_location(given: &str) -> Result<PathBuf, String> {
+    if let Some(path) = given.strip_prefix("sqlite:///") {
+        if path.is_empty() {
+            return Err("sqlite:/// names no file: write sqlite:///runs/a.db, or the path".into());
+        }
+        return Ok(PathBuf::from(path));
+    }
+    if let Some((scheme, rest)) = given.split_once("://")
+        && !scheme.is_empty()
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c))
+    {
+        let base = scheme.split('+').next().unwrap_or(scheme);
+        if base == "postgresql" || base == "postgres" {
+            return Ok(PathBuf::from(format!("postgresql://{rest}")));
+        }
+        return Err(format!(
+            "{scheme}:// is not a storage TradeTune opens: give a SQLite file (a path, or \
+             sqlite:///path) or postgresql://user@host[:port]/dbname"
+        ));
+    }
+    Ok(PathBuf::from(given))
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn optuna_storage_urls_name_the_same_databases() {
+        let loc = |s: &str| study_location(s).map(|p| p.display().to_string());
+        assert_eq!(loc("runs/a.db").unwrap(), "runs/a.db");
+        assert_eq!(loc("sqlite:///runs/a.db").unwrap(), "runs/a.db");
+        assert_eq!(loc("sqlite:////tmp/a.db").unwrap(), "/tmp/a.db");
+        assert_eq!(
+            loc("postgresql+psycopg2://u@h:5432/d").unwrap(),
+            "postgresql://u@h:5432/d"
+        );
+        assert_eq!(loc("postgres://u@h/d").unwrap(), "postgresql://u@h/d");
+        assert!(
+            loc("mysql://u@h/d")
+                .unwrap_err()
+                .contains("mysql:// is not a storage")
+        );
+        assert!(loc("sqlite:///").is_err());
+    }
     use super::*;
 
     /// One SQLite file named relatively and absolutely is one database; two files are two;

@@ -151,6 +151,12 @@ pub fn interrupted_ending(what: &str) -> Option<crate::leave::Ending> {
     })
 }
 
+/// `host#pid`: this machine and this process, the prefix of the worker labels stored with
+/// each trial (`box#4711/worker-0`), so that two processes on one database stay apart.
+pub fn process_label() -> String {
+    format!("{}#{}", host_name(), std::process::id())
+}
+
 /// This machine's name, for the worker labels stored with each trial.
 pub fn host_name() -> String {
     ["/proc/sys/kernel/hostname", "/etc/hostname"]

@@ -214,6 +214,12 @@ fn dsr_deflates_the_best_column_by_all_of_them() {
     );
     let err = run_err(&["eval", "dsr", "--returns", p, "--column", "nope"]);
     assert!(err.contains("no column named \"nope\""), "{err}");
+    // N below the file's 8 trials would deflate their best as if some were not tried.
+    let err = run_err(&["eval", "dsr", "--returns", p, "--trials", "5"]);
+    assert!(
+        err.contains("--trials 5") && err.contains("holds 8 trials' returns"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -928,6 +928,39 @@ fn a_closed_output_ends_a_command_quietly_with_status_141() {
     assert!(err.is_empty(), "{err}");
 }
 
+/// An empty database (a file `touch` made; a PostgreSQL `createdb`'s) lists no studies, and
+/// other reads say it is empty.
+#[test]
+fn an_empty_database_lists_no_studies() {
+    let dir = scratch("cli_study", "empty_db");
+    let db = dir.join("empty.db");
+    std::fs::write(&db, b"").unwrap();
+    let o = tradetune(&["study", "list", "--db", s(&db)]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("no studies"),
+        "{}",
+        text(&o.stdout)
+    );
+    let o = tradetune(&["study", "show", "x", "--db", s(&db)]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o.stderr).contains("an empty database, with no studies yet"),
+        "{}",
+        text(&o.stderr)
+    );
+    // Optuna's URL of the same file names it; a scheme TradeTune does not open is refused.
+    let url = format!("sqlite:///{}", db.display());
+    let o = tradetune(&["study", "list", "--db", &url]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = tradetune(&["study", "list", "--db", "mysql://u@h/d"]);
+    assert!(
+        text(&o.stderr).contains("mysql:// is not a storage TradeTune opens"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
 /// A trial enqueued and not started (Optuna's `enqueue_trial`) is counted as waiting by
 /// `study list` and shown with the parameters it will run with by `study show`.
 #[test]

@@ -568,7 +568,9 @@ fn resuming_a_checkpoint_continues_its_sample_count() {
         "{err}"
     );
     assert!(!dir.join("fourth").exists());
-    // Resuming from a directory that is not a checkpoint names the missing file.
+    // Resuming from a directory that is not a checkpoint names the missing file (one that is
+    // not there at all is named as such: `resuming_a_missing_checkpoint_names_it`).
+    std::fs::create_dir_all(dir.join("nothing")).unwrap();
     let o = tradetune(&[
         "train",
         "--resume",

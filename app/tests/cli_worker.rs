@@ -74,6 +74,12 @@ fn worker(url: &str, extra: &[&str]) -> Child {
             "0.5",
         ])
         .args(extra)
+        // A PostgreSQL study's checkpoints go under the user's data folder: a test's under
+        // cargo's temp dir, not the real one's (163 folders had gathered there, 38 MB).
+        .env(
+            "XDG_DATA_HOME",
+            PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli_worker_data"),
+        )
         .current_dir(std::env::temp_dir())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

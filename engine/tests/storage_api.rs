@@ -332,6 +332,23 @@ fn bad_input_gets_clear_errors_and_changes_nothing() {
     assert!(after[1].params.is_empty() && after[1].user_attrs.is_empty());
 }
 
+/// An empty database opened to read (a file `touch` made, a `createdb`'s database) is said to
+/// be empty, not "an Optuna storage without a `studies` table"; opened to write, it gets the
+/// schema as before.
+#[test]
+fn an_empty_database_read_is_said_to_be_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.db");
+    std::fs::write(&empty, b"").unwrap();
+    let e = Storage::open_read_only(&empty).unwrap_err();
+    assert!(matches!(e, StorageError::EmptyDatabase { .. }), "{e}");
+    assert!(e.to_string().contains("no studies yet"), "{e}");
+    let mut s = Storage::open(&empty).unwrap();
+    s.create_study("x", &[StudyDirection::Maximize]).unwrap();
+    drop(s);
+    Storage::open_read_only(&empty).unwrap();
+}
+
 #[test]
 fn refuses_foreign_and_other_version_files() {
     let dir = tempfile::tempdir().unwrap();

@@ -622,11 +622,21 @@ fn a_budget_held_by_a_dead_workers_trial_is_waited_for_and_run() {
     assert_eq!(states, [Fail, Complete, Complete], "{report:?}");
     assert_eq!(stored[0].trial_id, dead);
     assert!(attr_str(&stored[0], "fail_reason").starts_with("worker lost"));
-    let waited = drain(&rx).into_iter().any(|e| {
+    let events = drain(&rx);
+    let waited = events.iter().any(|e| {
         matches!(e, StudyEvent::WorkerWaiting { reason, .. }
             if reason.contains("1 trials of other workers still hold part of it"))
     });
     assert!(waited, "the wait was not said");
+    // Found while the study ran, not as it opened: said as it happened.
+    assert!(report.recovered.is_empty(), "{report:?}");
+    let recovered = events
+        .iter()
+        .any(|e| matches!(e, StudyEvent::TrialsRecovered { numbers, .. } if numbers == &[0]));
+    assert!(
+        recovered,
+        "the dead worker's trial was failed without a word"
+    );
 }
 
 /// A GPU that always reads 73 % busy, 2048 MiB used and 150 W, on a host at 40 % CPU.

@@ -24,7 +24,7 @@ pub struct CompareArgs {
     /// The study database: a SQLite file (Optuna's schema) or postgresql://user@host[:port]/dbname
     /// (password from ~/.pgpass or PGPASSWORD). Default: studies.db in the user data dir, as
     /// for `tradetune study`.
-    #[arg(long, alias = "storage")]
+    #[arg(long, alias = "storage", value_parser = crate::launch::study_location)]
     pub db: Option<PathBuf>,
     /// Print JSON instead of a table.
     #[arg(long)]

@@ -355,6 +355,18 @@ fn run_dsr(args: DsrArgs) -> anyhow::Result<()> {
     } else {
         (0, None, Vec::new())
     };
+    // N counts every trial tried: fewer than the file's columns would deflate the best of
+    // them as if some had not been tried, understating the selection.
+    if let Some(n) = args.trials
+        && n < m.names.len()
+    {
+        bail!(
+            "--trials {n}: {file} holds {} trials' returns, and N counts every trial tried (give \
+             at least {}, or leave --trials out to count the columns)",
+            m.names.len(),
+            m.names.len()
+        );
+    }
     let (trials, variance) = match (args.trials, args.sr_variance, defaults) {
         (Some(n), Some(v), _) => (n, v),
         (n, v, Some((dn, dv))) => (n.unwrap_or(dn), v.unwrap_or(dv)),

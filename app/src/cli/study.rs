@@ -63,7 +63,7 @@ pub struct RunArgs {
     pub study: StudyFileArgs,
     /// The study database: a SQLite file (Optuna's schema) or postgresql://user@host[:port]/dbname
     /// (password from ~/.pgpass or PGPASSWORD). Default: studies.db in the user data dir.
-    #[arg(long, alias = "storage")]
+    #[arg(long, alias = "storage", value_parser = crate::launch::study_location)]
     pub db: Option<PathBuf>,
     /// Trials to run now (overrides the file's n_trials).
     #[arg(long)]
@@ -95,7 +95,7 @@ pub struct CreateArgs {
     pub study: StudyFileArgs,
     /// The shared database: postgresql://user@host[:port]/dbname (created if missing), or a
     /// SQLite file for workers on this machine.
-    #[arg(long, alias = "db")]
+    #[arg(long, alias = "db", value_parser = crate::launch::study_location)]
     pub storage: PathBuf,
     /// The study's whole trial budget, shared by every worker (overrides the file's n_trials).
     #[arg(long)]
@@ -111,7 +111,7 @@ pub struct CreateArgs {
 #[derive(Debug, Args)]
 pub struct ListArgs {
     /// The study database: a SQLite file or postgresql://user@host[:port]/dbname.
-    #[arg(long, alias = "storage")]
+    #[arg(long, alias = "storage", value_parser = crate::launch::study_location)]
     pub db: Option<PathBuf>,
     #[arg(long)]
     pub json: bool,
@@ -122,7 +122,7 @@ pub struct ShowArgs {
     /// The study's name.
     pub name: String,
     /// The study database: a SQLite file or postgresql://user@host[:port]/dbname.
-    #[arg(long, alias = "storage")]
+    #[arg(long, alias = "storage", value_parser = crate::launch::study_location)]
     pub db: Option<PathBuf>,
     /// The study and every trial as JSON (Optuna's FrozenTrial fields).
     #[arg(long)]
@@ -134,7 +134,7 @@ pub struct ExportArgs {
     /// The study's name.
     pub name: String,
     /// The study database: a SQLite file or postgresql://user@host[:port]/dbname.
-    #[arg(long, alias = "storage")]
+    #[arg(long, alias = "storage", value_parser = crate::launch::study_location)]
     pub db: Option<PathBuf>,
     /// Write the trials here (the columns of Optuna's `trials_dataframe()`).
     #[arg(long, alias = "csv", value_name = "FILE.csv")]
@@ -235,6 +235,8 @@ fn run_study(args: RunArgs) -> anyhow::Result<()> {
         study.devices(devices.clone()).context("--devices")?;
     }
     study.liveness(args.liveness.liveness()?);
+    // As a worker's: two `study run`s (or one beside workers) on one database stay apart.
+    study.host(crate::signals::process_label());
     let name = study.file().study.name.clone();
     let (handle, events, thread) = study.launch();
     crate::signals::interrupt_on_signal(handle);
@@ -270,8 +272,12 @@ fn list(args: ListArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     launch::require_db(&db)?;
-    let storage = Storage::open_read_only(&db)?;
-    let summaries = storage.study_summaries()?;
+    let summaries = match Storage::open_read_only(&db) {
+        Ok(storage) => storage.study_summaries()?,
+        // An empty database (a `createdb`'s, before a study is made in it) lists none.
+        Err(tradetune_engine::storage::StorageError::EmptyDatabase { .. }) => Vec::new(),
+        Err(e) => return Err(e.into()),
+    };
     if args.json {
         let v: Vec<serde_json::Value> = summaries
             .iter()

@@ -23,7 +23,7 @@ use crate::launch;
 pub struct WorkerArgs {
     /// The shared database: postgresql://user@host[:port]/dbname (password from ~/.pgpass or
     /// PGPASSWORD), or a SQLite file.
-    #[arg(long, alias = "db")]
+    #[arg(long, alias = "db", value_parser = crate::launch::study_location)]
     pub storage: PathBuf,
     /// The study to join (recorded with `tradetune study create`).
     #[arg(long)]
@@ -61,10 +61,12 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<()> {
     let mut study = match StudyLaunch::join(&storage, &args.study, &data_dir, place) {
         Err(FrontError::NotRecorded { .. }) => anyhow::bail!(
             "study '{}' in {label} was not created for workers (it has no recorded budget and \
-             data fingerprint, `{}`); create it with `tradetune study create FILE --storage \
-             {label}`",
+             data fingerprint, `{}`, as `tradetune study run` makes none); create a study for \
+             workers with `tradetune study create FILE --storage {label} --name NEW_NAME` (the \
+             name '{}' is taken) and start the workers with `--study NEW_NAME`",
             args.study,
-            keys::FINGERPRINT
+            keys::FINGERPRINT,
+            args.study
         ),
         other => other?,
     };
@@ -79,12 +81,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<()> {
     if let Some(n) = args.trials {
         study.trials(n).context("--trials")?;
     }
-    // `host#pid`: the machine, and which of its worker processes.
-    study.host(format!(
-        "{}#{}",
-        crate::signals::host_name(),
-        std::process::id()
-    ));
+    study.host(crate::signals::process_label());
     study.liveness(args.liveness.liveness()?);
     let (handle, events, thread) = study.launch();
     crate::signals::interrupt_on_signal(handle);

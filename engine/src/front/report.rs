@@ -119,6 +119,15 @@ pub fn study_report(
     partitions: usize,
 ) -> Result<StudyReport, FrontError> {
     let study = storage.study(name)?;
+    // A study Optuna made with several objectives has no best trial, and its values are not
+    // one objective's returns: said as such, not as "no COMPLETE trial".
+    if study.directions.len() > 1 {
+        return Err(FrontError::Invalid(format!(
+            "the report (best trial, PBO, deflated Sharpe) is computed for single-objective \
+             studies; study '{name}' has {} objectives",
+            study.directions.len()
+        )));
+    }
     let maximize = study.directions.first() != Some(&StudyDirection::Minimize);
     // The best trial before the trials: a COMPLETE trial stays so, so the list read after it
     // holds it, while workers that finish trials in between cannot leave the report with a
@@ -1208,6 +1217,27 @@ mod tests {
         assert_eq!(r.dsr.returns, "over equal weight");
         let why = r.dsr.unavailable.as_deref().unwrap_or_default();
         assert!(why.starts_with("the best trial, #0, never traded"), "{why}");
+    }
+
+    /// A study of several objectives (Optuna's `directions=[…]`) is refused as such, where it
+    /// was reported as one without a COMPLETE trial.
+    #[test]
+    fn a_multi_objective_study_is_refused_as_such() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut storage = Storage::open(dir.path().join("multi.db")).unwrap();
+        let study = storage
+            .create_study(
+                "multi",
+                &[StudyDirection::Maximize, StudyDirection::Minimize],
+            )
+            .unwrap();
+        let t = storage.create_trial(study).unwrap().trial_id;
+        storage.complete_trial(t, &[1.0, 2.0]).unwrap();
+        let e = study_report(&storage, "multi", 16).unwrap_err().to_string();
+        assert!(
+            e.contains("single-objective") && e.contains("has 2 objectives"),
+            "{e}"
+        );
     }
 
     /// A path without a deflated Sharpe counts lowest: the median never passes it over for a

@@ -22,6 +22,12 @@ pub enum StorageError {
          TradeTune writes only into empty databases or Optuna RDB storages"
     )]
     NotOptunaSchema { path: String, missing: String },
+    /// A database without any table, opened to read: it holds no study yet.
+    #[error(
+        "storage {path}: an empty database, with no studies yet (`tradetune study run` or \
+         `tradetune study create` makes one in it)"
+    )]
+    EmptyDatabase { path: String },
     #[error(
         "storage {path}: Optuna schema version `{found}`, but TradeTune writes only `{expected}`; \
          TradeTune never migrates — upgrade it with `optuna storage upgrade --storage {url}` \

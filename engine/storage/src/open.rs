@@ -154,7 +154,15 @@ impl Storage {
             recovered: Vec::new(),
         };
         if options.read_only {
-            storage.check_tables(&storage.table_names()?)?;
+            let names = storage.table_names()?;
+            // Said as what it is (a `createdb`'s database, a file `touch` made), not as a
+            // database with tables but not Optuna's.
+            if names.is_empty() {
+                return Err(StorageError::EmptyDatabase {
+                    path: storage.path.clone(),
+                });
+            }
+            storage.check_tables(&names)?;
             return Ok(storage);
         }
         storage.init_schema()?;

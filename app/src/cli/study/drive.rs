@@ -201,6 +201,11 @@ fn event_lines(e: &StudyEvent) -> Vec<String> {
             device,
             reason,
         } => out.push(format!("worker {worker} on {device} waits: {reason}")),
+        StudyEvent::TrialsRecovered { worker, numbers } => out.push(format!(
+            "recovered {} trial(s) left RUNNING by a worker that died (its heartbeat went \
+             stale), now FAIL: {numbers:?} (found by worker {worker})",
+            numbers.len()
+        )),
         StudyEvent::TrialCompleted {
             number,
             worker,

@@ -14,7 +14,7 @@ use tradetune_engine::front::format::significant;
 pub struct ImportanceArgs {
     /// The study's name.
     pub name: String,
-    #[arg(long, alias = "storage")]
+    #[arg(long, alias = "storage", value_parser = crate::launch::study_location)]
     pub db: Option<PathBuf>,
     /// The importances as JSON, at full precision.
     #[arg(long)]

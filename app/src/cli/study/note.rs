@@ -16,7 +16,7 @@ pub struct NoteArgs {
     /// The note of this trial (its number) instead of the study's.
     #[arg(long)]
     pub trial: Option<i64>,
-    #[arg(long, alias = "storage")]
+    #[arg(long, alias = "storage", value_parser = crate::launch::study_location)]
     pub db: Option<PathBuf>,
     /// Save this text (Markdown) as the note.
     #[arg(long, value_name = "TEXT", conflicts_with = "file")]

@@ -14,7 +14,7 @@ use tradetune_engine::storage::Storage;
 pub struct ReportArgs {
     /// The study's name.
     pub name: String,
-    #[arg(long, alias = "storage")]
+    #[arg(long, alias = "storage", value_parser = crate::launch::study_location)]
     pub db: Option<PathBuf>,
     /// Partitions S of the PBO's combinatorially symmetric cross-validation (even).
     #[arg(long, default_value_t = 16)]

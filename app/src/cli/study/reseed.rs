@@ -24,7 +24,7 @@ pub struct ReseedArgs {
     /// The study in the database (as `study run --name` named it).
     #[arg(long)]
     pub name: Option<String>,
-    #[arg(long, alias = "storage")]
+    #[arg(long, alias = "storage", value_parser = crate::launch::study_location)]
     pub db: Option<PathBuf>,
     /// How many other seeds to train the best trial with.
     #[arg(long, default_value_t = 5)]

@@ -13,7 +13,7 @@ use tradetune_engine::storage::Storage;
 pub struct SpeedArgs {
     #[command(flatten)]
     pub study: super::StudyFileArgs,
-    #[arg(long, alias = "storage")]
+    #[arg(long, alias = "storage", value_parser = crate::launch::study_location)]
     pub db: Option<PathBuf>,
     /// Trial numbers to measure, comma-separated (default: the --limit most recent COMPLETE
     /// trials).

@@ -66,6 +66,11 @@ pub enum StudyEvent {
         env_steps: u64,
         values: BTreeMap<String, f64>,
     },
+    /// Trials of this study left RUNNING by a worker that died (another process, maybe on
+    /// another machine), found by `worker` as it starts a trial: their heartbeat went stale,
+    /// and they are now FAIL "worker lost", their budget free. (Those found as the study opens
+    /// are in [`StudyEvent::StudyStarted`]'s `recovered`.)
+    TrialsRecovered { worker: usize, numbers: Vec<u64> },
     /// A worker waits for its GPU's turn (`gpu_sharing = "serial"`), and why.
     WorkerWaiting {
         worker: usize,

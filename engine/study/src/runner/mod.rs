@@ -702,7 +702,13 @@ impl Runner {
         // As Optuna does before each trial: a trial of this study whose worker died (another
         // process, maybe another machine) becomes FAIL once its heartbeat is stale, so its
         // budget is free.
-        storage.fail_stale_trials_of(study_id, self.cfg.stale_after)?;
+        let lost = storage.fail_stale_trials_of(study_id, self.cfg.stale_after)?;
+        if !lost.is_empty() {
+            let _ = events.send(StudyEvent::TrialsRecovered {
+                worker,
+                numbers: lost.iter().map(|h| h.number as u64).collect(),
+            });
+        }
         // A trial another program enqueued (Optuna's `study.enqueue_trial`, WAITING) is taken
         // before a new one is made, as Optuna's own `ask` does.
         let waiting = storage.pop_waiting_trial_within(study_id, self.cfg.study_budget)?;

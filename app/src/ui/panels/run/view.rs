@@ -298,6 +298,7 @@ impl RunView {
                     w.message = message;
                 }
             }
+            StudyEvent::TrialsRecovered { numbers, .. } => run.recovered.extend(numbers),
             StudyEvent::WorkerWaiting {
                 worker,
                 device,
