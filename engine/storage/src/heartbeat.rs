@@ -6,6 +6,7 @@
 //! FAIL. Trials without a heartbeat row (e.g. Optuna `ask`/`tell` trials) are left alone, as
 //! Optuna leaves them. TradeTune also stores the reason in the `fail_reason` system attribute.
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
@@ -145,7 +146,10 @@ impl HeartbeatThread {
             // The database is out of reach for now (restarting, say): the trial has the beat
             // its start stored, and the thread's beats try again.
             Err(e) if e.is_connection() => {
-                eprintln!(
+                // Not `eprintln!`, which panics where stderr is closed: a beat is worth more
+                // than its warning.
+                let _ = writeln!(
+                    std::io::stderr(),
                     "warning: trial id {trial_id}: heartbeat: {e}; trying again every {interval:?}"
                 );
                 None
@@ -170,7 +174,7 @@ impl HeartbeatThread {
             .name(format!("heartbeat-trial-{trial_id}"))
             .spawn(move || {
                 keep_beating(&stopped, interval, beat, |line| {
-                    eprintln!("warning: trial id {trial_id}: {line}")
+                    let _ = writeln!(std::io::stderr(), "warning: trial id {trial_id}: {line}");
                 })
             })?;
         Ok(HeartbeatThread {

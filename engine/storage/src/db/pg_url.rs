@@ -9,6 +9,7 @@
 //! Connections are made without TLS: a URL asking for it (`sslmode=require`) is refused by the
 //! client with a message saying so.
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -156,7 +157,8 @@ fn pgpass_password(host: &str, port: u16, dbname: &str, user: &str) -> Option<St
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&path).ok()?.permissions().mode();
         if mode & 0o077 != 0 {
-            eprintln!(
+            let _ = writeln!(
+                std::io::stderr(),
                 "warning: password file {} has group or world access; permissions should be u=rw (0600) or less — ignored",
                 path.display()
             );

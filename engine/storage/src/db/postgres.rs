@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::error::Error;
+use std::io::Write as _;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -110,7 +111,9 @@ impl PgConn {
                     self.statements.clear();
                     self.reconnects += 1;
                     self.lost = false;
-                    eprintln!(
+                    // (Not `eprintln!`, which panics where stderr is closed.)
+                    let _ = writeln!(
+                        std::io::stderr(),
                         "warning: storage {}: the server closed the connection; connected \
                          again after {:.1} s",
                         again.display,

@@ -21,6 +21,7 @@
 //! `env-placement.json.lock`, each adding its decision to what is there then.
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -168,7 +169,13 @@ pub fn auto_with(
         // A decision that cannot be kept is measured again next time; the run goes on.
         match keep(f, key, &measured) {
             Ok(()) => measured.kept = true,
-            Err(e) => eprintln!("env placement: not kept in {}: {e}", f.display()),
+            Err(e) => {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "env placement: not kept in {}: {e}",
+                    f.display()
+                );
+            }
         }
     }
     Ok(measured)
