@@ -331,6 +331,16 @@ fn progress(line: &str) -> Option<u64> {
         .and_then(|e| e["timesteps"].as_u64())
 }
 
+/// Reads `lines` up to the run's first progress event (after its first update, well before
+/// the end of its budget); returns its samples.
+fn first_progress(lines: &mut Lines<BufReader<ChildStdout>>) -> u64 {
+    lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| progress(&l))
+        .expect("a progress event before the end")
+}
+
 /// Sends `signal` to `child`, `times` times in a row.
 fn signal(child: &Child, signal: libc::c_int, times: usize) {
     let pid = libc::pid_t::try_from(child.id()).unwrap();
@@ -364,11 +374,7 @@ fn ctrl_c_saves_the_run_so_far_and_exits_130() {
     let dir = scratch("cli_train", "interrupt");
     let (child, mut lines, out) = long_run(&dir);
     // After its first update, well before the end of its budget.
-    let first = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|l| progress(&l))
-        .expect("a progress event before the end");
+    let first = first_progress(&mut lines);
     signal(&child, libc::SIGINT, 1);
     let last = lines
         .map_while(Result::ok)
@@ -397,11 +403,7 @@ fn ctrl_c_saves_the_run_so_far_and_exits_130() {
 fn two_signals_at_once_are_one_ctrl_c_and_the_run_is_saved() {
     let dir = scratch("cli_train", "two_signals");
     let (child, mut lines, out) = long_run(&dir);
-    lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|l| progress(&l))
-        .expect("a progress event before the end");
+    first_progress(&mut lines);
     signal(&child, libc::SIGINT, 2);
     lines.map_while(Result::ok).for_each(drop);
     let (status, err) = ended(child);
@@ -417,11 +419,7 @@ fn two_signals_at_once_are_one_ctrl_c_and_the_run_is_saved() {
 fn a_closed_output_ends_the_run_and_saves_it_with_status_141() {
     let dir = scratch("cli_train", "closed_output");
     let (child, mut lines, out) = long_run(&dir);
-    lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|l| progress(&l))
-        .expect("a progress event before the end");
+    first_progress(&mut lines);
     drop(lines);
     let (status, err) = ended(child);
     assert_eq!(status.code(), Some(141), "{err}");
