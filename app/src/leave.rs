@@ -45,10 +45,27 @@ pub fn finish_gpu_work() -> bool {
     ok
 }
 
+/// Temporary folders a command made, removed by [`leave`] (whose `_exit` runs no destructor)
+/// where the command did not get to drop them: one a closed output ended (`bench storage |
+/// head`).
+static TEMPORARY: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Has [`leave`] remove `dir` (a temporary folder) if it is still there.
+pub fn remove_on_leave(dir: &std::path::Path) {
+    TEMPORARY
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(dir.to_owned());
+}
+
 /// Ends the process with `code` once its output is written, without running exit handlers
-/// (see the module's text); call [`finish_gpu_work`] first.
+/// (see the module's text); call [`finish_gpu_work`] first. Removes the temporary folders
+/// registered with [`remove_on_leave`].
 pub fn leave(code: u8) -> ! {
     use std::io::Write;
+    for dir in TEMPORARY.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().flush();
     #[cfg(unix)]

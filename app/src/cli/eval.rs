@@ -355,15 +355,16 @@ fn run_dsr(args: DsrArgs) -> anyhow::Result<()> {
     } else {
         (0, None, Vec::new())
     };
-    // N counts every trial tried: fewer than the file's columns would deflate the best of
-    // them as if some had not been tried, understating the selection.
+    // N below the file's columns deflates their best as if fewer had been tried: right for an
+    // effective number of independent trials (correlated trials clustered, as López de Prado
+    // suggests), an understated selection otherwise. Said, not refused.
     if let Some(n) = args.trials
         && n < m.names.len()
     {
-        bail!(
-            "--trials {n}: {file} holds {} trials' returns, and N counts every trial tried (give \
-             at least {}, or leave --trials out to count the columns)",
-            m.names.len(),
+        errln!(
+            "note: --trials {n} is below the {} trials' returns in {file}: right for an effective \
+             number of independent trials (correlated ones clustered); if {n} were simply tried, \
+             N counts every trial tried and the deflated Sharpe ratio below is too high",
             m.names.len()
         );
     }

@@ -107,11 +107,12 @@ fn device_of(label: &str) -> Result<DeviceSpec, String> {
     spec.parse::<DeviceSpec>().map_err(|e| e.to_string())
 }
 
-/// The host part of a worker label (`host/worker-2`), or "" for a local `worker-2`.
+/// The machine of a worker label (`box#4711/worker-2`: `box`, whichever of its processes),
+/// or "" for a bare `worker-2`: trials of two processes on one machine share its cores.
 fn host_of(worker: Option<&str>) -> &str {
     worker
         .and_then(|w| w.rsplit_once('/'))
-        .map_or("", |(h, _)| h)
+        .map_or("", |(h, _)| h.split('#').next().unwrap_or(h))
 }
 
 fn user_number(t: &TrialRecord, key: &str) -> Option<f64> {
@@ -526,7 +527,7 @@ mod tests {
 
     #[test]
     fn hosts_come_from_worker_labels() {
-        assert_eq!(host_of(Some("box#12/worker-1")), "box#12");
+        assert_eq!(host_of(Some("box#12/worker-1")), "box");
         assert_eq!(host_of(Some("worker-0")), "");
         assert_eq!(host_of(None), "");
     }

@@ -132,6 +132,7 @@ pub fn bench_storage(args: StorageArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.load_trials >= 1, "--load-trials must be at least 1");
     anyhow::ensure!(args.repeat >= 1, "--repeat must be at least 1");
     let temp = tempfile::tempdir().context("creating a temporary folder")?;
+    crate::leave::remove_on_leave(temp.path());
     let storages = if args.storages.is_empty() {
         vec![temp.path().join("bench-storage.db")]
     } else {

@@ -40,6 +40,7 @@ pub(super) fn peer_scripts() -> anyhow::Result<tempfile::TempDir> {
         .prefix("tradetune-peer")
         .tempdir()
         .map_err(|e| anyhow::anyhow!("--peer: cannot create a temporary folder: {e}"))?;
+    crate::leave::remove_on_leave(dir.path());
     for (name, text) in [
         ("sb3_ppo.py", PEER_SCRIPT),
         ("cleanrl_ppo.py", PEER_CLEANRL),
