@@ -199,12 +199,13 @@ n_envs = 4
 
 #[test]
 fn toml_errors_name_the_file_and_the_field() {
+    // (A field of [ppo] or [env] refused is named at its line, as a study file's are.)
     let dir = scratch("cli_train", "toml_errors");
     let out = dir.join("run");
     let cases = [
         (
             "[ppo]\nn_stepz = 16\n",
-            "[ppo]: unknown field 'n_stepz' (did you mean 'n_steps'?)",
+            "run.toml:2: [ppo] unknown field 'n_stepz' (did you mean 'n_steps'?)",
         ),
         ("[ppo]\nlearning_rate = \"fast\"\n", "learning_rate"),
         ("[env]\nn_envs = 0\n", "n_envs"),
@@ -227,11 +228,11 @@ fn toml_errors_name_the_file_and_the_field() {
         // A count given a negative or fractional number, named (not "expected usize").
         (
             "[ppo]\nn_steps = -3\n",
-            "[ppo]: field 'n_steps' must be a whole number from 0 on",
+            "run.toml:2: [ppo] field 'n_steps' must be a whole number from 0 on",
         ),
         (
             "[env]\nn_envs = 1.5\n",
-            "[env]: field 'n_envs' must be a whole number from 0 on",
+            "run.toml:2: [env] field 'n_envs' must be a whole number from 0 on",
         ),
         // Before the data loads, naming where it came from.
         ("memory_fraction = 7.0\n", "memory_fraction in"),
@@ -242,7 +243,7 @@ fn toml_errors_name_the_file_and_the_field() {
         ),
         (
             "[ppo]\ntarget_kl = \"low\"\n",
-            "field 'target_kl': invalid type: string \"low\", expected a number",
+            "run.toml:2: [ppo] field 'target_kl': invalid type: string \"low\", expected a number",
         ),
     ];
     for (i, (body, field)) in cases.into_iter().enumerate() {

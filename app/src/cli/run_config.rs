@@ -150,6 +150,31 @@ fn kind(v: &serde_json::Value) -> &'static str {
     }
 }
 
+/// A field of a config that cannot take the value given: `field` is its dotted name inside
+/// its table (`batch_size`, `reward.kind`), for a caller that knows the file's text to name
+/// its line.
+#[derive(Debug)]
+struct FieldError {
+    field: String,
+    message: String,
+}
+
+impl std::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for FieldError {}
+
+fn field_error(field: &str, message: String) -> anyhow::Error {
+    FieldError {
+        field: field.to_owned(),
+        message,
+    }
+    .into()
+}
+
 /// Lays `given` over `base` field by field (nested objects too); rejects unknown fields,
 /// values of another type than the default's and anything but a whole number from 0 on where
 /// the default is one (the configs' integer fields are all unsigned), naming the field. A
@@ -180,10 +205,13 @@ fn overlay(
                         )
                         .map(|g| format!(" (did you mean '{g}'?)"))
                         .unwrap_or_default();
-                        anyhow::bail!(
-                            "unknown field '{name}'{guess}; valid fields: {}",
-                            valid.join(", ")
-                        );
+                        return Err(field_error(
+                            &name,
+                            format!(
+                                "unknown field '{name}'{guess}; valid fields: {}",
+                                valid.join(", ")
+                            ),
+                        ));
                     }
                 }
             }
@@ -197,19 +225,26 @@ fn overlay(
                 (Value::String(_), Value::Object(_)) | (Value::Object(_), Value::String(_))
             );
             if !(same || enum_like || slot.is_null()) {
-                anyhow::bail!(
-                    "field '{at}' must be {} like its default {slot}, not {} ({value})",
-                    kind(slot),
-                    kind(&value)
-                );
+                return Err(field_error(
+                    at,
+                    format!(
+                        "field '{at}' must be {} like its default {slot}, not {} ({value})",
+                        kind(slot),
+                        kind(&value)
+                    ),
+                ));
             }
             // A count (every integer field of the configs is unsigned) takes whole numbers
             // from 0 on: said here with its name, where reading the merged config would say
             // "expected usize" without one.
             if slot.is_u64() && !value.is_u64() {
-                anyhow::bail!(
-                    "field '{at}' must be a whole number from 0 on like its default {slot}, not {value}"
-                );
+                return Err(field_error(
+                    at,
+                    format!(
+                        "field '{at}' must be a whole number from 0 on like its default {slot}, \
+                         not {value}"
+                    ),
+                ));
             }
             if slot.is_null() && !value.is_null() {
                 optional.push(at.to_owned());
@@ -245,7 +280,11 @@ fn merge<T: Serialize + serde::de::DeserializeOwned>(
             && T::deserialize(&without).is_ok()
     });
     match culprit {
-        Some(name) => anyhow::bail!("in {what}: field '{name}': {}", in_words(&e.to_string())),
+        Some(name) => Err(field_error(
+            name,
+            format!("field '{name}': {}", in_words(&e.to_string())),
+        ))
+        .with_context(|| format!("in {what}")),
         None => Err(e).with_context(|| format!("reading {what}")),
     }
 }
@@ -280,6 +319,20 @@ struct TomlConfig {
     run: RunOptions,
     ppo: Option<serde_json::Value>,
     env: Option<serde_json::Value>,
+    /// The file's text, for the line of a field a table refuses.
+    text: String,
+}
+
+/// `e`, a field of `[table]` in the TOML file `file` (its text `text`) refused, said at the
+/// field's line as a study file's errors are (`run.toml:3: [ppo] field 'batch_size' …`).
+fn at_line(e: anyhow::Error, text: &str, file: &str, table: &str) -> anyhow::Error {
+    let Some(f) = e.downcast_ref::<FieldError>() else {
+        return e;
+    };
+    match tradetune_engine::study::file::line_of(text, &format!("{table}.{}", f.field)) {
+        Some(line) => anyhow::anyhow!("{file}:{line}: [{table}] {}", f.message),
+        None => e,
+    }
 }
 
 fn read_toml(path: &Path) -> anyhow::Result<TomlConfig> {
@@ -330,7 +383,12 @@ fn read_toml(path: &Path) -> anyhow::Result<TomlConfig> {
     if let Some(out) = &mut run.out {
         rebase(out);
     }
-    Ok(TomlConfig { run, ppo, env })
+    Ok(TomlConfig {
+        run,
+        ppo,
+        env,
+        text,
+    })
 }
 
 /// Everything a run needs, after the config sources are combined.
@@ -386,10 +444,12 @@ impl Run {
                 let mut env = EnvConfig::new();
                 if let Some(t) = &toml {
                     if let Some(v) = &t.ppo {
-                        ppo = merge(ppo, v.clone(), &format!("{cfg_name} [ppo]"))?;
+                        ppo = merge(ppo, v.clone(), &format!("{cfg_name} [ppo]"))
+                            .map_err(|e| at_line(e, &t.text, &cfg_name, "ppo"))?;
                     }
                     if let Some(v) = &t.env {
-                        env = merge(env, v.clone(), &format!("{cfg_name} [env]"))?;
+                        env = merge(env, v.clone(), &format!("{cfg_name} [env]"))
+                            .map_err(|e| at_line(e, &t.text, &cfg_name, "env"))?;
                     }
                 }
                 if let Some(p) = &args.ppo {
