@@ -106,6 +106,7 @@ pub fn study_location(given: &str) -> Result<PathBuf, String> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn optuna_storage_urls_name_the_same_databases() {
@@ -125,7 +126,6 @@ mod tests {
         );
         assert!(loc("sqlite:///").is_err());
     }
-    use super::*;
 
     /// One SQLite file named relatively and absolutely is one database; two files are two;
     /// a PostgreSQL URL is one with or without its password, its default port or the short

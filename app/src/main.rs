@@ -24,8 +24,8 @@ fn main() -> ! {
         }
     };
     let code = match result {
-        // Its output was closed before it had written all of it (`… | head`): 128 + SIGPIPE.
-        Ok(()) if tradetune_app::out::closed() => 141,
+        // Its output was closed before it had written all of it (`… | head`).
+        Ok(()) if tradetune_app::out::closed() => tradetune_app::signals::CLOSED_STATUS,
         Ok(()) => 0,
         Err(e) => {
             // Not `eprintln!`, which panics where stderr is closed too.

@@ -2,11 +2,12 @@
 //! fails: `tradetune train … | head -2` then lost the run it was about to save, and `study run
 //! … | head` left its trial RUNNING. Every command writes its stdout through `outln!` and
 //! `out!` instead (and its stderr through `errln!`, which a closed stderr does not break):
-//! the first failed write (a closed pipe, a full disk) stops the output, and counts as a first Ctrl-C would ([`crate::signals::output_closed`]): a run saves what it
-//! trained, a study ends its running trials as FAIL "interrupted", and the exit status is 141
-//! (128 + SIGPIPE), as a shell gives a command a closed pipe ended. A command with nothing to
-//! save (a report, `monitor`) leaves at once with that status, as a Unix tool that SIGPIPE
-//! ends does.
+//! the first failed write (a closed pipe, a full disk) stops the output, and counts as a first
+//! Ctrl-C would ([`crate::signals::output_closed`]): a run saves what it trained, a study ends
+//! its running trials as FAIL "interrupted", and the exit status is
+//! [`crate::signals::CLOSED_STATUS`], as a shell gives a command a closed pipe ended. A
+//! command with nothing to save (a report, `monitor`) leaves at once with that status, as a
+//! Unix tool that SIGPIPE ends does.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};

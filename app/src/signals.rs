@@ -26,6 +26,10 @@ static FIRST_FROM: AtomicI32 = AtomicI32::new(0);
 /// Whether a command installed its handlers ([`on_first_signal`]): it has a run to stop.
 static HANDLED: AtomicBool = AtomicBool::new(false);
 
+/// The exit status of a command its closed output ended: 128 + SIGPIPE (13), as a shell gives
+/// one the signal ended.
+pub const CLOSED_STATUS: u8 = 141;
+
 /// A signal sent again by the process that sent the first, this soon after it, is the same
 /// request delivered twice, not a second one.
 pub const REPEAT: Duration = Duration::from_secs(1);
@@ -118,7 +122,7 @@ pub fn output_closed(e: &std::io::Error) {
     }
     if !HANDLED.load(Ordering::SeqCst) {
         // Nothing to stop cleanly: leave as SIGPIPE's default would end the process.
-        crate::leave::leave(u8::try_from(128 + libc::SIGPIPE).unwrap_or(1));
+        crate::leave::leave(CLOSED_STATUS);
     }
 }
 
