@@ -113,6 +113,20 @@ fn a_tiny_study_on_the_cpu_runs_live_and_its_trials_complete_in_the_table() {
         "{:?}",
         h.state().panels.studies.table.rows
     );
+    // Labelled by machine and process as the CLI's workers are, so that a worker of another
+    // process on the same database stays apart from the app's.
+    let this_process = format!("#{}/worker-", std::process::id());
+    assert!(
+        h.state()
+            .panels
+            .studies
+            .table
+            .rows
+            .iter()
+            .all(|r| r.worker.contains(&this_process)),
+        "{:?}",
+        h.state().panels.studies.table.rows
+    );
 
     // A trial's details read its stored training curves (one point per update).
     h.state_mut()

@@ -19,7 +19,7 @@ use tradetune_engine::study::runner::{
     TrialInput, TrialPlan, assign,
 };
 use tradetune_engine::study::sampler::{
-    EnqueuedSampler, Proposal, RandomSampler, SampleContext, Sampler, SamplerError,
+    EnqueuedSampler, GridSampler, Proposal, RandomSampler, SampleContext, Sampler, SamplerError,
 };
 use tradetune_engine::study::space::{ParamValue, SearchSpace};
 
@@ -1360,4 +1360,59 @@ fn trials_another_program_enqueued_are_run_first_with_their_values() {
     cfg.study_budget = Some(1);
     runner(cfg).run(&tx).unwrap();
     assert_eq!(states("budget"), [Complete, Waiting]);
+}
+
+/// A grid of three points in a study of ten trials: three run, and the study ends there with
+/// no trial failed "not run" (one a worker, each of two, made and failed once the grid was
+/// used up). Run again, it makes none.
+#[test]
+fn a_used_up_grid_ends_the_study_without_a_trial_to_fail() {
+    let path = db("grid_used_up");
+    let grid = BTreeMap::from([(
+        "x".to_owned(),
+        vec![
+            ParamValue::Float(1.0),
+            ParamValue::Float(2.0),
+            ParamValue::Float(3.0),
+        ],
+    )]);
+    let run = |workers: usize| {
+        let f = Synthetic {
+            plan: f32_plan,
+            run: |input: &TrialInput<'_>, _: &mut Reporter<'_>| Ok(x_of(input)),
+        };
+        let runner = Runner::new(
+            config("grid_used_up", &path, 10, workers),
+            space(),
+            base(),
+            Box::new(GridSampler::new(grid.clone(), &space(), 7).unwrap()),
+            Box::new(NopPruner),
+            Arc::new(f),
+        )
+        .unwrap();
+        let (tx, _rx) = mpsc::channel();
+        runner.run(&tx).unwrap()
+    };
+    let report = run(2);
+    let stored = trials(&path, "grid_used_up");
+    assert_eq!(report.trials.len(), stored.len());
+    // Every trial ran a point; a worker finding only points still RUNNING may run one of them
+    // again, as Optuna's `GridSampler` does (the trial running it may yet fail).
+    let states: Vec<TrialState> = stored.iter().map(|t| t.state).collect();
+    assert!(
+        states.iter().all(|s| *s == TrialState::Complete),
+        "{states:?}: {:?}",
+        stored
+            .iter()
+            .map(|t| t.system_attr("fail_reason"))
+            .collect::<Vec<_>>()
+    );
+    let mut xs: Vec<f64> = stored.iter().map(|t| t.value().unwrap()).collect();
+    xs.sort_by(f64::total_cmp);
+    xs.dedup();
+    assert_eq!(xs, [1.0, 2.0, 3.0]);
+
+    let again = run(1);
+    assert!(again.trials.is_empty(), "{:?}", again.trials);
+    assert_eq!(trials(&path, "grid_used_up").len(), stored.len());
 }

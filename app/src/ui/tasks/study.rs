@@ -96,7 +96,7 @@ impl Tasks {
     pub fn start_study(&mut self, file: StudyFile, db: PathBuf) {
         let launch =
             crate::launch::place(db).and_then(|place| Ok(StudyLaunch::from_study(file, place)?));
-        let launch = match launch {
+        let mut launch = match launch {
             Ok(l) => l,
             Err(e) => {
                 self.jobs.reply().send(TaskEvent::Study(StudyMsg::Done(Err(
@@ -105,6 +105,9 @@ impl Tasks {
                 return;
             }
         };
+        // Labelled `host#pid/worker-N` as the CLI's `study run` and `worker` label theirs, so
+        // that the app and a worker on the same database stay apart in `show` and `export`.
+        launch.host(crate::signals::process_label());
         let reply = (self.jobs).reply_or(|why| TaskEvent::Study(StudyMsg::Done(Err(why))));
         let job_reply = reply.clone();
         let (handle, job) = launch.into_job(move |event| {

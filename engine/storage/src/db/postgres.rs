@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::error::Error;
 use std::io::Write as _;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -111,14 +112,16 @@ impl PgConn {
                     self.statements.clear();
                     self.reconnects += 1;
                     self.lost = false;
-                    // (Not `eprintln!`, which panics where stderr is closed.)
-                    let _ = writeln!(
-                        std::io::stderr(),
-                        "warning: storage {}: the server closed the connection; connected \
-                         again after {:.1} s",
-                        again.display,
-                        since.elapsed().as_secs_f64()
-                    );
+                    if first_of_restart(&again.display, Instant::now()) {
+                        // (Not `eprintln!`, which panics where stderr is closed.)
+                        let _ = writeln!(
+                            std::io::stderr(),
+                            "warning: storage {}: the server closed the connection; connected \
+                             again after {:.1} s",
+                            again.display,
+                            since.elapsed().as_secs_f64()
+                        );
+                    }
                     return Ok(true);
                 }
                 Err(e) if since.elapsed() >= again.wait => {
@@ -130,6 +133,30 @@ impl PgConn {
                 }
                 Err(_) => std::thread::sleep(Duration::from_millis(500)),
             }
+        }
+    }
+}
+
+/// How long after one connection's warning another connection of this process to the same
+/// database connects again without one.
+const RESTART_QUIET: Duration = Duration::from_secs(60);
+
+/// Whether a reconnection to `display` at `now` is the first of its restart in this process:
+/// a server restart closes every connection a process holds (a worker's storage, its trial's
+/// heartbeat, its telemetry), each of which connects again at its next statement, and one
+/// warning says so, not one per connection.
+fn first_of_restart(display: &str, now: Instant) -> bool {
+    static SAID: Mutex<Vec<(String, Instant)>> = Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(|p| p.into_inner());
+    match said.iter_mut().find(|(d, _)| d == display) {
+        Some((_, at)) if now.saturating_duration_since(*at) < RESTART_QUIET => false,
+        Some((_, at)) => {
+            *at = now;
+            true
+        }
+        None => {
+            said.push((display.to_owned(), now));
+            true
         }
     }
 }
@@ -343,7 +370,34 @@ pub fn is_constraint(e: &postgres::Error) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::placeholders;
+    use super::{RESTART_QUIET, first_of_restart, placeholders};
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_restart_is_said_once_for_all_of_a_process_connections() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let db = "postgresql://u@h/restart-test-a";
+        assert!(first_of_restart(db, at(0)), "the first connection says it");
+        assert!(
+            !first_of_restart(db, at(1)),
+            "the heartbeat's, a second later"
+        );
+        assert!(
+            !first_of_restart(db, at(30)),
+            "the storage's, at its next write"
+        );
+        assert!(
+            first_of_restart("postgresql://u@h/restart-test-b", at(30)),
+            "another database's is its own"
+        );
+        let later = RESTART_QUIET.as_secs() + 1;
+        assert!(
+            first_of_restart(db, at(later)),
+            "a later restart is said again"
+        );
+        assert!(!first_of_restart(db, at(later + 1)));
+    }
 
     #[test]
     fn numbered_placeholders_become_dollars() {

@@ -272,6 +272,17 @@ impl Drop for Live<'_> {
     }
 }
 
+/// What a worker's look for its next trial found.
+enum Start {
+    /// The study's budget is spent (other processes may hold part of it).
+    Spent,
+    /// The sampler has nothing left to try (the grid, every point tried): no trial was made.
+    RanOut,
+    /// A trial, ready to run or failed before it ran: (trial, reason, whether the sampler is
+    /// used up).
+    Trial(Result<Started, (TrialHandle, String, bool)>),
+}
+
 /// A trial with its parameters, ready to run.
 struct Started {
     handle: TrialHandle,
@@ -609,6 +620,15 @@ impl Runner {
             // failed by the next look: the wait ends there,
             // since a trial whose worker lives is that worker's to finish (and one that never
             // had a heartbeat, which Optuna without heartbeats leaves, never goes stale).
+            let started = match started {
+                Start::Trial(started) => Some(started),
+                Start::RanOut => {
+                    shared.claimed.fetch_sub(1, Ordering::SeqCst);
+                    shared.exhausted.store(true, Ordering::SeqCst);
+                    break;
+                }
+                Start::Spent => None,
+            };
             let Some(started) = started else {
                 shared.claimed.fetch_sub(1, Ordering::SeqCst);
                 let waited_enough = waiting_since.is_some_and(|since| {
@@ -690,7 +710,6 @@ impl Runner {
     /// Creates a trial and samples its parameters. The inner error is a trial that could not
     /// be prepared: (trial, reason, whether the sampler is used up). A storage error once the
     /// trial exists fails it (best effort) before it stops the worker.
-    #[allow(clippy::type_complexity)]
     fn start_trial(
         &self,
         storage: &mut Storage,
@@ -698,7 +717,7 @@ impl Runner {
         worker: usize,
         slot: &DeviceSlot,
         events: &Sender<StudyEvent>,
-    ) -> Result<Option<Result<Started, (TrialHandle, String, bool)>>, RunnerError> {
+    ) -> Result<Start, RunnerError> {
         // As Optuna does before each trial: a trial of this study whose worker died (another
         // process, maybe another machine) becomes FAIL once its heartbeat is stale, so its
         // budget is free.
@@ -714,23 +733,47 @@ impl Runner {
         let waiting = storage.pop_waiting_trial_within(study_id, self.cfg.study_budget)?;
         let handle = match waiting {
             Some(handle) => handle,
+            // A grid whose every point is tried makes no trial to fail "not run" (another
+            // process's last point taken between this look and the trial's sampling still
+            // does).
+            None if self.sampler.can_run_out() && self.ran_out(storage, study_id)? => {
+                return Ok(Start::RanOut);
+            }
             None => match storage.create_trial_within(study_id, self.cfg.study_budget)? {
                 Some(handle) => handle,
-                None => return Ok(None),
+                None => return Ok(Start::Spent),
             },
         };
         match self.propose(storage, study_id, handle) {
-            Ok(Ok((params, config))) => Ok(Some(Ok(Started {
+            Ok(Ok((params, config))) => Ok(Start::Trial(Ok(Started {
                 handle,
                 params,
                 config,
             }))),
-            Ok(Err((reason, exhausted))) => Ok(Some(Err((handle, reason, exhausted)))),
+            Ok(Err((reason, exhausted))) => Ok(Start::Trial(Err((handle, reason, exhausted)))),
             Err(e) => {
                 self.abandon(storage, handle, worker, slot, &e, events);
                 Err(e)
             }
         }
+    }
+
+    /// Whether the sampler has nothing left for a new trial of the study as stored now.
+    fn ran_out(&self, storage: &Storage, study_id: i64) -> Result<bool, RunnerError> {
+        let all: Vec<Trial> = storage.trials(study_id)?.iter().map(Trial::from).collect();
+        let next = all.iter().map(|t| t.number + 1).max().unwrap_or(0);
+        let ctx = SampleContext {
+            space: &self.space,
+            history: &all,
+            study_history: &all,
+            direction: self.cfg.direction,
+            trial_number: next,
+        };
+        // A sampler that panics here is asked again by the trial, which fails with the panic.
+        Ok(
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.sampler.ran_out(&ctx)))
+                .unwrap_or(false),
+        )
     }
 
     /// Samples the parameters of the new trial `handle` and applies them to the base

@@ -109,6 +109,16 @@ impl Sampler for EnqueuedSampler {
         self.inner.sample_beside_entries(ctx)
     }
 
+    fn can_run_out(&self) -> bool {
+        self.inner.can_run_out()
+    }
+
+    /// Once every entry is used, as the sampler behind them: an entry not yet tried runs
+    /// whatever that sampler has left.
+    fn ran_out(&self, ctx: &SampleContext<'_>) -> bool {
+        self.next_entry(ctx).is_none() && self.inner.ran_out(ctx)
+    }
+
     fn sample(&self, ctx: &SampleContext<'_>) -> Result<Proposal, SamplerError> {
         let Some(i) = self.next_entry(ctx) else {
             return self.inner.sample(ctx);

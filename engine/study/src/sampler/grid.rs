@@ -210,6 +210,14 @@ impl Sampler for GridSampler {
         true
     }
 
+    fn can_run_out(&self) -> bool {
+        true
+    }
+
+    fn ran_out(&self, ctx: &SampleContext<'_>) -> bool {
+        self.is_exhausted(ctx)
+    }
+
     fn sample(&self, ctx: &SampleContext<'_>) -> Result<Proposal, SamplerError> {
         let (finished, running) = self.taken(ctx);
         let free = |id: &usize| !finished.contains(id) && !running.contains(id);

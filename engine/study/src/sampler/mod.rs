@@ -121,6 +121,18 @@ pub trait Sampler: Send + Sync {
     fn sample_beside_entries(&self, ctx: &SampleContext<'_>) -> Result<Proposal, SamplerError> {
         self.sample(ctx)
     }
+    /// Whether the sampler can run out of points (the grid can), so that a runner reads the
+    /// study's trials before making one to ask [`Sampler::ran_out`].
+    fn can_run_out(&self) -> bool {
+        false
+    }
+    /// Whether a new trial would get nothing to try, given the study's trials
+    /// (`ctx.study_history`; its `trial_number` is the one the next trial would get): the grid,
+    /// every point tried by a finished trial. The runner then makes no trial, as Optuna's
+    /// `GridSampler` stops the study after the trial that took the last point.
+    fn ran_out(&self, _ctx: &SampleContext<'_>) -> bool {
+        false
+    }
 }
 
 impl<S: Sampler + ?Sized> Sampler for Box<S> {
@@ -135,6 +147,12 @@ impl<S: Sampler + ?Sized> Sampler for Box<S> {
     }
     fn sample_beside_entries(&self, ctx: &SampleContext<'_>) -> Result<Proposal, SamplerError> {
         (**self).sample_beside_entries(ctx)
+    }
+    fn can_run_out(&self) -> bool {
+        (**self).can_run_out()
+    }
+    fn ran_out(&self, ctx: &SampleContext<'_>) -> bool {
+        (**self).ran_out(ctx)
     }
 }
 
