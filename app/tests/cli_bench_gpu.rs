@@ -789,6 +789,80 @@ fn bench_gpu_goes_on_past_a_failing_peer_and_fails_at_its_end() {
     );
 }
 
+/// `--deadline` (a borrowed card's minutes): a run that would start past it is skipped and
+/// named, a peer's run still going then is stopped (with the processes it started), and the
+/// matmul probe is printed all the same. A peer that would run for a minute is stopped at the
+/// two-second deadline: its failure is the command's (exit 1); with the deadline at zero
+/// nothing runs but the probe, and the command succeeds.
+#[test]
+fn bench_gpu_stops_at_its_deadline_and_still_probes() {
+    let dir = scratch("cli_bench_gpu", "deadline");
+    let peer = dir.join("slow-python");
+    // Its own child, found by its unusual argument once the command has ended.
+    std::fs::write(&peer, "#!/bin/sh\nsleep 61.4142 &\nsleep 60\n").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&peer, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let mut args = tiny_cpu_bench_with_peer(&peer).to_vec();
+    args.extend(["--deadline", "2", "--probe-sizes", "64"]);
+    let o = bench(&dir.join("cache"), &args);
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    // The peer's own child was stopped with it (its process group): left, it would have held
+    // the output pipes, and the command, for a minute.
+    let left = Command::new("pgrep")
+        .args(["-f", "sleep 61.4142"])
+        .output()
+        .expect("pgrep runs");
+    assert!(!left.status.success(), "{}", text(&left.stdout));
+    assert!(err.contains("was stopped after 2 s (--deadline)"), "{err}");
+    assert!(
+        err.contains("--deadline 2 s: not run, the time being spent: tiny peer bf16, tiny "),
+        "{err}"
+    );
+    assert!(out.contains("tf32 peer failed: --peer: "), "{out}");
+    assert!(
+        out.contains("matmul probe, f32 GFLOP/s: square 64²: "),
+        "{out}"
+    );
+    assert!(
+        !out.lines()
+            .any(|l| l.starts_with("tiny ") && !l.contains("peer")),
+        "{out}"
+    );
+
+    let args = [
+        "bench",
+        "gpu",
+        "--device",
+        "cpu",
+        "--configs",
+        "tiny",
+        "--placements",
+        "host",
+        "--precisions",
+        "f32",
+        "--updates",
+        "1",
+        "--probe-sizes",
+        "64",
+        "--deadline",
+        "0",
+        "--json",
+    ];
+    let v = json(&bench(&dir.join("cache"), &args));
+    assert_eq!(v["runs"].as_array().map(Vec::len), Some(0), "{v}");
+    assert!(v["probe"]["square"].is_object(), "{v}");
+    let o = bench(&dir.join("cache"), &["bench", "gpu", "--deadline", "soon"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("'soon' is not a number of seconds"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
 /// `tradetune bench matmul` (no timing assertion): the routines it knows, its refusals, and
 /// on wgpu one routine beside burn's autotuned matmul on every product of the tiny
 /// configuration's minibatch, each answer checked, and the minibatch's products summed.
@@ -886,6 +960,7 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
             "#!/bin/sh\necho \"$* cache=$TRADETUNE_GPU_CACHE\" >> '{}'\n\
              if [ \"$1\" = --version ]; then echo 'tradetune 9.9.9'; fi\n\
              if [ \"$1\" = devices ]; then echo \"wgpu  wgpu  yes ${{FAKE_ADAPTER:-discrete GPU}}  80.0 GiB f32,f16  yes  default adapter\"; fi\n\
+             if [ \"$1 $4\" = 'bench tiny' ] && [ -n \"$FAKE_SMOKE_FAILS\" ]; then echo 'validation error: the device was lost' >&2; exit 1; fi\n\
              if [ \"$1\" = bench ]; then echo \"table of $2\"; echo progress >&2; mkdir -p \"$TRADETUNE_GPU_CACHE\"; touch \"$TRADETUNE_GPU_CACHE/answers.db\"; fi\n",
             log.display()
         ),
@@ -949,11 +1024,20 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
         })
         .map(|l| l.to_string())
         .collect();
+    // The first small run on a cache of its own (left behind by none), then the steps, each
+    // `bench gpu` with a deadline 45 s short of its limit.
+    let smoke_cache = format!("cache={}", out.join("smoke-cache").display());
+    assert!(!out.join("smoke-cache").exists());
     assert_eq!(
         calls,
         [
             format!(
-                "bench gpu --configs rtx4080 --updates 2 --probe-sizes 256,1024,4096 --peer {} {cache}",
+                "bench gpu --configs tiny --placements device --precisions f32 --updates 1 \
+                 --probe-sizes 256 {smoke_cache}"
+            ),
+            format!(
+                "bench gpu --configs rtx4080 --updates 2 --probe-sizes 256,1024,4096 --deadline \
+                 195 --peer {} {cache}",
                 python.display()
             ),
             format!(
@@ -968,18 +1052,23 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
             ),
             format!(
                 "bench gpu --configs rtx4080 --precisions f32 --policy-steps direct,replay \
-                 --probe-sizes 256,1024,4096 {cache}"
+                 --probe-sizes 256,1024,4096 --deadline 55 {cache}"
             ),
             format!("spirv bench matmul --configs rtx4080 {cache}"),
-            format!("spirv bench gpu --configs rtx4080 --probe-sizes 256,1024,4096 {cache}"),
             format!(
-                "bench gpu --configs rx7900gre --updates 2 --probe-sizes 256,1024,4096 --peer {} {cache}",
+                "spirv bench gpu --configs rtx4080 --probe-sizes 256,1024,4096 --deadline 105 \
+                 {cache}"
+            ),
+            format!(
+                "bench gpu --configs rx7900gre --updates 2 --probe-sizes 256,1024,4096 --deadline \
+                 105 --peer {} {cache}",
                 python.display()
             ),
             format!("bench matmul --configs rtx4080 {cache}"),
             format!(
                 "bench gpu --configs rtx4080 --placements device --precisions f32 --policy-steps \
-                 replay --minibatches direct,replay --probe-sizes 256,1024,4096 {cache}"
+                 replay --minibatches direct,replay --probe-sizes 256,1024,4096 --deadline 45 \
+                 {cache}"
             ),
         ]
     );
@@ -996,7 +1085,7 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
         "progress\n"
     );
     let steps = std::fs::read_to_string(out.join("steps.txt")).unwrap();
-    assert_eq!(steps.matches("   done in ").count(), 9, "{steps}");
+    assert_eq!(steps.matches("   done in ").count(), 10, "{steps}");
     // The report in one file, as it stood after the last step, without the autotune cache.
     let listed = Command::new("tar")
         .arg("-tzf")
@@ -1110,6 +1199,31 @@ fn the_gpu_script_runs_its_steps_on_a_cache_of_its_own_within_its_budget() {
         "{calls}"
     );
     assert!(!calls.contains("--peer"), "{calls}");
+    // A first run on the card that fails (the device does not open, a kernel does not compile):
+    // no step runs, and its words are in steps.txt.
+    std::fs::remove_file(&log).unwrap();
+    let out = dir.join("smoke-fails");
+    let o = Command::new("bash")
+        .arg(&script)
+        .args(["--tradetune", fake.to_str().unwrap(), "--out"])
+        .arg(&out)
+        .env("FAKE_ADAPTER", "discrete GPU")
+        .env("FAKE_SMOKE_FAILS", "1")
+        .output()
+        .expect("bash runs the script");
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o.stderr));
+    let steps = std::fs::read_to_string(out.join("steps.txt")).unwrap();
+    assert!(steps.contains("failed (exit 1) after "), "{steps}");
+    assert!(
+        steps.contains("no step is run; its last words:\nvalidation error: the device was lost"),
+        "{steps}"
+    );
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        calls.lines().filter(|l| l.starts_with("bench")).count(),
+        1,
+        "{calls}"
+    );
     let o = run(&dir.join("bad"), &["--spirv", fake.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
@@ -1301,8 +1415,8 @@ fn the_carry_script_packs_the_binaries_and_prints_the_command_that_runs_them() {
     let calls = std::fs::read_to_string(&log).unwrap();
     assert!(
         calls.contains(
-            "default bench gpu --configs rtx4080 --updates 2 --probe-sizes 256,1024,4096 --peer python3"
-        ),
+            "default bench gpu --configs rtx4080 --updates 2 --probe-sizes 256,1024,4096 --deadline "
+        ) && calls.contains(" --peer python3"),
         "{calls}"
     );
 }

@@ -112,5 +112,5 @@ cat <<EOF
 
 On the GPU machine, with carry ["$dir"] and timeout_s $(( budget + 60 )):
 
-for f in $dir/*.deb; do dpkg -x "\$f" /; done; ldconfig; n=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json; [ -f \$n ] && export VK_DRIVER_FILES=\$n VK_ICD_FILENAMES=\$n; e=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json; [ -f \$e ] && export __EGL_VENDOR_LIBRARY_FILENAMES=\$e; r=\$(mktemp -d)/gpu-report; xz -df $dir/*.xz && chmod +x $dir/tradetune* && benches/gpu/run.sh --tradetune $dir/tradetune$spirv_arg --peer python3 --out \$r --pack \$OUT/gpu-report.tgz --budget $budget; tail -c 5000 \$r/bench-gpu.txt
+for f in $dir/*.deb; do dpkg -x "\$f" /; done; ldconfig; n=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json; [ -f \$n ] && export VK_DRIVER_FILES=\$n VK_ICD_FILENAMES=\$n; e=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json; [ -f \$e ] && export __EGL_VENDOR_LIBRARY_FILENAMES=\$e; r=\$(mktemp -d)/gpu-report; xz -df $dir/*.xz && chmod +x $dir/tradetune* && bash benches/gpu/run.sh --tradetune $dir/tradetune$spirv_arg --peer python3 --out \$r --pack \$OUT/gpu-report.tgz --budget $budget; tail -c 5000 \$r/bench-gpu.txt
 EOF

@@ -25,11 +25,16 @@
 #                         cooperative matrices
 #   bench-gpu-minibatches.txt  the RTX 4080 configuration, env on the device, f32, policy step
 #                         replayed, its updates' minibatches direct and replayed
+#   smoke.txt             the first small run on the card, before any step (below)
 #   *.err                 each step's progress and errors; steps.txt what each step took
 #
 # Before any step it checks what would waste the run: wgpu's default adapter must be a GPU (not
-# a software renderer, unless --allow-software), and a --peer Python that cannot import torch and
-# numpy or sees no GPU through torch is left out with a warning (the steps run without it).
+# a software renderer, unless --allow-software), a --peer Python that cannot import torch and
+# numpy or sees no GPU through torch is left out with a warning (the steps run without it), and
+# a first small run on the card (the tiny configuration, env on the device, one update) must
+# pass: where opening the device or compiling a kernel fails, the run stops there (exit 4) with
+# its error, rather than every step failing the same way. Each `bench gpu` step gets a
+# --deadline 45 s short of its limit, so that its matmul probe and notes are printed.
 #
 # Usage: benches/gpu/run.sh [--tradetune BIN] [--spirv BIN] [--peer PYTHON] [--out DIR]
 #                           [--pack FILE] [--budget SECONDS] [--allow-software]
@@ -64,7 +69,7 @@ while [ $# -gt 0 ]; do
     --pack) pack="${2:?--pack needs a file}"; shift 2 ;;
     --budget) budget="${2:?--budget needs seconds}"; shift 2 ;;
     --allow-software) allow_software=1; shift ;;
-    -h|--help) sed -n '2,48p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,53p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -159,7 +164,9 @@ left() {
 }
 
 # step NAME FILE COMMAND...: runs COMMAND into FILE (stderr into FILE's .err) within the budget
-# (and within cap=SECONDS before the call, where given), then packs the folder.
+# (and within cap=SECONDS before the call, where given), then packs the folder. An argument
+# @DEADLINE@ becomes the step's limit less 45 s: `bench gpu --deadline` then starts no run it
+# would not finish, and keeps those seconds for its matmul probe and the lines under its table.
 step() {
   local name="$1" file="$2"; shift 2
   local limit
@@ -169,12 +176,17 @@ step() {
     echo "== $name: skipped, under a minute of the ${budget}s budget left" | tee -a "$out/steps.txt"
     return
   fi
+  local deadline=$(( limit - 45 )) args=() a
+  if [ "$deadline" -lt 10 ]; then deadline=10; fi
+  for a in "$@"; do
+    if [ "$a" = @DEADLINE@ ]; then args+=("$deadline"); else args+=("$a"); fi
+  done
   echo "== $name ($(date -u +%H:%M:%S) UTC, at most ${limit}s)" | tee -a "$out/steps.txt"
   local t0
   t0=$(date +%s)
   # A study stops gracefully on the first signal (its running trials end as failed, their
   # figures kept); the second, 15 s later, ends whatever is still going.
-  timeout -k 15 "$limit" "$@" >"$out/$file" 2>"$out/${file%.*}.err"
+  timeout -k 15 "$limit" "${args[@]}" >"$out/$file" 2>"$out/${file%.*}.err"
   local status=$?
   local took=$(( $(date +%s) - t0 ))
   if [ "$status" = 124 ] || [ "$status" = 137 ]; then
@@ -211,6 +223,29 @@ step() {
 cat "$out/machine.txt"
 pack
 
+# A first small run on the card before any step: it opens the device as training does (every
+# feature and limit the adapter offers), has the driver compile kernels and runs an update. Where
+# that fails, every step would fail the same way after spending its minutes (the peer's first),
+# so the run stops here and says why. Its cache is its own and the drivers' shader caches are
+# left alone, so the first step's figures stay cold.
+if [ -n "$(left)" ]; then
+  echo "== a first run on the card: bench gpu --configs tiny, env on the device, f32 ($(date -u +%H:%M:%S) UTC, at most 120s)" | tee -a "$out/steps.txt"
+  t0=$(date +%s)
+  TRADETUNE_GPU_CACHE="$out/smoke-cache" __GL_SHADER_DISK_CACHE=0 MESA_SHADER_CACHE_DISABLE=true \
+    timeout -k 15 120 "$bin" bench gpu --configs tiny --placements device --precisions f32 \
+    --updates 1 --probe-sizes 256 >"$out/smoke.txt" 2>"$out/smoke.err"
+  status=$?
+  rm -rf "$out/smoke-cache"
+  if [ "$status" != 0 ]; then
+    echo "   failed (exit $status) after $(( $(date +%s) - t0 ))s: no step is run; its last words:" | tee -a "$out/steps.txt"
+    tail -n 15 "$out/smoke.err" | tee -a "$out/steps.txt"
+    pack
+    exit 4
+  fi
+  echo "   done in $(( $(date +%s) - t0 ))s" | tee -a "$out/steps.txt"
+  pack
+fi
+
 # A card's f32 peak needs products larger than the default probe's 1024² (the H100's 1024² ran at
 # 4,740 GFLOP/s of about 60,000): the update's GFLOP/s is held against the best of these.
 probe=(--probe-sizes 256,1024,4096)
@@ -219,7 +254,7 @@ probe=(--probe-sizes 256,1024,4096)
 # Two measured updates, so that the GPU's busy % sampled over them (every 0.1 s) has samples
 # on a fast card.
 cap=240 step "bench gpu, rtx4080, cold" bench-gpu.txt \
-  "$bin" bench gpu --configs rtx4080 --updates 2 "${probe[@]}" "${peer_args[@]}"
+  "$bin" bench gpu --configs rtx4080 --updates 2 "${probe[@]}" --deadline @DEADLINE@ "${peer_args[@]}"
 # What a user's study sees on the card (issue 32's checks beyond the bench): the first trial of a
 # shape in a process, cold but for the autotune answers the bench left (its compile phase, "N s
 # compiling"); a second trial of the same shape, which compiles nothing (its phases against the
@@ -263,7 +298,8 @@ cap=60 step "study, its trials' attributes" study-export.txt \
 # On the warm cache each run is short, so this one also replays the rollouts' policy step
 # (issue 33, TRADETUNE_REPLAY_POLICY): whether a replayed step pays on the card, run by run.
 cap=100 step "bench gpu, rtx4080 on the warm cache, policy steps direct and replayed" bench-gpu-cached.txt \
-  "$bin" bench gpu --configs rtx4080 --precisions f32 --policy-steps direct,replay "${probe[@]}"
+  "$bin" bench gpu --configs rtx4080 --precisions f32 --policy-steps direct,replay "${probe[@]}" \
+  --deadline @DEADLINE@
 # The SPIR-V build (cooperative-matrix f16, issue 33: shipped only with a real card's figure)
 # comes before the other preset's shape, which a short budget loses first. It keeps its
 # autotune answers apart (its environment ends in -spirv), so its first run here is cold too.
@@ -271,18 +307,18 @@ if [ -n "$spirv" ]; then
   cap=60 step "bench matmul, rtx4080, SPIR-V build" bench-matmul-spirv.txt \
     "$spirv" bench matmul --configs rtx4080
   cap=150 step "bench gpu, rtx4080, SPIR-V build" bench-gpu-spirv.txt \
-    "$spirv" bench gpu --configs rtx4080 "${probe[@]}"
+    "$spirv" bench gpu --configs rtx4080 "${probe[@]}" --deadline @DEADLINE@
 fi
 
 # The other preset's shape, cold for its own shapes (the 7900 GRE's owners' card is another, but
 # the launches and the phase split are the shape's).
 cap=150 step "bench gpu, rx7900gre, cold" bench-gpu-rx7900gre.txt \
-  "$bin" bench gpu --configs rx7900gre --updates 2 "${probe[@]}" "${peer_args[@]}"
+  "$bin" bench gpu --configs rx7900gre --updates 2 "${probe[@]}" --deadline @DEADLINE@ "${peer_args[@]}"
 cap=60 step "bench matmul, rtx4080" bench-matmul.txt "$bin" bench matmul --configs rtx4080
 # The update's minibatches replayed too (TRADETUNE_REPLAY_UPDATE): whether that pays on the card.
 cap=90 step "bench gpu, rtx4080, minibatches direct and replayed" bench-gpu-minibatches.txt \
   "$bin" bench gpu --configs rtx4080 --placements device --precisions f32 --policy-steps replay \
-  --minibatches direct,replay "${probe[@]}"
+  --minibatches direct,replay "${probe[@]}" --deadline @DEADLINE@
 
 echo "== $(( $(date +%s) - start ))s in all; the report is in $out/${pack:+, packed in $pack}" | tee -a "$out/steps.txt"
 pack

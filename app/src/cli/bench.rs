@@ -68,6 +68,14 @@ pub struct MatmulArgs {
     pub json: bool,
 }
 
+/// A number of seconds, zero or more.
+fn seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s.is_finite() && s >= 0.0 => Ok(s),
+        _ => Err(format!("'{text}' is not a number of seconds (0 or more)")),
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct GpuArgs {
     /// Device: wgpu (wgpu's default adapter), wgpu:N (the N-th discrete GPU), or cpu.
@@ -110,6 +118,12 @@ pub struct GpuArgs {
     /// peak the update's GFLOP/s is held against (smaller sizes probe faster on a slow device).
     #[arg(long, value_delimiter = ',', default_value = "256,512,1024")]
     pub probe_sizes: Vec<usize>,
+    /// Seconds for the runs (a borrowed card's minutes): a run, ours or the peer's, that would
+    /// start later is skipped and named, a peer's run still going then is stopped, and the
+    /// matmul probe and the lines under the table are printed all the same. No limit by
+    /// default.
+    #[arg(long, value_name = "SECONDS", value_parser = seconds)]
+    pub deadline: Option<f64>,
     /// Print JSON (an object: the device, the matmul probe, the runs and the peer's runs)
     /// instead of a table.
     #[arg(long)]

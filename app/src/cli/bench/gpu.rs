@@ -251,7 +251,11 @@ const REPLAY_NOTE: &str = "the policy step replayed: the trained model's policy 
 const KERNEL_NOTE: &str = "krn%: the device busy with this run's kernels, in % of a steady \
      update (each kernel timed on the device's clock in an update of its own); idle/l: the \
      device's idle time per kernel launched, in µs (the host's cost per launch: building, \
-     submitting, synchronising)";
+     submitting, synchronising). Each kernel is timed in a pass of its own, which a card \
+     that overlaps kernels would have run side by side: the sum is an upper bound, and krn% \
+     above 100 says the card overlaps them (idle/l is then 0). cubecl reads the device's \
+     timestamps through f64: a driver whose clock counts from far back (nanoseconds since 1970 \
+     are about 2^60) has them in steps of 256 ns, which a kernel of a few µs feels";
 
 fn header() {
     outln!(
@@ -441,6 +445,7 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
         DRM_ROOT, GpuDiscovery, Sampler, SamplerConfig, SamplerCore, source,
     };
     anyhow::ensure!(args.updates != Some(0), "--updates must be at least 1");
+    let deadline = Deadline::after(args.deadline);
     let probe_sizes = super::probe_sizes(&args.probe_sizes)?;
     let spec: DeviceSpec = args.device.parse()?;
     let device = open(spec)?;
@@ -538,6 +543,9 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
     let mut results = Vec::new();
     let mut peers = Vec::new();
     let mut peer_failures = 0;
+    let mut run_failures = 0;
+    // The runs past --deadline, by label.
+    let mut skipped: Vec<String> = Vec::new();
     let mut copies_seen = false;
     let mut kernel_lines = Vec::new();
     let mut replay_lines = Vec::new();
@@ -560,12 +568,18 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
             }
             let threads = tradetune_engine::ppo::bench::rayon_threads();
             for precision in ["tf32", "bf16"] {
+                let left = deadline.left();
+                if left.is_some_and(|l| l.is_zero()) {
+                    skipped.push(format!("{} peer {precision}", c.name));
+                    continue;
+                }
                 let run = run_peer(
                     peer,
                     &script,
                     &c,
                     threads,
                     &["--device", &args.peer_device, "--precision", precision],
+                    left,
                 );
                 match &run {
                     Ok(run) => errln!(
@@ -598,14 +612,36 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
                 if let Some(u) = args.updates {
                     c.updates = u;
                 }
+                if deadline.passed() {
+                    skipped.push(run_label(&c));
+                    continue;
+                }
                 // The run's whole-run figures are its totals, taken as the sampler ticks.
                 run_id += 1;
                 handle.begin_trial(run_id, None);
                 let r = crate::cli::while_running(run_label(&c), || {
-                    tradetune_engine::ppo::bench::run(&c, &device)
+                    caught(|| tradetune_engine::ppo::bench::run(&c, &device))
                 });
                 handle.end_trial(run_id);
-                let r = r?;
+                // A run that fails (a driver's error, a device lost, a panic) costs its own
+                // row, not the runs after it (a card may be borrowed for minutes): said where
+                // its row would be, the whole error on stderr, and the command fails at its end.
+                let r = match r {
+                    Ok(r) => r,
+                    Err(why) => {
+                        errln!("{}: {why}", run_label(&c));
+                        if !args.json {
+                            outln!("{}", failed_row(&c, &why));
+                        }
+                        results.push(serde_json::json!({
+                            "config": c.name,
+                            "run": run_label(&c),
+                            "error": why,
+                        }));
+                        run_failures += 1;
+                        continue;
+                    }
+                };
                 let totals = handle.take_trial_totals(run_id).unwrap_or_default();
                 let seen = gpu_seen(&handle, &totals, r.steady_window_s);
                 best =
@@ -819,9 +855,21 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
         });
         outln!("{}", serde_json::to_string_pretty(&out)?);
     }
+    if !skipped.is_empty() {
+        errln!(
+            "--deadline {} s: not run, the time being spent: {}",
+            args.deadline.unwrap_or_default(),
+            skipped.join(", ")
+        );
+    }
     if let Some(e) = probe_failure {
         anyhow::bail!("the matmul probe failed ({e}); every run above was measured");
     }
+    anyhow::ensure!(
+        run_failures == 0,
+        "{run_failures} of the runs failed (their errors are above); every other figure was \
+         measured"
+    );
     anyhow::ensure!(
         peer_failures == 0,
         "--peer: {peer_failures} of the PyTorch peer's runs failed (their errors are above); \
@@ -830,9 +878,91 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// When the runs must have started by (`--deadline`), from the command's start.
+struct Deadline(Option<std::time::Instant>);
+
+impl Deadline {
+    fn after(seconds: Option<f64>) -> Self {
+        Self(seconds.map(|s| std::time::Instant::now() + Duration::from_secs_f64(s)))
+    }
+
+    /// The time left (None: no deadline; zero once it has passed).
+    fn left(&self) -> Option<Duration> {
+        self.0
+            .map(|at| at.saturating_duration_since(std::time::Instant::now()))
+    }
+
+    fn passed(&self) -> bool {
+        self.left().is_some_and(|l| l.is_zero())
+    }
+}
+
+/// `run`'s result, or why it failed: its error, or the message of a panic inside it (a
+/// driver's validation error panics in wgpu's default handler).
+fn caught<T, E: std::fmt::Display>(run: impl FnOnce() -> Result<T, E>) -> Result<T, String> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+        Ok(Ok(r)) => Ok(r),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(panic) => Err(format!(
+            "panicked: {}",
+            tradetune_engine::study::runner::panic_message(&panic)
+        )),
+    }
+}
+
+/// A run that failed, as a table row: its configuration's columns, then the error's first line.
+fn failed_row(c: &TrainBenchConfig, why: &str) -> String {
+    format!(
+        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} {:<9} | failed: {} (the whole error is on stderr)",
+        c.name,
+        c.n_envs,
+        c.n_steps,
+        c.batch_size,
+        format!("{:?}", c.net),
+        c.precision.to_string(),
+        c.placement.name(),
+        pol_column(c),
+        why.lines().next().unwrap_or_default()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run that fails, by its error or by a panic (wgpu's default handler panics on a
+    /// driver's validation error), is a failure to report, not the end of the command; its row
+    /// has the configuration's columns and the error's first line.
+    #[test]
+    fn a_failed_run_is_caught_and_given_a_row() {
+        assert_eq!(caught(|| Ok::<_, String>(3)), Ok(3));
+        assert_eq!(
+            caught(|| Err::<(), _>("out of memory\nmore".to_owned())),
+            Err("out of memory\nmore".to_owned())
+        );
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let panicked = caught(|| -> Result<(), String> { panic!("Validation Error: lost") });
+        std::panic::set_hook(hook);
+        assert_eq!(panicked, Err("panicked: Validation Error: lost".to_owned()));
+        let c = TrainBenchConfig::tiny();
+        let row = failed_row(&c, "out of memory\nmore");
+        assert!(row.starts_with("tiny "), "{row}");
+        assert!(
+            row.ends_with("| failed: out of memory (the whole error is on stderr)"),
+            "{row}"
+        );
+    }
+
+    #[test]
+    fn a_deadline_leaves_time_until_it_passes() {
+        assert_eq!(Deadline::after(None).left(), None);
+        assert!(!Deadline::after(None).passed());
+        assert!(Deadline::after(Some(0.0)).passed());
+        let later = Deadline::after(Some(3600.0));
+        assert!(!later.passed());
+        assert!(later.left().is_some_and(|l| l > Duration::from_secs(3000)));
+    }
     use tradetune_engine::device::kernel_timing::KernelTime;
     use tradetune_engine::telemetry::{
         GpuInfo, GpuProbe, GpuSample, GpuSource, GpuVendor, SamplerConfig, SamplerCore, Source,

@@ -106,24 +106,89 @@ fn min_median_max(v: &[f64]) -> (f64, f64, f64) {
     tradetune_engine::front::min_median_max(v).unwrap_or((f64::NAN, f64::NAN, f64::NAN))
 }
 
+/// Runs `cmd` to its end and gathers its output, or, past `limit`, kills it and the processes
+/// it started (its own process group) and answers None. Without a limit, `Command::output`.
+pub(super) fn output_within(
+    cmd: &mut std::process::Command,
+    limit: Option<std::time::Duration>,
+) -> std::io::Result<Option<std::process::Output>> {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    let Some(limit) = limit else {
+        return cmd.output().map(Some);
+    };
+    let until = std::time::Instant::now() + limit;
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()?;
+    fn gather<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    }
+    let (stdout, stderr) = (gather(child.stdout.take()), gather(child.stderr.take()));
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break Some(status);
+        }
+        if std::time::Instant::now() >= until {
+            // The whole group: a Python's own children would otherwise hold the pipes open.
+            if let Ok(pid) = libc::pid_t::try_from(child.id()) {
+                // SAFETY: kill(2) with a process group id and a signal number; no memory is shared.
+                unsafe { libc::kill(-pid, libc::SIGKILL) };
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let stdout = stdout.join().unwrap_or_default();
+    let stderr = stderr.join().unwrap_or_default();
+    Ok(status.map(|status| std::process::Output {
+        status,
+        stdout,
+        stderr,
+    }))
+}
+
 /// Runs the peer once on `cfg`: `PEER SCRIPT <cfg's arguments> --threads N`, and reads the JSON
-/// line it prints last.
+/// line it prints last; one still running after `limit` is stopped, and that is its error.
 pub(super) fn run_peer(
     peer: &std::path::Path,
     script: &std::path::Path,
     cfg: &TrainBenchConfig,
     threads: usize,
     extra: &[&str],
+    limit: Option<std::time::Duration>,
 ) -> anyhow::Result<PeerRun> {
     use anyhow::Context;
-    let out = std::process::Command::new(peer)
-        .arg(script)
-        .args(cfg.peer_args(cfg.updates))
-        .args(["--threads", &threads.to_string()])
-        .args(extra)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .with_context(|| format!("--peer: cannot run {}", peer.display()))?;
+    let out = output_within(
+        std::process::Command::new(peer)
+            .arg(script)
+            .args(cfg.peer_args(cfg.updates))
+            .args(["--threads", &threads.to_string()])
+            .args(extra)
+            .stdin(std::process::Stdio::null()),
+        limit,
+    )
+    .with_context(|| format!("--peer: cannot run {}", peer.display()))?;
+    let Some(out) = out else {
+        anyhow::bail!(
+            "--peer: {} {} on configuration {} was stopped after {:.0} s (--deadline)",
+            peer.display(),
+            script.display(),
+            cfg.name,
+            limit.unwrap_or_default().as_secs_f64()
+        );
+    };
     if !out.status.success() {
         anyhow::bail!(
             "--peer: {} {} failed on configuration {} ({}):\n{}\n(set up the peer as benches/peers/README.md says)",
@@ -312,7 +377,7 @@ pub(super) fn bench_train(args: TrainArgs) -> anyhow::Result<()> {
             let peer_first = rep % 2 == 1;
             if let (true, Some(peer), Some(script)) = (peer_first, &args.peer, &script) {
                 runs.peer
-                    .push(run_peer(peer, script, &cfg, peer_threads, &[])?);
+                    .push(run_peer(peer, script, &cfg, peer_threads, &[], None)?);
             }
             if args.compare_burn_update && peer_first {
                 runs.burn_update.push(run_ours(&burn_cfg, &device)?);
@@ -323,7 +388,7 @@ pub(super) fn bench_train(args: TrainArgs) -> anyhow::Result<()> {
             }
             if let (false, Some(peer), Some(script)) = (peer_first, &args.peer, &script) {
                 runs.peer
-                    .push(run_peer(peer, script, &cfg, peer_threads, &[])?);
+                    .push(run_peer(peer, script, &cfg, peer_threads, &[], None)?);
             }
         }
         if !args.json {
