@@ -180,6 +180,21 @@ fn bench_gpu_runs_each_placement_and_precision() {
     ));
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 4, "{v}");
+    // Each precision's update held against the CPU's, and agreeing.
+    let agreements = v["agreement"].as_array().unwrap();
+    let precisions: Vec<&str> = agreements
+        .iter()
+        .map(|a| a["agreement"]["precision"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(precisions, ["f32", "f16"], "{v}");
+    for a in agreements {
+        let a = &a["agreement"];
+        let tolerance = a["tolerance"].as_f64().unwrap();
+        for key in ["diagnostics", "moves"] {
+            let d = a[key].as_f64().unwrap();
+            assert!((0.0..=tolerance).contains(&d), "{key}: {a}");
+        }
+    }
     let mut seen = Vec::new();
     for r in runs {
         let res = &r["result"];

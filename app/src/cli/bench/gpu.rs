@@ -247,6 +247,14 @@ const REPLAY_NOTE: &str = "the policy step replayed: the trained model's policy 
      (burn::tensor::capture), steps queued back to back, the host's wall time per step: what a \
      rollout built on replays would save";
 
+/// Printed above the agreement lines.
+const AGREEMENT_NOTE: &str = "agreement with the CPU: each configuration's update on this \
+     device (its network, precision and minibatch; two updates of a made-up rollout from the \
+     same weights) against the CPU's host engine in f32: the largest difference of the \
+     diagnostics (losses, entropy, approx KL, clip fraction, gradient norm) relative to the \
+     CPU's largest, and the norm of the parameters' moves' difference over the CPU's moves' \
+     norm";
+
 /// Printed under the table when the kernels were timed on the device.
 const KERNEL_NOTE: &str = "krn%: the device busy with this run's kernels, in % of a steady \
      update (each kernel timed on the device's clock in an update of its own); idle/l: the \
@@ -544,6 +552,10 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
     let mut peers = Vec::new();
     let mut peer_failures = 0;
     let mut run_failures = 0;
+    // Each configuration's update in each precision against the CPU's.
+    let mut agreements = Vec::new();
+    let mut agreement_lines = Vec::new();
+    let mut disagreements = 0;
     // The runs past --deadline, by label.
     let mut skipped: Vec<String> = Vec::new();
     let mut copies_seen = false;
@@ -707,6 +719,45 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
                 results.push(serde_json::json!({ "result": r, "gpus": seen }));
             }
         }
+        // Each precision's update held against the CPU's, after the runs (whose cold update is
+        // what a new configuration compiles): a card runs kernels no test ran (plane
+        // reductions, other matmul routines), and a fast wrong run reads as a fast right one.
+        for &precision in &precisions {
+            let mut c = cfg.clone();
+            c.precision = precision;
+            let checked =
+                crate::cli::while_running(format!("{} {precision}: agreement", c.name), || {
+                    caught(|| tradetune_engine::ppo::bench::agreement(&c, &device))
+                });
+            let line = match &checked {
+                Ok(a) => {
+                    disagreements += usize::from(!a.agrees());
+                    format!(
+                        "  {} {precision}: diagnostics {:.1e}, parameters' moves {:.1e} \
+                         (tolerance {:.0e}): {}",
+                        c.name,
+                        a.diagnostics,
+                        a.moves,
+                        a.tolerance,
+                        if a.agrees() {
+                            "agrees"
+                        } else {
+                            "DISAGREES: this device's figures are not to be trusted"
+                        }
+                    )
+                }
+                Err(why) => {
+                    disagreements += 1;
+                    format!("  {} {precision}: could not be checked: {why}", c.name)
+                }
+            };
+            errln!("{line}");
+            agreement_lines.push(line);
+            agreements.push(match checked {
+                Ok(a) => serde_json::json!({ "config": c.name, "agreement": a }),
+                Err(why) => serde_json::json!({ "config": c.name, "precision": precision.to_string(), "error": why }),
+            });
+        }
         // The peer's rows, under ours: the ratio needs our best.
         for (precision, run) in peer_runs {
             match run {
@@ -804,6 +855,12 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
             outln!("{line}");
         }
     }
+    if !agreement_lines.is_empty() && !args.json {
+        outln!("{AGREEMENT_NOTE}");
+        for line in &agreement_lines {
+            outln!("{line}");
+        }
+    }
     if !replayed_lines.is_empty() && !args.json {
         outln!("{REPLAYED_NOTE}");
         for line in &replayed_lines {
@@ -849,6 +906,7 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
             "driver_shader_cache_off": tradetune_engine::device::kernels::driver_shader_cache_off(),
             "probe": probe_json,
             "runs": results,
+            "agreement": agreements,
             "replay_gains": gains,
             "peer": peers,
             "skipped_precisions": asked.skipped_json(),
@@ -865,6 +923,11 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
     if let Some(e) = probe_failure {
         anyhow::bail!("the matmul probe failed ({e}); every run above was measured");
     }
+    anyhow::ensure!(
+        disagreements == 0,
+        "{disagreements} of the updates held against the CPU's disagree or could not be checked \
+         (above): this device's figures are not to be trusted"
+    );
     anyhow::ensure!(
         run_failures == 0,
         "{run_failures} of the runs failed (their errors are above); every other figure was \

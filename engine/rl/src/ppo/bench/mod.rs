@@ -380,6 +380,15 @@ pub struct TrainBenchResult {
     pub evaluation_error: Option<String>,
 }
 
+/// `cfg`'s update on `device` held against the CPU's ([`crate::ppo::update::agreement`]): its
+/// network, precision, minibatch and epochs, on a made-up rollout.
+pub fn agreement(
+    cfg: &TrainBenchConfig,
+    device: &Device,
+) -> Result<crate::ppo::update::agreement::Agreement, PpoError> {
+    crate::ppo::update::agreement::agreement(&cfg.ppo(), device)
+}
+
 /// Trains `cfg.updates` updates (after a warm-up update that is not counted) on a random-walk
 /// trading env of `cfg.n_assets` assets, on `device`.
 pub fn run(cfg: &TrainBenchConfig, device: &Device) -> Result<TrainBenchResult, PpoError> {

@@ -56,6 +56,7 @@
 //! divergence after the update, the host at once). Each keeps the arithmetic it had, so every
 //! update is bit for bit what it was before the loop was one.
 
+pub mod agreement;
 mod device;
 mod flat_adam;
 mod host;

@@ -9,31 +9,7 @@ use crate::ppo::model::{ActivationKind, ActorCriticConfig, NetArch};
 
 /// A made-up rollout of `s` samples: values in ranges that clip some ratios and values.
 pub(super) fn batch(s: usize, d: usize, a: usize, device: &Device) -> (UpdateBatch, HostBatch) {
-    let wave = |n: usize, k: usize, scale: f32| -> Vec<f32> {
-        (0..n)
-            .map(|i| (((i * k + 7) % 97) as f32 / 48.5 - 1.0) * scale)
-            .collect()
-    };
-    let host = HostBatch {
-        obs: wave(s * d, 31, 2.0),
-        actions: wave(s * a, 17, 1.5),
-        log_probs: wave(s, 13, 0.3).iter().map(|v| v - 1.8).collect(),
-        values: wave(s, 11, 0.5),
-        advantages: wave(s, 29, 1.0).iter().map(|v| v + 0.2).collect(),
-        returns: wave(s, 7, 0.8),
-    };
-    let t1 = |v: &Vec<f32>| Tensor::<1>::from_data(TensorData::new(v.clone(), [s]), device);
-    let t2 =
-        |v: &Vec<f32>, w: usize| Tensor::<2>::from_data(TensorData::new(v.clone(), [s, w]), device);
-    let burn = UpdateBatch {
-        obs: t2(&host.obs, d),
-        actions: t2(&host.actions, a),
-        log_probs: t1(&host.log_probs),
-        values: t1(&host.values),
-        advantages: t1(&host.advantages),
-        returns: t1(&host.returns),
-    };
-    (burn, host)
+    super::agreement::made_up_batch(s, d, a, device)
 }
 
 /// A small update over [`batch`]'s rollout (f32).
