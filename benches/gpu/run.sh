@@ -165,8 +165,9 @@ left() {
 
 # step NAME FILE COMMAND...: runs COMMAND into FILE (stderr into FILE's .err) within the budget
 # (and within cap=SECONDS before the call, where given), then packs the folder. An argument
-# @DEADLINE@ becomes the step's limit less 45 s: `bench gpu --deadline` then starts no run it
-# would not finish, and keeps those seconds for its matmul probe and the lines under its table.
+# @DEADLINE@ becomes the step's limit less 45 s: `bench gpu --deadline` then starts no run (nor
+# agreement check) after it, so that a run begun before it has those seconds to end in and the
+# matmul probe and the lines under the table are printed (a run longer than that still loses them).
 step() {
   local name="$1" file="$2"; shift 2
   local limit
@@ -229,10 +230,12 @@ pack
 # so the run stops here and says why. Its cache is its own and the drivers' shader caches are
 # left alone, so the first step's figures stay cold.
 if [ -n "$(left)" ]; then
-  echo "== a first run on the card: bench gpu --configs tiny, env on the device, f32 ($(date -u +%H:%M:%S) UTC, at most 120s)" | tee -a "$out/steps.txt"
+  smoke_limit=$(left)
+  if [ "$smoke_limit" -gt 120 ]; then smoke_limit=120; fi
+  echo "== a first run on the card: bench gpu --configs tiny, env on the device, f32 ($(date -u +%H:%M:%S) UTC, at most ${smoke_limit}s)" | tee -a "$out/steps.txt"
   t0=$(date +%s)
   TRADETUNE_GPU_CACHE="$out/smoke-cache" __GL_SHADER_DISK_CACHE=0 MESA_SHADER_CACHE_DISABLE=true \
-    timeout -k 15 120 "$bin" bench gpu --configs tiny --placements device --precisions f32 \
+    timeout -k 15 "$smoke_limit" "$bin" bench gpu --configs tiny --placements device --precisions f32 \
     --updates 1 --probe-sizes 256 >"$out/smoke.txt" 2>"$out/smoke.err"
   status=$?
   rm -rf "$out/smoke-cache"

@@ -1390,8 +1390,15 @@ fn a_used_up_grid_ends_the_study_without_a_trial_to_fail() {
             Arc::new(f),
         )
         .unwrap();
-        let (tx, _rx) = mpsc::channel();
-        runner.run(&tx).unwrap()
+        let (tx, rx) = mpsc::channel();
+        let report = runner.run(&tx).unwrap();
+        // The end says why it came before the budget.
+        let ran_out = drain(&rx).iter().find_map(|e| match e {
+            StudyEvent::StudyFinished { ran_out, .. } => Some(*ran_out),
+            _ => None,
+        });
+        assert_eq!(ran_out, Some(true));
+        report
     };
     let report = run(2);
     let stored = trials(&path, "grid_used_up");

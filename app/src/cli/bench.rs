@@ -68,11 +68,14 @@ pub struct MatmulArgs {
     pub json: bool,
 }
 
-/// A number of seconds, zero or more.
+/// A number of seconds, from zero to a year.
 fn seconds(text: &str) -> Result<f64, String> {
+    const YEAR: f64 = 365.0 * 86_400.0;
     match text.parse::<f64>() {
-        Ok(s) if s.is_finite() && s >= 0.0 => Ok(s),
-        _ => Err(format!("'{text}' is not a number of seconds (0 or more)")),
+        Ok(s) if (0.0..=YEAR).contains(&s) => Ok(s),
+        _ => Err(format!(
+            "'{text}' is not a number of seconds from 0 to {YEAR} (a year)"
+        )),
     }
 }
 

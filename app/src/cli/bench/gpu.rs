@@ -249,11 +249,12 @@ const REPLAY_NOTE: &str = "the policy step replayed: the trained model's policy 
 
 /// Printed above the agreement lines.
 const AGREEMENT_NOTE: &str = "agreement with the CPU: each configuration's update on this \
-     device (its network, precision and minibatch; two updates of a made-up rollout from the \
-     same weights) against the CPU's host engine in f32: the largest difference of the \
-     diagnostics (losses, entropy, approx KL, clip fraction, gradient norm) relative to the \
-     CPU's largest, and the norm of the parameters' moves' difference over the CPU's moves' \
-     norm";
+     device (its network, precision, observation width and minibatch; two updates of two \
+     minibatches of a made-up rollout from the same weights, f16's loss scale starting at 16) \
+     against the CPU's host engine in f32: the largest difference of the diagnostics (losses, \
+     entropy, approx KL, clip fraction, gradient norm), each relative to its own size (at \
+     least 0.01), and, the largest over the parameter tensors, the norm of the difference of \
+     their moves over the norm of the CPU's";
 
 /// Printed under the table when the kernels were timed on the device.
 const KERNEL_NOTE: &str = "krn%: the device busy with this run's kernels, in % of a steady \
@@ -725,6 +726,10 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
         for &precision in &precisions {
             let mut c = cfg.clone();
             c.precision = precision;
+            if deadline.passed() {
+                skipped.push(format!("{} {precision} agreement", c.name));
+                continue;
+            }
             let checked =
                 crate::cli::while_running(format!("{} {precision}: agreement", c.name), || {
                     caught(|| tradetune_engine::ppo::bench::agreement(&c, &device))
@@ -732,13 +737,24 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
             let line = match &checked {
                 Ok(a) => {
                     disagreements += usize::from(!a.agrees());
+                    let skips = if a.skipped_steps > 0 {
+                        format!(
+                            ", {} f16 steps skipped for an overflow (the CPU's were not)",
+                            a.skipped_steps
+                        )
+                    } else {
+                        String::new()
+                    };
                     format!(
                         "  {} {precision}: diagnostics {:.1e}, parameters' moves {:.1e} \
-                         (tolerance {:.0e}): {}",
+                         (tolerance {:.0e}; {} samples of {} observations, minibatch {}{skips}): {}",
                         c.name,
                         a.diagnostics,
                         a.moves,
                         a.tolerance,
+                        a.samples,
+                        a.obs_dim,
+                        a.batch_size,
                         if a.agrees() {
                             "agrees"
                         } else {
@@ -754,8 +770,16 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
             errln!("{line}");
             agreement_lines.push(line);
             agreements.push(match checked {
-                Ok(a) => serde_json::json!({ "config": c.name, "agreement": a }),
-                Err(why) => serde_json::json!({ "config": c.name, "precision": precision.to_string(), "error": why }),
+                Ok(a) => serde_json::json!({
+                    "config": c.name,
+                    "precision": precision.to_string(),
+                    "agreement": a,
+                }),
+                Err(why) => serde_json::json!({
+                    "config": c.name,
+                    "precision": precision.to_string(),
+                    "error": why,
+                }),
             });
         }
         // The peer's rows, under ours: the ratio needs our best.
@@ -967,7 +991,8 @@ fn caught<T, E: std::fmt::Display>(run: impl FnOnce() -> Result<T, E>) -> Result
         Ok(Ok(r)) => Ok(r),
         Ok(Err(e)) => Err(e.to_string()),
         Err(panic) => Err(format!(
-            "panicked: {}",
+            "panicked: {} (the device may be left unusable: a run after this one may fail for \
+             it)",
             tradetune_engine::study::runner::panic_message(&panic)
         )),
     }
@@ -1003,11 +1028,13 @@ mod tests {
             caught(|| Err::<(), _>("out of memory\nmore".to_owned())),
             Err("out of memory\nmore".to_owned())
         );
-        let hook = std::panic::take_hook();
-        std::panic::set_hook(Box::new(|_| {}));
         let panicked = caught(|| -> Result<(), String> { panic!("Validation Error: lost") });
-        std::panic::set_hook(hook);
-        assert_eq!(panicked, Err("panicked: Validation Error: lost".to_owned()));
+        assert!(
+            panicked
+                .as_ref()
+                .is_err_and(|e| e.starts_with("panicked: Validation Error: lost (")),
+            "{panicked:?}"
+        );
         let c = TrainBenchConfig::tiny();
         let row = failed_row(&c, "out of memory\nmore");
         assert!(row.starts_with("tiny "), "{row}");

@@ -108,6 +108,9 @@ fn min_median_max(v: &[f64]) -> (f64, f64, f64) {
 
 /// Runs `cmd` to its end and gathers its output, or, past `limit`, kills it and the processes
 /// it started (its own process group) and answers None. Without a limit, `Command::output`.
+/// In its own group a terminal's Ctrl-C does not reach it, so it is killed when this process's
+/// thread that started it ends (`PR_SET_PDEATHSIG`), and what it left running once it has
+/// ended is killed too, rather than held the output pipes open.
 pub(super) fn output_within(
     cmd: &mut std::process::Command,
     limit: Option<std::time::Duration>,
@@ -119,11 +122,27 @@ pub(super) fn output_within(
         return cmd.output().map(Some);
     };
     let until = std::time::Instant::now() + limit;
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()?;
+    // SAFETY: the closure runs in the child between fork and exec and only calls prctl(2),
+    // which is async-signal-safe.
+    let mut child = unsafe {
+        cmd.stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            })
+            .spawn()?
+    };
+    let group = libc::pid_t::try_from(child.id()).ok();
+    let kill_group = || {
+        if let Some(pid) = group {
+            // SAFETY: kill(2) with a process group id and a signal number; no memory is shared.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+        }
+    };
     fn gather<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
         std::thread::spawn(move || {
             let mut bytes = Vec::new();
@@ -135,20 +154,27 @@ pub(super) fn output_within(
     }
     let (stdout, stderr) = (gather(child.stdout.take()), gather(child.stderr.take()));
     let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break Some(status);
-        }
-        if std::time::Instant::now() >= until {
-            // The whole group: a Python's own children would otherwise hold the pipes open.
-            if let Ok(pid) = libc::pid_t::try_from(child.id()) {
-                // SAFETY: kill(2) with a process group id and a signal number; no memory is shared.
-                unsafe { libc::kill(-pid, libc::SIGKILL) };
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                // What it started and left running would hold the pipes open.
+                kill_group();
+                break Some(status);
             }
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
+            Ok(None) if std::time::Instant::now() >= until => {
+                // The whole group: a Python's own children would otherwise hold the pipes open.
+                kill_group();
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(50)),
+            Err(e) => {
+                kill_group();
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e);
+            }
         }
-        std::thread::sleep(std::time::Duration::from_millis(50));
     };
     let stdout = stdout.join().unwrap_or_default();
     let stderr = stderr.join().unwrap_or_default();
@@ -182,11 +208,10 @@ pub(super) fn run_peer(
     .with_context(|| format!("--peer: cannot run {}", peer.display()))?;
     let Some(out) = out else {
         anyhow::bail!(
-            "--peer: {} {} on configuration {} was stopped after {:.0} s (--deadline)",
+            "--peer: {} {} on configuration {} was stopped at --deadline, still running",
             peer.display(),
             script.display(),
             cfg.name,
-            limit.unwrap_or_default().as_secs_f64()
         );
     };
     if !out.status.success() {

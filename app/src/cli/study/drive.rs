@@ -246,10 +246,16 @@ fn event_lines(e: &StudyEvent) -> Vec<String> {
             pruned,
             failed,
             stopped,
+            ran_out,
             ..
         } => out.push(format!(
-            "done: {completed} complete, {pruned} pruned, {failed} failed{}",
-            if *stopped { " (stopped)" } else { "" }
+            "done: {completed} complete, {pruned} pruned, {failed} failed{}{}",
+            if *stopped { " (stopped)" } else { "" },
+            if *ran_out {
+                " (the sampler has nothing left to try: every point of the grid is tried)"
+            } else {
+                ""
+            }
         )),
         _ => {}
     }

@@ -355,16 +355,19 @@ impl burn::module::ModuleVisitor for Flatten {
 impl ActorCritic {
     /// All parameters as one host vector (tests, divergence checks, fingerprints).
     pub fn flat_params(&self) -> Result<Vec<f32>, PpoError> {
+        Ok(self.param_tensors()?.concat())
+    }
+
+    /// Each parameter tensor as a host vector, in the order [`Self::flat_params`] joins them.
+    pub fn param_tensors(&self) -> Result<Vec<Vec<f32>>, PpoError> {
         let mut f = Flatten(Vec::new());
         self.visit(&mut f);
-        let mut out = Vec::new();
-        for t in f.0 {
-            let v: Vec<f32> = t
-                .try_into_vec_as()
-                .map_err(|e| PpoError::read("parameters", e))?;
-            out.extend(v);
-        }
-        Ok(out)
+        f.0.into_iter()
+            .map(|t| {
+                t.try_into_vec_as()
+                    .map_err(|e| PpoError::read("parameters", e))
+            })
+            .collect()
     }
 }
 

@@ -125,6 +125,9 @@ pub enum StudyEvent {
         pruned: usize,
         failed: usize,
         stopped: bool,
+        /// The sampler had nothing left to try (the grid, every point tried by a finished
+        /// trial): the study ended there, short of its budget.
+        ran_out: bool,
         /// Best COMPLETE trial of the whole study: (number, value).
         best: Option<(u64, f64)>,
     },

@@ -241,6 +241,8 @@ struct Shared {
     sample_lock: Mutex<()>,
     /// The sampler cannot propose more trials (a used-up grid): start no more.
     exhausted: AtomicBool,
+    /// The sampler had nothing left to try when a worker looked for its next trial.
+    ran_out: AtomicBool,
     outcomes: Mutex<Vec<TrialOutcome>>,
     /// Per device slot, the workers bound to its physical device.
     per_device: Vec<usize>,
@@ -505,6 +507,7 @@ impl Runner {
             claimed: AtomicUsize::new(0),
             sample_lock: Mutex::new(()),
             exhausted: AtomicBool::new(false),
+            ran_out: AtomicBool::new(false),
             outcomes: Mutex::new(Vec::new()),
             budget_shared_by: self.cfg.budget_shared_by(),
             per_device,
@@ -555,6 +558,7 @@ impl Runner {
             pruned: count(TrialState::Pruned),
             failed: count(TrialState::Fail),
             stopped: self.stop.study_stopped() || self.stop.finishing(),
+            ran_out: shared.ran_out.load(Ordering::SeqCst),
             best,
         });
         if let Some(e) = results.into_iter().find_map(Result::err) {
@@ -625,6 +629,7 @@ impl Runner {
                 Start::RanOut => {
                     shared.claimed.fetch_sub(1, Ordering::SeqCst);
                     shared.exhausted.store(true, Ordering::SeqCst);
+                    shared.ran_out.store(true, Ordering::SeqCst);
                     break;
                 }
                 Start::Spent => None,
@@ -731,20 +736,27 @@ impl Runner {
         // A trial another program enqueued (Optuna's `study.enqueue_trial`, WAITING) is taken
         // before a new one is made, as Optuna's own `ask` does.
         let waiting = storage.pop_waiting_trial_within(study_id, self.cfg.study_budget)?;
-        let handle = match waiting {
-            Some(handle) => handle,
-            // A grid whose every point is tried makes no trial to fail "not run" (another
-            // process's last point taken between this look and the trial's sampling still
-            // does).
-            None if self.sampler.can_run_out() && self.ran_out(storage, study_id)? => {
+        // A grid whose every point is tried makes no trial to fail "not run". The look and the
+        // new trial's sampling see the same trials: a point another worker finishes between
+        // them (this process's too: only sampling holds the sample lock, not a trial's end)
+        // then leaves the sampler a RUNNING point to run again, as Optuna's `GridSampler`
+        // does, rather than nothing.
+        let mut seen = None;
+        if waiting.is_none() && self.sampler.can_run_out() {
+            let records = storage.trials(study_id)?;
+            if self.ran_out(&records) {
                 return Ok(Start::RanOut);
             }
+            seen = Some(records);
+        }
+        let handle = match waiting {
+            Some(handle) => handle,
             None => match storage.create_trial_within(study_id, self.cfg.study_budget)? {
                 Some(handle) => handle,
                 None => return Ok(Start::Spent),
             },
         };
-        match self.propose(storage, study_id, handle) {
+        match self.propose(storage, study_id, handle, seen) {
             Ok(Ok((params, config))) => Ok(Start::Trial(Ok(Started {
                 handle,
                 params,
@@ -758,9 +770,10 @@ impl Runner {
         }
     }
 
-    /// Whether the sampler has nothing left for a new trial of the study as stored now.
-    fn ran_out(&self, storage: &Storage, study_id: i64) -> Result<bool, RunnerError> {
-        let all: Vec<Trial> = storage.trials(study_id)?.iter().map(Trial::from).collect();
+    /// Whether the sampler has nothing left for a new trial of the study whose trials are
+    /// `records`.
+    fn ran_out(&self, records: &[tradetune_storage::TrialRecord]) -> bool {
+        let all: Vec<Trial> = records.iter().map(Trial::from).collect();
         let next = all.iter().map(|t| t.number + 1).max().unwrap_or(0);
         let ctx = SampleContext {
             space: &self.space,
@@ -770,14 +783,12 @@ impl Runner {
             trial_number: next,
         };
         // A sampler that panics here is asked again by the trial, which fails with the panic.
-        Ok(
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.sampler.ran_out(&ctx)))
-                .unwrap_or(false),
-        )
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.sampler.ran_out(&ctx)))
+            .unwrap_or(false)
     }
 
-    /// Samples the parameters of the new trial `handle` and applies them to the base
-    /// configuration. The inner error is a trial that could not be prepared: (reason, whether
+    /// Samples the parameters of the new trial `handle` (from the study's trials `seen`, where
+    /// the caller read them) and applies them to the base configuration. The inner error is a trial that could not be prepared: (reason, whether
     /// the sampler is used up).
     #[allow(clippy::type_complexity)]
     fn propose(
@@ -785,6 +796,7 @@ impl Runner {
         storage: &mut Storage,
         study_id: i64,
         handle: TrialHandle,
+        seen: Option<Vec<tradetune_storage::TrialRecord>>,
     ) -> Result<
         Result<
             (
@@ -796,7 +808,11 @@ impl Runner {
         RunnerError,
     > {
         let number = handle.number.max(0) as u64;
-        let records = storage.trials(study_id)?;
+        // The study's trials as the caller saw them before it made this one, or as stored now.
+        let records = match seen {
+            Some(records) => records,
+            None => storage.trials(study_id)?,
+        };
         let all: Vec<Trial> = records.iter().map(Trial::from).collect();
         // The parameters an enqueued trial was given: a trial this runner makes has none
         // yet; one taken WAITING has them from whoever enqueued it (Optuna's `fixed_params`,

@@ -381,12 +381,12 @@ pub struct TrainBenchResult {
 }
 
 /// `cfg`'s update on `device` held against the CPU's ([`crate::ppo::update::agreement`]): its
-/// network, precision, minibatch and epochs, on a made-up rollout.
+/// network, precision, observation width and minibatch, on a made-up rollout.
 pub fn agreement(
     cfg: &TrainBenchConfig,
     device: &Device,
 ) -> Result<crate::ppo::update::agreement::Agreement, PpoError> {
-    crate::ppo::update::agreement::agreement(&cfg.ppo(), device)
+    crate::ppo::update::agreement::agreement(&cfg.ppo(), cfg.obs_dim(), device)
 }
 
 /// Trains `cfg.updates` updates (after a warm-up update that is not counted) on a random-walk
