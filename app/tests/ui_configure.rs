@@ -296,3 +296,28 @@ fn the_memory_bar_turns_red_when_a_run_would_be_refused() {
     assert!(start_disabled(&h));
     h.get_by_label_contains("cannot start: the estimate is over the memory budget");
 }
+
+/// The data is loaded with the episode length too (the loader refuses data too short for
+/// it): changing `episode_bars` loads it again, as changing `lookback` does, so an error that
+/// told the user to lower it goes once they have.
+#[test]
+fn changing_episode_bars_loads_the_data_again() {
+    let settings = Settings {
+        tab: Tab::Configure,
+        ..Settings::default()
+    };
+    let mut h = harness(app_with(settings, no_dialogs()));
+    step_until(&mut h, "the bundled data", data_loaded);
+    let before = h.state().cx.data_requests;
+    let bars = h.state().cx.settings.draft.env.episode_bars;
+    h.get_by_role_and_label(Role::SpinButton, "episode_bars")
+        .set_value_accesskit((bars + 100) as f64);
+    h.run_steps(3);
+    assert_eq!(h.state().cx.settings.draft.env.episode_bars, bars + 100);
+    assert_eq!(
+        h.state().cx.data_requests,
+        before + 1,
+        "the data was not loaded again"
+    );
+    step_until(&mut h, "the data", data_loaded);
+}

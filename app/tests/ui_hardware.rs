@@ -367,3 +367,57 @@ fn the_devices_are_listed_with_repeats_bound_to_workers_and_checked() {
     assert_eq!(restored.draft.study.devices, ["cpu", "cpu"]);
     assert_eq!(restored.draft.study.workers, 3);
 }
+
+/// A machine with two different cards: wgpu's default adapter (`wgpu`, listed first) is the
+/// 4 GiB integrated one, `wgpu:1` a 24 GiB card. Training on `wgpu:1` takes the budget from
+/// that card, not from the default adapter whose name `wgpu:1` starts with; a name written
+/// another way (`wgpu:discrete:1`) finds the same card.
+#[test]
+fn the_memory_budget_is_the_chosen_cards_not_the_default_adapters() {
+    let gpu = |name: &str, gib: u64| DeviceInfo {
+        name: name.into(),
+        backend: "wgpu".into(),
+        available: true,
+        detail: format!("a card of {gib} GiB"),
+        memory_bytes: Some(gib << 30),
+        precisions: vec![Precision::F32],
+        reports_pool_usage: true,
+        adapter: None,
+    };
+    let mut devices = cpu_only(64 << 30);
+    devices.retain(|d| d.name == "cpu");
+    devices.extend([
+        gpu("wgpu", 4),
+        gpu("wgpu:0", 12),
+        gpu("wgpu:1", 24),
+        gpu("wgpu:integrated:0", 4),
+    ]);
+    let mut draft = Draft::default();
+    draft.study.device_memory_gib = None;
+    draft.study.devices = vec!["wgpu:1".into()];
+    let settings = Settings {
+        draft,
+        preset: Some("mine".into()),
+        ..Settings::default()
+    };
+    let app = TradeTuneApp::new(settings, Arc::new(no_dialogs()), devices);
+    let mut h = harness(app);
+    step_until(&mut h, "the bundled data", data_loaded);
+    assert_eq!(h.state().cx.device_bytes(), Some(24 << 30));
+    let on_24 = memory_text(&h);
+    for (name, gib) in [
+        ("wgpu:discrete:1", 24),
+        ("wgpu:0", 12),
+        ("wgpu:integrated:0", 4),
+        ("wgpu", 4),
+    ] {
+        h.state_mut().cx.settings.draft.study.devices = vec![name.into()];
+        settle(&mut h);
+        assert_eq!(h.state().cx.device_bytes(), Some(gib << 30), "{name}");
+    }
+    assert_ne!(
+        memory_text(&h),
+        on_24,
+        "the memory bar did not follow the card"
+    );
+}

@@ -23,6 +23,16 @@ fn retype(h: &mut Harness<'_, TradeTuneApp>, label: &str, text: &str) {
     h.run_steps(3);
 }
 
+/// Clicks "Save note" and steps frames until its job has answered (the note saved, or why
+/// not).
+fn save(h: &mut Harness<'_, TradeTuneApp>) {
+    h.get_by_label("Save note").click();
+    step_until(h, "the note's save", |a| {
+        let notes = &a.panels.studies.notes;
+        !notes.saving && (notes.edit.is_none() || notes.error.is_some())
+    });
+}
+
 #[test]
 fn study_and_trial_notes_show_edit_and_save() {
     let dir = tempfile::tempdir().unwrap();
@@ -52,8 +62,7 @@ fn study_and_trial_notes_show_edit_and_save() {
     h.get_by_label("Edit note of noted").click();
     h.run_steps(3);
     retype(&mut h, "note of noted", "baseline run: lr too high");
-    h.get_by_label("Save note").click();
-    h.run_steps(3);
+    save(&mut h);
     let n = read_note(&storage, "noted", None).unwrap();
     assert_eq!(
         (n.version, n.body.as_str()),
@@ -77,8 +86,7 @@ fn study_and_trial_notes_show_edit_and_save() {
     h.get_by_label("Edit note of trial 1").click();
     h.run_steps(3);
     retype(&mut h, "note of trial 1", "the best one");
-    h.get_by_label("Save note").click();
-    h.run_steps(3);
+    save(&mut h);
     let n = read_note(&storage, "noted", Some(1)).unwrap();
     assert_eq!((n.version, n.body.as_str()), (1, "the best one"));
     assert_eq!(read_note(&storage, "noted", Some(0)).unwrap().version, 0);
@@ -88,11 +96,109 @@ fn study_and_trial_notes_show_edit_and_save() {
     h.run_steps(3);
     save_note(&mut storage, "noted", None, "from the dashboard", None).unwrap();
     retype(&mut h, "note of noted", "mine");
-    h.get_by_label("Save note").click();
-    h.run_steps(3);
+    save(&mut h);
     h.get_by_label_contains("note not saved: the note was changed meanwhile");
     assert_eq!(
         read_note(&storage, "noted", None).unwrap().body,
         "from the dashboard"
     );
+}
+
+/// The notes' database with a study "noted" of two trials, and the app showing it in Studies
+/// with its note being edited to `text` (not saved yet).
+fn editing(db: &std::path::Path, text: &str) -> Harness<'static, TradeTuneApp> {
+    let mut storage = Storage::open(db).unwrap();
+    let study = storage
+        .create_study("noted", &[StudyDirection::Minimize])
+        .unwrap();
+    for v in [2.0, 1.0] {
+        let mut t = NewTrial::new(TrialState::Complete);
+        t.values = Some(vec![v]);
+        storage.add_trial(study, &t).unwrap();
+    }
+    drop(storage);
+    let mut h = ui::studies(db, [1400.0, 1100.0]);
+    h.run_steps(4);
+    h.get_by_label("Open database…").click();
+    step_until(&mut h, "the database", |a| a.panels.studies.db.is_some());
+    h.get_by_label("noted").click();
+    step_until(&mut h, "the trials", |a| {
+        a.panels.studies.table.rows.len() == 2
+    });
+    // No note yet: the notes are folded.
+    h.get_by_label("Notes (shared with optuna-dashboard)")
+        .click();
+    h.run_steps(3);
+    h.get_by_label("Edit note of noted").click();
+    h.run_steps(3);
+    retype(&mut h, "note of noted", text);
+    h
+}
+
+/// "Save note" writes on a background job, not on the UI thread (a slow or restarting
+/// PostgreSQL server would freeze the window): until the job answers nothing is written, the
+/// edit stays on screen and cannot be saved twice; then the note is stored and shown.
+#[test]
+fn a_note_is_saved_off_the_ui_thread_and_the_edit_stays_until_then() {
+    use egui_kittest::kittest::NodeT;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("studies.db");
+    let mut h = editing(&db, "saved by a job");
+    h.state_mut().hold_jobs();
+    h.get_by_label("Save note").click();
+    h.run_steps(4);
+    let storage = Storage::open_read_only(&db).unwrap();
+    assert_eq!(
+        read_note(&storage, "noted", None).unwrap().version,
+        0,
+        "the note was written on the UI thread"
+    );
+    assert!(h.state().panels.studies.notes.edit.is_some());
+    assert!(
+        h.get_by_label("Save note").accesskit_node().is_disabled(),
+        "a second save could start while the first is under way"
+    );
+    h.get_by_label_contains("saving the note");
+    assert!(h.state_mut().release_jobs() >= 1);
+    step_until(&mut h, "the note's save", |a| {
+        a.panels.studies.notes.edit.is_none() || a.panels.studies.notes.error.is_some()
+    });
+    assert_eq!(h.state().panels.studies.notes.error, None);
+    let n = read_note(&storage, "noted", None).unwrap();
+    assert_eq!((n.version, n.body.as_str()), (1, "saved by a job"));
+    h.get_by_label("saved by a job");
+}
+
+/// A SQLite file moved away after it was opened: the save is refused naming the file, as
+/// `tradetune study note` refuses it, and no empty database is made at the old path.
+#[test]
+fn a_note_is_not_saved_into_a_database_file_since_moved() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("studies.db");
+    let mut h = editing(&db, "lost?");
+    std::fs::rename(&db, dir.path().join("moved.db")).unwrap();
+    h.get_by_label("Save note").click();
+    step_until(&mut h, "the note's save", |a| {
+        a.panels.studies.notes.error.is_some() || a.panels.studies.notes.edit.is_none()
+    });
+    let error = h
+        .state()
+        .panels
+        .studies
+        .notes
+        .error
+        .clone()
+        .unwrap_or_default();
+    assert!(
+        error.contains("no such study database") && error.contains("studies.db"),
+        "{error}"
+    );
+    assert!(
+        !db.exists(),
+        "an empty database was made at {}",
+        db.display()
+    );
+    // The edit is still there to save elsewhere or copy.
+    assert!(h.state().panels.studies.notes.edit.is_some());
+    h.get_by_label_contains("no such study database");
 }

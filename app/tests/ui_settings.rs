@@ -84,3 +84,136 @@ fn a_bundled_presets_name_is_refused_for_a_saved_preset() {
         cx.notices
     );
 }
+
+/// Settings an older or newer build saved, or a file cut short, no longer read as a whole:
+/// what still reads is kept (the tab, the remembered database, every preset that reads on its
+/// own), the file is copied aside to `app.ron.bad` before the next save overwrites it, and a
+/// `warning:` says what was left out and where the copy is.
+#[test]
+fn settings_that_no_longer_read_keep_what_does_and_the_file_is_kept_aside() {
+    use tradetune_app::ui::presets::UserPreset;
+    use tradetune_app::ui::settings;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("app.ron");
+    let mut fast = Draft::default();
+    fast.ppo.n_epochs = 3;
+    let saved = Settings {
+        tab: Tab::Studies,
+        preset: Some("fast".into()),
+        database: Some("/data/studies.db".into()),
+        user_presets: vec![
+            UserPreset {
+                name: "fast".into(),
+                draft: fast.clone(),
+            },
+            UserPreset {
+                name: "slow".into(),
+                draft: Draft::default(),
+            },
+        ],
+        ..Settings::default()
+    };
+    let mut storage = MemoryStorage::default();
+    eframe::set_value(&mut storage, SETTINGS_KEY, &saved);
+    let text = storage.0[SETTINGS_KEY].clone();
+    // A field of a newer build in the draft's and in "slow"'s study sections (which deny
+    // fields they do not know); "fast" is as this build writes it.
+    let marker = "device_class:None";
+    let at: Vec<usize> = text.match_indices(marker).map(|(i, _)| i).collect();
+    assert_eq!(at.len(), 3, "{text}");
+    let mut text = text;
+    for &i in [at[2], at[0]].iter() {
+        text.insert_str(i + marker.len(), ",gpu_hours:3");
+    }
+    assert!(eframe::get_value::<Settings>(&OneValue(&text), SETTINGS_KEY).is_none());
+    std::fs::write(&file, &text).unwrap();
+
+    let loaded = settings::load(Some(&text), Some(&file));
+    let s = &loaded.settings;
+    assert_eq!(s.tab, Tab::Studies);
+    assert_eq!(s.preset.as_deref(), Some("fast"));
+    assert_eq!(s.database, saved.database);
+    assert_eq!(s.user_presets.len(), 1, "{:?}", s.user_presets);
+    assert_eq!(s.user_presets[0].name, "fast");
+    assert_eq!(s.user_presets[0].draft, fast);
+    assert_eq!(s.draft, Draft::default());
+    let bad = dir.path().join("app.ron.bad");
+    assert_eq!(std::fs::read_to_string(&bad).unwrap(), text);
+    let [w] = &loaded.warnings[..] else {
+        panic!("{:?}", loaded.warnings)
+    };
+    assert!(w.starts_with("warning:"), "{w}");
+    assert!(w.contains("\"slow\"") && !w.contains("\"fast\""), "{w}");
+    assert!(w.contains("settings field draft"), "{w}");
+    assert!(w.contains(&bad.display().to_string()), "{w}");
+
+    // A file eframe could not read at all (cut short by a crash while it was written).
+    std::fs::write(&file, "{\"tradetune-settings\":\"(tab:Stud").unwrap();
+    let loaded = settings::load(None, Some(&file));
+    assert_eq!(loaded.settings, Settings::default());
+    let [w] = &loaded.warnings[..] else {
+        panic!("{:?}", loaded.warnings)
+    };
+    assert!(
+        w.starts_with("warning:") && w.contains("app.ron.bad"),
+        "{w}"
+    );
+    assert!(
+        std::fs::read_to_string(&bad)
+            .unwrap()
+            .ends_with("(tab:Stud")
+    );
+
+    // A first launch (no file) and settings that read are not warned about.
+    assert!(
+        settings::load(None, Some(&dir.path().join("none.ron")))
+            .warnings
+            .is_empty()
+    );
+    let fine = storage.0[SETTINGS_KEY].clone();
+    let loaded = settings::load(Some(&fine), Some(&file));
+    assert_eq!((loaded.settings, loaded.warnings.len()), (saved, 0));
+}
+
+/// eframe's storage over one value (as eframe's file holds it under the settings' key).
+struct OneValue<'a>(&'a str);
+
+impl eframe::Storage for OneValue<'_> {
+    fn get_string(&self, _: &str) -> Option<String> {
+        Some(self.0.to_owned())
+    }
+    fn set_string(&mut self, _: &str, _: String) {}
+    fn remove_string(&mut self, _: &str) {}
+    fn flush(&mut self) {}
+}
+
+/// A preset saved or deleted is saved at once (at the end of the frame), not at eframe's
+/// next autosave up to 30 s later: a crash meanwhile does not lose it.
+#[test]
+fn a_preset_saved_or_deleted_is_saved_at_once() {
+    let mut h = harness(app_with(Settings::default(), no_dialogs()));
+    step_until(&mut h, "the bundled data", data_loaded);
+    assert!(!h.state().cx.save_now);
+    h.get_by_label("Configure").click();
+    settle(&mut h);
+    h.get_by_role_and_label(Role::TextInput, "preset name")
+        .click();
+    h.run_steps(1);
+    h.get_by_role_and_label(Role::TextInput, "preset name")
+        .type_text("mine");
+    settle(&mut h);
+    h.get_by_label("Save as preset").click();
+    h.run_steps(1);
+    assert!(
+        h.state().cx.save_now,
+        "saving a preset waits for the autosave"
+    );
+    h.state_mut().cx.save_now = false;
+    h.get_by_label("Hardware & presets").click();
+    settle(&mut h);
+    h.get_by_label("delete mine").click();
+    h.run_steps(1);
+    let cx = &h.state().cx;
+    assert!(cx.settings.user_presets.is_empty());
+    assert!(cx.save_now, "deleting a preset waits for the autosave");
+}

@@ -131,6 +131,8 @@ fn the_optuna_reference_database_opens_aggregated_sorts_filters_and_exports() {
     );
     let mut rows = 0;
     for m in members {
+        // The notice names the files written (export.csv itself is not one of them).
+        assert!(notice.contains(&format!("export-{m}.csv")), "{notice}");
         let path = dir.path().join(format!("export-{m}.csv"));
         let text =
             std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -419,4 +421,276 @@ fn the_open_database_becomes_where_new_runs_write() {
         tradetune_app::ui::panels::studies::runs_database(&h.state().cx.settings),
         Some(db)
     );
+}
+
+/// A study of [`studies_db`]: its name, trial count and trial k's value.
+type StudyOf<'a> = (&'a str, usize, fn(usize) -> f64);
+
+/// Studies in a new database at `path`, each of `n` COMPLETE trials over two searched
+/// parameters (`ppo.learning_rate`, `ppo.gamma`), trial k's value `value(k)`.
+fn studies_db(path: &std::path::Path, studies: &[StudyOf<'_>]) {
+    use tradetune_engine::storage::{NewTrial, OptunaDistribution, Storage, StudyDirection};
+    let mut s = Storage::open(path).unwrap();
+    let lr = OptunaDistribution::float(1e-5, 1e-3, true, None).unwrap();
+    let gamma = OptunaDistribution::float(0.9, 0.999, false, None).unwrap();
+    for &(name, n, value) in studies {
+        let study = s.create_study(name, &[StudyDirection::Maximize]).unwrap();
+        for k in 0..n {
+            let mut t = NewTrial::new(TrialState::Complete);
+            t.values = Some(vec![value(k)]);
+            t.params = vec![
+                (
+                    "ppo.learning_rate".into(),
+                    1e-5 + 4e-5 * k as f64,
+                    lr.clone(),
+                ),
+                (
+                    "ppo.gamma".into(),
+                    0.9 + 0.004 * ((k * 7) % 20) as f64,
+                    gamma.clone(),
+                ),
+            ];
+            s.add_trial(study, &t).unwrap();
+        }
+    }
+}
+
+/// The "blue LO to yellow HI" colour range in the label that contains `label`.
+fn colour_range(h: &Harness<'_, TradeTuneApp>, label: &str) -> (f64, f64) {
+    use egui_kittest::kittest::NodeT;
+    let node = h.get_by_label_contains(label);
+    let a = node.accesskit_node();
+    let text = format!(
+        "{} {}",
+        a.label().unwrap_or_default(),
+        a.value().unwrap_or_default()
+    );
+    let number = |after: &str| -> f64 {
+        let rest = &text[text.find(after).unwrap_or_else(|| panic!("{text}")) + after.len()..];
+        let end = rest
+            .find(|c: char| !(c.is_ascii_digit() || ".-e".contains(c)))
+            .unwrap_or(rest.len());
+        rest[..end]
+            .parse()
+            .unwrap_or_else(|e| panic!("{e}: {text}"))
+    };
+    (number("blue "), number("yellow "))
+}
+
+/// The contour and parallel-coordinates plots are derived once and kept across frames: a
+/// study of another database with the same parameters and the same number of trials (the
+/// same preset's default name, say) shows its own values, not the last study's.
+#[test]
+fn the_plots_show_the_study_shown_not_the_last_one_of_its_size() {
+    use tradetune_app::ui::panels::studies::{Action, PlotTab};
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second) = (dir.path().join("a.db"), dir.path().join("b.db"));
+    studies_db(&first, &[("ppo", 20, |k| 1.0 + k as f64)]);
+    studies_db(&second, &[("ppo", 20, |k| 101.0 + k as f64)]);
+    let settings = Settings {
+        tab: Tab::Studies,
+        database: Some(first.clone()),
+        ..Settings::default()
+    };
+    let dialogs = TestDialogs {
+        database: Some(second.clone()),
+        save_as: None,
+    };
+    let mut h = harness(app_with(settings, dialogs));
+    step_until(&mut h, "the first database", |a| {
+        a.panels.studies.db.is_some()
+    });
+    h.get_by_label("ppo").click();
+    step_until(&mut h, "its trials", |a| {
+        a.panels.studies.table.rows.len() == 20
+    });
+    h.state_mut().handle(Action::ShowPlot(PlotTab::Contour));
+    settle(&mut h);
+    let (lo, hi) = colour_range(&h, "colour: interpolated objective");
+    assert!(
+        (1.0..=20.0).contains(&lo) && (1.0..=20.0).contains(&hi),
+        "{lo} {hi}"
+    );
+    h.state_mut()
+        .handle(Action::ShowPlot(PlotTab::ParallelCoordinates));
+    settle(&mut h);
+    assert_eq!(colour_range(&h, "parallel coordinates:"), (1.0, 20.0));
+
+    h.get_by_label("Open database…").click();
+    step_until(&mut h, "the second database", |a| {
+        a.panels
+            .studies
+            .db
+            .as_ref()
+            .is_some_and(|d| d.path == second)
+    });
+    h.get_by_label("ppo").click();
+    step_until(&mut h, "its trials", |a| {
+        let t = &a.panels.studies.table;
+        t.rows.len() == 20 && !t.loading
+    });
+    assert_eq!(
+        colour_range(&h, "parallel coordinates:"),
+        (101.0, 120.0),
+        "the lines are the first database's"
+    );
+    h.state_mut().handle(Action::ShowPlot(PlotTab::Contour));
+    settle(&mut h);
+    let (lo, hi) = colour_range(&h, "colour: interpolated objective");
+    assert!(
+        (101.0..=120.0).contains(&lo) && (101.0..=120.0).contains(&hi),
+        "the contour is the first database's: {lo} {hi}"
+    );
+}
+
+/// An export writes the study selected when "Export trials CSV…" was clicked, even when
+/// another is selected while the save dialog is open.
+#[test]
+fn an_export_writes_the_study_it_was_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("studies.db");
+    studies_db(
+        &db,
+        &[("alpha", 3, |k| k as f64), ("beta", 5, |k| k as f64)],
+    );
+    let csv = dir.path().join("alpha_trials.csv");
+    let settings = Settings {
+        tab: Tab::Studies,
+        database: Some(db.clone()),
+        ..Settings::default()
+    };
+    let dialogs = TestDialogs {
+        database: None,
+        save_as: Some(csv.clone()),
+    };
+    let mut h = harness(app_with(settings, dialogs));
+    step_until(&mut h, "the database", |a| a.panels.studies.db.is_some());
+    h.get_by_label("alpha").click();
+    step_until(&mut h, "its trials", |a| {
+        a.panels.studies.table.rows.len() == 3
+    });
+    // The dialog is open (its job held) while beta is selected.
+    h.state_mut().hold_jobs();
+    h.get_by_label("Export trials CSV…").click();
+    settle(&mut h);
+    h.get_by_label("beta").click();
+    settle(&mut h);
+    assert!(h.state_mut().release_jobs() >= 2);
+    step_until(&mut h, "the export", |a| {
+        a.cx.notices
+            .iter()
+            .any(|n| n.starts_with("wrote ") || n.starts_with("export failed"))
+    });
+    let notice = h.state().cx.notices.last().cloned().unwrap();
+    assert_eq!(notice, format!("wrote 3 trials to {}", csv.display()));
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(text.lines().count(), 1 + 3, "{text}");
+}
+
+/// The field beside "Open database…" reads what the CLI's `--db` reads (`sqlite:///path`,
+/// `postgresql+psycopg2://…`), refuses another scheme beside the field, and a database is
+/// remembered for the next launch only once it has opened.
+#[test]
+fn the_database_field_reads_what_the_clis_db_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    many_trials_db(&db, 3, 1);
+    let settings = Settings {
+        tab: Tab::Studies,
+        ..Settings::default()
+    };
+    let mut h = harness(app_with(settings, no_dialogs()));
+    settle(&mut h);
+    let connect = |h: &mut Harness<'_, TradeTuneApp>, text: String| {
+        h.state_mut().panels.studies.url_input = text;
+        h.get_by_label("Connect").click();
+        settle(h);
+    };
+
+    connect(&mut h, format!("sqlite:///{}", db.display()));
+    step_until(&mut h, "the database", |a| {
+        let v = &a.panels.studies;
+        !v.opening && (v.db.is_some() || v.error.is_some())
+    });
+    let v = &h.state().panels.studies;
+    assert_eq!(v.error, None);
+    assert_eq!(v.db.as_ref().map(|d| d.path.clone()), Some(db.clone()));
+    assert_eq!(h.state().cx.settings.database, Some(db.clone()));
+    h.get_by_label("many");
+
+    // Another scheme is refused by name beside the field; the open database stays.
+    connect(&mut h, "mysql://me@db.local/studies".into());
+    let error = h
+        .state()
+        .panels
+        .studies
+        .url_error
+        .clone()
+        .unwrap_or_default();
+    assert!(error.contains("mysql:// is not a storage"), "{error}");
+    h.get_by_label_contains("mysql:// is not a storage");
+    assert_eq!(h.state().cx.settings.database, Some(db.clone()));
+    assert!(h.state().panels.studies.db.is_some());
+
+    // A database that does not open is not remembered for the next launch.
+    let missing = dir.path().join("missing").join("studies.db");
+    connect(&mut h, missing.display().to_string());
+    step_until(&mut h, "the failed open", |a| {
+        let v = &a.panels.studies;
+        !v.opening && v.error.is_some()
+    });
+    assert_eq!(h.state().panels.studies.url_error, None);
+    assert_eq!(h.state().cx.settings.database, Some(db));
+}
+
+/// A study `ppo` beside `ppo_1` and `ppo_2` is not a parallel copy: its trials are not mixed
+/// into theirs (none of them is grouped). `x_1`, `x_2` are; `btc_2024`, `btc_2025` are not.
+#[test]
+fn a_study_named_like_a_group_is_not_merged_into_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("studies.db");
+    let one: fn(usize) -> f64 = |k| k as f64;
+    studies_db(
+        &db,
+        &[
+            ("ppo", 2, one),
+            ("ppo_1", 3, one),
+            ("ppo_2", 4, one),
+            ("x_1", 1, one),
+            ("x_2", 1, one),
+            ("btc_2024", 1, one),
+            ("btc_2025", 1, one),
+        ],
+    );
+    let settings = Settings {
+        tab: Tab::Studies,
+        database: Some(db),
+        ..Settings::default()
+    };
+    let mut h = harness(app_with(settings, no_dialogs()));
+    step_until(&mut h, "the database", |a| a.panels.studies.db.is_some());
+    let groups: HashMap<String, (Vec<String>, usize)> = h
+        .state()
+        .panels
+        .studies
+        .groups
+        .iter()
+        .map(|g| (g.name.clone(), (g.members.clone(), g.n_trials())))
+        .collect();
+    let alone = |name: &str, n: usize| (vec![name.to_owned()], n);
+    assert_eq!(groups.get("ppo"), Some(&alone("ppo", 2)), "{groups:?}");
+    assert_eq!(groups.get("ppo_1"), Some(&alone("ppo_1", 3)), "{groups:?}");
+    assert_eq!(groups.get("ppo_2"), Some(&alone("ppo_2", 4)), "{groups:?}");
+    assert_eq!(
+        groups.get("x"),
+        Some(&(vec!["x_1".to_owned(), "x_2".to_owned()], 2)),
+        "{groups:?}"
+    );
+    assert_eq!(groups.get("btc_2024"), Some(&alone("btc_2024", 1)));
+    assert_eq!(groups.len(), 6, "{groups:?}");
+    h.get_by_label("ppo").click();
+    step_until(&mut h, "its trials", |a| {
+        !a.panels.studies.table.loading && !a.panels.studies.table.rows.is_empty()
+    });
+    assert_eq!(h.state().panels.studies.table.rows.len(), 2);
 }

@@ -15,7 +15,7 @@ use tradetune_engine::telemetry::{
 use super::close::{self, Choice, Closing};
 use super::context::{Command, Context};
 use super::dialog::{FileDialogs, Pick};
-use super::panels::studies::Export;
+use super::panels::studies::{Export, StudiesView};
 use super::panels::{self, Panels, backtest, compare, configure, hardware, run, studies};
 use super::presets;
 use super::settings::Settings;
@@ -54,7 +54,7 @@ action_from!(App: Command, Hardware: hardware::Action, Configure: configure::Act
     Backtest: backtest::Action);
 
 /// Where eframe keeps the settings.
-pub const SETTINGS_KEY: &str = "tradetune-settings";
+pub use super::settings::SETTINGS_KEY;
 
 /// The desktop program.
 pub struct TradeTuneApp {
@@ -413,8 +413,10 @@ impl TradeTuneApp {
                                 .handle(studies::Action::OpenDatabase(path), cx, &mut out);
                         }
                     }
-                    Pick::TrialsCsv(_) => p.studies.export_to(cx, Export::Trials, first),
-                    Pick::TelemetryCsv(_) => p.studies.export_to(cx, Export::Telemetry, first),
+                    Pick::TrialsCsv(of) => StudiesView::export_to(cx, Export::Trials, of, first),
+                    Pick::TelemetryCsv(of) => {
+                        StudiesView::export_to(cx, Export::Telemetry, of, first)
+                    }
                     Pick::Checkpoint => {
                         p.backtest
                             .handle(backtest::Action::CheckpointPicked(first), cx, &mut out)
@@ -423,8 +425,12 @@ impl TradeTuneApp {
             }
             TaskEvent::Backtested { request, result } => p.backtest.finished(request, result),
             TaskEvent::Compared(result) => p.compare.finished(result),
+            TaskEvent::NoteSaved(saved) => p.studies.note_saved(*saved),
             TaskEvent::Exported(what, path, result) => match result {
-                Ok(rows) => cx.notice(format!("wrote {rows} {what} to {}", path.display())),
+                Ok((rows, files)) => cx.notice(format!(
+                    "wrote {rows} {what} to {}",
+                    tasks::files_text(&files, &path)
+                )),
                 Err(e) => cx.notice(format!("export failed: {e}")),
             },
         }
@@ -433,8 +439,16 @@ impl TradeTuneApp {
 }
 
 impl eframe::App for TradeTuneApp {
-    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+    fn ui(&mut self, ui: &mut egui::Ui, frame: &mut eframe::Frame) {
         self.frame(ui);
+        // A preset saved or deleted is written now, not at the next autosave (up to 30 s on,
+        // lost to a crash or a power cut meanwhile).
+        if std::mem::take(&mut self.cx.save_now)
+            && let Some(storage) = frame.storage_mut()
+        {
+            eframe::App::save(self, storage);
+            storage.flush();
+        }
     }
 
     fn save(&mut self, storage: &mut dyn eframe::Storage) {

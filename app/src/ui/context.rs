@@ -145,6 +145,9 @@ pub struct Context {
     pub form_problems: Vec<Problem>,
     /// Starts background jobs; their answers come back to the app, which routes them.
     pub jobs: Jobs,
+    /// The settings changed in a way not to be lost to a crash before eframe's next autosave
+    /// (a preset saved or deleted): the window saves them at the end of this frame.
+    pub save_now: bool,
 }
 
 /// Whether a notice is a warning (the engine's and the CLI's `warning: …` lines).
@@ -172,6 +175,7 @@ impl Context {
             run: RunStatus::default(),
             form_problems: Vec::new(),
             jobs,
+            save_now: false,
         }
     }
 
@@ -306,11 +310,24 @@ impl Context {
         let class = study
             .device_memory_gib
             .map(|gib| (gib * (1u64 << 30) as f64) as u64);
-        let wanted = self.settings.draft.device();
-        self.devices
-            .iter()
-            .find(|d| d.name == wanted || (wanted.starts_with(&d.name) && d.name != "cpu"))
-            .and_then(|d| d.memory_bytes)
-            .or(class)
+        device_memory(&self.devices, self.settings.draft.device()).or(class)
     }
+}
+
+/// The memory of the device named `wanted` among `devices`: the one of that exact name, else
+/// the one naming the same device another way (`cuda` and `cuda:0`, `wgpu:discrete:1` and
+/// `wgpu:1`, `flex` and `cpu`), as the runner parses `--device`. Never another device whose
+/// name `wanted` merely starts with: `wgpu:1` is not the default adapter `wgpu`.
+pub fn device_memory(devices: &[DeviceInfo], wanted: &str) -> Option<u64> {
+    let spec = wanted.parse::<DeviceSpec>().ok();
+    devices
+        .iter()
+        .find(|d| d.name == wanted)
+        .or_else(|| {
+            let spec = spec?;
+            devices
+                .iter()
+                .find(|d| d.name.parse::<DeviceSpec>().ok() == Some(spec))
+        })
+        .and_then(|d| d.memory_bytes)
 }

@@ -13,10 +13,23 @@ pub enum Pick {
     Database,
     /// A checkpoint directory (`tradetune train --out DIR`).
     Checkpoint,
-    /// Where to save the trials of a study as CSV (the suggested file name).
-    TrialsCsv(String),
+    /// Where to save the trials of a study as CSV.
+    TrialsCsv(ExportOf),
     /// Where to save the telemetry of a study as CSV.
-    TelemetryCsv(String),
+    TelemetryCsv(ExportOf),
+}
+
+/// What an export dialog is asked for: the suggested file name, and the database and studies
+/// it exports, fixed when the dialog opens (the window stays live while it is open: another
+/// study selected or another database opened meanwhile is not what was asked for).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportOf {
+    /// The suggested file name (`x_trials.csv`).
+    pub file_name: String,
+    /// The database the studies are read from.
+    pub db: PathBuf,
+    /// The studies (one, or the members of an aggregated group).
+    pub studies: Vec<String>,
 }
 
 /// Answers a [`Pick`] with zero (cancelled), one or several paths. Called on a background
@@ -49,9 +62,9 @@ impl FileDialogs for NativeDialogs {
                 .pick_folder()
                 .into_iter()
                 .collect(),
-            Pick::TrialsCsv(name) | Pick::TelemetryCsv(name) => dialog
+            Pick::TrialsCsv(of) | Pick::TelemetryCsv(of) => dialog
                 .set_title("Save as CSV")
-                .set_file_name(name)
+                .set_file_name(&of.file_name)
                 .add_filter("CSV", &["csv"])
                 .save_file()
                 .into_iter()

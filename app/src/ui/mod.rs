@@ -55,13 +55,18 @@ pub fn run_native(launch: LaunchOptions) -> anyhow::Result<()> {
         "TradeTune",
         options,
         Box::new(move |cc| {
-            let settings = cc
-                .storage
-                .and_then(|s| eframe::get_value(s, app::SETTINGS_KEY))
-                .unwrap_or_default();
+            // Read leniently: settings that no longer read as a whole keep what does, and the
+            // file is kept aside with a warning rather than overwritten by the next save.
+            let saved = cc.storage.and_then(|s| s.get_string(app::SETTINGS_KEY));
+            let file = eframe::storage_dir(APP_ID).map(|d| d.join("app.ron"));
+            let loaded = settings::load(saved.as_deref(), file.as_deref());
             let devices = tradetune_engine::device::describe_devices();
-            let mut app = TradeTuneApp::new(settings, Arc::new(dialog::NativeDialogs), devices)
-                .exit_after_frames(launch.exit_after_frames);
+            let mut app =
+                TradeTuneApp::new(loaded.settings, Arc::new(dialog::NativeDialogs), devices)
+                    .exit_after_frames(launch.exit_after_frames);
+            for w in loaded.warnings {
+                app.cx.notice(w);
+            }
             // The GPUs the probes find start the telemetry and, on a first launch, choose
             // the preset.
             app.detect_hardware(tradetune_engine::telemetry::GpuDiscovery::discover(

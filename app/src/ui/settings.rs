@@ -1,14 +1,17 @@
 //! What the app remembers between launches (eframe persistence, under
-//! [`SETTINGS_KEY`](super::app::SETTINGS_KEY)): the tab shown, the draft, presets, data files and
+//! [`SETTINGS_KEY`]): the tab shown, the draft, presets, data files and
 //! databases. The serde names here are the saved format: a rename needs an alias, and the test
 //! below loads a file the current version saved.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::draft::Draft;
 use super::presets::UserPreset;
+
+/// Where eframe keeps the settings.
+pub const SETTINGS_KEY: &str = "tradetune-settings";
 
 /// The panels, in the order of the tab bar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -87,12 +90,205 @@ impl Default for Settings {
     }
 }
 
+/// The settings a launch starts from (see [`load`]), and what it could not read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Loaded {
+    /// The settings: as saved, or as much of them as still reads.
+    pub settings: Settings,
+    /// `warning:` notices for the app to show: what was not read, and where the file that
+    /// held it is kept.
+    pub warnings: Vec<String>,
+}
+
+/// The settings saved under [`SETTINGS_KEY`] (`saved`, None when
+/// eframe's storage holds none) in eframe's file `file` (`app.ron`). Where they no longer read
+/// as a whole (a file cut short by a crash, or written by an older or newer build whose
+/// engine sections have other fields), as much as reads is kept, field by field, and each
+/// saved preset on its own: one preset that no longer reads does not take the others, the
+/// draft or the remembered database with it. The file is then copied aside to `app.ron.bad`
+/// before the next save overwrites it, and a `warning:` says what was dropped and where the
+/// copy is.
+pub fn load(saved: Option<&str>, file: Option<&Path>) -> Loaded {
+    let mut warnings = Vec::new();
+    let settings = match saved {
+        None => {
+            // eframe reads its file as a whole: one it could not read gives nothing at all.
+            let unread = file.is_some_and(|f| {
+                std::fs::read_to_string(f).is_ok_and(|t| t.contains(SETTINGS_KEY))
+            });
+            if let (true, Some(f)) = (unread, file) {
+                warnings.push(format!(
+                    "warning: the settings file {} could not be read (cut short?): the \
+                     settings and saved presets start from their defaults; {}",
+                    f.display(),
+                    keep_aside(f)
+                ));
+            }
+            Settings::default()
+        }
+        Some(text) => match parse::<Settings>(text) {
+            Some(s) => s,
+            None => {
+                let (settings, dropped) = lenient(text);
+                let file_note = file.map_or_else(
+                    || "the settings were not read from a file".to_owned(),
+                    keep_aside,
+                );
+                warnings.push(format!(
+                    "warning: some saved settings could not be read (saved by another version \
+                     of TradeTune?) and were left out: {}; {file_note}",
+                    if dropped.is_empty() {
+                        "the settings as a whole".to_owned()
+                    } else {
+                        dropped.join(", ")
+                    }
+                ));
+                settings
+            }
+        },
+    };
+    Loaded { settings, warnings }
+}
+
+/// Copies `file` to `<file>.bad` (before the next save overwrites it); says where, or why not.
+fn keep_aside(file: &Path) -> String {
+    let mut bad = file.as_os_str().to_owned();
+    bad.push(".bad");
+    let bad = PathBuf::from(bad);
+    match std::fs::copy(file, &bad) {
+        Ok(_) => format!("the file as it was is kept at {}", bad.display()),
+        Err(e) => format!(
+            "it could not be kept aside ({}: {e}) and is overwritten at the next save",
+            bad.display()
+        ),
+    }
+}
+
+/// `text` read as a `T` in RON (as eframe saves it), or None.
+fn parse<T: serde::de::DeserializeOwned>(text: &str) -> Option<T> {
+    /// eframe's storage over one value, for eframe's own RON reader.
+    struct One<'a>(&'a str);
+    impl eframe::Storage for One<'_> {
+        fn get_string(&self, _: &str) -> Option<String> {
+            Some(self.0.to_owned())
+        }
+        fn set_string(&mut self, _: &str, _: String) {}
+        fn remove_string(&mut self, _: &str) {}
+        fn flush(&mut self) {}
+    }
+    eframe::get_value(&One(text), "")
+}
+
+/// The settings in `text` field by field, the saved presets one by one; with what was dropped
+/// (`user_presets: "fast"`, `draft`, or why none of it reads).
+fn lenient(text: &str) -> (Settings, Vec<String>) {
+    let mut s = Settings::default();
+    let mut dropped = Vec::new();
+    let Some(fields) = ron_items(text, '(', ')') else {
+        return (
+            s,
+            vec!["all of them (the text is cut short or not settings)".into()],
+        );
+    };
+    fn set<T: serde::de::DeserializeOwned>(field: &mut T, raw: &str) -> bool {
+        parse(raw).map(|v| *field = v).is_some()
+    }
+    for item in fields {
+        let Some((name, raw)) = item.split_once(':') else {
+            dropped.push(format!("`{item}`"));
+            continue;
+        };
+        let name = name.trim();
+        let ok = match name {
+            "tab" => set(&mut s.tab, raw),
+            "draft" => set(&mut s.draft, raw),
+            "preset" => set(&mut s.preset, raw),
+            "data_files" => set(&mut s.data_files, raw),
+            "database" => set(&mut s.database, raw),
+            "study_db" => set(&mut s.study_db, raw),
+            "user_presets" => match ron_items(raw, '[', ']') {
+                Some(presets) => {
+                    for p in presets {
+                        match parse::<UserPreset>(p) {
+                            Some(p) => s.user_presets.push(p),
+                            None => {
+                                #[derive(Deserialize)]
+                                struct Named {
+                                    name: String,
+                                }
+                                let name = parse::<Named>(p)
+                                    .map_or_else(|| "one without a name".into(), |n| n.name);
+                                dropped.push(format!("the saved preset \"{name}\""));
+                            }
+                        }
+                    }
+                    true
+                }
+                None => false,
+            },
+            // A field of a newer version: nothing of this one's is lost.
+            _ => true,
+        };
+        if !ok {
+            dropped.push(format!("settings field {name}"));
+        }
+    }
+    (s, dropped)
+}
+
+/// The top-level items of a RON struct `(a: x, b: y)` (`open` '(') or list `[x, y]` (`open`
+/// '['): split at the commas outside brackets and strings; None where `text` is not one whole
+/// (cut short).
+fn ron_items(text: &str, open: char, close: char) -> Option<Vec<&str>> {
+    // A struct may carry its name (`Settings(…)`).
+    let t = text
+        .trim()
+        .trim_start_matches(|c: char| c.is_alphanumeric() || c == '_');
+    let inner = t.strip_prefix(open)?.strip_suffix(close)?;
+    let (mut items, mut depth, mut start) = (Vec::new(), 0i32, 0);
+    let (mut in_str, mut escaped) = (false, false);
+    for (i, c) in inner.char_indices() {
+        if in_str {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_str = true,
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&inner[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+        if depth < 0 {
+            return None;
+        }
+    }
+    if in_str || depth != 0 {
+        return None;
+    }
+    items.push(&inner[start..]);
+    Some(
+        items
+            .into_iter()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
 
     use super::*;
-    use crate::ui::app::SETTINGS_KEY;
     use crate::ui::draft::SearchEntry;
 
     /// eframe's storage, in memory.

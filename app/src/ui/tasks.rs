@@ -28,7 +28,7 @@ use tradetune_engine::front::launch::StudyHandle;
 
 pub use self::columns::{Columns, Curves, ReadRows};
 pub use self::data::{DataInfo, DataInfoMsg};
-pub use self::database::DbContents;
+pub use self::database::{DbContents, NoteSaved, files_text};
 pub use self::live::{LiveRequest, Polled};
 pub use self::report::{ReportKey, ReseedMsg};
 pub use self::results::{BacktestResult, Comparison};
@@ -92,9 +92,12 @@ pub enum TaskEvent {
     ),
     /// A re-run of a study's best trial with other seeds reports (see [`Jobs::reseed`]).
     Reseed(ReseedMsg),
-    /// A CSV export finished: what was written ("trials", "telemetry rows"), where, and the
-    /// rows written, or why not.
-    Exported(&'static str, PathBuf, Result<usize, String>),
+    /// A CSV export finished: what was written ("trials", "telemetry rows"), the file asked
+    /// for, and the rows written with the files they went to (one per study of a group,
+    /// beside the one asked for), or why not.
+    Exported(&'static str, PathBuf, Result<(usize, Vec<PathBuf>), String>),
+    /// A note was saved (see [`Jobs::save_note`]).
+    NoteSaved(Box<NoteSaved>),
     /// A job that had nothing else to say stopped without answering: why (a notice).
     Failed(String),
 }

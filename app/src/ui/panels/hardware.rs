@@ -234,7 +234,7 @@ pub fn devices_listed(state: &mut Context, devices: Result<Vec<DeviceInfo>, Stri
 }
 
 /// [`Command::ApplyPreset`]: the preset's draft replaces the draft (the data reloads when its
-/// lookback differs).
+/// lookback or episode length differs).
 pub fn apply_preset(cx: &mut Context, name: &str) {
     let state = &mut *cx;
     let all = presets::all(&state.presets, &state.settings.user_presets);
@@ -242,11 +242,12 @@ pub fn apply_preset(cx: &mut Context, name: &str) {
         state.notice(format!("no preset named {name}"));
         return;
     };
-    let lookback_changed = p.draft.env.lookback != state.settings.draft.env.lookback;
+    let reload = super::configure::data_window(&p.draft)
+        != super::configure::data_window(&state.settings.draft);
     state.settings.draft = p.draft;
     state.settings.preset = Some(name.to_owned());
     state.notice(format!("preset {name} applied"));
-    if lookback_changed {
+    if reload {
         cx.reload_data();
     }
 }
@@ -254,6 +255,7 @@ pub fn apply_preset(cx: &mut Context, name: &str) {
 /// [`Action::DeletePreset`]: forgets a preset the user saved.
 fn delete_preset(state: &mut Context, name: &str) {
     state.settings.user_presets.retain(|p| p.name != name);
+    state.save_now = true;
 }
 
 /// [`Action::InstallLauncher`]: installs the desktop launcher and icon (two small files:

@@ -3,11 +3,25 @@
 
 use std::path::{Path, PathBuf};
 
-use tradetune_engine::storage::{Storage, StudySummary, TrialRecord};
+use tradetune_engine::storage::{Storage, StudyRecord, StudySummary, TrialRecord};
 
 use super::columns::{Curves, ReadRows};
 use super::rows::{TrialColumn, TrialRow};
 use super::{Jobs, TaskEvent};
+
+/// A note saved (or not) by [`Jobs::save_note`]: whose, in which database, and the study read
+/// back (its system attributes hold the notes) or why not.
+#[derive(Debug)]
+pub struct NoteSaved {
+    /// The database written to.
+    pub db: PathBuf,
+    /// The study.
+    pub study: String,
+    /// The trial's number, or None for the study's note.
+    pub trial: Option<i64>,
+    /// The study as read back after the save, or why the note was not saved.
+    pub result: Result<StudyRecord, String>,
+}
 
 /// One study database as opened.
 #[derive(Debug, Clone)]
@@ -35,6 +49,39 @@ impl Jobs {
                 })
                 .map_err(|e| format!("{}: {e}", crate::launch::db_label(&path)));
             reply.send(TaskEvent::Database { generation, result });
+        });
+    }
+
+    /// Saves `text` as the note of `study` (of its trial numbered `trial`; None: the study's
+    /// own) in `db`, refused where the note is no longer at `version` (another tool saved
+    /// meanwhile), and reads the study back. A SQLite file that is no longer there is refused
+    /// as the CLI's `study note` refuses it, rather than opened writable, which would make an
+    /// empty database in its place. The answer arrives as [`TaskEvent::NoteSaved`].
+    pub fn save_note(
+        &self,
+        db: PathBuf,
+        study: String,
+        trial: Option<i64>,
+        text: String,
+        version: i64,
+    ) {
+        let (asked_db, asked_study) = (db.clone(), study.clone());
+        let lost = move |why| {
+            TaskEvent::NoteSaved(Box::new(NoteSaved {
+                db: asked_db,
+                study: asked_study,
+                trial,
+                result: Err(why),
+            }))
+        };
+        self.spawn("note", lost, move |reply| {
+            let result = write_note(&db, &study, trial, &text, version);
+            reply.send(TaskEvent::NoteSaved(Box::new(NoteSaved {
+                db,
+                study,
+                trial,
+                result,
+            })));
         });
     }
 
@@ -92,6 +139,7 @@ impl Jobs {
         });
     }
 
+    /// Writes the trials of `studies` as CSV (Optuna's `trials_dataframe()` columns): one
     /// study to `out`; several (an aggregated group, whose parameters may differ) to one file
     /// each beside it, `out`'s stem followed by `-<study>`.
     pub fn export_trials(&self, db: PathBuf, studies: Vec<String>, out: PathBuf) {
@@ -99,16 +147,17 @@ impl Jobs {
         let lost = move |why| TaskEvent::Exported("trials", to, Err(why));
         self.spawn("export", lost, move |reply| {
             let result = if studies.len() == 1 {
-                export_trials(&db, &studies[0], &out)
+                export_trials(&db, &studies[0], &out).map(|n| (n, vec![out.clone()]))
             } else {
                 let stem = out
                     .file_stem()
                     .map(|s| s.to_string_lossy().into_owned())
                     .unwrap_or_else(|| "trials".into());
                 each_file(&out, &stem, &studies).and_then(|files| {
-                    files.iter().try_fold(0, |rows, (study, path)| {
+                    let rows = files.iter().try_fold(0, |rows, (study, path)| {
                         export_trials(&db, study, path).map(|n| rows + n)
-                    })
+                    })?;
+                    Ok((rows, files.into_iter().map(|(_, p)| p).collect()))
                 })
             };
             reply.send(TaskEvent::Exported("trials", out, result));
@@ -131,20 +180,44 @@ impl Jobs {
                     .map_err(|e| format!("{}: {e}", record.name))
             };
             let result = if studies.len() == 1 {
-                one(&studies[0], &out)
+                one(&studies[0], &out).map(|n| (n, vec![out.clone()]))
             } else {
                 let stem = out
                     .file_stem()
                     .map(|s| s.to_string_lossy().into_owned())
                     .unwrap_or_else(|| "telemetry".into());
                 each_file(&out, &stem, &studies).and_then(|files| {
-                    files
+                    let rows = files
                         .iter()
-                        .try_fold(0, |rows, (study, path)| one(study, path).map(|n| rows + n))
+                        .try_fold(0, |rows, (study, path)| one(study, path).map(|n| rows + n))?;
+                    Ok((rows, files.into_iter().map(|(_, p)| p).collect()))
                 })
             };
             reply.send(TaskEvent::Exported("telemetry rows", out, result));
         });
+    }
+}
+
+/// The files an export wrote, for its notice: the one, or those of a group's studies (in the
+/// folder of the one asked for, `asked`, which was not written itself).
+pub fn files_text(files: &[PathBuf], asked: &Path) -> String {
+    match files {
+        [] => asked.display().to_string(),
+        [one] => one.display().to_string(),
+        several => {
+            let names: Vec<String> = several
+                .iter()
+                .map(|f| {
+                    f.file_name()
+                        .map_or_else(|| f.display().to_string(), |n| n.to_string_lossy().into())
+                })
+                .collect();
+            let folder = asked.parent().map(Path::display);
+            match folder {
+                Some(d) if !d.to_string().is_empty() => format!("{} in {d}", names.join(", ")),
+                _ => names.join(", "),
+            }
+        }
     }
 }
 
@@ -167,6 +240,24 @@ fn each_file(out: &Path, stem: &str, studies: &[String]) -> Result<Vec<(String, 
         files.push((study.clone(), path));
     }
     Ok(files)
+}
+
+fn write_note(
+    db: &Path,
+    study: &str,
+    trial: Option<i64>,
+    text: &str,
+    version: i64,
+) -> Result<StudyRecord, String> {
+    let not_saved = |e: &dyn std::fmt::Display| format!("note not saved: {e}");
+    crate::launch::require_db(db).map_err(|e| not_saved(&e))?;
+    let label = crate::launch::db_label(db);
+    let mut storage = Storage::open(db).map_err(|e| not_saved(&format!("{label}: {e}")))?;
+    tradetune_engine::study::notes::save_note(&mut storage, study, trial, text, Some(version))
+        .map_err(|e| not_saved(&e))?;
+    storage
+        .study(study)
+        .map_err(|e| format!("the note was saved, but {label} could not be read back: {e}"))
 }
 
 fn read_trials(

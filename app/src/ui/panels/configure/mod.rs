@@ -120,7 +120,7 @@ fn show(
     data::section(ui, state, &problems, commands);
     ui.separator();
 
-    let lookback_before = state.settings.draft.env.lookback;
+    let window_before = data_window(&state.settings.draft);
     let draft = &mut state.settings.draft;
     let machine = &state.devices;
     ui.columns(2, |cols| {
@@ -168,10 +168,17 @@ fn show(
         }
     });
     super::run::start_stop(ui, state, commands);
-    if state.settings.draft.env.lookback != lookback_before {
-        // The observation window changes which bars are usable: reload.
+    if data_window(&state.settings.draft) != window_before {
+        // The observation window and the episode length change which bars are usable (the
+        // loader checks both): reload, so an error they caused goes once they are fixed.
         commands.push(Command::ReloadData.into());
     }
+}
+
+/// What of the draft the data is loaded with (see [`Context::load_data`]): the lookback and
+/// the episode length.
+pub fn data_window(draft: &crate::ui::draft::Draft) -> (usize, usize) {
+    (draft.env.lookback, draft.env.episode_bars)
 }
 
 /// [`Action::SavePreset`]: saves the draft as a user preset (replacing one of that name; a
@@ -200,6 +207,7 @@ fn save_preset(state: &mut Context, name: &str) {
         }),
     }
     state.settings.preset = Some(name.clone());
+    state.save_now = true;
     state.notice(format!("saved preset {name}"));
 }
 

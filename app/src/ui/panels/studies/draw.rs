@@ -2,8 +2,6 @@
 //! then its Report view or its filters, trial details, plots and importances, and the trial
 //! table.
 
-use std::path::PathBuf;
-
 use tradetune_engine::storage::TrialState;
 
 use super::{Action, StudiesView, widgets};
@@ -29,7 +27,8 @@ pub(super) fn show(
             commands.push(Command::Pick(Pick::Database).into());
         }
         // A PostgreSQL study (workers on several machines): its URL; the password comes from
-        // ~/.pgpass (or PGPASSWORD) and is never shown or saved.
+        // ~/.pgpass (or PGPASSWORD) and is never shown or saved. Read as the CLI's --db reads
+        // it: a path, sqlite:///path, postgresql[+driver]://…
         let field = ui.add(
             egui::TextEdit::singleline(&mut view.url_input)
                 .hint_text("postgresql://user@host/dbname")
@@ -38,7 +37,10 @@ pub(super) fn show(
         let entered = field.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
         let url = view.url_input.trim().to_owned();
         if (ui.button("Connect").clicked() || entered) && !url.is_empty() {
-            commands.push(Action::OpenDatabase(PathBuf::from(url)));
+            commands.push(Action::Connect(url));
+        }
+        if let Some(e) = &view.url_error {
+            ui.colored_label(widgets::WARN, e.as_str());
         }
         match &view.db {
             Some(db) => ui.label(crate::launch::db_label(&db.path)),
@@ -152,7 +154,7 @@ pub(super) fn show(
             commands.push(Action::ShowReport(true));
         }
     });
-    super::notes::study_notes(ui, panel);
+    super::notes::study_notes(ui, panel, commands);
     let view = &*panel;
     if view.table.loading {
         ui.horizontal(|ui| {
@@ -238,7 +240,7 @@ pub(super) fn show(
             .filter(|(id, _)| *id == row.trial_id)
             .map(|(_, c)| c);
         super::detail::detail(ui, row, curve, commands);
-        super::notes::trial_note(ui, panel, i);
+        super::notes::trial_note(ui, panel, i, commands);
     }
     let view = &*panel;
     let mut plot_param = view.plots.param.clone();

@@ -155,9 +155,11 @@ impl Importance {
                         params,
                     })
                     .collect();
-                let result = PedAnova::default()
-                    .evaluate(&name, direction, &trials)
-                    .map_err(|e| e.to_string());
+                let result = guarded(|| {
+                    PedAnova::default()
+                        .evaluate(&name, direction, &trials)
+                        .map_err(|e| e.to_string())
+                });
                 let _ = done.set(result);
             });
         match spawned {
@@ -198,6 +200,18 @@ impl Importance {
             computations,
         });
     }
+}
+
+/// `compute`'s answer, or why not where it panics: the computation's thread then answers
+/// anyway, so [`Importance::poll`] does not wait for it (and the frame loop repaint for it)
+/// forever, and the panel says the importances were not computed.
+fn guarded(compute: impl FnOnce() -> Result<Importances, String>) -> Result<Importances, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(compute)).unwrap_or_else(|panic| {
+        Err(format!(
+            "the importances could not be computed (a panic: {})",
+            tradetune_engine::study::runner::panic_message(&panic)
+        ))
+    })
 }
 
 /// The heading over the chart.
@@ -284,4 +298,19 @@ pub(super) fn importance_plot(ui: &mut egui::Ui, view: Option<&ImportanceView>) 
                 }
             });
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A computation that panics answers with why, so the panel stops waiting for it.
+    #[test]
+    fn a_panicking_computation_answers_with_why() {
+        let e = guarded(|| panic!("{}", String::from("out of bounds"))).unwrap_err();
+        assert_eq!(
+            e,
+            "the importances could not be computed (a panic: out of bounds)"
+        );
+    }
 }

@@ -30,23 +30,38 @@ impl StudyGroup {
     }
 }
 
-/// Groups studies named `base_N` (two or more sharing `base`) into one entry; the others stay
-/// alone. The user runs three parallel copies of one study this way.
+/// Groups parallel copies of one study into one entry: studies named `base_1` … `base_N` (two
+/// or more, numbered from 1 without a gap or a leading zero) where no study is named `base`
+/// itself; the others stay alone. The user runs three parallel copies of one study this way.
+/// A study `ppo` beside `ppo_1` and `ppo_2` is another study, not a copy, so none of them is
+/// grouped (its trials would be mixed into the copies'); nor are `btc_2024` and `btc_2025`.
 pub fn aggregate(studies: &[StudySummary]) -> Vec<StudyGroup> {
-    fn base(name: &str) -> Option<&str> {
+    fn split(name: &str) -> Option<(&str, usize)> {
         let (base, n) = name.rsplit_once('_')?;
-        (!base.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())).then_some(base)
+        if base.is_empty() || n.starts_with('0') || !n.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        Some((base, n.parse().ok()?))
     }
+    let copies = |b: &str| -> bool {
+        if studies.iter().any(|o| o.study.name == b) {
+            return false;
+        }
+        let mut numbers: Vec<usize> = studies
+            .iter()
+            .filter_map(|o| {
+                split(&o.study.name)
+                    .filter(|(ob, _)| *ob == b)
+                    .map(|(_, n)| n)
+            })
+            .collect();
+        numbers.sort_unstable();
+        numbers.len() >= 2 && numbers.iter().copied().eq(1..=numbers.len())
+    };
     let mut groups: Vec<StudyGroup> = Vec::new();
     for s in studies {
         let name = &s.study.name;
-        let shared = base(name).filter(|b| {
-            studies
-                .iter()
-                .filter(|o| base(&o.study.name) == Some(*b))
-                .count()
-                >= 2
-        });
+        let shared = split(name).map(|(b, _)| b).filter(|b| copies(b));
         let key = shared.unwrap_or(name);
         let minimize = s
             .study

@@ -31,15 +31,18 @@ pub use self::report::ReportState;
 pub use self::table::{TrialTable, visible_csv};
 use super::widgets;
 use crate::ui::context::{Command, Context};
-use crate::ui::dialog::Pick;
+use crate::ui::dialog::{ExportOf, Pick};
 use crate::ui::settings::Settings;
 use crate::ui::tasks::{Curves, DbContents, Polled, ReadRows, ReseedMsg, TrialColumn, TrialRow};
 
 /// What the Studies panel does (a button, a shortcut, or a test).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
-    /// Open this study database (and remember it for the next launch).
+    /// Open this study database (and remember it for the next launch once it has opened).
     OpenDatabase(PathBuf),
+    /// Open the database named in the field beside "Open database…", as the CLI's `--db`
+    /// takes it (see [`crate::launch::study_location`]); why not shows beside the field.
+    Connect(String),
     /// Show the trials of this study (or aggregated group).
     SelectStudy(String),
     /// Sort the trial table by this column (again: reverse).
@@ -80,6 +83,8 @@ pub enum Action {
     ExportTelemetry,
     /// Copy the visible trial table as CSV to the clipboard.
     CopyTrials,
+    /// Save the note being edited (on a background job; see [`notes::save`]).
+    SaveNote,
     /// An effect beyond the panel (a dialog, a backtest).
     App(Command),
 }
@@ -99,6 +104,10 @@ pub struct StudiesView {
     pub db: Option<DbContents>,
     /// The PostgreSQL URL typed beside "Open database…".
     pub url_input: String,
+    /// Why the text in that field names no database TradeTune opens.
+    pub url_error: Option<String>,
+    /// Whether the database being opened is remembered for the next launch once it opens.
+    pub remember: bool,
     /// Its studies, parallel ones aggregated.
     pub groups: Vec<StudyGroup>,
     /// Whether a database is being opened.
@@ -153,7 +162,14 @@ impl StudiesView {
     /// Carries out one of the panel's actions.
     pub fn handle(&mut self, action: Action, cx: &Context, out: &mut Vec<Command>) {
         match action {
-            Action::OpenDatabase(path) => self.open_database(cx, path, out),
+            Action::OpenDatabase(path) => self.open_database(cx, path),
+            Action::Connect(text) => match crate::launch::study_location(text.trim()) {
+                Ok(path) => {
+                    self.url_error = None;
+                    self.open_database(cx, path);
+                }
+                Err(e) => self.url_error = Some(e),
+            },
             Action::SelectStudy(name) => self.select(cx, &name, out),
             Action::SortTrials(column) => self.table.sort_by(column, &self.plots.brush),
             Action::ToggleColumn(column) => self.table.toggle_column(column),
@@ -177,8 +193,14 @@ impl StudiesView {
                 let n = self.table.visible.len();
                 out.push(Command::Notice(format!("copied {n} rows as CSV")));
             }
+            Action::SaveNote => notes::save(self, cx),
             Action::App(c) => out.push(c),
         }
+    }
+
+    /// A note's save answered (see [`notes::saved`]).
+    pub fn note_saved(&mut self, saved: crate::ui::tasks::NoteSaved) {
+        notes::saved(self, saved);
     }
 
     /// The selected group.
@@ -282,13 +304,11 @@ impl StudiesView {
         self.open(cx, path);
     }
 
-    /// [`Action::OpenDatabase`]: opens `path` and remembers it for the next launch.
-    /// A PostgreSQL URL is remembered without its password.
-    fn open_database(&mut self, cx: &Context, path: PathBuf, out: &mut Vec<Command>) {
-        out.push(Command::RememberDatabase(PathBuf::from(
-            crate::launch::db_label(&path),
-        )));
+    /// [`Action::OpenDatabase`]: opens `path`, to be remembered for the next launch once it
+    /// has opened (see [`Self::database_opened`]): one that fails is not tried on every launch.
+    fn open_database(&mut self, cx: &Context, path: PathBuf) {
         self.open(cx, path);
+        self.remember = true;
     }
 
     /// Opens `path` (the view starts over, keeping its sort order, columns, plot, live
@@ -299,6 +319,7 @@ impl StudiesView {
             opening: true,
             pending_select: view.pending_select.take(),
             url_input: std::mem::take(&mut view.url_input),
+            url_error: view.url_error.take(),
             table: view.table.keeping(),
             live: view.live.keeping(),
             plots: Plots {
@@ -359,6 +380,13 @@ impl StudiesView {
         self.live.last_read = Some(Instant::now());
         match result {
             Ok(db) => {
+                if std::mem::take(&mut self.remember) {
+                    // A PostgreSQL URL is remembered without its password.
+                    let source = self.source.as_ref().unwrap_or(&db.path);
+                    out.push(Command::RememberDatabase(PathBuf::from(
+                        crate::launch::db_label(source),
+                    )));
+                }
                 self.groups = aggregate(&db.studies);
                 out.push(Command::Notice(format!(
                     "{}: {} studies",
@@ -451,26 +479,32 @@ pub enum Export {
 
 impl StudiesView {
     /// [`Action::ExportTrials`], [`Action::ExportTelemetry`]: asks where to save the selected
-    /// study's CSV.
+    /// study's CSV. The database and studies go with the dialog: what is selected when it
+    /// answers may be another study.
     fn ask_export(&self, what: Export, out: &mut Vec<Command>) {
-        if let Some(name) = &self.selected {
-            out.push(Command::Pick(match what {
-                Export::Trials => Pick::TrialsCsv(format!("{name}_trials.csv")),
-                Export::Telemetry => Pick::TelemetryCsv(format!("{name}_telemetry.csv")),
-            }));
-        }
-    }
-
-    /// The save dialog of an export was answered: writes the selected group's CSV to `out`
-    /// (nothing when cancelled).
-    pub fn export_to(&self, cx: &Context, what: Export, out: Option<PathBuf>) {
-        let (Some(out), Some(db), Some(members)) = (out, &self.db, self.selected_members()) else {
+        let (Some(name), Some(db), Some(members)) =
+            (&self.selected, &self.db, self.selected_members())
+        else {
             return;
         };
-        let (db, members) = (db.path.clone(), members.to_vec());
+        let of = |suffix: &str| ExportOf {
+            file_name: format!("{name}_{suffix}.csv"),
+            db: self.source.clone().unwrap_or_else(|| db.path.clone()),
+            studies: members.to_vec(),
+        };
+        out.push(Command::Pick(match what {
+            Export::Trials => Pick::TrialsCsv(of("trials")),
+            Export::Telemetry => Pick::TelemetryCsv(of("telemetry")),
+        }));
+    }
+
+    /// The save dialog of an export was answered: writes the CSV of the studies the dialog was
+    /// asked for (`of`, whatever is selected now) to `out` (nothing when cancelled).
+    pub fn export_to(cx: &Context, what: Export, of: ExportOf, out: Option<PathBuf>) {
+        let Some(out) = out else { return };
         match what {
-            Export::Trials => cx.jobs.export_trials(db, members, out),
-            Export::Telemetry => cx.jobs.export_telemetry(db, members, out),
+            Export::Trials => cx.jobs.export_trials(of.db, of.studies, out),
+            Export::Telemetry => cx.jobs.export_telemetry(of.db, of.studies, out),
         }
     }
 }

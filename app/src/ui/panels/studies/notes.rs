@@ -1,13 +1,16 @@
 //! The notes of the selected studies and of the open trial, in the study system attributes
 //! optuna-dashboard uses (`tradetune_study::notes`): a note written in either tool shows in
-//! the other. Shown as text with an "Edit" button; saving writes to the database at once
-//! (a few small rows) and refuses an edit that started before someone else's save.
+//! the other. Shown as text with an "Edit" button; saving writes to the database at once,
+//! on a background job (a PostgreSQL server that is slow or restarting, or a SQLite file a
+//! study holds locked, would freeze the window), keeps the edit until it answers, and refuses
+//! an edit that started before someone else's save.
 
-use tradetune_engine::storage::Storage;
-use tradetune_engine::study::notes::{note_from_attrs, save_note};
+use tradetune_engine::study::notes::note_from_attrs;
 
-use super::StudiesView;
+use super::{Action, StudiesView};
+use crate::ui::context::Context;
 use crate::ui::panels::widgets;
+use crate::ui::tasks::NoteSaved;
 
 /// A note being edited: whose, the text so far and the version it started from.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,10 +30,59 @@ pub struct Notes {
     pub edit: Option<NoteEdit>,
     /// Why the last note could not be saved.
     pub error: Option<String>,
+    /// Whether the edit is being saved (its job has not answered yet).
+    pub saving: bool,
+}
+
+/// [`Action::SaveNote`]: saves the note being edited on a background job; the edit stays, and
+/// cannot be saved again, until it answers (see [`saved`]).
+pub(super) fn save(view: &mut StudiesView, cx: &Context) {
+    let (Some(edit), Some(db)) = (&view.notes.edit, &view.db) else {
+        return;
+    };
+    if view.notes.saving {
+        return;
+    }
+    view.notes.saving = true;
+    view.notes.error = None;
+    cx.jobs.save_note(
+        db.path.clone(),
+        edit.study.clone(),
+        edit.trial.map(|t| t.1),
+        edit.text.clone(),
+        edit.version,
+    );
+}
+
+/// A note's save answered: the study read back replaces the listed one where the view still
+/// shows that database, and the edit ends; where it failed, the edit stays with why.
+pub fn saved(view: &mut StudiesView, saved: NoteSaved) {
+    let Some(db) = view.db.as_mut().filter(|db| db.path == saved.db) else {
+        return;
+    };
+    let this_edit = view
+        .notes
+        .edit
+        .as_ref()
+        .is_some_and(|e| e.study == saved.study && e.trial.map(|t| t.1) == saved.trial);
+    view.notes.saving = false;
+    match saved.result {
+        Ok(record) => {
+            if let Some(s) = db.studies.iter_mut().find(|s| s.study.name == saved.study) {
+                s.study = record;
+            }
+            if this_edit {
+                view.notes.edit = None;
+                view.notes.error = None;
+            }
+        }
+        Err(e) if this_edit => view.notes.error = Some(e),
+        Err(_) => {}
+    }
 }
 
 /// The notes of every study of the selected group.
-pub(super) fn study_notes(ui: &mut egui::Ui, view: &mut StudiesView) {
+pub(super) fn study_notes(ui: &mut egui::Ui, view: &mut StudiesView, out: &mut Vec<Action>) {
     let Some(members) = view.selected_members().map(<[String]>::to_vec) else {
         return;
     };
@@ -45,21 +97,32 @@ pub(super) fn study_notes(ui: &mut egui::Ui, view: &mut StudiesView) {
         .default_open(any)
         .show(ui, |ui| {
             for study in &members {
-                note(ui, view, study, None);
+                note(ui, view, study, None, out);
             }
         });
 }
 
 /// The note of the trial in row `i`.
-pub(super) fn trial_note(ui: &mut egui::Ui, view: &mut StudiesView, i: usize) {
+pub(super) fn trial_note(
+    ui: &mut egui::Ui,
+    view: &mut StudiesView,
+    i: usize,
+    out: &mut Vec<Action>,
+) {
     let Some(row) = view.table.rows.get(i) else {
         return;
     };
     let (study, trial) = (row.study.clone(), (row.trial_id, row.number));
-    note(ui, view, &study, Some(trial));
+    note(ui, view, &study, Some(trial), out);
 }
 
-fn note(ui: &mut egui::Ui, view: &mut StudiesView, study: &str, trial: Option<(i64, i64)>) {
+fn note(
+    ui: &mut egui::Ui,
+    view: &mut StudiesView,
+    study: &str,
+    trial: Option<(i64, i64)>,
+    out: &mut Vec<Action>,
+) {
     let Some(db) = &view.db else { return };
     let Some(summary) = db.studies.iter().find(|s| s.study.name == study) else {
         return;
@@ -75,7 +138,6 @@ fn note(ui: &mut egui::Ui, view: &mut StudiesView, study: &str, trial: Option<(i
             return;
         }
     };
-    let path = db.path.clone();
     let editing = view
         .notes
         .edit
@@ -84,7 +146,12 @@ fn note(ui: &mut egui::Ui, view: &mut StudiesView, study: &str, trial: Option<(i
     let Some(edit) = editing else {
         ui.horizontal(|ui| {
             ui.strong(&title);
-            if ui.button(format!("Edit {title}")).clicked() {
+            // One save at a time: no other note is edited until it answers.
+            let can = !view.notes.saving;
+            if ui
+                .add_enabled(can, egui::Button::new(format!("Edit {title}")))
+                .clicked()
+            {
                 view.notes.edit = Some(NoteEdit {
                     study: study.to_owned(),
                     trial,
@@ -102,7 +169,9 @@ fn note(ui: &mut egui::Ui, view: &mut StudiesView, study: &str, trial: Option<(i
         return;
     };
     let l = ui.strong(&title);
-    ui.add(
+    let saving = view.notes.saving;
+    ui.add_enabled(
+        !saving,
         egui::TextEdit::multiline(&mut edit.text)
             .desired_rows(4)
             .desired_width(f32::INFINITY),
@@ -110,45 +179,24 @@ fn note(ui: &mut egui::Ui, view: &mut StudiesView, study: &str, trial: Option<(i
     .labelled_by(l.id);
     let (mut save, mut cancel) = (false, false);
     ui.horizontal(|ui| {
-        save = ui.button("Save note").clicked();
-        cancel = ui.button("Cancel").clicked();
+        save = ui
+            .add_enabled(!saving, egui::Button::new("Save note"))
+            .clicked();
+        cancel = ui
+            .add_enabled(!saving, egui::Button::new("Cancel"))
+            .clicked();
+        if saving {
+            ui.spinner();
+            ui.label("saving the note…");
+        }
     });
     if cancel {
         view.notes.edit = None;
         view.notes.error = None;
     } else if save {
-        let edit = edit.clone();
-        match write(&path, &edit) {
-            Ok(record) => {
-                if let Some(db) = view.db.as_mut()
-                    && let Some(s) = db.studies.iter_mut().find(|s| s.study.name == study)
-                {
-                    s.study = record;
-                }
-                view.notes.edit = None;
-                view.notes.error = None;
-            }
-            Err(e) => view.notes.error = Some(e),
-        }
+        out.push(Action::SaveNote);
     }
     if let Some(e) = &view.notes.error {
         ui.colored_label(widgets::WARN, e.as_str());
     }
-}
-
-/// Saves the edited note and reads the study back (its system attributes hold the notes).
-fn write(
-    path: &std::path::Path,
-    edit: &NoteEdit,
-) -> Result<tradetune_engine::storage::StudyRecord, String> {
-    let mut storage = Storage::open(path).map_err(|e| e.to_string())?;
-    save_note(
-        &mut storage,
-        &edit.study,
-        edit.trial.map(|t| t.1),
-        &edit.text,
-        Some(edit.version),
-    )
-    .map_err(|e| format!("note not saved: {e}"))?;
-    storage.study(&edit.study).map_err(|e| e.to_string())
 }

@@ -77,12 +77,12 @@ pub(super) fn contour(
         return;
     }
     let r = ranges(&[(ix, ax), (iy, ay)], done);
+    // Keyed by the view's generation, group and rows too: two studies of the same parameters
+    // and trial counts (from one preset, or in two databases) each have a grid of their own.
     let key = egui::Id::unique((
         "studies_contour",
-        &x,
-        &y,
-        trials.len(),
-        view.table.rows.len(),
+        (&x, &y, trials.len(), view.table.rows.len()),
+        (view.generation, &view.selected, view.table.revision),
     ));
     let grid: std::sync::Arc<Vec<f64>> = match ui.data(|d| d.get_temp(key)) {
         Some(g) => g,

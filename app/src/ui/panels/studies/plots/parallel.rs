@@ -56,10 +56,10 @@ pub(super) fn ranges(axes: &[(usize, &ParamAxis)], rows: &[&TrialRow]) -> Vec<(f
 /// objective's axis last), coloured by objective, grey when a brush leaves them out (those
 /// first, so the kept ones are drawn over them). Built when the view's rows change.
 pub(super) struct PcGeometry {
-    /// The [`TrialTable::revision`](crate::ui::panels::studies::TrialTable::revision) it was built for.
-    revision: u64,
-    /// The complete trials it was built from.
-    trials: usize,
+    /// What it was built for: the view's generation, group and rows.
+    key: GeometryKey,
+    /// Tells this geometry from every other one built (its mesh is cached under it).
+    serial: u64,
     /// Each axis's plotted range (see [`ranges`]).
     ranges: Vec<(f64, f64)>,
     /// The objective's extremes.
@@ -101,9 +101,10 @@ impl PcGeometry {
             });
         let vspan = if vhi > vlo { vhi - vlo } else { 1.0 };
         let unit = |v: f64, (lo, hi): (f64, f64)| ((v - lo) / (hi - lo)) as f32;
+        static BUILT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let mut g = Self {
-            revision: view.table.revision,
-            trials: done.len(),
+            key: GeometryKey::of(view, done),
+            serial: BUILT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             ranges: Vec::new(),
             vlo,
             vhi,
@@ -254,11 +255,37 @@ fn white_texture(ui: &Ui) -> egui::TextureHandle {
     t
 }
 
+/// What a [`PcGeometry`] was built from: the rows of one view of one group (a study in another
+/// database, or another group of the same size, has rows of its own even at the same revision,
+/// which every open starts over).
+#[derive(Debug, Clone, PartialEq)]
+struct GeometryKey {
+    /// The view's [`generation`](crate::ui::panels::studies::StudiesView::generation).
+    generation: u64,
+    /// The selected group.
+    group: Option<String>,
+    /// The [`TrialTable::revision`](crate::ui::panels::studies::TrialTable::revision).
+    revision: u64,
+    /// The complete trials.
+    trials: usize,
+}
+
+impl GeometryKey {
+    fn of(view: &StudiesView, done: &[&TrialRow]) -> Self {
+        GeometryKey {
+            generation: view.generation,
+            group: view.selected.clone(),
+            revision: view.table.revision,
+            trials: done.len(),
+        }
+    }
+}
+
 /// What a cached mesh of [`TrialLines`] was built for.
 #[derive(Clone, Copy, PartialEq)]
 struct MeshKey {
-    revision: u64,
-    trials: usize,
+    /// The geometry's [`PcGeometry::serial`].
+    geometry: u64,
     frame: egui::Rect,
     bounds: PlotBounds,
     pixels_per_point: f32,
@@ -267,8 +294,7 @@ struct MeshKey {
 impl PlotItem for TrialLines {
     fn shapes(&self, ui: &Ui, transform: &PlotTransform, shapes: &mut Vec<Shape>) {
         let key = MeshKey {
-            revision: self.geometry.revision,
-            trials: self.geometry.trials,
+            geometry: self.geometry.serial,
             frame: *transform.frame(),
             bounds: *transform.bounds(),
             pixels_per_point: ui.pixels_per_point(),
@@ -356,7 +382,7 @@ pub(super) fn parallel_coordinates(
     let geometry_id = egui::Id::unique("studies_pc_geometry");
     let cached: Option<Arc<PcGeometry>> = ui.data(|d| d.get_temp(geometry_id));
     let geometry = match cached {
-        Some(g) if g.revision == view.table.revision && g.trials == done.len() => g,
+        Some(g) if g.key == GeometryKey::of(view, done) => g,
         _ => {
             let g = Arc::new(PcGeometry::new(view, &axes, done));
             ui.data_mut(|d| d.insert_temp(geometry_id, g.clone()));
