@@ -183,9 +183,11 @@ fn compare_two_parallel_studies() {
     ));
     h.run_steps(2);
     step_until(&mut h, "the comparison", |a| !a.panels.compare.loading);
+    // The same name on every machine, for the database and the comparison made of it.
     if let Some(d) = h.state_mut().panels.studies.db.as_mut() {
         d.path = PathBuf::from("optuna-reference.db");
     }
+    h.state_mut().panels.compare.of = Some(PathBuf::from("optuna-reference.db"));
     h.state_mut().cx.notices.clear();
     h.run_steps(4);
     snapshot(&mut h, "compare");

@@ -152,7 +152,7 @@ fn two_studies_compare_side_by_side_and_a_wrong_name_is_named() {
     let db = reference_db(dir.path());
     let settings = Settings {
         tab: Tab::Compare,
-        database: Some(db),
+        database: Some(db.clone()),
         ..Settings::default()
     };
     let mut h = harness(app_with(settings, no_dialogs()));
@@ -197,6 +197,37 @@ fn two_studies_compare_side_by_side_and_a_wrong_name_is_named() {
     });
     let e = h.state().panels.compare.error.clone().expect("an error");
     assert!(e.contains("no_such_study"), "{e}");
+    // The failure is not shown above the earlier comparison's table.
+    assert!(h.state().panels.compare.result.is_none());
+
+    // A comparison is of its database: once Studies opens another, it is not shown under the
+    // new one's name.
+    h.state_mut()
+        .handle(tradetune_app::ui::panels::compare::Action::Compare(
+            "x_aggressive_1".into(),
+            "x_aggressive_2".into(),
+        ));
+    step_until(&mut h, "the comparison", |a| !a.panels.compare.loading);
+    assert!(h.state().panels.compare.result.is_some());
+    let other = dir.path().join("other.db");
+    std::fs::copy(&db, &other).unwrap();
+    h.state_mut()
+        .handle(tradetune_app::ui::panels::studies::Action::OpenDatabase(
+            other.clone(),
+        ));
+    step_until(&mut h, "the other database", |a| {
+        a.panels
+            .studies
+            .db
+            .as_ref()
+            .is_some_and(|d| d.path == other)
+    });
+    settle(&mut h);
+    assert!(
+        h.state().panels.compare.result.is_none(),
+        "the first database's comparison is shown under the second's name"
+    );
+    assert_eq!(h.state().panels.compare.error, None);
 }
 
 #[test]

@@ -28,15 +28,32 @@ pub struct CompareView {
     pub result: Option<Comparison>,
     /// Why the last comparison failed.
     pub error: Option<String>,
+    /// The database the result and the error are of (and the comparison under way asked):
+    /// once the Studies panel opens another, they are dropped rather than shown under its name.
+    pub of: Option<std::path::PathBuf>,
 }
 
 impl CompareView {
-    /// A comparison finished (or failed).
+    /// A comparison finished (or failed): a failure replaces the result it would otherwise be
+    /// shown above.
     pub fn finished(&mut self, result: Result<Box<Comparison>, String>) {
         self.loading = false;
         match result {
             Ok(c) => self.result = Some(*c),
-            Err(e) => self.error = Some(e),
+            Err(e) => {
+                self.result = None;
+                self.error = Some(e);
+            }
+        }
+    }
+
+    /// Drops the result and the error of a database other than `db`, the one open now (none
+    /// while a comparison of `db` is under way).
+    fn keep_only(&mut self, db: Option<&std::path::Path>) {
+        if !self.loading && self.of.as_deref() != db {
+            self.result = None;
+            self.error = None;
+            self.of = db.map(std::path::Path::to_path_buf);
         }
     }
 }
@@ -50,6 +67,7 @@ impl CompareView {
                 if let Some(db) = db {
                     self.loading = true;
                     self.error = None;
+                    self.of = Some(db.path.clone());
                     cx.jobs.compare(db.path.clone(), a, b);
                 }
             }
@@ -58,6 +76,7 @@ impl CompareView {
 
     /// Draws the panel over the database `db` the Studies panel has open.
     pub fn ui(&mut self, ui: &mut egui::Ui, cx: &Context, db: Option<&DbContents>) {
+        self.keep_only(db.map(|d| d.path.as_path()));
         let mut actions = Vec::new();
         self.draw(ui, db, &mut actions);
         for a in actions {
