@@ -319,15 +319,13 @@ fn row(c: &TrainBenchConfig, r: &TrainBenchResult, seen: &[GpuSeen]) {
         })
         .collect();
     outln!(
-        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} {:<9} | {:>7.1} {:>7} {:>9.0} {:>9.0} {:>7.1} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>4.0} {:>4.0} {:>4.0} {:>4.0} {:>4.0} | {:>5} {:>6} | {:>8} | {}",
-        c.name,
-        c.n_envs,
-        c.n_steps,
-        c.batch_size,
-        format!("{:?}", c.net),
-        c.precision.to_string(),
-        c.placement.name(),
-        pol_column(c),
+        "{} | {:>7.1} {:>7} {:>9.0} {:>9.0} {:>7.1} | {:>7} {:>5} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>4.0} {:>4.0} {:>4.0} {:>4.0} {:>4.0} | {:>5} {:>6} | {:>8} | {}",
+        config_columns(
+            c,
+            &c.precision.to_string(),
+            c.placement.name(),
+            &pol_column(c)
+        ),
         r.cold_update_s,
         opt(r.compile_s, 1),
         r.samples_per_second,
@@ -374,15 +372,8 @@ fn peer_row(c: &TrainBenchConfig, precision: &str, run: &PeerRun, ours_best: Opt
         format!(", its env {:.0} % of its time", 100.0 * e)
     });
     outln!(
-        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} {:<9} | {:>7} {:>7} {:>9.0} {:>9} | peer: {} on {}{env}{ratio}",
-        c.name,
-        c.n_envs,
-        c.n_steps,
-        c.batch_size,
-        format!("{:?}", c.net),
-        precision,
-        "host",
-        "-",
+        "{} | {:>7} {:>7} {:>9.0} {:>9} | peer: {} on {}{env}{ratio}",
+        config_columns(c, precision, "host", "-"),
         opt(run.cold_update_seconds, 1),
         "-",
         run.samples_per_second(),
@@ -1001,16 +992,30 @@ fn caught<T, E: std::fmt::Display>(run: impl FnOnce() -> Result<T, E>) -> Result
 /// A run that failed, as a table row: its configuration's columns, then the error's first line.
 fn failed_row(c: &TrainBenchConfig, why: &str) -> String {
     format!(
-        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} {:<9} | failed: {} (the whole error is on stderr)",
+        "{} | failed: {} (the whole error is on stderr)",
+        config_columns(
+            c,
+            &c.precision.to_string(),
+            c.placement.name(),
+            &pol_column(c)
+        ),
+        why.lines().next().unwrap_or_default()
+    )
+}
+
+/// A row's first columns, under the header's `config envs steps batch net prec env pol`: the
+/// configuration's shape with the run's precision, env placement and policy-step column.
+fn config_columns(c: &TrainBenchConfig, precision: &str, env: &str, pol: &str) -> String {
+    format!(
+        "{:<10} {:>4} {:>5} {:>5} {:<18} {:>4} {:<6} {:<9}",
         c.name,
         c.n_envs,
         c.n_steps,
         c.batch_size,
         format!("{:?}", c.net),
-        c.precision.to_string(),
-        c.placement.name(),
-        pol_column(c),
-        why.lines().next().unwrap_or_default()
+        precision,
+        env,
+        pol,
     )
 }
 
