@@ -29,7 +29,7 @@ fn save(h: &mut Harness<'_, TradeTuneApp>) {
     h.get_by_label("Save note").click();
     step_until(h, "the note's save", |a| {
         let notes = &a.panels.studies.notes;
-        !notes.saving && (notes.edit.is_none() || notes.error.is_some())
+        notes.saving.is_none() && (notes.edit.is_none() || notes.error.is_some())
     });
 }
 
@@ -201,4 +201,106 @@ fn a_note_is_not_saved_into_a_database_file_since_moved() {
     // The edit is still there to save elsewhere or copy.
     assert!(h.state().panels.studies.notes.edit.is_some());
     h.get_by_label_contains("no such study database");
+}
+
+/// Whether a notice containing `text` was posted.
+fn noticed(a: &TradeTuneApp, text: &str) -> bool {
+    a.cx.notices.iter().any(|n| n.contains(text))
+}
+
+/// A save answers only for the view it was asked in: the same database opened again while the
+/// save is under way ("Open database…" once more, "Show in Studies"), and the note edited anew,
+/// the first save's answer neither ends nor throws away the new edit; it is told as a notice.
+/// The new edit, started from the note as read before the first save, is then refused with
+/// why, not lost.
+#[test]
+fn a_save_answered_after_the_database_opened_again_leaves_the_new_edit() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("studies.db");
+    let mut h = editing(&db, "first");
+    h.state_mut().hold_jobs();
+    h.get_by_label("Save note").click();
+    h.run_steps(3);
+    assert!(h.state().panels.studies.notes.saving.is_some());
+
+    // Opened again while the note's job is held; the study selected and its note edited.
+    h.state_mut().handle(StudyAction::OpenDatabase(db.clone()));
+    assert_eq!(h.state_mut().release_jobs_except("note"), 1);
+    step_until(&mut h, "the database", |a| a.panels.studies.db.is_some());
+    h.get_by_label("noted").click();
+    h.run_steps(2);
+    assert_eq!(h.state_mut().release_jobs_except("note"), 1);
+    step_until(&mut h, "the trials", |a| {
+        a.panels.studies.table.rows.len() == 2
+    });
+    if h.query_by_label("Edit note of noted").is_none() {
+        h.get_by_label("Notes (shared with optuna-dashboard)")
+            .click();
+        h.run_steps(3);
+    }
+    h.get_by_label("Edit note of noted").click();
+    h.run_steps(3);
+    retype(&mut h, "note of noted", "second");
+
+    // The first save answers now.
+    assert_eq!(h.state_mut().release_jobs(), 1);
+    step_until(&mut h, "the first save's answer", |a| {
+        a.panels.studies.notes.edit.is_none() || noticed(a, "note of noted saved")
+    });
+    let notes = &h.state().panels.studies.notes;
+    assert_eq!(
+        notes.edit.as_ref().map(|e| e.text.as_str()),
+        Some("second"),
+        "the new edit was ended by the first save's answer"
+    );
+    assert_eq!((notes.saving, notes.error.as_deref()), (None, None));
+    let storage = Storage::open_read_only(&db).unwrap();
+    assert_eq!(read_note(&storage, "noted", None).unwrap().body, "first");
+
+    // The new edit started from version 0, read before the first save: refused, with why,
+    // and kept.
+    save(&mut h);
+    h.get_by_label_contains("note not saved: the note was changed meanwhile");
+    let notes = &h.state().panels.studies.notes;
+    assert_eq!(notes.edit.as_ref().map(|e| e.text.as_str()), Some("second"));
+    assert_eq!(read_note(&storage, "noted", None).unwrap().body, "first");
+}
+
+/// Another database opened while a save is under way drops the edit from the view; where that
+/// save then fails, a warning says so (the user would otherwise think the note saved).
+#[test]
+fn a_note_not_saved_after_another_database_opened_is_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("studies.db");
+    let mut h = editing(&db, "lost?");
+    let moved = dir.path().join("moved.db");
+    std::fs::rename(&db, &moved).unwrap();
+    h.state_mut().hold_jobs();
+    h.get_by_label("Save note").click();
+    h.run_steps(3);
+    h.state_mut()
+        .handle(StudyAction::OpenDatabase(moved.clone()));
+    assert_eq!(h.state_mut().release_jobs_except("note"), 1);
+    step_until(&mut h, "the other database", |a| {
+        a.panels.studies.db.is_some()
+    });
+    assert_eq!(h.state_mut().release_jobs(), 1);
+    step_until(&mut h, "the warning", |a| noticed(a, "note of noted"));
+    let notice = h
+        .state()
+        .cx
+        .notices
+        .iter()
+        .find(|n| n.contains("note of noted"))
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        notice.starts_with("warning:") && notice.contains("no such study database"),
+        "{notice}"
+    );
+    assert!(
+        !db.exists(),
+        "an empty database was made at {}",
+        db.display()
+    );
 }

@@ -97,8 +97,15 @@ fn settings_that_no_longer_read_keep_what_does_and_the_file_is_kept_aside() {
     let file = dir.path().join("app.ron");
     let mut fast = Draft::default();
     fast.ppo.n_epochs = 3;
+    let mut slow = Draft::default();
+    slow.ppo.n_epochs = 9;
+    slow.env.lookback = 40;
+    let mut draft = Draft::default();
+    draft.ppo.n_epochs = 5;
+    draft.study.name = "mine".into();
     let saved = Settings {
         tab: Tab::Studies,
+        draft: draft.clone(),
         preset: Some("fast".into()),
         database: Some("/data/studies.db".into()),
         user_presets: vec![
@@ -108,7 +115,7 @@ fn settings_that_no_longer_read_keep_what_does_and_the_file_is_kept_aside() {
             },
             UserPreset {
                 name: "slow".into(),
-                draft: Draft::default(),
+                draft: slow.clone(),
             },
         ],
         ..Settings::default()
@@ -128,41 +135,64 @@ fn settings_that_no_longer_read_keep_what_does_and_the_file_is_kept_aside() {
     assert!(eframe::get_value::<Settings>(&OneValue(&text), SETTINGS_KEY).is_none());
     std::fs::write(&file, &text).unwrap();
 
+    // What reads is kept section by section: the draft and "slow" lose only their study
+    // sections (to the defaults); "fast" reads whole. The draft is no longer the preset last
+    // applied: its name goes.
     let loaded = settings::load(Some(&text), Some(&file));
     let s = &loaded.settings;
     assert_eq!(s.tab, Tab::Studies);
-    assert_eq!(s.preset.as_deref(), Some("fast"));
+    assert_eq!(s.preset, None);
     assert_eq!(s.database, saved.database);
-    assert_eq!(s.user_presets.len(), 1, "{:?}", s.user_presets);
-    assert_eq!(s.user_presets[0].name, "fast");
+    let mut want = draft.clone();
+    want.study = Draft::default().study;
+    assert_eq!(s.draft, want);
+    let names: Vec<&str> = s.user_presets.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["fast", "slow"]);
     assert_eq!(s.user_presets[0].draft, fast);
-    assert_eq!(s.draft, Draft::default());
+    assert_eq!(s.user_presets[1].draft, slow);
     let bad = dir.path().join("app.ron.bad");
     assert_eq!(std::fs::read_to_string(&bad).unwrap(), text);
     let [w] = &loaded.warnings[..] else {
         panic!("{:?}", loaded.warnings)
     };
     assert!(w.starts_with("warning:"), "{w}");
-    assert!(w.contains("\"slow\"") && !w.contains("\"fast\""), "{w}");
-    assert!(w.contains("settings field draft"), "{w}");
+    assert!(w.contains("\"slow\": draft.study"), "{w}");
+    assert!(!w.contains("\"fast\":"), "{w}");
+    assert!(w.contains("left out: draft.study, "), "{w}");
+    assert!(!w.contains("settings field draft"), "{w}");
+    assert!(w.contains("preset last applied (\"fast\")"), "{w}");
     assert!(w.contains(&bad.display().to_string()), "{w}");
 
-    // A file eframe could not read at all (cut short by a crash while it was written).
+    // A file eframe could not read at all (cut short by a crash while it was written): it is
+    // kept aside under another name, and the first copy (the only one holding the presets)
+    // stays as it was; a third bad read takes the next name.
     std::fs::write(&file, "{\"tradetune-settings\":\"(tab:Stud").unwrap();
     let loaded = settings::load(None, Some(&file));
     assert_eq!(loaded.settings, Settings::default());
     let [w] = &loaded.warnings[..] else {
         panic!("{:?}", loaded.warnings)
     };
+    let bad1 = dir.path().join("app.ron.bad.1");
     assert!(
-        w.starts_with("warning:") && w.contains("app.ron.bad"),
+        w.starts_with("warning:") && w.contains(&bad1.display().to_string()),
         "{w}"
     );
+    assert_eq!(std::fs::read_to_string(&bad).unwrap(), text);
     assert!(
-        std::fs::read_to_string(&bad)
+        std::fs::read_to_string(&bad1)
             .unwrap()
             .ends_with("(tab:Stud")
     );
+    std::fs::write(&file, "{\"tradetune-settings\":\"(tab:Ru").unwrap();
+    let loaded = settings::load(None, Some(&file));
+    let bad2 = dir.path().join("app.ron.bad.2");
+    assert!(
+        loaded.warnings[0].contains(&bad2.display().to_string()),
+        "{:?}",
+        loaded.warnings
+    );
+    assert!(std::fs::read_to_string(&bad2).unwrap().ends_with("(tab:Ru"));
+    assert_eq!(std::fs::read_to_string(&bad).unwrap(), text);
 
     // A first launch (no file) and settings that read are not warned about.
     assert!(
@@ -208,7 +238,19 @@ fn a_preset_saved_or_deleted_is_saved_at_once() {
         h.state().cx.save_now,
         "saving a preset waits for the autosave"
     );
-    h.state_mut().cx.save_now = false;
+    // The end of the frame (eframe::App::ui after the frame): written and flushed at once,
+    // and only once.
+    let mut storage = Flushed::default();
+    h.state_mut().save_if_asked(Some(&mut storage));
+    assert_eq!(storage.flushes, 1);
+    let saved: Settings = eframe::get_value(&storage, SETTINGS_KEY).expect("settings written");
+    let names: Vec<&str> = saved.user_presets.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["mine"]);
+    assert!(!h.state().cx.save_now);
+    let mut again = Flushed::default();
+    h.state_mut().save_if_asked(Some(&mut again));
+    assert_eq!((again.flushes, again.values.len()), (0, 0));
+
     h.get_by_label("Hardware & presets").click();
     settle(&mut h);
     h.get_by_label("delete mine").click();
@@ -216,4 +258,30 @@ fn a_preset_saved_or_deleted_is_saved_at_once() {
     let cx = &h.state().cx;
     assert!(cx.settings.user_presets.is_empty());
     assert!(cx.save_now, "deleting a preset waits for the autosave");
+    h.state_mut().save_if_asked(Some(&mut storage));
+    assert_eq!(storage.flushes, 2);
+    let saved: Settings = eframe::get_value(&storage, SETTINGS_KEY).expect("settings written");
+    assert!(saved.user_presets.is_empty());
+}
+
+/// eframe's storage in memory, counting its flushes (writes to the file).
+#[derive(Default)]
+struct Flushed {
+    values: std::collections::HashMap<String, String>,
+    flushes: usize,
+}
+
+impl eframe::Storage for Flushed {
+    fn get_string(&self, key: &str) -> Option<String> {
+        self.values.get(key).cloned()
+    }
+    fn set_string(&mut self, key: &str, value: String) {
+        self.values.insert(key.to_owned(), value);
+    }
+    fn remove_string(&mut self, key: &str) {
+        self.values.remove(key);
+    }
+    fn flush(&mut self) {
+        self.flushes += 1;
+    }
 }

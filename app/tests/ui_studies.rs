@@ -574,6 +574,80 @@ fn the_plots_show_the_study_shown_not_the_last_one_of_its_size() {
     );
 }
 
+/// The contour's grid is one entry in egui's memory, kept while the complete trials it is of
+/// stay the same: sorting and filtering the table (each a new table revision) neither compute
+/// it again nor add an entry (a day of live polls would otherwise pile up grids); another
+/// study computes it anew, in the same entry.
+#[test]
+fn the_contour_is_one_cached_grid_kept_across_sorts_and_filters() {
+    use std::sync::Arc;
+    use tradetune_app::ui::panels::studies::plots::{ContourCache, contour_id};
+    use tradetune_app::ui::panels::studies::{Action, PlotTab};
+    use tradetune_app::ui::tasks::TrialColumn;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("studies.db");
+    studies_db(
+        &db,
+        &[("ppo", 20, |k| 1.0 + k as f64), ("sac", 8, |k| k as f64)],
+    );
+    let settings = Settings {
+        tab: Tab::Studies,
+        database: Some(db),
+        ..Settings::default()
+    };
+    let mut h = harness(app_with(settings, no_dialogs()));
+    step_until(&mut h, "the database", |a| a.panels.studies.db.is_some());
+    h.get_by_label("ppo").click();
+    step_until(&mut h, "its trials", |a| {
+        a.panels.studies.table.rows.len() == 20
+    });
+    h.state_mut().handle(Action::ShowPlot(PlotTab::Contour));
+    settle(&mut h);
+    let cached = |h: &Harness<'_, TradeTuneApp>| {
+        h.ctx.data(|d| {
+            (
+                d.count::<ContourCache>(),
+                d.get_temp::<ContourCache>(contour_id()),
+            )
+        })
+    };
+    let (n, first) = cached(&h);
+    let (key, grid) = first.expect("the contour's grid is kept under its Id");
+    assert_eq!((n, key.done, key.trials), (1, 20, 20));
+
+    let revision = h.state().panels.studies.table.revision;
+    for action in [
+        Action::SortTrials(TrialColumn::Value),
+        Action::SortTrials(TrialColumn::Value),
+        Action::FilterTrials(Some(TrialState::Complete)),
+        Action::FilterTrials(None),
+        Action::SortTrials(TrialColumn::Number),
+    ] {
+        h.state_mut().handle(action);
+        settle(&mut h);
+    }
+    assert!(h.state().panels.studies.table.revision >= revision + 5);
+    let (n, again) = cached(&h);
+    assert_eq!(n, 1, "a grid kept per table revision");
+    let (_, again) = again.expect("the grid is kept");
+    assert!(
+        Arc::ptr_eq(&grid, &again),
+        "the grid was computed again for a new sort or filter"
+    );
+
+    // Another study: its own grid, in the same one entry.
+    h.get_by_label("sac").click();
+    step_until(&mut h, "its trials", |a| {
+        let t = &a.panels.studies.table;
+        t.rows.len() == 8 && !t.loading
+    });
+    settle(&mut h);
+    let (n, other) = cached(&h);
+    let (key, other) = other.expect("the grid is kept");
+    assert_eq!((n, key.group.as_deref(), key.trials), (1, Some("sac"), 8));
+    assert!(!Arc::ptr_eq(&grid, &other));
+}
+
 /// An export writes the study selected when "Export trials CSV…" was clicked, even when
 /// another is selected while the save dialog is open.
 #[test]
@@ -672,6 +746,65 @@ fn the_database_field_reads_what_the_clis_db_reads() {
     });
     assert_eq!(h.state().panels.studies.url_error, None);
     assert_eq!(h.state().cx.settings.database, Some(db));
+}
+
+/// A database given relative in the field is opened in this directory and remembered as that
+/// file, by its absolute path (the next launch may start elsewhere); and a database opened
+/// through "Open database…" clears the field's error about an earlier text.
+#[test]
+fn a_relative_database_is_remembered_absolute_and_an_old_field_error_goes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    many_trials_db(&db, 3, 1);
+    // `db` written relative to this process's directory (the test does not change it: the
+    // tests share the process).
+    let cwd = std::env::current_dir().unwrap();
+    let up = "../".repeat(cwd.components().count().saturating_sub(1));
+    let tail = db.strip_prefix("/").unwrap();
+    let relative = format!("sqlite:///{up}{}", tail.display());
+    let settings = Settings {
+        tab: Tab::Studies,
+        ..Settings::default()
+    };
+    let dialogs = TestDialogs {
+        database: Some(db.clone()),
+        save_as: None,
+    };
+    let mut h = harness(app_with(settings, dialogs));
+    settle(&mut h);
+    h.state_mut().panels.studies.url_input = relative.clone();
+    h.get_by_label("Connect").click();
+    step_until(&mut h, "the database", |a| {
+        let v = &a.panels.studies;
+        !v.opening && (v.db.is_some() || v.error.is_some())
+    });
+    assert_eq!(h.state().panels.studies.error, None, "{relative}");
+    let remembered = h.state().cx.settings.database.clone().unwrap_or_default();
+    assert!(
+        remembered.is_absolute(),
+        "remembered as given: {}",
+        remembered.display()
+    );
+    assert_eq!(
+        remembered.canonicalize().unwrap(),
+        db.canonicalize().unwrap()
+    );
+
+    // An error beside the field, then a database opened by the dialog: the error goes.
+    h.state_mut().panels.studies.url_input = "mysql://me@db.local/studies".into();
+    h.get_by_label("Connect").click();
+    settle(&mut h);
+    h.get_by_label_contains("mysql:// is not a storage");
+    h.get_by_label("Open database…").click();
+    step_until(&mut h, "the database again", |a| {
+        let v = &a.panels.studies;
+        v.source.as_ref() == Some(&db) && !v.opening && v.db.is_some()
+    });
+    assert_eq!(h.state().panels.studies.url_error, None);
+    assert!(
+        h.query_by_label_contains("mysql:// is not a storage")
+            .is_none()
+    );
 }
 
 /// A study `ppo` beside `ppo_1` and `ppo_2` is not a parallel copy: its trials are not mixed

@@ -154,6 +154,25 @@ impl TradeTuneApp {
         self.tasks.jobs().release()
     }
 
+    /// Where a preset was saved or deleted this frame ([`Context::save_now`]), writes the
+    /// settings to `storage` and flushes it now, not at eframe's next autosave (up to 30 s on,
+    /// lost to a crash or a power cut meanwhile); called at the end of every frame. Without a
+    /// storage (persistence off) the request is dropped: there is nowhere to write.
+    pub fn save_if_asked(&mut self, storage: Option<&mut (dyn eframe::Storage + 'static)>) {
+        if std::mem::take(&mut self.cx.save_now)
+            && let Some(storage) = storage
+        {
+            eframe::App::save(self, storage);
+            storage.flush();
+        }
+    }
+
+    /// Starts the jobs queued since [`Self::hold_jobs`] but those named `name` (`"note"`,
+    /// `"database"`, …), which stay queued, and keeps holding; returns how many started.
+    pub fn release_jobs_except(&mut self, name: &str) -> usize {
+        self.tasks.jobs().release_except(name)
+    }
+
     /// Starts the live telemetry sampler (CPU, process and whatever GPUs answer) at 1 s;
     /// returns the names of the GPUs found.
     pub fn start_telemetry(&mut self) -> Vec<String> {
@@ -425,7 +444,7 @@ impl TradeTuneApp {
             }
             TaskEvent::Backtested { request, result } => p.backtest.finished(request, result),
             TaskEvent::Compared(result) => p.compare.finished(result),
-            TaskEvent::NoteSaved(saved) => p.studies.note_saved(*saved),
+            TaskEvent::NoteSaved(saved) => p.studies.note_saved(*saved, &mut out),
             TaskEvent::Exported(what, path, result) => match result {
                 Ok((rows, files)) => cx.notice(format!(
                     "wrote {rows} {what} to {}",
@@ -441,14 +460,7 @@ impl TradeTuneApp {
 impl eframe::App for TradeTuneApp {
     fn ui(&mut self, ui: &mut egui::Ui, frame: &mut eframe::Frame) {
         self.frame(ui);
-        // A preset saved or deleted is written now, not at the next autosave (up to 30 s on,
-        // lost to a crash or a power cut meanwhile).
-        if std::mem::take(&mut self.cx.save_now)
-            && let Some(storage) = frame.storage_mut()
-        {
-            eframe::App::save(self, storage);
-            storage.flush();
-        }
+        self.save_if_asked(frame.storage_mut());
     }
 
     fn save(&mut self, storage: &mut dyn eframe::Storage) {

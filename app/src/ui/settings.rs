@@ -150,18 +150,54 @@ pub fn load(saved: Option<&str>, file: Option<&Path>) -> Loaded {
     Loaded { settings, warnings }
 }
 
-/// Copies `file` to `<file>.bad` (before the next save overwrites it); says where, or why not.
+/// Copies `file` to `<file>.bad`, or where that is taken (the copy of an earlier bad read,
+/// which may be the only one holding the presets) to `<file>.bad.1`, `.bad.2`, …: an earlier
+/// copy is never overwritten. Says where, or why not.
 fn keep_aside(file: &Path) -> String {
-    let mut bad = file.as_os_str().to_owned();
-    bad.push(".bad");
-    let bad = PathBuf::from(bad);
-    match std::fs::copy(file, &bad) {
-        Ok(_) => format!("the file as it was is kept at {}", bad.display()),
-        Err(e) => format!(
+    let not_kept = |what: &Path, e: &dyn std::fmt::Display| {
+        format!(
             "it could not be kept aside ({}: {e}) and is overwritten at the next save",
-            bad.display()
-        ),
+            what.display()
+        )
+    };
+    let text = match std::fs::read(file) {
+        Ok(t) => t,
+        Err(e) => return not_kept(file, &e),
+    };
+    /// Copies kept aside at most (past them, something else is wrong).
+    const MOST: u32 = 1000;
+    for n in 0..MOST {
+        let mut bad = file.as_os_str().to_owned();
+        bad.push(if n == 0 {
+            ".bad".to_owned()
+        } else {
+            format!(".bad.{n}")
+        });
+        let bad = PathBuf::from(bad);
+        let created = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&bad);
+        match created {
+            Ok(mut copy) => {
+                use std::io::Write;
+                return match copy.write_all(&text).and_then(|()| copy.sync_all()) {
+                    Ok(()) => format!("the file as it was is kept at {}", bad.display()),
+                    Err(e) => {
+                        // A part of it is no copy; the name is free for the next try.
+                        let _ = std::fs::remove_file(&bad);
+                        not_kept(&bad, &e)
+                    }
+                };
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return not_kept(&bad, &e),
+        }
     }
+    not_kept(
+        file,
+        &format!("{MOST} copies of it are kept aside already; move them away"),
+    )
 }
 
 /// `text` read as a `T` in RON (as eframe saves it), or None.
@@ -193,6 +229,8 @@ fn lenient(text: &str) -> (Settings, Vec<String>) {
     fn set<T: serde::de::DeserializeOwned>(field: &mut T, raw: &str) -> bool {
         parse(raw).map(|v| *field = v).is_some()
     }
+    // Whether the draft read as a whole (true where the file has none: the default is kept).
+    let mut draft_whole = true;
     for item in fields {
         let Some((name, raw)) = item.split_once(':') else {
             dropped.push(format!("`{item}`"));
@@ -201,7 +239,12 @@ fn lenient(text: &str) -> (Settings, Vec<String>) {
         let name = name.trim();
         let ok = match name {
             "tab" => set(&mut s.tab, raw),
-            "draft" => set(&mut s.draft, raw),
+            "draft" => {
+                let (draft, whole) = lenient_draft(raw, "draft", &mut dropped);
+                s.draft = draft;
+                draft_whole = whole;
+                true
+            }
             "preset" => set(&mut s.preset, raw),
             "data_files" => set(&mut s.data_files, raw),
             "database" => set(&mut s.database, raw),
@@ -209,13 +252,9 @@ fn lenient(text: &str) -> (Settings, Vec<String>) {
             "user_presets" => match ron_items(raw, '[', ']') {
                 Some(presets) => {
                     for p in presets {
-                        match parse::<UserPreset>(p) {
+                        match parse::<UserPreset>(p).or_else(|| lenient_preset(p, &mut dropped)) {
                             Some(p) => s.user_presets.push(p),
                             None => {
-                                #[derive(Deserialize)]
-                                struct Named {
-                                    name: String,
-                                }
                                 let name = parse::<Named>(p)
                                     .map_or_else(|| "one without a name".into(), |n| n.name);
                                 dropped.push(format!("the saved preset \"{name}\""));
@@ -233,7 +272,76 @@ fn lenient(text: &str) -> (Settings, Vec<String>) {
             dropped.push(format!("settings field {name}"));
         }
     }
+    if !draft_whole && let Some(name) = s.preset.take() {
+        // The draft is no longer the preset's as it was applied.
+        dropped.push(format!("the name of the preset last applied (\"{name}\")"));
+    }
     (s, dropped)
+}
+
+/// A saved preset's name alone (what is said of a preset that does not read).
+#[derive(Deserialize)]
+struct Named {
+    name: String,
+}
+
+/// The draft in `raw` (a RON struct) section by section into the defaults: a section that
+/// does not read (another version's fields: the engine's sections deny fields they do not
+/// know) is left at its default and named in `dropped` as `{what}.{section}`; one of a newer
+/// version is skipped. Returns the draft and whether it read as a whole.
+fn lenient_draft(raw: &str, what: &str, dropped: &mut Vec<String>) -> (Draft, bool) {
+    if let Some(d) = parse::<Draft>(raw) {
+        return (d, true);
+    }
+    let mut draft = Draft::default();
+    let Some(sections) = ron_items(raw, '(', ')') else {
+        dropped.push(what.to_owned());
+        return (draft, false);
+    };
+    for item in sections {
+        let Some((name, value)) = item.split_once(':') else {
+            dropped.push(format!("{what}: `{item}`"));
+            continue;
+        };
+        let name = name.trim();
+        // A draft of this one section (the others at their defaults), read as the draft's
+        // own field reads it.
+        let Some(one) = parse::<Draft>(&format!("({name}:{value})")) else {
+            dropped.push(format!("{what}.{name}"));
+            continue;
+        };
+        match name {
+            "env" => draft.env = one.env,
+            "ppo" => draft.ppo = one.ppo,
+            "train" => draft.train = one.train,
+            "split" => draft.split = one.split,
+            "evaluation" => draft.evaluation = one.evaluation,
+            "study" => draft.study = one.study,
+            "sampler" => draft.sampler = one.sampler,
+            "pruner" => draft.pruner = one.pruner,
+            "search" => draft.search = one.search,
+            // A section of a newer version: nothing of this one's is lost.
+            _ => {}
+        }
+    }
+    (draft, false)
+}
+
+/// A saved preset that does not read as a whole: its name, and its draft section by section
+/// (see [`lenient_draft`]); None where the name does not read or there is no draft.
+fn lenient_preset(raw: &str, dropped: &mut Vec<String>) -> Option<UserPreset> {
+    let name = parse::<Named>(raw)?.name;
+    let fields = ron_items(raw, '(', ')')?;
+    let draft = fields.iter().find_map(|f| {
+        let (field, value) = f.split_once(':')?;
+        (field.trim() == "draft").then_some(value)
+    })?;
+    let (draft, _) = lenient_draft(
+        draft,
+        &format!("the saved preset \"{name}\": draft"),
+        dropped,
+    );
+    Some(UserPreset { name, draft })
 }
 
 /// The top-level items of a RON struct `(a: x, b: y)` (`open` '(') or list `[x, y]` (`open`

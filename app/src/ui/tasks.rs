@@ -273,6 +273,29 @@ impl Jobs {
         n
     }
 
+    /// Starts the jobs queued since [`Self::hold`] (in order) but those of the kind `name`
+    /// (a job's name, such as `"note"`), which stay queued, and keeps holding; returns how
+    /// many started. A test lets other jobs answer while one stays in flight.
+    pub fn release_except(&self, name: &str) -> usize {
+        let kept = format!("tradetune-{name}");
+        let jobs = {
+            let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(queue) = held.as_mut() else {
+                return 0;
+            };
+            let (keep, start) = std::mem::take(queue)
+                .into_iter()
+                .partition::<Vec<_>, _>(|j| j.name == kept);
+            *queue = keep;
+            start
+        };
+        let n = jobs.len();
+        for job in jobs {
+            self.start_thread(job);
+        }
+        n
+    }
+
     /// The waker the frame loop keeps current.
     pub fn waker(&self) -> &Waker {
         &self.waker

@@ -9,10 +9,13 @@ use super::columns::{Curves, ReadRows};
 use super::rows::{TrialColumn, TrialRow};
 use super::{Jobs, TaskEvent};
 
-/// A note saved (or not) by [`Jobs::save_note`]: whose, in which database, and the study read
-/// back (its system attributes hold the notes) or why not.
+/// A note saved (or not) by [`Jobs::save_note`]: which save, whose, in which database, and the
+/// study read back (its system attributes hold the notes) or why not.
 #[derive(Debug)]
 pub struct NoteSaved {
+    /// The save's serial (see [`crate::ui::panels::studies::Notes::saving`]): the Studies panel
+    /// takes the answer only for the save it still waits for.
+    pub serial: u64,
     /// The database written to.
     pub db: PathBuf,
     /// The study.
@@ -59,6 +62,7 @@ impl Jobs {
     /// empty database in its place. The answer arrives as [`TaskEvent::NoteSaved`].
     pub fn save_note(
         &self,
+        serial: u64,
         db: PathBuf,
         study: String,
         trial: Option<i64>,
@@ -68,6 +72,7 @@ impl Jobs {
         let (asked_db, asked_study) = (db.clone(), study.clone());
         let lost = move |why| {
             TaskEvent::NoteSaved(Box::new(NoteSaved {
+                serial,
                 db: asked_db,
                 study: asked_study,
                 trial,
@@ -77,6 +82,7 @@ impl Jobs {
         self.spawn("note", lost, move |reply| {
             let result = write_note(&db, &study, trial, &text, version);
             reply.send(TaskEvent::NoteSaved(Box::new(NoteSaved {
+                serial,
                 db,
                 study,
                 trial,

@@ -124,9 +124,8 @@ impl Importance {
                     params: &r.stored_params,
                 })
                 .collect();
-            let result = PedAnova::default()
-                .evaluate(&key.group, direction, &trials)
-                .map_err(|e| e.to_string());
+            // A panic in the computation costs the panel its importances, not the window.
+            let result = compute(&key.group, direction, &trials);
             self.set(key, result);
             return;
         }
@@ -155,11 +154,7 @@ impl Importance {
                         params,
                     })
                     .collect();
-                let result = guarded(|| {
-                    PedAnova::default()
-                        .evaluate(&name, direction, &trials)
-                        .map_err(|e| e.to_string())
-                });
+                let result = compute(&name, direction, &trials);
                 let _ = done.set(result);
             });
         match spawned {
@@ -200,6 +195,23 @@ impl Importance {
             computations,
         });
     }
+}
+
+/// PED-ANOVA's importances of `trials` in the study (group) `name`, or why not, a panic
+/// included (see [`guarded`]): in the frame (fewer than [`IMPORTANCE_IN_BACKGROUND`] COMPLETE
+/// trials) and on the background thread alike.
+fn compute(
+    name: &str,
+    direction: StudyDirection,
+    trials: &[ImportanceTrial<'_>],
+) -> Result<Importances, String> {
+    guarded(|| {
+        #[cfg(test)]
+        tests::panic_if_asked();
+        PedAnova::default()
+            .evaluate(name, direction, trials)
+            .map_err(|e| e.to_string())
+    })
 }
 
 /// `compute`'s answer, or why not where it panics: the computation's thread then answers
@@ -303,6 +315,46 @@ pub(super) fn importance_plot(ui: &mut egui::Ui, view: Option<&ImportanceView>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::Cell;
+
+    thread_local! {
+        /// Whether the next importance computation on this thread panics (as a bug in
+        /// PED-ANOVA on some study's trials would).
+        static PANIC_NEXT: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// Panics where a test asked for it on this thread (see [`PANIC_NEXT`]).
+    pub(super) fn panic_if_asked() {
+        if PANIC_NEXT.with(|p| p.replace(false)) {
+            panic!("{}", String::from("asked by the test"));
+        }
+    }
+
+    /// A computation in the frame (a small study) that panics shows why in the panel rather
+    /// than taking the window down.
+    #[test]
+    fn a_panic_in_the_frames_computation_is_shown_not_raised() {
+        let group = StudyGroup {
+            name: "small".into(),
+            members: vec!["small".into()],
+            n_by_state: [0; 5],
+            best: None,
+            minimize: true,
+        };
+        let mut importance = Importance::default();
+        PANIC_NEXT.with(|p| p.set(true));
+        importance.update(&TrialTable::default(), Some(&group));
+        assert!(
+            importance.job.is_none(),
+            "computed in the frame, not on a thread"
+        );
+        let shown = importance.shown.expect("importances shown");
+        assert_eq!(shown.group, "small");
+        assert_eq!(
+            shown.result.unwrap_err(),
+            "the importances could not be computed (a panic: asked by the test)"
+        );
+    }
 
     /// A computation that panics answers with why, so the panel stops waiting for it.
     #[test]

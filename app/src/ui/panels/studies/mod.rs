@@ -199,8 +199,8 @@ impl StudiesView {
     }
 
     /// A note's save answered (see [`notes::saved`]).
-    pub fn note_saved(&mut self, saved: crate::ui::tasks::NoteSaved) {
-        notes::saved(self, saved);
+    pub fn note_saved(&mut self, saved: crate::ui::tasks::NoteSaved, out: &mut Vec<Command>) {
+        notes::saved(self, saved, out);
     }
 
     /// The selected group.
@@ -306,20 +306,32 @@ impl StudiesView {
 
     /// [`Action::OpenDatabase`]: opens `path`, to be remembered for the next launch once it
     /// has opened (see [`Self::database_opened`]): one that fails is not tried on every launch.
+    /// A file given relative (`runs/a.db`, `sqlite:///runs/a.db` in the field) is made absolute
+    /// first: it is opened in this process's directory, and remembered as that file, not as a
+    /// path the next launch (from the desktop's launcher, in the home directory) would read
+    /// elsewhere.
     fn open_database(&mut self, cx: &Context, path: PathBuf) {
+        let url = tradetune_engine::storage::is_postgres_url(&path.to_string_lossy());
+        let path = if url {
+            path
+        } else {
+            // Fails only for an empty path or an unreadable current directory: the open then
+            // says why.
+            std::path::absolute(&path).unwrap_or(path)
+        };
         self.open(cx, path);
         self.remember = true;
     }
 
     /// Opens `path` (the view starts over, keeping its sort order, columns, plot, live
-    /// setting, report and the study to select).
+    /// setting, report, the study to select and the field's text; an error beside the field
+    /// was about an earlier text, and goes).
     fn open(&mut self, cx: &Context, path: PathBuf) {
         let view = self;
         *view = StudiesView {
             opening: true,
             pending_select: view.pending_select.take(),
             url_input: std::mem::take(&mut view.url_input),
-            url_error: view.url_error.take(),
             table: view.table.keeping(),
             live: view.live.keeping(),
             plots: Plots {

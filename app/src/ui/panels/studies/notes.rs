@@ -5,10 +5,12 @@
 //! study holds locked, would freeze the window), keeps the edit until it answers, and refuses
 //! an edit that started before someone else's save.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use tradetune_engine::study::notes::note_from_attrs;
 
 use super::{Action, StudiesView};
-use crate::ui::context::Context;
+use crate::ui::context::{Command, Context};
 use crate::ui::panels::widgets;
 use crate::ui::tasks::NoteSaved;
 
@@ -30,9 +32,15 @@ pub struct Notes {
     pub edit: Option<NoteEdit>,
     /// Why the last note could not be saved.
     pub error: Option<String>,
-    /// Whether the edit is being saved (its job has not answered yet).
-    pub saving: bool,
+    /// The serial of the edit's save under way (its job has not answered yet), None when
+    /// none is. Only that save's answer ends the edit: an answer to a save asked before the
+    /// database was opened again is not this view's (see [`saved`]).
+    pub saving: Option<u64>,
 }
+
+/// The serial of the next note save (unique in the process: a view opened again starts its
+/// notes over, and must not take an earlier save's answer for its own).
+static NEXT_SAVE: AtomicU64 = AtomicU64::new(1);
 
 /// [`Action::SaveNote`]: saves the note being edited on a background job; the edit stays, and
 /// cannot be saved again, until it answers (see [`saved`]).
@@ -40,12 +48,14 @@ pub(super) fn save(view: &mut StudiesView, cx: &Context) {
     let (Some(edit), Some(db)) = (&view.notes.edit, &view.db) else {
         return;
     };
-    if view.notes.saving {
+    if view.notes.saving.is_some() {
         return;
     }
-    view.notes.saving = true;
+    let serial = NEXT_SAVE.fetch_add(1, Ordering::Relaxed);
+    view.notes.saving = Some(serial);
     view.notes.error = None;
     cx.jobs.save_note(
+        serial,
         db.path.clone(),
         edit.study.clone(),
         edit.trial.map(|t| t.1),
@@ -54,30 +64,37 @@ pub(super) fn save(view: &mut StudiesView, cx: &Context) {
     );
 }
 
-/// A note's save answered: the study read back replaces the listed one where the view still
-/// shows that database, and the edit ends; where it failed, the edit stays with why.
-pub fn saved(view: &mut StudiesView, saved: NoteSaved) {
-    let Some(db) = view.db.as_mut().filter(|db| db.path == saved.db) else {
+/// A note's save answered. The answer to the save this view waits for (its serial, so this
+/// database as opened now, and the edit it started from) replaces the listed study with the one
+/// read back and ends the edit; where it failed, the edit stays with why. Any other answer is
+/// to a save asked before the database was opened again (the view and its edit started over
+/// since): it touches neither the list nor a newer edit, and is told as a notice, so a note
+/// that was not saved is not thought saved.
+pub fn saved(view: &mut StudiesView, saved: NoteSaved, out: &mut Vec<Command>) {
+    let whose = match saved.trial {
+        None => format!("note of {}", saved.study),
+        Some(n) => format!("note of trial {n} of {}", saved.study),
+    };
+    let ours = view.notes.saving == Some(saved.serial);
+    if ours {
+        view.notes.saving = None;
+    }
+    let Some(db) = view.db.as_mut().filter(|db| ours && db.path == saved.db) else {
+        out.push(Command::Notice(match saved.result {
+            Ok(_) => format!("{whose} saved in {}", crate::launch::db_label(&saved.db)),
+            Err(e) => format!("warning: {whose}: {e}"),
+        }));
         return;
     };
-    let this_edit = view
-        .notes
-        .edit
-        .as_ref()
-        .is_some_and(|e| e.study == saved.study && e.trial.map(|t| t.1) == saved.trial);
-    view.notes.saving = false;
     match saved.result {
         Ok(record) => {
             if let Some(s) = db.studies.iter_mut().find(|s| s.study.name == saved.study) {
                 s.study = record;
             }
-            if this_edit {
-                view.notes.edit = None;
-                view.notes.error = None;
-            }
+            view.notes.edit = None;
+            view.notes.error = None;
         }
-        Err(e) if this_edit => view.notes.error = Some(e),
-        Err(_) => {}
+        Err(e) => view.notes.error = Some(e),
     }
 }
 
@@ -147,7 +164,7 @@ fn note(
         ui.horizontal(|ui| {
             ui.strong(&title);
             // One save at a time: no other note is edited until it answers.
-            let can = !view.notes.saving;
+            let can = view.notes.saving.is_none();
             if ui
                 .add_enabled(can, egui::Button::new(format!("Edit {title}")))
                 .clicked()
@@ -169,7 +186,7 @@ fn note(
         return;
     };
     let l = ui.strong(&title);
-    let saving = view.notes.saving;
+    let saving = view.notes.saving.is_some();
     ui.add_enabled(
         !saving,
         egui::TextEdit::multiline(&mut edit.text)

@@ -21,6 +21,7 @@ mod parallel;
 mod thresholds;
 pub mod timeline;
 
+pub use self::contour::{ContourCache, ContourKey, contour_id};
 pub use self::parallel::{PcAxes, pc_axes_id};
 use super::{Action, StudiesView};
 use crate::ui::tasks::{ParamAxis, Scale, TrialRow, sig4};

@@ -1,6 +1,8 @@
 //! The contour plot of the Studies panel: the objective over two chosen parameters,
 //! interpolated between the trials.
 
+use std::sync::Arc;
+
 use egui::Color32;
 use egui_plot::{Plot, PlotPoints, Points, Polygon};
 
@@ -12,6 +14,30 @@ use crate::ui::tasks::{TrialRow, sig4};
 
 /// Cells per side of the contour's grid.
 pub(super) const CONTOUR_CELLS: usize = 24;
+
+/// What the contour's grid was computed from (see [`contour`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContourKey {
+    /// The Studies view's generation (another database or selection).
+    pub generation: u64,
+    /// The group shown.
+    pub group: Option<String>,
+    /// The parameters on the axes.
+    pub x: String,
+    pub y: String,
+    /// Complete trials, and those among them with both parameters.
+    pub done: usize,
+    pub trials: usize,
+}
+
+/// The contour's grid (objective per cell, row by row) with what it was computed from, kept in
+/// egui's memory under [`contour_id`].
+pub type ContourCache = (ContourKey, Arc<Vec<f64>>);
+
+/// Where the contour's grid is kept: one Id, one grid.
+pub fn contour_id() -> egui::Id {
+    egui::Id::unique("studies_contour")
+}
 
 /// The objective over two parameters: each cell of a grid coloured by the objective
 /// interpolated from the complete trials (inverse-distance weighting over the axes scaled to
@@ -77,18 +103,26 @@ pub(super) fn contour(
         return;
     }
     let r = ranges(&[(ix, ax), (iy, ay)], done);
-    // Keyed by the view's generation, group and rows too: two studies of the same parameters
-    // and trial counts (from one preset, or in two databases) each have a grid of their own.
-    let key = egui::Id::unique((
-        "studies_contour",
-        (&x, &y, trials.len(), view.table.rows.len()),
-        (view.generation, &view.selected, view.table.revision),
-    ));
-    let grid: std::sync::Arc<Vec<f64>> = match ui.data(|d| d.get_temp(key)) {
-        Some(g) => g,
-        None => {
-            let g = std::sync::Arc::new(interpolate(&trials, r[0], r[1], CONTOUR_CELLS));
-            ui.data_mut(|d| d.insert_temp(key, g.clone()));
+    // One grid is kept, under one Id, with what it was computed from: the view's generation
+    // and group (two studies of the same parameters and trial counts, from one preset or in
+    // two databases, each have a grid of their own), the pair, and the complete trials. Not
+    // the table's revision: sorting, filtering, brushing and a running trial's row change it,
+    // not the complete trials the grid is of (a new key per revision was a new entry each,
+    // never evicted, and a grid computed again in the frame).
+    let key = ContourKey {
+        generation: view.generation,
+        group: view.selected.clone(),
+        x: x.clone(),
+        y: y.clone(),
+        done: done.len(),
+        trials: trials.len(),
+    };
+    let cached: Option<ContourCache> = ui.data(|d| d.get_temp(contour_id()));
+    let grid = match cached {
+        Some((k, g)) if k == key => g,
+        _ => {
+            let g = Arc::new(interpolate(&trials, r[0], r[1], CONTOUR_CELLS));
+            ui.data_mut(|d| d.insert_temp(contour_id(), (key, g.clone())));
             g
         }
     };
