@@ -883,6 +883,11 @@ fn bench_gpu_stops_at_its_deadline_and_still_probes() {
     ];
     let v = json(&bench(&dir.join("cache"), &args));
     assert_eq!(v["runs"].as_array().map(Vec::len), Some(0), "{v}");
+    assert_eq!(
+        v["past_deadline"],
+        serde_json::json!(["tiny f32 host", "tiny f32 agreement"]),
+        "{v}"
+    );
     assert!(v["probe"]["square"].is_object(), "{v}");
     let o = bench(&dir.join("cache"), &["bench", "gpu", "--deadline", "soon"]);
     assert_eq!(o.status.code(), Some(2));

@@ -925,6 +925,7 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
             "replay_gains": gains,
             "peer": peers,
             "skipped_precisions": asked.skipped_json(),
+            "past_deadline": skipped,
         });
         outln!("{}", serde_json::to_string_pretty(&out)?);
     }
