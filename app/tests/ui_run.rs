@@ -102,30 +102,14 @@ fn a_tiny_study_on_the_cpu_runs_live_and_its_trials_complete_in_the_table() {
     h.get_by_label("Studies").click();
     settle(&mut h);
     assert_eq!(h.query_all_by_label("COMPLETE").count(), 2);
-    assert!(
-        h.state()
-            .panels
-            .studies
-            .table
-            .rows
-            .iter()
-            .all(|r| r.device == "cpu"),
-        "{:?}",
-        h.state().panels.studies.table.rows
-    );
+    let rows = &h.state().panels.studies.table.rows;
+    assert!(rows.iter().all(|r| r.device == "cpu"), "{rows:?}");
     // Labelled by machine and process as the CLI's workers are, so that a worker of another
     // process on the same database stays apart from the app's.
     let this_process = format!("#{}/worker-", std::process::id());
     assert!(
-        h.state()
-            .panels
-            .studies
-            .table
-            .rows
-            .iter()
-            .all(|r| r.worker.contains(&this_process)),
-        "{:?}",
-        h.state().panels.studies.table.rows
+        rows.iter().all(|r| r.worker.contains(&this_process)),
+        "{rows:?}"
     );
 
     // A trial's details read its stored training curves (one point per update).

@@ -572,8 +572,7 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
             }
             let threads = tradetune_engine::ppo::bench::rayon_threads();
             for precision in ["tf32", "bf16"] {
-                let left = deadline.left();
-                if left.is_some_and(|l| l.is_zero()) {
+                if deadline.passed() {
                     skipped.push(format!("{} peer {precision}", c.name));
                     continue;
                 }
@@ -583,7 +582,7 @@ pub(super) fn bench_gpu(args: GpuArgs) -> anyhow::Result<()> {
                     &c,
                     threads,
                     &["--device", &args.peer_device, "--precision", precision],
-                    left,
+                    deadline.left(),
                 );
                 match &run {
                     Ok(run) => errln!(
