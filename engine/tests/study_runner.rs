@@ -1362,6 +1362,108 @@ fn trials_another_program_enqueued_are_run_first_with_their_values() {
     assert_eq!(states("budget"), [Complete, Waiting]);
 }
 
+/// A trial another program enqueued that an interrupt cuts short waits again, as a grid point
+/// or an entry of the study file's own queue is run again: a WAITING copy with its values and
+/// attributes, marked as Optuna's `RetryFailedTrialCallback` marks its copies, stored with the
+/// trial's FAIL in one transaction. A trial the sampler made is not copied (the sampler makes
+/// another), and the next run takes the copy first.
+#[test]
+fn an_enqueued_trial_an_interrupt_cut_short_waits_again() {
+    use TrialState::*;
+    let path = db("enqueued_interrupted");
+    {
+        let mut s = Storage::open(&path).unwrap();
+        let id = s.create_study("again", &[Direction::Maximize]).unwrap();
+        let fixed = [("x".to_owned(), JsonValue::Float(7.5))];
+        let by = [("by".to_owned(), JsonValue::from("optuna"))];
+        s.enqueue_trial(id, &fixed, &by).unwrap();
+    }
+    // Both workers' trials run until the study is interrupted, once both have started.
+    let until_stopped = Synthetic {
+        plan: f32_plan,
+        run: |_: &TrialInput<'_>, r: &mut Reporter<'_>| {
+            while !r.stop_requested() {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(TrialError::Stopped)
+        },
+    };
+    let runner = random_runner(config("again", &path, 4, 2), 5, until_stopped);
+    let stop = runner.stop_handle();
+    let (tx, rx) = mpsc::channel();
+    let mut failed = BTreeMap::new();
+    std::thread::scope(|s| {
+        let run = s.spawn(|| runner.run(&tx));
+        let mut started = 0;
+        for e in rx.iter() {
+            match e {
+                StudyEvent::TrialStarted { .. } => {
+                    started += 1;
+                    if started == 2 {
+                        stop.interrupt();
+                    }
+                }
+                StudyEvent::TrialFailed { number, reason, .. } => {
+                    failed.insert(number, reason);
+                }
+                StudyEvent::StudyFinished { .. } => break,
+                _ => {}
+            }
+        }
+        run.join().unwrap().unwrap();
+    });
+    let stored = trials(&path, "again");
+    let states: Vec<TrialState> = stored.iter().map(|t| t.state).collect();
+    assert_eq!(states, [Fail, Fail, Waiting], "{failed:?}");
+    for t in &stored[..2] {
+        assert_eq!(attr_str(t, "fail_reason"), "interrupted", "#{}", t.number);
+    }
+    assert_eq!(
+        failed[&0],
+        "interrupted; its enqueued parameters wait again as trial 2"
+    );
+    assert_eq!(failed[&1], "interrupted", "a trial the sampler made");
+    let copy = &stored[2];
+    assert_eq!(
+        copy.system_attr("fixed_params"),
+        Some(&JsonValue::Object(vec![(
+            "x".into(),
+            JsonValue::Float(7.5)
+        )]))
+    );
+    assert_eq!(attr_str(copy, "by"), "optuna");
+    assert_eq!(copy.system_attr("failed_trial"), Some(&JsonValue::Int(0)));
+    assert_eq!(
+        copy.system_attr("retry_history"),
+        Some(&JsonValue::Array(vec![JsonValue::Int(0)]))
+    );
+    assert_eq!(
+        copy.user_attrs,
+        [("by".to_owned(), JsonValue::from("optuna"))],
+        "the attributes it was enqueued with, not its run's"
+    );
+    assert!(
+        stored[0].user_attrs.len() > 1,
+        "the run's summary: {:?}",
+        stored[0].user_attrs
+    );
+    assert!(copy.params.is_empty());
+
+    // The next run takes the copy first, with its values.
+    let (tx, _rx) = mpsc::channel();
+    let complete = Synthetic {
+        plan: f32_plan,
+        run: |input: &TrialInput<'_>, _: &mut Reporter<'_>| Ok(x_of(input)),
+    };
+    random_runner(config("again", &path, 1, 1), 6, complete)
+        .run(&tx)
+        .unwrap();
+    let stored = trials(&path, "again");
+    assert_eq!(stored[2].state, Complete);
+    assert_eq!(stored[2].value(), Some(7.5));
+    assert_eq!(stored.len(), 3, "no new trial: the copy was the one to run");
+}
+
 /// A grid of three points in a study of ten trials: three run, and the study ends there with
 /// no trial failed "not run" (one a worker, each of two, made and failed once the grid was
 /// used up). Run again, it makes none.

@@ -14,8 +14,8 @@ use super::open::{Storage, Tx};
 use super::records::{NewTrial, TrialHandle};
 use super::study_write::require_study;
 use super::trial_write::{
-    TrialRow, check_values, insert_param, trial_row, upsert_heartbeat, upsert_intermediate,
-    upsert_trial_attr, upsert_value,
+    TrialRow, check_values, fail_in, insert_param, trial_row, upsert_heartbeat,
+    upsert_intermediate, upsert_trial_attr, upsert_value,
 };
 
 /// System attribute of an enqueued trial with its fixed parameters (Optuna's `enqueue_trial`).
@@ -201,58 +201,80 @@ impl Storage {
         study_id: i64,
         trial: &NewTrial,
     ) -> Result<TrialHandle, StorageError> {
-        self.write("add trial", |tx| {
-            let n_objectives = require_study(tx, study_id)?;
-            let waiting = trial.state == TrialState::Waiting;
-            let start = if waiting {
-                trial.datetime_start
-            } else {
-                trial.datetime_start.or(Some(now_utc()))
-            };
-            let complete = if trial.state.is_finished() {
-                trial.datetime_complete.or(Some(now_utc()))
-            } else {
-                trial.datetime_complete
-            };
-            // Written RUNNING first, then switched, as Optuna does, so every check applies.
-            let handle = insert_trial(tx, study_id, TrialState::Running, start, complete)?;
-            check_values(
-                handle.number,
-                trial.state,
-                trial.values.as_deref(),
-                n_objectives,
-            )?;
-            let row = TrialRow {
-                trial_id: handle.trial_id,
-                study_id,
-                number: handle.number,
-                state: TrialState::Running,
-            };
-            for (name, internal, distribution) in &trial.params {
-                insert_param(tx, &row, name, *internal, distribution)?;
-            }
-            for (objective, v) in trial.values.iter().flatten().enumerate() {
-                upsert_value(tx, handle.trial_id, objective, *v)?;
-            }
-            for (step, v) in &trial.intermediate_values {
-                upsert_intermediate(tx, handle.trial_id, *step, *v)?;
-            }
-            for (k, v) in &trial.user_attrs {
-                upsert_trial_attr(tx, "trial_user_attributes", handle.trial_id, k, v)?;
-            }
-            for (k, v) in &trial.system_attrs {
-                upsert_trial_attr(tx, "trial_system_attributes", handle.trial_id, k, v)?;
-            }
-            tx.tx
-                .execute(
-                    "UPDATE trials SET state = ?2 WHERE trial_id = ?1",
-                    args![handle.trial_id, trial.state.as_str()],
-                )
-                .map_err(tx.err())?;
-            if trial.state == TrialState::Running {
-                upsert_heartbeat(tx, handle.trial_id)?;
-            }
-            Ok(handle)
+        self.write("add trial", |tx| add_trial_in(tx, study_id, trial))
+    }
+
+    /// RUNNING → FAIL with `reason`, as [`Storage::fail_trial`], and `again` enqueued in the
+    /// same transaction (as Optuna's `RetryFailedTrialCallback` adds a WAITING copy of a
+    /// failed trial): the trial runs again later, or neither is stored.
+    pub fn fail_trial_and_enqueue(
+        &mut self,
+        trial_id: i64,
+        reason: &str,
+        again: &NewTrial,
+    ) -> Result<TrialHandle, StorageError> {
+        self.write("fail trial and enqueue it again", |tx| {
+            let row = fail_in(tx, trial_id, reason)?;
+            add_trial_in(tx, row.study_id, again)
         })
     }
+}
+
+/// [`Storage::add_trial`] inside a transaction.
+fn add_trial_in(
+    tx: &mut Tx<'_>,
+    study_id: i64,
+    trial: &NewTrial,
+) -> Result<TrialHandle, StorageError> {
+    let n_objectives = require_study(tx, study_id)?;
+    let waiting = trial.state == TrialState::Waiting;
+    let start = if waiting {
+        trial.datetime_start
+    } else {
+        trial.datetime_start.or(Some(now_utc()))
+    };
+    let complete = if trial.state.is_finished() {
+        trial.datetime_complete.or(Some(now_utc()))
+    } else {
+        trial.datetime_complete
+    };
+    // Written RUNNING first, then switched, as Optuna does, so every check applies.
+    let handle = insert_trial(tx, study_id, TrialState::Running, start, complete)?;
+    check_values(
+        handle.number,
+        trial.state,
+        trial.values.as_deref(),
+        n_objectives,
+    )?;
+    let row = TrialRow {
+        trial_id: handle.trial_id,
+        study_id,
+        number: handle.number,
+        state: TrialState::Running,
+    };
+    for (name, internal, distribution) in &trial.params {
+        insert_param(tx, &row, name, *internal, distribution)?;
+    }
+    for (objective, v) in trial.values.iter().flatten().enumerate() {
+        upsert_value(tx, handle.trial_id, objective, *v)?;
+    }
+    for (step, v) in &trial.intermediate_values {
+        upsert_intermediate(tx, handle.trial_id, *step, *v)?;
+    }
+    for (k, v) in &trial.user_attrs {
+        upsert_trial_attr(tx, "trial_user_attributes", handle.trial_id, k, v)?;
+    }
+    for (k, v) in &trial.system_attrs {
+        upsert_trial_attr(tx, "trial_system_attributes", handle.trial_id, k, v)?;
+    }
+    tx.tx
+        .execute(
+            "UPDATE trials SET state = ?2 WHERE trial_id = ?1",
+            args![handle.trial_id, trial.state.as_str()],
+        )
+        .map_err(tx.err())?;
+    if trial.state == TrialState::Running {
+        upsert_heartbeat(tx, handle.trial_id)?;
+    }
+    Ok(handle)
 }

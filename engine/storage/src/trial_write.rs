@@ -327,6 +327,24 @@ fn finish(
     Ok(row)
 }
 
+/// RUNNING → FAIL with its reason (`fail_reason`, as Optuna's `_fail_stale_trials` and
+/// TradeTune's runner store it), inside a transaction.
+pub(super) fn fail_in(
+    tx: &mut Tx<'_>,
+    trial_id: i64,
+    reason: &str,
+) -> Result<TrialRow, StorageError> {
+    let row = finish(tx, trial_id, TrialState::Fail, None)?;
+    upsert_trial_attr(
+        tx,
+        "trial_system_attributes",
+        trial_id,
+        FAIL_REASON_KEY,
+        &JsonValue::from(reason),
+    )?;
+    Ok(row)
+}
+
 impl Storage {
     /// Stores one parameter: its internal value and distribution (see
     /// [`OptunaDistribution::to_internal`]). Fails if the value is outside the distribution,
@@ -451,16 +469,7 @@ impl Storage {
 
     /// → FAIL, with the reason in the system attribute `fail_reason`, in one transaction.
     pub fn fail_trial(&mut self, trial_id: i64, reason: &str) -> Result<(), StorageError> {
-        self.write("fail trial", |tx| {
-            finish(tx, trial_id, TrialState::Fail, None)?;
-            upsert_trial_attr(
-                tx,
-                "trial_system_attributes",
-                trial_id,
-                FAIL_REASON_KEY,
-                &JsonValue::from(reason),
-            )
-        })
+        self.write("fail trial", |tx| fail_in(tx, trial_id, reason).map(|_| ()))
     }
 
     /// RUNNING → PRUNED. Like Optuna's `study.tell(trial, state=PRUNED)`, a single-objective

@@ -364,6 +364,16 @@ impl Runner {
             Ok(Err(TrialError::Failed(m))) => Err(m),
             Err(panic) => Err(format!("panicked: {}", panic_message(&panic))),
         };
+        // An enqueued trial the interrupt cut short waits again (its copy, in the same
+        // transaction), for the study's next run or another process's workers.
+        if let (Err(reason), true, Some(again)) = (&outcome, interrupted && stopped, &s.again) {
+            let copy = storage.fail_trial_and_enqueue(trial_id, reason, again)?;
+            let reason = format!(
+                "{reason}; its enqueued parameters wait again as trial {}",
+                copy.number
+            );
+            return Ok(failed(s.handle, worker, slot, reason, duration_s, events));
+        }
         match outcome {
             Ok(value) => {
                 storage.complete_trial(trial_id, &[value])?;

@@ -290,6 +290,38 @@ struct Started {
     handle: TrialHandle,
     params: BTreeMap<String, crate::space::ParamValue>,
     config: serde_json::Value,
+    /// Where the trial was taken WAITING (enqueued by another program): the copy to enqueue
+    /// again should the study be interrupted while it runs (see [`enqueued_again`]).
+    again: Option<Box<tradetune_storage::NewTrial>>,
+}
+
+/// A WAITING copy of the enqueued trial `record` as it was taken (its parameters and
+/// attributes from whoever enqueued it), to run again after an interrupt cut it short, as a
+/// grid point or an entry of the study file's `sampler.enqueue` is run again: an interrupt is
+/// not the configuration's fault. Marked as Optuna's `RetryFailedTrialCallback` marks its
+/// copies (`failed_trial`: the first trial of the line; `retry_history`: every one), so
+/// `RetryFailedTrialCallback.retried_trial_number` and the dashboard read it.
+fn enqueued_again(record: &tradetune_storage::TrialRecord) -> tradetune_storage::NewTrial {
+    let number = JsonValue::from(record.number);
+    let mut system_attrs = record.system_attrs.clone();
+    let mut history = match record.system_attr("retry_history") {
+        Some(JsonValue::Array(earlier)) => earlier.clone(),
+        _ => Vec::new(),
+    };
+    history.push(number.clone());
+    system_attrs.retain(|(k, _)| k != "retry_history");
+    if !system_attrs.iter().any(|(k, _)| k == "failed_trial") {
+        system_attrs.push(("failed_trial".into(), number));
+    }
+    system_attrs.push(("retry_history".into(), JsonValue::Array(history)));
+    tradetune_storage::NewTrial {
+        params: (record.params.iter())
+            .map(|p| (p.name.clone(), p.internal, (*p.distribution).clone()))
+            .collect(),
+        user_attrs: record.user_attrs.clone(),
+        system_attrs,
+        ..tradetune_storage::NewTrial::new(TrialState::Waiting)
+    }
 }
 
 impl Runner {
@@ -756,11 +788,13 @@ impl Runner {
                 None => return Ok(Start::Spent),
             },
         };
-        match self.propose(storage, study_id, handle, seen) {
-            Ok(Ok((params, config))) => Ok(Start::Trial(Ok(Started {
+        let from_waiting = waiting.is_some();
+        match self.propose(storage, study_id, handle, seen, from_waiting) {
+            Ok(Ok((params, config, again))) => Ok(Start::Trial(Ok(Started {
                 handle,
                 params,
                 config,
+                again,
             }))),
             Ok(Err((reason, exhausted))) => Ok(Start::Trial(Err((handle, reason, exhausted)))),
             Err(e) => {
@@ -797,11 +831,13 @@ impl Runner {
         study_id: i64,
         handle: TrialHandle,
         seen: Option<Vec<tradetune_storage::TrialRecord>>,
+        from_waiting: bool,
     ) -> Result<
         Result<
             (
                 BTreeMap<String, crate::space::ParamValue>,
                 serde_json::Value,
+                Option<Box<tradetune_storage::NewTrial>>,
             ),
             (String, bool),
         >,
@@ -817,7 +853,11 @@ impl Runner {
         // The parameters an enqueued trial was given: a trial this runner makes has none
         // yet; one taken WAITING has them from whoever enqueued it (Optuna's `fixed_params`,
         // or parameters already stored, as `RetryFailedTrialCallback` re-enqueues a trial).
-        let (fixed, already_stored) = match records.iter().find(|r| r.number == handle.number) {
+        let record = records.iter().find(|r| r.number == handle.number);
+        let again = record
+            .filter(|_| from_waiting)
+            .map(|r| Box::new(enqueued_again(r)));
+        let (fixed, already_stored) = match record {
             Some(record) => match self.given_params(record) {
                 Ok(given) => given,
                 Err(reason) => return Ok(Err((reason, false))),
@@ -904,7 +944,7 @@ impl Runner {
                 return Ok(Err((format!("applying parameters: {e}"), false)));
             }
         }
-        Ok(Ok((params, config)))
+        Ok(Ok((params, config, again)))
     }
 
     /// The values the trial `record` was given before it ran, in internal representation
