@@ -364,6 +364,11 @@ fn refuses_foreign_and_other_version_files() {
         .query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| r.get(0))
         .unwrap();
     assert_eq!(n, 1, "the foreign file must be left alone");
+    assert_eq!(
+        journal_mode(&foreign),
+        "delete",
+        "not switched to WAL either"
+    );
 
     let old = dir.path().join("old.db");
     std::fs::copy(REFERENCE_DB, &old).unwrap();
@@ -374,6 +379,12 @@ fn refuses_foreign_and_other_version_files() {
     let e = Storage::open(&old).unwrap_err();
     assert!(matches!(e, StorageError::SchemaVersion { .. }), "{e}");
     assert!(e.to_string().contains("v3.0.0.d"), "{e}");
+    assert!(e.to_string().contains("optuna storage upgrade"), "{e}");
+    assert_eq!(
+        journal_mode(&old),
+        "delete",
+        "a refused file is left as it was"
+    );
     // Reading is still possible.
     let r = Storage::open_read_only(&old).unwrap();
     assert_eq!(r.studies().unwrap().len(), 4);
@@ -382,6 +393,100 @@ fn refuses_foreign_and_other_version_files() {
         r.create_study("z", &[StudyDirection::Minimize]),
         Err(StorageError::ReadOnly { .. })
     ));
+    drop(r);
+
+    let set = |version: &str| {
+        rusqlite::Connection::open(&old)
+            .unwrap()
+            .execute("UPDATE alembic_version SET version_num = ?1", [version])
+            .unwrap();
+    };
+    // Older than the columns TradeTune reads: refused to read as well, with the upgrade that
+    // makes it readable, not a missing column's SQL error.
+    set("v3.0.0.c");
+    let e = Storage::open_read_only(&old).err().unwrap();
+    assert!(matches!(e, StorageError::SchemaVersion { .. }), "{e}");
+    assert!(
+        e.to_string().contains("v3.0.0.c") && e.to_string().contains("optuna storage upgrade"),
+        "{e}"
+    );
+    // Newer (a later Optuna): upgrading cannot help, and it is said so; it is still read.
+    set("v5.1.0.a");
+    let e = Storage::open(&old).unwrap_err();
+    assert!(matches!(e, StorageError::NewerSchema { .. }), "{e}");
+    let said = e.to_string();
+    assert!(
+        said.contains("v5.1.0.a") && said.contains("newer Optuna") && !said.contains("upgrade"),
+        "{said}"
+    );
+    assert_eq!(
+        Storage::open_read_only(&old)
+            .unwrap()
+            .studies()
+            .unwrap()
+            .len(),
+        4
+    );
+    // A newer TradeTune's tables.
+    let ours = dir.path().join("ours.db");
+    drop(Storage::open(&ours).unwrap());
+    rusqlite::Connection::open(&ours)
+        .unwrap()
+        .execute("UPDATE tradetune_version SET schema_version = 2", [])
+        .unwrap();
+    let e = Storage::open(&ours).unwrap_err();
+    assert!(matches!(e, StorageError::NewerSchema { .. }), "{e}");
+    assert!(
+        e.to_string().contains("newer TradeTune") && !e.to_string().contains("optuna storage"),
+        "{e}"
+    );
+}
+
+fn journal_mode(path: &std::path::Path) -> String {
+    rusqlite::Connection::open(path)
+        .unwrap()
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap()
+}
+
+/// A damaged `trial_values` row (an objective far past the study's, or one after a gap) is
+/// refused naming its row, rather than allocated for or read as a made-up value.
+#[test]
+fn a_trial_value_with_an_impossible_objective_is_refused_by_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("values.db");
+    std::fs::copy(REFERENCE_DB, &path).unwrap();
+    let row: i64 = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row("SELECT MIN(trial_value_id) FROM trial_values", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    let studies = Storage::open_read_only(&path).unwrap().studies().unwrap();
+    let trials_of_all = |s: &Storage| -> Result<usize, StorageError> {
+        let mut n = 0;
+        for st in &studies {
+            n += s.trials(st.study_id)?.len();
+        }
+        Ok(n)
+    };
+    assert!(trials_of_all(&Storage::open_read_only(&path).unwrap()).unwrap() > 0);
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute(
+            "UPDATE trial_values SET objective = 2000000000 WHERE trial_value_id = ?1",
+            [row],
+        )
+        .unwrap();
+    let e = trials_of_all(&Storage::open_read_only(&path).unwrap()).unwrap_err();
+    assert!(matches!(e, StorageError::Corrupt { .. }), "{e}");
+    let said = e.to_string();
+    assert!(
+        said.contains("trial_values")
+            && said.contains(&format!("row {row}"))
+            && said.contains("2000000000"),
+        "{said}"
+    );
 }
 
 #[test]

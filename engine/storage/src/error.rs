@@ -40,6 +40,21 @@ pub enum StorageError {
         found: String,
         expected: &'static str,
     },
+    /// A storage made by a newer Optuna (an alembic revision after the one TradeTune writes,
+    /// or one it does not know) or a newer TradeTune (`tradetune_version` above its own):
+    /// upgrading cannot help.
+    #[error(
+        "storage {path}: schema version `{found}` is newer than this TradeTune's (it writes \
+         `{expected}` and never migrates); it was made by a newer {made_by}: use a TradeTune \
+         made for it, or read it here (`tradetune study list`/`show` open it read-only)"
+    )]
+    NewerSchema {
+        path: String,
+        found: String,
+        expected: &'static str,
+        /// "Optuna" or "TradeTune".
+        made_by: &'static str,
+    },
     #[error("storage {location}: {message}")]
     BadLocation { location: String, message: String },
     #[error("storage {path}: opened read-only; {action} needs a writable storage")]

@@ -64,11 +64,15 @@ impl Storage {
                      AND (julianday(CURRENT_TIMESTAMP) - julianday(h.heartbeat)) * 86400.0 > ?1"
                 ),
                 // Locked, and skipped when another worker is failing (or finishing) them now.
+                // The beats are the session zone's wall clock (`LOCALTIMESTAMP`, as Optuna
+                // writes them): read in that zone, a beat from just before the clocks went
+                // forward is seconds old, not an hour (which would fail a live trial).
                 Dialect::Postgres => format!(
                     "SELECT t.trial_id, t.study_id, t.number, h.heartbeat FROM trials t \
                      JOIN trial_heartbeats h ON h.trial_id = t.trial_id \
                      WHERE t.state = 'RUNNING' {of_study}\
-                     AND h.heartbeat < LOCALTIMESTAMP - make_interval(secs => ?1) \
+                     AND (h.heartbeat AT TIME ZONE current_setting('TimeZone')) \
+                     < now() - make_interval(secs => ?1) \
                      FOR UPDATE OF t SKIP LOCKED"
                 ),
             };

@@ -163,9 +163,15 @@ impl Storage {
                 });
             }
             storage.check_tables(&names)?;
+            storage.check_readable_version()?;
             return Ok(storage);
         }
         storage.init_schema()?;
+        // Only a file known to be (now) an Optuna storage TradeTune writes is switched to WAL:
+        // one refused above is left as it was.
+        if let Conn::Sqlite(conn) = &storage.conn {
+            switch_to_wal(conn, &storage.path)?;
+        }
         if let Some(stale_after) = options.stale_after {
             storage.recovered = storage.fail_stale_trials(stale_after)?;
         }
@@ -219,18 +225,6 @@ impl Storage {
         if options.read_only {
             return Ok(Conn::Sqlite(conn));
         }
-        // WAL is a property of the file; switching needs no other connection in the middle of a
-        // transaction, which the busy timeout waits for.
-        let mode: String = conn
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-            .map_err(err("switch to WAL"))?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            return Err(StorageError::Database {
-                path: path_str,
-                action: "switch to WAL",
-                cause: rusqlite::Error::InvalidQuery.into(),
-            });
-        }
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(err("set synchronous"))?;
         conn.pragma_update(None, "foreign_keys", true)
@@ -270,6 +264,26 @@ impl Storage {
         check_tables(&self.path, self.read_only, names)
     }
 
+    /// Whether this TradeTune reads the storage's revision: [`READABLE_SINCE`] or later (the
+    /// columns it reads are there; later revisions are read as they are, as Optuna's own
+    /// additions have been columns and indexes); an older one is refused with the upgrade that
+    /// makes it readable, rather than failing on a missing column.
+    fn check_readable_version(&self) -> Result<(), StorageError> {
+        let found = self
+            .conn
+            .query_opt("SELECT version_num FROM alembic_version", &[])
+            .and_then(|r| r.map(|r| r.string(0)).transpose())
+            .map_err(sql_err(&self.path, "read alembic_version"))?;
+        match found.as_deref().map(revision_order) {
+            Some(Some(order)) if order >= revision_order(READABLE_SINCE).unwrap_or_default() => {
+                Ok(())
+            }
+            // Not a revision of Optuna's naming: nothing to say it is older.
+            Some(None) => Ok(()),
+            _ => Err(schema_version_error(&self.path, found, READABLE_SINCE)),
+        }
+    }
+
     /// Creates Optuna's schema in an empty database, or checks an existing one; adds our tables.
     fn init_schema(&mut self) -> Result<(), StorageError> {
         let path = self.path.clone();
@@ -295,12 +309,7 @@ impl Storage {
                 .and_then(|r| r.map(|r| r.string(0)).transpose())
                 .map_err(err("read alembic_version"))?;
             if found.as_deref() != Some(ALEMBIC_VERSION) {
-                return Err(StorageError::SchemaVersion {
-                    url: optuna_url(&path),
-                    path: path.clone(),
-                    found: found.unwrap_or_else(|| "(none)".to_owned()),
-                    expected: ALEMBIC_VERSION,
-                });
+                return Err(schema_version_error(&path, found, ALEMBIC_VERSION));
             }
         }
         tradetune_schema::create_or_check(&mut tx, &path)?;
@@ -450,6 +459,64 @@ fn table_names_sql(dialect: Dialect) -> &'static str {
 }
 
 /// Every table Optuna needs is present (a writer also needs `alembic_version`, which it checks).
+/// Switches the SQLite file `conn` opened to WAL (a property of the file; switching needs no
+/// other connection in the middle of a transaction, which the busy timeout waits for).
+fn switch_to_wal(conn: &Connection, path: &str) -> Result<(), StorageError> {
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+        .map_err(sql_err(path, "switch to WAL"))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StorageError::Database {
+            path: path.to_owned(),
+            action: "switch to WAL",
+            cause: rusqlite::Error::InvalidQuery.into(),
+        });
+    }
+    Ok(())
+}
+
+/// The oldest Optuna schema revision TradeTune reads: `v3.0.0.d` added `trial_values.value_type`
+/// (`v3.0.0.c`, `trial_intermediate_values.intermediate_value_type`); `v3.2.0.a` only an index.
+const READABLE_SINCE: &str = "v3.0.0.d";
+
+/// An Optuna alembic revision (`v3.2.0.a`) as something to compare: its version numbers, then
+/// its letter; None for a name of another form.
+fn revision_order(revision: &str) -> Option<(Vec<u32>, String)> {
+    let mut parts: Vec<&str> = revision.strip_prefix('v')?.split('.').collect();
+    let letter = parts.pop()?;
+    if parts.is_empty() || !letter.chars().all(|c| c.is_ascii_alphabetic()) {
+        return None;
+    }
+    let numbers: Option<Vec<u32>> = parts.iter().map(|p| p.parse().ok()).collect();
+    Some((numbers?, letter.to_owned()))
+}
+
+/// The storage's revision `found` is not the one wanted (`wanted`, for writing
+/// [`ALEMBIC_VERSION`], for reading [`READABLE_SINCE`] or later): an older one is upgraded with
+/// Optuna's command; a newer one, or one of another naming, was made by a newer Optuna.
+fn schema_version_error(path: &str, found: Option<String>, wanted: &'static str) -> StorageError {
+    let older = match found.as_deref() {
+        None => true,
+        Some(found) => revision_order(found)
+            .zip(revision_order(wanted))
+            .is_some_and(|(found, wanted)| found < wanted),
+    };
+    match found {
+        Some(found) if !older => StorageError::NewerSchema {
+            path: path.to_owned(),
+            found,
+            expected: ALEMBIC_VERSION,
+            made_by: "Optuna",
+        },
+        found => StorageError::SchemaVersion {
+            url: optuna_url(path),
+            path: path.to_owned(),
+            found: found.unwrap_or_else(|| "(none)".to_owned()),
+            expected: ALEMBIC_VERSION,
+        },
+    }
+}
+
 fn check_tables(path: &str, read_only: bool, names: &[String]) -> Result<(), StorageError> {
     let mut required: Vec<&str> = OPTUNA_TABLES.to_vec();
     if !read_only {

@@ -493,10 +493,21 @@ impl Storage {
             let objective = usize::try_from(objective).map_err(|_| {
                 self.corrupt("trial_values", row_id, "objective", format!("{objective}"))
             })?;
-            if values.len() <= objective {
-                values.resize(objective + 1, 0.0);
+            // Read in objective order: each trial's objectives count 0, 1, … without a gap (a
+            // damaged row's huge objective would otherwise be allocated for, and a missing
+            // one read as a made-up value).
+            if objective != values.len() {
+                return Err(self.corrupt(
+                    "trial_values",
+                    row_id,
+                    "objective",
+                    format!(
+                        "{objective}, where the trial's next objective is {} (they count from 0)",
+                        values.len()
+                    ),
+                ));
             }
-            values[objective] = stored_value(value, &kind);
+            values.push(stored_value(value, &kind));
         }
         let rows = self
             .conn

@@ -3,7 +3,7 @@
 //! connection's transaction, not the `Storage` built on it.
 
 use super::db::{Dialect, Txn, args};
-use super::error::{StorageError, optuna_url, sql_err};
+use super::error::{StorageError, sql_err};
 
 /// Version of the `tradetune_*` tables below. A table added later (`tradetune_fold_returns`) is
 /// created on the next writable open and read as empty where it is missing, and a column added
@@ -187,11 +187,11 @@ pub(super) fn create_or_check(tx: &mut Txn<'_>, path: &str) -> Result<(), Storag
             Ok(())
         }
         Some(v) if v == TRADETUNE_SCHEMA_VERSION => Ok(()),
-        Some(v) => Err(StorageError::SchemaVersion {
+        Some(v) => Err(StorageError::NewerSchema {
             path: path.to_owned(),
-            url: optuna_url(path),
             found: format!("tradetune_version {v}"),
             expected: "tradetune_version 1",
+            made_by: "TradeTune",
         }),
     }
 }

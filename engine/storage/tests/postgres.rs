@@ -373,6 +373,69 @@ fn a_dead_workers_trial_fails_on_the_database_clock() {
     assert_eq!(s.trial(alive.trial_id).unwrap().state, TrialState::Running);
 }
 
+/// A beat written in the last seconds before the server's clocks went forward (a time zone
+/// with daylight saving, as `initdb` copies the system's) is seconds old, not an hour: the
+/// live trial is not failed "worker lost"; a beat older than the limit still is. The zone here
+/// is a POSIX rule whose clocks go forward 10 s before the check.
+#[test]
+fn a_beat_from_before_the_clocks_went_forward_is_not_an_hour_old() {
+    let Some(url) = fresh_database("dst") else {
+        return;
+    };
+    let mut s = Storage::open(&url).unwrap();
+    let study = s.create_study("s", &[StudyDirection::Minimize]).unwrap();
+    let live = s.create_trial(study).unwrap();
+    let dead = s.create_trial(study).unwrap();
+    drop(s);
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let row = admin
+        .query_one(
+            "SELECT to_char(t, 'HH24:MI:SS'), EXTRACT(doy FROM t)::int, \
+             EXTRACT(year FROM t)::int, current_database() \
+             FROM (SELECT (now() AT TIME ZONE 'UTC') - interval '10 seconds' AS t) AS x",
+            &[],
+        )
+        .unwrap();
+    let (at, doy, year, db): (String, i32, i32, String) =
+        (row.get(0), row.get(1), row.get(2), row.get(3));
+    // POSIX's Jn counts 1..=365 and never February 29th.
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let day = match doy {
+        60 if leap => {
+            eprintln!("skipped: February 29th has no POSIX Jn day");
+            return;
+        }
+        d if leap && d > 60 => d - 1,
+        d => d,
+    };
+    let back = (day + 30 - 1) % 365 + 1;
+    let zone = format!("XST0XDT,J{day}/{at},J{back}/0");
+    admin
+        .batch_execute(&format!(
+            "ALTER DATABASE \"{db}\" SET timezone TO '{zone}'; \
+             UPDATE trial_heartbeats SET heartbeat = \
+               (now() AT TIME ZONE 'UTC') - interval '15 seconds' WHERE trial_id = {}; \
+             UPDATE trial_heartbeats SET heartbeat = \
+               (now() AT TIME ZONE 'UTC') - interval '130 seconds' WHERE trial_id = {};",
+            live.trial_id, dead.trial_id
+        ))
+        .unwrap();
+    // A new connection takes the database's zone: its wall clock is an hour ahead now.
+    let mut s = Storage::open(&url).unwrap();
+    let ahead: bool = postgres::Client::connect(&url, postgres::NoTls)
+        .unwrap()
+        .query_one(
+            "SELECT LOCALTIMESTAMP > (now() AT TIME ZONE 'UTC') + interval '59 minutes'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(ahead, "the zone {zone} has its clocks forward now");
+    let failed = s.fail_stale_trials(Duration::from_secs(60)).unwrap();
+    assert_eq!(failed, vec![dead], "zone {zone}");
+    assert_eq!(s.trial(live.trial_id).unwrap().state, TrialState::Running);
+}
+
 /// Ends every other session of the database `url` names, as a server restart or an
 /// administrator's `pg_terminate_backend` does; returns how many.
 fn end_other_sessions(url: &str) -> usize {

@@ -109,6 +109,14 @@ pub fn same_database(a: &str, b: &str) -> bool {
 
 /// Parses the URL and fills in the password from the environment or the password file.
 pub fn parse(url: &str) -> Result<PgTarget, String> {
+    if raw_at_in_credentials(url) {
+        return Err(
+            "the part before the host holds more than one '@' (a password with '@' \
+                    in it?): write each '@' of the user or password as %40, or leave the \
+                    password out of the URL and set PGPASSWORD or use ~/.pgpass"
+                .to_owned(),
+        );
+    }
     let mut config: Config = url.parse().map_err(|e| {
         format!("not a PostgreSQL URL (postgresql://user[:password]@host[:port]/dbname): {e}")
     })?;
@@ -140,6 +148,20 @@ pub fn parse(url: &str) -> Result<PgTarget, String> {
         host: format!("{host}:{port}"),
         config,
     })
+}
+
+/// Whether the URL's user and password hold a raw '@': the host then starts at the first one
+/// (tokio-postgres, as libpq) and the rest of the password would show as the host's name. An
+/// '@' after the last '=' (a query string's `user=a@b`) is not the credentials'.
+fn raw_at_in_credentials(url: &str) -> bool {
+    let Some((_, rest)) = url.split_once("://") else {
+        return false;
+    };
+    let Some(last) = rest.rfind('@') else {
+        return false;
+    };
+    let before = &rest[..last];
+    before.contains('@') && !before.contains('=')
 }
 
 fn pgpass_file() -> Option<PathBuf> {
@@ -329,6 +351,24 @@ mod tests {
             Some("fallback")
         );
         assert_eq!(pgpass_lookup("h:1:d:u\n", "h", 1, "d", "u"), None);
+    }
+
+    #[test]
+    fn a_raw_at_in_the_password_is_refused_without_showing_the_password() {
+        let url = "postgresql://alice:Secr3t@Pw@127.0.0.1:1/x";
+        let e = parse(url).err().unwrap_or_default();
+        assert!(e.contains("%40") && e.contains("PGPASSWORD"), "{e}");
+        let shown = redact(url);
+        assert!(
+            !shown.contains("Secr3t") && !shown.contains("Pw"),
+            "{shown}"
+        );
+        // Encoded, it is the password it says.
+        let t = parse("postgresql://alice:Secr3t%40Pw@127.0.0.1:1/x").unwrap();
+        assert_eq!(t.config.get_password(), Some(&b"Secr3t@Pw"[..]));
+        assert_eq!(t.display, "postgresql://alice@127.0.0.1:1/x");
+        // An '@' in a query string's value is not the credentials'.
+        assert!(!raw_at_in_credentials("postgresql://h/db?user=alice@corp"));
     }
 
     #[test]
