@@ -263,6 +263,105 @@ fn clicking_a_preset_changes_the_fields_and_the_memory_bar() {
     assert_eq!(pi.value().as_deref(), Some("1024, 1024"));
 }
 
+/// "Apply <preset>" over a draft kept in no preset (edited since) asks first: "Cancel" keeps
+/// the draft as it was, "Replace" applies the preset. A draft that is some preset's (the one
+/// just applied) is replaced at once: nothing is lost.
+#[test]
+fn applying_a_preset_over_unsaved_edits_asks_first() {
+    use tradetune_app::ui::panels::hardware::{CANCEL, REPLACE};
+    let mut wide = Draft::default();
+    wide.ppo.policy.net_arch.pi = vec![1024, 1024];
+    wide.env.n_envs = 16;
+    let mut mine = Draft::default();
+    mine.study.name = "my study".into();
+    mine.ppo.n_epochs = 7;
+    let settings = Settings {
+        draft: mine.clone(),
+        user_presets: vec![UserPreset {
+            name: "wide nets".into(),
+            draft: wide.clone(),
+        }],
+        ..Settings::default()
+    };
+    let mut h = harness(app_with(settings, no_dialogs()));
+    step_until(&mut h, "the bundled data", data_loaded);
+    let question = "Replace the draft with preset wide nets?";
+    assert!(h.query_by_label_contains(question).is_none());
+
+    h.get_by_label("Apply wide nets").click();
+    settle(&mut h);
+    assert_eq!(h.state().cx.settings.draft, mine, "replaced without asking");
+    h.get_by_label_contains(question);
+    h.get_by_label_contains("(study \"my study\", 0 searched parameters)");
+    h.get_by_label(CANCEL).click();
+    settle(&mut h);
+    assert_eq!(h.state().cx.settings.draft, mine);
+    assert_eq!(h.state().cx.settings.preset, None);
+    assert!(h.query_by_label_contains(question).is_none());
+
+    h.get_by_label("Apply wide nets").click();
+    settle(&mut h);
+    h.get_by_label(REPLACE).click();
+    settle(&mut h);
+    assert_eq!(h.state().cx.settings.draft, wide);
+    assert_eq!(h.state().cx.settings.preset.as_deref(), Some("wide nets"));
+    assert!(h.query_by_label_contains(question).is_none());
+
+    // The draft is the preset's as applied: another preset replaces it without a question.
+    let cpu = h.state().cx.presets[0].clone();
+    h.get_by_label(&format!("Apply {}", cpu.name)).click();
+    settle(&mut h);
+    assert_eq!(h.state().cx.settings.draft, cpu.draft);
+    assert!(
+        h.query_by_label_contains("Replace the draft with")
+            .is_none()
+    );
+}
+
+/// "delete <preset>" asks first: "Cancel" keeps the preset (and writes nothing), "Delete"
+/// forgets it and says so.
+#[test]
+fn deleting_a_saved_preset_asks_first() {
+    use tradetune_app::ui::panels::hardware::{CANCEL, DELETE};
+    let mut mine = Draft::default();
+    mine.ppo.n_epochs = 7;
+    let settings = Settings {
+        user_presets: vec![UserPreset {
+            name: "mine".into(),
+            draft: mine,
+        }],
+        ..Settings::default()
+    };
+    let mut h = harness(app_with(settings, no_dialogs()));
+    step_until(&mut h, "the bundled data", data_loaded);
+    let question = "Delete the saved preset mine? It cannot be brought back.";
+
+    h.get_by_label("delete mine").click();
+    settle(&mut h);
+    assert_eq!(
+        h.state().cx.settings.user_presets.len(),
+        1,
+        "deleted at once"
+    );
+    h.get_by_label(question);
+    h.get_by_label(CANCEL).click();
+    settle(&mut h);
+    assert_eq!(h.state().cx.settings.user_presets.len(), 1);
+    assert!(!h.state().cx.save_now);
+    assert!(h.query_by_label(question).is_none());
+
+    h.get_by_label("delete mine").click();
+    settle(&mut h);
+    h.get_by_label(DELETE).click();
+    settle(&mut h);
+    assert!(h.state().cx.settings.user_presets.is_empty());
+    assert!(h.query_by_label("delete mine").is_none());
+    assert_eq!(
+        h.state().cx.notices.last().map(String::as_str),
+        Some("preset mine deleted")
+    );
+}
+
 #[test]
 fn a_first_launch_applies_the_preset_for_this_hardware() {
     let mut app = app_with(Settings::default(), no_dialogs());

@@ -18,7 +18,7 @@ use super::dialog::{FileDialogs, Pick};
 use super::panels::studies::{Export, StudiesView};
 use super::panels::{self, Panels, backtest, compare, configure, hardware, run, studies};
 use super::presets;
-use super::settings::Settings;
+use super::settings::{Loaded, Settings};
 use super::tasks::{self, DeviceProbe, TaskEvent, Tasks};
 
 /// Any action of any panel, or an app-level command: what [`TradeTuneApp::handle`] takes.
@@ -101,6 +101,20 @@ impl TradeTuneApp {
             closing: Closing::default(),
             _sampler: None,
         }
+    }
+
+    /// [`Self::new`] on the settings a launch read ([`super::settings::load`]): what they could
+    /// not keep is told in a warning each.
+    pub fn from_loaded(
+        loaded: Loaded,
+        dialogs: Arc<dyn FileDialogs>,
+        devices: Vec<DeviceInfo>,
+    ) -> Self {
+        let mut app = Self::new(loaded.settings, dialogs, devices);
+        for w in loaded.warnings {
+            app.cx.notice(w);
+        }
+        app
     }
 
     /// On a first launch (no preset chosen yet), applies the bundled preset for this machine's

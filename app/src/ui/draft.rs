@@ -34,24 +34,32 @@ pub struct SearchEntry {
     pub spec: SearchSpec,
 }
 
+/// A searched parameter as saved settings hold it: its range as the study file's text.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(crate) struct StoredSearchEntry {
+    /// `ppo.learning_rate`.
+    pub name: String,
+    /// `{ low = 1e-5, high = 1e-3, log = true }`.
+    pub spec: String,
+}
+
+impl StoredSearchEntry {
+    /// The entry, or why its range no longer reads.
+    pub(crate) fn read(&self) -> Result<SearchEntry, String> {
+        SearchSpec::parse(&self.spec).map(|spec| SearchEntry {
+            name: self.name.clone(),
+            spec,
+        })
+    }
+}
+
 /// The searched parameters of saved settings; an entry whose range no longer reads (text
 /// typed into a settings file by hand) is dropped, leaving that field fixed, rather than
-/// losing every other setting.
+/// losing every other setting. The settings' loader names each one dropped in a warning
+/// ([`super::settings::load`]).
 fn lenient_search<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<SearchEntry>, D::Error> {
-    #[derive(Deserialize)]
-    struct Stored {
-        name: String,
-        spec: String,
-    }
-    let stored = Vec::<Stored>::deserialize(d)?;
-    Ok(stored
-        .into_iter()
-        .filter_map(|e| {
-            SearchSpec::parse(&e.spec)
-                .ok()
-                .map(|spec| SearchEntry { name: e.name, spec })
-        })
-        .collect())
+    let stored = Vec::<StoredSearchEntry>::deserialize(d)?;
+    Ok(stored.iter().filter_map(|e| e.read().ok()).collect())
 }
 
 /// Everything Start needs besides the data: a study file's contents, with the fixed

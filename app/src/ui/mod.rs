@@ -62,11 +62,8 @@ pub fn run_native(launch: LaunchOptions) -> anyhow::Result<()> {
             let loaded = settings::load(saved.as_deref(), file.as_deref());
             let devices = tradetune_engine::device::describe_devices();
             let mut app =
-                TradeTuneApp::new(loaded.settings, Arc::new(dialog::NativeDialogs), devices)
+                TradeTuneApp::from_loaded(loaded, Arc::new(dialog::NativeDialogs), devices)
                     .exit_after_frames(launch.exit_after_frames);
-            for w in loaded.warnings {
-                app.cx.notice(w);
-            }
             // The GPUs the probes find start the telemetry and, on a first launch, choose
             // the preset.
             app.detect_hardware(tradetune_engine::telemetry::GpuDiscovery::discover(

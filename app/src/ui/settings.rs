@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::draft::Draft;
+use super::draft::{Draft, StoredSearchEntry};
 use super::presets::UserPreset;
 
 /// Where eframe keeps the settings.
@@ -126,28 +126,118 @@ pub fn load(saved: Option<&str>, file: Option<&Path>) -> Loaded {
             }
             Settings::default()
         }
-        Some(text) => match parse::<Settings>(text) {
-            Some(s) => s,
-            None => {
-                let (settings, dropped) = lenient(text);
-                let file_note = file.map_or_else(
-                    || "the settings were not read from a file".to_owned(),
-                    keep_aside,
-                );
+        Some(text) => {
+            let mut aside = Aside { file, note: None };
+            let settings = match parse::<Settings>(text) {
+                Some(s) => s,
+                None => {
+                    let (settings, dropped) = lenient(text);
+                    warnings.push(format!(
+                        "warning: some saved settings could not be read (saved by another \
+                         version of TradeTune?) and were left out: {}; {}",
+                        if dropped.is_empty() {
+                            "the settings as a whole".to_owned()
+                        } else {
+                            dropped.join(", ")
+                        },
+                        aside.note()
+                    ));
+                    settings
+                }
+            };
+            for (owner, entry, why) in unread_search(text, &settings) {
                 warnings.push(format!(
-                    "warning: some saved settings could not be read (saved by another version \
-                     of TradeTune?) and were left out: {}; {file_note}",
-                    if dropped.is_empty() {
-                        "the settings as a whole".to_owned()
-                    } else {
-                        dropped.join(", ")
-                    }
+                    "warning: the searched range of {name} in {owner} no longer reads and was \
+                     left out ({why}): {name} is fixed at its value until it is searched again; \
+                     the range was {spec}; {note}",
+                    name = entry.name,
+                    spec = entry.spec,
+                    note = aside.note()
                 ));
-                settings
             }
-        },
+            settings
+        }
     };
     Loaded { settings, warnings }
+}
+
+/// The settings file, kept aside (see [`keep_aside`]) once at most, however many warnings
+/// say so.
+struct Aside<'a> {
+    /// eframe's file, if the settings came from one.
+    file: Option<&'a Path>,
+    /// What keeping it aside said.
+    note: Option<String>,
+}
+
+impl Aside<'_> {
+    /// Where the file as it was is kept (kept aside on the first call), or why not.
+    fn note(&mut self) -> String {
+        let file = self.file;
+        self.note
+            .get_or_insert_with(|| {
+                file.map_or_else(
+                    || "the settings were not read from a file".to_owned(),
+                    keep_aside,
+                )
+            })
+            .clone()
+    }
+}
+
+/// The searched parameters in the settings `text` whose ranges no longer read (so the draft
+/// or preset that held them was loaded without them, see the draft's `lenient_search`):
+/// `(where, the entry, why)`, of the draft and of each saved preset `settings` kept (one
+/// dropped as a whole is named on its own).
+fn unread_search(text: &str, settings: &Settings) -> Vec<(String, StoredSearchEntry, String)> {
+    let mut out = Vec::new();
+    for item in ron_items(text, '(', ')').unwrap_or_default() {
+        let Some((name, raw)) = item.split_once(':') else {
+            continue;
+        };
+        match name.trim() {
+            "draft" => unread_in_draft(raw, "the draft", &mut out),
+            "user_presets" => {
+                for p in ron_items(raw, '[', ']').unwrap_or_default() {
+                    let Some(name) = parse::<Named>(p).map(|n| n.name) else {
+                        continue;
+                    };
+                    if !settings.user_presets.iter().any(|u| u.name == name) {
+                        continue;
+                    }
+                    let draft = ron_items(p, '(', ')').and_then(|fields| {
+                        fields.into_iter().find_map(|f| {
+                            let (field, value) = f.split_once(':')?;
+                            (field.trim() == "draft").then_some(value)
+                        })
+                    });
+                    if let Some(draft) = draft {
+                        let owner = format!("the saved preset \"{name}\"");
+                        unread_in_draft(draft, &owner, &mut out);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// [`unread_search`] of one draft (`raw`, a RON struct), said to be in `owner`.
+fn unread_in_draft(raw: &str, owner: &str, out: &mut Vec<(String, StoredSearchEntry, String)>) {
+    for item in ron_items(raw, '(', ')').unwrap_or_default() {
+        let Some((name, value)) = item.split_once(':') else {
+            continue;
+        };
+        if name.trim() != "search" {
+            continue;
+        }
+        for entry in parse::<Vec<StoredSearchEntry>>(value).unwrap_or_default() {
+            if let Err(why) = entry.read() {
+                out.push((owner.to_owned(), entry, why));
+            }
+        }
+    }
 }
 
 /// Copies `file` to `<file>.bad`, or where that is taken (the copy of an earlier bad read,

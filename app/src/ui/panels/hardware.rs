@@ -16,9 +16,14 @@ pub enum Action {
     /// Ask wgpu for its adapters again and list the devices anew (a card plugged in, a driver
     /// installed).
     RefreshDevices,
-    /// Apply the preset with this name to the draft.
+    /// A preset card's "Apply" or "delete" was clicked: ask first where the click would lose
+    /// something (see [`Confirm`]), else carry it out.
+    Ask(Confirm),
+    /// The question was answered "Cancel": nothing changes.
+    CancelAsk,
+    /// Apply the preset with this name to the draft (no question: the question's "Replace").
     ApplyPreset(String),
-    /// Delete the user preset with this name.
+    /// Delete the user preset with this name (no question: the question's "Delete").
     DeletePreset(String),
     /// Install the desktop launcher and icon for this user (`tradetune install-desktop`).
     InstallLauncher {
@@ -27,17 +32,37 @@ pub enum Action {
     },
 }
 
+/// What a preset card asks before it is carried out: one click must not lose work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Confirm {
+    /// "Apply <name>" replaces the whole draft (study name, searched ranges, split, …): asked
+    /// where the draft holds edits kept nowhere else (see [`draft_is_kept`]).
+    Apply(String),
+    /// "delete <name>" forgets a saved preset for good (the settings are written at once).
+    Delete(String),
+}
+
+/// The answer "Replace" of [`Confirm::Apply`]'s question.
+pub const REPLACE: &str = "Replace";
+/// The answer "Delete" of [`Confirm::Delete`]'s question.
+pub const DELETE: &str = "Delete";
+/// The answer that keeps everything as it is.
+pub const CANCEL: &str = "Cancel";
+
 /// The Hardware & presets panel: the devices, the GPUs' live figures, the presets and the
-/// memory estimate. It keeps no state of its own; it edits the draft's device and presets in
-/// the context.
+/// memory estimate. Its own state is the question a preset card asks; it edits the draft's
+/// device and presets in the context.
 #[derive(Debug, Clone, Default)]
-pub struct HardwareView;
+pub struct HardwareView {
+    /// The question shown on a preset card, until it is answered.
+    pub confirm: Option<Confirm>,
+}
 
 impl HardwareView {
     /// Draws the panel.
     pub fn ui(&mut self, ui: &mut egui::Ui, cx: &mut Context, out: &mut Vec<Command>) {
         let mut actions = Vec::new();
-        show(ui, cx, &mut actions);
+        show(ui, cx, self.confirm.as_ref(), &mut actions);
         for a in actions {
             self.handle(a, cx, out);
         }
@@ -47,15 +72,81 @@ impl HardwareView {
     pub fn handle(&mut self, action: Action, cx: &mut Context, out: &mut Vec<Command>) {
         match action {
             Action::RefreshDevices => refresh_devices(cx),
-            Action::ApplyPreset(name) => out.push(Command::ApplyPreset(name)),
-            Action::DeletePreset(name) => delete_preset(cx, &name),
+            Action::Ask(Confirm::Apply(name)) if draft_is_kept(cx) => {
+                self.confirm = None;
+                out.push(Command::ApplyPreset(name));
+            }
+            Action::Ask(confirm) => self.confirm = Some(confirm),
+            Action::CancelAsk => self.confirm = None,
+            Action::ApplyPreset(name) => {
+                self.confirm = None;
+                out.push(Command::ApplyPreset(name));
+            }
+            Action::DeletePreset(name) => {
+                self.confirm = None;
+                delete_preset(cx, &name);
+            }
             Action::InstallLauncher { on_desktop } => install_launcher(cx, on_desktop),
         }
     }
 }
 
+/// Whether the draft is kept elsewhere, so that replacing it loses nothing: it is the default
+/// one, or some preset's (the one applied, unchanged since, or one saved from it).
+pub fn draft_is_kept(cx: &Context) -> bool {
+    let draft = &cx.settings.draft;
+    *draft == crate::ui::draft::Draft::default()
+        || presets::all(&cx.presets, &cx.settings.user_presets)
+            .iter()
+            .any(|p| p.draft == *draft)
+}
+
+/// The question `confirm` asks on its preset's card, with its two answers.
+fn ask(ui: &mut egui::Ui, cx: &Context, confirm: &Confirm, commands: &mut Vec<Action>) {
+    egui::Frame::group(ui.style()).show(ui, |ui| {
+        let yes = match confirm {
+            Confirm::Apply(name) => {
+                let draft = &cx.settings.draft;
+                let searched = draft.search.len();
+                ui.colored_label(
+                    widgets::WARN,
+                    format!(
+                        "Replace the draft with preset {name}? The draft (study \"{}\", \
+                         {searched} searched parameter{}) is saved in no preset, so its edits \
+                         would be lost; to keep them, use \"Save as preset\" in Configure \
+                         first.",
+                        draft.study.name,
+                        if searched == 1 { "" } else { "s" }
+                    ),
+                );
+                (REPLACE, Action::ApplyPreset(name.clone()))
+            }
+            Confirm::Delete(name) => {
+                ui.colored_label(
+                    widgets::WARN,
+                    format!("Delete the saved preset {name}? It cannot be brought back."),
+                );
+                (DELETE, Action::DeletePreset(name.clone()))
+            }
+        };
+        ui.horizontal(|ui| {
+            if ui.button(yes.0).clicked() {
+                commands.push(yes.1);
+            }
+            if ui.button(CANCEL).clicked() {
+                commands.push(Action::CancelAsk);
+            }
+        });
+    });
+}
+
 /// Draws the panel.
-fn show(ui: &mut egui::Ui, state: &mut Context, commands: &mut Vec<Action>) {
+fn show(
+    ui: &mut egui::Ui,
+    state: &mut Context,
+    confirm: Option<&Confirm>,
+    commands: &mut Vec<Action>,
+) {
     ui.horizontal(|ui| {
         ui.heading("Devices");
         let refreshing = state.refreshing_devices;
@@ -146,7 +237,12 @@ fn show(ui: &mut egui::Ui, state: &mut Context, commands: &mut Vec<Action>) {
                         }
                     });
                     if ui.button(format!("Apply {}", p.name)).clicked() {
-                        commands.push(Action::ApplyPreset(p.name.clone()));
+                        commands.push(Action::Ask(Confirm::Apply(p.name.clone())));
+                    }
+                    if let Some(c @ Confirm::Apply(name)) = confirm
+                        && *name == p.name
+                    {
+                        ask(ui, state, c, commands);
                     }
                     ui.small(&p.about);
                     if let Some(m) = p.memory_bytes {
@@ -169,7 +265,13 @@ fn show(ui: &mut egui::Ui, state: &mut Context, commands: &mut Vec<Action>) {
                         p.draft.search.len()
                     ));
                     if p.user && ui.small_button(format!("delete {}", p.name)).clicked() {
-                        commands.push(Action::DeletePreset(p.name.clone()));
+                        commands.push(Action::Ask(Confirm::Delete(p.name.clone())));
+                    }
+                    if let Some(c @ Confirm::Delete(name)) = confirm
+                        && *name == p.name
+                        && p.user
+                    {
+                        ask(ui, state, c, commands);
                     }
                 });
             });
@@ -254,8 +356,14 @@ pub fn apply_preset(cx: &mut Context, name: &str) {
 
 /// [`Action::DeletePreset`]: forgets a preset the user saved.
 fn delete_preset(state: &mut Context, name: &str) {
+    let before = state.settings.user_presets.len();
     state.settings.user_presets.retain(|p| p.name != name);
+    if state.settings.user_presets.len() == before {
+        state.notice(format!("no saved preset named {name}"));
+        return;
+    }
     state.save_now = true;
+    state.notice(format!("preset {name} deleted"));
 }
 
 /// [`Action::InstallLauncher`]: installs the desktop launcher and icon (two small files:
