@@ -14,7 +14,9 @@ use egui::{ViewportCommand, ViewportEvent, ViewportId};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use tradetune_app::ui::TradeTuneApp;
-use tradetune_app::ui::close::{CANCEL, FINISH, FINISH_RESEED, STOP_NOW, STOP_RESEED};
+use tradetune_app::ui::close::{
+    CANCEL, FINISH, FINISH_RESEED, STOP_NOW, STOP_RESEED, STOPPING, stopping_text,
+};
 use tradetune_app::ui::context::DataState;
 use tradetune_app::ui::draft::{Draft, SearchEntry};
 use tradetune_app::ui::panels::studies::report::ReseedRun;
@@ -112,11 +114,125 @@ fn closing_while_a_study_runs_asks_and_stop_now_closes() {
     h.run_steps(2);
     h.get_by_label(STOP_NOW).click();
     h.step();
-    assert!(sent(&h, &ViewportCommand::Close), "stop now closes at once");
+    // The window stays, drawn, saying what it waits for, until the study has stored its
+    // running trials as interrupted (none started yet: its job is held).
+    assert!(
+        !sent(&h, &ViewportCommand::Close),
+        "not before the study has ended"
+    );
+    assert!(!h.state().closing.confirmed);
+    h.run_steps(2);
+    h.get_by_label(STOPPING);
+    h.get_by_label(&stopping_text(0));
+    assert!(h.state().panels.run.running);
+    // Another close request meanwhile is held without asking again.
+    request_close(&mut h);
+    assert!(sent(&h, &ViewportCommand::CancelClose));
+    h.run_steps(2);
+    assert!(h.query_by_label("A study is running").is_none());
+    h.get_by_label(STOPPING);
+    // The study starts now, interrupted before its runner was built: it ends, and the window
+    // closes from the frame that sees its end.
+    assert_eq!(h.state_mut().release_jobs(), 1);
+    let limit = Instant::now() + Duration::from_secs(120);
+    loop {
+        assert!(Instant::now() < limit, "the study did not end");
+        h.step();
+        if sent(&h, &ViewportCommand::Close) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert!(h.state().closing.confirmed);
-    // The close that follows goes through (on_exit then interrupts the study).
+    assert!(!h.state().panels.run.running);
+    // The close that follows goes through (on_exit has no study left to wait for).
     request_close(&mut h);
     assert!(!sent(&h, &ViewportCommand::CancelClose));
+}
+
+/// "Stop now" while a trial trains: the window shows how many trials it stores, stays open
+/// until the study has stored the trial as FAIL "interrupted", then closes (on_exit has
+/// nothing left to do).
+#[test]
+fn stop_now_stores_the_running_trial_before_the_window_closes() {
+    use tradetune_engine::storage::{JsonValue, TrialState};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("studies.db");
+    let mut long = tiny_draft("close_stop_trial");
+    // Long enough that the trial is still training when "Stop now" is clicked.
+    long.train.total_timesteps = 100_000_000;
+    long.study.n_trials = 1;
+    let mut h = harness(Settings {
+        tab: Tab::Run,
+        draft: long,
+        study_db: Some(db.clone()),
+        ..Settings::default()
+    });
+    let limit = Instant::now() + Duration::from_secs(120);
+    while matches!(h.state().cx.data, DataState::Loading(_) | DataState::None) {
+        assert!(Instant::now() < limit, "the bundled data did not load");
+        h.step();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    h.run_steps(3);
+    h.get_by_role_and_label(Role::Button, "Start").click();
+    let limit = Instant::now() + Duration::from_secs(300);
+    while !h
+        .state()
+        .panels
+        .run
+        .workers
+        .iter()
+        .any(|w| w.trial.is_some())
+    {
+        assert!(
+            Instant::now() < limit,
+            "no trial started: {:?}",
+            h.state().cx.notices
+        );
+        h.step();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    request_close(&mut h);
+    h.run_steps(2);
+    h.get_by_label_contains("1 trial is running");
+    h.get_by_label(STOP_NOW).click();
+    h.run_steps(2);
+    h.get_by_label(STOPPING);
+    h.get_by_label(&stopping_text(1));
+    let limit = Instant::now() + Duration::from_secs(300);
+    loop {
+        assert!(Instant::now() < limit, "the study did not stop");
+        h.step();
+        if sent(&h, &ViewportCommand::Close) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(h.state().closing.confirmed);
+    assert!(!h.state().panels.run.running);
+    let s = Storage::open_read_only(&db).unwrap();
+    let stored = s.trials(s.study_id("close_stop_trial").unwrap()).unwrap();
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].state, TrialState::Fail);
+    assert_eq!(
+        stored[0].system_attr("fail_reason"),
+        Some(&JsonValue::from("interrupted"))
+    );
+}
+
+/// What the stopping window says, by the trials it stores.
+#[test]
+fn the_stopping_window_counts_the_trials_it_stores() {
+    assert_eq!(
+        stopping_text(1),
+        "stopping: storing 1 running trial as interrupted…"
+    );
+    assert_eq!(
+        stopping_text(3),
+        "stopping: storing 3 running trials as interrupted…"
+    );
+    assert!(stopping_text(0).contains("no trial was running"));
 }
 
 #[test]

@@ -259,7 +259,9 @@ impl TradeTuneApp {
     }
 
     /// A close request while a study runs, or the best trial is re-run with other seeds, asks
-    /// first (see [`close`]); "finish" closes the window once they have ended.
+    /// first (see [`close`]); "finish" closes the window once they have ended, and "stop now"
+    /// once the study has stored its running trials as interrupted (the window says so
+    /// meanwhile).
     fn close_request(&mut self, ctx: &egui::Context) {
         let reseed = self.panels.studies.report.reseed.as_ref();
         let busy = close::Busy {
@@ -276,16 +278,25 @@ impl TradeTuneApp {
         self.closing.on_request(ctx, busy.any());
         if let Some(choice) = close::dialog(ctx, &self.closing, busy) {
             let tasks = &mut self.tasks;
-            self.closing.choose(ctx, choice, || {
-                if busy.study {
-                    tasks.finish_running_trials();
-                }
-            });
+            self.closing
+                .choose(ctx, choice, busy, |choice| match choice {
+                    Choice::StopNow => tasks.interrupt_study(),
+                    Choice::Finish => {
+                        tasks.finish_running_trials();
+                    }
+                    Choice::Cancel => {}
+                });
             match choice {
                 // The re-run stops at its next update (the process ends with the window).
                 Choice::StopNow => {
                     if let Some(r) = reseed {
                         r.cancel.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    if busy.study {
+                        self.cx.notice(
+                            "stopping the study: its running trials are stored as \
+                             interrupted, then the window closes",
+                        );
                     }
                 }
                 Choice::Finish if busy.study => self.cx.notice(format!(
@@ -303,7 +314,8 @@ impl TradeTuneApp {
                 Choice::Cancel => {}
             }
         }
-        self.closing.when_finished(ctx, busy.any());
+        self.closing.when_finished(ctx, busy);
+        close::stopping(ctx, &self.closing);
     }
 
     fn first_frame(&mut self) {
@@ -481,8 +493,10 @@ impl eframe::App for TradeTuneApp {
         eframe::set_value(storage, SETTINGS_KEY, &self.cx.settings);
     }
 
-    /// The window is closing: a running study is interrupted and given time to store its
-    /// trials as FAIL "interrupted", so none is left RUNNING in the database.
+    /// The window is closing: a study still running (a signal closed the window without the
+    /// dialog; "Stop now" waits for the study with the window drawn) is interrupted and given
+    /// time to store its trials as FAIL "interrupted", so none is left RUNNING in the
+    /// database. The last resort: the window is no longer drawn meanwhile.
     fn on_exit(&mut self) {
         if !self.tasks.interrupt_study_and_wait(Duration::from_secs(60)) {
             errln!(

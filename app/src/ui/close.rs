@@ -1,8 +1,10 @@
 //! Closing the window while a study runs, or while the best trial is re-run with other seeds:
-//! the user chooses between stopping now (the running trials end as FAIL "interrupted", see
-//! [`super::TradeTuneApp`]'s `on_exit`; a re-run's seeds so far are not kept) and letting the
-//! work finish (no new trial starts; the window closes when the study and the re-run have
-//! ended), or cancels. SIGINT and SIGTERM do not ask: they stop now.
+//! the user chooses between stopping now (the running trials end as FAIL "interrupted": the
+//! window stays, saying so, until the runner has stored them, then closes; a re-run's seeds so
+//! far are not kept) and letting the work finish (no new trial starts; the window closes when
+//! the study and the re-run have ended), or cancels. SIGINT and SIGTERM do not ask: they close
+//! at once, and [`super::TradeTuneApp`]'s `on_exit` interrupts the study and waits for it (the
+//! last resort, with no window to say so).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,6 +19,8 @@ pub const CANCEL: &str = "Cancel";
 pub const STOP_RESEED: &str = "Stop the re-run and close (its seeds so far are not kept)";
 /// "Finish" while only a re-run of the best trial trains.
 pub const FINISH_RESEED: &str = "Close when the re-run ends";
+/// The heading shown after "Stop now" until the study has stored its running trials.
+pub const STOPPING: &str = "Stopping the study";
 
 /// What closing the window would stop.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -44,6 +48,10 @@ pub struct Closing {
     pub asking: bool,
     /// "Finish running trials" was chosen: the window closes when the study ends.
     pub finishing: bool,
+    /// "Stop now" was chosen while a study ran, with this many trials running: the study is
+    /// interrupted, and the window closes once it has stored them as FAIL "interrupted" (its
+    /// `Done`); meanwhile it says so.
+    pub stopping: Option<usize>,
     /// The close goes through (chosen, nothing running, or a signal).
     pub confirmed: bool,
     /// Set by the SIGINT/SIGTERM handler: close without asking.
@@ -71,33 +79,84 @@ impl Closing {
             return false;
         }
         ctx.send_viewport_cmd(egui::ViewportCommand::CancelClose);
-        self.asking = true;
+        // Already stopping: the window closes by itself once the trials are stored.
+        self.asking = self.stopping.is_none();
         true
     }
 
-    /// Closes the window once the study (and the re-run) asked to finish have ended.
-    pub fn when_finished(&mut self, ctx: &egui::Context, running: bool) {
-        if self.finishing && !running && !self.confirmed {
+    /// Closes the window once what was chosen has ended: the study (and the re-run) asked to
+    /// finish, or the study stopped by "Stop now" (the re-run was cancelled with it).
+    pub fn when_finished(&mut self, ctx: &egui::Context, busy: Busy) {
+        let finished = self.finishing && !busy.any();
+        let stopped = self.stopping.is_some() && !busy.study;
+        if (finished || stopped) && !self.confirmed {
             self.confirmed = true;
             ctx.send_viewport_cmd(egui::ViewportCommand::Close);
         }
     }
 
-    /// Carries out `choice`: "Stop now" closes at once; "Finish" waits for the study's end.
-    /// `finish` asks the runner to start no more trials.
-    pub fn choose(&mut self, ctx: &egui::Context, choice: Choice, finish: impl FnOnce()) {
+    /// Carries out `choice` with `busy` running: "Stop now" closes at once, or where a study
+    /// runs, once it has stored its running trials; "Finish" waits for the study's end.
+    /// `study` tells the running study what was chosen (stop now: interrupt it; finish: start
+    /// no more trials); it is called only where one runs.
+    pub fn choose(
+        &mut self,
+        ctx: &egui::Context,
+        choice: Choice,
+        busy: Busy,
+        study: impl FnOnce(Choice),
+    ) {
         self.asking = false;
         match choice {
+            Choice::StopNow if busy.study => {
+                self.stopping = Some(busy.trials);
+                study(choice);
+            }
             Choice::StopNow => {
                 self.confirmed = true;
                 ctx.send_viewport_cmd(egui::ViewportCommand::Close);
             }
             Choice::Finish => {
                 self.finishing = true;
-                finish();
+                if busy.study {
+                    study(choice);
+                }
             }
             Choice::Cancel => {}
         }
+    }
+}
+
+/// What the window shows after "Stop now" until the study has stored its running trials (a
+/// trial in a long GPU update, or data still loading, can take a while): the window stays
+/// drawn and says what it waits for.
+pub fn stopping(ctx: &egui::Context, closing: &Closing) {
+    let Some(trials) = closing.stopping else {
+        return;
+    };
+    if closing.confirmed {
+        return;
+    }
+    egui::Modal::new(egui::Id::unique("stopping the study to close")).show(ctx, |ui| {
+        ui.heading(STOPPING);
+        ui.horizontal(|ui| {
+            ui.spinner();
+            ui.label(stopping_text(trials));
+        });
+        ui.label(if trials == 0 {
+            "The window closes when it has ended."
+        } else {
+            "The window closes when they are stored."
+        });
+    });
+}
+
+/// "stopping: storing 2 running trials as interrupted…".
+pub fn stopping_text(trials: usize) -> String {
+    match trials {
+        0 => "stopping: no trial was running; the study ends before it starts one…".to_owned(),
+        1 => "stopping: storing 1 running trial as interrupted…".to_owned(),
+        n => format!("stopping: storing {n} running trials as interrupted…"),
     }
 }
 

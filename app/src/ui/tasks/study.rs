@@ -61,6 +61,15 @@ impl Tasks {
         }
     }
 
+    /// Closing the window with "Stop now": interrupts the running study as
+    /// [`Self::interrupt_study_and_wait`] does, without waiting; its `Done` comes as an event
+    /// once the runner has stored the running trials as FAIL "interrupted".
+    pub fn interrupt_study(&self) {
+        if let Some(study) = &self.study {
+            study.interrupt();
+        }
+    }
+
     /// Stops the whole study: running trials end as PRUNED (if they reported values) or FAIL
     /// with "stopped by user"; no new ones start.
     pub fn stop_study(&mut self) {
