@@ -104,6 +104,42 @@ pub fn study_location(given: &str) -> Result<PathBuf, String> {
     Ok(PathBuf::from(given))
 }
 
+/// A study database as a field of the desktop app takes it: what [`study_location`] takes,
+/// and a leading `~` or `~/` for the home directory, which a shell expands on the CLI's
+/// command line but nothing expands in a text field.
+pub fn field_location(given: &str) -> Result<PathBuf, String> {
+    location_from_home(given, dirs::home_dir().as_deref())
+}
+
+/// [`field_location`] with the home directory `home` (None: unknown). `~user/…` (another
+/// user's home) is refused rather than taken for a file named `~user`.
+fn location_from_home(given: &str, home: Option<&Path>) -> Result<PathBuf, String> {
+    let Some(rest) = given.strip_prefix('~') else {
+        return study_location(given);
+    };
+    let rest = match rest.strip_prefix('/') {
+        Some(rest) => rest.trim_start_matches('/'),
+        None if rest.is_empty() => "",
+        None => {
+            return Err(format!(
+                "{given}: only ~ and ~/… (your home directory) are expanded here, not another \
+                 user's ~name: write the path in full"
+            ));
+        }
+    };
+    let home = home.ok_or_else(|| {
+        format!(
+            "{given}: ~ stands for your home directory, which is unknown here (HOME is not \
+             set): write the path in full"
+        )
+    })?;
+    Ok(if rest.is_empty() {
+        home.to_path_buf()
+    } else {
+        home.join(rest)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,6 +161,30 @@ mod tests {
                 .contains("mysql:// is not a storage")
         );
         assert!(loc("sqlite:///").is_err());
+    }
+
+    /// A field's leading `~` or `~/` is the home directory; another user's `~name` and a `~`
+    /// with no home directory known are refused, saying why; a `~` further on is left alone.
+    #[test]
+    fn a_fields_leading_tilde_is_the_home_directory() {
+        let home = Path::new("/home/me");
+        let loc = |s: &str| location_from_home(s, Some(home));
+        assert_eq!(loc("~/runs/a.db"), Ok(PathBuf::from("/home/me/runs/a.db")));
+        assert_eq!(loc("~//a.db"), Ok(PathBuf::from("/home/me/a.db")));
+        assert_eq!(loc("~"), Ok(PathBuf::from("/home/me")));
+        assert_eq!(loc("runs/~/a.db"), Ok(PathBuf::from("runs/~/a.db")));
+        assert_eq!(loc("sqlite:///tmp/a.db"), Ok(PathBuf::from("tmp/a.db")));
+        let other = loc("~bob/a.db").unwrap_err();
+        assert!(other.contains("not another user's ~name"), "{other}");
+        let unknown = location_from_home("~/a.db", None).unwrap_err();
+        assert!(
+            unknown.starts_with("~/a.db: ") && unknown.contains("HOME is not set"),
+            "{unknown}"
+        );
+        assert_eq!(
+            location_from_home("/tmp/a.db", None),
+            Ok(PathBuf::from("/tmp/a.db"))
+        );
     }
 
     /// One SQLite file named relatively and absolutely is one database; two files are two;

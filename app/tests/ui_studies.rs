@@ -748,6 +748,41 @@ fn the_database_field_reads_what_the_clis_db_reads() {
     assert_eq!(h.state().cx.settings.database, Some(db));
 }
 
+/// The field expands a leading `~/` to the home directory, as the shell does for the CLI's
+/// `--db`; another user's `~name` is refused beside the field.
+#[test]
+fn the_database_field_expands_a_leading_tilde() {
+    let settings = Settings {
+        tab: Tab::Studies,
+        ..Settings::default()
+    };
+    let mut h = harness(app_with(settings, no_dialogs()));
+    settle(&mut h);
+    // The open is held: nothing is read or created in the home directory.
+    h.state_mut().hold_jobs();
+    let home = dirs::home_dir().expect("the tests run with a home directory");
+    h.state_mut().panels.studies.url_input = "~/tradetune-nowhere/runs.db".into();
+    h.get_by_label("Connect").click();
+    settle(&mut h);
+    let v = &h.state().panels.studies;
+    assert_eq!(v.url_error, None);
+    assert_eq!(
+        v.source,
+        Some(home.join("tradetune-nowhere").join("runs.db"))
+    );
+    assert!(v.opening);
+
+    h.state_mut().panels.studies.url_input = "~bob/runs.db".into();
+    h.get_by_label("Connect").click();
+    settle(&mut h);
+    h.get_by_label_contains("not another user's ~name");
+    assert_eq!(
+        h.state().panels.studies.source,
+        Some(home.join("tradetune-nowhere").join("runs.db")),
+        "the field's error opens nothing"
+    );
+}
+
 /// A database given relative in the field is opened in this directory and remembered as that
 /// file, by its absolute path (the next launch may start elsewhere); and a database opened
 /// through "Open database…" clears the field's error about an earlier text.

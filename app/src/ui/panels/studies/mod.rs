@@ -41,7 +41,8 @@ pub enum Action {
     /// Open this study database (and remember it for the next launch once it has opened).
     OpenDatabase(PathBuf),
     /// Open the database named in the field beside "Open database…", as the CLI's `--db`
-    /// takes it (see [`crate::launch::study_location`]); why not shows beside the field.
+    /// takes it from a shell, `~/` expanded (see [`crate::launch::field_location`]); why not
+    /// shows beside the field.
     Connect(String),
     /// Show the trials of this study (or aggregated group).
     SelectStudy(String),
@@ -163,7 +164,7 @@ impl StudiesView {
     pub fn handle(&mut self, action: Action, cx: &Context, out: &mut Vec<Command>) {
         match action {
             Action::OpenDatabase(path) => self.open_database(cx, path),
-            Action::Connect(text) => match crate::launch::study_location(text.trim()) {
+            Action::Connect(text) => match crate::launch::field_location(text.trim()) {
                 Ok(path) => {
                     self.url_error = None;
                     self.open_database(cx, path);
