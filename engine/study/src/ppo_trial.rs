@@ -174,6 +174,8 @@ pub struct PpoTrial {
     /// Bars back from a bar that its observation's features read: the features' warm-up plus
     /// the lookback window less one.
     memory_bars: usize,
+    /// The bars the indicators need before their first value (the data's warm-up).
+    warmup_bars: usize,
     /// Warnings about the study's settings that do not stop it (also in `source`).
     pub notes: Vec<String>,
 }
@@ -210,6 +212,7 @@ impl PpoTrial {
             dataset: Arc::new(loaded.dataset),
             unscaled: Some(Arc::new(loaded.unscaled_features)),
             memory_bars: loaded.warmup_bars + base.env.lookback.saturating_sub(1),
+            warmup_bars: loaded.warmup_bars,
             notes: Vec::new(),
             objective,
             paths: data
@@ -222,6 +225,32 @@ impl PpoTrial {
             checkpoints: None,
             folds: None,
         })
+    }
+
+    /// Where the search sets `env.lookback`, the features' memory the CPCV embargo is judged
+    /// against is the longest lookback any trial can have (the top of its range or its
+    /// largest choice), not the base configuration's: call before [`PpoTrial::with_evaluation`].
+    pub fn searching(mut self, space: &crate::space::SearchSpace) -> Self {
+        use tradetune_storage::model::{CategoricalChoice, OptunaDistribution};
+        let longest = match space.get("env.lookback") {
+            Some(OptunaDistribution::Int(d)) => usize::try_from(d.high).ok(),
+            Some(OptunaDistribution::Float(d)) if d.high.is_finite() && d.high >= 0.0 => {
+                Some(d.high.floor() as usize)
+            }
+            Some(OptunaDistribution::Categorical(d)) => (d.choices.iter())
+                .filter_map(|c| match c {
+                    CategoricalChoice::Int(v) => usize::try_from(*v).ok(),
+                    _ => None,
+                })
+                .max(),
+            _ => None,
+        };
+        if let Some(longest) = longest {
+            self.memory_bars = self
+                .memory_bars
+                .max(self.warmup_bars + longest.saturating_sub(1));
+        }
+        self
     }
 
     /// Scores each trial as `evaluation` says: hold-out, or the mean over cross-validation

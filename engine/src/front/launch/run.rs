@@ -358,6 +358,7 @@ pub(super) fn prepare(
         // One folder under `checkpoints` whatever the name (a study stored by Optuna or before
         // names were checked may hold a `/` or `..`).
         .with_checkpoints(checkpoints.join(crate::front::export::file_name_part(&file.study.name)))
+        .searching(&file.space)
         .with_evaluation(&file.evaluation)?;
     // Settings every trial would fail on before it trains (a fixed batch larger than any
     // rollout the search allows, a lookback longer than the data's splits leave room for)

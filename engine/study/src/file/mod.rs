@@ -27,7 +27,8 @@
 //! n_groups = 6
 //! k_test = 2
 //! purge_bars = 10
-//! embargo_bars = 10
+//! embargo_bars = 49               # ≥ the features' memory: indicator warm-up (49) + the
+//!                                 # longest lookback − 1, or a note says so
 //!
 //! [fixed]                         # any field of the trial configuration, by dotted name
 //! env.n_envs = 32

@@ -266,5 +266,34 @@ mod tests {
             "{:?}",
             short.notes
         );
+
+        // A searched lookback: the embargo is judged against the longest a trial can have.
+        let mut space = crate::space::SearchSpace::new();
+        space.add_int("env.lookback", 1, 64, false, 1).unwrap();
+        let searched = load().searching(&space);
+        assert_eq!(searched.memory_bars, 49 + 63);
+        let covered_for_the_base = searched.with_evaluation(&cv(memory)).unwrap();
+        assert!(
+            covered_for_the_base.notes[0].contains("the 112 bars"),
+            "{:?}",
+            covered_for_the_base.notes
+        );
+        let mut choices = crate::space::SearchSpace::new();
+        choices
+            .add_categorical(
+                "env.lookback",
+                [4, 16]
+                    .map(|v| crate::space::ParamValue::Int(v).into_choice())
+                    .to_vec(),
+            )
+            .unwrap();
+        assert_eq!(load().searching(&choices).memory_bars, 49 + 15);
+        // Searching something else leaves the base configuration's.
+        assert_eq!(
+            load()
+                .searching(&crate::space::SearchSpace::new())
+                .memory_bars,
+            memory
+        );
     }
 }
