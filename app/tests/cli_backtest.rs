@@ -167,3 +167,169 @@ fn a_missing_or_corrupt_checkpoint_is_named() {
         "{stderr}"
     );
 }
+
+/// Daily rows `Date,Open,High,Low,Close,Volume` of one asset for the days `days` (day 0 is
+/// 2000-01-01), a seeded walk whose every row depends on its day only: rows for older days
+/// prepended to a file leave its other rows as they were.
+fn daily_rows(days: std::ops::Range<i64>) -> String {
+    let mut s = String::new();
+    for d in days {
+        // A price from the day alone: a slow wave and a hash-like wiggle.
+        let h = (d.wrapping_mul(2_654_435_761).rem_euclid(1_000)) as f64 / 1_000.0;
+        let close = 100.0 + 20.0 * (d as f64 / 37.0).sin() + 3.0 * h;
+        let (open, high, low) = (close - 0.5, close + 1.0, close - 1.5);
+        let t = 946_684_800 + d * 86_400;
+        s += &format!(
+            "{t},{open:.4},{high:.4},{low:.4},{close:.4},{}\n",
+            1_000 + d.rem_euclid(97)
+        );
+    }
+    s
+}
+
+/// Writes the rows of `days` to `path` with a header.
+fn write_daily(path: &Path, days: std::ops::Range<i64>) {
+    std::fs::write(
+        path,
+        format!("Date,Open,High,Low,Close,Volume\n{}", daily_rows(days)),
+    )
+    .unwrap();
+}
+
+/// `backtest --json` of `run`: the report and stderr; fails the test if it fails.
+fn backtest_json(run: &Path) -> (serde_json::Value, String) {
+    let o = tradetune(&["backtest", "--checkpoint", run.to_str().unwrap(), "--json"]);
+    let stderr = text(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    (serde_json::from_str(&text(&o.stdout)).unwrap(), stderr)
+}
+
+/// The bars a backtest ran on: count, first and last.
+fn bars_of(report: &serde_json::Value) -> (u64, String, String) {
+    (
+        report["bars"].as_u64().unwrap(),
+        report["start"].as_str().unwrap().to_owned(),
+        report["end"].as_str().unwrap().to_owned(),
+    )
+}
+
+/// A checkpoint records what it was trained on (the data's fingerprint, the split by time, the
+/// scaler). Older bars prepended to its file since would move a 70 / 15 / 15 split into the
+/// training bars; the backtest instead runs on the test bars it was trained with, and says
+/// why. A run resumed on that file trains on the recorded bars too, and its checkpoint then
+/// backtests on them without a word.
+#[test]
+fn a_backtest_after_older_bars_were_prepended_runs_on_the_recorded_test_bars_and_says_so() {
+    let dir = scratch("cli_backtest", "prepended");
+    let csv = dir.join("acme.csv");
+    write_daily(&csv, 0..600);
+    let run = train_tiny_with(&dir, &["--data", csv.to_str().unwrap()]);
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("data.json")).unwrap()).unwrap();
+    for field in ["fingerprint", "split_dates", "scaler"] {
+        assert!(!record[field].is_null(), "{field} missing from {record}");
+    }
+    let (before, stderr) = backtest_json(&run);
+    assert!(!stderr.contains("note"), "unchanged data, yet: {stderr}");
+
+    // 400 older days in front of the same rows.
+    write_daily(&csv, -400..600);
+    let (after, stderr) = backtest_json(&run);
+    assert_eq!(bars_of(&after), bars_of(&before), "{stderr}");
+    assert!(
+        stderr.contains("the data changed since training")
+            && stderr.contains("splits cut at the recorded dates")
+            && stderr.contains("features scaled as in training")
+            && stderr.contains("acme.csv"),
+        "{stderr}"
+    );
+    let notes = after["notes"].as_array().unwrap();
+    assert_eq!(notes.len(), 1, "{after}");
+
+    // Resumed on the longer file: the recorded bars again, recorded in the new checkpoint.
+    let resumed = dir.join("resumed");
+    let o = tradetune(&[
+        "train",
+        "--resume",
+        run.to_str().unwrap(),
+        "--out",
+        resumed.to_str().unwrap(),
+        "--total-timesteps",
+        "128",
+    ]);
+    let stdout = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        stdout.contains("splits cut at the recorded dates"),
+        "{stdout}"
+    );
+    let dates = |dir: &Path| {
+        let r: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("data.json")).unwrap()).unwrap();
+        r["split_dates"].clone()
+    };
+    assert_eq!(dates(&resumed), dates(&run));
+    let (again, stderr) = backtest_json(&resumed);
+    assert_eq!(bars_of(&again), bars_of(&before));
+    assert!(!stderr.contains("note"), "{stderr}");
+}
+
+/// A checkpoint whose file no longer holds the bars of the split it is backtested on is
+/// refused, naming the checkpoint's record, the file and the bars that are missing; the
+/// splits still there backtest as recorded.
+#[test]
+fn a_checkpoint_whose_data_lost_its_test_bars_is_refused_naming_the_record_and_the_file() {
+    let dir = scratch("cli_backtest", "lost_test");
+    let csv = dir.join("acme.csv");
+    write_daily(&csv, 0..600);
+    let run = train_tiny_with(&dir, &["--data", csv.to_str().unwrap()]);
+    let (before, _) = backtest_json(&run);
+    // The last 60 days are gone: the test split loses its last bars.
+    write_daily(&csv, 0..540);
+    let o = tradetune(&["backtest", "--checkpoint", run.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let stderr = text(&o.stderr);
+    for word in [
+        "data.json",
+        "acme.csv",
+        "test split",
+        before["start"].as_str().unwrap(),
+        "no longer holds all of those bars",
+    ] {
+        assert!(stderr.contains(word), "{word} missing: {stderr}");
+    }
+    // Its validation bars are all there.
+    let o = tradetune(&[
+        "backtest",
+        "--checkpoint",
+        run.to_str().unwrap(),
+        "--split",
+        "validation",
+    ]);
+    let stderr = text(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    let test = format!("test {}", before["start"].as_str().unwrap());
+    assert!(stderr.contains(&test), "{test} missing: {stderr}");
+    assert!(stderr.contains("no longer all there"), "{stderr}");
+}
+
+/// A checkpoint written before checkpoints recorded their data (no fingerprint, split dates
+/// or scaler in `data.json`) still backtests, with one note that its data cannot be checked.
+#[test]
+fn an_older_checkpoint_without_a_data_record_still_backtests_with_a_note() {
+    let dir = scratch("cli_backtest", "old_format");
+    let run = train_tiny(&dir);
+    let path = run.join("data.json");
+    let mut record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let fields = record.as_object_mut().unwrap();
+    for field in ["fingerprint", "split_dates", "scaler"] {
+        assert!(fields.remove(field).is_some(), "{field}");
+    }
+    std::fs::write(&path, serde_json::to_vec_pretty(&record).unwrap()).unwrap();
+    let (report, stderr) = backtest_json(&run);
+    assert_eq!(report["split"], "test");
+    let notes: Vec<&str> = stderr.lines().filter(|l| l.starts_with("note:")).collect();
+    assert_eq!(notes.len(), 1, "{stderr}");
+    assert!(notes[0].contains("cannot be checked"), "{stderr}");
+}

@@ -292,6 +292,96 @@ fn a_holdout_study_reports_why_it_has_no_pbo_and_backtests_its_checkpoint() {
     assert!(err.contains("h.toml") && err.contains("n_group"), "{err}");
 }
 
+/// A hold-out study on a file that has changed since it ran: the best trial's checkpoint
+/// backtests on the test bars it was trained with (its `data.json` records them), and `study
+/// reseed` refuses the changed data, naming the study and the file, rather than training and
+/// testing its seeds on other bars.
+#[test]
+fn a_study_on_changed_data_backtests_its_recorded_bars_and_refuses_to_reseed() {
+    let dir = scratch("cli_study_report", "changed_data");
+    let csv = dir.join("acme.csv");
+    let rows = |days: std::ops::Range<i64>| {
+        let mut s = String::from("Date,Open,High,Low,Close,Volume\n");
+        for d in days {
+            let close = 100.0 + 20.0 * (d as f64 / 37.0).sin() + (d.rem_euclid(7)) as f64 * 0.3;
+            s += &format!(
+                "{},{:.4},{:.4},{:.4},{close:.4},1000\n",
+                946_684_800 + d * 86_400,
+                close - 0.5,
+                close + 1.0,
+                close - 1.5
+            );
+        }
+        s
+    };
+    std::fs::write(&csv, rows(0..600)).unwrap();
+    let file = dir.join("changed.toml");
+    let db = dir.join("studies.db");
+    let study = STUDY
+        .replace("name = \"cv\"", "name = \"changed\"")
+        .replace("n_trials = 4", "n_trials = 1")
+        .replace("scheme = \"cpcv\"", "scheme = \"holdout\"")
+        .replace(
+            "n_groups = 3\nk_test = 1\npurge_bars = 5\nembargo_bars = 5\n",
+            "",
+        );
+    std::fs::write(&file, format!("{study}\n[data]\npaths = [\"acme.csv\"]\n")).unwrap();
+    let o = run_study(&file, &db);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = tradetune(&[
+        "study",
+        "report",
+        "changed",
+        "--db",
+        db.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let r: serde_json::Value = serde_json::from_str(&text(&o.stdout)).unwrap();
+    let checkpoint = r["test"]["result"]["checkpoint"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no checkpoint: {}", r["test"]))
+        .to_owned();
+    let backtest = || {
+        let o = tradetune(&["backtest", "--checkpoint", &checkpoint, "--json"]);
+        let stderr = text(&o.stderr);
+        assert!(o.status.success(), "{stderr}");
+        let b: serde_json::Value = serde_json::from_str(&text(&o.stdout)).unwrap();
+        (
+            (b["bars"].clone(), b["start"].clone(), b["end"].clone()),
+            stderr,
+        )
+    };
+    let (before, stderr) = backtest();
+    assert!(!stderr.contains("note"), "{stderr}");
+
+    // 300 older days in front of the same rows.
+    std::fs::write(&csv, rows(-300..600)).unwrap();
+    let (after, stderr) = backtest();
+    assert_eq!(after, before, "{stderr}");
+    assert!(
+        stderr.contains("splits cut at the recorded dates"),
+        "{stderr}"
+    );
+
+    let o = tradetune(&[
+        "study",
+        "reseed",
+        "--name",
+        "changed",
+        "--db",
+        db.to_str().unwrap(),
+        "--seeds",
+        "1",
+    ]);
+    assert!(!o.status.success());
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("differs from study 'changed'") && err.contains("acme.csv"),
+        "{err}"
+    );
+}
+
 /// A partition count CSCV cannot use is refused as the argument it is (exit 1, naming
 /// `--partitions`), before the database is read, not reported as "PBO: not available"; one
 /// whose combinations pass a u128 is counted roughly, not overflowed.

@@ -58,6 +58,9 @@ struct BacktestJson<'a> {
     objective_name: Objective,
     objective: f64,
     equity_csv: Option<&'a Path>,
+    /// What to know about the data: changed since training and cut at the recorded dates,
+    /// or an older checkpoint's that cannot be checked.
+    notes: &'a [String],
 }
 
 pub fn run(args: BacktestArgs) -> anyhow::Result<()> {
@@ -70,8 +73,12 @@ pub fn run(args: BacktestArgs) -> anyhow::Result<()> {
         report,
         timesteps,
         about,
+        notes,
     } = backtest(dir, args.split, &args.data, objective, args.device)
         .with_context(|| format!("backtest of --checkpoint {}", dir.display()))?;
+    for note in &notes {
+        errln!("note: {note}");
+    }
     if let Some(path) = &args.equity_csv {
         write_equity_csv(path, &report)?;
     }
@@ -91,6 +98,7 @@ pub fn run(args: BacktestArgs) -> anyhow::Result<()> {
             objective_name: report.objective_name,
             objective: report.objective,
             equity_csv: args.equity_csv.as_deref(),
+            notes: &notes,
         };
         outln!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());

@@ -53,7 +53,21 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     let config = &run.config;
     // Refused before anything loads: a precision the device does not compute in.
     check_precision(spec, config.ppo.precision)?;
-    let data = run.data.load(&config.env)?;
+    let data = match &args.resume {
+        // The data the checkpoint trained on, cut at its recorded dates where it changed.
+        Some(dir) => {
+            run.data
+                .load_recorded(&config.env, &dir.join(DATA_FILE), &["train", "validation"])?
+        }
+        None => run.data.load(&config.env)?,
+    };
+    for note in &data.notes {
+        if args.json {
+            errln!("note: {note}");
+        } else {
+            outln!("note: {note}");
+        }
+    }
     // Before the run spends its time: a checkpoint directory it could not save to is refused
     // now, not after training (an existing file, a folder it may not write in, a typo).
     let created = checkpoint::prepare_dir(&run.out)

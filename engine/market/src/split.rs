@@ -118,6 +118,94 @@ impl SplitSpec {
     }
 }
 
+impl HoldOut {
+    /// The first and last bar times and the bar count of each part, for `timestamps` (the
+    /// dataset's bar times): what a checkpoint records of the bars it was trained on. None
+    /// where a range lies outside `timestamps` or is empty.
+    pub fn dates(&self, timestamps: &[i64]) -> Option<SplitDates> {
+        let span = |r: &Range<usize>| -> Option<BarSpan> {
+            Some(BarSpan {
+                first: *timestamps.get(r.start)?,
+                last: *timestamps.get(r.end.checked_sub(1)?)?,
+                bars: r.len(),
+            })
+        };
+        Some(SplitDates {
+            train: span(&self.train)?,
+            validation: span(&self.validation)?,
+            test: span(&self.test)?,
+        })
+    }
+}
+
+/// The bars of one part of a split, by time: its first and last bar (Unix seconds, UTC) and
+/// how many bars it held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BarSpan {
+    pub first: i64,
+    pub last: i64,
+    pub bars: usize,
+}
+
+impl BarSpan {
+    /// The bars of `timestamps` (increasing) from `first` to `last`, both included.
+    pub fn range(&self, timestamps: &[i64]) -> Range<usize> {
+        let a = timestamps.partition_point(|t| *t < self.first);
+        let b = timestamps.partition_point(|t| *t <= self.last);
+        a..b.max(a)
+    }
+
+    /// Whether `timestamps` still hold this part's first and last bar and as many bars
+    /// between them: the same bars by time (their values may have changed).
+    pub fn same_bars_in(&self, timestamps: &[i64]) -> bool {
+        let r = self.range(timestamps);
+        r.len() == self.bars
+            && timestamps.get(r.start) == Some(&self.first)
+            && r.end.checked_sub(1).and_then(|i| timestamps.get(i)) == Some(&self.last)
+    }
+
+    /// `2020-01-02 .. 2020-06-30 (125 bars)`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} .. {} ({} bars)",
+            format_timestamp(self.first),
+            format_timestamp(self.last),
+            self.bars
+        )
+    }
+}
+
+/// A [`HoldOut`] by time: the bars each part held when it was cut, so that the same bars can
+/// be found again in data that has changed since (older bars prepended, newer ones appended).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SplitDates {
+    pub train: BarSpan,
+    pub validation: BarSpan,
+    pub test: BarSpan,
+}
+
+impl SplitDates {
+    /// The parts by name: train, validation, test.
+    pub fn parts(&self) -> [(&'static str, &BarSpan); 3] {
+        [
+            ("train", &self.train),
+            ("validation", &self.validation),
+            ("test", &self.test),
+        ]
+    }
+
+    /// The split of `timestamps` (increasing) at these dates: each part the bars from its
+    /// first to its last recorded bar. A part whose bars are gone is empty or shorter (see
+    /// [`BarSpan::same_bars_in`]); bars outside every part are in none.
+    pub fn cut(&self, timestamps: &[i64]) -> HoldOut {
+        HoldOut {
+            train: self.train.range(timestamps),
+            validation: self.validation.range(timestamps),
+            test: self.test.range(timestamps),
+        }
+    }
+}
+
 /// Train = the first ⌊n·train⌋ bars, validation the next ⌊n·validation⌋, test the rest. Each
 /// must be non-empty, so `train`, `validation` > 0 and `train + validation` < 1.
 pub fn hold_out_fractions(n: usize, train: f64, validation: f64) -> Result<HoldOut, SplitError> {

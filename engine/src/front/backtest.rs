@@ -86,8 +86,11 @@ pub struct Backtest {
     pub report: EvalReport,
     /// Samples the checkpoint was trained on.
     pub timesteps: usize,
-    /// The data, for people.
+    /// The data, for people, with the notes after it.
     pub about: String,
+    /// What people should know about the data (that it changed since training and how it was
+    /// cut, or that an older checkpoint's cannot be checked), one line each; also in `about`.
+    pub notes: Vec<String>,
 }
 
 /// Evaluates the checkpoint in `dir` on `split`, on the data it was trained on or on `data`,
@@ -127,14 +130,15 @@ pub fn backtest(
     };
     let device = open(device)?;
     let ckpt = checkpoint::load(dir, &device)?;
-    let loaded = source.load(&env)?;
-    let what = if data.is_empty() {
-        format!("the data recorded in {}", dir.join(DATA_FILE).display())
+    let loaded = if data.is_empty() {
+        // The data it trained on: cut at the recorded dates where the files changed since.
+        source.load_recorded(&env, &dir.join(DATA_FILE), &[split.name()])?
     } else {
+        let loaded = source.load(&env)?;
         let files: Vec<String> = data.iter().map(|p| p.display().to_string()).collect();
-        format!("--data {}", files.join(" "))
+        recorded.check_names(&loaded, &format!("--data {}", files.join(" ")))?;
+        loaded
     };
-    recorded.check_names(&loaded, &what)?;
     let range = match split {
         SplitPart::Test => loaded.split.test.clone(),
         SplitPart::Validation => loaded.split.validation.clone(),
@@ -148,10 +152,15 @@ pub fn backtest(
         &eval_split,
         objective,
     )?;
+    let mut about = loaded.about;
+    for note in &loaded.notes {
+        about = format!("{about}; note: {note}");
+    }
     Ok(Backtest {
         report,
         timesteps: ckpt.state.timesteps,
-        about: loaded.about,
+        about,
+        notes: loaded.notes,
     })
 }
 

@@ -149,6 +149,22 @@ pub fn reseed_until(
         ..DatasetConfig::default()
     }
     .load()?;
+    // Trained and tested on other bars than the study's trials were, the spread would say
+    // nothing about them: data that changed since the study ran (a fingerprint recorded with
+    // it that this data's is not) is refused, as a study run on it is.
+    if let Some(recorded) =
+        super::launch::RecordedStudy::of(&study).and_then(|r| r.fingerprint.clone())
+    {
+        let here = loaded.dataset.fingerprint();
+        if here != recorded {
+            return Err(FrontError::DataMismatch {
+                study: name.clone(),
+                here,
+                recorded,
+                data: loaded.source_name.clone(),
+            });
+        }
+    }
     let dataset = Arc::new(loaded.dataset);
     let device = crate::device::open(crate::device::DeviceSpec::Cpu)?;
     let test = EvalSplit::new(

@@ -178,6 +178,8 @@ pub struct PpoTrial {
     warmup_bars: usize,
     /// Warnings about the study's settings that do not stop it (also in `source`).
     pub notes: Vec<String>,
+    /// [`Self::data_fingerprint`], computed once (every trial's checkpoint records it).
+    fingerprint: std::sync::OnceLock<String>,
 }
 
 impl PpoTrial {
@@ -224,6 +226,7 @@ impl PpoTrial {
             split: split.clone(),
             checkpoints: None,
             folds: None,
+            fingerprint: std::sync::OnceLock::new(),
         })
     }
 
@@ -283,14 +286,24 @@ impl PpoTrial {
 
     /// What a trial's checkpoint records of its data (`data.json`, read back as
     /// `front::data_source::DataSource`): the market files, the assets kept, the split, the
-    /// assets' names in column order, and the objective trials are scored by.
+    /// assets' names in column order, the objective trials are scored by, and what a backtest
+    /// checks the data against and cuts data that changed since by: the data's fingerprint,
+    /// the split's bars by time and the scaler fitted on the training bars.
     pub fn data_record(&self) -> serde_json::Value {
+        let split = tradetune_market::split::HoldOut {
+            train: self.train.clone(),
+            validation: self.validation.clone(),
+            test: self.validation.end..self.dataset.n_bars(),
+        };
         serde_json::json!({
             "paths": self.paths,
             "assets": self.assets,
             "split": self.split,
             "names": self.dataset.names,
             "objective": self.objective,
+            "fingerprint": self.data_fingerprint(),
+            "split_dates": split.dates(&self.dataset.timestamps),
+            "scaler": self.dataset.scaler,
         })
     }
 
@@ -301,7 +314,9 @@ impl PpoTrial {
 
     /// The loaded market data's [`tradetune_market::Dataset::fingerprint`].
     pub fn data_fingerprint(&self) -> String {
-        self.dataset.fingerprint()
+        self.fingerprint
+            .get_or_init(|| self.dataset.fingerprint())
+            .clone()
     }
 
     /// Saves each COMPLETE trial's policy in `dir/trial_<N>`, laid out as `tradetune train

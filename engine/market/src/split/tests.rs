@@ -252,3 +252,33 @@ proptest! {
         }
     }
 }
+
+/// A split recorded by time is found again in data with older bars in front and newer ones
+/// behind: the same bars, at other indices; a part whose bars are gone is said to be.
+#[test]
+fn split_dates_cut_the_same_bars_out_of_longer_data() {
+    let ts: Vec<i64> = (0..100).map(|i| 1_000 + i * 10).collect();
+    let h = hold_out_fractions(ts.len(), 0.7, 0.15).unwrap();
+    let dates = h.dates(&ts).unwrap();
+    assert_eq!(dates.cut(&ts), h);
+    assert_eq!(dates.test.bars, 15);
+    // 50 older bars in front, 20 newer behind.
+    let longer: Vec<i64> = (-50..120).map(|i| 1_000 + i * 10).collect();
+    let cut = dates.cut(&longer);
+    assert_eq!(
+        (cut.train, cut.validation, cut.test),
+        (50..120, 120..135, 135..150)
+    );
+    for (_, span) in dates.parts() {
+        assert!(span.same_bars_in(&longer));
+    }
+    // The test bars lost: the part is empty, and said to be gone.
+    let shorter = &ts[..80];
+    assert!(dates.cut(shorter).test.is_empty());
+    assert!(!dates.test.same_bars_in(shorter));
+    assert!(dates.train.same_bars_in(shorter));
+    // One bar inside the validation part missing: not the same bars.
+    let gap: Vec<i64> = ts.iter().copied().filter(|t| *t != ts[75]).collect();
+    assert!(!dates.validation.same_bars_in(&gap));
+    assert!(dates.test.same_bars_in(&gap));
+}
