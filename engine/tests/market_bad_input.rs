@@ -136,6 +136,31 @@ fn zero_price() {
     assert_has(&msg, &["line 3", "field 'open'", "not positive"]);
 }
 
+/// A positive price so small that the environment's holdings (value / price, in f32)
+/// would overflow to infinity, or too large for an f32, is refused at import, naming the
+/// file, the line and the field.
+#[test]
+fn price_too_small_or_large_for_f32() {
+    let text = format!("{HEADER}{}2020-02-01,1,2,1,1e-40,5\n", rows(1, 18_000));
+    let msg = load_err("tiny.csv", text.as_bytes());
+    assert_has(
+        &msg,
+        &[
+            "tiny.csv",
+            "line 3",
+            "field 'close'",
+            "1e-40",
+            "outside the range",
+        ],
+    );
+    let text = format!("{HEADER}2020-02-01,1,1e39,1,1,5\n");
+    let msg = load_err("huge.csv", text.as_bytes());
+    assert_has(
+        &msg,
+        &["huge.csv", "line 2", "field 'high'", "outside the range"],
+    );
+}
+
 #[test]
 fn negative_price() {
     let text = format!("{HEADER}2020-02-01,1,2,1,-3.5,5\n");

@@ -81,6 +81,11 @@ impl EnvPlacement {
 /// kernel's parameters and the state log's bar are f32).
 pub const MAX_BARS: usize = 1 << 24;
 
+/// The largest `initial_cash`. Cash is kept in f32: at 1e9 its spacing is 64, so an order is
+/// charged within ±32 of its value, well under a fee; at 1e12 the spacing is 65,536 and a
+/// 100,000 buy is charged about 35 % too much.
+pub const MAX_INITIAL_CASH: f32 = 1e9;
+
 /// Configuration of the vectorized trading environment.
 #[derive(Config, Debug, PartialEq)]
 pub struct EnvConfig {
@@ -183,6 +188,14 @@ impl EnvConfig {
                 "initial_cash",
                 self.initial_cash.to_string(),
                 "must be a positive amount",
+            );
+        }
+        if self.initial_cash > MAX_INITIAL_CASH {
+            return bad(
+                "initial_cash",
+                self.initial_cash.to_string(),
+                "must be at most 1e9: cash is accounted in f32, which above that rounds every \
+                 order's cost by more than its fee (give prices and cash in a larger unit)",
             );
         }
         if !frac(self.buy_fee) {
@@ -300,5 +313,29 @@ impl EnvConfig {
                 (self.action_scale as f64 / 10.0 / 10f64.powf(mag)) as f32
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Cash up to 1e9 is accepted; above, where f32 cash misprices orders by more than their
+    /// fee, it is refused, naming the field and the limit.
+    #[test]
+    fn initial_cash_above_what_f32_accounts_for_is_refused() {
+        let ok = EnvConfig::new().with_initial_cash(MAX_INITIAL_CASH);
+        assert!(ok.validate(2).is_ok());
+        for cash in [2e9, 1e12] {
+            let err = EnvConfig::new()
+                .with_initial_cash(cash)
+                .validate(2)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("env.initial_cash = ") && err.contains("at most 1e9"),
+                "{err}"
+            );
+        }
     }
 }

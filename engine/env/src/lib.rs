@@ -25,7 +25,9 @@ pub mod reference;
 pub mod starts;
 pub mod tensor;
 
-pub use config::{EnvConfig, EnvPlacement, MAX_BARS, ResolvedPlacement, RewardKind, StartMode};
+pub use config::{
+    EnvConfig, EnvPlacement, MAX_BARS, MAX_INITIAL_CASH, ResolvedPlacement, RewardKind, StartMode,
+};
 pub use cpu::CpuVecEnv;
 pub use tensor::{DeviceEpisodes, LoggedState, StateLog, TensorVecEnv};
 

@@ -15,8 +15,8 @@
 //! Column names are matched case-insensitively, with spaces, dashes and dots read as `_`
 //! (`Adj Close` is `adj_close`). Fields are separated by commas, or by tabs or semicolons when
 //! the first line has no comma. Files may be gzip-compressed whatever their name. Every row is
-//! checked (numbers finite, prices positive, high ≥ low, volume ≥ 0, time strictly increasing
-//! per asset); the first problem aborts the read with an error naming the file, the line and the
+//! checked (numbers finite, prices positive and from 1e-12 to about 3.4e38, high ≥ low,
+//! volume ≥ 0, time strictly increasing per asset); the first problem aborts the read with an error naming the file, the line and the
 //! field, so a file is either loaded whole or not at all.
 //!
 //! With an `adj_close` column, OHLC are multiplied by `adj_close / close` (the split and dividend
@@ -385,6 +385,9 @@ fn parse(csv: &mut CsvReader, source: &Source) -> Result<FileBars, DataError> {
                     format!("price {price} is not positive: every price must be > 0"),
                 ));
             }
+            if let Some(m) = out_of_f32(*price) {
+                return Err(at(Some(layout.ohlcv[k]), m));
+            }
         }
         if high < low {
             return Err(at(
@@ -405,6 +408,9 @@ fn parse(csv: &mut CsvReader, source: &Source) -> Result<FileBars, DataError> {
                     Some(col),
                     format!("adjusted close {adj} is not positive: every price must be > 0"),
                 ));
+            }
+            if let Some(m) = out_of_f32(adj) {
+                return Err(at(Some(col), m));
             }
             let factor = adj / close;
             open *= factor;
@@ -639,6 +645,24 @@ fn csv_error(source: &Source, e: csv::Error, last_line: u64) -> DataError {
         ),
         other => DataError::input(&source.path, line, None, format!("{other:?}")),
     }
+}
+
+/// The smallest price accepted: an order's units (value / price) in the environments' `f32`
+/// stay far from overflow (1e12 of cash buys 1e24 units), where a price whose `f32` is
+/// subnormal, or a little above, makes holdings and rewards infinite.
+pub const MIN_PRICE: f64 = 1e-12;
+
+/// Why a positive `price` cannot be traded in the environments' `f32` arithmetic, if it
+/// cannot: below [`MIN_PRICE`], or infinite as an `f32` (above about 3.4e38).
+fn out_of_f32(price: f64) -> Option<String> {
+    if price >= MIN_PRICE && (price as f32).is_finite() {
+        return None;
+    }
+    Some(format!(
+        "price {price:e} is outside the range the environment computes in ({MIN_PRICE:e} to \
+         {:e}): is the column garbled, or the price in a unit far too small or large?",
+        f32::MAX
+    ))
 }
 
 #[cfg(test)]

@@ -49,7 +49,7 @@ use Type::{Bool, Choice, Devices, Float, FloatList, Int, Text, Widths};
 pub(super) static SETTINGS: &[Setting] = &[
     // The environment.
     set("env.n_envs", "n_envs", Int, range(1.0, 65_536.0), "environments stepped together (N)"),
-    set("env.initial_cash", "initial_cash", Float, range(1.0, 1e12), "cash each episode starts with"),
+    set("env.initial_cash", "initial_cash", Float, range(1.0, 1e9), "cash each episode starts with"),
     set("env.buy_fee", "buy_fee", Float, range(0.0, 0.5), "fee on the value bought (0.0025 = 0.25 %)"),
     set("env.sell_fee", "sell_fee", Float, range(0.0, 0.5), "fee on the value sold (0.0025 = 0.25 %)"),
     set("env.min_order_value", "min_order_value", Float, range(0.0, 1e9), "smallest order, in cash, that is executed"),
