@@ -1449,19 +1449,65 @@ fn an_enqueued_trial_an_interrupt_cut_short_waits_again() {
     );
     assert!(copy.params.is_empty());
 
-    // The next run takes the copy first, with its values.
-    let (tx, _rx) = mpsc::channel();
-    let complete = Synthetic {
-        plan: f32_plan,
-        run: |input: &TrialInput<'_>, _: &mut Reporter<'_>| Ok(x_of(input)),
+    // The next run takes the copy first, with its values; cut short again, its copy keeps
+    // the line's first trial and adds to the history; a third time, it is not enqueued again.
+    let cut_short = |seed: u64| -> (Vec<f64>, BTreeMap<u64, String>) {
+        let xs = Arc::new(Mutex::new(Vec::new()));
+        let seen = xs.clone();
+        let until_stopped = Synthetic {
+            plan: f32_plan,
+            run: move |input: &TrialInput<'_>, r: &mut Reporter<'_>| {
+                seen.lock().unwrap().push(x_of(input));
+                while !r.stop_requested() {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(TrialError::Stopped)
+            },
+        };
+        let runner = random_runner(config("again", &path, 1, 1), seed, until_stopped);
+        let stop = runner.stop_handle();
+        let (tx, rx) = mpsc::channel();
+        let mut failed = BTreeMap::new();
+        std::thread::scope(|s| {
+            let run = s.spawn(|| runner.run(&tx));
+            for e in rx.iter() {
+                match e {
+                    StudyEvent::TrialStarted { .. } => stop.interrupt(),
+                    StudyEvent::TrialFailed { number, reason, .. } => {
+                        failed.insert(number, reason);
+                    }
+                    StudyEvent::StudyFinished { .. } => break,
+                    _ => {}
+                }
+            }
+            run.join().unwrap().unwrap();
+        });
+        let xs = xs.lock().unwrap().clone();
+        (xs, failed)
     };
-    random_runner(config("again", &path, 1, 1), 6, complete)
-        .run(&tx)
-        .unwrap();
-    let stored = trials(&path, "again");
-    assert_eq!(stored[2].state, Complete);
-    assert_eq!(stored[2].value(), Some(7.5));
-    assert_eq!(stored.len(), 3, "no new trial: the copy was the one to run");
+    let (xs, failed) = cut_short(6);
+    assert_eq!(xs, [7.5], "the copy ran first, with its values");
+    assert_eq!(
+        failed[&2],
+        "interrupted; its enqueued parameters wait again as trial 3"
+    );
+    let copy = &trials(&path, "again")[3];
+    assert_eq!(copy.system_attr("failed_trial"), Some(&JsonValue::Int(0)));
+    assert_eq!(
+        copy.system_attr("retry_history"),
+        Some(&JsonValue::Array(vec![
+            JsonValue::Int(0),
+            JsonValue::Int(2)
+        ]))
+    );
+    let (xs, failed) = cut_short(7);
+    assert_eq!(xs, [7.5]);
+    assert_eq!(
+        failed[&3],
+        "interrupted; cut short 3 times, its enqueued parameters are not enqueued again"
+    );
+    let states: Vec<TrialState> = trials(&path, "again").iter().map(|t| t.state).collect();
+    assert_eq!(states, [Fail, Fail, Fail, Fail]);
 }
 
 /// A grid of three points in a study of ten trials: three run, and the study ends there with

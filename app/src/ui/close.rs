@@ -21,6 +21,9 @@ pub const STOP_RESEED: &str = "Stop the re-run and close (its seeds so far are n
 pub const FINISH_RESEED: &str = "Close when the re-run ends";
 /// The heading shown after "Stop now" until the study has stored its running trials.
 pub const STOPPING: &str = "Stopping the study";
+/// What closing again while stopping does.
+pub const CLOSE_AGAIN: &str =
+    "Close again to close now: the study then has at most 60 s more to store its trials.";
 
 /// What closing the window would stop.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -78,9 +81,15 @@ impl Closing {
             self.confirmed = true;
             return false;
         }
+        // Already stopping and asked again: the window goes now, and `on_exit` gives the study
+        // a bounded wait (60 s) to store its trials, as before "Stop now" kept it drawn; a
+        // hung driver or a long compile never holds the window for good.
+        if self.stopping.is_some() {
+            self.confirmed = true;
+            return false;
+        }
         ctx.send_viewport_cmd(egui::ViewportCommand::CancelClose);
-        // Already stopping: the window closes by itself once the trials are stored.
-        self.asking = self.stopping.is_none();
+        self.asking = true;
         true
     }
 
@@ -148,6 +157,7 @@ pub fn stopping(ctx: &egui::Context, closing: &Closing) {
         } else {
             "The window closes when they are stored."
         });
+        ui.label(CLOSE_AGAIN);
     });
 }
 

@@ -44,9 +44,9 @@ pub enum StorageError {
     /// or one it does not know) or a newer TradeTune (`tradetune_version` above its own):
     /// upgrading cannot help.
     #[error(
-        "storage {path}: schema version `{found}` is newer than this TradeTune's (it writes \
-         `{expected}` and never migrates); it was made by a newer {made_by}: use a TradeTune \
-         made for it, or read it here (`tradetune study list`/`show` open it read-only)"
+        "storage {path}: schema version `{found}` is newer than this TradeTune's (`{expected}`): \
+         it was made by a newer {made_by}; use a TradeTune made for it, or read it here \
+         (`tradetune study list`/`show` open it read-only)"
     )]
     NewerSchema {
         path: String,

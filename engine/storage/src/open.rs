@@ -163,14 +163,14 @@ impl Storage {
                 });
             }
             storage.check_tables(&names)?;
-            storage.check_readable_version()?;
+            storage.check_readable_version(&names)?;
             return Ok(storage);
         }
         storage.init_schema()?;
         // Only a file known to be (now) an Optuna storage TradeTune writes is switched to WAL:
         // one refused above is left as it was.
         if let Conn::Sqlite(conn) = &storage.conn {
-            switch_to_wal(conn, &storage.path)?;
+            switch_to_wal(conn, &storage.path, options.busy_timeout)?;
         }
         if let Some(stale_after) = options.stale_after {
             storage.recovered = storage.fail_stale_trials(stale_after)?;
@@ -268,7 +268,12 @@ impl Storage {
     /// columns it reads are there; later revisions are read as they are, as Optuna's own
     /// additions have been columns and indexes); an older one is refused with the upgrade that
     /// makes it readable, rather than failing on a missing column.
-    fn check_readable_version(&self) -> Result<(), StorageError> {
+    fn check_readable_version(&self, tables: &[String]) -> Result<(), StorageError> {
+        // A file without the table (copied without it, made by a tool of its own) says no
+        // revision, and is read as before.
+        if !tables.iter().any(|t| t == "alembic_version") {
+            return Ok(());
+        }
         let found = self
             .conn
             .query_opt("SELECT version_num FROM alembic_version", &[])
@@ -458,13 +463,26 @@ fn table_names_sql(dialect: Dialect) -> &'static str {
     }
 }
 
-/// Every table Optuna needs is present (a writer also needs `alembic_version`, which it checks).
-/// Switches the SQLite file `conn` opened to WAL (a property of the file; switching needs no
-/// other connection in the middle of a transaction, which the busy timeout waits for).
-fn switch_to_wal(conn: &Connection, path: &str) -> Result<(), StorageError> {
-    let mode: String = conn
-        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-        .map_err(sql_err(path, "switch to WAL"))?;
+/// Switches the SQLite file `conn` opened to WAL (a property of the file). Switching needs no
+/// other connection in a transaction, and SQLite answers "busy" at once rather than through the
+/// busy timeout: another process opening the same new file (its schema check holds the lock)
+/// is waited for here, up to `wait`.
+fn switch_to_wal(conn: &Connection, path: &str, wait: Duration) -> Result<(), StorageError> {
+    let until = std::time::Instant::now() + wait;
+    let mode: String = loop {
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)) {
+            Ok(mode) => break mode,
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if matches!(
+                    e.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                ) && std::time::Instant::now() < until =>
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => return Err(sql_err(path, "switch to WAL")(DbError::from(e))),
+        }
+    };
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(StorageError::Database {
             path: path.to_owned(),
@@ -517,6 +535,7 @@ fn schema_version_error(path: &str, found: Option<String>, wanted: &'static str)
     }
 }
 
+/// Every table Optuna needs is present (a writer also needs `alembic_version`, which it checks).
 fn check_tables(path: &str, read_only: bool, names: &[String]) -> Result<(), StorageError> {
     let mut required: Vec<&str> = OPTUNA_TABLES.to_vec();
     if !read_only {

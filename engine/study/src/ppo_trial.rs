@@ -362,7 +362,7 @@ impl PpoTrial {
 fn embargo_note(embargo_bars: usize, memory_bars: usize) -> String {
     format!(
         "embargo_bars = {embargo_bars} is shorter than the {memory_bars} bars an observation's \
-         features look back (indicator warm-up plus lookback − 1): the first {} training bars \
+         features look back (indicator warm-up plus the longest lookback a trial can have, less one): the first {} training bars \
          after each test block carry features computed from its prices; embargo_bars = \
          {memory_bars} leaves them out",
         memory_bars - embargo_bars

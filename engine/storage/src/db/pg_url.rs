@@ -151,17 +151,19 @@ pub fn parse(url: &str) -> Result<PgTarget, String> {
 }
 
 /// Whether the URL's user and password hold a raw '@': the host then starts at the first one
-/// (tokio-postgres, as libpq) and the rest of the password would show as the host's name. An
-/// '@' after the last '=' (a query string's `user=a@b`) is not the credentials'.
+/// (tokio-postgres, as libpq) and the rest of the password would show as the host's name. The
+/// authority runs from the first '@' to the first '/' after it (a password may hold '/'); an
+/// '@' in the database name or the query string is not the credentials'.
 fn raw_at_in_credentials(url: &str) -> bool {
     let Some((_, rest)) = url.split_once("://") else {
         return false;
     };
-    let Some(last) = rest.rfind('@') else {
+    let rest = rest.split_once('?').map_or(rest, |(before, _)| before);
+    let Some(first) = rest.find('@') else {
         return false;
     };
-    let before = &rest[..last];
-    before.contains('@') && !before.contains('=')
+    let end = rest[first..].find('/').map_or(rest.len(), |i| first + i);
+    rest[..end].matches('@').count() > 1
 }
 
 fn pgpass_file() -> Option<PathBuf> {
@@ -367,8 +369,15 @@ mod tests {
         let t = parse("postgresql://alice:Secr3t%40Pw@127.0.0.1:1/x").unwrap();
         assert_eq!(t.config.get_password(), Some(&b"Secr3t@Pw"[..]));
         assert_eq!(t.display, "postgresql://alice@127.0.0.1:1/x");
-        // An '@' in a query string's value is not the credentials'.
+        // An '@' in a query string's value or the database's name is not the credentials'.
         assert!(!raw_at_in_credentials("postgresql://h/db?user=alice@corp"));
+        assert!(!raw_at_in_credentials("postgresql://alice@host/my@db"));
+        assert!(!raw_at_in_credentials("postgresql://alice:p/w@host/db"));
+        // Though the query holds one too, or the password a '/'.
+        assert!(raw_at_in_credentials(
+            "postgresql://alice:p@ss@host/db?sslmode=require&application_name=a@b"
+        ));
+        assert!(raw_at_in_credentials("postgresql://alice:p/w@ss@host/db"));
     }
 
     #[test]

@@ -374,6 +374,14 @@ impl Runner {
             );
             return Ok(failed(s.handle, worker, slot, reason, duration_s, events));
         }
+        if let (Err(reason), true, true) = (&outcome, interrupted && stopped, s.waited) {
+            storage.fail_trial(trial_id, reason)?;
+            let reason = format!(
+                "{reason}; cut short {} times, its enqueued parameters are not enqueued again",
+                super::RUNS_CUT_SHORT
+            );
+            return Ok(failed(s.handle, worker, slot, reason, duration_s, events));
+        }
         match outcome {
             Ok(value) => {
                 storage.complete_trial(trial_id, &[value])?;

@@ -293,7 +293,14 @@ struct Started {
     /// Where the trial was taken WAITING (enqueued by another program): the copy to enqueue
     /// again should the study be interrupted while it runs (see [`enqueued_again`]).
     again: Option<Box<tradetune_storage::NewTrial>>,
+    /// Whether the trial was taken WAITING: one that has no copy to enqueue was cut short
+    /// [`RUNS_CUT_SHORT`] times already.
+    waited: bool,
 }
+
+/// How many runs of one enqueued trial an interrupt may cut short before it is not enqueued
+/// again (a trial longer than every window a worker is given would otherwise take each one).
+pub const RUNS_CUT_SHORT: usize = 3;
 
 /// A WAITING copy of the enqueued trial `record` as it was taken (its parameters and
 /// attributes from whoever enqueued it), to run again after an interrupt cut it short, as a
@@ -301,6 +308,15 @@ struct Started {
 /// not the configuration's fault. Marked as Optuna's `RetryFailedTrialCallback` marks its
 /// copies (`failed_trial`: the first trial of the line; `retry_history`: every one), so
 /// `RetryFailedTrialCallback.retried_trial_number` and the dashboard read it.
+/// The runs of the enqueued trial `record`'s line an interrupt cut short before it (its
+/// `retry_history`).
+fn runs_cut_short(record: &tradetune_storage::TrialRecord) -> usize {
+    match record.system_attr("retry_history") {
+        Some(JsonValue::Array(earlier)) => earlier.len(),
+        _ => 0,
+    }
+}
+
 fn enqueued_again(record: &tradetune_storage::TrialRecord) -> tradetune_storage::NewTrial {
     let number = JsonValue::from(record.number);
     let mut system_attrs = record.system_attrs.clone();
@@ -795,6 +811,7 @@ impl Runner {
                 params,
                 config,
                 again,
+                waited: from_waiting,
             }))),
             Ok(Err((reason, exhausted))) => Ok(Start::Trial(Err((handle, reason, exhausted)))),
             Err(e) => {
@@ -854,8 +871,8 @@ impl Runner {
         // yet; one taken WAITING has them from whoever enqueued it (Optuna's `fixed_params`,
         // or parameters already stored, as `RetryFailedTrialCallback` re-enqueues a trial).
         let record = records.iter().find(|r| r.number == handle.number);
-        let again = record
-            .filter(|_| from_waiting)
+        let again = (record.filter(|_| from_waiting))
+            .filter(|r| runs_cut_short(r) + 1 < RUNS_CUT_SHORT)
             .map(|r| Box::new(enqueued_again(r)));
         let (fixed, already_stored) = match record {
             Some(record) => match self.given_params(record) {
