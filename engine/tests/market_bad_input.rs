@@ -256,6 +256,67 @@ fn excel_serial_dates() {
     }
 }
 
+/// Bars under a second apart, and local times read across a daylight-saving change, are
+/// refused with what they may be; a file in UTC or with offsets, or of daily bars, gets no hint.
+#[test]
+fn times_out_of_order_say_what_they_may_be() {
+    let rows = |times: &[&str]| -> String {
+        let rows: String = times
+            .iter()
+            .map(|t| format!("{t},10,11,9,10,5\n"))
+            .collect();
+        format!("{HEADER}{rows}")
+    };
+    let msg = load_err(
+        "ticks.csv",
+        rows(&["2020-01-02 09:30:00.100", "2020-01-02 09:30:00.600"]).as_bytes(),
+    );
+    assert_has(
+        &msg,
+        &[
+            "line 3",
+            "duplicates the previous bar",
+            "read in whole seconds",
+        ],
+    );
+    let msg = load_err(
+        "millis.csv",
+        rows(&["1577957400100", "1577957400600"]).as_bytes(),
+    );
+    assert_has(
+        &msg,
+        &["duplicates the previous bar", "read in whole seconds"],
+    );
+    // Local times at the autumn change: 02:59, then 02:00 again.
+    let msg = load_err(
+        "local.csv",
+        rows(&["2020-10-25 02:30", "2020-10-25 02:59", "2020-10-25 02:00"]).as_bytes(),
+    );
+    assert_has(
+        &msg,
+        &[
+            "line 4",
+            "is before the previous bar",
+            "no UTC offset",
+            "daylight-saving",
+        ],
+    );
+    for (name, times) in [
+        (
+            "offset.csv",
+            ["2020-10-25T02:59:00+02:00", "2020-10-25T02:00:00+02:00"],
+        ),
+        ("days.csv", ["2020-10-26", "2020-10-25"]),
+        ("whole.csv", ["2020-01-02 09:30:00", "2020-01-02 09:30:00"]),
+    ] {
+        let msg = load_err(name, rows(&times).as_bytes());
+        assert!(
+            !msg.contains("whole seconds") && !msg.contains("daylight-saving"),
+            "{name}: {msg}"
+        );
+    }
+}
+
 #[test]
 fn decreasing_timestamp() {
     let text = format!("{HEADER}{}{}", rows(3, 18_010), rows(1, 18_000));

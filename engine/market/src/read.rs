@@ -28,7 +28,9 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 use crate::source::{Source, asset_name_from_path};
-use crate::time::{excel_serial_date, format_timestamp, parse_timestamp};
+use crate::time::{
+    excel_serial_date, format_timestamp, has_sub_second, parse_timestamp, without_offset,
+};
 use crate::{AssetBars, DataError};
 
 /// How a file was laid out.
@@ -437,14 +439,15 @@ fn parse(csv: &mut CsvReader, source: &Source) -> Result<FileBars, DataError> {
                 Some(layout.time),
                 format!(
                     "time {} {what} the previous bar{of} on line {} ({}): rows must be in \
-                     strictly increasing time order per asset{}",
+                     strictly increasing time order per asset{}{}",
                     format_timestamp(ts),
                     b.last_line,
                     format_timestamp(prev),
                     excel_date.map_or(String::new(), |date| format!(
                         " ('{}' looks like an Excel serial date, {date} as one: {EXCEL_FIX})",
                         record[layout.time].trim()
-                    ))
+                    )),
+                    order_hint(&record[layout.time], ts, prev)
                 ),
             ));
         }
@@ -495,6 +498,28 @@ fn parse(csv: &mut CsvReader, source: &Source) -> Result<FileBars, DataError> {
 const MAX_EXCEL_STEP: i64 = 31;
 
 /// How a file of Excel serial dates is mended.
+/// What a time out of order may be, where the cell says so: bars under a second apart (times
+/// are read in whole seconds), or local times read across a daylight-saving change (a time
+/// without an offset is read as UTC; at the autumn change the clock repeats an hour).
+fn order_hint(cell: &str, ts: i64, prev: i64) -> String {
+    if ts == prev && has_sub_second(cell) {
+        return format!(
+            "; times are read in whole seconds ('{}' has a fraction of one), so bars under a \
+             second apart fall on one time: resample them to bars of a second or longer",
+            cell.trim()
+        );
+    }
+    if ts < prev && prev - ts <= 3_600 && without_offset(cell) {
+        return format!(
+            "; '{}' has no UTC offset and is read as UTC: if the file holds local times, a \
+             daylight-saving change repeats an hour there; write the times in UTC or with their \
+             offset (2020-10-25T02:30:00+01:00)",
+            cell.trim()
+        );
+    }
+    String::new()
+}
+
 const EXCEL_FIX: &str = "format the column as dates (yyyy-mm-dd hh:mm) in the spreadsheet \
      before saving it as CSV, or write ISO dates or Unix seconds";
 

@@ -118,6 +118,49 @@ fn parse_epoch(s: &str) -> Result<i64, String> {
     Ok(secs.floor() as i64)
 }
 
+/// Whether the timestamp cell holds a part of a second that [`parse_timestamp`] drops: an ISO
+/// time with a fraction (`…15:30:00.250`), or an epoch number in milliseconds or finer (or a
+/// fractional one) that is not a whole second.
+pub fn has_sub_second(cell: &str) -> bool {
+    let s = cell.trim();
+    let looks_like_date = s.len() >= 10 && s.as_bytes().get(4) == Some(&b'-');
+    if looks_like_date {
+        // The fraction follows the seconds, before any offset.
+        let time = s.get(10..).unwrap_or("");
+        return time
+            .split_once('.')
+            .is_some_and(|(_, f)| f.bytes().take_while(u8::is_ascii_digit).any(|d| d != b'0'));
+    }
+    if let Ok(v) = s.parse::<i64>() {
+        let a = v.unsigned_abs() as f64;
+        let per_second: i64 = if a < MAX_SECONDS {
+            1
+        } else if a < MAX_MILLIS {
+            1_000
+        } else if a < MAX_MICROS {
+            1_000_000
+        } else {
+            1_000_000_000
+        };
+        return v.rem_euclid(per_second) != 0;
+    }
+    s.parse::<f64>()
+        .is_ok_and(|v| v.is_finite() && v.abs() < MAX_SECONDS && v.fract() != 0.0)
+}
+
+/// Whether the timestamp cell is an ISO date-time without `Z` or a `±hh:mm` offset: read as
+/// UTC, where it may be local time (a date alone is a day, not a time of day).
+pub fn without_offset(cell: &str) -> bool {
+    let s = cell.trim();
+    let looks_like_date = s.len() >= 10 && s.as_bytes().get(4) == Some(&b'-');
+    let Some(time) = s.get(10..).filter(|t| looks_like_date && !t.is_empty()) else {
+        return false;
+    };
+    // After the date's 'T' or space: a 'Z', or a sign after the hours, is an offset.
+    let time = &time[1..];
+    !(time.ends_with('Z') || time.ends_with('z') || time.contains('+') || time.contains('-'))
+}
+
 /// Excel's serial date of 1970-01-01 (days since 1899-12-30).
 const EXCEL_1970: f64 = 25_569.0;
 /// Excel's serial date of 2100-01-01.
