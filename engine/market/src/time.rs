@@ -35,7 +35,7 @@ pub fn parse_timestamp(cell: &str) -> Result<i64, String> {
         return Err("the timestamp is empty".into());
     }
     let first = s.as_bytes()[0];
-    let looks_like_date = s.len() >= 10 && s.as_bytes().get(4) == Some(&b'-');
+    let looks_like_date = looks_like_date(s);
     let secs = if s.len() == 8 && s.bytes().all(|b| b.is_ascii_digit()) {
         parse_compact_date(s)?
     } else if !looks_like_date && (first.is_ascii_digit() || first == b'-' || first == b'+') {
@@ -118,13 +118,17 @@ fn parse_epoch(s: &str) -> Result<i64, String> {
     Ok(secs.floor() as i64)
 }
 
+/// Whether the trimmed cell starts as an ISO date (`2013-03-01…`).
+fn looks_like_date(s: &str) -> bool {
+    s.len() >= 10 && s.as_bytes().get(4) == Some(&b'-')
+}
+
 /// Whether the timestamp cell holds a part of a second that [`parse_timestamp`] drops: an ISO
 /// time with a fraction (`…15:30:00.250`), or an epoch number in milliseconds or finer (or a
 /// fractional one) that is not a whole second.
 pub fn has_sub_second(cell: &str) -> bool {
     let s = cell.trim();
-    let looks_like_date = s.len() >= 10 && s.as_bytes().get(4) == Some(&b'-');
-    if looks_like_date {
+    if looks_like_date(s) {
         // The fraction follows the seconds, before any offset.
         let time = s.get(10..).unwrap_or("");
         return time
@@ -152,8 +156,7 @@ pub fn has_sub_second(cell: &str) -> bool {
 /// UTC, where it may be local time (a date alone is a day, not a time of day).
 pub fn without_offset(cell: &str) -> bool {
     let s = cell.trim();
-    let looks_like_date = s.len() >= 10 && s.as_bytes().get(4) == Some(&b'-');
-    let Some(time) = s.get(10..).filter(|t| looks_like_date && !t.is_empty()) else {
+    let Some(time) = s.get(10..).filter(|t| looks_like_date(s) && !t.is_empty()) else {
         return false;
     };
     // After the date's 'T' or space: a 'Z', or a sign after the hours, is an offset.

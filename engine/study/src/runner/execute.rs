@@ -365,21 +365,26 @@ impl Runner {
             Err(panic) => Err(format!("panicked: {}", panic_message(&panic))),
         };
         // An enqueued trial the interrupt cut short waits again (its copy, in the same
-        // transaction), for the study's next run or another process's workers.
-        if let (Err(reason), true, Some(again)) = (&outcome, interrupted && stopped, &s.again) {
-            let copy = storage.fail_trial_and_enqueue(trial_id, reason, again)?;
-            let reason = format!(
-                "{reason}; its enqueued parameters wait again as trial {}",
-                copy.number
-            );
-            return Ok(failed(s.handle, worker, slot, reason, duration_s, events));
-        }
+        // transaction), for the study's next run or another process's workers, unless its
+        // line was cut short RUNS_CUT_SHORT times.
         if let (Err(reason), true, true) = (&outcome, interrupted && stopped, s.waited) {
-            storage.fail_trial(trial_id, reason)?;
-            let reason = format!(
-                "{reason}; cut short {} times, its enqueued parameters are not enqueued again",
-                super::RUNS_CUT_SHORT
-            );
+            let reason = match &s.again {
+                Some(again) => {
+                    let copy = storage.fail_trial_and_enqueue(trial_id, reason, again)?;
+                    format!(
+                        "{reason}; its enqueued parameters wait again as trial {}",
+                        copy.number
+                    )
+                }
+                None => {
+                    storage.fail_trial(trial_id, reason)?;
+                    format!(
+                        "{reason}; cut short {} times, its enqueued parameters are not \
+                         enqueued again",
+                        super::RUNS_CUT_SHORT
+                    )
+                }
+            };
             return Ok(failed(s.handle, worker, slot, reason, duration_s, events));
         }
         match outcome {
