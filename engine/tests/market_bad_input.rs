@@ -189,6 +189,41 @@ fn high_below_low() {
     assert_has(&msg, &["line 4", "field 'high'", "high 1 is below low 2"]);
 }
 
+/// An open or close outside its bar's low–high range (columns in the wrong order, a bad print)
+/// is refused on its line, naming the field and both values.
+#[test]
+fn open_outside_low_to_high() {
+    let text = format!("{HEADER}{}2020-02-01,8.5,11,9,10,100\n", rows(2, 18_000));
+    let msg = load_err("open.csv", text.as_bytes());
+    assert_has(
+        &msg,
+        &[
+            "line 4",
+            "field 'open'",
+            "open 8.5 is below low 9",
+            "wrong order",
+        ],
+    );
+}
+
+#[test]
+fn close_outside_low_to_high() {
+    let text = format!(
+        "Date,Open,High,Low,Close,Volume\n{}2020-01-02,10,11,9,12,100\n",
+        rows(1, 18_000)
+    );
+    let msg = load_err("close.csv", text.as_bytes());
+    assert_has(
+        &msg,
+        &[
+            "line 3",
+            "field 'Close'",
+            "close 12 is above high 11",
+            "wrong order",
+        ],
+    );
+}
+
 #[test]
 fn duplicate_timestamp() {
     let mut text = format!("{HEADER}{}", rows(4, 18_000));

@@ -15,9 +15,10 @@
 //! Column names are matched case-insensitively, with spaces, dashes and dots read as `_`
 //! (`Adj Close` is `adj_close`). Fields are separated by commas, or by tabs or semicolons when
 //! the first line has no comma. Files may be gzip-compressed whatever their name. Every row is
-//! checked (numbers finite, prices positive and from 1e-12 to about 3.4e38, high ≥ low,
-//! volume ≥ 0, time strictly increasing per asset); the first problem aborts the read with an error naming the file, the line and the
-//! field, so a file is either loaded whole or not at all.
+//! checked (numbers finite, prices positive and from 1e-12 to about 3.4e38, high ≥ low, open
+//! and close from low to high, volume ≥ 0, time strictly increasing per asset); the first
+//! problem aborts the read with an error naming the file, the line and the field, so a file is
+//! either loaded whole or not at all.
 //!
 //! With an `adj_close` column, OHLC are multiplied by `adj_close / close` (the split and dividend
 //! adjustment the source computed) and volume divided by it, so that prices are continuous
@@ -396,6 +397,26 @@ fn parse(csv: &mut CsvReader, source: &Source) -> Result<FileBars, DataError> {
                 Some(layout.ohlcv[1]),
                 format!("high {high} is below low {low}"),
             ));
+        }
+        for (k, what, price) in [(0, "open", open), (3, "close", close)] {
+            let side = if price > high {
+                Some(format!("above high {high}"))
+            } else if price < low {
+                Some(format!("below low {low}"))
+            } else {
+                None
+            };
+            if let Some(side) = side {
+                return Err(at(
+                    Some(layout.ohlcv[k]),
+                    format!(
+                        "{what} {price} is {side}: a bar's open and close must lie from its \
+                         low to its high, so this usually means columns in the wrong order \
+                         (check that the header names each column by what it holds) or a bad \
+                         print in the source"
+                    ),
+                ));
+            }
         }
         if volume < 0.0 {
             return Err(at(
