@@ -7,7 +7,7 @@
 use std::ops::Range;
 
 use crate::EnvError;
-use crate::config::{EnvConfig, StartMode};
+use crate::config::{EnvConfig, MAX_BARS, StartMode};
 
 /// Refuses a `range` of bars that is empty or runs past the dataset's `n_bars`.
 pub(crate) fn check_range(range: &Range<usize>, n_bars: usize) -> Result<(), EnvError> {
@@ -167,6 +167,32 @@ impl StartTable {
         })
     }
 
+    /// [`Self::check`] for the device env ([`crate::TensorVecEnv`]), whose kernel reads an
+    /// episode's length as an f32, exact only up to [`MAX_BARS`] (2²⁴): past it the length
+    /// rounds, and an episode ends a bar early or steps a bar past the split. The config caps
+    /// `episode_bars` there, but with `episode_bars = 0` the length is derived from the split
+    /// (the whole split for an evaluation, half of it for training), so a split that long is
+    /// refused here. The host env counts in exact integers and takes it.
+    pub fn check_device(cfg: &EnvConfig, range: Range<usize>) -> Result<Episodes, EnvError> {
+        let split = range.len();
+        let episodes = Self::check(cfg, range)?;
+        if episodes.episode_len > MAX_BARS {
+            return Err(EnvError::Config {
+                field: "episode_bars",
+                value: cfg.episode_bars.to_string(),
+                reason: format!(
+                    "on a split of {split} bars this makes episodes of {} bars (the whole split \
+                     for an evaluation, half of it for training), more than the {MAX_BARS} the \
+                     device env counts exactly (its kernel's lengths are f32); set \
+                     env.episode_bars to at most {MAX_BARS}, use a shorter split, or use the \
+                     host env (env.placement = \"host\")",
+                    episodes.episode_len
+                ),
+            });
+        }
+        Ok(episodes)
+    }
+
     /// Start bar of `env`'s `episode`-th episode.
     #[inline]
     pub fn start(&self, env: usize, episode: u32) -> u32 {
@@ -264,7 +290,6 @@ mod tests {
     /// naming the field, and by the table, which computes those sums checked.
     #[test]
     fn huge_episode_bars_or_lookback_are_refused_not_overflowed() {
-        use crate::config::MAX_BARS;
         let huge = [
             ("episode_bars", cfg(2, StartMode::Random, usize::MAX, 1)),
             (
@@ -288,6 +313,57 @@ mod tests {
         let far = (u32::MAX as usize)..(u32::MAX as usize + 100);
         let err = StartTable::new(&cfg(1, StartMode::Fixed, 10, 1), far).unwrap_err();
         assert!(err.to_string().contains("env.range"), "{err}");
+    }
+
+    /// Review env44 finding 2: with `episode_bars = 0` the episode's length comes from the
+    /// split, and the device env's kernel reads it as an f32. A split whose derived length
+    /// passes 2²⁴ is refused for the device (naming the split and what to do), one at 2²⁴
+    /// taken; the host env, counting in integers, takes both. Only the start table (64k
+    /// entries) is built, no dataset.
+    #[test]
+    fn a_derived_episode_past_f32s_exact_counts_is_refused_for_the_device() {
+        // Fixed starts (an evaluation): the episode is the whole split after the lookback.
+        let eval = cfg(1, StartMode::Fixed, 0, 1);
+        let at = 0..MAX_BARS + 1;
+        assert_eq!(
+            StartTable::check(&eval, at.clone()).unwrap().episode_len,
+            MAX_BARS
+        );
+        assert!(StartTable::check_device(&eval, at.clone()).is_ok());
+        assert_eq!(StartTable::new(&eval, at).unwrap().episode_len, MAX_BARS);
+        let over = 0..MAX_BARS + 2;
+        assert_eq!(
+            StartTable::check(&eval, over.clone()).unwrap().episode_len,
+            MAX_BARS + 1
+        );
+        let err = StartTable::check_device(&eval, over)
+            .unwrap_err()
+            .to_string();
+        for part in [
+            "env.episode_bars = 0",
+            &format!("split of {} bars", MAX_BARS + 2),
+            &format!("episodes of {} bars", MAX_BARS + 1),
+            "set env.episode_bars",
+            "host",
+        ] {
+            assert!(err.contains(part), "{part:?} missing from: {err}");
+        }
+        // Random starts (training): half the usable bars, so twice the split.
+        let train = cfg(4, StartMode::Random, 0, 1);
+        let at = 0..2 * MAX_BARS + 1;
+        assert_eq!(
+            StartTable::check_device(&train, at).unwrap().episode_len,
+            MAX_BARS
+        );
+        let over = 0..2 * MAX_BARS + 3;
+        assert_eq!(
+            StartTable::check(&train, over.clone()).unwrap().episode_len,
+            MAX_BARS + 1
+        );
+        assert!(StartTable::check_device(&train, over).is_err());
+        // A configured length at the cap on the long split is taken.
+        let set = cfg(4, StartMode::Random, MAX_BARS, 1);
+        assert!(StartTable::check_device(&set, 0..2 * MAX_BARS + 3).is_ok());
     }
 
     #[test]

@@ -163,6 +163,7 @@ impl TensorVecEnv {
         let m = data.n_assets();
         cfg.validate(m)?;
         check_range(&range, data.n_bars())?;
+        StartTable::check_device(&cfg, range.clone())?;
         let table = StartTable::new(&cfg, range.clone())?;
         let n = cfg.n_envs;
         let (t, f) = (data.n_bars(), data.n_features());
