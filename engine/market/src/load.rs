@@ -102,6 +102,10 @@ pub struct LoadedDataset {
     /// The features before scaling (T×M×F, as `dataset.features`), so that a cross-validation
     /// fold can refit the scaler on its own training bars.
     pub unscaled_features: Array3<f32>,
+    /// What people should know about the data that does not stop it, one line each: an
+    /// asset's gaps much longer than its bars inside the common range
+    /// ([`crate::inspect::long_gaps`]), which returns and indicators span as one bar.
+    pub notes: Vec<String>,
 }
 
 impl DatasetConfig {
@@ -171,6 +175,17 @@ impl DatasetConfig {
         let bars: Vec<AssetBars> = chosen.iter().map(|s| s.bars.clone()).collect();
         let (aligned, alignment) = align(&bars, files)?;
         drop(bars);
+        // Each asset's own gaps, in the bars the dataset keeps of it (the inner join's drops
+        // are in `alignment`).
+        let notes = chosen
+            .iter()
+            .filter_map(|s| {
+                let ts = &s.bars.timestamps;
+                let from = ts.partition_point(|&t| t < alignment.first);
+                let to = ts.partition_point(|&t| t <= alignment.last);
+                crate::inspect::long_gaps(&ts[from..to]).map(|g| g.note(&s.bars.name))
+            })
+            .collect();
 
         // Features on the aligned series: the indicators see the very bar sequence the agent
         // trades, and every asset's warm-up ends on the same row.
@@ -253,6 +268,7 @@ impl DatasetConfig {
             source_name,
             feature_stats,
             unscaled_features,
+            notes,
         })
     }
 }

@@ -66,8 +66,9 @@ pub struct LoadedData {
     pub split: HoldOut,
     /// For people: source, assets, bars.
     pub about: String,
-    /// What people should know about the data, one line each: that it changed since the
-    /// checkpoint was trained and how it was cut, or that an older checkpoint cannot be checked.
+    /// What people should know about the data, one line each: an asset's gaps much longer
+    /// than its bars, that it changed since the checkpoint was trained and how it was cut, or
+    /// that an older checkpoint cannot be checked.
     pub notes: Vec<String>,
 }
 
@@ -310,7 +311,8 @@ impl DataSource {
                 dataset: Arc::new(loaded.dataset),
                 split: loaded.split,
                 about,
-                notes: Vec::new(),
+                // An asset's long gaps.
+                notes: loaded.notes,
             },
             Some(loaded.unscaled_features),
         ))
@@ -320,6 +322,48 @@ impl DataSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Review env44 finding 8: `train` prints the loaded data's notes; an asset that misses
+    /// a week of its hourly bars is one of them, naming the asset, the gap and its length.
+    #[test]
+    fn an_assets_long_gap_is_a_note_of_the_loaded_data() {
+        use crate::market::synth::{self, SynthConfig};
+        let mut bars = synth::generate(&SynthConfig {
+            assets: 2,
+            bars: 3_000,
+            bar_seconds: 3_600,
+            ..SynthConfig::default()
+        })
+        .unwrap();
+        let a = &mut bars[1];
+        let (name, from) = (a.name.clone(), a.timestamps[1_999]);
+        for v in [
+            &mut a.open,
+            &mut a.high,
+            &mut a.low,
+            &mut a.close,
+            &mut a.volume,
+        ] {
+            v.drain(2_000..2_168);
+        }
+        a.timestamps.drain(2_000..2_168);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gappy.csv");
+        synth::write_long_csv(&path, &bars).unwrap();
+        let loaded = DataSource::new(&[path], None)
+            .unwrap()
+            .load(&EnvConfig::new())
+            .unwrap();
+        assert_eq!(loaded.notes.len(), 1, "{:?}", loaded.notes);
+        let expected = format!(
+            "{name} has a gap longer than 10h in its bars of 1h, the longest 7d 1h from {}",
+            crate::market::time::format_timestamp(from)
+        );
+        assert!(loaded.notes[0].contains(&expected), "{:?}", loaded.notes);
+        // The bundled sample has none.
+        let bundled = DataSource::default().load(&EnvConfig::new()).unwrap();
+        assert!(bundled.notes.is_empty(), "{:?}", bundled.notes);
+    }
 
     /// A synthetic market too long to hold is refused, naming the limit, before anything is
     /// allocated (a huge `--synthetic-bars` panicked in ndarray or aborted on allocation).

@@ -176,7 +176,7 @@ pub struct PpoTrial {
     memory_bars: usize,
     /// The bars the indicators need before their first value (the data's warm-up).
     warmup_bars: usize,
-    /// Warnings about the study's settings that do not stop it (also in `source`).
+    /// Warnings about the study's settings or its data that do not stop it (also in `source`).
     pub notes: Vec<String>,
     /// [`Self::data_fingerprint`], computed once (every trial's checkpoint records it).
     fingerprint: std::sync::OnceLock<String>,
@@ -199,23 +199,28 @@ impl PpoTrial {
             ..DatasetConfig::default()
         }
         .load()?;
+        let mut source = format!(
+            "{}: {} (train bars {}..{}, validation {}..{})",
+            loaded.source_name,
+            loaded.dataset.names.join(", "),
+            loaded.split.train.start,
+            loaded.split.train.end,
+            loaded.split.validation.start,
+            loaded.split.validation.end
+        );
+        // An asset's long gaps, said where the study says its data.
+        for note in &loaded.notes {
+            source = format!("{source}; note: {note}");
+        }
         Ok(PpoTrial {
-            source: format!(
-                "{}: {} (train bars {}..{}, validation {}..{})",
-                loaded.source_name,
-                loaded.dataset.names.join(", "),
-                loaded.split.train.start,
-                loaded.split.train.end,
-                loaded.split.validation.start,
-                loaded.split.validation.end
-            ),
+            source,
             train: loaded.split.train.clone(),
             validation: loaded.split.validation.clone(),
             dataset: Arc::new(loaded.dataset),
             unscaled: Some(Arc::new(loaded.unscaled_features)),
             memory_bars: loaded.warmup_bars + base.env.lookback.saturating_sub(1),
             warmup_bars: loaded.warmup_bars,
-            notes: Vec::new(),
+            notes: loaded.notes,
             objective,
             paths: data
                 .paths

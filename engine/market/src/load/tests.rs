@@ -24,6 +24,73 @@ fn bundled_default_is_four_aligned_stocks() {
     assert_eq!((goog.name.as_str(), goog.lost()), ("GOOG", 0));
     assert!(l.alignment.assets[0].lost_before > 1_000);
     assert_eq!(l.split.test.end, d.n_bars());
+    // Its longest breaks (a week after 2001-09-11) are no gaps worth a note.
+    assert!(l.notes.is_empty(), "{:?}", l.notes);
+}
+
+/// Review env44 finding 8: an asset's gap much longer than its bars, inside the bars the
+/// dataset keeps, gets one note naming the asset, the gap's dates and its length, with how
+/// many there are; one before the common start (bars the join drops) does not.
+#[test]
+fn an_assets_long_gaps_are_noted_once() {
+    let mut bars = synth::generate(&SynthConfig {
+        assets: 3,
+        bars: 2_000,
+        bar_seconds: 3_600,
+        ..SynthConfig::default()
+    })
+    .unwrap();
+    let cut = |a: &mut AssetBars, keep: &dyn Fn(usize) -> bool| {
+        let idx: Vec<usize> = (0..a.len()).filter(|&i| keep(i)).collect();
+        for v in [
+            &mut a.open,
+            &mut a.high,
+            &mut a.low,
+            &mut a.close,
+            &mut a.volume,
+        ] {
+            *v = idx.iter().map(|&i| v[i]).collect();
+        }
+        a.timestamps = idx.iter().map(|&i| a.timestamps[i]).collect();
+    };
+    // Asset 0: two holes of 48 and 20 hourly bars. Asset 1: a hole in its first bars, before
+    // asset 2 starts.
+    cut(&mut bars[0], &|i| {
+        !(700..748).contains(&i) && !(1_500..1_520).contains(&i)
+    });
+    cut(&mut bars[1], &|i| !(10..60).contains(&i));
+    cut(&mut bars[2], &|i| i >= 100);
+    let (name, from, to) = (
+        bars[0].name.clone(),
+        bars[0].timestamps[699],
+        bars[0].timestamps[700],
+    );
+    let sourced = bars
+        .into_iter()
+        .map(|b| SourcedBars {
+            bars: b,
+            paths: vec![],
+        })
+        .collect();
+    let l = DatasetConfig {
+        features: vec![FeatureSpec::Return { period: 1 }],
+        lookback: 8,
+        episode_bars: 100,
+        ..DatasetConfig::default()
+    }
+    .build(sourced, "synthetic".into(), &[])
+    .unwrap();
+    assert_eq!(l.notes.len(), 1, "{:?}", l.notes);
+    let expected = format!(
+        "{name} has 2 gaps longer than 10h in its bars of 1h, the longest 2d 1h from {} to {}",
+        crate::time::format_timestamp(from),
+        crate::time::format_timestamp(to)
+    );
+    assert!(
+        l.notes[0].contains(&expected),
+        "{expected:?} not in {:?}",
+        l.notes
+    );
 }
 
 #[test]

@@ -173,6 +173,58 @@ mod tests {
     use tradetune_market::split::SplitSpec;
     use tradetune_rl::eval::Objective;
 
+    /// Review env44 finding 8: a study on data where one asset misses a week says so once,
+    /// in its notes and in the data line `study run` prints, naming the asset and the gap.
+    #[test]
+    fn a_study_on_data_with_an_assets_long_gap_says_so() {
+        use tradetune_market::synth::{self, SynthConfig};
+        let mut bars = synth::generate(&SynthConfig {
+            assets: 2,
+            bars: 3_000,
+            bar_seconds: 3_600,
+            ..SynthConfig::default()
+        })
+        .unwrap();
+        let a = &mut bars[0];
+        let (name, from, to) = (a.name.clone(), a.timestamps[999], a.timestamps[1_168]);
+        for v in [
+            &mut a.open,
+            &mut a.high,
+            &mut a.low,
+            &mut a.close,
+            &mut a.volume,
+        ] {
+            v.drain(1_000..1_168);
+        }
+        a.timestamps.drain(1_000..1_168);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gappy.csv");
+        synth::write_long_csv(&path, &bars).unwrap();
+        let data = DataSection {
+            paths: vec![path],
+            assets: Vec::new(),
+        };
+        let trial = PpoTrial::load(
+            &data,
+            &SplitSpec::default(),
+            &PpoTrialConfig::default(),
+            Objective::Sharpe,
+        )
+        .unwrap();
+        assert_eq!(trial.notes.len(), 1, "{:?}", trial.notes);
+        let expected = format!(
+            "{name} has a gap longer than 10h in its bars of 1h, the longest 7d 1h from {} to {}",
+            tradetune_market::time::format_timestamp(from),
+            tradetune_market::time::format_timestamp(to)
+        );
+        assert!(trial.notes[0].contains(&expected), "{:?}", trial.notes);
+        assert!(
+            (trial.source).contains(&format!("; note: {}", trial.notes[0])),
+            "{}",
+            trial.source
+        );
+    }
+
     /// Each CPCV fold trains and scores on features scaled by a scaler fitted on its own
     /// training bars: the statistics are those of those bars of the unscaled features alone,
     /// not of the hold-out train split (which covers fold 0's test groups).
