@@ -14,7 +14,8 @@
 //!
 //! **Initialisation.** Orthogonal weights (Saxe et al. 2014) with SB3's gains
 //! (`ActorCriticPolicy.init_weights`): √2 for hidden layers, 0.01 for the action mean, 1 for
-//! the value head; biases 0. The orthogonal matrices are built on the host from the config's
+//! the value head; biases 0. With `ortho_init` off, PyTorch's `nn.Linear` default as SB3 then
+//! keeps it (weights and biases uniform in ±1/√fan_in). The matrices are built on the host from the config's
 //! seed, so a run is reproducible regardless of other work on the device's global RNG.
 
 pub use crate::ppo::activation::ActivationKind;
@@ -22,8 +23,8 @@ use crate::ppo::error::PpoError;
 use burn::config::Config;
 use burn::module::{Module, ModuleMapper, Param};
 use burn::tensor::{Device, FloatDType, Tensor, TensorData};
-use rand::SeedableRng;
 use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, StandardNormal};
 
 /// Hidden layer sizes of the two networks (SB3's `net_arch=dict(pi=…, vf=…)`).
@@ -49,7 +50,9 @@ pub struct ActorCriticConfig {
     /// Initial log standard deviation of the Gaussian policy (SB3 `log_std_init`).
     #[config(default = 0.0)]
     pub log_std_init: f32,
-    /// Orthogonal initialisation (SB3 `ortho_init`); otherwise N(0, 1/fan_in) weights.
+    /// Orthogonal initialisation (SB3 `ortho_init`: weights orthogonal with SB3's gains, biases
+    /// 0); otherwise PyTorch's `nn.Linear` default, which SB3 keeps when `ortho_init=False`:
+    /// weights and biases uniform in ±1/√fan_in.
     #[config(default = true)]
     pub ortho_init: bool,
 }
@@ -143,23 +146,23 @@ impl Dense {
         rng: &mut StdRng,
         device: &Device,
     ) -> Self {
-        let w = if ortho {
-            orthogonal(fan_in, fan_out, gain, rng)
+        let (w, b): (Vec<f32>, Vec<f32>) = if ortho {
+            (orthogonal(fan_in, fan_out, gain, rng), vec![0.0; fan_out])
         } else {
-            let std = (1.0 / fan_in as f32).sqrt();
-            (0..fan_in * fan_out)
-                .map(|_| {
-                    let z: f32 = StandardNormal.sample(rng);
-                    std * z
-                })
-                .collect()
+            // PyTorch's `nn.Linear` default: `kaiming_uniform_(a = √5)` for the weight, which is
+            // uniform in ±1/√fan_in, and the same bound for the bias.
+            let bound = (1.0 / fan_in as f32).sqrt();
+            let mut uniform = || rng.random_range(-bound..=bound);
+            let w = (0..fan_in * fan_out).map(|_| uniform()).collect();
+            let b = (0..fan_out).map(|_| uniform()).collect();
+            (w, b)
         };
         Self {
             weight: Param::from_tensor(Tensor::from_data(
                 TensorData::new(w, [fan_in, fan_out]),
                 device,
             )),
-            bias: Param::from_tensor(Tensor::zeros([fan_out], device)),
+            bias: Param::from_tensor(Tensor::from_data(TensorData::new(b, [fan_out]), device)),
         }
     }
 
@@ -516,6 +519,45 @@ mod tests {
         };
         close(m1.reshape([12]), m2.reshape([12]));
         close(v1, v2);
+    }
+
+    /// Without `ortho_init`, a layer starts as PyTorch's `nn.Linear` (what SB3 keeps then):
+    /// weights and biases uniform in ±1/√fan_in, so the weights' variance is 1/(3·fan_in);
+    /// with it, biases start at 0.
+    #[test]
+    fn without_ortho_init_layers_start_as_torchs_linear() {
+        let device = Device::flex();
+        let values = |t: Tensor<1>| t.to_data().try_to_vec::<f32>().unwrap();
+        let arch = NetArch {
+            pi: vec![256],
+            vf: vec![4],
+        };
+        let plain = ActorCriticConfig::new()
+            .with_net_arch(arch.clone())
+            .with_ortho_init(false)
+            .init(400, 2, 3, &device);
+        let layer = &plain.pi[0];
+        let bound = 1.0 / 400f32.sqrt();
+        let w = values(layer.weight.val().reshape([400 * 256]));
+        let b = values(layer.bias.val());
+        for x in w.iter().chain(&b) {
+            assert!(x.abs() <= bound, "{x} outside ±{bound}");
+        }
+        let var = w.iter().map(|x| (x * x) as f64).sum::<f64>() / w.len() as f64;
+        let expected = 1.0 / (3.0 * 400.0);
+        assert!(
+            (var / expected - 1.0).abs() < 0.03,
+            "variance {var}, PyTorch's {expected}"
+        );
+        assert!(
+            b.iter().filter(|x| x.abs() > bound / 10.0).count() > 200,
+            "{b:?}"
+        );
+        let ortho = ActorCriticConfig::new()
+            .with_net_arch(arch)
+            .init(400, 2, 3, &device);
+        assert!(values(ortho.pi[0].bias.val()).iter().all(|&x| x == 0.0));
+        assert!(values(ortho.mean.bias.val()).iter().all(|&x| x == 0.0));
     }
 
     #[test]

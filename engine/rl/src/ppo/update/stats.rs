@@ -10,7 +10,9 @@ use crate::ppo::config::PpoConfig;
 use crate::ppo::error::PpoError;
 use tradetune_device::precision::{LossScaler, MAX_LOSS_SCALE, MIN_LOSS_SCALE, ScaleStep};
 
-/// CleanRL's per-update diagnostics (means over the minibatches that were run).
+/// CleanRL's per-update diagnostics (means over the minibatches that were run: the applied
+/// steps, and, as SB3 counts it, the minibatch whose KL stopped the update early; the gradient
+/// norm over the applied steps only).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct UpdateStats {
     /// `losses/approx_kl`.
@@ -86,6 +88,10 @@ pub(super) struct HostTally<'a> {
     sums: [f64; 6],
     /// The judged minibatch's row of `sums`, until it is recorded.
     pending: [f32; 6],
+    /// The diagnostics (all but the gradient norm) of the minibatch whose KL stopped the
+    /// update: it is not stepped, but SB3 counts it in its means, and it is the one a user
+    /// tuning `target_kl` wants to see.
+    stopped: Option<[f32; 5]>,
     steps: usize,
     skipped: usize,
 }
@@ -107,6 +113,7 @@ impl<'a> HostTally<'a> {
             extra,
             sums: [0.0; 6],
             pending: [0.0; 6],
+            stopped: None,
             steps: 0,
             skipped: 0,
         }
@@ -124,6 +131,7 @@ impl Tally for HostTally<'_> {
         if let Some(target) = self.cfg.target_kl
             && kl > 1.5 * target
         {
+            self.stopped = Some([pl, vl, ent, kl, cf]);
             return Ok(Verdict::StopEarly);
         }
         let norm = grad_sq.sqrt() / scale;
@@ -166,8 +174,17 @@ impl Tally for HostTally<'_> {
         epochs: usize,
         _check: &mut dyn FnMut(&[f32]) -> Result<(), PpoError>,
     ) -> Result<(UpdateStats, Vec<f32>), PpoError> {
-        let n = self.steps.max(1) as f64;
-        let [pl, vl, ent, kl, cf, gn] = self.sums.map(|s| (s / n) as f32);
+        let mut sums = self.sums;
+        let mut judged = self.steps;
+        if let Some(stopped) = self.stopped {
+            for (s, v) in sums.iter_mut().zip(stopped) {
+                *s += v as f64;
+            }
+            judged += 1;
+        }
+        let [pl, vl, ent, kl, cf] =
+            [0, 1, 2, 3, 4].map(|i| (sums[i] / judged.max(1) as f64) as f32);
+        let gn = (sums[5] / self.steps.max(1) as f64) as f32;
         let stats = UpdateStats {
             learning_rate: self.lr,
             policy_loss: pl,
@@ -496,5 +513,40 @@ impl Tally for DeviceTally<'_> {
             ..UpdateStats::default()
         };
         Ok((stats, extra.to_vec()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tradetune_device::precision::Precision;
+
+    /// The minibatch whose KL stopped the update is not stepped, but it counts in the means
+    /// as SB3 counts it (its approx_kl is the one a user tuning `target_kl` needs to see); the
+    /// gradient norm is the applied steps' only.
+    #[test]
+    fn the_minibatch_that_stopped_the_update_counts_in_its_means_but_not_in_its_norm() {
+        let cfg = PpoConfig::new().with_target_kl(Some(0.01));
+        let mut scaler = LossScaler::new(Precision::F32, 1.0, 1);
+        let mut tally = HostTally::new(&cfg, &mut scaler, 0, 1e-3, Vec::new());
+        // [loss, policy, value, entropy, kl, clipfrac, Σ‖g‖²]
+        let first = tally
+            .judge(Diagnostics::Host([1.0, 0.1, 2.0, 1.5, 0.004, 0.1, 4.0]))
+            .unwrap();
+        assert!(matches!(first, Verdict::Step(_)));
+        let mut tally = tally.record();
+        let second = tally
+            .judge(Diagnostics::Host([1.0, 0.3, 4.0, 1.3, 0.05, 0.3, 100.0]))
+            .unwrap();
+        assert!(matches!(second, Verdict::StopEarly));
+        let (stats, _) = tally.finish(1, &mut |_| Ok(())).unwrap();
+        assert_eq!((stats.steps, stats.epochs), (1, 1));
+        let close = |got: f32, want: f32| (got - want).abs() < 1e-6;
+        assert!(close(stats.approx_kl, 0.027), "{stats:?}");
+        assert!(close(stats.policy_loss, 0.2), "{stats:?}");
+        assert!(close(stats.value_loss, 3.0), "{stats:?}");
+        assert!(close(stats.entropy, 1.4), "{stats:?}");
+        assert!(close(stats.clipfrac, 0.2), "{stats:?}");
+        assert!(close(stats.grad_norm, 2.0), "{stats:?}");
     }
 }
