@@ -267,6 +267,71 @@ fn a_run_whose_every_trial_failed_exits_with_an_error() {
 /// Settings no trial could run with (a fixed batch larger than any rollout the search allows)
 /// refuse the study before its first trial, naming the file's line and the setting, and store
 /// nothing; a searched range that rescues some trials lets it run.
+/// A trial's last value (the periodic evaluation at its last update, or the evaluation after
+/// it) is reported, not judged: a pruner as strict as can be (percentile 0: anything below
+/// the best complete trial at that step) prunes no trial that trained in full, where Optuna's
+/// loop asking `should_prune` after its final report would call it pruned having saved
+/// nothing.
+#[test]
+fn a_trial_that_trained_in_full_is_not_pruned_at_its_last_value() {
+    let dir = scratch("cli_study", "last_value");
+    let db = dir.join("studies.db");
+    for eval_every in [1, 0] {
+        let name = format!("last_{eval_every}");
+        let file = dir.join(format!("{name}.toml"));
+        std::fs::write(
+            &file,
+            format!(
+                r#"[study]
+name = "{name}"
+n_trials = 4
+workers = 1
+devices = ["cpu"]
+
+[fixed]
+env.n_envs = 4
+ppo.n_steps = 32
+ppo.batch_size = 64
+ppo.n_epochs = 2
+ppo.policy.net_arch.pi = [16, 16]
+ppo.policy.net_arch.vf = [16, 16]
+train.total_timesteps = 128
+train.eval_every = {eval_every}
+
+[search]
+"ppo.learning_rate" = {{ low = 1e-5, high = 1e-1, log = true }}
+"env.seed" = {{ low = 0, high = 1000 }}
+
+[sampler]
+kind = "random"
+seed = 3
+
+[pruner]
+kind = "percentile"
+percentile = 0.0
+n_startup_trials = 1
+n_warmup_steps = 0
+"#
+            ),
+        )
+        .unwrap();
+        let o = run_without_telemetry(&file, &db);
+        let (out, err) = (text(&o.stdout), text(&o.stderr));
+        assert!(o.status.success(), "stdout:\n{out}\nstderr:\n{err}");
+        let storage = Storage::open_read_only(&db).unwrap();
+        let trials = storage.trials(storage.study_id(&name).unwrap()).unwrap();
+        let states: Vec<TrialState> = trials.iter().map(|t| t.state).collect();
+        assert_eq!(states, [TrialState::Complete; 4], "{out}");
+        // The pruner had something to prune: a trial whose value is below an earlier
+        // complete one's (maximized), which the old rule stored PRUNED.
+        let values: Vec<f64> = trials.iter().map(|t| t.value().unwrap()).collect();
+        let below = (1..4).any(|i| values[..i].iter().any(|&v| values[i] < v));
+        assert!(below, "every trial beat the ones before it: {values:?}");
+        let last = trials[3].intermediate_values.last().copied();
+        assert_eq!(last.map(|(_, v)| v), Some(values[3]), "{:?}", trials[3]);
+    }
+}
+
 #[test]
 fn a_study_no_trial_of_which_can_run_is_refused_before_its_first_trial() {
     let dir = scratch("cli_study", "unrunnable");

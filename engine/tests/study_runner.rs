@@ -1571,3 +1571,83 @@ fn a_used_up_grid_ends_the_study_without_a_trial_to_fail() {
     assert!(again.trials.is_empty(), "{:?}", again.trials);
     assert_eq!(trials(&path, "grid_used_up").len(), stored.len());
 }
+
+/// Records how many trials each sampling saw, sampling at random.
+struct Recording {
+    inner: RandomSampler,
+    seen: Arc<Mutex<Vec<(u64, usize)>>>,
+}
+
+impl Sampler for Recording {
+    fn name(&self) -> String {
+        "recording".into()
+    }
+    fn sample(&self, ctx: &SampleContext<'_>) -> Result<Proposal, SamplerError> {
+        self.seen
+            .lock()
+            .unwrap()
+            .push((ctx.trial_number, ctx.history.len()));
+        self.inner.sample(ctx)
+    }
+}
+
+/// Under Hyperband the sampler learns from every trial of the study, as Optuna 5.0's TPE does
+/// (its `_BracketStudy` filters only what the pruner reads): once the brackets are known
+/// (after the first trial's first report), trial n still sees the n trials before it, not
+/// only its bracket's, so start-up and the model count the whole study.
+#[test]
+fn under_hyperband_the_sampler_sees_every_trial_of_the_study() {
+    use tradetune_engine::study::pruner::HyperbandPruner;
+    let path = db("hyperband_history");
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let f = Synthetic {
+        plan: f32_plan,
+        run: |input: &TrialInput<'_>, r: &mut Reporter<'_>| {
+            let x = x_of(input);
+            for step in 1..=3 {
+                r.report_and_check(step, x)?;
+            }
+            Ok(x)
+        },
+    };
+    let runner = Runner::new(
+        config("hb", &path, 12, 1),
+        space(),
+        base(),
+        Box::new(Recording {
+            inner: RandomSampler::new(2),
+            seen: seen.clone(),
+        }),
+        Box::new(HyperbandPruner::new(1, Some(9), 3, 0).unwrap()),
+        Arc::new(f),
+    )
+    .unwrap();
+    let (tx, _rx) = mpsc::channel();
+    runner.run(&tx).unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 12, "{seen:?}");
+    for (number, history) in seen {
+        assert_eq!(history, number as usize, "trial #{number}");
+    }
+    // The brackets do split these trials (3 of them for 1..9 at η 3): a bracket's view would
+    // have been smaller.
+    use tradetune_engine::study::{
+        Direction as StudyDirection, PruneContext, Pruner, Trial, TrialState as State,
+    };
+    let hb = HyperbandPruner::new(1, Some(9), 3, 0).unwrap();
+    let asking = Trial::new(
+        0,
+        State::Running,
+        tradetune_engine::study::InternalParams::new(),
+    )
+    .with_intermediate([(1, 0.0)]);
+    let _ = hb.prune(&PruneContext {
+        study_name: "hb",
+        direction: StudyDirection::Minimize,
+        trials: &[],
+        trial: &asking,
+    });
+    let brackets: HashSet<usize> = (0..12).filter_map(|n| hb.bracket_of("hb", n)).collect();
+    assert!(brackets.len() > 1, "{brackets:?}");
+    assert_eq!(trials(&path, "hb").len(), 12);
+}

