@@ -278,43 +278,35 @@ fn a_trial_that_trained_in_full_is_not_pruned_at_its_last_value() {
     let db = dir.join("studies.db");
     for eval_every in [1, 0] {
         let name = format!("last_{eval_every}");
-        let file = dir.join(format!("{name}.toml"));
-        std::fs::write(
-            &file,
-            format!(
-                r#"[study]
-name = "{name}"
-n_trials = 4
-workers = 1
-devices = ["cpu"]
-
-[fixed]
-env.n_envs = 4
-ppo.n_steps = 32
-ppo.batch_size = 64
-ppo.n_epochs = 2
-ppo.policy.net_arch.pi = [16, 16]
-ppo.policy.net_arch.vf = [16, 16]
-train.total_timesteps = 128
-train.eval_every = {eval_every}
-
-[search]
-"ppo.learning_rate" = {{ low = 1e-5, high = 1e-1, log = true }}
-"env.seed" = {{ low = 0, high = 1000 }}
-
-[sampler]
-kind = "random"
-seed = 3
-
-[pruner]
-kind = "percentile"
-percentile = 0.0
-n_startup_trials = 1
-n_warmup_steps = 0
-"#
-            ),
-        )
-        .unwrap();
+        // One update a trial, one trial at a time; the learning rate from 1e-5 to 0.1 and the
+        // episodes' starts searched, so that trials differ.
+        let file = tiny_study(&dir, &name, 128);
+        let tiny = std::fs::read_to_string(&file).unwrap();
+        let strict = tiny
+            .replace("n_trials = 2\nworkers = 2", "n_trials = 4\nworkers = 1")
+            .replace("devices = [\"cpu\", \"cpu\"]", "devices = [\"cpu\"]")
+            .replace(
+                "train.eval_every = 1",
+                &format!("train.eval_every = {eval_every}"),
+            )
+            .replace("low = 1e-4, high = 1e-3", "low = 1e-5, high = 1e-1")
+            .replace(
+                "\"ppo.gamma\" = { low = 0.9, high = 0.99 }",
+                "\"env.seed\" = { low = 0, high = 1000 }",
+            )
+            .replace("seed = 1\n", "seed = 3\n")
+            .replace(
+                "kind = \"none\"",
+                "kind = \"percentile\"\npercentile = 0.0\nn_startup_trials = 1\nn_warmup_steps = 0",
+            );
+        assert_eq!(strict.matches("percentile = 0.0").count(), 1, "{strict}");
+        assert!(
+            strict.contains("env.seed")
+                && strict.contains("n_trials = 4")
+                && strict.contains("high = 1e-1"),
+            "{strict}"
+        );
+        std::fs::write(&file, strict).unwrap();
         let o = run_without_telemetry(&file, &db);
         let (out, err) = (text(&o.stdout), text(&o.stderr));
         assert!(o.status.success(), "stdout:\n{out}\nstderr:\n{err}");

@@ -40,4 +40,18 @@ impl AssetBars {
     pub fn is_empty(&self) -> bool {
         self.timestamps.is_empty()
     }
+
+    /// Removes the bars at `range` (a gap in the series, for tests and synthetic data).
+    pub fn remove_bars(&mut self, range: std::ops::Range<usize>) {
+        for v in [
+            &mut self.open,
+            &mut self.high,
+            &mut self.low,
+            &mut self.close,
+            &mut self.volume,
+        ] {
+            v.drain(range.clone());
+        }
+        self.timestamps.drain(range);
+    }
 }

@@ -337,16 +337,7 @@ mod tests {
         .unwrap();
         let a = &mut bars[1];
         let (name, from) = (a.name.clone(), a.timestamps[1_999]);
-        for v in [
-            &mut a.open,
-            &mut a.high,
-            &mut a.low,
-            &mut a.close,
-            &mut a.volume,
-        ] {
-            v.drain(2_000..2_168);
-        }
-        a.timestamps.drain(2_000..2_168);
+        a.remove_bars(2_000..2_168);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("gappy.csv");
         synth::write_long_csv(&path, &bars).unwrap();

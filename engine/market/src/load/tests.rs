@@ -40,26 +40,12 @@ fn an_assets_long_gaps_are_noted_once() {
         ..SynthConfig::default()
     })
     .unwrap();
-    let cut = |a: &mut AssetBars, keep: &dyn Fn(usize) -> bool| {
-        let idx: Vec<usize> = (0..a.len()).filter(|&i| keep(i)).collect();
-        for v in [
-            &mut a.open,
-            &mut a.high,
-            &mut a.low,
-            &mut a.close,
-            &mut a.volume,
-        ] {
-            *v = idx.iter().map(|&i| v[i]).collect();
-        }
-        a.timestamps = idx.iter().map(|&i| a.timestamps[i]).collect();
-    };
     // Asset 0: two holes of 48 and 20 hourly bars. Asset 1: a hole in its first bars, before
     // asset 2 starts.
-    cut(&mut bars[0], &|i| {
-        !(700..748).contains(&i) && !(1_500..1_520).contains(&i)
-    });
-    cut(&mut bars[1], &|i| !(10..60).contains(&i));
-    cut(&mut bars[2], &|i| i >= 100);
+    bars[0].remove_bars(1_500..1_520);
+    bars[0].remove_bars(700..748);
+    bars[1].remove_bars(10..60);
+    bars[2].remove_bars(0..100);
     let (name, from, to) = (
         bars[0].name.clone(),
         bars[0].timestamps[699],

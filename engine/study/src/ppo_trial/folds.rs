@@ -193,16 +193,7 @@ mod tests {
         .unwrap();
         let a = &mut bars[0];
         let (name, from, to) = (a.name.clone(), a.timestamps[999], a.timestamps[1_168]);
-        for v in [
-            &mut a.open,
-            &mut a.high,
-            &mut a.low,
-            &mut a.close,
-            &mut a.volume,
-        ] {
-            v.drain(1_000..1_168);
-        }
-        a.timestamps.drain(1_000..1_168);
+        a.remove_bars(1_000..1_168);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("gappy.csv");
         synth::write_long_csv(&path, &bars).unwrap();
