@@ -1050,3 +1050,97 @@ fn list_and_show_say_what_is_enqueued() {
         "{out}"
     );
 }
+
+/// A parameter Optuna's `add_trial` stored with `FloatDistribution(0.0, float('inf'))` (as its
+/// client writes it: `json.dumps` text with `Infinity`) does not make the study unreadable:
+/// `study show` shows the trial with its value and the parameter marked `*`, and says on stderr
+/// what was set aside, naming the trial, table, row and column; `--json` and the CSV export
+/// show the value as Optuna does, and `report` and `importance` read the study too.
+#[test]
+fn show_export_report_and_importance_read_a_study_with_an_infinite_range() {
+    let dir = scratch("cli_study", "infinite_range");
+    let db = dir.join("edge.db");
+    let odd = {
+        let mut s = Storage::open(&db).unwrap();
+        let id = s
+            .create_study(
+                "edge",
+                &[tradetune_engine::storage::StudyDirection::Maximize],
+            )
+            .unwrap();
+        let x =
+            tradetune_engine::storage::OptunaDistribution::float(0.0, 1.0, false, None).unwrap();
+        for (k, v) in [0.25, 0.5, 0.75].into_iter().enumerate() {
+            let t = s.create_trial(id).unwrap();
+            s.set_param(t.trial_id, "x", v, &x).unwrap();
+            s.complete_trial(t.trial_id, &[k as f64]).unwrap();
+        }
+        let t = s.create_trial(id).unwrap();
+        s.set_param(t.trial_id, "x", 1.0, &x).unwrap();
+        s.complete_trial(t.trial_id, &[0.5]).unwrap();
+        t.trial_id
+    };
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute(
+            "INSERT INTO trial_params (trial_id, param_name, param_value, distribution_json) \
+             VALUES (?1, 'y', 5.0, '{\"name\": \"FloatDistribution\", \"attributes\": \
+             {\"step\": null, \"low\": 0.0, \"high\": Infinity, \"log\": false}}')",
+            [odd],
+        )
+        .unwrap();
+    let note = "trial 3: parameter 'y' set aside (table trial_params, row 5, column \
+                distribution_json: low and high must be finite numbers (got low = 0, high = \
+                inf)); its value 5.0 is shown and exported, but it is not used to fit the \
+                sampler or for importance";
+
+    let o = tradetune(&["study", "show", "edge", "--db", s(&db)]);
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains(note), "{err}");
+    let row = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("3 "))
+        .expect(&out);
+    assert!(
+        row.contains("0.50000") && row.ends_with("x=1.000000 y=5.000000*"),
+        "{out}"
+    );
+    assert!(out.contains("best: #2 value 2.000000"), "{out}");
+
+    let o = tradetune(&["study", "show", "edge", "--db", s(&db), "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        v["trials"][3]["params"]["y"],
+        serde_json::json!({"type": "float", "value": 5.0})
+    );
+    assert_eq!(v["trials"][3]["set_aside"], serde_json::json!([note]));
+
+    let csv = dir.join("edge.csv");
+    let o = tradetune(&[
+        "study",
+        "export",
+        "edge",
+        "--db",
+        s(&db),
+        "--trials",
+        s(&csv),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains(note), "{}", text(&o.stderr));
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let y = header.iter().position(|h| *h == "params_y").expect(&csv);
+    let last: Vec<&str> = csv.lines().nth(4).unwrap().split(',').collect();
+    assert_eq!(last[y], "5.0", "{csv}");
+
+    let o = tradetune(&["study", "importance", "edge", "--db", s(&db)]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(out.contains(&format!("note: {note}")), "{out}");
+    let o = tradetune(&["study", "report", "edge", "--db", s(&db)]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(out.contains(&format!("note: {note}")), "{out}");
+}

@@ -548,3 +548,74 @@ print("pruned", pruner.prune(study, frozen))
     assert!(out.status.success(), "{text}");
     assert!(text.contains("pruned True"), "{text}");
 }
+
+/// What Optuna's client stores and TradeTune's model refuses — `FloatDistribution(0.0,
+/// float('inf'))` and `FloatDistribution(float('-inf'), float('inf'))` through `add_trial`, and
+/// a user attribute nested 300 deep — leaves the study readable: the odd parameters are set
+/// aside on their trials with a note each, and otherwise TradeTune's reading and CSV export are
+/// Optuna's own, the parameters' values included.
+#[test]
+fn a_study_with_infinite_ranges_optuna_stored_reads_as_optuna_reads_it() {
+    if !optuna_available("a_study_with_infinite_ranges_optuna_stored_reads_as_optuna_reads_it") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("edge.db");
+    let script = r#"
+import sys
+import optuna
+from optuna.distributions import FloatDistribution
+from optuna.trial import create_trial
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+st = optuna.create_study(study_name="edge", storage="sqlite:///" + sys.argv[1],
+                         direction="maximize", sampler=optuna.samplers.RandomSampler(seed=1))
+st.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=3)
+st.add_trial(create_trial(params={"y": 5.0}, distributions={"y": FloatDistribution(0.0, float("inf"))},
+                          value=0.5))
+deep = []
+for _ in range(299):
+    deep = [deep]
+st.add_trial(create_trial(params={"z": -2.5},
+                          distributions={"z": FloatDistribution(float("-inf"), float("inf"))},
+                          value=0.25, user_attrs={"deep": deep}))
+"#;
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(&db)
+        .output()
+        .expect("run python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = Storage::open_read_only(&db).unwrap();
+    let study = s.study("edge").unwrap();
+    let trials = s.trials(study.study_id).unwrap();
+    let notes = tradetune_engine::storage::set_aside_notes(&trials);
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert!(
+        notes[0].starts_with(
+            "trial 3: parameter 'y' set aside (table trial_params, row 4, column \
+             distribution_json: low and high must be finite numbers (got low = 0, high = inf))"
+        ),
+        "{notes:?}"
+    );
+    assert!(
+        notes[1].starts_with("trial 4: parameter 'z' set aside"),
+        "{notes:?}"
+    );
+    assert!(trials[4].user_attr("deep").is_some(), "300 deep reads");
+    drop(s);
+    // Optuna sees what TradeTune read (the notes are TradeTune's own), and exports the same CSV.
+    let mut expected = our_view(&db);
+    for t in expected["studies"][0]["trials"].as_array_mut().unwrap() {
+        t.as_object_mut().unwrap().remove("set_aside");
+    }
+    assert_eq!(
+        expected["studies"][0]["trials"][3]["params"]["y"],
+        json!({"type": "float", "value": 5.0})
+    );
+    check_with_optuna(&db, &expected, dir.path());
+}

@@ -346,6 +346,12 @@ fn show(args: ShowArgs) -> anyhow::Result<()> {
     let best = storage
         .best_trial(study.study_id)?
         .and_then(|t| t.value().map(|v| (t.number, v)));
+    // Rows another client stored that the model refuses (an infinite range, an attribute that
+    // does not parse) are set aside on their trials: said on stderr, one line each.
+    let set_aside = tradetune_engine::storage::set_aside_notes(&trials);
+    for note in &set_aside {
+        errln!("{note}");
+    }
     if args.json {
         let v = tradetune_engine::storage::study_view_json(&study, &trials, best)?;
         outln!("{}", serde_json::to_string_pretty(&v)?);
@@ -387,6 +393,17 @@ fn show(args: ShowArgs) -> anyhow::Result<()> {
                     };
                     format!("{}={v}", p.name)
                 })
+                // A parameter set aside shows its value where it can be told, marked `*`
+                // (the note above says why).
+                .chain(
+                    t.set_aside
+                        .iter()
+                        .filter(|s| s.internal.is_some())
+                        .map(|s| {
+                            let v = s.float_value.map_or("?".into(), |f| format!("{f:.6}"));
+                            format!("{}={v}*", s.name)
+                        }),
+                )
                 .collect::<Vec<_>>()
                 .join(" ")
         };
@@ -427,6 +444,9 @@ fn export(args: ExportArgs) -> anyhow::Result<()> {
     let storage = Storage::open_read_only(&db)?;
     let study = storage.study(&args.name)?;
     let trials = storage.trials(study.study_id)?;
+    for note in tradetune_engine::storage::set_aside_notes(&trials) {
+        errln!("{note}");
+    }
     if let Some(path) = &args.trials {
         let mut out = Vec::new();
         storage.export_csv(&args.name, &mut out)?;

@@ -110,6 +110,9 @@ pub struct StudyReport {
     pub seeds: Option<super::reseed::SeedSpread>,
     /// The best trial's checkpoint against equal weight on the test split.
     pub test: TestSection,
+    /// One note per row another client stored that the model refuses, set aside on its trial
+    /// (`tradetune_storage::SetAside`: an infinite range, an attribute that does not parse).
+    pub set_aside: Vec<String>,
 }
 
 /// The report of study `name`, PBO with `partitions` (S, even) blocks.
@@ -374,6 +377,7 @@ pub fn study_report(
     };
     let test = test_backtest(best.as_ref());
     Ok(StudyReport {
+        set_aside: crate::storage::set_aside_notes(&trials),
         study: name.to_owned(),
         direction: if maximize { "maximize" } else { "minimize" },
         trials: trials.len(),
@@ -786,6 +790,9 @@ impl StudyReport {
                     );
                 }
             }
+        }
+        for note in &self.set_aside {
+            s += &format!("note: {note}\n");
         }
         s
     }

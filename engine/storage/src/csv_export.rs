@@ -19,6 +19,11 @@
 //!   durations as `0 days 00:00:00.445337`, the fraction only if some value has one, `N days`
 //!   when every value is whole days.
 //!
+//! A parameter set aside on reading ([`crate::SetAside`]) is written where its value can be
+//! told (a float distribution's value is the stored f64); an attribute set aside and a parameter
+//! of another kind are left out (their cells empty), which the callers say with
+//! [`crate::set_aside_notes`].
+//!
 //! Quoting is Python's `csv.QUOTE_MINIMAL` with line terminator `\n`: a field is quoted if it
 //! contains `,`, `"` or `\n`.
 
@@ -188,6 +193,16 @@ fn build_columns(study: &StudyRecord, trials: &[TrialRecord]) -> Result<Vec<Colu
                     None
                 }
             })
+            // A float parameter set aside (an infinite range Optuna stored) is written as
+            // Optuna writes it: its value is the stored f64.
+            .chain(
+                t.set_aside
+                    .iter()
+                    .filter_map(|s| match (s.table, s.float_value) {
+                        ("trial_params", Some(v)) => Some((s.name.clone(), JsonValue::Float(v))),
+                        _ => None,
+                    }),
+            )
             .collect()
     }));
     if let Some(e) = param_error {

@@ -183,6 +183,27 @@ impl OptunaDistribution {
     }
 }
 
+/// Where `text` names one of Optuna's float distributions (`FloatDistribution`, the pre-3.0
+/// `UniformDistribution`, `LogUniformDistribution`, `DiscreteUniformDistribution`, or the short
+/// `{"type": "float"}`), whatever its range: whether it is log-scaled. Optuna shows such a
+/// parameter's value as the stored f64 (`FloatDistribution.to_external_repr`) and lets another
+/// float range of the same scale follow it under the same name, so both can be told even where
+/// the model refuses the range (`FloatDistribution(0.0, float('inf'))`). None otherwise.
+pub(crate) fn float_distribution_log(text: &str) -> Option<bool> {
+    let v = JsonValue::parse(text).ok()?;
+    let log = |fields: &JsonValue| matches!(fields.get("log"), Some(JsonValue::Bool(true)));
+    match (v.get("name"), v.get("type")) {
+        (Some(JsonValue::Str(name)), _) => match name.as_str() {
+            "FloatDistribution" => Some(v.get("attributes").is_some_and(log)),
+            "UniformDistribution" | "DiscreteUniformDistribution" => Some(false),
+            "LogUniformDistribution" => Some(true),
+            _ => None,
+        },
+        (None, Some(JsonValue::Str(t))) if t == "float" => Some(log(&v)),
+        _ => None,
+    }
+}
+
 fn choices(v: Option<&JsonValue>) -> Result<Vec<CategoricalChoice>, DistributionError> {
     match v {
         Some(JsonValue::Array(items)) => items.iter().map(CategoricalChoice::from_json).collect(),
@@ -360,6 +381,30 @@ mod tests {
             "not json",
         ] {
             assert!(OptunaDistribution::from_optuna_json(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// Ranges Optuna stores and the model refuses (`FloatDistribution(0.0, float('inf'))`,
+    /// NaN bounds) are still told apart as float ones, with their scale.
+    #[test]
+    fn float_ranges_the_model_refuses_are_told_as_float() {
+        let inf = r#"{"name": "FloatDistribution", "attributes": {"step": null, "low": 0.0, "high": Infinity, "log": false}}"#;
+        assert!(OptunaDistribution::from_optuna_json(inf).is_err());
+        assert_eq!(float_distribution_log(inf), Some(false));
+        let nan_log = r#"{"name": "FloatDistribution", "attributes": {"step": null, "low": NaN, "high": NaN, "log": true}}"#;
+        assert_eq!(float_distribution_log(nan_log), Some(true));
+        assert_eq!(
+            float_distribution_log(
+                r#"{"name": "LogUniformDistribution", "attributes": {"low": 1.0, "high": Infinity}}"#
+            ),
+            Some(true)
+        );
+        assert_eq!(
+            float_distribution_log(r#"{"type": "float", "low": -Infinity, "high": 0.0}"#),
+            Some(false)
+        );
+        for other in [OPTUNA_JSON[3], OPTUNA_JSON[5], "not json", r#"{"name": 1}"#] {
+            assert_eq!(float_distribution_log(other), None, "{other}");
         }
     }
 

@@ -263,8 +263,12 @@ impl From<bool> for JsonValue {
     }
 }
 
-/// Nesting deeper than this is refused rather than risking the stack on hostile input.
-const MAX_DEPTH: usize = 256;
+/// Nesting deeper than this is refused rather than risking the stack on hostile input. It is
+/// CPython's default recursion limit, which `json.dumps` and `json.loads` run into first
+/// (about 990 levels below a script's own frames), so whatever Optuna's client wrote reads
+/// here; a value this deep is parsed, written back, printed and dropped within a 2 MiB thread
+/// stack (std's default for spawned threads; tested below on such a thread).
+const MAX_DEPTH: usize = 1000;
 
 struct Parser<'a> {
     s: &'a [u8],
@@ -549,6 +553,35 @@ mod tests {
         }
         let e = JsonValue::parse("[1, ?]").unwrap_err();
         assert_eq!(e.offset, 4);
+    }
+
+    /// `json.dumps` of a list nested 1000 deep (CPython's recursion limit lets it write about
+    /// 990; Optuna stores such a user attribute) reads, and everything done with an attribute
+    /// works on a thread with std's default 2 MiB stack, as worker threads have; deeper is
+    /// refused with the offset of the first bracket too many.
+    #[test]
+    fn nesting_as_deep_as_python_writes_reads_on_a_worker_stack() {
+        let nested = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        let text = nested(1000);
+        let worker = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || {
+                let v = JsonValue::parse(&text).map_err(|e| e.to_string())?;
+                let copy = v.clone();
+                let same = copy == v;
+                let dumped = v.dumps() == text;
+                let repr = v.python_str().len() == text.len();
+                let serde = serde_json::to_string(&serde_json::Value::from(&v))
+                    .map_err(|e| e.to_string())?
+                    == text;
+                let back = JsonValue::from(&serde_json::Value::from(&v)) == v;
+                drop(copy);
+                Ok::<_, String>([same, dumped, repr, serde, back])
+            })
+            .unwrap();
+        assert_eq!(worker.join().unwrap(), Ok([true; 5]));
+        let e = JsonValue::parse(&nested(1100)).unwrap_err();
+        assert_eq!((e.offset, e.message.as_str()), (1001, "nesting too deep"));
     }
 
     #[test]

@@ -67,7 +67,10 @@ pub use optuna_schema::{
     ALEMBIC_VERSION, LIBRARY_VERSION, OPTUNA_DDL, OPTUNA_PG_DDL, OPTUNA_TABLES, SCHEMA_VERSION,
 };
 pub use python_repr::{float_repr, str_repr};
-pub use records::{NewTrial, StudyRecord, StudySummary, TrialHandle, TrialParam, TrialRecord};
+pub use records::{
+    NewTrial, SetAside, StudyRecord, StudySummary, TrialHandle, TrialParam, TrialRecord,
+    set_aside_notes,
+};
 pub use tradetune_tables::{
     APPLIED_CONFIG_KEY, CurvePoint, FoldReturn, RUN_ATTR_KEYS, RunMetadata,
     TRADETUNE_SCHEMA_VERSION, TelemetrySample,

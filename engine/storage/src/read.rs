@@ -9,12 +9,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::db::{DbError, Row, Value, args};
+use super::distribution_json::float_distribution_log;
 use super::error::StorageError;
 use super::json_value::JsonValue;
 use super::model::OptunaDistribution;
 use super::model::{StudyDirection, TrialState};
 use super::open::{Storage, sql_err};
-use super::records::{StudyRecord, StudySummary, TrialParam, TrialRecord};
+use super::records::{SetAside, StudyRecord, StudySummary, TrialParam, TrialRecord};
 
 /// Which rows to load: one study's trials, one trial, or the trials of a study that may have
 /// changed since an earlier read.
@@ -428,7 +429,12 @@ impl Storage {
             .map(|(i, t)| (t.trial_id, i))
             .collect();
 
-        let mut distributions: HashMap<String, Arc<OptunaDistribution>> = HashMap::new();
+        // A distribution the model refuses (Optuna stores `FloatDistribution(0.0, float('inf'))`
+        // from `add_trial`) sets that parameter aside on its trial (`SetAside`), as a row of
+        // another study does not keep `studies_of` from reading this one: one row another
+        // client wrote does not make the whole study unreadable.
+        let mut distributions: HashMap<String, Result<Arc<OptunaDistribution>, String>> =
+            HashMap::new();
         let rows = self
             .conn
             .query(
@@ -449,22 +455,35 @@ impl Storage {
             let distribution = match distributions.get(&json) {
                 Some(d) => d.clone(),
                 None => {
-                    let d = Arc::new(OptunaDistribution::from_optuna_json(&json).map_err(|e| {
-                        self.corrupt("trial_params", row_id, "distribution_json", e.to_string())
-                    })?);
-                    distributions.insert(json, d.clone());
+                    let d = OptunaDistribution::from_optuna_json(&json)
+                        .map(Arc::new)
+                        .map_err(|e| e.to_string());
+                    distributions.insert(json.clone(), d.clone());
                     d
                 }
             };
             let internal = internal.ok_or_else(|| {
                 self.corrupt("trial_params", row_id, "param_value", "NULL".into())
             })?;
-            if let Some(&i) = index.get(&trial_id) {
-                trials[i].params.push(TrialParam {
+            let Some(&i) = index.get(&trial_id) else {
+                continue;
+            };
+            match distribution {
+                Ok(distribution) => trials[i].params.push(TrialParam {
                     name: name.unwrap_or_default(),
                     internal,
                     distribution,
-                });
+                }),
+                Err(reason) => trials[i].set_aside.push(SetAside {
+                    table: "trial_params",
+                    row_id,
+                    column: "distribution_json",
+                    name: name.unwrap_or_default(),
+                    float_value: float_distribution_log(&json).map(|_| internal),
+                    internal: Some(internal),
+                    text: json,
+                    reason,
+                }),
             }
         }
         let rows = self
@@ -561,15 +580,34 @@ impl Storage {
                 .map_err(&err)?;
             for r in &rows {
                 let (row_id, trial_id, key, text) = attr_row(r).map_err(&err)?;
-                let value = self.json(table, row_id, text.as_deref().unwrap_or("null"))?;
-                if let Some(&i) = trial_id.and_then(|t| index.get(&t)) {
-                    let attrs = if user {
-                        &mut trials[i].user_attrs
-                    } else {
-                        &mut trials[i].system_attrs
-                    };
-                    attrs.push((key.unwrap_or_default(), value));
-                }
+                let Some(&i) = trial_id.and_then(|t| index.get(&t)) else {
+                    continue;
+                };
+                let text = text.unwrap_or_else(|| "null".to_owned());
+                // A value that does not parse (text another client wrote) is set aside on its
+                // trial, as a parameter is above.
+                let value = match JsonValue::parse(&text) {
+                    Ok(value) => value,
+                    Err(e) => {
+                        trials[i].set_aside.push(SetAside {
+                            table,
+                            row_id,
+                            column: "value_json",
+                            name: key.unwrap_or_default(),
+                            text,
+                            internal: None,
+                            float_value: None,
+                            reason: e.to_string(),
+                        });
+                        continue;
+                    }
+                };
+                let attrs = if user {
+                    &mut trials[i].user_attrs
+                } else {
+                    &mut trials[i].system_attrs
+                };
+                attrs.push((key.unwrap_or_default(), value));
             }
         }
         Ok(trials)
@@ -601,6 +639,7 @@ impl Storage {
             intermediate_values: Vec::new(),
             user_attrs: Vec::new(),
             system_attrs: Vec::new(),
+            set_aside: Vec::new(),
         })
     }
 }

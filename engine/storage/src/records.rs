@@ -76,6 +76,78 @@ pub struct TrialRecord {
     pub intermediate_values: Vec<(i64, f64)>,
     pub user_attrs: Vec<(String, JsonValue)>,
     pub system_attrs: Vec<(String, JsonValue)>,
+    /// Rows of this trial that another client stored and TradeTune's model cannot hold (see
+    /// [`SetAside`]); they are in none of the lists above.
+    pub set_aside: Vec<SetAside>,
+}
+
+/// A row of a trial that another client wrote and TradeTune's model refuses, set aside so that
+/// it does not make the whole study unreadable: a parameter whose distribution Optuna accepts and
+/// TradeTune does not (`FloatDistribution(0.0, float('inf'))`, NaN bounds; `add_trial` and
+/// `create_trial` store them), or an attribute whose JSON does not parse. Its text is kept as
+/// stored; TradeTune never writes such a distribution itself.
+///
+/// A parameter set aside is not in [`TrialRecord::params`], so samplers, pruners and parameter
+/// importance do not see it (an infinite range cannot be sampled from or scaled), and a trial
+/// enqueued with one is not run; where its distribution is a float one its value is Optuna's
+/// (the stored f64), which `study show` and the CSV export show as Optuna does.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SetAside {
+    /// `trial_params`, `trial_user_attributes` or `trial_system_attributes`.
+    pub table: &'static str,
+    pub row_id: i64,
+    /// `distribution_json` or `value_json`.
+    pub column: &'static str,
+    /// The parameter's name or the attribute's key.
+    pub name: String,
+    /// The column's text as stored.
+    pub text: String,
+    /// A parameter's stored value (`param_value`); None for an attribute.
+    pub internal: Option<f64>,
+    /// A parameter's value as Optuna shows it, where the text names a float distribution (whose
+    /// value is the stored f64); None where it cannot be told.
+    pub float_value: Option<f64>,
+    /// Why the model refuses it.
+    pub reason: String,
+}
+
+impl SetAside {
+    /// One line for people, naming trial `number`, the row and what was wrong.
+    pub fn note(&self, number: i64) -> String {
+        let what = match self.table {
+            "trial_params" => "parameter",
+            "trial_user_attributes" => "user attribute",
+            _ => "system attribute",
+        };
+        let consequence = match (self.internal, self.float_value) {
+            (Some(_), Some(v)) => format!(
+                "its value {} is shown and exported, but it is not used to fit the sampler or \
+                 for importance",
+                super::python_repr::float_repr(v)
+            ),
+            (Some(internal), None) => format!(
+                "its stored value {} cannot be shown as Optuna would; it is left out of the \
+                 sampler, importance and the CSV export",
+                super::python_repr::float_repr(internal)
+            ),
+            (None, _) => "`study show --json` shows its text as stored; it is left out of the CSV \
+                           export and of what TradeTune reads from attributes"
+                .into(),
+        };
+        format!(
+            "trial {number}: {what} '{}' set aside (table {}, row {}, column {}: {}); {consequence}",
+            self.name, self.table, self.row_id, self.column, self.reason
+        )
+    }
+}
+
+/// The notes of every row set aside in `trials` (one line each, in trial order); empty when
+/// the model holds all of them.
+pub fn set_aside_notes(trials: &[TrialRecord]) -> Vec<String> {
+    trials
+        .iter()
+        .flat_map(|t| t.set_aside.iter().map(|s| s.note(t.number)))
+        .collect()
 }
 
 impl TrialRecord {

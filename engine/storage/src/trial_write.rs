@@ -8,6 +8,7 @@
 
 use super::datetime::now_utc;
 use super::db::{Dialect, args};
+use super::distribution_json::float_distribution_log;
 use super::error::StorageError;
 use super::json_value::JsonValue;
 use super::model::OptunaDistribution;
@@ -143,12 +144,24 @@ pub(super) fn insert_param(
                 .and_then(|r| r.map(|r| r.string(0)).transpose())
                 .map_err(tx.err())?;
             match json {
-                Some(json) => Some(OptunaDistribution::from_optuna_json(&json).map_err(
-                    |source| StorageError::Distribution {
-                        name: name.to_owned(),
-                        source,
+                Some(json) => match OptunaDistribution::from_optuna_json(&json) {
+                    Ok(d) => Some(d),
+                    // A float range another client stored that the model refuses (Optuna's
+                    // `FloatDistribution(0.0, float('inf'))`, set aside on reading): Optuna's
+                    // rule still holds, a float range of the same scale may follow it.
+                    Err(source) => match float_distribution_log(&json) {
+                        Some(log) => {
+                            check_follows_float(row, name, &distribution, &json, log)?;
+                            None
+                        }
+                        None => {
+                            return Err(StorageError::Distribution {
+                                name: name.to_owned(),
+                                source,
+                            });
+                        }
                     },
-                )?),
+                },
                 None => None,
             }
         }
@@ -188,6 +201,31 @@ pub(super) fn insert_param(
             .or_insert(existing.unwrap_or(distribution));
     }
     Ok(())
+}
+
+/// Optuna's `check_distribution_compatibility` against a stored float range the model refuses
+/// (its scale `log` told from the text `existing`): `new` must be a float range of that scale.
+fn check_follows_float(
+    row: &TrialRow,
+    name: &str,
+    new: &OptunaDistribution,
+    existing: &str,
+    log: bool,
+) -> Result<(), StorageError> {
+    let reason = match new {
+        OptunaDistribution::Float(d) if d.log == log => return Ok(()),
+        OptunaDistribution::Float(_) => {
+            "cannot set a different log configuration for the same parameter name"
+        }
+        _ => "cannot set a different distribution kind for the same parameter name",
+    };
+    Err(StorageError::IncompatibleDistribution {
+        number: row.number,
+        name: name.to_owned(),
+        distribution: new.to_optuna_json(),
+        existing: existing.to_owned(),
+        reason: reason.to_owned(),
+    })
 }
 
 /// Optuna's `value_to_stored_repr`: ±inf become NULL plus `INF_POS`/`INF_NEG`.

@@ -3,7 +3,8 @@
 //! type, Optuna's distribution JSON, intermediate values and attributes (as `json.dumps` text).
 //! Non-finite floats are the strings `"nan"`, `"inf"`, `"-inf"`, so the output is strict JSON.
 //! It serves `study show --json` and the tests that compare TradeTune's reading of a file with
-//! Optuna's.
+//! Optuna's. A trial with rows set aside ([`crate::SetAside`]) shows them as Optuna would where
+//! their value can be told, and one note each under `set_aside` (absent where there is none).
 
 use serde_json::{Map, Value, json};
 
@@ -57,19 +58,52 @@ pub fn trial_view_json(t: &TrialRecord) -> Result<Value, StorageError> {
         params.insert(p.name.clone(), typed(&v));
         distributions.insert(p.name.clone(), json!(p.distribution.to_optuna_json()));
     }
-    Ok(json!({
+    // Rows set aside (a distribution or an attribute the model refuses) as Optuna shows them:
+    // a float parameter's value is the stored f64, its distribution and an attribute the text
+    // as stored (which is what `json.dumps` wrote); each is named under `set_aside`.
+    let mut param_order: Vec<String> = t.params.iter().map(|p| p.name.clone()).collect();
+    let mut user_attrs = attrs(&t.user_attrs);
+    let mut system_attrs = attrs(&t.system_attrs);
+    for s in &t.set_aside {
+        match (s.table, s.float_value) {
+            ("trial_params", Some(v)) => {
+                params.insert(s.name.clone(), typed(&ParamValue::Float(v)));
+                distributions.insert(s.name.clone(), json!(s.text));
+                param_order.push(s.name.clone());
+            }
+            ("trial_params", None) => {}
+            (table, _) => {
+                let into = if table == "trial_user_attributes" {
+                    &mut user_attrs
+                } else {
+                    &mut system_attrs
+                };
+                if let Value::Object(map) = into {
+                    map.insert(s.name.clone(), json!(s.text));
+                }
+            }
+        }
+    }
+    let mut view = json!({
         "number": t.number,
         "state": t.state.as_str(),
         "values": t.values.as_ref().map(|v| v.iter().map(|x| json_number(*x)).collect::<Vec<_>>()),
         "datetime_start": t.datetime_start.map(format_naive),
         "datetime_complete": t.datetime_complete.map(format_naive),
         "params": params,
-        "param_order": t.params.iter().map(|p| p.name.clone()).collect::<Vec<_>>(),
+        "param_order": param_order,
         "distributions": distributions,
         "intermediate_values": t.intermediate_values.iter().map(|(s, v)| json!([s, json_number(*v)])).collect::<Vec<_>>(),
-        "user_attrs": attrs(&t.user_attrs),
-        "system_attrs": attrs(&t.system_attrs),
-    }))
+        "user_attrs": user_attrs,
+        "system_attrs": system_attrs,
+    });
+    if !t.set_aside.is_empty()
+        && let Value::Object(map) = &mut view
+    {
+        let notes: Vec<String> = t.set_aside.iter().map(|s| s.note(t.number)).collect();
+        map.insert("set_aside".into(), json!(notes));
+    }
+    Ok(view)
 }
 
 /// A study with its trials; `best` is (number, value) of the best trial if single-objective.

@@ -11,6 +11,7 @@ mod delete_study;
 mod fold_benchmark;
 mod incremental;
 mod postgres;
+mod set_aside;
 
 #[test]
 fn every_test_file_is_in_a_test_binary() {

@@ -107,7 +107,8 @@ impl Trial {
 
 impl From<&TrialRecord> for Trial {
     /// A stored trial as samplers and pruners see it (negative numbers and steps, which
-    /// Optuna never writes, are dropped or clamped).
+    /// Optuna never writes, are dropped or clamped; a parameter set aside on reading, an
+    /// infinite range another client stored, is not among its parameters).
     fn from(r: &TrialRecord) -> Self {
         Self {
             number: r.number.max(0) as u64,

@@ -68,6 +68,7 @@ pub fn json(study: &str, evaluator: &PedAnova, imp: &Importances) -> serde_json:
         "n_top_trials": imp.n_top,
         "n_region_trials": imp.n_region,
         "all_equal": imp.all_equal(),
+        "set_aside": imp.set_aside,
         "importances": imp.params.iter().map(|p| serde_json::json!({
             "param": p.name,
             "importance": json_number(p.importance),
@@ -90,6 +91,9 @@ pub fn text(study: &str, imp: &Importances) -> String {
     );
     if imp.params.is_empty() {
         out.push_str("the study has no parameters\n");
+        for note in &imp.set_aside {
+            out.push_str(&format!("note: {note}\n"));
+        }
         return out;
     }
     let width = imp
@@ -113,6 +117,9 @@ pub fn text(study: &str, imp: &Importances) -> String {
             "no parameter tells the top trials apart (they share their value), so all are \
              shown equal\n",
         );
+    }
+    for note in &imp.set_aside {
+        out.push_str(&format!("note: {note}\n"));
     }
     out
 }

@@ -199,6 +199,22 @@ impl TrialRow {
                     key: p.internal,
                 },
             })
+            // A parameter set aside on reading (an infinite range another client stored) shows
+            // its value where it can be told, marked `*`; the note among the attributes says
+            // why. It is not among the numeric parameters plotted against the objective.
+            .chain(t.set_aside.iter().filter_map(|s| {
+                let internal = s.internal?;
+                let (text, full) = s.float_value.map_or_else(
+                    || ("?".to_owned(), "?".to_owned()),
+                    |v| (format!("{}*", sig4(v)), format!("{v}*")),
+                );
+                Some(ParamCell {
+                    name: s.name.clone(),
+                    text,
+                    full,
+                    key: s.float_value.unwrap_or(internal),
+                })
+            }))
             .collect();
         let params = param_cells
             .iter()
@@ -217,6 +233,7 @@ impl TrialRow {
                 };
                 (k.clone(), text, x)
             })
+            .chain((t.set_aside.iter()).map(|s| ("set aside".to_owned(), s.note(t.number), None)))
             .collect();
         TrialRow {
             trial_id: t.trial_id,

@@ -142,6 +142,9 @@ pub struct Importances {
     pub n_top: usize,
     /// Of those, the region trials.
     pub n_region: usize,
+    /// One note per row of the trials set aside on reading (`tradetune_storage::SetAside`):
+    /// such a parameter (an infinite range another client stored) is not in the analysis.
+    pub set_aside: Vec<String>,
 }
 
 impl Importances {
@@ -167,8 +170,11 @@ pub fn study_importances(
         });
     };
     let trials = storage.trials(record.study_id)?;
+    let set_aside = tradetune_storage::set_aside_notes(&trials);
     let trials: Vec<ImportanceTrial<'_>> = trials.iter().map(ImportanceTrial::from).collect();
-    ped_anova.evaluate(study, direction, &trials)
+    let mut importances = ped_anova.evaluate(study, direction, &trials)?;
+    importances.set_aside = set_aside;
+    Ok(importances)
 }
 
 impl PedAnova {
@@ -263,6 +269,7 @@ impl PedAnova {
             n_trials: finite.len(),
             n_top,
             n_region,
+            set_aside: Vec::new(),
         })
     }
 

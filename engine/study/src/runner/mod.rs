@@ -971,6 +971,14 @@ impl Runner {
         &self,
         record: &tradetune_storage::TrialRecord,
     ) -> Result<(Option<crate::space::InternalParams>, Vec<String>), String> {
+        // A parameter set aside on reading (an infinite range another client stored with the
+        // trial) can neither be run with nor sampled again in its place: the trial is not run.
+        if let Some(s) = record.set_aside.iter().find(|s| s.internal.is_some()) {
+            return Err(format!(
+                "enqueued trial's stored parameter '{}' cannot be run: {}",
+                s.name, s.reason
+            ));
+        }
         let fixed = record.system_attr(FIXED_PARAMS_KEY);
         if fixed.is_none() && record.params.is_empty() {
             return Ok((None, Vec::new()));
