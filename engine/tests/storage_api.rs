@@ -440,6 +440,31 @@ fn refuses_foreign_and_other_version_files() {
         e.to_string().contains("newer TradeTune") && !e.to_string().contains("optuna storage"),
         "{e}"
     );
+    // A damaged version (below 1, or not a whole number) is said to be one, naming the row,
+    // not taken for a newer TradeTune's.
+    for (bad, says) in [
+        ("0", "version 0 is none a TradeTune writes"),
+        ("-3", "version -3 is none a TradeTune writes"),
+        ("'two'", "not a whole-number version"),
+        ("1.5", "not a whole-number version"),
+    ] {
+        rusqlite::Connection::open(&ours)
+            .unwrap()
+            .execute(
+                &format!("UPDATE tradetune_version SET schema_version = {bad}"),
+                [],
+            )
+            .unwrap();
+        let e = Storage::open(&ours).unwrap_err();
+        let said = e.to_string();
+        assert!(matches!(e, StorageError::Corrupt { .. }), "{bad}: {said}");
+        assert!(
+            said.contains("table tradetune_version, row 1, column schema_version")
+                && said.contains(says)
+                && !said.contains("newer"),
+            "{bad}: {said}"
+        );
+    }
 }
 
 fn journal_mode(path: &std::path::Path) -> String {

@@ -170,13 +170,30 @@ pub(super) fn create_or_check(tx: &mut Txn<'_>, path: &str) -> Result<(), Storag
     if tx.dialect() == Dialect::Postgres {
         cascade_trial_references(tx).map_err(&err)?;
     }
-    let found = tx
+    let row = tx
         .query_opt(
             "SELECT schema_version FROM tradetune_version WHERE version_id = 1",
             &[],
         )
-        .and_then(|r| r.map(|r| r.i64(0)).transpose())
         .map_err(&err)?;
+    // A version that is not a whole number (text, a float), or one below 1 (every
+    // TradeTune wrote 1 or more), is damage, not a newer TradeTune's file.
+    let corrupt = |message: String| StorageError::Corrupt {
+        path: path.to_owned(),
+        table: "tradetune_version",
+        row_id: 1,
+        column: "schema_version",
+        message,
+    };
+    let found = row
+        .map(|r| {
+            r.i64(0).map_err(|e| {
+                corrupt(format!(
+                    "not a whole-number version ({e}); TradeTune writes {TRADETUNE_SCHEMA_VERSION}"
+                ))
+            })
+        })
+        .transpose()?;
     match found {
         None => {
             tx.execute(
@@ -187,6 +204,10 @@ pub(super) fn create_or_check(tx: &mut Txn<'_>, path: &str) -> Result<(), Storag
             Ok(())
         }
         Some(v) if v == TRADETUNE_SCHEMA_VERSION => Ok(()),
+        Some(v) if v < 1 => Err(corrupt(format!(
+            "version {v} is none a TradeTune writes (they count from 1; this one writes \
+             {TRADETUNE_SCHEMA_VERSION})"
+        ))),
         Some(v) => Err(StorageError::NewerSchema {
             path: path.to_owned(),
             found: format!("tradetune_version {v}"),
