@@ -9,6 +9,7 @@ pub mod bars;
 pub mod dataset;
 pub mod error;
 pub mod features;
+pub mod gaps;
 pub mod inspect;
 pub mod load;
 pub mod read;

@@ -104,7 +104,7 @@ pub struct LoadedDataset {
     pub unscaled_features: Array3<f32>,
     /// What people should know about the data that does not stop it, one line each: an
     /// asset's gaps much longer than its bars inside the common range
-    /// ([`crate::inspect::long_gaps`]), which returns and indicators span as one bar.
+    /// ([`crate::gaps::long_gaps`]), which returns and indicators span as one bar.
     pub notes: Vec<String>,
 }
 
@@ -183,7 +183,7 @@ impl DatasetConfig {
                 let ts = &s.bars.timestamps;
                 let from = ts.partition_point(|&t| t < alignment.first);
                 let to = ts.partition_point(|&t| t <= alignment.last);
-                crate::inspect::long_gaps(&ts[from..to]).map(|g| g.note(&s.bars.name))
+                crate::gaps::long_gaps(&ts[from..to]).map(|g| g.note(&s.bars.name))
             })
             .collect();
 
