@@ -264,9 +264,6 @@ fn a_run_whose_every_trial_failed_exits_with_an_error() {
     assert!(trials.iter().all(|t| t.state == TrialState::Fail));
 }
 
-/// Settings no trial could run with (a fixed batch larger than any rollout the search allows)
-/// refuse the study before its first trial, naming the file's line and the setting, and store
-/// nothing; a searched range that rescues some trials lets it run.
 /// A trial's last value (the periodic evaluation at its last update, or the evaluation after
 /// it) is reported, not judged: a pruner as strict as can be (percentile 0: anything below
 /// the best complete trial at that step) prunes no trial that trained in full, where Optuna's
@@ -324,6 +321,9 @@ fn a_trial_that_trained_in_full_is_not_pruned_at_its_last_value() {
     }
 }
 
+/// Settings no trial could run with (a fixed batch larger than any rollout the search allows)
+/// refuse the study before its first trial, naming the file's line and the setting, and store
+/// nothing; a searched range that rescues some trials lets it run.
 #[test]
 fn a_study_no_trial_of_which_can_run_is_refused_before_its_first_trial() {
     let dir = scratch("cli_study", "unrunnable");
@@ -1143,4 +1143,49 @@ fn show_export_report_and_importance_read_a_study_with_an_infinite_range() {
     let out = text(&o.stdout);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(out.contains(&format!("note: {note}")), "{out}");
+}
+
+/// A study whose stored trials searched a parameter as a float range the model refuses
+/// (Optuna's `FloatDistribution(0.5, inf, log=True)`, set aside on reading) still keeps
+/// Optuna's rule for it: a study file searching it on another scale is refused before any
+/// trial, naming the line and the stored range, as writing the first trial's parameter would
+/// have failed every worker's first trial.
+#[test]
+fn a_set_aside_range_keeps_a_study_file_to_optunas_rule() {
+    let dir = scratch("cli_study", "set_aside_guard");
+    let db = dir.join("guard.db");
+    let first = {
+        let mut s = Storage::open(&db).unwrap();
+        let id = s
+            .create_study(
+                "guard",
+                &[tradetune_engine::storage::StudyDirection::Maximize],
+            )
+            .unwrap();
+        let t = s.create_trial(id).unwrap();
+        s.complete_trial(t.trial_id, &[0.5]).unwrap();
+        t.trial_id
+    };
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute(
+            "INSERT INTO trial_params (trial_id, param_name, param_value, distribution_json) \
+             VALUES (?1, 'ppo.gamma', 0.9, '{\"name\": \"FloatDistribution\", \"attributes\": \
+             {\"step\": null, \"low\": 0.5, \"high\": Infinity, \"log\": true}}')",
+            [first],
+        )
+        .unwrap();
+    let file = tiny_study(&dir, "guard", 128);
+    let o = run_without_telemetry(&file, &db);
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert!(!o.status.success(), "{out}\n{err}");
+    assert!(
+        err.contains("search.\"ppo.gamma\": study 'guard' holds trials that searched it as")
+            && err.contains("\"high\": Infinity, \"log\": true")
+            && err.contains("cannot set a different log configuration"),
+        "{err}"
+    );
+    let storage = Storage::open_read_only(&db).unwrap();
+    let trials = storage.trials(storage.study_id("guard").unwrap()).unwrap();
+    assert_eq!(trials.len(), 1, "{out}");
 }

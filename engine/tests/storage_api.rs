@@ -443,8 +443,8 @@ fn refuses_foreign_and_other_version_files() {
     // A damaged version (below 1, or not a whole number) is said to be one, naming the row,
     // not taken for a newer TradeTune's.
     for (bad, says) in [
-        ("0", "version 0 is none a TradeTune writes"),
-        ("-3", "version -3 is none a TradeTune writes"),
+        ("0", "version 0 is not one TradeTune writes"),
+        ("-3", "version -3 is not one TradeTune writes"),
         ("'two'", "not a whole-number version"),
         ("1.5", "not a whole-number version"),
     ] {

@@ -1651,3 +1651,44 @@ fn under_hyperband_the_sampler_sees_every_trial_of_the_study() {
     assert!(brackets.len() > 1, "{brackets:?}");
     assert_eq!(trials(&path, "hb").len(), 12);
 }
+
+/// A trial's last value is reported without following the pruner's verdict, but the pruner is
+/// still asked, so what it keeps is stored: successive halving's rung value at a trial's last
+/// step, which later trials (and Optuna's workers) compete against.
+#[test]
+fn a_last_value_still_records_the_rung_it_reached() {
+    use tradetune_engine::study::pruner::SuccessiveHalvingPruner;
+    let path = db("last_rung");
+    let f = Synthetic {
+        plan: f32_plan,
+        run: |input: &TrialInput<'_>, r: &mut Reporter<'_>| {
+            let x = x_of(input);
+            r.report_last(1, x)?;
+            Ok(x)
+        },
+    };
+    let runner = Runner::new(
+        config("last_rung", &path, 3, 1),
+        space(),
+        base(),
+        Box::new(RandomSampler::new(4)),
+        Box::new(SuccessiveHalvingPruner::new(Some(1), 3, 0, 0).unwrap()),
+        Arc::new(f),
+    )
+    .unwrap();
+    let (tx, _rx) = mpsc::channel();
+    runner.run(&tx).unwrap();
+    let stored = trials(&path, "last_rung");
+    assert_eq!(stored.len(), 3);
+    for t in &stored {
+        assert_eq!(t.state, TrialState::Complete, "#{}", t.number);
+        let rung = t.system_attr("completed_rung_0");
+        assert_eq!(
+            rung,
+            Some(&JsonValue::from(t.value().unwrap())),
+            "#{}: {:?}",
+            t.number,
+            t.system_attrs
+        );
+    }
+}

@@ -17,8 +17,10 @@ pub(crate) fn weekday(t: i64) -> i64 {
 pub const LONG_GAP_BARS: i64 = 10;
 
 /// ...and, where the asset trades in sessions (no weekend bars), longer than this as well:
-/// a night, a weekend, or a holiday beside one, is up to 4 days.
-pub const LONG_GAP_SESSIONS_SECONDS: i64 = 4 * 86_400;
+/// a night, a weekend, or holidays beside one (Easter's Good Friday and Monday: Thursday's
+/// close to Tuesday's open, 4 days and more; Christmas and Boxing Day around a weekend), is
+/// up to 6 days.
+pub const LONG_GAP_SESSIONS_SECONDS: i64 = 6 * 86_400;
 
 /// One asset's gaps much longer than its bars ([`long_gaps`]): what loading the data for
 /// `train` or `study` notes, one line an asset.
@@ -137,8 +139,9 @@ mod tests {
         assert_eq!(long_gaps(&whole), None);
     }
 
-    /// Hourly bars of a session market (6 a day, Monday to Friday): nights and weekends are
-    /// no gaps. Minute bars traded around the clock: a 2-hour and a 15-minute hole are.
+    /// Hourly bars of a session market (6 a day, Monday to Friday): nights, weekends and
+    /// Easter (Good Friday and Easter Monday off) are no gaps. Minute bars traded around the
+    /// clock: a 2-hour and a 15-minute hole are.
     #[test]
     fn long_gaps_of_intraday_bars_with_and_without_sessions() {
         let mon = 1_362_355_200 + 14 * 3_600;
@@ -147,6 +150,11 @@ mod tests {
             .flat_map(|d| (0..6).map(move |h| mon + d * 86_400 + h * 3_600))
             .collect();
         assert_eq!(long_gaps(&sessions), None);
+        let easter: Vec<i64> = (sessions.iter().copied())
+            .filter(|&t| !(mon + 11 * 86_400..mon + 15 * 86_400).contains(&t))
+            .collect();
+        assert_eq!(easter.len(), sessions.len() - 12);
+        assert_eq!(long_gaps(&easter), None);
         let minutes: Vec<i64> = (0..20_000)
             .filter(|m| !(1_000..1_120).contains(m) && !(5_000..5_015).contains(m))
             .map(|m| mon + m * 60)

@@ -204,6 +204,19 @@ pub(crate) fn float_distribution_log(text: &str) -> Option<bool> {
     }
 }
 
+/// Optuna's rule for a distribution `new` following a stored float range of scale `log`
+/// (`check_distribution_compatibility`): another float range of the same scale may; another
+/// scale or kind may not (the reason, in Optuna's words).
+pub(crate) fn follows_float(new: &OptunaDistribution, log: bool) -> Result<(), &'static str> {
+    match new {
+        OptunaDistribution::Float(d) if d.log == log => Ok(()),
+        OptunaDistribution::Float(_) => {
+            Err("cannot set a different log configuration for the same parameter name")
+        }
+        _ => Err("cannot set a different distribution kind for the same parameter name"),
+    }
+}
+
 fn choices(v: Option<&JsonValue>) -> Result<Vec<CategoricalChoice>, DistributionError> {
     match v {
         Some(JsonValue::Array(items)) => items.iter().map(CategoricalChoice::from_json).collect(),

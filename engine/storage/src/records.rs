@@ -112,13 +112,19 @@ pub struct SetAside {
 }
 
 impl SetAside {
+    /// Whether `new` may follow this row under its name, where it is a parameter's float range
+    /// the model refuses (Optuna's rule, as writing a parameter applies it: another float
+    /// range of the same scale may): None for any other row.
+    pub fn compatibility_with(&self, new: &OptunaDistribution) -> Option<Result<(), &'static str>> {
+        if self.table != "trial_params" {
+            return None;
+        }
+        let log = super::distribution_json::float_distribution_log(&self.text)?;
+        Some(super::distribution_json::follows_float(new, log))
+    }
+
     /// One line for people, naming trial `number`, the row and what was wrong.
     pub fn note(&self, number: i64) -> String {
-        let what = match self.table {
-            "trial_params" => "parameter",
-            "trial_user_attributes" => "user attribute",
-            _ => "system attribute",
-        };
         let consequence = match (self.internal, self.float_value) {
             (Some(_), Some(v)) => format!(
                 "its value {} is shown and exported, but it is not used to fit the sampler or \
@@ -135,19 +141,81 @@ impl SetAside {
                 .into(),
         };
         format!(
-            "trial {number}: {what} '{}' set aside (table {}, row {}, column {}: {}); {consequence}",
-            self.name, self.table, self.row_id, self.column, self.reason
+            "trial {number}: {} '{}' set aside (table {}, row {}, column {}: {}); {consequence}",
+            self.what(),
+            self.name,
+            self.table,
+            self.row_id,
+            self.column,
+            self.reason
         )
+    }
+
+    /// What the row holds, for people.
+    fn what(&self) -> &'static str {
+        match self.table {
+            "trial_params" => "parameter",
+            "trial_user_attributes" => "user attribute",
+            _ => "system attribute",
+        }
     }
 }
 
-/// The notes of every row set aside in `trials` (one line each, in trial order); empty when
+/// Rows of one name and column set aside on more trials than this are told in one line.
+const NOTES_APART: usize = 3;
+
+/// The notes of every row set aside in `trials`, in trial order: a line each where a name has
+/// a few ([`SetAside::note`]), one line for a name set aside on many trials (a study Optuna's
+/// `add_trial` filled with a range the model refuses would print a line a trial); empty when
 /// the model holds all of them.
 pub fn set_aside_notes(trials: &[TrialRecord]) -> Vec<String> {
-    trials
-        .iter()
-        .flat_map(|t| t.set_aside.iter().map(|s| s.note(t.number)))
-        .collect()
+    let mut groups: Vec<Vec<(i64, &SetAside)>> = Vec::new();
+    for t in trials {
+        for s in &t.set_aside {
+            let same = |g: &&mut Vec<(i64, &SetAside)>| {
+                let (_, first) = g[0];
+                (first.table, first.column, &first.name) == (s.table, s.column, &s.name)
+            };
+            match groups.iter_mut().find(same) {
+                Some(g) => g.push((t.number, s)),
+                None => groups.push(vec![(t.number, s)]),
+            }
+        }
+    }
+    let mut notes = Vec::new();
+    for g in groups {
+        if g.len() <= NOTES_APART {
+            notes.extend(g.iter().map(|(number, s)| s.note(*number)));
+            continue;
+        }
+        let (number, first) = g[0];
+        let numbers: Vec<String> = g.iter().map(|(n, _)| n.to_string()).collect();
+        let shown = match numbers.len() {
+            n if n <= 8 => numbers.join(", "),
+            n => format!("{}, … {}", numbers[..6].join(", "), numbers[n - 1]),
+        };
+        let consequence = if first.internal.is_none() {
+            "`study show --json` shows their text as stored; they are left out of the CSV \
+             export and of what TradeTune reads from attributes"
+        } else if first.float_value.is_some() {
+            "their values are shown and exported, but not used to fit the sampler or for \
+             importance"
+        } else {
+            "they are left out of the sampler, importance and the CSV export"
+        };
+        notes.push(format!(
+            "{} '{}' set aside on {} trials ({shown}; table {}, column {}; trial {number}'s, row \
+             {}: {}); {consequence}",
+            first.what(),
+            first.name,
+            g.len(),
+            first.table,
+            first.column,
+            first.row_id,
+            first.reason
+        ));
+    }
+    notes
 }
 
 impl TrialRecord {

@@ -205,7 +205,7 @@ pub(super) fn create_or_check(tx: &mut Txn<'_>, path: &str) -> Result<(), Storag
         }
         Some(v) if v == TRADETUNE_SCHEMA_VERSION => Ok(()),
         Some(v) if v < 1 => Err(corrupt(format!(
-            "version {v} is none a TradeTune writes (they count from 1; this one writes \
+            "version {v} is not one TradeTune writes (they count from 1; this one writes \
              {TRADETUNE_SCHEMA_VERSION})"
         ))),
         Some(v) => Err(StorageError::NewerSchema {

@@ -8,7 +8,7 @@
 
 use super::datetime::now_utc;
 use super::db::{Dialect, args};
-use super::distribution_json::float_distribution_log;
+use super::distribution_json::{float_distribution_log, follows_float};
 use super::error::StorageError;
 use super::json_value::JsonValue;
 use super::model::OptunaDistribution;
@@ -212,12 +212,8 @@ fn check_follows_float(
     existing: &str,
     log: bool,
 ) -> Result<(), StorageError> {
-    let reason = match new {
-        OptunaDistribution::Float(d) if d.log == log => return Ok(()),
-        OptunaDistribution::Float(_) => {
-            "cannot set a different log configuration for the same parameter name"
-        }
-        _ => "cannot set a different distribution kind for the same parameter name",
+    let Err(reason) = follows_float(new, log) else {
+        return Ok(());
     };
     Err(StorageError::IncompatibleDistribution {
         number: row.number,

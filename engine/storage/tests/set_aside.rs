@@ -145,6 +145,25 @@ fn a_study_with_rows_the_model_refuses_reads(url: &str, raw: impl FnOnce(&str)) 
         "{}",
         notes[2]
     );
+    // The same rows on many trials (a study `add_trial` filled) are one line a name; on up to
+    // three, a line a row.
+    let many: Vec<_> = (0..20)
+        .map(|n| {
+            let mut c = t.clone();
+            c.number = n;
+            c
+        })
+        .collect();
+    let grouped = set_aside_notes(&many);
+    assert_eq!(grouped.len(), 3, "{grouped:?}");
+    assert_eq!(
+        grouped[0],
+        "parameter 'y' set aside on 20 trials (0, 1, 2, 3, 4, 5, … 19; table trial_params, \
+         column distribution_json; trial 0's, row 2: low and high must be finite numbers (got \
+         low = 0, high = inf)); their values are shown and exported, but not used to fit the \
+         sampler or for importance"
+    );
+    assert_eq!(set_aside_notes(&many[..3]).len(), 9);
 
     // What `study show --json` and the export write: the values as Optuna shows them.
     let record = s.study("edge").unwrap();

@@ -311,20 +311,32 @@ fn check_distributions(
     for (name, wanted) in launch.file.space.iter() {
         let stored = (trials.iter())
             .flat_map(|t| &t.params)
-            .find(|p| p.name == name);
-        if let Some(stored) = stored
-            && let Err(reason) = stored.distribution.compatibility_with(wanted)
-        {
+            .find(|p| p.name == name)
+            .and_then(|p| {
+                let reason = p.distribution.compatibility_with(wanted).err()?;
+                Some((p.distribution.to_optuna_json(), reason))
+            });
+        // A float range the model refused on reading (Optuna's `FloatDistribution(0, inf)`,
+        // set aside) is held to Optuna's rule as writing would hold it.
+        let set_aside = || {
+            (trials.iter())
+                .flat_map(|t| &t.set_aside)
+                .filter(|s| s.name == name)
+                .find_map(|s| match s.compatibility_with(wanted) {
+                    Some(Err(reason)) => Some((s.text.clone(), reason.to_owned())),
+                    _ => None,
+                })
+        };
+        if let Some((text, reason)) = stored.or_else(set_aside) {
             return Err(launch
                 .file
                 .key_error(
                     &format!("search.\"{name}\""),
                     format!(
-                        "study '{}' holds trials that searched it as {}: {reason} (a parameter \
-                         keeps its kind and a categorical its choices within a study); give this \
-                         run another study name",
+                        "study '{}' holds trials that searched it as {text}: {reason} (a \
+                         parameter keeps its kind and a categorical its choices within a \
+                         study); give this run another study name",
                         study.name,
-                        stored.distribution.to_optuna_json()
                     ),
                 )
                 .into());

@@ -528,10 +528,16 @@ impl StudyFile {
                 out.push(self.key_error(
                     &format!("search.\"{name}\""),
                     format!(
-                        "searches the whole numbers {}..={} only: '{name}' takes any number; \
+                        "searches the whole numbers {}..={}{} only: '{name}' takes any number; \
                          write {}.0 (or type = \"float\") for a range of numbers, or \
                          type = \"int\" to keep whole numbers",
-                        d.low, d.high, d.low
+                        d.low,
+                        d.high,
+                        match d.step {
+                            1 => String::new(),
+                            step => format!(" in steps of {step}"),
+                        },
+                        d.low
                     ),
                 ));
             }
@@ -921,6 +927,14 @@ percentile = 25.0
                 "w.toml:5: search.\"ppo.clip_range\": searches the whole numbers 0..=1 only: \
                  'ppo.clip_range' takes any number; write 0.0 (or type = \"float\") for a \
                  range of numbers, or type = \"int\" to keep whole numbers"
+            ]
+        );
+        assert_eq!(
+            notes("{ low = 0, high = 4, step = 2 }"),
+            [
+                "w.toml:5: search.\"ppo.clip_range\": searches the whole numbers 0..=4 in steps \
+                 of 2 only: 'ppo.clip_range' takes any number; write 0.0 (or type = \"float\") \
+                 for a range of numbers, or type = \"int\" to keep whole numbers"
             ]
         );
         for said in [

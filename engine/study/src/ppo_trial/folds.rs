@@ -71,7 +71,7 @@ impl PpoTrial {
             if i + 1 < folds.len() {
                 reporter.report_and_check(i as u64, value)?;
             } else {
-                reporter.report(i as u64, value)?;
+                reporter.report_last(i as u64, value)?;
             }
         }
         let n = values.len() as f64;

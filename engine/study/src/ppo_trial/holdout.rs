@@ -66,7 +66,7 @@ impl PpoTrial {
                     .map_err(TrialError::failed)?
                     .summary();
                 // Reported, not judged: the trial trained in full (see `learn`).
-                reporter.report(report.updates as u64, e.objective)?;
+                reporter.report_last(report.updates as u64, e.objective)?;
                 e
             }
         };

@@ -97,7 +97,7 @@ pub(super) fn learn<E: RolloutEnv>(
                     // there would save nothing and call a trial that trained in full pruned).
                     let step = update as u64;
                     let sent = if timesteps >= budget {
-                        reporter.report(step, summary.objective)
+                        reporter.report_last(step, summary.objective)
                     } else {
                         reporter.report_and_check(step, summary.objective)
                     };

@@ -342,6 +342,16 @@ impl Reporter<'_> {
         Ok(())
     }
 
+    /// Reports a trial's last value (it trained in full): the pruner is asked, so that what it
+    /// keeps is stored (successive halving's and Hyperband's rung values, which later trials
+    /// and Optuna's workers compete against), but its verdict is not followed — a prune there
+    /// would save nothing and call a finished trial pruned.
+    pub fn report_last(&mut self, step: u64, value: f64) -> Result<(), TrialError> {
+        self.report(step, value)?;
+        self.should_prune()?;
+        Ok(())
+    }
+
     /// Whether the user stopped this trial or the study.
     pub fn stop_requested(&self) -> bool {
         self.stop.is_set()
