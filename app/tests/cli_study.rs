@@ -1080,15 +1080,7 @@ fn show_export_report_and_importance_read_a_study_with_an_infinite_range() {
         s.complete_trial(t.trial_id, &[0.5]).unwrap();
         t.trial_id
     };
-    rusqlite::Connection::open(&db)
-        .unwrap()
-        .execute(
-            "INSERT INTO trial_params (trial_id, param_name, param_value, distribution_json) \
-             VALUES (?1, 'y', 5.0, '{\"name\": \"FloatDistribution\", \"attributes\": \
-             {\"step\": null, \"low\": 0.0, \"high\": Infinity, \"log\": false}}')",
-            [odd],
-        )
-        .unwrap();
+    optuna_float_row(&db, odd, "y", 5.0, "0.0", false);
     let note = "trial 3: parameter 'y' set aside (table trial_params, row 5, column \
                 distribution_json: low and high must be finite numbers (got low = 0, high = \
                 inf)); its value 5.0 is shown and exported, but it is not used to fit the \
@@ -1145,6 +1137,23 @@ fn show_export_report_and_importance_read_a_study_with_an_infinite_range() {
     assert!(out.contains(&format!("note: {note}")), "{out}");
 }
 
+/// Writes parameter `name` = `value` of trial `trial_id` as Optuna's client writes a float range
+/// from `low` to infinity (`json.dumps` text, `Infinity`), which TradeTune's model refuses.
+fn optuna_float_row(db: &Path, trial_id: i64, name: &str, value: f64, low: &str, log: bool) {
+    let distribution = format!(
+        "{{\"name\": \"FloatDistribution\", \"attributes\": {{\"step\": null, \"low\": {low}, \
+         \"high\": Infinity, \"log\": {log}}}}}"
+    );
+    rusqlite::Connection::open(db)
+        .unwrap()
+        .execute(
+            "INSERT INTO trial_params (trial_id, param_name, param_value, distribution_json) \
+             VALUES (?1, ?2, ?3, ?4)",
+            rusqlite::params![trial_id, name, value, distribution],
+        )
+        .unwrap();
+}
+
 /// A study whose stored trials searched a parameter as a float range the model refuses
 /// (Optuna's `FloatDistribution(0.5, inf, log=True)`, set aside on reading) still keeps
 /// Optuna's rule for it: a study file searching it on another scale is refused before any
@@ -1166,15 +1175,7 @@ fn a_set_aside_range_keeps_a_study_file_to_optunas_rule() {
         s.complete_trial(t.trial_id, &[0.5]).unwrap();
         t.trial_id
     };
-    rusqlite::Connection::open(&db)
-        .unwrap()
-        .execute(
-            "INSERT INTO trial_params (trial_id, param_name, param_value, distribution_json) \
-             VALUES (?1, 'ppo.gamma', 0.9, '{\"name\": \"FloatDistribution\", \"attributes\": \
-             {\"step\": null, \"low\": 0.5, \"high\": Infinity, \"log\": true}}')",
-            [first],
-        )
-        .unwrap();
+    optuna_float_row(&db, first, "ppo.gamma", 0.9, "0.5", true);
     let file = tiny_study(&dir, "guard", 128);
     let o = run_without_telemetry(&file, &db);
     let (out, err) = (text(&o.stdout), text(&o.stderr));

@@ -91,11 +91,17 @@ pub fn text(study: &str, imp: &Importances) -> String {
     );
     if imp.params.is_empty() {
         out.push_str("the study has no parameters\n");
-        for note in &imp.set_aside {
-            out.push_str(&format!("note: {note}\n"));
-        }
-        return out;
+    } else {
+        table(imp, &mut out);
     }
+    for note in &imp.set_aside {
+        out.push_str(&format!("note: {note}\n"));
+    }
+    out
+}
+
+/// One line per parameter with its bar, and what an all-equal result means.
+fn table(imp: &Importances, out: &mut String) {
     let width = imp
         .params
         .iter()
@@ -118,8 +124,4 @@ pub fn text(study: &str, imp: &Importances) -> String {
              shown equal\n",
         );
     }
-    for note in &imp.set_aside {
-        out.push_str(&format!("note: {note}\n"));
-    }
-    out
 }
