@@ -2,6 +2,7 @@
 //! files, and a study that survives `kill -9` of its process and resumes its numbering.
 
 use crate::common;
+use crate::pg;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -1189,4 +1190,82 @@ fn a_set_aside_range_keeps_a_study_file_to_optunas_rule() {
     let storage = Storage::open_read_only(&db).unwrap();
     let trials = storage.trials(storage.study_id("guard").unwrap()).unwrap();
     assert_eq!(trials.len(), 1, "{out}");
+}
+
+/// A grid study TradeTune began (two of its six points) is finished by Optuna's own
+/// `GridSampler`, given the same grid and seed: Optuna reads each TradeTune trial's `grid_id`
+/// as the point it ran (its shuffle is numpy's, as TradeTune's is), so it runs the four
+/// others and stops, with no point run twice or left out.
+#[test]
+fn optunas_grid_sampler_finishes_a_grid_study_tradetune_began() {
+    let test = "optunas_grid_sampler_finishes_a_grid_study_tradetune_began";
+    if !pg::python_has(test, "optuna") {
+        return;
+    }
+    let dir = scratch("cli_study", "grid_shared");
+    let db = dir.join("grid.db");
+    let file = dir.join("grid.toml");
+    std::fs::write(
+        &file,
+        r#"[study]
+name = "grid"
+n_trials = 2
+workers = 1
+devices = ["cpu"]
+
+[fixed]
+env.n_envs = 4
+ppo.n_steps = 32
+ppo.batch_size = 64
+ppo.policy.net_arch.pi = [16, 16]
+ppo.policy.net_arch.vf = [16, 16]
+train.total_timesteps = 128
+
+[search]
+"ppo.n_epochs" = { low = 1, high = 2 }
+"ppo.gamma" = { low = 0.9, high = 0.99 }
+
+[sampler]
+kind = "grid"
+seed = 3
+
+[sampler.grid]
+"ppo.n_epochs" = [1, 2]
+"ppo.gamma" = [0.9, 0.95, 0.99]
+
+[pruner]
+kind = "none"
+"#,
+    )
+    .unwrap();
+    let o = run_without_telemetry(&file, &db);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let script = "import json, sys, optuna\n\
+        optuna.logging.set_verbosity(optuna.logging.WARNING)\n\
+        grid = {'ppo.n_epochs': [1, 2], 'ppo.gamma': [0.9, 0.95, 0.99]}\n\
+        sampler = optuna.samplers.GridSampler(grid, seed=3)\n\
+        s = optuna.load_study(study_name='grid', storage=sys.argv[1], sampler=sampler)\n\
+        s.optimize(lambda t: t.suggest_int('ppo.n_epochs', 1, 2) \
+        + t.suggest_float('ppo.gamma', 0.9, 0.99), n_trials=10)\n\
+        names = sorted(grid)\n\
+        print(json.dumps([[t.system_attrs['grid_id'], [t.params[n] for n in names], \
+        list(sampler._all_grids[t.system_attrs['grid_id']])] for t in s.trials]))\n";
+    let o = Command::new("python3")
+        .args(["-c", script, &format!("sqlite:///{}", s(&db))])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let said: Vec<(u64, Vec<f64>, Vec<f64>)> = serde_json::from_str(text(&o.stdout).trim())
+        .unwrap_or_else(|e| {
+            panic!("{e}: {}", text(&o.stdout));
+        });
+    // Two trials of TradeTune's, four of Optuna's: then Optuna's sampler stopped the study.
+    assert_eq!(said.len(), 6, "{said:?}");
+    for (id, params, optunas_point) in &said {
+        assert_eq!(params, optunas_point, "grid id {id} names another point");
+    }
+    let mut points: Vec<String> = said.iter().map(|(_, p, _)| format!("{p:?}")).collect();
+    points.sort();
+    points.dedup();
+    assert_eq!(points.len(), 6, "a point ran twice: {said:?}");
 }

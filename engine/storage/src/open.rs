@@ -7,7 +7,9 @@
 //! On PostgreSQL, transactions are READ COMMITTED and a writer locks what it decides on: the
 //! study row before numbering a new trial or taking a WAITING one, the trial row before changing
 //! its state (`FOR UPDATE`), and an advisory lock while creating the schema, so workers on several
-//! machines never share a trial number or finish one trial twice.
+//! machines never share a trial number or finish one trial twice. An open that finds the whole
+//! schema there (every open but a database's first, or the first after an upgrade) reads the
+//! catalogue and takes no lock at all.
 //!
 //! On SQLite, several workers (threads or processes, TradeTune's or Optuna's) share one file, so:
 //! - the journal is WAL: readers never block the writer, nor the writer the readers;
@@ -289,8 +291,31 @@ impl Storage {
         }
     }
 
+    /// Whether a PostgreSQL database holds the whole schema this TradeTune writes, read without
+    /// a lock (see [`tradetune_schema::pg_current_sql`]). Any doubt, a failed query included,
+    /// answers no: the open then creates or checks the schema under the lock, and says what
+    /// is wrong where something is.
+    fn pg_schema_current(&self) -> bool {
+        if self.conn.dialect() != Dialect::Postgres {
+            return false;
+        }
+        let tables_ok = self
+            .table_names()
+            .is_ok_and(|names| !names.is_empty() && self.check_tables(&names).is_ok());
+        tables_ok
+            && self
+                .conn
+                .query_opt(&tradetune_schema::pg_current_sql(), args![ALEMBIC_VERSION])
+                .ok()
+                .flatten()
+                .is_some_and(|r| r.bool(0).unwrap_or(false))
+    }
+
     /// Creates Optuna's schema in an empty database, or checks an existing one; adds our tables.
     fn init_schema(&mut self) -> Result<(), StorageError> {
+        if self.pg_schema_current() {
+            return Ok(());
+        }
         let path = self.path.clone();
         let err = |action| sql_err(&path, action);
         let read_only = self.read_only;

@@ -228,14 +228,40 @@ pub(super) fn has_column_sql(dialect: Dialect) -> &'static str {
     }
 }
 
+/// The `FROM … WHERE` of the references to `trials` that do not cascade yet.
+const STALE_REFERENCES: &str = "FROM pg_constraint c \
+     WHERE c.contype = 'f' AND c.confrelid = 'trials'::regclass \
+     AND c.conrelid::regclass::text LIKE 'tradetune%' AND c.confdeltype <> 'c'";
+
+/// Whether a PostgreSQL database already holds Optuna's schema at `alembic` (`?1`) and every
+/// `tradetune_*` table, index, column and cascading reference this TradeTune makes, at its
+/// version: one query (one snapshot) of the catalogue and the two version rows, answering one
+/// bool. An open that finds them so takes no lock and runs no DDL: `CREATE INDEX IF NOT EXISTS`
+/// takes a SHARE lock on `tradetune_telemetry` even where the index exists, which waits for
+/// every worker's telemetry write in flight (and holds up the next), and the schema's advisory
+/// lock makes every other worker's open wait behind it. A database missing any of them (or
+/// where the query fails: no such table) is created or checked under the lock, as before.
+pub(super) fn pg_current_sql() -> String {
+    format!(
+        "SELECT (SELECT version_num FROM alembic_version) = ?1 \
+         AND (SELECT schema_version FROM tradetune_version WHERE version_id = 1) = {TRADETUNE_SCHEMA_VERSION} \
+         AND (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+              WHERE n.nspname = current_schema() AND c.relname IN ('tradetune_version', \
+              'tradetune_runs', 'tradetune_learning_curves', 'tradetune_telemetry', \
+              'tradetune_fold_returns', 'ix_tradetune_telemetry_trial_id')) = 6 \
+         AND EXISTS (SELECT 1 FROM information_schema.columns \
+              WHERE table_schema = current_schema() AND table_name = 'tradetune_fold_returns' \
+              AND column_name = 'benchmark') \
+         AND NOT EXISTS (SELECT 1 {STALE_REFERENCES})"
+    )
+}
+
 /// Databases whose `tradetune_*` tables were made before their references to `trials` cascaded:
 /// each such reference is made again with `ON DELETE CASCADE` (once; a database made since has
 /// them already and this only reads the catalogue).
 fn cascade_trial_references(tx: &mut Txn<'_>) -> Result<(), super::db::DbError> {
     let stale = tx.query(
-        "SELECT c.conname::text, c.conrelid::regclass::text FROM pg_constraint c \
-         WHERE c.contype = 'f' AND c.confrelid = 'trials'::regclass \
-         AND c.conrelid::regclass::text LIKE 'tradetune%' AND c.confdeltype <> 'c'",
+        &format!("SELECT c.conname::text, c.conrelid::regclass::text {STALE_REFERENCES}"),
         &[],
     )?;
     let stale: Vec<(String, String)> = stale

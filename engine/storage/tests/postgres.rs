@@ -556,3 +556,45 @@ fn a_shared_budget_is_never_overshot() {
         assert_eq!(done, budget, "{location}");
     }
 }
+
+/// Opening a database that holds the whole schema takes no lock: a worker's open does not wait
+/// behind another's stuck schema check (the advisory lock) or a telemetry write in flight (the
+/// SHARE lock `CREATE INDEX IF NOT EXISTS` takes), where it used to wait out its busy timeout
+/// and fail with "lock the schema". One missing a piece (here the telemetry index) still
+/// makes it under the lock: it waits for the lock, and says so when the wait runs out.
+#[test]
+fn opening_a_database_with_its_whole_schema_takes_no_lock() {
+    let Some(url) = fresh_database("schema_lock") else {
+        return;
+    };
+    Storage::open(&url).unwrap();
+    let quick = StorageOptions {
+        busy_timeout: Duration::from_secs(1),
+        ..Default::default()
+    };
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    // The schema's advisory lock (open.rs's SCHEMA_LOCK) and a telemetry row not yet committed.
+    let hold = "BEGIN; SELECT pg_advisory_xact_lock(362192129605); \
+                INSERT INTO tradetune_telemetry (trial_id, recorded_at, source, metric, value) \
+                VALUES (NULL, now(), 'cpu', 'cpu_util', 1.0)";
+    admin.batch_execute(hold).unwrap();
+    let s = Storage::open_with(&url, &quick).unwrap();
+    assert!(s.studies().unwrap().is_empty());
+    admin.batch_execute("ROLLBACK").unwrap();
+
+    admin
+        .batch_execute("DROP INDEX ix_tradetune_telemetry_trial_id")
+        .unwrap();
+    admin.batch_execute(hold).unwrap();
+    let e = Storage::open_with(&url, &quick).unwrap_err().to_string();
+    assert!(e.contains("lock the schema"), "{e}");
+    admin.batch_execute("ROLLBACK").unwrap();
+    Storage::open_with(&url, &quick).unwrap();
+    let index = admin
+        .query(
+            "SELECT 1 FROM pg_indexes WHERE indexname = 'ix_tradetune_telemetry_trial_id'",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(index.len(), 1, "the open made the missing index again");
+}

@@ -4,11 +4,13 @@
 //! as taken when a finished trial holds it (or a RUNNING one, while untaken points remain).
 //!
 //! Which point a trial of the grid holds is read from its parameter values; its `grid_id` is
-//! only the fallback for a trial without them. The shuffle depends on the seed and on `rand`'s
-//! generator, which is not guaranteed to stay the same across versions, so after a change of
-//! either (a resume or a `tradetune worker` with another `sampler.seed`, a new build) stored
-//! ids may name other points; the values still say which points ran, so none is skipped or
-//! repeated.
+//! only the fallback for a trial without them. The shuffle is numpy's `RandomState(seed)`
+//! shuffle, Optuna's own ([`super::numpy_shuffle`]): an Optuna `GridSampler` given the same grid
+//! and seed reads a TradeTune trial's `grid_id` as the point it ran, so Optuna and TradeTune
+//! processes can work one grid study together (Optuna takes trial n's id as its point without
+//! looking at the values). After a change of seed (a resume or a `tradetune worker` with
+//! another `sampler.seed`) stored ids name other points; the values still tell TradeTune which
+//! points ran, so none is skipped or repeated.
 //!
 //! Trial n takes the n-th point when it is free; otherwise, as in Optuna, a point drawn at
 //! random among the free ones (the trial's own random stream), so processes sampling at the
@@ -19,9 +21,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use rand::rngs::StdRng;
-use rand::seq::SliceRandom;
-use rand::{RngExt, SeedableRng};
+use rand::RngExt;
 
 use super::{Proposal, SampleContext, Sampler, SamplerError, trial_rng};
 use crate::space::{ParamValue, SearchSpace};
@@ -100,10 +100,10 @@ impl GridSampler {
         }
         let names: Vec<String> = grid.keys().cloned().collect();
         let values: Vec<Vec<ParamValue>> = grid.values().cloned().collect();
-        // Shuffling the product indices permutes exactly as shuffling the points themselves
-        // did (the swaps depend on the length and the generator only), so ids are unchanged.
+        // Shuffling the product indices permutes exactly as Optuna's shuffle of the points
+        // themselves (the swaps depend on the length and the seed only).
         let mut order: Vec<usize> = (0..total).collect();
-        order.shuffle(&mut StdRng::seed_from_u64(seed));
+        super::numpy_shuffle::shuffle(&mut order, seed);
         let mut id_of = vec![0; total];
         for (id, &p) in order.iter().enumerate() {
             id_of[p] = id;
@@ -438,15 +438,13 @@ mod tests {
     #[test]
     fn ids_are_the_shuffled_points_and_taken_points_are_read_from_values() {
         let (space, grid) = n_and_c(3, &[1, 2, 3]);
-        // Ids are what shuffling the product (c before n, by name) gives with this seed, as
-        // before the grid kept only indices.
-        let mut points: Vec<Vec<usize>> = (0..2)
-            .flat_map(|c| (0..3).map(move |n| vec![c, n]))
-            .collect();
-        points.shuffle(&mut StdRng::seed_from_u64(5));
+        // Ids are the points of the product (c before n, by name) as Optuna 5.0's
+        // `GridSampler({"n": [1, 2, 3], "c": ["a", "b"]}, seed=5)._all_grids` orders them:
+        // [("b", 3), ("a", 3), ("b", 2), ("a", 2), ("a", 1), ("b", 1)].
         let g = GridSampler::new(grid.clone(), &space, 5).unwrap();
         let ids: Vec<Vec<usize>> = (0..6).map(|id| g.digits(id)).collect();
-        assert_eq!(ids, points);
+        let optunas = [[1, 2], [0, 2], [1, 1], [0, 1], [0, 0], [1, 0]];
+        assert_eq!(ids, optunas.map(Vec::from));
 
         // Half the grid run with seed 1, then the study resumed with seed 2: the ids of the
         // first half name other points under seed 2, but every point still runs once.

@@ -16,6 +16,7 @@
 
 pub mod enqueued;
 pub mod grid;
+mod numpy_shuffle;
 mod parzen;
 pub mod random;
 pub mod tpe;
