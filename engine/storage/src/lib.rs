@@ -76,5 +76,7 @@ pub use tradetune_tables::{
     TRADETUNE_SCHEMA_VERSION, TelemetrySample,
 };
 pub use trial_create::FIXED_PARAMS_KEY;
-pub use trial_write::{FAIL_REASON_KEY, INTERRUPTED_REASON, WORKER_LOST_REASON};
+pub use trial_write::{
+    FAIL_REASON_KEY, INTERRUPTED_REASON, PRUNE_REASON_KEY, STOPPED_REASON, WORKER_LOST_REASON,
+};
 pub use view_json::{json_number, study_view_json, trial_view_json};

@@ -27,6 +27,13 @@ pub const INTERRUPTED_REASON: &str = "interrupted";
 /// How the `fail_reason` of a trial whose worker died starts (its heartbeat went stale).
 pub const WORKER_LOST_REASON: &str = "worker lost";
 
+/// System attribute holding why TradeTune pruned a trial: its pruner, or the user.
+pub const PRUNE_REASON_KEY: &str = "prune_reason";
+
+/// How the `prune_reason` (or `fail_reason`) of a trial the user stopped on its own (the app's
+/// Stop on one trial, not a stop of the whole study) starts.
+pub const STOPPED_REASON: &str = "stopped by user";
+
 /// The columns of `trials` a write needs.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct TrialRow {

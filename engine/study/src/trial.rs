@@ -74,6 +74,18 @@ impl Trial {
         }
     }
 
+    /// Whether this PRUNED trial was the user's to stop (the app's Stop on it, once it had
+    /// reported values), not its pruner's: no rule judged its values, so TPE does not learn
+    /// from it as from a pruned trial (Optuna's counterpart, an interrupted objective, ends
+    /// FAIL, which its samplers skip).
+    pub fn stopped_by_user(&self) -> bool {
+        self.state == TrialState::Pruned
+            && matches!(
+                self.system_attrs.get(tradetune_storage::PRUNE_REASON_KEY),
+                Some(JsonValue::Str(r)) if r.starts_with(tradetune_storage::STOPPED_REASON)
+            )
+    }
+
     pub fn new(number: u64, state: TrialState, params: InternalParams) -> Self {
         Self {
             number,

@@ -359,8 +359,10 @@ impl Runner {
                     events,
                 );
             }
-            Ok(Err(TrialError::Stopped)) => Err("stopped by user".to_owned()),
-            Ok(Err(TrialError::Failed(m))) if stopped => Err(format!("stopped by user ({m})")),
+            Ok(Err(TrialError::Stopped)) => Err(tradetune_storage::STOPPED_REASON.to_owned()),
+            Ok(Err(TrialError::Failed(m))) if stopped => {
+                Err(format!("{} ({m})", tradetune_storage::STOPPED_REASON))
+            }
             Ok(Err(TrialError::Failed(m))) => Err(m),
             Err(panic) => Err(format!("panicked: {}", panic_message(&panic))),
         };
@@ -429,7 +431,7 @@ impl Runner {
     ) -> Result<TrialOutcome, RunnerError> {
         storage.set_trial_system_attr(
             handle.trial_id,
-            "prune_reason",
+            tradetune_storage::PRUNE_REASON_KEY,
             &JsonValue::from(reason.as_str()),
         )?;
         storage.prune_trial(handle.trial_id)?;

@@ -165,8 +165,9 @@ impl StopFlag {
 ///
 /// A stopped trial is stored as PRUNED when it had reported at least one intermediate value
 /// (its last value is kept, as Optuna's `tell(state=PRUNED)` does), otherwise as FAIL with
-/// `fail_reason = "stopped by user"`. Stopping the study stops every running trial that way and
-/// starts no new ones.
+/// `fail_reason = "stopped by user"`; a PRUNED one holds that as its `prune_reason`, and TPE
+/// does not learn from it (no pruner judged it). Stopping the study stops every running trial
+/// that way and starts no new ones.
 #[derive(Debug, Clone, Default)]
 pub struct StopHandle {
     study: Arc<AtomicBool>,

@@ -170,6 +170,7 @@ impl Sampler for TpeSampler {
                     .iter()
                     .filter(|t| t.number != ctx.trial_number)
                     .filter(|t| matches!(t.state, TrialState::Complete | TrialState::Pruned))
+                    .filter(|t| !t.stopped_by_user())
                     .all(|t| t.params.contains_key(name))
             };
             let (joint, alone): (Vec<_>, Vec<_>) =
@@ -197,11 +198,12 @@ impl Sampler for TpeSampler {
     }
 }
 
-/// A trial TPE learns from: COMPLETE with a value (not NaN), or PRUNED.
+/// A trial TPE learns from: COMPLETE with a value (not NaN), or PRUNED by its pruner (one the
+/// user stopped is skipped, as a FAIL is: see [`Trial::stopped_by_user`]).
 fn finished(t: &Trial) -> bool {
     match t.state {
         TrialState::Complete => t.value.is_some_and(|v| !v.is_nan()),
-        TrialState::Pruned => true,
+        TrialState::Pruned => !t.stopped_by_user(),
         _ => false,
     }
 }
@@ -217,7 +219,7 @@ fn split_trials<'a>(
     for t in ctx.history.iter().filter(|t| t.number != ctx.trial_number) {
         match t.state {
             TrialState::Complete if finished(t) => complete.push(t),
-            TrialState::Pruned => pruned.push(t),
+            TrialState::Pruned if finished(t) => pruned.push(t),
             TrialState::Running if constant_liar => running.push(t),
             _ => {}
         }
@@ -299,6 +301,39 @@ mod tests {
 
     fn p(x: f64) -> InternalParams {
         InternalParams::from([("x".to_owned(), x)])
+    }
+
+    /// A trial the user stopped after it reported is PRUNED, but no pruner judged it: TPE
+    /// neither counts it toward its start-up trials nor puts it in either group (it would
+    /// have ranked it among the bad ones by how far it got), as Optuna skips a FAIL.
+    #[test]
+    fn a_trial_the_user_stopped_is_not_learned_from() {
+        let mut space = SearchSpace::new();
+        space.add_float("x", 0.0, 10.0, false, None).unwrap();
+        let mut h: Vec<Trial> = (0..10)
+            .map(|i| Trial::complete(i, p(i as f64), i as f64))
+            .collect();
+        let pruned = |number: u64, reason: &str| {
+            let mut t =
+                Trial::new(number, TrialState::Pruned, p(9.5)).with_intermediate([(3, 1.0)]);
+            t.system_attrs.insert(
+                tradetune_storage::PRUNE_REASON_KEY.into(),
+                tradetune_storage::JsonValue::from(reason),
+            );
+            t
+        };
+        h.push(pruned(10, "stopped by user"));
+        h.push(pruned(11, "stopped by user (the loss went NaN)"));
+        h.push(pruned(12, "pruned by the pruner"));
+        assert!(h[10].stopped_by_user() && h[11].stopped_by_user());
+        assert!(!h[12].stopped_by_user());
+        assert!(!finished(&h[10]) && !finished(&h[11]) && finished(&h[12]));
+        let ctx = SampleContext::new(&space, &h, Direction::Minimize, 13);
+        let (below, above) = split_trials(&ctx, false);
+        let nums: Vec<u64> = below.iter().chain(&above).map(|t| t.number).collect();
+        assert!(!nums.contains(&10) && !nums.contains(&11), "{nums:?}");
+        assert!(nums.contains(&12), "{nums:?}");
+        assert_eq!(nums.len(), 11);
     }
 
     #[test]

@@ -301,7 +301,14 @@ fn workers(ui: &mut egui::Ui, run: &RunView, commands: &mut Vec<Action>) {
             );
             if let Some(n) = w.trial
                 && run.running
-                && ui.button(format!("Stop trial {n}")).clicked()
+                && ui
+                    .button(format!("Stop trial {n}"))
+                    .on_hover_text(
+                        "Ends this trial now: PRUNED at its last reported value (the sampler does \
+                         not learn from it, since no pruner judged it), or FAIL if it has \
+                         reported nothing yet",
+                    )
+                    .clicked()
             {
                 commands.push(Command::StopTrial(n).into());
             }
