@@ -119,6 +119,32 @@ fn backtests_a_trained_checkpoint_and_writes_one_csv_row_per_split_bar() {
         assert!(stdout.contains(word), "{word} missing:\n{stdout}");
     }
     assert!(stdout.contains("objective sharpe_excess"), "{stdout}");
+
+    // Curves named over a file of the checkpoint, over market data or at a folder are refused
+    // before anything is written, and the file is left as it was (the weights used to be
+    // replaced by the CSV, and the checkpoint no longer loaded).
+    let market = dir.join("Daily.csv");
+    write_daily(&market, 0..40);
+    for (target, said) in [
+        (run.join("model.bpk"), "inside the checkpoint"),
+        (market.clone(), "holds market data"),
+        (dir.clone(), "is a folder"),
+    ] {
+        let before = std::fs::read(&target).ok();
+        let o = tradetune(&[
+            "backtest",
+            "--checkpoint",
+            run.to_str().unwrap(),
+            "--equity-csv",
+            target.to_str().unwrap(),
+        ]);
+        let err = text(&o.stderr);
+        assert!(!o.status.success(), "{}", target.display());
+        assert!(err.contains(said), "{err}");
+        assert_eq!(std::fs::read(&target).ok(), before, "{}", target.display());
+    }
+    let o = tradetune(&["backtest", "--checkpoint", run.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
 }
 
 /// Bars and first date of a split in `tradetune data inspect --json`'s output.

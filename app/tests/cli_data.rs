@@ -146,4 +146,26 @@ fn synth_rejects_bad_arguments() {
     ]);
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("--start"));
+    // More bars than a market can hold in memory, and a count past i64 (it panicked reserving
+    // room), are refused naming the flag's field; so is a folder as --out, before anything is
+    // made and with nothing left beside it.
+    for bars in ["200000000", "18446744073709551615"] {
+        let out = tradetune(&["data", "synth", "--bars", bars, "--out", "/tmp/never.csv"]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains("synth: bars") && err.contains("at most"),
+            "{err}"
+        );
+    }
+    let dir = scratch("cli_data", "synth_into_a_folder");
+    let out = tradetune(&["data", "synth", "--out", dir.to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("is a folder"), "{err}");
+    let partial = format!("{}.partial", dir.display());
+    assert!(
+        !std::path::Path::new(&partial).exists(),
+        "{partial} was left behind"
+    );
 }

@@ -145,6 +145,11 @@ fn pbo_prints_the_engines_figures_as_text_and_json() {
         })
         .sum();
     assert_eq!(counted, 70, "{out}");
+    // A histogram of more bins than anyone reads (it asked for terabytes and aborted).
+    for bins in ["0", "100000000000"] {
+        let err = run_err(&["eval", "pbo", "--returns", p, "--bins", bins]);
+        assert!(err.contains("--bins: 1 to 1000"), "{err}");
+    }
 }
 
 #[test]

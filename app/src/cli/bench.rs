@@ -368,6 +368,18 @@ fn bench_env(args: EnvArgs) -> anyhow::Result<()> {
         args.assets > 0 && args.features > 0 && args.lookback > 0,
         "--assets, --features and --lookback must be at least 1"
     );
+    // Bounded as a study's env.n_envs is, and the market the bench makes (bars × assets ×
+    // features numbers) to what a machine holds: larger asked for terabytes and aborted.
+    anyhow::ensure!(
+        args.envs.iter().all(|n| *n <= 65_536),
+        "--envs: at most 65536 environments (env.n_envs's range)"
+    );
+    anyhow::ensure!(
+        args.assets.saturating_mul(args.features) <= 1 << 20,
+        "--assets × --features: at most 1048576 together (asked {} × {})",
+        args.assets,
+        args.features
+    );
     // Refused rather than clamped: NaN would panic, and a value outside the range would be
     // measured as another without a word.
     anyhow::ensure!(

@@ -102,6 +102,16 @@ fn run_synth(args: SynthArgs) -> anyhow::Result<()> {
         annual_vol: args.annual_vol,
         ..SynthConfig::default()
     };
+    // Refused before the bars are made (minutes, for a long market), not when written.
+    if args.out.is_dir() {
+        anyhow::bail!(
+            "--out {}: is a folder: give a file name (market.csv, or market.csv.gz to compress)",
+            args.out.display()
+        );
+    }
+    if let Some(why) = tradetune_engine::market::source::database_in_the_way(&args.out) {
+        anyhow::bail!("--out {}: {why}", args.out.display());
+    }
     let t0 = std::time::Instant::now();
     let bars = synth::generate(&cfg)?;
     let generated = t0.elapsed();

@@ -169,6 +169,12 @@ struct PboJson<'a> {
 }
 
 fn run_pbo(args: PboArgs) -> anyhow::Result<()> {
+    // Before the combinations are computed: a huge one asked for terabytes.
+    anyhow::ensure!(
+        (1..=1000).contains(&args.bins),
+        "--bins: 1 to 1000, got {}",
+        args.bins
+    );
     let file = args.returns.display();
     let m = read_returns(&args.returns)?;
     if m.names.len() < 2 {

@@ -28,7 +28,7 @@ use std::collections::HashMap;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
-use crate::source::{Source, asset_name_from_path};
+use crate::source::{BINANCE_COLUMNS, Source, asset_name_from_path};
 use crate::time::{
     excel_serial_date, format_timestamp, has_sub_second, parse_timestamp, without_offset,
 };
@@ -74,9 +74,6 @@ const TIME_NAMES: [&str; 6] = [
 ];
 const TICKER_NAMES: [&str; 2] = ["ticker", "symbol"];
 const ADJ_NAMES: [&str; 3] = ["adj_close", "adjclose", "adjusted_close"];
-/// Binance kline columns (binance-public-data README, "KLINES"): open time, OHLC, volume, then
-/// close time, quote volume, trade count, taker buy base, taker buy quote, ignore.
-const BINANCE_COLUMNS: usize = 12;
 const BINANCE_NAMES: [&str; 6] = ["open_time", "open", "high", "low", "close", "volume"];
 
 /// Reads one market file (any of the three shapes, plain or gzip).

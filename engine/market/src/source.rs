@@ -48,6 +48,43 @@ pub fn database_in_the_way(path: &Path) -> Option<&'static str> {
     )
 }
 
+/// Why a file about to be written at `path` must not be: it holds market data (a gzip file, as
+/// market files are kept; a CSV whose header names open, high, low and close; a headerless
+/// Binance kline export), which an export or a backtest's curves named there by a slip (`study
+/// export --trials data/btc.csv`) would replace with something else. `None` for anything
+/// else, a missing file, a folder and an earlier export (whose columns are never all four)
+/// included.
+pub fn market_data_in_the_way(path: &Path) -> Option<&'static str> {
+    let mut head = Vec::with_capacity(4096);
+    File::open(path)
+        .and_then(|f| f.take(4096).read_to_end(&mut head))
+        .ok()?;
+    if head.starts_with(&GZIP_MAGIC) {
+        return Some(
+            "is a gzip file (market data is kept so): writing here would replace it; choose \
+             another file name",
+        );
+    }
+    let first = String::from_utf8_lossy(&head);
+    let first = first.lines().next().unwrap_or_default();
+    let fields: Vec<String> = first
+        .split([',', ';', '\t'])
+        .map(|f| f.trim().trim_matches('"').to_ascii_lowercase())
+        .collect();
+    let named = ["open", "high", "low", "close"]
+        .iter()
+        .all(|c| fields.iter().any(|f| f == c));
+    let kline = fields.len() == BINANCE_COLUMNS && fields.iter().all(|f| f.parse::<f64>().is_ok());
+    (named || kline).then_some(
+        "holds market data (open, high, low and close): writing here would replace it; choose \
+         another file name",
+    )
+}
+
+/// Binance kline columns (binance-public-data README, "KLINES"): open time, OHLC, volume, then
+/// close time, quote volume, trade count, taker buy base, taker buy quote, ignore.
+pub(crate) const BINANCE_COLUMNS: usize = 12;
+
 /// Whether `path` is a SQLite database: its first bytes are SQLite's header. False for a file
 /// that cannot be read (or is not there).
 pub fn is_sqlite_file(path: &Path) -> bool {

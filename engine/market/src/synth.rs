@@ -88,6 +88,9 @@ impl Default for SynthConfig {
     }
 }
 
+/// The most bars (of every asset together) one synthetic market holds.
+pub const MAX_BAR_ASSETS: usize = 100_000_000;
+
 impl SynthConfig {
     /// Checks every field, naming the one to fix.
     pub fn validate(&self) -> Result<(), DataError> {
@@ -101,7 +104,20 @@ impl SynthConfig {
         if self.bar_seconds < 1 {
             return bad("bar_seconds", "must be at least 1".into());
         }
-        let span = (self.bars as i64 - 1).checked_mul(self.bar_seconds);
+        // Each bar of each asset is held in memory (six numbers) before it is written.
+        if self.bars.saturating_mul(self.assets) > MAX_BAR_ASSETS {
+            return bad(
+                "bars",
+                format!(
+                    "is {} for {} assets: at most {MAX_BAR_ASSETS} bars of all assets together \
+                     (about 5 GB in memory)",
+                    self.bars, self.assets
+                ),
+            );
+        }
+        let span = i64::try_from(self.bars - 1)
+            .ok()
+            .and_then(|b| b.checked_mul(self.bar_seconds));
         if span.and_then(|s| s.checked_add(self.start)).is_none() {
             return bad("bars", "× bar_seconds overflows the time range".into());
         }
@@ -319,7 +335,10 @@ pub fn write_long_csv(path: &Path, assets: &[AssetBars]) -> Result<(), DataError
         }
     })();
     match result {
-        Ok(()) => std::fs::rename(&tmp, path).map_err(io),
+        Ok(()) => std::fs::rename(&tmp, path).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            io(e)
+        }),
         Err(e) => {
             let _ = std::fs::remove_file(&tmp);
             Err(io(e))
@@ -476,8 +495,26 @@ mod tests {
             ),
             (
                 SynthConfig {
-                    bars: usize::MAX / 2,
+                    bars: 50_000_000,
+                    assets: 1,
                     bar_seconds: 1 << 40,
+                    ..Default::default()
+                },
+                "bars",
+            ),
+            // More bars than memory holds, and a count past i64 (which wrapped to -2 and
+            // passed the time-range check, then panicked reserving room).
+            (
+                SynthConfig {
+                    bars: 20_000_000,
+                    ..Default::default()
+                },
+                "bars",
+            ),
+            (
+                SynthConfig {
+                    bars: usize::MAX,
+                    assets: 1,
                     ..Default::default()
                 },
                 "bars",

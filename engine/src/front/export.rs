@@ -119,7 +119,8 @@ fn write_wide(
 ///
 /// A `path` that is a SQLite database is refused: an export's or a backtest's file named
 /// where the study database is (`--trials runs/a.db`, a slip of tab completion) would replace
-/// every study in it with a CSV.
+/// every study in it with a CSV. So is one that holds market data, a folder, and one inside a
+/// checkpoint (`--equity-csv ck/model.bpk` replaced the weights).
 pub fn write_replacing<T>(
     path: &Path,
     write: impl FnOnce(&mut File) -> Result<T, FrontError>,
@@ -127,8 +128,32 @@ pub fn write_replacing<T>(
     let name = path
         .file_name()
         .ok_or_else(|| FrontError::file(path, "not a file name"))?;
-    if let Some(why) = crate::market::source::database_in_the_way(path) {
+    if let Some(why) = crate::market::source::database_in_the_way(path)
+        .or_else(|| crate::market::source::market_data_in_the_way(path))
+    {
         return Err(FrontError::file(path, why));
+    }
+    if path.is_dir() {
+        return Err(FrontError::file(
+            path,
+            "is a folder: give a file name (inside it, or beside it)",
+        ));
+    }
+    // A file of a checkpoint (its weights, its configuration), named by a slip: the curves or
+    // the export would replace it, and the checkpoint would no longer load.
+    let folder = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if crate::ppo::checkpoint::trained_samples(folder).is_some() {
+        return Err(FrontError::file(
+            path,
+            format!(
+                "is inside the checkpoint {}: writing there would replace or add to its files; \
+                 choose a file outside it",
+                folder.display()
+            ),
+        ));
     }
     let tmp: PathBuf = path.with_file_name(format!(
         ".{}.{}.tmp",
@@ -182,6 +207,40 @@ mod tests {
             let path = Path::new("/out").join(format!("trials-{part}.csv"));
             assert_eq!(path.parent(), Some(Path::new("/out")), "{name}");
         }
+    }
+
+    /// Market data (a CSV with open, high, low and close; a headerless Binance kline export;
+    /// a gzip file) is never written over; an earlier export is.
+    #[test]
+    fn market_data_is_not_written_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, bytes: &[u8]| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            let e = write_whole(&path, b"number,value\n").map(|()| std::fs::read(&path).unwrap());
+            (e, std::fs::read(&path).unwrap())
+        };
+        for (name, bytes) in [
+            (
+                "a.csv",
+                &b"\"Date\";Open;High;Low;Close;Volume\n1;1;2;0.5;1.5;9\n"[..],
+            ),
+            (
+                "k.csv",
+                b"1500004800000,1,2,0.5,1.5,9,1500008399999,9,9,9,9,0\n",
+            ),
+            ("z.csv.gz", b"\x1f\x8b\x08\x00rest"),
+        ] {
+            let (result, left) = write(name, bytes);
+            let e = result.unwrap_err().to_string();
+            assert!(
+                e.contains(name) && e.contains("choose another file name"),
+                "{e}"
+            );
+            assert_eq!(left, bytes, "{name}");
+        }
+        let (result, _) = write("trials.csv", b"number,value,params_ppo.gamma\n0,1,0.9\n");
+        assert_eq!(result.unwrap(), b"number,value\n");
     }
 
     #[test]
