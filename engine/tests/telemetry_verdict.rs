@@ -134,7 +134,8 @@ fn memory_budget_reached() {
     assert_eq!(v[0].kind, VerdictKind::MemoryBudget);
     assert_eq!(
         v[0].message,
-        "memory budget reached on gpu0 (15200 of 15360 MiB): lower batch_size or use bf16"
+        "memory budget reached on gpu0 (15200 of 15360 MiB): lower batch_size or the network's size, \
+         or train in f16 where the device has it (wgpu has no bf16: f16 needs the card's shader-f16)"
     );
     d.peak_mem_mib = Some(MEMORY_FULL * 15_360.0 - 1.0);
     let below = VerdictInput {

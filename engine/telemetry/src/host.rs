@@ -42,10 +42,52 @@ pub trait HostProbe: Send {
     fn sample(&mut self) -> HostSample;
 }
 
+/// The watched process's CPU use, from its own CPU time over the probe's own clock.
+///
+/// sysinfo's `Process::cpu_usage` divides the process's CPU time since the last refresh by
+/// the machine's CPU window, which it moves only every `MINIMUM_CPU_UPDATE_INTERVAL` (200 ms):
+/// a sample sooner than that after the one before (a trial's begin and end samples, taken
+/// between ticks; every tick at a 0.1 s interval) divided a few milliseconds of the process's
+/// time by the whole older window, and read 2 % of a busy process, or half. Here each sample is
+/// measured back to the latest earlier one at least [`ProcessWindow::MIN`] old (kept from the
+/// samples before), so a sample taken a moment after another still covers 200 ms or more.
+#[derive(Debug, Default)]
+struct ProcessWindow {
+    /// (when, the process's CPU milliseconds then), oldest first.
+    seen: std::collections::VecDeque<(std::time::Instant, u64)>,
+}
+
+impl ProcessWindow {
+    /// The shortest window a figure is measured over: sysinfo's, and 20 of the kernel's 10 ms
+    /// ticks of CPU time.
+    const MIN: std::time::Duration = sysinfo::MINIMUM_CPU_UPDATE_INTERVAL;
+
+    /// The process's CPU use (100 = one core) from the latest earlier reading at least
+    /// [`Self::MIN`] before `now` to `cpu_ms` at `now`; `None` until one is that old.
+    fn pct(&mut self, now: std::time::Instant, cpu_ms: u64) -> Option<f64> {
+        // The latest reading old enough; the ones before it are no longer needed.
+        let base = self
+            .seen
+            .iter()
+            .rposition(|(t, _)| now.saturating_duration_since(*t) >= Self::MIN);
+        if let Some(i) = base {
+            self.seen.drain(..i);
+        }
+        let out = base.and_then(|_| {
+            let (t, ms) = *self.seen.front()?;
+            let wall_ms = now.saturating_duration_since(t).as_secs_f64() * 1e3;
+            Some(cpu_ms.saturating_sub(ms) as f64 / wall_ms * 100.0)
+        });
+        self.seen.push_back((now, cpu_ms));
+        out
+    }
+}
+
 /// The `sysinfo` implementation.
 pub struct SysinfoHostProbe {
     system: System,
     pid: Pid,
+    process_window: ProcessWindow,
     /// When the priming refresh ran, until the first sample: sysinfo leaves the CPUs' times
     /// as they were on a refresh sooner than `MINIMUM_CPU_UPDATE_INTERVAL` after the last,
     /// which read every core at 0 % and the whole machine at its average since boot.
@@ -66,12 +108,17 @@ impl SysinfoHostProbe {
         let mut probe = SysinfoHostProbe {
             system,
             pid,
+            process_window: ProcessWindow::default(),
             primed: None,
         };
         // CPU usage is a difference between two refreshes; prime the first one so the first
         // real sample is meaningful rather than 0 %.
         probe.refresh();
-        probe.primed = Some(std::time::Instant::now());
+        let now = std::time::Instant::now();
+        probe.primed = Some(now);
+        if let Some(p) = probe.system.process(probe.pid) {
+            probe.process_window.pct(now, p.accumulated_cpu_time());
+        }
         Ok(probe)
     }
 
@@ -118,12 +165,13 @@ impl HostProbe for SysinfoHostProbe {
                 .collect()
         };
         let process = self.system.process(self.pid);
+        let now = std::time::Instant::now();
+        let process_cpu_pct =
+            process.and_then(|p| self.process_window.pct(now, p.accumulated_cpu_time()));
         HostSample {
             cpu_pct: (!cores.is_empty()).then(|| f64::from(self.system.global_cpu_usage())),
             core_pct: cores,
-            process_cpu_pct: process
-                .filter(|_| !too_soon)
-                .map(|p| f64::from(p.cpu_usage())),
+            process_cpu_pct,
             rss_bytes: process.map(|p| p.memory()),
         }
     }
@@ -164,6 +212,33 @@ mod tests {
         );
         assert!(second.core_pct.iter().any(|&v| v > 0.0), "{second:?}");
         assert!(second.cpu_pct.is_some_and(|v| v > 0.0), "{second:?}");
+    }
+
+    /// A reading a moment after another is measured back to one at least 200 ms old: a
+    /// process busy on 1.5 cores reads 150 % at a trial's begin sample 20 ms after a tick, and
+    /// at every tick of a 0.1 s interval (sysinfo's own figure read 10 % and about 75 %).
+    #[test]
+    fn a_reading_soon_after_another_still_covers_200_ms() {
+        use std::time::{Duration, Instant};
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        // 1.5 CPU-milliseconds per millisecond.
+        let cpu = |ms: u64| ms * 3 / 2;
+        let mut w = ProcessWindow::default();
+        assert_eq!(w.pct(at(0), cpu(0)), None, "nothing to measure from");
+        assert_eq!(w.pct(at(100), cpu(100)), None, "100 ms is too short");
+        for ms in [200, 220, 300, 400, 500, 520, 600, 700] {
+            let pct = w.pct(at(ms), cpu(ms)).unwrap();
+            assert!((pct - 150.0).abs() < 1e-9, "at {ms} ms: {pct}");
+        }
+        assert!(
+            w.seen.len() <= 4,
+            "older readings are dropped: {:?}",
+            w.seen
+        );
+        // Idle since 700 ms: the window from 600 ms holds 100 ms of work in 250.
+        let pct = w.pct(at(850), cpu(700)).unwrap();
+        assert!((pct - 60.0).abs() < 1e-9, "{pct}");
     }
 
     #[test]

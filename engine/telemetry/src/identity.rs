@@ -31,6 +31,10 @@ pub enum DeviceMatch {
     Cpu,
     /// The index into the probed cards (`gpu{index}`), and how that was decided.
     Gpu { index: u32, by: MatchKey },
+    /// None of the probed cards: its PCI bus id is known and no probed card, each with its
+    /// own known bus id, is there (an Intel iGPU beside a probed NVIDIA card). No card's
+    /// figures belong to it; the text says where it is.
+    NotProbed(String),
     /// Cannot be known; the text says why.
     Unknown(String),
 }
@@ -53,6 +57,7 @@ impl fmt::Display for DeviceMatch {
                     MatchKey::Name => "name",
                 }
             ),
+            DeviceMatch::NotProbed(why) => write!(f, "not probed ({why})"),
             DeviceMatch::Unknown(why) => write!(f, "unknown ({why})"),
         }
     }
@@ -75,7 +80,7 @@ pub fn match_device(device: &BurnDeviceDescription, gpus: &[GpuInfo]) -> DeviceM
         }
         // A bus id that no probed card has: a card the probes cannot read (e.g. an Intel iGPU).
         if gpus.iter().all(|g| g.pci_bus_id.is_some()) {
-            return DeviceMatch::Unknown(format!("no probed GPU is at PCI {id}"));
+            return DeviceMatch::NotProbed(format!("no probed GPU is at PCI {id}"));
         }
     }
     let Some(name) = device.name.as_deref() else {
@@ -234,7 +239,7 @@ mod tests {
         let m = match_device(&wgpu(Some("Intel UHD 770"), Some("0000:00:02.0")), &gpus);
         assert_eq!(
             m,
-            DeviceMatch::Unknown("no probed GPU is at PCI 0000:00:02.0".into())
+            DeviceMatch::NotProbed("no probed GPU is at PCI 0000:00:02.0".into())
         );
         let m = match_device(&wgpu(None, None), &gpus);
         assert!(

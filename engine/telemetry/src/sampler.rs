@@ -445,6 +445,9 @@ impl SamplerCore {
     pub fn tick(&mut self, now: DateTime<Utc>, deadline: Instant) -> Tick {
         self.seq += 1;
         let seq = self.seq;
+        // The trials running when the probes are asked: a trial that begins while they
+        // answer gets none of these readings, taken (and stamped `now`) before it began.
+        let running = lock(&self.shared.running).clone();
         let asked: Vec<bool> = self
             .workers
             .iter_mut()
@@ -477,7 +480,6 @@ impl SamplerCore {
                 shared.insert(device, DeviceProcesses { at: now, list });
             }
         }
-        let running = lock(&self.shared.running).clone();
         let tick = Tick {
             seq,
             timestamp: now,

@@ -216,7 +216,9 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
             say(
                 VerdictKind::MemoryBudget,
                 format!(
-                    "memory budget reached on {} ({used:.0} of {budget:.0} MiB): lower batch_size or use bf16",
+                    "memory budget reached on {} ({used:.0} of {budget:.0} MiB): lower batch_size or the \
+                     network's size, or train in f16 where the device has it (wgpu has no bf16: \
+                     f16 needs the card's shader-f16)",
                     d.device
                 ),
             );

@@ -99,8 +99,11 @@ impl Runner {
             }
             None => None,
         };
-        let telemetry_device = self.telemetry_device(slot);
-        let process_memory = match (&self.telemetry, telemetry_device) {
+        let on_card = self.telemetry_device(slot);
+        // Rows tagged and summed on the trial's card and the host (on the host alone for a
+        // card no probe reads; on every device where the card is not known).
+        let telemetry_device = on_card.sampler_tag();
+        let process_memory = match (&self.telemetry, on_card.probed()) {
             (Some(sampler), Some(card @ tradetune_telemetry::DeviceTag::Gpu(_))) => {
                 Some(super::trial_fn::ProcessMemory {
                     sampler: sampler.clone(),
@@ -300,7 +303,7 @@ impl Runner {
             );
             attrs.extend(s);
             // Which telemetry device (`gpu0`, `host`) this trial's slot (`wgpu:0`) is.
-            if let Some(d) = telemetry_device.filter(|_| self.telemetry.is_some()) {
+            if let Some(d) = on_card.probed().filter(|_| self.telemetry.is_some()) {
                 attrs.push(("telemetry_device".into(), JsonValue::from(d.to_string())));
             }
         }

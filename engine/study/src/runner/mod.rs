@@ -417,14 +417,18 @@ impl Runner {
 
     /// The telemetry device of `slot`: the host for the CPU and for a software adapter, the
     /// probed card a wgpu adapter runs on (by PCI bus id, else by a name only one card has),
-    /// `None` when that cannot be told.
-    fn telemetry_device(&self, slot: &DeviceSlot) -> Option<tradetune_telemetry::DeviceTag> {
+    /// [`OnCard::NotProbed`] for a card at a bus id no probed card has, `Unknown` when that
+    /// cannot be told.
+    fn telemetry_device(&self, slot: &DeviceSlot) -> OnCard {
         use tradetune_device::adapters::AdapterKind;
         use tradetune_telemetry::{BurnDeviceDescription, DeviceMatch, DeviceTag, match_device};
         let adapter = match slot.spec {
-            tradetune_device::DeviceSpec::Cpu => return Some(DeviceTag::Host),
-            spec if spec.is_wgpu() => tradetune_device::wgpu_adapter(spec).ok()?,
-            _ => return None,
+            tradetune_device::DeviceSpec::Cpu => return OnCard::Probed(DeviceTag::Host),
+            spec if spec.is_wgpu() => match tradetune_device::wgpu_adapter(spec) {
+                Ok(adapter) => adapter,
+                Err(_) => return OnCard::Unknown,
+            },
+            _ => return OnCard::Unknown,
         };
         let description = BurnDeviceDescription {
             label: slot.label.clone(),
@@ -433,9 +437,10 @@ impl Runner {
             is_cpu: adapter.kind == AdapterKind::Cpu,
         };
         match match_device(&description, &self.telemetry_gpus) {
-            DeviceMatch::Cpu => Some(DeviceTag::Host),
-            DeviceMatch::Gpu { index, .. } => Some(DeviceTag::Gpu(index)),
-            DeviceMatch::Unknown(_) => None,
+            DeviceMatch::Cpu => OnCard::Probed(DeviceTag::Host),
+            DeviceMatch::Gpu { index, .. } => OnCard::Probed(DeviceTag::Gpu(index)),
+            DeviceMatch::NotProbed(_) => OnCard::NotProbed,
+            DeviceMatch::Unknown(_) => OnCard::Unknown,
         }
     }
 
@@ -1029,5 +1034,38 @@ impl Runner {
             values.insert(name.clone(), value);
         }
         Ok(values)
+    }
+}
+
+/// Which telemetry device a trial's slot is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnCard {
+    /// The host (the CPU, a software adapter) or a probed card.
+    Probed(tradetune_telemetry::DeviceTag),
+    /// A card no probe reads (its bus id is none of theirs): only the host's rows are the
+    /// trial's, where every card's were, and a trial on an iGPU was judged by an idle card's
+    /// figures ("gpu0 only 0 % busy … raise batch_size").
+    NotProbed,
+    /// Not known (a backend without an adapter to ask, a card told by neither bus id nor a
+    /// name only one probed card has): every device's rows are tagged with the trial.
+    Unknown,
+}
+
+impl OnCard {
+    /// The device the sampler tags the trial's rows on and sums them over (`None`: every one).
+    pub(crate) fn sampler_tag(self) -> Option<tradetune_telemetry::DeviceTag> {
+        match self {
+            OnCard::Probed(tag) => Some(tag),
+            OnCard::NotProbed => Some(tradetune_telemetry::DeviceTag::Host),
+            OnCard::Unknown => None,
+        }
+    }
+
+    /// The probed device itself, where there is one.
+    pub(crate) fn probed(self) -> Option<tradetune_telemetry::DeviceTag> {
+        match self {
+            OnCard::Probed(tag) => Some(tag),
+            OnCard::NotProbed | OnCard::Unknown => None,
+        }
     }
 }
