@@ -41,6 +41,12 @@ pub fn require_db(db: &Path) -> anyhow::Result<()> {
         return Ok(());
     }
     anyhow::ensure!(
+        !db.is_dir(),
+        "{}: is a folder, not a study database: give the SQLite file in it (studies.db), or \
+         postgresql://user@host[:port]/dbname",
+        db.display()
+    );
+    anyhow::ensure!(
         db.is_file(),
         "{}: no such study database: the file does not exist (give a SQLite file, or \
          postgresql://user@host[:port]/dbname)",

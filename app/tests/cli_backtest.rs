@@ -178,11 +178,35 @@ fn a_missing_or_corrupt_checkpoint_is_named() {
     );
 
     let run = train_tiny(&dir);
+    // The weights of a run of another network: said as files of different runs, in words
+    // (it was burn's error value, `Validation("Apply errors: [\"pi.0.weight: …`).
+    let other = scratch("cli_backtest", "bad_other_net");
+    let ppo = other.join("ppo.json");
+    std::fs::write(
+        &ppo,
+        r#"{"n_steps": 32, "batch_size": 128, "n_epochs": 1,
+            "policy": {"net_arch": {"pi": [8], "vf": [8]}}}"#,
+    )
+    .unwrap();
+    let out = other.join("run");
+    let (p, o) = (ppo.to_str().unwrap(), out.to_str().unwrap());
+    let t = tradetune(&["train", "--out", o, "--ppo", p, "--total-timesteps", "128"]);
+    assert!(t.status.success(), "{}", text(&t.stderr));
+    std::fs::copy(out.join("model.bpk"), run.join("model.bpk")).unwrap();
+    let o = tradetune(&["backtest", "--checkpoint", run.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let stderr = text(&o.stderr);
+    assert!(stderr.contains("model.bpk"), "{stderr}");
+    assert!(stderr.contains("from different runs"), "{stderr}");
+    assert!(!stderr.contains("Validation(\""), "{stderr}");
+
     std::fs::write(run.join("model.bpk"), b"not a burn record").unwrap();
     let o = tradetune(&["backtest", "--checkpoint", run.to_str().unwrap()]);
     assert!(!o.status.success());
     let stderr = text(&o.stderr);
     assert!(stderr.contains("model.bpk"), "{stderr}");
+    assert!(stderr.contains("damaged, cut short"), "{stderr}");
+    assert!(!stderr.contains("Io(\""), "{stderr}");
 
     std::fs::remove_file(run.join("state.json")).unwrap();
     let o = tradetune(&["backtest", "--checkpoint", run.to_str().unwrap()]);

@@ -487,6 +487,15 @@ fn bad_study_files_name_the_file_line_and_key() {
         text(&o.stderr)
     );
     assert!(!db.exists());
+    // A name no new study may have is refused at its line, and no database is made either.
+    let named = dir.join("named.toml");
+    let body = std::fs::read_to_string(&good).unwrap();
+    std::fs::write(&named, body.replace("name = \"zero\"", "name = \"a/../b\"")).unwrap();
+    let o = tradetune(&["study", "run", s(&named), "--db", s(&db)]);
+    let err = text(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("study.name"), "{err}");
+    assert!(!db.exists(), "{err}");
 }
 
 /// A `[sampler]` or `[pruner]` setting the chosen kind does not use is named with its line as

@@ -239,4 +239,6 @@ fn importance_errors_are_clear() {
     let e = fails(&["study", "importance", "x", "--db", s(&missing)]);
     assert!(e.contains("no such study database"), "{e}");
     assert!(!missing.exists(), "a missing database is not created");
+    let e = fails(&["study", "importance", "x", "--db", s(&dir)]);
+    assert!(e.contains("is a folder, not a study database"), "{e}");
 }

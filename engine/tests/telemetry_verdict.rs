@@ -317,6 +317,17 @@ fn from_summary_uses_budget_then_card_size_and_process_memory_first() {
             VerdictKind::UpdateBoundDeviceLimit
         ]
     );
+    // Without the process's own figure, the whole card's use is held against the whole card,
+    // not against the trial's budget: 12800 MiB used of a 16376 MiB card (the desktop's and
+    // other processes' memory in it) is not a trial at its 13107 MiB budget.
+    let mut summary = summary;
+    summary.devices.truncate(1);
+    summary.devices[0].peak_process_mem_used_mib = None;
+    summary.devices[0].peak_mem_used_mib = Some(12_800.0);
+    let input = VerdictInput::from_summary(&summary, &[("gpu0".into(), 13_107.0)], true);
+    assert_eq!(input.devices[0].peak_mem_mib, Some(12_800.0));
+    assert_eq!(input.devices[0].mem_budget_mib, Some(16_376.0));
+    assert!(!kinds(&input).contains(&VerdictKind::MemoryBudget));
 }
 
 #[test]

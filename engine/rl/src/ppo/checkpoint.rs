@@ -155,7 +155,7 @@ fn write_all_temporary<E: RolloutEnv>(
         .model()
         .valid()
         .save_file(&tmp)
-        .map_err(|e| err(&model_path, format!("{e:?}")))?;
+        .map_err(|e| err(&model_path, format!("cannot write it: {e}")))?;
     sync(&tmp, &model_path)?;
     let opt_path = file(dir, "optimizer.bpk");
     let tmp = saving_name(dir, "optimizer.bpk");
@@ -210,7 +210,7 @@ fn sync(tmp: &Path, path: &Path) -> Result<(), PpoError> {
 /// Reads the checkpoint in `dir`, building the model on `device`.
 pub fn load(dir: &Path, device: &Device) -> Result<Checkpoint, PpoError> {
     let cfg_path = file(dir, "ppo.json");
-    let config = PpoConfig::load(&cfg_path).map_err(|e| err(&cfg_path, format!("{e:?}")))?;
+    let config = PpoConfig::load(&cfg_path).map_err(|e| err(&cfg_path, e))?;
     let state_path = file(dir, "state.json");
     let text = std::fs::read_to_string(&state_path).map_err(|e| err(&state_path, e))?;
     let state: CheckpointState = serde_json::from_str(&text).map_err(|e| err(&state_path, e))?;
@@ -228,12 +228,29 @@ pub fn load(dir: &Path, device: &Device) -> Result<Checkpoint, PpoError> {
         .policy
         .init(state.obs_dim, state.action_dim, config.seed, device)
         .try_load_file(&model_path)
-        .map_err(|e| err(&model_path, format!("{e:?}")))?;
+        .map_err(|e| err(&model_path, unreadable_model(e, &state)))?;
     Ok(Checkpoint {
         config,
         model,
         state,
     })
+}
+
+/// What went wrong reading a checkpoint's weights, said for its user rather than as burn's
+/// error value (`Io("Invalid magic number")`, with Rust's escaped quotes).
+fn unreadable_model(e: burn::store::RecordError, state: &CheckpointState) -> String {
+    use burn::store::RecordError;
+    match e {
+        RecordError::Io(why) => format!(
+            "cannot read it as a model file TradeTune wrote (damaged, cut short, or another \
+             file put in its place): {why}"
+        ),
+        RecordError::Validation(why) => format!(
+            "its weights do not fit the network its ppo.json (policy.net_arch) and state.json \
+             (observation {}, action {}) describe: the files come from different runs; {why}",
+            state.obs_dim, state.action_dim
+        ),
+    }
 }
 
 /// Restores a checkpoint into `trainer` (same config and sizes) to resume training: weights,

@@ -219,8 +219,14 @@ pub(super) fn open_for_writing(db: &std::path::Path) -> Result<Storage, FrontErr
 
 fn record(launch: &StudyLaunch, prepared: &Prepared) -> Result<(), FrontError> {
     let db = &launch.place.db;
-    let mut storage = open_for_writing(db)?;
     let name = &launch.file.study.name;
+    // A SQLite file not made yet holds no study of this name: a name no new study may have
+    // is refused before the file is made (an empty database was left behind).
+    if !is_postgres_url(&db.to_string_lossy()) && !db.exists() {
+        crate::study::file::check_study_name(name)
+            .map_err(|e| launch.file.key_error("study.name", e))?;
+    }
+    let mut storage = open_for_writing(db)?;
     // Twice at most: a study another process created between the lookup and the creation
     // here (two `study run`s of one new study started at once) is then found and checked.
     for _ in 0..2 {
