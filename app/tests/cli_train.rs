@@ -278,6 +278,8 @@ fn an_out_that_cannot_take_a_checkpoint_is_refused_before_training() {
     for (out, why) in [
         (file.clone(), "is a file"),
         (file.join("below"), "cannot create it"),
+        // The folder of the run's own ppo.json: the checkpoint's ppo.json would replace it.
+        (dir.clone(), "holds ppo.json but no checkpoint"),
     ] {
         let o = tradetune(&[
             "train",
@@ -292,11 +294,12 @@ fn an_out_that_cannot_take_a_checkpoint_is_refused_before_training() {
         assert_eq!(o.status.code(), Some(1), "{stdout}\n{stderr}");
         assert!(!stdout.contains("approx_kl"), "it trained first: {stdout}");
         assert!(
-            stderr.contains("--out") && stderr.contains(why) && stderr.contains("afile"),
+            stderr.contains("--out") && stderr.contains(why) && stderr.contains("bad_out"),
             "{stderr}"
         );
     }
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
+    assert!(std::fs::read_to_string(&ppo).unwrap().contains("n_steps"));
 }
 
 /// A `tradetune train --json` of a budget it never reaches, its stdout piped: the child, its

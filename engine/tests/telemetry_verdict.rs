@@ -135,7 +135,8 @@ fn memory_budget_reached() {
     assert_eq!(
         v[0].message,
         "memory budget reached on gpu0 (15200 of 15360 MiB): lower batch_size or the network's size, \
-         or train in f16 where the device has it (wgpu has no bf16: f16 needs the card's shader-f16)"
+         or train in half precision where the device has it (f16 on wgpu with the card's \
+         shader-f16; wgpu has no bf16, CUDA and ROCm have both)"
     );
     d.peak_mem_mib = Some(MEMORY_FULL * 15_360.0 - 1.0);
     let below = VerdictInput {
@@ -328,6 +329,19 @@ fn from_summary_uses_budget_then_card_size_and_process_memory_first() {
     assert_eq!(input.devices[0].peak_mem_mib, Some(12_800.0));
     assert_eq!(input.devices[0].mem_budget_mib, Some(16_376.0));
     assert!(!kinds(&input).contains(&VerdictKind::MemoryBudget));
+    // A card nearly full is said as the card's, not as the trial's budget.
+    summary.devices[0].peak_mem_used_mib = Some(16_000.0);
+    let input = VerdictInput::from_summary(&summary, &[("gpu0".into(), 13_107.0)], true);
+    let v = verdicts(&input);
+    assert_eq!(v[0].kind, VerdictKind::MemoryBudget);
+    assert!(
+        v[0].message.starts_with(
+            "gpu0 nearly full (16000 of 16376 MiB, every process's; this trial's own use was \
+             not measured)"
+        ),
+        "{}",
+        v[0].message
+    );
 }
 
 #[test]

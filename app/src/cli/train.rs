@@ -49,6 +49,28 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
             outln!("note: {note}");
         }
     }
+    // A folder holding a checkpoint's file names but no checkpoint this build reads (the
+    // user's own env.json and ppo.json, the run's --env and --ppo among them): the run would
+    // replace them with its own, without a word.
+    if !resumed_here && checkpoint::trained_samples(&run.out).is_none() {
+        let found: Vec<&str> = [
+            "env.json",
+            "ppo.json",
+            "data.json",
+            "state.json",
+            "model.bpk",
+        ]
+        .into_iter()
+        .filter(|name| run.out.join(name).exists())
+        .collect();
+        anyhow::ensure!(
+            found.is_empty(),
+            "--out {}: holds {} but no checkpoint this build reads: the run would write its own \
+             files over them; give a new or empty folder (or move them)",
+            run.out.display(),
+            found.join(", ")
+        );
+    }
     let spec = run.device;
     let config = &run.config;
     // Refused before anything loads: a precision the device does not compute in.

@@ -66,7 +66,11 @@ pub fn market_data_in_the_way(path: &Path) -> Option<&'static str> {
         );
     }
     let first = String::from_utf8_lossy(&head);
-    let first = first.lines().next().unwrap_or_default();
+    let first = first
+        .trim_start_matches('\u{feff}')
+        .lines()
+        .next()
+        .unwrap_or_default();
     let fields: Vec<String> = first
         .split([',', ';', '\t'])
         .map(|f| f.trim().trim_matches('"').to_ascii_lowercase())

@@ -145,7 +145,8 @@ pub fn write_replacing<T>(
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    if crate::ppo::checkpoint::trained_samples(folder).is_some() {
+    // Any checkpoint's, this build's layout or not (one it cannot read is still the user's).
+    if folder.join("state.json").is_file() && folder.join("model.bpk").is_file() {
         return Err(FrontError::file(
             path,
             format!(
@@ -230,6 +231,10 @@ mod tests {
                 b"1500004800000,1,2,0.5,1.5,9,1500008399999,9,9,9,9,0\n",
             ),
             ("z.csv.gz", b"\x1f\x8b\x08\x00rest"),
+            (
+                "bom.csv",
+                b"\xef\xbb\xbfOpen,High,Low,Close,Date\n1,2,0.5,1.5,2020-01-02\n",
+            ),
         ] {
             let (result, left) = write(name, bytes);
             let e = result.unwrap_err().to_string();

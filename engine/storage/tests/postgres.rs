@@ -597,4 +597,25 @@ fn opening_a_database_with_its_whole_schema_takes_no_lock() {
         )
         .unwrap();
     assert_eq!(index.len(), 1, "the open made the missing index again");
+    // So is every other piece the check looks for, each missing in turn.
+    for (drop, present) in [
+        (
+            "ALTER TABLE tradetune_fold_returns DROP COLUMN benchmark",
+            "SELECT 1 FROM information_schema.columns WHERE table_name = 'tradetune_fold_returns' \
+             AND column_name = 'benchmark'",
+        ),
+        (
+            "DROP TABLE tradetune_runs",
+            "SELECT 1 FROM pg_tables WHERE tablename = 'tradetune_runs'",
+        ),
+        (
+            "DELETE FROM tradetune_version",
+            "SELECT 1 FROM tradetune_version WHERE schema_version = 1",
+        ),
+    ] {
+        admin.batch_execute(drop).unwrap();
+        assert!(admin.query(present, &[]).unwrap().is_empty(), "{drop}");
+        Storage::open_with(&url, &quick).unwrap();
+        assert_eq!(admin.query(present, &[]).unwrap().len(), 1, "{drop}");
+    }
 }

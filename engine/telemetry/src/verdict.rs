@@ -85,6 +85,9 @@ pub struct DeviceFacts {
     pub peak_mem_mib: Option<f64>,
     /// The trial's memory budget on the device.
     pub mem_budget_mib: Option<f64>,
+    /// `peak_mem_mib` is the whole card's use (every process's) and `mem_budget_mib` the
+    /// card's size: the trial's own use was not known.
+    pub whole_card_mem: bool,
     pub thermal_throttle_fraction: Option<f64>,
     pub power_throttle_fraction: Option<f64>,
 }
@@ -198,6 +201,7 @@ impl VerdictInput {
                             .or(d.mem_total_mib),
                         None => d.mem_total_mib,
                     },
+                    whole_card_mem: d.peak_process_mem_used_mib.is_none(),
                     thermal_throttle_fraction: d.thermal_throttle_fraction,
                     power_throttle_fraction: d.power_throttle_fraction,
                 })
@@ -220,13 +224,24 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
             && budget > 0.0
             && used >= MEMORY_FULL * budget
         {
+            let what = if d.whole_card_mem {
+                format!(
+                    "{} nearly full ({used:.0} of {budget:.0} MiB, every process's; this \
+                     trial's own use was not measured)",
+                    d.device
+                )
+            } else {
+                format!(
+                    "memory budget reached on {} ({used:.0} of {budget:.0} MiB)",
+                    d.device
+                )
+            };
             say(
                 VerdictKind::MemoryBudget,
                 format!(
-                    "memory budget reached on {} ({used:.0} of {budget:.0} MiB): lower batch_size or the \
-                     network's size, or train in f16 where the device has it (wgpu has no bf16: \
-                     f16 needs the card's shader-f16)",
-                    d.device
+                    "{what}: lower batch_size or the network's size, or train in half precision \
+                     where the device has it (f16 on wgpu with the card's shader-f16; wgpu has \
+                     no bf16, CUDA and ROCm have both)"
                 ),
             );
         }

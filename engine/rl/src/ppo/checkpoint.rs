@@ -224,6 +224,9 @@ pub fn load(dir: &Path, device: &Device) -> Result<Checkpoint, PpoError> {
         ));
     }
     let model_path = file(dir, "model.bpk");
+    if !model_path.is_file() {
+        return Err(err(&model_path, "missing: the checkpoint has no weights"));
+    }
     let model = config
         .policy
         .init(state.obs_dim, state.action_dim, config.seed, device)
