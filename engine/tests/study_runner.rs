@@ -762,7 +762,7 @@ fn the_memory_verdict_is_measured_against_the_trials_budget() {
         },
     };
     assert!(
-        all.contains("memory budget reached on gpu0 (2048 of 2048 MiB)"),
+        all.contains("memory budget reached on gpu0 (2048 of 2048 MiB; the card's use"),
         "{all}"
     );
     // With room to spare, nothing is said of memory.

@@ -85,9 +85,11 @@ pub struct DeviceFacts {
     pub peak_mem_mib: Option<f64>,
     /// The trial's memory budget on the device.
     pub mem_budget_mib: Option<f64>,
-    /// `peak_mem_mib` is the whole card's use (every process's) and `mem_budget_mib` the
-    /// card's size: the trial's own use was not known.
+    /// `peak_mem_mib` is the whole card's use (every process's): the trial's own use was not
+    /// known. It is then held against the card's size where that is known (`card_sized`),
+    /// else against the trial's budget.
     pub whole_card_mem: bool,
+    pub card_sized: bool,
     pub thermal_throttle_fraction: Option<f64>,
     pub power_throttle_fraction: Option<f64>,
 }
@@ -199,9 +201,15 @@ impl VerdictInput {
                             .find(|(n, _)| *n == d.device)
                             .map(|(_, b)| *b)
                             .or(d.mem_total_mib),
-                        None => d.mem_total_mib,
+                        None => d.mem_total_mib.or_else(|| {
+                            budgets_mib
+                                .iter()
+                                .find(|(n, _)| *n == d.device)
+                                .map(|(_, b)| *b)
+                        }),
                     },
                     whole_card_mem: d.peak_process_mem_used_mib.is_none(),
+                    card_sized: d.peak_process_mem_used_mib.is_none() && d.mem_total_mib.is_some(),
                     thermal_throttle_fraction: d.thermal_throttle_fraction,
                     power_throttle_fraction: d.power_throttle_fraction,
                 })
@@ -224,10 +232,16 @@ pub fn verdicts(input: &VerdictInput) -> Vec<Verdict> {
             && budget > 0.0
             && used >= MEMORY_FULL * budget
         {
-            let what = if d.whole_card_mem {
+            let what = if d.card_sized {
                 format!(
                     "{} nearly full ({used:.0} of {budget:.0} MiB, every process's; this \
                      trial's own use was not measured)",
+                    d.device
+                )
+            } else if d.whole_card_mem {
+                format!(
+                    "memory budget reached on {} ({used:.0} of {budget:.0} MiB; the card's use \
+                     by every process, this trial's own was not measured)",
                     d.device
                 )
             } else {
