@@ -187,31 +187,28 @@ impl VerdictInput {
             devices: summary
                 .devices
                 .iter()
-                .map(|d| DeviceFacts {
-                    device: d.device.clone(),
-                    mean_util_pct: d.mean_util_pct,
+                .map(|d| {
+                    let budget = (budgets_mib.iter())
+                        .find(|(n, _)| *n == d.device)
+                        .map(|(_, b)| *b);
                     // The trial's own memory against its budget; where only the whole card's
                     // use is known (NVML in a container, an amdgpu without per-process
                     // figures), that against the whole card: the desktop's and other
                     // processes' memory is not the trial's to count against its budget.
-                    peak_mem_mib: d.peak_process_mem_used_mib.or(d.peak_mem_used_mib),
-                    mem_budget_mib: match d.peak_process_mem_used_mib {
-                        Some(_) => budgets_mib
-                            .iter()
-                            .find(|(n, _)| *n == d.device)
-                            .map(|(_, b)| *b)
-                            .or(d.mem_total_mib),
-                        None => d.mem_total_mib.or_else(|| {
-                            budgets_mib
-                                .iter()
-                                .find(|(n, _)| *n == d.device)
-                                .map(|(_, b)| *b)
-                        }),
-                    },
-                    whole_card_mem: d.peak_process_mem_used_mib.is_none(),
-                    card_sized: d.peak_process_mem_used_mib.is_none() && d.mem_total_mib.is_some(),
-                    thermal_throttle_fraction: d.thermal_throttle_fraction,
-                    power_throttle_fraction: d.power_throttle_fraction,
+                    let own = d.peak_process_mem_used_mib;
+                    DeviceFacts {
+                        device: d.device.clone(),
+                        mean_util_pct: d.mean_util_pct,
+                        peak_mem_mib: own.or(d.peak_mem_used_mib),
+                        mem_budget_mib: match own {
+                            Some(_) => budget.or(d.mem_total_mib),
+                            None => d.mem_total_mib.or(budget),
+                        },
+                        whole_card_mem: own.is_none(),
+                        card_sized: own.is_none() && d.mem_total_mib.is_some(),
+                        thermal_throttle_fraction: d.thermal_throttle_fraction,
+                        power_throttle_fraction: d.power_throttle_fraction,
+                    }
                 })
                 .collect(),
         }
